@@ -1,0 +1,215 @@
+#include "framework/cpu_device.h"
+
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+
+namespace spill {
+namespace {
+
+// Regions are mapped, not malloc'ed: untouched pages of a large budget cost no
+// physical memory, and the arena stays apart from the host heap.
+StatusOr<void*> MapRegion(size_t bytes, const char* what) {
+  if (bytes == 0) return InvalidArgument(std::string(what) + " region of 0 bytes");
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                    -1, 0);
+  if (base == MAP_FAILED) {
+    return OutOfMemory(std::string("cannot reserve a ") + what + " region of " +
+                       std::to_string(bytes) + " bytes");
+  }
+  return base;
+}
+
+std::mutex& RegionMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+std::map<void*, size_t>& RegionSizes() {
+  static std::map<void*, size_t> sizes;
+  return sizes;
+}
+
+void Remember(void* base, size_t bytes) {
+  std::lock_guard<std::mutex> lock(RegionMutex());
+  RegionSizes()[base] = bytes;
+}
+
+void Unmap(void* base) {
+  if (base == nullptr) return;
+  size_t bytes;
+  {
+    std::lock_guard<std::mutex> lock(RegionMutex());
+    auto it = RegionSizes().find(base);
+    SPILL_CHECK(it != RegionSizes().end()) << "unknown region";
+    bytes = it->second;
+    RegionSizes().erase(it);
+  }
+  munmap(base, bytes);
+}
+
+class CompletedEvent : public Event {
+ public:
+  void Synchronize() override {}
+  bool IsComplete() override { return true; }
+};
+
+class WorkerEvent : public Event {
+ public:
+  WorkerEvent(CpuWorkerQueue* queue, uint64_t sequence) : queue_(queue), sequence_(sequence) {}
+  void Synchronize() override { queue_->WaitUntil(sequence_); }
+  bool IsComplete() override { return queue_->Reached(sequence_); }
+
+ private:
+  CpuWorkerQueue* queue_;
+  uint64_t sequence_;
+};
+
+}  // namespace
+
+const char* DeviceTypeName(DeviceType type) {
+  return type == DeviceType::kCpu ? "cpu" : "cuda";
+}
+
+void Device::CopySync(void* dst, const void* src, size_t bytes, CopyKind kind) {
+  CopyAsync(dst, src, bytes, kind, compute_queue());
+  compute_queue().Synchronize();
+}
+
+// ---------------------------------------------------------------------------
+// CpuWorkerQueue
+
+CpuWorkerQueue::CpuWorkerQueue() : worker_([this] { Run(); }) {}
+
+CpuWorkerQueue::~CpuWorkerQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  worker_.join();
+}
+
+void CpuWorkerQueue::Enqueue(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks_.push_back(std::move(task));
+    ++enqueued_;
+  }
+  work_ready_.notify_one();
+}
+
+std::shared_ptr<Event> CpuWorkerQueue::Record() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::make_shared<WorkerEvent>(this, enqueued_);
+}
+
+void CpuWorkerQueue::Wait(const std::shared_ptr<Event>& event) {
+  if (event->IsComplete()) return;
+  Enqueue([event] { event->Synchronize(); });
+}
+
+void CpuWorkerQueue::Synchronize() {
+  uint64_t target;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    target = enqueued_;
+  }
+  WaitUntil(target);
+}
+
+void CpuWorkerQueue::WaitUntil(uint64_t sequence) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  work_done_.wait(lock, [&] { return completed_ >= sequence; });
+}
+
+bool CpuWorkerQueue::Reached(uint64_t sequence) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_ >= sequence;
+}
+
+void CpuWorkerQueue::Run() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_ready_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stopping and drained
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++completed_;
+    }
+    work_done_.notify_all();
+  }
+}
+
+std::shared_ptr<Event> CpuInlineQueue::Record() { return std::make_shared<CompletedEvent>(); }
+
+// ---------------------------------------------------------------------------
+// CpuDevice
+
+CpuDevice::CpuDevice(CpuDeviceOptions options) : options_(options) {}
+
+CpuDevice::~CpuDevice() { copy_.Synchronize(); }
+
+std::string CpuDevice::Describe() const {
+  std::string text = "cpu (arena device memory, inline compute queue, threaded copy queue";
+  if (options_.link_bytes_per_second > 0) {
+    text += ", link throttled to " + std::to_string(options_.link_bytes_per_second / 1e9) + " GB/s";
+  }
+  return text + ")";
+}
+
+StatusOr<void*> CpuDevice::ReserveDeviceRegion(size_t bytes) {
+  SPILL_ASSIGN_OR_RETURN(void* base, MapRegion(bytes, "device"));
+  Remember(base, bytes);
+  return base;
+}
+
+void CpuDevice::ReleaseDeviceRegion(void* base) { Unmap(base); }
+
+StatusOr<void*> CpuDevice::ReserveHostRegion(size_t bytes) {
+  SPILL_ASSIGN_OR_RETURN(void* base, MapRegion(bytes, "host"));
+  Remember(base, bytes);
+  return base;
+}
+
+void CpuDevice::ReleaseHostRegion(void* base) { Unmap(base); }
+
+void CpuDevice::Throttle(size_t bytes, CopyKind kind) const {
+  if (options_.link_bytes_per_second <= 0) return;
+  if (kind != CopyKind::kHostToDevice && kind != CopyKind::kDeviceToHost) return;
+  auto duration = std::chrono::duration<double>(bytes / options_.link_bytes_per_second);
+  std::this_thread::sleep_for(duration);
+}
+
+void CpuDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) {
+  copied_[static_cast<int>(kind)] += bytes;
+  if (&queue == &compute_) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  SPILL_CHECK(&queue == &copy_) << "queue does not belong to this device";
+  copy_.Enqueue([this, dst, src, bytes, kind] {
+    std::memcpy(dst, src, bytes);
+    Throttle(bytes, kind);
+  });
+}
+
+void CpuDevice::MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) {
+  if (&queue == &compute_) {
+    std::memset(dst, value, bytes);
+    return;
+  }
+  copy_.Enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
+}
+
+size_t CpuDevice::bytes_copied(CopyKind kind) const { return copied_[static_cast<int>(kind)]; }
+
+}  // namespace spill

@@ -1,0 +1,127 @@
+#include "framework/executor.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "framework/random.h"
+
+namespace spill {
+
+Executor::Executor(Net& net, Device& device, TensorStore& store)
+    : net_(net), device_(device), store_(store) {}
+
+Tensor Executor::View(TensorId id) {
+  if (id == kNoTensor) return Tensor();
+  const TensorInfo& info = net_.schedule().tensors[id];
+  return Tensor(info.shape, store_.computes() ? store_.Data(id) : nullptr);
+}
+
+std::vector<Tensor> Executor::Views(const std::vector<TensorId>& ids) {
+  std::vector<Tensor> views;
+  views.reserve(ids.size());
+  for (TensorId id : ids) views.push_back(View(id));
+  return views;
+}
+
+void Executor::RunForward(int layer, bool recompute) {
+  const LayerTensors& lt = net_.schedule().layers[layer];
+  ForwardArgs args;
+  args.inputs = Views(lt.inputs);
+  args.outputs = Views(lt.outputs);
+  args.params = Views(lt.params);
+  args.aux = Views(lt.aux);
+  args.workspace = store_.StepWorkspace();
+  args.phase = phase_;
+  args.recompute = recompute;
+  args.seed = MixSeed(seed_, static_cast<uint64_t>(layer));
+  args.batch = batch_;
+  args.device = &device_;
+  net_.layer(layer).Forward(args);
+}
+
+void Executor::RunBackward(int layer) {
+  const LayerTensors& lt = net_.schedule().layers[layer];
+  const BackwardNeeds& needs = net_.decl(layer).needs;
+  BackwardArgs args;
+  for (size_t i = 0; i < lt.inputs.size(); ++i) {
+    args.inputs.push_back(needs.inputs[i] ? View(lt.inputs[i]) : Tensor());
+  }
+  for (TensorId out : lt.outputs) args.outputs.push_back(needs.outputs ? View(out) : Tensor());
+  args.output_grads = Views(lt.output_grads);
+  args.input_grads = Views(lt.input_grads);
+  args.accumulate = lt.accumulate;
+  args.params = Views(lt.params);
+  args.param_grads = Views(lt.param_grads);
+  args.aux = Views(lt.aux);
+  args.workspace = store_.StepWorkspace();
+  args.device = &device_;
+  net_.layer(layer).Backward(args);
+}
+
+Status Executor::RunStep(const Step& step) {
+  SPILL_RETURN_IF_ERROR(store_.PrepareStep(step, *this));
+  if (step.active && store_.computes()) {
+    if (step.pass == Pass::kForward) {
+      RunForward(step.layer, /*recompute=*/false);
+    } else {
+      RunBackward(step.layer);
+    }
+  }
+  store_.FinishStep(step);
+  return Status::Ok();
+}
+
+Status Executor::Recompute(int layer) {
+  ++recomputations_;
+  if (store_.computes()) RunForward(layer, /*recompute=*/true);
+  return Status::Ok();
+}
+
+void Executor::ReadLoss(int layer, LossResult* result) {
+  TensorId out = net_.schedule().layers[layer].outputs[0];
+  const Shape& shape = net_.schedule().tensors[out].shape;
+  const int64_t n = shape.n(), classes = shape.sample_size();
+  scores_.resize(shape.numel());
+  device_.CopySync(scores_.data(), store_.Data(out), shape.bytes(), CopyKind::kDeviceToHost);
+  double total = 0;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* p = scores_.data() + i * classes;
+    int64_t label = static_cast<int64_t>(batch_->labels[i]);
+    total -= std::log(std::max(p[label], FLT_MIN));
+    int64_t best = std::max_element(p, p + classes) - p;
+    correct += best == label;
+  }
+  result->loss += total / n;
+  if (result->count == 0) {
+    result->correct = correct;
+    result->count = n;
+  }
+}
+
+StatusOr<LossResult> Executor::Run(const HostBatch& batch, Phase phase, uint64_t iteration_seed) {
+  batch_ = &batch;
+  phase_ = phase;
+  seed_ = iteration_seed;
+  LossResult result;
+  const Schedule& schedule = net_.schedule();
+  const int n = schedule.num_layers();
+  SPILL_RETURN_IF_ERROR(store_.BeginIteration(phase));
+  for (int s = 0; s < n; ++s) {
+    const Step& step = schedule.steps[s];
+    SPILL_RETURN_IF_ERROR(store_.PrepareStep(step, *this));
+    if (store_.computes()) {
+      RunForward(step.layer, /*recompute=*/false);
+      if (net_.decl(step.layer).is_loss) ReadLoss(step.layer, &result);
+    }
+    store_.FinishStep(step);
+  }
+  if (phase == Phase::kTrain) {
+    for (int s = n; s < 2 * n; ++s) SPILL_RETURN_IF_ERROR(RunStep(schedule.steps[s]));
+  }
+  SPILL_RETURN_IF_ERROR(store_.EndIteration());
+  return result;
+}
+
+}  // namespace spill

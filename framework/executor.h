@@ -1,0 +1,61 @@
+// The executor runs a network's step schedule: for each step it asks the
+// tensor store to make the step's tensors available, calls the layer's
+// forward or backward on views of them, and reports the step done.
+//
+// Random streams are derived from (seed, iteration, layer), never from a
+// stateful generator, so recomputation, resumption from a checkpoint and
+// every memory mode see identical dropout masks.
+#ifndef SPILL_FRAMEWORK_EXECUTOR_H_
+#define SPILL_FRAMEWORK_EXECUTOR_H_
+
+#include <vector>
+
+#include "framework/device.h"
+#include "framework/net.h"
+#include "framework/tensor_store.h"
+
+namespace spill {
+
+struct LossResult {
+  double loss = 0;     // mean over the batch, summed over loss layers
+  int64_t correct = 0;  // top-1 hits of the first loss layer
+  int64_t count = 0;    // samples
+};
+
+class Executor : public StepRunner {
+ public:
+  Executor(Net& net, Device& device, TensorStore& store);
+
+  // One forward pass (and, for kTrain, the backward pass) over `batch`.
+  // Parameter gradients are left in the store for the solver.
+  StatusOr<LossResult> Run(const HostBatch& batch, Phase phase, uint64_t iteration_seed);
+
+  Status Recompute(int layer) override;
+
+  // Number of forward computations rerun for recomputation so far.
+  int64_t recomputations() const { return recomputations_; }
+  // Scores (loss layer outputs) of the last forward pass, in host memory.
+  const std::vector<float>& scores() const { return scores_; }
+
+ private:
+  Status RunStep(const Step& step);
+  void RunForward(int layer, bool recompute);
+  void RunBackward(int layer);
+  Tensor View(TensorId id);
+  std::vector<Tensor> Views(const std::vector<TensorId>& ids);
+  void ReadLoss(int layer, LossResult* result);
+
+  Net& net_;
+  Device& device_;
+  TensorStore& store_;
+  const HostBatch* batch_ = nullptr;
+  Phase phase_ = Phase::kTrain;
+  uint64_t seed_ = 0;
+  int64_t recomputations_ = 0;
+  std::vector<float> scores_;
+  std::vector<float> labels_;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_EXECUTOR_H_

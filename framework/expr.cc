@@ -1,0 +1,279 @@
+#include "framework/expr.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace spill {
+namespace {
+
+struct Number {
+  bool is_int = true;
+  int64_t i = 0;
+  double d = 0;
+  double AsDouble() const { return is_int ? static_cast<double>(i) : d; }
+};
+
+bool ParseNumber(const std::string& text, Number* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  long long i = std::strtoll(text.c_str(), &end, 10);
+  if (*end == '\0') {
+    out->is_int = true;
+    out->i = i;
+    return true;
+  }
+  double d = std::strtod(text.c_str(), &end);
+  if (*end == '\0') {
+    out->is_int = false;
+    out->d = d;
+    return true;
+  }
+  return false;
+}
+
+std::string NumberText(const Number& n) {
+  if (n.is_int) return std::to_string(n.i);
+  std::ostringstream out;
+  out.precision(17);
+  out << n.d;
+  return out.str();
+}
+
+std::string KnownNames(const Variables& vars) {
+  std::string names;
+  for (const auto& [name, value] : vars) names += (names.empty() ? "" : ", ") + name;
+  return names.empty() ? "(none)" : names;
+}
+
+// Recursive descent over: expr := term (('+'|'-') term)*;
+// term := unary (('*'|'/'|'%') unary)*; unary := '-' unary | primary;
+// primary := number | identifier | '(' expr ')'.
+class Parser {
+ public:
+  Parser(const std::string& text, const Variables& vars) : text_(text), vars_(vars) {}
+
+  StatusOr<Number> Parse() {
+    SPILL_ASSIGN_OR_RETURN(Number value, Expr());
+    SkipSpace();
+    if (pos_ != text_.size()) return Error("unexpected '" + text_.substr(pos_) + "'");
+    return value;
+  }
+
+ private:
+  Status Error(const std::string& what) const {
+    return InvalidArgument("in expression '${" + text_ + "}': " + what);
+  }
+  void SkipSpace() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool Accept(char c) {
+    SkipSpace();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+  StatusOr<Number> Expr() {
+    SPILL_ASSIGN_OR_RETURN(Number left, Term());
+    for (;;) {
+      if (Accept('+')) {
+        SPILL_ASSIGN_OR_RETURN(Number right, Term());
+        left = Apply('+', left, right);
+      } else if (Accept('-')) {
+        SPILL_ASSIGN_OR_RETURN(Number right, Term());
+        left = Apply('-', left, right);
+      } else {
+        return left;
+      }
+    }
+  }
+
+  StatusOr<Number> Term() {
+    SPILL_ASSIGN_OR_RETURN(Number left, Unary());
+    for (;;) {
+      char op = 0;
+      if (Accept('*')) op = '*';
+      else if (Accept('/')) op = '/';
+      else if (Accept('%')) op = '%';
+      else return left;
+      SPILL_ASSIGN_OR_RETURN(Number right, Unary());
+      if ((op == '/' || op == '%') && right.AsDouble() == 0) return Error("division by zero");
+      if (op == '%' && !(left.is_int && right.is_int)) return Error("'%' needs integers");
+      left = Apply(op, left, right);
+    }
+  }
+
+  StatusOr<Number> Unary() {
+    if (Accept('-')) {
+      SPILL_ASSIGN_OR_RETURN(Number value, Unary());
+      if (value.is_int) value.i = -value.i;
+      else value.d = -value.d;
+      return value;
+    }
+    return Primary();
+  }
+
+  StatusOr<Number> Primary() {
+    SkipSpace();
+    if (Accept('(')) {
+      SPILL_ASSIGN_OR_RETURN(Number value, Expr());
+      if (!Accept(')')) return Error("missing ')'");
+      return value;
+    }
+    size_t start = pos_;
+    if (pos_ < text_.size() && (std::isdigit(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.')) {
+      while (pos_ < text_.size() &&
+             (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.')) {
+        ++pos_;
+      }
+      Number n;
+      if (!ParseNumber(text_.substr(start, pos_ - start), &n)) {
+        return Error("bad number '" + text_.substr(start, pos_ - start) + "'");
+      }
+      return n;
+    }
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
+      ++pos_;
+    }
+    if (start == pos_) return Error("expected a number, a parameter or '('");
+    std::string name = text_.substr(start, pos_ - start);
+    auto it = vars_.find(name);
+    if (it == vars_.end()) {
+      return Error("unknown parameter '" + name + "'; known: " + KnownNames(vars_));
+    }
+    Number n;
+    if (!it->second.IsScalar() || !ParseNumber(it->second.Scalar(), &n)) {
+      return Error("parameter '" + name + "' is not a number");
+    }
+    return n;
+  }
+
+  static Number Apply(char op, Number a, Number b) {
+    Number r;
+    if (a.is_int && b.is_int && op != '/') {
+      r.is_int = true;
+      switch (op) {
+        case '+': r.i = a.i + b.i; break;
+        case '-': r.i = a.i - b.i; break;
+        case '*': r.i = a.i * b.i; break;
+        case '%': r.i = a.i % b.i; break;
+      }
+      return r;
+    }
+    if (a.is_int && b.is_int && op == '/') {  // integer division, as in C
+      r.is_int = true;
+      r.i = a.i / b.i;
+      return r;
+    }
+    r.is_int = false;
+    double x = a.AsDouble(), y = b.AsDouble();
+    switch (op) {
+      case '+': r.d = x + y; break;
+      case '-': r.d = x - y; break;
+      case '*': r.d = x * y; break;
+      case '/': r.d = x / y; break;
+      case '%': r.d = std::fmod(x, y); break;
+    }
+    return r;
+  }
+
+  const std::string& text_;
+  const Variables& vars_;
+  size_t pos_ = 0;
+};
+
+bool IsIdentifier(const std::string& text) {
+  if (text.empty() || std::isdigit(static_cast<unsigned char>(text[0]))) return false;
+  for (char c : text) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+StatusOr<YAML::Node> LookUp(const std::string& name, const Variables& vars) {
+  auto it = vars.find(name);
+  if (it == vars.end()) {
+    return InvalidArgument("unknown parameter '$" + name + "'; known: " + KnownNames(vars));
+  }
+  if (!it->second.IsDefined() || it->second.IsNull()) {
+    return InvalidArgument("parameter '" + name + "' has no value (a required argument was not given)");
+  }
+  return YAML::Clone(it->second);
+}
+
+// Text of `${body}`: a lone parameter gives its scalar text, otherwise arithmetic.
+StatusOr<std::string> ExpandBraces(const std::string& body, const Variables& vars) {
+  std::string trimmed = body;
+  trimmed.erase(0, trimmed.find_first_not_of(" \t"));
+  trimmed.erase(trimmed.find_last_not_of(" \t") + 1);
+  if (IsIdentifier(trimmed)) {
+    SPILL_ASSIGN_OR_RETURN(YAML::Node value, LookUp(trimmed, vars));
+    if (!value.IsScalar()) return InvalidArgument("parameter '" + trimmed + "' is not a scalar");
+    return value.Scalar();
+  }
+  return EvaluateExpression(trimmed, vars);
+}
+
+StatusOr<YAML::Node> SubstituteScalar(const YAML::Node& node, const Variables& vars) {
+  const std::string& text = node.Scalar();
+  if (text.size() > 1 && text[0] == '$' && text[1] != '{') {
+    return LookUp(text.substr(1), vars);
+  }
+  if (text.find("${") == std::string::npos) return YAML::Clone(node);
+  std::string out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t open = text.find("${", pos);
+    if (open == std::string::npos) {
+      out += text.substr(pos);
+      break;
+    }
+    size_t close = text.find('}', open);
+    if (close == std::string::npos) return InvalidArgument("unclosed '${' in '" + text + "'");
+    out += text.substr(pos, open - pos);
+    SPILL_ASSIGN_OR_RETURN(std::string part, ExpandBraces(text.substr(open + 2, close - open - 2), vars));
+    out += part;
+    pos = close + 1;
+  }
+  return YAML::Node(out);
+}
+
+}  // namespace
+
+StatusOr<std::string> EvaluateExpression(const std::string& expr, const Variables& vars) {
+  Parser parser(expr, vars);
+  SPILL_ASSIGN_OR_RETURN(Number value, parser.Parse());
+  return NumberText(value);
+}
+
+StatusOr<YAML::Node> Substitute(const YAML::Node& node, const Variables& vars) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar:
+      return SubstituteScalar(node, vars);
+    case YAML::NodeType::Sequence: {
+      YAML::Node out(YAML::NodeType::Sequence);
+      for (const auto& item : node) {
+        SPILL_ASSIGN_OR_RETURN(YAML::Node value, Substitute(item, vars));
+        out.push_back(value);
+      }
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      YAML::Node out(YAML::NodeType::Map);
+      for (const auto& item : node) {
+        SPILL_ASSIGN_OR_RETURN(YAML::Node value, Substitute(item.second, vars));
+        out[item.first.Scalar()] = value;
+      }
+      return out;
+    }
+    default:
+      return YAML::Clone(node);
+  }
+}
+
+}  // namespace spill

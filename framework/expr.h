@@ -1,0 +1,28 @@
+// Substitution of parameters into YAML values: `$name`, `${expr}` and
+// interpolation of `${...}` inside strings. Expressions are integer or
+// floating arithmetic over parameters: + - * / % and parentheses. A lone
+// `${name}` yields the parameter's text unchanged, so strings substitute too.
+#ifndef SPILL_FRAMEWORK_EXPR_H_
+#define SPILL_FRAMEWORK_EXPR_H_
+
+#include <map>
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+#include "framework/status.h"
+
+namespace spill {
+
+using Variables = std::map<std::string, YAML::Node>;
+
+// Evaluates an arithmetic expression; integers stay integers unless a float
+// takes part. Returns the result as text ("12", "0.5").
+StatusOr<std::string> EvaluateExpression(const std::string& expr, const Variables& vars);
+
+// Returns a deep copy of `node` with every `$name` and `${...}` replaced.
+StatusOr<YAML::Node> Substitute(const YAML::Node& node, const Variables& vars);
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_EXPR_H_

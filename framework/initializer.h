@@ -1,0 +1,24 @@
+// Parameter initialization: He (normal, fan-in) and Xavier (uniform) for
+// weights, constants for biases and BatchNorm. Values depend only on the seed
+// and the parameter's name, not on the order of layers or the device.
+#ifndef SPILL_FRAMEWORK_INITIALIZER_H_
+#define SPILL_FRAMEWORK_INITIALIZER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "framework/device.h"
+#include "framework/net.h"
+#include "framework/tensor_store.h"
+
+namespace spill {
+
+// Host values for one parameter.
+std::vector<float> InitialValues(const ParamSpec& spec, uint64_t seed, const std::string& name);
+
+// Fills every parameter of `net` held by `store` on `device`.
+void InitializeParameters(const Net& net, TensorStore& store, Device& device, uint64_t seed);
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_INITIALIZER_H_

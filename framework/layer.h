@@ -1,0 +1,155 @@
+// The layer contract.
+//
+// A layer has two halves. The declarations depend on shapes alone and are
+// what the planner reads: output shapes, parameters, the tensors backward
+// needs (inputs, outputs, neither), saved auxiliary tensors, whether the
+// layer is a checkpoint (compute-heavy: convolution, fully connected) or
+// cheap to recompute, and its workspace. The compute half runs per device:
+// each layer type has a device-independent class with the declarations, and
+// one subclass per device (layers/cpu/, layers/cuda/) that registers itself.
+//
+// Compute sees only Tensor views; the memory runtime decides where they live.
+// Forward must be deterministic: recomputation in backward reruns it and must
+// reproduce the output bit for bit. A recomputing forward (`recompute`) must
+// not update state (BatchNorm running statistics) and must reuse saved masks.
+#ifndef SPILL_FRAMEWORK_LAYER_H_
+#define SPILL_FRAMEWORK_LAYER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/device.h"
+#include "framework/net_spec.h"
+#include "framework/status.h"
+#include "framework/tensor.h"
+
+namespace spill {
+
+enum class Pass { kForward, kBackward };
+enum class Phase { kTrain, kEval };
+
+// Checkpoint layers are compute-heavy; their outputs are worth keeping or
+// offloading. Cheap layers' outputs are cheaper to recompute than to move.
+enum class LayerCost { kCheckpoint, kCheap };
+
+struct Initializer {
+  enum class Kind { kConstant, kHeNormal, kXavierUniform, kUniform };
+  Kind kind = Kind::kConstant;
+  float value = 0;      // kConstant: the value; kUniform: the bound
+  int64_t fan_in = 1;
+  int64_t fan_out = 1;
+
+  static Initializer Constant(float v) { return {Kind::kConstant, v, 1, 1}; }
+  static Initializer HeNormal(int64_t fan_in) { return {Kind::kHeNormal, 0, fan_in, 1}; }
+  static Initializer XavierUniform(int64_t fan_in, int64_t fan_out) {
+    return {Kind::kXavierUniform, 0, fan_in, fan_out};
+  }
+  static Initializer Uniform(float bound) { return {Kind::kUniform, bound, 1, 1}; }
+};
+
+struct ParamSpec {
+  std::string name;  // "weight", "bias", "running_mean", ...
+  Shape shape;
+  Initializer init;
+  bool trainable = true;    // false: state saved in checkpoints, never updated by a solver
+  float decay_mult = 1.0f;  // weight decay multiplier (0 for biases and BatchNorm)
+};
+
+// A tensor the layer's forward saves for its own backward (dropout's mask,
+// BatchNorm's batch statistics).
+struct AuxSpec {
+  std::string name;
+  Shape shape;
+};
+
+struct BackwardNeeds {
+  std::vector<bool> inputs;  // backward reads input i's data
+  bool outputs = false;      // backward reads its outputs' data
+};
+
+struct Workspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+// One batch in host memory, consumed by input layers.
+struct HostBatch {
+  const float* images = nullptr;  // N x C x H x W
+  const float* labels = nullptr;  // N class indices
+};
+
+struct ForwardArgs {
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> params;
+  std::vector<Tensor> aux;
+  Workspace workspace;
+  Phase phase = Phase::kTrain;
+  bool recompute = false;  // rebuilding a dropped output during backward
+  uint64_t seed = 0;       // random stream of this layer in this iteration
+  const HostBatch* batch = nullptr;
+  Device* device = nullptr;
+};
+
+struct BackwardArgs {
+  std::vector<Tensor> inputs;        // valid where backward_needs().inputs[i]
+  std::vector<Tensor> outputs;       // valid where backward_needs().outputs
+  std::vector<Tensor> output_grads;  // invalid where an output has no gradient
+  std::vector<Tensor> input_grads;   // invalid where no gradient is wanted
+  std::vector<bool> accumulate;      // per input: add into input_grads[i]
+  std::vector<Tensor> params;
+  std::vector<Tensor> param_grads;   // one per param; invalid for non-trainable ones
+  std::vector<Tensor> aux;
+  Workspace workspace;
+  Device* device = nullptr;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  const std::string& name() const { return name_; }
+  const std::string& type() const { return type_; }
+  const SourceLocation& where() const { return where_; }
+  void SetIdentity(const LayerSpec& spec);
+  // The batch size, set by the network before Reshape.
+  void set_batch(int64_t batch) { batch_ = batch; }
+  int64_t batch() const { return batch_; }
+
+  // ---- Declarations: from shapes alone ----
+  virtual int min_inputs() const { return 1; }
+  virtual int max_inputs() const { return 1; }
+  virtual int num_outputs() const { return 1; }
+  // Loss layers read the labels; when the file names only the scores, the
+  // network wires the labels of its input layer in as the last input.
+  virtual bool wants_labels() const { return false; }
+  virtual bool is_loss() const { return false; }
+  virtual bool is_input() const { return false; }
+  // Whether backward produces a gradient for input i (not for labels).
+  virtual bool propagates_to(int input) const { return true; }
+
+  // Validates input shapes and computes output shapes. Called once, in route
+  // order, before any other declaration is read.
+  virtual Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) = 0;
+  virtual std::vector<ParamSpec> params() const { return {}; }
+  virtual std::vector<AuxSpec> aux() const { return {}; }
+  virtual BackwardNeeds backward_needs() const = 0;
+  virtual LayerCost cost() const = 0;
+  virtual size_t workspace_bytes(Pass pass) const { return 0; }
+
+  // ---- Compute: per device ----
+  virtual void Forward(const ForwardArgs& args) = 0;
+  virtual void Backward(const BackwardArgs& args) = 0;
+
+ private:
+  std::string name_;
+  std::string type_;
+  SourceLocation where_;
+  int64_t batch_ = 1;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_LAYER_H_

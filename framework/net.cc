@@ -1,0 +1,159 @@
+#include "framework/net.h"
+
+#include <unordered_map>
+
+#include "framework/layer_registry.h"
+#include "framework/route.h"
+
+namespace spill {
+namespace {
+
+std::string Context(const Layer& layer) {
+  return layer.where().ToString() + ": layer '" + layer.name() + "' (" + layer.type() + ")";
+}
+
+std::string Plural(int n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions& options) {
+  if (options.batch < 1) return InvalidArgument("batch size must be at least 1");
+  std::unique_ptr<Net> net(new Net());
+  net->name_ = spec.name;
+  net->file_ = spec.file;
+  net->batch_ = options.batch;
+  SPILL_RETURN_IF_ERROR(net->CreateLayers(spec, options.device));
+  SPILL_RETURN_IF_ERROR(net->WireInputs(spec));
+
+  RouteGraph graph;
+  graph.Resize(net->num_layers());
+  for (int id = 0; id < net->num_layers(); ++id) {
+    for (const auto& in : net->decls_[id].inputs) graph.AddEdge(in.layer, id);
+  }
+  std::vector<int> cycle = FindCycle(graph);
+  if (!cycle.empty()) {
+    std::string path;
+    for (int id : cycle) path += (path.empty() ? "" : " -> ") + net->layers_[id]->name();
+    return InvalidArgument(net->layers_[cycle[0]]->where().ToString() + ": the network has a cycle: " +
+                           path);
+  }
+  auto route = ConstructRoute(graph, net->layer_names());
+  if (!route.ok()) return route.status().WithContext(spec.file);
+  SPILL_RETURN_IF_ERROR(net->InferShapes(*route));
+  net->schedule_ = BuildSchedule(net->decls_, *route);
+  return net;
+}
+
+Status Net::CreateLayers(const NetSpec& spec, DeviceType device) {
+  for (const LayerSpec& ls : spec.layers) {
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Layer> layer, LayerRegistry::Get().Create(ls, device));
+    layer->set_batch(batch_);
+    LayerDecl decl;
+    decl.name = ls.name;
+    decl.is_input = layer->is_input();
+    decl.is_loss = layer->is_loss();
+    if (decl.is_input) input_layers_.push_back(num_layers());
+    if (decl.is_loss) loss_layers_.push_back(num_layers());
+    layers_.push_back(std::move(layer));
+    decls_.push_back(std::move(decl));
+  }
+  if (input_layers_.empty()) {
+    return InvalidArgument(spec.file + ": the network has no input layer (type: input)");
+  }
+  return Status::Ok();
+}
+
+Status Net::WireInputs(const NetSpec& spec) {
+  std::unordered_map<std::string, int> ids;
+  for (int id = 0; id < num_layers(); ++id) ids[layers_[id]->name()] = id;
+  for (int id = 0; id < num_layers(); ++id) {
+    const Layer& layer = *layers_[id];
+    LayerDecl& decl = decls_[id];
+    for (const std::string& ref : spec.layers[id].inputs) {
+      std::string name;
+      int output;
+      SplitReference(ref, &name, &output);
+      auto it = ids.find(name);
+      if (it == ids.end()) {
+        return InvalidArgument(Context(layer) + ": input '" + ref + "' is not defined");
+      }
+      const Layer& producer = *layers_[it->second];
+      if (output >= producer.num_outputs()) {
+        return InvalidArgument(Context(layer) + ": reads '" + ref + "' but '" + name + "' has " +
+                               Plural(producer.num_outputs(), "output"));
+      }
+      decl.inputs.push_back({it->second, output});
+    }
+    int given = static_cast<int>(decl.inputs.size());
+    if (layer.wants_labels() && given == layer.min_inputs() - 1) {
+      if (input_layers_.size() != 1) {
+        return InvalidArgument(Context(layer) + ": name the labels as the last input (e.g. data:1); "
+                               "the network has several input layers");
+      }
+      decl.inputs.push_back({input_layers_[0], 1});
+      given++;
+    }
+    if (given < layer.min_inputs() || given > layer.max_inputs()) {
+      std::string expected = layer.min_inputs() == layer.max_inputs()
+                                 ? Plural(layer.min_inputs(), "input")
+                                 : "from " + std::to_string(layer.min_inputs()) + " to " +
+                                       Plural(layer.max_inputs(), "input");
+      return InvalidArgument(Context(layer) + ": takes " + expected + ", got " + std::to_string(given));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Net::InferShapes(const std::vector<int>& route) {
+  std::vector<std::vector<Shape>> shapes(num_layers());
+  for (int id : route) {
+    Layer& layer = *layers_[id];
+    LayerDecl& decl = decls_[id];
+    std::vector<Shape> in;
+    for (const auto& i : decl.inputs) in.push_back(shapes[i.layer][i.output]);
+    Status status = layer.Reshape(in, &shapes[id]);
+    if (!status.ok()) {
+      std::string inputs;
+      for (size_t i = 0; i < in.size(); ++i) {
+        inputs += (i ? ", " : "") + layers_[decl.inputs[i].layer]->name() + " is " + in[i].ToString();
+      }
+      return InvalidArgument(Context(layer) + ": " + status.message() +
+                             (inputs.empty() ? "" : " (inputs: " + inputs + ")"));
+    }
+    SPILL_CHECK_EQ(static_cast<int>(shapes[id].size()), layer.num_outputs()) << layer.name();
+    decl.output_shapes = shapes[id];
+    decl.params = layer.params();
+    decl.aux = layer.aux();
+    decl.needs = layer.backward_needs();
+    SPILL_CHECK_EQ(decl.needs.inputs.size(), in.size()) << layer.name();
+    for (size_t i = 0; i < in.size(); ++i) decl.propagates.push_back(layer.propagates_to(i));
+    decl.forward_workspace = layer.workspace_bytes(Pass::kForward);
+    decl.backward_workspace = layer.workspace_bytes(Pass::kBackward);
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> Net::layer_names() const {
+  std::vector<std::string> names;
+  for (const auto& layer : layers_) names.push_back(layer->name());
+  return names;
+}
+
+int Net::FindLayer(const std::string& name) const {
+  for (int id = 0; id < num_layers(); ++id) {
+    if (layers_[id]->name() == name) return id;
+  }
+  return -1;
+}
+
+Shape Net::input_shape() const { return decls_[input_layers_[0]].output_shapes[0]; }
+
+int64_t Net::num_classes() const {
+  if (loss_layers_.empty()) return 0;
+  const LayerDecl& loss = decls_[loss_layers_[0]];
+  return decls_[loss.inputs[0].layer].output_shapes[loss.inputs[0].output].c();
+}
+
+}  // namespace spill

@@ -1,0 +1,68 @@
+// A network ready to run: layers instantiated for a device, wired, routed and
+// shaped, with its step schedule. Building a Net runs no compute and touches
+// no device memory, so tools can plan from it alone.
+//
+// Build phases: create layers (types and parameters checked) -> wire inputs
+// (missing references, arity, implicit labels) -> route (cycles, reachability)
+// -> shapes in route order (mismatches) -> schedule.
+#ifndef SPILL_FRAMEWORK_NET_H_
+#define SPILL_FRAMEWORK_NET_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/layer.h"
+#include "framework/net_spec.h"
+#include "framework/schedule.h"
+
+namespace spill {
+
+struct NetOptions {
+  int64_t batch = 1;
+  DeviceType device = DeviceType::kCpu;
+};
+
+class Net {
+ public:
+  static StatusOr<std::unique_ptr<Net>> Build(const NetSpec& spec, const NetOptions& options);
+
+  const std::string& name() const { return name_; }
+  const std::string& file() const { return file_; }
+  int64_t batch() const { return batch_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  Layer& layer(int id) { return *layers_[id]; }
+  const Layer& layer(int id) const { return *layers_[id]; }
+  const LayerDecl& decl(int id) const { return decls_[id]; }
+  std::vector<std::string> layer_names() const;
+  int FindLayer(const std::string& name) const;  // -1 if absent
+
+  const Schedule& schedule() const { return schedule_; }
+  Schedule& mutable_schedule() { return schedule_; }
+
+  // The layers that feed data and compute losses.
+  const std::vector<int>& input_layers() const { return input_layers_; }
+  const std::vector<int>& loss_layers() const { return loss_layers_; }
+  // Shape of one input layer's image output (N x C x H x W).
+  Shape input_shape() const;
+  int64_t num_classes() const;  // width of the first loss layer's scores
+
+ private:
+  Net() = default;
+  Status CreateLayers(const NetSpec& spec, DeviceType device);
+  Status WireInputs(const NetSpec& spec);
+  Status InferShapes(const std::vector<int>& route);
+
+  std::string name_;
+  std::string file_;
+  int64_t batch_ = 1;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<LayerDecl> decls_;
+  std::vector<int> input_layers_;
+  std::vector<int> loss_layers_;
+  Schedule schedule_;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_NET_H_

@@ -1,0 +1,78 @@
+// A network as written by the user, after blocks and repeats are expanded.
+//
+// The YAML format (see models/README.md for the full reference):
+//
+//   name: resnet18
+//   include: [blocks/resnet.yaml]     # block libraries, relative to this file
+//   params: {classes: 1000, size: 224}  # overridable from a training config
+//   blocks:
+//     basic:
+//       params: {filters: null, stride: 1}   # null = required argument
+//       layers:
+//         - {name: conv1, type: convolution, filters: $filters, stride: $stride}
+//         - {name: add, type: add, inputs: [conv1, $in]}
+//   layers:
+//     - {name: data, type: input, shape: [3, $size, $size]}
+//     - {name: res2, block: basic, repeat: 2, args: {filters: 64}}
+//     - {name: fc, type: fully_connected, outputs: $classes}
+//
+// A layer without `inputs` reads the previous entry. `$x` substitutes a
+// parameter (keeping its type), `${expr}` evaluates integer arithmetic
+// (+ - * / % and parentheses), and `${x}` inside a longer string interpolates.
+#ifndef SPILL_FRAMEWORK_NET_SPEC_H_
+#define SPILL_FRAMEWORK_NET_SPEC_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "framework/status.h"
+
+namespace spill {
+
+// Where a layer was written: the file and line of its entry, and the chain of
+// block instantiations that produced it.
+struct SourceLocation {
+  std::string file;
+  int line = 0;                // 1-based; 0 when unknown
+  std::string instantiated;    // "block 'basic' instantiated as 'res2.1' at f.yaml:20"
+
+  // "models/resnet18.yaml:14"
+  std::string FileLine() const;
+  // FileLine() plus the instantiation chain, for error messages.
+  std::string ToString() const;
+};
+
+struct LayerSpec {
+  std::string name;                 // fully qualified: "res2.1/conv1"
+  std::string type;                 // registered layer type
+  std::vector<std::string> inputs;  // fully qualified references, "layer" or "layer:k"
+  YAML::Node params;                // every other key of the entry, substituted
+  SourceLocation where;
+};
+
+struct NetSpec {
+  std::string name;
+  std::string file;                 // the top-level file (or label for strings)
+  std::vector<LayerSpec> layers;    // in file order
+  std::map<std::string, YAML::Node> params;  // model parameters after overrides
+};
+
+// Model parameter overrides, e.g. from a training config: {classes: 10}.
+using ParamOverrides = std::map<std::string, YAML::Node>;
+
+StatusOr<NetSpec> LoadNetFile(const std::string& path, const ParamOverrides& overrides = {});
+// Parses a network from text; `label` stands for the file name in messages and
+// `base_dir` resolves includes.
+StatusOr<NetSpec> ParseNetString(const std::string& text, const std::string& label,
+                                 const ParamOverrides& overrides = {},
+                                 const std::string& base_dir = ".");
+
+// Splits "layer:2" into ("layer", 2); a plain name has output 0.
+void SplitReference(const std::string& ref, std::string* layer, int* output);
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_NET_SPEC_H_

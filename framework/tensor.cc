@@ -1,0 +1,10 @@
+#include "framework/tensor.h"
+
+namespace spill {
+
+std::string Shape::ToString() const {
+  return std::to_string(dims[0]) + "x" + std::to_string(dims[1]) + "x" + std::to_string(dims[2]) +
+         "x" + std::to_string(dims[3]);
+}
+
+}  // namespace spill

@@ -1,0 +1,27 @@
+#include "layers/batch_norm_layer.h"
+
+namespace spill {
+
+BatchNormLayer::BatchNormLayer(LayerParams& params)
+    : eps_(params.Float("eps", 1e-5)), momentum_(params.Float("momentum", 0.1)) {
+  if (eps_ <= 0) params.Fail("eps", "must be positive");
+  if (momentum_ < 0 || momentum_ > 1) params.Fail("momentum", "must be in [0, 1]");
+}
+
+std::vector<ParamSpec> BatchNormLayer::params() const {
+  Shape s(1, channels_, 1, 1);
+  ParamSpec gamma{"gamma", s, Initializer::Constant(1)};
+  ParamSpec beta{"beta", s, Initializer::Constant(0)};
+  ParamSpec mean{"running_mean", s, Initializer::Constant(0)};
+  ParamSpec var{"running_var", s, Initializer::Constant(1)};
+  gamma.decay_mult = beta.decay_mult = 0;
+  mean.trainable = var.trainable = false;
+  return {gamma, beta, mean, var};
+}
+
+std::vector<AuxSpec> BatchNormLayer::aux() const {
+  Shape s(1, channels_, 1, 1);
+  return {{"mean", s}, {"inv_std", s}};
+}
+
+}  // namespace spill

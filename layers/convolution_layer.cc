@@ -1,0 +1,69 @@
+#include "layers/convolution_layer.h"
+
+namespace spill {
+
+ConvolutionLayer::ConvolutionLayer(LayerParams& params) {
+  geom_.filters = params.RequiredInt("filters");
+  geom_.kernel = params.RequiredPair("kernel");
+  geom_.stride = params.Pair("stride", {1, 1});
+  geom_.pad = params.Pair("pad", {0, 0});
+  geom_.dilation = params.Pair("dilation", {1, 1});
+  geom_.groups = params.Int("groups", 1);
+  bias_ = params.Bool("bias", true);
+  weight_init_ = params.Choice("weight_init", {"he", "xavier"}, "he");
+  if (geom_.filters < 1) params.Fail("filters", "must be at least 1");
+  if (geom_.groups < 1) params.Fail("groups", "must be at least 1");
+  for (int i = 0; i < 2; ++i) {
+    if (geom_.kernel[i] < 1) params.Fail("kernel", "must be at least 1");
+    if (geom_.stride[i] < 1) params.Fail("stride", "must be at least 1");
+    if (geom_.pad[i] < 0) params.Fail("pad", "must not be negative");
+    if (geom_.dilation[i] < 1) params.Fail("dilation", "must be at least 1");
+  }
+  if (geom_.filters % geom_.groups != 0) params.Fail("groups", "must divide filters");
+}
+
+Status ConvolutionLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) {
+  const Shape& in = inputs[0];
+  geom_.batch = in.n();
+  geom_.channels = in.c();
+  geom_.height = in.h();
+  geom_.width = in.w();
+  if (geom_.channels % geom_.groups != 0) {
+    return InvalidArgument("groups (" + std::to_string(geom_.groups) + ") must divide the " +
+                           std::to_string(geom_.channels) + " input channels");
+  }
+  int64_t out[2];
+  int64_t size[2] = {in.h(), in.w()};
+  for (int i = 0; i < 2; ++i) {
+    int64_t extent = geom_.dilation[i] * (geom_.kernel[i] - 1) + 1;
+    out[i] = (size[i] + 2 * geom_.pad[i] - extent) / geom_.stride[i] + 1;
+    if (size[i] + 2 * geom_.pad[i] < extent) out[i] = 0;
+  }
+  if (out[0] < 1 || out[1] < 1) {
+    return InvalidArgument("kernel " + std::to_string(geom_.kernel[0]) + "x" +
+                           std::to_string(geom_.kernel[1]) + " does not fit the padded " +
+                           std::to_string(in.h()) + "x" + std::to_string(in.w()) + " input");
+  }
+  geom_.out_height = out[0];
+  geom_.out_width = out[1];
+  *outputs = {Shape(in.n(), geom_.filters, out[0], out[1])};
+  return Status::Ok();
+}
+
+std::vector<ParamSpec> ConvolutionLayer::params() const {
+  const int64_t fan_in = geom_.col_rows();
+  const int64_t fan_out = geom_.filters_per_group() * geom_.kernel[0] * geom_.kernel[1];
+  ParamSpec weight{"weight",
+                   Shape(geom_.filters, geom_.channels_per_group(), geom_.kernel[0], geom_.kernel[1]),
+                   weight_init_ == "he" ? Initializer::HeNormal(fan_in)
+                                        : Initializer::XavierUniform(fan_in, fan_out)};
+  std::vector<ParamSpec> specs = {weight};
+  if (bias_) {
+    ParamSpec bias{"bias", Shape(1, geom_.filters, 1, 1), Initializer::Constant(0)};
+    bias.decay_mult = 0;
+    specs.push_back(bias);
+  }
+  return specs;
+}
+
+}  // namespace spill

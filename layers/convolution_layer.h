@@ -1,0 +1,54 @@
+// convolution: 2-D convolution over NCHW with stride, padding, dilation,
+// groups and an optional bias. A checkpoint layer.
+//
+//   - {name: conv1, type: convolution, filters: 64, kernel: 7, stride: 2, pad: 3}
+//   kernel, stride, pad, dilation: an integer or [h, w]
+//   groups: 1; bias: true; weight_init: he | xavier
+//
+// Backward needs the input (for the filter gradient), not the output.
+#ifndef SPILL_LAYERS_CONVOLUTION_LAYER_H_
+#define SPILL_LAYERS_CONVOLUTION_LAYER_H_
+
+#include <array>
+
+#include "framework/layer.h"
+#include "framework/layer_params.h"
+
+namespace spill {
+
+// The geometry of one convolution, shared by every implementation.
+struct ConvGeometry {
+  int64_t batch = 0, channels = 0, height = 0, width = 0;  // input
+  int64_t filters = 0, out_height = 0, out_width = 0;      // output
+  std::array<int64_t, 2> kernel{}, stride{}, pad{}, dilation{};
+  int64_t groups = 1;
+
+  int64_t channels_per_group() const { return channels / groups; }
+  int64_t filters_per_group() const { return filters / groups; }
+  // Rows of the im2col matrix of one group: C/G * kh * kw.
+  int64_t col_rows() const { return channels_per_group() * kernel[0] * kernel[1]; }
+  int64_t out_plane() const { return out_height * out_width; }
+  int64_t in_plane() const { return height * width; }
+};
+
+class ConvolutionLayer : public Layer {
+ public:
+  explicit ConvolutionLayer(LayerParams& params);
+
+  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
+  std::vector<ParamSpec> params() const override;
+  BackwardNeeds backward_needs() const override { return {{true}, false}; }
+  LayerCost cost() const override { return LayerCost::kCheckpoint; }
+
+  const ConvGeometry& geometry() const { return geom_; }
+  bool has_bias() const { return bias_; }
+
+ protected:
+  ConvGeometry geom_;
+  bool bias_ = true;
+  std::string weight_init_;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_LAYERS_CONVOLUTION_LAYER_H_

@@ -1,0 +1,49 @@
+#include "framework/layer_registry.h"
+#include "framework/random.h"
+#include "layers/dropout_layer.h"
+
+namespace spill {
+namespace {
+
+class CpuDropoutLayer : public DropoutLayer {
+ public:
+  using DropoutLayer::DropoutLayer;
+
+  // The mask holds 0 or 1 / (1 - ratio) per element.
+  void Forward(const ForwardArgs& args) override {
+    const float* x = args.inputs[0].data();
+    float* y = args.outputs[0].data();
+    float* mask = args.aux[0].data();
+    const int64_t n = shape_.numel();
+    if (args.phase == Phase::kEval) {
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+      return;
+    }
+    if (!args.recompute) {
+      const float keep = 1.0f / (1.0f - ratio_);
+      const uint64_t seed = args.seed;
+      const float ratio = ratio_;
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) mask[i] = UniformAt(seed, i) < ratio ? 0.0f : keep;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * mask[i];
+  }
+
+  void Backward(const BackwardArgs& args) override {
+    const float* dy = args.output_grads[0].data();
+    const float* mask = args.aux[0].data();
+    float* dx = args.input_grads[0].data();
+    const int64_t n = shape_.numel();
+    const bool accumulate = args.accumulate[0];
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) dx[i] = (accumulate ? dx[i] : 0.0f) + dy[i] * mask[i];
+  }
+};
+
+}  // namespace
+
+SPILL_REGISTER_LAYER(dropout, kCpu, CpuDropoutLayer);
+
+}  // namespace spill

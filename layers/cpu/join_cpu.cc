@@ -1,0 +1,68 @@
+#include "framework/layer_registry.h"
+#include "layers/cpu/cpu_math.h"
+#include "layers/join_layers.h"
+
+namespace spill {
+namespace {
+
+class CpuConcatLayer : public ConcatLayer {
+ public:
+  using ConcatLayer::ConcatLayer;
+
+  void Forward(const ForwardArgs& args) override {
+    const Shape& out = args.outputs[0].shape();
+    const int64_t plane = out.h() * out.w();
+    for (int64_t n = 0; n < out.n(); ++n) {
+      int64_t channel = 0;
+      for (const Tensor& in : args.inputs) {
+        const int64_t count = in.shape().c() * plane;
+        cpu::CopyOrAdd(in.data() + n * count, args.outputs[0].data() + (n * out.c() + channel) * plane,
+                       count, false);
+        channel += in.shape().c();
+      }
+    }
+  }
+
+  void Backward(const BackwardArgs& args) override {
+    const Shape& out = args.output_grads[0].shape();
+    const int64_t plane = out.h() * out.w();
+    for (int64_t n = 0; n < out.n(); ++n) {
+      int64_t channel = 0;
+      for (size_t i = 0; i < inputs_.size(); ++i) {
+        const int64_t count = inputs_[i].c() * plane;
+        if (args.input_grads[i].valid()) {
+          cpu::CopyOrAdd(args.output_grads[0].data() + (n * out.c() + channel) * plane,
+                         args.input_grads[i].data() + n * count, count, args.accumulate[i]);
+        }
+        channel += inputs_[i].c();
+      }
+    }
+  }
+};
+
+class CpuAddLayer : public AddLayer {
+ public:
+  using AddLayer::AddLayer;
+
+  void Forward(const ForwardArgs& args) override {
+    float* y = args.outputs[0].data();
+    const int64_t n = args.outputs[0].numel();
+    cpu::CopyOrAdd(args.inputs[0].data(), y, n, false);
+    for (size_t i = 1; i < args.inputs.size(); ++i) cpu::Add(args.inputs[i].data(), y, n);
+  }
+
+  void Backward(const BackwardArgs& args) override {
+    const int64_t n = args.output_grads[0].numel();
+    for (size_t i = 0; i < args.input_grads.size(); ++i) {
+      if (!args.input_grads[i].valid()) continue;
+      cpu::CopyOrAdd(args.output_grads[0].data(), args.input_grads[i].data(), n, args.accumulate[i]);
+    }
+  }
+};
+
+}  // namespace
+
+SPILL_REGISTER_LAYER(concat, kCpu, CpuConcatLayer);
+SPILL_REGISTER_LAYER(add, kCpu, CpuAddLayer);
+
+}  // namespace spill

@@ -1,0 +1,40 @@
+#include "layers/input_layer.h"
+
+#include "framework/layer_registry.h"
+
+namespace spill {
+
+InputLayer::InputLayer(LayerParams& params) : shape_(params.RequiredIntList("shape")) {
+  if (shape_.size() != 3) {
+    params.Fail("shape", "must be [channels, height, width]");
+    return;
+  }
+  for (int64_t d : shape_) {
+    if (d < 1) params.Fail("shape", "must hold positive sizes");
+  }
+}
+
+Status InputLayer::Reshape(const std::vector<Shape>&, std::vector<Shape>* outputs) {
+  *outputs = {Shape(batch(), shape_[0], shape_[1], shape_[2]), Shape(batch(), 1, 1, 1)};
+  return Status::Ok();
+}
+
+void InputLayer::Forward(const ForwardArgs& args) {
+  SPILL_CHECK(args.batch != nullptr && args.batch->images != nullptr) << "no batch fed to " << name();
+  const Tensor& images = args.outputs[0];
+  const Tensor& labels = args.outputs[1];
+  Queue& queue = args.device->compute_queue();
+  args.device->CopyAsync(images.data(), args.batch->images, images.bytes(), CopyKind::kHostToDevice,
+                         queue);
+  if (args.batch->labels != nullptr) {
+    args.device->CopyAsync(labels.data(), args.batch->labels, labels.bytes(),
+                           CopyKind::kHostToDevice, queue);
+  }
+}
+
+// The layer only copies through the device interface, so one class serves
+// every device.
+SPILL_REGISTER_LAYER(input, kCpu, InputLayer);
+SPILL_REGISTER_LAYER(input, kCuda, InputLayer);
+
+}  // namespace spill

@@ -1,0 +1,35 @@
+// input: the network's entry point. Outputs the images (N x C x H x W) and
+// the labels (N x 1 x 1 x 1, as `name:1`) of the batch the executor feeds,
+// copied from host memory to the device on the compute queue.
+//
+//   - {name: data, type: input, shape: [3, 224, 224]}
+#ifndef SPILL_LAYERS_INPUT_LAYER_H_
+#define SPILL_LAYERS_INPUT_LAYER_H_
+
+#include "framework/layer.h"
+#include "framework/layer_params.h"
+
+namespace spill {
+
+class InputLayer : public Layer {
+ public:
+  explicit InputLayer(LayerParams& params);
+
+  int min_inputs() const override { return 0; }
+  int max_inputs() const override { return 0; }
+  int num_outputs() const override { return 2; }
+  bool is_input() const override { return true; }
+  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
+  BackwardNeeds backward_needs() const override { return {}; }
+  LayerCost cost() const override { return LayerCost::kCheckpoint; }
+
+  void Forward(const ForwardArgs& args) override;
+  void Backward(const BackwardArgs&) override {}
+
+ private:
+  std::vector<int64_t> shape_;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_LAYERS_INPUT_LAYER_H_

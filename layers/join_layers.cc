@@ -1,0 +1,28 @@
+#include "layers/join_layers.h"
+
+namespace spill {
+
+Status ConcatLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) {
+  inputs_ = inputs;
+  Shape out = inputs[0];
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    const Shape& s = inputs[i];
+    if (s.n() != out.n() || s.h() != out.h() || s.w() != out.w()) {
+      return InvalidArgument("inputs must agree in batch, height and width to be concatenated");
+    }
+    out.dims[1] += s.c();
+  }
+  *outputs = {out};
+  return Status::Ok();
+}
+
+Status AddLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) {
+  num_inputs_ = inputs.size();
+  for (const Shape& s : inputs) {
+    if (s != inputs[0]) return InvalidArgument("input shapes differ");
+  }
+  *outputs = {inputs[0]};
+  return Status::Ok();
+}
+
+}  // namespace spill

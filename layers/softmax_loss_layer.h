@@ -1,0 +1,38 @@
+// softmax_loss: softmax over the scores' channels, then mean cross-entropy
+// against the labels. Its output is the probabilities (N x classes x 1 x 1);
+// the loss value is read from them. When only the scores are named, the
+// labels of the network's input layer are wired in.
+//
+//   - {name: loss, type: softmax_loss}
+//   - {name: loss, type: softmax_loss, inputs: [fc8, data:1], weight: 1.0}
+#ifndef SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_
+#define SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_
+
+#include "framework/layer.h"
+#include "framework/layer_params.h"
+
+namespace spill {
+
+class SoftmaxLossLayer : public Layer {
+ public:
+  explicit SoftmaxLossLayer(LayerParams& params);
+
+  int min_inputs() const override { return 2; }
+  int max_inputs() const override { return 2; }
+  bool wants_labels() const override { return true; }
+  bool is_loss() const override { return true; }
+  bool propagates_to(int input) const override { return input == 0; }
+
+  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
+  BackwardNeeds backward_needs() const override { return {{false, true}, true}; }
+  LayerCost cost() const override { return LayerCost::kCheap; }
+
+ protected:
+  int64_t batch_size_ = 0;
+  int64_t classes_ = 0;
+  float weight_ = 1.0f;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_

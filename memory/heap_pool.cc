@@ -1,0 +1,183 @@
+#include "memory/heap_pool.h"
+
+#include <algorithm>
+
+namespace spill {
+
+const char* MemoryCategoryName(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::kParameters: return "parameters";
+    case MemoryCategory::kParamGradients: return "parameter gradients";
+    case MemoryCategory::kOptimizerState: return "optimizer state";
+    case MemoryCategory::kActivations: return "activations";
+    case MemoryCategory::kActivationGradients: return "activation gradients";
+    case MemoryCategory::kWorkspace: return "workspace";
+    case MemoryCategory::kCount: break;
+  }
+  return "?";
+}
+
+const char* FitPolicyName(FitPolicy fit) {
+  return fit == FitPolicy::kFirstFit ? "first_fit" : "best_fit";
+}
+
+StatusOr<FitPolicy> ParseFitPolicy(const std::string& text) {
+  if (text == "first_fit") return FitPolicy::kFirstFit;
+  if (text == "best_fit") return FitPolicy::kBestFit;
+  return InvalidArgument("unknown pool fit '" + text + "'; expected first_fit or best_fit");
+}
+
+double PoolStats::contiguity() const {
+  return free_bytes == 0 ? 1.0 : static_cast<double>(largest_free) / free_bytes;
+}
+
+HeapPool::HeapPool(size_t capacity, FitPolicy fit)
+    : capacity_(capacity / kPoolBlockBytes * kPoolBlockBytes), fit_(fit) {
+  stats_.capacity = capacity_;
+  if (capacity_ > 0) InsertFree(0, capacity_);
+  UpdateFreeStats();
+}
+
+void HeapPool::InsertFree(size_t offset, size_t bytes) {
+  free_by_offset_[offset] = bytes;
+  free_by_size_.insert({bytes, offset});
+}
+
+void HeapPool::EraseFree(std::map<size_t, size_t>::iterator it) {
+  free_by_size_.erase({it->second, it->first});
+  free_by_offset_.erase(it);
+}
+
+std::map<size_t, size_t>::iterator HeapPool::FindSegment(size_t bytes) {
+  if (fit_ == FitPolicy::kBestFit) {
+    auto best = free_by_size_.lower_bound({bytes, 0});
+    if (best == free_by_size_.end()) return free_by_offset_.end();
+    return free_by_offset_.find(best->second);
+  }
+  for (auto it = free_by_offset_.begin(); it != free_by_offset_.end(); ++it) {
+    if (it->second >= bytes) return it;
+  }
+  return free_by_offset_.end();
+}
+
+bool HeapPool::CanAllocate(size_t bytes) const {
+  size_t need = RoundToBlocks(std::max<size_t>(bytes, 1));
+  return !free_by_size_.empty() && free_by_size_.rbegin()->first >= need;
+}
+
+StatusOr<Allocation> HeapPool::Allocate(size_t bytes, MemoryCategory category,
+                                        Placement placement) {
+  size_t need = RoundToBlocks(std::max<size_t>(bytes, 1));
+  auto it = FindSegment(need);
+  if (it == free_by_offset_.end()) {
+    stats_.failures++;
+    return OutOfMemory("no free segment of " + std::to_string(need) + " bytes (" +
+                       std::to_string(stats_.free_bytes) + " bytes free, largest segment " +
+                       std::to_string(stats_.largest_free) + ")");
+  }
+  size_t seg_offset = it->first, seg_bytes = it->second;
+  EraseFree(it);
+  size_t offset = placement == Placement::kLow ? seg_offset : seg_offset + seg_bytes - need;
+  if (seg_bytes > need) {
+    InsertFree(placement == Placement::kLow ? seg_offset + need : seg_offset, seg_bytes - need);
+  }
+  AllocationId id = next_id_++;
+  allocated_[id] = Node{offset, need, category};
+  int c = static_cast<int>(category);
+  stats_.in_use[c] += need;
+  stats_.peak[c] = std::max(stats_.peak[c], stats_.in_use[c]);
+  stats_.total_in_use += need;
+  stats_.total_peak = std::max(stats_.total_peak, stats_.total_in_use);
+  stats_.allocations++;
+  UpdateFreeStats();
+  return Allocation{id, offset, need};
+}
+
+void HeapPool::Free(AllocationId id) {
+  auto found = allocated_.find(id);
+  SPILL_CHECK(found != allocated_.end()) << "free of unknown allocation " << id;
+  Node node = found->second;
+  allocated_.erase(found);
+  stats_.in_use[static_cast<int>(node.category)] -= node.bytes;
+  stats_.total_in_use -= node.bytes;
+  stats_.frees++;
+  size_t offset = node.offset, bytes = node.bytes;
+  auto next = free_by_offset_.lower_bound(offset);
+  if (next != free_by_offset_.end() && next->first == offset + bytes) {
+    bytes += next->second;
+    EraseFree(next);
+  }
+  auto after = free_by_offset_.lower_bound(offset);
+  if (after != free_by_offset_.begin()) {
+    auto prev = std::prev(after);
+    if (prev->first + prev->second == offset) {
+      offset = prev->first;
+      bytes += prev->second;
+      EraseFree(prev);
+    }
+  }
+  InsertFree(offset, bytes);
+  UpdateFreeStats();
+}
+
+void HeapPool::UpdateFreeStats() {
+  stats_.free_bytes = capacity_ - stats_.total_in_use;
+  stats_.largest_free = free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
+  stats_.free_segments = free_by_offset_.size();
+}
+
+double HeapPool::UnusableFree(size_t bytes) const {
+  if (stats_.free_bytes == 0) return 0.0;
+  size_t need = RoundToBlocks(std::max<size_t>(bytes, 1));
+  size_t unusable = 0;
+  for (const auto& [size, offset] : free_by_size_) {
+    if (size >= need) break;
+    unusable += size;
+  }
+  return static_cast<double>(unusable) / stats_.free_bytes;
+}
+
+void HeapPool::ResetPeaks() {
+  stats_.peak = stats_.in_use;
+  stats_.total_peak = stats_.total_in_use;
+}
+
+std::string HeapPool::CheckInvariants() const {
+  // Every byte is either free or allocated, exactly once; free segments are
+  // maximal (no two adjacent); the size index mirrors the offset index.
+  std::vector<std::pair<size_t, size_t>> segments;
+  for (const auto& [offset, bytes] : free_by_offset_) segments.push_back({offset, bytes});
+  for (const auto& [id, node] : allocated_) segments.push_back({node.offset, node.bytes});
+  std::sort(segments.begin(), segments.end());
+  size_t cursor = 0;
+  for (const auto& [offset, bytes] : segments) {
+    if (offset != cursor) return "gap or overlap at offset " + std::to_string(offset);
+    if (bytes == 0 || bytes % kPoolBlockBytes) return "segment not whole blocks at " + std::to_string(offset);
+    cursor = offset + bytes;
+  }
+  if (cursor != capacity_) return "segments cover " + std::to_string(cursor) + " of " + std::to_string(capacity_);
+  size_t prev_end = SIZE_MAX, free_total = 0;
+  for (const auto& [offset, bytes] : free_by_offset_) {
+    if (offset == prev_end) return "adjacent free segments at " + std::to_string(offset);
+    if (!free_by_size_.count({bytes, offset})) return "size index misses segment " + std::to_string(offset);
+    prev_end = offset + bytes;
+    free_total += bytes;
+  }
+  if (free_by_size_.size() != free_by_offset_.size()) return "size index has extra entries";
+  size_t used = 0;
+  std::array<size_t, kNumCategories> per{};
+  for (const auto& [id, node] : allocated_) {
+    used += node.bytes;
+    per[static_cast<int>(node.category)] += node.bytes;
+  }
+  if (used != stats_.total_in_use) return "in-use total disagrees with allocations";
+  if (per != stats_.in_use) return "per-category in-use disagrees with allocations";
+  if (free_total != stats_.free_bytes) return "free total disagrees with segments";
+  for (int c = 0; c < kNumCategories; ++c) {
+    if (stats_.peak[c] < stats_.in_use[c]) return "a category's peak is below its current use";
+  }
+  if (stats_.total_peak < stats_.total_in_use) return "peak is below current use";
+  return "";
+}
+
+}  // namespace spill

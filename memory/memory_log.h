@@ -1,0 +1,63 @@
+// Per-step memory accounting: the product's core output. The runtime fills a
+// record for every step of an iteration - bytes in use by category, the
+// step's peak, live tensors, bytes moved each way, recomputations - and the
+// same records come out of `plan` (no compute) and `train --memory-log` (a
+// real run). Writers produce CSV, JSON and an SVG plot like figure 10 of the
+// SuperNeurons paper.
+#ifndef SPILL_MEMORY_MEMORY_LOG_H_
+#define SPILL_MEMORY_MEMORY_LOG_H_
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "framework/schedule.h"
+#include "memory/heap_pool.h"
+
+namespace spill {
+
+struct StepRecord {
+  int step = 0;  // 0-based; printed 1-based
+  Pass pass = Pass::kForward;
+  int layer = -1;
+  // Bytes in use by category once the step's tensors are in place.
+  std::array<size_t, kNumCategories> in_use{};
+  size_t total = 0;       // sum of in_use
+  size_t peak = 0;        // highest total at any moment of the step
+  int live_tensors = 0;   // transient tensors with device memory
+  std::vector<TensorId> live;  // only when live sets are recorded
+  size_t to_host = 0;     // bytes offloaded during the step
+  size_t to_device = 0;   // bytes prefetched during the step
+  int recomputed = 0;     // forward computations rerun during the step
+  size_t workspace = 0;   // workspace bytes granted to the step
+  std::string algorithm;  // convolution algorithm chosen, if any
+};
+
+struct MemoryLog {
+  std::string mode;
+  std::vector<StepRecord> steps;
+  size_t peak = 0;                  // max over steps of StepRecord::peak
+  int peak_step = -1;
+  std::vector<TensorId> peak_live;  // live tensors at the peak step (from the
+                                    // second iteration on: steps repeat)
+  size_t persistent = 0;            // parameters, gradients, solver state
+  size_t to_host = 0;
+  size_t to_device = 0;
+  int recomputed = 0;
+
+  void Clear();
+  // Computes the peak and the totals from the step records.
+  void Finish();
+};
+
+// Writes records as CSV (one row per step) or JSON lines.
+std::string MemoryLogCsv(const MemoryLog& log, const Schedule& schedule,
+                         const std::vector<std::string>& layer_names);
+std::string MemoryLogJson(const MemoryLog& log, const Schedule& schedule,
+                          const std::vector<std::string>& layer_names);
+// An SVG line plot of memory per step, one curve per log (like Fig. 10).
+std::string MemoryPlotSvg(const std::vector<MemoryLog>& logs, const std::string& title);
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_MEMORY_LOG_H_

@@ -1,0 +1,56 @@
+// Memory settings: the device budget and which techniques are on.
+//
+// Modes are presets of independent techniques, and each technique can also be
+// switched on its own (YAML `memory:` or flags), so comparing policies never
+// needs a rebuild:
+//   baseline      every tensor has its own block for the whole iteration
+//   liveness      tensors are freed after their last reader (SuperNeurons §3.2)
+//   offload       liveness + checkpoint outputs offloaded to host, prefetched
+//   recompute     liveness + cheap layers' outputs dropped and recomputed
+//   superneurons  liveness + offload + LRU tensor cache + recomputation
+#ifndef SPILL_MEMORY_MEMORY_OPTIONS_H_
+#define SPILL_MEMORY_MEMORY_OPTIONS_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "framework/status.h"
+#include "framework/units.h"
+#include "memory/heap_pool.h"
+
+namespace spill {
+
+// A budget for planning without a limit: large enough for any network here.
+constexpr size_t kUnlimitedBudget = size_t{1} << 50;  // 1 PiB of address arithmetic
+constexpr size_t kDefaultDeviceBudget = 8 * kGiB;
+constexpr size_t kDefaultHostBudget = 32 * kGiB;
+
+struct MemoryOptions {
+  std::string mode = "liveness";
+  size_t device_budget = kDefaultDeviceBudget;
+  size_t host_budget = kDefaultHostBudget;
+  FitPolicy fit = FitPolicy::kFirstFit;
+
+  bool liveness = true;
+  bool offload = false;
+  bool cache = false;
+  bool recompute = false;
+
+  // Offloaded tensors are prefetched this many checkpoint layers ahead.
+  int prefetch_ahead = 1;
+  // Record every live tensor at every step (for memory logs).
+  bool record_live = false;
+  // Fill freed device blocks with NaN so a read after free cannot go unnoticed.
+  bool poison_freed = false;
+
+  std::string Describe() const;
+};
+
+std::vector<std::string> MemoryModeNames();
+// Sets the technique switches for a named mode.
+Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options);
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_MEMORY_OPTIONS_H_

@@ -1,0 +1,182 @@
+#include "memory/residency.h"
+
+namespace spill {
+
+const char* ResidencyName(Residency state) {
+  switch (state) {
+    case Residency::kUnallocated: return "unallocated";
+    case Residency::kDevice: return "device";
+    case Residency::kOffloading: return "offloading";
+    case Residency::kHost: return "host";
+    case Residency::kPrefetching: return "prefetching";
+    case Residency::kDropped: return "dropped";
+  }
+  return "?";
+}
+
+MemoryCategory CategoryOf(TensorKind kind) {
+  switch (kind) {
+    case TensorKind::kActivation:
+    case TensorKind::kAux: return MemoryCategory::kActivations;
+    case TensorKind::kActivationGrad: return MemoryCategory::kActivationGradients;
+    case TensorKind::kParam: return MemoryCategory::kParameters;
+    case TensorKind::kParamGrad: return MemoryCategory::kParamGradients;
+    case TensorKind::kOptimizerState: return MemoryCategory::kOptimizerState;
+  }
+  return MemoryCategory::kActivations;
+}
+
+// Byte value whose float pattern is a quiet NaN (0xFFFFFFFF).
+constexpr int kPoisonByte = 0xFF;
+
+ResidencyManager::ResidencyManager(const Schedule& schedule, HeapPool* device_pool,
+                                   HeapPool* host_pool, Device* device, void* device_base,
+                                   void* host_base)
+    : schedule_(schedule),
+      device_pool_(device_pool),
+      host_pool_(host_pool),
+      device_(device),
+      device_base_(static_cast<char*>(device_base)),
+      host_base_(static_cast<char*>(host_base)),
+      slots_(schedule.tensors.size()) {
+  for (size_t id = 0; id < slots_.size(); ++id) {
+    slots_[id].transient = IsTransient(schedule.tensors[id].kind);
+  }
+}
+
+bool ResidencyManager::on_device(TensorId id) const {
+  Residency s = slots_[id].state;
+  return s == Residency::kDevice || s == Residency::kOffloading || s == Residency::kPrefetching;
+}
+
+float* ResidencyManager::data(TensorId id) const {
+  const Slot& slot = slots_[id];
+  SPILL_CHECK(slot.has_device) << "tensor '" << schedule_.tensors[id].name << "' is "
+                               << ResidencyName(slot.state) << ", not on the device";
+  if (device_base_ == nullptr) return nullptr;
+  return reinterpret_cast<float*>(device_base_ + slot.device.offset);
+}
+
+void ResidencyManager::WaitForCopy(Slot& slot) {
+  if (slot.event) slot.event->Synchronize();
+  slot.event.reset();
+}
+
+void ResidencyManager::Poison(const Slot& slot) {
+  if (!poison_ || device_ == nullptr || !slot.has_device) return;
+  device_->MemsetAsync(device_base_ + slot.device.offset, kPoisonByte, slot.device.bytes,
+                       device_->compute_queue());
+}
+
+void ResidencyManager::FreeDevice(Slot& slot) {
+  if (!slot.has_device) return;
+  Poison(slot);
+  device_pool_->Free(slot.device.id);
+  slot.has_device = false;
+  if (slot.transient) resident_transient_--;
+}
+
+void ResidencyManager::FreeHost(Slot& slot) {
+  if (!slot.has_host) return;
+  host_pool_->Free(slot.host.id);
+  slot.has_host = false;
+  slot.host_valid = false;
+}
+
+Status ResidencyManager::Allocate(TensorId id) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kUnallocated || slot.state == Residency::kDropped)
+      << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
+  const TensorInfo& info = schedule_.tensors[id];
+  SPILL_ASSIGN_OR_RETURN(slot.device, device_pool_->Allocate(info.bytes, CategoryOf(info.kind)));
+  slot.has_device = true;
+  if (slot.transient) resident_transient_++;
+  slot.state = Residency::kDevice;
+  return Status::Ok();
+}
+
+void ResidencyManager::Release(TensorId id) {
+  Slot& slot = slots_[id];
+  WaitForCopy(slot);
+  FreeDevice(slot);
+  FreeHost(slot);
+  slot.state = Residency::kUnallocated;
+}
+
+Status ResidencyManager::BeginOffload(TensorId id) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kDevice) << schedule_.tensors[id].name << " is "
+                                                << ResidencyName(slot.state);
+  SPILL_CHECK(host_pool_ != nullptr) << "offload without a host pool";
+  if (!slot.host_valid) {
+    const TensorInfo& info = schedule_.tensors[id];
+    if (!slot.has_host) {
+      SPILL_ASSIGN_OR_RETURN(slot.host, host_pool_->Allocate(info.bytes, CategoryOf(info.kind)));
+      slot.has_host = true;
+    }
+    if (device_ != nullptr) {
+      Queue& copy = device_->copy_queue();
+      copy.Wait(device_->compute_queue().Record());  // after the compute that wrote it
+      device_->CopyAsync(host_base_ + slot.host.offset, device_base_ + slot.device.offset,
+                         info.bytes, CopyKind::kDeviceToHost, copy);
+      slot.event = copy.Record();
+    }
+    counters_.to_host_bytes += info.bytes;
+    slot.host_valid = true;
+  }
+  counters_.offloads++;
+  slot.state = Residency::kOffloading;
+  return Status::Ok();
+}
+
+void ResidencyManager::FinishOffload(TensorId id) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kOffloading) << schedule_.tensors[id].name;
+  WaitForCopy(slot);
+  FreeDevice(slot);
+  slot.state = Residency::kHost;
+}
+
+Status ResidencyManager::BeginPrefetch(TensorId id) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kHost) << schedule_.tensors[id].name << " is "
+                                              << ResidencyName(slot.state);
+  const TensorInfo& info = schedule_.tensors[id];
+  SPILL_ASSIGN_OR_RETURN(slot.device, device_pool_->Allocate(info.bytes, CategoryOf(info.kind)));
+  slot.has_device = true;
+  if (slot.transient) resident_transient_++;
+  if (device_ != nullptr) {
+    Queue& copy = device_->copy_queue();
+    // The block may have been freed by compute enqueued before now.
+    copy.Wait(device_->compute_queue().Record());
+    device_->CopyAsync(device_base_ + slot.device.offset, host_base_ + slot.host.offset, info.bytes,
+                       CopyKind::kHostToDevice, copy);
+    slot.event = copy.Record();
+  }
+  counters_.to_device_bytes += info.bytes;
+  counters_.prefetches++;
+  slot.state = Residency::kPrefetching;
+  return Status::Ok();
+}
+
+void ResidencyManager::FinishPrefetch(TensorId id) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kPrefetching) << schedule_.tensors[id].name;
+  if (slot.event && device_ != nullptr) device_->compute_queue().Wait(slot.event);
+  slot.event.reset();
+  slot.state = Residency::kDevice;
+}
+
+void ResidencyManager::Drop(TensorId id) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kDevice) << schedule_.tensors[id].name << " is "
+                                                << ResidencyName(slot.state);
+  FreeDevice(slot);
+  FreeHost(slot);
+  counters_.drops++;
+  slot.state = Residency::kDropped;
+}
+
+void ResidencyManager::MarkWritten(TensorId id) { slots_[id].host_valid = false; }
+
+}  // namespace spill

@@ -1,0 +1,122 @@
+// The residency state machine: the one place where tensors change where they
+// live. Policies (liveness, offload, the LRU cache, recomputation) request
+// transitions; only this class allocates, frees and copies.
+//
+//                 Allocate                BeginOffload            FinishOffload
+//   kUnallocated ----------> kDevice ---------------> kOffloading -------------> kHost
+//        ^  ^                 |  ^  \                                              |
+//        |  |  Allocate       |  |   \ Drop                          BeginPrefetch |
+//        |  +--- kDropped <---+--|----+                                            v
+//        |                       +---------------------------------------- kPrefetching
+//        |                                       FinishPrefetch
+//        +---- Release (from any state)
+//
+// Invariants
+//   * A tensor has a device block exactly in kDevice, kOffloading and
+//     kPrefetching, and a host block in kOffloading, kHost and kPrefetching
+//     (and in kDevice after a prefetch, while the host copy stays current).
+//   * A copy is ordered after the compute that produced its source (the copy
+//     queue waits on a compute event), and compute that reads a prefetched
+//     tensor waits on the prefetch's event. No barrier after every layer.
+//   * A device block given up by an offload is freed only after its copy has
+//     completed; the host waits for that event at the moment it frees, which
+//     is a fixed point of the schedule. So every allocation decision depends
+//     on the step sequence alone, never on timing, and a plan made without a
+//     device reproduces the run's memory exactly.
+//
+// Without a device (planning) the same transitions run on the pools' offsets
+// and no bytes move.
+#ifndef SPILL_MEMORY_RESIDENCY_H_
+#define SPILL_MEMORY_RESIDENCY_H_
+
+#include <memory>
+#include <vector>
+
+#include "framework/device.h"
+#include "framework/schedule.h"
+#include "memory/heap_pool.h"
+
+namespace spill {
+
+enum class Residency { kUnallocated, kDevice, kOffloading, kHost, kPrefetching, kDropped };
+const char* ResidencyName(Residency state);
+
+MemoryCategory CategoryOf(TensorKind kind);
+
+struct TransferCounters {
+  size_t to_host_bytes = 0;
+  size_t to_device_bytes = 0;
+  int64_t offloads = 0;
+  int64_t prefetches = 0;
+  int64_t drops = 0;
+};
+
+class ResidencyManager {
+ public:
+  // `device`, `device_base` and `host_base` are null when planning.
+  ResidencyManager(const Schedule& schedule, HeapPool* device_pool, HeapPool* host_pool,
+                   Device* device, void* device_base, void* host_base);
+
+  // kUnallocated | kDropped -> kDevice. kOutOfMemory leaves the state as is.
+  Status Allocate(TensorId id);
+  // Any state -> kUnallocated; waits for a copy in flight first.
+  void Release(TensorId id);
+  // kDevice -> kOffloading. Skips the copy when the host copy is current.
+  // kOutOfMemory when the host pool is full.
+  Status BeginOffload(TensorId id);
+  // kOffloading -> kHost: waits for the copy, frees the device block.
+  void FinishOffload(TensorId id);
+  // kHost -> kPrefetching. kOutOfMemory when the device pool is full.
+  Status BeginPrefetch(TensorId id);
+  // kPrefetching -> kDevice: later compute waits for the copy.
+  void FinishPrefetch(TensorId id);
+  // kDevice -> kDropped: frees the device block (and any host copy).
+  void Drop(TensorId id);
+  // The tensor was written: a host copy no longer matches.
+  void MarkWritten(TensorId id);
+
+  Residency state(TensorId id) const { return slots_[id].state; }
+  bool on_device(TensorId id) const;
+  bool host_copy_current(TensorId id) const { return slots_[id].host_valid; }
+  float* data(TensorId id) const;
+  size_t device_bytes(TensorId id) const { return slots_[id].device.bytes; }
+  const TransferCounters& counters() const { return counters_; }
+  // Transient tensors (activations, aux, activation gradients) on the device.
+  int resident_transient() const { return resident_transient_; }
+
+ private:
+  struct Slot {
+    Residency state = Residency::kUnallocated;
+    Allocation device;
+    Allocation host;
+    bool has_device = false;
+    bool has_host = false;
+    bool host_valid = false;
+    bool transient = false;
+    std::shared_ptr<Event> event;  // the copy in flight, if any
+  };
+
+  void FreeDevice(Slot& slot);
+  void FreeHost(Slot& slot);
+  void WaitForCopy(Slot& slot);
+  void Poison(const Slot& slot);
+
+  const Schedule& schedule_;
+  HeapPool* device_pool_;
+  HeapPool* host_pool_;
+  Device* device_;
+  char* device_base_;
+  char* host_base_;
+  std::vector<Slot> slots_;
+  TransferCounters counters_;
+  int resident_transient_ = 0;
+  bool poison_ = false;
+
+ public:
+  // Fill device blocks with NaN as they are freed (debugging aid).
+  void set_poison(bool poison) { poison_ = poison; }
+};
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_RESIDENCY_H_
