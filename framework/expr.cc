@@ -245,6 +245,15 @@ StatusOr<YAML::Node> SubstituteScalar(const YAML::Node& node, const Variables& v
 
 }  // namespace
 
+void SetVariable(Variables* vars, const std::string& name, const YAML::Node& value) {
+  auto it = vars->find(name);
+  if (it == vars->end()) {
+    vars->emplace(name, value);
+  } else {
+    it->second.reset(value);
+  }
+}
+
 StatusOr<std::string> EvaluateExpression(const std::string& expr, const Variables& vars) {
   Parser parser(expr, vars);
   SPILL_ASSIGN_OR_RETURN(Number value, parser.Parse());

@@ -16,6 +16,10 @@ namespace spill {
 
 using Variables = std::map<std::string, YAML::Node>;
 
+// Binds `name` to `value`. (Assigning to an existing YAML::Node would write
+// through to every node sharing it: yaml-cpp nodes are references.)
+void SetVariable(Variables* vars, const std::string& name, const YAML::Node& value);
+
 // Evaluates an arithmetic expression; integers stay integers unless a float
 // takes part. Returns the result as text ("12", "0.5").
 StatusOr<std::string> EvaluateExpression(const std::string& expr, const Variables& vars);

@@ -184,7 +184,7 @@ Status NetParser::ReadModelParams(const YAML::Node& root, const std::string& fil
   std::set<std::string> known;
   if (params) {
     for (const auto& item : params) {
-      spec_.params[item.first.Scalar()] = YAML::Clone(item.second);
+      SetVariable(&spec_.params, item.first.Scalar(), YAML::Clone(item.second));
       known.insert(item.first.Scalar());
     }
   }
@@ -193,7 +193,7 @@ Status NetParser::ReadModelParams(const YAML::Node& root, const std::string& fil
       return InvalidArgument(file + ": unknown model parameter '" + key + "' in overrides; model '" +
                              spec_.name + "' has: " + (known.empty() ? "(none)" : Join(known)));
     }
-    spec_.params[key] = YAML::Clone(value);
+    SetVariable(&spec_.params, key, YAML::Clone(value));
   }
   return Status::Ok();
 }
@@ -329,18 +329,18 @@ StatusOr<Variables> NetParser::BlockVariables(const BlockDef& block, const YAML:
                                               const Scope& scope, int64_t index,
                                               const std::string& where) {
   Variables outer = scope.vars;
-  outer["i"] = YAML::Node(std::to_string(index));
+  SetVariable(&outer, "i", YAML::Node(std::to_string(index)));
   Variables vars = spec_.params;  // model parameters are visible in every block
   std::set<std::string> known;
   for (const auto& item : block.params) {
     known.insert(item.first.Scalar());
     if (item.second.IsNull()) {
-      vars[item.first.Scalar()] = YAML::Node();
+      SetVariable(&vars, item.first.Scalar(), YAML::Node());
       continue;
     }
     auto value = Substitute(item.second, spec_.params);
     if (!value.ok()) return value.status().WithContext(Where(block.file, block.line));
-    vars[item.first.Scalar()] = *value;
+    SetVariable(&vars, item.first.Scalar(), *value);
   }
   if (args) {
     if (!args.IsMap()) return InvalidArgument(where + ": 'args' must be a map");
@@ -352,15 +352,15 @@ StatusOr<Variables> NetParser::BlockVariables(const BlockDef& block, const YAML:
       }
       auto value = Substitute(item.second, outer);
       if (!value.ok()) return value.status().WithContext(where + ", argument '" + key + "'");
-      vars[key] = *value;
+      SetVariable(&vars, key, *value);
     }
   }
   for (const auto& key : known) {
-    if (vars[key].IsNull()) {
+    if (vars.at(key).IsNull()) {
       return InvalidArgument(where + ": block '" + block.name + "' needs the argument '" + key + "'");
     }
   }
-  vars["i"] = YAML::Node(std::to_string(index));
+  SetVariable(&vars, "i", YAML::Node(std::to_string(index)));
   return vars;
 }
 

@@ -1,0 +1,89 @@
+#include "tests/net_harness.h"
+
+#include "framework/cpu_device.h"
+#include "framework/executor.h"
+#include "framework/initializer.h"
+#include "framework/net.h"
+#include "framework/random.h"
+#include "memory/runtime.h"
+
+namespace spill {
+namespace testing {
+namespace {
+
+void Sgd(const Net& net, MemoryRuntime& runtime, Device& device, float lr) {
+  const Schedule& s = net.schedule();
+  for (int id = 0; id < net.num_layers(); ++id) {
+    const LayerTensors& lt = s.layers[id];
+    for (size_t p = 0; p < lt.params.size(); ++p) {
+      if (lt.param_grads[p] == kNoTensor) continue;
+      const size_t n = s.tensors[lt.params[p]].shape.numel();
+      std::vector<float> w(n), g(n);
+      device.CopySync(w.data(), runtime.Data(lt.params[p]), n * 4, CopyKind::kDeviceToHost);
+      device.CopySync(g.data(), runtime.Data(lt.param_grads[p]), n * 4, CopyKind::kDeviceToHost);
+      for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+      device.CopySync(runtime.Data(lt.params[p]), w.data(), n * 4, CopyKind::kHostToDevice);
+    }
+  }
+}
+
+std::vector<std::vector<float>> Fetch(const Net& net, MemoryRuntime& runtime, Device& device,
+                                      bool grads) {
+  std::vector<std::vector<float>> out;
+  const Schedule& s = net.schedule();
+  for (int id = 0; id < net.num_layers(); ++id) {
+    const LayerTensors& lt = s.layers[id];
+    for (size_t p = 0; p < lt.params.size(); ++p) {
+      TensorId t = grads ? lt.param_grads[p] : lt.params[p];
+      if (t == kNoTensor) continue;
+      std::vector<float> v(s.tensors[t].shape.numel());
+      device.CopySync(v.data(), runtime.Data(t), v.size() * 4, CopyKind::kDeviceToHost);
+      out.push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides) {
+  auto spec = ParseNetString(yaml, "test.yaml", overrides);
+  SPILL_CHECK(spec.ok()) << spec.status().ToString();
+  return *spec;
+}
+
+StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {run.batch, DeviceType::kCpu}));
+  CpuDevice device;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
+                         MemoryRuntime::Create(*net, run.memory, &device));
+  Executor executor(*net, device, *runtime);
+  InitializeParameters(*net, *runtime, device, run.seed);
+  const Shape input = net->input_shape();
+  const int64_t classes = std::max<int64_t>(net->num_classes(), 1);
+  TrainTrace trace;
+  for (int step = 0; step < run.steps; ++step) {
+    std::vector<float> images(input.numel()), labels(input.n());
+    const int batch_index = run.same_batch ? 0 : step;
+    for (size_t i = 0; i < images.size(); ++i) {
+      images[i] = 2 * UniformAt(run.seed + 1000 + batch_index, i) - 1;
+    }
+    for (int64_t i = 0; i < input.n(); ++i) {
+      labels[i] = static_cast<float>((i * 7 + batch_index) % classes);
+    }
+    HostBatch batch{images.data(), labels.data()};
+    SPILL_ASSIGN_OR_RETURN(LossResult result, executor.Run(batch, Phase::kTrain, run.seed + step));
+    trace.losses.push_back(result.loss);
+    if (step + 1 == run.steps) trace.grads = Fetch(*net, *runtime, device, true);
+    Sgd(*net, *runtime, device, run.learning_rate);
+  }
+  trace.params = Fetch(*net, *runtime, device, false);
+  trace.log = runtime->log();
+  trace.recomputations = executor.recomputations();
+  trace.to_host = runtime->residency().counters().to_host_bytes;
+  trace.to_device = runtime->residency().counters().to_device_bytes;
+  return trace;
+}
+
+}  // namespace testing
+}  // namespace spill

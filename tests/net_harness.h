@@ -1,0 +1,44 @@
+// Trains a network for a few steps on synthetic data, with plain SGD applied
+// on the host, and reports what a test needs to compare runs: the losses, the
+// final parameters, and the memory log.
+#ifndef SPILL_TESTS_NET_HARNESS_H_
+#define SPILL_TESTS_NET_HARNESS_H_
+
+#include <string>
+#include <vector>
+
+#include "framework/net_spec.h"
+#include "memory/memory_log.h"
+#include "memory/memory_options.h"
+
+namespace spill {
+namespace testing {
+
+struct TrainTrace {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> params;  // every parameter after training
+  std::vector<std::vector<float>> grads;   // every parameter gradient of the last step
+  MemoryLog log;                           // of the last iteration
+  int64_t recomputations = 0;
+  size_t to_host = 0;
+  size_t to_device = 0;
+};
+
+struct SyntheticRun {
+  int64_t batch = 2;
+  int steps = 2;
+  float learning_rate = 0.01f;
+  uint64_t seed = 1;
+  bool same_batch = false;  // feed one batch every step instead of a new one
+  MemoryOptions memory;
+};
+
+StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run);
+
+// Parses YAML text (label "test.yaml") or dies.
+NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides = {});
+
+}  // namespace testing
+}  // namespace spill
+
+#endif  // SPILL_TESTS_NET_HARNESS_H_

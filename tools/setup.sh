@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs every Debian package spill needs to build, test and train, and
+# nothing it does not. Idempotent: packages already present are skipped, so
+# the README's commands can call it every time. Needs root or sudo.
+#
+#   bash tools/setup.sh            # build, test and train dependencies
+#   bash tools/setup.sh --bench    # also PyTorch, for benchmarks and cross-checks
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap          # Bazel 4.2.3, builds offline with third_party/ stand-ins
+  g++                      # the C++ toolchain
+  libeigen3-dev            # CPU math
+  libyaml-cpp-dev          # network and training configs
+  libopencv-core-dev       # image decoding and augmentation: core,
+  libopencv-imgproc-dev    #   imgproc,
+  libopencv-imgcodecs-dev  #   imgcodecs (only these three modules)
+  libdnnl-dev              # oneDNN convolutions on the CPU
+  libgtest-dev             # GoogleTest
+  libgmock-dev             # GoogleMock matchers
+  zlib1g-dev               # gzipped idx files
+  python3-numpy            # reading checkpoints from Python (tools/*.py)
+  dataset-fashion-mnist    # the default training data: /usr/share/datasets/fashion-mnist
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch)  # the peer for benchmarks and cross-checks; never a dependency
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  if ! command -v sudo >/dev/null; then
+    echo "setup: need root or sudo to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  sudo="sudo"
+fi
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+# Refresh the package lists only when an install fails for want of them.
+if ! $sudo apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/spill-setup.log 2>&1; then
+  $sudo apt-get update >>/tmp/spill-setup.log 2>&1
+  if ! $sudo apt-get install -y --no-install-recommends "${missing[@]}" >>/tmp/spill-setup.log 2>&1; then
+    echo "setup: apt-get failed; see /tmp/spill-setup.log" >&2
+    tail -20 /tmp/spill-setup.log >&2
+    exit 1
+  fi
+fi
