@@ -1,0 +1,74 @@
+// The batch loader: background threads assemble batches ahead of training.
+//
+// Order: epoch e visits the dataset in a permutation drawn from (seed, e)
+// (identity when shuffle is off); batch b of epoch e holds positions
+// [b * batch, (b + 1) * batch). Augmentation of a sample uses a seed drawn
+// from (seed, e, position). Nothing depends on thread timing, so a loader
+// started at (epoch, batch) yields exactly what an uninterrupted one would.
+#ifndef SPILL_DATA_LOADER_H_
+#define SPILL_DATA_LOADER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace spill {
+
+struct LoaderOptions {
+  int64_t batch = 64;
+  bool shuffle = true;
+  bool drop_last = true;  // false: the last batch of an epoch may be smaller
+  uint64_t seed = 1;
+  int prefetch = 4;       // batches kept ready ahead
+  int workers = 1;        // decoding threads
+};
+
+struct Batch {
+  std::vector<float> images;  // batch x C x H x W
+  std::vector<float> labels;  // batch class indices
+  int64_t size = 0;           // examples in this batch
+  int64_t epoch = 0;
+  int64_t index = 0;          // batch number within the epoch
+};
+
+class Loader {
+ public:
+  Loader(const Dataset& dataset, const LoaderOptions& options);
+  ~Loader();
+
+  int64_t batches_per_epoch() const;
+  // Starts (or restarts) production at batch `index` of `epoch`.
+  void Start(int64_t epoch, int64_t index);
+  // The next batch in order; blocks until it is ready. Errors from reading
+  // the dataset (a truncated file, an undecodable image) come out here.
+  StatusOr<Batch> Next();
+
+ private:
+  void Stop();
+  void Work();
+  std::vector<int64_t> Permutation(int64_t epoch) const;
+  StatusOr<Batch> Assemble(int64_t epoch, int64_t index, const std::vector<int64_t>& order) const;
+
+  const Dataset& dataset_;
+  LoaderOptions options_;
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::condition_variable space_;
+  std::vector<std::thread> workers_;
+  bool stopping_ = false;
+  int64_t next_epoch_ = 0, next_index_ = 0;      // next batch a worker claims
+  int64_t want_epoch_ = 0, want_index_ = 0;      // next batch Next() returns
+  std::map<std::pair<int64_t, int64_t>, StatusOr<Batch>> done_;
+  std::map<int64_t, std::vector<int64_t>> orders_;  // cached permutations per epoch
+};
+
+}  // namespace spill
+
+#endif  // SPILL_DATA_LOADER_H_

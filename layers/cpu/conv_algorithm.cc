@@ -1,0 +1,67 @@
+#include "layers/cpu/conv_algorithm.h"
+
+#include "framework/check.h"
+
+namespace spill {
+namespace cpu {
+namespace {
+
+std::vector<const ConvAlgorithm*>& Registry() {
+  static auto* algorithms = new std::vector<const ConvAlgorithm*>();
+  return *algorithms;
+}
+
+}  // namespace
+
+const char* ConvOpName(ConvOp op) {
+  switch (op) {
+    case ConvOp::kForward: return "forward";
+    case ConvOp::kBackwardData: return "backward_data";
+    case ConvOp::kBackwardFilter: return "backward_filter";
+  }
+  return "?";
+}
+
+const std::vector<const ConvAlgorithm*>& ConvAlgorithms() { return Registry(); }
+
+const ConvAlgorithm* FindConvAlgorithm(const std::string& name) {
+  for (const ConvAlgorithm* a : Registry()) {
+    if (a->name() == name) return a;
+  }
+  return nullptr;
+}
+
+bool RegisterConvAlgorithm(const ConvAlgorithm* algorithm) {
+  SPILL_CHECK(FindConvAlgorithm(algorithm->name()) == nullptr)
+      << "convolution algorithm '" << algorithm->name() << "' registered twice";
+  Registry().push_back(algorithm);
+  return true;
+}
+
+void AddConvBias(const ConvGeometry& g, const float* bias, float* y) {
+  const int64_t plane = g.out_plane();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t f = 0; f < g.filters; ++f) {
+      float* p = y + (n * g.filters + f) * plane;
+      const float b = bias[f];
+      for (int64_t i = 0; i < plane; ++i) p[i] += b;
+    }
+  }
+}
+
+void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db) {
+  const int64_t plane = g.out_plane();
+#pragma omp parallel for schedule(static)
+  for (int64_t f = 0; f < g.filters; ++f) {
+    double sum = 0;
+    for (int64_t n = 0; n < g.batch; ++n) {
+      const float* p = dy + (n * g.filters + f) * plane;
+      for (int64_t i = 0; i < plane; ++i) sum += p[i];
+    }
+    db[f] = static_cast<float>(sum);
+  }
+}
+
+}  // namespace cpu
+}  // namespace spill

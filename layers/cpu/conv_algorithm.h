@@ -1,0 +1,70 @@
+// CPU convolution algorithms. Each computes the same convolution with its own
+// trade of speed for workspace memory; the workspace selector (memory/)
+// chooses one per convolution and step from the free bytes left.
+//
+//   im2col_image   im2col of one image at a time, one GEMM per image and group
+//   im2col_batch   im2col of the whole batch, one GEMM per group (largest workspace)
+//   im2col_chunk   im2col of a few images at a time (between the two)
+//   direct         loops over the kernel window, no workspace
+//   dnnl           oneDNN's convolution primitives
+//
+// Contract for every algorithm:
+//   * Forward overwrites y with conv(x, w) (+ bias when bias != nullptr).
+//   * BackwardData overwrites dx, or adds into it when `accumulate`.
+//   * BackwardFilter overwrites dw, and db when db != nullptr.
+//   * Workspace: exactly WorkspaceBytes(g, op) bytes are passed in (may be
+//     null when 0); nothing else is allocated per call beyond small constant
+//     buffers, so the plan's numbers are what the run uses.
+//   * Deterministic: the same inputs give the same bits on every call.
+//   * Results agree with im2col_image within float rounding.
+#ifndef SPILL_LAYERS_CPU_CONV_ALGORITHM_H_
+#define SPILL_LAYERS_CPU_CONV_ALGORITHM_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "layers/convolution_layer.h"
+
+namespace spill {
+namespace cpu {
+
+enum class ConvOp { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
+constexpr int kNumConvOps = 3;
+const char* ConvOpName(ConvOp op);
+
+class ConvAlgorithm {
+ public:
+  virtual ~ConvAlgorithm() = default;
+
+  virtual std::string name() const = 0;
+  virtual bool Supports(const ConvGeometry&) const { return true; }
+  virtual size_t WorkspaceBytes(const ConvGeometry& g, ConvOp op) const = 0;
+
+  virtual void Forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+                       float* y, void* workspace) const = 0;
+  virtual void BackwardData(const ConvGeometry& g, const float* dy, const float* w, float* dx,
+                            bool accumulate, void* workspace) const = 0;
+  virtual void BackwardFilter(const ConvGeometry& g, const float* x, const float* dy, float* dw,
+                              float* db, void* workspace) const = 0;
+};
+
+// Every registered algorithm, in registration order.
+const std::vector<const ConvAlgorithm*>& ConvAlgorithms();
+// nullptr when no algorithm has that name.
+const ConvAlgorithm* FindConvAlgorithm(const std::string& name);
+// Registers an algorithm for the lifetime of the program.
+bool RegisterConvAlgorithm(const ConvAlgorithm* algorithm);
+
+// Shared helpers for the algorithms.
+void AddConvBias(const ConvGeometry& g, const float* bias, float* y);
+void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db);
+
+}  // namespace cpu
+}  // namespace spill
+
+#define SPILL_REGISTER_CONV_ALGORITHM(Class)                                     \
+  static const bool spill_conv_algorithm_registered_##Class =                    \
+      ::spill::cpu::RegisterConvAlgorithm(new Class())
+
+#endif  // SPILL_LAYERS_CPU_CONV_ALGORITHM_H_
