@@ -8,10 +8,12 @@
 #ifndef SPILL_DATA_LOADER_H_
 #define SPILL_DATA_LOADER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -50,23 +52,33 @@ class Loader {
   StatusOr<Batch> Next();
 
  private:
+  // A permutation of the dataset's indices; null means the identity.
+  using Order = std::shared_ptr<const std::vector<int64_t>>;
+
   void Stop();
   void Work();
+  Order OrderFor(int64_t epoch);
   std::vector<int64_t> Permutation(int64_t epoch) const;
-  StatusOr<Batch> Assemble(int64_t epoch, int64_t index, const std::vector<int64_t>& order) const;
+  StatusOr<Batch> Assemble(int64_t epoch, int64_t index, const std::vector<int64_t>* order) const;
 
   const Dataset& dataset_;
   LoaderOptions options_;
+  Status config_;                   // why options_ cannot yield batches; Next() returns it
+  int64_t batches_per_epoch_ = 0;
+  int64_t window_ = 1;              // batches claimed or ready ahead of the consumer
 
+  // Batches are numbered epoch * batches_per_epoch_ + index below.
   std::mutex mutex_;
-  std::condition_variable ready_;
-  std::condition_variable space_;
+  std::condition_variable ready_;   // a batch was finished
+  std::condition_variable space_;   // the consumer took one, or stopping
   std::vector<std::thread> workers_;
-  bool stopping_ = false;
-  int64_t next_epoch_ = 0, next_index_ = 0;      // next batch a worker claims
-  int64_t want_epoch_ = 0, want_index_ = 0;      // next batch Next() returns
-  std::map<std::pair<int64_t, int64_t>, StatusOr<Batch>> done_;
-  std::map<int64_t, std::vector<int64_t>> orders_;  // cached permutations per epoch
+  std::atomic<bool> stopping_{false};
+  bool started_ = false;
+  Status start_error_;
+  int64_t next_ = 0;                // next batch a worker claims
+  int64_t want_ = 0;                // next batch Next() returns
+  std::map<int64_t, StatusOr<Batch>> done_;
+  std::map<int64_t, Order> orders_;  // cached permutations per epoch
 };
 
 }  // namespace spill

@@ -1,0 +1,194 @@
+// (Fashion-)MNIST idx files. Policy: read and validate everything at open
+// (magic numbers, dimensions, exact sizes, matching counts, label range) and
+// keep the raw uint8 bytes; Get only converts one image through the
+// augmenter, straight out of the file buffer, with no allocation. The plain
+// file is preferred when both it and its .gz exist.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/augment.h"
+#include "data/dataset.h"
+#include "data/io.h"
+
+namespace spill {
+namespace {
+
+constexpr uint32_t kImageMagic = 2051;  // 0x00000803: unsigned bytes, 3 dimensions
+constexpr uint32_t kLabelMagic = 2049;  // 0x00000801: unsigned bytes, 1 dimension
+constexpr size_t kImageHeader = 16;
+constexpr size_t kLabelHeader = 8;
+constexpr uint32_t kMaxSide = 1 << 16;
+constexpr int kClasses = 10;
+
+struct IdxFile {
+  std::string path;
+  std::vector<uint8_t> bytes;
+};
+
+std::string Source(bool fashion) {
+  return fashion ? "Fashion-MNIST (https://github.com/zalandoresearch/fashion-mnist)"
+                 : "MNIST (http://yann.lecun.com/exdb/mnist/)";
+}
+
+// Reads `dir`/`name`, or `dir`/`name`.gz when only that exists.
+StatusOr<IdxFile> ReadIdx(const std::string& dir, const std::string& name, const std::string& what,
+                          bool fashion) {
+  IdxFile file;
+  std::string plain = JoinPath(dir, name);
+  file.path = PathExists(plain) ? plain : plain + ".gz";
+  if (!PathExists(file.path)) {
+    return NotFound("neither " + plain + " nor " + plain + ".gz exists; expected the " + what +
+                    " of " + Source(fashion) + " as idx files, gzipped or not");
+  }
+  SPILL_RETURN_IF_ERROR(AppendFile(file.path, &file.bytes));
+  return file;
+}
+
+std::string Hex(uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "0x%08x", value);
+  return text;
+}
+
+Status CheckMagic(const IdxFile& file, size_t header, uint32_t magic, const std::string& kind) {
+  if (file.bytes.size() < header) {
+    return InvalidArgument(file.path + " is truncated: " + std::to_string(file.bytes.size()) +
+                           " bytes, expected at least the " + std::to_string(header) +
+                           "-byte header of an idx " + kind + " file");
+  }
+  uint32_t found = ReadBigEndian32(file.bytes.data());
+  if (found != magic) {
+    return InvalidArgument(file.path + ": bad magic number " + std::to_string(found) + " (" +
+                           Hex(found) + "); expected " + std::to_string(magic) + " (" + Hex(magic) +
+                           ") for an idx " + kind + " file");
+  }
+  return Status::Ok();
+}
+
+// The file must hold exactly its header plus `payload` bytes.
+Status CheckSize(const IdxFile& file, size_t header, uint64_t payload, const std::string& what) {
+  uint64_t expected = header + payload;
+  if (file.bytes.size() < expected) {
+    return InvalidArgument(file.path + " is truncated: " + std::to_string(file.bytes.size()) +
+                           " bytes, expected " + std::to_string(expected) + " for " + what);
+  }
+  if (file.bytes.size() > expected) {
+    return InvalidArgument(file.path + " is malformed: " + std::to_string(file.bytes.size()) +
+                           " bytes, expected exactly " + std::to_string(expected) + " for " + what);
+  }
+  return Status::Ok();
+}
+
+class IdxDataset : public Dataset {
+ public:
+  IdxDataset(IdxFile images, IdxFile labels, int rows, int cols, Augmenter augmenter,
+             std::string description)
+      : images_(std::move(images)),
+        labels_(std::move(labels)),
+        rows_(rows),
+        cols_(cols),
+        size_(static_cast<int64_t>(labels_.bytes.size() - kLabelHeader)),
+        augmenter_(std::move(augmenter)),
+        description_(std::move(description)) {}
+
+  int64_t size() const override { return size_; }
+  int num_classes() const override { return kClasses; }
+  Shape example_shape() const override { return augmenter_.example_shape(); }
+  std::string Describe() const override { return description_; }
+
+  StatusOr<int> Get(int64_t index, uint64_t augment_seed, float* image) const override {
+    if (index < 0 || index >= size_) {
+      return InvalidArgument("example " + std::to_string(index) + " is out of range [0, " +
+                             std::to_string(size_) + ") of " + images_.path);
+    }
+    const uint8_t* pixels =
+        images_.bytes.data() + kImageHeader + index * static_cast<int64_t>(rows_) * cols_;
+    SPILL_RETURN_IF_ERROR(
+        augmenter_.Apply(PixelView::Planar(pixels, rows_, cols_), augment_seed, image));
+    return static_cast<int>(labels_.bytes[kLabelHeader + index]);
+  }
+
+ private:
+  IdxFile images_;
+  IdxFile labels_;
+  int rows_, cols_;
+  int64_t size_;
+  Augmenter augmenter_;
+  std::string description_;
+};
+
+// Validates the image file; sets `count`, `rows` and `cols` from its header.
+Status CheckImages(const IdxFile& file, uint32_t* count, uint32_t* rows, uint32_t* cols) {
+  SPILL_RETURN_IF_ERROR(CheckMagic(file, kImageHeader, kImageMagic, "image"));
+  *count = ReadBigEndian32(file.bytes.data() + 4);
+  *rows = ReadBigEndian32(file.bytes.data() + 8);
+  *cols = ReadBigEndian32(file.bytes.data() + 12);
+  if (*count == 0 || *rows == 0 || *cols == 0 || *rows > kMaxSide || *cols > kMaxSide) {
+    return InvalidArgument(file.path + ": header declares " + std::to_string(*count) +
+                           " images of " + std::to_string(*rows) + "x" + std::to_string(*cols) +
+                           "; expected at least one image and sides in [1, " +
+                           std::to_string(kMaxSide) + "]");
+  }
+  uint64_t payload = static_cast<uint64_t>(*count) * *rows * *cols;
+  return CheckSize(
+      file, kImageHeader, payload,
+      std::to_string(*count) + " images of " + std::to_string(*rows) + "x" + std::to_string(*cols));
+}
+
+Status CheckLabels(const IdxFile& file, const IdxFile& images, uint32_t image_count) {
+  SPILL_RETURN_IF_ERROR(CheckMagic(file, kLabelHeader, kLabelMagic, "label"));
+  uint32_t count = ReadBigEndian32(file.bytes.data() + 4);
+  if (count != image_count) {
+    return InvalidArgument("count mismatch: " + file.path + " has " + std::to_string(count) +
+                           " labels but " + images.path + " has " + std::to_string(image_count) +
+                           " images; expected the same number");
+  }
+  SPILL_RETURN_IF_ERROR(CheckSize(file, kLabelHeader, count, std::to_string(count) + " labels"));
+  for (uint32_t i = 0; i < count; ++i) {
+    int label = file.bytes[kLabelHeader + i];
+    if (label >= kClasses) {
+      return InvalidArgument(file.path + ": label " + std::to_string(label) + " of example " +
+                             std::to_string(i) + " is out of range; expected 0.." +
+                             std::to_string(kClasses - 1));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Dataset>> OpenIdx(const std::string& dir, Split split,
+                                           const Augmentation& augment, bool fashion) {
+  if (augment.resize != 0) {
+    return InvalidArgument("augmentation resize applies to image folders only; got " +
+                           std::to_string(augment.resize) + " for the idx files in " + dir);
+  }
+  const std::string prefix = split == Split::kTrain ? "train" : "t10k";
+  const std::string split_name = split == Split::kTrain ? "training" : "test";
+  SPILL_ASSIGN_OR_RETURN(
+      IdxFile images, ReadIdx(dir, prefix + "-images-idx3-ubyte", split_name + " images", fashion));
+  uint32_t count = 0, rows = 0, cols = 0;
+  SPILL_RETURN_IF_ERROR(CheckImages(images, &count, &rows, &cols));
+  SPILL_ASSIGN_OR_RETURN(
+      IdxFile labels, ReadIdx(dir, prefix + "-labels-idx1-ubyte", split_name + " labels", fashion));
+  SPILL_RETURN_IF_ERROR(CheckLabels(labels, images, count));
+
+  const std::vector<float> mean = {fashion ? 0.2860f : 0.1307f};
+  const std::vector<float> std = {fashion ? 0.3530f : 0.3081f};
+  StatusOr<Augmenter> augmenter =
+      Augmenter::Create(augment, 1, static_cast<int>(rows), static_cast<int>(cols), mean, std);
+  if (!augmenter.ok()) return augmenter.status().WithContext(images.path);
+  std::string description = std::string(fashion ? "fashion_mnist" : "mnist") + " " +
+                            (split == Split::kTrain ? "train" : "test") + " (" + dir +
+                            "): " + std::to_string(count) + " examples, " +
+                            std::to_string(kClasses) + " classes, " + std::to_string(rows) + "x" +
+                            std::to_string(cols) + " -> " + augmenter->example_shape().ToString();
+  return std::unique_ptr<Dataset>(
+      new IdxDataset(std::move(images), std::move(labels), static_cast<int>(rows),
+                     static_cast<int>(cols), std::move(augmenter).value(), std::move(description)));
+}
+
+}  // namespace spill
