@@ -1,6 +1,7 @@
 #include "framework/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cfloat>
 #include <cmath>
 
@@ -8,7 +9,7 @@
 
 namespace spill {
 
-Executor::Executor(Net& net, Device& device, TensorStore& store)
+Executor::Executor(const Net& net, Device* device, TensorStore& store)
     : net_(net), device_(device), store_(store) {}
 
 Tensor Executor::View(TensorId id) {
@@ -36,8 +37,14 @@ void Executor::RunForward(int layer, bool recompute) {
   args.recompute = recompute;
   args.seed = MixSeed(seed_, static_cast<uint64_t>(layer));
   args.batch = batch_;
-  args.device = &device_;
+  args.device = device_;
+  auto start = std::chrono::steady_clock::now();
   net_.layer(layer).Forward(args);
+  if (profiling_) {
+    ProfileEntry& e = profile_[net_.layer(layer).type()];
+    e.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    e.calls++;
+  }
 }
 
 void Executor::RunBackward(int layer) {
@@ -55,8 +62,13 @@ void Executor::RunBackward(int layer) {
   args.param_grads = Views(lt.param_grads);
   args.aux = Views(lt.aux);
   args.workspace = store_.StepWorkspace();
-  args.device = &device_;
+  args.device = device_;
+  auto start = std::chrono::steady_clock::now();
   net_.layer(layer).Backward(args);
+  if (profiling_) {
+    profile_[net_.layer(layer).type()].backward_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
 }
 
 Status Executor::RunStep(const Step& step) {
@@ -83,7 +95,7 @@ void Executor::ReadLoss(int layer, LossResult* result) {
   const Shape& shape = net_.schedule().tensors[out].shape;
   const int64_t n = shape.n(), classes = shape.sample_size();
   scores_.resize(shape.numel());
-  device_.CopySync(scores_.data(), store_.Data(out), shape.bytes(), CopyKind::kDeviceToHost);
+  device_->CopySync(scores_.data(), store_.Data(out), shape.bytes(), CopyKind::kDeviceToHost);
   double total = 0;
   int64_t correct = 0;
   for (int64_t i = 0; i < n; ++i) {

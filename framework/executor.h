@@ -8,6 +8,8 @@
 #ifndef SPILL_FRAMEWORK_EXECUTOR_H_
 #define SPILL_FRAMEWORK_EXECUTOR_H_
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "framework/device.h"
@@ -24,13 +26,23 @@ struct LossResult {
 
 class Executor : public StepRunner {
  public:
-  Executor(Net& net, Device& device, TensorStore& store);
+  // `device` is null when planning (the store then computes nothing).
+  Executor(const Net& net, Device* device, TensorStore& store);
 
   // One forward pass (and, for kTrain, the backward pass) over `batch`.
   // Parameter gradients are left in the store for the solver.
   StatusOr<LossResult> Run(const HostBatch& batch, Phase phase, uint64_t iteration_seed);
 
   Status Recompute(int layer) override;
+
+  // Per-layer-type compute time, when profiling is on.
+  struct ProfileEntry {
+    double forward_seconds = 0;
+    double backward_seconds = 0;
+    int64_t calls = 0;
+  };
+  void set_profiling(bool on) { profiling_ = on; }
+  const std::map<std::string, ProfileEntry>& profile() const { return profile_; }
 
   // Number of forward computations rerun for recomputation so far.
   int64_t recomputations() const { return recomputations_; }
@@ -45,14 +57,16 @@ class Executor : public StepRunner {
   std::vector<Tensor> Views(const std::vector<TensorId>& ids);
   void ReadLoss(int layer, LossResult* result);
 
-  Net& net_;
-  Device& device_;
+  const Net& net_;
+  Device* device_;
   TensorStore& store_;
   const HostBatch* batch_ = nullptr;
   Phase phase_ = Phase::kTrain;
   uint64_t seed_ = 0;
   int64_t recomputations_ = 0;
   std::vector<float> scores_;
+  bool profiling_ = false;
+  std::map<std::string, ProfileEntry> profile_;
   std::vector<float> labels_;
 };
 

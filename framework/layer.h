@@ -139,9 +139,9 @@ class Layer {
   virtual LayerCost cost() const = 0;
   virtual size_t workspace_bytes(Pass pass) const { return 0; }
 
-  // ---- Compute: per device ----
-  virtual void Forward(const ForwardArgs& args) = 0;
-  virtual void Backward(const BackwardArgs& args) = 0;
+  // ---- Compute: per device. Const: all state lives in the tensors. ----
+  virtual void Forward(const ForwardArgs& args) const = 0;
+  virtual void Backward(const BackwardArgs& args) const = 0;
 
  private:
   std::string name_;

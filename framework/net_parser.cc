@@ -495,6 +495,11 @@ StatusOr<NetSpec> LoadNetFile(const std::string& path, const ParamOverrides& ove
   return ParseRoot(root, path, overrides, base.empty() ? "." : base);
 }
 
+StatusOr<NetSpec> ParseNetNode(const YAML::Node& root, const std::string& label,
+                               const ParamOverrides& overrides, const std::string& base_dir) {
+  return ParseRoot(root, label, overrides, base_dir);
+}
+
 StatusOr<NetSpec> ParseNetString(const std::string& text, const std::string& label,
                                  const ParamOverrides& overrides, const std::string& base_dir) {
   YAML::Node root;

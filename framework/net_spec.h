@@ -70,6 +70,12 @@ StatusOr<NetSpec> ParseNetString(const std::string& text, const std::string& lab
                                  const ParamOverrides& overrides = {},
                                  const std::string& base_dir = ".");
 
+// Parses a network from an already loaded YAML map (e.g. a `model:` section
+// of a training config); line numbers in errors refer to `label`.
+StatusOr<NetSpec> ParseNetNode(const YAML::Node& root, const std::string& label,
+                               const ParamOverrides& overrides = {},
+                               const std::string& base_dir = ".");
+
 // Splits "layer:2" into ("layer", 2); a plain name has output 0.
 void SplitReference(const std::string& ref, std::string* layer, int* output);
 

@@ -88,6 +88,7 @@ StatusOr<Allocation> HeapPool::Allocate(size_t bytes, MemoryCategory category,
   stats_.peak[c] = std::max(stats_.peak[c], stats_.in_use[c]);
   stats_.total_in_use += need;
   stats_.total_peak = std::max(stats_.total_peak, stats_.total_in_use);
+  stats_.high_water = std::max(stats_.high_water, offset + need);
   stats_.allocations++;
   UpdateFreeStats();
   return Allocation{id, offset, need};

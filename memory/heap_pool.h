@@ -75,6 +75,7 @@ struct PoolStats {
   size_t free_bytes = 0;
   size_t largest_free = 0;
   size_t free_segments = 0;
+  size_t high_water = 0;  // highest end offset ever allocated
   int64_t allocations = 0;
   int64_t frees = 0;
   int64_t failures = 0;

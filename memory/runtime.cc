@@ -56,6 +56,7 @@ Status MemoryRuntime::AllocatePersistent() {
     SPILL_RETURN_IF_ERROR(Allocate(id, -1));
   }
   log_.persistent = current_.persistent = device_pool_.stats().total_in_use;
+  run_peak_ = device_pool_.stats().total_peak;
   return Status::Ok();
 }
 
@@ -74,9 +75,27 @@ Status MemoryRuntime::Fail(const Status& status, int step, const std::string& wh
   oom_.requested = bytes;
   oom_.in_use = device_pool_.stats().total_in_use;
   oom_.live = LiveTransient();
-  std::string where = step < 0 ? "while allocating parameters and solver state"
-                               : "at step " + std::to_string(step + 1);
-  return Status(status.code(), where + ": cannot allocate " + what + ": " + status.message());
+  std::string where = "while allocating parameters and solver state";
+  if (step >= 0) {
+    const Step& s = schedule_.steps[step];
+    where = "at step " + std::to_string(step + 1) + " (" +
+            (s.pass == Pass::kForward ? "forward " : "backward ") + net_.layer(s.layer).name() + ")";
+  }
+  std::vector<TensorId> largest = oom_.live;
+  std::sort(largest.begin(), largest.end(), [&](TensorId a, TensorId b) {
+    return schedule_.tensors[a].bytes > schedule_.tensors[b].bytes;
+  });
+  std::string live;
+  for (size_t i = 0; i < largest.size() && i < 6; ++i) {
+    live += (i ? ", " : "") + schedule_.tensors[largest[i]].name + " " +
+            FormatBytes(static_cast<double>(schedule_.tensors[largest[i]].bytes));
+  }
+  return Status(status.code(),
+                where + ": cannot allocate " + what + " (" + status.message() + "); " +
+                    FormatBytes(static_cast<double>(oom_.in_use)) + " of the " +
+                    FormatBytes(static_cast<double>(device_pool_.capacity())) + " budget in use, " +
+                    std::to_string(oom_.live.size()) + " transient tensors live" +
+                    (live.empty() ? "" : " (largest: " + live + ")"));
 }
 
 Status MemoryRuntime::Allocate(TensorId id, int step) {
@@ -141,6 +160,7 @@ void MemoryRuntime::FinishStep(const Step& step) {
   }
   for (TensorId id : step.writes) residency_->MarkWritten(id);
   current_.steps.back().peak = std::max(current_.steps.back().peak, device_pool_.stats().total_peak);
+  run_peak_ = std::max(run_peak_, current_.steps.back().peak);
   if (!options_.liveness) return;
   for (TensorId id : liveness_->dies_after[step.index]) residency_->Release(id);
 }

@@ -65,6 +65,8 @@ class MemoryRuntime : public TensorStore {
   const ResidencyManager& residency() const { return *residency_; }
   // Set when a step failed with kOutOfMemory.
   const OutOfMemoryInfo& oom() const { return oom_; }
+  // Highest device bytes in use at any moment since creation.
+  size_t run_peak() const { return run_peak_; }
 
  private:
   MemoryRuntime(const Net& net, const MemoryOptions& options, Device* device);
@@ -95,6 +97,7 @@ class MemoryRuntime : public TensorStore {
   Workspace workspace_;
   AllocationId workspace_id_ = -1;
   int capture_step_ = -1;  // step whose live tensors are listed
+  size_t run_peak_ = 0;
   MemoryLog current_;
   MemoryLog log_;
   OutOfMemoryInfo oom_;

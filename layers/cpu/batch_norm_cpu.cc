@@ -1,5 +1,6 @@
 // BatchNorm on the CPU. Channels are spread over threads; each channel's
-// reductions run in one thread in a fixed order, in double precision.
+// statistics are reduced by one thread in a fixed order - plane by plane in
+// float, planes combined in double - so results are deterministic.
 #include <cmath>
 
 #include "framework/layer_registry.h"
@@ -8,11 +9,26 @@
 namespace spill {
 namespace {
 
+// Sum of one plane, in float lanes the compiler vectorizes.
+inline float PlaneSum(const float* p, int64_t n) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += p[j];
+  return s;
+}
+
+inline float PlaneSquares(const float* p, int64_t n, float mean) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += (p[j] - mean) * (p[j] - mean);
+  return s;
+}
+
 class CpuBatchNormLayer : public BatchNormLayer {
  public:
   using BatchNormLayer::BatchNormLayer;
 
-  void Forward(const ForwardArgs& args) override {
+  void Forward(const ForwardArgs& args) const override {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const float* x = args.inputs[0].data();
@@ -29,17 +45,11 @@ class CpuBatchNormLayer : public BatchNormLayer {
     for (int64_t ch = 0; ch < c; ++ch) {
       if (train && !args.recompute) {
         double sum = 0, sq = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          const float* p = x + (i * c + ch) * plane;
-          for (int64_t j = 0; j < plane; ++j) sum += p[j];
-        }
-        const double mu = sum / count;
-        for (int64_t i = 0; i < n; ++i) {
-          const float* p = x + (i * c + ch) * plane;
-          for (int64_t j = 0; j < plane; ++j) sq += (p[j] - mu) * (p[j] - mu);
-        }
+        for (int64_t i = 0; i < n; ++i) sum += PlaneSum(x + (i * c + ch) * plane, plane);
+        const float mu = static_cast<float>(sum / count);
+        for (int64_t i = 0; i < n; ++i) sq += PlaneSquares(x + (i * c + ch) * plane, plane, mu);
         const double var = sq / count;
-        mean[ch] = static_cast<float>(mu);
+        mean[ch] = mu;
         inv_std[ch] = static_cast<float>(1.0 / std::sqrt(var + eps_));
         const double unbiased = count > 1 ? var * count / (count - 1) : var;
         running_mean[ch] = static_cast<float>((1 - momentum_) * running_mean[ch] + momentum_ * mu);
@@ -54,12 +64,14 @@ class CpuBatchNormLayer : public BatchNormLayer {
       for (int64_t i = 0; i < n; ++i) {
         const float* p = x + (i * c + ch) * plane;
         float* q = y + (i * c + ch) * plane;
+#pragma omp simd
         for (int64_t j = 0; j < plane; ++j) q[j] = p[j] * scale + shift;
       }
     }
   }
 
-  void Backward(const BackwardArgs& args) override {
+  // dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
+  void Backward(const BackwardArgs& args) const override {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const float* x = args.inputs[0].data();
@@ -74,30 +86,37 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const double count = static_cast<double>(n * plane);
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
-      const double mu = mean[ch], istd = inv_std[ch];
-      double sum_dy = 0, sum_dy_xhat = 0;
+      const float mu = mean[ch], istd = inv_std[ch];
+      double sum_dy = 0, sum_dy_xc = 0;  // xc = x - mu
       for (int64_t i = 0; i < n; ++i) {
         const float* p = x + (i * c + ch) * plane;
         const float* g = dy + (i * c + ch) * plane;
+        float a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
         for (int64_t j = 0; j < plane; ++j) {
-          sum_dy += g[j];
-          sum_dy_xhat += g[j] * (p[j] - mu) * istd;
+          a += g[j];
+          b += g[j] * (p[j] - mu);
         }
+        sum_dy += a;
+        sum_dy_xc += b;
       }
+      const double sum_dy_xhat = sum_dy_xc * istd;
       if (dgamma) dgamma[ch] = static_cast<float>(sum_dy_xhat);
       if (dbeta) dbeta[ch] = static_cast<float>(sum_dy);
       if (!dx) continue;
-      // dx = gamma * istd * (dy - mean(dy) - xhat * mean(dy * xhat))
-      const double k = gamma[ch] * istd;
-      const double mean_dy = sum_dy / count, mean_dy_xhat = sum_dy_xhat / count;
+      const float k = gamma[ch] * istd;
+      const float mean_dy = static_cast<float>(sum_dy / count);
+      const float coef = static_cast<float>(sum_dy_xhat / count) * istd;  // per unit of xc
       for (int64_t i = 0; i < n; ++i) {
         const float* p = x + (i * c + ch) * plane;
         const float* g = dy + (i * c + ch) * plane;
         float* q = dx + (i * c + ch) * plane;
-        for (int64_t j = 0; j < plane; ++j) {
-          const double xhat = (p[j] - mu) * istd;
-          const float v = static_cast<float>(k * (g[j] - mean_dy - xhat * mean_dy_xhat));
-          q[j] = accumulate ? q[j] + v : v;
+        if (accumulate) {
+#pragma omp simd
+          for (int64_t j = 0; j < plane; ++j) q[j] += k * (g[j] - mean_dy - (p[j] - mu) * coef);
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < plane; ++j) q[j] = k * (g[j] - mean_dy - (p[j] - mu) * coef);
         }
       }
     }

@@ -1,21 +1,42 @@
-// Max, average and global average pooling on the CPU. Each output (and, in
-// backward, each input plane) is computed by one thread, so sums are
-// deterministic.
+// Max, average and global average pooling on the CPU. Planes are spread over
+// threads; each output (and, in backward, each input plane) is computed by
+// one thread, so sums are deterministic. Window bounds are computed once
+// per row and column, not per output.
 #include <cfloat>
+#include <vector>
 
 #include "framework/layer_registry.h"
-#include "layers/cpu/cpu_math.h"
 #include "layers/pooling_layer.h"
 
 namespace spill {
 namespace {
 
+// Clipped window bounds along one axis, and the divisor's factor for it.
+struct Ranges {
+  std::vector<int64_t> begin, end, span;
+};
+
+Ranges AxisRanges(int64_t out, int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                  bool count_pad) {
+  Ranges r;
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t s = o * stride - pad, e = std::min(s + kernel, in + pad);
+    int64_t b = std::max<int64_t>(s, 0), f = std::min(e, in);
+    r.begin.push_back(b);
+    r.end.push_back(f);
+    r.span.push_back(count_pad ? e - s : f - b);
+  }
+  return r;
+}
+
 class CpuPoolingLayer : public PoolingLayer {
  public:
   CpuPoolingLayer(LayerParams& params, Kind kind) : PoolingLayer(params, kind) {}
 
-  void Forward(const ForwardArgs& args) override {
+  void Forward(const ForwardArgs& args) const override {
     const PoolGeometry& g = geom_;
+    const Ranges rows = AxisRanges(g.out_height, g.height, g.kernel[0], g.stride[0], g.pad[0], g.count_include_pad);
+    const Ranges cols = AxisRanges(g.out_width, g.width, g.kernel[1], g.stride[1], g.pad[1], g.count_include_pad);
     const float* x = args.inputs[0].data();
     float* y = args.outputs[0].data();
     const int64_t planes = g.batch * g.channels;
@@ -25,44 +46,49 @@ class CpuPoolingLayer : public PoolingLayer {
       float* out = y + p * g.out_height * g.out_width;
       for (int64_t oh = 0; oh < g.out_height; ++oh) {
         for (int64_t ow = 0; ow < g.out_width; ++ow) {
-          int64_t h0, h1, w0, w1, area;
-          g.Window(oh, ow, &h0, &h1, &w0, &w1, &area);
-          out[oh * g.out_width + ow] = kind_ == Kind::kMax ? Max(in, h0, h1, w0, w1)
-                                                           : Sum(in, h0, h1, w0, w1) / area;
+          float value = kind_ == Kind::kMax ? -FLT_MAX : 0.0f;
+          for (int64_t h = rows.begin[oh]; h < rows.end[oh]; ++h) {
+            const float* line = in + h * g.width;
+            for (int64_t w = cols.begin[ow]; w < cols.end[ow]; ++w) {
+              value = kind_ == Kind::kMax ? std::max(value, line[w]) : value + line[w];
+            }
+          }
+          if (kind_ != Kind::kMax) value /= static_cast<float>(rows.span[oh] * cols.span[ow]);
+          out[oh * g.out_width + ow] = value;
         }
       }
     }
   }
 
-  void Backward(const BackwardArgs& args) override {
+  void Backward(const BackwardArgs& args) const override {
     const PoolGeometry& g = geom_;
+    const Ranges rows = AxisRanges(g.out_height, g.height, g.kernel[0], g.stride[0], g.pad[0], g.count_include_pad);
+    const Ranges cols = AxisRanges(g.out_width, g.width, g.kernel[1], g.stride[1], g.pad[1], g.count_include_pad);
     const float* dy = args.output_grads[0].data();
     float* dx = args.input_grads[0].data();
     const bool accumulate = args.accumulate[0];
-    const int64_t planes = g.batch * g.channels;
     const float* x = kind_ == Kind::kMax ? args.inputs[0].data() : nullptr;
     const float* y = kind_ == Kind::kMax ? args.outputs[0].data() : nullptr;
+    const int64_t planes = g.batch * g.channels;
+    const int64_t in_plane = g.height * g.width, out_plane = g.out_height * g.out_width;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; ++p) {
-      const int64_t in_plane = g.height * g.width, out_plane = g.out_height * g.out_width;
       float* grad_in = dx + p * in_plane;
-      if (!accumulate) {
-        for (int64_t i = 0; i < in_plane; ++i) grad_in[i] = 0.0f;
-      }
+      if (!accumulate) std::fill(grad_in, grad_in + in_plane, 0.0f);
       const float* grad_out = dy + p * out_plane;
       for (int64_t oh = 0; oh < g.out_height; ++oh) {
         for (int64_t ow = 0; ow < g.out_width; ++ow) {
-          int64_t h0, h1, w0, w1, area;
-          g.Window(oh, ow, &h0, &h1, &w0, &w1, &area);
-          const float grad = grad_out[oh * g.out_width + ow];
+          const int64_t o = oh * g.out_width + ow;
           if (kind_ == Kind::kMax) {
-            int64_t at = ArgMax(x + p * in_plane, h0, h1, w0, w1, y[p * out_plane + oh * g.out_width + ow]);
-            if (at >= 0) grad_in[at] += grad;
+            const int64_t at = ArgMax(x + p * in_plane, rows.begin[oh], rows.end[oh], cols.begin[ow],
+                                      cols.end[ow], y[p * out_plane + o]);
+            if (at >= 0) grad_in[at] += grad_out[o];
             continue;
           }
-          const float share = grad / area;
-          for (int64_t h = h0; h < h1; ++h) {
-            for (int64_t w = w0; w < w1; ++w) grad_in[h * g.width + w] += share;
+          const float share = grad_out[o] / static_cast<float>(rows.span[oh] * cols.span[ow]);
+          for (int64_t h = rows.begin[oh]; h < rows.end[oh]; ++h) {
+            float* line = grad_in + h * g.width;
+            for (int64_t w = cols.begin[ow]; w < cols.end[ow]; ++w) line[w] += share;
           }
         }
       }
@@ -70,22 +96,6 @@ class CpuPoolingLayer : public PoolingLayer {
   }
 
  private:
-  float Max(const float* in, int64_t h0, int64_t h1, int64_t w0, int64_t w1) const {
-    float best = -FLT_MAX;
-    for (int64_t h = h0; h < h1; ++h) {
-      for (int64_t w = w0; w < w1; ++w) best = std::max(best, in[h * geom_.width + w]);
-    }
-    return best;
-  }
-
-  float Sum(const float* in, int64_t h0, int64_t h1, int64_t w0, int64_t w1) const {
-    float sum = 0;
-    for (int64_t h = h0; h < h1; ++h) {
-      for (int64_t w = w0; w < w1; ++w) sum += in[h * geom_.width + w];
-    }
-    return sum;
-  }
-
   // The first position in the window holding the pooled maximum.
   int64_t ArgMax(const float* in, int64_t h0, int64_t h1, int64_t w0, int64_t w1, float max) const {
     for (int64_t h = h0; h < h1; ++h) {

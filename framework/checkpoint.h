@@ -1,0 +1,45 @@
+// Checkpoints: the network's parameters, the solver's state and the position
+// in training, in one .npz archive (see framework/npz.h):
+//
+//   params/<tensor>     float32 (N, C, H, W), e.g. params/conv1/weight
+//   state/<tensor>      float32 solver state, e.g. state/conv1/weight.momentum
+//   meta/step           int64: updates done
+//   meta/epoch          int64: epoch of the next batch
+//   meta/batch          int64: index of the next batch in that epoch
+//   meta/solver_steps   int64: Adam's step count
+//   meta/config         uint8: the training configuration text
+//
+// From Python: w = numpy.load("checkpoint.npz")["params/conv1/weight"].
+#ifndef SPILL_FRAMEWORK_CHECKPOINT_H_
+#define SPILL_FRAMEWORK_CHECKPOINT_H_
+
+#include <string>
+
+#include "framework/device.h"
+#include "framework/net.h"
+#include "framework/solver.h"
+#include "framework/tensor_store.h"
+
+namespace spill {
+
+struct TrainingPosition {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t batch = 0;
+  int64_t solver_steps = 0;
+};
+
+// Writes atomically (temporary file, then rename).
+Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& store, Device& device,
+                      const Solver* solver, const TrainingPosition& position,
+                      const std::string& config_text);
+
+// Restores parameters (and solver state when `solver` is given). Every
+// parameter must be present with the network's shape; errors name the file
+// and the tensor.
+StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path, const Net& net,
+                                          TensorStore& store, Device& device, Solver* solver);
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_CHECKPOINT_H_

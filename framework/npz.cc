@@ -1,0 +1,324 @@
+#include "framework/npz.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace spill {
+namespace {
+
+constexpr uint32_t kLocalHeader = 0x04034b50;
+constexpr uint32_t kCentralHeader = 0x02014b50;
+constexpr uint32_t kEndOfDirectory = 0x06054b50;
+constexpr uint32_t kZip64EndOfDirectory = 0x06064b50;
+constexpr uint32_t kZip64Locator = 0x07064b50;
+constexpr uint16_t kZip64ExtraId = 0x0001;
+constexpr uint64_t kMax32 = 0xFFFFFFFFull;
+constexpr uint64_t kMaxEntries16 = 0xFFFF;
+
+void Put16(std::string* out, uint16_t v) { out->append(reinterpret_cast<const char*>(&v), 2); }
+void Put32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), 4); }
+void Put64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), 8); }
+
+std::string NpyHeader(const NpyArray& array) {
+  std::string shape = "(";
+  for (size_t i = 0; i < array.shape.size(); ++i) {
+    shape += std::to_string(array.shape[i]) + (array.shape.size() == 1 ? "," : (i + 1 < array.shape.size() ? ", " : ""));
+  }
+  shape += ")";
+  std::string dict = "{'descr': '" + array.dtype + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  size_t total = 10 + dict.size() + 1;  // magic(6) version(2) length(2) dict '\n'
+  dict.append((64 - total % 64) % 64, ' ');
+  dict += '\n';
+  std::string header = "\x93NUMPY";
+  header += '\x01';
+  header += '\x00';
+  Put16(&header, static_cast<uint16_t>(dict.size()));
+  return header + dict;
+}
+
+struct Entry {
+  std::string name;
+  uint32_t crc;
+  uint64_t size;
+  uint64_t offset;
+};
+
+// A local or central header; zip64 fields go into an extra record when a
+// size or offset does not fit 32 bits.
+std::string Header(const Entry& e, bool central) {
+  const bool big = e.size > kMax32 || e.offset > kMax32;
+  std::string extra;
+  if (big) {
+    Put16(&extra, kZip64ExtraId);
+    Put16(&extra, central ? 24 : 16);
+    Put64(&extra, e.size);
+    Put64(&extra, e.size);
+    if (central) Put64(&extra, e.offset);
+  }
+  std::string h;
+  Put32(&h, central ? kCentralHeader : kLocalHeader);
+  if (central) Put16(&h, big ? 45 : 20);  // version made by
+  Put16(&h, big ? 45 : 20);               // version needed
+  Put16(&h, 0);                           // flags
+  Put16(&h, 0);                           // stored
+  Put16(&h, 0);                           // time
+  Put16(&h, 0x21);                        // date: 1980-01-01
+  Put32(&h, e.crc);
+  Put32(&h, big ? static_cast<uint32_t>(kMax32) : static_cast<uint32_t>(e.size));
+  Put32(&h, big ? static_cast<uint32_t>(kMax32) : static_cast<uint32_t>(e.size));
+  Put16(&h, static_cast<uint16_t>(e.name.size()));
+  Put16(&h, static_cast<uint16_t>(extra.size()));
+  if (central) {
+    Put16(&h, 0);  // comment
+    Put16(&h, 0);  // disk
+    Put16(&h, 0);  // internal attributes
+    Put32(&h, 0);  // external attributes
+    Put32(&h, big ? static_cast<uint32_t>(kMax32) : static_cast<uint32_t>(e.offset));
+  }
+  return h + e.name + extra;
+}
+
+std::string EndRecords(uint64_t entries, uint64_t directory_size, uint64_t directory_offset) {
+  std::string out;
+  const bool big = entries > kMaxEntries16 || directory_size > kMax32 || directory_offset > kMax32;
+  if (big) {
+    uint64_t zip64_offset = directory_offset + directory_size;
+    Put32(&out, kZip64EndOfDirectory);
+    Put64(&out, 44);
+    Put16(&out, 45);
+    Put16(&out, 45);
+    Put32(&out, 0);
+    Put32(&out, 0);
+    Put64(&out, entries);
+    Put64(&out, entries);
+    Put64(&out, directory_size);
+    Put64(&out, directory_offset);
+    Put32(&out, kZip64Locator);
+    Put32(&out, 0);
+    Put64(&out, zip64_offset);
+    Put32(&out, 1);
+  }
+  Put32(&out, kEndOfDirectory);
+  Put16(&out, 0);
+  Put16(&out, 0);
+  Put16(&out, big ? 0xFFFF : static_cast<uint16_t>(entries));
+  Put16(&out, big ? 0xFFFF : static_cast<uint16_t>(entries));
+  Put32(&out, big ? static_cast<uint32_t>(kMax32) : static_cast<uint32_t>(directory_size));
+  Put32(&out, big ? static_cast<uint32_t>(kMax32) : static_cast<uint32_t>(directory_offset));
+  Put16(&out, 0);
+  return out;
+}
+
+class FileWriter {
+ public:
+  explicit FileWriter(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "wb")) {}
+  ~FileWriter() {
+    if (file_) std::fclose(file_);
+  }
+  bool ok() const { return file_ != nullptr && !failed_; }
+  uint64_t position() const { return position_; }
+  void Write(const void* data, size_t bytes) {
+    if (!file_ || failed_) return;
+    failed_ = std::fwrite(data, 1, bytes, file_) != bytes;
+    position_ += bytes;
+  }
+  void Write(const std::string& s) { Write(s.data(), s.size()); }
+  // Flushes to the disk and closes.
+  bool Close() {
+    if (!file_) return false;
+    bool good = !failed_ && std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
+    good = std::fclose(file_) == 0 && good;
+    file_ = nullptr;
+    return good;
+  }
+
+ private:
+  std::string path_;
+  FILE* file_;
+  bool failed_ = false;
+  uint64_t position_ = 0;
+};
+
+}  // namespace
+
+int64_t NpyArray::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+NpyArray NpyArray::Floats(const std::vector<int64_t>& shape, const float* values) {
+  NpyArray a{"<f4", shape, {}};
+  a.data.assign(reinterpret_cast<const char*>(values), reinterpret_cast<const char*>(values + a.numel()));
+  return a;
+}
+
+NpyArray NpyArray::Int64(int64_t value) {
+  NpyArray a{"<i8", {1}, {}};
+  a.data.assign(reinterpret_cast<const char*>(&value), reinterpret_cast<const char*>(&value + 1));
+  return a;
+}
+
+NpyArray NpyArray::Text(const std::string& text) {
+  return NpyArray{"|u1", {static_cast<int64_t>(text.size())}, std::vector<char>(text.begin(), text.end())};
+}
+
+int64_t NpyArray::int64() const {
+  int64_t v = 0;
+  if (dtype == "<i8" && data.size() >= 8) std::memcpy(&v, data.data(), 8);
+  return v;
+}
+
+Status WriteNpzAtomically(const std::string& path, const NpzArchive& arrays) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  const std::string temp = path + ".tmp";
+  std::vector<Entry> entries;
+  {
+    FileWriter out(temp);
+    if (!out.ok()) return IoError("cannot create '" + temp + "': " + std::strerror(errno));
+    for (const auto& [name, array] : arrays) {
+      std::string header = NpyHeader(array);
+      Entry e{name + ".npy", 0, header.size() + array.data.size(), out.position()};
+      uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(header.data()), header.size());
+      // crc32 takes 32-bit lengths: feed large arrays in pieces.
+      for (size_t done = 0; done < array.data.size();) {
+        size_t piece = std::min<size_t>(array.data.size() - done, 1u << 30);
+        crc = crc32(crc, reinterpret_cast<const Bytef*>(array.data.data() + done), piece);
+        done += piece;
+      }
+      e.crc = static_cast<uint32_t>(crc);
+      out.Write(Header(e, false));
+      out.Write(header);
+      out.Write(array.data.data(), array.data.size());
+      entries.push_back(e);
+    }
+    const uint64_t directory_offset = out.position();
+    for (const Entry& e : entries) out.Write(Header(e, true));
+    const uint64_t directory_size = out.position() - directory_offset;
+    out.Write(EndRecords(entries.size(), directory_size, directory_offset));
+    if (!out.Close()) {
+      fs::remove(temp, ec);
+      return IoError("cannot write '" + temp + "' (disk full?)");
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    return IoError("cannot rename '" + temp + "' to '" + path + "': " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Reading
+
+namespace {
+
+class Reader {
+ public:
+  Reader(const std::string& path, const std::string& bytes) : path_(path), bytes_(bytes) {}
+
+  StatusOr<NpzArchive> Read() {
+    size_t end = bytes_.rfind(std::string("PK\x05\x06", 4));
+    if (bytes_.size() < 22 || end == std::string::npos) return Bad("no zip end-of-directory record");
+    uint64_t entries = U16(end + 10), directory_offset = U32(end + 16);
+    if (end >= 20 && U32(end - 20) == kZip64Locator) {
+      uint64_t zip64 = U64(end - 20 + 8);
+      if (zip64 + 56 > bytes_.size() || U32(zip64) != kZip64EndOfDirectory) return Bad("bad zip64 record");
+      entries = U64(zip64 + 32);
+      directory_offset = U64(zip64 + 48);
+    }
+    NpzArchive archive;
+    uint64_t at = directory_offset;
+    for (uint64_t i = 0; i < entries; ++i) {
+      if (at + 46 > bytes_.size() || U32(at) != kCentralHeader) return Bad("bad central directory");
+      if (U16(at + 10) != 0) return Bad("compressed entries are not supported (save with np.savez)");
+      uint64_t size = U32(at + 24), offset = U32(at + 42);
+      const size_t name_len = U16(at + 28), extra_len = U16(at + 30), comment_len = U16(at + 32);
+      std::string name = bytes_.substr(at + 46, name_len);
+      ParseZip64(at + 46 + name_len, extra_len, &size, &offset);
+      at += 46 + name_len + extra_len + comment_len;
+      if (offset + 30 > bytes_.size() || U32(offset) != kLocalHeader) return Bad("bad local header of " + name);
+      uint64_t data = offset + 30 + U16(offset + 26) + U16(offset + 28);
+      if (data + size > bytes_.size()) return Bad("'" + name + "' is truncated");
+      SPILL_ASSIGN_OR_RETURN(NpyArray array, ParseNpy(name, data, size));
+      if (name.size() > 4 && name.substr(name.size() - 4) == ".npy") name.resize(name.size() - 4);
+      archive[name] = std::move(array);
+    }
+    return archive;
+  }
+
+ private:
+  Status Bad(const std::string& what) const {
+    return InvalidArgument("'" + path_ + "' is not a readable .npz checkpoint: " + what);
+  }
+  uint64_t U16(uint64_t at) const { return Le(at, 2); }
+  uint64_t U32(uint64_t at) const { return Le(at, 4); }
+  uint64_t U64(uint64_t at) const { return Le(at, 8); }
+  uint64_t Le(uint64_t at, int bytes) const {
+    uint64_t v = 0;
+    if (at + bytes > bytes_.size()) return 0;
+    for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes_[at + i]);
+    return v;
+  }
+  void ParseZip64(uint64_t at, size_t len, uint64_t* size, uint64_t* offset) const {
+    for (uint64_t end = at + len; at + 4 <= end;) {
+      uint64_t id = U16(at), n = U16(at + 2);
+      if (id == kZip64ExtraId) {
+        uint64_t p = at + 4;
+        if (*size == kMax32) {
+          *size = U64(p);       // uncompressed
+          p += 16;              // skip compressed
+        }
+        if (*offset == kMax32) *offset = U64(p);
+      }
+      at += 4 + n;
+    }
+  }
+  StatusOr<NpyArray> ParseNpy(const std::string& name, uint64_t at, uint64_t size) const {
+    if (size < 10 || bytes_.compare(at, 6, "\x93NUMPY") != 0) return Bad("'" + name + "' is not a .npy array");
+    const int major = static_cast<unsigned char>(bytes_[at + 6]);
+    uint64_t header_len = major == 1 ? U16(at + 8) : U32(at + 8);
+    uint64_t header_at = at + (major == 1 ? 10 : 12);
+    std::string header = bytes_.substr(header_at, header_len);
+    NpyArray array;
+    size_t d = header.find("'descr': '");
+    if (d == std::string::npos) return Bad("'" + name + "' has no dtype");
+    array.dtype = header.substr(d + 10, header.find('\'', d + 10) - d - 10);
+    if (header.find("'fortran_order': True") != std::string::npos) return Bad("'" + name + "' is Fortran-ordered");
+    size_t open = header.find('(', header.find("'shape'")), close = header.find(')', open);
+    std::stringstream dims(header.substr(open + 1, close - open - 1));
+    std::string item;
+    while (std::getline(dims, item, ',')) {
+      if (item.find_first_not_of(' ') != std::string::npos) array.shape.push_back(std::stoll(item));
+    }
+    int64_t element = array.dtype == "<f4" ? 4 : array.dtype == "<i8" ? 8 : array.dtype == "|u1" ? 1 : 0;
+    if (element == 0) return Bad("'" + name + "' has unsupported dtype " + array.dtype);
+    uint64_t data_at = header_at + header_len, data_size = size - (data_at - at);
+    if (static_cast<uint64_t>(array.numel() * element) != data_size) return Bad("'" + name + "' has the wrong size");
+    array.data.assign(bytes_.begin() + data_at, bytes_.begin() + data_at + data_size);
+    return array;
+  }
+
+  const std::string& path_;
+  const std::string& bytes_;
+};
+
+}  // namespace
+
+StatusOr<NpzArchive> ReadNpz(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("checkpoint '" + path + "' does not exist or cannot be read");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return Reader(path, bytes).Read();
+}
+
+}  // namespace spill

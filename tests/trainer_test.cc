@@ -1,0 +1,300 @@
+// Training as a product: configs, checkpoints that numpy can read and that
+// resume to exactly the losses of an uninterrupted run, Ctrl-C, solvers and
+// learning-rate schedules. The data is a small Fashion-MNIST-format dataset
+// written here in the real idx format.
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "framework/lr_schedule.h"
+#include "framework/npz.h"
+#include "framework/random.h"
+#include "tools/trainer.h"
+
+namespace spill {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+void WriteBigEndian(std::ofstream& out, uint32_t v) {
+  unsigned char b[4] = {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),
+                        static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
+  out.write(reinterpret_cast<char*>(b), 4);
+}
+
+// Images whose brightest quadrant is the label (0..3): learnable quickly.
+void WriteIdx(const fs::path& dir, const std::string& prefix, int count, uint64_t seed) {
+  std::ofstream images(dir / (prefix + "-images-idx3-ubyte"), std::ios::binary);
+  std::ofstream labels(dir / (prefix + "-labels-idx1-ubyte"), std::ios::binary);
+  WriteBigEndian(images, 2051);
+  WriteBigEndian(images, count);
+  WriteBigEndian(images, 28);
+  WriteBigEndian(images, 28);
+  WriteBigEndian(labels, 2049);
+  WriteBigEndian(labels, count);
+  for (int i = 0; i < count; ++i) {
+    const int label = static_cast<int>(Mix64(seed + i) % 4);
+    for (int y = 0; y < 28; ++y) {
+      for (int x = 0; x < 28; ++x) {
+        int quadrant = (y >= 14) * 2 + (x >= 14);
+        int base = quadrant == label ? 160 : 40;
+        images.put(static_cast<char>(base + static_cast<int>(Mix64(seed * 7 + i * 784 + y * 28 + x) % 60)));
+      }
+    }
+    labels.put(static_cast<char>(label));
+  }
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("spill_trainer_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "data");
+    WriteIdx(dir_ / "data", "train", 320, 1);
+    WriteIdx(dir_ / "data", "t10k", 96, 2);
+    Trainer::ClearStop();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  TrainConfig Config(const std::string& extra_run = "") {
+    std::string text = R"(
+model:
+  layers:
+    - {name: data, type: input, shape: [1, 28, 28]}
+    - {name: conv, type: convolution, filters: 4, kernel: 3, stride: 2}
+    - {name: bn, type: batch_norm}
+    - {name: relu, type: relu}
+    - {name: pool, type: max_pool, kernel: 2}
+    - {name: fc, type: fully_connected, outputs: 16}
+    - {name: drop, type: dropout, ratio: 0.2}
+    - {name: out, type: fully_connected, outputs: 10}
+    - {name: loss, type: softmax_loss}
+data: {dataset: fashion_mnist, path: )" + (dir_ / "data").string() + R"(, batch: 32, workers: 2,
+       augment: {crop: 28, pad: 2, random_crop: true}}
+solver: {type: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 1e-4,
+         schedule: {type: cosine, warmup: 3, unit: step}}
+run: {epochs: 3, seed: 5, output: )" + (dir_ / "run").string() + extra_run + "}\n";
+    auto config = ParseTrainConfig(text, "test_config.yaml", dir_.string());
+    SPILL_CHECK(config.ok()) << config.status().ToString();
+    return *config;
+  }
+
+  static TrainOptions Quiet() {
+    TrainOptions options;
+    options.progress = false;
+    options.verbose = false;
+    return options;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(TrainerTest, TrainsEvaluatesAndReports) {
+  auto trainer = Trainer::Create(Config(), Quiet());
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  const TrainReport& r = (*trainer)->report();
+  EXPECT_EQ(r.steps, 30);  // 3 epochs of 10 batches
+  EXPECT_TRUE(r.evaluated);
+  EXPECT_GT(r.test_accuracy, 0.6);  // chance is 0.25
+  EXPECT_GT(r.peak_device_bytes, 0u);
+  EXPECT_LT(r.losses.back(), r.losses.front());
+  EXPECT_THAT(r.ToJson(MemoryOptions()), HasSubstr("\"peak_device_memory_bytes\": "));
+  std::ifstream log(dir_ / "run" / "log.jsonl");
+  std::string line;
+  int train_lines = 0, eval_lines = 0;
+  while (std::getline(log, line)) {
+    train_lines += line.find("\"kind\":\"train\"") != std::string::npos;
+    eval_lines += line.find("\"kind\":\"eval\"") != std::string::npos;
+  }
+  EXPECT_EQ(train_lines, 30);
+  EXPECT_EQ(eval_lines, 3);
+}
+
+TEST_F(TrainerTest, ResumingGivesTheLossesOfAnUninterruptedRun) {
+  std::vector<double> uninterrupted;
+  {
+    TrainConfig config = Config();
+    config.run.output = (dir_ / "whole").string();
+    auto trainer = Trainer::Create(config, Quiet());
+    ASSERT_TRUE(trainer.ok());
+    ASSERT_TRUE((*trainer)->Run().ok());
+    uninterrupted = (*trainer)->report().losses;
+  }
+  ASSERT_EQ(uninterrupted.size(), 30u);
+  // Stop mid-epoch (step 13 of 30), then resume from the checkpoint.
+  std::vector<double> pieced;
+  TrainConfig config = Config(", checkpoint_every: 13");
+  {
+    TrainOptions options = Quiet();
+    options.max_steps = 13;
+    auto trainer = Trainer::Create(config, options);
+    ASSERT_TRUE(trainer.ok());
+    ASSERT_TRUE((*trainer)->Run().ok());
+    pieced = (*trainer)->report().losses;
+  }
+  {
+    TrainOptions options = Quiet();
+    options.resume = (dir_ / "run" / "checkpoint.npz").string();
+    auto trainer = Trainer::Create(config, options);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    ASSERT_TRUE((*trainer)->Run().ok());
+    for (double loss : (*trainer)->report().losses) pieced.push_back(loss);
+  }
+  ASSERT_EQ(pieced.size(), uninterrupted.size());
+  for (size_t i = 0; i < pieced.size(); ++i) EXPECT_EQ(pieced[i], uninterrupted[i]) << "step " << i + 1;
+}
+
+TEST_F(TrainerTest, StopRequestSavesACheckpointAndResumes) {
+  TrainConfig config = Config();
+  {
+    auto trainer = Trainer::Create(config, Quiet());
+    ASSERT_TRUE(trainer.ok());
+    Trainer::RequestStop();  // as Ctrl-C during the first step
+    Status status = (*trainer)->Run();
+    EXPECT_EQ(status.code(), StatusCode::kCancelled);
+    EXPECT_TRUE((*trainer)->report().interrupted);
+    EXPECT_EQ((*trainer)->report().steps, 1);
+  }
+  Trainer::ClearStop();
+  auto archive = ReadNpz((dir_ / "run" / "checkpoint.npz").string());
+  ASSERT_TRUE(archive.ok()) << archive.status().ToString();
+  EXPECT_EQ(archive->at("meta/step").int64(), 1);
+  EXPECT_EQ(archive->at("params/conv/weight").shape, (std::vector<int64_t>{4, 1, 3, 3}));
+  EXPECT_TRUE(archive->count("state/conv/weight.momentum"));
+  TrainOptions options = Quiet();
+  options.resume = (dir_ / "run" / "checkpoint.npz").string();
+  auto trainer = Trainer::Create(config, options);
+  ASSERT_TRUE(trainer.ok());
+  ASSERT_TRUE((*trainer)->Run().ok());
+  EXPECT_EQ((*trainer)->report().steps, 30);
+  EXPECT_EQ((*trainer)->report().losses.size(), 29u);
+}
+
+TEST_F(TrainerTest, CheckpointFromAnotherNetworkIsRejectedByName) {
+  TrainConfig config = Config();
+  {
+    auto trainer = Trainer::Create(config, Quiet());
+    TrainOptions options = Quiet();
+    options.max_steps = 1;
+    trainer = Trainer::Create(config, options);
+    ASSERT_TRUE((*trainer)->Run().ok());
+  }
+  std::string text = config.text;
+  text.replace(text.find("outputs: 16"), 11, "outputs: 17");
+  auto other = ParseTrainConfig(text, "other.yaml", dir_.string());
+  ASSERT_TRUE(other.ok());
+  TrainOptions options = Quiet();
+  options.resume = (dir_ / "run" / "checkpoint.npz").string();
+  auto trainer = Trainer::Create(*other, options);
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_THAT(trainer.status().message(), HasSubstr("params/fc/weight"));
+  EXPECT_THAT(trainer.status().message(), HasSubstr("16x144x1x1"));
+}
+
+TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
+  auto bad = ParseTrainConfig("solver: {lr: fast}\ndata: {path: x}\nrun: {epochs: 1}\nmodel: {file: m.yaml}\n",
+                              "bad.yaml", ".");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("bad.yaml:1: solver.lr: must be a number (got 'fast')"));
+  bad = ParseTrainConfig("model: {file: m.yaml}\ndata: {path: x, batchsize: 3}\nrun: {epochs: 1}\n", "bad.yaml", ".");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("bad.yaml:2: unknown key 'data.batchsize'"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("batch"));
+  bad = ParseTrainConfig("model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {mode: lazy}\n", "bad.yaml", ".");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("unknown memory mode 'lazy'"));
+  TrainConfig missing = Config();
+  missing.data.path = (dir_ / "nowhere").string();
+  auto trainer = Trainer::Create(missing, Quiet());
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_THAT(trainer.status().message(), HasSubstr((dir_ / "nowhere").string()));
+}
+
+TEST(ConfigsTest, EveryShippedConfigParsesAndItsModelBuilds) {
+  for (const auto& entry : fs::directory_iterator("configs")) {
+    auto config = LoadTrainConfig(entry.path().string());
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    ASSERT_FALSE(config->model_file.empty()) << entry.path();
+    auto spec = LoadNetFile(config->model_file, config->model_params);
+    ASSERT_TRUE(spec.ok()) << entry.path() << ": " << spec.status().ToString();
+    auto net = Net::Build(*spec, {2, DeviceType::kCpu});
+    EXPECT_TRUE(net.ok()) << entry.path() << ": " << net.status().ToString();
+  }
+  EXPECT_TRUE(DefaultTrainConfig().model_file.empty());
+}
+
+TEST(SolverTest, SgdNesterovAndAdamMatchTheirFormulas) {
+  SolverKernels& k = SolverKernelsFor(DeviceType::kCpu);
+  float w[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f}, v[2] = {0.1f, 0.0f};
+  k.Sgd(2, w, g, v, 0.1f, 0.9f, 0.01f, /*nesterov=*/true);
+  // d = g + wd*w; v = 0.9 v + d; w -= lr (d + 0.9 v)
+  const float d0 = 0.5f + 0.01f, v0 = 0.9f * 0.1f + d0;
+  EXPECT_FLOAT_EQ(v[0], v0);
+  EXPECT_FLOAT_EQ(w[0], 1.0f - 0.1f * (d0 + 0.9f * v0));
+  float a[1] = {1.0f}, ga[1] = {0.5f}, m[1] = {0}, s[1] = {0};
+  k.Adam(1, a, ga, m, s, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1);
+  // First Adam step moves by lr * sign(g) (bias corrected).
+  EXPECT_NEAR(a[0], 1.0f - 0.01f, 1e-6);
+}
+
+TEST(LrScheduleTest, ShapesOfTheSchedules) {
+  LrSchedule s;
+  s.lr = 1.0;
+  s.type = "step";
+  s.step_size = 10;
+  s.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(s.At(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.At(10), 0.5);
+  s.type = "multistep";
+  s.milestones = {5, 8};
+  EXPECT_DOUBLE_EQ(s.At(4), 1.0);
+  EXPECT_DOUBLE_EQ(s.At(5), 0.5);
+  EXPECT_DOUBLE_EQ(s.At(8), 0.25);
+  s.type = "cosine";
+  s.total_steps = 100;
+  EXPECT_DOUBLE_EQ(s.At(0), 1.0);
+  EXPECT_NEAR(s.At(50), 0.5, 1e-12);
+  EXPECT_NEAR(s.At(100), 0.0, 1e-12);
+  s.warmup = 10;
+  s.warmup_factor = 0.1;
+  EXPECT_NEAR(s.At(0), 0.1, 1e-12);
+  EXPECT_NEAR(s.At(5), 0.55, 1e-12);
+  EXPECT_TRUE(s.Validate().ok());
+  s.total_steps = 5;
+  EXPECT_FALSE(s.Validate().ok());
+}
+
+TEST(NpzTest, RoundTripAndZip64) {
+  const std::string path = (fs::temp_directory_path() / "spill_npz_test.npz").string();
+  NpzArchive archive;
+  std::vector<float> values = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, 8.0f};
+  archive["a/weight"] = NpyArray::Floats({2, 3}, values.data());
+  archive["meta/step"] = NpyArray::Int64(42);
+  archive["meta/config"] = NpyArray::Text("model: {}\n");
+  // Enough entries to need zip64's entry count.
+  for (int i = 0; i < 70000; ++i) archive["many/" + std::to_string(i)] = NpyArray::Int64(i);
+  ASSERT_TRUE(WriteNpzAtomically(path, archive).ok());
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  auto read = ReadNpz(path);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->size(), archive.size());
+  EXPECT_EQ(read->at("a/weight").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(std::vector<float>(read->at("a/weight").floats(), read->at("a/weight").floats() + 6), values);
+  EXPECT_EQ(read->at("meta/step").int64(), 42);
+  EXPECT_EQ(read->at("many/69999").int64(), 69999);
+  EXPECT_EQ(read->at("meta/config").text(), "model: {}\n");
+  // A truncated file is an error naming the file, not a crash.
+  fs::resize_file(path, fs::file_size(path) / 2);
+  auto broken = ReadNpz(path);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(broken.status().message(), HasSubstr(path));
+  fs::remove(path);
+}
+
+}  // namespace
+}  // namespace spill

@@ -1,0 +1,263 @@
+// plan: device memory of a training iteration, step by step, from shapes
+// alone. Nothing is computed and no memory is reserved: the memory runtime
+// runs its real code path without a device, so the numbers are the ones a
+// training run measures.
+//
+//   plan --config configs/resnet152.yaml                 peaks of every mode
+//   plan --config models/resnet50.yaml --batch 32 --memory liveness --steps
+//   plan --config X --json                                machine-readable
+//   plan --config X --minimum                             smallest budget per mode
+//   plan --config X --svg memory.svg                      a plot like Fig. 10
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "framework/net.h"
+#include "framework/solver.h"
+#include "framework/units.h"
+#include "memory/planner.h"
+#include "tools/train_config.h"
+
+namespace spill {
+namespace {
+
+const char kUsage[] = R"(usage: plan --config FILE [options]
+  --config FILE        a training config or a network file (models/*.yaml)
+  --batch B            batch size (default: the config's, or 32 for a network file)
+  --set KEY=VALUE      set a model parameter (repeatable), e.g. --set size=224
+  --memory MODE        plan one mode (default: every mode)
+  --device-memory SIZE budget to plan under (default: unlimited)
+  --minimum            also find the smallest budget each mode runs in
+  --steps              print every step
+  --json               print JSON instead of text
+  --csv FILE           write the per-step records of the (last) mode as CSV
+  --svg FILE           plot memory per step, one curve per mode
+)";
+
+struct Args {
+  std::string config, memory, device_memory, csv, svg;
+  int64_t batch = 0;
+  bool minimum = false, steps = false, json = false;
+  ParamOverrides sets;
+};
+
+Status Parse(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> StatusOr<std::string> {
+      if (i + 1 >= argc) return InvalidArgument(arg + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (arg == "--config") { SPILL_ASSIGN_OR_RETURN(a->config, value()); }
+    else if (arg == "--memory") { SPILL_ASSIGN_OR_RETURN(a->memory, value()); }
+    else if (arg == "--device-memory") { SPILL_ASSIGN_OR_RETURN(a->device_memory, value()); }
+    else if (arg == "--csv") { SPILL_ASSIGN_OR_RETURN(a->csv, value()); }
+    else if (arg == "--svg") { SPILL_ASSIGN_OR_RETURN(a->svg, value()); }
+    else if (arg == "--batch") {
+      SPILL_ASSIGN_OR_RETURN(std::string b, value());
+      a->batch = std::atoll(b.c_str());
+      if (a->batch < 1) return InvalidArgument("--batch needs a positive integer");
+    } else if (arg == "--set") {
+      SPILL_ASSIGN_OR_RETURN(std::string kv, value());
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos) return InvalidArgument("--set needs KEY=VALUE");
+      a->sets[kv.substr(0, eq)] = YAML::Load(kv.substr(eq + 1));
+    } else if (arg == "--minimum") a->minimum = true;
+    else if (arg == "--steps") a->steps = true;
+    else if (arg == "--json") a->json = true;
+    else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else return InvalidArgument("unknown option '" + arg + "'\n" + kUsage);
+  }
+  if (a->config.empty()) return InvalidArgument(std::string("--config is required\n") + kUsage);
+  return Status::Ok();
+}
+
+// The network and the solver of a training config or of a bare network file.
+struct Subject {
+  std::unique_ptr<Net> net;
+  SolverConfig solver;
+  bool has_solver = false;
+  MemoryOptions memory;
+};
+
+StatusOr<Subject> Load(const Args& a) {
+  Subject s;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(a.config);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(a.config + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  NetSpec spec;
+  int64_t batch = a.batch ? a.batch : 32;
+  if (root.IsMap() && root["layers"]) {
+    SPILL_ASSIGN_OR_RETURN(spec, LoadNetFile(a.config, a.sets));
+  } else {
+    SPILL_ASSIGN_OR_RETURN(TrainConfig c, LoadTrainConfig(a.config));
+    for (const auto& [k, v] : a.sets) c.model_params[k] = v;
+    if (!c.model_file.empty()) {
+      SPILL_ASSIGN_OR_RETURN(spec, LoadNetFile(c.model_file, c.model_params));
+    } else {
+      SPILL_ASSIGN_OR_RETURN(spec, ParseNetNode(c.model_node, c.file, c.model_params, c.base_dir));
+    }
+    if (!a.batch) batch = c.data.batch;
+    s.solver = c.solver;
+    s.has_solver = true;
+    s.memory = c.memory;
+  }
+  SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, {batch, DeviceType::kCpu}));
+  if (s.has_solver) {
+    SPILL_ASSIGN_OR_RETURN(auto solver, Solver::Create(s.solver));
+    solver->AddState(*s.net);
+  }
+  return s;
+}
+
+std::string Bytes(size_t b) { return FormatBytes(static_cast<double>(b)); }
+
+void PrintSteps(const MemoryPlan& plan, const Net& net) {
+  std::printf("  %5s %-9s %-32s %12s %12s %6s\n", "step", "pass", "layer", "in use", "peak", "live");
+  for (const StepRecord& r : plan.log.steps) {
+    std::printf("  %5d %-9s %-32s %12s %12s %6d\n", r.step + 1,
+                r.pass == Pass::kForward ? "forward" : "backward", net.layer(r.layer).name().c_str(),
+                Bytes(r.total).c_str(), Bytes(r.peak).c_str(), r.live_tensors);
+  }
+}
+
+void PrintPeak(const MemoryPlan& plan, const Net& net) {
+  const StepRecord& r = plan.log.steps[plan.peak_step];
+  std::printf("  peak at step %d (%s %s):", plan.peak_step + 1,
+              r.pass == Pass::kForward ? "forward" : "backward", net.layer(r.layer).name().c_str());
+  for (int c = 0; c < kNumCategories; ++c) {
+    if (r.in_use[c]) {
+      std::printf(" %s %s;", MemoryCategoryName(static_cast<MemoryCategory>(c)), Bytes(r.in_use[c]).c_str());
+    }
+  }
+  std::vector<TensorId> live = plan.log.peak_live;
+  const auto& t = net.schedule().tensors;
+  std::sort(live.begin(), live.end(), [&](TensorId x, TensorId y) { return t[x].bytes > t[y].bytes; });
+  std::printf("\n  live at the peak (%zu tensors), largest:", live.size());
+  for (size_t i = 0; i < live.size() && i < 5; ++i) {
+    std::printf(" %s %s%s", t[live[i]].name.c_str(), Bytes(t[live[i]].bytes).c_str(), i + 1 < std::min<size_t>(5, live.size()) ? "," : "");
+  }
+  std::printf("\n");
+}
+
+std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net& net, double seconds,
+                     size_t minimum, bool steps) {
+  std::ostringstream out;
+  out << "{\"mode\":\"" << mode << "\",\"fits\":" << (plan.fits ? "true" : "false");
+  if (plan.fits) {
+    out << ",\"peak_bytes\":" << plan.peak << ",\"peak_step\":" << plan.peak_step + 1
+        << ",\"persistent_bytes\":" << plan.persistent << ",\"high_water_bytes\":" << plan.high_water
+        << ",\"recomputations\":" << plan.recomputations << ",\"to_host_bytes\":" << plan.log.to_host
+        << ",\"to_device_bytes\":" << plan.log.to_device << ",\"plan_seconds\":" << seconds;
+    if (minimum) out << ",\"minimum_budget_bytes\":" << minimum;
+    out << ",\"peak_live\":[";
+    for (size_t i = 0; i < plan.log.peak_live.size(); ++i) {
+      out << (i ? "," : "") << "\"" << net.schedule().tensors[plan.log.peak_live[i]].name << "\"";
+    }
+    out << "]";
+    if (steps) {
+      out << ",\"steps\":[";
+      for (size_t i = 0; i < plan.log.steps.size(); ++i) {
+        const StepRecord& r = plan.log.steps[i];
+        out << (i ? "," : "") << "{\"step\":" << r.step + 1 << ",\"layer\":\"" << net.layer(r.layer).name()
+            << "\",\"total\":" << r.total << ",\"peak\":" << r.peak << ",\"live\":" << r.live_tensors
+            << ",\"to_host\":" << r.to_host << ",\"to_device\":" << r.to_device
+            << ",\"recomputed\":" << r.recomputed << "}";
+      }
+      out << "]";
+    }
+  } else {
+    out << ",\"failure\":\"" << plan.failure << "\"";
+  }
+  return out.str() + "}";
+}
+
+int Main(int argc, char** argv) {
+  Args args;
+  Status status = Parse(argc, argv, &args);
+  if (!status.ok()) {
+    std::fprintf(stderr, "plan: %s\n", status.message().c_str());
+    return 2;
+  }
+  auto subject = Load(args);
+  if (!subject.ok()) {
+    std::fprintf(stderr, "plan: %s\n", subject.status().message().c_str());
+    return 1;
+  }
+  const Net& net = *subject->net;
+  std::vector<std::string> modes = args.memory.empty() ? MemoryModeNames() : std::vector<std::string>{args.memory};
+  if (!args.json) {
+    const Shape in = net.input_shape();
+    std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s\n", net.name().c_str(),
+                args.config.c_str(), net.batch(), in.c(), in.h(), in.w(), net.num_layers(),
+                net.schedule().steps.size(), subject->has_solver ? ", with solver state" : "");
+  }
+  std::vector<MemoryLog> logs;
+  std::string json = "{\"network\":\"" + net.name() + "\",\"batch\":" + std::to_string(net.batch()) + ",\"modes\":[";
+  for (size_t m = 0; m < modes.size(); ++m) {
+    MemoryOptions options = subject->memory;
+    Status mode = ApplyMemoryMode(modes[m], &options);
+    if (!mode.ok()) {
+      std::fprintf(stderr, "plan: %s\n", mode.message().c_str());
+      return 2;
+    }
+    options.device_budget = kUnlimitedBudget;
+    if (!args.device_memory.empty()) {
+      auto budget = ParseBytes(args.device_memory);
+      if (!budget.ok()) {
+        std::fprintf(stderr, "plan: --device-memory: %s\n", budget.status().message().c_str());
+        return 2;
+      }
+      options.device_budget = *budget;
+    }
+    auto start = std::chrono::steady_clock::now();
+    auto plan = Plan(net, options);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!plan.ok()) {
+      std::fprintf(stderr, "plan: %s\n", plan.status().message().c_str());
+      return 1;
+    }
+    size_t minimum = 0;
+    if (args.minimum && plan->fits) {
+      auto found = MinimumBudget(net, options);
+      if (found.ok()) minimum = *found;
+    }
+    if (args.json) {
+      json += (m ? "," : "") + JsonPlan(modes[m], *plan, net, seconds, minimum, args.steps);
+    } else if (!plan->fits) {
+      std::printf("%-13s does not fit: %s\n", modes[m].c_str(), plan->failure.c_str());
+    } else {
+      std::printf("%-13s peak %12s (%ld bytes) at step %d; persistent %s; moved %s to host, %s back; "
+                  "%ld recomputations; planned in %.3f s\n",
+                  modes[m].c_str(), Bytes(plan->peak).c_str(), static_cast<long>(plan->peak),
+                  plan->peak_step + 1, Bytes(plan->persistent).c_str(), Bytes(plan->log.to_host).c_str(),
+                  Bytes(plan->log.to_device).c_str(), static_cast<long>(plan->recomputations), seconds);
+      if (minimum) std::printf("  smallest budget that runs: %s (%zu bytes)\n", Bytes(minimum).c_str(), minimum);
+      if (modes.size() == 1) PrintPeak(*plan, net);
+      if (args.steps) PrintSteps(*plan, net);
+    }
+    if (plan->fits) logs.push_back(plan->log);
+    if (!args.csv.empty() && plan->fits) {
+      std::ofstream(args.csv) << MemoryLogCsv(plan->log, net.schedule(), net.layer_names());
+    }
+  }
+  if (args.json) std::printf("%s]}\n", json.c_str());
+  if (!args.svg.empty()) {
+    std::ofstream(args.svg) << MemoryPlotSvg(logs, net.name() + ", batch " + std::to_string(net.batch()));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace spill
+
+int main(int argc, char** argv) { return spill::Main(argc, argv); }

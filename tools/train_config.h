@@ -1,0 +1,97 @@
+// The training configuration: model, data, solver, memory and run.
+//
+//   model:
+//     file: ../models/resnet18.yaml     # relative to this file (or inline `layers:`)
+//     params: {stem: cifar}             # model parameter overrides
+//   data:
+//     dataset: cifar10                  # fashion_mnist | mnist | cifar10 | image_folder
+//     path: /data/cifar-10-batches-bin  # image_folder: the train folder
+//     test_path: ...                    # image_folder: the validation folder
+//     batch: 128
+//     workers: 2
+//     augment: {crop: 32, pad: 4, flip: true}   # training transforms
+//     test_augment: {}                          # evaluation transforms
+//   solver:
+//     type: sgd            # sgd | adam
+//     lr: 0.1
+//     momentum: 0.9
+//     nesterov: true
+//     weight_decay: 5e-4
+//     schedule: {type: cosine, warmup: 1, unit: epoch}
+//   memory:
+//     mode: liveness       # baseline | liveness | offload | recompute | superneurons
+//     device_budget: 2GiB
+//   run:
+//     epochs: 30           # or steps: N
+//     eval_every: 0        # steps between evaluations; 0 = every epoch
+//     checkpoint_every: 0  # steps between checkpoints; 0 = every epoch
+//     seed: 1
+//     output: runs/resnet18_cifar
+//
+// Model parameters named `classes`, `channels` and `size` are filled from the
+// dataset unless the config sets them.
+#ifndef SPILL_TOOLS_TRAIN_CONFIG_H_
+#define SPILL_TOOLS_TRAIN_CONFIG_H_
+
+#include <string>
+
+#include "data/dataset.h"
+#include "framework/lr_schedule.h"
+#include "framework/net_spec.h"
+#include "framework/solver.h"
+#include "memory/memory_options.h"
+
+namespace spill {
+
+struct DataConfig {
+  std::string dataset = "fashion_mnist";
+  std::string path;
+  std::string test_path;
+  int64_t batch = 64;
+  int workers = 2;
+  bool shuffle = true;
+  Augmentation augment;
+  Augmentation test_augment;
+};
+
+struct ScheduleConfig {
+  LrSchedule schedule;  // step counts below are in `unit`s until resolved
+  std::string unit = "epoch";
+};
+
+struct RunConfig {
+  int64_t epochs = 0;
+  int64_t steps = 0;
+  int64_t eval_every = 0;
+  int64_t checkpoint_every = 0;
+  uint64_t seed = 1;
+  std::string output;
+};
+
+struct TrainConfig {
+  std::string file;  // where it was read from ("(built-in)" for the default)
+  std::string text;  // the YAML text, saved into checkpoints
+  std::string model_file;        // resolved path, or empty for an inline model
+  YAML::Node model_node;         // an inline model (its `params` are its defaults)
+  std::string base_dir;          // for the inline model's includes
+  ParamOverrides model_params;   // overrides of a model file's params
+  DataConfig data;
+  SolverConfig solver;
+  ScheduleConfig schedule;
+  MemoryOptions memory;
+  RunConfig run;
+};
+
+StatusOr<TrainConfig> LoadTrainConfig(const std::string& path);
+StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::string& file,
+                                       const std::string& base_dir);
+// The built-in default: a small CNN on Fashion-MNIST.
+TrainConfig DefaultTrainConfig();
+
+// Loads the model the config names, with its overrides plus `classes`,
+// `channels` and `size` from the dataset where the model has them.
+StatusOr<NetSpec> LoadModel(const TrainConfig& config, const Dataset& dataset);
+
+}  // namespace spill
+
+#endif  // SPILL_TOOLS_TRAIN_CONFIG_H_

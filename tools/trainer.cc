@@ -1,0 +1,338 @@
+#include "tools/trainer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "framework/cpu_device.h"
+#include "framework/initializer.h"
+#include "framework/random.h"
+#include "memory/planner.h"
+
+namespace spill {
+namespace {
+
+std::atomic<bool> stop_requested{false};
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string Json(double value) {
+  if (!std::isfinite(value)) return "null";
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.6g", value);
+  return buffer;
+}
+
+// Mean cross-entropy and top-1 hits of the first `count` rows of `scores`.
+void Score(const std::vector<float>& scores, const std::vector<float>& labels, int64_t count,
+           int64_t classes, double* loss, int64_t* correct) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float* p = scores.data() + i * classes;
+    const int64_t label = static_cast<int64_t>(labels[i]);
+    *loss -= std::log(std::max(p[label], FLT_MIN));
+    *correct += (std::max_element(p, p + classes) - p) == label;
+  }
+}
+
+}  // namespace
+
+void Trainer::RequestStop() { stop_requested = true; }
+void Trainer::ClearStop() { stop_requested = false; }
+
+std::string TrainReport::ToJson(const MemoryOptions& memory) const {
+  std::ostringstream out;
+  out << "{\n  \"train_loss\": " << Json(train_loss) << ",\n  \"train_accuracy\": "
+      << Json(train_accuracy) << ",\n  \"test_loss\": " << (evaluated ? Json(test_loss) : "null")
+      << ",\n  \"test_accuracy\": " << (evaluated ? Json(test_accuracy) : "null")
+      << ",\n  \"images_per_second\": " << Json(images_per_second)
+      << ",\n  \"peak_device_memory_bytes\": " << peak_device_bytes << ",\n  \"steps\": " << steps
+      << ",\n  \"epochs\": " << Json(epochs) << ",\n  \"seconds\": " << Json(seconds)
+      << ",\n  \"memory_mode\": \"" << memory.mode << "\",\n  \"device_budget_bytes\": "
+      << memory.device_budget << ",\n  \"interrupted\": " << (interrupted ? "true" : "false")
+      << "\n}\n";
+  return out.str();
+}
+
+Trainer::Trainer(const TrainConfig& config, const TrainOptions& options)
+    : config_(config), options_(options), progress_(options.progress) {}
+
+Trainer::~Trainer() = default;
+
+std::string Trainer::checkpoint_path() const {
+  return (std::filesystem::path(config_.run.output) / "checkpoint.npz").string();
+}
+
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
+                                                   const TrainOptions& options) {
+  std::unique_ptr<Trainer> trainer(new Trainer(config, options));
+  SPILL_RETURN_IF_ERROR(trainer->Setup());
+  return trainer;
+}
+
+Status Trainer::OpenData() {
+  const DataConfig& d = config_.data;
+  if (d.dataset == "cifar10") {
+    SPILL_ASSIGN_OR_RETURN(train_data_, OpenCifar10(d.path, Split::kTrain, d.augment));
+    SPILL_ASSIGN_OR_RETURN(test_data_, OpenCifar10(d.path, Split::kTest, d.test_augment));
+  } else if (d.dataset == "image_folder") {
+    SPILL_ASSIGN_OR_RETURN(train_data_, OpenImageFolder(d.path, d.augment));
+    if (!d.test_path.empty()) {
+      SPILL_ASSIGN_OR_RETURN(test_data_, OpenImageFolder(d.test_path, d.test_augment));
+    }
+  } else {
+    const bool fashion = d.dataset == "fashion_mnist";
+    SPILL_ASSIGN_OR_RETURN(train_data_, OpenIdx(d.path, Split::kTrain, d.augment, fashion));
+    SPILL_ASSIGN_OR_RETURN(test_data_, OpenIdx(d.path, Split::kTest, d.test_augment, fashion));
+  }
+  return Status::Ok();
+}
+
+Status Trainer::Setup() {
+  device_ = std::make_unique<CpuDevice>();
+  SPILL_RETURN_IF_ERROR(OpenData());
+  SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
+  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, DeviceType::kCpu}));
+  const Shape want = net_->input_shape(), have = train_data_->example_shape();
+  if (want.c() != have.c() || want.h() != have.h() || want.w() != have.w()) {
+    return InvalidArgument("model '" + net_->name() + "' takes " + std::to_string(want.c()) + "x" +
+                           std::to_string(want.h()) + "x" + std::to_string(want.w()) +
+                           " images but the data gives " + std::to_string(have.c()) + "x" +
+                           std::to_string(have.h()) + "x" + std::to_string(have.w()) +
+                           " (set model.params or data.augment.crop)");
+  }
+  if (net_->num_classes() < train_data_->num_classes()) {
+    return InvalidArgument("model '" + net_->name() + "' scores " + std::to_string(net_->num_classes()) +
+                           " classes but the data has " + std::to_string(train_data_->num_classes()));
+  }
+  SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
+  solver_->AddState(*net_);
+  auto runtime = MemoryRuntime::Create(*net_, config_.memory, device_.get());
+  if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), *net_, config_.memory);
+  runtime_ = std::move(runtime).value();
+  executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
+  executor_->set_profiling(options_.profile);
+
+  LoaderOptions lo;
+  lo.batch = config_.data.batch;
+  lo.shuffle = config_.data.shuffle;
+  lo.seed = config_.run.seed;
+  lo.workers = config_.data.workers;
+  train_loader_ = std::make_unique<Loader>(*train_data_, lo);
+  steps_per_epoch_ = train_loader_->batches_per_epoch();
+  if (steps_per_epoch_ == 0) {
+    return InvalidArgument("the training set (" + std::to_string(train_data_->size()) +
+                           " examples) is smaller than one batch of " + std::to_string(lo.batch));
+  }
+  total_steps_ = config_.run.steps > 0 ? config_.run.steps : config_.run.epochs * steps_per_epoch_;
+
+  schedule_ = config_.schedule.schedule;
+  const int64_t unit = config_.schedule.unit == "epoch" ? steps_per_epoch_ : 1;
+  schedule_.step_size *= unit;
+  schedule_.warmup *= unit;
+  for (auto& m : schedule_.milestones) m *= unit;
+  schedule_.total_steps = total_steps_;
+  SPILL_RETURN_IF_ERROR(schedule_.Validate().WithContext(config_.file + ": solver.schedule"));
+
+  if (!options_.resume.empty()) {
+    SPILL_ASSIGN_OR_RETURN(position_,
+                           LoadCheckpoint(options_.resume, *net_, *runtime_, *device_, solver_.get()));
+  } else {
+    InitializeParameters(*net_, *runtime_, *device_, config_.run.seed);
+    solver_->ResetState(*net_, *runtime_, *device_);
+  }
+  std::filesystem::create_directories(config_.run.output);
+  log_.open((std::filesystem::path(config_.run.output) / "log.jsonl").string(),
+            options_.resume.empty() ? std::ios::trunc : std::ios::app);
+  return Status::Ok();
+}
+
+void Trainer::AdvancePosition() {
+  position_.step++;
+  position_.solver_steps = solver_->steps();
+  if (++position_.batch == steps_per_epoch_) {
+    position_.batch = 0;
+    position_.epoch++;
+  }
+}
+
+void Trainer::LogStep(const LossResult& result, double lr, double seconds) {
+  log_ << "{\"kind\":\"train\",\"step\":" << position_.step << ",\"epoch\":"
+       << Json(static_cast<double>(position_.step) / steps_per_epoch_) << ",\"loss\":"
+       << Json(result.loss) << ",\"accuracy\":"
+       << Json(static_cast<double>(result.correct) / std::max<int64_t>(result.count, 1))
+       << ",\"lr\":" << Json(lr) << ",\"seconds\":" << Json(seconds) << "}\n";
+}
+
+Status Trainer::TrainStep(Batch& batch) {
+  auto start = Clock::now();
+  HostBatch host{batch.images.data(), batch.labels.data()};
+  const double lr = schedule_.At(position_.step);
+  SPILL_ASSIGN_OR_RETURN(
+      LossResult result,
+      executor_->Run(host, Phase::kTrain, MixSeed(config_.run.seed, static_cast<uint64_t>(position_.step))));
+  if (!std::isfinite(result.loss)) {
+    return InvalidArgument("the loss is " + std::to_string(result.loss) + " at step " +
+                           std::to_string(position_.step + 1) +
+                           ": training diverged (try a lower solver.lr)");
+  }
+  solver_->Update(*net_, *runtime_, *device_, lr);
+  const double seconds = Since(start);
+  report_.losses.push_back(result.loss);
+  report_.peak_device_bytes = std::max(report_.peak_device_bytes, runtime_->run_peak());
+  epoch_loss_ += result.loss;
+  epoch_correct_ += static_cast<double>(result.correct);
+  epoch_count_ += static_cast<double>(result.count);
+  epoch_steps_++;
+  AdvancePosition();
+  LogStep(result, lr, seconds);
+  if (report_.losses.size() == 2 && !options_.memory_log.empty()) {
+    SPILL_RETURN_IF_ERROR(WriteMemoryLog());
+  }
+  return Status::Ok();
+}
+
+Status Trainer::Evaluate() {
+  if (!test_data_) return Status::Ok();
+  progress_.Break();
+  LoaderOptions lo;
+  lo.batch = config_.data.batch;
+  lo.shuffle = false;
+  lo.drop_last = false;
+  lo.workers = config_.data.workers;
+  Loader loader(*test_data_, lo);
+  loader.Start(0, 0);
+  const int64_t classes = net_->num_classes(), n = net_->batch();
+  const int64_t image = test_data_->example_shape().sample_size();
+  double loss = 0;
+  int64_t correct = 0, count = 0;
+  for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
+    SPILL_ASSIGN_OR_RETURN(Batch batch, loader.Next());
+    batch.images.resize(n * image);
+    batch.labels.resize(n, batch.labels.empty() ? 0.0f : batch.labels[0]);
+    for (int64_t i = batch.size; i < n; ++i) {  // pad a short last batch
+      std::copy_n(batch.images.begin(), image, batch.images.begin() + i * image);
+    }
+    HostBatch host{batch.images.data(), batch.labels.data()};
+    SPILL_RETURN_IF_ERROR(executor_->Run(host, Phase::kEval, 0).status());
+    Score(executor_->scores(), batch.labels, batch.size, classes, &loss, &correct);
+    count += batch.size;
+  }
+  report_.evaluated = true;
+  report_.test_loss = loss / std::max<int64_t>(count, 1);
+  report_.test_accuracy = static_cast<double>(correct) / std::max<int64_t>(count, 1);
+  log_ << "{\"kind\":\"eval\",\"step\":" << position_.step << ",\"test_loss\":"
+       << Json(report_.test_loss) << ",\"test_accuracy\":" << Json(report_.test_accuracy) << "}\n";
+  log_.flush();
+  if (options_.verbose) {
+    std::fprintf(stderr, "step %ld: test loss %.4f, test accuracy %.2f%% (%ld images)\n",
+                 position_.step, report_.test_loss, 100 * report_.test_accuracy, count);
+  }
+  return Status::Ok();
+}
+
+Status Trainer::SaveCheckpoint() {
+  position_.solver_steps = solver_->steps();
+  return spill::SaveCheckpoint(checkpoint_path(), *net_, *runtime_, *device_, solver_.get(),
+                               position_, config_.text);
+}
+
+Status Trainer::WriteMemoryLog() {
+  const std::string& path = options_.memory_log;
+  const bool json = path.size() > 5 && path.substr(path.size() - 5) == "jsonl";
+  std::ofstream out(path);
+  if (!out) return IoError("cannot write the memory log '" + path + "'");
+  out << (json ? MemoryLogJson(runtime_->log(), net_->schedule(), net_->layer_names())
+               : MemoryLogCsv(runtime_->log(), net_->schedule(), net_->layer_names()));
+  return out ? Status::Ok() : IoError("cannot write the memory log '" + path + "'");
+}
+
+std::string Trainer::ProfileTable() const {
+  std::ostringstream out;
+  double total = 0;
+  for (const auto& [type, e] : executor_->profile()) total += e.forward_seconds + e.backward_seconds;
+  char line[160];
+  std::snprintf(line, sizeof(line), "%-18s %10s %10s %7s\n", "layer type", "forward s", "backward s", "share");
+  out << line;
+  for (const auto& [type, e] : executor_->profile()) {
+    std::snprintf(line, sizeof(line), "%-18s %10.3f %10.3f %6.1f%%\n", type.c_str(), e.forward_seconds,
+                  e.backward_seconds, 100 * (e.forward_seconds + e.backward_seconds) / std::max(total, 1e-9));
+    out << line;
+  }
+  return out.str();
+}
+
+Status Trainer::Run() {
+  const auto start = Clock::now();
+  const int64_t epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+  train_loader_->Start(position_.epoch, position_.batch);
+  int64_t ran = 0;
+  bool evaluated_last = false;
+  while (position_.step < total_steps_ && (options_.max_steps == 0 || ran < options_.max_steps)) {
+    auto step_start = Clock::now();
+    SPILL_ASSIGN_OR_RETURN(Batch batch, train_loader_->Next());
+    SPILL_RETURN_IF_ERROR(TrainStep(batch));
+    train_seconds_ += Since(step_start);
+    train_images_ += batch.size;
+    ++ran;
+    const double rate = train_images_ / std::max(train_seconds_, 1e-9);
+    const double left = (std::min<int64_t>(total_steps_ - position_.step,
+                                           options_.max_steps ? options_.max_steps - ran : INT64_MAX)) *
+                        config_.data.batch / std::max(rate, 1e-9);
+    const int64_t in_epoch = position_.batch == 0 ? steps_per_epoch_ : position_.batch;
+    progress_.Update(position_.epoch + (position_.batch == 0 ? 0 : 1), epochs, in_epoch, steps_per_epoch_,
+                     epoch_loss_ / epoch_steps_, epoch_correct_ / std::max(epoch_count_, 1.0), rate, left);
+    const bool epoch_end = EpochEnded();
+    if (epoch_end) {
+      report_.train_loss = epoch_loss_ / epoch_steps_;
+      report_.train_accuracy = epoch_correct_ / std::max(epoch_count_, 1.0);
+      epoch_loss_ = epoch_correct_ = epoch_count_ = 0;
+      epoch_steps_ = 0;
+    }
+    const int64_t every = config_.run.eval_every;
+    evaluated_last = false;
+    if ((every > 0 && position_.step % every == 0) || (every == 0 && epoch_end)) {
+      SPILL_RETURN_IF_ERROR(Evaluate());
+      evaluated_last = true;
+    }
+    const int64_t save = config_.run.checkpoint_every;
+    if ((save > 0 && position_.step % save == 0) || (save == 0 && epoch_end)) {
+      SPILL_RETURN_IF_ERROR(SaveCheckpoint());
+    }
+    if (stop_requested) {
+      progress_.Break();
+      SPILL_RETURN_IF_ERROR(SaveCheckpoint());
+      report_.interrupted = true;
+      break;
+    }
+  }
+  progress_.Break();
+  if (epoch_steps_ > 0) {
+    report_.train_loss = epoch_loss_ / epoch_steps_;
+    report_.train_accuracy = epoch_correct_ / std::max(epoch_count_, 1.0);
+  }
+  if (!report_.interrupted) {
+    if (!evaluated_last) SPILL_RETURN_IF_ERROR(Evaluate());
+    SPILL_RETURN_IF_ERROR(SaveCheckpoint());
+  }
+  log_.flush();
+  report_.steps = position_.step;
+  report_.epochs = static_cast<double>(position_.step) / steps_per_epoch_;
+  report_.seconds = Since(start);
+  report_.images_per_second = train_images_ / std::max(train_seconds_, 1e-9);
+  if (report_.interrupted) {
+    return Cancelled("stopped at step " + std::to_string(position_.step) + "; checkpoint saved to " +
+                     checkpoint_path());
+  }
+  return Status::Ok();
+}
+
+}  // namespace spill

@@ -1,0 +1,108 @@
+// The training loop behind `train`: data loaders, network, memory runtime,
+// solver, evaluation, logs and checkpoints.
+//
+// Reproducibility: batch order, augmentation, dropout masks and the learning
+// rate depend only on (seed, epoch, step), and checkpoints hold parameters,
+// solver state and the position in the data, so a run resumed from a
+// checkpoint produces exactly the losses of an uninterrupted one.
+#ifndef SPILL_TOOLS_TRAINER_H_
+#define SPILL_TOOLS_TRAINER_H_
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "framework/checkpoint.h"
+#include "framework/executor.h"
+#include "framework/solver.h"
+#include "memory/runtime.h"
+#include "tools/progress.h"
+#include "tools/train_config.h"
+
+namespace spill {
+
+struct TrainOptions {
+  int64_t max_steps = 0;        // stop after this many steps in this run (0: no limit)
+  std::string resume;           // checkpoint to continue from ("" = fresh start)
+  std::string memory_log;       // write per-step memory accounting here (.csv or .jsonl)
+  bool progress = true;         // progress bar on stderr
+  bool verbose = true;          // summary lines on stderr
+  bool profile = false;         // time each layer type; see Trainer::ProfileTable
+};
+
+struct TrainReport {
+  double train_loss = 0;       // mean over the last epoch's steps (or all steps of this run)
+  double train_accuracy = 0;
+  bool evaluated = false;
+  double test_loss = 0;
+  double test_accuracy = 0;
+  double images_per_second = 0;  // training throughput, evaluation excluded
+  size_t peak_device_bytes = 0;
+  int64_t steps = 0;             // total updates so far (including before a resume)
+  double epochs = 0;
+  double seconds = 0;
+  bool interrupted = false;
+  std::vector<double> losses;    // each step of this run
+  std::string ToJson(const MemoryOptions& memory) const;
+};
+
+class Trainer {
+ public:
+  static StatusOr<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
+                                                   const TrainOptions& options);
+  ~Trainer();
+
+  // Trains until the configured length or --max-steps. Returns kCancelled
+  // (after saving a checkpoint) when a stop was requested.
+  Status Run();
+  const TrainReport& report() const { return report_; }
+  const Net& net() const { return *net_; }
+  std::string checkpoint_path() const;
+  // Per-layer-type compute time of the training steps (with --profile).
+  std::string ProfileTable() const;
+
+  // Asks every running trainer to stop after its current step (Ctrl-C).
+  static void RequestStop();
+  static void ClearStop();
+
+ private:
+  Trainer(const TrainConfig& config, const TrainOptions& options);
+  Status Setup();
+  Status OpenData();
+  Status TrainStep(Batch& batch);
+  Status Evaluate();
+  Status SaveCheckpoint();
+  void LogStep(const LossResult& result, double lr, double seconds);
+  Status WriteMemoryLog();
+  void AdvancePosition();
+  bool EpochEnded() const { return position_.batch == 0; }
+
+  TrainConfig config_;
+  TrainOptions options_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Dataset> train_data_, test_data_;
+  std::unique_ptr<Loader> train_loader_;
+  std::unique_ptr<Net> net_;
+  std::unique_ptr<Solver> solver_;
+  std::unique_ptr<MemoryRuntime> runtime_;
+  std::unique_ptr<Executor> executor_;
+  LrSchedule schedule_;
+  TrainingPosition position_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t total_steps_ = 0;
+  std::ofstream log_;
+  Progress progress_;
+  TrainReport report_;
+  // Running figures of the current epoch.
+  double epoch_loss_ = 0, epoch_correct_ = 0, epoch_count_ = 0;
+  int64_t epoch_steps_ = 0;
+  double train_seconds_ = 0;
+  int64_t train_images_ = 0;
+  bool memory_log_written_ = false;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_TOOLS_TRAINER_H_
