@@ -58,6 +58,7 @@ Status Net::CreateLayers(const NetSpec& spec, DeviceType device) {
     if (decl.is_loss) loss_layers_.push_back(num_layers());
     layers_.push_back(std::move(layer));
     decls_.push_back(std::move(decl));
+    specs_.push_back(ls);
   }
   if (input_layers_.empty()) {
     return InvalidArgument(spec.file + ": the network has no input layer (type: input)");

@@ -34,6 +34,7 @@ class Net {
   Layer& layer(int id) { return *layers_[id]; }
   const Layer& layer(int id) const { return *layers_[id]; }
   const LayerDecl& decl(int id) const { return decls_[id]; }
+  const LayerSpec& spec(int id) const { return specs_[id]; }
   std::vector<std::string> layer_names() const;
   int FindLayer(const std::string& name) const;  // -1 if absent
 
@@ -58,6 +59,7 @@ class Net {
   int64_t batch_ = 1;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<LayerDecl> decls_;
+  std::vector<LayerSpec> specs_;
   std::vector<int> input_layers_;
   std::vector<int> loss_layers_;
   Schedule schedule_;

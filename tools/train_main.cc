@@ -35,6 +35,7 @@ const char kUsage[] = R"(usage: train [options]
   --memory-log FILE      write per-step device memory of one iteration (.csv or .jsonl)
   --no-progress          no progress bar
   --profile              print compute time per layer type at the end
+  --trace DIR            record network, weights, batches and losses for tools/crosscheck_torch.py
   --log SPEC             logging, e.g. info or info,memory:debug
 )";
 
@@ -49,7 +50,7 @@ void OnInterrupt(int) {
 }
 
 struct Args {
-  std::string config, report, resume, output, memory, device_memory, memory_log;
+  std::string config, report, resume, output, memory, device_memory, memory_log, trace;
   bool resume_default = false, progress = true, print_default = false, profile = false;
   int64_t max_steps = 0, epochs = 0;
 };
@@ -69,6 +70,7 @@ Status ParseArgs(int argc, char** argv, Args* a) {
     else if (arg == "--memory") SPILL_RETURN_IF_ERROR(value(&a->memory));
     else if (arg == "--device-memory") SPILL_RETURN_IF_ERROR(value(&a->device_memory));
     else if (arg == "--memory-log") SPILL_RETURN_IF_ERROR(value(&a->memory_log));
+    else if (arg == "--trace") SPILL_RETURN_IF_ERROR(value(&a->trace));
     else if (arg == "--no-progress") a->progress = false;
     else if (arg == "--profile") a->profile = true;
     else if (arg == "--print-default-config") a->print_default = true;
@@ -149,6 +151,7 @@ int Main(int argc, char** argv) {
   options.memory_log = args.memory_log;
   options.progress = args.progress;
   options.profile = args.profile;
+  options.trace_dir = args.trace;
   options.resume = args.resume_default ? config.run.output + "/checkpoint.npz" : args.resume;
   std::unique_ptr<Trainer> trainer;
   if (status.ok()) {

@@ -12,7 +12,9 @@
 #include "framework/cpu_device.h"
 #include "framework/initializer.h"
 #include "framework/random.h"
+#include "framework/npz.h"
 #include "memory/planner.h"
+#include "tools/net_json.h"
 
 namespace spill {
 namespace {
@@ -149,6 +151,7 @@ Status Trainer::Setup() {
     InitializeParameters(*net_, *runtime_, *device_, config_.run.seed);
     solver_->ResetState(*net_, *runtime_, *device_);
   }
+  if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(StartTrace());
   std::filesystem::create_directories(config_.run.output);
   log_.open((std::filesystem::path(config_.run.output) / "log.jsonl").string(),
             options_.resume.empty() ? std::ios::trunc : std::ios::app);
@@ -184,8 +187,17 @@ Status Trainer::TrainStep(Batch& batch) {
                            std::to_string(position_.step + 1) +
                            ": training diverged (try a lower solver.lr)");
   }
+  if (!options_.trace_dir.empty() && trace_loss_.empty()) {
+    SPILL_RETURN_IF_ERROR(SaveGradients());
+  }
   solver_->Update(*net_, *runtime_, *device_, lr);
   const double seconds = Since(start);
+  if (!options_.trace_dir.empty()) {
+    trace_images_.insert(trace_images_.end(), batch.images.begin(), batch.images.end());
+    trace_labels_.insert(trace_labels_.end(), batch.labels.begin(), batch.labels.end());
+    trace_lr_.push_back(static_cast<float>(lr));
+    trace_loss_.push_back(static_cast<float>(result.loss));
+  }
   report_.losses.push_back(result.loss);
   report_.peak_device_bytes = std::max(report_.peak_device_bytes, runtime_->run_peak());
   epoch_loss_ += result.loss;
@@ -243,6 +255,44 @@ Status Trainer::SaveCheckpoint() {
   position_.solver_steps = solver_->steps();
   return spill::SaveCheckpoint(checkpoint_path(), *net_, *runtime_, *device_, solver_.get(),
                                position_, config_.text);
+}
+
+Status Trainer::StartTrace() {
+  namespace fs = std::filesystem;
+  fs::create_directories(options_.trace_dir);
+  std::ofstream(fs::path(options_.trace_dir) / "net.json") << NetToJson(*net_);
+  const SolverConfig& s = config_.solver;
+  std::ofstream(fs::path(options_.trace_dir) / "solver.json")
+      << "{\"type\":\"" << s.type << "\",\"momentum\":" << s.momentum << ",\"nesterov\":"
+      << (s.nesterov ? "true" : "false") << ",\"weight_decay\":" << s.weight_decay
+      << ",\"beta1\":" << s.beta1 << ",\"beta2\":" << s.beta2 << ",\"epsilon\":" << s.epsilon << "}\n";
+  return spill::SaveCheckpoint((fs::path(options_.trace_dir) / "initial.npz").string(), *net_,
+                               *runtime_, *device_, solver_.get(), position_, config_.text);
+}
+
+// The first step's parameter gradients, for a finer comparison than losses.
+Status Trainer::SaveGradients() {
+  NpzArchive archive;
+  const Schedule& s = net_->schedule();
+  for (const Solver::Slot& slot : solver_->slots()) {
+    const TensorInfo& info = s.tensors[slot.grad];
+    std::vector<float> host(info.shape.numel());
+    device_->CopySync(host.data(), runtime_->Data(slot.grad), info.bytes, CopyKind::kDeviceToHost);
+    archive[s.tensors[slot.param].name] =
+        NpyArray::Floats({info.shape.n(), info.shape.c(), info.shape.h(), info.shape.w()}, host.data());
+  }
+  return WriteNpzAtomically((std::filesystem::path(options_.trace_dir) / "gradients.npz").string(), archive);
+}
+
+Status Trainer::FinishTrace() {
+  const int64_t steps = static_cast<int64_t>(trace_loss_.size());
+  const Shape in = net_->input_shape();
+  NpzArchive archive;
+  archive["images"] = NpyArray::Floats({steps, in.n(), in.c(), in.h(), in.w()}, trace_images_.data());
+  archive["labels"] = NpyArray::Floats({steps, in.n()}, trace_labels_.data());
+  archive["lr"] = NpyArray::Floats({steps}, trace_lr_.data());
+  archive["loss"] = NpyArray::Floats({steps}, trace_loss_.data());
+  return WriteNpzAtomically((std::filesystem::path(options_.trace_dir) / "trace.npz").string(), archive);
 }
 
 Status Trainer::WriteMemoryLog() {
@@ -324,6 +374,7 @@ Status Trainer::Run() {
     SPILL_RETURN_IF_ERROR(SaveCheckpoint());
   }
   log_.flush();
+  if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(FinishTrace());
   report_.steps = position_.step;
   report_.epochs = static_cast<double>(position_.step) / steps_per_epoch_;
   report_.seconds = Since(start);

@@ -30,6 +30,9 @@ struct TrainOptions {
   bool progress = true;         // progress bar on stderr
   bool verbose = true;          // summary lines on stderr
   bool profile = false;         // time each layer type; see Trainer::ProfileTable
+  // Record the network, initial weights, batches, learning rates and losses
+  // here, for tools/crosscheck_torch.py.
+  std::string trace_dir;
 };
 
 struct TrainReport {
@@ -76,6 +79,9 @@ class Trainer {
   Status SaveCheckpoint();
   void LogStep(const LossResult& result, double lr, double seconds);
   Status WriteMemoryLog();
+  Status StartTrace();
+  Status FinishTrace();
+  Status SaveGradients();
   void AdvancePosition();
   bool EpochEnded() const { return position_.batch == 0; }
 
@@ -101,6 +107,8 @@ class Trainer {
   double train_seconds_ = 0;
   int64_t train_images_ = 0;
   bool memory_log_written_ = false;
+  // Trace of this run's steps (with --trace).
+  std::vector<float> trace_images_, trace_labels_, trace_lr_, trace_loss_;
 };
 
 }  // namespace spill

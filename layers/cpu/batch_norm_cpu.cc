@@ -1,6 +1,8 @@
 // BatchNorm on the CPU. Channels are spread over threads; each channel's
-// statistics are reduced by one thread in a fixed order - plane by plane in
-// float, planes combined in double - so results are deterministic.
+// statistics are reduced by one thread in a fixed order, so results are
+// deterministic. Sums accumulate in double: the bias gradient is a sum that
+// cancels heavily, and float accumulation loses digits there that every
+// earlier layer's gradient inherits.
 #include <cmath>
 
 #include "framework/layer_registry.h"
@@ -9,16 +11,16 @@
 namespace spill {
 namespace {
 
-// Sum of one plane, in float lanes the compiler vectorizes.
-inline float PlaneSum(const float* p, int64_t n) {
-  float s = 0;
+// Sum of one plane, in double lanes the compiler vectorizes.
+inline double PlaneSum(const float* p, int64_t n) {
+  double s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t j = 0; j < n; ++j) s += p[j];
   return s;
 }
 
-inline float PlaneSquares(const float* p, int64_t n, float mean) {
-  float s = 0;
+inline double PlaneSquares(const float* p, int64_t n, double mean) {
+  double s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t j = 0; j < n; ++j) s += (p[j] - mean) * (p[j] - mean);
   return s;
@@ -46,10 +48,10 @@ class CpuBatchNormLayer : public BatchNormLayer {
       if (train && !args.recompute) {
         double sum = 0, sq = 0;
         for (int64_t i = 0; i < n; ++i) sum += PlaneSum(x + (i * c + ch) * plane, plane);
-        const float mu = static_cast<float>(sum / count);
+        const double mu = sum / count;
         for (int64_t i = 0; i < n; ++i) sq += PlaneSquares(x + (i * c + ch) * plane, plane, mu);
         const double var = sq / count;
-        mean[ch] = mu;
+        mean[ch] = static_cast<float>(mu);
         inv_std[ch] = static_cast<float>(1.0 / std::sqrt(var + eps_));
         const double unbiased = count > 1 ? var * count / (count - 1) : var;
         running_mean[ch] = static_cast<float>((1 - momentum_) * running_mean[ch] + momentum_ * mu);
@@ -59,13 +61,14 @@ class CpuBatchNormLayer : public BatchNormLayer {
         inv_std[ch] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(running_var[ch]) + eps_));
       }
       // Output from the saved statistics: a recomputation gives the same bits.
-      const float scale = gamma[ch] * inv_std[ch];
-      const float shift = beta[ch] - mean[ch] * scale;
+      // (x - mean) first: folding the mean into the shift would cancel digits
+      // whenever the mean is large next to the deviation.
+      const float scale = gamma[ch] * inv_std[ch], shift = beta[ch], mu = mean[ch];
       for (int64_t i = 0; i < n; ++i) {
         const float* p = x + (i * c + ch) * plane;
         float* q = y + (i * c + ch) * plane;
 #pragma omp simd
-        for (int64_t j = 0; j < plane; ++j) q[j] = p[j] * scale + shift;
+        for (int64_t j = 0; j < plane; ++j) q[j] = (p[j] - mu) * scale + shift;
       }
     }
   }
@@ -91,14 +94,11 @@ class CpuBatchNormLayer : public BatchNormLayer {
       for (int64_t i = 0; i < n; ++i) {
         const float* p = x + (i * c + ch) * plane;
         const float* g = dy + (i * c + ch) * plane;
-        float a = 0, b = 0;
-#pragma omp simd reduction(+ : a, b)
+#pragma omp simd reduction(+ : sum_dy, sum_dy_xc)
         for (int64_t j = 0; j < plane; ++j) {
-          a += g[j];
-          b += g[j] * (p[j] - mu);
+          sum_dy += g[j];
+          sum_dy_xc += static_cast<double>(g[j]) * (p[j] - mu);
         }
-        sum_dy += a;
-        sum_dy_xc += b;
       }
       const double sum_dy_xhat = sum_dy_xc * istd;
       if (dgamma) dgamma[ch] = static_cast<float>(sum_dy_xhat);
