@@ -19,7 +19,7 @@ Status InputLayer::Reshape(const std::vector<Shape>&, std::vector<Shape>* output
   return Status::Ok();
 }
 
-void InputLayer::Forward(const ForwardArgs& args) {
+void InputLayer::Forward(const ForwardArgs& args) const {
   SPILL_CHECK(args.batch != nullptr && args.batch->images != nullptr) << "no batch fed to " << name();
   const Tensor& images = args.outputs[0];
   const Tensor& labels = args.outputs[1];

@@ -23,8 +23,8 @@ class InputLayer : public Layer {
   BackwardNeeds backward_needs() const override { return {}; }
   LayerCost cost() const override { return LayerCost::kCheckpoint; }
 
-  void Forward(const ForwardArgs& args) override;
-  void Backward(const BackwardArgs&) override {}
+  void Forward(const ForwardArgs& args) const override;
+  void Backward(const BackwardArgs&) const override {}
 
  private:
   std::vector<int64_t> shape_;

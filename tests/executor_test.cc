@@ -44,7 +44,7 @@ class NetworkGradientTest : public ::testing::Test {
     auto runtime = MemoryRuntime::Create(*net_, options, &device_);
     ASSERT_TRUE(runtime.ok());
     runtime_ = std::move(runtime).value();
-    executor_ = std::make_unique<Executor>(*net_, device_, *runtime_);
+    executor_ = std::make_unique<Executor>(*net_, &device_, *runtime_);
     InitializeParameters(*net_, *runtime_, device_, 3);
     images_.resize(net_->input_shape().numel());
     for (size_t i = 0; i < images_.size(); ++i) images_[i] = 2 * UniformAt(5, i) - 1;
@@ -110,7 +110,7 @@ TEST(ExecutorTest, EvalRunsForwardOnlyAndLeavesParametersAlone) {
   MemoryOptions options;
   auto runtime = MemoryRuntime::Create(**net, options, &device);
   ASSERT_TRUE(runtime.ok());
-  Executor executor(**net, device, **runtime);
+  Executor executor(**net, &device, **runtime);
   InitializeParameters(**net, **runtime, device, 1);
   std::vector<float> images((*net)->input_shape().numel(), 0.5f), labels = {1, 2};
   HostBatch batch{images.data(), labels.data()};

@@ -57,7 +57,7 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   CpuDevice device;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
                          MemoryRuntime::Create(*net, run.memory, &device));
-  Executor executor(*net, device, *runtime);
+  Executor executor(*net, &device, *runtime);
   InitializeParameters(*net, *runtime, device, run.seed);
   const Shape input = net->input_shape();
   const int64_t classes = std::max<int64_t>(net->num_classes(), 1);

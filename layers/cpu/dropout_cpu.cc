@@ -10,7 +10,7 @@ class CpuDropoutLayer : public DropoutLayer {
   using DropoutLayer::DropoutLayer;
 
   // The mask holds 0 or 1 / (1 - ratio) per element.
-  void Forward(const ForwardArgs& args) override {
+  void Forward(const ForwardArgs& args) const override {
     const float* x = args.inputs[0].data();
     float* y = args.outputs[0].data();
     float* mask = args.aux[0].data();
@@ -31,7 +31,7 @@ class CpuDropoutLayer : public DropoutLayer {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * mask[i];
   }
 
-  void Backward(const BackwardArgs& args) override {
+  void Backward(const BackwardArgs& args) const override {
     const float* dy = args.output_grads[0].data();
     const float* mask = args.aux[0].data();
     float* dx = args.input_grads[0].data();

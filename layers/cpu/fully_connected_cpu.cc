@@ -9,7 +9,7 @@ class CpuFullyConnectedLayer : public FullyConnectedLayer {
  public:
   using FullyConnectedLayer::FullyConnectedLayer;
 
-  void Forward(const ForwardArgs& args) override {
+  void Forward(const ForwardArgs& args) const override {
     const int64_t n = batch_size_, k = in_features_, m = outputs_;
     float* y = args.outputs[0].data();
     cpu::Gemm(false, true, n, m, k, 1.0f, args.inputs[0].data(), k, args.params[0].data(), k, 0.0f,
@@ -21,7 +21,7 @@ class CpuFullyConnectedLayer : public FullyConnectedLayer {
     }
   }
 
-  void Backward(const BackwardArgs& args) override {
+  void Backward(const BackwardArgs& args) const override {
     const int64_t n = batch_size_, k = in_features_, m = outputs_;
     const float* dy = args.output_grads[0].data();
     if (args.param_grads[0].valid()) {  // dW = dy^T x

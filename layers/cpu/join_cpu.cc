@@ -9,7 +9,7 @@ class CpuConcatLayer : public ConcatLayer {
  public:
   using ConcatLayer::ConcatLayer;
 
-  void Forward(const ForwardArgs& args) override {
+  void Forward(const ForwardArgs& args) const override {
     const Shape& out = args.outputs[0].shape();
     const int64_t plane = out.h() * out.w();
     for (int64_t n = 0; n < out.n(); ++n) {
@@ -23,7 +23,7 @@ class CpuConcatLayer : public ConcatLayer {
     }
   }
 
-  void Backward(const BackwardArgs& args) override {
+  void Backward(const BackwardArgs& args) const override {
     const Shape& out = args.output_grads[0].shape();
     const int64_t plane = out.h() * out.w();
     for (int64_t n = 0; n < out.n(); ++n) {
@@ -44,14 +44,14 @@ class CpuAddLayer : public AddLayer {
  public:
   using AddLayer::AddLayer;
 
-  void Forward(const ForwardArgs& args) override {
+  void Forward(const ForwardArgs& args) const override {
     float* y = args.outputs[0].data();
     const int64_t n = args.outputs[0].numel();
     cpu::CopyOrAdd(args.inputs[0].data(), y, n, false);
     for (size_t i = 1; i < args.inputs.size(); ++i) cpu::Add(args.inputs[i].data(), y, n);
   }
 
-  void Backward(const BackwardArgs& args) override {
+  void Backward(const BackwardArgs& args) const override {
     const int64_t n = args.output_grads[0].numel();
     for (size_t i = 0; i < args.input_grads.size(); ++i) {
       if (!args.input_grads[i].valid()) continue;

@@ -17,7 +17,7 @@ class CpuLrnLayer : public LrnLayer {
     return static_cast<size_t>(shape_.sample_size()) * sizeof(float) * (pass == Pass::kForward ? 1 : 2);
   }
 
-  void Forward(const ForwardArgs& args) override {
+  void Forward(const ForwardArgs& args) const override {
     const int64_t image = shape_.sample_size();
     float* scale = static_cast<float*>(args.workspace.data);
     for (int64_t n = 0; n < shape_.n(); ++n) {
@@ -32,7 +32,7 @@ class CpuLrnLayer : public LrnLayer {
   }
 
   // dx = dy * scale^-beta - 2 alpha beta / size * x * sum_window(dy * y / scale)
-  void Backward(const BackwardArgs& args) override {
+  void Backward(const BackwardArgs& args) const override {
     const int64_t image = shape_.sample_size(), plane = shape_.h() * shape_.w(), c = shape_.c();
     float* scale = static_cast<float*>(args.workspace.data);
     float* ratio = scale + image;

@@ -8,7 +8,7 @@ class CpuReluLayer : public ReluLayer {
  public:
   using ReluLayer::ReluLayer;
 
-  void Forward(const ForwardArgs& args) override {
+  void Forward(const ForwardArgs& args) const override {
     const float* x = args.inputs[0].data();
     float* y = args.outputs[0].data();
     const int64_t n = args.inputs[0].numel();
@@ -18,7 +18,7 @@ class CpuReluLayer : public ReluLayer {
   }
 
   // With a positive slope, y > 0 exactly where x > 0, so y decides.
-  void Backward(const BackwardArgs& args) override {
+  void Backward(const BackwardArgs& args) const override {
     const float* y = args.outputs[0].data();
     const float* dy = args.output_grads[0].data();
     float* dx = args.input_grads[0].data();

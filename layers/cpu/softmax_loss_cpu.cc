@@ -11,7 +11,7 @@ class CpuSoftmaxLossLayer : public SoftmaxLossLayer {
  public:
   using SoftmaxLossLayer::SoftmaxLossLayer;
 
-  void Forward(const ForwardArgs& args) override {
+  void Forward(const ForwardArgs& args) const override {
     const float* x = args.inputs[0].data();
     float* p = args.outputs[0].data();
     const int64_t c = classes_;
@@ -29,7 +29,7 @@ class CpuSoftmaxLossLayer : public SoftmaxLossLayer {
   }
 
   // d(mean loss)/dx = weight * (p - onehot(label)) / N
-  void Backward(const BackwardArgs& args) override {
+  void Backward(const BackwardArgs& args) const override {
     const float* p = args.outputs[0].data();
     const float* labels = args.inputs[1].data();
     float* dx = args.input_grads[0].data();
