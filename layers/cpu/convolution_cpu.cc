@@ -27,13 +27,13 @@ class CpuConvolutionLayer : public ConvolutionLayer {
                     algorithm_->WorkspaceBytes(geom_, cpu::ConvOp::kBackwardFilter));
   }
 
-  void Forward(const ForwardArgs& args) override {
+  void Forward(const ForwardArgs& args) const override {
     algorithm_->Forward(geom_, args.inputs[0].data(), args.params[0].data(),
                         bias_ ? args.params[1].data() : nullptr, args.outputs[0].data(),
                         args.workspace.data);
   }
 
-  void Backward(const BackwardArgs& args) override {
+  void Backward(const BackwardArgs& args) const override {
     if (args.param_grads[0].valid()) {
       float* db = bias_ && args.param_grads[1].valid() ? args.param_grads[1].data() : nullptr;
       algorithm_->BackwardFilter(geom_, args.inputs[0].data(), args.output_grads[0].data(),
