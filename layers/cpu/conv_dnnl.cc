@@ -1,0 +1,380 @@
+// dnnl: oneDNN's convolution primitives: forward (with the bias), backward
+// data, and backward weights (with the bias gradient).
+// oneDNN picks the memory formats it computes fastest in (format_tag::any),
+// and tensors are reordered between those and the framework's plain NCHW and
+// (G)OIHW layouts through copies in the workspace. 1x1 kernels compute in the
+// plain layouts instead: there the reorders cost as much as the convolution.
+// Workspace: a copy of every operand whose format is not plain, a buffer for
+// backward data's result (which an accumulating call adds into dx with a
+// summing reorder, since the primitive overwrites), and one scratch region
+// that the primitives' scratchpads (scratchpad_mode::user) share in turn.
+//
+// Primitives are built once per geometry and cached. A call allocates only
+// oneDNN's small memory objects around the caller's and the workspace's
+// buffers. oneDNN's CPU primitives are deterministic for a fixed thread count.
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "framework/check.h"
+#include "layers/cpu/conv_algorithm.h"
+
+namespace spill {
+namespace cpu {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+// The primitives a geometry needs: forward and backward-filter come with and
+// without the bias.
+enum Variant { kForward, kForwardBias, kBackwardData, kBackwardFilter, kBackwardFilterBias };
+constexpr int kNumVariants = 5;
+
+// Workspace buffers start at multiples of this many bytes from its start.
+constexpr size_t kAlignment = 64;
+
+size_t Aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+memory::desc Desc(const memory::dims& dims, Tag tag) {
+  return memory::desc(dims, memory::data_type::f32, tag);
+}
+
+// A geometry in oneDNN's terms.
+struct Shapes {
+  memory::dims src, weights, bias, dst, strides, dilates, padding;
+  Tag weights_tag = Tag::oihw;
+  bool plain = false;  // compute in the plain layouts rather than oneDNN's choice
+};
+
+Shapes MakeShapes(const ConvGeometry& g) {
+  Shapes s;
+  s.src = {g.batch, g.channels, g.height, g.width};
+  s.dst = {g.batch, g.filters, g.out_height, g.out_width};
+  if (g.groups == 1) {
+    s.weights = {g.filters, g.channels, g.kernel[0], g.kernel[1]};
+  } else {
+    s.weights = {g.groups, g.filters_per_group(), g.channels_per_group(), g.kernel[0], g.kernel[1]};
+    s.weights_tag = Tag::goihw;
+  }
+  s.bias = {g.filters};
+  s.strides = {g.stride[0], g.stride[1]};
+  s.dilates = {g.dilation[0] - 1, g.dilation[1] - 1};  // oneDNN counts the gaps
+  // Also the bottom/right padding: oneDNN checks it against the output size,
+  // and padding that no output reaches is never read.
+  s.padding = {g.pad[0], g.pad[1]};
+  s.plain = g.kernel[0] == 1 && g.kernel[1] == 1;
+  return s;
+}
+
+// A tensor argument of a primitive. When the primitive's format is not the
+// caller's plain one, the tensor passes through a copy in the workspace.
+struct Operand {
+  int arg = 0;  // DNNL_ARG_*
+  memory::desc user, inner;
+  bool reordered = false;
+  size_t offset = 0;      // of the copy
+  dnnl::reorder reorder;  // user -> inner for inputs, inner -> user for outputs
+  memory::desc reorder_scratch;
+};
+
+// Everything one call runs, and where in the workspace.
+struct Plan {
+  dnnl::primitive conv;
+  memory::desc conv_scratch;
+  std::vector<Operand> inputs;
+  Operand output;
+  // BackwardData: adds the result, computed in the workspace, into dx.
+  dnnl::reorder add_output;
+  memory::desc add_scratch;
+  int bias_arg = 0;  // DNNL_ARG_BIAS or DNNL_ARG_DIFF_BIAS; 0 without a bias
+  memory::desc bias;
+  size_t scratch_offset = 0;  // the region the scratchpads share
+  size_t bytes = 0;           // the workspace in all
+};
+
+dnnl::primitive_attr UserScratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// Lays out a plan's workspace: the copies first, then the scratch region.
+class PlanBuilder {
+ public:
+  explicit PlanBuilder(const dnnl::engine& engine) : engine_(engine) {}
+
+  Operand Input(int arg, const memory::desc& user, const memory::desc& inner) {
+    Operand op = Make(arg, user, inner, false);
+    if (op.reordered) op.reorder = Reorder(user, inner, false, &op.reorder_scratch);
+    return op;
+  }
+
+  // `buffered`: give the output a workspace buffer even in the plain format.
+  Operand Output(int arg, const memory::desc& user, const memory::desc& inner, bool buffered) {
+    Operand op = Make(arg, user, inner, buffered);
+    if (op.reordered) op.reorder = Reorder(inner, user, false, &op.reorder_scratch);
+    return op;
+  }
+
+  dnnl::reorder Reorder(const memory::desc& from, const memory::desc& to, bool sum,
+                        memory::desc* scratch) {
+    dnnl::primitive_attr attr = UserScratchpad();
+    if (sum) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
+    dnnl::reorder::primitive_desc pd(engine_, from, engine_, to, attr);
+    *scratch = pd.scratchpad_desc();
+    scratch_bytes_ = std::max(scratch_bytes_, scratch->get_size());
+    return dnnl::reorder(pd);
+  }
+
+  void Finish(const memory::desc& conv_scratch, Plan* plan) {
+    plan->conv_scratch = conv_scratch;
+    scratch_bytes_ = std::max(scratch_bytes_, conv_scratch.get_size());
+    plan->scratch_offset = bytes_;
+    plan->bytes = bytes_ + Aligned(scratch_bytes_);
+  }
+
+ private:
+  Operand Make(int arg, const memory::desc& user, const memory::desc& inner, bool buffered) {
+    Operand op;
+    op.arg = arg;
+    op.user = user;
+    op.inner = inner;
+    op.reordered = inner != user;
+    if (op.reordered || buffered) {
+      op.offset = bytes_;
+      bytes_ += Aligned(inner.get_size());
+    }
+    return op;
+  }
+
+  const dnnl::engine& engine_;
+  size_t bytes_ = 0, scratch_bytes_ = 0;
+};
+
+class Dnnl : public ConvAlgorithm {
+ public:
+  Dnnl() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+
+  std::string name() const override { return "dnnl"; }
+
+  bool Supports(const ConvGeometry& g) const override { return Find(g).supported; }
+
+  size_t WorkspaceBytes(const ConvGeometry& g, ConvOp op) const override {
+    const Entry& e = Find(g);
+    if (!e.supported) return 0;
+    switch (op) {
+      case ConvOp::kForward:
+        return std::max(e.plans[kForward].bytes, e.plans[kForwardBias].bytes);
+      case ConvOp::kBackwardData:
+        return e.plans[kBackwardData].bytes;
+      case ConvOp::kBackwardFilter:
+        return std::max(e.plans[kBackwardFilter].bytes, e.plans[kBackwardFilterBias].bytes);
+    }
+    return 0;
+  }
+
+  void Forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y,
+               void* workspace) const override {
+    const Plan& p = Supported(g).plans[bias ? kForwardBias : kForward];
+    Run(p, {x, w}, const_cast<float*>(bias), y, false, workspace);
+  }
+
+  void BackwardData(const ConvGeometry& g, const float* dy, const float* w, float* dx,
+                    bool accumulate, void* workspace) const override {
+    Run(Supported(g).plans[kBackwardData], {dy, w}, nullptr, dx, accumulate, workspace);
+  }
+
+  void BackwardFilter(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db,
+                      void* workspace) const override {
+    const Plan& p = Supported(g).plans[db ? kBackwardFilterBias : kBackwardFilter];
+    Run(p, {x, dy}, db, dw, false, workspace);
+  }
+
+ private:
+  struct Entry {
+    bool supported = false;
+    std::array<Plan, kNumVariants> plans;
+  };
+  // Every field of ConvGeometry.
+  using Key = std::array<int64_t, 16>;
+
+  static Key MakeKey(const ConvGeometry& g) {
+    return {g.batch,     g.channels,    g.height,      g.width,     g.filters,   g.out_height,
+            g.out_width, g.kernel[0],   g.kernel[1],   g.stride[0], g.stride[1], g.pad[0],
+            g.pad[1],    g.dilation[0], g.dilation[1], g.groups};
+  }
+
+  // The cached plans of a geometry, built on first use. Entries are never
+  // removed or changed once built, so references stay valid.
+  const Entry& Find(const ConvGeometry& g) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_ptr<Entry>& entry = cache_[MakeKey(g)];
+    if (!entry) entry = Build(g);
+    return *entry;
+  }
+
+  const Entry& Supported(const ConvGeometry& g) const {
+    const Entry& e = Find(g);
+    SPILL_CHECK(e.supported) << "oneDNN does not support this convolution";
+    return e;
+  }
+
+  std::unique_ptr<Entry> Build(const ConvGeometry& g) const {
+    auto e = std::make_unique<Entry>();
+    try {
+      const Shapes s = MakeShapes(g);
+      e->plans[kForward] = BuildForward(s, false);
+      e->plans[kForwardBias] = BuildForward(s, true);
+      e->plans[kBackwardData] = BuildBackwardData(s);
+      e->plans[kBackwardFilter] = BuildBackwardFilter(s, false);
+      e->plans[kBackwardFilterBias] = BuildBackwardFilter(s, true);
+      e->supported = true;
+    } catch (const dnnl::error&) {
+      e->supported = false;
+    }
+    return e;
+  }
+
+  // The primitive's format: oneDNN's choice, or the plain one.
+  static memory::desc Inner(const Shapes& s, const memory::dims& dims, Tag plain) {
+    return Desc(dims, s.plain ? plain : Tag::any);
+  }
+  static memory::desc Bias(const Shapes& s, bool bias) {
+    return bias ? Desc(s.bias, Tag::a) : memory::desc();
+  }
+
+  dnnl::convolution_forward::primitive_desc ForwardPd(const Shapes& s, bool bias,
+                                                      const dnnl::primitive_attr& attr) const {
+    const dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+        Inner(s, s.src, Tag::nchw), Inner(s, s.weights, s.weights_tag), Bias(s, bias),
+        Inner(s, s.dst, Tag::nchw), s.strides, s.dilates, s.padding, s.padding);
+    return dnnl::convolution_forward::primitive_desc(d, attr, engine_);
+  }
+
+  Plan BuildForward(const Shapes& s, bool bias) const {
+    const auto pd = ForwardPd(s, bias, UserScratchpad());
+    PlanBuilder b(engine_);
+    Plan p;
+    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, Tag::nchw), pd.src_desc()),
+                b.Input(DNNL_ARG_WEIGHTS, Desc(s.weights, s.weights_tag), pd.weights_desc())};
+    p.output = b.Output(DNNL_ARG_DST, Desc(s.dst, Tag::nchw), pd.dst_desc(), false);
+    if (bias) {
+      p.bias_arg = DNNL_ARG_BIAS;
+      p.bias = pd.bias_desc();
+    }
+    p.conv = dnnl::convolution_forward(pd);
+    b.Finish(pd.scratchpad_desc(), &p);
+    return p;
+  }
+
+  Plan BuildBackwardData(const Shapes& s) const {
+    const dnnl::convolution_backward_data::desc d(
+        dnnl::algorithm::convolution_direct, Inner(s, s.src, Tag::nchw),
+        Inner(s, s.weights, s.weights_tag), Inner(s, s.dst, Tag::nchw), s.strides, s.dilates,
+        s.padding, s.padding);
+    const dnnl::convolution_backward_data::primitive_desc pd(
+        d, UserScratchpad(), engine_, ForwardPd(s, false, dnnl::primitive_attr()));
+    PlanBuilder b(engine_);
+    Plan p;
+    p.inputs = {b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, Tag::nchw), pd.diff_dst_desc()),
+                b.Input(DNNL_ARG_WEIGHTS, Desc(s.weights, s.weights_tag), pd.weights_desc())};
+    // Buffered even when plain: an accumulating call computes there.
+    p.output = b.Output(DNNL_ARG_DIFF_SRC, Desc(s.src, Tag::nchw), pd.diff_src_desc(), true);
+    p.add_output = b.Reorder(p.output.inner, p.output.user, true, &p.add_scratch);
+    p.conv = dnnl::convolution_backward_data(pd);
+    b.Finish(pd.scratchpad_desc(), &p);
+    return p;
+  }
+
+  Plan BuildBackwardFilter(const Shapes& s, bool bias) const {
+    const dnnl::convolution_backward_weights::desc d(
+        dnnl::algorithm::convolution_direct, Inner(s, s.src, Tag::nchw),
+        Inner(s, s.weights, s.weights_tag), Bias(s, bias), Inner(s, s.dst, Tag::nchw), s.strides,
+        s.dilates, s.padding, s.padding);
+    const dnnl::convolution_backward_weights::primitive_desc pd(
+        d, UserScratchpad(), engine_, ForwardPd(s, bias, dnnl::primitive_attr()));
+    PlanBuilder b(engine_);
+    Plan p;
+    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, Tag::nchw), pd.src_desc()),
+                b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, Tag::nchw), pd.diff_dst_desc())};
+    p.output = b.Output(DNNL_ARG_DIFF_WEIGHTS, Desc(s.weights, s.weights_tag),
+                        pd.diff_weights_desc(), false);
+    if (bias) {
+      p.bias_arg = DNNL_ARG_DIFF_BIAS;
+      p.bias = pd.diff_bias_desc();
+    }
+    p.conv = dnnl::convolution_backward_weights(pd);
+    b.Finish(pd.scratchpad_desc(), &p);
+    return p;
+  }
+
+  // Runs a reorder with the shared scratch region as its scratchpad.
+  void Reorder(const dnnl::reorder& reorder, const memory::desc& scratch, const memory& from,
+               const memory& to, char* scratch_region) const {
+    std::unordered_map<int, memory> args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    if (scratch.get_size() > 0) {
+      args[DNNL_ARG_SCRATCHPAD] = memory(scratch, engine_, scratch_region);
+    }
+    reorder.execute(stream_, args);
+  }
+
+  // Reorders the inputs in, runs the primitive, and reorders (or adds) the
+  // output out.
+  void Run(const Plan& p, std::array<const float*, 2> inputs, float* bias, float* output,
+           bool accumulate, void* workspace) const {
+    char* ws = static_cast<char*>(workspace);
+    char* scratch = ws + p.scratch_offset;
+    std::unordered_map<int, memory> args;
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      const Operand& in = p.inputs[i];
+      memory user(in.user, engine_, const_cast<float*>(inputs[i]));
+      if (!in.reordered) {
+        args[in.arg] = user;
+        continue;
+      }
+      memory inner(in.inner, engine_, ws + in.offset);
+      Reorder(in.reorder, in.reorder_scratch, user, inner, scratch);
+      args[in.arg] = inner;
+    }
+    if (p.bias_arg != 0) args[p.bias_arg] = memory(p.bias, engine_, bias);
+    const Operand& out = p.output;
+    memory user(out.user, engine_, output);
+    const bool staged = out.reordered || accumulate;
+    memory inner = staged ? memory(out.inner, engine_, ws + out.offset) : user;
+    args[out.arg] = inner;
+    if (p.conv_scratch.get_size() > 0) {
+      args[DNNL_ARG_SCRATCHPAD] = memory(p.conv_scratch, engine_, scratch);
+    }
+    p.conv.execute(stream_, args);
+    if (accumulate) {
+      Reorder(p.add_output, p.add_scratch, inner, user, scratch);
+    } else if (out.reordered) {
+      Reorder(out.reorder, out.reorder_scratch, inner, user, scratch);
+    }
+    stream_.wait();
+  }
+
+  const dnnl::engine engine_;
+  mutable dnnl::stream stream_;
+  mutable std::mutex mutex_;
+  mutable std::map<Key, std::unique_ptr<Entry>> cache_;
+};
+
+}  // namespace
+
+SPILL_REGISTER_CONV_ALGORITHM(Dnnl);
+
+}  // namespace cpu
+}  // namespace spill
