@@ -3,7 +3,7 @@
 namespace spill {
 
 std::vector<std::string> MemoryModeNames() {
-  return {"baseline", "liveness", "offload", "recompute", "superneurons"};
+  return {"baseline", "liveness", "offload", "recompute", "offload_recompute", "superneurons"};
 }
 
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
@@ -16,6 +16,7 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
       {"liveness", true, false, false, false},
       {"offload", true, true, false, false},
       {"recompute", true, false, false, true},
+      {"offload_recompute", true, true, false, true},
       {"superneurons", true, true, true, true},
   };
   for (const Preset& p : kPresets) {
@@ -30,6 +31,21 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
   std::string names;
   for (const auto& n : MemoryModeNames()) names += (names.empty() ? "" : ", ") + n;
   return InvalidArgument("unknown memory mode '" + mode + "'; known modes: " + names);
+}
+
+Status MemoryOptions::Validate() const {
+  if (!liveness && (offload || cache || recompute)) {
+    return InvalidArgument("memory: offload, cache and recompute need liveness (mode '" + mode + "')");
+  }
+  if (cache && !offload && !recompute) {
+    return InvalidArgument("memory: the tensor cache needs offload or recompute to evict with");
+  }
+  if (device_budget < kPoolBlockBytes) {
+    return InvalidArgument("memory: a device budget of " + std::to_string(device_budget) +
+                           " bytes is below one pool block");
+  }
+  if (prefetch_ahead < 0) return InvalidArgument("memory: prefetch_ahead must be >= 0");
+  return Status::Ok();
 }
 
 std::string MemoryOptions::Describe() const {

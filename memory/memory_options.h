@@ -7,7 +7,10 @@
 //   liveness      tensors are freed after their last reader (SuperNeurons §3.2)
 //   offload       liveness + checkpoint outputs offloaded to host, prefetched
 //   recompute     liveness + cheap layers' outputs dropped and recomputed
-//   superneurons  liveness + offload + LRU tensor cache + recomputation
+//   offload_recompute  liveness + offload + recompute, both on a schedule
+//   superneurons  liveness + offload + recompute + the LRU tensor cache, which
+//                 makes offloading and dropping lazy: nothing moves while
+//                 memory suffices
 #ifndef SPILL_MEMORY_MEMORY_OPTIONS_H_
 #define SPILL_MEMORY_MEMORY_OPTIONS_H_
 
@@ -18,6 +21,7 @@
 #include "framework/status.h"
 #include "framework/units.h"
 #include "memory/heap_pool.h"
+#include "memory/recompute_policy.h"
 
 namespace spill {
 
@@ -39,12 +43,15 @@ struct MemoryOptions {
 
   // Offloaded tensors are prefetched this many checkpoint layers ahead.
   int prefetch_ahead = 1;
+  RecomputeStrategy recompute_strategy = RecomputeStrategy::kCostAware;
   // Record every live tensor at every step (for memory logs).
   bool record_live = false;
   // Fill freed device blocks with NaN so a read after free cannot go unnoticed.
   bool poison_freed = false;
 
   std::string Describe() const;
+  // The techniques build on liveness; the budgets must hold a block.
+  Status Validate() const;
 };
 
 std::vector<std::string> MemoryModeNames();

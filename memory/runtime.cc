@@ -12,7 +12,8 @@ MemoryRuntime::MemoryRuntime(const Net& net, const MemoryOptions& options, Devic
       options_(options),
       device_(device),
       device_pool_(options.device_budget, options.fit),
-      host_pool_(options.offload || options.cache ? options.host_budget : 0, options.fit) {}
+      host_pool_(options.offload ? options.host_budget : 0, options.fit),
+      cache_(net.schedule().tensors.size()) {}
 
 MemoryRuntime::~MemoryRuntime() {
   if (device_ != nullptr) {
@@ -25,14 +26,10 @@ MemoryRuntime::~MemoryRuntime() {
 StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const Net& net,
                                                                const MemoryOptions& options,
                                                                Device* device) {
-  if (options.device_budget < kPoolBlockBytes) {
-    return InvalidArgument("device budget of " + std::to_string(options.device_budget) +
-                           " bytes is below one pool block");
-  }
+  SPILL_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<MemoryRuntime> runtime(new MemoryRuntime(net, options, device));
   SPILL_RETURN_IF_ERROR(runtime->Reserve());
-  runtime->train_liveness_ = AnalyzeLiveness(net.schedule(), Phase::kTrain);
-  runtime->eval_liveness_ = AnalyzeLiveness(net.schedule(), Phase::kEval);
+  runtime->PlanPolicies();
   SPILL_RETURN_IF_ERROR(runtime->AllocatePersistent());
   return runtime;
 }
@@ -50,10 +47,26 @@ Status MemoryRuntime::Reserve() {
   return Status::Ok();
 }
 
+void MemoryRuntime::PlanPolicies() {
+  train_liveness_ = AnalyzeLiveness(schedule_, Phase::kTrain);
+  eval_liveness_ = AnalyzeLiveness(schedule_, Phase::kEval);
+  std::vector<LayerCost> costs;
+  std::vector<bool> is_loss;
+  for (int id = 0; id < net_.num_layers(); ++id) {
+    costs.push_back(net_.layer(id).cost());
+    is_loss.push_back(net_.decl(id).is_loss);
+  }
+  const bool lazy = options_.cache;
+  offload_ = PlanOffload(schedule_, train_liveness_, costs, options_.prefetch_ahead,
+                         options_.offload && !lazy);
+  recompute_ = PlanRecompute(schedule_, train_liveness_, costs, is_loss, options_.recompute_strategy,
+                             options_.recompute && !lazy);
+}
+
 Status MemoryRuntime::AllocatePersistent() {
   for (TensorId id = 0; id < static_cast<TensorId>(schedule_.tensors.size()); ++id) {
     if (IsTransient(schedule_.tensors[id].kind)) continue;
-    SPILL_RETURN_IF_ERROR(Allocate(id, -1));
+    SPILL_RETURN_IF_ERROR(AllocateTensor(id));
   }
   log_.persistent = current_.persistent = device_pool_.stats().total_in_use;
   run_peak_ = device_pool_.stats().total_peak;
@@ -64,21 +77,21 @@ Status MemoryRuntime::AllocateAllTransient() {
   for (TensorId id = 0; id < static_cast<TensorId>(schedule_.tensors.size()); ++id) {
     if (!IsTransient(schedule_.tensors[id].kind)) continue;
     if (residency_->state(id) != Residency::kUnallocated) continue;
-    SPILL_RETURN_IF_ERROR(Allocate(id, 0));
+    SPILL_RETURN_IF_ERROR(AllocateTensor(id));
   }
   return Status::Ok();
 }
 
-Status MemoryRuntime::Fail(const Status& status, int step, const std::string& what, size_t bytes) {
-  oom_.step = step;
+Status MemoryRuntime::Fail(const Status& status, const std::string& what, size_t bytes) {
+  oom_.step = step_;
   oom_.what = what;
   oom_.requested = bytes;
   oom_.in_use = device_pool_.stats().total_in_use;
   oom_.live = LiveTransient();
   std::string where = "while allocating parameters and solver state";
-  if (step >= 0) {
-    const Step& s = schedule_.steps[step];
-    where = "at step " + std::to_string(step + 1) + " (" +
+  if (step_ >= 0) {
+    const Step& s = schedule_.steps[step_];
+    where = "at step " + std::to_string(step_ + 1) + " (" +
             (s.pass == Pass::kForward ? "forward " : "backward ") + net_.layer(s.layer).name() + ")";
   }
   std::vector<TensorId> largest = oom_.live;
@@ -98,37 +111,15 @@ Status MemoryRuntime::Fail(const Status& status, int step, const std::string& wh
                     (live.empty() ? "" : " (largest: " + live + ")"));
 }
 
-Status MemoryRuntime::Allocate(TensorId id, int step) {
-  Status status = residency_->Allocate(id);
-  if (status.ok()) return status;
-  return Fail(status, step, "'" + schedule_.tensors[id].name + "' (" +
-                                FormatBytes(static_cast<double>(schedule_.tensors[id].bytes)) + ")",
-              schedule_.tensors[id].bytes);
-}
-
-Status MemoryRuntime::AllocateWorkspace(const Step& step) {
-  workspace_ = Workspace();
-  if (step.workspace_bytes == 0) return Status::Ok();
-  auto allocation = device_pool_.Allocate(step.workspace_bytes, MemoryCategory::kWorkspace);
-  if (!allocation.ok()) {
-    return Fail(allocation.status(), step.index,
-                "workspace of " + FormatBytes(static_cast<double>(step.workspace_bytes)),
-                step.workspace_bytes);
-  }
-  workspace_id_ = allocation->id;
-  workspace_.bytes = step.workspace_bytes;
-  workspace_.data = device_base_ == nullptr ? nullptr
-                                            : static_cast<char*>(device_base_) + allocation->offset;
-  return Status::Ok();
-}
-
 Status MemoryRuntime::BeginIteration(Phase phase) {
   phase_ = phase;
   liveness_ = phase == Phase::kTrain ? &train_liveness_ : &eval_liveness_;
+  eager_ = phase == Phase::kTrain && !options_.cache && (options_.offload || options_.recompute);
   current_.Clear();
   current_.mode = options_.mode;
   current_.persistent = log_.persistent;
   if (!options_.liveness && !all_allocated_) {
+    step_ = 0;
     SPILL_RETURN_IF_ERROR(AllocateAllTransient());
     all_allocated_ = true;
   }
@@ -136,41 +127,87 @@ Status MemoryRuntime::BeginIteration(Phase phase) {
 }
 
 Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
-  (void)runner;
+  step_ = step.index;
   device_pool_.ResetPeaks();
+  step_to_host_ = residency_->counters().to_host_bytes;
+  step_to_device_ = residency_->counters().to_device_bytes;
+  step_recomputed_ = recomputations_;
+  if (phase_ == Phase::kTrain && (options_.offload || options_.cache)) Prefetch(offload_.prefetch_at[step.index]);
   for (TensorId id : step.reads) {
-    SPILL_CHECK(residency_->on_device(id))
-        << "step " << step.index + 1 << " reads '" << schedule_.tensors[id].name << "', which is "
-        << ResidencyName(residency_->state(id));
+    SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, runner));
+    Pin(id);
   }
   for (TensorId id : step.writes) {
-    if (residency_->on_device(id)) continue;
-    SPILL_RETURN_IF_ERROR(Allocate(id, step.index));
+    if (!residency_->on_device(id)) SPILL_RETURN_IF_ERROR(AllocateTensor(id));
+    Pin(id);
   }
-  SPILL_RETURN_IF_ERROR(AllocateWorkspace(step));
+  SPILL_RETURN_IF_ERROR(AllocateWorkspace(step.workspace_bytes,
+                                          "the workspace of " + net_.layer(step.layer).name()));
   Record(step);
   return Status::Ok();
 }
 
-void MemoryRuntime::FinishStep(const Step& step) {
-  if (workspace_id_ >= 0) {
-    device_pool_.Free(workspace_id_);
-    workspace_id_ = -1;
-    workspace_ = Workspace();
+void MemoryRuntime::Release(TensorId id) {
+  residency_->Release(id);
+  cache_.Remove(id);
+}
+
+// Offloads and drops scheduled after `step` (offload and recompute without
+// the cache), and memory-centric segments' tensors after backward steps.
+void MemoryRuntime::RunEagerPolicies(const Step& step) {
+  const int s = step.index;
+  for (TensorId id : offload_.begin_after[s]) {
+    if (residency_->state(id) != Residency::kDevice) continue;
+    if (!residency_->BeginOffload(id).ok()) {
+      SPILL_LOG_DEBUG(kMemory) << "host pool full: '" << schedule_.tensors[id].name << "' stays";
+    }
   }
+  for (TensorId id : offload_.finish_after[s]) {
+    if (residency_->state(id) != Residency::kOffloading) continue;
+    residency_->FinishOffload(id);
+    cache_.Remove(id);
+  }
+  for (TensorId id : recompute_.drop_after[s]) {
+    if (residency_->state(id) != Residency::kDevice) continue;
+    residency_->Drop(id);
+    cache_.Remove(id);
+  }
+}
+
+void MemoryRuntime::FinishStep(const Step& step) {
+  FreeWorkspace();
+  UnpinAll();
   for (TensorId id : step.writes) residency_->MarkWritten(id);
   current_.steps.back().peak = std::max(current_.steps.back().peak, device_pool_.stats().total_peak);
   run_peak_ = std::max(run_peak_, current_.steps.back().peak);
-  if (!options_.liveness) return;
-  for (TensorId id : liveness_->dies_after[step.index]) residency_->Release(id);
+  if (options_.liveness) {
+    for (TensorId id : liveness_->dies_after[step.index]) Release(id);
+  }
+  if (eager_) RunEagerPolicies(step);
+  if (options_.recompute && step.pass == Pass::kBackward) {
+    // Memory-centric segments keep nothing between backward steps.
+    for (TensorId id : step.reads) {
+      const int seg = recompute_.segment[id];
+      if (seg >= 0 && !recompute_.keep[seg] && residency_->state(id) == Residency::kDevice) {
+        residency_->Drop(id);
+        cache_.Remove(id);
+      }
+    }
+  }
+  StepRecord& record = current_.steps.back();
+  record.to_host = residency_->counters().to_host_bytes - step_to_host_;
+  record.to_device = residency_->counters().to_device_bytes - step_to_device_;
+  record.recomputed = static_cast<int>(recomputations_ - step_recomputed_);
 }
 
 Status MemoryRuntime::EndIteration() {
+  step_ = -1;
   if (options_.liveness) {
     for (TensorId id = 0; id < static_cast<TensorId>(schedule_.tensors.size()); ++id) {
       if (IsTransient(schedule_.tensors[id].kind) &&
           residency_->state(id) != Residency::kUnallocated) {
-        return Internal("tensor '" + schedule_.tensors[id].name + "' outlived its iteration");
+        return Internal("tensor '" + schedule_.tensors[id].name + "' outlived its iteration (" +
+                        ResidencyName(residency_->state(id)) + ")");
       }
     }
   }

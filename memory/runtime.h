@@ -7,13 +7,22 @@
 // step, what the state machine does:
 //   * baseline: every tensor is allocated once and kept;
 //   * liveness: a transient tensor gets memory at its first step and gives it
-//     back after its last (memory/liveness.h).
+//     back after its last (memory/liveness.h);
+//   * offload: checkpoint tensors go to host memory during forward and come
+//     back ahead of use in backward (memory/offload_policy.h);
+//   * recompute: cheap layers' outputs are dropped after forward and rebuilt
+//     in backward, cost-aware per segment (memory/recompute_policy.h);
+//   * cache: offload and recompute become lazy - tensors leave the device
+//     only when an allocation does not fit, least recently used first
+//     (memory/tensor_cache.h).
 // Persistent tensors (parameters, gradients, solver state) are allocated when
 // the runtime is created and stay for its lifetime.
 //
-// The runtime makes every decision from the schedule and the pools alone,
-// never from timing, so running it without a device (`plan`) yields exactly
-// the per-step memory of a real run.
+// Every decision is made from the schedule and the pools alone, never from
+// timing: copies run asynchronously, but the runtime waits for a copy at a
+// fixed point of the schedule before reusing its memory. So running it
+// without a device (`plan`) yields exactly the per-step memory, transfers and
+// recomputations of a real run.
 #ifndef SPILL_MEMORY_RUNTIME_H_
 #define SPILL_MEMORY_RUNTIME_H_
 
@@ -28,7 +37,10 @@
 #include "memory/liveness.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
+#include "memory/offload_policy.h"
+#include "memory/recompute_policy.h"
 #include "memory/residency.h"
+#include "memory/tensor_cache.h"
 
 namespace spill {
 
@@ -63,21 +75,37 @@ class MemoryRuntime : public TensorStore {
   const HeapPool& device_pool() const { return device_pool_; }
   const HeapPool& host_pool() const { return host_pool_; }
   const ResidencyManager& residency() const { return *residency_; }
+  const RecomputePlan& recompute_plan() const { return recompute_; }
   // Set when a step failed with kOutOfMemory.
   const OutOfMemoryInfo& oom() const { return oom_; }
   // Highest device bytes in use at any moment since creation.
   size_t run_peak() const { return run_peak_; }
+  // Forward computations rerun to rebuild dropped tensors, since creation.
+  int64_t recomputations() const { return recomputations_; }
 
  private:
   MemoryRuntime(const Net& net, const MemoryOptions& options, Device* device);
   Status Reserve();
+  void PlanPolicies();
   Status AllocatePersistent();
   Status AllocateAllTransient();
-  Status Allocate(TensorId id, int step);
-  Status AllocateWorkspace(const Step& step);
-  Status Fail(const Status& status, int step, const std::string& what, size_t bytes);
+  Status Fail(const Status& status, const std::string& what, size_t bytes);
   std::vector<TensorId> LiveTransient() const;
   void Record(const Step& step);
+  void RunEagerPolicies(const Step& step);
+  void Release(TensorId id);
+
+  // Making tensors resident (runtime_residency.cc).
+  Status EnsureOnDevice(TensorId id, StepRunner& runner);
+  Status Rebuild(TensorId id, StepRunner& runner);
+  Status AllocateTensor(TensorId id);
+  Status AllocateWorkspace(size_t bytes, const std::string& what);
+  void FreeWorkspace();
+  bool EvictOne();
+  bool Evictable(TensorId id) const;
+  void Prefetch(const std::vector<TensorId>& ids);
+  void Pin(TensorId id);
+  void UnpinAll();
 
   const Net& net_;
   const Schedule& schedule_;
@@ -91,13 +119,22 @@ class MemoryRuntime : public TensorStore {
   Liveness train_liveness_;
   Liveness eval_liveness_;
   const Liveness* liveness_ = nullptr;
+  OffloadPlan offload_;
+  RecomputePlan recompute_;
+  TensorCache cache_;
   Phase phase_ = Phase::kTrain;
+  bool eager_ = false;  // this iteration offloads and drops on a schedule
   bool all_allocated_ = false;
 
+  int step_ = -1;                  // the step being prepared or run
+  std::vector<TensorId> pinned_;   // locked for the current step
   Workspace workspace_;
   AllocationId workspace_id_ = -1;
+  int64_t recomputations_ = 0;
   int capture_step_ = -1;  // step whose live tensors are listed
   size_t run_peak_ = 0;
+  size_t step_to_host_ = 0, step_to_device_ = 0;
+  int64_t step_recomputed_ = 0;
   MemoryLog current_;
   MemoryLog log_;
   OutOfMemoryInfo oom_;

@@ -1,0 +1,189 @@
+// MemoryRuntime, second part: making a step's tensors resident - prefetching
+// from host memory, rebuilding dropped tensors by recomputation, and
+// allocating with eviction when the tensor cache is on.
+//
+// Invariant: a tensor pinned for the current step (or for a recomputation in
+// progress) is never evicted, dropped or released until the pin is lifted.
+#include <algorithm>
+
+#include "framework/logging.h"
+#include "memory/runtime.h"
+
+namespace spill {
+
+void MemoryRuntime::Pin(TensorId id) {
+  if (!IsTransient(schedule_.tensors[id].kind)) return;
+  cache_.Lock(id);
+  cache_.Touch(id);
+  pinned_.push_back(id);
+}
+
+void MemoryRuntime::UnpinAll() {
+  for (TensorId id : pinned_) cache_.Unlock(id);
+  pinned_.clear();
+}
+
+bool MemoryRuntime::Evictable(TensorId id) const {
+  if (residency_->state(id) != Residency::kDevice || cache_.locked(id)) return false;
+  if (options_.recompute && recompute_.droppable[id]) return true;
+  return options_.offload;
+}
+
+// Frees the least recently used evictable tensor: drops it when it can be
+// recomputed, offloads it otherwise. False when nothing can be evicted.
+bool MemoryRuntime::EvictOne() {
+  if (!options_.cache) return false;
+  std::vector<TensorId> refused;  // the host pool could not take these
+  for (;;) {
+    TensorId victim = cache_.Victim([&](TensorId id) {
+      return Evictable(id) && std::find(refused.begin(), refused.end(), id) == refused.end();
+    });
+    if (victim == kNoTensor) return false;
+    if (options_.recompute && recompute_.droppable[victim]) {
+      residency_->Drop(victim);
+    } else {
+      if (!residency_->BeginOffload(victim).ok()) {
+        refused.push_back(victim);
+        continue;
+      }
+      residency_->FinishOffload(victim);
+    }
+    cache_.Remove(victim);
+    SPILL_LOG_DEBUG(kMemory) << "step " << step_ + 1 << ": evicted '" << schedule_.tensors[victim].name
+                             << "' (" << ResidencyName(residency_->state(victim)) << ")";
+    return true;
+  }
+}
+
+Status MemoryRuntime::AllocateTensor(TensorId id) {
+  for (;;) {
+    Status status = residency_->Allocate(id);
+    if (status.ok()) {
+      if (IsTransient(schedule_.tensors[id].kind)) cache_.Touch(id);
+      return status;
+    }
+    if (status.code() != StatusCode::kOutOfMemory || !EvictOne()) {
+      const TensorInfo& info = schedule_.tensors[id];
+      return Fail(status, "'" + info.name + "' (" + FormatBytes(static_cast<double>(info.bytes)) + ")",
+                  info.bytes);
+    }
+  }
+}
+
+Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
+  workspace_ = Workspace();
+  if (bytes == 0) return Status::Ok();
+  for (;;) {
+    auto allocation = device_pool_.Allocate(bytes, MemoryCategory::kWorkspace);
+    if (allocation.ok()) {
+      workspace_id_ = allocation->id;
+      workspace_.bytes = bytes;
+      workspace_.data = device_base_ == nullptr ? nullptr
+                                                : static_cast<char*>(device_base_) + allocation->offset;
+      return Status::Ok();
+    }
+    if (!EvictOne()) {
+      return Fail(allocation.status(), what + " (" + FormatBytes(static_cast<double>(bytes)) + ")", bytes);
+    }
+  }
+}
+
+void MemoryRuntime::FreeWorkspace() {
+  if (workspace_id_ < 0) return;
+  device_pool_.Free(workspace_id_);
+  workspace_id_ = -1;
+  workspace_ = Workspace();
+}
+
+// Brings offloaded tensors back ahead of use, where there is room without
+// evicting anything; whatever does not fit comes back when it is needed.
+void MemoryRuntime::Prefetch(const std::vector<TensorId>& ids) {
+  for (TensorId id : ids) {
+    if (residency_->state(id) != Residency::kHost) continue;
+    if (!device_pool_.CanAllocate(schedule_.tensors[id].bytes)) continue;
+    if (residency_->BeginPrefetch(id).ok()) cache_.Touch(id);
+  }
+}
+
+Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
+  if (!IsTransient(schedule_.tensors[id].kind)) return Status::Ok();
+  switch (residency_->state(id)) {
+    case Residency::kDevice:
+    case Residency::kOffloading:
+      return Status::Ok();
+    case Residency::kPrefetching:
+      residency_->FinishPrefetch(id);
+      return Status::Ok();
+    case Residency::kHost:
+      for (;;) {
+        Status status = residency_->BeginPrefetch(id);
+        if (status.ok()) break;
+        if (!EvictOne()) {
+          const TensorInfo& info = schedule_.tensors[id];
+          return Fail(status, "'" + info.name + "' back from host memory (" +
+                                  FormatBytes(static_cast<double>(info.bytes)) + ")",
+                      info.bytes);
+        }
+      }
+      residency_->FinishPrefetch(id);
+      cache_.Touch(id);
+      return Status::Ok();
+    case Residency::kDropped:
+      return Rebuild(id, runner);
+    case Residency::kUnallocated:
+      break;
+  }
+  SPILL_CHECK(false) << "step " << step_ + 1 << " reads '" << schedule_.tensors[id].name
+                     << "', which holds no data";
+  return Internal("unreachable");
+}
+
+// Reruns the forward of the layer that produced `id`, rebuilding its dropped
+// inputs first. Inputs rebuilt only for this, in memory-centric segments,
+// are dropped again at once.
+Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
+  const int layer = schedule_.tensors[id].layer;
+  const LayerTensors& lt = schedule_.layers[layer];
+  const size_t pins = pinned_.size();
+  std::vector<TensorId> rebuilt;
+  for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux}) {
+    for (TensorId in : *group) {
+      if (residency_->state(in) == Residency::kDropped) rebuilt.push_back(in);
+      SPILL_RETURN_IF_ERROR(EnsureOnDevice(in, runner));
+      Pin(in);
+    }
+  }
+  for (TensorId out : lt.outputs) {
+    if (!residency_->on_device(out)) SPILL_RETURN_IF_ERROR(AllocateTensor(out));
+    Pin(out);
+  }
+  const Workspace outer = workspace_;
+  const AllocationId outer_id = workspace_id_;
+  workspace_id_ = -1;
+  SPILL_RETURN_IF_ERROR(AllocateWorkspace(schedule_.forward(layer).workspace_bytes,
+                                          "the workspace to recompute " + net_.layer(layer).name()));
+  SPILL_RETURN_IF_ERROR(runner.Recompute(layer));
+  ++recomputations_;
+  FreeWorkspace();
+  workspace_ = outer;
+  workspace_id_ = outer_id;
+  for (TensorId out : lt.outputs) residency_->MarkWritten(out);
+  // Lift the pins of this rebuild; keep the caller's.
+  for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
+  pinned_.resize(pins);
+  for (TensorId in : rebuilt) {
+    const int seg = recompute_.segment[in];
+    if (seg >= 0 && !recompute_.keep[seg] && !cache_.locked(in) &&
+        residency_->state(in) == Residency::kDevice) {
+      residency_->Drop(in);
+      cache_.Remove(in);
+    }
+  }
+  // Other outputs of the layer that nobody needs any more (dead tensors).
+  for (TensorId out : lt.outputs) {
+    if (out != id && liveness_->last_use[out] < step_ && !cache_.locked(out)) Release(out);
+  }
+  return Status::Ok();
+}
+
+}  // namespace spill

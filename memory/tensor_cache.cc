@@ -1,0 +1,35 @@
+#include "memory/tensor_cache.h"
+
+#include "framework/check.h"
+
+namespace spill {
+
+TensorCache::TensorCache(size_t tensors) : stamp_(tensors, -1), locks_(tensors, 0) {}
+
+void TensorCache::Touch(TensorId id) {
+  if (stamp_[id] >= 0) order_.erase({stamp_[id], id});
+  stamp_[id] = clock_++;
+  order_.insert({stamp_[id], id});
+}
+
+void TensorCache::Remove(TensorId id) {
+  if (stamp_[id] < 0) return;
+  order_.erase({stamp_[id], id});
+  stamp_[id] = -1;
+}
+
+void TensorCache::Lock(TensorId id) { ++locks_[id]; }
+
+void TensorCache::Unlock(TensorId id) {
+  SPILL_CHECK_GT(locks_[id], 0) << "unlock of an unlocked tensor";
+  --locks_[id];
+}
+
+TensorId TensorCache::Victim(const std::function<bool(TensorId)>& evictable) const {
+  for (const auto& [stamp, id] : order_) {
+    if (locks_[id] == 0 && evictable(id)) return id;
+  }
+  return kNoTensor;
+}
+
+}  // namespace spill

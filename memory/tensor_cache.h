@@ -1,0 +1,47 @@
+// The LRU tensor cache (SuperNeurons Alg. 2): device memory as a cache of
+// transient tensors. Every use of a tensor moves it to the front; a layer
+// locks the tensors it is using. When an allocation does not fit, the
+// runtime evicts the least recently used unlocked tensors - dropping them
+// when they can be recomputed, offloading them otherwise - until it fits.
+// Nothing moves while memory suffices.
+//
+// This class is only the bookkeeping (recency and locks); the runtime decides
+// what eviction means and the residency state machine performs it.
+#ifndef SPILL_MEMORY_TENSOR_CACHE_H_
+#define SPILL_MEMORY_TENSOR_CACHE_H_
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "framework/schedule.h"
+
+namespace spill {
+
+class TensorCache {
+ public:
+  explicit TensorCache(size_t tensors);
+
+  // The tensor entered device memory or was used: now the most recent.
+  void Touch(TensorId id);
+  // The tensor left device memory.
+  void Remove(TensorId id);
+  void Lock(TensorId id);
+  void Unlock(TensorId id);
+  bool locked(TensorId id) const { return locks_[id] > 0; }
+
+  // The least recently used unlocked tensor for which `evictable` holds, or
+  // kNoTensor.
+  TensorId Victim(const std::function<bool(TensorId)>& evictable) const;
+
+ private:
+  std::vector<int64_t> stamp_;  // last use; -1 when not cached
+  std::vector<int> locks_;
+  std::set<std::pair<int64_t, TensorId>> order_;  // (stamp, id), oldest first
+  int64_t clock_ = 0;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_TENSOR_CACHE_H_
