@@ -192,12 +192,12 @@ void CpuDevice::Throttle(size_t bytes, CopyKind kind) const {
 void CpuDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) {
   copied_[static_cast<int>(kind)] += bytes;
   if (&queue == &compute_) {
-    std::memcpy(dst, src, bytes);
+    std::memmove(dst, src, bytes);
     return;
   }
   SPILL_CHECK(&queue == &copy_) << "queue does not belong to this device";
   copy_.Enqueue([this, dst, src, bytes, kind] {
-    std::memcpy(dst, src, bytes);
+    std::memmove(dst, src, bytes);
     Throttle(bytes, kind);
   });
 }

@@ -66,7 +66,8 @@ class Device {
   virtual Queue& copy_queue() = 0;
 
   // Enqueues a copy on `queue`. Both buffers must stay valid until an event
-  // recorded after the copy has completed.
+  // recorded after the copy has completed. Device-to-device copies may
+  // overlap when the destination lies below the source (compaction).
   virtual void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind,
                          Queue& queue) = 0;
   // Sets `bytes` bytes of device memory to `value` on `queue`.

@@ -121,6 +121,48 @@ void HeapPool::Free(AllocationId id) {
   UpdateFreeStats();
 }
 
+size_t HeapPool::MoveDown(AllocationId id) {
+  auto found = allocated_.find(id);
+  SPILL_CHECK(found != allocated_.end()) << "move of unknown allocation " << id;
+  Node node = found->second;
+  // Give the block back (coalescing with its neighbours), then take the
+  // lowest segment that fits; at worst that is the block's own place.
+  allocated_.erase(found);
+  size_t offset = node.offset, bytes = node.bytes;
+  auto next = free_by_offset_.lower_bound(offset);
+  if (next != free_by_offset_.end() && next->first == offset + bytes) {
+    bytes += next->second;
+    EraseFree(next);
+  }
+  auto after = free_by_offset_.lower_bound(offset);
+  if (after != free_by_offset_.begin()) {
+    auto prev = std::prev(after);
+    if (prev->first + prev->second == offset) {
+      offset = prev->first;
+      bytes += prev->second;
+      EraseFree(prev);
+    }
+  }
+  InsertFree(offset, bytes);
+  auto it = free_by_offset_.begin();
+  while (it->second < node.bytes) ++it;
+  const size_t seg_offset = it->first, seg_bytes = it->second;
+  EraseFree(it);
+  if (seg_bytes > node.bytes) InsertFree(seg_offset + node.bytes, seg_bytes - node.bytes);
+  if (seg_offset != node.offset) stats_.moves++;
+  node.offset = seg_offset;
+  allocated_[id] = node;
+  UpdateFreeStats();
+  return seg_offset;
+}
+
+std::vector<std::pair<size_t, AllocationId>> HeapPool::AllocationsByOffset() const {
+  std::vector<std::pair<size_t, AllocationId>> out;
+  for (const auto& [id, node] : allocated_) out.push_back({node.offset, id});
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void HeapPool::UpdateFreeStats() {
   stats_.free_bytes = capacity_ - stats_.total_in_use;
   stats_.largest_free = free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;

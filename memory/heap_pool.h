@@ -79,6 +79,7 @@ struct PoolStats {
   int64_t allocations = 0;
   int64_t frees = 0;
   int64_t failures = 0;
+  int64_t moves = 0;
 
   // Largest free segment / total free (1 = one contiguous free region).
   double contiguity() const;
@@ -92,6 +93,12 @@ class HeapPool {
   StatusOr<Allocation> Allocate(size_t bytes, MemoryCategory category,
                                 Placement placement = Placement::kLow);
   void Free(AllocationId id);
+  // Moves allocation `id` into the lowest free segment that holds it (its
+  // own space counts as free) and returns its new offset. Used to compact the
+  // pool; the caller moves the bytes.
+  size_t MoveDown(AllocationId id);
+  // Live allocations by increasing offset.
+  std::vector<std::pair<size_t, AllocationId>> AllocationsByOffset() const;
 
   size_t capacity() const { return capacity_; }
   FitPolicy fit() const { return fit_; }

@@ -25,16 +25,17 @@ void MemoryLog::Clear() {
   peak = 0;
   peak_step = -1;
   peak_live.clear();
-  to_host = to_device = 0;
+  to_host = to_device = compacted = 0;
   recomputed = 0;
 }
 
 void MemoryLog::Finish() {
   peak = 0;
   peak_step = -1;
-  to_host = to_device = 0;
+  to_host = to_device = compacted = 0;
   recomputed = 0;
   for (const StepRecord& r : steps) {
+    compacted += r.compacted;
     if (peak_step < 0 || r.peak > peak) {
       peak = r.peak;
       peak_step = r.step;
@@ -54,14 +55,15 @@ std::string MemoryLogCsv(const MemoryLog& log, const Schedule& schedule,
     std::replace(name.begin(), name.end(), ' ', '_');
     out << "," << name;
   }
-  out << ",total,peak,live_tensors,to_host,to_device,recomputed,workspace,algorithm";
+  out << ",total,peak,live_tensors,to_host,to_device,recomputed,compacted,workspace,algorithm";
   if (!log.steps.empty() && !log.steps[0].live.empty()) out << ",live";
   out << "\n";
   for (const StepRecord& r : log.steps) {
     out << r.step + 1 << "," << PassName(r.pass) << "," << layer_names[r.layer];
     for (size_t bytes : r.in_use) out << "," << bytes;
     out << "," << r.total << "," << r.peak << "," << r.live_tensors << "," << r.to_host << ","
-        << r.to_device << "," << r.recomputed << "," << r.workspace << "," << r.algorithm;
+        << r.to_device << "," << r.recomputed << "," << r.compacted << "," << r.workspace << ","
+        << r.algorithm;
     if (!r.live.empty()) {
       out << ",";
       for (size_t i = 0; i < r.live.size(); ++i) out << (i ? " " : "") << schedule.tensors[r.live[i]].name;
@@ -84,6 +86,7 @@ std::string MemoryLogJson(const MemoryLog& log, const Schedule& schedule,
     out << "},\"total\":" << r.total << ",\"peak\":" << r.peak
         << ",\"live_tensors\":" << r.live_tensors << ",\"to_host\":" << r.to_host
         << ",\"to_device\":" << r.to_device << ",\"recomputed\":" << r.recomputed
+        << ",\"compacted\":" << r.compacted
         << ",\"workspace\":" << r.workspace << ",\"algorithm\":\"" << JsonEscape(r.algorithm) << "\"";
     if (!r.live.empty()) {
       out << ",\"live\":[";

@@ -29,6 +29,7 @@ struct StepRecord {
   size_t to_host = 0;     // bytes offloaded during the step
   size_t to_device = 0;   // bytes prefetched during the step
   int recomputed = 0;     // forward computations rerun during the step
+  size_t compacted = 0;   // bytes moved within the device to close holes
   size_t workspace = 0;   // workspace bytes granted to the step
   std::string algorithm;  // convolution algorithm chosen, if any
 };
@@ -44,6 +45,7 @@ struct MemoryLog {
   size_t to_host = 0;
   size_t to_device = 0;
   int recomputed = 0;
+  size_t compacted = 0;
 
   void Clear();
   // Computes the peak and the totals from the step records.

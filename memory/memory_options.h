@@ -44,6 +44,9 @@ struct MemoryOptions {
   // Offloaded tensors are prefetched this many checkpoint layers ahead.
   int prefetch_ahead = 1;
   RecomputeStrategy recompute_strategy = RecomputeStrategy::kCostAware;
+  // When an allocation fails for want of a hole though enough bytes are
+  // free, slide live tensors down to close the holes.
+  bool compact = true;
   // Record every live tensor at every step (for memory logs).
   bool record_live = false;
   // Fill freed device blocks with NaN so a read after free cannot go unnoticed.

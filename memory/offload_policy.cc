@@ -18,7 +18,8 @@ int IssueStep(int use, const std::vector<int>& checkpoint_steps, int ahead, int 
 }  // namespace
 
 OffloadPlan PlanOffload(const Schedule& schedule, const Liveness& liveness,
-                        const std::vector<LayerCost>& costs, int prefetch_ahead, bool eager) {
+                        const std::vector<LayerCost>& costs, const std::vector<bool>& droppable,
+                        int prefetch_ahead, bool eager) {
   const int n = schedule.num_layers(), steps = 2 * n;
   const size_t count = schedule.tensors.size();
   OffloadPlan plan;
@@ -40,6 +41,17 @@ OffloadPlan PlanOffload(const Schedule& schedule, const Liveness& liveness,
       if (plan.first_backward_use[t] < 0) plan.first_backward_use[t] = s;
     }
   }
+  // A dropped tensor is rebuilt from its producer's inputs where it is needed.
+  auto earlier = [](int a, int b) { return a < 0 ? b : (b < 0 ? a : std::min(a, b)); };
+  for (TensorId d = static_cast<TensorId>(count) - 1; d >= 0; --d) {
+    if (droppable.empty() || !droppable[d] || plan.first_backward_use[d] < 0) continue;
+    const LayerTensors& lt = schedule.layers[schedule.tensors[d].layer];
+    for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux}) {
+      for (TensorId x : *group) {
+        plan.first_backward_use[x] = earlier(plan.first_backward_use[x], plan.first_backward_use[d]);
+      }
+    }
+  }
   std::vector<int> checkpoint_steps;
   for (int s = n; s < steps; ++s) {
     const Step& step = schedule.steps[s];
@@ -49,7 +61,7 @@ OffloadPlan PlanOffload(const Schedule& schedule, const Liveness& liveness,
     const TensorInfo& info = schedule.tensors[t];
     const bool from_forward = info.kind == TensorKind::kActivation || info.kind == TensorKind::kAux;
     if (!from_forward || plan.first_backward_use[t] < 0 || producer_step[t] < 0) continue;
-    if (liveness.last_use[t] < n) continue;  // dies in the forward pass
+    if (liveness.last_use[t] < n) last_forward_use[t] = std::max(last_forward_use[t], liveness.last_use[t]);
     const bool checkpoint = info.kind == TensorKind::kActivation &&
                             costs[info.layer] == LayerCost::kCheckpoint;
     if (eager && !checkpoint) continue;

@@ -33,10 +33,13 @@ struct OffloadPlan {
   std::vector<int> first_backward_use;              // per tensor; -1 if none
 };
 
-// `costs` holds each layer's LayerCost. `eager` false: no begin/finish
-// points, prefetch points for every tensor (for the tensor cache).
+// `costs` holds each layer's LayerCost. `droppable` (empty without
+// recomputation) marks tensors rebuilt in backward: their producers' inputs
+// are needed where they are. `eager` false: no begin/finish points, prefetch
+// points for every forward tensor (for the tensor cache).
 OffloadPlan PlanOffload(const Schedule& schedule, const Liveness& liveness,
-                        const std::vector<LayerCost>& costs, int prefetch_ahead, bool eager);
+                        const std::vector<LayerCost>& costs, const std::vector<bool>& droppable,
+                        int prefetch_ahead, bool eager);
 
 }  // namespace spill
 

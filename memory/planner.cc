@@ -8,8 +8,7 @@
 namespace spill {
 namespace {
 
-constexpr size_t kMinResolution = 1 << 20;  // bisection stops at 1 MiB ...
-constexpr double kRelativeResolution = 1e-3;  // ... or 0.1% of the budget
+constexpr double kRelativeResolution = 1e-4;  // bisection stops at 0.01% of the budget
 
 }  // namespace
 
@@ -53,7 +52,7 @@ StatusOr<size_t> MinimumBudget(const Net& net, MemoryOptions options, size_t res
   // can. Search in between.
   size_t hi = RoundToBlocks(unlimited.high_water), lo = unlimited.persistent;
   if (resolution == 0) {
-    resolution = std::max<size_t>(kMinResolution, static_cast<size_t>(hi * kRelativeResolution));
+    resolution = std::max<size_t>(kPoolBlockBytes, static_cast<size_t>(hi * kRelativeResolution));
   }
   while (hi - lo > resolution) {
     size_t mid = RoundToBlocks(lo + (hi - lo) / 2);

@@ -47,9 +47,53 @@ size_t StepBytes(const Schedule& schedule, int s) {
   return bytes;
 }
 
-RecomputePlan PlanRecompute(const Schedule& schedule, const Liveness& liveness,
+namespace {
+
+bool Droppable(const Schedule& schedule, const Liveness& liveness, const std::vector<LayerCost>& costs,
+               const std::vector<bool>& is_loss, TensorId t) {
+  const TensorInfo& info = schedule.tensors[t];
+  return info.kind == TensorKind::kActivation && costs[info.layer] == LayerCost::kCheap &&
+         !is_loss[info.layer] && liveness.last_use[t] >= schedule.num_layers();
+}
+
+}  // namespace
+
+std::vector<TensorId> RebuildSources(const Schedule& schedule, TensorId id) {
+  const LayerTensors& lt = schedule.layers[schedule.tensors[id].layer];
+  std::vector<TensorId> sources;
+  for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux}) {
+    for (TensorId x : *group) {
+      if (std::find(sources.begin(), sources.end(), x) == sources.end()) sources.push_back(x);
+    }
+  }
+  return sources;
+}
+
+namespace {
+
+// Drops happen after a tensor's last forward use; a source must live until
+// then. Later tensors first: a source's own drop moves with its dependents.
+void ExtendToDropSteps(const Schedule& schedule, const std::vector<bool>& droppable,
+                       std::vector<int>* drop_step, Liveness* liveness) {
+  for (TensorId d = static_cast<TensorId>(droppable.size()) - 1; d >= 0; --d) {
+    if (!droppable[d]) continue;
+    for (TensorId x : RebuildSources(schedule, d)) {
+      if (droppable[x]) (*drop_step)[x] = std::max((*drop_step)[x], (*drop_step)[d]);
+      liveness->last_use[x] = std::max(liveness->last_use[x], (*drop_step)[d]);
+    }
+  }
+  for (auto& list : liveness->dies_after) list.clear();
+  for (TensorId t = 0; t < static_cast<TensorId>(droppable.size()); ++t) {
+    if (liveness->last_use[t] >= 0) liveness->dies_after[liveness->last_use[t]].push_back(t);
+  }
+}
+
+}  // namespace
+
+RecomputePlan PlanRecompute(const Schedule& schedule, Liveness* live,
                             const std::vector<LayerCost>& costs, const std::vector<bool>& is_loss,
                             RecomputeStrategy strategy, bool eager) {
+  const Liveness& liveness = *live;
   const int n = schedule.num_layers();
   const size_t count = schedule.tensors.size();
   RecomputePlan plan;
@@ -63,11 +107,15 @@ RecomputePlan PlanRecompute(const Schedule& schedule, const Liveness& liveness,
     for (TensorId t : schedule.steps[s].writes) last_forward_use[t] = std::max(last_forward_use[t], s);
   }
   for (TensorId t = 0; t < static_cast<TensorId>(count); ++t) {
-    const TensorInfo& info = schedule.tensors[t];
-    if (info.kind != TensorKind::kActivation || costs[info.layer] != LayerCost::kCheap) continue;
-    if (is_loss[info.layer] || liveness.last_use[t] < n) continue;
-    plan.droppable[t] = true;
-    if (eager) plan.drop_after[last_forward_use[t]].push_back(t);
+    plan.droppable[t] = Droppable(schedule, liveness, costs, is_loss, t);
+  }
+  if (eager) {
+    ExtendToDropSteps(schedule, plan.droppable, &last_forward_use, live);
+    // Dependents before their sources within a step: a dropped tensor's
+    // sources are then still held when they are scheduled to die.
+    for (TensorId t = static_cast<TensorId>(count) - 1; t >= 0; --t) {
+      if (plan.droppable[t]) plan.drop_after[last_forward_use[t]].push_back(t);
+    }
   }
   // Segments: droppable tensors joined to the droppable inputs they are rebuilt from.
   std::vector<int> parent(count);

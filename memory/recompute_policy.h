@@ -44,9 +44,17 @@ struct RecomputePlan {
 // `is_loss` marks loss layers, whose output is read right away in backward
 // and never worth dropping. `eager` false: nothing is dropped on a schedule
 // (the tensor cache drops droppable tensors when it needs room).
-RecomputePlan PlanRecompute(const Schedule& schedule, const Liveness& liveness,
+//
+// A rebuild needs the producer's inputs and saved tensors (its sources). The
+// runtime keeps a source for as long as a dropped tensor depends on it; for
+// that, the source must outlive the moment its dependent is dropped, so
+// `eager` extends the liveness of sources to their dependents' drop steps.
+RecomputePlan PlanRecompute(const Schedule& schedule, Liveness* liveness,
                             const std::vector<LayerCost>& costs, const std::vector<bool>& is_loss,
                             RecomputeStrategy strategy, bool eager);
+
+// The distinct inputs and saved tensors of the layer that produced `id`.
+std::vector<TensorId> RebuildSources(const Schedule& schedule, TensorId id);
 
 // Bytes step `s` needs on the device at once: what it reads and writes, and
 // its workspace, each rounded to pool blocks (the paper's l_i).

@@ -72,6 +72,7 @@ void ResidencyManager::FreeDevice(Slot& slot) {
   if (!slot.has_device) return;
   Poison(slot);
   device_pool_->Free(slot.device.id);
+  owner_[slot.device.id] = kNoTensor;
   slot.has_device = false;
   if (slot.transient) resident_transient_--;
 }
@@ -83,12 +84,39 @@ void ResidencyManager::FreeHost(Slot& slot) {
   slot.host_valid = false;
 }
 
+void ResidencyManager::SetOwner(AllocationId allocation, TensorId id) {
+  if (owner_.size() <= static_cast<size_t>(allocation)) owner_.resize(allocation + 1, kNoTensor);
+  owner_[allocation] = id;
+}
+
+size_t ResidencyManager::Compact() {
+  if (device_ != nullptr) device_->copy_queue().Synchronize();
+  size_t moved = 0;
+  for (const auto& [offset, allocation] : device_pool_->AllocationsByOffset()) {
+    const TensorId id = allocation < static_cast<AllocationId>(owner_.size()) ? owner_[allocation] : kNoTensor;
+    if (id == kNoTensor) continue;  // not a tensor's block: it stays where it is
+    Slot& slot = slots_[id];
+    const size_t target = device_pool_->MoveDown(allocation);
+    if (target == offset) continue;
+    if (device_ != nullptr) {
+      // Downward and possibly overlapping: the device copies as memmove does.
+      device_->CopyAsync(device_base_ + target, device_base_ + offset, schedule_.tensors[id].bytes,
+                         CopyKind::kDeviceToDevice, device_->compute_queue());
+    }
+    slot.device.offset = target;
+    moved += schedule_.tensors[id].bytes;
+  }
+  counters_.compacted_bytes += moved;
+  return moved;
+}
+
 Status ResidencyManager::Allocate(TensorId id) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.state == Residency::kUnallocated || slot.state == Residency::kDropped)
       << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
   const TensorInfo& info = schedule_.tensors[id];
   SPILL_ASSIGN_OR_RETURN(slot.device, device_pool_->Allocate(info.bytes, CategoryOf(info.kind)));
+  SetOwner(slot.device.id, id);
   slot.has_device = true;
   if (slot.transient) resident_transient_++;
   slot.state = Residency::kDevice;
@@ -143,6 +171,7 @@ Status ResidencyManager::BeginPrefetch(TensorId id) {
                                               << ResidencyName(slot.state);
   const TensorInfo& info = schedule_.tensors[id];
   SPILL_ASSIGN_OR_RETURN(slot.device, device_pool_->Allocate(info.bytes, CategoryOf(info.kind)));
+  SetOwner(slot.device.id, id);
   slot.has_device = true;
   if (slot.transient) resident_transient_++;
   if (device_ != nullptr) {

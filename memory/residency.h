@@ -46,6 +46,7 @@ MemoryCategory CategoryOf(TensorKind kind);
 struct TransferCounters {
   size_t to_host_bytes = 0;
   size_t to_device_bytes = 0;
+  size_t compacted_bytes = 0;  // moved within the device to close holes
   int64_t offloads = 0;
   int64_t prefetches = 0;
   int64_t drops = 0;
@@ -74,6 +75,10 @@ class ResidencyManager {
   void Drop(TensorId id);
   // The tensor was written: a host copy no longer matches.
   void MarkWritten(TensorId id);
+  // Slides every device block down into the holes below it, moving the
+  // bytes, so that the free device memory becomes one segment. Waits for
+  // copies in flight first. Returns the bytes moved.
+  size_t Compact();
 
   Residency state(TensorId id) const { return slots_[id].state; }
   bool on_device(TensorId id) const;
@@ -97,6 +102,7 @@ class ResidencyManager {
   };
 
   void FreeDevice(Slot& slot);
+  void SetOwner(AllocationId allocation, TensorId id);
   void FreeHost(Slot& slot);
   void WaitForCopy(Slot& slot);
   void Poison(const Slot& slot);
@@ -108,6 +114,7 @@ class ResidencyManager {
   char* device_base_;
   char* host_base_;
   std::vector<Slot> slots_;
+  std::vector<TensorId> owner_;  // device allocation id -> tensor, for compaction
   TransferCounters counters_;
   int resident_transient_ = 0;
   bool poison_ = false;

@@ -13,7 +13,10 @@ MemoryRuntime::MemoryRuntime(const Net& net, const MemoryOptions& options, Devic
       device_(device),
       device_pool_(options.device_budget, options.fit),
       host_pool_(options.offload ? options.host_budget : 0, options.fit),
-      cache_(net.schedule().tensors.size()) {}
+      cache_(net.schedule().tensors.size()),
+      rebuild_refs_(net.schedule().tensors.size(), 0),
+      holds_sources_(net.schedule().tensors.size(), false),
+      deferred_(net.schedule().tensors.size(), false) {}
 
 MemoryRuntime::~MemoryRuntime() {
   if (device_ != nullptr) {
@@ -57,10 +60,11 @@ void MemoryRuntime::PlanPolicies() {
     is_loss.push_back(net_.decl(id).is_loss);
   }
   const bool lazy = options_.cache;
-  offload_ = PlanOffload(schedule_, train_liveness_, costs, options_.prefetch_ahead,
-                         options_.offload && !lazy);
-  recompute_ = PlanRecompute(schedule_, train_liveness_, costs, is_loss, options_.recompute_strategy,
+  recompute_ = PlanRecompute(schedule_, &train_liveness_, costs, is_loss, options_.recompute_strategy,
                              options_.recompute && !lazy);
+  offload_ = PlanOffload(schedule_, train_liveness_, costs,
+                         options_.recompute ? recompute_.droppable : std::vector<bool>(),
+                         options_.prefetch_ahead, options_.offload && !lazy);
 }
 
 Status MemoryRuntime::AllocatePersistent() {
@@ -131,8 +135,8 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
   device_pool_.ResetPeaks();
   step_to_host_ = residency_->counters().to_host_bytes;
   step_to_device_ = residency_->counters().to_device_bytes;
+  step_compacted_ = residency_->counters().compacted_bytes;
   step_recomputed_ = recomputations_;
-  if (phase_ == Phase::kTrain && (options_.offload || options_.cache)) Prefetch(offload_.prefetch_at[step.index]);
   for (TensorId id : step.reads) {
     SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, runner));
     Pin(id);
@@ -143,13 +147,35 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
   }
   SPILL_RETURN_IF_ERROR(AllocateWorkspace(step.workspace_bytes,
                                           "the workspace of " + net_.layer(step.layer).name()));
+  // Upcoming tensors come back into whatever room the step leaves; the copies
+  // overlap this step's computation.
+  if (phase_ == Phase::kTrain && options_.offload) Prefetch(offload_.prefetch_at[step.index]);
   Record(step);
   return Status::Ok();
 }
 
 void MemoryRuntime::Release(TensorId id) {
+  Unreference(id);
   residency_->Release(id);
   cache_.Remove(id);
+  deferred_[id] = false;
+}
+
+void MemoryRuntime::Drop(TensorId id) {
+  residency_->Drop(id);
+  cache_.Remove(id);
+  if (holds_sources_[id]) return;
+  holds_sources_[id] = true;
+  for (TensorId x : RebuildSources(schedule_, id)) ++rebuild_refs_[x];
+}
+
+// `id` will not be rebuilt again (it is kept, or dead): its sources may go.
+void MemoryRuntime::Unreference(TensorId id) {
+  if (!holds_sources_[id]) return;
+  holds_sources_[id] = false;
+  for (TensorId x : RebuildSources(schedule_, id)) {
+    if (--rebuild_refs_[x] == 0 && deferred_[x]) Release(x);
+  }
 }
 
 // Offloads and drops scheduled after `step` (offload and recompute without
@@ -168,9 +194,13 @@ void MemoryRuntime::RunEagerPolicies(const Step& step) {
     cache_.Remove(id);
   }
   for (TensorId id : recompute_.drop_after[s]) {
-    if (residency_->state(id) != Residency::kDevice) continue;
-    residency_->Drop(id);
-    cache_.Remove(id);
+    if (residency_->state(id) == Residency::kDevice) Drop(id);
+  }
+  if (!options_.recompute || step.pass != Pass::kBackward) return;
+  // Memory-centric segments keep nothing between backward steps.
+  for (TensorId id : step.reads) {
+    const int seg = recompute_.segment[id];
+    if (seg >= 0 && !recompute_.keep[seg] && residency_->state(id) == Residency::kDevice) Drop(id);
   }
 }
 
@@ -180,17 +210,14 @@ void MemoryRuntime::FinishStep(const Step& step) {
   for (TensorId id : step.writes) residency_->MarkWritten(id);
   current_.steps.back().peak = std::max(current_.steps.back().peak, device_pool_.stats().total_peak);
   run_peak_ = std::max(run_peak_, current_.steps.back().peak);
-  if (options_.liveness) {
-    for (TensorId id : liveness_->dies_after[step.index]) Release(id);
-  }
   if (eager_) RunEagerPolicies(step);
-  if (options_.recompute && step.pass == Pass::kBackward) {
-    // Memory-centric segments keep nothing between backward steps.
-    for (TensorId id : step.reads) {
-      const int seg = recompute_.segment[id];
-      if (seg >= 0 && !recompute_.keep[seg] && residency_->state(id) == Residency::kDevice) {
-        residency_->Drop(id);
-        cache_.Remove(id);
+  if (options_.liveness) {
+    for (TensorId id : liveness_->dies_after[step.index]) {
+      // A dropped tensor still needs its sources: they go when it does.
+      if (rebuild_refs_[id] > 0) {
+        deferred_[id] = true;
+      } else {
+        Release(id);
       }
     }
   }
@@ -198,6 +225,7 @@ void MemoryRuntime::FinishStep(const Step& step) {
   record.to_host = residency_->counters().to_host_bytes - step_to_host_;
   record.to_device = residency_->counters().to_device_bytes - step_to_device_;
   record.recomputed = static_cast<int>(recomputations_ - step_recomputed_);
+  record.compacted = residency_->counters().compacted_bytes - step_compacted_;
 }
 
 Status MemoryRuntime::EndIteration() {

@@ -94,15 +94,20 @@ class MemoryRuntime : public TensorStore {
   void Record(const Step& step);
   void RunEagerPolicies(const Step& step);
   void Release(TensorId id);
+  void Drop(TensorId id);
+  void Unreference(TensorId id);
 
   // Making tensors resident (runtime_residency.cc).
   Status EnsureOnDevice(TensorId id, StepRunner& runner);
   Status Rebuild(TensorId id, StepRunner& runner);
+  void ReleaseSources(TensorId id, const std::vector<TensorId>& rebuilt);
   Status AllocateTensor(TensorId id);
   Status AllocateWorkspace(size_t bytes, const std::string& what);
   void FreeWorkspace();
   bool EvictOne();
+  bool MakeRoom(size_t bytes);
   bool Evictable(TensorId id) const;
+  bool Droppable(TensorId id) const;
   void Prefetch(const std::vector<TensorId>& ids);
   void Pin(TensorId id);
   void UnpinAll();
@@ -122,6 +127,11 @@ class MemoryRuntime : public TensorStore {
   OffloadPlan offload_;
   RecomputePlan recompute_;
   TensorCache cache_;
+  // Dropped tensors that will be rebuilt from each tensor; a tensor past its
+  // last use stays (deferred) until none are left.
+  std::vector<int> rebuild_refs_;
+  std::vector<bool> holds_sources_;  // a dropped tensor counts in its sources' refs
+  std::vector<bool> deferred_;
   Phase phase_ = Phase::kTrain;
   bool eager_ = false;  // this iteration offloads and drops on a schedule
   bool all_allocated_ = false;
@@ -133,7 +143,7 @@ class MemoryRuntime : public TensorStore {
   int64_t recomputations_ = 0;
   int capture_step_ = -1;  // step whose live tensors are listed
   size_t run_peak_ = 0;
-  size_t step_to_host_ = 0, step_to_device_ = 0;
+  size_t step_to_host_ = 0, step_to_device_ = 0, step_compacted_ = 0;
   int64_t step_recomputed_ = 0;
   MemoryLog current_;
   MemoryLog log_;

@@ -23,10 +23,21 @@ void MemoryRuntime::UnpinAll() {
   pinned_.clear();
 }
 
+bool MemoryRuntime::Droppable(TensorId id) const {
+  if (!options_.recompute || !recompute_.droppable[id] || phase_ != Phase::kTrain) return false;
+  for (TensorId x : RebuildSources(schedule_, id)) {
+    if (residency_->state(x) == Residency::kUnallocated) return false;  // already gone
+  }
+  return true;
+}
+
 bool MemoryRuntime::Evictable(TensorId id) const {
-  if (residency_->state(id) != Residency::kDevice || cache_.locked(id)) return false;
-  if (options_.recompute && recompute_.droppable[id]) return true;
-  return options_.offload;
+  if (cache_.locked(id)) return false;
+  const Residency state = residency_->state(id);
+  // A prefetch not yet needed gives its room back (its host copy stays).
+  if (state == Residency::kPrefetching) return true;
+  if (state != Residency::kDevice) return false;
+  return Droppable(id) || options_.offload;
 }
 
 // Frees the least recently used evictable tensor: drops it when it can be
@@ -39,8 +50,9 @@ bool MemoryRuntime::EvictOne() {
       return Evictable(id) && std::find(refused.begin(), refused.end(), id) == refused.end();
     });
     if (victim == kNoTensor) return false;
-    if (options_.recompute && recompute_.droppable[victim]) {
-      residency_->Drop(victim);
+    if (residency_->state(victim) == Residency::kPrefetching) residency_->FinishPrefetch(victim);
+    if (Droppable(victim)) {
+      Drop(victim);
     } else {
       if (!residency_->BeginOffload(victim).ok()) {
         refused.push_back(victim);
@@ -55,6 +67,17 @@ bool MemoryRuntime::EvictOne() {
   }
 }
 
+// Room for `bytes`: closes the holes when enough memory is free in total,
+// otherwise evicts one tensor. False when neither can help.
+bool MemoryRuntime::MakeRoom(size_t bytes) {
+  if (options_.compact && device_pool_.stats().free_bytes >= RoundToBlocks(bytes) &&
+      device_pool_.stats().free_segments > 1) {
+    residency_->Compact();
+    if (device_pool_.CanAllocate(bytes)) return true;
+  }
+  return EvictOne();
+}
+
 Status MemoryRuntime::AllocateTensor(TensorId id) {
   for (;;) {
     Status status = residency_->Allocate(id);
@@ -62,7 +85,7 @@ Status MemoryRuntime::AllocateTensor(TensorId id) {
       if (IsTransient(schedule_.tensors[id].kind)) cache_.Touch(id);
       return status;
     }
-    if (status.code() != StatusCode::kOutOfMemory || !EvictOne()) {
+    if (status.code() != StatusCode::kOutOfMemory || !MakeRoom(schedule_.tensors[id].bytes)) {
       const TensorInfo& info = schedule_.tensors[id];
       return Fail(status, "'" + info.name + "' (" + FormatBytes(static_cast<double>(info.bytes)) + ")",
                   info.bytes);
@@ -82,7 +105,7 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
                                                 : static_cast<char*>(device_base_) + allocation->offset;
       return Status::Ok();
     }
-    if (!EvictOne()) {
+    if (!MakeRoom(bytes)) {
       return Fail(allocation.status(), what + " (" + FormatBytes(static_cast<double>(bytes)) + ")", bytes);
     }
   }
@@ -118,7 +141,7 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
       for (;;) {
         Status status = residency_->BeginPrefetch(id);
         if (status.ok()) break;
-        if (!EvictOne()) {
+        if (!MakeRoom(schedule_.tensors[id].bytes)) {
           const TensorInfo& info = schedule_.tensors[id];
           return Fail(status, "'" + info.name + "' back from host memory (" +
                                   FormatBytes(static_cast<double>(info.bytes)) + ")",
@@ -136,6 +159,25 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
   SPILL_CHECK(false) << "step " << step_ + 1 << " reads '" << schedule_.tensors[id].name
                      << "', which holds no data";
   return Internal("unreachable");
+}
+
+// After a memory-centric rebuild only the rebuilt tensor stays: the inputs
+// rebuilt for it are dropped again, and checkpoint sources whose host copy is
+// current give up their device copy (no transfer) until the next rebuild.
+void MemoryRuntime::ReleaseSources(TensorId id, const std::vector<TensorId>& rebuilt) {
+  for (TensorId in : rebuilt) {
+    if (!cache_.locked(in) && residency_->state(in) == Residency::kDevice) Drop(in);
+  }
+  for (TensorId x : RebuildSources(schedule_, id)) {
+    if (recompute_.droppable[x] || cache_.locked(x) || residency_->state(x) != Residency::kDevice ||
+        !residency_->host_copy_current(x)) {
+      continue;
+    }
+    if (residency_->BeginOffload(x).ok()) {
+      residency_->FinishOffload(x);
+      cache_.Remove(x);
+    }
+  }
 }
 
 // Reruns the forward of the layer that produced `id`, rebuilding its dropped
@@ -164,6 +206,10 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
                                           "the workspace to recompute " + net_.layer(layer).name()));
   SPILL_RETURN_IF_ERROR(runner.Recompute(layer));
   ++recomputations_;
+  // A memory-centric tensor will be dropped and rebuilt again: it keeps its
+  // sources until it dies.
+  const int seg = recompute_.segment[id];
+  if (!(eager_ && seg >= 0 && !recompute_.keep[seg])) Unreference(id);
   FreeWorkspace();
   workspace_ = outer;
   workspace_id_ = outer_id;
@@ -171,14 +217,7 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   // Lift the pins of this rebuild; keep the caller's.
   for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
   pinned_.resize(pins);
-  for (TensorId in : rebuilt) {
-    const int seg = recompute_.segment[in];
-    if (seg >= 0 && !recompute_.keep[seg] && !cache_.locked(in) &&
-        residency_->state(in) == Residency::kDevice) {
-      residency_->Drop(in);
-      cache_.Remove(in);
-    }
-  }
+  if (eager_ && seg >= 0 && !recompute_.keep[seg]) ReleaseSources(id, rebuilt);
   // Other outputs of the layer that nobody needs any more (dead tensors).
   for (TensorId out : lt.outputs) {
     if (out != id && liveness_->last_use[out] < step_ && !cache_.locked(out)) Release(out);

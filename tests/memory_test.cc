@@ -65,11 +65,6 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
-struct Network {
-  const char* name;
-  const char* yaml;
-};
-const Network kNetworks[] = {{"lenet", kLeNet}, {"resnet", kResNet}, {"inception", kInception}};
 
 testing::SyntheticRun SmallRun(const std::string& mode) {
   testing::SyntheticRun run;
@@ -93,43 +88,166 @@ bool BitEqual(const std::vector<std::vector<float>>& a, const std::vector<std::v
   return true;
 }
 
-class ModeTest : public ::testing::TestWithParam<Network> {};
+const char kAlexNet[] = R"(
+layers:
+  - {name: data, type: input, shape: [3, 31, 31]}
+  - {name: conv1, type: convolution, filters: 8, kernel: 5, stride: 2}
+  - {name: relu1, type: relu}
+  - {name: norm1, type: lrn, size: 5}
+  - {name: pool1, type: max_pool, kernel: 3, stride: 2}
+  - {name: conv2, type: convolution, filters: 8, kernel: 3, pad: 1, groups: 2}
+  - {name: relu2, type: relu}
+  - {name: pool2, type: max_pool, kernel: 3, stride: 2}
+  - {name: fc6, type: fully_connected, outputs: 32}
+  - {name: relu6, type: relu}
+  - {name: drop6, type: dropout, ratio: 0.5}
+  - {name: fc7, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
 
-TEST_P(ModeTest, LivenessTrainsBitIdenticallyToBaseline) {
-  NetSpec spec = testing::MustParse(GetParam().yaml);
-  auto baseline = testing::TrainSynthetic(spec, SmallRun("baseline"));
-  auto liveness = testing::TrainSynthetic(spec, SmallRun("liveness"));
-  ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
-  ASSERT_TRUE(liveness.ok()) << liveness.status().ToString();
-  ASSERT_EQ(baseline->losses.size(), 3u);
-  for (size_t i = 0; i < baseline->losses.size(); ++i) {
-    EXPECT_EQ(baseline->losses[i], liveness->losses[i]) << "step " << i;
-    EXPECT_TRUE(std::isfinite(liveness->losses[i]));
-  }
-  EXPECT_TRUE(BitEqual(baseline->params, liveness->params));
-  EXPECT_LT(liveness->log.peak, baseline->log.peak);
+const char kDenseNet[] = R"(
+blocks:
+  dense_layer:
+    layers:
+      - {name: bn, type: batch_norm}
+      - {name: relu, type: relu}
+      - {name: conv, type: convolution, filters: 3, kernel: 3, pad: 1, bias: false}
+      - {name: concat, type: concat, inputs: [$in, conv]}
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: conv0, type: convolution, filters: 4, kernel: 3, pad: 1}
+  - {name: block, block: dense_layer, repeat: 4}
+  - {name: pool, type: avg_pool, kernel: 2}
+  - {name: bn, type: batch_norm}
+  - {name: gap, type: global_avg_pool}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
+struct Network {
+  const char* name;
+  const char* yaml;
+};
+const Network kNetworks[] = {{"lenet", kLeNet},         {"resnet", kResNet},
+                             {"inception", kInception}, {"alexnet", kAlexNet},
+                             {"densenet", kDenseNet}};
+const char* const kModes[] = {"baseline", "liveness", "offload", "recompute", "offload_recompute",
+                              "superneurons"};
+
+// The budget for a mode: the smallest that runs (forcing every technique to
+// act), or a roomy one.
+MemoryOptions Options(const NetSpec& spec, const std::string& mode, bool tight) {
+  testing::SyntheticRun run = SmallRun(mode);
+  if (!tight) return run.memory;
+  auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
+  SPILL_CHECK(net.ok());
+  auto minimum = MinimumBudget(**net, run.memory, kPoolBlockBytes);
+  SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
+  run.memory.device_budget = *minimum;
+  return run.memory;
 }
 
+class ModeTest : public ::testing::TestWithParam<Network> {};
+
+// Every mode, with a roomy budget and with the smallest that runs, gives the
+// losses and parameters of the baseline bit for bit; freed device memory is
+// poisoned with NaN, so reading a tensor after it left would show.
+TEST_P(ModeTest, EveryModeTrainsBitIdenticallyToBaseline) {
+  NetSpec spec = testing::MustParse(GetParam().yaml);
+  auto baseline = testing::TrainSynthetic(spec, SmallRun("baseline"));
+  ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
+  for (const char* mode : kModes) {
+    for (bool tight : {false, true}) {
+      testing::SyntheticRun run = SmallRun(mode);
+      run.memory = Options(spec, mode, tight);
+      auto trace = testing::TrainSynthetic(spec, run);
+      ASSERT_TRUE(trace.ok()) << mode << (tight ? " tight: " : ": ") << trace.status().ToString();
+      ASSERT_EQ(trace->losses.size(), baseline->losses.size());
+      for (size_t i = 0; i < trace->losses.size(); ++i) {
+        EXPECT_EQ(trace->losses[i], baseline->losses[i]) << mode << (tight ? " tight" : "") << " step " << i;
+      }
+      EXPECT_TRUE(BitEqual(baseline->params, trace->params)) << mode << (tight ? " tight" : "");
+      EXPECT_LE(trace->log.peak, baseline->log.peak) << mode;
+    }
+  }
+}
+
+// The plan, computed without a device, equals the run step by step: bytes in
+// use by category, peaks, live tensors, transfers and recomputations.
 TEST_P(ModeTest, PlannedMemoryEqualsMeasuredMemoryAtEveryStep) {
   NetSpec spec = testing::MustParse(GetParam().yaml);
-  for (const char* mode : {"baseline", "liveness"}) {
-    testing::SyntheticRun run = SmallRun(mode);
-    auto measured = testing::TrainSynthetic(spec, run);
-    ASSERT_TRUE(measured.ok()) << measured.status().ToString();
-    auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
-    ASSERT_TRUE(net.ok());
-    auto plan = Plan(**net, run.memory);
-    ASSERT_TRUE(plan.ok() && plan->fits);
-    const MemoryLog& m = measured->log;
-    ASSERT_EQ(plan->log.steps.size(), m.steps.size());
-    for (size_t s = 0; s < m.steps.size(); ++s) {
-      ASSERT_EQ(plan->log.steps[s].total, m.steps[s].total) << mode << " step " << s + 1;
-      ASSERT_EQ(plan->log.steps[s].peak, m.steps[s].peak) << mode << " step " << s + 1;
-      ASSERT_EQ(plan->log.steps[s].in_use, m.steps[s].in_use) << mode << " step " << s + 1;
-      ASSERT_EQ(plan->log.steps[s].live_tensors, m.steps[s].live_tensors) << mode << " step " << s + 1;
+  for (const char* mode : kModes) {
+    for (bool tight : {false, true}) {
+      testing::SyntheticRun run = SmallRun(mode);
+      run.memory = Options(spec, mode, tight);
+      auto measured = testing::TrainSynthetic(spec, run);
+      ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+      auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
+      ASSERT_TRUE(net.ok());
+      auto plan = Plan(**net, run.memory);
+      ASSERT_TRUE(plan.ok() && plan->fits) << mode;
+      const MemoryLog& m = measured->log;
+      ASSERT_EQ(plan->log.steps.size(), m.steps.size());
+      for (size_t s = 0; s < m.steps.size(); ++s) {
+        const StepRecord &p = plan->log.steps[s], &r = m.steps[s];
+        ASSERT_EQ(p.total, r.total) << mode << " step " << s + 1;
+        ASSERT_EQ(p.peak, r.peak) << mode << " step " << s + 1;
+        ASSERT_EQ(p.in_use, r.in_use) << mode << " step " << s + 1;
+        ASSERT_EQ(p.live_tensors, r.live_tensors) << mode << " step " << s + 1;
+        ASSERT_EQ(p.to_host, r.to_host) << mode << " step " << s + 1;
+        ASSERT_EQ(p.to_device, r.to_device) << mode << " step " << s + 1;
+        ASSERT_EQ(p.recomputed, r.recomputed) << mode << " step " << s + 1;
+      }
+      EXPECT_EQ(plan->peak, m.peak) << mode;
+      EXPECT_LE(plan->peak, run.memory.device_budget) << mode;
     }
-    EXPECT_EQ(plan->peak, m.peak) << mode;
-    EXPECT_EQ(plan->peak_step, m.peak_step) << mode;
+  }
+}
+
+// The runs above are not vacuous: each technique moves or drops tensors and
+// lowers the peak below liveness's, and with room to spare the tensor cache
+// moves nothing.
+TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
+  NetSpec spec = testing::MustParse(GetParam().yaml);
+  auto liveness = testing::TrainSynthetic(spec, SmallRun("liveness"));
+  ASSERT_TRUE(liveness.ok());
+  auto run = [&](const char* mode, bool tight) {
+    testing::SyntheticRun r = SmallRun(mode);
+    r.memory = Options(spec, mode, tight);
+    auto trace = testing::TrainSynthetic(spec, r);
+    SPILL_CHECK(trace.ok()) << trace.status().ToString();
+    return *trace;
+  };
+  testing::TrainTrace offload = run("offload", false);
+  EXPECT_GT(offload.to_host, 0u);
+  EXPECT_EQ(offload.to_host, offload.to_device);
+  testing::TrainTrace recompute = run("recompute", false);
+  EXPECT_GT(recompute.recomputations, 0);
+  testing::TrainTrace both = run("offload_recompute", false);
+  EXPECT_GT(both.to_host, 0u);
+  EXPECT_GT(both.recomputations, 0);
+  testing::TrainTrace roomy = run("superneurons", false);
+  EXPECT_EQ(roomy.to_host, 0u);
+  EXPECT_EQ(roomy.to_device, 0u);
+  EXPECT_EQ(roomy.recomputations, 0);
+  EXPECT_EQ(roomy.log.peak, liveness->log.peak);
+  // At its smallest budget, superneurons peaks at the largest single step's
+  // memory (the paper's max(l_i)) on top of the persistent tensors. (With
+  // prefetching ahead, tensors also come back into any room left over.)
+  auto net = Net::Build(spec, {SmallRun("liveness").batch, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  size_t l_peak = 0;
+  for (int s = 0; s < 2 * (*net)->num_layers(); ++s) l_peak = std::max(l_peak, StepBytes((*net)->schedule(), s));
+  testing::SyntheticRun r = SmallRun("superneurons");
+  r.memory.prefetch_ahead = 0;
+  auto net_for_budget = Net::Build(spec, {r.batch, DeviceType::kCpu});
+  r.memory.device_budget = *MinimumBudget(**net_for_budget, r.memory, kPoolBlockBytes);
+  auto tight_run = testing::TrainSynthetic(spec, r);
+  ASSERT_TRUE(tight_run.ok()) << tight_run.status().ToString();
+  const testing::TrainTrace& tight = *tight_run;
+  EXPECT_EQ(tight.log.peak, tight.log.persistent + l_peak);
+  if (liveness->log.peak > tight.log.persistent + l_peak) {
+    EXPECT_GT(tight.to_host + static_cast<size_t>(tight.recomputations), 0u);
   }
 }
 

@@ -140,6 +140,11 @@ Status ReadMemory(ConfigSection memory, MemoryOptions* m) {
   m->cache = memory.Bool("cache", m->cache);
   m->recompute = memory.Bool("recompute", m->recompute);
   m->prefetch_ahead = static_cast<int>(memory.Int("prefetch_ahead", m->prefetch_ahead));
+  m->compact = memory.Bool("compact", m->compact);
+  auto strategy = ParseRecomputeStrategy(
+      memory.String("recompute_strategy", RecomputeStrategyName(m->recompute_strategy)));
+  if (!strategy.ok()) return strategy.status().WithContext(memory.Where("recompute_strategy"));
+  m->recompute_strategy = *strategy;
   return memory.Finish();
 }
 
