@@ -33,6 +33,7 @@ void Executor::RunForward(int layer, bool recompute) {
   args.params = Views(lt.params);
   args.aux = Views(lt.aux);
   args.workspace = store_.StepWorkspace();
+  args.algorithms = store_.StepAlgorithms();
   args.phase = phase_;
   args.recompute = recompute;
   args.seed = MixSeed(seed_, static_cast<uint64_t>(layer));
@@ -62,6 +63,7 @@ void Executor::RunBackward(int layer) {
   args.param_grads = Views(lt.param_grads);
   args.aux = Views(lt.aux);
   args.workspace = store_.StepWorkspace();
+  args.algorithms = store_.StepAlgorithms();
   args.device = device_;
   auto start = std::chrono::steady_clock::now();
   net_.layer(layer).Backward(args);

@@ -74,6 +74,14 @@ struct Workspace {
   size_t bytes = 0;
 };
 
+// One way to compute an operation of a layer, with its cost: measured time
+// and workspace bytes. The memory runtime picks one per operation and step.
+struct AlgorithmCandidate {
+  std::string name;
+  double seconds = 0;
+  size_t workspace = 0;
+};
+
 // One batch in host memory, consumed by input layers.
 struct HostBatch {
   const float* images = nullptr;  // N x C x H x W
@@ -91,6 +99,9 @@ struct ForwardArgs {
   uint64_t seed = 0;       // random stream of this layer in this iteration
   const HostBatch* batch = nullptr;
   Device* device = nullptr;
+  // Chosen candidate per operation (see Layer::algorithm_candidates);
+  // empty: the layer's default.
+  std::vector<int> algorithms;
 };
 
 struct BackwardArgs {
@@ -104,6 +115,7 @@ struct BackwardArgs {
   std::vector<Tensor> aux;
   Workspace workspace;
   Device* device = nullptr;
+  std::vector<int> algorithms;  // as in ForwardArgs
 };
 
 class Layer {
@@ -117,6 +129,12 @@ class Layer {
   // The batch size, set by the network before Reshape.
   void set_batch(int64_t batch) { batch_ = batch; }
   int64_t batch() const { return batch_; }
+  // Which inputs backward must produce a gradient for (Caffe's
+  // propagate_down), set by the network once the schedule is known.
+  void set_propagate_down(std::vector<bool> flags) { propagate_down_ = std::move(flags); }
+  bool propagate_down(int input) const {
+    return input < static_cast<int>(propagate_down_.size()) ? propagate_down_[input] : true;
+  }
 
   // ---- Declarations: from shapes alone ----
   virtual int min_inputs() const { return 1; }
@@ -137,7 +155,14 @@ class Layer {
   virtual std::vector<AuxSpec> aux() const { return {}; }
   virtual BackwardNeeds backward_needs() const = 0;
   virtual LayerCost cost() const = 0;
+  // Workspace of the layer's default algorithms.
   virtual size_t workspace_bytes(Pass pass) const { return 0; }
+  // Layers whose operations can be computed several ways (convolution: one
+  // operation forward, two backward) list the candidates of each; the
+  // runtime chooses per step and passes the choice in the args. The
+  // workspace of a pass is the largest among its chosen candidates.
+  virtual int num_algorithm_ops(Pass pass) const { return 0; }
+  virtual std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const { return {}; }
 
   // ---- Compute: per device. Const: all state lives in the tensors. ----
   virtual void Forward(const ForwardArgs& args) const = 0;
@@ -148,6 +173,7 @@ class Layer {
   std::string type_;
   SourceLocation where_;
   int64_t batch_ = 1;
+  std::vector<bool> propagate_down_;
 };
 
 }  // namespace spill

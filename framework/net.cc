@@ -43,6 +43,7 @@ StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions&
   if (!route.ok()) return route.status().WithContext(spec.file);
   SPILL_RETURN_IF_ERROR(net->InferShapes(*route));
   net->schedule_ = BuildSchedule(net->decls_, *route);
+  net->RefreshBackwardWorkspaces();
   return net;
 }
 
@@ -134,6 +135,19 @@ Status Net::InferShapes(const std::vector<int>& route) {
     decl.backward_workspace = layer.workspace_bytes(Pass::kBackward);
   }
   return Status::Ok();
+}
+
+// Backward workspaces can depend on which input gradients are wanted, known
+// only once the schedule is built.
+void Net::RefreshBackwardWorkspaces() {
+  for (int id = 0; id < num_layers(); ++id) {
+    std::vector<bool> down;
+    for (TensorId g : schedule_.layers[id].input_grads) down.push_back(g != kNoTensor);
+    layers_[id]->set_propagate_down(down);
+    decls_[id].backward_workspace = layers_[id]->workspace_bytes(Pass::kBackward);
+    Step& step = schedule_.steps[schedule_.backward_step[id]];
+    if (step.active) step.workspace_bytes = decls_[id].backward_workspace;
+  }
 }
 
 std::vector<std::string> Net::layer_names() const {

@@ -53,6 +53,7 @@ class Net {
   Status CreateLayers(const NetSpec& spec, DeviceType device);
   Status WireInputs(const NetSpec& spec);
   Status InferShapes(const std::vector<int>& route);
+  void RefreshBackwardWorkspaces();
 
   std::string name_;
   std::string file_;

@@ -105,6 +105,8 @@ class StatusOr {
   if (!tmp.ok()) return tmp.status();               \
   lhs = std::move(tmp).value()
 
+// Declares or assigns `lhs`: use it as a statement of its own, in braces
+// after an `if`.
 #define SPILL_ASSIGN_OR_RETURN(lhs, expr) \
   SPILL_ASSIGN_OR_RETURN_IMPL(SPILL_STATUS_CONCAT(spill_statusor_, __LINE__), lhs, expr)
 

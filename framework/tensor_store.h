@@ -39,6 +39,8 @@ class TensorStore {
   // always are; transient ones between PrepareStep and FinishStep).
   virtual float* Data(TensorId id) = 0;
   virtual Workspace StepWorkspace() = 0;
+  // The algorithm chosen for each of the step's operations (may be empty).
+  virtual std::vector<int> StepAlgorithms() = 0;
   // False when planning: no memory exists and no kernel may run.
   virtual bool computes() const = 0;
 };

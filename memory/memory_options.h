@@ -22,6 +22,7 @@
 #include "framework/units.h"
 #include "memory/heap_pool.h"
 #include "memory/recompute_policy.h"
+#include "memory/workspace_selector.h"
 
 namespace spill {
 
@@ -47,6 +48,8 @@ struct MemoryOptions {
   // When an allocation fails for want of a hole though enough bytes are
   // free, slide live tensors down to close the holes.
   bool compact = true;
+  // How each step's algorithms and workspace are chosen.
+  WorkspacePolicy workspace;
   // Record every live tensor at every step (for memory logs).
   bool record_live = false;
   // Fill freed device blocks with NaN so a read after free cannot go unnoticed.

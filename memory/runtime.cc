@@ -145,12 +145,13 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
     if (!residency_->on_device(id)) SPILL_RETURN_IF_ERROR(AllocateTensor(id));
     Pin(id);
   }
-  SPILL_RETURN_IF_ERROR(AllocateWorkspace(step.workspace_bytes,
-                                          "the workspace of " + net_.layer(step.layer).name()));
+  std::string choice;
+  if (step.active) SPILL_RETURN_IF_ERROR(ChooseWorkspace(step.layer, step.pass, &choice));
   // Upcoming tensors come back into whatever room the step leaves; the copies
   // overlap this step's computation.
   if (phase_ == Phase::kTrain && options_.offload) Prefetch(offload_.prefetch_at[step.index]);
   Record(step);
+  current_.steps.back().algorithm = choice;
   return Status::Ok();
 }
 
@@ -206,6 +207,7 @@ void MemoryRuntime::RunEagerPolicies(const Step& step) {
 
 void MemoryRuntime::FinishStep(const Step& step) {
   FreeWorkspace();
+  algorithms_.clear();
   UnpinAll();
   for (TensorId id : step.writes) residency_->MarkWritten(id);
   current_.steps.back().peak = std::max(current_.steps.back().peak, device_pool_.stats().total_peak);

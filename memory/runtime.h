@@ -67,6 +67,7 @@ class MemoryRuntime : public TensorStore {
   Status EndIteration() override;
   float* Data(TensorId id) override;
   Workspace StepWorkspace() override { return workspace_; }
+  std::vector<int> StepAlgorithms() override { return algorithms_; }
   bool computes() const override { return device_ != nullptr; }
 
   const MemoryOptions& options() const { return options_; }
@@ -103,6 +104,9 @@ class MemoryRuntime : public TensorStore {
   void ReleaseSources(TensorId id, const std::vector<TensorId>& rebuilt);
   Status AllocateTensor(TensorId id);
   Status AllocateWorkspace(size_t bytes, const std::string& what);
+  // Chooses the algorithms of `layer`'s `pass` under the free memory and
+  // allocates their workspace (workspace_selector.h).
+  Status ChooseWorkspace(int layer, Pass pass, std::string* choice);
   void FreeWorkspace();
   bool EvictOne();
   bool MakeRoom(size_t bytes);
@@ -140,6 +144,7 @@ class MemoryRuntime : public TensorStore {
   std::vector<TensorId> pinned_;   // locked for the current step
   Workspace workspace_;
   AllocationId workspace_id_ = -1;
+  std::vector<int> algorithms_;  // of the step (or recomputation) being run
   int64_t recomputations_ = 0;
   int capture_step_ = -1;  // step whose live tensors are listed
   size_t run_peak_ = 0;

@@ -111,6 +111,33 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
   }
 }
 
+Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice) {
+  const Layer& l = net_.layer(layer);
+  const std::string what = "the workspace of " + l.name();
+  algorithms_.clear();
+  const int ops = l.num_algorithm_ops(pass);
+  if (ops == 0) {
+    const Step& step = pass == Pass::kForward ? schedule_.forward(layer) : schedule_.backward(layer);
+    return AllocateWorkspace(step.workspace_bytes, what);
+  }
+  // Functional tensors are in place: the workspace gets what remains, in one
+  // contiguous segment.
+  const size_t free = device_pool_.stats().largest_free;
+  size_t bytes = 0;
+  for (int op = 0; op < ops; ++op) {
+    std::vector<AlgorithmCandidate> candidates = l.algorithm_candidates(pass, op);
+    AlgorithmSelection s = SelectAlgorithm(candidates, free, options_.workspace);
+    algorithms_.push_back(s.index);
+    if (s.index < 0) continue;
+    bytes = std::max(bytes, candidates[s.index].workspace);
+    if (choice) *choice += (choice->empty() ? "" : " ") + candidates[s.index].name;
+  }
+  std::vector<int> chosen = algorithms_;
+  SPILL_RETURN_IF_ERROR(AllocateWorkspace(bytes, what));
+  algorithms_ = chosen;
+  return Status::Ok();
+}
+
 void MemoryRuntime::FreeWorkspace() {
   if (workspace_id_ < 0) return;
   device_pool_.Free(workspace_id_);
@@ -201,9 +228,9 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   }
   const Workspace outer = workspace_;
   const AllocationId outer_id = workspace_id_;
+  const std::vector<int> outer_algorithms = algorithms_;
   workspace_id_ = -1;
-  SPILL_RETURN_IF_ERROR(AllocateWorkspace(schedule_.forward(layer).workspace_bytes,
-                                          "the workspace to recompute " + net_.layer(layer).name()));
+  SPILL_RETURN_IF_ERROR(ChooseWorkspace(layer, Pass::kForward, nullptr));
   SPILL_RETURN_IF_ERROR(runner.Recompute(layer));
   ++recomputations_;
   // A memory-centric tensor will be dropped and rebuilt again: it keeps its
@@ -213,6 +240,7 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   FreeWorkspace();
   workspace_ = outer;
   workspace_id_ = outer_id;
+  algorithms_ = outer_algorithms;
   for (TensorId out : lt.outputs) residency_->MarkWritten(out);
   // Lift the pins of this rebuild; keep the caller's.
   for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);

@@ -20,6 +20,7 @@
 #include "framework/solver.h"
 #include "framework/units.h"
 #include "memory/planner.h"
+#include "layers/cpu/conv_timer.h"
 #include "tools/train_config.h"
 
 namespace spill {
@@ -31,6 +32,11 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
   --set KEY=VALUE      set a model parameter (repeatable), e.g. --set size=224
   --memory MODE        plan one mode (default: every mode)
   --device-memory SIZE budget to plan under (default: unlimited)
+  --prefetch-ahead N   prefetch offloaded tensors N checkpoint layers ahead (default 1)
+  --recompute-strategy S  cost_aware (default), speed or memory
+  --workspace POLICY   dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME
+  --timing MODE        model, or cache (the default: times measured by `train`
+                       where cached, the model elsewhere)
   --minimum            also find the smallest budget each mode runs in
   --steps              print every step
   --json               print JSON instead of text
@@ -39,7 +45,8 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
 )";
 
 struct Args {
-  std::string config, memory, device_memory, csv, svg;
+  std::string config, memory, device_memory, csv, svg, strategy, workspace, timing = "cache";
+  int prefetch_ahead = -1;
   int64_t batch = 0;
   bool minimum = false, steps = false, json = false;
   ParamOverrides sets;
@@ -57,6 +64,13 @@ Status Parse(int argc, char** argv, Args* a) {
     else if (arg == "--device-memory") { SPILL_ASSIGN_OR_RETURN(a->device_memory, value()); }
     else if (arg == "--csv") { SPILL_ASSIGN_OR_RETURN(a->csv, value()); }
     else if (arg == "--svg") { SPILL_ASSIGN_OR_RETURN(a->svg, value()); }
+    else if (arg == "--recompute-strategy") { SPILL_ASSIGN_OR_RETURN(a->strategy, value()); }
+    else if (arg == "--workspace") { SPILL_ASSIGN_OR_RETURN(a->workspace, value()); }
+    else if (arg == "--timing") { SPILL_ASSIGN_OR_RETURN(a->timing, value()); }
+    else if (arg == "--prefetch-ahead") {
+      SPILL_ASSIGN_OR_RETURN(std::string n, value());
+      a->prefetch_ahead = std::atoi(n.c_str());
+    }
     else if (arg == "--batch") {
       SPILL_ASSIGN_OR_RETURN(std::string b, value());
       a->batch = std::atoll(b.c_str());
@@ -122,11 +136,13 @@ StatusOr<Subject> Load(const Args& a) {
 std::string Bytes(size_t b) { return FormatBytes(static_cast<double>(b)); }
 
 void PrintSteps(const MemoryPlan& plan, const Net& net) {
-  std::printf("  %5s %-9s %-32s %12s %12s %6s\n", "step", "pass", "layer", "in use", "peak", "live");
+  std::printf("  %5s %-9s %-32s %12s %12s %5s %11s %11s %6s\n", "step", "pass", "layer", "in use",
+              "peak", "live", "to host", "to device", "recomp");
   for (const StepRecord& r : plan.log.steps) {
-    std::printf("  %5d %-9s %-32s %12s %12s %6d\n", r.step + 1,
+    std::printf("  %5d %-9s %-32s %12s %12s %5d %11s %11s %6d\n", r.step + 1,
                 r.pass == Pass::kForward ? "forward" : "backward", net.layer(r.layer).name().c_str(),
-                Bytes(r.total).c_str(), Bytes(r.peak).c_str(), r.live_tensors);
+                Bytes(r.total).c_str(), Bytes(r.peak).c_str(), r.live_tensors, Bytes(r.to_host).c_str(),
+                Bytes(r.to_device).c_str(), r.recomputed);
   }
 }
 
@@ -188,6 +204,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "plan: %s\n", status.message().c_str());
     return 2;
   }
+  // Planning never measures: it reads what training measured, or models.
+  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, args.timing == "cache" ? DefaultTimingCache() : ""});
   auto subject = Load(args);
   if (!subject.ok()) {
     std::fprintf(stderr, "plan: %s\n", subject.status().message().c_str());
@@ -211,6 +229,23 @@ int Main(int argc, char** argv) {
       return 2;
     }
     options.device_budget = kUnlimitedBudget;
+    if (args.prefetch_ahead >= 0) options.prefetch_ahead = args.prefetch_ahead;
+    if (!args.workspace.empty()) {
+      auto workspace = ParseWorkspacePolicy(args.workspace);
+      if (!workspace.ok()) {
+        std::fprintf(stderr, "plan: %s\n", workspace.status().message().c_str());
+        return 2;
+      }
+      options.workspace = *workspace;
+    }
+    if (!args.strategy.empty()) {
+      auto strategy = ParseRecomputeStrategy(args.strategy);
+      if (!strategy.ok()) {
+        std::fprintf(stderr, "plan: %s\n", strategy.status().message().c_str());
+        return 2;
+      }
+      options.recompute_strategy = *strategy;
+    }
     if (!args.device_memory.empty()) {
       auto budget = ParseBytes(args.device_memory);
       if (!budget.ok()) {

@@ -1,5 +1,6 @@
 #include "tools/train_config.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -127,7 +128,7 @@ Status ReadSolver(ConfigSection solver, TrainConfig* c) {
   return solver.Finish();
 }
 
-Status ReadMemory(ConfigSection memory, MemoryOptions* m) {
+Status ReadMemory(ConfigSection memory, MemoryOptions* m, TimingConfig* timing) {
   std::string mode = memory.String("mode", m->mode);
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, m).WithContext(memory.Where("mode")));
   m->device_budget = memory.Bytes("device_budget", m->device_budget);
@@ -145,6 +146,11 @@ Status ReadMemory(ConfigSection memory, MemoryOptions* m) {
       memory.String("recompute_strategy", RecomputeStrategyName(m->recompute_strategy)));
   if (!strategy.ok()) return strategy.status().WithContext(memory.Where("recompute_strategy"));
   m->recompute_strategy = *strategy;
+  auto workspace = ParseWorkspacePolicy(memory.String("workspace", m->workspace.ToString()));
+  if (!workspace.ok()) return workspace.status().WithContext(memory.Where("workspace"));
+  m->workspace = *workspace;
+  timing->measure = memory.Choice("conv_timing", {"measure", "model"}, timing->measure ? "measure" : "model") == "measure";
+  timing->cache = memory.String("conv_timing_cache", timing->cache);
   return memory.Finish();
 }
 
@@ -178,12 +184,23 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::strin
   SPILL_RETURN_IF_ERROR(ReadModel(top.Section("model"), root["model"], base_dir, &c));
   SPILL_RETURN_IF_ERROR(ReadData(top.Section("data"), base_dir, &c.data));
   SPILL_RETURN_IF_ERROR(ReadSolver(top.Section("solver"), &c));
-  SPILL_RETURN_IF_ERROR(ReadMemory(top.Section("memory"), &c.memory));
+  c.timing.cache = DefaultTimingCache();
+  SPILL_RETURN_IF_ERROR(ReadMemory(top.Section("memory"), &c.memory, &c.timing));
   SPILL_RETURN_IF_ERROR(ReadRun(top.Section("run"), &c.run));
   if (c.run.output.empty()) {
     c.run.output = "runs/" + fs::path(file).stem().string();
   }
   return c;
+}
+
+std::string DefaultTimingCache() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path dir = xdg && *xdg ? fs::path(xdg) / "spill" : home && *home ? fs::path(home) / ".cache" / "spill" : fs::path();
+  if (dir.empty()) return "";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return ec ? "" : (dir / "cpu_conv_timings.tsv").string();
 }
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path) {

@@ -19,8 +19,11 @@
 //     weight_decay: 5e-4
 //     schedule: {type: cosine, warmup: 1, unit: epoch}
 //   memory:
-//     mode: liveness       # baseline | liveness | offload | recompute | superneurons
+//     mode: liveness       # baseline | liveness | offload | recompute |
+//                          # offload_recompute | superneurons
 //     device_budget: 2GiB
+//     workspace: dynamic   # dynamic | fastest | memory_optimal | cap:8MiB | pin:NAME
+//     conv_timing: measure # measure | model
 //   run:
 //     epochs: 30           # or steps: N
 //     eval_every: 0        # steps between evaluations; 0 = every epoch
@@ -68,6 +71,16 @@ struct RunConfig {
   std::string output;
 };
 
+// How convolution algorithms are timed for the workspace selector
+// (layers/cpu/conv_timer.h).
+struct TimingConfig {
+  bool measure = true;    // false: a FLOP model
+  std::string cache;      // timing cache file ("" = none)
+};
+
+// The default timing cache: $XDG_CACHE_HOME/spill or ~/.cache/spill.
+std::string DefaultTimingCache();
+
 struct TrainConfig {
   std::string file;  // where it was read from ("(built-in)" for the default)
   std::string text;  // the YAML text, saved into checkpoints
@@ -79,6 +92,7 @@ struct TrainConfig {
   SolverConfig solver;
   ScheduleConfig schedule;
   MemoryOptions memory;
+  TimingConfig timing;
   RunConfig run;
 };
 

@@ -33,6 +33,8 @@ const char kUsage[] = R"(usage: train [options]
   --memory MODE          override memory.mode (baseline, liveness, offload, recompute, superneurons)
   --device-memory SIZE   override memory.device_budget (e.g. 2GiB)
   --memory-log FILE      write per-step device memory of one iteration (.csv or .jsonl)
+  --workspace POLICY     convolution workspace: dynamic, fastest, memory_optimal, cap:SIZE, pin:NAME
+  --link-gbps G          throttle host<->device copies to G gigabytes per second
   --no-progress          no progress bar
   --profile              print compute time per layer type at the end
   --trace DIR            record network, weights, batches and losses for tools/crosscheck_torch.py
@@ -50,7 +52,8 @@ void OnInterrupt(int) {
 }
 
 struct Args {
-  std::string config, report, resume, output, memory, device_memory, memory_log, trace;
+  std::string config, report, resume, output, memory, device_memory, memory_log, trace, workspace;
+  double link_gbps = 0;
   bool resume_default = false, progress = true, print_default = false, profile = false;
   int64_t max_steps = 0, epochs = 0;
 };
@@ -71,6 +74,13 @@ Status ParseArgs(int argc, char** argv, Args* a) {
     else if (arg == "--device-memory") SPILL_RETURN_IF_ERROR(value(&a->device_memory));
     else if (arg == "--memory-log") SPILL_RETURN_IF_ERROR(value(&a->memory_log));
     else if (arg == "--trace") SPILL_RETURN_IF_ERROR(value(&a->trace));
+    else if (arg == "--workspace") SPILL_RETURN_IF_ERROR(value(&a->workspace));
+    else if (arg == "--link-gbps") {
+      std::string g;
+      SPILL_RETURN_IF_ERROR(value(&g));
+      a->link_gbps = std::atof(g.c_str());
+      if (a->link_gbps <= 0) return InvalidArgument("--link-gbps needs a positive number");
+    }
     else if (arg == "--no-progress") a->progress = false;
     else if (arg == "--profile") a->profile = true;
     else if (arg == "--print-default-config") a->print_default = true;
@@ -106,6 +116,9 @@ Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (!a.memory.empty()) SPILL_RETURN_IF_ERROR(ApplyMemoryMode(a.memory, &c->memory));
   if (!a.device_memory.empty()) {
     SPILL_ASSIGN_OR_RETURN(c->memory.device_budget, ParseBytes(a.device_memory));
+  }
+  if (!a.workspace.empty()) {
+    SPILL_ASSIGN_OR_RETURN(c->memory.workspace, ParseWorkspacePolicy(a.workspace));
   }
   return Status::Ok();
 }
@@ -152,6 +165,7 @@ int Main(int argc, char** argv) {
   options.progress = args.progress;
   options.profile = args.profile;
   options.trace_dir = args.trace;
+  options.link_gbps = args.link_gbps;
   options.resume = args.resume_default ? config.run.output + "/checkpoint.npz" : args.resume;
   std::unique_ptr<Trainer> trainer;
   if (status.ok()) {

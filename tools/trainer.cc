@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "framework/cpu_device.h"
+#include "layers/cpu/conv_timer.h"
 #include "framework/initializer.h"
 #include "framework/random.h"
 #include "framework/npz.h"
@@ -99,7 +100,11 @@ Status Trainer::OpenData() {
 }
 
 Status Trainer::Setup() {
-  device_ = std::make_unique<CpuDevice>();
+  CpuDeviceOptions device_options;
+  device_options.link_bytes_per_second = options_.link_gbps * 1e9;
+  device_ = std::make_unique<CpuDevice>(device_options);
+  cpu::SetConvTiming({config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
+                      config_.timing.cache});
   SPILL_RETURN_IF_ERROR(OpenData());
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
   SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, DeviceType::kCpu}));

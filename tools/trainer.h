@@ -33,6 +33,8 @@ struct TrainOptions {
   // Record the network, initial weights, batches, learning rates and losses
   // here, for tools/crosscheck_torch.py.
   std::string trace_dir;
+  // Throttle host<->device copies of the CPU device (GB/s; 0 = memcpy speed).
+  double link_gbps = 0;
 };
 
 struct TrainReport {

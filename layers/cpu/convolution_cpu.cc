@@ -1,9 +1,13 @@
-// Convolution on the CPU: delegates to one of the registered algorithms
-// (layers/cpu/conv_algorithm.h). The layer's `algorithm` parameter pins one;
-// by default the fastest available is used.
+// Convolution on the CPU: one of the registered algorithms
+// (layers/cpu/conv_algorithm.h) per operation. The memory runtime picks them
+// per step from the candidates listed here; the layer's `algorithm`
+// parameter pins one (and leaves the runtime no other choice).
+#include <algorithm>
+
 #include "framework/layer_registry.h"
 #include "layers/convolution_layer.h"
 #include "layers/cpu/conv_algorithm.h"
+#include "layers/cpu/conv_timer.h"
 
 namespace spill {
 namespace {
@@ -11,49 +15,84 @@ namespace {
 class CpuConvolutionLayer : public ConvolutionLayer {
  public:
   explicit CpuConvolutionLayer(LayerParams& params) : ConvolutionLayer(params) {
-    std::string name = params.String("algorithm", "");
-    if (name.empty()) name = FindDefault();
-    algorithm_ = cpu::FindConvAlgorithm(name);
-    if (algorithm_ == nullptr) {
+    pinned_ = params.String("algorithm", "");
+    if (!pinned_.empty() && cpu::FindConvAlgorithm(pinned_) == nullptr) {
       std::string known;
       for (const auto* a : cpu::ConvAlgorithms()) known += (known.empty() ? "" : ", ") + a->name();
-      params.Fail("algorithm", "must be one of: " + known + " (got '" + name + "')");
+      params.Fail("algorithm", "must be one of: " + known + " (got '" + pinned_ + "')");
     }
   }
 
+  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override {
+    SPILL_RETURN_IF_ERROR(ConvolutionLayer::Reshape(inputs, outputs));
+    supported_.clear();
+    for (const cpu::ConvAlgorithm* a : cpu::ConvAlgorithms()) {
+      if (a->Supports(geom_) && (pinned_.empty() || a->name() == pinned_)) supported_.push_back(a);
+    }
+    if (supported_.empty()) return InvalidArgument("no convolution algorithm supports this geometry");
+    // The default when no choice is made: oneDNN where available.
+    default_ = 0;
+    for (size_t i = 0; i < supported_.size(); ++i) {
+      if (supported_[i]->name() == "dnnl") default_ = static_cast<int>(i);
+    }
+    return Status::Ok();
+  }
+
+  int num_algorithm_ops(Pass pass) const override {
+    return pass == Pass::kForward ? 1 : (propagate_down(0) ? 2 : 1);
+  }
+
+  std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const override {
+    const cpu::ConvOp conv_op = Op(pass, op);
+    std::vector<AlgorithmCandidate> candidates;
+    for (const cpu::ConvAlgorithm* a : supported_) {
+      candidates.push_back({a->name(), cpu::ConvSeconds(*a, geom_, conv_op), a->WorkspaceBytes(geom_, conv_op)});
+    }
+    return candidates;
+  }
+
   size_t workspace_bytes(Pass pass) const override {
-    if (pass == Pass::kForward) return algorithm_->WorkspaceBytes(geom_, cpu::ConvOp::kForward);
-    return std::max(algorithm_->WorkspaceBytes(geom_, cpu::ConvOp::kBackwardData),
-                    algorithm_->WorkspaceBytes(geom_, cpu::ConvOp::kBackwardFilter));
+    size_t bytes = 0;
+    for (int op = 0; op < num_algorithm_ops(pass); ++op) {
+      bytes = std::max(bytes, supported_[default_]->WorkspaceBytes(geom_, Op(pass, op)));
+    }
+    return bytes;
   }
 
   void Forward(const ForwardArgs& args) const override {
-    algorithm_->Forward(geom_, args.inputs[0].data(), args.params[0].data(),
-                        bias_ ? args.params[1].data() : nullptr, args.outputs[0].data(),
-                        args.workspace.data);
+    Choice(args.algorithms, 0)->Forward(geom_, args.inputs[0].data(), args.params[0].data(),
+                                        bias_ ? args.params[1].data() : nullptr,
+                                        args.outputs[0].data(), args.workspace.data);
   }
 
   void Backward(const BackwardArgs& args) const override {
     if (args.param_grads[0].valid()) {
       float* db = bias_ && args.param_grads[1].valid() ? args.param_grads[1].data() : nullptr;
-      algorithm_->BackwardFilter(geom_, args.inputs[0].data(), args.output_grads[0].data(),
-                                 args.param_grads[0].data(), db, args.workspace.data);
+      Choice(args.algorithms, 0)->BackwardFilter(geom_, args.inputs[0].data(), args.output_grads[0].data(),
+                                                 args.param_grads[0].data(), db, args.workspace.data);
     }
     if (args.input_grads[0].valid()) {
-      algorithm_->BackwardData(geom_, args.output_grads[0].data(), args.params[0].data(),
-                               args.input_grads[0].data(), args.accumulate[0], args.workspace.data);
+      Choice(args.algorithms, 1)->BackwardData(geom_, args.output_grads[0].data(), args.params[0].data(),
+                                               args.input_grads[0].data(), args.accumulate[0],
+                                               args.workspace.data);
     }
   }
 
  private:
-  static std::string FindDefault() {
-    for (const char* preferred : {"dnnl", "im2col_image"}) {
-      if (cpu::FindConvAlgorithm(preferred)) return preferred;
-    }
-    return cpu::ConvAlgorithms().front()->name();
+  // Backward's operations: 0 the filter gradient, 1 the input gradient.
+  static cpu::ConvOp Op(Pass pass, int op) {
+    if (pass == Pass::kForward) return cpu::ConvOp::kForward;
+    return op == 0 ? cpu::ConvOp::kBackwardFilter : cpu::ConvOp::kBackwardData;
   }
 
-  const cpu::ConvAlgorithm* algorithm_ = nullptr;
+  const cpu::ConvAlgorithm* Choice(const std::vector<int>& algorithms, int op) const {
+    if (op < static_cast<int>(algorithms.size()) && algorithms[op] >= 0) return supported_[algorithms[op]];
+    return supported_[default_];
+  }
+
+  std::string pinned_;
+  std::vector<const cpu::ConvAlgorithm*> supported_;
+  int default_ = 0;
 };
 
 }  // namespace

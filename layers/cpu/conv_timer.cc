@@ -1,0 +1,129 @@
+#include "layers/cpu/conv_timer.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "framework/random.h"
+
+namespace spill {
+namespace cpu {
+namespace {
+
+constexpr int kTimedRuns = 3;
+constexpr size_t kBufferAlignment = 4096;
+
+// Rough sustained rates on two AVX-512 cores (tools/bench_conv), in FLOP/s.
+double ModelRate(const std::string& algorithm, ConvOp op) {
+  if (algorithm == "dnnl") return 190e9;
+  if (algorithm == "im2col_image") return 100e9;
+  if (algorithm == "im2col_chunk") return 70e9;
+  if (algorithm == "im2col_batch") return 55e9;
+  if (algorithm == "direct") return op == ConvOp::kBackwardFilter ? 20e9 : 45e9;
+  return 20e9;
+}
+
+std::string Key(const std::string& algorithm, const ConvGeometry& g, ConvOp op) {
+  std::ostringstream key;
+  key << algorithm << " " << ConvOpName(op) << " " << g.batch << "x" << g.channels << "x" << g.height
+      << "x" << g.width << " f" << g.filters << " k" << g.kernel[0] << "x" << g.kernel[1] << " s"
+      << g.stride[0] << "x" << g.stride[1] << " p" << g.pad[0] << "x" << g.pad[1] << " d"
+      << g.dilation[0] << "x" << g.dilation[1] << " g" << g.groups;
+  return key.str();
+}
+
+struct Cache {
+  std::mutex mutex;
+  ConvTimingSettings settings;
+  std::map<std::string, double> seconds;
+  bool loaded = false;
+};
+
+Cache& TheCache() {
+  static Cache* cache = new Cache();
+  return *cache;
+}
+
+void LoadFile(Cache& cache) {
+  cache.loaded = true;
+  if (cache.settings.cache_file.empty()) return;
+  std::ifstream in(cache.settings.cache_file);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t tab = line.rfind('\t');
+    if (tab == std::string::npos) continue;
+    cache.seconds[line.substr(0, tab)] = std::atof(line.c_str() + tab + 1);
+  }
+}
+
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t bytes)
+      : data(static_cast<float*>(std::aligned_alloc(kBufferAlignment,
+                                                    (bytes + kBufferAlignment) / kBufferAlignment * kBufferAlignment))) {}
+  ~AlignedBuffer() { std::free(data); }
+  float* data;
+};
+
+double Measure(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op) {
+  const size_t x = g.batch * g.channels * g.in_plane(), y = g.batch * g.filters * g.out_plane();
+  const size_t w = g.filters * g.channels_per_group() * g.kernel[0] * g.kernel[1];
+  AlignedBuffer in(x * 4), out(y * 4), weights(w * 4), bias(g.filters * 4),
+      workspace(a.WorkspaceBytes(g, op) + 4);
+  for (size_t i = 0; i < x; ++i) in.data[i] = UniformAt(1, i) - 0.5f;
+  for (size_t i = 0; i < y; ++i) out.data[i] = UniformAt(2, i) - 0.5f;
+  for (size_t i = 0; i < w; ++i) weights.data[i] = UniformAt(3, i) - 0.5f;
+  double best = 1e30;
+  for (int run = 0; run <= kTimedRuns; ++run) {
+    auto start = std::chrono::steady_clock::now();
+    switch (op) {
+      case ConvOp::kForward: a.Forward(g, in.data, weights.data, bias.data, out.data, workspace.data); break;
+      case ConvOp::kBackwardData: a.BackwardData(g, out.data, weights.data, in.data, false, workspace.data); break;
+      case ConvOp::kBackwardFilter: a.BackwardFilter(g, in.data, out.data, weights.data, bias.data, workspace.data); break;
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (run > 0) best = std::min(best, seconds);  // the first run warms up
+  }
+  return best;
+}
+
+}  // namespace
+
+void SetConvTiming(const ConvTimingSettings& settings) {
+  Cache& cache = TheCache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.settings = settings;
+  cache.seconds.clear();
+  cache.loaded = false;
+}
+
+const ConvTimingSettings& ConvTiming() { return TheCache().settings; }
+
+double ConvFlops(const ConvGeometry& g) {
+  return 2.0 * g.batch * g.filters * g.out_plane() * g.col_rows();
+}
+
+double ConvSeconds(const ConvAlgorithm& algorithm, const ConvGeometry& g, ConvOp op) {
+  Cache& cache = TheCache();
+  const std::string key = Key(algorithm.name(), g, op);
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (!cache.loaded) LoadFile(cache);
+    auto it = cache.seconds.find(key);
+    if (it != cache.seconds.end()) return it->second;
+    if (cache.settings.mode == ConvTimingMode::kModel) return ConvFlops(g) / ModelRate(algorithm.name(), op);
+  }
+  const double seconds = Measure(algorithm, g, op);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.seconds[key] = seconds;
+  if (!cache.settings.cache_file.empty()) {
+    std::ofstream(cache.settings.cache_file, std::ios::app) << key << "\t" << seconds << "\n";
+  }
+  return seconds;
+}
+
+}  // namespace cpu
+}  // namespace spill

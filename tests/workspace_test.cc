@@ -1,0 +1,131 @@
+// Choosing a convolution algorithm and its workspace per step: the pure
+// selector on synthetic candidates, and the runtime under budgets from roomy
+// to minimal.
+#include <gtest/gtest.h>
+
+#include "framework/net.h"
+#include "layers/cpu/conv_timer.h"
+#include "memory/planner.h"
+#include "memory/workspace_selector.h"
+#include "tests/net_harness.h"
+
+namespace spill {
+namespace {
+
+constexpr size_t kMiB = 1 << 20;
+
+WorkspacePolicy Policy(const std::string& text) { return *ParseWorkspacePolicy(text); }
+
+const std::vector<AlgorithmCandidate> kCandidates = {
+    {"fast_big", 1.0, 64 * kMiB},
+    {"medium", 2.0, 8 * kMiB},
+    {"medium_twin", 2.0, 4 * kMiB},  // same time, less workspace
+    {"slow_none", 5.0, 0},
+};
+
+TEST(SelectorTest, DynamicTakesTheFastestThatFits) {
+  EXPECT_EQ(SelectAlgorithm(kCandidates, 100 * kMiB, Policy("dynamic")).index, 0);
+  AlgorithmSelection s = SelectAlgorithm(kCandidates, 10 * kMiB, Policy("dynamic"));
+  EXPECT_EQ(s.index, 2);  // the tie in time goes to the smaller workspace
+  EXPECT_NE(s.reason.find("fastest within"), std::string::npos);
+}
+
+TEST(SelectorTest, OnlyTheZeroWorkspaceOneFits) {
+  AlgorithmSelection s = SelectAlgorithm(kCandidates, 1 * kMiB, Policy("dynamic"));
+  EXPECT_EQ(s.index, 3);
+  EXPECT_EQ(SelectAlgorithm(kCandidates, 0, Policy("dynamic")).index, 3);
+}
+
+TEST(SelectorTest, NothingFitsGivesTheLeastWorkspace) {
+  std::vector<AlgorithmCandidate> hungry = {{"a", 1.0, 10 * kMiB}, {"b", 3.0, 2 * kMiB}};
+  AlgorithmSelection s = SelectAlgorithm(hungry, kMiB, Policy("dynamic"));
+  EXPECT_EQ(s.index, 1);
+  EXPECT_NE(s.reason.find("none fits"), std::string::npos);
+}
+
+TEST(SelectorTest, EmptyList) {
+  EXPECT_EQ(SelectAlgorithm({}, 100 * kMiB, Policy("dynamic")).index, -1);
+}
+
+TEST(SelectorTest, FixedPolicies) {
+  EXPECT_EQ(SelectAlgorithm(kCandidates, 0, Policy("fastest")).index, 0);
+  EXPECT_EQ(SelectAlgorithm(kCandidates, 100 * kMiB, Policy("memory_optimal")).index, 3);
+  EXPECT_EQ(SelectAlgorithm(kCandidates, 100 * kMiB, Policy("cap:8MiB")).index, 2);
+  EXPECT_EQ(SelectAlgorithm(kCandidates, 6 * kMiB, Policy("cap:8MiB")).index, 2);
+  EXPECT_EQ(SelectAlgorithm(kCandidates, 2 * kMiB, Policy("cap:8MiB")).index, 3);
+  EXPECT_EQ(SelectAlgorithm(kCandidates, 0, Policy("pin:medium")).index, 1);
+  EXPECT_EQ(SelectAlgorithm(kCandidates, 0, Policy("pin:absent")).index, 3);
+  EXPECT_FALSE(ParseWorkspacePolicy("greedy").ok());
+  EXPECT_FALSE(ParseWorkspacePolicy("cap:lots").ok());
+}
+
+const char kNet[] = R"(
+layers:
+  - {name: data, type: input, shape: [8, 16, 16]}
+  - {name: conv1, type: convolution, filters: 16, kernel: 3, pad: 1}
+  - {name: relu1, type: relu}
+  - {name: conv2, type: convolution, filters: 16, kernel: 3, pad: 1}
+  - {name: pool, type: max_pool, kernel: 2}
+  - {name: conv3, type: convolution, filters: 32, kernel: 3, pad: 1}
+  - {name: gap, type: global_avg_pool}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
+// No step goes over the budget because of its workspace: from a roomy budget
+// down to the smallest that runs, the dynamic policy trades speed for
+// memory, and the plan agrees with the run.
+TEST(DynamicWorkspaceTest, NoStepExceedsTheBudgetFromRoomyToMinimal) {
+  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
+  NetSpec spec = testing::MustParse(kNet);
+  testing::SyntheticRun run;
+  run.batch = 8;
+  run.steps = 2;
+  ASSERT_TRUE(ApplyMemoryMode("liveness", &run.memory).ok());
+  auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  MemoryOptions roomy = run.memory;
+  roomy.device_budget = 256 * kMiB;
+  auto plan = Plan(**net, roomy);
+  ASSERT_TRUE(plan.ok() && plan->fits);
+  auto minimum = MinimumBudget(**net, run.memory, kPoolBlockBytes);
+  ASSERT_TRUE(minimum.ok());
+  EXPECT_LT(*minimum, plan->peak);  // smaller workspaces make room
+  std::string roomy_choice, tight_choice;
+  const size_t budgets[] = {plan->peak + kMiB, (plan->peak + *minimum) / 2, *minimum};
+  for (size_t budget : budgets) {
+    run.memory.device_budget = budget;
+    auto trace = testing::TrainSynthetic(spec, run);
+    ASSERT_TRUE(trace.ok()) << budget << ": " << trace.status().ToString();
+    for (const StepRecord& r : trace->log.steps) ASSERT_LE(r.peak, budget) << "step " << r.step + 1;
+    auto planned = Plan(**net, run.memory);
+    ASSERT_TRUE(planned.ok() && planned->fits);
+    for (size_t s = 0; s < trace->log.steps.size(); ++s) {
+      EXPECT_EQ(planned->log.steps[s].algorithm, trace->log.steps[s].algorithm) << "step " << s + 1;
+      EXPECT_EQ(planned->log.steps[s].peak, trace->log.steps[s].peak) << "step " << s + 1;
+    }
+    const int conv2 = (*net)->schedule().backward_step[(*net)->FindLayer("conv2")];
+    (budget == budgets[0] ? roomy_choice : tight_choice) = trace->log.steps[conv2].algorithm;
+  }
+  EXPECT_NE(roomy_choice, tight_choice);
+  EXPECT_NE(roomy_choice.find("dnnl"), std::string::npos);
+}
+
+TEST(DynamicWorkspaceTest, FastestPolicyNeedsMoreMemoryThanDynamic) {
+  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
+  NetSpec spec = testing::MustParse(kNet);
+  auto net = Net::Build(spec, {8, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  MemoryOptions dynamic, fastest, frugal;
+  fastest.workspace = Policy("fastest");
+  frugal.workspace = Policy("memory_optimal");
+  auto a = MinimumBudget(**net, dynamic, kPoolBlockBytes);
+  auto b = MinimumBudget(**net, fastest, kPoolBlockBytes);
+  auto c = MinimumBudget(**net, frugal, kPoolBlockBytes);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_LT(*a, *b);
+  EXPECT_EQ(*a, *c);  // at its minimum, dynamic is as frugal as it gets
+}
+
+}  // namespace
+}  // namespace spill
