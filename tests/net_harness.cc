@@ -54,7 +54,7 @@ NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides) {
 
 StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run) {
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {run.batch, DeviceType::kCpu}));
-  CpuDevice device;
+  CpuDevice device(CpuDeviceOptions{run.link_bytes_per_second});
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
                          MemoryRuntime::Create(*net, run.memory, &device));
   Executor executor(*net, &device, *runtime);

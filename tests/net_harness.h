@@ -30,6 +30,7 @@ struct SyntheticRun {
   float learning_rate = 0.01f;
   uint64_t seed = 1;
   bool same_batch = false;  // feed one batch every step instead of a new one
+  double link_bytes_per_second = 0;  // throttle the CPU device's copies
   MemoryOptions memory;
 };
 

@@ -1,0 +1,115 @@
+#include "tools/experiments.h"
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "framework/cpu_device.h"
+#include "framework/executor.h"
+#include "framework/initializer.h"
+#include "framework/random.h"
+#include "framework/solver.h"
+#include "memory/runtime.h"
+
+namespace spill {
+namespace {
+
+// Host memory this machine can give a run, from /proc/meminfo.
+size_t AvailableHostBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  size_t value;
+  while (in >> key >> value >> unit) {
+    if (key == "MemAvailable:") return value * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
+                                 const std::function<StatusOr<Probe>(int64_t)>& probe,
+                                 int* probes) {
+  SPILL_ASSIGN_OR_RETURN(Probe first, probe(low));
+  ++*probes;
+  if (!first.fits) return low - 1;
+  int64_t good = low, bad = -1;
+  for (int64_t x = low * 2; x <= limit; x *= 2) {  // find a failing upper bound
+    SPILL_ASSIGN_OR_RETURN(Probe p, probe(x));
+    ++*probes;
+    if (!p.fits) {
+      bad = x;
+      break;
+    }
+    good = x;
+  }
+  if (bad < 0) {
+    if (good == limit) return good;
+    SPILL_ASSIGN_OR_RETURN(Probe p, probe(limit));
+    ++*probes;
+    if (p.fits) return limit;
+    bad = limit;
+  }
+  while (bad - good > 1) {
+    int64_t mid = good + (bad - good) / 2;
+    SPILL_ASSIGN_OR_RETURN(Probe p, probe(mid));
+    ++*probes;
+    (p.fits ? good : bad) = mid;
+  }
+  return good;
+}
+
+StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const MemoryOptions& memory) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, DeviceType::kCpu}));
+  SolverConfig sgd;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
+  solver->AddState(*net);
+  Probe probe;
+  SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(*net, memory));
+  probe.fits = probe.plan.fits;
+  return probe;
+}
+
+StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
+                                         const MemoryOptions& memory, const MemoryPlan& plan,
+                                         int steps) {
+  Confirmation c;
+  // The device arena holds at most the planned peak; the host pool holds
+  // what is offloaded; the rest is the batch and the program.
+  const size_t need = plan.peak + plan.log.to_host + (size_t{1} << 30);
+  const size_t have = AvailableHostBytes();
+  if (need > have) {
+    std::ostringstream why;
+    why << "needs about " << FormatBytes(static_cast<double>(need)) << " of host memory for the device "
+        << "arena and the offloaded tensors; this machine has " << FormatBytes(static_cast<double>(have))
+        << " available";
+    c.reason = why.str();
+    return c;
+  }
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, DeviceType::kCpu}));
+  SolverConfig sgd;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
+  solver->AddState(*net);
+  CpuDevice device;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime, MemoryRuntime::Create(*net, memory, &device));
+  Executor executor(*net, &device, *runtime);
+  InitializeParameters(*net, *runtime, device, 1);
+  solver->ResetState(*net, *runtime, device);
+  const Shape in = net->input_shape();
+  std::vector<float> images(in.numel()), labels(in.n());
+  for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(4, i) - 1;
+  for (int64_t i = 0; i < in.n(); ++i) labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
+  HostBatch host{images.data(), labels.data()};
+  auto start = std::chrono::steady_clock::now();
+  for (int step = 0; step < steps; ++step) {
+    SPILL_ASSIGN_OR_RETURN(LossResult r, executor.Run(host, Phase::kTrain, step));
+    solver->Update(*net, *runtime, device, 0.01);
+    c.loss = r.loss;
+  }
+  c.seconds_per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
+  c.peak = runtime->run_peak();
+  c.ran = true;
+  return c;
+}
+
+}  // namespace spill

@@ -1,0 +1,49 @@
+// "Going deeper" and "going wider" (SuperNeurons §4.2, Tables 4 and 5): the
+// largest network depth, or batch, that trains under a device budget, found
+// by planning (no memory is reserved, nothing is computed) and then, where
+// this machine has the memory, confirmed by a real run of a few steps.
+#ifndef SPILL_TOOLS_EXPERIMENTS_H_
+#define SPILL_TOOLS_EXPERIMENTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "framework/net_spec.h"
+#include "memory/memory_options.h"
+#include "memory/planner.h"
+
+namespace spill {
+
+struct Probe {
+  bool fits = false;
+  MemoryPlan plan;
+};
+
+// Largest x in [low, limit] with fits(x), for a predicate that holds up to
+// some point and fails beyond: doubling from `low`, then bisection. `low`
+// must fit. Returns low - 1 when even `low` does not.
+StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
+                                 const std::function<StatusOr<Probe>(int64_t)>& probe,
+                                 int* probes);
+
+// Plans a training iteration of `spec` at `batch` under `memory`.
+StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const MemoryOptions& memory);
+
+// Trains `steps` steps on synthetic data for real; reports the peak device
+// bytes and seconds per step. Fails with a clear message when this machine
+// lacks the host memory for it.
+struct Confirmation {
+  bool ran = false;
+  std::string reason;  // why it did not run
+  size_t peak = 0;
+  double seconds_per_step = 0;
+  double loss = 0;
+};
+StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
+                                         const MemoryOptions& memory, const MemoryPlan& plan,
+                                         int steps);
+
+}  // namespace spill
+
+#endif  // SPILL_TOOLS_EXPERIMENTS_H_
