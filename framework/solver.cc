@@ -76,12 +76,12 @@ void Solver::Update(const Net& net, TensorStore& store, Device& device, double l
     const float* g = store.Data(slot.grad);
     const float decay = static_cast<float>(config_.weight_decay * slot.decay_mult);
     if (config_.type == "adam") {
-      kernels.Adam(n, w, g, store.Data(slot.state[0]), store.Data(slot.state[1]),
+      kernels.Adam(device, n, w, g, store.Data(slot.state[0]), store.Data(slot.state[1]),
                    static_cast<float>(lr), static_cast<float>(config_.beta1),
                    static_cast<float>(config_.beta2), static_cast<float>(config_.epsilon), decay,
                    steps_);
     } else {
-      kernels.Sgd(n, w, g, slot.state.empty() ? nullptr : store.Data(slot.state[0]),
+      kernels.Sgd(device, n, w, g, slot.state.empty() ? nullptr : store.Data(slot.state[0]),
                   static_cast<float>(lr), static_cast<float>(config_.momentum), decay,
                   config_.nesterov);
     }

@@ -37,10 +37,11 @@ struct SolverConfig {
 class SolverKernels {
  public:
   virtual ~SolverKernels() = default;
-  virtual void Sgd(int64_t n, float* w, const float* g, float* v, float lr, float momentum,
-                   float decay, bool nesterov) = 0;
-  virtual void Adam(int64_t n, float* w, const float* g, float* m, float* s, float lr, float beta1,
-                    float beta2, float epsilon, float decay, int64_t t) = 0;
+  // Updates run on `device`'s compute queue.
+  virtual void Sgd(Device& device, int64_t n, float* w, const float* g, float* v, float lr,
+                   float momentum, float decay, bool nesterov) = 0;
+  virtual void Adam(Device& device, int64_t n, float* w, const float* g, float* m, float* s,
+                    float lr, float beta1, float beta2, float epsilon, float decay, int64_t t) = 0;
 };
 
 SolverKernels& SolverKernelsFor(DeviceType device);

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "framework/cpu_device.h"
 #include "framework/lr_schedule.h"
 #include "framework/npz.h"
 #include "framework/random.h"
@@ -230,14 +231,15 @@ TEST(ConfigsTest, EveryShippedConfigParsesAndItsModelBuilds) {
 
 TEST(SolverTest, SgdNesterovAndAdamMatchTheirFormulas) {
   SolverKernels& k = SolverKernelsFor(DeviceType::kCpu);
+  CpuDevice device;
   float w[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f}, v[2] = {0.1f, 0.0f};
-  k.Sgd(2, w, g, v, 0.1f, 0.9f, 0.01f, /*nesterov=*/true);
+  k.Sgd(device, 2, w, g, v, 0.1f, 0.9f, 0.01f, /*nesterov=*/true);
   // d = g + wd*w; v = 0.9 v + d; w -= lr (d + 0.9 v)
   const float d0 = 0.5f + 0.01f, v0 = 0.9f * 0.1f + d0;
   EXPECT_FLOAT_EQ(v[0], v0);
   EXPECT_FLOAT_EQ(w[0], 1.0f - 0.1f * (d0 + 0.9f * v0));
   float a[1] = {1.0f}, ga[1] = {0.5f}, m[1] = {0}, s[1] = {0};
-  k.Adam(1, a, ga, m, s, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1);
+  k.Adam(device, 1, a, ga, m, s, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1);
   // First Adam step moves by lr * sign(g) (bias corrected).
   EXPECT_NEAR(a[0], 1.0f - 0.01f, 1e-6);
 }

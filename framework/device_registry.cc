@@ -1,0 +1,48 @@
+#include "framework/device_registry.h"
+
+#include <map>
+
+#include "framework/cpu_device.h"
+
+namespace spill {
+namespace {
+
+struct Entry {
+  DeviceType type;
+  DeviceFactory factory;
+};
+
+std::map<std::string, Entry>& Registry() {
+  static auto* registry = new std::map<std::string, Entry>{
+      {"cpu",
+       {DeviceType::kCpu, [](const DeviceConfig& c) -> StatusOr<std::unique_ptr<Device>> {
+          return std::unique_ptr<Device>(new CpuDevice(CpuDeviceOptions{c.link_bytes_per_second}));
+        }}}};
+  return *registry;
+}
+
+}  // namespace
+
+bool RegisterDeviceFactory(const std::string& name, DeviceType type, DeviceFactory factory) {
+  Registry()[name] = {type, std::move(factory)};
+  return true;
+}
+
+StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& name, const DeviceConfig& config) {
+  auto it = Registry().find(name);
+  if (it == Registry().end()) {
+    if (name == "cuda") {
+      return Unimplemented("this build has no CUDA backend; build with: bazel build --config=cuda //tools:train");
+    }
+    return InvalidArgument("unknown device '" + name + "'; expected cpu or cuda");
+  }
+  return it->second.factory(config);
+}
+
+StatusOr<DeviceType> DeviceTypeByName(const std::string& name) {
+  if (name == "cpu") return DeviceType::kCpu;
+  if (name == "cuda") return DeviceType::kCuda;
+  return InvalidArgument("unknown device '" + name + "'; expected cpu or cuda");
+}
+
+}  // namespace spill
