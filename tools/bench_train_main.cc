@@ -18,7 +18,10 @@
 #include "framework/random.h"
 #include "framework/solver.h"
 #include "memory/runtime.h"
+#include "layers/cpu/conv_timer.h"
+#include "memory/planner.h"
 #include "tools/net_json.h"
+#include "tools/train_config.h"
 
 namespace spill {
 namespace {
@@ -30,11 +33,14 @@ const char kUsage[] = R"(usage: bench_train --config MODEL.yaml [options]
   --warmup N           untimed steps first (default 3)
   --memory MODE        memory mode (default liveness)
   --device-memory SIZE device budget (default 8GiB)
+  --workspace POLICY   dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME
+  --minimum            run at the smallest budget the memory mode runs in
   --export DIR         write net.json and initial.npz for tools/bench_torch.py
 )";
 
 struct Args {
-  std::string config, memory = "liveness", device_memory, export_dir;
+  std::string config, memory = "liveness", device_memory, export_dir, workspace = "dynamic";
+  bool minimum = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3;
 };
@@ -42,8 +48,13 @@ struct Args {
 Status Parse(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--minimum") {
+      a->minimum = true;
+      continue;
+    }
     if (i + 1 >= argc && arg != "--help") return InvalidArgument(arg + " needs a value\n" + kUsage);
     if (arg == "--config") a->config = argv[++i];
+    else if (arg == "--workspace") a->workspace = argv[++i];
     else if (arg == "--memory") a->memory = argv[++i];
     else if (arg == "--device-memory") a->device_memory = argv[++i];
     else if (arg == "--export") a->export_dir = argv[++i];
@@ -74,6 +85,13 @@ Status Run(const Args& args) {
   if (!args.device_memory.empty()) {
     SPILL_ASSIGN_OR_RETURN(memory.device_budget, ParseBytes(args.device_memory));
   }
+  SPILL_ASSIGN_OR_RETURN(memory.workspace, ParseWorkspacePolicy(args.workspace));
+  // Times measured once per convolution shape, shared with train and plan.
+  cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, DefaultTimingCache()});
+  if (args.minimum) {
+    // Timing happens while planning here, before anything is reserved.
+    SPILL_ASSIGN_OR_RETURN(memory.device_budget, MinimumBudget(*net, memory));
+  }
   CpuDevice device;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime, MemoryRuntime::Create(*net, memory, &device));
   Executor executor(*net, &device, *runtime);
@@ -99,9 +117,13 @@ Status Run(const Args& args) {
     loss = r.loss;
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("spill %s batch %ld: %.2f images/s (%ld steps in %.2f s, last loss %.4f, peak %s, %s)\n",
+  std::printf("spill %s batch %ld: %.2f images/s (%ld steps in %.2f s, last loss %.4f, peak %s of a %s budget, %s, "
+              "workspace %s, %s moved to host per iteration, %d recomputations)\n",
               net->name().c_str(), args.batch, args.steps * args.batch / seconds, args.steps, seconds, loss,
-              FormatBytes(static_cast<double>(runtime->run_peak())).c_str(), memory.mode.c_str());
+              FormatBytes(static_cast<double>(runtime->run_peak())).c_str(),
+              FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
+              memory.workspace.ToString().c_str(), FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(),
+              runtime->log().recomputed);
   return Status::Ok();
 }
 
