@@ -39,6 +39,25 @@ StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& name, const De
   return it->second.factory(config);
 }
 
+namespace {
+
+std::map<DeviceType, NetCalibration>& Calibrations() {
+  static auto* calibrations = new std::map<DeviceType, NetCalibration>();
+  return *calibrations;
+}
+
+}  // namespace
+
+bool RegisterNetCalibration(DeviceType type, NetCalibration calibration) {
+  Calibrations()[type] = std::move(calibration);
+  return true;
+}
+
+Status CalibrateNet(const Net& net, Device& device) {
+  auto it = Calibrations().find(device.type());
+  return it == Calibrations().end() ? Status::Ok() : it->second(net, device);
+}
+
 StatusOr<DeviceType> DeviceTypeByName(const std::string& name) {
   if (name == "cpu") return DeviceType::kCpu;
   if (name == "cuda") return DeviceType::kCuda;

@@ -23,6 +23,14 @@ bool RegisterDeviceFactory(const std::string& name, DeviceType type, DeviceFacto
 StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& name, const DeviceConfig& config);
 StatusOr<DeviceType> DeviceTypeByName(const std::string& name);
 
+// Work a backend does on a built network before its memory is reserved (the
+// CUDA backend times cuDNN's convolution algorithms there). Backends
+// register one; CalibrateNet runs the one of the device's type, if any.
+class Net;
+using NetCalibration = std::function<Status(const Net& net, Device& device)>;
+bool RegisterNetCalibration(DeviceType type, NetCalibration calibration);
+Status CalibrateNet(const Net& net, Device& device);
+
 }  // namespace spill
 
 #endif  // SPILL_FRAMEWORK_DEVICE_REGISTRY_H_

@@ -155,6 +155,8 @@ Status ReadMemory(ConfigSection memory, MemoryOptions* m, TimingConfig* timing) 
 }
 
 Status ReadRun(ConfigSection run, RunConfig* r) {
+  r->device = run.Choice("device", {"cpu", "cuda"}, r->device);
+  r->gpu = static_cast<int>(run.Int("gpu", r->gpu));
   r->epochs = run.Int("epochs", r->epochs);
   r->steps = run.Int("steps", r->steps);
   r->eval_every = run.Int("eval_every", r->eval_every);

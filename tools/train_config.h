@@ -25,6 +25,7 @@
 //     workspace: dynamic   # dynamic | fastest | memory_optimal | cap:8MiB | pin:NAME
 //     conv_timing: measure # measure | model
 //   run:
+//     device: cpu          # cpu | cuda (a --config=cuda build)
 //     epochs: 30           # or steps: N
 //     eval_every: 0        # steps between evaluations; 0 = every epoch
 //     checkpoint_every: 0  # steps between checkpoints; 0 = every epoch
@@ -63,6 +64,8 @@ struct ScheduleConfig {
 };
 
 struct RunConfig {
+  std::string device = "cpu";  // cpu | cuda
+  int gpu = 0;                 // which GPU, for cuda
   int64_t epochs = 0;
   int64_t steps = 0;
   int64_t eval_every = 0;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <string>
 
+#include "framework/device_registry.h"
 #include "framework/logging.h"
 #include "framework/units.h"
 #include "memory/planner.h"
@@ -34,7 +35,8 @@ const char kUsage[] = R"(usage: train [options]
   --device-memory SIZE   override memory.device_budget (e.g. 2GiB)
   --memory-log FILE      write per-step device memory of one iteration (.csv or .jsonl)
   --workspace POLICY     convolution workspace: dynamic, fastest, memory_optimal, cap:SIZE, pin:NAME
-  --link-gbps G          throttle host<->device copies to G gigabytes per second
+  --link-gbps G          throttle host<->device copies to G gigabytes per second (CPU device)
+  --device cpu|cuda      override run.device
   --no-progress          no progress bar
   --profile              print compute time per layer type at the end
   --trace DIR            record network, weights, batches and losses for tools/crosscheck_torch.py
@@ -52,7 +54,7 @@ void OnInterrupt(int) {
 }
 
 struct Args {
-  std::string config, report, resume, output, memory, device_memory, memory_log, trace, workspace;
+  std::string config, report, resume, output, memory, device_memory, memory_log, trace, workspace, device;
   double link_gbps = 0;
   bool resume_default = false, progress = true, print_default = false, profile = false;
   int64_t max_steps = 0, epochs = 0;
@@ -75,6 +77,7 @@ Status ParseArgs(int argc, char** argv, Args* a) {
     else if (arg == "--memory-log") SPILL_RETURN_IF_ERROR(value(&a->memory_log));
     else if (arg == "--trace") SPILL_RETURN_IF_ERROR(value(&a->trace));
     else if (arg == "--workspace") SPILL_RETURN_IF_ERROR(value(&a->workspace));
+    else if (arg == "--device") SPILL_RETURN_IF_ERROR(value(&a->device));
     else if (arg == "--link-gbps") {
       std::string g;
       SPILL_RETURN_IF_ERROR(value(&g));
@@ -109,6 +112,10 @@ Status ParseArgs(int argc, char** argv, Args* a) {
 
 Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (!a.output.empty()) c->run.output = a.output;
+  if (!a.device.empty()) {
+    SPILL_RETURN_IF_ERROR(DeviceTypeByName(a.device).status());
+    c->run.device = a.device;
+  }
   if (a.epochs > 0) {
     c->run.epochs = a.epochs;
     c->run.steps = 0;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "framework/cpu_device.h"
+#include "framework/device_registry.h"
 #include "layers/cpu/conv_timer.h"
 #include "framework/initializer.h"
 #include "framework/random.h"
@@ -100,14 +101,16 @@ Status Trainer::OpenData() {
 }
 
 Status Trainer::Setup() {
-  CpuDeviceOptions device_options;
-  device_options.link_bytes_per_second = options_.link_gbps * 1e9;
-  device_ = std::make_unique<CpuDevice>(device_options);
+  DeviceConfig device_config;
+  device_config.ordinal = config_.run.gpu;
+  device_config.link_bytes_per_second = options_.link_gbps * 1e9;
+  SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
   cpu::SetConvTiming({config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
                       config_.timing.cache});
   SPILL_RETURN_IF_ERROR(OpenData());
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
-  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, DeviceType::kCpu}));
+  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, device_->type()}));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
   const Shape want = net_->input_shape(), have = train_data_->example_shape();
   if (want.c() != have.c() || want.h() != have.h() || want.w() != have.w()) {
     return InvalidArgument("model '" + net_->name() + "' takes " + std::to_string(want.c()) + "x" +
