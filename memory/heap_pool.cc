@@ -102,7 +102,11 @@ void HeapPool::Free(AllocationId id) {
   stats_.in_use[static_cast<int>(node.category)] -= node.bytes;
   stats_.total_in_use -= node.bytes;
   stats_.frees++;
-  size_t offset = node.offset, bytes = node.bytes;
+  GiveBack(node.offset, node.bytes);
+  UpdateFreeStats();
+}
+
+void HeapPool::GiveBack(size_t offset, size_t bytes) {
   auto next = free_by_offset_.lower_bound(offset);
   if (next != free_by_offset_.end() && next->first == offset + bytes) {
     bytes += next->second;
@@ -118,7 +122,6 @@ void HeapPool::Free(AllocationId id) {
     }
   }
   InsertFree(offset, bytes);
-  UpdateFreeStats();
 }
 
 size_t HeapPool::MoveDown(AllocationId id) {
@@ -128,22 +131,7 @@ size_t HeapPool::MoveDown(AllocationId id) {
   // Give the block back (coalescing with its neighbours), then take the
   // lowest segment that fits; at worst that is the block's own place.
   allocated_.erase(found);
-  size_t offset = node.offset, bytes = node.bytes;
-  auto next = free_by_offset_.lower_bound(offset);
-  if (next != free_by_offset_.end() && next->first == offset + bytes) {
-    bytes += next->second;
-    EraseFree(next);
-  }
-  auto after = free_by_offset_.lower_bound(offset);
-  if (after != free_by_offset_.begin()) {
-    auto prev = std::prev(after);
-    if (prev->first + prev->second == offset) {
-      offset = prev->first;
-      bytes += prev->second;
-      EraseFree(prev);
-    }
-  }
-  InsertFree(offset, bytes);
+  GiveBack(node.offset, node.bytes);
   auto it = free_by_offset_.begin();
   while (it->second < node.bytes) ++it;
   const size_t seg_offset = it->first, seg_bytes = it->second;

@@ -123,6 +123,9 @@ class HeapPool {
   };
 
   void InsertFree(size_t offset, size_t bytes);
+  // Returns [offset, offset + bytes) to the free lists, merged with its free
+  // neighbours.
+  void GiveBack(size_t offset, size_t bytes);
   void EraseFree(std::map<size_t, size_t>::iterator it);
   std::map<size_t, size_t>::iterator FindSegment(size_t bytes);
   void UpdateFreeStats();

@@ -1,6 +1,8 @@
 #include "tools/experiments.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -57,6 +59,58 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
     (p.fits ? good : bad) = mid;
   }
   return good;
+}
+
+std::string ExperimentOptions::Describe() const {
+  return FormatBytes(static_cast<double>(memory.device_budget)) + " (host " +
+         FormatBytes(static_cast<double>(memory.host_budget)) + "), memory " + memory.mode;
+}
+
+StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
+                                                   const std::string& default_model) {
+  ExperimentOptions o;
+  o.model = default_model;
+  std::string budget = "12GiB", host = "64GiB", mode = "superneurons", workspace = "dynamic";
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return InvalidArgument(a + " needs a value");
+    const std::string v = argv[i + 1];
+    if (a == "--config") o.model = v;
+    else if (a == "--device-memory") budget = v;
+    else if (a == "--host-memory") host = v;
+    else if (a == "--memory") mode = v;
+    else if (a == "--workspace") workspace = v;
+    else if (a == "--batch") o.batch = std::atoll(v.c_str());
+    else if (a == "--size") o.size = std::atoll(v.c_str());
+    else if (a == "--confirm") o.confirm = std::atoll(v.c_str());
+    else if (a == "--set" && v.find('=') != std::string::npos) {
+      o.sets[v.substr(0, v.find('='))] = YAML::Load(v.substr(v.find('=') + 1));
+    } else {
+      return InvalidArgument("unknown option '" + a + "'");
+    }
+  }
+  if (o.model.empty()) return InvalidArgument("--config is required");
+  if (o.batch < 1 || o.size < 1) return InvalidArgument("--batch and --size must be positive");
+  SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &o.memory));
+  SPILL_ASSIGN_OR_RETURN(o.memory.device_budget, ParseBytes(budget));
+  SPILL_ASSIGN_OR_RETURN(o.memory.host_budget, ParseBytes(host));
+  SPILL_ASSIGN_OR_RETURN(o.memory.workspace, ParseWorkspacePolicy(workspace));
+  return o;
+}
+
+int ReportConfirmation(const StatusOr<Confirmation>& c, int64_t steps) {
+  if (!c.ok()) {
+    std::printf("confirmation failed: %s\n", c.status().message().c_str());
+    return 1;
+  }
+  if (!c->ran) {
+    std::printf("not confirmed by training: %s\n", c->reason.c_str());
+  } else {
+    std::printf("confirmed: trained %ld steps, %.1f s per step, peak %s, last loss %.4f\n",
+                static_cast<long>(steps), c->seconds_per_step,
+                FormatBytes(static_cast<double>(c->peak)).c_str(), c->loss);
+  }
+  return 0;
 }
 
 StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const MemoryOptions& memory) {

@@ -30,6 +30,21 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 // Plans a training iteration of `spec` at `batch` under `memory`.
 StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const MemoryOptions& memory);
 
+// The options both experiments take:
+//   --config FILE --device-memory SIZE --host-memory SIZE --memory MODE
+//   --workspace POLICY --batch B --size S --set KEY=VALUE --confirm STEPS
+struct ExperimentOptions {
+  std::string model;
+  int64_t batch = 16;
+  int64_t size = 224;
+  int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
+  ParamOverrides sets;
+  MemoryOptions memory;
+  std::string Describe() const;
+};
+StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
+                                                   const std::string& default_model);
+
 // Trains `steps` steps on synthetic data for real; reports the peak device
 // bytes and seconds per step. Fails with a clear message when this machine
 // lacks the host memory for it.
@@ -43,6 +58,8 @@ struct Confirmation {
 StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
                                          const MemoryOptions& memory, const MemoryPlan& plan,
                                          int steps);
+// Prints the outcome of ConfirmByTraining; returns the exit code.
+int ReportConfirmation(const StatusOr<Confirmation>& confirmation, int64_t steps);
 
 }  // namespace spill
 

@@ -8,14 +8,10 @@
 // This is im2col_chunk's engine (conv_im2col_chunk.cc) with one chunk.
 #include <memory>
 
-#include "layers/cpu/conv_algorithm.h"
+#include "layers/cpu/conv_im2col_chunk.h"
 
 namespace spill {
 namespace cpu {
-
-// Defined in conv_im2col_chunk.cc. images == 0 makes one chunk of the whole batch.
-std::unique_ptr<ConvAlgorithm> NewIm2colChunked(const std::string& name, int64_t images);
-
 namespace {
 
 class Im2colBatch : public ConvAlgorithm {

@@ -10,53 +10,17 @@
 #include <algorithm>
 #include <memory>
 
-#include "layers/cpu/conv_algorithm.h"
+#include "layers/cpu/conv_im2col_chunk.h"
 #include "layers/cpu/cpu_math.h"
 #include "layers/cpu/im2col.h"
 
 namespace spill {
 namespace cpu {
 
-// Defined below; declared again in conv_im2col_batch.cc, which has no header to
-// share. images == 0 makes one chunk of the whole batch.
-std::unique_ptr<ConvAlgorithm> NewIm2colChunked(const std::string& name, int64_t images);
-
 namespace {
 
 constexpr int64_t kChunkImages = 8;
 
-// One row (channel c, kernel tap ki, kj) of an image's column matrix.
-void Im2ColRow(const ConvGeometry& g, const float* plane, int64_t ki, int64_t kj, float* out) {
-  const int64_t col_offset = kj * g.dilation[1] - g.pad[1];
-  for (int64_t oh = 0; oh < g.out_height; ++oh) {
-    const int64_t ih = oh * g.stride[0] - g.pad[0] + ki * g.dilation[0];
-    float* line = out + oh * g.out_width;
-    if (ih < 0 || ih >= g.height) {
-      std::fill(line, line + g.out_width, 0.0f);
-      continue;
-    }
-    const float* src = plane + ih * g.width;
-    for (int64_t ow = 0; ow < g.out_width; ++ow) {
-      const int64_t iw = ow * g.stride[1] + col_offset;
-      line[ow] = (iw >= 0 && iw < g.width) ? src[iw] : 0.0f;
-    }
-  }
-}
-
-// The inverse of Im2ColRow: adds one row of columns back into an image plane.
-void Col2ImRowAdd(const ConvGeometry& g, const float* in, int64_t ki, int64_t kj, float* plane) {
-  const int64_t col_offset = kj * g.dilation[1] - g.pad[1];
-  for (int64_t oh = 0; oh < g.out_height; ++oh) {
-    const int64_t ih = oh * g.stride[0] - g.pad[0] + ki * g.dilation[0];
-    if (ih < 0 || ih >= g.height) continue;
-    float* dst = plane + ih * g.width;
-    const float* line = in + oh * g.out_width;
-    for (int64_t ow = 0; ow < g.out_width; ++ow) {
-      const int64_t iw = ow * g.stride[1] + col_offset;
-      if (iw >= 0 && iw < g.width) dst[iw] += line[ow];
-    }
-  }
-}
 
 // Columns of `images` consecutive images: row r holds image j's row r at
 // [j * Ho*Wo, (j + 1) * Ho*Wo).

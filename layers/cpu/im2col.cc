@@ -1,5 +1,6 @@
 #include "layers/cpu/im2col.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace spill {
@@ -10,28 +11,44 @@ bool IsPointwise(const ConvGeometry& g) {
          g.pad[0] == 0 && g.pad[1] == 0;
 }
 
+void Im2ColRow(const ConvGeometry& g, const float* plane, int64_t ki, int64_t kj, float* out) {
+  const int64_t col_offset = kj * g.dilation[1] - g.pad[1];
+  for (int64_t oh = 0; oh < g.out_height; ++oh) {
+    const int64_t ih = oh * g.stride[0] - g.pad[0] + ki * g.dilation[0];
+    float* line = out + oh * g.out_width;
+    if (ih < 0 || ih >= g.height) {
+      std::fill(line, line + g.out_width, 0.0f);
+      continue;
+    }
+    const float* src = plane + ih * g.width;
+    for (int64_t ow = 0; ow < g.out_width; ++ow) {
+      const int64_t iw = ow * g.stride[1] + col_offset;
+      line[ow] = (iw >= 0 && iw < g.width) ? src[iw] : 0.0f;
+    }
+  }
+}
+
+void Col2ImRowAdd(const ConvGeometry& g, const float* in, int64_t ki, int64_t kj, float* plane) {
+  const int64_t col_offset = kj * g.dilation[1] - g.pad[1];
+  for (int64_t oh = 0; oh < g.out_height; ++oh) {
+    const int64_t ih = oh * g.stride[0] - g.pad[0] + ki * g.dilation[0];
+    if (ih < 0 || ih >= g.height) continue;
+    float* dst = plane + ih * g.width;
+    const float* line = in + oh * g.out_width;
+    for (int64_t ow = 0; ow < g.out_width; ++ow) {
+      const int64_t iw = ow * g.stride[1] + col_offset;
+      if (iw >= 0 && iw < g.width) dst[iw] += line[ow];
+    }
+  }
+}
+
 void Im2Col(const float* image, const ConvGeometry& g, float* col) {
   const int64_t kh = g.kernel[0], kw = g.kernel[1];
   const int64_t rows = g.channels * kh * kw;
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < rows; ++row) {
-    const int64_t c = row / (kh * kw), ki = (row / kw) % kh, kj = row % kw;
-    const float* plane = image + c * g.height * g.width;
-    float* out = col + row * g.out_plane();
-    for (int64_t oh = 0; oh < g.out_height; ++oh) {
-      const int64_t ih = oh * g.stride[0] - g.pad[0] + ki * g.dilation[0];
-      float* line = out + oh * g.out_width;
-      if (ih < 0 || ih >= g.height) {
-        for (int64_t ow = 0; ow < g.out_width; ++ow) line[ow] = 0.0f;
-        continue;
-      }
-      const float* src = plane + ih * g.width;
-      const int64_t offset = kj * g.dilation[1] - g.pad[1];
-      for (int64_t ow = 0; ow < g.out_width; ++ow) {
-        const int64_t iw = ow * g.stride[1] + offset;
-        line[ow] = (iw >= 0 && iw < g.width) ? src[iw] : 0.0f;
-      }
-    }
+    const int64_t c = row / (kh * kw);
+    Im2ColRow(g, image + c * g.in_plane(), (row / kw) % kh, row % kw, col + row * g.out_plane());
   }
 }
 
@@ -41,22 +58,9 @@ void Col2ImAdd(const float* col, const ConvGeometry& g, float* image) {
   // fixed order, so the sums are deterministic.
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < g.channels; ++c) {
-    float* plane = image + c * g.height * g.width;
-    for (int64_t ki = 0; ki < kh; ++ki) {
-      for (int64_t kj = 0; kj < kw; ++kj) {
-        const float* in = col + ((c * kh + ki) * kw + kj) * g.out_plane();
-        const int64_t offset = kj * g.dilation[1] - g.pad[1];
-        for (int64_t oh = 0; oh < g.out_height; ++oh) {
-          const int64_t ih = oh * g.stride[0] - g.pad[0] + ki * g.dilation[0];
-          if (ih < 0 || ih >= g.height) continue;
-          float* dst = plane + ih * g.width;
-          const float* line = in + oh * g.out_width;
-          for (int64_t ow = 0; ow < g.out_width; ++ow) {
-            const int64_t iw = ow * g.stride[1] + offset;
-            if (iw >= 0 && iw < g.width) dst[iw] += line[ow];
-          }
-        }
-      }
+    for (int64_t tap = 0; tap < kh * kw; ++tap) {
+      Col2ImRowAdd(g, col + (c * kh * kw + tap) * g.out_plane(), tap / kw, tap % kw,
+                   image + c * g.in_plane());
     }
   }
 }

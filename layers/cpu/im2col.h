@@ -10,6 +10,11 @@ namespace spill {
 namespace cpu {
 
 void Im2Col(const float* image, const ConvGeometry& g, float* col);
+// One row of an image's column matrix: kernel tap (ki, kj) of one input
+// plane, out_h*out_w values.
+void Im2ColRow(const ConvGeometry& g, const float* plane, int64_t ki, int64_t kj, float* out);
+// The inverse of Im2ColRow: adds one row of columns back into a plane.
+void Col2ImRowAdd(const ConvGeometry& g, const float* in, int64_t ki, int64_t kj, float* plane);
 // Adds the columns back into `image` (which the caller zeroes or keeps).
 void Col2ImAdd(const float* col, const ConvGeometry& g, float* image);
 // True when the column matrix of an image equals the image itself (1x1

@@ -1,0 +1,557 @@
+// The CUDA layers' own kernels. See layer_kernels_cuda.h: every output
+// element is computed by one thread, or reduced by one block in a fixed tree,
+// so results never depend on scheduling.
+#include <math.h>
+
+#include <algorithm>
+#include <cfloat>
+
+#include "layers/cuda/layer_kernels_cuda.h"
+
+namespace spill {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;           // threads per block, a power of two
+constexpr int64_t kMaxBlocks = 8192;    // grid-stride loops cover the rest
+constexpr int kMaxAddInputs = 8;        // inputs summed per AddN pass
+
+int Blocks(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)); }
+
+#define SPILL_GRID_LOOP(i, n)                                                           \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+// Sum over the block in a fixed tree; every thread gets the total. Needs
+// blockDim.x == kThreads and `shared` of kThreads entries.
+__device__ double BlockSum(double v, double* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+// std::max(a, b) exactly: a unless a < b.
+__device__ __forceinline__ float MaxOf(float a, float b) { return a < b ? b : a; }
+
+__device__ float BlockMax(float v, float* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] = MaxOf(shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const float top = shared[0];
+  __syncthreads();
+  return top;
+}
+
+// ---- Elementwise ----
+
+__global__ void ReluForward(int64_t n, const float* x, float* y, float slope) {
+  SPILL_GRID_LOOP(i, n) {
+    const float v = x[i];
+    y[i] = v > 0 ? v : v * slope;
+  }
+}
+
+__global__ void ReluBackward(int64_t n, const float* y, const float* dy, float* dx, float slope,
+                             bool accumulate) {
+  SPILL_GRID_LOOP(i, n) {
+    const float g = y[i] > 0 ? dy[i] : dy[i] * slope;
+    dx[i] = accumulate ? dx[i] + g : g;
+  }
+}
+
+__global__ void CopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src_stride, float* dst,
+                            int64_t dst_stride, bool accumulate) {
+  SPILL_GRID_LOOP(i, rows * cols) {
+    const int64_t r = i / cols, j = i - r * cols;
+    const float v = src[r * src_stride + j];
+    float* out = dst + r * dst_stride + j;
+    *out = accumulate ? *out + v : v;
+  }
+}
+
+struct AddInputs {
+  const float* p[kMaxAddInputs];
+};
+
+// y = in[0] + ... (first pass) or y += in[0] + ... (later passes), left to
+// right: the same association as the CPU's y = x0; y += x1; y += x2; ...
+__global__ void AddChunk(int64_t n, AddInputs in, int count, float* y, bool first) {
+  SPILL_GRID_LOOP(i, n) {
+    float v = first ? in.p[0][i] : y[i] + in.p[0][i];
+    for (int k = 1; k < count; ++k) v += in.p[k][i];
+    y[i] = v;
+  }
+}
+
+// framework/random.h, on the device: SplitMix64 and a 24-bit uniform.
+__device__ __forceinline__ uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+__device__ __forceinline__ float UniformAt(uint64_t seed, uint64_t index) {
+  return static_cast<float>(Mix64(seed ^ Mix64(index)) >> 40) * (1.0f / 16777216.0f);
+}
+
+__global__ void DropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed, float ratio,
+                               float keep, bool draw) {
+  SPILL_GRID_LOOP(i, n) {
+    float m;
+    if (draw) {
+      m = UniformAt(seed, static_cast<uint64_t>(i)) < ratio ? 0.0f : keep;
+      mask[i] = m;
+    } else {
+      m = mask[i];
+    }
+    y[i] = x[i] * m;
+  }
+}
+
+__global__ void MulBackward(int64_t n, const float* dy, const float* mask, float* dx, bool accumulate) {
+  SPILL_GRID_LOOP(i, n) {
+    const float g = dy[i] * mask[i];
+    dx[i] = accumulate ? dx[i] + g : g;
+  }
+}
+
+// ---- Fully connected helpers ----
+
+__global__ void AddRowBias(int64_t rows, int64_t cols, const float* b, float* y) {
+  SPILL_GRID_LOOP(i, rows * cols) { y[i] += b[i % cols]; }
+}
+
+__global__ void ColumnSums(int64_t rows, int64_t cols, const float* dy, float* db) {
+  SPILL_GRID_LOOP(j, cols) {
+    double sum = 0;
+    for (int64_t i = 0; i < rows; ++i) sum += dy[i * cols + j];
+    db[j] = static_cast<float>(sum);
+  }
+}
+
+// ---- Pooling ----
+
+// The window of output o along one axis, as PoolGeometry::Window computes it:
+// [begin, end) clipped to the input, and the divisor's factor.
+struct AxisWindow {
+  int64_t begin, end, span;
+};
+
+__device__ __forceinline__ AxisWindow Window(int64_t o, int64_t in, int64_t kernel, int64_t stride,
+                                             int64_t pad, bool count_pad) {
+  const int64_t s = o * stride - pad;
+  const int64_t e = min(s + kernel, in + pad);
+  AxisWindow w;
+  w.begin = max(s, static_cast<int64_t>(0));
+  w.end = min(e, in);
+  w.span = count_pad ? e - s : w.end - w.begin;
+  return w;
+}
+
+// The outputs whose windows cover input position h along one axis:
+// o * stride - pad <= h < o * stride - pad + kernel.
+__device__ __forceinline__ void Covering(int64_t h, int64_t out, int64_t kernel, int64_t stride, int64_t pad,
+                                         int64_t* lo, int64_t* hi) {
+  const int64_t t = h + pad - kernel;
+  *lo = t < 0 ? 0 : t / stride + 1;
+  *hi = min((h + pad) / stride, out - 1);
+}
+
+__global__ void MaxPoolForward(PoolShape s, const float* x, float* y) {
+  SPILL_GRID_LOOP(i, s.planes * s.out_height * s.out_width) {
+    const int64_t ow = i % s.out_width, t = i / s.out_width;
+    const int64_t oh = t % s.out_height, p = t / s.out_height;
+    const AxisWindow r = Window(oh, s.height, s.kernel_h, s.stride_h, s.pad_h, s.count_include_pad);
+    const AxisWindow c = Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, s.count_include_pad);
+    const float* in = x + p * s.height * s.width;
+    float v = -FLT_MAX;
+    for (int64_t h = r.begin; h < r.end; ++h) {
+      for (int64_t w = c.begin; w < c.end; ++w) v = MaxOf(v, in[h * s.width + w]);
+    }
+    y[i] = v;
+  }
+}
+
+__global__ void AvgPoolForward(PoolShape s, const float* x, float* y) {
+  SPILL_GRID_LOOP(i, s.planes * s.out_height * s.out_width) {
+    const int64_t ow = i % s.out_width, t = i / s.out_width;
+    const int64_t oh = t % s.out_height, p = t / s.out_height;
+    const AxisWindow r = Window(oh, s.height, s.kernel_h, s.stride_h, s.pad_h, s.count_include_pad);
+    const AxisWindow c = Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, s.count_include_pad);
+    const float* in = x + p * s.height * s.width;
+    float v = 0.0f;
+    for (int64_t h = r.begin; h < r.end; ++h) {
+      for (int64_t w = c.begin; w < c.end; ++w) v = v + in[h * s.width + w];
+    }
+    y[i] = v / static_cast<float>(r.span * c.span);
+  }
+}
+
+__global__ void MaxPoolBackward(PoolShape s, const float* x, const float* y, const float* dy, float* dx,
+                                bool accumulate) {
+  SPILL_GRID_LOOP(i, s.planes * s.height * s.width) {
+    const int64_t w = i % s.width, t = i / s.width;
+    const int64_t h = t % s.height, p = t / s.height;
+    const float* in = x + p * s.height * s.width;
+    const float value = x[i];
+    float acc = accumulate ? dx[i] : 0.0f;
+    int64_t oh0, oh1, ow0, ow1;
+    Covering(h, s.out_height, s.kernel_h, s.stride_h, s.pad_h, &oh0, &oh1);
+    Covering(w, s.out_width, s.kernel_w, s.stride_w, s.pad_w, &ow0, &ow1);
+    for (int64_t oh = oh0; oh <= oh1; ++oh) {
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const int64_t o = (p * s.out_height + oh) * s.out_width + ow;
+        const float top = y[o];
+        if (!(value == top)) continue;
+        const AxisWindow r = Window(oh, s.height, s.kernel_h, s.stride_h, s.pad_h, true);
+        const AxisWindow c = Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, true);
+        if (h < r.begin || h >= r.end || w < c.begin || w >= c.end) continue;
+        // The window's gradient goes to the first position holding its maximum.
+        int64_t first = -1;
+        for (int64_t hh = r.begin; hh < r.end && first < 0; ++hh) {
+          for (int64_t ww = c.begin; ww < c.end; ++ww) {
+            if (in[hh * s.width + ww] == top) {
+              first = hh * s.width + ww;
+              break;
+            }
+          }
+        }
+        if (first == h * s.width + w) acc += dy[o];
+      }
+    }
+    dx[i] = acc;
+  }
+}
+
+__global__ void AvgPoolBackward(PoolShape s, const float* dy, float* dx, bool accumulate) {
+  SPILL_GRID_LOOP(i, s.planes * s.height * s.width) {
+    const int64_t w = i % s.width, t = i / s.width;
+    const int64_t h = t % s.height, p = t / s.height;
+    float acc = accumulate ? dx[i] : 0.0f;
+    int64_t oh0, oh1, ow0, ow1;
+    Covering(h, s.out_height, s.kernel_h, s.stride_h, s.pad_h, &oh0, &oh1);
+    Covering(w, s.out_width, s.kernel_w, s.stride_w, s.pad_w, &ow0, &ow1);
+    for (int64_t oh = oh0; oh <= oh1; ++oh) {
+      const AxisWindow r = Window(oh, s.height, s.kernel_h, s.stride_h, s.pad_h, s.count_include_pad);
+      if (h < r.begin || h >= r.end) continue;
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const AxisWindow c = Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, s.count_include_pad);
+        if (w < c.begin || w >= c.end) continue;
+        const int64_t o = (p * s.out_height + oh) * s.out_width + ow;
+        acc += dy[o] / static_cast<float>(r.span * c.span);
+      }
+    }
+    dx[i] = acc;
+  }
+}
+
+// ---- BatchNorm ----
+
+// One block per channel.
+__global__ void BatchNormStatistics(int64_t n, int64_t c, int64_t plane, const float* x, double eps,
+                                    double momentum, float* mean, float* inv_std, float* running_mean,
+                                    float* running_var) {
+  __shared__ double shared[kThreads];
+  const int64_t ch = blockIdx.x;
+  const int64_t count = n * plane;
+  double sum = 0;
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
+    const int64_t i = e / plane, j = e - i * plane;
+    sum += x[(i * c + ch) * plane + j];
+  }
+  sum = BlockSum(sum, shared);
+  const double mu = sum / static_cast<double>(count);
+  double sq = 0;
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
+    const int64_t i = e / plane, j = e - i * plane;
+    const double d = x[(i * c + ch) * plane + j] - mu;
+    sq += d * d;
+  }
+  sq = BlockSum(sq, shared);
+  if (threadIdx.x == 0) {
+    const double total = static_cast<double>(count);
+    const double var = sq / total;
+    mean[ch] = static_cast<float>(mu);
+    inv_std[ch] = static_cast<float>(1.0 / sqrt(var + eps));
+    const double unbiased = total > 1 ? var * total / (total - 1) : var;
+    running_mean[ch] = static_cast<float>((1 - momentum) * running_mean[ch] + momentum * mu);
+    running_var[ch] = static_cast<float>((1 - momentum) * running_var[ch] + momentum * unbiased);
+  }
+}
+
+__global__ void BatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var, double eps,
+                                     float* mean, float* inv_std) {
+  SPILL_GRID_LOOP(ch, c) {
+    mean[ch] = running_mean[ch];
+    inv_std[ch] = static_cast<float>(1.0 / sqrt(static_cast<double>(running_var[ch]) + eps));
+  }
+}
+
+__global__ void BatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
+                               const float* beta, const float* mean, const float* inv_std, float* y) {
+  SPILL_GRID_LOOP(i, n * c * plane) {
+    const int64_t ch = (i / plane) % c;
+    const float scale = gamma[ch] * inv_std[ch];
+    y[i] = (x[i] - mean[ch]) * scale + beta[ch];
+  }
+}
+
+// One block per channel: dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
+__global__ void BatchNormBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
+                                  const float* gamma, const float* mean, const float* inv_std, float* dgamma,
+                                  float* dbeta, float* dx, bool accumulate) {
+  __shared__ double shared[kThreads];
+  const int64_t ch = blockIdx.x;
+  const int64_t count = n * plane;
+  const float mu = mean[ch], istd = inv_std[ch];
+  double sum_dy = 0, sum_dy_xc = 0;  // xc = x - mu
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
+    const int64_t i = e / plane, j = e - i * plane;
+    const int64_t at = (i * c + ch) * plane + j;
+    const float g = dy[at];
+    sum_dy += g;
+    sum_dy_xc += static_cast<double>(g) * (x[at] - mu);
+  }
+  sum_dy = BlockSum(sum_dy, shared);
+  sum_dy_xc = BlockSum(sum_dy_xc, shared);
+  const double sum_dy_xhat = sum_dy_xc * istd;
+  if (threadIdx.x == 0) {
+    if (dgamma != nullptr) dgamma[ch] = static_cast<float>(sum_dy_xhat);
+    if (dbeta != nullptr) dbeta[ch] = static_cast<float>(sum_dy);
+  }
+  if (dx == nullptr) return;
+  const double total = static_cast<double>(count);
+  const float k = gamma[ch] * istd;
+  const float mean_dy = static_cast<float>(sum_dy / total);
+  const float coef = static_cast<float>(sum_dy_xhat / total) * istd;  // per unit of xc
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
+    const int64_t i = e / plane, j = e - i * plane;
+    const int64_t at = (i * c + ch) * plane + j;
+    const float v = k * (dy[at] - mean_dy - (x[at] - mu) * coef);
+    dx[at] = accumulate ? dx[at] + v : v;
+  }
+}
+
+// ---- LRN ----
+
+// k + alpha / size * sum of x^2 over the channels [ch - half, ch + half] of
+// one pixel; `image` is the sample's first element, `pixel` the offset in
+// the plane.
+__device__ float LrnScale(const float* image, int64_t ch, int64_t c, int64_t plane, int64_t pixel, int64_t half,
+                          double alpha_over_size, double k) {
+  const int64_t lo = max(static_cast<int64_t>(0), ch - half), hi = min(c - 1, ch + half);
+  double sum = 0;
+  for (int64_t j = lo; j <= hi; ++j) {
+    const double v = image[j * plane + pixel];
+    sum += v * v;
+  }
+  return static_cast<float>(k + alpha_over_size * sum);
+}
+
+__global__ void LrnForward(int64_t n, int64_t c, int64_t plane, const float* x, float* y, int64_t half,
+                           double alpha_over_size, float beta, double k) {
+  SPILL_GRID_LOOP(i, n * c * plane) {
+    const int64_t pixel = i % plane, t = i / plane;
+    const int64_t ch = t % c, sample = t / c;
+    const float scale = LrnScale(x + sample * c * plane, ch, c, plane, pixel, half, alpha_over_size, k);
+    y[i] = x[i] * powf(scale, -beta);
+  }
+}
+
+__global__ void LrnBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* y, const float* dy,
+                            float* dx, int64_t half, double alpha_over_size, float beta, double k, float coeff,
+                            bool accumulate) {
+  SPILL_GRID_LOOP(i, n * c * plane) {
+    const int64_t pixel = i % plane, t = i / plane;
+    const int64_t ch = t % c, sample = t / c;
+    const int64_t offset = sample * c * plane;
+    const float* image = x + offset;
+    double window = 0;  // sum over the window of dy * y / scale
+    const int64_t lo = max(static_cast<int64_t>(0), ch - half), hi = min(c - 1, ch + half);
+    for (int64_t j = lo; j <= hi; ++j) {
+      const int64_t at = offset + j * plane + pixel;
+      const float scale_j = LrnScale(image, j, c, plane, pixel, half, alpha_over_size, k);
+      window += dy[at] * y[at] / scale_j;
+    }
+    const float scale = LrnScale(image, ch, c, plane, pixel, half, alpha_over_size, k);
+    const float v = dy[i] * powf(scale, -beta) - coeff * x[i] * static_cast<float>(window);
+    dx[i] = accumulate ? dx[i] + v : v;
+  }
+}
+
+// ---- Softmax ----
+
+// One block per row.
+__global__ void SoftmaxForward(int64_t cols, const float* x, float* p) {
+  __shared__ float top_shared[kThreads];
+  __shared__ double sum_shared[kThreads];
+  const float* row = x + static_cast<int64_t>(blockIdx.x) * cols;
+  float* out = p + static_cast<int64_t>(blockIdx.x) * cols;
+  float top = -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) top = MaxOf(top, row[j]);
+  top = BlockMax(top, top_shared);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += exp(static_cast<double>(row[j] - top));
+  sum = BlockSum(sum, sum_shared);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    out[j] = static_cast<float>(exp(static_cast<double>(row[j] - top)) / sum);
+  }
+}
+
+__global__ void SoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels, float scale,
+                                    float* dx, bool accumulate) {
+  SPILL_GRID_LOOP(i, rows * cols) {
+    const int64_t r = i / cols, j = i - r * cols;
+    const int64_t label = static_cast<int64_t>(labels[r]);
+    const float g = (p[i] - (j == label ? 1.0f : 0.0f)) * scale;
+    dx[i] = accumulate ? dx[i] + g : g;
+  }
+}
+
+}  // namespace
+
+void LaunchReluForward(int64_t n, const float* x, float* y, float slope, cudaStream_t stream) {
+  if (n <= 0) return;
+  ReluForward<<<Blocks(n), kThreads, 0, stream>>>(n, x, y, slope);
+}
+
+void LaunchReluBackward(int64_t n, const float* y, const float* dy, float* dx, float slope, bool accumulate,
+                        cudaStream_t stream) {
+  if (n <= 0) return;
+  ReluBackward<<<Blocks(n), kThreads, 0, stream>>>(n, y, dy, dx, slope, accumulate);
+}
+
+void LaunchCopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src_stride, float* dst,
+                       int64_t dst_stride, bool accumulate, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  CopyOrAdd2d<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, src, src_stride, dst, dst_stride,
+                                                             accumulate);
+}
+
+void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cudaStream_t stream) {
+  if (n <= 0 || count <= 0) return;
+  for (int done = 0; done < count; done += kMaxAddInputs) {
+    AddInputs chunk = {};
+    const int m = std::min(kMaxAddInputs, count - done);
+    for (int k = 0; k < m; ++k) chunk.p[k] = inputs[done + k];
+    AddChunk<<<Blocks(n), kThreads, 0, stream>>>(n, chunk, m, y, done == 0);
+  }
+}
+
+void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed, float ratio, float keep,
+                          bool draw, cudaStream_t stream) {
+  if (n <= 0) return;
+  DropoutForward<<<Blocks(n), kThreads, 0, stream>>>(n, x, y, mask, seed, ratio, keep, draw);
+}
+
+void LaunchMulBackward(int64_t n, const float* dy, const float* mask, float* dx, bool accumulate,
+                       cudaStream_t stream) {
+  if (n <= 0) return;
+  MulBackward<<<Blocks(n), kThreads, 0, stream>>>(n, dy, mask, dx, accumulate);
+}
+
+void LaunchAddRowBias(int64_t rows, int64_t cols, const float* b, float* y, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  AddRowBias<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, b, y);
+}
+
+void LaunchColumnSums(int64_t rows, int64_t cols, const float* dy, float* db, cudaStream_t stream) {
+  if (cols <= 0) return;
+  ColumnSums<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, dy, db);
+}
+
+void LaunchMaxPoolForward(const PoolShape& s, const float* x, float* y, cudaStream_t stream) {
+  const int64_t n = s.planes * s.out_height * s.out_width;
+  if (n <= 0) return;
+  MaxPoolForward<<<Blocks(n), kThreads, 0, stream>>>(s, x, y);
+}
+
+void LaunchAvgPoolForward(const PoolShape& s, const float* x, float* y, cudaStream_t stream) {
+  const int64_t n = s.planes * s.out_height * s.out_width;
+  if (n <= 0) return;
+  AvgPoolForward<<<Blocks(n), kThreads, 0, stream>>>(s, x, y);
+}
+
+void LaunchMaxPoolBackward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx,
+                           bool accumulate, cudaStream_t stream) {
+  const int64_t n = s.planes * s.height * s.width;
+  if (n <= 0) return;
+  MaxPoolBackward<<<Blocks(n), kThreads, 0, stream>>>(s, x, y, dy, dx, accumulate);
+}
+
+void LaunchAvgPoolBackward(const PoolShape& s, const float* dy, float* dx, bool accumulate, cudaStream_t stream) {
+  const int64_t n = s.planes * s.height * s.width;
+  if (n <= 0) return;
+  AvgPoolBackward<<<Blocks(n), kThreads, 0, stream>>>(s, dy, dx, accumulate);
+}
+
+void LaunchBatchNormStatistics(int64_t n, int64_t c, int64_t plane, const float* x, double eps, double momentum,
+                               float* mean, float* inv_std, float* running_mean, float* running_var,
+                               cudaStream_t stream) {
+  if (c <= 0 || n * plane <= 0) return;
+  BatchNormStatistics<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(n, c, plane, x, eps, momentum, mean,
+                                                                          inv_std, running_mean, running_var);
+}
+
+void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var, double eps,
+                                float* mean, float* inv_std, cudaStream_t stream) {
+  if (c <= 0) return;
+  BatchNormFromRunning<<<Blocks(c), kThreads, 0, stream>>>(c, running_mean, running_var, eps, mean, inv_std);
+}
+
+void LaunchBatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
+                          const float* beta, const float* mean, const float* inv_std, float* y,
+                          cudaStream_t stream) {
+  const int64_t total = n * c * plane;
+  if (total <= 0) return;
+  BatchNormApply<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, gamma, beta, mean, inv_std, y);
+}
+
+void LaunchBatchNormBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
+                             const float* gamma, const float* mean, const float* inv_std, float* dgamma,
+                             float* dbeta, float* dx, bool accumulate, cudaStream_t stream) {
+  if (c <= 0 || n * plane <= 0) return;
+  BatchNormBackward<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(n, c, plane, x, dy, gamma, mean, inv_std,
+                                                                        dgamma, dbeta, dx, accumulate);
+}
+
+void LaunchLrnForward(int64_t n, int64_t c, int64_t plane, const float* x, float* y, int64_t size,
+                      double alpha_over_size, float beta, double k, cudaStream_t stream) {
+  const int64_t total = n * c * plane;
+  if (total <= 0) return;
+  LrnForward<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, y, (size - 1) / 2, alpha_over_size, beta, k);
+}
+
+void LaunchLrnBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* y, const float* dy,
+                       float* dx, int64_t size, double alpha_over_size, float beta, double k, float coeff,
+                       bool accumulate, cudaStream_t stream) {
+  const int64_t total = n * c * plane;
+  if (total <= 0) return;
+  LrnBackward<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, y, dy, dx, (size - 1) / 2, alpha_over_size,
+                                                      beta, k, coeff, accumulate);
+}
+
+void LaunchSoftmaxForward(int64_t rows, int64_t cols, const float* x, float* p, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  SoftmaxForward<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(cols, x, p);
+}
+
+void LaunchSoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels, float scale,
+                               float* dx, bool accumulate, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  SoftmaxLossBackward<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, p, labels, scale, dx,
+                                                                     accumulate);
+}
+
+}  // namespace cuda
+}  // namespace spill

@@ -1,0 +1,114 @@
+// Launchers of the CUDA layers' own kernels (layer_kernels.cu). Each one
+// enqueues its work on `stream` and launches nothing when there is nothing
+// to do; callers check the launch with SPILL_CUDA_CHECK_LAUNCH().
+//
+// Arithmetic follows the CPU layers (layers/cpu/*_cpu.cc) operation by
+// operation where that is cheap - the same accumulation orders for pooling
+// and the same double-precision sums for BatchNorm, LRN windows and softmax -
+// so results agree with the CPU closely, and every kernel is deterministic:
+// each output element is computed by one thread (or reduced by one block in
+// a fixed tree), never with atomics.
+#ifndef SPILL_LAYERS_CUDA_LAYER_KERNELS_CUDA_H_
+#define SPILL_LAYERS_CUDA_LAYER_KERNELS_CUDA_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace spill {
+namespace cuda {
+
+// ---- Elementwise ----
+
+// y = x > 0 ? x : x * slope
+void LaunchReluForward(int64_t n, const float* x, float* y, float slope, cudaStream_t stream);
+// dx (=|+=) y > 0 ? dy : dy * slope
+void LaunchReluBackward(int64_t n, const float* y, const float* dy, float* dx, float slope,
+                        bool accumulate, cudaStream_t stream);
+
+// dst[r * dst_stride + j] (=|+=) src[r * src_stride + j] for r < rows, j < cols.
+void LaunchCopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src_stride, float* dst,
+                       int64_t dst_stride, bool accumulate, cudaStream_t stream);
+
+// y = x[0] + x[1] + ... + x[count - 1], summed left to right as the CPU does.
+// `inputs` is a host array of `count` device pointers.
+void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cudaStream_t stream);
+
+// Dropout in training: when `draw`, mask[i] = Uniform(seed, i) < ratio ? 0 :
+// keep (the CPU's counter-based generator, framework/random.h, bit for bit);
+// then y = x * mask.
+void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed, float ratio,
+                          float keep, bool draw, cudaStream_t stream);
+// dx (=|+=) dy * mask
+void LaunchMulBackward(int64_t n, const float* dy, const float* mask, float* dx, bool accumulate,
+                       cudaStream_t stream);
+
+// ---- Fully connected helpers ----
+
+// y[i * cols + j] += b[j]
+void LaunchAddRowBias(int64_t rows, int64_t cols, const float* b, float* y, cudaStream_t stream);
+// db[j] = sum_i dy[i * cols + j], accumulated in double in row order.
+void LaunchColumnSums(int64_t rows, int64_t cols, const float* dy, float* db, cudaStream_t stream);
+
+// ---- Pooling (max, average, global average) ----
+
+struct PoolShape {
+  int64_t planes = 0;  // N * C
+  int64_t height = 0, width = 0, out_height = 0, out_width = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  bool count_include_pad = true;
+};
+
+void LaunchMaxPoolForward(const PoolShape& s, const float* x, float* y, cudaStream_t stream);
+void LaunchAvgPoolForward(const PoolShape& s, const float* x, float* y, cudaStream_t stream);
+// Each input element gathers its gradient from the windows covering it, in
+// the CPU's order; max pooling routes a window's gradient to the first
+// position (row-major) holding the window's maximum.
+void LaunchMaxPoolBackward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx,
+                           bool accumulate, cudaStream_t stream);
+void LaunchAvgPoolBackward(const PoolShape& s, const float* dy, float* dx, bool accumulate,
+                           cudaStream_t stream);
+
+// ---- BatchNorm (spatial: per channel over N, H, W) ----
+
+// Batch statistics: mean and 1 / sqrt(biased var + eps) into `mean` and
+// `inv_std`, and the running statistics updated with `momentum` (unbiased
+// variance). One block per channel, double sums.
+void LaunchBatchNormStatistics(int64_t n, int64_t c, int64_t plane, const float* x, double eps,
+                               double momentum, float* mean, float* inv_std, float* running_mean,
+                               float* running_var, cudaStream_t stream);
+// Evaluation: mean = running_mean, inv_std = 1 / sqrt(running_var + eps).
+void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var, double eps,
+                                float* mean, float* inv_std, cudaStream_t stream);
+// y = (x - mean) * (gamma * inv_std) + beta
+void LaunchBatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
+                          const float* beta, const float* mean, const float* inv_std, float* y,
+                          cudaStream_t stream);
+// dgamma, dbeta (either may be null) and dx (may be null; =|+=).
+void LaunchBatchNormBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
+                             const float* gamma, const float* mean, const float* inv_std, float* dgamma,
+                             float* dbeta, float* dx, bool accumulate, cudaStream_t stream);
+
+// ---- LRN across channels ----
+
+// scale = k + alpha_over_size * sum of x^2 over the window; y = x * scale^-beta
+void LaunchLrnForward(int64_t n, int64_t c, int64_t plane, const float* x, float* y, int64_t size,
+                      double alpha_over_size, float beta, double k, cudaStream_t stream);
+// dx (=|+=) dy * scale^-beta - coeff * x * sum_window(dy * y / scale),
+// coeff = 2 * alpha * beta / size.
+void LaunchLrnBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* y, const float* dy,
+                       float* dx, int64_t size, double alpha_over_size, float beta, double k, float coeff,
+                       bool accumulate, cudaStream_t stream);
+
+// ---- Softmax with cross-entropy ----
+
+// p = softmax(x) per row of `cols`, with double sums. One block per row.
+void LaunchSoftmaxForward(int64_t rows, int64_t cols, const float* x, float* p, cudaStream_t stream);
+// dx (=|+=) (p - onehot(label)) * scale
+void LaunchSoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels, float scale,
+                               float* dx, bool accumulate, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace spill
+
+#endif  // SPILL_LAYERS_CUDA_LAYER_KERNELS_CUDA_H_

@@ -1,0 +1,47 @@
+// Small helpers shared by the CUDA layers.
+#ifndef SPILL_LAYERS_CUDA_LAYER_UTIL_CUDA_H_
+#define SPILL_LAYERS_CUDA_LAYER_UTIL_CUDA_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "framework/check.h"
+#include "framework/cuda/cuda_check.h"
+#include "framework/cuda/cuda_device.h"
+#include "framework/layer.h"
+
+namespace spill {
+namespace cuda {
+
+// The CUDA device a layer runs on; anything else is a wiring bug.
+inline CudaDevice& DeviceOf(Device* device) {
+  SPILL_CHECK(device != nullptr && device->type() == DeviceType::kCuda)
+      << "a CUDA layer was given " << (device == nullptr ? "no device" : device->Describe());
+  return *static_cast<CudaDevice*>(device);
+}
+
+inline cudaStream_t StreamOf(Device* device) { return DeviceOf(device).compute_stream(); }
+
+// Whether backward adds into input gradient i instead of overwriting it.
+inline bool Accumulates(const BackwardArgs& args, size_t input) {
+  return input < args.accumulate.size() && args.accumulate[input];
+}
+
+// The input gradient i when one is wanted, else null.
+inline float* InputGrad(const BackwardArgs& args, size_t input) {
+  return input < args.input_grads.size() && args.input_grads[input].valid() ? args.input_grads[input].data()
+                                                                            : nullptr;
+}
+
+// The gradient of parameter i when one is wanted, else null.
+inline float* ParamGrad(const BackwardArgs& args, size_t param) {
+  return param < args.param_grads.size() && args.param_grads[param].valid() ? args.param_grads[param].data()
+                                                                            : nullptr;
+}
+
+}  // namespace cuda
+}  // namespace spill
+
+#endif  // SPILL_LAYERS_CUDA_LAYER_UTIL_CUDA_H_

@@ -1,0 +1,85 @@
+// max_pool, avg_pool and global_avg_pool on the GPU with the layer's own
+// kernels rather than cuDNN: cuDNN has no ceil mode, and its windows at the
+// bottom and right edges differ from PoolGeometry::Window (clipped to
+// input + pad, as PyTorch and the CPU layer do). One thread per output in
+// forward; in backward each input element gathers from the windows that
+// cover it, in the CPU's order, so no atomics are needed and the result is
+// deterministic.
+#include "framework/layer_registry.h"
+#include "layers/cuda/layer_kernels_cuda.h"
+#include "layers/cuda/layer_util_cuda.h"
+#include "layers/pooling_layer.h"
+
+namespace spill {
+namespace {
+
+class CudaPoolingLayer : public PoolingLayer {
+ public:
+  CudaPoolingLayer(LayerParams& params, Kind kind) : PoolingLayer(params, kind) {}
+
+  void Forward(const ForwardArgs& args) const override {
+    const cuda::PoolShape s = ShapeOf();
+    cudaStream_t stream = cuda::StreamOf(args.device);
+    if (kind_ == Kind::kMax) {
+      cuda::LaunchMaxPoolForward(s, args.inputs[0].data(), args.outputs[0].data(), stream);
+    } else {
+      cuda::LaunchAvgPoolForward(s, args.inputs[0].data(), args.outputs[0].data(), stream);
+    }
+    SPILL_CUDA_CHECK_LAUNCH();
+  }
+
+  void Backward(const BackwardArgs& args) const override {
+    float* dx = cuda::InputGrad(args, 0);
+    if (dx == nullptr) return;
+    const cuda::PoolShape s = ShapeOf();
+    cudaStream_t stream = cuda::StreamOf(args.device);
+    const bool accumulate = cuda::Accumulates(args, 0);
+    if (kind_ == Kind::kMax) {
+      cuda::LaunchMaxPoolBackward(s, args.inputs[0].data(), args.outputs[0].data(), args.output_grads[0].data(),
+                                  dx, accumulate, stream);
+    } else {
+      cuda::LaunchAvgPoolBackward(s, args.output_grads[0].data(), dx, accumulate, stream);
+    }
+    SPILL_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  cuda::PoolShape ShapeOf() const {
+    const PoolGeometry& g = geom_;
+    cuda::PoolShape s;
+    s.planes = g.batch * g.channels;
+    s.height = g.height;
+    s.width = g.width;
+    s.out_height = g.out_height;
+    s.out_width = g.out_width;
+    s.kernel_h = g.kernel[0];
+    s.kernel_w = g.kernel[1];
+    s.stride_h = g.stride[0];
+    s.stride_w = g.stride[1];
+    s.pad_h = g.pad[0];
+    s.pad_w = g.pad[1];
+    s.count_include_pad = g.count_include_pad;
+    return s;
+  }
+};
+
+class CudaMaxPool : public CudaPoolingLayer {
+ public:
+  explicit CudaMaxPool(LayerParams& p) : CudaPoolingLayer(p, Kind::kMax) {}
+};
+class CudaAvgPool : public CudaPoolingLayer {
+ public:
+  explicit CudaAvgPool(LayerParams& p) : CudaPoolingLayer(p, Kind::kAverage) {}
+};
+class CudaGlobalAvgPool : public CudaPoolingLayer {
+ public:
+  explicit CudaGlobalAvgPool(LayerParams& p) : CudaPoolingLayer(p, Kind::kGlobalAverage) {}
+};
+
+}  // namespace
+
+SPILL_REGISTER_LAYER(max_pool, kCuda, CudaMaxPool);
+SPILL_REGISTER_LAYER(avg_pool, kCuda, CudaAvgPool);
+SPILL_REGISTER_LAYER(global_avg_pool, kCuda, CudaGlobalAvgPool);
+
+}  // namespace spill

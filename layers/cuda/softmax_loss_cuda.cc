@@ -1,0 +1,36 @@
+// softmax_loss on the GPU: a softmax kernel (one block per sample, max and
+// double sum of exponentials, as the CPU layer) whose output is the
+// probabilities, and a kernel for the gradient weight * (p - onehot) / N.
+#include "framework/layer_registry.h"
+#include "layers/cuda/layer_kernels_cuda.h"
+#include "layers/cuda/layer_util_cuda.h"
+#include "layers/softmax_loss_layer.h"
+
+namespace spill {
+namespace {
+
+class CudaSoftmaxLossLayer : public SoftmaxLossLayer {
+ public:
+  using SoftmaxLossLayer::SoftmaxLossLayer;
+
+  void Forward(const ForwardArgs& args) const override {
+    cuda::LaunchSoftmaxForward(batch_size_, classes_, args.inputs[0].data(), args.outputs[0].data(),
+                               cuda::StreamOf(args.device));
+    SPILL_CUDA_CHECK_LAUNCH();
+  }
+
+  void Backward(const BackwardArgs& args) const override {
+    float* dx = cuda::InputGrad(args, 0);
+    if (dx == nullptr) return;
+    const float scale = weight_ / static_cast<float>(batch_size_);
+    cuda::LaunchSoftmaxLossBackward(batch_size_, classes_, args.outputs[0].data(), args.inputs[1].data(), scale, dx,
+                                    cuda::Accumulates(args, 0), cuda::StreamOf(args.device));
+    SPILL_CUDA_CHECK_LAUNCH();
+  }
+};
+
+}  // namespace
+
+SPILL_REGISTER_LAYER(softmax_loss, kCuda, CudaSoftmaxLossLayer);
+
+}  // namespace spill
