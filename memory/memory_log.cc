@@ -101,7 +101,7 @@ std::string MemoryLogJson(const MemoryLog& log, const Schedule& schedule,
 }
 
 std::string MemoryPlotSvg(const std::vector<MemoryLog>& logs, const std::string& title) {
-  const double width = 900, height = 480, left = 80, right = 170, top = 40, bottom = 50;
+  const double width = 1000, height = 480, left = 80, right = 270, top = 40, bottom = 50;
   const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
   size_t max_steps = 1;
   double max_bytes = 1;

@@ -136,13 +136,13 @@ StatusOr<Subject> Load(const Args& a) {
 std::string Bytes(size_t b) { return FormatBytes(static_cast<double>(b)); }
 
 void PrintSteps(const MemoryPlan& plan, const Net& net) {
-  std::printf("  %5s %-9s %-32s %12s %12s %5s %11s %11s %6s\n", "step", "pass", "layer", "in use",
-              "peak", "live", "to host", "to device", "recomp");
+  std::printf("  %5s %-9s %-32s %12s %12s %5s %11s %11s %6s %11s  %s\n", "step", "pass", "layer",
+              "in use", "peak", "live", "to host", "to device", "recomp", "workspace", "algorithms");
   for (const StepRecord& r : plan.log.steps) {
-    std::printf("  %5d %-9s %-32s %12s %12s %5d %11s %11s %6d\n", r.step + 1,
+    std::printf("  %5d %-9s %-32s %12s %12s %5d %11s %11s %6d %11s  %s\n", r.step + 1,
                 r.pass == Pass::kForward ? "forward" : "backward", net.layer(r.layer).name().c_str(),
                 Bytes(r.total).c_str(), Bytes(r.peak).c_str(), r.live_tensors, Bytes(r.to_host).c_str(),
-                Bytes(r.to_device).c_str(), r.recomputed);
+                Bytes(r.to_device).c_str(), r.recomputed, Bytes(r.workspace).c_str(), r.algorithm.c_str());
   }
 }
 
@@ -187,7 +187,8 @@ std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net&
         out << (i ? "," : "") << "{\"step\":" << r.step + 1 << ",\"layer\":\"" << net.layer(r.layer).name()
             << "\",\"total\":" << r.total << ",\"peak\":" << r.peak << ",\"live\":" << r.live_tensors
             << ",\"to_host\":" << r.to_host << ",\"to_device\":" << r.to_device
-            << ",\"recomputed\":" << r.recomputed << "}";
+            << ",\"recomputed\":" << r.recomputed << ",\"workspace\":" << r.workspace
+            << ",\"algorithm\":\"" << r.algorithm << "\"}";
       }
       out << "]";
     }
