@@ -1,6 +1,7 @@
 #include "tests/net_harness.h"
 
 #include "framework/cpu_device.h"
+#include "framework/device_registry.h"
 #include "framework/executor.h"
 #include "framework/initializer.h"
 #include "framework/net.h"
@@ -53,8 +54,12 @@ NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides) {
 }
 
 StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run) {
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {run.batch, DeviceType::kCpu}));
-  CpuDevice device(CpuDeviceOptions{run.link_bytes_per_second});
+  DeviceConfig config;
+  config.link_bytes_per_second = run.link_bytes_per_second;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(run.device, config));
+  Device& device = *owned;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {run.batch, device.type()}));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
                          MemoryRuntime::Create(*net, run.memory, &device));
   Executor executor(*net, &device, *runtime);

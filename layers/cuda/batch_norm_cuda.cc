@@ -31,13 +31,13 @@ class CudaBatchNormLayer : public BatchNormLayer {
       cuda::LaunchBatchNormFromRunning(c, running_mean, running_var, eps_, mean, inv_std, stream);
       SPILL_CUDA_CHECK_LAUNCH();
     } else if (!args.recompute) {
-      cuda::LaunchBatchNormStatistics(n, c, plane, x, eps_, momentum_, mean, inv_std, running_mean, running_var,
-                                      stream);
+      cuda::LaunchBatchNormStatistics(n, c, plane, x, eps_, momentum_, mean, inv_std, running_mean,
+                                      running_var, stream);
       SPILL_CUDA_CHECK_LAUNCH();
     }
     // A recomputing forward in training reuses the saved statistics.
-    cuda::LaunchBatchNormApply(n, c, plane, x, args.params[0].data(), args.params[1].data(), mean, inv_std,
-                               args.outputs[0].data(), stream);
+    cuda::LaunchBatchNormApply(n, c, plane, x, args.params[0].data(), args.params[1].data(), mean,
+                               inv_std, args.outputs[0].data(), stream);
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
@@ -47,9 +47,10 @@ class CudaBatchNormLayer : public BatchNormLayer {
     float* dbeta = cuda::ParamGrad(args, 1);
     float* dx = cuda::InputGrad(args, 0);
     if (dgamma == nullptr && dbeta == nullptr && dx == nullptr) return;
-    cuda::LaunchBatchNormBackward(s.n(), s.c(), s.h() * s.w(), args.inputs[0].data(), args.output_grads[0].data(),
-                                  args.params[0].data(), args.aux[0].data(), args.aux[1].data(), dgamma, dbeta,
-                                  dx, cuda::Accumulates(args, 0), cuda::StreamOf(args.device));
+    cuda::LaunchBatchNormBackward(s.n(), s.c(), s.h() * s.w(), args.inputs[0].data(),
+                                  args.output_grads[0].data(), args.params[0].data(),
+                                  args.aux[0].data(), args.aux[1].data(), dgamma, dbeta, dx,
+                                  cuda::Accumulates(args, 0), cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
 };

@@ -27,10 +27,12 @@ namespace spill {
 // it cudaMallocs and frees again (workspace up to the largest candidate's,
 // capped by the free device memory), and stores the times in the layers.
 // Candidates that could not be measured (their workspace did not fit) keep
-// an estimate slower than every measured one. Call it before the memory
-// runtime reserves its device region. Layers of other types are skipped; a
-// layer whose scratch buffers cannot be allocated keeps its estimates (with
-// a warning). Errors are cuDNN failures.
+// an estimate slower than every measured one. Layers of one geometry are
+// measured once; layers of other types are skipped. Call it before the
+// memory runtime reserves its device region: it is registered as the CUDA
+// backend's NetCalibration (framework/device_registry.h), so CalibrateNet
+// runs it. Where scratch memory cannot be had or a timing fails, the layer
+// keeps its estimates (with a warning); errors are failed cuDNN queries.
 Status CalibrateCudaConvolutions(const Net& net, CudaDevice& device);
 
 }  // namespace spill

@@ -22,13 +22,14 @@ class CudaDropoutLayer : public DropoutLayer {
     cudaStream_t stream = cuda::StreamOf(args.device);
     if (args.phase == Phase::kEval) {
       if (n > 0 && y != x) {
-        SPILL_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice,
-                                         stream));
+        SPILL_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * sizeof(float),
+                                         cudaMemcpyDeviceToDevice, stream));
       }
       return;
     }
     const float keep = 1.0f / (1.0f - ratio_);
-    cuda::LaunchDropoutForward(n, x, y, args.aux[0].data(), args.seed, ratio_, keep, !args.recompute, stream);
+    cuda::LaunchDropoutForward(n, x, y, args.aux[0].data(), args.seed, ratio_, keep,
+                               !args.recompute, stream);
     SPILL_CUDA_CHECK_LAUNCH();
   }
 

@@ -27,20 +27,24 @@ class CudaFullyConnectedLayer : public FullyConnectedLayer {
 
   void Forward(const ForwardArgs& args) const override {
     CudaDevice& device = cuda::DeviceOf(args.device);
-    const int n = AsInt(batch_size_, "batch"), k = AsInt(in_features_, "inputs"), m = AsInt(outputs_, "outputs");
+    const int n = AsInt(batch_size_, "batch"), k = AsInt(in_features_, "inputs"),
+              m = AsInt(outputs_, "outputs");
     float* y = args.outputs[0].data();
     const float one = 1.0f, zero = 0.0f;
     // y^T (M x N) = W (M x K) * x^T (K x N)
-    SPILL_CUBLAS_CHECK(cublasSgemm(device.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, args.params[0].data(),
-                                   k, args.inputs[0].data(), k, &zero, y, m));
+    SPILL_CUBLAS_CHECK(cublasSgemm(device.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one,
+                                   args.params[0].data(), k, args.inputs[0].data(), k, &zero, y,
+                                   m));
     if (!bias_) return;
-    cuda::LaunchAddRowBias(batch_size_, outputs_, args.params[1].data(), y, device.compute_stream());
+    cuda::LaunchAddRowBias(batch_size_, outputs_, args.params[1].data(), y,
+                           device.compute_stream());
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
   void Backward(const BackwardArgs& args) const override {
     CudaDevice& device = cuda::DeviceOf(args.device);
-    const int n = AsInt(batch_size_, "batch"), k = AsInt(in_features_, "inputs"), m = AsInt(outputs_, "outputs");
+    const int n = AsInt(batch_size_, "batch"), k = AsInt(in_features_, "inputs"),
+              m = AsInt(outputs_, "outputs");
     const float* dy = args.output_grads[0].data();
     const float one = 1.0f, zero = 0.0f;
     if (float* dw = cuda::ParamGrad(args, 0)) {

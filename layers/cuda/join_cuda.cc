@@ -23,8 +23,9 @@ class CudaConcatLayer : public ConcatLayer {
     int64_t channel = 0;
     for (const Tensor& in : args.inputs) {
       const int64_t count = in.shape().c() * plane;
-      cuda::LaunchCopyOrAdd2d(out.n(), count, in.data(), count, args.outputs[0].data() + channel * plane,
-                              out.c() * plane, false, stream);
+      cuda::LaunchCopyOrAdd2d(out.n(), count, in.data(), count,
+                              args.outputs[0].data() + channel * plane, out.c() * plane, false,
+                              stream);
       SPILL_CUDA_CHECK_LAUNCH();
       channel += in.shape().c();
     }
@@ -38,8 +39,8 @@ class CudaConcatLayer : public ConcatLayer {
     for (size_t i = 0; i < inputs_.size(); ++i) {
       const int64_t count = inputs_[i].c() * plane;
       if (float* dx = cuda::InputGrad(args, i)) {
-        cuda::LaunchCopyOrAdd2d(out.n(), count, args.output_grads[0].data() + channel * plane, out.c() * plane,
-                                dx, count, cuda::Accumulates(args, i), stream);
+        cuda::LaunchCopyOrAdd2d(out.n(), count, args.output_grads[0].data() + channel * plane,
+                                out.c() * plane, dx, count, cuda::Accumulates(args, i), stream);
         SPILL_CUDA_CHECK_LAUNCH();
       }
       channel += inputs_[i].c();
@@ -65,7 +66,8 @@ class CudaAddLayer : public AddLayer {
     for (size_t i = 0; i < args.input_grads.size(); ++i) {
       float* dx = cuda::InputGrad(args, i);
       if (dx == nullptr) continue;
-      cuda::LaunchCopyOrAdd2d(1, n, args.output_grads[0].data(), n, dx, n, cuda::Accumulates(args, i), stream);
+      cuda::LaunchCopyOrAdd2d(1, n, args.output_grads[0].data(), n, dx, n,
+                              cuda::Accumulates(args, i), stream);
       SPILL_CUDA_CHECK_LAUNCH();
     }
   }

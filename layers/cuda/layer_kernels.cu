@@ -12,13 +12,15 @@ namespace spill {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;           // threads per block, a power of two
-constexpr int64_t kMaxBlocks = 8192;    // grid-stride loops cover the rest
-constexpr int kMaxAddInputs = 8;        // inputs summed per AddN pass
+constexpr int kThreads = 256;         // threads per block, a power of two
+constexpr int64_t kMaxBlocks = 8192;  // grid-stride loops cover the rest
+constexpr int kMaxAddInputs = 8;      // inputs summed per AddN pass
 
-int Blocks(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)); }
+int Blocks(int64_t n) {
+  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
+}
 
-#define SPILL_GRID_LOOP(i, n)                                                           \
+#define SPILL_GRID_LOOP(i, n)                                                            \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
@@ -68,8 +70,8 @@ __global__ void ReluBackward(int64_t n, const float* y, const float* dy, float* 
   }
 }
 
-__global__ void CopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src_stride, float* dst,
-                            int64_t dst_stride, bool accumulate) {
+__global__ void CopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src_stride,
+                            float* dst, int64_t dst_stride, bool accumulate) {
   SPILL_GRID_LOOP(i, rows * cols) {
     const int64_t r = i / cols, j = i - r * cols;
     const float v = src[r * src_stride + j];
@@ -104,8 +106,8 @@ __device__ __forceinline__ float UniformAt(uint64_t seed, uint64_t index) {
   return static_cast<float>(Mix64(seed ^ Mix64(index)) >> 40) * (1.0f / 16777216.0f);
 }
 
-__global__ void DropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed, float ratio,
-                               float keep, bool draw) {
+__global__ void DropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,
+                               float ratio, float keep, bool draw) {
   SPILL_GRID_LOOP(i, n) {
     float m;
     if (draw) {
@@ -118,7 +120,8 @@ __global__ void DropoutForward(int64_t n, const float* x, float* y, float* mask,
   }
 }
 
-__global__ void MulBackward(int64_t n, const float* dy, const float* mask, float* dx, bool accumulate) {
+__global__ void MulBackward(int64_t n, const float* dy, const float* mask, float* dx,
+                            bool accumulate) {
   SPILL_GRID_LOOP(i, n) {
     const float g = dy[i] * mask[i];
     dx[i] = accumulate ? dx[i] + g : g;
@@ -160,8 +163,8 @@ __device__ __forceinline__ AxisWindow Window(int64_t o, int64_t in, int64_t kern
 
 // The outputs whose windows cover input position h along one axis:
 // o * stride - pad <= h < o * stride - pad + kernel.
-__device__ __forceinline__ void Covering(int64_t h, int64_t out, int64_t kernel, int64_t stride, int64_t pad,
-                                         int64_t* lo, int64_t* hi) {
+__device__ __forceinline__ void Covering(int64_t h, int64_t out, int64_t kernel, int64_t stride,
+                                         int64_t pad, int64_t* lo, int64_t* hi) {
   const int64_t t = h + pad - kernel;
   *lo = t < 0 ? 0 : t / stride + 1;
   *hi = min((h + pad) / stride, out - 1);
@@ -197,8 +200,8 @@ __global__ void AvgPoolForward(PoolShape s, const float* x, float* y) {
   }
 }
 
-__global__ void MaxPoolBackward(PoolShape s, const float* x, const float* y, const float* dy, float* dx,
-                                bool accumulate) {
+__global__ void MaxPoolBackward(PoolShape s, const float* x, const float* y, const float* dy,
+                                float* dx, bool accumulate) {
   SPILL_GRID_LOOP(i, s.planes * s.height * s.width) {
     const int64_t w = i % s.width, t = i / s.width;
     const int64_t h = t % s.height, p = t / s.height;
@@ -242,10 +245,12 @@ __global__ void AvgPoolBackward(PoolShape s, const float* dy, float* dx, bool ac
     Covering(h, s.out_height, s.kernel_h, s.stride_h, s.pad_h, &oh0, &oh1);
     Covering(w, s.out_width, s.kernel_w, s.stride_w, s.pad_w, &ow0, &ow1);
     for (int64_t oh = oh0; oh <= oh1; ++oh) {
-      const AxisWindow r = Window(oh, s.height, s.kernel_h, s.stride_h, s.pad_h, s.count_include_pad);
+      const AxisWindow r =
+          Window(oh, s.height, s.kernel_h, s.stride_h, s.pad_h, s.count_include_pad);
       if (h < r.begin || h >= r.end) continue;
       for (int64_t ow = ow0; ow <= ow1; ++ow) {
-        const AxisWindow c = Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, s.count_include_pad);
+        const AxisWindow c =
+            Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, s.count_include_pad);
         if (w < c.begin || w >= c.end) continue;
         const int64_t o = (p * s.out_height + oh) * s.out_width + ow;
         acc += dy[o] / static_cast<float>(r.span * c.span);
@@ -259,8 +264,8 @@ __global__ void AvgPoolBackward(PoolShape s, const float* dy, float* dx, bool ac
 
 // One block per channel.
 __global__ void BatchNormStatistics(int64_t n, int64_t c, int64_t plane, const float* x, double eps,
-                                    double momentum, float* mean, float* inv_std, float* running_mean,
-                                    float* running_var) {
+                                    double momentum, float* mean, float* inv_std,
+                                    float* running_mean, float* running_var) {
   __shared__ double shared[kThreads];
   const int64_t ch = blockIdx.x;
   const int64_t count = n * plane;
@@ -289,16 +294,17 @@ __global__ void BatchNormStatistics(int64_t n, int64_t c, int64_t plane, const f
   }
 }
 
-__global__ void BatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var, double eps,
-                                     float* mean, float* inv_std) {
+__global__ void BatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var,
+                                     double eps, float* mean, float* inv_std) {
   SPILL_GRID_LOOP(ch, c) {
     mean[ch] = running_mean[ch];
     inv_std[ch] = static_cast<float>(1.0 / sqrt(static_cast<double>(running_var[ch]) + eps));
   }
 }
 
-__global__ void BatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
-                               const float* beta, const float* mean, const float* inv_std, float* y) {
+__global__ void BatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x,
+                               const float* gamma, const float* beta, const float* mean,
+                               const float* inv_std, float* y) {
   SPILL_GRID_LOOP(i, n * c * plane) {
     const int64_t ch = (i / plane) % c;
     const float scale = gamma[ch] * inv_std[ch];
@@ -307,9 +313,10 @@ __global__ void BatchNormApply(int64_t n, int64_t c, int64_t plane, const float*
 }
 
 // One block per channel: dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
-__global__ void BatchNormBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                                  const float* gamma, const float* mean, const float* inv_std, float* dgamma,
-                                  float* dbeta, float* dx, bool accumulate) {
+__global__ void BatchNormBackward(int64_t n, int64_t c, int64_t plane, const float* x,
+                                  const float* dy, const float* gamma, const float* mean,
+                                  const float* inv_std, float* dgamma, float* dbeta, float* dx,
+                                  bool accumulate) {
   __shared__ double shared[kThreads];
   const int64_t ch = blockIdx.x;
   const int64_t count = n * plane;
@@ -347,8 +354,8 @@ __global__ void BatchNormBackward(int64_t n, int64_t c, int64_t plane, const flo
 // k + alpha / size * sum of x^2 over the channels [ch - half, ch + half] of
 // one pixel; `image` is the sample's first element, `pixel` the offset in
 // the plane.
-__device__ float LrnScale(const float* image, int64_t ch, int64_t c, int64_t plane, int64_t pixel, int64_t half,
-                          double alpha_over_size, double k) {
+__device__ float LrnScale(const float* image, int64_t ch, int64_t c, int64_t plane, int64_t pixel,
+                          int64_t half, double alpha_over_size, double k) {
   const int64_t lo = max(static_cast<int64_t>(0), ch - half), hi = min(c - 1, ch + half);
   double sum = 0;
   for (int64_t j = lo; j <= hi; ++j) {
@@ -358,19 +365,20 @@ __device__ float LrnScale(const float* image, int64_t ch, int64_t c, int64_t pla
   return static_cast<float>(k + alpha_over_size * sum);
 }
 
-__global__ void LrnForward(int64_t n, int64_t c, int64_t plane, const float* x, float* y, int64_t half,
-                           double alpha_over_size, float beta, double k) {
+__global__ void LrnForward(int64_t n, int64_t c, int64_t plane, const float* x, float* y,
+                           int64_t half, double alpha_over_size, float beta, double k) {
   SPILL_GRID_LOOP(i, n * c * plane) {
     const int64_t pixel = i % plane, t = i / plane;
     const int64_t ch = t % c, sample = t / c;
-    const float scale = LrnScale(x + sample * c * plane, ch, c, plane, pixel, half, alpha_over_size, k);
+    const float scale =
+        LrnScale(x + sample * c * plane, ch, c, plane, pixel, half, alpha_over_size, k);
     y[i] = x[i] * powf(scale, -beta);
   }
 }
 
-__global__ void LrnBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* y, const float* dy,
-                            float* dx, int64_t half, double alpha_over_size, float beta, double k, float coeff,
-                            bool accumulate) {
+__global__ void LrnBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* y,
+                            const float* dy, float* dx, int64_t half, double alpha_over_size,
+                            float beta, double k, float coeff, bool accumulate) {
   SPILL_GRID_LOOP(i, n * c * plane) {
     const int64_t pixel = i % plane, t = i / plane;
     const int64_t ch = t % c, sample = t / c;
@@ -401,15 +409,16 @@ __global__ void SoftmaxForward(int64_t cols, const float* x, float* p) {
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) top = MaxOf(top, row[j]);
   top = BlockMax(top, top_shared);
   double sum = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += exp(static_cast<double>(row[j] - top));
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    sum += exp(static_cast<double>(row[j] - top));
   sum = BlockSum(sum, sum_shared);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     out[j] = static_cast<float>(exp(static_cast<double>(row[j] - top)) / sum);
   }
 }
 
-__global__ void SoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels, float scale,
-                                    float* dx, bool accumulate) {
+__global__ void SoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels,
+                                    float scale, float* dx, bool accumulate) {
   SPILL_GRID_LOOP(i, rows * cols) {
     const int64_t r = i / cols, j = i - r * cols;
     const int64_t label = static_cast<int64_t>(labels[r]);
@@ -425,8 +434,8 @@ void LaunchReluForward(int64_t n, const float* x, float* y, float slope, cudaStr
   ReluForward<<<Blocks(n), kThreads, 0, stream>>>(n, x, y, slope);
 }
 
-void LaunchReluBackward(int64_t n, const float* y, const float* dy, float* dx, float slope, bool accumulate,
-                        cudaStream_t stream) {
+void LaunchReluBackward(int64_t n, const float* y, const float* dy, float* dx, float slope,
+                        bool accumulate, cudaStream_t stream) {
   if (n <= 0) return;
   ReluBackward<<<Blocks(n), kThreads, 0, stream>>>(n, y, dy, dx, slope, accumulate);
 }
@@ -434,8 +443,8 @@ void LaunchReluBackward(int64_t n, const float* y, const float* dy, float* dx, f
 void LaunchCopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src_stride, float* dst,
                        int64_t dst_stride, bool accumulate, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  CopyOrAdd2d<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, src, src_stride, dst, dst_stride,
-                                                             accumulate);
+  CopyOrAdd2d<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, src, src_stride, dst,
+                                                            dst_stride, accumulate);
 }
 
 void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cudaStream_t stream) {
@@ -448,8 +457,8 @@ void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cuda
   }
 }
 
-void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed, float ratio, float keep,
-                          bool draw, cudaStream_t stream) {
+void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,
+                          float ratio, float keep, bool draw, cudaStream_t stream) {
   if (n <= 0) return;
   DropoutForward<<<Blocks(n), kThreads, 0, stream>>>(n, x, y, mask, seed, ratio, keep, draw);
 }
@@ -482,31 +491,33 @@ void LaunchAvgPoolForward(const PoolShape& s, const float* x, float* y, cudaStre
   AvgPoolForward<<<Blocks(n), kThreads, 0, stream>>>(s, x, y);
 }
 
-void LaunchMaxPoolBackward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx,
-                           bool accumulate, cudaStream_t stream) {
+void LaunchMaxPoolBackward(const PoolShape& s, const float* x, const float* y, const float* dy,
+                           float* dx, bool accumulate, cudaStream_t stream) {
   const int64_t n = s.planes * s.height * s.width;
   if (n <= 0) return;
   MaxPoolBackward<<<Blocks(n), kThreads, 0, stream>>>(s, x, y, dy, dx, accumulate);
 }
 
-void LaunchAvgPoolBackward(const PoolShape& s, const float* dy, float* dx, bool accumulate, cudaStream_t stream) {
+void LaunchAvgPoolBackward(const PoolShape& s, const float* dy, float* dx, bool accumulate,
+                           cudaStream_t stream) {
   const int64_t n = s.planes * s.height * s.width;
   if (n <= 0) return;
   AvgPoolBackward<<<Blocks(n), kThreads, 0, stream>>>(s, dy, dx, accumulate);
 }
 
-void LaunchBatchNormStatistics(int64_t n, int64_t c, int64_t plane, const float* x, double eps, double momentum,
-                               float* mean, float* inv_std, float* running_mean, float* running_var,
-                               cudaStream_t stream) {
+void LaunchBatchNormStatistics(int64_t n, int64_t c, int64_t plane, const float* x, double eps,
+                               double momentum, float* mean, float* inv_std, float* running_mean,
+                               float* running_var, cudaStream_t stream) {
   if (c <= 0 || n * plane <= 0) return;
-  BatchNormStatistics<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(n, c, plane, x, eps, momentum, mean,
-                                                                          inv_std, running_mean, running_var);
+  BatchNormStatistics<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
+      n, c, plane, x, eps, momentum, mean, inv_std, running_mean, running_var);
 }
 
-void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var, double eps,
-                                float* mean, float* inv_std, cudaStream_t stream) {
+void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var,
+                                double eps, float* mean, float* inv_std, cudaStream_t stream) {
   if (c <= 0) return;
-  BatchNormFromRunning<<<Blocks(c), kThreads, 0, stream>>>(c, running_mean, running_var, eps, mean, inv_std);
+  BatchNormFromRunning<<<Blocks(c), kThreads, 0, stream>>>(c, running_mean, running_var, eps, mean,
+                                                           inv_std);
 }
 
 void LaunchBatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
@@ -514,43 +525,47 @@ void LaunchBatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, c
                           cudaStream_t stream) {
   const int64_t total = n * c * plane;
   if (total <= 0) return;
-  BatchNormApply<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, gamma, beta, mean, inv_std, y);
+  BatchNormApply<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, gamma, beta, mean, inv_std,
+                                                         y);
 }
 
 void LaunchBatchNormBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                             const float* gamma, const float* mean, const float* inv_std, float* dgamma,
-                             float* dbeta, float* dx, bool accumulate, cudaStream_t stream) {
+                             const float* gamma, const float* mean, const float* inv_std,
+                             float* dgamma, float* dbeta, float* dx, bool accumulate,
+                             cudaStream_t stream) {
   if (c <= 0 || n * plane <= 0) return;
-  BatchNormBackward<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(n, c, plane, x, dy, gamma, mean, inv_std,
-                                                                        dgamma, dbeta, dx, accumulate);
+  BatchNormBackward<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
+      n, c, plane, x, dy, gamma, mean, inv_std, dgamma, dbeta, dx, accumulate);
 }
 
 void LaunchLrnForward(int64_t n, int64_t c, int64_t plane, const float* x, float* y, int64_t size,
                       double alpha_over_size, float beta, double k, cudaStream_t stream) {
   const int64_t total = n * c * plane;
   if (total <= 0) return;
-  LrnForward<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, y, (size - 1) / 2, alpha_over_size, beta, k);
+  LrnForward<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, y, (size - 1) / 2,
+                                                     alpha_over_size, beta, k);
 }
 
-void LaunchLrnBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* y, const float* dy,
-                       float* dx, int64_t size, double alpha_over_size, float beta, double k, float coeff,
-                       bool accumulate, cudaStream_t stream) {
+void LaunchLrnBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* y,
+                       const float* dy, float* dx, int64_t size, double alpha_over_size, float beta,
+                       double k, float coeff, bool accumulate, cudaStream_t stream) {
   const int64_t total = n * c * plane;
   if (total <= 0) return;
-  LrnBackward<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, y, dy, dx, (size - 1) / 2, alpha_over_size,
-                                                      beta, k, coeff, accumulate);
+  LrnBackward<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, y, dy, dx, (size - 1) / 2,
+                                                      alpha_over_size, beta, k, coeff, accumulate);
 }
 
-void LaunchSoftmaxForward(int64_t rows, int64_t cols, const float* x, float* p, cudaStream_t stream) {
+void LaunchSoftmaxForward(int64_t rows, int64_t cols, const float* x, float* p,
+                          cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   SoftmaxForward<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(cols, x, p);
 }
 
-void LaunchSoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels, float scale,
-                               float* dx, bool accumulate, cudaStream_t stream) {
+void LaunchSoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels,
+                               float scale, float* dx, bool accumulate, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  SoftmaxLossBackward<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, p, labels, scale, dx,
-                                                                     accumulate);
+  SoftmaxLossBackward<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, p, labels, scale,
+                                                                    dx, accumulate);
 }
 
 }  // namespace cuda

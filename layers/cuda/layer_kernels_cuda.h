@@ -37,8 +37,8 @@ void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cuda
 // Dropout in training: when `draw`, mask[i] = Uniform(seed, i) < ratio ? 0 :
 // keep (the CPU's counter-based generator, framework/random.h, bit for bit);
 // then y = x * mask.
-void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed, float ratio,
-                          float keep, bool draw, cudaStream_t stream);
+void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,
+                          float ratio, float keep, bool draw, cudaStream_t stream);
 // dx (=|+=) dy * mask
 void LaunchMulBackward(int64_t n, const float* dy, const float* mask, float* dx, bool accumulate,
                        cudaStream_t stream);
@@ -64,8 +64,8 @@ void LaunchAvgPoolForward(const PoolShape& s, const float* x, float* y, cudaStre
 // Each input element gathers its gradient from the windows covering it, in
 // the CPU's order; max pooling routes a window's gradient to the first
 // position (row-major) holding the window's maximum.
-void LaunchMaxPoolBackward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx,
-                           bool accumulate, cudaStream_t stream);
+void LaunchMaxPoolBackward(const PoolShape& s, const float* x, const float* y, const float* dy,
+                           float* dx, bool accumulate, cudaStream_t stream);
 void LaunchAvgPoolBackward(const PoolShape& s, const float* dy, float* dx, bool accumulate,
                            cudaStream_t stream);
 
@@ -78,16 +78,17 @@ void LaunchBatchNormStatistics(int64_t n, int64_t c, int64_t plane, const float*
                                double momentum, float* mean, float* inv_std, float* running_mean,
                                float* running_var, cudaStream_t stream);
 // Evaluation: mean = running_mean, inv_std = 1 / sqrt(running_var + eps).
-void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var, double eps,
-                                float* mean, float* inv_std, cudaStream_t stream);
+void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var,
+                                double eps, float* mean, float* inv_std, cudaStream_t stream);
 // y = (x - mean) * (gamma * inv_std) + beta
 void LaunchBatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
                           const float* beta, const float* mean, const float* inv_std, float* y,
                           cudaStream_t stream);
 // dgamma, dbeta (either may be null) and dx (may be null; =|+=).
 void LaunchBatchNormBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                             const float* gamma, const float* mean, const float* inv_std, float* dgamma,
-                             float* dbeta, float* dx, bool accumulate, cudaStream_t stream);
+                             const float* gamma, const float* mean, const float* inv_std,
+                             float* dgamma, float* dbeta, float* dx, bool accumulate,
+                             cudaStream_t stream);
 
 // ---- LRN across channels ----
 
@@ -96,17 +97,18 @@ void LaunchLrnForward(int64_t n, int64_t c, int64_t plane, const float* x, float
                       double alpha_over_size, float beta, double k, cudaStream_t stream);
 // dx (=|+=) dy * scale^-beta - coeff * x * sum_window(dy * y / scale),
 // coeff = 2 * alpha * beta / size.
-void LaunchLrnBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* y, const float* dy,
-                       float* dx, int64_t size, double alpha_over_size, float beta, double k, float coeff,
-                       bool accumulate, cudaStream_t stream);
+void LaunchLrnBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* y,
+                       const float* dy, float* dx, int64_t size, double alpha_over_size, float beta,
+                       double k, float coeff, bool accumulate, cudaStream_t stream);
 
 // ---- Softmax with cross-entropy ----
 
 // p = softmax(x) per row of `cols`, with double sums. One block per row.
-void LaunchSoftmaxForward(int64_t rows, int64_t cols, const float* x, float* p, cudaStream_t stream);
+void LaunchSoftmaxForward(int64_t rows, int64_t cols, const float* x, float* p,
+                          cudaStream_t stream);
 // dx (=|+=) (p - onehot(label)) * scale
-void LaunchSoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels, float scale,
-                               float* dx, bool accumulate, cudaStream_t stream);
+void LaunchSoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels,
+                               float scale, float* dx, bool accumulate, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace spill

@@ -31,14 +31,16 @@ inline bool Accumulates(const BackwardArgs& args, size_t input) {
 
 // The input gradient i when one is wanted, else null.
 inline float* InputGrad(const BackwardArgs& args, size_t input) {
-  return input < args.input_grads.size() && args.input_grads[input].valid() ? args.input_grads[input].data()
-                                                                            : nullptr;
+  return input < args.input_grads.size() && args.input_grads[input].valid()
+             ? args.input_grads[input].data()
+             : nullptr;
 }
 
 // The gradient of parameter i when one is wanted, else null.
 inline float* ParamGrad(const BackwardArgs& args, size_t param) {
-  return param < args.param_grads.size() && args.param_grads[param].valid() ? args.param_grads[param].data()
-                                                                            : nullptr;
+  return param < args.param_grads.size() && args.param_grads[param].valid()
+             ? args.param_grads[param].data()
+             : nullptr;
 }
 
 }  // namespace cuda

@@ -35,8 +35,8 @@ class CudaPoolingLayer : public PoolingLayer {
     cudaStream_t stream = cuda::StreamOf(args.device);
     const bool accumulate = cuda::Accumulates(args, 0);
     if (kind_ == Kind::kMax) {
-      cuda::LaunchMaxPoolBackward(s, args.inputs[0].data(), args.outputs[0].data(), args.output_grads[0].data(),
-                                  dx, accumulate, stream);
+      cuda::LaunchMaxPoolBackward(s, args.inputs[0].data(), args.outputs[0].data(),
+                                  args.output_grads[0].data(), dx, accumulate, stream);
     } else {
       cuda::LaunchAvgPoolBackward(s, args.output_grads[0].data(), dx, accumulate, stream);
     }

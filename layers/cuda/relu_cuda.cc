@@ -21,8 +21,9 @@ class CudaReluLayer : public ReluLayer {
   void Backward(const BackwardArgs& args) const override {
     float* dx = cuda::InputGrad(args, 0);
     if (dx == nullptr) return;
-    cuda::LaunchReluBackward(args.output_grads[0].numel(), args.outputs[0].data(), args.output_grads[0].data(),
-                             dx, negative_slope_, cuda::Accumulates(args, 0), cuda::StreamOf(args.device));
+    cuda::LaunchReluBackward(args.output_grads[0].numel(), args.outputs[0].data(),
+                             args.output_grads[0].data(), dx, negative_slope_,
+                             cuda::Accumulates(args, 0), cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
 };

@@ -23,8 +23,9 @@ class CudaSoftmaxLossLayer : public SoftmaxLossLayer {
     float* dx = cuda::InputGrad(args, 0);
     if (dx == nullptr) return;
     const float scale = weight_ / static_cast<float>(batch_size_);
-    cuda::LaunchSoftmaxLossBackward(batch_size_, classes_, args.outputs[0].data(), args.inputs[1].data(), scale, dx,
-                                    cuda::Accumulates(args, 0), cuda::StreamOf(args.device));
+    cuda::LaunchSoftmaxLossBackward(batch_size_, classes_, args.outputs[0].data(),
+                                    args.inputs[1].data(), scale, dx, cuda::Accumulates(args, 0),
+                                    cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
 };
