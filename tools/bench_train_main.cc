@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "framework/checkpoint.h"
-#include "framework/cpu_device.h"
+#include "framework/device_registry.h"
 #include "framework/executor.h"
 #include "framework/initializer.h"
 #include "framework/random.h"
@@ -21,7 +21,6 @@
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "tools/net_json.h"
-#include "tools/train_config.h"
 
 namespace spill {
 namespace {
@@ -32,6 +31,7 @@ const char kUsage[] = R"(usage: bench_train --config MODEL.yaml [options]
   --steps N            timed steps (default 20)
   --warmup N           untimed steps first (default 3)
   --memory MODE        memory mode (default liveness)
+  --device NAME        cpu (default) or cuda (--config=cuda builds)
   --device-memory SIZE device budget (default 8GiB)
   --workspace POLICY   dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME
   --minimum            run at the smallest budget the memory mode runs in
@@ -39,7 +39,7 @@ const char kUsage[] = R"(usage: bench_train --config MODEL.yaml [options]
 )";
 
 struct Args {
-  std::string config, memory = "liveness", device_memory, export_dir, workspace = "dynamic";
+  std::string config, memory = "liveness", device = "cpu", device_memory, export_dir, workspace = "dynamic";
   bool minimum = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3;
@@ -56,6 +56,7 @@ Status Parse(int argc, char** argv, Args* a) {
     if (arg == "--config") a->config = argv[++i];
     else if (arg == "--workspace") a->workspace = argv[++i];
     else if (arg == "--memory") a->memory = argv[++i];
+    else if (arg == "--device") a->device = argv[++i];
     else if (arg == "--device-memory") a->device_memory = argv[++i];
     else if (arg == "--export") a->export_dir = argv[++i];
     else if (arg == "--batch") a->batch = std::atoll(argv[++i]);
@@ -74,7 +75,10 @@ Status Parse(int argc, char** argv, Args* a) {
 
 Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadNetFile(args.config, args.sets));
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {args.batch, DeviceType::kCpu}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, {}));
+  Device& device = *owned;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {args.batch, device.type()}));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SolverConfig sc;
   sc.momentum = 0.9;
   sc.weight_decay = 5e-4;
@@ -87,12 +91,11 @@ Status Run(const Args& args) {
   }
   SPILL_ASSIGN_OR_RETURN(memory.workspace, ParseWorkspacePolicy(args.workspace));
   // Times measured once per convolution shape, shared with train and plan.
-  cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, DefaultTimingCache()});
+  cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
   if (args.minimum) {
     // Timing happens while planning here, before anything is reserved.
     SPILL_ASSIGN_OR_RETURN(memory.device_budget, MinimumBudget(*net, memory));
   }
-  CpuDevice device;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime, MemoryRuntime::Create(*net, memory, &device));
   Executor executor(*net, &device, *runtime);
   InitializeParameters(*net, *runtime, device, 1);
@@ -116,10 +119,11 @@ Status Run(const Args& args) {
     solver->Update(*net, *runtime, device, 0.01);
     loss = r.loss;
   }
+  device.compute_queue().Synchronize();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("spill %s batch %ld: %.2f images/s (%ld steps in %.2f s, last loss %.4f, peak %s of a %s budget, %s, "
+  std::printf("spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, last loss %.4f, peak %s of a %s budget, %s, "
               "workspace %s, %s moved to host per iteration, %d recomputations)\n",
-              net->name().c_str(), args.batch, args.steps * args.batch / seconds, args.steps, seconds, loss,
+              net->name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / seconds, args.steps, seconds, loss,
               FormatBytes(static_cast<double>(runtime->run_peak())).c_str(),
               FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
               memory.workspace.ToString().c_str(), FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(),

@@ -42,7 +42,7 @@ def pair(value):
 class Replica(torch.nn.Module):
     """The traced network as a PyTorch module, layer by layer in route order."""
 
-    def __init__(self, spec, weights, dtype):
+    def __init__(self, spec, weights, dtype, device="cpu"):
         super().__init__()
         self.spec = spec
         self.params = torch.nn.ParameterDict()
@@ -50,7 +50,7 @@ class Replica(torch.nn.Module):
         self.groups = {"decay": [], "no_decay": []}
         for layer in spec["layers"]:
             for t in layer["tensors"]:
-                value = torch.tensor(weights["params/" + t["name"]].reshape(t["shape"])).to(dtype)
+                value = torch.tensor(weights["params/" + t["name"]].reshape(t["shape"])).to(device=device, dtype=dtype)
                 key = t["name"].replace("/", "__").replace(".", "_")
                 if t["trainable"]:
                     p = torch.nn.Parameter(value)

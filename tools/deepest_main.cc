@@ -4,7 +4,7 @@
 // 3 * (n1 + n2 + n3 + n4) + 2.
 //
 //   deepest --device-memory 12GiB --batch 16 [--memory superneurons] [--size 224]
-//           [--host-memory 64GiB] [--confirm 2]
+//           [--host-memory 64GiB] [--device cpu|cuda] [--confirm 2]
 // --confirm N also trains that deep a network for N steps, where this
 // machine has the memory.
 #include <cstdio>
@@ -36,7 +36,7 @@ int Main(int argc, char** argv) {
   };
   auto probe = [&](int64_t n3) -> StatusOr<Probe> {
     SPILL_ASSIGN_OR_RETURN(NetSpec spec, spec_for(n3));
-    return PlanProbe(spec, o.batch, o.memory);
+    return PlanProbe(spec, o.batch, o);
   };
   int probes = 0;
   auto n3 = LargestFitting(1, kUnitsLimit, probe, &probes);
@@ -58,7 +58,7 @@ int Main(int argc, char** argv) {
               static_cast<long>(best->plan.recomputations), probes);
   if (o.confirm == 0) return 0;
   auto spec = spec_for(*n3);
-  return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o.memory, best->plan, static_cast<int>(o.confirm)),
+  return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o, best->plan),
                             o.confirm);
 }
 

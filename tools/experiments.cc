@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "framework/cpu_device.h"
+#include "framework/device_registry.h"
 #include "framework/executor.h"
 #include "framework/initializer.h"
 #include "framework/random.h"
@@ -76,6 +76,7 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
     if (i + 1 >= argc) return InvalidArgument(a + " needs a value");
     const std::string v = argv[i + 1];
     if (a == "--config") o.model = v;
+    else if (a == "--device") o.device = v;
     else if (a == "--device-memory") budget = v;
     else if (a == "--host-memory") host = v;
     else if (a == "--memory") mode = v;
@@ -113,38 +114,44 @@ int ReportConfirmation(const StatusOr<Confirmation>& c, int64_t steps) {
   return 0;
 }
 
-StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const MemoryOptions& memory) {
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, DeviceType::kCpu}));
+StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
+  SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, type}));
   SolverConfig sgd;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
   solver->AddState(*net);
   Probe probe;
-  SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(*net, memory));
+  SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(*net, options.memory));
   probe.fits = probe.plan.fits;
   return probe;
 }
 
 StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
-                                         const MemoryOptions& memory, const MemoryPlan& plan,
-                                         int steps) {
+                                         const ExperimentOptions& options, const MemoryPlan& plan) {
+  const MemoryOptions& memory = options.memory;
+  const int steps = static_cast<int>(options.confirm);
   Confirmation c;
-  // The device arena holds at most the planned peak; the host pool holds
-  // what is offloaded; the rest is the batch and the program.
-  const size_t need = plan.peak + plan.log.to_host + (size_t{1} << 30);
+  // The host pool holds what is offloaded; the rest is the batch and the
+  // program; on the CPU device the device arena lives in host memory too.
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> device_owned, CreateDevice(options.device, {}));
+  Device& device = *device_owned;
+  const size_t arena = device.type() == DeviceType::kCpu ? plan.peak : 0;
+  const size_t need = arena + plan.log.to_host + (size_t{1} << 30);
   const size_t have = AvailableHostBytes();
   if (need > have) {
     std::ostringstream why;
-    why << "needs about " << FormatBytes(static_cast<double>(need)) << " of host memory for the device "
-        << "arena and the offloaded tensors; this machine has " << FormatBytes(static_cast<double>(have))
+    why << "needs about " << FormatBytes(static_cast<double>(need))
+        << " of host memory for the offloaded tensors" << (arena ? " and the device arena" : "")
+        << "; this machine has " << FormatBytes(static_cast<double>(have))
         << " available";
     c.reason = why.str();
     return c;
   }
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, DeviceType::kCpu}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, device.type()}));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SolverConfig sgd;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
   solver->AddState(*net);
-  CpuDevice device;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime, MemoryRuntime::Create(*net, memory, &device));
   Executor executor(*net, &device, *runtime);
   InitializeParameters(*net, *runtime, device, 1);
@@ -160,6 +167,7 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
     solver->Update(*net, *runtime, device, 0.01);
     c.loss = r.loss;
   }
+  device.compute_queue().Synchronize();
   c.seconds_per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
   c.peak = runtime->run_peak();
   c.ran = true;

@@ -27,14 +27,12 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
                                  const std::function<StatusOr<Probe>(int64_t)>& probe,
                                  int* probes);
 
-// Plans a training iteration of `spec` at `batch` under `memory`.
-StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const MemoryOptions& memory);
-
 // The options both experiments take:
-//   --config FILE --device-memory SIZE --host-memory SIZE --memory MODE
+//   --config FILE --device NAME --device-memory SIZE --host-memory SIZE --memory MODE
 //   --workspace POLICY --batch B --size S --set KEY=VALUE --confirm STEPS
 struct ExperimentOptions {
   std::string model;
+  std::string device = "cpu";  // whose layers (and workspaces) are planned and run
   int64_t batch = 16;
   int64_t size = 224;
   int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
@@ -44,6 +42,10 @@ struct ExperimentOptions {
 };
 StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
                                                    const std::string& default_model);
+
+// Plans a training iteration of `spec` at `batch` with the options' device
+// and memory options.
+StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options);
 
 // Trains `steps` steps on synthetic data for real; reports the peak device
 // bytes and seconds per step. Fails with a clear message when this machine
@@ -56,8 +58,7 @@ struct Confirmation {
   double loss = 0;
 };
 StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
-                                         const MemoryOptions& memory, const MemoryPlan& plan,
-                                         int steps);
+                                         const ExperimentOptions& options, const MemoryPlan& plan);
 // Prints the outcome of ConfirmByTraining; returns the exit code.
 int ReportConfirmation(const StatusOr<Confirmation>& confirmation, int64_t steps);
 

@@ -206,7 +206,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   // Planning never measures: it reads what training measured, or models.
-  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, args.timing == "cache" ? DefaultTimingCache() : ""});
+  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, args.timing == "cache" ? cpu::DefaultConvTimingCache() : ""});
   auto subject = Load(args);
   if (!subject.ok()) {
     std::fprintf(stderr, "plan: %s\n", subject.status().message().c_str());

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "layers/cpu/conv_timer.h"
 #include "tools/config_reader.h"
 
 namespace spill {
@@ -186,23 +187,13 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::strin
   SPILL_RETURN_IF_ERROR(ReadModel(top.Section("model"), root["model"], base_dir, &c));
   SPILL_RETURN_IF_ERROR(ReadData(top.Section("data"), base_dir, &c.data));
   SPILL_RETURN_IF_ERROR(ReadSolver(top.Section("solver"), &c));
-  c.timing.cache = DefaultTimingCache();
+  c.timing.cache = cpu::DefaultConvTimingCache();
   SPILL_RETURN_IF_ERROR(ReadMemory(top.Section("memory"), &c.memory, &c.timing));
   SPILL_RETURN_IF_ERROR(ReadRun(top.Section("run"), &c.run));
   if (c.run.output.empty()) {
     c.run.output = "runs/" + fs::path(file).stem().string();
   }
   return c;
-}
-
-std::string DefaultTimingCache() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  fs::path dir = xdg && *xdg ? fs::path(xdg) / "spill" : home && *home ? fs::path(home) / ".cache" / "spill" : fs::path();
-  if (dir.empty()) return "";
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  return ec ? "" : (dir / "cpu_conv_timings.tsv").string();
 }
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path) {

@@ -81,9 +81,6 @@ struct TimingConfig {
   std::string cache;      // timing cache file ("" = none)
 };
 
-// The default timing cache: $XDG_CACHE_HOME/spill or ~/.cache/spill.
-std::string DefaultTimingCache();
-
 struct TrainConfig {
   std::string file;  // where it was read from ("(built-in)" for the default)
   std::string text;  // the YAML text, saved into checkpoints

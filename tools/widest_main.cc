@@ -2,7 +2,7 @@
 // (SuperNeurons Table 5).
 //
 //   widest --config models/resnet50.yaml --device-memory 12GiB [--memory superneurons]
-//          [--set size=224] [--host-memory 64GiB] [--confirm 2]
+//          [--set size=224] [--host-memory 64GiB] [--device cpu|cuda] [--confirm 2]
 #include <cstdio>
 
 #include "layers/cpu/conv_timer.h"
@@ -27,7 +27,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "widest: %s\n", spec.status().message().c_str());
     return 1;
   }
-  auto probe = [&](int64_t batch) { return PlanProbe(*spec, batch, o.memory); };
+  auto probe = [&](int64_t batch) { return PlanProbe(*spec, batch, o); };
   int probes = 0;
   auto batch = LargestFitting(1, kBatchLimit, probe, &probes);
   if (!batch.ok()) {
@@ -46,7 +46,7 @@ int Main(int argc, char** argv) {
               FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
               static_cast<long>(best->plan.recomputations), probes);
   if (o.confirm == 0) return 0;
-  return ReportConfirmation(ConfirmByTraining(*spec, *batch, o.memory, best->plan, static_cast<int>(o.confirm)),
+  return ReportConfirmation(ConfirmByTraining(*spec, *batch, o, best->plan),
                             o.confirm);
 }
 

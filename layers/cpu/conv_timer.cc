@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -123,6 +124,19 @@ double ConvSeconds(const ConvAlgorithm& algorithm, const ConvGeometry& g, ConvOp
     std::ofstream(cache.settings.cache_file, std::ios::app) << key << "\t" << seconds << "\n";
   }
   return seconds;
+}
+
+std::string DefaultConvTimingCache() {
+  namespace fs = std::filesystem;
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path dir = xdg && *xdg     ? fs::path(xdg) / "spill"
+                 : home && *home ? fs::path(home) / ".cache" / "spill"
+                                 : fs::path();
+  if (dir.empty()) return "";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return ec ? "" : (dir / "cpu_conv_timings.tsv").string();
 }
 
 }  // namespace cpu

@@ -28,6 +28,9 @@ struct ConvTimingSettings {
 // Process-wide; set by the tools before networks are built.
 void SetConvTiming(const ConvTimingSettings& settings);
 const ConvTimingSettings& ConvTiming();
+// The timing cache the tools share: $XDG_CACHE_HOME/spill or ~/.cache/spill
+// (created if missing); empty when neither can be used.
+std::string DefaultConvTimingCache();
 
 // Seconds for `op` of `algorithm` on geometry `g`.
 double ConvSeconds(const ConvAlgorithm& algorithm, const ConvGeometry& g, ConvOp op);

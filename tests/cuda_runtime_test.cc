@@ -1,0 +1,238 @@
+// The memory runtime on the GPU: copies on the copy stream are ordered
+// against the compute stream by events; every memory mode trains
+// bit-identically to the baseline on the CUDA device too, at a roomy budget
+// and at the smallest that runs; the plan computed from shapes equals the
+// peak measured on the GPU; and GPU training follows CPU training.
+//
+// The convolution algorithms are chosen by the memory_optimal policy (the
+// least workspace), so every mode runs the same deterministic cuDNN
+// algorithms and bit equality between modes is a fair demand.
+//
+// Without a usable GPU every test skips, saying why.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/cuda/cuda_device.h"
+#include "framework/net.h"
+#include "memory/planner.h"
+#include "memory/runtime.h"
+#include "tests/net_harness.h"
+
+namespace spill {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                           \
+  do {                                               \
+    std::string why;                                 \
+    if (!CudaAvailable(&why)) GTEST_SKIP() << why;   \
+  } while (0)
+
+const char kResNet[] = R"(
+include: [models/blocks/resnet.yaml]
+layers:
+  - {name: data, type: input, shape: [3, 16, 16]}
+  - {name: stem, block: cifar_stem, args: {width: 8}}
+  - {name: stage1, block: basic, repeat: 2, args: {filters: 8}}
+  - {name: stage2, block: basic_stage, args: {filters: 16, units: 2}}
+  - {name: head, block: head, args: {classes: 5}}
+)";
+
+const char kInception[] = R"(
+blocks:
+  unit:
+    params: {width: 4}
+    layers:
+      - {name: pool, type: avg_pool, inputs: [$in], kernel: 3, stride: 1, pad: 1}
+      - {name: b1, type: convolution, filters: $width, kernel: 1}
+      - {name: b2, type: convolution, inputs: [$in], filters: $width, kernel: 1}
+      - {name: b3_1, type: convolution, inputs: [$in], filters: $width, kernel: 1}
+      - {name: b3_2, type: convolution, filters: $width, kernel: 3, pad: 1}
+      - {name: b3_bn, type: batch_norm}
+      - {name: b3_a, type: relu, inputs: [b3_bn]}
+      - {name: b3_b, type: lrn, size: 3, inputs: [b3_bn]}
+      - {name: concat, type: concat, inputs: [b1, b2, b3_a, b3_b]}
+layers:
+  - {name: data, type: input, shape: [3, 16, 16]}
+  - {name: stem, type: convolution, filters: 8, kernel: 3, pad: 1}
+  - {name: a, block: unit, repeat: 2, args: {width: 4}}
+  - {name: pool, type: global_avg_pool}
+  - {name: drop, type: dropout, ratio: 0.3}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
+const char* const kModes[] = {"baseline", "liveness", "offload", "recompute", "offload_recompute",
+                              "superneurons"};
+
+testing::SyntheticRun GpuRun(const std::string& mode) {
+  testing::SyntheticRun run;
+  run.device = "cuda";
+  run.batch = 4;
+  run.steps = 3;
+  run.learning_rate = 0.05f;
+  SPILL_CHECK(ApplyMemoryMode(mode, &run.memory).ok());
+  run.memory.device_budget = 256 << 20;
+  run.memory.poison_freed = true;
+  run.memory.workspace = *ParseWorkspacePolicy("memory_optimal");
+  return run;
+}
+
+size_t SmallestBudget(const NetSpec& spec, const testing::SyntheticRun& run) {
+  auto net = Net::Build(spec, {run.batch, DeviceType::kCuda});
+  SPILL_CHECK(net.ok()) << net.status().ToString();
+  auto minimum = MinimumBudget(**net, run.memory, kPoolBlockBytes);
+  SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
+  return *minimum;
+}
+
+bool BitEqual(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size() ||
+        std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Host -> device on the copy stream, device -> device on the compute stream
+// after an event, device -> host on the copy stream after another: the data
+// arrives intact only if each queue waits for the other's event.
+TEST(CudaCopyTest, EventsOrderCopiesAcrossStreams) {
+  SKIP_WITHOUT_GPU();
+  auto created = CudaDevice::Create(0);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  CudaDevice& device = **created;
+  const size_t bytes = 64 << 20;
+  auto dev = device.ReserveDeviceRegion(2 * bytes);
+  auto host = device.ReserveHostRegion(2 * bytes);
+  ASSERT_TRUE(dev.ok() && host.ok());
+  char* d = static_cast<char*>(*dev);
+  char* h = static_cast<char*>(*host);
+  for (size_t i = 0; i < bytes; ++i) h[i] = static_cast<char>(i * 131 + 7);
+  std::memset(h + bytes, 0, bytes);
+
+  device.CopyAsync(d, h, bytes, CopyKind::kHostToDevice, device.copy_queue());
+  device.compute_queue().Wait(device.copy_queue().Record());
+  device.CopyAsync(d + bytes, d, bytes, CopyKind::kDeviceToDevice, device.compute_queue());
+  device.copy_queue().Wait(device.compute_queue().Record());
+  device.CopyAsync(h + bytes, d + bytes, bytes, CopyKind::kDeviceToHost, device.copy_queue());
+  std::shared_ptr<Event> done = device.copy_queue().Record();
+  done->Synchronize();
+  EXPECT_TRUE(done->IsComplete());
+  EXPECT_EQ(std::memcmp(h, h + bytes, bytes), 0);
+  EXPECT_EQ(device.bytes_copied(CopyKind::kHostToDevice), bytes);
+  EXPECT_EQ(device.bytes_copied(CopyKind::kDeviceToHost), bytes);
+  device.ReleaseHostRegion(*host);
+  device.ReleaseDeviceRegion(*dev);
+}
+
+TEST(CudaCopyTest, MemsetAndSynchronousCopies) {
+  SKIP_WITHOUT_GPU();
+  auto created = CudaDevice::Create(0);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  CudaDevice& device = **created;
+  auto dev = device.ReserveDeviceRegion(1 << 20);
+  ASSERT_TRUE(dev.ok());
+  device.MemsetAsync(*dev, 0xFF, 1 << 20, device.compute_queue());
+  device.compute_queue().Synchronize();
+  std::vector<unsigned char> back(1 << 20, 0);
+  device.CopySync(back.data(), *dev, back.size(), CopyKind::kDeviceToHost);
+  for (unsigned char b : back) ASSERT_EQ(b, 0xFF);
+  device.ReleaseDeviceRegion(*dev);
+}
+
+struct Network {
+  const char* name;
+  const char* yaml;
+};
+
+class CudaModeTest : public ::testing::TestWithParam<Network> {};
+
+TEST_P(CudaModeTest, EveryModeTrainsBitIdenticallyToBaseline) {
+  SKIP_WITHOUT_GPU();
+  NetSpec spec = testing::MustParse(GetParam().yaml);
+  auto baseline = testing::TrainSynthetic(spec, GpuRun("baseline"));
+  ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
+  for (const char* mode : kModes) {
+    for (bool tight : {false, true}) {
+      testing::SyntheticRun run = GpuRun(mode);
+      if (tight) run.memory.device_budget = SmallestBudget(spec, run);
+      auto trace = testing::TrainSynthetic(spec, run);
+      const std::string what = std::string(mode) + (tight ? " at its smallest budget" : "");
+      ASSERT_TRUE(trace.ok()) << what << ": " << trace.status().ToString();
+      ASSERT_EQ(trace->losses.size(), baseline->losses.size());
+      for (size_t i = 0; i < trace->losses.size(); ++i) {
+        EXPECT_EQ(trace->losses[i], baseline->losses[i]) << what << ", step " << i;
+      }
+      EXPECT_TRUE(BitEqual(trace->params, baseline->params)) << what;
+    }
+  }
+}
+
+// The plan, made from shapes alone, equals the peak the GPU run measures.
+TEST_P(CudaModeTest, PlannedPeakEqualsMeasuredPeak) {
+  SKIP_WITHOUT_GPU();
+  NetSpec spec = testing::MustParse(GetParam().yaml);
+  for (const char* mode : kModes) {
+    testing::SyntheticRun run = GpuRun(mode);
+    run.memory.device_budget = SmallestBudget(spec, run);
+    auto measured = testing::TrainSynthetic(spec, run);
+    ASSERT_TRUE(measured.ok()) << mode << ": " << measured.status().ToString();
+    auto net = Net::Build(spec, {run.batch, DeviceType::kCuda});
+    ASSERT_TRUE(net.ok());
+    auto plan = Plan(**net, run.memory);
+    ASSERT_TRUE(plan.ok() && plan->fits) << mode;
+    EXPECT_EQ(plan->peak, measured->log.peak) << mode;
+    ASSERT_EQ(plan->log.steps.size(), measured->log.steps.size());
+    for (size_t s = 0; s < plan->log.steps.size(); ++s) {
+      EXPECT_EQ(plan->log.steps[s].in_use, measured->log.steps[s].in_use) << mode << " step " << s + 1;
+    }
+  }
+}
+
+// The same network, weights and batches on GPU and CPU give the same losses
+// and weights up to float32 rounding in a different summation order.
+TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
+  SKIP_WITHOUT_GPU();
+  NetSpec spec = testing::MustParse(GetParam().yaml);
+  testing::SyntheticRun gpu = GpuRun("superneurons");
+  testing::SyntheticRun cpu = gpu;
+  cpu.device = "cpu";
+  cpu.memory.workspace = *ParseWorkspacePolicy("dynamic");
+  auto on_gpu = testing::TrainSynthetic(spec, gpu);
+  auto on_cpu = testing::TrainSynthetic(spec, cpu);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
+  for (size_t i = 0; i < on_cpu->losses.size(); ++i) {
+    EXPECT_NEAR(on_gpu->losses[i], on_cpu->losses[i], 1e-4 * std::fabs(on_cpu->losses[i]))
+        << "step " << i;
+  }
+  ASSERT_EQ(on_gpu->params.size(), on_cpu->params.size());
+  for (size_t p = 0; p < on_cpu->params.size(); ++p) {
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < on_cpu->params[p].size(); ++i) {
+      scale = std::max(scale, std::fabs(static_cast<double>(on_cpu->params[p][i])));
+      worst = std::max(worst, std::fabs(static_cast<double>(on_gpu->params[p][i]) -
+                                        on_cpu->params[p][i]));
+    }
+    EXPECT_LE(worst, 1e-4 * std::max(scale, 1e-6)) << "parameter " << p;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Networks, CudaModeTest,
+                         ::testing::Values(Network{"resnet", kResNet},
+                                           Network{"inception", kInception}),
+                         [](const ::testing::TestParamInfo<Network>& i) {
+                           return std::string(i.param.name);
+                         });
+
+}  // namespace
+}  // namespace spill
