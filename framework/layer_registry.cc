@@ -51,8 +51,11 @@ StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(const LayerSpec& spec,
     return layer;
   }
   if (other_device) {
+    // Only --config=cuda builds link the CUDA layers.
+    const std::string hint =
+        device == DeviceType::kCuda ? " in this build (CUDA layers come with --config=cuda)" : "";
     return Unimplemented(context + ": type '" + spec.type + "' has no " + DeviceTypeName(device) +
-                         " implementation");
+                         " implementation" + hint);
   }
   std::set<std::string> all;
   for (const auto& entry : entries_) all.insert(entry.first.first);

@@ -16,6 +16,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "framework/device_registry.h"
 #include "framework/net.h"
 #include "framework/solver.h"
 #include "framework/units.h"
@@ -30,6 +31,8 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
   --config FILE        a training config or a network file (models/*.yaml)
   --batch B            batch size (default: the config's, or 32 for a network file)
   --set KEY=VALUE      set a model parameter (repeatable), e.g. --set size=224
+  --device NAME        whose layers to plan: cpu or cuda (cuDNN's algorithms and
+                       workspaces; --config=cuda builds) (default: the config's, or cpu)
   --memory MODE        plan one mode (default: every mode)
   --device-memory SIZE budget to plan under (default: unlimited)
   --prefetch-ahead N   prefetch offloaded tensors N checkpoint layers ahead (default 1)
@@ -45,7 +48,7 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
 )";
 
 struct Args {
-  std::string config, memory, device_memory, csv, svg, strategy, workspace, timing = "cache";
+  std::string config, device, memory, device_memory, csv, svg, strategy, workspace, timing = "cache";
   int prefetch_ahead = -1;
   int64_t batch = 0;
   bool minimum = false, steps = false, json = false;
@@ -61,6 +64,7 @@ Status Parse(int argc, char** argv, Args* a) {
     };
     if (arg == "--config") { SPILL_ASSIGN_OR_RETURN(a->config, value()); }
     else if (arg == "--memory") { SPILL_ASSIGN_OR_RETURN(a->memory, value()); }
+    else if (arg == "--device") { SPILL_ASSIGN_OR_RETURN(a->device, value()); }
     else if (arg == "--device-memory") { SPILL_ASSIGN_OR_RETURN(a->device_memory, value()); }
     else if (arg == "--csv") { SPILL_ASSIGN_OR_RETURN(a->csv, value()); }
     else if (arg == "--svg") { SPILL_ASSIGN_OR_RETURN(a->svg, value()); }
@@ -110,6 +114,7 @@ StatusOr<Subject> Load(const Args& a) {
   }
   NetSpec spec;
   int64_t batch = a.batch ? a.batch : 32;
+  std::string device = "cpu";
   if (root.IsMap() && root["layers"]) {
     SPILL_ASSIGN_OR_RETURN(spec, LoadNetFile(a.config, a.sets));
   } else {
@@ -124,8 +129,11 @@ StatusOr<Subject> Load(const Args& a) {
     s.solver = c.solver;
     s.has_solver = true;
     s.memory = c.memory;
+    device = c.run.device;
   }
-  SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, {batch, DeviceType::kCpu}));
+  if (!a.device.empty()) device = a.device;
+  SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(device));
+  SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, {batch, type}));
   if (s.has_solver) {
     SPILL_ASSIGN_OR_RETURN(auto solver, Solver::Create(s.solver));
     solver->AddState(*s.net);
