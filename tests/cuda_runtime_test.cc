@@ -23,6 +23,7 @@
 #include "memory/planner.h"
 #include "memory/runtime.h"
 #include "tests/net_harness.h"
+#include "tests/test_networks.h"
 
 namespace spill {
 namespace {
@@ -32,40 +33,6 @@ namespace {
     std::string why;                                 \
     if (!CudaAvailable(&why)) GTEST_SKIP() << why;   \
   } while (0)
-
-const char kResNet[] = R"(
-include: [models/blocks/resnet.yaml]
-layers:
-  - {name: data, type: input, shape: [3, 16, 16]}
-  - {name: stem, block: cifar_stem, args: {width: 8}}
-  - {name: stage1, block: basic, repeat: 2, args: {filters: 8}}
-  - {name: stage2, block: basic_stage, args: {filters: 16, units: 2}}
-  - {name: head, block: head, args: {classes: 5}}
-)";
-
-const char kInception[] = R"(
-blocks:
-  unit:
-    params: {width: 4}
-    layers:
-      - {name: pool, type: avg_pool, inputs: [$in], kernel: 3, stride: 1, pad: 1}
-      - {name: b1, type: convolution, filters: $width, kernel: 1}
-      - {name: b2, type: convolution, inputs: [$in], filters: $width, kernel: 1}
-      - {name: b3_1, type: convolution, inputs: [$in], filters: $width, kernel: 1}
-      - {name: b3_2, type: convolution, filters: $width, kernel: 3, pad: 1}
-      - {name: b3_bn, type: batch_norm}
-      - {name: b3_a, type: relu, inputs: [b3_bn]}
-      - {name: b3_b, type: lrn, size: 3, inputs: [b3_bn]}
-      - {name: concat, type: concat, inputs: [b1, b2, b3_a, b3_b]}
-layers:
-  - {name: data, type: input, shape: [3, 16, 16]}
-  - {name: stem, type: convolution, filters: 8, kernel: 3, pad: 1}
-  - {name: a, block: unit, repeat: 2, args: {width: 4}}
-  - {name: pool, type: global_avg_pool}
-  - {name: drop, type: dropout, ratio: 0.3}
-  - {name: fc, type: fully_connected, outputs: 5}
-  - {name: loss, type: softmax_loss}
-)";
 
 const char* const kModes[] = {"baseline", "liveness", "offload", "recompute", "offload_recompute",
                               "superneurons"};
@@ -89,17 +56,6 @@ size_t SmallestBudget(const NetSpec& spec, const testing::SyntheticRun& run) {
   auto minimum = MinimumBudget(**net, run.memory, kPoolBlockBytes);
   SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
   return *minimum;
-}
-
-bool BitEqual(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].size() != b[i].size() ||
-        std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) {
-      return false;
-    }
-  }
-  return true;
 }
 
 // Host -> device on the copy stream, device -> device on the compute stream
@@ -149,12 +105,7 @@ TEST(CudaCopyTest, MemsetAndSynchronousCopies) {
   device.ReleaseDeviceRegion(*dev);
 }
 
-struct Network {
-  const char* name;
-  const char* yaml;
-};
-
-class CudaModeTest : public ::testing::TestWithParam<Network> {};
+class CudaModeTest : public ::testing::TestWithParam<testing::Network> {};
 
 TEST_P(CudaModeTest, EveryModeTrainsBitIdenticallyToBaseline) {
   SKIP_WITHOUT_GPU();
@@ -172,7 +123,7 @@ TEST_P(CudaModeTest, EveryModeTrainsBitIdenticallyToBaseline) {
       for (size_t i = 0; i < trace->losses.size(); ++i) {
         EXPECT_EQ(trace->losses[i], baseline->losses[i]) << what << ", step " << i;
       }
-      EXPECT_TRUE(BitEqual(trace->params, baseline->params)) << what;
+      EXPECT_TRUE(testing::BitEqual(trace->params, baseline->params)) << what;
     }
   }
 }
@@ -227,10 +178,8 @@ TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Networks, CudaModeTest,
-                         ::testing::Values(Network{"resnet", kResNet},
-                                           Network{"inception", kInception}),
-                         [](const ::testing::TestParamInfo<Network>& i) {
+INSTANTIATE_TEST_SUITE_P(Networks, CudaModeTest, ::testing::ValuesIn(testing::kNetworks),
+                         [](const ::testing::TestParamInfo<testing::Network>& i) {
                            return std::string(i.param.name);
                          });
 

@@ -13,58 +13,15 @@
 #include "memory/planner.h"
 #include "memory/runtime.h"
 #include "tests/net_harness.h"
+#include "tests/test_networks.h"
 
 namespace spill {
 namespace {
 
 using ::testing::HasSubstr;
-
-const char kLeNet[] = R"(
-layers:
-  - {name: data, type: input, shape: [1, 12, 12]}
-  - {name: conv1, type: convolution, filters: 4, kernel: 3}
-  - {name: pool1, type: max_pool, kernel: 2}
-  - {name: conv2, type: convolution, filters: 6, kernel: 3}
-  - {name: fc1, type: fully_connected, outputs: 16}
-  - {name: relu1, type: relu}
-  - {name: drop, type: dropout, ratio: 0.3}
-  - {name: fc2, type: fully_connected, outputs: 5}
-  - {name: loss, type: softmax_loss}
-)";
-
-const char kResNet[] = R"(
-include: [models/blocks/resnet.yaml]
-layers:
-  - {name: data, type: input, shape: [3, 8, 8]}
-  - {name: stem, block: cifar_stem, args: {width: 4}}
-  - {name: stage1, block: basic, repeat: 2, args: {filters: 4}}
-  - {name: stage2, block: basic_stage, args: {filters: 8, units: 2}}
-  - {name: head, block: head, args: {classes: 5}}
-)";
-
-const char kInception[] = R"(
-blocks:
-  unit:
-    params: {width: 4}
-    layers:
-      - {name: pool, type: avg_pool, inputs: [$in], kernel: 3, stride: 1, pad: 1}
-      - {name: b1, type: convolution, filters: $width, kernel: 1}
-      - {name: b2, type: convolution, inputs: [$in], filters: $width, kernel: 1}
-      - {name: b3_1, type: convolution, inputs: [$in], filters: $width, kernel: 1}
-      - {name: b3_2, type: convolution, filters: $width, kernel: 3, pad: 1}
-      - {name: b3_bn, type: batch_norm}
-      - {name: b3_a, type: relu, inputs: [b3_bn]}
-      - {name: b3_b, type: lrn, size: 3, inputs: [b3_bn]}
-      - {name: concat, type: concat, inputs: [b1, b2, b3_a, b3_b]}
-layers:
-  - {name: data, type: input, shape: [3, 8, 8]}
-  - {name: stem, type: convolution, filters: 8, kernel: 3, pad: 1}
-  - {name: a, block: unit, repeat: 2, args: {width: 2}}
-  - {name: pool, type: global_avg_pool}
-  - {name: fc, type: fully_connected, outputs: 5}
-  - {name: loss, type: softmax_loss}
-)";
-
+using testing::BitEqual;
+using testing::kNetworks;
+using testing::Network;
 
 testing::SyntheticRun SmallRun(const std::string& mode) {
   testing::SyntheticRun run;
@@ -79,60 +36,9 @@ testing::SyntheticRun SmallRun(const std::string& mode) {
   return run;
 }
 
-bool BitEqual(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].size() != b[i].size() ||
-        std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
 
-const char kAlexNet[] = R"(
-layers:
-  - {name: data, type: input, shape: [3, 31, 31]}
-  - {name: conv1, type: convolution, filters: 8, kernel: 5, stride: 2}
-  - {name: relu1, type: relu}
-  - {name: norm1, type: lrn, size: 5}
-  - {name: pool1, type: max_pool, kernel: 3, stride: 2}
-  - {name: conv2, type: convolution, filters: 8, kernel: 3, pad: 1, groups: 2}
-  - {name: relu2, type: relu}
-  - {name: pool2, type: max_pool, kernel: 3, stride: 2}
-  - {name: fc6, type: fully_connected, outputs: 32}
-  - {name: relu6, type: relu}
-  - {name: drop6, type: dropout, ratio: 0.5}
-  - {name: fc7, type: fully_connected, outputs: 5}
-  - {name: loss, type: softmax_loss}
-)";
 
-const char kDenseNet[] = R"(
-blocks:
-  dense_layer:
-    layers:
-      - {name: bn, type: batch_norm}
-      - {name: relu, type: relu}
-      - {name: conv, type: convolution, filters: 3, kernel: 3, pad: 1, bias: false}
-      - {name: concat, type: concat, inputs: [$in, conv]}
-layers:
-  - {name: data, type: input, shape: [3, 8, 8]}
-  - {name: conv0, type: convolution, filters: 4, kernel: 3, pad: 1}
-  - {name: block, block: dense_layer, repeat: 4}
-  - {name: pool, type: avg_pool, kernel: 2}
-  - {name: bn, type: batch_norm}
-  - {name: gap, type: global_avg_pool}
-  - {name: fc, type: fully_connected, outputs: 5}
-  - {name: loss, type: softmax_loss}
-)";
 
-struct Network {
-  const char* name;
-  const char* yaml;
-};
-const Network kNetworks[] = {{"lenet", kLeNet},         {"resnet", kResNet},
-                             {"inception", kInception}, {"alexnet", kAlexNet},
-                             {"densenet", kDenseNet}};
 const char* const kModes[] = {"baseline", "liveness", "offload", "recompute", "offload_recompute",
                               "superneurons"};
 
@@ -344,7 +250,7 @@ layers:
 }
 
 TEST(OutOfMemoryTest, ReportNamesStepLiveTensorsAndTheSmallestBudget) {
-  NetSpec spec = testing::MustParse(kResNet);
+  NetSpec spec = testing::MustParse(testing::kResNet);
   testing::SyntheticRun run = SmallRun("liveness");
   auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
   ASSERT_TRUE(net.ok());
@@ -365,7 +271,7 @@ TEST(OutOfMemoryTest, ReportNamesStepLiveTensorsAndTheSmallestBudget) {
 }
 
 TEST(OutOfMemoryTest, ParametersThatDoNotFitAreReportedAtCreation) {
-  NetSpec spec = testing::MustParse(kLeNet);
+  NetSpec spec = testing::MustParse(testing::kLeNet);
   testing::SyntheticRun run = SmallRun("liveness");
   run.memory.device_budget = 2 * kPoolBlockBytes;
   auto result = testing::TrainSynthetic(spec, run);
