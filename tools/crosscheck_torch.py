@@ -8,10 +8,12 @@ same batches and learning rates (DIR/trace.npz) and the same solver
 
 The replay runs twice: in float64, the reference, and in float32, as PyTorch
 normally trains. The first step's parameter gradients (DIR/gradients.npz)
-are compared tensor by tensor as well: they are free of the drift below. Rounding differences grow as training goes on (PyTorch in
-float32 drifts from its own float64 replay, and from itself with another
-thread count), so spill is judged against the float64 replay; the float32
-column shows how far PyTorch itself strays from it.
+are compared tensor by tensor as well: they are free of the drift below.
+Rounding differences grow as training goes on (PyTorch in float32 drifts
+from its own float64 replay, and from itself with another thread count), so
+spill is judged against the float64 replay, over the steps in which
+PyTorch's float32 replay still agrees with it; the float32 column shows how
+far PyTorch itself strays.
 
     bazel-bin/tools/train --config configs/lenet_fashion.yaml --max-steps 20 --trace /tmp/trace
     /usr/bin/python3 tools/crosscheck_torch.py /tmp/trace

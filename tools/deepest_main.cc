@@ -16,12 +16,23 @@ namespace spill {
 namespace {
 
 constexpr int64_t kUnitsLimit = 1 << 16;
+constexpr char kUsage[] =
+    "usage: deepest [--device-memory 12GiB] [--batch 16] [--memory superneurons] [--size 224]\n"
+    "               [--host-memory 64GiB] [--workspace POLICY] [--device cpu|cuda] [--confirm STEPS]\n"
+    "               [--config models/resnet_deep.yaml] [--set KEY=VALUE]\n"
+    "The deepest ResNet (n1 = 6, n2 = 32, n4 = 6, n3 grown; depth = 3 * units + 2) whose\n"
+    "training iteration fits the device budget, found from plans; --confirm N also trains\n"
+    "it for N steps where this machine has the memory.\n";
 
 int Main(int argc, char** argv) {
   auto options = ParseExperimentOptions(argc, argv, "models/resnet_deep.yaml");
   if (!options.ok()) {
-    std::fprintf(stderr, "deepest: %s\n", options.status().message().c_str());
+    std::fprintf(stderr, "deepest: %s\n%s", options.status().message().c_str(), kUsage);
     return 2;
+  }
+  if (options->help) {
+    std::printf("%s", kUsage);
+    return 0;
   }
   const ExperimentOptions& o = *options;
   cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});

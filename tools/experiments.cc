@@ -73,6 +73,10 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
   std::string budget = "12GiB", host = "64GiB", mode = "superneurons", workspace = "dynamic";
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+      return o;
+    }
     if (i + 1 >= argc) return InvalidArgument(a + " needs a value");
     const std::string v = argv[i + 1];
     if (a == "--config") o.model = v;

@@ -36,6 +36,7 @@ struct ExperimentOptions {
   int64_t batch = 16;
   int64_t size = 224;
   int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
+  bool help = false;    // --help: print the usage and stop
   ParamOverrides sets;
   MemoryOptions memory;
   std::string Describe() const;

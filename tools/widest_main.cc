@@ -12,13 +12,22 @@ namespace spill {
 namespace {
 
 constexpr int64_t kBatchLimit = 1 << 20;
+constexpr char kUsage[] =
+    "usage: widest --config MODEL.yaml [--device-memory 12GiB] [--memory superneurons]\n"
+    "              [--set KEY=VALUE] [--host-memory 64GiB] [--workspace POLICY]\n"
+    "              [--device cpu|cuda] [--confirm STEPS]\n"
+    "The largest batch whose training iteration fits the device budget, found from\n"
+    "plans; --confirm N also trains it for N steps where this machine has the memory.\n";
 
 int Main(int argc, char** argv) {
   auto options = ParseExperimentOptions(argc, argv, "");
   if (!options.ok()) {
-    std::fprintf(stderr, "widest: %s\nusage: widest --config MODEL.yaml [--device-memory 12GiB] [--memory MODE]\n",
-                 options.status().message().c_str());
+    std::fprintf(stderr, "widest: %s\n%s", options.status().message().c_str(), kUsage);
     return 2;
+  }
+  if (options->help) {
+    std::printf("%s", kUsage);
+    return 0;
   }
   const ExperimentOptions& o = *options;
   cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
