@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 
 #include "framework/random.h"
 
@@ -136,6 +138,21 @@ StatusOr<LossResult> Executor::Run(const HostBatch& batch, Phase phase, uint64_t
   }
   SPILL_RETURN_IF_ERROR(store_.EndIteration());
   return result;
+}
+
+std::string Executor::ProfileTable() const {
+  std::ostringstream out;
+  double total = 0;
+  for (const auto& [type, e] : profile_) total += e.forward_seconds + e.backward_seconds;
+  char line[160];
+  std::snprintf(line, sizeof(line), "%-18s %10s %10s %7s\n", "layer type", "forward s", "backward s", "share");
+  out << line;
+  for (const auto& [type, e] : profile_) {
+    std::snprintf(line, sizeof(line), "%-18s %10.3f %10.3f %6.1f%%\n", type.c_str(), e.forward_seconds,
+                  e.backward_seconds, 100 * (e.forward_seconds + e.backward_seconds) / std::max(total, 1e-9));
+    out << line;
+  }
+  return out.str();
 }
 
 }  // namespace spill

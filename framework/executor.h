@@ -43,6 +43,8 @@ class Executor : public StepRunner {
   };
   void set_profiling(bool on) { profiling_ = on; }
   const std::map<std::string, ProfileEntry>& profile() const { return profile_; }
+  // The profile as a table: layer type, forward and backward seconds, share.
+  std::string ProfileTable() const;
 
   // Number of forward computations rerun for recomputation so far.
   int64_t recomputations() const { return recomputations_; }

@@ -36,11 +36,12 @@ const char kUsage[] = R"(usage: bench_train --config MODEL.yaml [options]
   --workspace POLICY   dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME
   --minimum            run at the smallest budget the memory mode runs in
   --export DIR         write net.json and initial.npz for tools/bench_torch.py
+  --profile            print compute seconds per layer type over the timed steps
 )";
 
 struct Args {
   std::string config, memory = "liveness", device = "cpu", device_memory, export_dir, workspace = "dynamic";
-  bool minimum = false;
+  bool minimum = false, profile = false, help = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3;
 };
@@ -48,11 +49,15 @@ struct Args {
 Status Parse(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--minimum") {
-      a->minimum = true;
+    if (arg == "--minimum" || arg == "--profile") {
+      (arg == "--minimum" ? a->minimum : a->profile) = true;
       continue;
     }
-    if (i + 1 >= argc && arg != "--help") return InvalidArgument(arg + " needs a value\n" + kUsage);
+    if (arg == "--help" || arg == "-h") {
+      a->help = true;
+      return Status::Ok();
+    }
+    if (i + 1 >= argc) return InvalidArgument(arg + " needs a value\n" + kUsage);
     if (arg == "--config") a->config = argv[++i];
     else if (arg == "--workspace") a->workspace = argv[++i];
     else if (arg == "--memory") a->memory = argv[++i];
@@ -114,7 +119,10 @@ Status Run(const Args& args) {
   std::chrono::steady_clock::time_point start;
   double loss = 0;
   for (int64_t step = 0; step < args.warmup + args.steps; ++step) {
-    if (step == args.warmup) start = std::chrono::steady_clock::now();
+    if (step == args.warmup) {
+      start = std::chrono::steady_clock::now();
+      executor.set_profiling(args.profile);
+    }
     SPILL_ASSIGN_OR_RETURN(LossResult r, executor.Run(batch, Phase::kTrain, step));
     solver->Update(*net, *runtime, device, 0.01);
     loss = r.loss;
@@ -128,6 +136,7 @@ Status Run(const Args& args) {
               FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
               memory.workspace.ToString().c_str(), FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(),
               runtime->log().recomputed);
+  if (args.profile) std::fputs(executor.ProfileTable().c_str(), stdout);
   return Status::Ok();
 }
 
@@ -137,6 +146,10 @@ Status Run(const Args& args) {
 int main(int argc, char** argv) {
   spill::Args args;
   spill::Status status = spill::Parse(argc, argv, &args);
+  if (status.ok() && args.help) {
+    std::fputs(spill::kUsage, stdout);
+    return 0;
+  }
   if (status.ok()) status = spill::Run(args);
   if (!status.ok()) {
     std::fprintf(stderr, "bench_train: %s\n", status.message().c_str());

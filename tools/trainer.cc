@@ -313,20 +313,7 @@ Status Trainer::WriteMemoryLog() {
   return out ? Status::Ok() : IoError("cannot write the memory log '" + path + "'");
 }
 
-std::string Trainer::ProfileTable() const {
-  std::ostringstream out;
-  double total = 0;
-  for (const auto& [type, e] : executor_->profile()) total += e.forward_seconds + e.backward_seconds;
-  char line[160];
-  std::snprintf(line, sizeof(line), "%-18s %10s %10s %7s\n", "layer type", "forward s", "backward s", "share");
-  out << line;
-  for (const auto& [type, e] : executor_->profile()) {
-    std::snprintf(line, sizeof(line), "%-18s %10.3f %10.3f %6.1f%%\n", type.c_str(), e.forward_seconds,
-                  e.backward_seconds, 100 * (e.forward_seconds + e.backward_seconds) / std::max(total, 1e-9));
-    out << line;
-  }
-  return out.str();
-}
+std::string Trainer::ProfileTable() const { return executor_->ProfileTable(); }
 
 Status Trainer::Run() {
   const auto start = Clock::now();
