@@ -44,7 +44,7 @@ solver:
 memory:
   mode: liveness
 run:
-  epochs: 3
+  epochs: 4
   seed: 1
   output: runs/fashion_cnn
 )";
