@@ -3,7 +3,11 @@
 // to minimal.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <filesystem>
+
 #include "framework/net.h"
+#include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "memory/workspace_selector.h"
@@ -71,6 +75,32 @@ layers:
   - {name: fc, type: fully_connected, outputs: 5}
   - {name: loss, type: softmax_loss}
 )";
+
+// Measured times are what the dynamic policy chooses by, so a run and its
+// resumption must see the same ones: in one process when the settings are
+// set again, and in a later process through the cache file, digit for digit.
+TEST(ConvTimingTest, MeasuredTimesSurviveResettingAndTheCacheFile) {
+  const std::string file =
+      (std::filesystem::path(::testing::TempDir()) / "spill_conv_timings_test.tsv").string();
+  std::remove(file.c_str());
+  ConvGeometry g;
+  g.batch = 2, g.channels = 3, g.height = g.width = 9, g.filters = 4, g.out_height = g.out_width = 9;
+  g.kernel = {3, 3}, g.stride = {1, 1}, g.pad = {1, 1}, g.dilation = {1, 1};
+  const cpu::ConvAlgorithm* algorithm = cpu::FindConvAlgorithm("im2col_image");
+  ASSERT_NE(algorithm, nullptr);
+  const cpu::ConvTimingSettings measure{cpu::ConvTimingMode::kMeasure, file};
+  cpu::SetConvTiming(measure);
+  const double measured = cpu::ConvSeconds(*algorithm, g, cpu::ConvOp::kBackwardData);
+  EXPECT_GT(measured, 0);
+  cpu::SetConvTiming(measure);  // as a resumed run in the same process
+  EXPECT_EQ(cpu::ConvSeconds(*algorithm, g, cpu::ConvOp::kBackwardData), measured);
+  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});  // forgets
+  EXPECT_NE(cpu::ConvSeconds(*algorithm, g, cpu::ConvOp::kBackwardData), measured);
+  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, file});  // as a later process: reads the file
+  EXPECT_EQ(cpu::ConvSeconds(*algorithm, g, cpu::ConvOp::kBackwardData), measured);
+  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
+  std::remove(file.c_str());
+}
 
 // No step goes over the budget because of its workspace: from a roomy budget
 // down to the smallest that runs, the dynamic policy trades speed for

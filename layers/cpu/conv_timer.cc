@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -96,6 +98,9 @@ double Measure(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op) {
 void SetConvTiming(const ConvTimingSettings& settings) {
   Cache& cache = TheCache();
   std::lock_guard<std::mutex> lock(cache.mutex);
+  // The same settings again keep what was measured, so that every network
+  // of a process - a run and its resumption - chooses the same algorithms.
+  if (settings.mode == cache.settings.mode && settings.cache_file == cache.settings.cache_file) return;
   cache.settings = settings;
   cache.seconds.clear();
   cache.loaded = false;
@@ -121,7 +126,10 @@ double ConvSeconds(const ConvAlgorithm& algorithm, const ConvGeometry& g, ConvOp
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.seconds[key] = seconds;
   if (!cache.settings.cache_file.empty()) {
-    std::ofstream(cache.settings.cache_file, std::ios::app) << key << "\t" << seconds << "\n";
+    // Every digit, so that a later process reads exactly the time this one
+    // chose by, and chooses the same.
+    std::ofstream(cache.settings.cache_file, std::ios::app)
+        << key << "\t" << std::setprecision(std::numeric_limits<double>::max_digits10) << seconds << "\n";
   }
   return seconds;
 }

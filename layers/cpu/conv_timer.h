@@ -25,7 +25,8 @@ struct ConvTimingSettings {
   std::string cache_file;  // empty: no file
 };
 
-// Process-wide; set by the tools before networks are built.
+// Process-wide; set by the tools before networks are built. Setting the
+// same mode and file again keeps the times measured so far.
 void SetConvTiming(const ConvTimingSettings& settings);
 const ConvTimingSettings& ConvTiming();
 // The timing cache the tools share: $XDG_CACHE_HOME/spill or ~/.cache/spill
