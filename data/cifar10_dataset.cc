@@ -75,10 +75,7 @@ class Cifar10Dataset : public Dataset {
   std::string Describe() const override { return description_; }
 
   StatusOr<int> Get(int64_t index, uint64_t augment_seed, float* image) const override {
-    if (index < 0 || index >= size_) {
-      return InvalidArgument("example " + std::to_string(index) + " is out of range [0, " +
-                             std::to_string(size_) + ") of " + description_);
-    }
+    SPILL_RETURN_IF_ERROR(CheckExampleIndex(index, size_, description_));
     const uint8_t* record = records_.data() + index * kRecord;
     SPILL_RETURN_IF_ERROR(
         augmenter_.Apply(PixelView::Planar(record + 1, kSide, kSide), augment_seed, image));

@@ -100,10 +100,7 @@ class IdxDataset : public Dataset {
   std::string Describe() const override { return description_; }
 
   StatusOr<int> Get(int64_t index, uint64_t augment_seed, float* image) const override {
-    if (index < 0 || index >= size_) {
-      return InvalidArgument("example " + std::to_string(index) + " is out of range [0, " +
-                             std::to_string(size_) + ") of " + images_.path);
-    }
+    SPILL_RETURN_IF_ERROR(CheckExampleIndex(index, size_, images_.path));
     const uint8_t* pixels =
         images_.bytes.data() + kImageHeader + index * static_cast<int64_t>(rows_) * cols_;
     SPILL_RETURN_IF_ERROR(

@@ -18,6 +18,7 @@
 
 #include "data/augment.h"
 #include "data/dataset.h"
+#include "data/io.h"
 
 namespace spill {
 namespace {
@@ -115,10 +116,7 @@ StatusOr<cv::Mat> ImageFolderDataset::Decode(const std::string& path) const {
 }
 
 StatusOr<int> ImageFolderDataset::Get(int64_t index, uint64_t augment_seed, float* image) const {
-  if (index < 0 || index >= size()) {
-    return InvalidArgument("example " + std::to_string(index) + " is out of range [0, " +
-                           std::to_string(size()) + ") of " + description_);
-  }
+  SPILL_RETURN_IF_ERROR(CheckExampleIndex(index, size(), description_));
   const std::string& path = paths_[index];
   SPILL_ASSIGN_OR_RETURN(cv::Mat rgb, Decode(path));
   PixelView view = PixelView::Interleaved(rgb.ptr<uint8_t>(0), kChannels, rgb.rows, rgb.cols,

@@ -111,4 +111,10 @@ Status AppendFile(const std::string& path, std::vector<uint8_t>* bytes) {
   return EndsWith(path, ".gz") ? AppendGzip(path, bytes) : AppendPlain(path, bytes);
 }
 
+Status CheckExampleIndex(int64_t index, int64_t size, const std::string& source) {
+  if (index >= 0 && index < size) return Status::Ok();
+  return InvalidArgument("example " + std::to_string(index) + " is out of range [0, " +
+                         std::to_string(size) + ") of " + source);
+}
+
 }  // namespace spill

@@ -20,6 +20,10 @@ bool PathExists(const std::string& path);
 // ends in ".gz". A truncated or corrupt gzip stream is an error.
 Status AppendFile(const std::string& path, std::vector<uint8_t>* bytes);
 
+// Ok when 0 <= index < size; otherwise an error naming the example, the
+// range and `source` (the dataset's file or description).
+Status CheckExampleIndex(int64_t index, int64_t size, const std::string& source);
+
 // Big-endian 32-bit value at `data` (idx headers).
 inline uint32_t ReadBigEndian32(const uint8_t* data) {
   return (static_cast<uint32_t>(data[0]) << 24) | (static_cast<uint32_t>(data[1]) << 16) |

@@ -9,7 +9,6 @@
 // machine has the memory.
 #include <cstdio>
 
-#include "layers/cpu/conv_timer.h"
 #include "tools/experiments.h"
 
 namespace spill {
@@ -25,17 +24,9 @@ constexpr char kUsage[] =
     "it for N steps where this machine has the memory.\n";
 
 int Main(int argc, char** argv) {
-  auto options = ParseExperimentOptions(argc, argv, "models/resnet_deep.yaml");
-  if (!options.ok()) {
-    std::fprintf(stderr, "deepest: %s\n%s", options.status().message().c_str(), kUsage);
-    return 2;
-  }
-  if (options->help) {
-    std::printf("%s", kUsage);
-    return 0;
-  }
-  const ExperimentOptions& o = *options;
-  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
+  ExperimentOptions o;
+  const int stop = StartExperiment(argc, argv, "deepest", kUsage, "models/resnet_deep.yaml", &o);
+  if (stop >= 0) return stop;
   auto spec_for = [&](int64_t n3) {
     ParamOverrides params = o.sets;
     params["n1"] = YAML::Node(6);

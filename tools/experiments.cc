@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "framework/device_registry.h"
 #include "framework/executor.h"
 #include "framework/initializer.h"
 #include "framework/random.h"
 #include "framework/solver.h"
+#include "layers/cpu/conv_timer.h"
 #include "memory/runtime.h"
 
 namespace spill {
@@ -101,6 +103,22 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
   SPILL_ASSIGN_OR_RETURN(o.memory.host_budget, ParseBytes(host));
   SPILL_ASSIGN_OR_RETURN(o.memory.workspace, ParseWorkspacePolicy(workspace));
   return o;
+}
+
+int StartExperiment(int argc, char** argv, const char* tool, const char* usage,
+                    const std::string& default_model, ExperimentOptions* options) {
+  auto parsed = ParseExperimentOptions(argc, argv, default_model);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s: %s\n%s", tool, parsed.status().message().c_str(), usage);
+    return 2;
+  }
+  if (parsed->help) {
+    std::printf("%s", usage);
+    return 0;
+  }
+  *options = std::move(*parsed);
+  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
+  return -1;
 }
 
 int ReportConfirmation(const StatusOr<Confirmation>& c, int64_t steps) {

@@ -44,6 +44,13 @@ struct ExperimentOptions {
 StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
                                                    const std::string& default_model);
 
+// The start of both tools: parses the options into `*options` and plans
+// with modelled convolution times. Returns the exit code when the tool
+// stops here: 0 after printing `usage` for --help, 2 after printing the
+// error and `usage`; -1 when it goes on.
+int StartExperiment(int argc, char** argv, const char* tool, const char* usage,
+                    const std::string& default_model, ExperimentOptions* options);
+
 // Plans a training iteration of `spec` at `batch` with the options' device
 // and memory options.
 StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options);

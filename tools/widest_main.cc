@@ -5,7 +5,6 @@
 //          [--set size=224] [--host-memory 64GiB] [--device cpu|cuda] [--confirm 2]
 #include <cstdio>
 
-#include "layers/cpu/conv_timer.h"
 #include "tools/experiments.h"
 
 namespace spill {
@@ -20,17 +19,9 @@ constexpr char kUsage[] =
     "plans; --confirm N also trains it for N steps where this machine has the memory.\n";
 
 int Main(int argc, char** argv) {
-  auto options = ParseExperimentOptions(argc, argv, "");
-  if (!options.ok()) {
-    std::fprintf(stderr, "widest: %s\n%s", options.status().message().c_str(), kUsage);
-    return 2;
-  }
-  if (options->help) {
-    std::printf("%s", kUsage);
-    return 0;
-  }
-  const ExperimentOptions& o = *options;
-  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
+  ExperimentOptions o;
+  const int stop = StartExperiment(argc, argv, "widest", kUsage, "", &o);
+  if (stop >= 0) return stop;
   auto spec = LoadNetFile(o.model, o.sets);
   if (!spec.ok()) {
     std::fprintf(stderr, "widest: %s\n", spec.status().message().c_str());
