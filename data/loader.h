@@ -27,8 +27,8 @@ struct LoaderOptions {
   bool shuffle = true;
   bool drop_last = true;  // false: the last batch of an epoch may be smaller
   uint64_t seed = 1;
-  int prefetch = 4;       // batches kept ready ahead
-  int workers = 1;        // decoding threads
+  int prefetch = 4;  // batches kept ready ahead
+  int workers = 1;   // decoding threads
 };
 
 struct Batch {
@@ -36,7 +36,7 @@ struct Batch {
   std::vector<float> labels;  // batch class indices
   int64_t size = 0;           // examples in this batch
   int64_t epoch = 0;
-  int64_t index = 0;          // batch number within the epoch
+  int64_t index = 0;  // batch number within the epoch
 };
 
 class Loader {
@@ -63,20 +63,20 @@ class Loader {
 
   const Dataset& dataset_;
   LoaderOptions options_;
-  Status config_;                   // why options_ cannot yield batches; Next() returns it
+  Status config_;  // why options_ cannot yield batches; Next() returns it
   int64_t batches_per_epoch_ = 0;
-  int64_t window_ = 1;              // batches claimed or ready ahead of the consumer
+  int64_t window_ = 1;  // batches claimed or ready ahead of the consumer
 
   // Batches are numbered epoch * batches_per_epoch_ + index below.
   std::mutex mutex_;
-  std::condition_variable ready_;   // a batch was finished
-  std::condition_variable space_;   // the consumer took one, or stopping
+  std::condition_variable ready_;  // a batch was finished
+  std::condition_variable space_;  // the consumer took one, or stopping
   std::vector<std::thread> workers_;
   std::atomic<bool> stopping_{false};
   bool started_ = false;
   Status start_error_;
-  int64_t next_ = 0;                // next batch a worker claims
-  int64_t want_ = 0;                // next batch Next() returns
+  int64_t next_ = 0;  // next batch a worker claims
+  int64_t want_ = 0;  // next batch Next() returns
   std::map<int64_t, StatusOr<Batch>> done_;
   std::map<int64_t, Order> orders_;  // cached permutations per epoch
 };

@@ -28,16 +28,15 @@ struct Voidify {
 }  // namespace internal
 }  // namespace spill
 
-#define SPILL_CHECK(condition)                          \
-  (condition) ? (void)0                                 \
-              : ::spill::internal::Voidify() &          \
+#define SPILL_CHECK(condition)                 \
+  (condition) ? (void)0                        \
+              : ::spill::internal::Voidify() & \
                     ::spill::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()
 
-#define SPILL_CHECK_OP(a, op, b)                                                        \
-  ((a)op(b)) ? (void)0                                                                  \
-             : ::spill::internal::Voidify() &                                           \
-                   ::spill::internal::CheckFailure(__FILE__, __LINE__, #a " " #op " " #b) \
-                           .stream()                                                    \
+#define SPILL_CHECK_OP(a, op, b)                                                                   \
+  ((a)op(b)) ? (void)0                                                                             \
+             : ::spill::internal::Voidify() &                                                      \
+                   ::spill::internal::CheckFailure(__FILE__, __LINE__, #a " " #op " " #b).stream() \
                        << "(" << (a) << " vs " << (b) << ") "
 
 #define SPILL_CHECK_EQ(a, b) SPILL_CHECK_OP(a, ==, b)

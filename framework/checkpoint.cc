@@ -19,15 +19,16 @@ Status Restore(const NpzArchive& archive, const std::string& key, TensorId id, c
   const TensorInfo& info = net.schedule().tensors[id];
   auto it = archive.find(key);
   if (it == archive.end()) {
-    return InvalidArgument("checkpoint '" + path + "' has no '" + key + "' (was it saved from network '" +
-                           net.name() + "'?)");
+    return InvalidArgument("checkpoint '" + path + "' has no '" + key +
+                           "' (was it saved from network '" + net.name() + "'?)");
   }
   const NpyArray& array = it->second;
   if (array.dtype != "<f4" || array.numel() != info.shape.numel()) {
     std::string shape;
     for (int64_t d : array.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
-    return InvalidArgument("checkpoint '" + path + "': '" + key + "' is " + shape + " " + array.dtype +
-                           ", the network expects " + info.shape.ToString() + " float32");
+    return InvalidArgument("checkpoint '" + path + "': '" + key + "' is " + shape + " " +
+                           array.dtype + ", the network expects " + info.shape.ToString() +
+                           " float32");
   }
   device.CopySync(store.Data(id), array.floats(), info.bytes, CopyKind::kHostToDevice);
   return Status::Ok();
@@ -52,7 +53,8 @@ Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& stor
   }
   if (solver != nullptr) {
     for (const auto& slot : solver->slots()) {
-      for (TensorId t : slot.state) archive["state/" + schedule.tensors[t].name] = Fetch(t, net, store, device);
+      for (TensorId t : slot.state)
+        archive["state/" + schedule.tensors[t].name] = Fetch(t, net, store, device);
     }
   }
   archive["meta/step"] = NpyArray::Int64(position.step);

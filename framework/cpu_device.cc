@@ -13,8 +13,8 @@ namespace {
 // physical memory, and the arena stays apart from the host heap.
 StatusOr<void*> MapRegion(size_t bytes, const char* what) {
   if (bytes == 0) return InvalidArgument(std::string(what) + " region of 0 bytes");
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                    -1, 0);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
     return OutOfMemory(std::string("cannot reserve a ") + what + " region of " +
                        std::to_string(bytes) + " bytes");
@@ -69,9 +69,7 @@ class WorkerEvent : public Event {
 
 }  // namespace
 
-const char* DeviceTypeName(DeviceType type) {
-  return type == DeviceType::kCpu ? "cpu" : "cuda";
-}
+const char* DeviceTypeName(DeviceType type) { return type == DeviceType::kCpu ? "cpu" : "cuda"; }
 
 void Device::CopySync(void* dst, const void* src, size_t bytes, CopyKind kind) {
   CopyAsync(dst, src, bytes, kind, compute_queue());

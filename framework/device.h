@@ -68,8 +68,7 @@ class Device {
   // Enqueues a copy on `queue`. Both buffers must stay valid until an event
   // recorded after the copy has completed. Device-to-device copies may
   // overlap when the destination lies below the source (compaction).
-  virtual void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind,
-                         Queue& queue) = 0;
+  virtual void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) = 0;
   // Sets `bytes` bytes of device memory to `value` on `queue`.
   virtual void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) = 0;
   // Copies on the compute queue and waits for completion.

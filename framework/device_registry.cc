@@ -14,10 +14,10 @@ struct Entry {
 
 std::map<std::string, Entry>& Registry() {
   static auto* registry = new std::map<std::string, Entry>{
-      {"cpu",
-       {DeviceType::kCpu, [](const DeviceConfig& c) -> StatusOr<std::unique_ptr<Device>> {
-          return std::unique_ptr<Device>(new CpuDevice(CpuDeviceOptions{c.link_bytes_per_second}));
-        }}}};
+      {"cpu", {DeviceType::kCpu, [](const DeviceConfig& c) -> StatusOr<std::unique_ptr<Device>> {
+                 return std::unique_ptr<Device>(
+                     new CpuDevice(CpuDeviceOptions{c.link_bytes_per_second}));
+               }}}};
   return *registry;
 }
 
@@ -28,11 +28,13 @@ bool RegisterDeviceFactory(const std::string& name, DeviceType type, DeviceFacto
   return true;
 }
 
-StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& name, const DeviceConfig& config) {
+StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& name,
+                                               const DeviceConfig& config) {
   auto it = Registry().find(name);
   if (it == Registry().end()) {
     if (name == "cuda") {
-      return Unimplemented("this build has no CUDA backend; build with: bazel build --config=cuda //tools:train");
+      return Unimplemented(
+          "this build has no CUDA backend; build with: bazel build --config=cuda //tools:train");
     }
     return InvalidArgument("unknown device '" + name + "'; expected cpu or cuda");
   }

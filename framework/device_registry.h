@@ -13,8 +13,8 @@
 namespace spill {
 
 struct DeviceConfig {
-  int ordinal = 0;                    // which GPU
-  double link_bytes_per_second = 0;   // CPU device: copy throttle
+  int ordinal = 0;                   // which GPU
+  double link_bytes_per_second = 0;  // CPU device: copy throttle
 };
 
 using DeviceFactory = std::function<StatusOr<std::unique_ptr<Device>>(const DeviceConfig&)>;

@@ -1,8 +1,8 @@
 #include "framework/executor.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cfloat>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -45,7 +45,8 @@ void Executor::RunForward(int layer, bool recompute) {
   net_.layer(layer).Forward(args);
   if (profiling_) {
     ProfileEntry& e = profile_[net_.layer(layer).type()];
-    e.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    e.forward_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     e.calls++;
   }
 }
@@ -145,11 +146,13 @@ std::string Executor::ProfileTable() const {
   double total = 0;
   for (const auto& [type, e] : profile_) total += e.forward_seconds + e.backward_seconds;
   char line[160];
-  std::snprintf(line, sizeof(line), "%-18s %10s %10s %7s\n", "layer type", "forward s", "backward s", "share");
+  std::snprintf(line, sizeof(line), "%-18s %10s %10s %7s\n", "layer type", "forward s",
+                "backward s", "share");
   out << line;
   for (const auto& [type, e] : profile_) {
-    std::snprintf(line, sizeof(line), "%-18s %10.3f %10.3f %6.1f%%\n", type.c_str(), e.forward_seconds,
-                  e.backward_seconds, 100 * (e.forward_seconds + e.backward_seconds) / std::max(total, 1e-9));
+    std::snprintf(line, sizeof(line), "%-18s %10.3f %10.3f %6.1f%%\n", type.c_str(),
+                  e.forward_seconds, e.backward_seconds,
+                  100 * (e.forward_seconds + e.backward_seconds) / std::max(total, 1e-9));
     out << line;
   }
   return out.str();

@@ -96,10 +96,14 @@ class Parser {
     SPILL_ASSIGN_OR_RETURN(Number left, Unary());
     for (;;) {
       char op = 0;
-      if (Accept('*')) op = '*';
-      else if (Accept('/')) op = '/';
-      else if (Accept('%')) op = '%';
-      else return left;
+      if (Accept('*'))
+        op = '*';
+      else if (Accept('/'))
+        op = '/';
+      else if (Accept('%'))
+        op = '%';
+      else
+        return left;
       SPILL_ASSIGN_OR_RETURN(Number right, Unary());
       if ((op == '/' || op == '%') && right.AsDouble() == 0) return Error("division by zero");
       if (op == '%' && !(left.is_int && right.is_int)) return Error("'%' needs integers");
@@ -110,8 +114,10 @@ class Parser {
   StatusOr<Number> Unary() {
     if (Accept('-')) {
       SPILL_ASSIGN_OR_RETURN(Number value, Unary());
-      if (value.is_int) value.i = -value.i;
-      else value.d = -value.d;
+      if (value.is_int)
+        value.i = -value.i;
+      else
+        value.d = -value.d;
       return value;
     }
     return Primary();
@@ -125,7 +131,8 @@ class Parser {
       return value;
     }
     size_t start = pos_;
-    if (pos_ < text_.size() && (std::isdigit(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.')) {
+    if (pos_ < text_.size() &&
+        (std::isdigit(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.')) {
       while (pos_ < text_.size() &&
              (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.')) {
         ++pos_;
@@ -158,10 +165,18 @@ class Parser {
     if (a.is_int && b.is_int && op != '/') {
       r.is_int = true;
       switch (op) {
-        case '+': r.i = a.i + b.i; break;
-        case '-': r.i = a.i - b.i; break;
-        case '*': r.i = a.i * b.i; break;
-        case '%': r.i = a.i % b.i; break;
+        case '+':
+          r.i = a.i + b.i;
+          break;
+        case '-':
+          r.i = a.i - b.i;
+          break;
+        case '*':
+          r.i = a.i * b.i;
+          break;
+        case '%':
+          r.i = a.i % b.i;
+          break;
       }
       return r;
     }
@@ -173,11 +188,21 @@ class Parser {
     r.is_int = false;
     double x = a.AsDouble(), y = b.AsDouble();
     switch (op) {
-      case '+': r.d = x + y; break;
-      case '-': r.d = x - y; break;
-      case '*': r.d = x * y; break;
-      case '/': r.d = x / y; break;
-      case '%': r.d = std::fmod(x, y); break;
+      case '+':
+        r.d = x + y;
+        break;
+      case '-':
+        r.d = x - y;
+        break;
+      case '*':
+        r.d = x * y;
+        break;
+      case '/':
+        r.d = x / y;
+        break;
+      case '%':
+        r.d = std::fmod(x, y);
+        break;
     }
     return r;
   }
@@ -201,7 +226,8 @@ StatusOr<YAML::Node> LookUp(const std::string& name, const Variables& vars) {
     return InvalidArgument("unknown parameter '$" + name + "'; known: " + KnownNames(vars));
   }
   if (!it->second.IsDefined() || it->second.IsNull()) {
-    return InvalidArgument("parameter '" + name + "' has no value (a required argument was not given)");
+    return InvalidArgument("parameter '" + name +
+                           "' has no value (a required argument was not given)");
   }
   return YAML::Clone(it->second);
 }
@@ -236,7 +262,8 @@ StatusOr<YAML::Node> SubstituteScalar(const YAML::Node& node, const Variables& v
     size_t close = text.find('}', open);
     if (close == std::string::npos) return InvalidArgument("unclosed '${' in '" + text + "'");
     out += text.substr(pos, open - pos);
-    SPILL_ASSIGN_OR_RETURN(std::string part, ExpandBraces(text.substr(open + 2, close - open - 2), vars));
+    SPILL_ASSIGN_OR_RETURN(std::string part,
+                           ExpandBraces(text.substr(open + 2, close - open - 2), vars));
     out += part;
     pos = close + 1;
   }

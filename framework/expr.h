@@ -5,10 +5,10 @@
 #ifndef SPILL_FRAMEWORK_EXPR_H_
 #define SPILL_FRAMEWORK_EXPR_H_
 
+#include <yaml-cpp/yaml.h>
+
 #include <map>
 #include <string>
-
-#include <yaml-cpp/yaml.h>
 
 #include "framework/status.h"
 

@@ -37,7 +37,7 @@ enum class LayerCost { kCheckpoint, kCheap };
 struct Initializer {
   enum class Kind { kConstant, kHeNormal, kXavierUniform, kUniform };
   Kind kind = Kind::kConstant;
-  float value = 0;      // kConstant: the value; kUniform: the bound
+  float value = 0;  // kConstant: the value; kUniform: the bound
   int64_t fan_in = 1;
   int64_t fan_out = 1;
 
@@ -111,7 +111,7 @@ struct BackwardArgs {
   std::vector<Tensor> input_grads;   // invalid where no gradient is wanted
   std::vector<bool> accumulate;      // per input: add into input_grads[i]
   std::vector<Tensor> params;
-  std::vector<Tensor> param_grads;   // one per param; invalid for non-trainable ones
+  std::vector<Tensor> param_grads;  // one per param; invalid for non-trainable ones
   std::vector<Tensor> aux;
   Workspace workspace;
   Device* device = nullptr;
@@ -162,7 +162,9 @@ class Layer {
   // runtime chooses per step and passes the choice in the args. The
   // workspace of a pass is the largest among its chosen candidates.
   virtual int num_algorithm_ops(Pass pass) const { return 0; }
-  virtual std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const { return {}; }
+  virtual std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const {
+    return {};
+  }
 
   // ---- Compute: per device. Const: all state lives in the tensors. ----
   virtual void Forward(const ForwardArgs& args) const = 0;

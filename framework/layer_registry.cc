@@ -61,7 +61,8 @@ StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(const LayerSpec& spec,
   for (const auto& entry : entries_) all.insert(entry.first.first);
   std::string known;
   for (const auto& t : all) known += (known.empty() ? "" : ", ") + t;
-  return InvalidArgument(context + ": unknown layer type '" + spec.type + "'; known types: " + known);
+  return InvalidArgument(context + ": unknown layer type '" + spec.type +
+                         "'; known types: " + known);
 }
 
 }  // namespace spill

@@ -37,12 +37,12 @@ class LayerRegistry {
 
 }  // namespace spill
 
-#define SPILL_REGISTER_LAYER(type_name, device, Class)                                     \
-  static const bool spill_registered_##type_name##_##device =                              \
-      ::spill::LayerRegistry::Get().Register(                                              \
-          #type_name, ::spill::DeviceType::device,                                         \
-          [](::spill::LayerParams& params) -> std::unique_ptr<::spill::Layer> {            \
-            return std::make_unique<Class>(params);                                        \
+#define SPILL_REGISTER_LAYER(type_name, device, Class)                          \
+  static const bool spill_registered_##type_name##_##device =                   \
+      ::spill::LayerRegistry::Get().Register(                                   \
+          #type_name, ::spill::DeviceType::device,                              \
+          [](::spill::LayerParams& params) -> std::unique_ptr<::spill::Layer> { \
+            return std::make_unique<Class>(params);                             \
           })
 
 #endif  // SPILL_FRAMEWORK_LAYER_REGISTRY_H_

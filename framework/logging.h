@@ -36,9 +36,9 @@ class LogMessage {
 
 }  // namespace spill
 
-#define SPILL_LOG_AT(channel, level)                                        \
-  if (!::spill::LogEnabled(::spill::LogChannel::channel, level)) {          \
-  } else                                                                    \
+#define SPILL_LOG_AT(channel, level)                               \
+  if (!::spill::LogEnabled(::spill::LogChannel::channel, level)) { \
+  } else                                                           \
     ::spill::LogMessage(::spill::LogChannel::channel, level).stream()
 
 #define SPILL_LOG_DEBUG(channel) SPILL_LOG_AT(channel, ::spill::LogLevel::kDebug)

@@ -11,7 +11,8 @@ Status LrSchedule::Validate() const {
                            "'; expected constant, step, multistep or cosine");
   }
   if (lr <= 0) return InvalidArgument("the learning rate must be positive");
-  if (type == "step" && step_size <= 0) return InvalidArgument("a step schedule needs step_size > 0");
+  if (type == "step" && step_size <= 0)
+    return InvalidArgument("a step schedule needs step_size > 0");
   if (type == "multistep" && !std::is_sorted(milestones.begin(), milestones.end())) {
     return InvalidArgument("multistep milestones must be increasing");
   }
@@ -29,7 +30,8 @@ double LrSchedule::At(int64_t step) const {
   if (type == "step") {
     rate = lr * std::pow(gamma, static_cast<double>(step / step_size));
   } else if (type == "multistep") {
-    int64_t passed = std::upper_bound(milestones.begin(), milestones.end(), step) - milestones.begin();
+    int64_t passed =
+        std::upper_bound(milestones.begin(), milestones.end(), step) - milestones.begin();
     rate = lr * std::pow(gamma, static_cast<double>(passed));
   } else if (type == "cosine") {
     double progress = std::min(1.0, static_cast<double>(std::max<int64_t>(step - warmup, 0)) /

@@ -24,8 +24,8 @@ struct LrSchedule {
   int64_t step_size = 0;
   std::vector<int64_t> milestones;
   double min_lr = 0.0;
-  int64_t total_steps = 0;    // cosine: length of the run
-  int64_t warmup = 0;         // steps of linear warmup
+  int64_t total_steps = 0;  // cosine: length of the run
+  int64_t warmup = 0;       // steps of linear warmup
   double warmup_factor = 0.1;
 
   Status Validate() const;

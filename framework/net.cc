@@ -36,8 +36,8 @@ StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions&
   if (!cycle.empty()) {
     std::string path;
     for (int id : cycle) path += (path.empty() ? "" : " -> ") + net->layers_[id]->name();
-    return InvalidArgument(net->layers_[cycle[0]]->where().ToString() + ": the network has a cycle: " +
-                           path);
+    return InvalidArgument(net->layers_[cycle[0]]->where().ToString() +
+                           ": the network has a cycle: " + path);
   }
   auto route = ConstructRoute(graph, net->layer_names());
   if (!route.ok()) return route.status().WithContext(spec.file);
@@ -91,7 +91,8 @@ Status Net::WireInputs(const NetSpec& spec) {
     int given = static_cast<int>(decl.inputs.size());
     if (layer.wants_labels() && given == layer.min_inputs() - 1) {
       if (input_layers_.size() != 1) {
-        return InvalidArgument(Context(layer) + ": name the labels as the last input (e.g. data:1); "
+        return InvalidArgument(Context(layer) +
+                               ": name the labels as the last input (e.g. data:1); "
                                "the network has several input layers");
       }
       decl.inputs.push_back({input_layers_[0], 1});
@@ -102,7 +103,8 @@ Status Net::WireInputs(const NetSpec& spec) {
                                  ? Plural(layer.min_inputs(), "input")
                                  : "from " + std::to_string(layer.min_inputs()) + " to " +
                                        Plural(layer.max_inputs(), "input");
-      return InvalidArgument(Context(layer) + ": takes " + expected + ", got " + std::to_string(given));
+      return InvalidArgument(Context(layer) + ": takes " + expected + ", got " +
+                             std::to_string(given));
     }
   }
   return Status::Ok();
@@ -119,7 +121,8 @@ Status Net::InferShapes(const std::vector<int>& route) {
     if (!status.ok()) {
       std::string inputs;
       for (size_t i = 0; i < in.size(); ++i) {
-        inputs += (i ? ", " : "") + layers_[decl.inputs[i].layer]->name() + " is " + in[i].ToString();
+        inputs +=
+            (i ? ", " : "") + layers_[decl.inputs[i].layer]->name() + " is " + in[i].ToString();
       }
       return InvalidArgument(Context(layer) + ": " + status.message() +
                              (inputs.empty() ? "" : " (inputs: " + inputs + ")"));

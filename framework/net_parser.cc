@@ -15,8 +15,8 @@ namespace {
 
 constexpr int kMaxBlockDepth = 64;
 
-const std::set<std::string> kTopKeys = {"name", "description", "params", "include", "blocks",
-                                        "layers"};
+const std::set<std::string> kTopKeys = {"name",    "description", "params",
+                                        "include", "blocks",      "layers"};
 const std::set<std::string> kIncludeKeys = {"description", "include", "blocks"};
 const std::set<std::string> kBlockKeys = {"description", "params", "layers", "output"};
 const std::set<std::string> kInstanceKeys = {"name", "block", "args", "repeat", "inputs"};
@@ -57,8 +57,8 @@ struct Scope {
   std::string prefix;               // qualified name prefix, "res2.1/"
   std::vector<std::string> inputs;  // what $in, $in1, ... refer to
   Variables vars;
-  std::string file;                 // file the entries were written in
-  std::string instantiated;         // instantiation chain for messages
+  std::string file;          // file the entries were written in
+  std::string instantiated;  // instantiation chain for messages
   int depth = 0;
 };
 
@@ -97,8 +97,8 @@ class NetParser {
   NetSpec spec_;
   std::map<std::string, BlockDef> blocks_;
   std::vector<std::string> include_stack_;
-  std::map<std::string, std::string> aliases_;          // block instance -> its output
-  std::map<std::string, SourceLocation> defined_;       // every qualified name
+  std::map<std::string, std::string> aliases_;     // block instance -> its output
+  std::map<std::string, SourceLocation> defined_;  // every qualified name
 };
 
 std::string Where(const std::string& file, int line) { return file + ":" + std::to_string(line); }
@@ -120,9 +120,13 @@ Status NetParser::LoadIncludes(const YAML::Node& root, const std::string& file,
   YAML::Node includes = root["include"];
   if (!includes) return Status::Ok();
   std::vector<YAML::Node> items;
-  if (includes.IsScalar()) items.push_back(includes);
-  else if (includes.IsSequence()) for (const auto& i : includes) items.push_back(i);
-  else return InvalidArgument(Where(file, LineOf(includes)) + ": 'include' must be a file name or a list of them");
+  if (includes.IsScalar())
+    items.push_back(includes);
+  else if (includes.IsSequence())
+    for (const auto& i : includes) items.push_back(i);
+  else
+    return InvalidArgument(Where(file, LineOf(includes)) +
+                           ": 'include' must be a file name or a list of them");
   for (const auto& item : items) {
     namespace fs = std::filesystem;
     std::string path = (fs::path(base_dir) / item.Scalar()).lexically_normal().string();
@@ -151,7 +155,8 @@ Status NetParser::LoadIncludes(const YAML::Node& root, const std::string& file,
 Status NetParser::LoadBlocks(const YAML::Node& root, const std::string& file) {
   YAML::Node blocks = root["blocks"];
   if (!blocks) return Status::Ok();
-  if (!blocks.IsMap()) return InvalidArgument(Where(file, LineOf(blocks)) + ": 'blocks' must be a map");
+  if (!blocks.IsMap())
+    return InvalidArgument(Where(file, LineOf(blocks)) + ": 'blocks' must be a map");
   for (const auto& item : blocks) {
     BlockDef def;
     def.name = item.first.Scalar();
@@ -162,7 +167,8 @@ Status NetParser::LoadBlocks(const YAML::Node& root, const std::string& file) {
     if (!body.IsMap()) return InvalidArgument(where + ": block '" + def.name + "' must be a map");
     SPILL_RETURN_IF_ERROR(CheckKeys(body, kBlockKeys, file, "block '" + def.name + "'"));
     def.params = body["params"] ? body["params"] : YAML::Node(YAML::NodeType::Map);
-    if (!def.params.IsMap()) return InvalidArgument(where + ": 'params' of block '" + def.name + "' must be a map");
+    if (!def.params.IsMap())
+      return InvalidArgument(where + ": 'params' of block '" + def.name + "' must be a map");
     def.layers = body["layers"];
     if (!def.layers || !def.layers.IsSequence() || def.layers.size() == 0) {
       return InvalidArgument(where + ": block '" + def.name + "' needs a non-empty 'layers' list");
@@ -180,7 +186,8 @@ Status NetParser::LoadBlocks(const YAML::Node& root, const std::string& file) {
 
 Status NetParser::ReadModelParams(const YAML::Node& root, const std::string& file) {
   YAML::Node params = root["params"];
-  if (params && !params.IsMap()) return InvalidArgument(Where(file, LineOf(params)) + ": 'params' must be a map");
+  if (params && !params.IsMap())
+    return InvalidArgument(Where(file, LineOf(params)) + ": 'params' must be a map");
   std::set<std::string> known;
   if (params) {
     for (const auto& item : params) {
@@ -190,8 +197,9 @@ Status NetParser::ReadModelParams(const YAML::Node& root, const std::string& fil
   }
   for (const auto& [key, value] : overrides_) {
     if (!known.count(key)) {
-      return InvalidArgument(file + ": unknown model parameter '" + key + "' in overrides; model '" +
-                             spec_.name + "' has: " + (known.empty() ? "(none)" : Join(known)));
+      return InvalidArgument(file + ": unknown model parameter '" + key +
+                             "' in overrides; model '" + spec_.name +
+                             "' has: " + (known.empty() ? "(none)" : Join(known)));
     }
     SetVariable(&spec_.params, key, YAML::Clone(value));
   }
@@ -226,8 +234,8 @@ StatusOr<std::string> NetParser::ExpandList(const YAML::Node& list, const Scope&
   for (const auto& entry : list) {
     std::string where = Where(scope.file, LineOf(entry));
     if (!entry.IsMap()) return InvalidArgument(where + ": each layer entry must be a map");
-    StatusOr<std::string> out = entry["block"] ? ExpandInstance(entry, scope, prev)
-                                               : ExpandLayer(entry, scope, prev);
+    StatusOr<std::string> out =
+        entry["block"] ? ExpandInstance(entry, scope, prev) : ExpandLayer(entry, scope, prev);
     if (!out.ok()) return out.status();
     prev = *out;
   }
@@ -254,14 +262,15 @@ StatusOr<std::string> NetParser::ResolveReference(const std::string& raw, const 
     size_t index = 0;
     if (!digits.empty()) {
       if (digits.find_first_not_of("0123456789") != std::string::npos) {
-        return InvalidArgument(where + ": bad input reference '" + raw + "'; use $in, $in0, $in1, ...");
+        return InvalidArgument(where + ": bad input reference '" + raw +
+                               "'; use $in, $in0, $in1, ...");
       }
       index = std::stoul(digits);
     }
     if (index >= scope.inputs.size()) {
-      return InvalidArgument(where + ": '" + raw + "' refers to block input " + std::to_string(index) +
-                             " but the block was given " + std::to_string(scope.inputs.size()) +
-                             " input(s)");
+      return InvalidArgument(where + ": '" + raw + "' refers to block input " +
+                             std::to_string(index) + " but the block was given " +
+                             std::to_string(scope.inputs.size()) + " input(s)");
     }
     return scope.inputs[index];
   }
@@ -269,7 +278,8 @@ StatusOr<std::string> NetParser::ResolveReference(const std::string& raw, const 
   return scope.prefix + raw;
 }
 
-StatusOr<std::vector<std::string>> NetParser::ReadInputs(const YAML::Node& entry, const Scope& scope,
+StatusOr<std::vector<std::string>> NetParser::ReadInputs(const YAML::Node& entry,
+                                                         const Scope& scope,
                                                          const std::string& prev,
                                                          const std::string& where) {
   std::vector<std::string> refs;
@@ -279,12 +289,15 @@ StatusOr<std::vector<std::string>> NetParser::ReadInputs(const YAML::Node& entry
     return refs;
   }
   std::vector<std::string> raw;
-  if (inputs.IsScalar()) raw.push_back(inputs.Scalar());
-  else if (inputs.IsSequence()) for (const auto& i : inputs) {
-    if (!i.IsScalar()) return InvalidArgument(where + ": 'inputs' must list layer names");
-    raw.push_back(i.Scalar());
-  }
-  else return InvalidArgument(where + ": 'inputs' must be a layer name or a list of them");
+  if (inputs.IsScalar())
+    raw.push_back(inputs.Scalar());
+  else if (inputs.IsSequence())
+    for (const auto& i : inputs) {
+      if (!i.IsScalar()) return InvalidArgument(where + ": 'inputs' must list layer names");
+      raw.push_back(i.Scalar());
+    }
+  else
+    return InvalidArgument(where + ": 'inputs' must be a layer name or a list of them");
   for (const auto& r : raw) {
     SPILL_ASSIGN_OR_RETURN(std::string ref, ResolveReference(r, scope, where));
     refs.push_back(ref);
@@ -317,7 +330,8 @@ StatusOr<std::string> NetParser::ExpandLayer(const YAML::Node& entry, const Scop
   }
   auto existing = defined_.find(layer.name);
   if (existing != defined_.end()) {
-    return InvalidArgument(context + ": the name is already used at " + existing->second.ToString());
+    return InvalidArgument(context + ": the name is already used at " +
+                           existing->second.ToString());
   }
   defined_[layer.name] = layer.where;
   std::string qualified = layer.name;
@@ -357,7 +371,8 @@ StatusOr<Variables> NetParser::BlockVariables(const BlockDef& block, const YAML:
   }
   for (const auto& key : known) {
     if (vars.at(key).IsNull()) {
-      return InvalidArgument(where + ": block '" + block.name + "' needs the argument '" + key + "'");
+      return InvalidArgument(where + ": block '" + block.name + "' needs the argument '" + key +
+                             "'");
     }
   }
   SetVariable(&vars, "i", YAML::Node(std::to_string(index)));
@@ -409,7 +424,8 @@ StatusOr<std::string> NetParser::ExpandInstance(const YAML::Node& entry, const S
     if (repeated) aliases_[instance] = out;
     current = {out};
   }
-  if (current.empty()) return InvalidArgument(where + ": block instance '" + name + "' has no input to pass through");
+  if (current.empty())
+    return InvalidArgument(where + ": block instance '" + name + "' has no input to pass through");
   aliases_[scope.prefix + name] = current[0];
   return current[0];
 }
@@ -446,8 +462,8 @@ Status NetParser::ResolveAliases() {
         if (++hops > 1000) break;
       }
       if (!defined_.count(name)) {
-        return InvalidArgument(layer.where.ToString() + ": layer '" + layer.name + "' reads '" + ref +
-                               "', which is not defined" + Suggest(name));
+        return InvalidArgument(layer.where.ToString() + ": layer '" + layer.name + "' reads '" +
+                               ref + "', which is not defined" + Suggest(name));
       }
       ref = output == 0 ? name : name + ":" + std::to_string(output);
     }
@@ -489,7 +505,8 @@ StatusOr<NetSpec> LoadNetFile(const std::string& path, const ParamOverrides& ove
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax: " + e.msg);
+    return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) +
+                           ": YAML syntax: " + e.msg);
   }
   std::string base = std::filesystem::path(path).parent_path().string();
   return ParseRoot(root, path, overrides, base.empty() ? "." : base);
@@ -506,7 +523,8 @@ StatusOr<NetSpec> ParseNetString(const std::string& text, const std::string& lab
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(label + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax: " + e.msg);
+    return InvalidArgument(label + ":" + std::to_string(e.mark.line + 1) +
+                           ": YAML syntax: " + e.msg);
   }
   return ParseRoot(root, label, overrides, base_dir);
 }

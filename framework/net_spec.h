@@ -22,11 +22,11 @@
 #ifndef SPILL_FRAMEWORK_NET_SPEC_H_
 #define SPILL_FRAMEWORK_NET_SPEC_H_
 
+#include <yaml-cpp/yaml.h>
+
 #include <map>
 #include <string>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "framework/status.h"
 
@@ -36,8 +36,8 @@ namespace spill {
 // block instantiations that produced it.
 struct SourceLocation {
   std::string file;
-  int line = 0;                // 1-based; 0 when unknown
-  std::string instantiated;    // "block 'basic' instantiated as 'res2.1' at f.yaml:20"
+  int line = 0;              // 1-based; 0 when unknown
+  std::string instantiated;  // "block 'basic' instantiated as 'res2.1' at f.yaml:20"
 
   // "models/resnet18.yaml:14"
   std::string FileLine() const;
@@ -55,8 +55,8 @@ struct LayerSpec {
 
 struct NetSpec {
   std::string name;
-  std::string file;                 // the top-level file (or label for strings)
-  std::vector<LayerSpec> layers;    // in file order
+  std::string file;                          // the top-level file (or label for strings)
+  std::vector<LayerSpec> layers;             // in file order
   std::map<std::string, YAML::Node> params;  // model parameters after overrides
 };
 

@@ -29,10 +29,12 @@ void Put64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const ch
 std::string NpyHeader(const NpyArray& array) {
   std::string shape = "(";
   for (size_t i = 0; i < array.shape.size(); ++i) {
-    shape += std::to_string(array.shape[i]) + (array.shape.size() == 1 ? "," : (i + 1 < array.shape.size() ? ", " : ""));
+    shape += std::to_string(array.shape[i]) +
+             (array.shape.size() == 1 ? "," : (i + 1 < array.shape.size() ? ", " : ""));
   }
   shape += ")";
-  std::string dict = "{'descr': '" + array.dtype + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string dict =
+      "{'descr': '" + array.dtype + "', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + dict.size() + 1;  // magic(6) version(2) length(2) dict '\n'
   dict.append((64 - total % 64) % 64, ' ');
   dict += '\n';
@@ -118,7 +120,8 @@ std::string EndRecords(uint64_t entries, uint64_t directory_size, uint64_t direc
 
 class FileWriter {
  public:
-  explicit FileWriter(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "wb")) {}
+  explicit FileWriter(const std::string& path)
+      : path_(path), file_(std::fopen(path.c_str(), "wb")) {}
   ~FileWriter() {
     if (file_) std::fclose(file_);
   }
@@ -156,7 +159,8 @@ int64_t NpyArray::numel() const {
 
 NpyArray NpyArray::Floats(const std::vector<int64_t>& shape, const float* values) {
   NpyArray a{"<f4", shape, {}};
-  a.data.assign(reinterpret_cast<const char*>(values), reinterpret_cast<const char*>(values + a.numel()));
+  a.data.assign(reinterpret_cast<const char*>(values),
+                reinterpret_cast<const char*>(values + a.numel()));
   return a;
 }
 
@@ -167,7 +171,8 @@ NpyArray NpyArray::Int64(int64_t value) {
 }
 
 NpyArray NpyArray::Text(const std::string& text) {
-  return NpyArray{"|u1", {static_cast<int64_t>(text.size())}, std::vector<char>(text.begin(), text.end())};
+  return NpyArray{
+      "|u1", {static_cast<int64_t>(text.size())}, std::vector<char>(text.begin(), text.end())};
 }
 
 int64_t NpyArray::int64() const {
@@ -228,11 +233,13 @@ class Reader {
 
   StatusOr<NpzArchive> Read() {
     size_t end = bytes_.rfind(std::string("PK\x05\x06", 4));
-    if (bytes_.size() < 22 || end == std::string::npos) return Bad("no zip end-of-directory record");
+    if (bytes_.size() < 22 || end == std::string::npos)
+      return Bad("no zip end-of-directory record");
     uint64_t entries = U16(end + 10), directory_offset = U32(end + 16);
     if (end >= 20 && U32(end - 20) == kZip64Locator) {
       uint64_t zip64 = U64(end - 20 + 8);
-      if (zip64 + 56 > bytes_.size() || U32(zip64) != kZip64EndOfDirectory) return Bad("bad zip64 record");
+      if (zip64 + 56 > bytes_.size() || U32(zip64) != kZip64EndOfDirectory)
+        return Bad("bad zip64 record");
       entries = U64(zip64 + 32);
       directory_offset = U64(zip64 + 48);
     }
@@ -240,13 +247,15 @@ class Reader {
     uint64_t at = directory_offset;
     for (uint64_t i = 0; i < entries; ++i) {
       if (at + 46 > bytes_.size() || U32(at) != kCentralHeader) return Bad("bad central directory");
-      if (U16(at + 10) != 0) return Bad("compressed entries are not supported (save with np.savez)");
+      if (U16(at + 10) != 0)
+        return Bad("compressed entries are not supported (save with np.savez)");
       uint64_t size = U32(at + 24), offset = U32(at + 42);
       const size_t name_len = U16(at + 28), extra_len = U16(at + 30), comment_len = U16(at + 32);
       std::string name = bytes_.substr(at + 46, name_len);
       ParseZip64(at + 46 + name_len, extra_len, &size, &offset);
       at += 46 + name_len + extra_len + comment_len;
-      if (offset + 30 > bytes_.size() || U32(offset) != kLocalHeader) return Bad("bad local header of " + name);
+      if (offset + 30 > bytes_.size() || U32(offset) != kLocalHeader)
+        return Bad("bad local header of " + name);
       uint64_t data = offset + 30 + U16(offset + 26) + U16(offset + 28);
       if (data + size > bytes_.size()) return Bad("'" + name + "' is truncated");
       SPILL_ASSIGN_OR_RETURN(NpyArray array, ParseNpy(name, data, size));
@@ -275,8 +284,8 @@ class Reader {
       if (id == kZip64ExtraId) {
         uint64_t p = at + 4;
         if (*size == kMax32) {
-          *size = U64(p);       // uncompressed
-          p += 16;              // skip compressed
+          *size = U64(p);  // uncompressed
+          p += 16;         // skip compressed
         }
         if (*offset == kMax32) *offset = U64(p);
       }
@@ -284,7 +293,8 @@ class Reader {
     }
   }
   StatusOr<NpyArray> ParseNpy(const std::string& name, uint64_t at, uint64_t size) const {
-    if (size < 10 || bytes_.compare(at, 6, "\x93NUMPY") != 0) return Bad("'" + name + "' is not a .npy array");
+    if (size < 10 || bytes_.compare(at, 6, "\x93NUMPY") != 0)
+      return Bad("'" + name + "' is not a .npy array");
     const int major = static_cast<unsigned char>(bytes_[at + 6]);
     uint64_t header_len = major == 1 ? U16(at + 8) : U32(at + 8);
     uint64_t header_at = at + (major == 1 ? 10 : 12);
@@ -293,17 +303,22 @@ class Reader {
     size_t d = header.find("'descr': '");
     if (d == std::string::npos) return Bad("'" + name + "' has no dtype");
     array.dtype = header.substr(d + 10, header.find('\'', d + 10) - d - 10);
-    if (header.find("'fortran_order': True") != std::string::npos) return Bad("'" + name + "' is Fortran-ordered");
+    if (header.find("'fortran_order': True") != std::string::npos)
+      return Bad("'" + name + "' is Fortran-ordered");
     size_t open = header.find('(', header.find("'shape'")), close = header.find(')', open);
     std::stringstream dims(header.substr(open + 1, close - open - 1));
     std::string item;
     while (std::getline(dims, item, ',')) {
       if (item.find_first_not_of(' ') != std::string::npos) array.shape.push_back(std::stoll(item));
     }
-    int64_t element = array.dtype == "<f4" ? 4 : array.dtype == "<i8" ? 8 : array.dtype == "|u1" ? 1 : 0;
+    int64_t element = array.dtype == "<f4"   ? 4
+                      : array.dtype == "<i8" ? 8
+                      : array.dtype == "|u1" ? 1
+                                             : 0;
     if (element == 0) return Bad("'" + name + "' has unsupported dtype " + array.dtype);
     uint64_t data_at = header_at + header_len, data_size = size - (data_at - at);
-    if (static_cast<uint64_t>(array.numel() * element) != data_size) return Bad("'" + name + "' has the wrong size");
+    if (static_cast<uint64_t>(array.numel() * element) != data_size)
+      return Bad("'" + name + "' has the wrong size");
     array.data.assign(bytes_.begin() + data_at, bytes_.begin() + data_at + data_size);
     return array;
   }

@@ -19,9 +19,9 @@
 namespace spill {
 
 struct NpyArray {
-  std::string dtype;            // "<f4", "<i8" or "|u1"
+  std::string dtype;  // "<f4", "<i8" or "|u1"
   std::vector<int64_t> shape;
-  std::vector<char> data;       // little-endian, C order
+  std::vector<char> data;  // little-endian, C order
 
   int64_t numel() const;
   static NpyArray Floats(const std::vector<int64_t>& shape, const float* values);

@@ -20,19 +20,21 @@ void CreateLayerTensors(const std::vector<LayerDecl>& layers, const std::vector<
     LayerTensors& lt = s->layers[id];
     for (size_t k = 0; k < decl.output_shapes.size(); ++k) {
       std::string name = k == 0 ? decl.name : decl.name + ":" + std::to_string(k);
-      lt.outputs.push_back(s->AddTensor({name, TensorKind::kActivation, decl.output_shapes[k], 0, id}));
+      lt.outputs.push_back(
+          s->AddTensor({name, TensorKind::kActivation, decl.output_shapes[k], 0, id}));
     }
     for (const auto& aux : decl.aux) {
-      lt.aux.push_back(s->AddTensor({decl.name + "/" + aux.name, TensorKind::kAux, aux.shape, 0, id}));
+      lt.aux.push_back(
+          s->AddTensor({decl.name + "/" + aux.name, TensorKind::kAux, aux.shape, 0, id}));
     }
     for (const auto& p : decl.params) {
-      lt.params.push_back(s->AddTensor({decl.name + "/" + p.name, TensorKind::kParam, p.shape, 0, id}));
+      lt.params.push_back(
+          s->AddTensor({decl.name + "/" + p.name, TensorKind::kParam, p.shape, 0, id}));
     }
     for (const auto& p : decl.params) {
-      lt.param_grads.push_back(
-          p.trainable ? s->AddTensor({decl.name + "/" + p.name + ".grad", TensorKind::kParamGrad,
-                                      p.shape, 0, id})
-                      : kNoTensor);
+      lt.param_grads.push_back(p.trainable ? s->AddTensor({decl.name + "/" + p.name + ".grad",
+                                                           TensorKind::kParamGrad, p.shape, 0, id})
+                                           : kNoTensor);
     }
   }
   for (int id : route) {
@@ -74,8 +76,8 @@ void CreateGradientTensors(const std::vector<LayerDecl>& layers, const std::vect
       if (!decl.propagates[i] || !requires_grad[in]) continue;
       if (grad_of[in] == kNoTensor) {
         const TensorInfo info = s->tensors[in];
-        grad_of[in] = s->AddTensor({info.name + ".grad", TensorKind::kActivationGrad, info.shape, 0,
-                                    info.layer});
+        grad_of[in] = s->AddTensor(
+            {info.name + ".grad", TensorKind::kActivationGrad, info.shape, 0, info.layer});
       }
       lt.input_grads[i] = grad_of[in];
     }
@@ -139,12 +141,18 @@ Step BackwardStep(const LayerDecl& decl, LayerTensors* lt, std::set<TensorId>* w
 
 const char* TensorKindName(TensorKind kind) {
   switch (kind) {
-    case TensorKind::kActivation: return "activation";
-    case TensorKind::kAux: return "saved";
-    case TensorKind::kActivationGrad: return "activation gradient";
-    case TensorKind::kParam: return "parameter";
-    case TensorKind::kParamGrad: return "parameter gradient";
-    case TensorKind::kOptimizerState: return "optimizer state";
+    case TensorKind::kActivation:
+      return "activation";
+    case TensorKind::kAux:
+      return "saved";
+    case TensorKind::kActivationGrad:
+      return "activation gradient";
+    case TensorKind::kParam:
+      return "parameter";
+    case TensorKind::kParamGrad:
+      return "parameter gradient";
+    case TensorKind::kOptimizerState:
+      return "optimizer state";
   }
   return "?";
 }

@@ -43,14 +43,14 @@ struct TensorInfo {
   TensorKind kind;
   Shape shape;
   size_t bytes = 0;
-  int layer = -1;    // the layer that owns it
+  int layer = -1;  // the layer that owns it
 };
 
 struct Step {
   int index = 0;
   Pass pass = Pass::kForward;
   int layer = -1;
-  bool active = true;                 // false: nothing to compute (input layer's backward)
+  bool active = true;  // false: nothing to compute (input layer's backward)
   std::vector<TensorId> reads;
   std::vector<TensorId> writes;
   std::vector<TensorId> saved;        // backward: forward tensors it needs
@@ -63,7 +63,7 @@ struct LayerTensors {
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   std::vector<TensorId> params;
-  std::vector<TensorId> param_grads;   // kNoTensor for non-trainable params
+  std::vector<TensorId> param_grads;  // kNoTensor for non-trainable params
   std::vector<TensorId> aux;
   std::vector<TensorId> input_grads;   // kNoTensor where no gradient flows
   std::vector<TensorId> output_grads;  // kNoTensor where an output has no gradient

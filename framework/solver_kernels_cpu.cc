@@ -21,8 +21,8 @@ class CpuSolverKernels : public SolverKernels {
     }
   }
 
-  void Adam(Device&, int64_t n, float* w, const float* g, float* m, float* s, float lr,
-            float beta1, float beta2, float epsilon, float decay, int64_t t) override {
+  void Adam(Device&, int64_t n, float* w, const float* g, float* m, float* s, float lr, float beta1,
+            float beta2, float epsilon, float decay, int64_t t) override {
     const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
     const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
     const float step = lr / c1;

@@ -55,8 +55,7 @@ Status Cancelled(std::string message) { return Status(StatusCode::kCancelled, st
 namespace internal {
 
 CheckFailure::CheckFailure(const char* file, int line, const char* condition) {
-  stream_ << "spill: internal check failed at " << file << ":" << line << ": " << condition
-          << " ";
+  stream_ << "spill: internal check failed at " << file << ":" << line << ": " << condition << " ";
 }
 
 CheckFailure::~CheckFailure() {

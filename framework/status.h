@@ -23,7 +23,7 @@ enum class StatusCode {
   kIoError,          // reading or writing a file failed
   kInternal,
   kUnimplemented,
-  kCancelled,        // interrupted by the user (Ctrl-C)
+  kCancelled,  // interrupted by the user (Ctrl-C)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -94,10 +94,10 @@ class StatusOr {
 #define SPILL_STATUS_CONCAT_INNER(a, b) a##b
 #define SPILL_STATUS_CONCAT(a, b) SPILL_STATUS_CONCAT_INNER(a, b)
 
-#define SPILL_RETURN_IF_ERROR(expr)                 \
-  do {                                              \
-    ::spill::Status spill_status_ = (expr);         \
-    if (!spill_status_.ok()) return spill_status_;  \
+#define SPILL_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::spill::Status spill_status_ = (expr);        \
+    if (!spill_status_.ok()) return spill_status_; \
   } while (0)
 
 #define SPILL_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

@@ -20,10 +20,18 @@ StatusOr<size_t> ParseBytes(const std::string& text) {
     const char* name;
     double scale;
   };
-  static const Unit kUnits[] = {{"", 1},          {"B", 1},          {"KB", 1e3},
-                                {"MB", 1e6},      {"GB", 1e9},       {"TB", 1e12},
-                                {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-                                {"TiB", 1099511627776.0}, {"K", 1024.0}, {"M", 1048576.0},
+  static const Unit kUnits[] = {{"", 1},
+                                {"B", 1},
+                                {"KB", 1e3},
+                                {"MB", 1e6},
+                                {"GB", 1e9},
+                                {"TB", 1e12},
+                                {"KiB", 1024.0},
+                                {"MiB", 1048576.0},
+                                {"GiB", 1073741824.0},
+                                {"TiB", 1099511627776.0},
+                                {"K", 1024.0},
+                                {"M", 1048576.0},
                                 {"G", 1073741824.0}};
   for (const Unit& u : kUnits) {
     if (unit == u.name) return static_cast<size_t>(std::llround(value * u.scale));

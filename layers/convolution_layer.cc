@@ -53,10 +53,10 @@ Status ConvolutionLayer::Reshape(const std::vector<Shape>& inputs, std::vector<S
 std::vector<ParamSpec> ConvolutionLayer::params() const {
   const int64_t fan_in = geom_.col_rows();
   const int64_t fan_out = geom_.filters_per_group() * geom_.kernel[0] * geom_.kernel[1];
-  ParamSpec weight{"weight",
-                   Shape(geom_.filters, geom_.channels_per_group(), geom_.kernel[0], geom_.kernel[1]),
-                   weight_init_ == "he" ? Initializer::HeNormal(fan_in)
-                                        : Initializer::XavierUniform(fan_in, fan_out)};
+  ParamSpec weight{
+      "weight", Shape(geom_.filters, geom_.channels_per_group(), geom_.kernel[0], geom_.kernel[1]),
+      weight_init_ == "he" ? Initializer::HeNormal(fan_in)
+                           : Initializer::XavierUniform(fan_in, fan_out)};
   std::vector<ParamSpec> specs = {weight};
   if (bias_) {
     ParamSpec bias{"bias", Shape(1, geom_.filters, 1, 1), Initializer::Constant(0)};

@@ -20,7 +20,8 @@ Status InputLayer::Reshape(const std::vector<Shape>&, std::vector<Shape>* output
 }
 
 void InputLayer::Forward(const ForwardArgs& args) const {
-  SPILL_CHECK(args.batch != nullptr && args.batch->images != nullptr) << "no batch fed to " << name();
+  SPILL_CHECK(args.batch != nullptr && args.batch->images != nullptr)
+      << "no batch fed to " << name();
   const Tensor& images = args.outputs[0];
   const Tensor& labels = args.outputs[1];
   Queue& queue = args.device->compute_queue();

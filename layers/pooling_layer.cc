@@ -52,7 +52,8 @@ Status PoolingLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape
                              std::to_string(geom_.kernel[1]) + " is larger than the padded input " +
                              std::to_string(in.h()) + "x" + std::to_string(in.w()));
     }
-    out[i] = (ceil_mode_ ? (span + geom_.stride[i] - 1) / geom_.stride[i] : span / geom_.stride[i]) + 1;
+    out[i] =
+        (ceil_mode_ ? (span + geom_.stride[i] - 1) / geom_.stride[i] : span / geom_.stride[i]) + 1;
     // A last window must start inside the input or its left padding.
     if (ceil_mode_ && (out[i] - 1) * geom_.stride[i] >= size[i] + geom_.pad[i]) --out[i];
   }

@@ -6,13 +6,20 @@ namespace spill {
 
 const char* MemoryCategoryName(MemoryCategory category) {
   switch (category) {
-    case MemoryCategory::kParameters: return "parameters";
-    case MemoryCategory::kParamGradients: return "parameter gradients";
-    case MemoryCategory::kOptimizerState: return "optimizer state";
-    case MemoryCategory::kActivations: return "activations";
-    case MemoryCategory::kActivationGradients: return "activation gradients";
-    case MemoryCategory::kWorkspace: return "workspace";
-    case MemoryCategory::kCount: break;
+    case MemoryCategory::kParameters:
+      return "parameters";
+    case MemoryCategory::kParamGradients:
+      return "parameter gradients";
+    case MemoryCategory::kOptimizerState:
+      return "optimizer state";
+    case MemoryCategory::kActivations:
+      return "activations";
+    case MemoryCategory::kActivationGradients:
+      return "activation gradients";
+    case MemoryCategory::kWorkspace:
+      return "workspace";
+    case MemoryCategory::kCount:
+      break;
   }
   return "?";
 }
@@ -183,14 +190,17 @@ std::string HeapPool::CheckInvariants() const {
   size_t cursor = 0;
   for (const auto& [offset, bytes] : segments) {
     if (offset != cursor) return "gap or overlap at offset " + std::to_string(offset);
-    if (bytes == 0 || bytes % kPoolBlockBytes) return "segment not whole blocks at " + std::to_string(offset);
+    if (bytes == 0 || bytes % kPoolBlockBytes)
+      return "segment not whole blocks at " + std::to_string(offset);
     cursor = offset + bytes;
   }
-  if (cursor != capacity_) return "segments cover " + std::to_string(cursor) + " of " + std::to_string(capacity_);
+  if (cursor != capacity_)
+    return "segments cover " + std::to_string(cursor) + " of " + std::to_string(capacity_);
   size_t prev_end = SIZE_MAX, free_total = 0;
   for (const auto& [offset, bytes] : free_by_offset_) {
     if (offset == prev_end) return "adjacent free segments at " + std::to_string(offset);
-    if (!free_by_size_.count({bytes, offset})) return "size index misses segment " + std::to_string(offset);
+    if (!free_by_size_.count({bytes, offset}))
+      return "size index misses segment " + std::to_string(offset);
     prev_end = offset + bytes;
     free_total += bytes;
   }

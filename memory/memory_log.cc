@@ -66,7 +66,8 @@ std::string MemoryLogCsv(const MemoryLog& log, const Schedule& schedule,
         << r.algorithm;
     if (!r.live.empty()) {
       out << ",";
-      for (size_t i = 0; i < r.live.size(); ++i) out << (i ? " " : "") << schedule.tensors[r.live[i]].name;
+      for (size_t i = 0; i < r.live.size(); ++i)
+        out << (i ? " " : "") << schedule.tensors[r.live[i]].name;
     }
     out << "\n";
   }
@@ -86,8 +87,8 @@ std::string MemoryLogJson(const MemoryLog& log, const Schedule& schedule,
     out << "},\"total\":" << r.total << ",\"peak\":" << r.peak
         << ",\"live_tensors\":" << r.live_tensors << ",\"to_host\":" << r.to_host
         << ",\"to_device\":" << r.to_device << ",\"recomputed\":" << r.recomputed
-        << ",\"compacted\":" << r.compacted
-        << ",\"workspace\":" << r.workspace << ",\"algorithm\":\"" << JsonEscape(r.algorithm) << "\"";
+        << ",\"compacted\":" << r.compacted << ",\"workspace\":" << r.workspace
+        << ",\"algorithm\":\"" << JsonEscape(r.algorithm) << "\"";
     if (!r.live.empty()) {
       out << ",\"live\":[";
       for (size_t i = 0; i < r.live.size(); ++i) {
@@ -110,7 +111,9 @@ std::string MemoryPlotSvg(const std::vector<MemoryLog>& logs, const std::string&
     for (const auto& r : log.steps) max_bytes = std::max(max_bytes, static_cast<double>(r.peak));
   }
   const double plot_w = width - left - right, plot_h = height - top - bottom;
-  auto x_of = [&](double step) { return left + plot_w * step / std::max<double>(1, max_steps - 1); };
+  auto x_of = [&](double step) {
+    return left + plot_w * step / std::max<double>(1, max_steps - 1);
+  };
   auto y_of = [&](double bytes) { return top + plot_h * (1 - bytes / (max_bytes * 1.05)); };
   std::ostringstream svg;
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height

@@ -22,22 +22,22 @@ struct StepRecord {
   int layer = -1;
   // Bytes in use by category once the step's tensors are in place.
   std::array<size_t, kNumCategories> in_use{};
-  size_t total = 0;       // sum of in_use
-  size_t peak = 0;        // highest total at any moment of the step
-  int live_tensors = 0;   // transient tensors with device memory
+  size_t total = 0;            // sum of in_use
+  size_t peak = 0;             // highest total at any moment of the step
+  int live_tensors = 0;        // transient tensors with device memory
   std::vector<TensorId> live;  // only when live sets are recorded
-  size_t to_host = 0;     // bytes offloaded during the step
-  size_t to_device = 0;   // bytes prefetched during the step
-  int recomputed = 0;     // forward computations rerun during the step
-  size_t compacted = 0;   // bytes moved within the device to close holes
-  size_t workspace = 0;   // workspace bytes granted to the step
-  std::string algorithm;  // convolution algorithm chosen, if any
+  size_t to_host = 0;          // bytes offloaded during the step
+  size_t to_device = 0;        // bytes prefetched during the step
+  int recomputed = 0;          // forward computations rerun during the step
+  size_t compacted = 0;        // bytes moved within the device to close holes
+  size_t workspace = 0;        // workspace bytes granted to the step
+  std::string algorithm;       // convolution algorithm chosen, if any
 };
 
 struct MemoryLog {
   std::string mode;
   std::vector<StepRecord> steps;
-  size_t peak = 0;                  // max over steps of StepRecord::peak
+  size_t peak = 0;  // max over steps of StepRecord::peak
   int peak_step = -1;
   std::vector<TensorId> peak_live;  // live tensors at the peak step (from the
                                     // second iteration on: steps repeat)

@@ -12,12 +12,9 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
     bool liveness, offload, cache, recompute;
   };
   static const Preset kPresets[] = {
-      {"baseline", false, false, false, false},
-      {"liveness", true, false, false, false},
-      {"offload", true, true, false, false},
-      {"recompute", true, false, false, true},
-      {"offload_recompute", true, true, false, true},
-      {"superneurons", true, true, true, true},
+      {"baseline", false, false, false, false},       {"liveness", true, false, false, false},
+      {"offload", true, true, false, false},          {"recompute", true, false, false, true},
+      {"offload_recompute", true, true, false, true}, {"superneurons", true, true, true, true},
   };
   for (const Preset& p : kPresets) {
     if (mode != p.name) continue;
@@ -35,7 +32,8 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
 
 Status MemoryOptions::Validate() const {
   if (!liveness && (offload || cache || recompute)) {
-    return InvalidArgument("memory: offload, cache and recompute need liveness (mode '" + mode + "')");
+    return InvalidArgument("memory: offload, cache and recompute need liveness (mode '" + mode +
+                           "')");
   }
   if (cache && !offload && !recompute) {
     return InvalidArgument("memory: the tensor cache needs offload or recompute to evict with");

@@ -48,7 +48,8 @@ OffloadPlan PlanOffload(const Schedule& schedule, const Liveness& liveness,
     const LayerTensors& lt = schedule.layers[schedule.tensors[d].layer];
     for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux}) {
       for (TensorId x : *group) {
-        plan.first_backward_use[x] = earlier(plan.first_backward_use[x], plan.first_backward_use[d]);
+        plan.first_backward_use[x] =
+            earlier(plan.first_backward_use[x], plan.first_backward_use[d]);
       }
     }
   }
@@ -61,9 +62,10 @@ OffloadPlan PlanOffload(const Schedule& schedule, const Liveness& liveness,
     const TensorInfo& info = schedule.tensors[t];
     const bool from_forward = info.kind == TensorKind::kActivation || info.kind == TensorKind::kAux;
     if (!from_forward || plan.first_backward_use[t] < 0 || producer_step[t] < 0) continue;
-    if (liveness.last_use[t] < n) last_forward_use[t] = std::max(last_forward_use[t], liveness.last_use[t]);
-    const bool checkpoint = info.kind == TensorKind::kActivation &&
-                            costs[info.layer] == LayerCost::kCheckpoint;
+    if (liveness.last_use[t] < n)
+      last_forward_use[t] = std::max(last_forward_use[t], liveness.last_use[t]);
+    const bool checkpoint =
+        info.kind == TensorKind::kActivation && costs[info.layer] == LayerCost::kCheckpoint;
     if (eager && !checkpoint) continue;
     if (eager) {
       plan.checkpoint[t] = true;

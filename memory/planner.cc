@@ -46,7 +46,8 @@ StatusOr<size_t> MinimumBudget(const Net& net, MemoryOptions options, size_t res
   MemoryOptions roomy = options;
   roomy.device_budget = kUnlimitedBudget;
   SPILL_ASSIGN_OR_RETURN(MemoryPlan unlimited, Plan(net, roomy));
-  if (!unlimited.fits) return OutOfMemory("does not run even without a budget: " + unlimited.failure);
+  if (!unlimited.fits)
+    return OutOfMemory("does not run even without a budget: " + unlimited.failure);
   // With the high-water mark as budget the run places every block exactly as
   // it did without a limit, so it fits; below the persistent tensors nothing
   // can. Search in between.

@@ -18,13 +18,13 @@
 namespace spill {
 
 struct MemoryPlan {
-  MemoryLog log;           // per-step records of a training iteration
-  size_t peak = 0;         // bytes in use at the busiest moment
+  MemoryLog log;    // per-step records of a training iteration
+  size_t peak = 0;  // bytes in use at the busiest moment
   int peak_step = -1;
-  size_t persistent = 0;   // parameters, their gradients, solver state
-  size_t high_water = 0;   // highest pool offset used (>= peak: fragmentation)
+  size_t persistent = 0;  // parameters, their gradients, solver state
+  size_t high_water = 0;  // highest pool offset used (>= peak: fragmentation)
   int64_t recomputations = 0;
-  bool fits = true;        // false: the budget ran out (see `failure`)
+  bool fits = true;  // false: the budget ran out (see `failure`)
   std::string failure;
 };
 

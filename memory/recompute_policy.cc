@@ -17,9 +17,12 @@ int Find(std::vector<int>& parent, int x) {
 
 const char* RecomputeStrategyName(RecomputeStrategy s) {
   switch (s) {
-    case RecomputeStrategy::kCostAware: return "cost_aware";
-    case RecomputeStrategy::kSpeed: return "speed";
-    case RecomputeStrategy::kMemory: return "memory";
+    case RecomputeStrategy::kCostAware:
+      return "cost_aware";
+    case RecomputeStrategy::kSpeed:
+      return "speed";
+    case RecomputeStrategy::kMemory:
+      return "memory";
   }
   return "?";
 }
@@ -49,8 +52,8 @@ size_t StepBytes(const Schedule& schedule, int s) {
 
 namespace {
 
-bool Droppable(const Schedule& schedule, const Liveness& liveness, const std::vector<LayerCost>& costs,
-               const std::vector<bool>& is_loss, TensorId t) {
+bool Droppable(const Schedule& schedule, const Liveness& liveness,
+               const std::vector<LayerCost>& costs, const std::vector<bool>& is_loss, TensorId t) {
   const TensorInfo& info = schedule.tensors[t];
   return info.kind == TensorKind::kActivation && costs[info.layer] == LayerCost::kCheap &&
          !is_loss[info.layer] && liveness.last_use[t] >= schedule.num_layers();
@@ -104,7 +107,8 @@ RecomputePlan PlanRecompute(const Schedule& schedule, Liveness* live,
   std::vector<int> last_forward_use(count, -1);
   for (int s = 0; s < n; ++s) {
     for (TensorId t : schedule.steps[s].reads) last_forward_use[t] = s;
-    for (TensorId t : schedule.steps[s].writes) last_forward_use[t] = std::max(last_forward_use[t], s);
+    for (TensorId t : schedule.steps[s].writes)
+      last_forward_use[t] = std::max(last_forward_use[t], s);
   }
   for (TensorId t = 0; t < static_cast<TensorId>(count); ++t) {
     plan.droppable[t] = Droppable(schedule, liveness, costs, is_loss, t);
@@ -139,12 +143,14 @@ RecomputePlan PlanRecompute(const Schedule& schedule, Liveness* live,
     const int seg = plan.segment[t] = ids[root];
     plan.segment_bytes[seg] += RoundToBlocks(schedule.tensors[t].bytes);
     const int layer = schedule.tensors[t].layer;
-    largest_step[seg] = std::max(largest_step[seg], StepBytes(schedule, schedule.backward_step[layer]));
+    largest_step[seg] =
+        std::max(largest_step[seg], StepBytes(schedule, schedule.backward_step[layer]));
   }
   for (size_t seg = 0; seg < plan.segment_bytes.size(); ++seg) {
     plan.segment_bytes[seg] += largest_step[seg];
-    const bool keep = strategy == RecomputeStrategy::kSpeed ||
-                      (strategy == RecomputeStrategy::kCostAware && plan.segment_bytes[seg] <= plan.l_peak);
+    const bool keep =
+        strategy == RecomputeStrategy::kSpeed ||
+        (strategy == RecomputeStrategy::kCostAware && plan.segment_bytes[seg] <= plan.l_peak);
     plan.keep.push_back(keep);
   }
   return plan;

@@ -33,12 +33,12 @@ const char* RecomputeStrategyName(RecomputeStrategy s);
 StatusOr<RecomputeStrategy> ParseRecomputeStrategy(const std::string& text);
 
 struct RecomputePlan {
-  std::vector<bool> droppable;                     // per tensor
-  std::vector<std::vector<TensorId>> drop_after;   // per step: dropped after it (eager)
-  std::vector<int> segment;                        // per tensor: segment id, -1 if none
-  std::vector<bool> keep;                          // per segment: speed-centric
-  std::vector<size_t> segment_bytes;               // per segment: its tensors plus largest step
-  size_t l_peak = 0;                               // largest single step's bytes
+  std::vector<bool> droppable;                    // per tensor
+  std::vector<std::vector<TensorId>> drop_after;  // per step: dropped after it (eager)
+  std::vector<int> segment;                       // per tensor: segment id, -1 if none
+  std::vector<bool> keep;                         // per segment: speed-centric
+  std::vector<size_t> segment_bytes;              // per segment: its tensors plus largest step
+  size_t l_peak = 0;                              // largest single step's bytes
 };
 
 // `is_loss` marks loss layers, whose output is read right away in backward

@@ -4,12 +4,18 @@ namespace spill {
 
 const char* ResidencyName(Residency state) {
   switch (state) {
-    case Residency::kUnallocated: return "unallocated";
-    case Residency::kDevice: return "device";
-    case Residency::kOffloading: return "offloading";
-    case Residency::kHost: return "host";
-    case Residency::kPrefetching: return "prefetching";
-    case Residency::kDropped: return "dropped";
+    case Residency::kUnallocated:
+      return "unallocated";
+    case Residency::kDevice:
+      return "device";
+    case Residency::kOffloading:
+      return "offloading";
+    case Residency::kHost:
+      return "host";
+    case Residency::kPrefetching:
+      return "prefetching";
+    case Residency::kDropped:
+      return "dropped";
   }
   return "?";
 }
@@ -17,11 +23,16 @@ const char* ResidencyName(Residency state) {
 MemoryCategory CategoryOf(TensorKind kind) {
   switch (kind) {
     case TensorKind::kActivation:
-    case TensorKind::kAux: return MemoryCategory::kActivations;
-    case TensorKind::kActivationGrad: return MemoryCategory::kActivationGradients;
-    case TensorKind::kParam: return MemoryCategory::kParameters;
-    case TensorKind::kParamGrad: return MemoryCategory::kParamGradients;
-    case TensorKind::kOptimizerState: return MemoryCategory::kOptimizerState;
+    case TensorKind::kAux:
+      return MemoryCategory::kActivations;
+    case TensorKind::kActivationGrad:
+      return MemoryCategory::kActivationGradients;
+    case TensorKind::kParam:
+      return MemoryCategory::kParameters;
+    case TensorKind::kParamGrad:
+      return MemoryCategory::kParamGradients;
+    case TensorKind::kOptimizerState:
+      return MemoryCategory::kOptimizerState;
   }
   return MemoryCategory::kActivations;
 }
@@ -93,7 +104,8 @@ size_t ResidencyManager::Compact() {
   if (device_ != nullptr) device_->copy_queue().Synchronize();
   size_t moved = 0;
   for (const auto& [offset, allocation] : device_pool_->AllocationsByOffset()) {
-    const TensorId id = allocation < static_cast<AllocationId>(owner_.size()) ? owner_[allocation] : kNoTensor;
+    const TensorId id =
+        allocation < static_cast<AllocationId>(owner_.size()) ? owner_[allocation] : kNoTensor;
     if (id == kNoTensor) continue;  // not a tensor's block: it stays where it is
     Slot& slot = slots_[id];
     const size_t target = device_pool_->MoveDown(allocation);
@@ -133,8 +145,8 @@ void ResidencyManager::Release(TensorId id) {
 
 Status ResidencyManager::BeginOffload(TensorId id) {
   Slot& slot = slots_[id];
-  SPILL_CHECK(slot.state == Residency::kDevice) << schedule_.tensors[id].name << " is "
-                                                << ResidencyName(slot.state);
+  SPILL_CHECK(slot.state == Residency::kDevice)
+      << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
   SPILL_CHECK(host_pool_ != nullptr) << "offload without a host pool";
   if (!slot.host_valid) {
     const TensorInfo& info = schedule_.tensors[id];
@@ -167,8 +179,8 @@ void ResidencyManager::FinishOffload(TensorId id) {
 
 Status ResidencyManager::BeginPrefetch(TensorId id) {
   Slot& slot = slots_[id];
-  SPILL_CHECK(slot.state == Residency::kHost) << schedule_.tensors[id].name << " is "
-                                              << ResidencyName(slot.state);
+  SPILL_CHECK(slot.state == Residency::kHost)
+      << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
   const TensorInfo& info = schedule_.tensors[id];
   SPILL_ASSIGN_OR_RETURN(slot.device, device_pool_->Allocate(info.bytes, CategoryOf(info.kind)));
   SetOwner(slot.device.id, id);
@@ -198,8 +210,8 @@ void ResidencyManager::FinishPrefetch(TensorId id) {
 
 void ResidencyManager::Drop(TensorId id) {
   Slot& slot = slots_[id];
-  SPILL_CHECK(slot.state == Residency::kDevice) << schedule_.tensors[id].name << " is "
-                                                << ResidencyName(slot.state);
+  SPILL_CHECK(slot.state == Residency::kDevice)
+      << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
   FreeDevice(slot);
   FreeHost(slot);
   counters_.drops++;

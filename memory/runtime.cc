@@ -60,8 +60,8 @@ void MemoryRuntime::PlanPolicies() {
     is_loss.push_back(net_.decl(id).is_loss);
   }
   const bool lazy = options_.cache;
-  recompute_ = PlanRecompute(schedule_, &train_liveness_, costs, is_loss, options_.recompute_strategy,
-                             options_.recompute && !lazy);
+  recompute_ = PlanRecompute(schedule_, &train_liveness_, costs, is_loss,
+                             options_.recompute_strategy, options_.recompute && !lazy);
   offload_ = PlanOffload(schedule_, train_liveness_, costs,
                          options_.recompute ? recompute_.droppable : std::vector<bool>(),
                          options_.prefetch_ahead, options_.offload && !lazy);
@@ -96,7 +96,8 @@ Status MemoryRuntime::Fail(const Status& status, const std::string& what, size_t
   if (step_ >= 0) {
     const Step& s = schedule_.steps[step_];
     where = "at step " + std::to_string(step_ + 1) + " (" +
-            (s.pass == Pass::kForward ? "forward " : "backward ") + net_.layer(s.layer).name() + ")";
+            (s.pass == Pass::kForward ? "forward " : "backward ") + net_.layer(s.layer).name() +
+            ")";
   }
   std::vector<TensorId> largest = oom_.live;
   std::sort(largest.begin(), largest.end(), [&](TensorId a, TensorId b) {
@@ -210,7 +211,8 @@ void MemoryRuntime::FinishStep(const Step& step) {
   algorithms_.clear();
   UnpinAll();
   for (TensorId id : step.writes) residency_->MarkWritten(id);
-  current_.steps.back().peak = std::max(current_.steps.back().peak, device_pool_.stats().total_peak);
+  current_.steps.back().peak =
+      std::max(current_.steps.back().peak, device_pool_.stats().total_peak);
   run_peak_ = std::max(run_peak_, current_.steps.back().peak);
   if (eager_) RunEagerPolicies(step);
   if (options_.liveness) {

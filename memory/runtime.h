@@ -140,8 +140,8 @@ class MemoryRuntime : public TensorStore {
   bool eager_ = false;  // this iteration offloads and drops on a schedule
   bool all_allocated_ = false;
 
-  int step_ = -1;                  // the step being prepared or run
-  std::vector<TensorId> pinned_;   // locked for the current step
+  int step_ = -1;                 // the step being prepared or run
+  std::vector<TensorId> pinned_;  // locked for the current step
   Workspace workspace_;
   AllocationId workspace_id_ = -1;
   std::vector<int> algorithms_;  // of the step (or recomputation) being run

@@ -61,8 +61,9 @@ bool MemoryRuntime::EvictOne() {
       residency_->FinishOffload(victim);
     }
     cache_.Remove(victim);
-    SPILL_LOG_DEBUG(kMemory) << "step " << step_ + 1 << ": evicted '" << schedule_.tensors[victim].name
-                             << "' (" << ResidencyName(residency_->state(victim)) << ")";
+    SPILL_LOG_DEBUG(kMemory) << "step " << step_ + 1 << ": evicted '"
+                             << schedule_.tensors[victim].name << "' ("
+                             << ResidencyName(residency_->state(victim)) << ")";
     return true;
   }
 }
@@ -87,7 +88,8 @@ Status MemoryRuntime::AllocateTensor(TensorId id) {
     }
     if (status.code() != StatusCode::kOutOfMemory || !MakeRoom(schedule_.tensors[id].bytes)) {
       const TensorInfo& info = schedule_.tensors[id];
-      return Fail(status, "'" + info.name + "' (" + FormatBytes(static_cast<double>(info.bytes)) + ")",
+      return Fail(status,
+                  "'" + info.name + "' (" + FormatBytes(static_cast<double>(info.bytes)) + ")",
                   info.bytes);
     }
   }
@@ -101,12 +103,13 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
     if (allocation.ok()) {
       workspace_id_ = allocation->id;
       workspace_.bytes = bytes;
-      workspace_.data = device_base_ == nullptr ? nullptr
-                                                : static_cast<char*>(device_base_) + allocation->offset;
+      workspace_.data =
+          device_base_ == nullptr ? nullptr : static_cast<char*>(device_base_) + allocation->offset;
       return Status::Ok();
     }
     if (!MakeRoom(bytes)) {
-      return Fail(allocation.status(), what + " (" + FormatBytes(static_cast<double>(bytes)) + ")", bytes);
+      return Fail(allocation.status(), what + " (" + FormatBytes(static_cast<double>(bytes)) + ")",
+                  bytes);
     }
   }
 }
@@ -117,7 +120,8 @@ Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice)
   algorithms_.clear();
   const int ops = l.num_algorithm_ops(pass);
   if (ops == 0) {
-    const Step& step = pass == Pass::kForward ? schedule_.forward(layer) : schedule_.backward(layer);
+    const Step& step =
+        pass == Pass::kForward ? schedule_.forward(layer) : schedule_.backward(layer);
     return AllocateWorkspace(step.workspace_bytes, what);
   }
   // Functional tensors are in place: the workspace gets what remains, in one
@@ -170,8 +174,9 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
         if (status.ok()) break;
         if (!MakeRoom(schedule_.tensors[id].bytes)) {
           const TensorInfo& info = schedule_.tensors[id];
-          return Fail(status, "'" + info.name + "' back from host memory (" +
-                                  FormatBytes(static_cast<double>(info.bytes)) + ")",
+          return Fail(status,
+                      "'" + info.name + "' back from host memory (" +
+                          FormatBytes(static_cast<double>(info.bytes)) + ")",
                       info.bytes);
         }
       }

@@ -16,11 +16,16 @@ bool Better(const AlgorithmCandidate& a, const AlgorithmCandidate& b, bool by_me
 
 std::string WorkspacePolicy::ToString() const {
   switch (kind) {
-    case Kind::kDynamic: return "dynamic";
-    case Kind::kFastest: return "fastest";
-    case Kind::kMemoryOptimal: return "memory_optimal";
-    case Kind::kCap: return "cap:" + FormatBytes(static_cast<double>(cap));
-    case Kind::kPin: return "pin:" + name;
+    case Kind::kDynamic:
+      return "dynamic";
+    case Kind::kFastest:
+      return "fastest";
+    case Kind::kMemoryOptimal:
+      return "memory_optimal";
+    case Kind::kCap:
+      return "cap:" + FormatBytes(static_cast<double>(cap));
+    case Kind::kPin:
+      return "pin:" + name;
   }
   return "?";
 }
@@ -68,13 +73,24 @@ AlgorithmSelection SelectAlgorithm(const std::vector<AlgorithmCandidate>& candid
     }
   }
   size_t limit = free_bytes;
-  bool by_memory = policy.kind == WorkspacePolicy::Kind::kPin;  // pinned one missing: least workspace
+  bool by_memory =
+      policy.kind == WorkspacePolicy::Kind::kPin;  // pinned one missing: least workspace
   switch (policy.kind) {
-    case WorkspacePolicy::Kind::kDynamic: break;
-    case WorkspacePolicy::Kind::kFastest: limit = SIZE_MAX; break;
-    case WorkspacePolicy::Kind::kMemoryOptimal: by_memory = true; limit = SIZE_MAX; break;
-    case WorkspacePolicy::Kind::kCap: limit = std::min(free_bytes, policy.cap); break;
-    case WorkspacePolicy::Kind::kPin: limit = SIZE_MAX; break;
+    case WorkspacePolicy::Kind::kDynamic:
+      break;
+    case WorkspacePolicy::Kind::kFastest:
+      limit = SIZE_MAX;
+      break;
+    case WorkspacePolicy::Kind::kMemoryOptimal:
+      by_memory = true;
+      limit = SIZE_MAX;
+      break;
+    case WorkspacePolicy::Kind::kCap:
+      limit = std::min(free_bytes, policy.cap);
+      break;
+    case WorkspacePolicy::Kind::kPin:
+      limit = SIZE_MAX;
+      break;
   }
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].workspace > limit) continue;
@@ -84,8 +100,9 @@ AlgorithmSelection SelectAlgorithm(const std::vector<AlgorithmCandidate>& candid
   }
   if (selection.index >= 0) {
     selection.reason = by_memory ? "least workspace"
-                       : limit == SIZE_MAX ? "fastest"
-                                           : "fastest within " + FormatBytes(static_cast<double>(limit));
+                       : limit == SIZE_MAX
+                           ? "fastest"
+                           : "fastest within " + FormatBytes(static_cast<double>(limit));
     return selection;
   }
   // Nothing fits: the smallest workspace is the best that can be done.

@@ -32,8 +32,8 @@ namespace spill {
 struct WorkspacePolicy {
   enum class Kind { kDynamic, kFastest, kMemoryOptimal, kCap, kPin };
   Kind kind = Kind::kDynamic;
-  size_t cap = 0;     // kCap only
-  std::string name;   // kPin only
+  size_t cap = 0;    // kCap only
+  std::string name;  // kPin only
 
   std::string ToString() const;
 };

@@ -2,6 +2,7 @@
 // checked against plain loops in double precision), for each op and a set of
 // geometries: results, bitwise determinism, and running within exactly
 // WorkspaceBytes bytes of workspace with no output element left unwritten.
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,8 +16,6 @@
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "layers/cpu/conv_algorithm.h"
 

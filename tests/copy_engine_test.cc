@@ -3,11 +3,11 @@
 // thread, throttled to a slow link so that they are still in flight when
 // the runtime reaches the points where it must wait for them. Run under
 // ThreadSanitizer by tools/tsan.sh.
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstring>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "framework/cpu_device.h"
 #include "framework/net.h"
@@ -61,12 +61,15 @@ TEST(CopyQueueTest, ThrottledCopiesOverlapHostWork) {
   CpuDevice device(CpuDeviceOptions{2e8});  // 0.2 GB/s: 4 MB take 20 ms
   std::vector<float> src(1 << 20, 3.0f), dst(1 << 20, 0.0f);
   auto start = std::chrono::steady_clock::now();
-  device.CopyAsync(dst.data(), src.data(), src.size() * 4, CopyKind::kHostToDevice, device.copy_queue());
+  device.CopyAsync(dst.data(), src.data(), src.size() * 4, CopyKind::kHostToDevice,
+                   device.copy_queue());
   auto event = device.copy_queue().Record();
-  const double issued = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double issued =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(issued, 0.015);  // returned before the copy could have finished
   event->Synchronize();
-  const double done = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double done =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(done, 0.019);
   EXPECT_EQ(dst[12345], 3.0f);
   EXPECT_EQ(device.bytes_copied(CopyKind::kHostToDevice), src.size() * 4);

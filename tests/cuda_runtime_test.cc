@@ -28,14 +28,14 @@
 namespace spill {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                           \
-  do {                                               \
-    std::string why;                                 \
-    if (!CudaAvailable(&why)) GTEST_SKIP() << why;   \
+#define SKIP_WITHOUT_GPU()                         \
+  do {                                             \
+    std::string why;                               \
+    if (!CudaAvailable(&why)) GTEST_SKIP() << why; \
   } while (0)
 
-const char* const kModes[] = {"baseline", "liveness", "offload", "recompute", "offload_recompute",
-                              "superneurons"};
+const char* const kModes[] = {"baseline",  "liveness",          "offload",
+                              "recompute", "offload_recompute", "superneurons"};
 
 testing::SyntheticRun GpuRun(const std::string& mode) {
   testing::SyntheticRun run;
@@ -144,7 +144,8 @@ TEST_P(CudaModeTest, PlannedPeakEqualsMeasuredPeak) {
     EXPECT_EQ(plan->peak, measured->log.peak) << mode;
     ASSERT_EQ(plan->log.steps.size(), measured->log.steps.size());
     for (size_t s = 0; s < plan->log.steps.size(); ++s) {
-      EXPECT_EQ(plan->log.steps[s].in_use, measured->log.steps[s].in_use) << mode << " step " << s + 1;
+      EXPECT_EQ(plan->log.steps[s].in_use, measured->log.steps[s].in_use)
+          << mode << " step " << s + 1;
     }
   }
 }
@@ -171,8 +172,8 @@ TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
     double scale = 0, worst = 0;
     for (size_t i = 0; i < on_cpu->params[p].size(); ++i) {
       scale = std::max(scale, std::fabs(static_cast<double>(on_cpu->params[p][i])));
-      worst = std::max(worst, std::fabs(static_cast<double>(on_gpu->params[p][i]) -
-                                        on_cpu->params[p][i]));
+      worst = std::max(worst,
+                       std::fabs(static_cast<double>(on_gpu->params[p][i]) - on_cpu->params[p][i]));
     }
     EXPECT_LE(worst, 1e-4 * std::max(scale, 1e-6)) << "parameter " << p;
   }

@@ -1,12 +1,13 @@
 // The executor end to end: a whole-network gradient check through fans and
 // joins (so accumulation of a fanned-out tensor's gradient is verified by
 // finite differences), and training that lowers the loss.
-#include <cmath>
+#include "framework/executor.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "framework/cpu_device.h"
-#include "framework/executor.h"
 #include "framework/initializer.h"
 #include "framework/random.h"
 #include "memory/runtime.h"

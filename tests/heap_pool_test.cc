@@ -1,13 +1,14 @@
 // The device memory pool: first and best fit, coalescing, typed out-of-memory,
 // statistics, and a randomized allocate/free run that checks every invariant
 // after every operation.
-#include <algorithm>
-#include <map>
+#include "memory/heap_pool.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "framework/random.h"
-#include "memory/heap_pool.h"
 
 namespace spill {
 namespace {
@@ -59,8 +60,8 @@ TEST(HeapPoolTest, FirstFitTakesLowestBestFitTakesSmallest) {
     auto b = pool.Allocate(1 * kB, MemoryCategory::kActivations);  // [4,5)
     auto c = pool.Allocate(2 * kB, MemoryCategory::kActivations);  // [5,7)
     auto d = pool.Allocate(1 * kB, MemoryCategory::kActivations);  // [7,8)
-    pool.Free(a->id);  // hole of 4 at 0
-    pool.Free(c->id);  // hole of 2 at 5
+    pool.Free(a->id);                                              // hole of 4 at 0
+    pool.Free(c->id);                                              // hole of 2 at 5
     auto e = pool.Allocate(2 * kB, MemoryCategory::kActivations);
     EXPECT_EQ(e->offset, fit == FitPolicy::kFirstFit ? 0u : 5 * kB) << FitPolicyName(fit);
     (void)b;
@@ -118,7 +119,8 @@ TEST(HeapPoolTest, RandomizedInvariants) {
         if (a.ok()) {
           ASSERT_EQ(a->bytes, RoundToBlocks(bytes));
           for (const auto& [id, other] : live) {
-            ASSERT_TRUE(a->offset + a->bytes <= other.offset || other.offset + other.bytes <= a->offset)
+            ASSERT_TRUE(a->offset + a->bytes <= other.offset ||
+                        other.offset + other.bytes <= a->offset)
                 << "overlap at op " << op;
           }
           live[a->id] = *a;

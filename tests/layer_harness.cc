@@ -1,11 +1,11 @@
 #include "tests/layer_harness.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <sstream>
-
-#include <yaml-cpp/yaml.h>
 
 #include "framework/layer_registry.h"
 #include "framework/random.h"
@@ -45,7 +45,8 @@ LayerHarness::LayerHarness(const std::string& entry, const std::vector<Shape>& i
     param_grads.emplace_back(p.shape.numel());
   }
   for (const AuxSpec& a : layer_->aux()) aux.emplace_back(a.shape.numel());
-  size_t ws = std::max(layer_->workspace_bytes(Pass::kForward), layer_->workspace_bytes(Pass::kBackward));
+  size_t ws =
+      std::max(layer_->workspace_bytes(Pass::kForward), layer_->workspace_bytes(Pass::kBackward));
   workspace_.resize(ws / sizeof(float) + 1);
 }
 
@@ -54,17 +55,20 @@ void LayerHarness::Randomize(uint64_t seed) {
     for (size_t j = 0; j < inputs[i].size(); ++j) inputs[i][j] = 2 * UniformAt(seed + i, j) - 1;
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    for (size_t j = 0; j < params[i].size(); ++j) params[i][j] = 2 * UniformAt(seed + 100 + i, j) - 1;
+    for (size_t j = 0; j < params[i].size(); ++j)
+      params[i][j] = 2 * UniformAt(seed + 100 + i, j) - 1;
   }
 }
 
 void LayerHarness::Forward(Phase phase, bool recompute, uint64_t seed) {
   ForwardArgs args;
-  for (size_t i = 0; i < inputs.size(); ++i) args.inputs.emplace_back(input_shapes_[i], inputs[i].data());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    args.inputs.emplace_back(input_shapes_[i], inputs[i].data());
   for (size_t i = 0; i < outputs.size(); ++i) {
     args.outputs.emplace_back(output_shapes_[i], outputs[i].data());
   }
-  for (size_t i = 0; i < params.size(); ++i) args.params.emplace_back(param_specs[i].shape, params[i].data());
+  for (size_t i = 0; i < params.size(); ++i)
+    args.params.emplace_back(param_specs[i].shape, params[i].data());
   std::vector<AuxSpec> aux_specs = layer_->aux();
   for (size_t i = 0; i < aux.size(); ++i) args.aux.emplace_back(aux_specs[i].shape, aux[i].data());
   args.workspace = {workspace_.data(), workspace_.size() * sizeof(float)};
@@ -88,9 +92,8 @@ void LayerHarness::Backward(const std::vector<bool>& accumulate) {
   }
   for (size_t i = 0; i < params.size(); ++i) {
     args.params.emplace_back(param_specs[i].shape, params[i].data());
-    args.param_grads.push_back(param_specs[i].trainable
-                                   ? Tensor(param_specs[i].shape, param_grads[i].data())
-                                   : Tensor());
+    args.param_grads.push_back(
+        param_specs[i].trainable ? Tensor(param_specs[i].shape, param_grads[i].data()) : Tensor());
   }
   std::vector<AuxSpec> aux_specs = layer_->aux();
   for (size_t i = 0; i < aux.size(); ++i) args.aux.emplace_back(aux_specs[i].shape, aux[i].data());
@@ -110,11 +113,13 @@ double Objective(LayerHarness& h, const std::vector<std::vector<float>>& weights
     const auto& p = h.outputs[0];
     const auto& labels = h.inputs[1];
     const int64_t n = h.output_shapes()[0].n(), c = h.output_shapes()[0].c();
-    for (int64_t i = 0; i < n; ++i) total -= std::log(std::max<double>(p[i * c + labels[i]], FLT_MIN));
+    for (int64_t i = 0; i < n; ++i)
+      total -= std::log(std::max<double>(p[i * c + labels[i]], FLT_MIN));
     return total / n;
   }
   for (size_t o = 0; o < h.outputs.size(); ++o) {
-    for (size_t j = 0; j < h.outputs[o].size(); ++j) total += static_cast<double>(h.outputs[o][j]) * weights[o][j];
+    for (size_t j = 0; j < h.outputs[o].size(); ++j)
+      total += static_cast<double>(h.outputs[o][j]) * weights[o][j];
   }
   return total;
 }
@@ -154,7 +159,9 @@ std::string CheckGradients(LayerHarness& h, const GradientCheckOptions& o) {
   std::ostringstream failures;
   for (size_t i = 0; i < h.inputs.size(); ++i) {
     if (!h.layer().propagates_to(static_cast<int>(i))) continue;
-    if (std::find(o.skip_inputs.begin(), o.skip_inputs.end(), static_cast<int>(i)) != o.skip_inputs.end()) continue;
+    if (std::find(o.skip_inputs.begin(), o.skip_inputs.end(), static_cast<int>(i)) !=
+        o.skip_inputs.end())
+      continue;
     Compare("input", i, input_grads[i], h.inputs[i], h, weights, o, &failures);
   }
   for (size_t i = 0; i < h.params.size(); ++i) {

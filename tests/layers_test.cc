@@ -1,10 +1,10 @@
 // Every CPU layer: a finite-difference gradient check, hand-computed forward
 // values, gradient accumulation for fans, and bit-exact recomputation.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <numeric>
-
-#include <gtest/gtest.h>
 
 #include "framework/layer_registry.h"
 #include "framework/random.h"
@@ -55,13 +55,17 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         GradCase{"conv", "{type: convolution, filters: 3, kernel: 3, pad: 1}", {Shape(2, 2, 5, 5)}},
         GradCase{"conv_stride_dilation",
-                 "{type: convolution, filters: 2, kernel: [3, 2], stride: [2, 1], pad: [1, 0], dilation: [1, 2]}",
+                 "{type: convolution, filters: 2, kernel: [3, 2], stride: [2, 1], pad: [1, 0], "
+                 "dilation: [1, 2]}",
                  {Shape(2, 3, 6, 7)}},
-        GradCase{"conv_groups", "{type: convolution, filters: 4, kernel: 3, groups: 2, bias: false}",
+        GradCase{"conv_groups",
+                 "{type: convolution, filters: 4, kernel: 3, groups: 2, bias: false}",
                  {Shape(2, 4, 5, 5)}},
-        GradCase{"conv_pointwise", "{type: convolution, filters: 3, kernel: 1}", {Shape(2, 4, 3, 3)}},
+        GradCase{
+            "conv_pointwise", "{type: convolution, filters: 3, kernel: 1}", {Shape(2, 4, 3, 3)}},
         GradCase{"max_pool", "{type: max_pool, kernel: 3, stride: 2, pad: 1}", {Shape(2, 2, 7, 7)}},
-        GradCase{"max_pool_ceil", "{type: max_pool, kernel: 3, stride: 2, ceil_mode: true}",
+        GradCase{"max_pool_ceil",
+                 "{type: max_pool, kernel: 3, stride: 2, ceil_mode: true}",
                  {Shape(1, 2, 6, 6)}},
         GradCase{"avg_pool", "{type: avg_pool, kernel: 3, stride: 2, pad: 1}", {Shape(2, 2, 6, 6)}},
         GradCase{"avg_pool_exclude_pad",
@@ -75,7 +79,8 @@ INSTANTIATE_TEST_SUITE_P(
         GradCase{"lrn_alexnet", "{type: lrn, size: 5}", {Shape(1, 7, 2, 2)}},
         GradCase{"fully_connected", "{type: fully_connected, outputs: 4}", {Shape(3, 2, 2, 2)}},
         GradCase{"dropout", "{type: dropout, ratio: 0.3}", {Shape(2, 3, 4, 4)}},
-        GradCase{"concat", "{type: concat}", {Shape(2, 2, 3, 3), Shape(2, 3, 3, 3), Shape(2, 1, 3, 3)}},
+        GradCase{
+            "concat", "{type: concat}", {Shape(2, 2, 3, 3), Shape(2, 3, 3, 3), Shape(2, 1, 3, 3)}},
         GradCase{"add", "{type: add}", {Shape(2, 3, 3, 3), Shape(2, 3, 3, 3)}}),
     [](const ::testing::TestParamInfo<GradCase>& info) { return std::string(info.param.name); });
 
@@ -110,7 +115,8 @@ TEST(ConvolutionTest, KnownValues) {
 }
 
 TEST(ConvolutionTest, StridePaddingShape) {
-  LayerHarness h("{type: convolution, filters: 64, kernel: 7, stride: 2, pad: 3}", {Shape(2, 3, 224, 224)});
+  LayerHarness h("{type: convolution, filters: 64, kernel: 7, stride: 2, pad: 3}",
+                 {Shape(2, 3, 224, 224)});
   EXPECT_EQ(h.output_shapes()[0], Shape(2, 64, 112, 112));
 }
 
@@ -194,8 +200,10 @@ TEST(DropoutTest, MasksAboutRatioAndScalesSurvivors) {
   h.Forward();
   int zeros = 0;
   for (float v : h.outputs[0]) {
-    if (v == 0) ++zeros;
-    else EXPECT_FLOAT_EQ(v, 1.0f / 0.75f);
+    if (v == 0)
+      ++zeros;
+    else
+      EXPECT_FLOAT_EQ(v, 1.0f / 0.75f);
   }
   EXPECT_NEAR(zeros / 10000.0, 0.25, 0.02);
   h.Forward(Phase::kEval);
@@ -203,7 +211,8 @@ TEST(DropoutTest, MasksAboutRatioAndScalesSurvivors) {
 }
 
 TEST(DropoutTest, MaskDependsOnSeedOnly) {
-  LayerHarness a("{type: dropout}", {Shape(1, 1, 10, 10)}), b("{type: dropout}", {Shape(1, 1, 10, 10)});
+  LayerHarness a("{type: dropout}", {Shape(1, 1, 10, 10)}),
+      b("{type: dropout}", {Shape(1, 1, 10, 10)});
   a.Randomize(1);
   b.Randomize(1);
   a.Forward(Phase::kTrain, false, 42);
@@ -225,10 +234,15 @@ TEST(JoinTest, ConcatStacksChannels) {
 // readers add into what is there.
 TEST(AccumulateTest, EveryLayerAddsWhenAsked) {
   const char* entries[] = {"{type: convolution, filters: 2, kernel: 3, pad: 1}",
-                           "{type: max_pool, kernel: 2}", "{type: avg_pool, kernel: 2}",
-                           "{type: relu}", "{type: batch_norm}", "{type: lrn, size: 3}",
-                           "{type: fully_connected, outputs: 3}", "{type: dropout}",
-                           "{type: global_avg_pool}", "{type: convolution, filters: 2, kernel: 1}"};
+                           "{type: max_pool, kernel: 2}",
+                           "{type: avg_pool, kernel: 2}",
+                           "{type: relu}",
+                           "{type: batch_norm}",
+                           "{type: lrn, size: 3}",
+                           "{type: fully_connected, outputs: 3}",
+                           "{type: dropout}",
+                           "{type: global_avg_pool}",
+                           "{type: convolution, filters: 2, kernel: 1}"};
   for (const char* entry : entries) {
     LayerHarness h(entry, {Shape(2, 2, 4, 4)});
     h.Randomize(4);
@@ -251,8 +265,12 @@ TEST(AccumulateTest, EveryLayerAddsWhenAsked) {
 // Recomputation reruns forward; it must reproduce the output bit for bit and
 // leave state (BatchNorm's running statistics, dropout's mask) alone.
 TEST(RecomputeTest, ForwardIsBitExactAndStateless) {
-  const char* entries[] = {"{type: batch_norm}", "{type: dropout}", "{type: relu}", "{type: lrn}",
-                           "{type: max_pool, kernel: 2}", "{type: avg_pool, kernel: 2}",
+  const char* entries[] = {"{type: batch_norm}",
+                           "{type: dropout}",
+                           "{type: relu}",
+                           "{type: lrn}",
+                           "{type: max_pool, kernel: 2}",
+                           "{type: avg_pool, kernel: 2}",
                            "{type: convolution, filters: 3, kernel: 3}"};
   for (const char* entry : entries) {
     LayerHarness h(entry, {Shape(2, 3, 4, 4)});
@@ -263,7 +281,8 @@ TEST(RecomputeTest, ForwardIsBitExactAndStateless) {
     auto aux = h.aux;
     std::fill(h.outputs[0].begin(), h.outputs[0].end(), NAN);
     h.Forward(Phase::kTrain, true, 6);  // a different seed must not matter
-    EXPECT_EQ(0, std::memcmp(first.data(), h.outputs[0].data(), first.size() * sizeof(float))) << entry;
+    EXPECT_EQ(0, std::memcmp(first.data(), h.outputs[0].data(), first.size() * sizeof(float)))
+        << entry;
     EXPECT_EQ(params, h.params) << entry;
     EXPECT_EQ(aux, h.aux) << entry;
   }

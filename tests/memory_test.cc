@@ -3,10 +3,10 @@
 // run, step by step; liveness on a linear network peaks at the paper's
 // sum(l_f) + l_b(N); a budget that is too small gives a report with the
 // smallest budget that works.
-#include <cstring>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "framework/net.h"
 #include "memory/liveness.h"
@@ -18,8 +18,8 @@
 namespace spill {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::BitEqual;
+using ::testing::HasSubstr;
 using testing::kNetworks;
 using testing::Network;
 
@@ -36,11 +36,8 @@ testing::SyntheticRun SmallRun(const std::string& mode) {
   return run;
 }
 
-
-
-
-const char* const kModes[] = {"baseline", "liveness", "offload", "recompute", "offload_recompute",
-                              "superneurons"};
+const char* const kModes[] = {"baseline",  "liveness",          "offload",
+                              "recompute", "offload_recompute", "superneurons"};
 
 // The budget for a mode: the smallest that runs (forcing every technique to
 // act), or a roomy one.
@@ -72,7 +69,8 @@ TEST_P(ModeTest, EveryModeTrainsBitIdenticallyToBaseline) {
       ASSERT_TRUE(trace.ok()) << mode << (tight ? " tight: " : ": ") << trace.status().ToString();
       ASSERT_EQ(trace->losses.size(), baseline->losses.size());
       for (size_t i = 0; i < trace->losses.size(); ++i) {
-        EXPECT_EQ(trace->losses[i], baseline->losses[i]) << mode << (tight ? " tight" : "") << " step " << i;
+        EXPECT_EQ(trace->losses[i], baseline->losses[i])
+            << mode << (tight ? " tight" : "") << " step " << i;
       }
       EXPECT_TRUE(BitEqual(baseline->params, trace->params)) << mode << (tight ? " tight" : "");
       EXPECT_LE(trace->log.peak, baseline->log.peak) << mode;
@@ -154,7 +152,8 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
   const Schedule& schedule = (*net)->schedule();
   size_t l_peak = 0;
   for (int s = 0; s < 2 * (*net)->num_layers(); ++s) {
-    const size_t tensors = StepBytes(schedule, s) - RoundToBlocks(schedule.steps[s].workspace_bytes);
+    const size_t tensors =
+        StepBytes(schedule, s) - RoundToBlocks(schedule.steps[s].workspace_bytes);
     l_peak = std::max(l_peak, tensors + RoundToBlocks(tight.log.steps[s].workspace));
   }
   EXPECT_EQ(tight.log.peak, tight.log.persistent + l_peak);
@@ -164,7 +163,9 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, ModeTest, ::testing::ValuesIn(kNetworks),
-                         [](const ::testing::TestParamInfo<Network>& i) { return std::string(i.param.name); });
+                         [](const ::testing::TestParamInfo<Network>& i) {
+                           return std::string(i.param.name);
+                         });
 
 // A linear network (SuperNeurons §3.2): liveness keeps every forward output
 // that backward needs - here all but fc3's, which only the loss's forward
@@ -188,8 +189,10 @@ layers:
   for (TensorId id = 0; id < static_cast<TensorId>(s.tensors.size()); ++id) {
     const TensorInfo& t = s.tensors[id];
     size_t b = RoundToBlocks(t.bytes);
-    if (!IsTransient(t.kind)) persistent += b;
-    else if (t.kind == TensorKind::kActivation && id != fc3) forward += b;
+    if (!IsTransient(t.kind))
+      persistent += b;
+    else if (t.kind == TensorKind::kActivation && id != fc3)
+      forward += b;
   }
   // l_b(N): what the loss layer's backward creates, the gradient of fc3.
   const Step& first_backward = s.steps[s.num_layers()];

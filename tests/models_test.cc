@@ -1,8 +1,8 @@
 // Every model in models/ parses, infers its shapes and runs one forward and
 // backward pass at batch 2 (at a small input size to keep the test quick).
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "framework/net.h"
 #include "tests/net_harness.h"
@@ -43,18 +43,14 @@ TEST_P(ModelTest, RunsForwardAndBackwardAtBatchTwo) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, ModelTest,
-    ::testing::Values(ModelCase{"lenet.yaml", 28, nullptr}, ModelCase{"alexnet.yaml", 67, nullptr},
-                      ModelCase{"vgg16.yaml", 32, nullptr},
-                      ModelCase{"resnet18.yaml", 32, "cifar"},
-                      ModelCase{"resnet18.yaml", 32, "imagenet"},
-                      ModelCase{"resnet34.yaml", 32, "imagenet"},
-                      ModelCase{"resnet50.yaml", 32, "imagenet"},
-                      ModelCase{"resnet101.yaml", 32, "imagenet"},
-                      ModelCase{"resnet152.yaml", 32, "imagenet"},
-                      ModelCase{"resnet152.yaml", 16, "cifar"},
-                      ModelCase{"resnet_deep.yaml", 32, "imagenet"},
-                      ModelCase{"inception_v4.yaml", 75, nullptr},
-                      ModelCase{"densenet121.yaml", 32, nullptr}),
+    ::testing::Values(
+        ModelCase{"lenet.yaml", 28, nullptr}, ModelCase{"alexnet.yaml", 67, nullptr},
+        ModelCase{"vgg16.yaml", 32, nullptr}, ModelCase{"resnet18.yaml", 32, "cifar"},
+        ModelCase{"resnet18.yaml", 32, "imagenet"}, ModelCase{"resnet34.yaml", 32, "imagenet"},
+        ModelCase{"resnet50.yaml", 32, "imagenet"}, ModelCase{"resnet101.yaml", 32, "imagenet"},
+        ModelCase{"resnet152.yaml", 32, "imagenet"}, ModelCase{"resnet152.yaml", 16, "cifar"},
+        ModelCase{"resnet_deep.yaml", 32, "imagenet"}, ModelCase{"inception_v4.yaml", 75, nullptr},
+        ModelCase{"densenet121.yaml", 32, nullptr}),
     [](const ::testing::TestParamInfo<ModelCase>& info) {
       std::string name = info.param.file;
       name = name.substr(0, name.find('.'));

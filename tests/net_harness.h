@@ -29,7 +29,7 @@ struct SyntheticRun {
   int steps = 2;
   float learning_rate = 0.01f;
   uint64_t seed = 1;
-  bool same_batch = false;  // feed one batch every step instead of a new one
+  bool same_batch = false;           // feed one batch every step instead of a new one
   double link_bytes_per_second = 0;  // throttle the CPU device's copies
   std::string device = "cpu";        // or "cuda" (--config=cuda builds)
   MemoryOptions memory;

@@ -1,11 +1,11 @@
 // The YAML network format: blocks, repeats, parameters, includes, and one
 // test per class of bad input, each checking that the message names the
 // file, the line and the layer.
-#include <filesystem>
-#include <fstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "framework/expr.h"
 #include "framework/net.h"
@@ -112,8 +112,8 @@ TEST(NetParserTest, IncludesResolveRelativeToTheFile) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / "spill_include_test";
   fs::create_directories(dir / "lib");
-  std::ofstream(dir / "lib" / "blocks.yaml")
-      << "blocks:\n  twice:\n    layers:\n      - {name: a, type: relu}\n      - {name: b, type: relu}\n";
+  std::ofstream(dir / "lib" / "blocks.yaml") << "blocks:\n  twice:\n    layers:\n      - {name: a, "
+                                                "type: relu}\n      - {name: b, type: relu}\n";
   std::ofstream(dir / "net.yaml") << "include: [lib/blocks.yaml]\nlayers:\n"
                                      "  - {name: data, type: input, shape: [1, 2, 2]}\n"
                                      "  - {name: t, block: twice}\n";
@@ -124,9 +124,10 @@ TEST(NetParserTest, IncludesResolveRelativeToTheFile) {
 }
 
 TEST(NetParserTest, DeepResNetIsAFewLinesForThousandsOfUnits) {
-  auto spec = LoadNetFile("models/resnet_deep.yaml",
-                          {{"n1", YAML::Node(6)}, {"n2", YAML::Node(32)},
-                           {"n3", YAML::Node(2456)}, {"n4", YAML::Node(6)}});
+  auto spec = LoadNetFile("models/resnet_deep.yaml", {{"n1", YAML::Node(6)},
+                                                      {"n2", YAML::Node(32)},
+                                                      {"n3", YAML::Node(2456)},
+                                                      {"n4", YAML::Node(6)}});
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   // 2,500 bottleneck units of 10 layers, 4 projections of 2, stem, head, data.
   EXPECT_EQ(spec->layers.size(), 2500u * 10 + 4 * 2 + 4 + 3 + 1);
@@ -159,9 +160,10 @@ TEST(NetErrorsTest, UnknownTypeListsKnownTypes) {
 }
 
 TEST(NetErrorsTest, MissingInputSuggestsAName) {
-  std::string error = BuildError(std::string(kHeader) +
-                                 "  - {name: pool5, type: max_pool, kernel: 2}\n"
-                                 "  - {name: fc, type: fully_connected, outputs: 2, inputs: [pool6]}\n");
+  std::string error =
+      BuildError(std::string(kHeader) +
+                 "  - {name: pool5, type: max_pool, kernel: 2}\n"
+                 "  - {name: fc, type: fully_connected, outputs: 2, inputs: [pool6]}\n");
   EXPECT_THAT(error, HasSubstr("net.yaml:4"));
   EXPECT_THAT(error, HasSubstr("layer 'fc' reads 'pool6', which is not defined"));
   EXPECT_THAT(error, HasSubstr("did you mean 'pool5'"));
@@ -196,7 +198,8 @@ TEST(NetErrorsTest, KernelLargerThanInput) {
 }
 
 TEST(NetErrorsTest, BadValueNamesKeyAndExpectation) {
-  std::string error = BuildError(std::string(kHeader) + "  - {name: d, type: dropout, ratio: lots}\n");
+  std::string error =
+      BuildError(std::string(kHeader) + "  - {name: d, type: dropout, ratio: lots}\n");
   EXPECT_THAT(error, HasSubstr("net.yaml:3"));
   EXPECT_THAT(error, HasSubstr("'ratio' must be a number"));
   error = BuildError(std::string(kHeader) + "  - {name: d, type: dropout, ratio: 1.5}\n");
@@ -204,7 +207,8 @@ TEST(NetErrorsTest, BadValueNamesKeyAndExpectation) {
 }
 
 TEST(NetErrorsTest, WrongNumberOfInputs) {
-  std::string error = BuildError(std::string(kHeader) + "  - {name: r, type: relu, inputs: [data, data]}\n");
+  std::string error =
+      BuildError(std::string(kHeader) + "  - {name: r, type: relu, inputs: [data, data]}\n");
   EXPECT_THAT(error, HasSubstr("net.yaml:3"));
   EXPECT_THAT(error, HasSubstr("takes 1 input, got 2"));
 }
@@ -226,9 +230,10 @@ layers:
 }
 
 TEST(NetErrorsTest, BlockProblems) {
-  std::string base = "blocks:\n  unit:\n    params: {filters: null}\n    layers:\n"
-                     "      - {name: c, type: convolution, filters: $filters, kernel: 1}\n"
-                     "layers:\n  - {name: data, type: input, shape: [1, 4, 4]}\n";
+  std::string base =
+      "blocks:\n  unit:\n    params: {filters: null}\n    layers:\n"
+      "      - {name: c, type: convolution, filters: $filters, kernel: 1}\n"
+      "layers:\n  - {name: data, type: input, shape: [1, 4, 4]}\n";
   EXPECT_THAT(BuildError(base + "  - {name: u, block: unti}\n"),
               HasSubstr("net.yaml:8: 'u' uses unknown block 'unti'; defined blocks: unit"));
   EXPECT_THAT(BuildError(base + "  - {name: u, block: unit}\n"),
@@ -240,14 +245,16 @@ TEST(NetErrorsTest, BlockProblems) {
 }
 
 TEST(NetErrorsTest, ExpressionsAndParameters) {
-  EXPECT_THAT(BuildError(std::string(kHeader) +
-                         "  - {name: c, type: convolution, filters: \"${width * 2}\", kernel: 1}\n"),
-              HasSubstr("unknown parameter 'width'"));
+  EXPECT_THAT(
+      BuildError(std::string(kHeader) +
+                 "  - {name: c, type: convolution, filters: \"${width * 2}\", kernel: 1}\n"),
+      HasSubstr("unknown parameter 'width'"));
   EXPECT_THAT(BuildError("params: {w: 2}\n" + std::string(kHeader) +
                          "  - {name: c, type: convolution, filters: \"${w * }\", kernel: 1}\n"),
               HasSubstr("net.yaml:4"));
-  auto spec = ParseNetString("params: {classes: 10}\nlayers:\n  - {name: d, type: input, shape: [1, 2, 2]}\n",
-                             "net.yaml", {{"clases", YAML::Node(3)}});
+  auto spec = ParseNetString(
+      "params: {classes: 10}\nlayers:\n  - {name: d, type: input, shape: [1, 2, 2]}\n", "net.yaml",
+      {{"clases", YAML::Node(3)}});
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.status().message(), HasSubstr("unknown model parameter 'clases'"));
   EXPECT_THAT(spec.status().message(), HasSubstr("has: classes"));

@@ -1,20 +1,22 @@
 // The execution route (SuperNeurons Algorithm 1) and the step schedule, on
 // the nonlinear examples of the paper: a fan (Fig. 3c / Fig. 5), a join
 // (Fig. 3b) and nested fans (Fig. 6).
-#include <algorithm>
-#include <map>
+#include "framework/route.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "framework/net.h"
 #include "framework/random.h"
-#include "framework/route.h"
 #include "tests/net_harness.h"
 
 namespace spill {
 namespace {
 
-std::vector<std::string> Names(const std::vector<int>& order, const std::vector<std::string>& names) {
+std::vector<std::string> Names(const std::vector<int>& order,
+                               const std::vector<std::string>& names) {
   std::vector<std::string> out;
   for (int i : order) out.push_back(names[i]);
   return out;
@@ -32,8 +34,8 @@ RouteGraph MakeGraph(int n, const std::vector<std::pair<int, int>>& edges) {
 TEST(RouteTest, NestedFansOfFigure6) {
   enum { a, b, c, d, e, f, g, h, i, j };
   std::vector<std::string> names = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"};
-  RouteGraph graph = MakeGraph(10, {{a, b}, {b, c}, {b, d}, {c, e}, {d, f}, {f, g}, {f, h},
-                                    {e, i}, {g, i}, {h, i}, {i, j}});
+  RouteGraph graph = MakeGraph(
+      10, {{a, b}, {b, c}, {b, d}, {c, e}, {d, f}, {f, g}, {f, h}, {e, i}, {g, i}, {h, i}, {i, j}});
   auto route = ConstructRoute(graph, names);
   ASSERT_TRUE(route.ok());
   // Depth first: a, b, then c's branch up to the join, then d's branch; i
@@ -46,10 +48,12 @@ TEST(RouteTest, NestedFansOfFigure6) {
 TEST(RouteTest, JoinWaitsForEveryProducer) {
   enum { data, conv, pool, fc, softmax };
   std::vector<std::string> names = {"data", "conv", "pool", "fc", "softmax"};
-  RouteGraph graph = MakeGraph(5, {{data, fc}, {data, conv}, {conv, pool}, {pool, fc}, {fc, softmax}});
+  RouteGraph graph =
+      MakeGraph(5, {{data, fc}, {data, conv}, {conv, pool}, {pool, fc}, {fc, softmax}});
   auto route = ConstructRoute(graph, names);
   ASSERT_TRUE(route.ok());
-  EXPECT_EQ(Names(*route, names), (std::vector<std::string>{"data", "conv", "pool", "fc", "softmax"}));
+  EXPECT_EQ(Names(*route, names),
+            (std::vector<std::string>{"data", "conv", "pool", "fc", "softmax"}));
 }
 
 TEST(RouteTest, RandomDagsGiveTopologicalOrders) {
@@ -59,7 +63,8 @@ TEST(RouteTest, RandomDagsGiveTopologicalOrders) {
     graph.Resize(n);
     for (int v = 1; v < n; ++v) {
       graph.AddEdge(static_cast<int>(Mix64(seed * 1000 + v) % v), v);  // connected to the root
-      if (Mix64(seed * 77 + v) % 3 == 0) graph.AddEdge(static_cast<int>(Mix64(seed * 31 + v) % v), v);
+      if (Mix64(seed * 77 + v) % 3 == 0)
+        graph.AddEdge(static_cast<int>(Mix64(seed * 31 + v) % v), v);
     }
     std::vector<std::string> names(n, "x");
     auto route = ConstructRoute(graph, names);
@@ -127,8 +132,9 @@ class ScheduleTest : public ::testing::Test {
 
 TEST_F(ScheduleTest, StepsFollowTheRouteForwardThenInReverse) {
   const Schedule& s = net_->schedule();
-  EXPECT_EQ(Names(s.route, net_->layer_names()),
-            (std::vector<std::string>{"data", "conv1", "relu1", "conv2", "relu2", "join", "fc", "loss"}));
+  EXPECT_EQ(
+      Names(s.route, net_->layer_names()),
+      (std::vector<std::string>{"data", "conv1", "relu1", "conv2", "relu2", "join", "fc", "loss"}));
   ASSERT_EQ(s.steps.size(), 16u);
   for (int k = 0; k < 8; ++k) {
     EXPECT_EQ(s.steps[k].pass, Pass::kForward);
@@ -140,7 +146,8 @@ TEST_F(ScheduleTest, StepsFollowTheRouteForwardThenInReverse) {
 
 TEST_F(ScheduleTest, ForwardStepsReadInputsAndParamsAndWriteOutputs) {
   const Step& conv2 = net_->schedule().forward(net_->FindLayer("conv2"));
-  EXPECT_EQ(conv2.reads, (std::vector<TensorId>{Id("conv1"), Id("conv2/weight"), Id("conv2/bias")}));
+  EXPECT_EQ(conv2.reads,
+            (std::vector<TensorId>{Id("conv1"), Id("conv2/weight"), Id("conv2/bias")}));
   EXPECT_EQ(conv2.writes, (std::vector<TensorId>{Id("conv2")}));
   const Step& loss = net_->schedule().forward(net_->FindLayer("loss"));
   // The labels come from the input layer without being named.
@@ -154,7 +161,8 @@ TEST_F(ScheduleTest, BackwardStepsListSavedTensorsAndGradients) {
   EXPECT_TRUE(Backward("join").saved.empty());
   EXPECT_EQ(Backward("loss").saved, (std::vector<TensorId>{Id("data:1"), Id("loss")}));
   // conv1 reads the data, which needs no gradient: only parameter gradients.
-  EXPECT_EQ(Backward("conv1").writes, (std::vector<TensorId>{Id("conv1/weight.grad"), Id("conv1/bias.grad")}));
+  EXPECT_EQ(Backward("conv1").writes,
+            (std::vector<TensorId>{Id("conv1/weight.grad"), Id("conv1/bias.grad")}));
   EXPECT_FALSE(Backward("data").active);
 }
 

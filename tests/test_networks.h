@@ -96,11 +96,14 @@ struct Network {
   const char* name;
   const char* yaml;
 };
-inline constexpr Network kNetworks[] = {{"lenet", kLeNet},         {"resnet", kResNet},
-                                        {"inception", kInception}, {"alexnet", kAlexNet},
+inline constexpr Network kNetworks[] = {{"lenet", kLeNet},
+                                        {"resnet", kResNet},
+                                        {"inception", kInception},
+                                        {"alexnet", kAlexNet},
                                         {"densenet", kDenseNet}};
 
-inline bool BitEqual(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+inline bool BitEqual(const std::vector<std::vector<float>>& a,
+                     const std::vector<std::vector<float>>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].size() != b[i].size() ||

@@ -2,17 +2,18 @@
 // resume to exactly the losses of an uninterrupted run, Ctrl-C, solvers and
 // learning-rate schedules. The data is a small Fashion-MNIST-format dataset
 // written here in the real idx format.
-#include <filesystem>
-#include <fstream>
+#include "tools/trainer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "framework/cpu_device.h"
 #include "framework/lr_schedule.h"
 #include "framework/npz.h"
 #include "framework/random.h"
-#include "tools/trainer.h"
 
 namespace spill {
 namespace {
@@ -42,7 +43,8 @@ void WriteIdx(const fs::path& dir, const std::string& prefix, int count, uint64_
       for (int x = 0; x < 28; ++x) {
         int quadrant = (y >= 14) * 2 + (x >= 14);
         int base = quadrant == label ? 160 : 40;
-        images.put(static_cast<char>(base + static_cast<int>(Mix64(seed * 7 + i * 784 + y * 28 + x) % 60)));
+        images.put(static_cast<char>(
+            base + static_cast<int>(Mix64(seed * 7 + i * 784 + y * 28 + x) % 60)));
       }
     }
     labels.put(static_cast<char>(label));
@@ -74,11 +76,13 @@ model:
     - {name: drop, type: dropout, ratio: 0.2}
     - {name: out, type: fully_connected, outputs: 10}
     - {name: loss, type: softmax_loss}
-data: {dataset: fashion_mnist, path: )" + (dir_ / "data").string() + R"(, batch: 32, workers: 2,
+data: {dataset: fashion_mnist, path: )" +
+                       (dir_ / "data").string() + R"(, batch: 32, workers: 2,
        augment: {crop: 28, pad: 2, random_crop: true}}
 solver: {type: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 1e-4,
          schedule: {type: cosine, warmup: 3, unit: step}}
-run: {epochs: 3, seed: 5, output: )" + (dir_ / "run").string() + extra_run + "}\n";
+run: {epochs: 3, seed: 5, output: )" +
+                       (dir_ / "run").string() + extra_run + "}\n";
     auto config = ParseTrainConfig(text, "test_config.yaml", dir_.string());
     SPILL_CHECK(config.ok()) << config.status().ToString();
     return *config;
@@ -147,7 +151,8 @@ TEST_F(TrainerTest, ResumingGivesTheLossesOfAnUninterruptedRun) {
     for (double loss : (*trainer)->report().losses) pieced.push_back(loss);
   }
   ASSERT_EQ(pieced.size(), uninterrupted.size());
-  for (size_t i = 0; i < pieced.size(); ++i) EXPECT_EQ(pieced[i], uninterrupted[i]) << "step " << i + 1;
+  for (size_t i = 0; i < pieced.size(); ++i)
+    EXPECT_EQ(pieced[i], uninterrupted[i]) << "step " << i + 1;
 }
 
 TEST_F(TrainerTest, StopRequestSavesACheckpointAndResumes) {
@@ -198,15 +203,20 @@ TEST_F(TrainerTest, CheckpointFromAnotherNetworkIsRejectedByName) {
 }
 
 TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
-  auto bad = ParseTrainConfig("solver: {lr: fast}\ndata: {path: x}\nrun: {epochs: 1}\nmodel: {file: m.yaml}\n",
-                              "bad.yaml", ".");
+  auto bad = ParseTrainConfig(
+      "solver: {lr: fast}\ndata: {path: x}\nrun: {epochs: 1}\nmodel: {file: m.yaml}\n", "bad.yaml",
+      ".");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), HasSubstr("bad.yaml:1: solver.lr: must be a number (got 'fast')"));
-  bad = ParseTrainConfig("model: {file: m.yaml}\ndata: {path: x, batchsize: 3}\nrun: {epochs: 1}\n", "bad.yaml", ".");
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("bad.yaml:1: solver.lr: must be a number (got 'fast')"));
+  bad = ParseTrainConfig("model: {file: m.yaml}\ndata: {path: x, batchsize: 3}\nrun: {epochs: 1}\n",
+                         "bad.yaml", ".");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("bad.yaml:2: unknown key 'data.batchsize'"));
   EXPECT_THAT(bad.status().message(), HasSubstr("batch"));
-  bad = ParseTrainConfig("model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {mode: lazy}\n", "bad.yaml", ".");
+  bad = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {mode: lazy}\n",
+      "bad.yaml", ".");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("unknown memory mode 'lazy'"));
   TrainConfig missing = Config();
@@ -286,7 +296,8 @@ TEST(NpzTest, RoundTripAndZip64) {
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(read->size(), archive.size());
   EXPECT_EQ(read->at("a/weight").shape, (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(std::vector<float>(read->at("a/weight").floats(), read->at("a/weight").floats() + 6), values);
+  EXPECT_EQ(std::vector<float>(read->at("a/weight").floats(), read->at("a/weight").floats() + 6),
+            values);
   EXPECT_EQ(read->at("meta/step").int64(), 42);
   EXPECT_EQ(read->at("many/69999").int64(), 69999);
   EXPECT_EQ(read->at("meta/config").text(), "model: {}\n");

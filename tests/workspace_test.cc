@@ -84,7 +84,8 @@ TEST(ConvTimingTest, MeasuredTimesSurviveResettingAndTheCacheFile) {
       (std::filesystem::path(::testing::TempDir()) / "spill_conv_timings_test.tsv").string();
   std::remove(file.c_str());
   ConvGeometry g;
-  g.batch = 2, g.channels = 3, g.height = g.width = 9, g.filters = 4, g.out_height = g.out_width = 9;
+  g.batch = 2, g.channels = 3, g.height = g.width = 9, g.filters = 4,
+  g.out_height = g.out_width = 9;
   g.kernel = {3, 3}, g.stride = {1, 1}, g.pad = {1, 1}, g.dilation = {1, 1};
   const cpu::ConvAlgorithm* algorithm = cpu::FindConvAlgorithm("im2col_image");
   ASSERT_NE(algorithm, nullptr);

@@ -17,9 +17,9 @@
 #include "framework/initializer.h"
 #include "framework/random.h"
 #include "framework/solver.h"
-#include "memory/runtime.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
+#include "memory/runtime.h"
 #include "tools/net_json.h"
 
 namespace spill {
@@ -40,7 +40,8 @@ const char kUsage[] = R"(usage: bench_train --config MODEL.yaml [options]
 )";
 
 struct Args {
-  std::string config, memory = "liveness", device = "cpu", device_memory, export_dir, workspace = "dynamic";
+  std::string config, memory = "liveness", device = "cpu", device_memory, export_dir,
+                      workspace = "dynamic";
   bool minimum = false, profile = false, help = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3;
@@ -58,21 +59,31 @@ Status Parse(int argc, char** argv, Args* a) {
       return Status::Ok();
     }
     if (i + 1 >= argc) return InvalidArgument(arg + " needs a value\n" + kUsage);
-    if (arg == "--config") a->config = argv[++i];
-    else if (arg == "--workspace") a->workspace = argv[++i];
-    else if (arg == "--memory") a->memory = argv[++i];
-    else if (arg == "--device") a->device = argv[++i];
-    else if (arg == "--device-memory") a->device_memory = argv[++i];
-    else if (arg == "--export") a->export_dir = argv[++i];
-    else if (arg == "--batch") a->batch = std::atoll(argv[++i]);
-    else if (arg == "--steps") a->steps = std::atoll(argv[++i]);
-    else if (arg == "--warmup") a->warmup = std::atoll(argv[++i]);
+    if (arg == "--config")
+      a->config = argv[++i];
+    else if (arg == "--workspace")
+      a->workspace = argv[++i];
+    else if (arg == "--memory")
+      a->memory = argv[++i];
+    else if (arg == "--device")
+      a->device = argv[++i];
+    else if (arg == "--device-memory")
+      a->device_memory = argv[++i];
+    else if (arg == "--export")
+      a->export_dir = argv[++i];
+    else if (arg == "--batch")
+      a->batch = std::atoll(argv[++i]);
+    else if (arg == "--steps")
+      a->steps = std::atoll(argv[++i]);
+    else if (arg == "--warmup")
+      a->warmup = std::atoll(argv[++i]);
     else if (arg == "--set") {
       std::string kv = argv[++i];
       size_t eq = kv.find('=');
       if (eq == std::string::npos) return InvalidArgument("--set needs KEY=VALUE");
       a->sets[kv.substr(0, eq)] = YAML::Load(kv.substr(eq + 1));
-    } else return InvalidArgument("unknown option '" + arg + "'\n" + kUsage);
+    } else
+      return InvalidArgument("unknown option '" + arg + "'\n" + kUsage);
   }
   if (a->config.empty() || a->batch < 1 || a->steps < 1) return InvalidArgument(kUsage);
   return Status::Ok();
@@ -101,20 +112,23 @@ Status Run(const Args& args) {
     // Timing happens while planning here, before anything is reserved.
     SPILL_ASSIGN_OR_RETURN(memory.device_budget, MinimumBudget(*net, memory));
   }
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime, MemoryRuntime::Create(*net, memory, &device));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
+                         MemoryRuntime::Create(*net, memory, &device));
   Executor executor(*net, &device, *runtime);
   InitializeParameters(*net, *runtime, device, 1);
   solver->ResetState(*net, *runtime, device);
   if (!args.export_dir.empty()) {
     std::filesystem::create_directories(args.export_dir);
     std::ofstream(std::filesystem::path(args.export_dir) / "net.json") << NetToJson(*net);
-    SPILL_RETURN_IF_ERROR(SaveCheckpoint((std::filesystem::path(args.export_dir) / "initial.npz").string(),
-                                         *net, *runtime, device, solver.get(), {}, ""));
+    SPILL_RETURN_IF_ERROR(
+        SaveCheckpoint((std::filesystem::path(args.export_dir) / "initial.npz").string(), *net,
+                       *runtime, device, solver.get(), {}, ""));
   }
   const Shape in = net->input_shape();
   std::vector<float> images(in.numel()), labels(in.n());
   for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(3, i) - 1;
-  for (int64_t i = 0; i < in.n(); ++i) labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
+  for (int64_t i = 0; i < in.n(); ++i)
+    labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
   HostBatch batch{images.data(), labels.data()};
   std::chrono::steady_clock::time_point start;
   double loss = 0;
@@ -129,13 +143,15 @@ Status Run(const Args& args) {
   }
   device.compute_queue().Synchronize();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, last loss %.4f, peak %s of a %s budget, %s, "
-              "workspace %s, %s moved to host per iteration, %d recomputations)\n",
-              net->name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / seconds, args.steps, seconds, loss,
-              FormatBytes(static_cast<double>(runtime->run_peak())).c_str(),
-              FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
-              memory.workspace.ToString().c_str(), FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(),
-              runtime->log().recomputed);
+  std::printf(
+      "spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, last loss %.4f, peak %s of a "
+      "%s budget, %s, "
+      "workspace %s, %s moved to host per iteration, %d recomputations)\n",
+      net->name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / seconds,
+      args.steps, seconds, loss, FormatBytes(static_cast<double>(runtime->run_peak())).c_str(),
+      FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
+      memory.workspace.ToString().c_str(),
+      FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(), runtime->log().recomputed);
   if (args.profile) std::fputs(executor.ProfileTable().c_str(), stdout);
   return Status::Ok();
 }

@@ -5,12 +5,12 @@
 #ifndef SPILL_TOOLS_CONFIG_READER_H_
 #define SPILL_TOOLS_CONFIG_READER_H_
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "framework/status.h"
 
@@ -31,8 +31,8 @@ class ConfigSection {
   size_t Bytes(const std::string& key, size_t fallback);  // "2GiB", "512MiB", 1000000
   std::vector<int64_t> IntList(const std::string& key);
   std::vector<float> FloatList(const std::string& key);
-  YAML::Node Raw(const std::string& key);                 // declared, unchecked
-  ConfigSection Section(const std::string& key);          // empty when absent
+  YAML::Node Raw(const std::string& key);         // declared, unchecked
+  ConfigSection Section(const std::string& key);  // empty when absent
 
   // First type error, else the first unknown key, else OK. Call it on every
   // section that was read.

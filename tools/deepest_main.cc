@@ -17,7 +17,8 @@ namespace {
 constexpr int64_t kUnitsLimit = 1 << 16;
 constexpr char kUsage[] =
     "usage: deepest [--device-memory 12GiB] [--batch 16] [--memory superneurons] [--size 224]\n"
-    "               [--host-memory 64GiB] [--workspace POLICY] [--device cpu|cuda] [--confirm STEPS]\n"
+    "               [--host-memory 64GiB] [--workspace POLICY] [--device cpu|cuda] [--confirm "
+    "STEPS]\n"
     "               [--config models/resnet_deep.yaml] [--set KEY=VALUE]\n"
     "The deepest ResNet (n1 = 6, n2 = 32, n4 = 6, n3 grown; depth = 3 * units + 2) whose\n"
     "training iteration fits the device budget, found from plans; --confirm N also trains\n"
@@ -47,21 +48,23 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (*n3 < 1) {
-    std::printf("not even n3 = 1 fits under %s at batch %ld\n", o.Describe().c_str(), static_cast<long>(o.batch));
+    std::printf("not even n3 = 1 fits under %s at batch %ld\n", o.Describe().c_str(),
+                static_cast<long>(o.batch));
     return 1;
   }
   auto best = probe(*n3);
-  std::printf("deepest ResNet under %s, batch %ld, %ldx%ld: depth %ld (n3 = %ld, %ld residual units); "
-              "peak %s, %s to host, %ld recomputations per iteration (%d plans)\n",
-              o.Describe().c_str(), static_cast<long>(o.batch), static_cast<long>(o.size), static_cast<long>(o.size),
-              static_cast<long>(3 * (6 + 32 + *n3 + 6) + 2), static_cast<long>(*n3),
-              static_cast<long>(6 + 32 + *n3 + 6), FormatBytes(static_cast<double>(best->plan.peak)).c_str(),
-              FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
-              static_cast<long>(best->plan.recomputations), probes);
+  std::printf(
+      "deepest ResNet under %s, batch %ld, %ldx%ld: depth %ld (n3 = %ld, %ld residual units); "
+      "peak %s, %s to host, %ld recomputations per iteration (%d plans)\n",
+      o.Describe().c_str(), static_cast<long>(o.batch), static_cast<long>(o.size),
+      static_cast<long>(o.size), static_cast<long>(3 * (6 + 32 + *n3 + 6) + 2),
+      static_cast<long>(*n3), static_cast<long>(6 + 32 + *n3 + 6),
+      FormatBytes(static_cast<double>(best->plan.peak)).c_str(),
+      FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
+      static_cast<long>(best->plan.recomputations), probes);
   if (o.confirm == 0) return 0;
   auto spec = spec_for(*n3);
-  return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o, best->plan),
-                            o.confirm);
+  return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o, best->plan), o.confirm);
 }
 
 }  // namespace

@@ -81,15 +81,24 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
     }
     if (i + 1 >= argc) return InvalidArgument(a + " needs a value");
     const std::string v = argv[i + 1];
-    if (a == "--config") o.model = v;
-    else if (a == "--device") o.device = v;
-    else if (a == "--device-memory") budget = v;
-    else if (a == "--host-memory") host = v;
-    else if (a == "--memory") mode = v;
-    else if (a == "--workspace") workspace = v;
-    else if (a == "--batch") o.batch = std::atoll(v.c_str());
-    else if (a == "--size") o.size = std::atoll(v.c_str());
-    else if (a == "--confirm") o.confirm = std::atoll(v.c_str());
+    if (a == "--config")
+      o.model = v;
+    else if (a == "--device")
+      o.device = v;
+    else if (a == "--device-memory")
+      budget = v;
+    else if (a == "--host-memory")
+      host = v;
+    else if (a == "--memory")
+      mode = v;
+    else if (a == "--workspace")
+      workspace = v;
+    else if (a == "--batch")
+      o.batch = std::atoll(v.c_str());
+    else if (a == "--size")
+      o.size = std::atoll(v.c_str());
+    else if (a == "--confirm")
+      o.confirm = std::atoll(v.c_str());
     else if (a == "--set" && v.find('=') != std::string::npos) {
       o.sets[v.substr(0, v.find('='))] = YAML::Load(v.substr(v.find('=') + 1));
     } else {
@@ -164,8 +173,7 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
     std::ostringstream why;
     why << "needs about " << FormatBytes(static_cast<double>(need))
         << " of host memory for the offloaded tensors" << (arena ? " and the device arena" : "")
-        << "; this machine has " << FormatBytes(static_cast<double>(have))
-        << " available";
+        << "; this machine has " << FormatBytes(static_cast<double>(have)) << " available";
     c.reason = why.str();
     return c;
   }
@@ -174,14 +182,16 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
   SolverConfig sgd;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
   solver->AddState(*net);
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime, MemoryRuntime::Create(*net, memory, &device));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
+                         MemoryRuntime::Create(*net, memory, &device));
   Executor executor(*net, &device, *runtime);
   InitializeParameters(*net, *runtime, device, 1);
   solver->ResetState(*net, *runtime, device);
   const Shape in = net->input_shape();
   std::vector<float> images(in.numel()), labels(in.n());
   for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(4, i) - 1;
-  for (int64_t i = 0; i < in.n(); ++i) labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
+  for (int64_t i = 0; i < in.n(); ++i)
+    labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
   HostBatch host{images.data(), labels.data()};
   auto start = std::chrono::steady_clock::now();
   for (int step = 0; step < steps; ++step) {
@@ -190,7 +200,8 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
     c.loss = r.loss;
   }
   device.compute_queue().Synchronize();
-  c.seconds_per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
+  c.seconds_per_step =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
   c.peak = runtime->run_peak();
   c.ran = true;
   return c;

@@ -24,8 +24,7 @@ struct Probe {
 // some point and fails beyond: doubling from `low`, then bisection. `low`
 // must fit. Returns low - 1 when even `low` does not.
 StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
-                                 const std::function<StatusOr<Probe>(int64_t)>& probe,
-                                 int* probes);
+                                 const std::function<StatusOr<Probe>(int64_t)>& probe, int* probes);
 
 // The options both experiments take:
 //   --config FILE --device NAME --device-memory SIZE --host-memory SIZE --memory MODE

@@ -45,9 +45,12 @@ void Emit(const YAML::Node& node, std::ostringstream& out) {
     out << "]";
   } else if (node.IsScalar()) {
     const std::string& s = node.Scalar();
-    if (s == "true" || s == "false") out << s;
-    else if (IsNumber(s)) out << s;
-    else out << Quote(s);
+    if (s == "true" || s == "false")
+      out << s;
+    else if (IsNumber(s))
+      out << s;
+    else
+      out << Quote(s);
   } else {
     out << "null";
   }
@@ -67,20 +70,23 @@ std::string NetToJson(const Net& net) {
   for (size_t k = 0; k < s.route.size(); ++k) {
     const int id = s.route[k];
     const LayerDecl& d = net.decl(id);
-    out << (k ? ",\n" : "\n") << "{\"name\":" << Quote(d.name) << ",\"type\":" << Quote(net.layer(id).type())
-        << ",\"params\":";
+    out << (k ? ",\n" : "\n") << "{\"name\":" << Quote(d.name)
+        << ",\"type\":" << Quote(net.layer(id).type()) << ",\"params\":";
     Emit(net.spec(id).params, out);
     out << ",\"inputs\":[";
     for (size_t i = 0; i < d.inputs.size(); ++i) {
-      out << (i ? "," : "") << "[" << Quote(net.decl(d.inputs[i].layer).name) << "," << d.inputs[i].output << "]";
+      out << (i ? "," : "") << "[" << Quote(net.decl(d.inputs[i].layer).name) << ","
+          << d.inputs[i].output << "]";
     }
     out << "],\"outputs\":[";
-    for (size_t i = 0; i < d.output_shapes.size(); ++i) out << (i ? "," : "") << ShapeJson(d.output_shapes[i]);
+    for (size_t i = 0; i < d.output_shapes.size(); ++i)
+      out << (i ? "," : "") << ShapeJson(d.output_shapes[i]);
     out << "],\"tensors\":[";
     for (size_t p = 0; p < d.params.size(); ++p) {
       out << (p ? "," : "") << "{\"name\":" << Quote(s.tensors[s.layers[id].params[p]].name)
-          << ",\"shape\":" << ShapeJson(d.params[p].shape) << ",\"trainable\":"
-          << (d.params[p].trainable ? "true" : "false") << ",\"decay_mult\":" << d.params[p].decay_mult << "}";
+          << ",\"shape\":" << ShapeJson(d.params[p].shape)
+          << ",\"trainable\":" << (d.params[p].trainable ? "true" : "false")
+          << ",\"decay_mult\":" << d.params[p].decay_mult << "}";
     }
     out << "]}";
   }

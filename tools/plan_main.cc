@@ -8,20 +8,20 @@
 //   plan --config X --json                                machine-readable
 //   plan --config X --minimum                             smallest budget per mode
 //   plan --config X --svg memory.svg                      a plot like Fig. 10
+#include <yaml-cpp/yaml.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
-#include <yaml-cpp/yaml.h>
-
 #include "framework/device_registry.h"
 #include "framework/net.h"
 #include "framework/solver.h"
 #include "framework/units.h"
-#include "memory/planner.h"
 #include "layers/cpu/conv_timer.h"
+#include "memory/planner.h"
 #include "tools/train_config.h"
 
 namespace spill {
@@ -48,7 +48,8 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
 )";
 
 struct Args {
-  std::string config, device, memory, device_memory, csv, svg, strategy, workspace, timing = "cache";
+  std::string config, device, memory, device_memory, csv, svg, strategy, workspace,
+      timing = "cache";
   int prefetch_ahead = -1;
   int64_t batch = 0;
   bool minimum = false, steps = false, json = false;
@@ -62,20 +63,28 @@ Status Parse(int argc, char** argv, Args* a) {
       if (i + 1 >= argc) return InvalidArgument(arg + " needs a value");
       return std::string(argv[++i]);
     };
-    if (arg == "--config") { SPILL_ASSIGN_OR_RETURN(a->config, value()); }
-    else if (arg == "--memory") { SPILL_ASSIGN_OR_RETURN(a->memory, value()); }
-    else if (arg == "--device") { SPILL_ASSIGN_OR_RETURN(a->device, value()); }
-    else if (arg == "--device-memory") { SPILL_ASSIGN_OR_RETURN(a->device_memory, value()); }
-    else if (arg == "--csv") { SPILL_ASSIGN_OR_RETURN(a->csv, value()); }
-    else if (arg == "--svg") { SPILL_ASSIGN_OR_RETURN(a->svg, value()); }
-    else if (arg == "--recompute-strategy") { SPILL_ASSIGN_OR_RETURN(a->strategy, value()); }
-    else if (arg == "--workspace") { SPILL_ASSIGN_OR_RETURN(a->workspace, value()); }
-    else if (arg == "--timing") { SPILL_ASSIGN_OR_RETURN(a->timing, value()); }
-    else if (arg == "--prefetch-ahead") {
+    if (arg == "--config") {
+      SPILL_ASSIGN_OR_RETURN(a->config, value());
+    } else if (arg == "--memory") {
+      SPILL_ASSIGN_OR_RETURN(a->memory, value());
+    } else if (arg == "--device") {
+      SPILL_ASSIGN_OR_RETURN(a->device, value());
+    } else if (arg == "--device-memory") {
+      SPILL_ASSIGN_OR_RETURN(a->device_memory, value());
+    } else if (arg == "--csv") {
+      SPILL_ASSIGN_OR_RETURN(a->csv, value());
+    } else if (arg == "--svg") {
+      SPILL_ASSIGN_OR_RETURN(a->svg, value());
+    } else if (arg == "--recompute-strategy") {
+      SPILL_ASSIGN_OR_RETURN(a->strategy, value());
+    } else if (arg == "--workspace") {
+      SPILL_ASSIGN_OR_RETURN(a->workspace, value());
+    } else if (arg == "--timing") {
+      SPILL_ASSIGN_OR_RETURN(a->timing, value());
+    } else if (arg == "--prefetch-ahead") {
       SPILL_ASSIGN_OR_RETURN(std::string n, value());
       a->prefetch_ahead = std::atoi(n.c_str());
-    }
-    else if (arg == "--batch") {
+    } else if (arg == "--batch") {
       SPILL_ASSIGN_OR_RETURN(std::string b, value());
       a->batch = std::atoll(b.c_str());
       if (a->batch < 1) return InvalidArgument("--batch needs a positive integer");
@@ -84,13 +93,17 @@ Status Parse(int argc, char** argv, Args* a) {
       size_t eq = kv.find('=');
       if (eq == std::string::npos) return InvalidArgument("--set needs KEY=VALUE");
       a->sets[kv.substr(0, eq)] = YAML::Load(kv.substr(eq + 1));
-    } else if (arg == "--minimum") a->minimum = true;
-    else if (arg == "--steps") a->steps = true;
-    else if (arg == "--json") a->json = true;
+    } else if (arg == "--minimum")
+      a->minimum = true;
+    else if (arg == "--steps")
+      a->steps = true;
+    else if (arg == "--json")
+      a->json = true;
     else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
-    } else return InvalidArgument("unknown option '" + arg + "'\n" + kUsage);
+    } else
+      return InvalidArgument("unknown option '" + arg + "'\n" + kUsage);
   }
   if (a->config.empty()) return InvalidArgument(std::string("--config is required\n") + kUsage);
   return Status::Ok();
@@ -145,12 +158,14 @@ std::string Bytes(size_t b) { return FormatBytes(static_cast<double>(b)); }
 
 void PrintSteps(const MemoryPlan& plan, const Net& net) {
   std::printf("  %5s %-9s %-32s %12s %12s %5s %11s %11s %6s %11s  %s\n", "step", "pass", "layer",
-              "in use", "peak", "live", "to host", "to device", "recomp", "workspace", "algorithms");
+              "in use", "peak", "live", "to host", "to device", "recomp", "workspace",
+              "algorithms");
   for (const StepRecord& r : plan.log.steps) {
     std::printf("  %5d %-9s %-32s %12s %12s %5d %11s %11s %6d %11s  %s\n", r.step + 1,
-                r.pass == Pass::kForward ? "forward" : "backward", net.layer(r.layer).name().c_str(),
-                Bytes(r.total).c_str(), Bytes(r.peak).c_str(), r.live_tensors, Bytes(r.to_host).c_str(),
-                Bytes(r.to_device).c_str(), r.recomputed, Bytes(r.workspace).c_str(), r.algorithm.c_str());
+                r.pass == Pass::kForward ? "forward" : "backward",
+                net.layer(r.layer).name().c_str(), Bytes(r.total).c_str(), Bytes(r.peak).c_str(),
+                r.live_tensors, Bytes(r.to_host).c_str(), Bytes(r.to_device).c_str(), r.recomputed,
+                Bytes(r.workspace).c_str(), r.algorithm.c_str());
   }
 }
 
@@ -160,27 +175,32 @@ void PrintPeak(const MemoryPlan& plan, const Net& net) {
               r.pass == Pass::kForward ? "forward" : "backward", net.layer(r.layer).name().c_str());
   for (int c = 0; c < kNumCategories; ++c) {
     if (r.in_use[c]) {
-      std::printf(" %s %s;", MemoryCategoryName(static_cast<MemoryCategory>(c)), Bytes(r.in_use[c]).c_str());
+      std::printf(" %s %s;", MemoryCategoryName(static_cast<MemoryCategory>(c)),
+                  Bytes(r.in_use[c]).c_str());
     }
   }
   std::vector<TensorId> live = plan.log.peak_live;
   const auto& t = net.schedule().tensors;
-  std::sort(live.begin(), live.end(), [&](TensorId x, TensorId y) { return t[x].bytes > t[y].bytes; });
+  std::sort(live.begin(), live.end(),
+            [&](TensorId x, TensorId y) { return t[x].bytes > t[y].bytes; });
   std::printf("\n  live at the peak (%zu tensors), largest:", live.size());
   for (size_t i = 0; i < live.size() && i < 5; ++i) {
-    std::printf(" %s %s%s", t[live[i]].name.c_str(), Bytes(t[live[i]].bytes).c_str(), i + 1 < std::min<size_t>(5, live.size()) ? "," : "");
+    std::printf(" %s %s%s", t[live[i]].name.c_str(), Bytes(t[live[i]].bytes).c_str(),
+                i + 1 < std::min<size_t>(5, live.size()) ? "," : "");
   }
   std::printf("\n");
 }
 
-std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net& net, double seconds,
-                     size_t minimum, bool steps) {
+std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net& net,
+                     double seconds, size_t minimum, bool steps) {
   std::ostringstream out;
   out << "{\"mode\":\"" << mode << "\",\"fits\":" << (plan.fits ? "true" : "false");
   if (plan.fits) {
     out << ",\"peak_bytes\":" << plan.peak << ",\"peak_step\":" << plan.peak_step + 1
-        << ",\"persistent_bytes\":" << plan.persistent << ",\"high_water_bytes\":" << plan.high_water
-        << ",\"recomputations\":" << plan.recomputations << ",\"to_host_bytes\":" << plan.log.to_host
+        << ",\"persistent_bytes\":" << plan.persistent
+        << ",\"high_water_bytes\":" << plan.high_water
+        << ",\"recomputations\":" << plan.recomputations
+        << ",\"to_host_bytes\":" << plan.log.to_host
         << ",\"to_device_bytes\":" << plan.log.to_device << ",\"plan_seconds\":" << seconds;
     if (minimum) out << ",\"minimum_budget_bytes\":" << minimum;
     out << ",\"peak_live\":[";
@@ -192,11 +212,11 @@ std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net&
       out << ",\"steps\":[";
       for (size_t i = 0; i < plan.log.steps.size(); ++i) {
         const StepRecord& r = plan.log.steps[i];
-        out << (i ? "," : "") << "{\"step\":" << r.step + 1 << ",\"layer\":\"" << net.layer(r.layer).name()
-            << "\",\"total\":" << r.total << ",\"peak\":" << r.peak << ",\"live\":" << r.live_tensors
-            << ",\"to_host\":" << r.to_host << ",\"to_device\":" << r.to_device
-            << ",\"recomputed\":" << r.recomputed << ",\"workspace\":" << r.workspace
-            << ",\"algorithm\":\"" << r.algorithm << "\"}";
+        out << (i ? "," : "") << "{\"step\":" << r.step + 1 << ",\"layer\":\""
+            << net.layer(r.layer).name() << "\",\"total\":" << r.total << ",\"peak\":" << r.peak
+            << ",\"live\":" << r.live_tensors << ",\"to_host\":" << r.to_host
+            << ",\"to_device\":" << r.to_device << ",\"recomputed\":" << r.recomputed
+            << ",\"workspace\":" << r.workspace << ",\"algorithm\":\"" << r.algorithm << "\"}";
       }
       out << "]";
     }
@@ -214,22 +234,26 @@ int Main(int argc, char** argv) {
     return 2;
   }
   // Planning never measures: it reads what training measured, or models.
-  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, args.timing == "cache" ? cpu::DefaultConvTimingCache() : ""});
+  cpu::SetConvTiming(
+      {cpu::ConvTimingMode::kModel, args.timing == "cache" ? cpu::DefaultConvTimingCache() : ""});
   auto subject = Load(args);
   if (!subject.ok()) {
     std::fprintf(stderr, "plan: %s\n", subject.status().message().c_str());
     return 1;
   }
   const Net& net = *subject->net;
-  std::vector<std::string> modes = args.memory.empty() ? MemoryModeNames() : std::vector<std::string>{args.memory};
+  std::vector<std::string> modes =
+      args.memory.empty() ? MemoryModeNames() : std::vector<std::string>{args.memory};
   if (!args.json) {
     const Shape in = net.input_shape();
-    std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s\n", net.name().c_str(),
-                args.config.c_str(), net.batch(), in.c(), in.h(), in.w(), net.num_layers(),
-                net.schedule().steps.size(), subject->has_solver ? ", with solver state" : "");
+    std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s\n",
+                net.name().c_str(), args.config.c_str(), net.batch(), in.c(), in.h(), in.w(),
+                net.num_layers(), net.schedule().steps.size(),
+                subject->has_solver ? ", with solver state" : "");
   }
   std::vector<MemoryLog> logs;
-  std::string json = "{\"network\":\"" + net.name() + "\",\"batch\":" + std::to_string(net.batch()) + ",\"modes\":[";
+  std::string json = "{\"network\":\"" + net.name() +
+                     "\",\"batch\":" + std::to_string(net.batch()) + ",\"modes\":[";
   for (size_t m = 0; m < modes.size(); ++m) {
     MemoryOptions options = subject->memory;
     Status mode = ApplyMemoryMode(modes[m], &options);
@@ -265,7 +289,8 @@ int Main(int argc, char** argv) {
     }
     auto start = std::chrono::steady_clock::now();
     auto plan = Plan(net, options);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!plan.ok()) {
       std::fprintf(stderr, "plan: %s\n", plan.status().message().c_str());
       return 1;
@@ -280,12 +305,15 @@ int Main(int argc, char** argv) {
     } else if (!plan->fits) {
       std::printf("%-13s does not fit: %s\n", modes[m].c_str(), plan->failure.c_str());
     } else {
-      std::printf("%-13s peak %12s (%ld bytes) at step %d; persistent %s; moved %s to host, %s back; "
-                  "%ld recomputations; planned in %.3f s\n",
-                  modes[m].c_str(), Bytes(plan->peak).c_str(), static_cast<long>(plan->peak),
-                  plan->peak_step + 1, Bytes(plan->persistent).c_str(), Bytes(plan->log.to_host).c_str(),
-                  Bytes(plan->log.to_device).c_str(), static_cast<long>(plan->recomputations), seconds);
-      if (minimum) std::printf("  smallest budget that runs: %s (%zu bytes)\n", Bytes(minimum).c_str(), minimum);
+      std::printf(
+          "%-13s peak %12s (%ld bytes) at step %d; persistent %s; moved %s to host, %s back; "
+          "%ld recomputations; planned in %.3f s\n",
+          modes[m].c_str(), Bytes(plan->peak).c_str(), static_cast<long>(plan->peak),
+          plan->peak_step + 1, Bytes(plan->persistent).c_str(), Bytes(plan->log.to_host).c_str(),
+          Bytes(plan->log.to_device).c_str(), static_cast<long>(plan->recomputations), seconds);
+      if (minimum)
+        std::printf("  smallest budget that runs: %s (%zu bytes)\n", Bytes(minimum).c_str(),
+                    minimum);
       if (modes.size() == 1) PrintPeak(*plan, net);
       if (args.steps) PrintSteps(*plan, net);
     }
@@ -296,7 +324,8 @@ int Main(int argc, char** argv) {
   }
   if (args.json) std::printf("%s]}\n", json.c_str());
   if (!args.svg.empty()) {
-    std::ofstream(args.svg) << MemoryPlotSvg(logs, net.name() + ", batch " + std::to_string(net.batch()));
+    std::ofstream(args.svg) << MemoryPlotSvg(logs,
+                                             net.name() + ", batch " + std::to_string(net.batch()));
   }
   return 0;
 }

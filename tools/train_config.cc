@@ -91,7 +91,8 @@ Status ReadModel(ConfigSection model, const YAML::Node& node, const std::string&
 }
 
 Status ReadData(ConfigSection data, const std::string& base_dir, DataConfig* d) {
-  d->dataset = data.Choice("dataset", {"fashion_mnist", "mnist", "cifar10", "image_folder"}, d->dataset);
+  d->dataset =
+      data.Choice("dataset", {"fashion_mnist", "mnist", "cifar10", "image_folder"}, d->dataset);
   d->path = Resolve(data.String("path", d->path), base_dir);
   d->test_path = Resolve(data.String("test_path", d->test_path), base_dir);
   d->batch = data.Int("batch", d->batch);
@@ -101,7 +102,8 @@ Status ReadData(ConfigSection data, const std::string& base_dir, DataConfig* d) 
   if (d->workers < 1) return InvalidArgument(data.Where("workers") + ": must be at least 1");
   SPILL_RETURN_IF_ERROR(ReadAugment(data.Section("augment"), &d->augment));
   SPILL_RETURN_IF_ERROR(ReadAugment(data.Section("test_augment"), &d->test_augment));
-  if (d->path.empty()) return InvalidArgument(data.Where("path") + ": the dataset's location is required");
+  if (d->path.empty())
+    return InvalidArgument(data.Where("path") + ": the dataset's location is required");
   return data.Finish();
 }
 
@@ -150,7 +152,8 @@ Status ReadMemory(ConfigSection memory, MemoryOptions* m, TimingConfig* timing) 
   auto workspace = ParseWorkspacePolicy(memory.String("workspace", m->workspace.ToString()));
   if (!workspace.ok()) return workspace.status().WithContext(memory.Where("workspace"));
   m->workspace = *workspace;
-  timing->measure = memory.Choice("conv_timing", {"measure", "model"}, timing->measure ? "measure" : "model") == "measure";
+  timing->measure = memory.Choice("conv_timing", {"measure", "model"},
+                                  timing->measure ? "measure" : "model") == "measure";
   timing->cache = memory.String("conv_timing_cache", timing->cache);
   return memory.Finish();
 }
@@ -178,7 +181,8 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::strin
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax: " + e.msg);
+    return InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) +
+                           ": YAML syntax: " + e.msg);
   }
   TrainConfig c;
   c.file = file;

@@ -77,17 +77,17 @@ struct RunConfig {
 // How convolution algorithms are timed for the workspace selector
 // (layers/cpu/conv_timer.h).
 struct TimingConfig {
-  bool measure = true;    // false: a FLOP model
-  std::string cache;      // timing cache file ("" = none)
+  bool measure = true;  // false: a FLOP model
+  std::string cache;    // timing cache file ("" = none)
 };
 
 struct TrainConfig {
-  std::string file;  // where it was read from ("(built-in)" for the default)
-  std::string text;  // the YAML text, saved into checkpoints
-  std::string model_file;        // resolved path, or empty for an inline model
-  YAML::Node model_node;         // an inline model (its `params` are its defaults)
-  std::string base_dir;          // for the inline model's includes
-  ParamOverrides model_params;   // overrides of a model file's params
+  std::string file;             // where it was read from ("(built-in)" for the default)
+  std::string text;             // the YAML text, saved into checkpoints
+  std::string model_file;       // resolved path, or empty for an inline model
+  YAML::Node model_node;        // an inline model (its `params` are its defaults)
+  std::string base_dir;         // for the inline model's includes
+  ParamOverrides model_params;  // overrides of a model file's params
   DataConfig data;
   SolverConfig solver;
   ScheduleConfig schedule;

@@ -54,7 +54,8 @@ void OnInterrupt(int) {
 }
 
 struct Args {
-  std::string config, report, resume, output, memory, device_memory, memory_log, trace, workspace, device;
+  std::string config, report, resume, output, memory, device_memory, memory_log, trace, workspace,
+      device;
   double link_gbps = 0;
   bool resume_default = false, progress = true, print_default = false, profile = false;
   int64_t max_steps = 0, epochs = 0;
@@ -69,36 +70,50 @@ Status ParseArgs(int argc, char** argv, Args* a) {
       return Status::Ok();
     };
     std::string number;
-    if (arg == "--config") SPILL_RETURN_IF_ERROR(value(&a->config));
-    else if (arg == "--report") SPILL_RETURN_IF_ERROR(value(&a->report));
-    else if (arg == "--output") SPILL_RETURN_IF_ERROR(value(&a->output));
-    else if (arg == "--memory") SPILL_RETURN_IF_ERROR(value(&a->memory));
-    else if (arg == "--device-memory") SPILL_RETURN_IF_ERROR(value(&a->device_memory));
-    else if (arg == "--memory-log") SPILL_RETURN_IF_ERROR(value(&a->memory_log));
-    else if (arg == "--trace") SPILL_RETURN_IF_ERROR(value(&a->trace));
-    else if (arg == "--workspace") SPILL_RETURN_IF_ERROR(value(&a->workspace));
-    else if (arg == "--device") SPILL_RETURN_IF_ERROR(value(&a->device));
+    if (arg == "--config")
+      SPILL_RETURN_IF_ERROR(value(&a->config));
+    else if (arg == "--report")
+      SPILL_RETURN_IF_ERROR(value(&a->report));
+    else if (arg == "--output")
+      SPILL_RETURN_IF_ERROR(value(&a->output));
+    else if (arg == "--memory")
+      SPILL_RETURN_IF_ERROR(value(&a->memory));
+    else if (arg == "--device-memory")
+      SPILL_RETURN_IF_ERROR(value(&a->device_memory));
+    else if (arg == "--memory-log")
+      SPILL_RETURN_IF_ERROR(value(&a->memory_log));
+    else if (arg == "--trace")
+      SPILL_RETURN_IF_ERROR(value(&a->trace));
+    else if (arg == "--workspace")
+      SPILL_RETURN_IF_ERROR(value(&a->workspace));
+    else if (arg == "--device")
+      SPILL_RETURN_IF_ERROR(value(&a->device));
     else if (arg == "--link-gbps") {
       std::string g;
       SPILL_RETURN_IF_ERROR(value(&g));
       a->link_gbps = std::atof(g.c_str());
       if (a->link_gbps <= 0) return InvalidArgument("--link-gbps needs a positive number");
-    }
-    else if (arg == "--no-progress") a->progress = false;
-    else if (arg == "--profile") a->profile = true;
-    else if (arg == "--print-default-config") a->print_default = true;
+    } else if (arg == "--no-progress")
+      a->progress = false;
+    else if (arg == "--profile")
+      a->profile = true;
+    else if (arg == "--print-default-config")
+      a->print_default = true;
     else if (arg == "--log") {
       std::string spec;
       SPILL_RETURN_IF_ERROR(value(&spec));
       ConfigureLogging(spec);
     } else if (arg == "--resume") {
-      if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) a->resume = argv[++i];
-      else a->resume_default = true;
+      if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0)
+        a->resume = argv[++i];
+      else
+        a->resume_default = true;
     } else if (arg == "--max-steps" || arg == "--epochs") {
       SPILL_RETURN_IF_ERROR(value(&number));
       char* end = nullptr;
       long long n = std::strtoll(number.c_str(), &end, 10);
-      if (number.empty() || *end != '\0' || n < 1) return InvalidArgument(arg + " needs a positive integer");
+      if (number.empty() || *end != '\0' || n < 1)
+        return InvalidArgument(arg + " needs a positive integer");
       (arg == "--max-steps" ? a->max_steps : a->epochs) = n;
     } else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
@@ -135,14 +150,16 @@ void PrintSummary(const Trainer& trainer, const TrainConfig& c) {
   std::fprintf(stderr, "%s: %ld steps (%.2f epochs) in %s, %.1f images/s\n",
                trainer.net().name().c_str(), r.steps, r.epochs, FormatDuration(r.seconds).c_str(),
                r.images_per_second);
-  std::fprintf(stderr, "  train loss %.4f, train accuracy %.2f%%", r.train_loss, 100 * r.train_accuracy);
+  std::fprintf(stderr, "  train loss %.4f, train accuracy %.2f%%", r.train_loss,
+               100 * r.train_accuracy);
   if (r.evaluated) {
-    std::fprintf(stderr, "; test loss %.4f, test accuracy %.2f%%", r.test_loss, 100 * r.test_accuracy);
+    std::fprintf(stderr, "; test loss %.4f, test accuracy %.2f%%", r.test_loss,
+                 100 * r.test_accuracy);
   }
   std::fprintf(stderr, "\n  peak device memory %s of a %s budget (%s)\n  checkpoint: %s\n",
                FormatBytes(static_cast<double>(r.peak_device_bytes)).c_str(),
-               FormatBytes(static_cast<double>(c.memory.device_budget)).c_str(), c.memory.mode.c_str(),
-               trainer.checkpoint_path().c_str());
+               FormatBytes(static_cast<double>(c.memory.device_budget)).c_str(),
+               c.memory.mode.c_str(), trainer.checkpoint_path().c_str());
 }
 
 int Main(int argc, char** argv) {
@@ -181,9 +198,9 @@ int Main(int argc, char** argv) {
     if (created.ok()) trainer = std::move(created).value();
   }
   if (status.ok()) {
-    std::fprintf(stderr, "training %s on %s (%s), batch %ld, memory %s\n", trainer->net().name().c_str(),
-                 config.data.dataset.c_str(), config.data.path.c_str(), config.data.batch,
-                 config.memory.Describe().c_str());
+    std::fprintf(stderr, "training %s on %s (%s), batch %ld, memory %s\n",
+                 trainer->net().name().c_str(), config.data.dataset.c_str(),
+                 config.data.path.c_str(), config.data.batch, config.memory.Describe().c_str());
     std::signal(SIGINT, OnInterrupt);
     status = trainer->Run();
     if (status.ok() || status.code() == StatusCode::kCancelled) PrintSummary(*trainer, config);

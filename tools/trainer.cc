@@ -11,10 +11,10 @@
 
 #include "framework/cpu_device.h"
 #include "framework/device_registry.h"
-#include "layers/cpu/conv_timer.h"
 #include "framework/initializer.h"
-#include "framework/random.h"
 #include "framework/npz.h"
+#include "framework/random.h"
+#include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "tools/net_json.h"
 
@@ -54,15 +54,16 @@ void Trainer::ClearStop() { stop_requested = false; }
 
 std::string TrainReport::ToJson(const MemoryOptions& memory) const {
   std::ostringstream out;
-  out << "{\n  \"train_loss\": " << Json(train_loss) << ",\n  \"train_accuracy\": "
-      << Json(train_accuracy) << ",\n  \"test_loss\": " << (evaluated ? Json(test_loss) : "null")
+  out << "{\n  \"train_loss\": " << Json(train_loss)
+      << ",\n  \"train_accuracy\": " << Json(train_accuracy)
+      << ",\n  \"test_loss\": " << (evaluated ? Json(test_loss) : "null")
       << ",\n  \"test_accuracy\": " << (evaluated ? Json(test_accuracy) : "null")
       << ",\n  \"images_per_second\": " << Json(images_per_second)
       << ",\n  \"peak_device_memory_bytes\": " << peak_device_bytes << ",\n  \"steps\": " << steps
       << ",\n  \"epochs\": " << Json(epochs) << ",\n  \"seconds\": " << Json(seconds)
-      << ",\n  \"memory_mode\": \"" << memory.mode << "\",\n  \"device_budget_bytes\": "
-      << memory.device_budget << ",\n  \"interrupted\": " << (interrupted ? "true" : "false")
-      << "\n}\n";
+      << ",\n  \"memory_mode\": \"" << memory.mode
+      << "\",\n  \"device_budget_bytes\": " << memory.device_budget
+      << ",\n  \"interrupted\": " << (interrupted ? "true" : "false") << "\n}\n";
   return out.str();
 }
 
@@ -105,8 +106,9 @@ Status Trainer::Setup() {
   device_config.ordinal = config_.run.gpu;
   device_config.link_bytes_per_second = options_.link_gbps * 1e9;
   SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
-  cpu::SetConvTiming({config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
-                      config_.timing.cache});
+  cpu::SetConvTiming(
+      {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
+       config_.timing.cache});
   SPILL_RETURN_IF_ERROR(OpenData());
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
   SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, device_->type()}));
@@ -120,8 +122,9 @@ Status Trainer::Setup() {
                            " (set model.params or data.augment.crop)");
   }
   if (net_->num_classes() < train_data_->num_classes()) {
-    return InvalidArgument("model '" + net_->name() + "' scores " + std::to_string(net_->num_classes()) +
-                           " classes but the data has " + std::to_string(train_data_->num_classes()));
+    return InvalidArgument("model '" + net_->name() + "' scores " +
+                           std::to_string(net_->num_classes()) + " classes but the data has " +
+                           std::to_string(train_data_->num_classes()));
   }
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
   solver_->AddState(*net_);
@@ -153,8 +156,8 @@ Status Trainer::Setup() {
   SPILL_RETURN_IF_ERROR(schedule_.Validate().WithContext(config_.file + ": solver.schedule"));
 
   if (!options_.resume.empty()) {
-    SPILL_ASSIGN_OR_RETURN(position_,
-                           LoadCheckpoint(options_.resume, *net_, *runtime_, *device_, solver_.get()));
+    SPILL_ASSIGN_OR_RETURN(
+        position_, LoadCheckpoint(options_.resume, *net_, *runtime_, *device_, solver_.get()));
   } else {
     InitializeParameters(*net_, *runtime_, *device_, config_.run.seed);
     solver_->ResetState(*net_, *runtime_, *device_);
@@ -176,9 +179,9 @@ void Trainer::AdvancePosition() {
 }
 
 void Trainer::LogStep(const LossResult& result, double lr, double seconds) {
-  log_ << "{\"kind\":\"train\",\"step\":" << position_.step << ",\"epoch\":"
-       << Json(static_cast<double>(position_.step) / steps_per_epoch_) << ",\"loss\":"
-       << Json(result.loss) << ",\"accuracy\":"
+  log_ << "{\"kind\":\"train\",\"step\":" << position_.step
+       << ",\"epoch\":" << Json(static_cast<double>(position_.step) / steps_per_epoch_)
+       << ",\"loss\":" << Json(result.loss) << ",\"accuracy\":"
        << Json(static_cast<double>(result.correct) / std::max<int64_t>(result.count, 1))
        << ",\"lr\":" << Json(lr) << ",\"seconds\":" << Json(seconds) << "}\n";
 }
@@ -189,7 +192,8 @@ Status Trainer::TrainStep(Batch& batch) {
   const double lr = schedule_.At(position_.step);
   SPILL_ASSIGN_OR_RETURN(
       LossResult result,
-      executor_->Run(host, Phase::kTrain, MixSeed(config_.run.seed, static_cast<uint64_t>(position_.step))));
+      executor_->Run(host, Phase::kTrain,
+                     MixSeed(config_.run.seed, static_cast<uint64_t>(position_.step))));
   if (!std::isfinite(result.loss)) {
     return InvalidArgument("the loss is " + std::to_string(result.loss) + " at step " +
                            std::to_string(position_.step + 1) +
@@ -249,8 +253,9 @@ Status Trainer::Evaluate() {
   report_.evaluated = true;
   report_.test_loss = loss / std::max<int64_t>(count, 1);
   report_.test_accuracy = static_cast<double>(correct) / std::max<int64_t>(count, 1);
-  log_ << "{\"kind\":\"eval\",\"step\":" << position_.step << ",\"test_loss\":"
-       << Json(report_.test_loss) << ",\"test_accuracy\":" << Json(report_.test_accuracy) << "}\n";
+  log_ << "{\"kind\":\"eval\",\"step\":" << position_.step
+       << ",\"test_loss\":" << Json(report_.test_loss)
+       << ",\"test_accuracy\":" << Json(report_.test_accuracy) << "}\n";
   log_.flush();
   if (options_.verbose) {
     std::fprintf(stderr, "step %ld: test loss %.4f, test accuracy %.2f%% (%ld images)\n",
@@ -271,9 +276,10 @@ Status Trainer::StartTrace() {
   std::ofstream(fs::path(options_.trace_dir) / "net.json") << NetToJson(*net_);
   const SolverConfig& s = config_.solver;
   std::ofstream(fs::path(options_.trace_dir) / "solver.json")
-      << "{\"type\":\"" << s.type << "\",\"momentum\":" << s.momentum << ",\"nesterov\":"
-      << (s.nesterov ? "true" : "false") << ",\"weight_decay\":" << s.weight_decay
-      << ",\"beta1\":" << s.beta1 << ",\"beta2\":" << s.beta2 << ",\"epsilon\":" << s.epsilon << "}\n";
+      << "{\"type\":\"" << s.type << "\",\"momentum\":" << s.momentum
+      << ",\"nesterov\":" << (s.nesterov ? "true" : "false")
+      << ",\"weight_decay\":" << s.weight_decay << ",\"beta1\":" << s.beta1
+      << ",\"beta2\":" << s.beta2 << ",\"epsilon\":" << s.epsilon << "}\n";
   return spill::SaveCheckpoint((fs::path(options_.trace_dir) / "initial.npz").string(), *net_,
                                *runtime_, *device_, solver_.get(), position_, config_.text);
 }
@@ -286,21 +292,24 @@ Status Trainer::SaveGradients() {
     const TensorInfo& info = s.tensors[slot.grad];
     std::vector<float> host(info.shape.numel());
     device_->CopySync(host.data(), runtime_->Data(slot.grad), info.bytes, CopyKind::kDeviceToHost);
-    archive[s.tensors[slot.param].name] =
-        NpyArray::Floats({info.shape.n(), info.shape.c(), info.shape.h(), info.shape.w()}, host.data());
+    archive[s.tensors[slot.param].name] = NpyArray::Floats(
+        {info.shape.n(), info.shape.c(), info.shape.h(), info.shape.w()}, host.data());
   }
-  return WriteNpzAtomically((std::filesystem::path(options_.trace_dir) / "gradients.npz").string(), archive);
+  return WriteNpzAtomically((std::filesystem::path(options_.trace_dir) / "gradients.npz").string(),
+                            archive);
 }
 
 Status Trainer::FinishTrace() {
   const int64_t steps = static_cast<int64_t>(trace_loss_.size());
   const Shape in = net_->input_shape();
   NpzArchive archive;
-  archive["images"] = NpyArray::Floats({steps, in.n(), in.c(), in.h(), in.w()}, trace_images_.data());
+  archive["images"] =
+      NpyArray::Floats({steps, in.n(), in.c(), in.h(), in.w()}, trace_images_.data());
   archive["labels"] = NpyArray::Floats({steps, in.n()}, trace_labels_.data());
   archive["lr"] = NpyArray::Floats({steps}, trace_lr_.data());
   archive["loss"] = NpyArray::Floats({steps}, trace_loss_.data());
-  return WriteNpzAtomically((std::filesystem::path(options_.trace_dir) / "trace.npz").string(), archive);
+  return WriteNpzAtomically((std::filesystem::path(options_.trace_dir) / "trace.npz").string(),
+                            archive);
 }
 
 Status Trainer::WriteMemoryLog() {
@@ -329,12 +338,14 @@ Status Trainer::Run() {
     train_images_ += batch.size;
     ++ran;
     const double rate = train_images_ / std::max(train_seconds_, 1e-9);
-    const double left = (std::min<int64_t>(total_steps_ - position_.step,
-                                           options_.max_steps ? options_.max_steps - ran : INT64_MAX)) *
-                        config_.data.batch / std::max(rate, 1e-9);
+    const double left =
+        (std::min<int64_t>(total_steps_ - position_.step,
+                           options_.max_steps ? options_.max_steps - ran : INT64_MAX)) *
+        config_.data.batch / std::max(rate, 1e-9);
     const int64_t in_epoch = position_.batch == 0 ? steps_per_epoch_ : position_.batch;
-    progress_.Update(position_.epoch + (position_.batch == 0 ? 0 : 1), epochs, in_epoch, steps_per_epoch_,
-                     epoch_loss_ / epoch_steps_, epoch_correct_ / std::max(epoch_count_, 1.0), rate, left);
+    progress_.Update(position_.epoch + (position_.batch == 0 ? 0 : 1), epochs, in_epoch,
+                     steps_per_epoch_, epoch_loss_ / epoch_steps_,
+                     epoch_correct_ / std::max(epoch_count_, 1.0), rate, left);
     const bool epoch_end = EpochEnded();
     if (epoch_end) {
       report_.train_loss = epoch_loss_ / epoch_steps_;
@@ -375,8 +386,8 @@ Status Trainer::Run() {
   report_.seconds = Since(start);
   report_.images_per_second = train_images_ / std::max(train_seconds_, 1e-9);
   if (report_.interrupted) {
-    return Cancelled("stopped at step " + std::to_string(position_.step) + "; checkpoint saved to " +
-                     checkpoint_path());
+    return Cancelled("stopped at step " + std::to_string(position_.step) +
+                     "; checkpoint saved to " + checkpoint_path());
   }
   return Status::Ok();
 }

@@ -24,12 +24,12 @@
 namespace spill {
 
 struct TrainOptions {
-  int64_t max_steps = 0;        // stop after this many steps in this run (0: no limit)
-  std::string resume;           // checkpoint to continue from ("" = fresh start)
-  std::string memory_log;       // write per-step memory accounting here (.csv or .jsonl)
-  bool progress = true;         // progress bar on stderr
-  bool verbose = true;          // summary lines on stderr
-  bool profile = false;         // time each layer type; see Trainer::ProfileTable
+  int64_t max_steps = 0;   // stop after this many steps in this run (0: no limit)
+  std::string resume;      // checkpoint to continue from ("" = fresh start)
+  std::string memory_log;  // write per-step memory accounting here (.csv or .jsonl)
+  bool progress = true;    // progress bar on stderr
+  bool verbose = true;     // summary lines on stderr
+  bool profile = false;    // time each layer type; see Trainer::ProfileTable
   // Record the network, initial weights, batches, learning rates and losses
   // here, for tools/crosscheck_torch.py.
   std::string trace_dir;
@@ -38,18 +38,18 @@ struct TrainOptions {
 };
 
 struct TrainReport {
-  double train_loss = 0;       // mean over the last epoch's steps (or all steps of this run)
+  double train_loss = 0;  // mean over the last epoch's steps (or all steps of this run)
   double train_accuracy = 0;
   bool evaluated = false;
   double test_loss = 0;
   double test_accuracy = 0;
   double images_per_second = 0;  // training throughput, evaluation excluded
   size_t peak_device_bytes = 0;
-  int64_t steps = 0;             // total updates so far (including before a resume)
+  int64_t steps = 0;  // total updates so far (including before a resume)
   double epochs = 0;
   double seconds = 0;
   bool interrupted = false;
-  std::vector<double> losses;    // each step of this run
+  std::vector<double> losses;  // each step of this run
   std::string ToJson(const MemoryOptions& memory) const;
 };
 

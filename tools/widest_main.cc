@@ -35,19 +35,20 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (*batch < 1) {
-    std::printf("%s does not fit under %s even at batch 1\n", spec->name.c_str(), o.Describe().c_str());
+    std::printf("%s does not fit under %s even at batch 1\n", spec->name.c_str(),
+                o.Describe().c_str());
     return 1;
   }
   auto best = probe(*batch);
-  std::printf("largest batch of %s under %s: %ld; peak %s, %s to host, %ld recomputations per iteration "
-              "(%d plans)\n",
-              spec->name.c_str(), o.Describe().c_str(), static_cast<long>(*batch),
-              FormatBytes(static_cast<double>(best->plan.peak)).c_str(),
-              FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
-              static_cast<long>(best->plan.recomputations), probes);
+  std::printf(
+      "largest batch of %s under %s: %ld; peak %s, %s to host, %ld recomputations per iteration "
+      "(%d plans)\n",
+      spec->name.c_str(), o.Describe().c_str(), static_cast<long>(*batch),
+      FormatBytes(static_cast<double>(best->plan.peak)).c_str(),
+      FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
+      static_cast<long>(best->plan.recomputations), probes);
   if (o.confirm == 0) return 0;
-  return ReportConfirmation(ConfirmByTraining(*spec, *batch, o, best->plan),
-                            o.confirm);
+  return ReportConfirmation(ConfirmByTraining(*spec, *batch, o, best->plan), o.confirm);
 }
 
 }  // namespace

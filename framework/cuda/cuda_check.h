@@ -20,32 +20,31 @@ const char* CublasStatusName(cublasStatus_t status);
 }  // namespace cuda
 }  // namespace spill
 
-#define SPILL_CUDA_CHECK(call)                                                          \
-  do {                                                                                  \
-    cudaError_t spill_cuda_error_ = (call);                                             \
-    if (spill_cuda_error_ != cudaSuccess) {                                             \
+#define SPILL_CUDA_CHECK(call)                                                            \
+  do {                                                                                    \
+    cudaError_t spill_cuda_error_ = (call);                                               \
+    if (spill_cuda_error_ != cudaSuccess) {                                               \
       ::spill::cuda::Fail("CUDA", #call, cudaGetErrorString(spill_cuda_error_), __FILE__, \
-                          __LINE__);                                                    \
-    }                                                                                   \
+                          __LINE__);                                                      \
+    }                                                                                     \
   } while (0)
 
-#define SPILL_CUBLAS_CHECK(call)                                                        \
-  do {                                                                                  \
-    cublasStatus_t spill_cublas_status_ = (call);                                       \
-    if (spill_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                \
-      ::spill::cuda::Fail("cuBLAS", #call,                                              \
-                          ::spill::cuda::CublasStatusName(spill_cublas_status_), __FILE__, \
-                          __LINE__);                                                    \
-    }                                                                                   \
+#define SPILL_CUBLAS_CHECK(call)                                                                  \
+  do {                                                                                            \
+    cublasStatus_t spill_cublas_status_ = (call);                                                 \
+    if (spill_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                          \
+      ::spill::cuda::Fail("cuBLAS", #call, ::spill::cuda::CublasStatusName(spill_cublas_status_), \
+                          __FILE__, __LINE__);                                                    \
+    }                                                                                             \
   } while (0)
 
-#define SPILL_CUDNN_CHECK(call)                                                         \
-  do {                                                                                  \
-    cudnnStatus_t spill_cudnn_status_ = (call);                                         \
-    if (spill_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                  \
-      ::spill::cuda::Fail("cuDNN", #call, cudnnGetErrorString(spill_cudnn_status_),       \
-                          __FILE__, __LINE__);                                          \
-    }                                                                                   \
+#define SPILL_CUDNN_CHECK(call)                                                               \
+  do {                                                                                        \
+    cudnnStatus_t spill_cudnn_status_ = (call);                                               \
+    if (spill_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                        \
+      ::spill::cuda::Fail("cuDNN", #call, cudnnGetErrorString(spill_cudnn_status_), __FILE__, \
+                          __LINE__);                                                          \
+    }                                                                                         \
   } while (0)
 
 // After a kernel launch: launch configuration errors surface here.

@@ -11,26 +11,37 @@ namespace spill {
 namespace cuda {
 
 void Fail(const char* library, const char* call, const char* message, const char* file, int line) {
-  std::fprintf(stderr, "spill: %s call failed at %s:%d: %s: %s\n", library, file, line, call, message);
+  std::fprintf(stderr, "spill: %s call failed at %s:%d: %s: %s\n", library, file, line, call,
+               message);
   std::abort();
 }
 
 const char* CublasStatusName(cublasStatus_t status) {
   switch (status) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
-    default: return "error";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "architecture mismatch";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "not supported";
+    default:
+      return "error";
   }
 }
 
 }  // namespace cuda
 
-CudaEvent::CudaEvent() { SPILL_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+CudaEvent::CudaEvent() {
+  SPILL_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+}
 CudaEvent::~CudaEvent() { cudaEventDestroy(event_); }
 void CudaEvent::Synchronize() { SPILL_CUDA_CHECK(cudaEventSynchronize(event_)); }
 bool CudaEvent::IsComplete() {
@@ -40,7 +51,9 @@ bool CudaEvent::IsComplete() {
   return true;
 }
 
-CudaQueue::CudaQueue() { SPILL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+CudaQueue::CudaQueue() {
+  SPILL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
 CudaQueue::~CudaQueue() { cudaStreamDestroy(stream_); }
 
 std::shared_ptr<Event> CudaQueue::Record() {
@@ -63,7 +76,8 @@ bool CudaAvailable(std::string* why) {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    if (why) *why = std::string("no usable CUDA driver or GPU (") + cudaGetErrorString(status) + ")";
+    if (why)
+      *why = std::string("no usable CUDA driver or GPU (") + cudaGetErrorString(status) + ")";
     return false;
   }
   if (count == 0) {
@@ -81,7 +95,8 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal) {
   int count = 0;
   SPILL_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (ordinal < 0 || ordinal >= count) {
-    return InvalidArgument("GPU " + std::to_string(ordinal) + " does not exist (" + std::to_string(count) + " found)");
+    return InvalidArgument("GPU " + std::to_string(ordinal) + " does not exist (" +
+                           std::to_string(count) + " found)");
   }
   SPILL_CUDA_CHECK(cudaSetDevice(ordinal));
   std::unique_ptr<CudaDevice> device(new CudaDevice(ordinal));
@@ -114,8 +129,9 @@ StatusOr<void*> CudaDevice::ReserveDeviceRegion(size_t bytes) {
     cudaGetLastError();  // clear the sticky error
     size_t free = 0, total = 0;
     cudaMemGetInfo(&free, &total);
-    return OutOfMemory("cudaMalloc of a " + FormatBytes(static_cast<double>(bytes)) + " device region failed (" +
-                       cudaGetErrorString(status) + "; " + FormatBytes(static_cast<double>(free)) + " of " +
+    return OutOfMemory("cudaMalloc of a " + FormatBytes(static_cast<double>(bytes)) +
+                       " device region failed (" + cudaGetErrorString(status) + "; " +
+                       FormatBytes(static_cast<double>(free)) + " of " +
                        FormatBytes(static_cast<double>(total)) + " free)");
   }
   return base;
@@ -158,10 +174,18 @@ void CudaDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind ki
   }
   cudaMemcpyKind direction = cudaMemcpyDefault;
   switch (kind) {
-    case CopyKind::kHostToDevice: direction = cudaMemcpyHostToDevice; break;
-    case CopyKind::kDeviceToHost: direction = cudaMemcpyDeviceToHost; break;
-    case CopyKind::kDeviceToDevice: direction = cudaMemcpyDeviceToDevice; break;
-    case CopyKind::kHostToHost: direction = cudaMemcpyHostToHost; break;
+    case CopyKind::kHostToDevice:
+      direction = cudaMemcpyHostToDevice;
+      break;
+    case CopyKind::kDeviceToHost:
+      direction = cudaMemcpyDeviceToHost;
+      break;
+    case CopyKind::kDeviceToDevice:
+      direction = cudaMemcpyDeviceToDevice;
+      break;
+    case CopyKind::kHostToHost:
+      direction = cudaMemcpyHostToHost;
+      break;
   }
   SPILL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, direction, stream));
 }

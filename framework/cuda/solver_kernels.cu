@@ -32,7 +32,9 @@ __global__ void Adam(int64_t n, float* w, const float* g, float* m, float* s, fl
   }
 }
 
-int Blocks(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 4096)); }
+int Blocks(int64_t n) {
+  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 4096));
+}
 
 }  // namespace
 
@@ -42,8 +44,10 @@ void LaunchSgd(int64_t n, float* w, const float* g, float* v, float lr, float mo
 }
 
 void LaunchAdam(int64_t n, float* w, const float* g, float* m, float* s, float lr, float beta1,
-                float beta2, float epsilon, float decay, float c1, float root_c2, cudaStream_t stream) {
-  Adam<<<Blocks(n), kThreads, 0, stream>>>(n, w, g, m, s, lr, beta1, beta2, epsilon, decay, c1, root_c2);
+                float beta2, float epsilon, float decay, float c1, float root_c2,
+                cudaStream_t stream) {
+  Adam<<<Blocks(n), kThreads, 0, stream>>>(n, w, g, m, s, lr, beta1, beta2, epsilon, decay, c1,
+                                           root_c2);
 }
 
 }  // namespace cuda

@@ -1,9 +1,10 @@
 // Solver arithmetic for the CUDA device, on its compute stream.
+#include "framework/cuda/solver_kernels_cuda.h"
+
 #include <cmath>
 
 #include "framework/cuda/cuda_check.h"
 #include "framework/cuda/cuda_device.h"
-#include "framework/cuda/solver_kernels_cuda.h"
 #include "framework/solver.h"
 
 namespace spill {
@@ -11,7 +12,9 @@ namespace {
 
 class CudaSolverKernels : public SolverKernels {
  private:
-  static cudaStream_t Stream(Device& device) { return static_cast<CudaDevice&>(device).compute_stream(); }
+  static cudaStream_t Stream(Device& device) {
+    return static_cast<CudaDevice&>(device).compute_stream();
+  }
 
  public:
   void Sgd(Device& device, int64_t n, float* w, const float* g, float* v, float lr, float momentum,

@@ -12,7 +12,8 @@ namespace cuda {
 void LaunchSgd(int64_t n, float* w, const float* g, float* v, float lr, float momentum, float decay,
                bool nesterov, cudaStream_t stream);
 void LaunchAdam(int64_t n, float* w, const float* g, float* m, float* s, float lr, float beta1,
-                float beta2, float epsilon, float decay, float c1, float root_c2, cudaStream_t stream);
+                float beta2, float epsilon, float decay, float c1, float root_c2,
+                cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace spill

@@ -55,10 +55,12 @@ class CpuBatchNormLayer : public BatchNormLayer {
         inv_std[ch] = static_cast<float>(1.0 / std::sqrt(var + eps_));
         const double unbiased = count > 1 ? var * count / (count - 1) : var;
         running_mean[ch] = static_cast<float>((1 - momentum_) * running_mean[ch] + momentum_ * mu);
-        running_var[ch] = static_cast<float>((1 - momentum_) * running_var[ch] + momentum_ * unbiased);
+        running_var[ch] =
+            static_cast<float>((1 - momentum_) * running_var[ch] + momentum_ * unbiased);
       } else if (!train) {
         mean[ch] = running_mean[ch];
-        inv_std[ch] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(running_var[ch]) + eps_));
+        inv_std[ch] =
+            static_cast<float>(1.0 / std::sqrt(static_cast<double>(running_var[ch]) + eps_));
       }
       // Output from the saved statistics: a recomputation gives the same bits.
       // (x - mean) first: folding the mean into the shift would cancel digits

@@ -15,9 +15,12 @@ std::vector<const ConvAlgorithm*>& Registry() {
 
 const char* ConvOpName(ConvOp op) {
   switch (op) {
-    case ConvOp::kForward: return "forward";
-    case ConvOp::kBackwardData: return "backward_data";
-    case ConvOp::kBackwardFilter: return "backward_filter";
+    case ConvOp::kForward:
+      return "forward";
+    case ConvOp::kBackwardData:
+      return "backward_data";
+    case ConvOp::kBackwardFilter:
+      return "backward_filter";
   }
   return "?";
 }

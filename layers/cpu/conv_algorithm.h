@@ -63,8 +63,8 @@ void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db);
 }  // namespace cpu
 }  // namespace spill
 
-#define SPILL_REGISTER_CONV_ALGORITHM(Class)                                     \
-  static const bool spill_conv_algorithm_registered_##Class =                    \
+#define SPILL_REGISTER_CONV_ALGORITHM(Class)                  \
+  static const bool spill_conv_algorithm_registered_##Class = \
       ::spill::cpu::RegisterConvAlgorithm(new Class())
 
 #endif  // SPILL_LAYERS_CPU_CONV_ALGORITHM_H_

@@ -14,7 +14,8 @@ class Im2colImage : public ConvAlgorithm {
 
   size_t WorkspaceBytes(const ConvGeometry& g, ConvOp) const override {
     if (IsPointwise(g)) return 0;
-    return static_cast<size_t>(g.channels * g.kernel[0] * g.kernel[1] * g.out_plane()) * sizeof(float);
+    return static_cast<size_t>(g.channels * g.kernel[0] * g.kernel[1] * g.out_plane()) *
+           sizeof(float);
   }
 
   void Forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y,
@@ -25,8 +26,8 @@ class Im2colImage : public ConvAlgorithm {
       const float* columns = Columns(g, x + n * g.channels * g.in_plane(), col);
       float* out = y + n * g.filters * plane;
       for (int64_t grp = 0; grp < g.groups; ++grp) {
-        Gemm(false, false, fg, plane, k, 1.0f, w + grp * fg * k, k, columns + grp * k * plane, plane,
-             0.0f, out + grp * fg * plane, plane);
+        Gemm(false, false, fg, plane, k, 1.0f, w + grp * fg * k, k, columns + grp * k * plane,
+             plane, 0.0f, out + grp * fg * plane, plane);
       }
     }
     if (bias) AddConvBias(g, bias, y);
@@ -61,8 +62,8 @@ class Im2colImage : public ConvAlgorithm {
       const float* columns = Columns(g, x + n * g.channels * g.in_plane(), col);
       const float* grad = dy + n * g.filters * plane;
       for (int64_t grp = 0; grp < g.groups; ++grp) {
-        Gemm(false, true, fg, k, plane, 1.0f, grad + grp * fg * plane, plane, columns + grp * k * plane,
-             plane, n == 0 ? 0.0f : 1.0f, dw + grp * fg * k, k);
+        Gemm(false, true, fg, k, plane, 1.0f, grad + grp * fg * plane, plane,
+             columns + grp * k * plane, plane, n == 0 ? 0.0f : 1.0f, dw + grp * fg * k, k);
       }
     }
     if (db) ConvBiasGradient(g, dy, db);

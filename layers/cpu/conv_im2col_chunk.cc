@@ -7,10 +7,11 @@
 //
 // The engine here also serves im2col_batch (conv_im2col_batch.cc), whose chunk
 // is the whole batch.
+#include "layers/cpu/conv_im2col_chunk.h"
+
 #include <algorithm>
 #include <memory>
 
-#include "layers/cpu/conv_im2col_chunk.h"
 #include "layers/cpu/cpu_math.h"
 #include "layers/cpu/im2col.h"
 
@@ -20,7 +21,6 @@ namespace cpu {
 namespace {
 
 constexpr int64_t kChunkImages = 8;
-
 
 // Columns of `images` consecutive images: row r holds image j's row r at
 // [j * Ho*Wo, (j + 1) * Ho*Wo).

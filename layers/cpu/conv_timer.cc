@@ -32,10 +32,10 @@ double ModelRate(const std::string& algorithm, ConvOp op) {
 
 std::string Key(const std::string& algorithm, const ConvGeometry& g, ConvOp op) {
   std::ostringstream key;
-  key << algorithm << " " << ConvOpName(op) << " " << g.batch << "x" << g.channels << "x" << g.height
-      << "x" << g.width << " f" << g.filters << " k" << g.kernel[0] << "x" << g.kernel[1] << " s"
-      << g.stride[0] << "x" << g.stride[1] << " p" << g.pad[0] << "x" << g.pad[1] << " d"
-      << g.dilation[0] << "x" << g.dilation[1] << " g" << g.groups;
+  key << algorithm << " " << ConvOpName(op) << " " << g.batch << "x" << g.channels << "x"
+      << g.height << "x" << g.width << " f" << g.filters << " k" << g.kernel[0] << "x"
+      << g.kernel[1] << " s" << g.stride[0] << "x" << g.stride[1] << " p" << g.pad[0] << "x"
+      << g.pad[1] << " d" << g.dilation[0] << "x" << g.dilation[1] << " g" << g.groups;
   return key.str();
 }
 
@@ -65,8 +65,8 @@ void LoadFile(Cache& cache) {
 
 struct AlignedBuffer {
   explicit AlignedBuffer(size_t bytes)
-      : data(static_cast<float*>(std::aligned_alloc(kBufferAlignment,
-                                                    (bytes + kBufferAlignment) / kBufferAlignment * kBufferAlignment))) {}
+      : data(static_cast<float*>(std::aligned_alloc(
+            kBufferAlignment, (bytes + kBufferAlignment) / kBufferAlignment * kBufferAlignment))) {}
   ~AlignedBuffer() { std::free(data); }
   float* data;
 };
@@ -83,11 +83,18 @@ double Measure(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op) {
   for (int run = 0; run <= kTimedRuns; ++run) {
     auto start = std::chrono::steady_clock::now();
     switch (op) {
-      case ConvOp::kForward: a.Forward(g, in.data, weights.data, bias.data, out.data, workspace.data); break;
-      case ConvOp::kBackwardData: a.BackwardData(g, out.data, weights.data, in.data, false, workspace.data); break;
-      case ConvOp::kBackwardFilter: a.BackwardFilter(g, in.data, out.data, weights.data, bias.data, workspace.data); break;
+      case ConvOp::kForward:
+        a.Forward(g, in.data, weights.data, bias.data, out.data, workspace.data);
+        break;
+      case ConvOp::kBackwardData:
+        a.BackwardData(g, out.data, weights.data, in.data, false, workspace.data);
+        break;
+      case ConvOp::kBackwardFilter:
+        a.BackwardFilter(g, in.data, out.data, weights.data, bias.data, workspace.data);
+        break;
     }
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (run > 0) best = std::min(best, seconds);  // the first run warms up
   }
   return best;
@@ -100,7 +107,8 @@ void SetConvTiming(const ConvTimingSettings& settings) {
   std::lock_guard<std::mutex> lock(cache.mutex);
   // The same settings again keep what was measured, so that every network
   // of a process - a run and its resumption - chooses the same algorithms.
-  if (settings.mode == cache.settings.mode && settings.cache_file == cache.settings.cache_file) return;
+  if (settings.mode == cache.settings.mode && settings.cache_file == cache.settings.cache_file)
+    return;
   cache.settings = settings;
   cache.seconds.clear();
   cache.loaded = false;
@@ -120,7 +128,8 @@ double ConvSeconds(const ConvAlgorithm& algorithm, const ConvGeometry& g, ConvOp
     if (!cache.loaded) LoadFile(cache);
     auto it = cache.seconds.find(key);
     if (it != cache.seconds.end()) return it->second;
-    if (cache.settings.mode == ConvTimingMode::kModel) return ConvFlops(g) / ModelRate(algorithm.name(), op);
+    if (cache.settings.mode == ConvTimingMode::kModel)
+      return ConvFlops(g) / ModelRate(algorithm.name(), op);
   }
   const double seconds = Measure(algorithm, g, op);
   std::lock_guard<std::mutex> lock(cache.mutex);
@@ -129,7 +138,8 @@ double ConvSeconds(const ConvAlgorithm& algorithm, const ConvGeometry& g, ConvOp
     // Every digit, so that a later process reads exactly the time this one
     // chose by, and chooses the same.
     std::ofstream(cache.settings.cache_file, std::ios::app)
-        << key << "\t" << std::setprecision(std::numeric_limits<double>::max_digits10) << seconds << "\n";
+        << key << "\t" << std::setprecision(std::numeric_limits<double>::max_digits10) << seconds
+        << "\n";
   }
   return seconds;
 }

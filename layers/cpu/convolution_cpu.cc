@@ -29,7 +29,8 @@ class CpuConvolutionLayer : public ConvolutionLayer {
     for (const cpu::ConvAlgorithm* a : cpu::ConvAlgorithms()) {
       if (a->Supports(geom_) && (pinned_.empty() || a->name() == pinned_)) supported_.push_back(a);
     }
-    if (supported_.empty()) return InvalidArgument("no convolution algorithm supports this geometry");
+    if (supported_.empty())
+      return InvalidArgument("no convolution algorithm supports this geometry");
     // The default when no choice is made: oneDNN where available.
     default_ = 0;
     for (size_t i = 0; i < supported_.size(); ++i) {
@@ -46,7 +47,8 @@ class CpuConvolutionLayer : public ConvolutionLayer {
     const cpu::ConvOp conv_op = Op(pass, op);
     std::vector<AlgorithmCandidate> candidates;
     for (const cpu::ConvAlgorithm* a : supported_) {
-      candidates.push_back({a->name(), cpu::ConvSeconds(*a, geom_, conv_op), a->WorkspaceBytes(geom_, conv_op)});
+      candidates.push_back(
+          {a->name(), cpu::ConvSeconds(*a, geom_, conv_op), a->WorkspaceBytes(geom_, conv_op)});
     }
     return candidates;
   }
@@ -60,21 +62,23 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   }
 
   void Forward(const ForwardArgs& args) const override {
-    Choice(args.algorithms, 0)->Forward(geom_, args.inputs[0].data(), args.params[0].data(),
-                                        bias_ ? args.params[1].data() : nullptr,
-                                        args.outputs[0].data(), args.workspace.data);
+    Choice(args.algorithms, 0)
+        ->Forward(geom_, args.inputs[0].data(), args.params[0].data(),
+                  bias_ ? args.params[1].data() : nullptr, args.outputs[0].data(),
+                  args.workspace.data);
   }
 
   void Backward(const BackwardArgs& args) const override {
     if (args.param_grads[0].valid()) {
       float* db = bias_ && args.param_grads[1].valid() ? args.param_grads[1].data() : nullptr;
-      Choice(args.algorithms, 0)->BackwardFilter(geom_, args.inputs[0].data(), args.output_grads[0].data(),
-                                                 args.param_grads[0].data(), db, args.workspace.data);
+      Choice(args.algorithms, 0)
+          ->BackwardFilter(geom_, args.inputs[0].data(), args.output_grads[0].data(),
+                           args.param_grads[0].data(), db, args.workspace.data);
     }
     if (args.input_grads[0].valid()) {
-      Choice(args.algorithms, 1)->BackwardData(geom_, args.output_grads[0].data(), args.params[0].data(),
-                                               args.input_grads[0].data(), args.accumulate[0],
-                                               args.workspace.data);
+      Choice(args.algorithms, 1)
+          ->BackwardData(geom_, args.output_grads[0].data(), args.params[0].data(),
+                         args.input_grads[0].data(), args.accumulate[0], args.workspace.data);
     }
   }
 
@@ -86,7 +90,8 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   }
 
   const cpu::ConvAlgorithm* Choice(const std::vector<int>& algorithms, int op) const {
-    if (op < static_cast<int>(algorithms.size()) && algorithms[op] >= 0) return supported_[algorithms[op]];
+    if (op < static_cast<int>(algorithms.size()) && algorithms[op] >= 0)
+      return supported_[algorithms[op]];
     return supported_[default_];
   }
 

@@ -20,9 +20,8 @@ constexpr int64_t kParallelThreshold = 1 << 15;
 
 int NumThreads() { return omp_get_max_threads(); }
 
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc) {
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   MutMap C(c, m, n, Stride(ldc));
   if (beta == 0.0f) {
     C.setZero();
@@ -32,10 +31,14 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   if (k == 0) return;
   ConstMap A(a, trans_a ? k : m, trans_a ? m : k, Stride(lda));
   ConstMap B(b, trans_b ? n : k, trans_b ? k : n, Stride(ldb));
-  if (!trans_a && !trans_b) C.noalias() += alpha * (A * B);
-  else if (trans_a && !trans_b) C.noalias() += alpha * (A.transpose() * B);
-  else if (!trans_a && trans_b) C.noalias() += alpha * (A * B.transpose());
-  else C.noalias() += alpha * (A.transpose() * B.transpose());
+  if (!trans_a && !trans_b)
+    C.noalias() += alpha * (A * B);
+  else if (trans_a && !trans_b)
+    C.noalias() += alpha * (A.transpose() * B);
+  else if (!trans_a && trans_b)
+    C.noalias() += alpha * (A * B.transpose());
+  else
+    C.noalias() += alpha * (A.transpose() * B.transpose());
 }
 
 void CopyOrAdd(const float* x, float* y, int64_t n, bool accumulate) {

@@ -15,9 +15,8 @@ namespace cpu {
 // C = alpha * op(A) * op(B) + beta * C, all row-major. op(A) is M x K and
 // op(B) is K x N; lda, ldb, ldc are row strides. beta == 0 ignores C's
 // contents (it may hold NaN).
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc);
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // y = x (n elements) or y += x when accumulate.
 void CopyOrAdd(const float* x, float* y, int64_t n, bool accumulate);

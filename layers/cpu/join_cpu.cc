@@ -16,8 +16,8 @@ class CpuConcatLayer : public ConcatLayer {
       int64_t channel = 0;
       for (const Tensor& in : args.inputs) {
         const int64_t count = in.shape().c() * plane;
-        cpu::CopyOrAdd(in.data() + n * count, args.outputs[0].data() + (n * out.c() + channel) * plane,
-                       count, false);
+        cpu::CopyOrAdd(in.data() + n * count,
+                       args.outputs[0].data() + (n * out.c() + channel) * plane, count, false);
         channel += in.shape().c();
       }
     }
@@ -55,7 +55,8 @@ class CpuAddLayer : public AddLayer {
     const int64_t n = args.output_grads[0].numel();
     for (size_t i = 0; i < args.input_grads.size(); ++i) {
       if (!args.input_grads[i].valid()) continue;
-      cpu::CopyOrAdd(args.output_grads[0].data(), args.input_grads[i].data(), n, args.accumulate[i]);
+      cpu::CopyOrAdd(args.output_grads[0].data(), args.input_grads[i].data(), n,
+                     args.accumulate[i]);
     }
   }
 };

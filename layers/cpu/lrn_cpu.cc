@@ -14,7 +14,8 @@ class CpuLrnLayer : public LrnLayer {
   using LrnLayer::LrnLayer;
 
   size_t workspace_bytes(Pass pass) const override {
-    return static_cast<size_t>(shape_.sample_size()) * sizeof(float) * (pass == Pass::kForward ? 1 : 2);
+    return static_cast<size_t>(shape_.sample_size()) * sizeof(float) *
+           (pass == Pass::kForward ? 1 : 2);
   }
 
   void Forward(const ForwardArgs& args) const override {
@@ -57,7 +58,8 @@ class CpuLrnLayer : public LrnLayer {
           if (ch + half < c) window += ratio[(ch + half) * plane + p];
           if (ch - half - 1 >= 0) window -= ratio[(ch - half - 1) * plane + p];
           const int64_t i = ch * plane + p;
-          const float v = dy[i] * std::pow(scale[i], neg_beta) - coeff * x[i] * static_cast<float>(window);
+          const float v =
+              dy[i] * std::pow(scale[i], neg_beta) - coeff * x[i] * static_cast<float>(window);
           dx[i] = accumulate ? dx[i] + v : v;
         }
       }
@@ -73,7 +75,8 @@ class CpuLrnLayer : public LrnLayer {
     for (int64_t p = 0; p < plane; ++p) {
       for (int64_t ch = 0; ch < c; ++ch) {
         double sum = 0;
-        const int64_t lo = std::max<int64_t>(0, ch - half), hi = std::min<int64_t>(c - 1, ch + half);
+        const int64_t lo = std::max<int64_t>(0, ch - half),
+                      hi = std::min<int64_t>(c - 1, ch + half);
         for (int64_t j = lo; j <= hi; ++j) {
           const double v = x[j * plane + p];
           sum += v * v;

@@ -35,8 +35,10 @@ class CpuPoolingLayer : public PoolingLayer {
 
   void Forward(const ForwardArgs& args) const override {
     const PoolGeometry& g = geom_;
-    const Ranges rows = AxisRanges(g.out_height, g.height, g.kernel[0], g.stride[0], g.pad[0], g.count_include_pad);
-    const Ranges cols = AxisRanges(g.out_width, g.width, g.kernel[1], g.stride[1], g.pad[1], g.count_include_pad);
+    const Ranges rows =
+        AxisRanges(g.out_height, g.height, g.kernel[0], g.stride[0], g.pad[0], g.count_include_pad);
+    const Ranges cols =
+        AxisRanges(g.out_width, g.width, g.kernel[1], g.stride[1], g.pad[1], g.count_include_pad);
     const float* x = args.inputs[0].data();
     float* y = args.outputs[0].data();
     const int64_t planes = g.batch * g.channels;
@@ -62,8 +64,10 @@ class CpuPoolingLayer : public PoolingLayer {
 
   void Backward(const BackwardArgs& args) const override {
     const PoolGeometry& g = geom_;
-    const Ranges rows = AxisRanges(g.out_height, g.height, g.kernel[0], g.stride[0], g.pad[0], g.count_include_pad);
-    const Ranges cols = AxisRanges(g.out_width, g.width, g.kernel[1], g.stride[1], g.pad[1], g.count_include_pad);
+    const Ranges rows =
+        AxisRanges(g.out_height, g.height, g.kernel[0], g.stride[0], g.pad[0], g.count_include_pad);
+    const Ranges cols =
+        AxisRanges(g.out_width, g.width, g.kernel[1], g.stride[1], g.pad[1], g.count_include_pad);
     const float* dy = args.output_grads[0].data();
     float* dx = args.input_grads[0].data();
     const bool accumulate = args.accumulate[0];
@@ -80,8 +84,8 @@ class CpuPoolingLayer : public PoolingLayer {
         for (int64_t ow = 0; ow < g.out_width; ++ow) {
           const int64_t o = oh * g.out_width + ow;
           if (kind_ == Kind::kMax) {
-            const int64_t at = ArgMax(x + p * in_plane, rows.begin[oh], rows.end[oh], cols.begin[ow],
-                                      cols.end[ow], y[p * out_plane + o]);
+            const int64_t at = ArgMax(x + p * in_plane, rows.begin[oh], rows.end[oh],
+                                      cols.begin[ow], cols.end[ow], y[p * out_plane + o]);
             if (at >= 0) grad_in[at] += grad_out[o];
             continue;
           }
