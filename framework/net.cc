@@ -142,6 +142,26 @@ Status Net::InferShapes(const std::vector<int>& route) {
 
 // Backward workspaces can depend on which input gradients are wanted, known
 // only once the schedule is built.
+NetworkView Net::view() const {
+  NetworkView view;
+  view.schedule = &schedule_;
+  view.algorithms = &algorithms_;
+  view.batch = batch_;
+  for (int id = 0; id < num_layers(); ++id) {
+    const Layer& l = *layers_[id];
+    view.layers.push_back({l.name(), l.type(), l.cost(), decls_[id].is_loss, decls_[id].is_input});
+  }
+  return view;
+}
+
+int Net::Algorithms::NumOps(int layer, Pass pass) const {
+  return net_.layer(layer).num_algorithm_ops(pass);
+}
+
+std::vector<AlgorithmCandidate> Net::Algorithms::Candidates(int layer, Pass pass, int op) const {
+  return net_.layer(layer).algorithm_candidates(pass, op);
+}
+
 void Net::RefreshBackwardWorkspaces() {
   for (int id = 0; id < num_layers(); ++id) {
     std::vector<bool> down;

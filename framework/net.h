@@ -14,6 +14,7 @@
 
 #include "framework/layer.h"
 #include "framework/net_spec.h"
+#include "framework/network_view.h"
 #include "framework/schedule.h"
 
 namespace spill {
@@ -40,6 +41,9 @@ class Net {
 
   const Schedule& schedule() const { return schedule_; }
   Schedule& mutable_schedule() { return schedule_; }
+  // What the memory runtime sees of this network: the schedule, a summary of
+  // each layer and the layers' algorithm candidates. Valid while the Net lives.
+  NetworkView view() const;
 
   // The layers that feed data and compute losses.
   const std::vector<int>& input_layers() const { return input_layers_; }
@@ -55,6 +59,17 @@ class Net {
   Status InferShapes(const std::vector<int>& route);
   void RefreshBackwardWorkspaces();
 
+  // The layers' algorithm candidates, for the memory runtime.
+  class Algorithms : public AlgorithmCatalog {
+   public:
+    explicit Algorithms(const Net& net) : net_(net) {}
+    int NumOps(int layer, Pass pass) const override;
+    std::vector<AlgorithmCandidate> Candidates(int layer, Pass pass, int op) const override;
+
+   private:
+    const Net& net_;
+  };
+
   std::string name_;
   std::string file_;
   int64_t batch_ = 1;
@@ -64,6 +79,7 @@ class Net {
   std::vector<int> input_layers_;
   std::vector<int> loss_layers_;
   Schedule schedule_;
+  Algorithms algorithms_{*this};
 };
 
 }  // namespace spill

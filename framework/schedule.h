@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/layer.h"
+#include "framework/declarations.h"
 #include "framework/tensor.h"
 
 namespace spill {

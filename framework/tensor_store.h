@@ -7,7 +7,7 @@
 #ifndef SPILL_FRAMEWORK_TENSOR_STORE_H_
 #define SPILL_FRAMEWORK_TENSOR_STORE_H_
 
-#include "framework/layer.h"
+#include "framework/declarations.h"
 #include "framework/schedule.h"
 #include "framework/status.h"
 

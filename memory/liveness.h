@@ -16,7 +16,7 @@
 
 #include <vector>
 
-#include "framework/layer.h"
+#include "framework/declarations.h"
 #include "framework/schedule.h"
 
 namespace spill {

@@ -1,5 +1,11 @@
 #include "memory/memory_options.h"
 
+#include <algorithm>
+
+#include "memory/allocators/allocator.h"
+#include "memory/eviction/eviction.h"
+#include "memory/transfer_plan.h"
+
 namespace spill {
 
 std::vector<std::string> MemoryModeNames() {
@@ -43,6 +49,26 @@ Status MemoryOptions::Validate() const {
                            " bytes is below one pool block");
   }
   if (prefetch_ahead < 0) return InvalidArgument("memory: prefetch_ahead must be >= 0");
+  auto known = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  auto list = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
+    return text;
+  };
+  if (FindAllocator(allocator) == nullptr) {
+    return InvalidArgument("memory: unknown allocator '" + allocator +
+                           "'; known allocators: " + list(AllocatorNames()));
+  }
+  if (!known(EvictionNames(), eviction)) {
+    return InvalidArgument("memory: unknown eviction rule '" + eviction +
+                           "'; known rules: " + list(EvictionNames()));
+  }
+  if (!known(SchedulerNames(), scheduler)) {
+    return InvalidArgument("memory: unknown scheduler '" + scheduler +
+                           "'; known schedulers: " + list(SchedulerNames()));
+  }
   return Status::Ok();
 }
 
@@ -54,7 +80,11 @@ std::string MemoryOptions::Describe() const {
   if (cache) parts += std::string(parts.empty() ? "" : " + ") + "cache";
   if (recompute) parts += std::string(parts.empty() ? "" : " + ") + "recompute";
   if (parts.empty()) parts = "no reuse";
-  return text + parts + "), device budget " + FormatBytes(static_cast<double>(device_budget));
+  text += parts + "), " + allocator + " allocator";
+  if (cache) text += ", " + eviction + " eviction";
+  if (scheduler != "superneurons") text += ", " + scheduler + " scheduler";
+  if (!compact) text += ", no compaction";
+  return text + ", device budget " + FormatBytes(static_cast<double>(device_budget));
 }
 
 }  // namespace spill

@@ -35,7 +35,13 @@ struct MemoryOptions {
   std::string mode = "liveness";
   size_t device_budget = kDefaultDeviceBudget;
   size_t host_budget = kDefaultHostBudget;
-  FitPolicy fit = FitPolicy::kFirstFit;
+  // How device requests are placed (memory/allocators/): first_fit,
+  // best_fit, static, ... by registered name.
+  std::string allocator = "first_fit";
+  // Which tensor the tensor cache evicts first (memory/eviction/): lru, belady.
+  std::string eviction = "lru";
+  // Who plans the transfers around each step (memory/schedulers/).
+  std::string scheduler = "superneurons";
 
   bool liveness = true;
   bool offload = false;
@@ -54,9 +60,13 @@ struct MemoryOptions {
   bool record_live = false;
   // Fill freed device blocks with NaN so a read after free cannot go unnoticed.
   bool poison_freed = false;
+  // Keep the event log of the last iteration (allocation trace, transfers,
+  // compute), for `plan --trace`, profile-guided allocators and simulation.
+  bool record_events = false;
 
   std::string Describe() const;
-  // The techniques build on liveness; the budgets must hold a block.
+  // The techniques build on liveness; the budgets must hold a block; the
+  // allocator, eviction rule and scheduler must be registered.
   Status Validate() const;
 };
 

@@ -19,7 +19,7 @@
 
 #include <vector>
 
-#include "framework/layer.h"
+#include "framework/declarations.h"
 #include "framework/schedule.h"
 #include "memory/liveness.h"
 

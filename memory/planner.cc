@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "framework/executor.h"
 #include "memory/runtime.h"
 
 namespace spill {
@@ -10,48 +9,86 @@ namespace {
 
 constexpr double kRelativeResolution = 1e-4;  // bisection stops at 0.01% of the budget
 
+// Stands in for the executor: with no device nothing runs, but the runtime
+// still counts its recomputations.
+class PlanningRunner : public StepRunner {
+ public:
+  Status Recompute(int) override {
+    ++recomputations;
+    return Status::Ok();
+  }
+  int64_t recomputations = 0;
+};
+
+// One iteration of `phase` as the executor runs it, without computing.
+Status RunIteration(MemoryRuntime& runtime, const Schedule& schedule, Phase phase,
+                    PlanningRunner& runner) {
+  SPILL_RETURN_IF_ERROR(runtime.BeginIteration(phase));
+  const int steps = phase == Phase::kTrain ? 2 * schedule.num_layers() : schedule.num_layers();
+  for (int s = 0; s < steps; ++s) {
+    SPILL_RETURN_IF_ERROR(runtime.PrepareStep(schedule.steps[s], runner));
+    runtime.FinishStep(schedule.steps[s]);
+  }
+  return runtime.EndIteration();
+}
+
 }  // namespace
 
-StatusOr<MemoryPlan> Plan(const Net& net, const MemoryOptions& options) {
+StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options) {
   MemoryPlan plan;
-  auto runtime = MemoryRuntime::Create(net, options, /*device=*/nullptr);
+  auto runtime = MemoryRuntime::Create(view, options, /*device=*/nullptr);
   if (!runtime.ok()) {
     if (runtime.status().code() != StatusCode::kOutOfMemory) return runtime.status();
     plan.fits = false;
     plan.failure = runtime.status().message();
     return plan;
   }
-  // No device: the executor asks the runtime for every step, runs nothing.
-  Executor executor(net, /*device=*/nullptr, **runtime);
-  HostBatch none;
+  PlanningRunner runner;
   for (int iteration = 0; iteration < 2; ++iteration) {
-    auto result = executor.Run(none, Phase::kTrain, 0);
-    if (!result.ok()) {
-      if (result.status().code() != StatusCode::kOutOfMemory) return result.status();
+    Status status = RunIteration(**runtime, *view.schedule, Phase::kTrain, runner);
+    if (!status.ok()) {
+      if (status.code() != StatusCode::kOutOfMemory) return status;
       plan.fits = false;
-      plan.failure = result.status().message();
+      plan.failure = status.message();
       return plan;
     }
   }
-  plan.log = (*runtime)->log();
+  const MemoryRuntime& r = **runtime;
+  plan.log = r.log();
   plan.peak = plan.log.peak;
   plan.peak_step = plan.log.peak_step;
   plan.persistent = plan.log.persistent;
-  plan.high_water = (*runtime)->device_pool().stats().high_water;
-  plan.recomputations = executor.recomputations() / 2;
+  plan.footprint = r.allocator().stats().high_water;
+  plan.compacted = plan.log.compacted;
+  plan.recomputations = runner.recomputations / 2;
+  plan.mismatches = r.allocator().mismatches();
+  plan.events = r.events();
   return plan;
 }
 
-StatusOr<size_t> MinimumBudget(const Net& net, MemoryOptions options, size_t resolution) {
+StatusOr<AllocationProfile> ProfileAllocations(const NetworkView& view, MemoryOptions options,
+                                               Phase phase, size_t budget) {
+  options.allocator = "ideal";
+  options.device_budget = budget;
+  options.record_events = true;
+  options.record_live = false;
+  SPILL_ASSIGN_OR_RETURN(auto runtime, MemoryRuntime::Create(view, options, /*device=*/nullptr));
+  PlanningRunner runner;
+  SPILL_RETURN_IF_ERROR(RunIteration(*runtime, *view.schedule, phase, runner));
+  return ProfileFromEvents(runtime->events(), phase, budget);
+}
+
+StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, size_t resolution) {
   MemoryOptions roomy = options;
   roomy.device_budget = kUnlimitedBudget;
-  SPILL_ASSIGN_OR_RETURN(MemoryPlan unlimited, Plan(net, roomy));
-  if (!unlimited.fits)
+  SPILL_ASSIGN_OR_RETURN(MemoryPlan unlimited, Plan(view, roomy));
+  if (!unlimited.fits) {
     return OutOfMemory("does not run even without a budget: " + unlimited.failure);
-  // With the high-water mark as budget the run places every block exactly as
-  // it did without a limit, so it fits; below the persistent tensors nothing
+  }
+  // With the footprint as budget the run places every block exactly as it
+  // did without a limit, so it fits; below the persistent tensors nothing
   // can. Search in between.
-  size_t hi = RoundToBlocks(unlimited.high_water), lo = unlimited.persistent;
+  size_t hi = RoundToBlocks(unlimited.footprint), lo = unlimited.persistent;
   if (resolution == 0) {
     resolution = std::max<size_t>(kPoolBlockBytes, static_cast<size_t>(hi * kRelativeResolution));
   }
@@ -59,7 +96,7 @@ StatusOr<size_t> MinimumBudget(const Net& net, MemoryOptions options, size_t res
     size_t mid = RoundToBlocks(lo + (hi - lo) / 2);
     if (mid >= hi) break;
     options.device_budget = mid;
-    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(net, options));
+    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(view, options));
     if (plan.fits) {
       hi = mid;
     } else {
@@ -69,14 +106,15 @@ StatusOr<size_t> MinimumBudget(const Net& net, MemoryOptions options, size_t res
   return hi;
 }
 
-Status ExplainOutOfMemory(const Status& status, const Net& net, const MemoryOptions& options) {
+Status ExplainOutOfMemory(const Status& status, const NetworkView& view,
+                          const MemoryOptions& options) {
   if (status.code() != StatusCode::kOutOfMemory) return status;
   std::string advice;
-  auto minimum = MinimumBudget(net, options);
+  auto minimum = MinimumBudget(view, options);
   if (minimum.ok()) {
     advice = "; memory mode '" + options.mode + "' needs a device budget of at least " +
              FormatBytes(static_cast<double>(*minimum)) + " (" + std::to_string(*minimum) +
-             " bytes) for this network at batch " + std::to_string(net.batch()) +
+             " bytes) for this network at batch " + std::to_string(view.batch) +
              " (raise memory.device_budget or --device-memory, lower the batch, or use a mode that "
              "frees more, such as superneurons)";
   }

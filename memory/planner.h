@@ -3,15 +3,27 @@
 // a training run takes. The per-step accounting it produces is therefore the
 // run's, exactly.
 //
-//   Plan            per-step memory of one training iteration in a mode
-//   MinimumBudget   the smallest device budget a mode runs in (bisection
-//                   over budgets, each checked by a plan)
+//   Plan                per-step memory of one training iteration in a mode,
+//                       with the allocator's footprint and (on request) the
+//                       event log: allocation trace, transfers, compute
+//   MinimumBudget       the smallest device budget a mode runs in (bisection
+//                       over budgets, each checked by a plan)
 //   ExplainOutOfMemory  turns a runtime's kOutOfMemory into a report that
-//                   adds that minimum
+//                       adds that minimum
+//   ProfileAllocations  one iteration's requests under the accounting-only
+//                       allocator, for profile-guided allocators
+//
+// Everything takes a NetworkView: the planner needs no layers and no network
+// format.
 #ifndef SPILL_MEMORY_PLANNER_H_
 #define SPILL_MEMORY_PLANNER_H_
 
-#include "framework/net.h"
+#include <string>
+#include <vector>
+
+#include "framework/network_view.h"
+#include "memory/allocators/allocator.h"
+#include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
 
@@ -19,26 +31,41 @@ namespace spill {
 
 struct MemoryPlan {
   MemoryLog log;    // per-step records of a training iteration
-  size_t peak = 0;  // bytes in use at the busiest moment
+  size_t peak = 0;  // bytes in use at the busiest moment: the max load
   int peak_step = -1;
   size_t persistent = 0;  // parameters, their gradients, solver state
-  size_t high_water = 0;  // highest pool offset used (>= peak: fragmentation)
+  // The highest end offset any block reached: what the budget must cover.
+  // footprint - peak is the allocator's fragmentation overhead.
+  size_t footprint = 0;
+  size_t compacted = 0;  // bytes slid down to close holes, per iteration
   int64_t recomputations = 0;
-  bool fits = true;  // false: the budget ran out (see `failure`)
+  int64_t mismatches = 0;           // requests served unlike their profile (static allocator)
+  std::vector<MemoryEvent> events;  // with options.record_events
+  bool fits = true;                 // false: the budget ran out (see `failure`)
   std::string failure;
+
+  size_t fragmentation() const { return footprint > peak ? footprint - peak : 0; }
 };
 
 // Plans one training iteration (two are run; the second lists the tensors
-// live at the peak) under `options.device_budget`.
-StatusOr<MemoryPlan> Plan(const Net& net, const MemoryOptions& options);
+// live at the peak and gives the records) under `options.device_budget`.
+StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options);
 
 // The smallest budget, to `resolution` bytes, with which `options`' mode runs
 // an iteration. Fails when even an unlimited budget does not.
-StatusOr<size_t> MinimumBudget(const Net& net, MemoryOptions options, size_t resolution = 0);
+StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options,
+                               size_t resolution = 0);
 
 // For kOutOfMemory, appends the smallest budget that would work to the
 // message; other statuses pass through.
-Status ExplainOutOfMemory(const Status& status, const Net& net, const MemoryOptions& options);
+Status ExplainOutOfMemory(const Status& status, const NetworkView& view,
+                          const MemoryOptions& options);
+
+// The device requests of the first iteration of `phase` in a fresh runtime
+// under the accounting-only `ideal` allocator at `budget`: the decisions
+// (evictions, algorithms) a placement must then reproduce.
+StatusOr<AllocationProfile> ProfileAllocations(const NetworkView& view, MemoryOptions options,
+                                               Phase phase, size_t budget);
 
 }  // namespace spill
 

@@ -76,27 +76,35 @@ namespace {
 
 // Drops happen after a tensor's last forward use; a source must live until
 // then. Later tensors first: a source's own drop moves with its dependents.
-void ExtendToDropSteps(const Schedule& schedule, const std::vector<bool>& droppable,
-                       std::vector<int>* drop_step, Liveness* liveness) {
+std::vector<int> KeepUntil(const Schedule& schedule, const std::vector<bool>& droppable,
+                           std::vector<int>* drop_step, const Liveness& liveness) {
+  std::vector<int> keep = liveness.last_use;
   for (TensorId d = static_cast<TensorId>(droppable.size()) - 1; d >= 0; --d) {
     if (!droppable[d]) continue;
     for (TensorId x : RebuildSources(schedule, d)) {
       if (droppable[x]) (*drop_step)[x] = std::max((*drop_step)[x], (*drop_step)[d]);
-      liveness->last_use[x] = std::max(liveness->last_use[x], (*drop_step)[d]);
+      keep[x] = std::max(keep[x], (*drop_step)[d]);
     }
   }
-  for (auto& list : liveness->dies_after) list.clear();
-  for (TensorId t = 0; t < static_cast<TensorId>(droppable.size()); ++t) {
-    if (liveness->last_use[t] >= 0) liveness->dies_after[liveness->last_use[t]].push_back(t);
-  }
+  return keep;
 }
 
 }  // namespace
 
-RecomputePlan PlanRecompute(const Schedule& schedule, Liveness* live,
+Liveness ExtendLiveness(const Liveness& liveness, const RecomputePlan& plan) {
+  if (plan.keep_until.empty()) return liveness;
+  Liveness extended = liveness;
+  extended.last_use = plan.keep_until;
+  for (auto& list : extended.dies_after) list.clear();
+  for (TensorId t = 0; t < static_cast<TensorId>(extended.last_use.size()); ++t) {
+    if (extended.last_use[t] >= 0) extended.dies_after[extended.last_use[t]].push_back(t);
+  }
+  return extended;
+}
+
+RecomputePlan PlanRecompute(const Schedule& schedule, const Liveness& liveness,
                             const std::vector<LayerCost>& costs, const std::vector<bool>& is_loss,
                             RecomputeStrategy strategy, bool eager) {
-  const Liveness& liveness = *live;
   const int n = schedule.num_layers();
   const size_t count = schedule.tensors.size();
   RecomputePlan plan;
@@ -114,7 +122,7 @@ RecomputePlan PlanRecompute(const Schedule& schedule, Liveness* live,
     plan.droppable[t] = Droppable(schedule, liveness, costs, is_loss, t);
   }
   if (eager) {
-    ExtendToDropSteps(schedule, plan.droppable, &last_forward_use, live);
+    plan.keep_until = KeepUntil(schedule, plan.droppable, &last_forward_use, liveness);
     // Dependents before their sources within a step: a dropped tensor's
     // sources are then still held when they are scheduled to die.
     for (TensorId t = static_cast<TensorId>(count) - 1; t >= 0; --t) {

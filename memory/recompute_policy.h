@@ -22,8 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/layer.h"
+#include "framework/declarations.h"
 #include "framework/schedule.h"
+#include "framework/status.h"
 #include "memory/liveness.h"
 
 namespace spill {
@@ -33,7 +34,10 @@ const char* RecomputeStrategyName(RecomputeStrategy s);
 StatusOr<RecomputeStrategy> ParseRecomputeStrategy(const std::string& text);
 
 struct RecomputePlan {
-  std::vector<bool> droppable;                    // per tensor
+  std::vector<bool> droppable;  // per tensor
+  // Per tensor: the last step it must stay for - its own last use, or later
+  // when a dropped tensor is rebuilt from it. Only for eager plans.
+  std::vector<int> keep_until;
   std::vector<std::vector<TensorId>> drop_after;  // per step: dropped after it (eager)
   std::vector<int> segment;                       // per tensor: segment id, -1 if none
   std::vector<bool> keep;                         // per segment: speed-centric
@@ -48,10 +52,15 @@ struct RecomputePlan {
 // A rebuild needs the producer's inputs and saved tensors (its sources). The
 // runtime keeps a source for as long as a dropped tensor depends on it; for
 // that, the source must outlive the moment its dependent is dropped, so
-// `eager` extends the liveness of sources to their dependents' drop steps.
-RecomputePlan PlanRecompute(const Schedule& schedule, Liveness* liveness,
+// `eager` plans say in `keep_until` how far each source's life extends.
+// Pure: `liveness` is read, never changed.
+RecomputePlan PlanRecompute(const Schedule& schedule, const Liveness& liveness,
                             const std::vector<LayerCost>& costs, const std::vector<bool>& is_loss,
                             RecomputeStrategy strategy, bool eager);
+
+// `liveness` with every tensor's last use moved to `plan.keep_until` (the
+// identity when the plan has none).
+Liveness ExtendLiveness(const Liveness& liveness, const RecomputePlan& plan);
 
 // The distinct inputs and saved tensors of the layer that produced `id`.
 std::vector<TensorId> RebuildSources(const Schedule& schedule, TensorId id);

@@ -40,16 +40,17 @@ MemoryCategory CategoryOf(TensorKind kind) {
 // Byte value whose float pattern is a quiet NaN (0xFFFFFFFF).
 constexpr int kPoisonByte = 0xFF;
 
-ResidencyManager::ResidencyManager(const Schedule& schedule, HeapPool* device_pool,
+ResidencyManager::ResidencyManager(const Schedule& schedule, DeviceAllocator* allocator,
                                    HeapPool* host_pool, Device* device, void* device_base,
-                                   void* host_base)
+                                   void* host_base, MemoryEventLog* log)
     : schedule_(schedule),
-      device_pool_(device_pool),
+      allocator_(allocator),
       host_pool_(host_pool),
       device_(device),
       device_base_(static_cast<char*>(device_base)),
       host_base_(static_cast<char*>(host_base)),
-      slots_(schedule.tensors.size()) {
+      slots_(schedule.tensors.size()),
+      log_(log) {
   for (size_t id = 0; id < slots_.size(); ++id) {
     slots_[id].transient = IsTransient(schedule.tensors[id].kind);
   }
@@ -79,10 +80,20 @@ void ResidencyManager::Poison(const Slot& slot) {
                        device_->compute_queue());
 }
 
+void ResidencyManager::Record(MemoryEventType type, TensorId id, size_t bytes) {
+  if (log_ == nullptr) return;
+  MemoryEvent e;
+  e.type = type;
+  e.tensor = id;
+  e.bytes = bytes;
+  if (id != kNoTensor) e.category = CategoryOf(schedule_.tensors[id].kind);
+  log_->Add(e);
+}
+
 void ResidencyManager::FreeDevice(Slot& slot) {
   if (!slot.has_device) return;
   Poison(slot);
-  device_pool_->Free(slot.device.id);
+  allocator_->Free(slot.device.id);
   owner_[slot.device.id] = kNoTensor;
   slot.has_device = false;
   if (slot.transient) resident_transient_--;
@@ -103,12 +114,12 @@ void ResidencyManager::SetOwner(AllocationId allocation, TensorId id) {
 size_t ResidencyManager::Compact() {
   if (device_ != nullptr) device_->copy_queue().Synchronize();
   size_t moved = 0;
-  for (const auto& [offset, allocation] : device_pool_->AllocationsByOffset()) {
+  for (const auto& [offset, allocation] : allocator_->AllocationsByOffset()) {
     const TensorId id =
         allocation < static_cast<AllocationId>(owner_.size()) ? owner_[allocation] : kNoTensor;
     if (id == kNoTensor) continue;  // not a tensor's block: it stays where it is
     Slot& slot = slots_[id];
-    const size_t target = device_pool_->MoveDown(allocation);
+    const size_t target = allocator_->MoveDown(allocation);
     if (target == offset) continue;
     if (device_ != nullptr) {
       // Downward and possibly overlapping: the device copies as memmove does.
@@ -119,18 +130,31 @@ size_t ResidencyManager::Compact() {
     moved += schedule_.tensors[id].bytes;
   }
   counters_.compacted_bytes += moved;
+  Record(MemoryEventType::kCompact, kNoTensor, moved);
   return moved;
 }
 
-Status ResidencyManager::Allocate(TensorId id) {
+Status ResidencyManager::AllocateDevice(TensorId id, int hint) {
   Slot& slot = slots_[id];
-  SPILL_CHECK(slot.state == Residency::kUnallocated || slot.state == Residency::kDropped)
-      << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
   const TensorInfo& info = schedule_.tensors[id];
-  SPILL_ASSIGN_OR_RETURN(slot.device, device_pool_->Allocate(info.bytes, CategoryOf(info.kind)));
+  AllocRequest request;
+  request.bytes = info.bytes;
+  request.category = CategoryOf(info.kind);
+  request.tensor = id;
+  request.step = step_;
+  request.hint = hint;
+  SPILL_ASSIGN_OR_RETURN(slot.device, allocator_->Allocate(request));
   SetOwner(slot.device.id, id);
   slot.has_device = true;
   if (slot.transient) resident_transient_++;
+  return Status::Ok();
+}
+
+Status ResidencyManager::Allocate(TensorId id, int hint) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kUnallocated || slot.state == Residency::kDropped)
+      << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
+  SPILL_RETURN_IF_ERROR(AllocateDevice(id, hint));
   slot.state = Residency::kDevice;
   return Status::Ok();
 }
@@ -163,6 +187,9 @@ Status ResidencyManager::BeginOffload(TensorId id) {
     }
     counters_.to_host_bytes += info.bytes;
     slot.host_valid = true;
+    Record(MemoryEventType::kBeginOffload, id, info.bytes);
+  } else {
+    Record(MemoryEventType::kBeginOffload, id, 0);  // the host copy is current: no copy
   }
   counters_.offloads++;
   slot.state = Residency::kOffloading;
@@ -172,9 +199,19 @@ Status ResidencyManager::BeginOffload(TensorId id) {
 void ResidencyManager::FinishOffload(TensorId id) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.state == Residency::kOffloading) << schedule_.tensors[id].name;
+  Record(MemoryEventType::kFinishOffload, id, schedule_.tensors[id].bytes);
   WaitForCopy(slot);
   FreeDevice(slot);
   slot.state = Residency::kHost;
+}
+
+void ResidencyManager::CancelOffload(TensorId id) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kOffloading) << schedule_.tensors[id].name;
+  Record(MemoryEventType::kCancelOffload, id, 0);
+  // The copy may still read the block: later compute that writes it waits.
+  if (slot.event && device_ != nullptr) device_->compute_queue().Wait(slot.event);
+  slot.state = Residency::kDevice;
 }
 
 Status ResidencyManager::BeginPrefetch(TensorId id) {
@@ -182,10 +219,8 @@ Status ResidencyManager::BeginPrefetch(TensorId id) {
   SPILL_CHECK(slot.state == Residency::kHost)
       << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
   const TensorInfo& info = schedule_.tensors[id];
-  SPILL_ASSIGN_OR_RETURN(slot.device, device_pool_->Allocate(info.bytes, CategoryOf(info.kind)));
-  SetOwner(slot.device.id, id);
-  slot.has_device = true;
-  if (slot.transient) resident_transient_++;
+  SPILL_RETURN_IF_ERROR(AllocateDevice(id, 0));
+  Record(MemoryEventType::kBeginPrefetch, id, info.bytes);
   if (device_ != nullptr) {
     Queue& copy = device_->copy_queue();
     // The block may have been freed by compute enqueued before now.
@@ -203,6 +238,7 @@ Status ResidencyManager::BeginPrefetch(TensorId id) {
 void ResidencyManager::FinishPrefetch(TensorId id) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.state == Residency::kPrefetching) << schedule_.tensors[id].name;
+  Record(MemoryEventType::kFinishPrefetch, id, schedule_.tensors[id].bytes);
   if (slot.event && device_ != nullptr) device_->compute_queue().Wait(slot.event);
   slot.event.reset();
   slot.state = Residency::kDevice;

@@ -4,9 +4,9 @@
 //
 //                 Allocate                BeginOffload            FinishOffload
 //   kUnallocated ----------> kDevice ---------------> kOffloading -------------> kHost
-//        ^  ^                 |  ^  \                                              |
-//        |  |  Allocate       |  |   \ Drop                          BeginPrefetch |
-//        |  +--- kDropped <---+--|----+                                            v
+//        ^  ^                 |  ^  \  ^  CancelOffload  |                         |
+//        |  |  Allocate       |  |   \ +-----------------+          BeginPrefetch |
+//        |  +--- kDropped <---+--|----+ Drop                                       v
 //        |                       +---------------------------------------- kPrefetching
 //        |                                       FinishPrefetch
 //        +---- Release (from any state)
@@ -24,8 +24,10 @@
 //     on the step sequence alone, never on timing, and a plan made without a
 //     device reproduces the run's memory exactly.
 //
-// Without a device (planning) the same transitions run on the pools' offsets
-// and no bytes move.
+// Device blocks come from the allocator seam (memory/allocators/), host
+// blocks from a HeapPool. Without a device (planning) the same transitions
+// run on offsets and no bytes move. Every transition is recorded in the
+// event log when one is attached.
 #ifndef SPILL_MEMORY_RESIDENCY_H_
 #define SPILL_MEMORY_RESIDENCY_H_
 
@@ -34,7 +36,9 @@
 
 #include "framework/device.h"
 #include "framework/schedule.h"
+#include "memory/allocators/allocator.h"
 #include "memory/heap_pool.h"
+#include "memory/memory_events.h"
 
 namespace spill {
 
@@ -54,12 +58,16 @@ struct TransferCounters {
 
 class ResidencyManager {
  public:
-  // `device`, `device_base` and `host_base` are null when planning.
-  ResidencyManager(const Schedule& schedule, HeapPool* device_pool, HeapPool* host_pool,
-                   Device* device, void* device_base, void* host_base);
+  // `device`, `device_base` and `host_base` are null when planning; `log`
+  // may be null.
+  ResidencyManager(const Schedule& schedule, DeviceAllocator* allocator, HeapPool* host_pool,
+                   Device* device, void* device_base, void* host_base, MemoryEventLog* log);
 
+  // The step whose requests follow (for the allocator's records).
+  void set_step(int step) { step_ = step; }
   // kUnallocated | kDropped -> kDevice. kOutOfMemory leaves the state as is.
-  Status Allocate(TensorId id);
+  // `hint`: the allocator's placement hint.
+  Status Allocate(TensorId id, int hint = 0);
   // Any state -> kUnallocated; waits for a copy in flight first.
   void Release(TensorId id);
   // kDevice -> kOffloading. Skips the copy when the host copy is current.
@@ -67,6 +75,9 @@ class ResidencyManager {
   Status BeginOffload(TensorId id);
   // kOffloading -> kHost: waits for the copy, frees the device block.
   void FinishOffload(TensorId id);
+  // kOffloading -> kDevice: the device copy stays (and the host copy, until
+  // the tensor is written); later compute waits for the copy in flight.
+  void CancelOffload(TensorId id);
   // kHost -> kPrefetching. kOutOfMemory when the device pool is full.
   Status BeginPrefetch(TensorId id);
   // kPrefetching -> kDevice: later compute waits for the copy.
@@ -77,7 +88,8 @@ class ResidencyManager {
   void MarkWritten(TensorId id);
   // Slides every device block down into the holes below it, moving the
   // bytes, so that the free device memory becomes one segment. Waits for
-  // copies in flight first. Returns the bytes moved.
+  // copies in flight first. Returns the bytes moved. Only where the
+  // allocator can compact.
   size_t Compact();
 
   Residency state(TensorId id) const { return slots_[id].state; }
@@ -101,14 +113,16 @@ class ResidencyManager {
     std::shared_ptr<Event> event;  // the copy in flight, if any
   };
 
+  Status AllocateDevice(TensorId id, int hint);
   void FreeDevice(Slot& slot);
   void SetOwner(AllocationId allocation, TensorId id);
+  void Record(MemoryEventType type, TensorId id, size_t bytes);
   void FreeHost(Slot& slot);
   void WaitForCopy(Slot& slot);
   void Poison(const Slot& slot);
 
   const Schedule& schedule_;
-  HeapPool* device_pool_;
+  DeviceAllocator* allocator_;
   HeapPool* host_pool_;
   Device* device_;
   char* device_base_;
@@ -118,6 +132,8 @@ class ResidencyManager {
   TransferCounters counters_;
   int resident_transient_ = 0;
   bool poison_ = false;
+  int step_ = -1;
+  MemoryEventLog* log_;
 
  public:
   // Fill device blocks with NaN as they are freed (debugging aid).

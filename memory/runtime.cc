@@ -3,20 +3,21 @@
 #include <algorithm>
 
 #include "framework/logging.h"
+#include "memory/planner.h"
 
 namespace spill {
 
-MemoryRuntime::MemoryRuntime(const Net& net, const MemoryOptions& options, Device* device)
-    : net_(net),
-      schedule_(net.schedule()),
+MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& options, Device* device)
+    : view_(view),
+      schedule_(*view.schedule),
       options_(options),
       device_(device),
-      device_pool_(options.device_budget, options.fit),
-      host_pool_(options.offload ? options.host_budget : 0, options.fit),
-      cache_(net.schedule().tensors.size()),
-      rebuild_refs_(net.schedule().tensors.size(), 0),
-      holds_sources_(net.schedule().tensors.size(), false),
-      deferred_(net.schedule().tensors.size(), false) {}
+      host_pool_(options.offload ? options.host_budget : 0, FitPolicy::kFirstFit),
+      cache_(view.schedule->tensors.size()),
+      rebuild_refs_(view.schedule->tensors.size(), 0),
+      holds_sources_(view.schedule->tensors.size(), false),
+      deferred_(view.schedule->tensors.size(), false),
+      forward_algorithms_(view.schedule->num_layers()) {}
 
 MemoryRuntime::~MemoryRuntime() {
   if (device_ != nullptr) {
@@ -26,45 +27,51 @@ MemoryRuntime::~MemoryRuntime() {
   }
 }
 
-StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const Net& net,
+StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const NetworkView& view,
                                                                const MemoryOptions& options,
                                                                Device* device) {
   SPILL_RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<MemoryRuntime> runtime(new MemoryRuntime(net, options, device));
+  const AllocatorInfo* allocator = FindAllocator(options.allocator);
+  if (device != nullptr && allocator->plan_only) {
+    return InvalidArgument("memory: the '" + options.allocator +
+                           "' allocator only plans; it cannot place tensors on a device");
+  }
+  std::unique_ptr<MemoryRuntime> runtime(new MemoryRuntime(view, options, device));
   SPILL_RETURN_IF_ERROR(runtime->Reserve());
-  runtime->PlanPolicies();
+  SPILL_RETURN_IF_ERROR(runtime->PlanPolicies());
   SPILL_RETURN_IF_ERROR(runtime->AllocatePersistent());
   return runtime;
 }
 
 Status MemoryRuntime::Reserve() {
+  AllocatorContext context;
+  context.capacity = options_.device_budget;
+  // Profile-guided allocators plan an iteration with an accounting-only
+  // allocator first; the profiler runs this runtime's own code without a device.
+  const NetworkView view = view_;
+  const MemoryOptions options = options_;
+  context.profiler = [view, options](Phase phase, size_t budget) {
+    return ProfileAllocations(view, options, phase, budget);
+  };
+  SPILL_ASSIGN_OR_RETURN(allocator_, CreateAllocator(options_.allocator, context));
+  if (options_.record_events) allocator_->set_event_log(&log_events_);
   if (device_ != nullptr) {
-    SPILL_ASSIGN_OR_RETURN(device_base_, device_->ReserveDeviceRegion(device_pool_.capacity()));
+    SPILL_ASSIGN_OR_RETURN(device_base_, device_->ReserveDeviceRegion(allocator_->capacity()));
     if (host_pool_.capacity() > 0) {
       SPILL_ASSIGN_OR_RETURN(host_base_, device_->ReserveHostRegion(host_pool_.capacity()));
     }
   }
-  residency_ = std::make_unique<ResidencyManager>(schedule_, &device_pool_, &host_pool_, device_,
-                                                  device_base_, host_base_);
+  residency_ = std::make_unique<ResidencyManager>(schedule_, allocator_.get(), &host_pool_, device_,
+                                                  device_base_, host_base_,
+                                                  options_.record_events ? &log_events_ : nullptr);
   residency_->set_poison(options_.poison_freed);
   return Status::Ok();
 }
 
-void MemoryRuntime::PlanPolicies() {
-  train_liveness_ = AnalyzeLiveness(schedule_, Phase::kTrain);
-  eval_liveness_ = AnalyzeLiveness(schedule_, Phase::kEval);
-  std::vector<LayerCost> costs;
-  std::vector<bool> is_loss;
-  for (int id = 0; id < net_.num_layers(); ++id) {
-    costs.push_back(net_.layer(id).cost());
-    is_loss.push_back(net_.decl(id).is_loss);
-  }
-  const bool lazy = options_.cache;
-  recompute_ = PlanRecompute(schedule_, &train_liveness_, costs, is_loss,
-                             options_.recompute_strategy, options_.recompute && !lazy);
-  offload_ = PlanOffload(schedule_, train_liveness_, costs,
-                         options_.recompute ? recompute_.droppable : std::vector<bool>(),
-                         options_.prefetch_ahead, options_.offload && !lazy);
+Status MemoryRuntime::PlanPolicies() {
+  SPILL_ASSIGN_OR_RETURN(plans_, MakeTransferPlans(view_, options_));
+  SPILL_ASSIGN_OR_RETURN(eviction_, CreateEviction(options_.eviction, schedule_));
+  return Status::Ok();
 }
 
 Status MemoryRuntime::AllocatePersistent() {
@@ -72,8 +79,8 @@ Status MemoryRuntime::AllocatePersistent() {
     if (IsTransient(schedule_.tensors[id].kind)) continue;
     SPILL_RETURN_IF_ERROR(AllocateTensor(id));
   }
-  log_.persistent = current_.persistent = device_pool_.stats().total_in_use;
-  run_peak_ = device_pool_.stats().total_peak;
+  log_.persistent = current_.persistent = allocator_->stats().total_in_use;
+  run_peak_ = allocator_->stats().total_peak;
   return Status::Ok();
 }
 
@@ -90,14 +97,13 @@ Status MemoryRuntime::Fail(const Status& status, const std::string& what, size_t
   oom_.step = step_;
   oom_.what = what;
   oom_.requested = bytes;
-  oom_.in_use = device_pool_.stats().total_in_use;
+  oom_.in_use = allocator_->stats().total_in_use;
   oom_.live = LiveTransient();
   std::string where = "while allocating parameters and solver state";
   if (step_ >= 0) {
     const Step& s = schedule_.steps[step_];
     where = "at step " + std::to_string(step_ + 1) + " (" +
-            (s.pass == Pass::kForward ? "forward " : "backward ") + net_.layer(s.layer).name() +
-            ")";
+            (s.pass == Pass::kForward ? "forward " : "backward ") + view_.layer(s.layer).name + ")";
   }
   std::vector<TensorId> largest = oom_.live;
   std::sort(largest.begin(), largest.end(), [&](TensorId a, TensorId b) {
@@ -111,20 +117,25 @@ Status MemoryRuntime::Fail(const Status& status, const std::string& what, size_t
   return Status(status.code(),
                 where + ": cannot allocate " + what + " (" + status.message() + "); " +
                     FormatBytes(static_cast<double>(oom_.in_use)) + " of the " +
-                    FormatBytes(static_cast<double>(device_pool_.capacity())) + " budget in use, " +
+                    FormatBytes(static_cast<double>(allocator_->capacity())) + " budget in use, " +
                     std::to_string(oom_.live.size()) + " transient tensors live" +
                     (live.empty() ? "" : " (largest: " + live + ")"));
 }
 
 Status MemoryRuntime::BeginIteration(Phase phase) {
   phase_ = phase;
-  liveness_ = phase == Phase::kTrain ? &train_liveness_ : &eval_liveness_;
-  eager_ = phase == Phase::kTrain && !options_.cache && (options_.offload || options_.recompute);
+  plan_ = phase == Phase::kTrain ? &plans_.train : &plans_.eval;
   current_.Clear();
   current_.mode = options_.mode;
   current_.persistent = log_.persistent;
+  log_events_.Clear();
+  log_events_.set_step(-1);
+  for (auto& chosen : forward_algorithms_) chosen.clear();
+  SPILL_RETURN_IF_ERROR(allocator_->BeginIteration(phase));
   if (!options_.liveness && !all_allocated_) {
     step_ = 0;
+    residency_->set_step(0);
+    log_events_.set_step(0);
     SPILL_RETURN_IF_ERROR(AllocateAllTransient());
     all_allocated_ = true;
   }
@@ -133,7 +144,9 @@ Status MemoryRuntime::BeginIteration(Phase phase) {
 
 Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
   step_ = step.index;
-  device_pool_.ResetPeaks();
+  residency_->set_step(step_);
+  log_events_.set_step(step_);
+  allocator_->ResetPeaks();
   step_to_host_ = residency_->counters().to_host_bytes;
   step_to_device_ = residency_->counters().to_device_bytes;
   step_compacted_ = residency_->counters().compacted_bytes;
@@ -143,6 +156,7 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
     Pin(id);
   }
   for (TensorId id : step.writes) {
+    if (residency_->state(id) == Residency::kOffloading) residency_->CancelOffload(id);
     if (!residency_->on_device(id)) SPILL_RETURN_IF_ERROR(AllocateTensor(id));
     Pin(id);
   }
@@ -150,10 +164,20 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
   if (step.active) SPILL_RETURN_IF_ERROR(ChooseWorkspace(step.layer, step.pass, &choice));
   // Upcoming tensors come back into whatever room the step leaves; the copies
   // overlap this step's computation.
-  if (phase_ == Phase::kTrain && options_.offload) Prefetch(offload_.prefetch_at[step.index]);
+  SPILL_RETURN_IF_ERROR(RunActions(plan_->before[step.index], &runner));
   Record(step);
   current_.steps.back().algorithm = choice;
   return Status::Ok();
+}
+
+// A tensor's life is over: everything goes, unless a dropped tensor still
+// needs it to be rebuilt (it then goes when the last such tensor does).
+void MemoryRuntime::Retire(TensorId id) {
+  if (rebuild_refs_[id] > 0) {
+    deferred_[id] = true;
+  } else {
+    Release(id);
+  }
 }
 
 void MemoryRuntime::Release(TensorId id) {
@@ -180,51 +204,68 @@ void MemoryRuntime::Unreference(TensorId id) {
   }
 }
 
-// Offloads and drops scheduled after `step` (offload and recompute without
-// the cache), and memory-centric segments' tensors after backward steps.
-void MemoryRuntime::RunEagerPolicies(const Step& step) {
-  const int s = step.index;
-  for (TensorId id : offload_.begin_after[s]) {
-    if (residency_->state(id) != Residency::kDevice) continue;
-    if (!residency_->BeginOffload(id).ok()) {
-      SPILL_LOG_DEBUG(kMemory) << "host pool full: '" << schedule_.tensors[id].name << "' stays";
+// Applies a plan's actions in order; each acts only on a tensor in the state
+// it names. `runner` is set for the actions before a step (rebuilds).
+Status MemoryRuntime::RunActions(const std::vector<TransferAction>& actions, StepRunner* runner) {
+  for (const TransferAction& a : actions) {
+    if (a.op == TransferOp::kPrefetch) {
+      Prefetch(a.tensor);
+    } else if (a.op == TransferOp::kRebuild) {
+      if (runner != nullptr && residency_->state(a.tensor) == Residency::kDropped) {
+        SPILL_RETURN_IF_ERROR(Rebuild(a.tensor, *runner));
+      }
+    } else {
+      RunAfterStep(a);
     }
   }
-  for (TensorId id : offload_.finish_after[s]) {
-    if (residency_->state(id) != Residency::kOffloading) continue;
-    residency_->FinishOffload(id);
-    cache_.Remove(id);
-  }
-  for (TensorId id : recompute_.drop_after[s]) {
-    if (residency_->state(id) == Residency::kDevice) Drop(id);
-  }
-  if (!options_.recompute || step.pass != Pass::kBackward) return;
-  // Memory-centric segments keep nothing between backward steps.
-  for (TensorId id : step.reads) {
-    const int seg = recompute_.segment[id];
-    if (seg >= 0 && !recompute_.keep[seg] && residency_->state(id) == Residency::kDevice) Drop(id);
+  return Status::Ok();
+}
+
+void MemoryRuntime::RunAfterStep(const TransferAction& a) {
+  const TensorId id = a.tensor;
+  const Residency state = residency_->state(id);
+  switch (a.op) {
+    case TransferOp::kBeginOffload:
+      if (state != Residency::kDevice) return;
+      if (!residency_->BeginOffload(id).ok()) {
+        SPILL_LOG_DEBUG(kMemory) << "host pool full: '" << schedule_.tensors[id].name << "' stays";
+      }
+      return;
+    case TransferOp::kFinishOffload:
+      if (state != Residency::kOffloading) return;
+      residency_->FinishOffload(id);
+      cache_.Remove(id);
+      return;
+    case TransferOp::kCancelOffload:
+      if (state == Residency::kOffloading) residency_->CancelOffload(id);
+      return;
+    case TransferOp::kDrop:
+      if (state == Residency::kDevice) Drop(id);
+      return;
+    case TransferOp::kRelease:
+      Retire(id);
+      return;
+    case TransferOp::kPrefetch:
+    case TransferOp::kRebuild:
+      return;  // before a step only
   }
 }
 
 void MemoryRuntime::FinishStep(const Step& step) {
+  if (step.active && options_.record_events) {
+    MemoryEvent e;
+    e.type = MemoryEventType::kCompute;
+    e.layer = step.layer;
+    log_events_.Add(e);
+  }
   FreeWorkspace();
   algorithms_.clear();
   UnpinAll();
   for (TensorId id : step.writes) residency_->MarkWritten(id);
-  current_.steps.back().peak =
-      std::max(current_.steps.back().peak, device_pool_.stats().total_peak);
+  current_.steps.back().peak = std::max(current_.steps.back().peak, allocator_->stats().total_peak);
   run_peak_ = std::max(run_peak_, current_.steps.back().peak);
-  if (eager_) RunEagerPolicies(step);
-  if (options_.liveness) {
-    for (TensorId id : liveness_->dies_after[step.index]) {
-      // A dropped tensor still needs its sources: they go when it does.
-      if (rebuild_refs_[id] > 0) {
-        deferred_[id] = true;
-      } else {
-        Release(id);
-      }
-    }
-  }
+  Status status = RunActions(plan_->after[step.index], nullptr);
+  SPILL_CHECK(status.ok()) << status.ToString();  // after a step: no rebuilds, nothing fails
   StepRecord& record = current_.steps.back();
   record.to_host = residency_->counters().to_host_bytes - step_to_host_;
   record.to_device = residency_->counters().to_device_bytes - step_to_device_;
@@ -234,6 +275,8 @@ void MemoryRuntime::FinishStep(const Step& step) {
 
 Status MemoryRuntime::EndIteration() {
   step_ = -1;
+  residency_->set_step(-1);
+  log_events_.set_step(-1);
   if (options_.liveness) {
     for (TensorId id = 0; id < static_cast<TensorId>(schedule_.tensors.size()); ++id) {
       if (IsTransient(schedule_.tensors[id].kind) &&
@@ -243,6 +286,7 @@ Status MemoryRuntime::EndIteration() {
       }
     }
   }
+  allocator_->EndIteration();
   current_.Finish();
   // The next iteration repeats this one; it lists what is live at the peak.
   if (capture_step_ == current_.peak_step && current_.peak_step >= 0) {
@@ -250,6 +294,7 @@ Status MemoryRuntime::EndIteration() {
   }
   capture_step_ = current_.peak_step;
   log_ = current_;
+  events_ = log_events_.events();
   return Status::Ok();
 }
 
@@ -264,7 +309,7 @@ std::vector<TensorId> MemoryRuntime::LiveTransient() const {
 }
 
 void MemoryRuntime::Record(const Step& step) {
-  const PoolStats& stats = device_pool_.stats();
+  const PoolStats& stats = allocator_->stats();
   StepRecord record;
   record.step = step.index;
   record.pass = step.pass;

@@ -1,20 +1,23 @@
 // MemoryRuntime: the tensor store that runs a network inside a fixed device
 // memory budget.
 //
-// Mechanisms: one HeapPool over the device region (every byte of device
-// memory goes through it), one over the host region, and the residency state
-// machine, which alone moves and frees tensors. Policies decide, around each
-// step, what the state machine does:
-//   * baseline: every tensor is allocated once and kept;
-//   * liveness: a transient tensor gets memory at its first step and gives it
-//     back after its last (memory/liveness.h);
-//   * offload: checkpoint tensors go to host memory during forward and come
-//     back ahead of use in backward (memory/offload_policy.h);
-//   * recompute: cheap layers' outputs are dropped after forward and rebuilt
-//     in backward, cost-aware per segment (memory/recompute_policy.h);
-//   * cache: offload and recompute become lazy - tensors leave the device
-//     only when an allocation does not fit, least recently used first
-//     (memory/tensor_cache.h).
+// Mechanisms: an allocator over the device region (every byte of device
+// memory goes through it; memory/allocators/), a HeapPool over the host
+// region, and the residency state machine, which alone moves and frees
+// tensors. Policies decide what the state machine does:
+//   * the transfer plan (memory/transfer_plan.h), made once by a scheduler
+//     (memory/schedulers/): releases after last use (liveness), offloads,
+//     prefetches, drops, around each step;
+//   * on demand, when a step reads a tensor that is not on the device: it is
+//     brought back from the host or rebuilt by recomputation;
+//   * the tensor cache, when an allocation does not fit: compaction where
+//     the allocator can move blocks, then eviction of the tensor the
+//     eviction rule picks (memory/eviction/), dropped when it can be
+//     recomputed, offloaded otherwise;
+//   * the workspace selector: the algorithms of each step under the free
+//     memory left once its tensors are in place; a recomputation reruns the
+//     algorithms its forward ran, so a rebuilt tensor is bit for bit the
+//     original.
 // Persistent tensors (parameters, gradients, solver state) are allocated when
 // the runtime is created and stay for its lifetime.
 //
@@ -31,16 +34,17 @@
 #include <vector>
 
 #include "framework/device.h"
-#include "framework/net.h"
+#include "framework/network_view.h"
 #include "framework/tensor_store.h"
+#include "memory/allocators/allocator.h"
+#include "memory/eviction/eviction.h"
 #include "memory/heap_pool.h"
-#include "memory/liveness.h"
+#include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
-#include "memory/offload_policy.h"
-#include "memory/recompute_policy.h"
 #include "memory/residency.h"
 #include "memory/tensor_cache.h"
+#include "memory/transfer_plan.h"
 
 namespace spill {
 
@@ -55,8 +59,9 @@ struct OutOfMemoryInfo {
 
 class MemoryRuntime : public TensorStore {
  public:
-  // `device` null: plan only (no memory is reserved, no kernel runs).
-  static StatusOr<std::unique_ptr<MemoryRuntime>> Create(const Net& net,
+  // `device` null: plan only (no memory is reserved, no kernel runs). The
+  // view's schedule and algorithm catalog must outlive the runtime.
+  static StatusOr<std::unique_ptr<MemoryRuntime>> Create(const NetworkView& view,
                                                          const MemoryOptions& options,
                                                          Device* device);
   ~MemoryRuntime() override;
@@ -73,10 +78,12 @@ class MemoryRuntime : public TensorStore {
   const MemoryOptions& options() const { return options_; }
   // Records of the last completed iteration.
   const MemoryLog& log() const { return log_; }
-  const HeapPool& device_pool() const { return device_pool_; }
+  const DeviceAllocator& allocator() const { return *allocator_; }
   const HeapPool& host_pool() const { return host_pool_; }
   const ResidencyManager& residency() const { return *residency_; }
-  const RecomputePlan& recompute_plan() const { return recompute_; }
+  const PhasePlans& plans() const { return plans_; }
+  // Events of the last completed iteration (with options.record_events).
+  const std::vector<MemoryEvent>& events() const { return events_; }
   // Set when a step failed with kOutOfMemory.
   const OutOfMemoryInfo& oom() const { return oom_; }
   // Highest device bytes in use at any moment since creation.
@@ -85,16 +92,18 @@ class MemoryRuntime : public TensorStore {
   int64_t recomputations() const { return recomputations_; }
 
  private:
-  MemoryRuntime(const Net& net, const MemoryOptions& options, Device* device);
+  MemoryRuntime(const NetworkView& view, const MemoryOptions& options, Device* device);
   Status Reserve();
-  void PlanPolicies();
+  Status PlanPolicies();
   Status AllocatePersistent();
   Status AllocateAllTransient();
   Status Fail(const Status& status, const std::string& what, size_t bytes);
   std::vector<TensorId> LiveTransient() const;
   void Record(const Step& step);
-  void RunEagerPolicies(const Step& step);
+  Status RunActions(const std::vector<TransferAction>& actions, StepRunner* runner);
+  void RunAfterStep(const TransferAction& action);
   void Release(TensorId id);
+  void Retire(TensorId id);
   void Drop(TensorId id);
   void Unreference(TensorId id);
 
@@ -107,37 +116,42 @@ class MemoryRuntime : public TensorStore {
   // Chooses the algorithms of `layer`'s `pass` under the free memory and
   // allocates their workspace (workspace_selector.h).
   Status ChooseWorkspace(int layer, Pass pass, std::string* choice);
+  // Allocates the workspace of `layer`'s forward as its forward step chose
+  // it (for a recomputation), or chooses anew when it never ran.
+  Status ReuseForwardWorkspace(int layer);
   void FreeWorkspace();
   bool EvictOne();
   bool MakeRoom(size_t bytes);
   bool Evictable(TensorId id) const;
   bool Droppable(TensorId id) const;
-  void Prefetch(const std::vector<TensorId>& ids);
+  // A rebuilt tensor of a memory-centric segment: dropped again after use.
+  bool MemoryCentric(TensorId id) const;
+  void Prefetch(TensorId id);
   void Pin(TensorId id);
   void UnpinAll();
 
-  const Net& net_;
+  const NetworkView view_;
   const Schedule& schedule_;
   MemoryOptions options_;
   Device* device_;
   void* device_base_ = nullptr;
   void* host_base_ = nullptr;
-  HeapPool device_pool_;
+  std::unique_ptr<DeviceAllocator> allocator_;
   HeapPool host_pool_;
   std::unique_ptr<ResidencyManager> residency_;
-  Liveness train_liveness_;
-  Liveness eval_liveness_;
-  const Liveness* liveness_ = nullptr;
-  OffloadPlan offload_;
-  RecomputePlan recompute_;
+  PhasePlans plans_;
+  const TransferPlan* plan_ = nullptr;  // of the current phase
+  const RecomputePlan& recompute() const { return plans_.train.recompute; }
+  std::unique_ptr<EvictionPolicy> eviction_;
   TensorCache cache_;
+  MemoryEventLog log_events_;
+  std::vector<MemoryEvent> events_;
   // Dropped tensors that will be rebuilt from each tensor; a tensor past its
   // last use stays (deferred) until none are left.
   std::vector<int> rebuild_refs_;
   std::vector<bool> holds_sources_;  // a dropped tensor counts in its sources' refs
   std::vector<bool> deferred_;
   Phase phase_ = Phase::kTrain;
-  bool eager_ = false;  // this iteration offloads and drops on a schedule
   bool all_allocated_ = false;
 
   int step_ = -1;                 // the step being prepared or run
@@ -145,6 +159,8 @@ class MemoryRuntime : public TensorStore {
   Workspace workspace_;
   AllocationId workspace_id_ = -1;
   std::vector<int> algorithms_;  // of the step (or recomputation) being run
+  // Per layer: the algorithms its forward ran with in this iteration.
+  std::vector<std::vector<int>> forward_algorithms_;
   int64_t recomputations_ = 0;
   int capture_step_ = -1;  // step whose live tensors are listed
   size_t run_peak_ = 0;

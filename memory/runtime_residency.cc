@@ -24,7 +24,7 @@ void MemoryRuntime::UnpinAll() {
 }
 
 bool MemoryRuntime::Droppable(TensorId id) const {
-  if (!options_.recompute || !recompute_.droppable[id] || phase_ != Phase::kTrain) return false;
+  if (!options_.recompute || !recompute().droppable[id] || phase_ != Phase::kTrain) return false;
   for (TensorId x : RebuildSources(schedule_, id)) {
     if (residency_->state(x) == Residency::kUnallocated) return false;  // already gone
   }
@@ -40,15 +40,24 @@ bool MemoryRuntime::Evictable(TensorId id) const {
   return Droppable(id) || options_.offload;
 }
 
-// Frees the least recently used evictable tensor: drops it when it can be
-// recomputed, offloads it otherwise. False when nothing can be evicted.
+bool MemoryRuntime::MemoryCentric(TensorId id) const {
+  if (phase_ != Phase::kTrain || !options_.recompute || plan_->evict_on_demand) return false;
+  const int seg = recompute().segment[id];
+  return seg >= 0 && !recompute().keep[seg];
+}
+
+// Frees the evictable tensor the eviction rule picks: drops it when it can
+// be recomputed, offloads it otherwise. False when nothing can be evicted.
 bool MemoryRuntime::EvictOne() {
   if (!options_.cache) return false;
   std::vector<TensorId> refused;  // the host pool could not take these
   for (;;) {
-    TensorId victim = cache_.Victim([&](TensorId id) {
-      return Evictable(id) && std::find(refused.begin(), refused.end(), id) == refused.end();
-    });
+    TensorId victim = eviction_->Victim(
+        cache_,
+        [&](TensorId id) {
+          return Evictable(id) && std::find(refused.begin(), refused.end(), id) == refused.end();
+        },
+        step_);
     if (victim == kNoTensor) return false;
     if (residency_->state(victim) == Residency::kPrefetching) residency_->FinishPrefetch(victim);
     if (Droppable(victim)) {
@@ -68,13 +77,15 @@ bool MemoryRuntime::EvictOne() {
   }
 }
 
-// Room for `bytes`: closes the holes when enough memory is free in total,
-// otherwise evicts one tensor. False when neither can help.
+// Room for `bytes`: closes the holes when enough memory is free in total
+// (where the allocator can move blocks), otherwise evicts one tensor. False
+// when neither can help.
 bool MemoryRuntime::MakeRoom(size_t bytes) {
-  if (options_.compact && device_pool_.stats().free_bytes >= RoundToBlocks(bytes) &&
-      device_pool_.stats().free_segments > 1) {
+  const PoolStats& stats = allocator_->stats();
+  if (options_.compact && allocator_->can_compact() && stats.free_bytes >= RoundToBlocks(bytes) &&
+      stats.free_segments > 1) {
     residency_->Compact();
-    if (device_pool_.CanAllocate(bytes)) return true;
+    if (allocator_->CanAllocate(bytes)) return true;
   }
   return EvictOne();
 }
@@ -98,8 +109,12 @@ Status MemoryRuntime::AllocateTensor(TensorId id) {
 Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
   workspace_ = Workspace();
   if (bytes == 0) return Status::Ok();
+  AllocRequest request;
+  request.bytes = bytes;
+  request.category = MemoryCategory::kWorkspace;
+  request.step = step_;
   for (;;) {
-    auto allocation = device_pool_.Allocate(bytes, MemoryCategory::kWorkspace);
+    auto allocation = allocator_->Allocate(request);
     if (allocation.ok()) {
       workspace_id_ = allocation->id;
       workspace_.bytes = bytes;
@@ -115,10 +130,9 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
 }
 
 Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice) {
-  const Layer& l = net_.layer(layer);
-  const std::string what = "the workspace of " + l.name();
+  const std::string what = "the workspace of " + view_.layer(layer).name;
   algorithms_.clear();
-  const int ops = l.num_algorithm_ops(pass);
+  const int ops = view_.algorithms ? view_.algorithms->NumOps(layer, pass) : 0;
   if (ops == 0) {
     const Step& step =
         pass == Pass::kForward ? schedule_.forward(layer) : schedule_.backward(layer);
@@ -126,10 +140,10 @@ Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice)
   }
   // Functional tensors are in place: the workspace gets what remains, in one
   // contiguous segment.
-  const size_t free = device_pool_.stats().largest_free;
+  const size_t free = allocator_->LargestFree();
   size_t bytes = 0;
   for (int op = 0; op < ops; ++op) {
-    std::vector<AlgorithmCandidate> candidates = l.algorithm_candidates(pass, op);
+    std::vector<AlgorithmCandidate> candidates = view_.algorithms->Candidates(layer, pass, op);
     AlgorithmSelection s = SelectAlgorithm(candidates, free, options_.workspace);
     algorithms_.push_back(s.index);
     if (s.index < 0) continue;
@@ -139,24 +153,38 @@ Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice)
   std::vector<int> chosen = algorithms_;
   SPILL_RETURN_IF_ERROR(AllocateWorkspace(bytes, what));
   algorithms_ = chosen;
+  if (pass == Pass::kForward) forward_algorithms_[layer] = chosen;
+  return Status::Ok();
+}
+
+Status MemoryRuntime::ReuseForwardWorkspace(int layer) {
+  const std::vector<int> chosen = forward_algorithms_[layer];
+  if (chosen.empty()) return ChooseWorkspace(layer, Pass::kForward, nullptr);
+  size_t bytes = 0;
+  for (int op = 0; op < static_cast<int>(chosen.size()); ++op) {
+    if (chosen[op] < 0) continue;
+    const auto candidates = view_.algorithms->Candidates(layer, Pass::kForward, op);
+    bytes = std::max(bytes, candidates[chosen[op]].workspace);
+  }
+  SPILL_RETURN_IF_ERROR(
+      AllocateWorkspace(bytes, "the workspace of " + view_.layer(layer).name + " (recomputed)"));
+  algorithms_ = chosen;
   return Status::Ok();
 }
 
 void MemoryRuntime::FreeWorkspace() {
   if (workspace_id_ < 0) return;
-  device_pool_.Free(workspace_id_);
+  allocator_->Free(workspace_id_);
   workspace_id_ = -1;
   workspace_ = Workspace();
 }
 
-// Brings offloaded tensors back ahead of use, where there is room without
-// evicting anything; whatever does not fit comes back when it is needed.
-void MemoryRuntime::Prefetch(const std::vector<TensorId>& ids) {
-  for (TensorId id : ids) {
-    if (residency_->state(id) != Residency::kHost) continue;
-    if (!device_pool_.CanAllocate(schedule_.tensors[id].bytes)) continue;
-    if (residency_->BeginPrefetch(id).ok()) cache_.Touch(id);
-  }
+// Brings an offloaded tensor back ahead of use, where there is room without
+// evicting anything; what does not fit comes back when it is needed.
+void MemoryRuntime::Prefetch(TensorId id) {
+  if (residency_->state(id) != Residency::kHost) return;
+  if (!allocator_->CanAllocate(schedule_.tensors[id].bytes)) return;
+  if (residency_->BeginPrefetch(id).ok()) cache_.Touch(id);
 }
 
 Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
@@ -201,8 +229,8 @@ void MemoryRuntime::ReleaseSources(TensorId id, const std::vector<TensorId>& reb
     if (!cache_.locked(in) && residency_->state(in) == Residency::kDevice) Drop(in);
   }
   for (TensorId x : RebuildSources(schedule_, id)) {
-    if (recompute_.droppable[x] || cache_.locked(x) || residency_->state(x) != Residency::kDevice ||
-        !residency_->host_copy_current(x)) {
+    if (recompute().droppable[x] || cache_.locked(x) ||
+        residency_->state(x) != Residency::kDevice || !residency_->host_copy_current(x)) {
       continue;
     }
     if (residency_->BeginOffload(x).ok()) {
@@ -235,13 +263,19 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   const AllocationId outer_id = workspace_id_;
   const std::vector<int> outer_algorithms = algorithms_;
   workspace_id_ = -1;
-  SPILL_RETURN_IF_ERROR(ChooseWorkspace(layer, Pass::kForward, nullptr));
+  SPILL_RETURN_IF_ERROR(ReuseForwardWorkspace(layer));
   SPILL_RETURN_IF_ERROR(runner.Recompute(layer));
   ++recomputations_;
+  if (options_.record_events) {
+    MemoryEvent e;
+    e.type = MemoryEventType::kRecompute;
+    e.layer = layer;
+    log_events_.Add(e);
+  }
   // A memory-centric tensor will be dropped and rebuilt again: it keeps its
   // sources until it dies.
-  const int seg = recompute_.segment[id];
-  if (!(eager_ && seg >= 0 && !recompute_.keep[seg])) Unreference(id);
+  const bool memory_centric = MemoryCentric(id);
+  if (!memory_centric) Unreference(id);
   FreeWorkspace();
   workspace_ = outer;
   workspace_id_ = outer_id;
@@ -250,10 +284,10 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   // Lift the pins of this rebuild; keep the caller's.
   for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
   pinned_.resize(pins);
-  if (eager_ && seg >= 0 && !recompute_.keep[seg]) ReleaseSources(id, rebuilt);
+  if (memory_centric) ReleaseSources(id, rebuilt);
   // Other outputs of the layer that nobody needs any more (dead tensors).
   for (TensorId out : lt.outputs) {
-    if (out != id && liveness_->last_use[out] < step_ && !cache_.locked(out)) Release(out);
+    if (out != id && plan_->liveness.last_use[out] < step_ && !cache_.locked(out)) Release(out);
   }
   return Status::Ok();
 }

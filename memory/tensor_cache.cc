@@ -25,11 +25,4 @@ void TensorCache::Unlock(TensorId id) {
   --locks_[id];
 }
 
-TensorId TensorCache::Victim(const std::function<bool(TensorId)>& evictable) const {
-  for (const auto& [stamp, id] : order_) {
-    if (locks_[id] == 0 && evictable(id)) return id;
-  }
-  return kNoTensor;
-}
-
 }  // namespace spill

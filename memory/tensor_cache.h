@@ -5,13 +5,13 @@
 // when they can be recomputed, offloading them otherwise - until it fits.
 // Nothing moves while memory suffices.
 //
-// This class is only the bookkeeping (recency and locks); the runtime decides
-// what eviction means and the residency state machine performs it.
+// This class is only the bookkeeping (recency and locks); an eviction policy
+// (memory/eviction/) picks the victim, the runtime decides what eviction
+// means and the residency state machine performs it.
 #ifndef SPILL_MEMORY_TENSOR_CACHE_H_
 #define SPILL_MEMORY_TENSOR_CACHE_H_
 
 #include <cstdint>
-#include <functional>
 #include <set>
 #include <vector>
 
@@ -31,9 +31,8 @@ class TensorCache {
   void Unlock(TensorId id);
   bool locked(TensorId id) const { return locks_[id] > 0; }
 
-  // The least recently used unlocked tensor for which `evictable` holds, or
-  // kNoTensor.
-  TensorId Victim(const std::function<bool(TensorId)>& evictable) const;
+  // Cached tensors, least recently used first, as (stamp, id).
+  const std::set<std::pair<int64_t, TensorId>>& order() const { return order_; }
 
  private:
   std::vector<int64_t> stamp_;  // last use; -1 when not cached

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/layer.h"
+#include "framework/declarations.h"
 #include "framework/status.h"
 
 namespace spill {

@@ -90,10 +90,13 @@ layers:
   const TensorId data = s.layers[0].outputs[0];
   const size_t bytes = s.tensors[data].bytes;
   CpuDevice device(CpuDeviceOptions{5e8});
-  HeapPool device_pool(4 * bytes), host_pool(4 * bytes);
-  void* device_base = *device.ReserveDeviceRegion(device_pool.capacity());
+  auto created = CreateAllocator("first_fit", {4 * bytes, {}});
+  ASSERT_TRUE(created.ok());
+  std::unique_ptr<DeviceAllocator> device_pool = std::move(*created);
+  HeapPool host_pool(4 * bytes);
+  void* device_base = *device.ReserveDeviceRegion(device_pool->capacity());
   void* host_base = *device.ReserveHostRegion(host_pool.capacity());
-  ResidencyManager r(s, &device_pool, &host_pool, &device, device_base, host_base);
+  ResidencyManager r(s, device_pool.get(), &host_pool, &device, device_base, host_base, nullptr);
   r.set_poison(true);
   ASSERT_TRUE(r.Allocate(data).ok());
   float* p = r.data(data);
@@ -102,9 +105,11 @@ layers:
   EXPECT_EQ(r.state(data), Residency::kOffloading);
   r.FinishOffload(data);  // waits for the copy, then frees (and poisons) the block
   EXPECT_EQ(r.state(data), Residency::kHost);
-  EXPECT_EQ(device_pool.stats().total_in_use, 0u);
+  EXPECT_EQ(device_pool->stats().total_in_use, 0u);
   // Something else takes the freed block meanwhile.
-  auto other = device_pool.Allocate(bytes, MemoryCategory::kActivations);
+  AllocRequest request;
+  request.bytes = bytes;
+  auto other = device_pool->Allocate(request);
   ASSERT_TRUE(other.ok());
   std::memset(static_cast<char*>(device_base) + other->offset, 0x7F, bytes);
   ASSERT_TRUE(r.BeginPrefetch(data).ok());
@@ -150,7 +155,7 @@ layers:
     ASSERT_TRUE(ApplyMemoryMode(mode, &run.memory).ok());
     auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
     ASSERT_TRUE(net.ok());
-    run.memory.device_budget = *MinimumBudget(**net, run.memory, kPoolBlockBytes);
+    run.memory.device_budget = *MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
     run.memory.poison_freed = true;
     run.link_bytes_per_second = 2e7;  // 20 MB/s
     auto slow = testing::TrainSynthetic(spec, run);

@@ -53,7 +53,7 @@ testing::SyntheticRun GpuRun(const std::string& mode) {
 size_t SmallestBudget(const NetSpec& spec, const testing::SyntheticRun& run) {
   auto net = Net::Build(spec, {run.batch, DeviceType::kCuda});
   SPILL_CHECK(net.ok()) << net.status().ToString();
-  auto minimum = MinimumBudget(**net, run.memory, kPoolBlockBytes);
+  auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
   SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
   return *minimum;
 }
@@ -139,7 +139,7 @@ TEST_P(CudaModeTest, PlannedPeakEqualsMeasuredPeak) {
     ASSERT_TRUE(measured.ok()) << mode << ": " << measured.status().ToString();
     auto net = Net::Build(spec, {run.batch, DeviceType::kCuda});
     ASSERT_TRUE(net.ok());
-    auto plan = Plan(**net, run.memory);
+    auto plan = Plan((*net)->view(), run.memory);
     ASSERT_TRUE(plan.ok() && plan->fits) << mode;
     EXPECT_EQ(plan->peak, measured->log.peak) << mode;
     ASSERT_EQ(plan->log.steps.size(), measured->log.steps.size());

@@ -42,7 +42,7 @@ class NetworkGradientTest : public ::testing::Test {
     net_ = std::move(net).value();
     MemoryOptions options;
     ASSERT_TRUE(ApplyMemoryMode("liveness", &options).ok());
-    auto runtime = MemoryRuntime::Create(*net_, options, &device_);
+    auto runtime = MemoryRuntime::Create(net_->view(), options, &device_);
     ASSERT_TRUE(runtime.ok());
     runtime_ = std::move(runtime).value();
     executor_ = std::make_unique<Executor>(*net_, &device_, *runtime_);
@@ -109,7 +109,7 @@ TEST(ExecutorTest, EvalRunsForwardOnlyAndLeavesParametersAlone) {
   ASSERT_TRUE(net.ok());
   CpuDevice device;
   MemoryOptions options;
-  auto runtime = MemoryRuntime::Create(**net, options, &device);
+  auto runtime = MemoryRuntime::Create((*net)->view(), options, &device);
   ASSERT_TRUE(runtime.ok());
   Executor executor(**net, &device, **runtime);
   InitializeParameters(**net, **runtime, device, 1);

@@ -46,7 +46,7 @@ MemoryOptions Options(const NetSpec& spec, const std::string& mode, bool tight) 
   if (!tight) return run.memory;
   auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
   SPILL_CHECK(net.ok());
-  auto minimum = MinimumBudget(**net, run.memory, kPoolBlockBytes);
+  auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
   SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
   run.memory.device_budget = *minimum;
   return run.memory;
@@ -90,7 +90,7 @@ TEST_P(ModeTest, PlannedMemoryEqualsMeasuredMemoryAtEveryStep) {
       ASSERT_TRUE(measured.ok()) << measured.status().ToString();
       auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
       ASSERT_TRUE(net.ok());
-      auto plan = Plan(**net, run.memory);
+      auto plan = Plan((*net)->view(), run.memory);
       ASSERT_TRUE(plan.ok() && plan->fits) << mode;
       const MemoryLog& m = measured->log;
       ASSERT_EQ(plan->log.steps.size(), m.steps.size());
@@ -144,7 +144,7 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
   ASSERT_TRUE(net.ok());
   testing::SyntheticRun r = SmallRun("superneurons");
   r.memory.prefetch_ahead = 0;
-  r.memory.device_budget = *MinimumBudget(**net, r.memory, kPoolBlockBytes);
+  r.memory.device_budget = *MinimumBudget((*net)->view(), r.memory, kPoolBlockBytes);
   auto tight_run = testing::TrainSynthetic(spec, r);
   ASSERT_TRUE(tight_run.ok()) << tight_run.status().ToString();
   const testing::TrainTrace& tight = *tight_run;
@@ -201,7 +201,7 @@ layers:
   EXPECT_EQ(last_backward, RoundToBlocks(s.tensors[fc3].bytes));
   MemoryOptions options;
   options.device_budget = kUnlimitedBudget;
-  auto plan = Plan(**net, options);
+  auto plan = Plan((*net)->view(), options);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->peak, persistent + forward + last_backward);
   // Reached at the first backward step (the loss's forward ties with it:
@@ -209,7 +209,7 @@ layers:
   EXPECT_EQ(plan->log.steps[s.num_layers()].peak, plan->peak);
   // Baseline: every tensor of the iteration at once.
   ASSERT_TRUE(ApplyMemoryMode("baseline", &options).ok());
-  auto baseline = Plan(**net, options);
+  auto baseline = Plan((*net)->view(), options);
   size_t all = 0;
   for (const TensorInfo& t : s.tensors) all += RoundToBlocks(t.bytes);
   EXPECT_EQ(baseline->peak, all);
@@ -257,14 +257,14 @@ TEST(OutOfMemoryTest, ReportNamesStepLiveTensorsAndTheSmallestBudget) {
   testing::SyntheticRun run = SmallRun("liveness");
   auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
   ASSERT_TRUE(net.ok());
-  auto minimum = MinimumBudget(**net, run.memory, kPoolBlockBytes);
+  auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
   ASSERT_TRUE(minimum.ok()) << minimum.status().ToString();
   // One block short of the minimum fails; the minimum itself trains.
   run.memory.device_budget = *minimum - kPoolBlockBytes;
   auto too_small = testing::TrainSynthetic(spec, run);
   ASSERT_FALSE(too_small.ok());
   EXPECT_EQ(too_small.status().code(), StatusCode::kOutOfMemory);
-  Status report = ExplainOutOfMemory(too_small.status(), **net, run.memory);
+  Status report = ExplainOutOfMemory(too_small.status(), (*net)->view(), run.memory);
   EXPECT_THAT(report.message(), HasSubstr("at step "));
   EXPECT_THAT(report.message(), HasSubstr("transient tensors live"));
   EXPECT_THAT(report.message(), HasSubstr("needs a device budget of at least"));

@@ -117,9 +117,9 @@ TEST(DynamicWorkspaceTest, NoStepExceedsTheBudgetFromRoomyToMinimal) {
   ASSERT_TRUE(net.ok());
   MemoryOptions roomy = run.memory;
   roomy.device_budget = 256 * kMiB;
-  auto plan = Plan(**net, roomy);
+  auto plan = Plan((*net)->view(), roomy);
   ASSERT_TRUE(plan.ok() && plan->fits);
-  auto minimum = MinimumBudget(**net, run.memory, kPoolBlockBytes);
+  auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
   ASSERT_TRUE(minimum.ok());
   EXPECT_LT(*minimum, plan->peak);  // smaller workspaces make room
   std::string roomy_choice, tight_choice;
@@ -129,7 +129,7 @@ TEST(DynamicWorkspaceTest, NoStepExceedsTheBudgetFromRoomyToMinimal) {
     auto trace = testing::TrainSynthetic(spec, run);
     ASSERT_TRUE(trace.ok()) << budget << ": " << trace.status().ToString();
     for (const StepRecord& r : trace->log.steps) ASSERT_LE(r.peak, budget) << "step " << r.step + 1;
-    auto planned = Plan(**net, run.memory);
+    auto planned = Plan((*net)->view(), run.memory);
     ASSERT_TRUE(planned.ok() && planned->fits);
     for (size_t s = 0; s < trace->log.steps.size(); ++s) {
       EXPECT_EQ(planned->log.steps[s].algorithm, trace->log.steps[s].algorithm) << "step " << s + 1;
@@ -150,9 +150,9 @@ TEST(DynamicWorkspaceTest, FastestPolicyNeedsMoreMemoryThanDynamic) {
   MemoryOptions dynamic, fastest, frugal;
   fastest.workspace = Policy("fastest");
   frugal.workspace = Policy("memory_optimal");
-  auto a = MinimumBudget(**net, dynamic, kPoolBlockBytes);
-  auto b = MinimumBudget(**net, fastest, kPoolBlockBytes);
-  auto c = MinimumBudget(**net, frugal, kPoolBlockBytes);
+  auto a = MinimumBudget((*net)->view(), dynamic, kPoolBlockBytes);
+  auto b = MinimumBudget((*net)->view(), fastest, kPoolBlockBytes);
+  auto c = MinimumBudget((*net)->view(), frugal, kPoolBlockBytes);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_LT(*a, *b);
   EXPECT_EQ(*a, *c);  // at its minimum, dynamic is as frugal as it gets

@@ -110,10 +110,10 @@ Status Run(const Args& args) {
   cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
   if (args.minimum) {
     // Timing happens while planning here, before anything is reserved.
-    SPILL_ASSIGN_OR_RETURN(memory.device_budget, MinimumBudget(*net, memory));
+    SPILL_ASSIGN_OR_RETURN(memory.device_budget, MinimumBudget(net->view(), memory));
   }
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
-                         MemoryRuntime::Create(*net, memory, &device));
+                         MemoryRuntime::Create(net->view(), memory, &device));
   Executor executor(*net, &device, *runtime);
   InitializeParameters(*net, *runtime, device, 1);
   solver->ResetState(*net, *runtime, device);

@@ -152,7 +152,7 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
   solver->AddState(*net);
   Probe probe;
-  SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(*net, options.memory));
+  SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), options.memory));
   probe.fits = probe.plan.fits;
   return probe;
 }
@@ -183,7 +183,7 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
   solver->AddState(*net);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
-                         MemoryRuntime::Create(*net, memory, &device));
+                         MemoryRuntime::Create(net->view(), memory, &device));
   Executor executor(*net, &device, *runtime);
   InitializeParameters(*net, *runtime, device, 1);
   solver->ResetState(*net, *runtime, device);

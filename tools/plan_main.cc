@@ -38,6 +38,15 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
   --prefetch-ahead N   prefetch offloaded tensors N checkpoint layers ahead (default 1)
   --recompute-strategy S  cost_aware (default), speed or memory
   --workspace POLICY   dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME
+  --allocator NAME     how device requests are placed: first_fit (default), best_fit,
+                       static (offsets precomputed by dynamic storage allocation), ideal
+                       (plan only: the max load, as if memory never fragmented)
+  --eviction RULE      the tensor cache's victim rule: lru (default) or belady
+  --no-compact         never slide live tensors down to close holes, so that allocators
+                       are compared by their footprint alone
+  --trace FILE         write the event log of one iteration as JSON lines: every
+                       allocation and free (block, bytes, offset, step, tensor), transfer,
+                       drop and compute (of the last mode planned)
   --timing MODE        model, or cache (the default: times measured by `train`
                        where cached, the model elsewhere)
   --minimum            also find the smallest budget each mode runs in
@@ -49,7 +58,8 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
 
 struct Args {
   std::string config, device, memory, device_memory, csv, svg, strategy, workspace,
-      timing = "cache";
+      timing = "cache", allocator, eviction, trace;
+  bool no_compact = false;
   int prefetch_ahead = -1;
   int64_t batch = 0;
   bool minimum = false, steps = false, json = false;
@@ -81,6 +91,14 @@ Status Parse(int argc, char** argv, Args* a) {
       SPILL_ASSIGN_OR_RETURN(a->workspace, value());
     } else if (arg == "--timing") {
       SPILL_ASSIGN_OR_RETURN(a->timing, value());
+    } else if (arg == "--allocator") {
+      SPILL_ASSIGN_OR_RETURN(a->allocator, value());
+    } else if (arg == "--eviction") {
+      SPILL_ASSIGN_OR_RETURN(a->eviction, value());
+    } else if (arg == "--trace") {
+      SPILL_ASSIGN_OR_RETURN(a->trace, value());
+    } else if (arg == "--no-compact") {
+      a->no_compact = true;
     } else if (arg == "--prefetch-ahead") {
       SPILL_ASSIGN_OR_RETURN(std::string n, value());
       a->prefetch_ahead = std::atoi(n.c_str());
@@ -197,8 +215,10 @@ std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net&
   out << "{\"mode\":\"" << mode << "\",\"fits\":" << (plan.fits ? "true" : "false");
   if (plan.fits) {
     out << ",\"peak_bytes\":" << plan.peak << ",\"peak_step\":" << plan.peak_step + 1
-        << ",\"persistent_bytes\":" << plan.persistent
-        << ",\"high_water_bytes\":" << plan.high_water
+        << ",\"persistent_bytes\":" << plan.persistent << ",\"max_load_bytes\":" << plan.peak
+        << ",\"footprint_bytes\":" << plan.footprint
+        << ",\"fragmentation_bytes\":" << plan.fragmentation()
+        << ",\"compacted_bytes\":" << plan.compacted
         << ",\"recomputations\":" << plan.recomputations
         << ",\"to_host_bytes\":" << plan.log.to_host
         << ",\"to_device_bytes\":" << plan.log.to_device << ",\"plan_seconds\":" << seconds;
@@ -263,6 +283,10 @@ int Main(int argc, char** argv) {
     }
     options.device_budget = kUnlimitedBudget;
     if (args.prefetch_ahead >= 0) options.prefetch_ahead = args.prefetch_ahead;
+    if (!args.allocator.empty()) options.allocator = args.allocator;
+    if (!args.eviction.empty()) options.eviction = args.eviction;
+    if (args.no_compact) options.compact = false;
+    options.record_events = !args.trace.empty();
     if (!args.workspace.empty()) {
       auto workspace = ParseWorkspacePolicy(args.workspace);
       if (!workspace.ok()) {
@@ -288,7 +312,7 @@ int Main(int argc, char** argv) {
       options.device_budget = *budget;
     }
     auto start = std::chrono::steady_clock::now();
-    auto plan = Plan(net, options);
+    auto plan = Plan(net.view(), options);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!plan.ok()) {
@@ -297,7 +321,7 @@ int Main(int argc, char** argv) {
     }
     size_t minimum = 0;
     if (args.minimum && plan->fits) {
-      auto found = MinimumBudget(net, options);
+      auto found = MinimumBudget(net.view(), options);
       if (found.ok()) minimum = *found;
     }
     if (args.json) {
@@ -311,6 +335,13 @@ int Main(int argc, char** argv) {
           modes[m].c_str(), Bytes(plan->peak).c_str(), static_cast<long>(plan->peak),
           plan->peak_step + 1, Bytes(plan->persistent).c_str(), Bytes(plan->log.to_host).c_str(),
           Bytes(plan->log.to_device).c_str(), static_cast<long>(plan->recomputations), seconds);
+      std::printf(
+          "  %s allocator: max load %s, footprint %s, fragmentation %s (%.2f%%), compaction moved "
+          "%s\n",
+          options.allocator.c_str(), Bytes(plan->peak).c_str(), Bytes(plan->footprint).c_str(),
+          Bytes(plan->fragmentation()).c_str(),
+          100.0 * plan->fragmentation() / std::max<size_t>(plan->footprint, 1),
+          Bytes(plan->compacted).c_str());
       if (minimum)
         std::printf("  smallest budget that runs: %s (%zu bytes)\n", Bytes(minimum).c_str(),
                     minimum);
@@ -318,6 +349,9 @@ int Main(int argc, char** argv) {
       if (args.steps) PrintSteps(*plan, net);
     }
     if (plan->fits) logs.push_back(plan->log);
+    if (!args.trace.empty() && plan->fits) {
+      std::ofstream(args.trace) << MemoryEventsJson(plan->events, net.schedule());
+    }
     if (!args.csv.empty() && plan->fits) {
       std::ofstream(args.csv) << MemoryLogCsv(plan->log, net.schedule(), net.layer_names());
     }

@@ -6,6 +6,9 @@
 #include <sstream>
 
 #include "layers/cpu/conv_timer.h"
+#include "memory/allocators/allocator.h"
+#include "memory/eviction/eviction.h"
+#include "memory/transfer_plan.h"
 #include "tools/config_reader.h"
 
 namespace spill {
@@ -136,9 +139,9 @@ Status ReadMemory(ConfigSection memory, MemoryOptions* m, TimingConfig* timing) 
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, m).WithContext(memory.Where("mode")));
   m->device_budget = memory.Bytes("device_budget", m->device_budget);
   m->host_budget = memory.Bytes("host_budget", m->host_budget);
-  auto fit = ParseFitPolicy(memory.String("fit", FitPolicyName(m->fit)));
-  if (!fit.ok()) return fit.status().WithContext(memory.Where("fit"));
-  m->fit = *fit;
+  m->allocator = memory.Choice("allocator", AllocatorNames(), m->allocator);
+  m->eviction = memory.Choice("eviction", EvictionNames(), m->eviction);
+  m->scheduler = memory.Choice("scheduler", SchedulerNames(), m->scheduler);
   m->liveness = memory.Bool("liveness", m->liveness);
   m->offload = memory.Bool("offload", m->offload);
   m->cache = memory.Bool("cache", m->cache);

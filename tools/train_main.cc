@@ -206,7 +206,7 @@ int Main(int argc, char** argv) {
     if (status.ok() || status.code() == StatusCode::kCancelled) PrintSummary(*trainer, config);
     if (args.profile) std::fputs(trainer->ProfileTable().c_str(), stderr);
     if (status.code() == StatusCode::kOutOfMemory) {
-      status = ExplainOutOfMemory(status, trainer->net(), config.memory);
+      status = ExplainOutOfMemory(status, trainer->net().view(), config.memory);
     }
   }
   if (trainer && !args.report.empty()) {

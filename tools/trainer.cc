@@ -128,8 +128,8 @@ Status Trainer::Setup() {
   }
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
   solver_->AddState(*net_);
-  auto runtime = MemoryRuntime::Create(*net_, config_.memory, device_.get());
-  if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), *net_, config_.memory);
+  auto runtime = MemoryRuntime::Create(net_->view(), config_.memory, device_.get());
+  if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
   runtime_ = std::move(runtime).value();
   executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
   executor_->set_profiling(options_.profile);

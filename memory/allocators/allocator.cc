@@ -1,0 +1,209 @@
+#include "memory/allocators/allocator.h"
+
+#include <algorithm>
+#include <map>
+
+#include "framework/units.h"
+
+namespace spill {
+
+DeviceAllocator::DeviceAllocator(size_t capacity)
+    : capacity_(capacity / kPoolBlockBytes * kPoolBlockBytes) {
+  stats_.capacity = capacity_;
+  stats_.free_bytes = capacity_;
+}
+
+StatusOr<Allocation> DeviceAllocator::Allocate(const AllocRequest& request) {
+  const size_t bytes = RoundToBlocks(std::max<size_t>(request.bytes, 1));
+  const double unusable = log_ != nullptr ? UnusableFree(bytes) : 0.0;
+  const AllocationId id = next_id_;
+  StatusOr<size_t> offset = Place(request, bytes, id);
+  if (!offset.ok()) {
+    stats_.failures++;
+    UpdateFreeStats();
+    if (offset.status().code() != StatusCode::kOutOfMemory) return offset.status();
+    return OutOfMemory("no room for " + FormatBytes(static_cast<double>(bytes)) + " (" +
+                       FormatBytes(static_cast<double>(stats_.free_bytes)) +
+                       " free, largest request that fits " +
+                       FormatBytes(static_cast<double>(stats_.largest_free)) + ")");
+  }
+  ++next_id_;
+  live_[id] = Live{*offset, bytes, request.category, request.tensor};
+  const int c = static_cast<int>(request.category);
+  stats_.in_use[c] += bytes;
+  stats_.peak[c] = std::max(stats_.peak[c], stats_.in_use[c]);
+  stats_.total_in_use += bytes;
+  stats_.total_peak = std::max(stats_.total_peak, stats_.total_in_use);
+  stats_.high_water = std::max(stats_.high_water, *offset + bytes);
+  stats_.allocations++;
+  UpdateFreeStats();
+  if (log_ != nullptr) {
+    MemoryEvent e;
+    e.type = MemoryEventType::kAlloc;
+    e.tensor = request.tensor;
+    e.block = id;
+    e.bytes = bytes;
+    e.offset = *offset;
+    e.category = request.category;
+    e.unusable_free = unusable;
+    log_->Add(e);
+  }
+  return Allocation{id, *offset, bytes};
+}
+
+void DeviceAllocator::Free(AllocationId id) {
+  auto found = live_.find(id);
+  SPILL_CHECK(found != live_.end()) << name() << ": free of unknown block " << id;
+  const Live block = found->second;
+  live_.erase(found);
+  Unplace(id, block.offset, block.bytes);
+  stats_.in_use[static_cast<int>(block.category)] -= block.bytes;
+  stats_.total_in_use -= block.bytes;
+  stats_.frees++;
+  UpdateFreeStats();
+  if (log_ != nullptr) {
+    MemoryEvent e;
+    e.type = MemoryEventType::kFree;
+    e.tensor = block.tensor;
+    e.block = id;
+    e.bytes = block.bytes;
+    e.offset = block.offset;
+    e.category = block.category;
+    log_->Add(e);
+  }
+}
+
+size_t DeviceAllocator::MoveDown(AllocationId id) {
+  SPILL_CHECK(can_compact()) << name() << " cannot move blocks";
+  auto found = live_.find(id);
+  SPILL_CHECK(found != live_.end()) << name() << ": move of unknown block " << id;
+  const size_t offset = Slide(id, found->second.offset, found->second.bytes);
+  if (offset != found->second.offset) stats_.moves++;
+  found->second.offset = offset;
+  UpdateFreeStats();
+  return offset;
+}
+
+size_t DeviceAllocator::Slide(AllocationId id, size_t offset, size_t bytes) {
+  SPILL_CHECK(false) << name() << " does not compact";
+  return offset;
+}
+
+std::vector<std::pair<size_t, AllocationId>> DeviceAllocator::AllocationsByOffset() const {
+  std::vector<std::pair<size_t, AllocationId>> out;
+  out.reserve(live_.size());
+  for (const auto& [id, block] : live_) out.push_back({block.offset, id});
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void DeviceAllocator::ResetPeaks() {
+  stats_.peak = stats_.in_use;
+  stats_.total_peak = stats_.total_in_use;
+}
+
+void DeviceAllocator::UpdateFreeStats() {
+  stats_.free_bytes = capacity_ - stats_.total_in_use;
+  stats_.largest_free = Largest();
+  stats_.free_segments = FreeSegments();
+}
+
+std::string DeviceAllocator::CheckInvariants() const {
+  size_t used = 0, end = 0;
+  std::array<size_t, kNumCategories> per{};
+  for (const auto& [id, block] : live_) {
+    used += block.bytes;
+    per[static_cast<int>(block.category)] += block.bytes;
+    end = std::max(end, block.offset + block.bytes);
+  }
+  if (used != stats_.total_in_use) return "in-use total disagrees with the live blocks";
+  if (per != stats_.in_use) return "per-category in-use disagrees with the live blocks";
+  if (stats_.total_peak < stats_.total_in_use) return "peak is below current use";
+  if (places()) {
+    if (end > capacity_) return "a block ends beyond the capacity";
+    if (end > stats_.high_water) return "a block ends above the high-water mark";
+    const auto blocks = AllocationsByOffset();
+    for (size_t i = 1; i < blocks.size(); ++i) {
+      const Live& prev = live_.at(blocks[i - 1].second);
+      if (prev.offset + prev.bytes > blocks[i].first) {
+        return "blocks overlap at offset " + std::to_string(blocks[i].first);
+      }
+    }
+  }
+  return CheckPlacement();
+}
+
+AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phase phase,
+                                    size_t budget) {
+  AllocationProfile profile;
+  profile.phase = phase;
+  profile.budget = budget;
+  std::unordered_map<AllocationId, size_t> open;  // block -> request index
+  std::map<std::pair<TensorId, int>, int> seen;   // (tensor, step for workspaces) -> count
+  int64_t clock = 0;
+  for (const MemoryEvent& e : events) {
+    if (e.type == MemoryEventType::kAlloc) {
+      ProfiledRequest r;
+      r.tensor = e.tensor;
+      r.step = e.step;
+      r.bytes = e.bytes;
+      r.occurrence = seen[{e.tensor, e.tensor == kNoTensor ? e.step : -1}]++;
+      r.alloc_time = clock++;
+      r.free_time = -1;
+      open[e.block] = profile.requests.size();
+      profile.requests.push_back(r);
+    } else if (e.type == MemoryEventType::kFree) {
+      auto it = open.find(e.block);
+      const int64_t now = clock++;
+      if (it == open.end()) continue;  // allocated before this iteration
+      profile.requests[it->second].free_time = now;
+      open.erase(it);
+    }
+  }
+  for (ProfiledRequest& r : profile.requests) {
+    if (r.free_time < 0) r.free_time = clock;
+  }
+  return profile;
+}
+
+// ---- Registry ----
+
+namespace {
+
+std::map<std::string, AllocatorInfo>& Registry() {
+  static auto* registry = new std::map<std::string, AllocatorInfo>();
+  return *registry;
+}
+
+}  // namespace
+
+bool RegisterAllocator(AllocatorInfo info) {
+  const std::string name = info.name;
+  SPILL_CHECK(Registry().count(name) == 0) << "allocator '" << name << "' registered twice";
+  Registry()[name] = std::move(info);
+  return true;
+}
+
+const AllocatorInfo* FindAllocator(const std::string& name) {
+  auto it = Registry().find(name);
+  return it == Registry().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> AllocatorNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, info] : Registry()) names.push_back(name);
+  return names;
+}
+
+StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& name,
+                                                           const AllocatorContext& context) {
+  const AllocatorInfo* info = FindAllocator(name);
+  if (info == nullptr) {
+    std::string known;
+    for (const std::string& n : AllocatorNames()) known += (known.empty() ? "" : ", ") + n;
+    return InvalidArgument("unknown allocator '" + name + "'; known allocators: " + known);
+  }
+  return info->create(context);
+}
+
+}  // namespace spill

@@ -1,0 +1,188 @@
+// The allocator seam: how device memory requests become places in the
+// device region.
+//
+// The residency state machine (memory/residency.h) and the runtime ask an
+// allocator for every byte of device memory - tensors and workspaces - and
+// never look inside it. Implementations are policies chosen by name at run
+// time (`memory.allocator`, `--allocator`), each in its own file with one
+// registration line:
+//
+//   first_fit, best_fit  HeapPool's free lists (heap_allocators.cc)
+//   static               offsets precomputed from a profiled iteration by
+//                        dynamic storage allocation (static_allocator.cc)
+//   ideal                plan-only accounting: a request fits while live bytes
+//                        stay within the budget; offsets are not a placement
+//
+// The base class keeps what every allocator must report the same way: bytes
+// in use and peaks by category, footprint (the highest end offset ever
+// placed), failures, and - when an event log is attached - one alloc/free
+// event per request, with the U_f (unusable free fraction) the request met.
+// An implementation only places and frees.
+//
+// Invariants, for every implementation
+//   * a block lies inside [0, capacity) and never overlaps another live block
+//     (except `ideal`, which places nothing and cannot back a device);
+//   * a request that cannot be served returns kOutOfMemory and changes
+//     nothing, so callers can evict and retry;
+//   * decisions depend only on the sequence of requests, never on timing, so
+//     the planner (no device) and a run make the same placements.
+#ifndef SPILL_MEMORY_ALLOCATORS_ALLOCATOR_H_
+#define SPILL_MEMORY_ALLOCATORS_ALLOCATOR_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "framework/declarations.h"
+#include "framework/schedule.h"
+#include "framework/status.h"
+#include "memory/heap_pool.h"
+#include "memory/memory_events.h"
+
+namespace spill {
+
+struct AllocRequest {
+  size_t bytes = 0;
+  MemoryCategory category = MemoryCategory::kActivations;
+  TensorId tensor = kNoTensor;  // kNoTensor: a step's workspace
+  int step = -1;                // the step being prepared; -1 outside an iteration
+  // Placement hint for policies that use one (0: none).
+  int hint = 0;
+};
+
+// One iteration's requests in order, with their lifetimes: the input of
+// profile-guided allocators (memory/memory_events.h makes them from a log).
+struct ProfiledRequest {
+  TensorId tensor = kNoTensor;
+  int occurrence = 0;  // k-th request of this tensor (or of this step's workspace)
+  int step = -1;
+  size_t bytes = 0;  // rounded to pool blocks
+  int64_t alloc_time = 0;
+  int64_t free_time = 0;  // the last event time when never freed in the iteration
+};
+
+struct AllocationProfile {
+  Phase phase = Phase::kTrain;
+  size_t budget = 0;  // the budget its decisions were made under
+  std::vector<ProfiledRequest> requests;
+};
+
+// The requests of one iteration's alloc/free events, in order, with
+// lifetimes on the event clock (a block still live at the end lives to the
+// end). Frees of blocks allocated before the iteration are not requests.
+AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phase phase,
+                                    size_t budget);
+
+// Runs one iteration of `phase` under an accounting-only allocator with
+// `budget` bytes and returns its requests (set by the runtime, which owns
+// the planner; profile-guided allocators call it).
+using Profiler = std::function<StatusOr<AllocationProfile>(Phase phase, size_t budget)>;
+
+struct AllocatorContext {
+  size_t capacity = 0;
+  Profiler profiler;  // may be empty (then profile-guided allocators fail)
+};
+
+class DeviceAllocator {
+ public:
+  explicit DeviceAllocator(size_t capacity);
+  virtual ~DeviceAllocator() = default;
+  DeviceAllocator(const DeviceAllocator&) = delete;
+  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
+
+  virtual const char* name() const = 0;
+  // False for accounting-only allocators, which must not back a device.
+  virtual bool places() const { return true; }
+
+  // Rounds up to pool blocks and places the request, or kOutOfMemory.
+  StatusOr<Allocation> Allocate(const AllocRequest& request);
+  void Free(AllocationId id);
+  // Whether a request of `bytes` would succeed now.
+  bool CanAllocate(size_t bytes) const { return Fits(RoundToBlocks(std::max<size_t>(bytes, 1))); }
+  // The largest request that would succeed now.
+  size_t LargestFree() const { return Largest(); }
+  // Dymem's U_f for a request of `bytes`: the fraction of free memory that
+  // cannot serve it (0: none).
+  virtual double UnusableFree(size_t bytes) const = 0;
+
+  // An iteration of `phase` starts / ends (profile-guided allocators key
+  // their requests by position within it).
+  virtual Status BeginIteration(Phase phase) { return Status::Ok(); }
+  virtual void EndIteration() {}
+
+  // Compaction: sliding live blocks down to close holes. Allocators that
+  // cannot move blocks say so; the runtime then never compacts.
+  virtual bool can_compact() const { return false; }
+  // Moves `id` into the lowest free place that holds it and returns its new
+  // offset (the caller moves the bytes).
+  size_t MoveDown(AllocationId id);
+  // Live blocks by increasing offset.
+  std::vector<std::pair<size_t, AllocationId>> AllocationsByOffset() const;
+
+  size_t capacity() const { return capacity_; }
+  const PoolStats& stats() const { return stats_; }
+  // Forgets the peaks, not the live blocks: a new measurement window.
+  void ResetPeaks();
+  // Requests that had to be served differently from their profile (static).
+  int64_t mismatches() const { return mismatches_; }
+
+  // Appends alloc/free events to `log` (null: none).
+  void set_event_log(MemoryEventLog* log) { log_ = log; }
+  // The checks of the base and of the implementation; "" when all hold.
+  std::string CheckInvariants() const;
+
+ protected:
+  // Places `bytes` (rounded) and returns the block's offset; kOutOfMemory
+  // changes nothing. `id` is the block's handle in later calls.
+  virtual StatusOr<size_t> Place(const AllocRequest& request, size_t bytes, AllocationId id) = 0;
+  virtual void Unplace(AllocationId id, size_t offset, size_t bytes) = 0;
+  virtual bool Fits(size_t bytes) const = 0;
+  virtual size_t Largest() const = 0;
+  virtual size_t FreeSegments() const = 0;
+  virtual std::string CheckPlacement() const { return ""; }
+  // Compaction (only where can_compact()): the block's new offset.
+  virtual size_t Slide(AllocationId id, size_t offset, size_t bytes);
+  void CountMismatch() { ++mismatches_; }
+
+ private:
+  struct Live {
+    size_t offset;
+    size_t bytes;
+    MemoryCategory category;
+    TensorId tensor;
+  };
+  void UpdateFreeStats();
+
+  size_t capacity_;
+  PoolStats stats_;
+  std::unordered_map<AllocationId, Live> live_;
+  AllocationId next_id_ = 0;
+  int64_t mismatches_ = 0;
+  MemoryEventLog* log_ = nullptr;
+};
+
+// ---- Registry: allocators register themselves next to their code. ----
+
+using AllocatorFactory =
+    std::function<StatusOr<std::unique_ptr<DeviceAllocator>>(const AllocatorContext& context)>;
+
+struct AllocatorInfo {
+  std::string name;
+  std::string summary;  // one line, for --help and errors
+  bool plan_only = false;
+  AllocatorFactory create;
+};
+
+bool RegisterAllocator(AllocatorInfo info);
+// "unknown allocator 'x'; known: best_fit, first_fit, ..." for names not registered.
+StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& name,
+                                                           const AllocatorContext& context);
+const AllocatorInfo* FindAllocator(const std::string& name);
+std::vector<std::string> AllocatorNames();
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_ALLOCATORS_ALLOCATOR_H_

@@ -1,0 +1,83 @@
+// The memory event log: what the memory runtime did in one iteration, in
+// order - every device allocation and free (the allocation trace), every
+// transfer it began or waited for, every tensor it dropped, every step and
+// recomputation it ran. The planner produces it without a device; a run
+// produces the same sequence.
+//
+// Consumers read it as data: profile-guided allocators take the alloc/free
+// events as their profile (ProfileFromEvents), fragmentation metrics read
+// U_f per allocation, `plan --trace FILE` writes it as JSON lines, and the
+// timeline simulator replays it under a cost model.
+#ifndef SPILL_MEMORY_MEMORY_EVENTS_H_
+#define SPILL_MEMORY_MEMORY_EVENTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/schedule.h"
+#include "memory/heap_pool.h"
+
+namespace spill {
+
+enum class MemoryEventType {
+  kAlloc,           // a device block was placed (tensor, or workspace when tensor < 0)
+  kFree,            // a device block was given back
+  kBeginOffload,    // device-to-host copy enqueued after the compute that wrote the tensor
+  kFinishOffload,   // the host waited for that copy, then freed the device block
+  kCancelOffload,   // an offload in flight was kept on the device after all
+  kBeginPrefetch,   // host-to-device copy enqueued
+  kFinishPrefetch,  // compute will wait for the copy before the tensor's next use
+  kDrop,            // a tensor left the device to be rebuilt by recomputation
+  kCompute,         // a step's forward or backward ran
+  kRecompute,       // a layer's forward reran to rebuild a dropped tensor
+  kCompact,         // live blocks slid down to close holes (bytes moved)
+};
+const char* MemoryEventName(MemoryEventType type);
+
+struct MemoryEvent {
+  MemoryEventType type = MemoryEventType::kAlloc;
+  int step = -1;                // the step being prepared, run or finished
+  TensorId tensor = kNoTensor;  // kNoTensor: a workspace, a compute or a compaction
+  int layer = -1;               // kCompute, kRecompute
+  AllocationId block = -1;      // kAlloc, kFree
+  size_t bytes = 0;             // block, copy or moved bytes
+  size_t offset = 0;            // kAlloc, kFree
+  MemoryCategory category = MemoryCategory::kActivations;
+  double unusable_free = 0;  // kAlloc: the U_f this request met (Dymem's Eq. 1)
+};
+
+class MemoryEventLog {
+ public:
+  void Clear() { events_.clear(); }
+  // Stamps the event with the current step.
+  void Add(MemoryEvent event) {
+    event.step = step_;
+    events_.push_back(event);
+  }
+  void set_step(int step) { step_ = step; }
+  const std::vector<MemoryEvent>& events() const { return events_; }
+
+ private:
+  std::vector<MemoryEvent> events_;
+  int step_ = -1;
+};
+
+// One JSON object per line; tensor names from `schedule`.
+std::string MemoryEventsJson(const std::vector<MemoryEvent>& events, const Schedule& schedule);
+
+// Allocation-trace metrics of one iteration.
+struct TraceMetrics {
+  size_t max_load = 0;     // the highest live bytes at any moment (bound for any placement)
+  size_t footprint = 0;    // the highest end offset of any block
+  size_t allocations = 0;  // kAlloc events
+  double mean_unusable_free = 0;
+  double max_unusable_free = 0;
+};
+// `base_load` are the bytes live before the first event (persistent tensors).
+TraceMetrics MeasureTrace(const std::vector<MemoryEvent>& events, size_t base_load);
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_MEMORY_EVENTS_H_

@@ -1,0 +1,91 @@
+#include "memory/transfer_plan.h"
+
+#include <map>
+#include <sstream>
+
+namespace spill {
+
+const char* TransferOpName(TransferOp op) {
+  switch (op) {
+    case TransferOp::kBeginOffload:
+      return "begin_offload";
+    case TransferOp::kFinishOffload:
+      return "finish_offload";
+    case TransferOp::kCancelOffload:
+      return "cancel_offload";
+    case TransferOp::kPrefetch:
+      return "prefetch";
+    case TransferOp::kDrop:
+      return "drop";
+    case TransferOp::kRebuild:
+      return "rebuild";
+    case TransferOp::kRelease:
+      return "release";
+  }
+  return "?";
+}
+
+void TransferPlan::Resize(int steps) {
+  before.assign(steps, {});
+  after.assign(steps, {});
+}
+
+int TransferPlan::Count(TransferOp op) const {
+  int n = 0;
+  for (const auto* lists : {&before, &after}) {
+    for (const auto& list : *lists) {
+      for (const TransferAction& a : list) n += a.op == op;
+    }
+  }
+  return n;
+}
+
+std::string TransferPlan::ToString(const Schedule& schedule) const {
+  std::ostringstream out;
+  for (int s = 0; s < num_steps(); ++s) {
+    for (const auto& [label, list] : {std::pair{"before", &before[s]}, {"after", &after[s]}}) {
+      if (list->empty()) continue;
+      out << s + 1 << " " << label << ":";
+      for (const TransferAction& a : *list) {
+        out << " " << TransferOpName(a.op) << " " << schedule.tensors[a.tensor].name;
+      }
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+namespace {
+
+std::map<std::string, SchedulerInfo>& Registry() {
+  static auto* registry = new std::map<std::string, SchedulerInfo>();
+  return *registry;
+}
+
+}  // namespace
+
+bool RegisterScheduler(SchedulerInfo info) {
+  const std::string name = info.name;
+  SPILL_CHECK(Registry().count(name) == 0) << "scheduler '" << name << "' registered twice";
+  Registry()[name] = std::move(info);
+  return true;
+}
+
+std::vector<std::string> SchedulerNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, info] : Registry()) names.push_back(name);
+  return names;
+}
+
+StatusOr<PhasePlans> MakeTransferPlans(const NetworkView& view, const MemoryOptions& options) {
+  auto it = Registry().find(options.scheduler);
+  if (it == Registry().end()) {
+    std::string known;
+    for (const std::string& n : SchedulerNames()) known += (known.empty() ? "" : ", ") + n;
+    return InvalidArgument("unknown scheduler '" + options.scheduler +
+                           "'; known schedulers: " + known);
+  }
+  return it->second.plan(view, options);
+}
+
+}  // namespace spill

@@ -1,0 +1,109 @@
+// The transfer plan: what the memory runtime does around each step besides
+// placing the step's own tensors - one action list every scheduler emits
+// and the runtime executes.
+//
+// Per step s, two ordered lists:
+//   before[s]  runs once s's own tensors are in place, before s computes
+//              (prefetches, which then overlap s's computation);
+//   after[s]   runs once s has computed.
+// Actions, each applied only when the tensor is in the state it names and
+// skipped otherwise (a scheduler may list an action that an earlier one, or
+// the tensor cache, has made moot):
+//   kBeginOffload   device -> offloading: the copy to host starts, ordered
+//                   after the compute that wrote the tensor
+//   kFinishOffload  offloading -> host: wait for that copy, free the device
+//                   block (the "wait-then-free" of the window scheduler)
+//   kCancelOffload  offloading -> device: keep the device copy after all
+//                   (its host copy stays valid until the tensor is written)
+//   kPrefetch       host -> prefetching, when it fits without evicting
+//   kDrop           device -> dropped: rebuilt by recomputation when read
+//   kRebuild        dropped -> device: recompute now rather than at first read
+//   kRelease        the tensor's last use: give everything back (deferred
+//                   while a dropped tensor still needs it to be rebuilt)
+//
+// Plans are plain data, produced by pure functions of the schedule, the
+// sizes and the options (memory/schedulers/), one per phase. The runtime
+// waits for a copy only at a kFinishOffload, at a first read, or when it
+// needs the memory, all fixed points of the schedule: so a plan executed
+// without a device makes exactly the decisions of a run.
+#ifndef SPILL_MEMORY_TRANSFER_PLAN_H_
+#define SPILL_MEMORY_TRANSFER_PLAN_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/network_view.h"
+#include "framework/schedule.h"
+#include "memory/liveness.h"
+#include "memory/memory_options.h"
+#include "memory/recompute_policy.h"
+
+namespace spill {
+
+enum class TransferOp {
+  kBeginOffload,
+  kFinishOffload,
+  kCancelOffload,
+  kPrefetch,
+  kDrop,
+  kRebuild,
+  kRelease,
+};
+const char* TransferOpName(TransferOp op);
+
+struct TransferAction {
+  TransferOp op;
+  TensorId tensor;
+
+  bool operator==(const TransferAction& o) const { return op == o.op && tensor == o.tensor; }
+};
+
+struct TransferPlan {
+  Phase phase = Phase::kTrain;
+  std::vector<std::vector<TransferAction>> before;  // per step
+  std::vector<std::vector<TransferAction>> after;   // per step
+  // The lifetimes the plan's releases follow (a recomputation plan keeps a
+  // dropped tensor's sources alive until it is dropped).
+  Liveness liveness;
+  // Which tensors may be dropped and rebuilt, and how (segments).
+  RecomputePlan recompute;
+  // The tensor cache evicts on demand when an allocation does not fit.
+  bool evict_on_demand = false;
+
+  int num_steps() const { return static_cast<int>(before.size()); }
+  void Resize(int steps);
+  // Counts of each action (for reports and tests).
+  int Count(TransferOp op) const;
+  // One line per step with actions: "12 after: begin_offload conv1, ...".
+  std::string ToString(const Schedule& schedule) const;
+};
+
+// ---- The scheduler seam ----
+//
+// A scheduler turns a network and the memory options into the plans of both
+// phases. `superneurons` (the default) composes liveness, eager offload with
+// prefetch ahead, cost-aware recomputation and the tensor cache from the
+// option switches. Others register themselves next to their code.
+struct PhasePlans {
+  TransferPlan train;
+  TransferPlan eval;
+};
+
+using TransferScheduler =
+    std::function<StatusOr<PhasePlans>(const NetworkView& view, const MemoryOptions& options)>;
+
+struct SchedulerInfo {
+  std::string name;
+  std::string summary;
+  TransferScheduler plan;
+};
+
+bool RegisterScheduler(SchedulerInfo info);
+StatusOr<PhasePlans> MakeTransferPlans(const NetworkView& view, const MemoryOptions& options);
+std::vector<std::string> SchedulerNames();
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_TRANSFER_PLAN_H_
