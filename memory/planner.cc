@@ -58,7 +58,7 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options)
   plan.peak = plan.log.peak;
   plan.peak_step = plan.log.peak_step;
   plan.persistent = plan.log.persistent;
-  plan.footprint = r.allocator().stats().high_water;
+  plan.footprint = r.allocator().PeakFootprint();
   plan.compacted = plan.log.compacted;
   plan.recomputations = runner.recomputations / 2;
   plan.mismatches = r.allocator().mismatches();

@@ -22,7 +22,7 @@ MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& optio
 MemoryRuntime::~MemoryRuntime() {
   if (device_ != nullptr) {
     device_->copy_queue().Synchronize();
-    device_->ReleaseDeviceRegion(device_base_);
+    if (device_base_ != nullptr) allocator_->Release(*device_, device_base_);
     if (host_base_ != nullptr) device_->ReleaseHostRegion(host_base_);
   }
 }
@@ -56,7 +56,7 @@ Status MemoryRuntime::Reserve() {
   SPILL_ASSIGN_OR_RETURN(allocator_, CreateAllocator(options_.allocator, context));
   if (options_.record_events) allocator_->set_event_log(&log_events_);
   if (device_ != nullptr) {
-    SPILL_ASSIGN_OR_RETURN(device_base_, device_->ReserveDeviceRegion(allocator_->capacity()));
+    SPILL_ASSIGN_OR_RETURN(device_base_, allocator_->Reserve(*device_));
     if (host_pool_.capacity() > 0) {
       SPILL_ASSIGN_OR_RETURN(host_base_, device_->ReserveHostRegion(host_pool_.capacity()));
     }

@@ -73,6 +73,12 @@ void DeviceAllocator::Free(AllocationId id) {
   }
 }
 
+StatusOr<void*> DeviceAllocator::Reserve(Device& device) {
+  return device.ReserveDeviceRegion(capacity_);
+}
+
+void DeviceAllocator::Release(Device& device, void* base) { device.ReleaseDeviceRegion(base); }
+
 size_t DeviceAllocator::MoveDown(AllocationId id) {
   SPILL_CHECK(can_compact()) << name() << " cannot move blocks";
   auto found = live_.find(id);

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "framework/declarations.h"
+#include "framework/device.h"
 #include "framework/schedule.h"
 #include "framework/status.h"
 #include "memory/heap_pool.h"
@@ -96,6 +97,16 @@ class DeviceAllocator {
   virtual const char* name() const = 0;
   // False for accounting-only allocators, which must not back a device.
   virtual bool places() const { return true; }
+
+  // The device region blocks are placed in: offsets are relative to the
+  // base it returns. By default one region of capacity() bytes; allocators
+  // that map memory themselves (virtual addressing) reserve address space.
+  virtual StatusOr<void*> Reserve(Device& device);
+  virtual void Release(Device& device, void* base);
+  // The most device memory the placements have needed at once: by default
+  // the highest end offset ever placed; allocators that map memory report
+  // their mapped peak.
+  virtual size_t PeakFootprint() const { return stats_.high_water; }
 
   // Rounds up to pool blocks and places the request, or kOutOfMemory.
   StatusOr<Allocation> Allocate(const AllocRequest& request);
