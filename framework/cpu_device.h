@@ -5,7 +5,10 @@
 // is measured exactly as it would be on a GPU. Compute runs inline on the
 // calling thread (kernels use OpenMP across the cores); copies run on a
 // dedicated worker thread, optionally throttled to a link bandwidth so that
-// overlap of copies and compute can be studied without a PCIe bus.
+// overlap of copies and compute can be studied without a PCIe bus. The
+// throttle sleeps: a copy of B bytes at rate R ends B / R seconds after it
+// began (or when the memcpy ends, if later), and the worker holds no core
+// while it waits, so compute keeps every core but the memcpy's.
 #ifndef SPILL_FRAMEWORK_CPU_DEVICE_H_
 #define SPILL_FRAMEWORK_CPU_DEVICE_H_
 
@@ -16,10 +19,19 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "framework/device.h"
 
 namespace spill {
+
+// One host<->device copy as the worker ran it, on the MonotonicSeconds clock.
+struct CopySpan {
+  CopyKind kind = CopyKind::kHostToDevice;
+  size_t bytes = 0;
+  double begin = 0;
+  double end = 0;
+};
 
 struct CpuDeviceOptions {
   // Throttle for host<->device copies in bytes per second; 0 = unthrottled.
@@ -86,13 +98,23 @@ class CpuDevice : public Device {
 
   void set_link_bytes_per_second(double rate) { options_.link_bytes_per_second = rate; }
 
+  // Records the span of every host<->device copy on the copy queue from now
+  // on (for traces); TakeCopySpans hands them over in queue order.
+  void set_record_copies(bool on);
+  std::vector<CopySpan> TakeCopySpans();
+
  private:
-  void Throttle(size_t bytes, CopyKind kind) const;
+  // Sleeps until the link would have carried `bytes`, counted from `begin`.
+  void Throttle(size_t bytes, CopyKind kind, double begin) const;
+  void RecordCopy(CopyKind kind, size_t bytes, double begin);
 
   CpuDeviceOptions options_;
   CpuInlineQueue compute_;
   CpuWorkerQueue copy_;
   std::atomic<size_t> copied_[4] = {};
+  std::mutex spans_mutex_;
+  bool record_copies_ = false;
+  std::vector<CopySpan> spans_;
 };
 
 }  // namespace spill
