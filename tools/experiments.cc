@@ -14,6 +14,7 @@
 #include "framework/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/runtime.h"
+#include "tools/timeline_tools.h"
 
 namespace spill {
 namespace {
@@ -99,6 +100,8 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
       o.size = std::atoll(v.c_str());
     else if (a == "--confirm")
       o.confirm = std::atoll(v.c_str());
+    else if (a == "--device-profile")
+      o.device_profile = v;
     else if (a == "--set" && v.find('=') != std::string::npos) {
       o.sets[v.substr(0, v.find('='))] = YAML::Load(v.substr(v.find('=') + 1));
     } else {
@@ -111,6 +114,7 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
   SPILL_ASSIGN_OR_RETURN(o.memory.device_budget, ParseBytes(budget));
   SPILL_ASSIGN_OR_RETURN(o.memory.host_budget, ParseBytes(host));
   SPILL_ASSIGN_OR_RETURN(o.memory.workspace, ParseWorkspacePolicy(workspace));
+  SPILL_RETURN_IF_ERROR(LoadDeviceProfile(o.device_profile, 0).status());
   return o;
 }
 
@@ -155,6 +159,31 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
   SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), options.memory));
   probe.fits = probe.plan.fits;
   return probe;
+}
+
+int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
+  auto predicted = [&]() -> StatusOr<std::string> {
+    SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, type}));
+    SolverConfig sgd;
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
+    solver->AddState(*net);
+    SPILL_ASSIGN_OR_RETURN(
+        std::unique_ptr<PlanPredictor> predictor,
+        PlanPredictor::Create(options.device_profile, 0, *net, nullptr, options.memory));
+    MemoryOptions memory = options.memory;
+    memory.record_events = true;
+    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(net->view(), memory));
+    SPILL_ASSIGN_OR_RETURN(Prediction p, predictor->Predict(plan, memory, ""));
+    return DescribePrediction(p, batch, &predictor->roomy());
+  }();
+  if (!predicted.ok()) {
+    std::printf("no prediction: %s\n", predicted.status().message().c_str());
+    return 1;
+  }
+  std::printf("predicted on %s (simulated, not measured): %s\n", options.device_profile.c_str(),
+              predicted->c_str());
+  return 0;
 }
 
 StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,

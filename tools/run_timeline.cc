@@ -118,46 +118,72 @@ void RunRecorder::AddStepTimes(const Net& net, StepTimes* times) const {
   times->AddUpdate(update_end_ - update_begin_);
 }
 
-StatusOr<MeasuredRun> MeasureRun(const NetSpec& spec, int64_t batch, Device& device,
-                                 const MemoryOptions& memory, int iterations) {
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, device.type()}));
-  SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
+StatusOr<std::unique_ptr<TracedRun>> TracedRun::Create(const NetSpec& spec, int64_t batch,
+                                                       Device& device,
+                                                       const MemoryOptions& memory) {
+  std::unique_ptr<TracedRun> r(new TracedRun());
+  r->device_ = &device;
+  SPILL_ASSIGN_OR_RETURN(r->net_, Net::Build(spec, {batch, device.type()}));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*r->net_, device));
   SolverConfig sgd;
   sgd.momentum = 0.9;
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
-  solver->AddState(*net);
+  SPILL_ASSIGN_OR_RETURN(r->solver_, Solver::Create(sgd));
+  r->solver_->AddState(*r->net_);
   MemoryOptions options = memory;
   options.record_events = true;
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
-                         MemoryRuntime::Create(net->view(), options, &device));
-  Executor executor(*net, &device, *runtime);
-  InitializeParameters(*net, *runtime, device, 1);
-  solver->ResetState(*net, *runtime, device);
-  const Shape in = net->input_shape();
-  std::vector<float> images(in.numel()), labels(in.n());
-  for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(5, i) - 1;
+  SPILL_ASSIGN_OR_RETURN(r->runtime_, MemoryRuntime::Create(r->net_->view(), options, &device));
+  r->executor_ = std::make_unique<Executor>(*r->net_, &device, *r->runtime_);
+  InitializeParameters(*r->net_, *r->runtime_, device, 1);
+  r->solver_->ResetState(*r->net_, *r->runtime_, device);
+  const Shape in = r->net_->input_shape();
+  r->images_.resize(in.numel());
+  r->labels_.resize(in.n());
+  for (size_t i = 0; i < r->images_.size(); ++i) r->images_[i] = 2 * UniformAt(5, i) - 1;
   for (int64_t i = 0; i < in.n(); ++i) {
-    labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
+    r->labels_[i] = static_cast<float>(i % std::max<int64_t>(r->net_->num_classes(), 1));
   }
-  const HostBatch host{images.data(), labels.data()};
-  RunRecorder recorder(executor, *runtime, device);
+  r->recorder_ = std::make_unique<RunRecorder>(*r->executor_, *r->runtime_, device);
+  return r;
+}
+
+TracedRun::~TracedRun() { recorder_.reset(); }
+
+Status TracedRun::Iterate(bool keep) {
+  const HostBatch host{images_.data(), labels_.data()};
+  recorder_->Begin();
+  const double begin = MonotonicSeconds();
+  SPILL_RETURN_IF_ERROR(executor_->Run(host, Phase::kTrain, iterations_++).status());
+  const double update = MonotonicSeconds();
+  solver_->Update(*net_, *runtime_, *device_, kLearningRate);
+  device_->compute_queue().Synchronize();
+  const double end = MonotonicSeconds();
+  recorder_->Update(update, end);
+  last_ = recorder_->Finish(*net_, net_->name() + ", " + runtime_->options().mode + " (measured)");
+  history_.push_back({end - begin, Summarize(last_).compute_seconds});
+  if (!keep) return Status::Ok();
+  recorder_->AddStepTimes(*net_, &steps_);
+  if (kept_ == 0 || end - begin < fastest_seconds_) {
+    fastest_seconds_ = end - begin;
+    fastest_steps_ = StepTimes();
+    recorder_->AddStepTimes(*net_, &fastest_steps_);
+    fastest_ = last_;
+  }
+  iteration_seconds_ += end - begin;
+  compute_seconds_ += Summarize(last_).compute_seconds;
+  ++kept_;
+  return Status::Ok();
+}
+
+StatusOr<MeasuredRun> MeasureRun(const NetSpec& spec, int64_t batch, Device& device,
+                                 const MemoryOptions& memory, int iterations) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<TracedRun> r,
+                         TracedRun::Create(spec, batch, device, memory));
+  for (int i = 0; i <= iterations; ++i) SPILL_RETURN_IF_ERROR(r->Iterate(/*keep=*/i > 0));
   MeasuredRun run;
-  for (int i = 0; i <= iterations; ++i) {
-    recorder.Begin();
-    const double begin = MonotonicSeconds();
-    SPILL_RETURN_IF_ERROR(executor.Run(host, Phase::kTrain, i).status());
-    const double update = MonotonicSeconds();
-    solver->Update(*net, *runtime, device, kLearningRate);
-    device.compute_queue().Synchronize();
-    const double end = MonotonicSeconds();
-    recorder.Update(update, end);
-    Timeline timeline = recorder.Finish(*net, net->name() + ", " + memory.mode);
-    if (i == 0) continue;  // warm-up
-    recorder.AddStepTimes(*net, &run.steps);
-    run.iteration_seconds += (end - begin) / iterations;
-    run.compute_seconds += Summarize(timeline).compute_seconds / iterations;
-    run.last = std::move(timeline);
-  }
+  run.steps = r->steps();
+  run.iteration_seconds = r->mean_iteration_seconds();
+  run.compute_seconds = r->mean_compute_seconds();
+  run.last = r->last();
   return run;
 }
 

@@ -111,10 +111,10 @@ bool ReadCalibration(const std::string& path, CpuCalibration* c) {
 
 }  // namespace
 
-StatusOr<CpuCalibration> CalibrateCpu() {
+StatusOr<CpuCalibration> CalibrateCpu(bool fresh) {
   const std::string path = CacheFile("cpu_profile.tsv");
   CpuCalibration c;
-  if (!path.empty() && ReadCalibration(path, &c)) return c;
+  if (!fresh && !path.empty() && ReadCalibration(path, &c)) return c;
   c.gemm_flops = MeasureGemmFlops();
   c.memory_bytes_per_second = MeasureMemoryBandwidth();
   c.memcpy_bytes_per_second = MeasureMemcpy();

@@ -17,6 +17,7 @@
 #include "framework/device.h"
 #include "framework/executor.h"
 #include "framework/net.h"
+#include "framework/solver.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
 #include "memory/sim/cost_model.h"
@@ -25,8 +26,9 @@
 
 namespace spill {
 
-// This CPU's rates, measured once and cached (a second or two).
-StatusOr<CpuCalibration> CalibrateCpu();
+// This CPU's rates, measured once and cached (a second or two); `fresh`:
+// measure again and replace the cached ones.
+StatusOr<CpuCalibration> CalibrateCpu(bool fresh = false);
 // A profile by name; "cpu" is this CPU as calibrated, its link throttled to
 // `link_gbps` GB/s when positive (as `train --link-gbps` throttles it).
 StatusOr<DeviceProfile> LoadDeviceProfile(const std::string& name, double link_gbps);
@@ -114,15 +116,60 @@ class RunRecorder {
   std::vector<Executor::ComputeSpan> spans_;
 };
 
-// Real training iterations of a network on synthetic data, traced.
+// Real training iterations of a network on synthetic data, each traced:
+// `spec` built at `batch` for `device` with an SGD solver (momentum 0.9),
+// under `memory`. Several can be alive at once, so that runs to compare
+// can take turns (a loaded machine then slows them alike).
+class TracedRun {
+ public:
+  static StatusOr<std::unique_ptr<TracedRun>> Create(const NetSpec& spec, int64_t batch,
+                                                     Device& device, const MemoryOptions& memory);
+  ~TracedRun();
+  // Runs one iteration (steps and update). `keep`: add its step times and
+  // its wall time to the totals (false for a warm-up).
+  Status Iterate(bool keep);
+
+  const Net& net() const { return *net_; }
+  const StepTimes& steps() const { return steps_; }
+  const Timeline& last() const { return last_; }  // the last iteration
+  int kept() const { return kept_; }
+  double mean_iteration_seconds() const { return kept_ ? iteration_seconds_ / kept_ : 0; }
+  double mean_compute_seconds() const { return kept_ ? compute_seconds_ / kept_ : 0; }
+  // Wall and compute seconds of every iteration run, warm-ups included.
+  const std::vector<std::pair<double, double>>& history() const { return history_; }
+  // The kept iteration that took the least wall time (the least disturbed
+  // on a shared machine): its seconds, its step times, its timeline.
+  double fastest_seconds() const { return fastest_seconds_; }
+  const StepTimes& fastest_steps() const { return fastest_steps_; }
+  const Timeline& fastest() const { return fastest_; }
+
+ private:
+  TracedRun() = default;
+
+  Device* device_ = nullptr;
+  std::unique_ptr<Net> net_;
+  std::unique_ptr<Solver> solver_;
+  std::unique_ptr<MemoryRuntime> runtime_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<RunRecorder> recorder_;
+  std::vector<float> images_, labels_;
+  StepTimes steps_;
+  Timeline last_;
+  int iterations_ = 0, kept_ = 0;
+  double iteration_seconds_ = 0, compute_seconds_ = 0;
+  std::vector<std::pair<double, double>> history_;
+  double fastest_seconds_ = 0;
+  StepTimes fastest_steps_;
+  Timeline fastest_;
+};
+
+// One untimed iteration, then `iterations` kept ones.
 struct MeasuredRun {
   StepTimes steps;               // every step's seconds, every iteration a sample
   double iteration_seconds = 0;  // mean wall time per iteration (steps + update)
   double compute_seconds = 0;    // mean compute time per iteration (spans summed)
   Timeline last;                 // the last iteration
 };
-// Builds `spec` at `batch` for `device` with an SGD solver (momentum 0.9),
-// runs one untimed iteration, then `iterations` traced ones under `memory`.
 StatusOr<MeasuredRun> MeasureRun(const NetSpec& spec, int64_t batch, Device& device,
                                  const MemoryOptions& memory, int iterations);
 

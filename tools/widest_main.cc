@@ -14,9 +14,11 @@ constexpr int64_t kBatchLimit = 1 << 20;
 constexpr char kUsage[] =
     "usage: widest --config MODEL.yaml [--device-memory 12GiB] [--memory superneurons]\n"
     "              [--set KEY=VALUE] [--host-memory 64GiB] [--workspace POLICY]\n"
-    "              [--device cpu|cuda] [--confirm STEPS]\n"
+    "              [--device cpu|cuda] [--confirm STEPS] [--device-profile k40-pcie3]\n"
     "The largest batch whose training iteration fits the device budget, found from\n"
-    "plans; --confirm N also trains it for N steps where this machine has the memory.\n";
+    "plans; --confirm N also trains it for N steps where this machine has the memory. It\n"
+    "also prints the iteration time simulated on --device-profile (k40-pcie3, titanx-pcie3,\n"
+    "v100-nvlink2, h100-pcie5, cpu).\n";
 
 int Main(int argc, char** argv) {
   ExperimentOptions o;
@@ -47,6 +49,7 @@ int Main(int argc, char** argv) {
       FormatBytes(static_cast<double>(best->plan.peak)).c_str(),
       FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
       static_cast<long>(best->plan.recomputations), probes);
+  if (ReportPrediction(*spec, *batch, o) != 0) return 1;
   if (o.confirm == 0) return 0;
   return ReportConfirmation(ConfirmByTraining(*spec, *batch, o, best->plan), o.confirm);
 }
