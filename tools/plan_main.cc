@@ -405,9 +405,10 @@ int Main(int argc, char** argv) {
     }
     std::unique_ptr<Prediction> prediction;
     if (predictor && plan->fits) {
-      auto predicted = predictor->Predict(*plan, options,
-                                          net.name() + ", batch " + std::to_string(net.batch()) +
-                                              ", " + modes[m] + ", " + predictor->profile().name);
+      auto predicted =
+          predictor->Predict(*plan, options,
+                             net.name() + ", batch " + std::to_string(net.batch()) + ", " +
+                                 modes[m] + ", " + predictor->profile().name + " (simulated)");
       if (!predicted.ok()) {
         std::fprintf(stderr, "plan: %s\n", predicted.status().message().c_str());
         return 1;

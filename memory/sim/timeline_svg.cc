@@ -9,9 +9,9 @@
 namespace spill {
 namespace {
 
-constexpr double kWidth = 1200, kLeft = 110, kRight = 20, kTop = 40;
+constexpr double kWidth = 1200, kLeft = 110, kRight = 20, kTop = 40, kRightAxis = 100;
 constexpr double kLaneHeight = 26, kLaneGap = 6, kMemoryHeight = 220, kAxisHeight = 40;
-constexpr double kLegendHeight = 24;
+constexpr double kLegendRow = 20, kLegendKind = 100, kLegendCategory = 160;
 constexpr double kMillisecondsPerSecond = 1e3;
 
 const char* SliceColour(const std::string& category) {
@@ -25,8 +25,10 @@ const char* SliceColour(const std::string& category) {
   return "#bab0ac";  // waits
 }
 
-const char* const kCategoryColours[kNumCategories] = {"#4e79a7", "#a0cbe8", "#8cd17d",
-                                                      "#f28e2b", "#ffbe7d", "#b07aa1"};
+// Memory categories in greys (persistent) and warm colours (transient),
+// apart from the slice colours above.
+const char* const kCategoryColours[kNumCategories] = {"#5f5f5f", "#8f8f8f", "#bdbdbd",
+                                                      "#edc948", "#ff9da7", "#9d7660"};
 
 std::string Escaped(const std::string& text) {
   std::string out;
@@ -69,41 +71,52 @@ void DrawLanes(const Timeline& timeline, const Frame& frame, std::ostringstream&
   }
 }
 
+// Device bytes on the left axis, host bytes (dashed) on the right one: the
+// host can hold far more than the device.
 void DrawMemory(const Timeline& timeline, const Frame& frame, double top, std::ostringstream& svg) {
-  size_t most = 1;
+  size_t most = 1, most_host = 1;
   for (const MemorySample& m : timeline.memory) {
     size_t total = 0;
     for (size_t b : m.device) total += b;
-    most = std::max({most, total, m.host});
+    most = std::max(most, total);
+    most_host = std::max(most_host, m.host);
   }
-  auto y = [&](double bytes) { return top + kMemoryHeight * (1 - bytes / most); };
+  auto y = [&](double bytes, size_t scale) { return top + kMemoryHeight * (1 - bytes / scale); };
   // Stacked categories, drawn as steps from the top of the stack down.
   for (int c = kNumCategories - 1; c >= 0; --c) {
     std::ostringstream points;
-    points << frame.X(0) << "," << y(0) << " ";
-    double previous = y(0);
+    points << frame.X(0) << "," << y(0, most) << " ";
+    double previous = y(0, most);
     for (const MemorySample& m : timeline.memory) {
       double stacked = 0;
       for (int k = 0; k <= c; ++k) stacked += m.device[k];
-      points << frame.X(m.time) << "," << previous << " " << frame.X(m.time) << "," << y(stacked)
-             << " ";
-      previous = y(stacked);
+      points << frame.X(m.time) << "," << previous << " " << frame.X(m.time) << ","
+             << y(stacked, most) << " ";
+      previous = y(stacked, most);
     }
     points << frame.X(frame.seconds) << "," << previous << " " << frame.X(frame.seconds) << ","
-           << y(0);
+           << y(0, most);
     svg << "<polygon points=\"" << points.str() << "\" fill=\"" << kCategoryColours[c]
         << "\"><title>" << MemoryCategoryName(static_cast<MemoryCategory>(c))
         << "</title></polygon>\n";
   }
   std::ostringstream host;
-  for (const MemorySample& m : timeline.memory) host << frame.X(m.time) << "," << y(m.host) << " ";
+  for (const MemorySample& m : timeline.memory) {
+    host << frame.X(m.time) << "," << y(m.host, most_host) << " ";
+  }
   svg << "<polyline points=\"" << host.str()
       << "\" fill=\"none\" stroke=\"#222\" stroke-dasharray=\"4 3\"><title>host memory "
          "(offloaded)</title></polyline>\n";
+  const double right = kWidth - kRight + 6;
   svg << "<text x=\"" << kLeft - 8 << "\" y=\"" << top + 12 << "\" text-anchor=\"end\">"
-      << FormatBytes(static_cast<double>(most)) << "</text>\n";
-  svg << "<text x=\"" << kLeft - 8 << "\" y=\"" << top + kMemoryHeight
-      << "\" text-anchor=\"end\">0</text>\n";
+      << FormatBytes(static_cast<double>(most)) << "</text>\n"
+      << "<text x=\"" << kLeft - 8 << "\" y=\"" << top + 28
+      << "\" text-anchor=\"end\">device</text>\n"
+      << "<text x=\"" << kLeft - 8 << "\" y=\"" << top + kMemoryHeight
+      << "\" text-anchor=\"end\">0</text>\n"
+      << "<text x=\"" << right << "\" y=\"" << top + 12 << "\">"
+      << FormatBytes(static_cast<double>(most_host)) << "</text>\n"
+      << "<text x=\"" << right << "\" y=\"" << top + 28 << "\">host (dashed)</text>\n";
 }
 
 void DrawAxis(const Frame& frame, double top, std::ostringstream& svg) {
@@ -120,20 +133,25 @@ void DrawAxis(const Frame& frame, double top, std::ostringstream& svg) {
       << "\" text-anchor=\"middle\">milliseconds</text>\n";
 }
 
+void LegendItem(double x, double y, const char* colour, const char* label,
+                std::ostringstream& svg) {
+  svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"12\" height=\"12\" fill=\"" << colour
+      << "\"/><text x=\"" << x + 16 << "\" y=\"" << y + 11 << "\">" << label << "</text>\n";
+}
+
+// Slice kinds on the first row, memory categories on the second.
 void DrawLegend(double top, std::ostringstream& svg) {
   double x = kLeft;
   for (const char* kind :
        {"forward", "backward", "recompute", "update", "offload", "prefetch", "compact", "wait"}) {
-    svg << "<rect x=\"" << x << "\" y=\"" << top << "\" width=\"12\" height=\"12\" fill=\""
-        << SliceColour(kind) << "\"/><text x=\"" << x + 16 << "\" y=\"" << top + 11 << "\">" << kind
-        << "</text>\n";
-    x += 90;
+    LegendItem(x, top, SliceColour(kind), kind, svg);
+    x += kLegendKind;
   }
+  x = kLeft;
   for (int c = 0; c < kNumCategories; ++c) {
-    svg << "<rect x=\"" << x << "\" y=\"" << top << "\" width=\"12\" height=\"12\" fill=\""
-        << kCategoryColours[c] << "\"/><text x=\"" << x + 16 << "\" y=\"" << top + 11 << "\">"
-        << MemoryCategoryName(static_cast<MemoryCategory>(c)) << "</text>\n";
-    x += 125;
+    LegendItem(x, top + kLegendRow, kCategoryColours[c],
+               MemoryCategoryName(static_cast<MemoryCategory>(c)), svg);
+    x += kLegendCategory;
   }
 }
 
@@ -143,10 +161,10 @@ std::string TimelineSvg(const Timeline& timeline) {
   const Frame frame{std::max(timeline.seconds, 1e-9)};
   const double memory_top = kTop + 3 * (kLaneHeight + kLaneGap) + 10;
   const double axis_top = memory_top + kMemoryHeight + 4;
-  const double height = axis_top + kAxisHeight + kLegendHeight + 10;
+  const double height = axis_top + kAxisHeight + 2 * kLegendRow + 10;
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth + 380 << "\" height=\""
-      << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth + kRightAxis
+      << "\" height=\"" << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   char title[64];
   std::snprintf(title, sizeof(title), " - %.1f ms per iteration",
