@@ -116,6 +116,16 @@ void RunRecorder::AddStepTimes(const Net& net, StepTimes* times) const {
                log.steps[step].algorithm, span.end - span.begin);
   }
   times->AddUpdate(update_end_ - update_begin_);
+  // The host's time between computations: the median gap (longer gaps are
+  // waits for copies or compactions, which the simulator models itself).
+  std::vector<double> gaps;
+  for (size_t i = 1; i < spans_.size(); ++i) {
+    gaps.push_back(std::max(0.0, spans_[i].begin - spans_[i - 1].end));
+  }
+  if (!gaps.empty()) {
+    std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+    times->AddHostStep(gaps[gaps.size() / 2]);
+  }
 }
 
 StatusOr<std::unique_ptr<TracedRun>> TracedRun::Create(const NetSpec& spec, int64_t batch,

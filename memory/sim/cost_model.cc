@@ -11,6 +11,7 @@ namespace spill {
 namespace {
 
 const char kUpdateKey[] = "<update>";
+const char kHostStepKey[] = "<host step>";
 
 const char* PassName(Pass pass) { return pass == Pass::kForward ? "forward" : "backward"; }
 
@@ -81,6 +82,8 @@ void StepTimes::Add(const std::string& layer, Pass pass, const std::string& algo
 
 void StepTimes::AddUpdate(double seconds) { Add(kUpdateKey, Pass::kForward, "", seconds); }
 
+void StepTimes::AddHostStep(double seconds) { Add(kHostStepKey, Pass::kForward, "", seconds); }
+
 double StepTimes::Find(const std::string& layer, Pass pass, const std::string& algorithms) const {
   auto it = samples_.find(Key(layer, static_cast<int>(pass), algorithms));
   return it == samples_.end() ? -1 : it->second.seconds / it->second.count;
@@ -103,6 +106,8 @@ void StepTimes::Replace(const StepTimes& newer) {
 }
 
 double StepTimes::update_seconds() const { return Find(kUpdateKey, Pass::kForward, ""); }
+
+double StepTimes::host_step_seconds() const { return Find(kHostStepKey, Pass::kForward, ""); }
 
 StatusOr<StepTimes> StepTimes::Load(const std::string& path, const std::string& signature) {
   StepTimes times;
@@ -243,6 +248,8 @@ IterationCosts ModelCosts(const NetworkView& view, const MemoryLog& log,
       costs.sync_after[step.index] = view.layer(step.layer).is_loss;
     }
   }
+  const double host_step = measured ? measured->host_step_seconds() : -1;
+  costs.host_step_seconds = std::max(0.0, host_step);
   const double update = measured ? measured->update_seconds() : -1;
   if (update >= 0) {
     costs.update_seconds = update;

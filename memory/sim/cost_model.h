@@ -33,11 +33,15 @@ class StepTimes {
  public:
   void Add(const std::string& layer, Pass pass, const std::string& algorithms, double seconds);
   void AddUpdate(double seconds);
+  // The host's own time between two computations (the runtime's
+  // bookkeeping), typical of an iteration.
+  void AddHostStep(double seconds);
   // Mean seconds of the key; negative when never measured.
   double Find(const std::string& layer, Pass pass, const std::string& algorithms) const;
   // Any measured algorithms of (layer, pass), or false.
   bool FindAny(const std::string& layer, Pass pass, std::string* algorithms, double* seconds) const;
-  double update_seconds() const;  // negative when never measured
+  double update_seconds() const;     // negative when never measured
+  double host_step_seconds() const;  // negative when never measured
   // Takes every key of `newer`, replacing what this holds for it.
   void Replace(const StepTimes& newer);
   bool empty() const { return samples_.empty(); }
@@ -70,6 +74,7 @@ struct IterationCosts {
   std::vector<double> recompute_seconds;  // by layer: its forward as its forward ran
   std::vector<bool> sync_after;           // by step: the host reads results back (losses)
   double update_seconds = 0;              // the solver's update after the last step
+  double host_step_seconds = 0;           // the host's bookkeeping before each computation
   int measured = 0;                       // steps timed on the device
   int modelled = 0;                       // steps from the model
   std::string Source() const;             // "measured", "model", or both with counts

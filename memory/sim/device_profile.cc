@@ -102,6 +102,8 @@ DeviceProfile CpuProfile(const CpuCalibration& c, double link_bytes_per_second) 
   const double link = link_bytes_per_second > 0 ? link_bytes_per_second : c.memcpy_bytes_per_second;
   p.link.h2d_bytes_per_second = p.link.d2h_bytes_per_second = link;
   p.link.latency_seconds = c.copy_latency_seconds;
+  // The CPU device compacts with one memmove on the compute thread.
+  p.move_bytes_per_second = c.memcpy_bytes_per_second;
   p.inline_compute = true;
   if (link_bytes_per_second > 0) p.description += ", link throttled";
   return p;

@@ -37,6 +37,9 @@ struct DeviceProfile {
   // and device-to-device moves are assumed to reach.
   double memory_bytes_per_second = 0;
   double memory_efficiency = 1;
+  // Bytes a device-to-device move (compaction) carries per second; 0: half
+  // the achieved memory bandwidth (each byte is read and written).
+  double move_bytes_per_second = 0;
   // Fixed cost of each computation: kernel launch and tail on a GPU.
   double kernel_seconds = 0;
   LinkProfile link;
@@ -47,6 +50,9 @@ struct DeviceProfile {
 
   double achieved_flops() const { return peak_flops * flops_efficiency; }
   double achieved_memory_bandwidth() const { return memory_bytes_per_second * memory_efficiency; }
+  double move_bandwidth() const {
+    return move_bytes_per_second > 0 ? move_bytes_per_second : achieved_memory_bandwidth() / 2;
+  }
 };
 
 // The spec-sheet profiles ("k40-pcie3", "titanx-pcie3", "v100-nvlink2",

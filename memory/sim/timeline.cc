@@ -125,12 +125,14 @@ void Simulator::Apply(const MemoryEvent& e) {
   switch (e.type) {
     case MemoryEventType::kCompute: {
       const Step& step = schedule_.steps[e.step];
+      host_ += costs_.host_step_seconds;  // the runtime's bookkeeping before it
       Compute(costs_.step_seconds[e.step], StepName(e.step),
               step.pass == Pass::kForward ? "forward" : "backward", e.step);
       if (costs_.sync_after[e.step]) host_ = std::max(host_, ComputeTail());
       return;
     }
     case MemoryEventType::kRecompute:
+      host_ += costs_.host_step_seconds;
       Compute(costs_.recompute_seconds[e.layer], view_.layer(e.layer).name + " recompute",
               "recompute", e.step);
       return;
@@ -169,8 +171,8 @@ void Simulator::Apply(const MemoryEvent& e) {
       return;
     case MemoryEventType::kCompact: {
       HostWaits(copy_end_, "every copy", e.step);
-      const double bandwidth = profile_.achieved_memory_bandwidth();
-      Compute(bandwidth > 0 ? 2.0 * e.bytes / bandwidth : 0, "compaction", "compact", e.step);
+      const double bandwidth = profile_.move_bandwidth();
+      Compute(bandwidth > 0 ? e.bytes / bandwidth : 0, "compaction", "compact", e.step);
       timeline_.slices.back().bytes = e.bytes;
       return;
     }

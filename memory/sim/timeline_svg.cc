@@ -1,8 +1,11 @@
 #include "memory/sim/timeline_svg.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <iomanip>
 #include <sstream>
+#include <vector>
 
 #include "framework/units.h"
 
@@ -82,12 +85,22 @@ void DrawMemory(const Timeline& timeline, const Frame& frame, double top, std::o
     most_host = std::max(most_host, m.host);
   }
   auto y = [&](double bytes, size_t scale) { return top + kMemoryHeight * (1 - bytes / scale); };
+  // Of samples that fall on the same tenth of a pixel, the last one shows.
+  std::vector<MemorySample> shown;
+  for (size_t i = 0; i < timeline.memory.size(); ++i) {
+    const bool last = i + 1 == timeline.memory.size();
+    if (last || std::lround(10 * frame.X(timeline.memory[i + 1].time)) !=
+                    std::lround(10 * frame.X(timeline.memory[i].time))) {
+      shown.push_back(timeline.memory[i]);
+    }
+  }
   // Stacked categories, drawn as steps from the top of the stack down.
   for (int c = kNumCategories - 1; c >= 0; --c) {
     std::ostringstream points;
+    points << std::fixed << std::setprecision(1);
     points << frame.X(0) << "," << y(0, most) << " ";
     double previous = y(0, most);
-    for (const MemorySample& m : timeline.memory) {
+    for (const MemorySample& m : shown) {
       double stacked = 0;
       for (int k = 0; k <= c; ++k) stacked += m.device[k];
       points << frame.X(m.time) << "," << previous << " " << frame.X(m.time) << ","
@@ -101,7 +114,8 @@ void DrawMemory(const Timeline& timeline, const Frame& frame, double top, std::o
         << "</title></polygon>\n";
   }
   std::ostringstream host;
-  for (const MemorySample& m : timeline.memory) {
+  host << std::fixed << std::setprecision(1);
+  for (const MemorySample& m : shown) {
     host << frame.X(m.time) << "," << y(m.host, most_host) << " ";
   }
   svg << "<polyline points=\"" << host.str()
@@ -125,9 +139,11 @@ void DrawAxis(const Frame& frame, double top, std::ostringstream& svg) {
   while (ms / tick > 10) tick *= ms / tick > 50 ? 10 : (ms / tick > 20 ? 5 : 2);
   for (double t = 0; t <= ms + 1e-9; t += tick) {
     const double x = frame.X(t / kMillisecondsPerSecond);
+    char label[32];
+    std::snprintf(label, sizeof(label), "%g", t);
     svg << "<line x1=\"" << x << "\" y1=\"" << top << "\" x2=\"" << x << "\" y2=\"" << top + 5
         << "\" stroke=\"#333\"/><text x=\"" << x << "\" y=\"" << top + 18
-        << "\" text-anchor=\"middle\">" << t << "</text>\n";
+        << "\" text-anchor=\"middle\">" << label << "</text>\n";
   }
   svg << "<text x=\"" << kWidth / 2 << "\" y=\"" << top + 34
       << "\" text-anchor=\"middle\">milliseconds</text>\n";
@@ -163,6 +179,7 @@ std::string TimelineSvg(const Timeline& timeline) {
   const double axis_top = memory_top + kMemoryHeight + 4;
   const double height = axis_top + kAxisHeight + 2 * kLegendRow + 10;
   std::ostringstream svg;
+  svg << std::fixed << std::setprecision(1);  // a tenth of a pixel is enough
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth + kRightAxis
       << "\" height=\"" << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
