@@ -234,7 +234,11 @@ Status PlanPredictor::Measure(const MemoryOptions& options) {
 
 StatusOr<Prediction> PlanPredictor::Predict(const MemoryPlan& plan, const MemoryOptions& options,
                                             const std::string& title) {
-  if (use_measured_ && spec_ != nullptr) SPILL_RETURN_IF_ERROR(Measure(options));
+  if (use_measured_ && spec_ != nullptr) {
+    SPILL_RETURN_IF_ERROR(Measure(options));
+    // The roomy run from the same measurements.
+    SPILL_ASSIGN_OR_RETURN(roomy_, PredictRoomy(net_.view(), options, profile_, measured()));
+  }
   return spill::Predict(net_.view(), plan, profile_, measured(), title);
 }
 
