@@ -308,6 +308,33 @@ std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net&
   return out.str() + "}";
 }
 
+// The predictor of --device-profile (null without one).
+StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject& subject) {
+  if (args.device_profile.empty()) return std::unique_ptr<PlanPredictor>();
+  SPILL_ASSIGN_OR_RETURN(
+      std::unique_ptr<PlanPredictor> predictor,
+      PlanPredictor::Create(args.device_profile, args.link_gbps, *subject.net,
+                            args.timing == "measure" ? &subject.spec : nullptr, subject.memory));
+  if (!args.json) {
+    std::printf("device profile %s\n", DescribeDeviceProfile(predictor->profile()).c_str());
+  }
+  return predictor;
+}
+
+// A mode's predicted iteration (null without a predictor or when the plan
+// does not fit).
+StatusOr<std::unique_ptr<Prediction>> PredictMode(PlanPredictor* predictor, const MemoryPlan& plan,
+                                                  const MemoryOptions& options, const Net& net,
+                                                  const std::string& mode) {
+  if (predictor == nullptr || !plan.fits) return std::unique_ptr<Prediction>();
+  SPILL_ASSIGN_OR_RETURN(
+      Prediction p,
+      predictor->Predict(plan, options,
+                         net.name() + ", batch " + std::to_string(net.batch()) + ", " + mode +
+                             ", " + predictor->profile().name + " (simulated)"));
+  return std::make_unique<Prediction>(std::move(p));
+}
+
 int Main(int argc, char** argv) {
   Args args;
   Status status = Parse(argc, argv, &args);
@@ -335,20 +362,12 @@ int Main(int argc, char** argv) {
                 net.num_layers(), net.schedule().steps.size(),
                 subject->has_solver ? ", with solver state" : "");
   }
-  std::unique_ptr<PlanPredictor> predictor;
-  if (!args.device_profile.empty()) {
-    auto created =
-        PlanPredictor::Create(args.device_profile, args.link_gbps, net,
-                              args.timing == "measure" ? &subject->spec : nullptr, subject->memory);
-    if (!created.ok()) {
-      std::fprintf(stderr, "plan: %s\n", created.status().message().c_str());
-      return 2;
-    }
-    predictor = std::move(created).value();
-    if (!args.json) {
-      std::printf("device profile %s\n", DescribeDeviceProfile(predictor->profile()).c_str());
-    }
+  auto created = MakePredictor(args, *subject);
+  if (!created.ok()) {
+    std::fprintf(stderr, "plan: %s\n", created.status().message().c_str());
+    return 2;
   }
+  std::unique_ptr<PlanPredictor> predictor = std::move(created).value();
   Timeline timeline;
   std::vector<MemoryLog> logs;
   std::string json = "{\"network\":\"" + net.name() +
@@ -403,22 +422,15 @@ int Main(int argc, char** argv) {
       auto found = MinimumBudget(net.view(), options);
       if (found.ok()) minimum = *found;
     }
-    std::unique_ptr<Prediction> prediction;
-    if (predictor && plan->fits) {
-      auto predicted =
-          predictor->Predict(*plan, options,
-                             net.name() + ", batch " + std::to_string(net.batch()) + ", " +
-                                 modes[m] + ", " + predictor->profile().name + " (simulated)");
-      if (!predicted.ok()) {
-        std::fprintf(stderr, "plan: %s\n", predicted.status().message().c_str());
-        return 1;
-      }
-      prediction = std::make_unique<Prediction>(std::move(predicted).value());
-      timeline = prediction->timeline;
+    auto prediction = PredictMode(predictor.get(), *plan, options, net, modes[m]);
+    if (!prediction.ok()) {
+      std::fprintf(stderr, "plan: %s\n", prediction.status().message().c_str());
+      return 1;
     }
+    if (*prediction) timeline = (*prediction)->timeline;
     if (args.json) {
       json += (m ? "," : "") + JsonPlan(modes[m], *plan, net, seconds, minimum, args.steps,
-                                        prediction.get(), predictor.get());
+                                        prediction->get(), predictor.get());
     } else if (!plan->fits) {
       std::printf("%-13s does not fit: %s\n", modes[m].c_str(), plan->failure.c_str());
     } else {
@@ -438,9 +450,9 @@ int Main(int argc, char** argv) {
       if (minimum)
         std::printf("  smallest budget that runs: %s (%zu bytes)\n", Bytes(minimum).c_str(),
                     minimum);
-      if (prediction) {
+      if (*prediction) {
         std::printf("  predicted on %s: %s\n", predictor->profile().name.c_str(),
-                    DescribePrediction(*prediction, net.batch(), &predictor->roomy()).c_str());
+                    DescribePrediction(**prediction, net.batch(), &predictor->roomy()).c_str());
       }
       if (modes.size() == 1) PrintPeak(*plan, net);
       if (args.steps) PrintSteps(*plan, net);
