@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "framework/cpu_device.h"
 #include "framework/net.h"
+#include "framework/solver.h"
 #include "layers/convolution_layer.h"
 #include "memory/planner.h"
 #include "memory/sim/cost_model.h"
@@ -21,6 +23,7 @@
 #include "tests/net_harness.h"
 #include "tests/test_networks.h"
 #include "tests/trace_reader.h"
+#include "tools/timeline_tools.h"
 
 namespace spill {
 namespace {
@@ -339,6 +342,58 @@ TEST(CostModelTest, MeasuredTimesWinAndOtherAlgorithmsAreAdjusted) {
   elsewhere.Add("conv1", Pass::kForward, other->name, 0.125 + other->seconds);
   costs = ModelCosts(view, plan->log, profile, &elsewhere);
   EXPECT_NEAR(costs.step_seconds[step], 0.125 + mine->seconds, 1e-12);
+}
+
+// ---------------------------------------------------------------------------
+// Real runs
+
+// A traced run over a throttled link has what its plan has: one compute
+// slice per active step and per recomputation, one copy slice per transfer
+// (named after its tensor), and memory that peaks where the plan says.
+TEST(TracedRunTest, RealTimelineMatchesThePlan) {
+  const NetSpec spec = testing::MustParse(testing::kResNet);
+  auto net = Net::Build(spec, {4, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  SolverConfig sgd;
+  sgd.momentum = 0.9;
+  auto solver = Solver::Create(sgd);
+  (*solver)->AddState(**net);
+  MemoryOptions options;
+  ASSERT_TRUE(ApplyMemoryMode("offload_recompute", &options).ok());
+  options.workspace = *ParseWorkspacePolicy("pin:im2col_image");
+  options.record_events = true;
+  options.device_budget = *MinimumBudget((*net)->view(), options, kPoolBlockBytes);
+  auto plan = Plan((*net)->view(), options);
+  ASSERT_TRUE(plan.ok() && plan->fits);
+  int active = 0, copies = 0;
+  for (const Step& s : (*net)->schedule().steps) active += s.active;
+  for (const MemoryEvent& e : plan->events) {
+    copies += (e.type == MemoryEventType::kBeginOffload && e.bytes > 0) ||
+              e.type == MemoryEventType::kBeginPrefetch;
+  }
+  ASSERT_GT(copies, 0);
+  CpuDevice device(CpuDeviceOptions{2e8});
+  auto run = MeasureRun(spec, 4, device, options, 1);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const testing::TraceContents trace = testing::ReadTrace(TimelineTraceJson(run->last));
+  ASSERT_TRUE(trace.valid) << trace.error;
+  EXPECT_EQ(trace.Slices("compute queue", "forward") + trace.Slices("compute queue", "backward"),
+            active);
+  EXPECT_EQ(trace.Slices("compute queue", "recompute"), plan->recomputations);
+  EXPECT_EQ(trace.Slices("copy queue", "offload") + trace.Slices("copy queue", "prefetch"), copies);
+  for (const TimelineSlice& slice : run->last.slices) {
+    if (slice.lane == Lane::kCopy) EXPECT_NE(slice.name.back(), ' ') << "an unnamed copy";
+  }
+  size_t peak = 0;
+  for (const MemorySample& m : run->last.memory) {
+    size_t total = 0;
+    for (size_t b : m.device) total += b;
+    peak = std::max(peak, total);
+  }
+  EXPECT_EQ(peak, plan->peak);
+  EXPECT_GE(run->steps.size(), static_cast<size_t>(active) / 2);
+  EXPECT_GE(run->steps.update_seconds(), 0);
+  EXPECT_GE(run->steps.host_step_seconds(), 0);
 }
 
 }  // namespace

@@ -11,14 +11,13 @@
 // On a shared machine other processes take the cores at random moments,
 // and two OpenMP threads that meet at a barrier after every loop suffer
 // badly when one is descheduled (iterations take 1x to 4x their time). So
-// the runs take turns iteration by iteration, and each side counts its
-// least disturbed iteration: the fastest of N, with that iteration's step
-// times (the mean is printed too). "replayed" is the replay with the
-// measured iteration's own step times: it separates the queue model's error
-// from compute that ran slower or faster than in the reference run.
-//
-//   bench_timeline                                   ResNet-18 and VGG-16, 4 modes, 2 links
-//   bench_timeline --networks vgg16 --modes offload --gbps 0.5 --iterations 2
+// the runs take turns iteration by iteration, iteration i of the reference
+// run predicts iteration i of each throttled run (they ran back to back,
+// under much the same load), and the table gives medians over the pairs.
+// "replay error" is the replay with the measured iteration's own step
+// times: it separates the queue model's error from compute that ran slower
+// or faster than in the reference iteration.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -165,9 +164,9 @@ Status WriteTimelines(const std::string& dir, const Subject& s, const std::strin
   Timeline prediction = predicted.timeline;
   prediction.title =
       run.net().name() + ", " + mode + ", " + std::to_string(gbps) + " GB/s (predicted)";
-  std::ofstream(path("measured")) << TimelineTraceJson(run.fastest());
+  std::ofstream(path("measured")) << TimelineTraceJson(run.last());
   std::ofstream(path("predicted")) << TimelineTraceJson(prediction);
-  const TimelineSummary m = Summarize(run.fastest()), p = predicted.summary;
+  const TimelineSummary m = Summarize(run.last()), p = predicted.summary;
   for (const auto& [wall, compute] : run.history()) {
     std::fprintf(stderr, "  iteration %.3f s, compute %.3f s\n", wall, compute);
   }
@@ -179,6 +178,41 @@ Status WriteTimelines(const std::string& dir, const Subject& s, const std::strin
                p.iteration_seconds, p.compute_seconds, p.compute_wait_seconds, p.host_wait_seconds,
                p.copy_seconds);
   return Status::Ok();
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// Iteration i of the reference run predicts iteration i of the throttled
+// run (they ran one after the other); medians over the pairs.
+struct Row {
+  double predicted = 0, measured = 0;
+  double error = 0;         // median of predicted / measured - 1
+  double replay_error = 0;  // the same with the measured iteration's own step times
+  Prediction prediction;    // of the last pair
+};
+
+Row Compare(const NetworkView& view, const MemoryPlan& plan, const DeviceProfile& profile,
+            const std::string& mode, const TracedRun& reference, const TracedRun& run) {
+  std::vector<double> predicted, measured, errors, replay_errors;
+  Row row;
+  for (size_t i = 0; i < run.samples().size(); ++i) {
+    const TracedRun::Sample& m = run.samples()[i];
+    row.prediction = Predict(view, plan, profile, &reference.samples()[i].steps, mode);
+    const Prediction own = Predict(view, plan, profile, &m.steps, mode);
+    predicted.push_back(row.prediction.summary.iteration_seconds);
+    measured.push_back(m.seconds);
+    errors.push_back(predicted.back() / m.seconds - 1);
+    replay_errors.push_back(own.summary.iteration_seconds / m.seconds - 1);
+  }
+  row.predicted = Median(predicted);
+  row.measured = Median(measured);
+  row.error = Median(errors);
+  row.replay_error = Median(replay_errors);
+  return row;
 }
 
 // The runs take turns, iteration by iteration, so that load from elsewhere
@@ -206,26 +240,19 @@ Status RunMode(const Args& args, const Subject& s, const std::string& mode,
     for (auto& run : runs) SPILL_RETURN_IF_ERROR(run->Iterate(/*keep=*/i > 0));
   }
   for (size_t g = 0; g < args.gbps.size(); ++g) {
-    const TracedRun& run = *runs[g + 1];
-    const DeviceProfile profile = CpuProfile(calibration, args.gbps[g] * 1e9);
-    const Prediction p = Predict(net->view(), plan, profile, &runs[0]->fastest_steps(), mode);
-    // The same replay with the measured iteration's own step times: the
-    // queue model alone.
-    const Prediction own = Predict(net->view(), plan, profile, &run.fastest_steps(), mode);
-    const double measured = run.fastest_seconds();
+    const Row row = Compare(net->view(), plan, CpuProfile(calibration, args.gbps[g] * 1e9), mode,
+                            *runs[0], *runs[g + 1]);
     std::printf(
-        "| %s | %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %+.1f%% | %.3f | %+.1f%% | %.0f%% | "
-        "%.0f%% |\n",
+        "| %s | %s | %s | %.2f | %s | %.3f | %.3f | %+.1f%% | %+.1f%% | %.0f%% | %.0f%% |\n",
         s.label.c_str(), mode.c_str(),
         FormatBytes(static_cast<double>(options.device_budget)).c_str(), args.gbps[g],
         FormatBytes(static_cast<double>(plan.log.to_host + plan.log.to_device)).c_str(),
-        p.summary.iteration_seconds, measured, run.mean_iteration_seconds(),
-        100 * (p.summary.iteration_seconds / measured - 1), own.summary.iteration_seconds,
-        100 * (own.summary.iteration_seconds / measured - 1), 100 * p.summary.overlap(),
-        100 * Summarize(run.fastest()).overlap());
+        row.predicted, row.measured, 100 * row.error, 100 * row.replay_error,
+        100 * row.prediction.summary.overlap(), 100 * Summarize(runs[g + 1]->last()).overlap());
     std::fflush(stdout);
     if (!args.timelines.empty()) {
-      SPILL_RETURN_IF_ERROR(WriteTimelines(args.timelines, s, mode, args.gbps[g], run, p));
+      SPILL_RETURN_IF_ERROR(
+          WriteTimelines(args.timelines, s, mode, args.gbps[g], *runs[g + 1], row.prediction));
     }
   }
   return Status::Ok();
@@ -247,9 +274,9 @@ int Main(int argc, char** argv) {
   }
   std::printf("cpu profile: %s\n\n", DescribeDeviceProfile(CpuProfile(*calibration, 0)).c_str());
   std::printf(
-      "| network | mode | budget | link GB/s | moved | predicted s | measured s | mean s | error | "
-      "replayed s | replay error | predicted overlap | measured overlap |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "| network | mode | budget | link GB/s | moved | predicted s | measured s | error | "
+      "replay error | predicted overlap | measured overlap |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& name : args.networks) {
     auto subject = LoadSubject(name);
     if (!subject.ok()) {

@@ -172,12 +172,8 @@ Status TracedRun::Iterate(bool keep) {
   history_.push_back({end - begin, Summarize(last_).compute_seconds});
   if (!keep) return Status::Ok();
   recorder_->AddStepTimes(*net_, &steps_);
-  if (kept_ == 0 || end - begin < fastest_seconds_) {
-    fastest_seconds_ = end - begin;
-    fastest_steps_ = StepTimes();
-    recorder_->AddStepTimes(*net_, &fastest_steps_);
-    fastest_ = last_;
-  }
+  samples_.push_back({end - begin, StepTimes()});
+  recorder_->AddStepTimes(*net_, &samples_.back().steps);
   iteration_seconds_ += end - begin;
   compute_seconds_ += Summarize(last_).compute_seconds;
   ++kept_;

@@ -137,11 +137,12 @@ class TracedRun {
   double mean_compute_seconds() const { return kept_ ? compute_seconds_ / kept_ : 0; }
   // Wall and compute seconds of every iteration run, warm-ups included.
   const std::vector<std::pair<double, double>>& history() const { return history_; }
-  // The kept iteration that took the least wall time (the least disturbed
-  // on a shared machine): its seconds, its step times, its timeline.
-  double fastest_seconds() const { return fastest_seconds_; }
-  const StepTimes& fastest_steps() const { return fastest_steps_; }
-  const Timeline& fastest() const { return fastest_; }
+  // Each kept iteration on its own: wall seconds and step times.
+  struct Sample {
+    double seconds = 0;
+    StepTimes steps;
+  };
+  const std::vector<Sample>& samples() const { return samples_; }
 
  private:
   TracedRun() = default;
@@ -158,9 +159,7 @@ class TracedRun {
   int iterations_ = 0, kept_ = 0;
   double iteration_seconds_ = 0, compute_seconds_ = 0;
   std::vector<std::pair<double, double>> history_;
-  double fastest_seconds_ = 0;
-  StepTimes fastest_steps_;
-  Timeline fastest_;
+  std::vector<Sample> samples_;
 };
 
 // One untimed iteration, then `iterations` kept ones.
