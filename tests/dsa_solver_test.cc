@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <random>
 
 #include "memory/allocators/dsa_exact.h"
@@ -198,6 +199,19 @@ TEST(DsaSolverTest, EmptyAndSingleBlock) {
   const DsaSolution one = SolveDsaBestFit({{5, 3, 3}});
   EXPECT_EQ(one.offsets, (std::vector<size_t>{0}));
   EXPECT_EQ(one.footprint, 5u);
+}
+
+TEST(DsaSolverTest, ExtremeTimesDoNotOverflow) {
+  // 0 spans the whole clock; 2 fits nowhere until both lines beside 1 are
+  // lifted to its top.
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<DsaBlock> blocks = {{1, kMin, kMax}, {2, -5, 5}, {5, 0, 0}};
+  const DsaSolution solution = SolveDsaBestFit(blocks);
+  EXPECT_EQ(solution.offsets, (std::vector<size_t>{0, 1, 3}));
+  EXPECT_EQ(solution.footprint, 8u);
+  EXPECT_EQ(DsaMaxLoad(blocks), 8u);
+  ExpectValid(blocks, solution);
 }
 
 TEST(DsaSolverTest, ClosedLifetimesTouchingAtOneTimeCollide) {

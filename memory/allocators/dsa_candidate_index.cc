@@ -37,8 +37,8 @@ DsaCandidateIndex::DsaCandidateIndex(const std::vector<DsaBlock>& blocks) {
     if (blocks[i].bytes != blocks[j].bytes) return blocks[i].bytes > blocks[j].bytes;
     return i < j;
   });
-  rank_.resize(n_);
-  for (int r = 0; r < n_; ++r) rank_[by_rank_[r]] = r;
+  std::vector<int> rank(n_);  // block -> rank
+  for (int r = 0; r < n_; ++r) rank[by_rank_[r]] = r;
 
   at_.resize(n_);
   std::iota(at_.begin(), at_.end(), 0);
@@ -56,7 +56,8 @@ DsaCandidateIndex::DsaCandidateIndex(const std::vector<DsaBlock>& blocks) {
     starts_[p] = blocks[at_[p]].alloc_time;
     ends_[p] = blocks[at_[p]].free_time;
   }
-  placed_.assign(n_, 0);
+  rank_at_.resize(n_);
+  for (int p = 0; p < n_; ++p) rank_at_[p] = rank[at_[p]];
   BuildLevels();
 }
 
@@ -92,7 +93,7 @@ void DsaCandidateIndex::BuildLevels() {
         const int p = order[base + j];
         level.ends[base + j] = ends_[p];
         level.slot[p] = j;
-        tree[m + j] = rank_[at_[p]];
+        tree[m + j] = rank_at_[p];
       }
       for (int i = m - 1; i >= 1; --i) tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
     }
@@ -104,25 +105,37 @@ void DsaCandidateIndex::BuildLevels() {
 int DsaCandidateIndex::ScanRange(int begin, int end, int64_t b) const {
   int best = n_;
   for (int p = begin; p < end; ++p) {
-    if (!placed_[p] && ends_[p] <= b) best = std::min(best, rank_[at_[p]]);
+    if (ends_[p] <= b) best = std::min(best, rank_at_[p]);  // n_ once placed
   }
   return best;
 }
 
-int DsaCandidateIndex::ChunkBest(const Level& level, int base, int64_t b) const {
+int DsaCandidateIndex::ChunkBest(Level& level, int base, int64_t b) {
   const int m = std::min(level.chunk, n_ - base);
   const int64_t* ends = &level.ends[base];
-  int r = static_cast<int>(std::upper_bound(ends, ends + m, b) - ends);  // prefix [0, r) fits
-  const int* tree = &level.tree[2 * static_cast<size_t>(base)];
-  int best = n_;
-  for (int l = m, hi = m + r; l < hi; l >>= 1, hi >>= 1) {
-    if (l & 1) best = std::min(best, tree[l++]);
-    if (hi & 1) best = std::min(best, tree[--hi]);
+  const int r = static_cast<int>(std::upper_bound(ends, ends + m, b) - ends);  // [0, r) fits
+  int* tree = &level.tree[2 * static_cast<size_t>(base)];
+  for (;;) {
+    int best = n_;
+    for (int l = m, hi = m + r; l < hi; l >>= 1, hi >>= 1) {
+      if (l & 1) best = std::min(best, tree[l++]);
+      if (hi & 1) best = std::min(best, tree[--hi]);
+    }
+    if (best == n_) return best;
+    const int p = position_[by_rank_[best]];
+    if (rank_at_[p] != n_) return best;
+    // Placed since this chunk last saw it: drop it here and look again. Ranks
+    // are unique, so an ancestor whose minimum is another rank keeps it, and
+    // so does everything above that ancestor.
+    int i = m + level.slot[p];
+    tree[i] = n_;
+    for (i >>= 1; i >= 1 && tree[i] == best; i >>= 1) {
+      tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
+    }
   }
-  return best;
 }
 
-int DsaCandidateIndex::Best(int64_t a, int64_t b) const {
+int DsaCandidateIndex::Best(int64_t a, int64_t b) {
   if (a > b || n_ == 0) return -1;
   const int lo =
       static_cast<int>(std::lower_bound(starts_.begin(), starts_.end(), a) - starts_.begin());
@@ -153,16 +166,8 @@ int DsaCandidateIndex::Best(int64_t a, int64_t b) const {
 void DsaCandidateIndex::Remove(int block) {
   SPILL_CHECK(block >= 0 && block < n_) << "block " << block << " of " << n_;
   const int p = position_[block];
-  SPILL_CHECK(!placed_[p]) << "block " << block << " placed twice";
-  placed_[p] = 1;
-  for (Level& level : levels_) {
-    const int base = p / level.chunk * level.chunk;
-    const int m = std::min(level.chunk, n_ - base);
-    int* tree = &level.tree[2 * static_cast<size_t>(base)];
-    int i = m + level.slot[p];
-    tree[i] = n_;
-    for (i >>= 1; i >= 1; i >>= 1) tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
-  }
+  SPILL_CHECK_NE(rank_at_[p], n_) << "block " << block << " placed twice";
+  rank_at_[p] = n_;  // the chunks drop it when a query meets it (ChunkBest)
 }
 
 }  // namespace spill

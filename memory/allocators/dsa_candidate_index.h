@@ -9,10 +9,14 @@
 //   * the run splits into O(log n) aligned chunks; each chunk keeps its blocks
 //     sorted by free_time, so "free_time <= b" is a prefix found by binary
 //     search, and a small min-tree over that order gives the best rank in the
-//     prefix; placing a block overwrites its leaf in each of its chunks;
+//     prefix;
+//   * placing a block only marks it; a chunk drops it from its tree when a
+//     query first finds it there, so chunks no query reads again cost nothing;
 //   * chunks of fewer than kLeafChunk blocks are not stored: the ends of a
 //     run are scanned directly.
-// Query and removal are O(log² n); memory is O(n log n) integers.
+// Removal is O(1); a query is O(log² n) plus its share of the deferred drops
+// (a block leaves each of its O(log n) chunks at most once); memory is
+// O(n log n) integers.
 //
 // Invariant: Best() returns exactly what a linear scan of the unplaced blocks
 // would (tests compare the two on random instances).
@@ -30,8 +34,9 @@ class DsaCandidateIndex {
  public:
   explicit DsaCandidateIndex(const std::vector<DsaBlock>& blocks);
 
-  // The best unplaced block whose lifetime lies inside [a, b], or -1.
-  int Best(int64_t a, int64_t b) const;
+  // The best unplaced block whose lifetime lies inside [a, b], or -1. Not
+  // const: it drops placed blocks from the chunks it reads.
+  int Best(int64_t a, int64_t b);
   // Marks `block` placed; it is never returned again.
   void Remove(int block);
 
@@ -47,16 +52,15 @@ class DsaCandidateIndex {
 
   void BuildLevels();
   int ScanRange(int begin, int end, int64_t b) const;
-  int ChunkBest(const Level& level, int base, int64_t b) const;
+  int ChunkBest(Level& level, int base, int64_t b);
 
   int n_ = 0;
-  std::vector<int> rank_;        // block -> rank in the heuristic's order (0 = best)
-  std::vector<int> by_rank_;     // rank -> block
+  std::vector<int> by_rank_;     // rank in the heuristic's order (0 = best) -> block
   std::vector<int> position_;    // block -> position in alloc_time order
   std::vector<int> at_;          // position -> block
   std::vector<int64_t> starts_;  // position -> alloc_time (sorted)
   std::vector<int64_t> ends_;    // position -> free_time
-  std::vector<char> placed_;     // position -> placed
+  std::vector<int> rank_at_;     // position -> rank, n_ once placed
   std::vector<Level> levels_;    // chunk sizes kLeafChunk, 2 * kLeafChunk, ...
 };
 
