@@ -19,6 +19,7 @@ packages=(
   libgtest-dev             # GoogleTest
   libgmock-dev             # GoogleMock matchers
   zlib1g-dev               # gzipped idx files
+  coinor-libcbc-dev        # CBC, the exact DSA reference in the tests (never on the training path)
   python3-numpy            # reading checkpoints from Python (tools/*.py)
   dataset-fashion-mnist    # the default training data: /usr/share/datasets/fashion-mnist
 )
