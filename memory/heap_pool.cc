@@ -88,6 +88,32 @@ StatusOr<Allocation> HeapPool::Allocate(size_t bytes, MemoryCategory category,
   if (seg_bytes > need) {
     InsertFree(placement == Placement::kLow ? seg_offset + need : seg_offset, seg_bytes - need);
   }
+  return Record(offset, need, category);
+}
+
+StatusOr<Allocation> HeapPool::AllocateAt(size_t offset, size_t bytes, MemoryCategory category) {
+  const size_t need = RoundToBlocks(std::max<size_t>(bytes, 1));
+  auto it = free_by_offset_.upper_bound(offset);
+  if (offset % kPoolBlockBytes != 0 || it == free_by_offset_.begin()) {
+    stats_.failures++;
+    return OutOfMemory("offset " + std::to_string(offset) + " is not free");
+  }
+  --it;  // the free segment starting at or below `offset`
+  const size_t seg_offset = it->first, seg_bytes = it->second;
+  if (offset + need > seg_offset + seg_bytes) {
+    stats_.failures++;
+    return OutOfMemory("[" + std::to_string(offset) + ", " + std::to_string(offset + need) +
+                       ") is not free");
+  }
+  EraseFree(it);
+  if (offset > seg_offset) InsertFree(seg_offset, offset - seg_offset);
+  if (seg_offset + seg_bytes > offset + need) {
+    InsertFree(offset + need, seg_offset + seg_bytes - offset - need);
+  }
+  return Record(offset, need, category);
+}
+
+Allocation HeapPool::Record(size_t offset, size_t need, MemoryCategory category) {
   AllocationId id = next_id_++;
   allocated_[id] = Node{offset, need, category};
   int c = static_cast<int>(category);
@@ -149,6 +175,12 @@ size_t HeapPool::MoveDown(AllocationId id) {
   allocated_[id] = node;
   UpdateFreeStats();
   return seg_offset;
+}
+
+size_t HeapPool::LiveEnd() const {
+  if (free_by_offset_.empty()) return capacity_;
+  const auto& [offset, bytes] = *free_by_offset_.rbegin();
+  return offset + bytes == capacity_ ? offset : capacity_;
 }
 
 std::vector<std::pair<size_t, AllocationId>> HeapPool::AllocationsByOffset() const {

@@ -92,11 +92,16 @@ class HeapPool {
   // Rounds `bytes` up to blocks and finds room. kOutOfMemory if none.
   StatusOr<Allocation> Allocate(size_t bytes, MemoryCategory category,
                                 Placement placement = Placement::kLow);
+  // Places `bytes` (rounded) exactly at `offset`, which must lie in one free
+  // segment with its end; kOutOfMemory (nothing changes) when it does not.
+  StatusOr<Allocation> AllocateAt(size_t offset, size_t bytes, MemoryCategory category);
   void Free(AllocationId id);
   // Moves allocation `id` into the lowest free segment that holds it (its
   // own space counts as free) and returns its new offset. Used to compact the
   // pool; the caller moves the bytes.
   size_t MoveDown(AllocationId id);
+  // The end of the highest live allocation (0 when none).
+  size_t LiveEnd() const;
   // Live allocations by increasing offset.
   std::vector<std::pair<size_t, AllocationId>> AllocationsByOffset() const;
 
@@ -129,6 +134,7 @@ class HeapPool {
   void EraseFree(std::map<size_t, size_t>::iterator it);
   std::map<size_t, size_t>::iterator FindSegment(size_t bytes);
   void UpdateFreeStats();
+  Allocation Record(size_t offset, size_t need, MemoryCategory category);
 
   size_t capacity_;
   FitPolicy fit_;

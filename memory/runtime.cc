@@ -99,7 +99,9 @@ Status MemoryRuntime::Fail(const Status& status, const std::string& what, size_t
   oom_.requested = bytes;
   oom_.in_use = allocator_->stats().total_in_use;
   oom_.live = LiveTransient();
-  std::string where = "while allocating parameters and solver state";
+  std::string where = allocating_all_
+                          ? "while allocating every tensor of the iteration (no liveness)"
+                          : "while allocating parameters and solver state";
   if (step_ >= 0) {
     const Step& s = schedule_.steps[step_];
     where = "at step " + std::to_string(step_ + 1) + " (" +
@@ -131,15 +133,17 @@ Status MemoryRuntime::BeginIteration(Phase phase) {
   log_events_.Clear();
   log_events_.set_step(-1);
   for (auto& chosen : forward_algorithms_) chosen.clear();
-  SPILL_RETURN_IF_ERROR(allocator_->BeginIteration(phase));
+  // Without liveness every tensor is allocated once, before the first
+  // iteration's steps, and kept: like the persistent tensors, outside the
+  // iteration the allocator sees.
   if (!options_.liveness && !all_allocated_) {
-    step_ = 0;
-    residency_->set_step(0);
-    log_events_.set_step(0);
-    SPILL_RETURN_IF_ERROR(AllocateAllTransient());
+    allocating_all_ = true;
+    Status status = AllocateAllTransient();
+    allocating_all_ = false;
+    SPILL_RETURN_IF_ERROR(status);
     all_allocated_ = true;
   }
-  return Status::Ok();
+  return allocator_->BeginIteration(phase);
 }
 
 Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {

@@ -153,6 +153,7 @@ class MemoryRuntime : public TensorStore {
   std::vector<bool> deferred_;
   Phase phase_ = Phase::kTrain;
   bool all_allocated_ = false;
+  bool allocating_all_ = false;
 
   int step_ = -1;                 // the step being prepared or run
   std::vector<TensorId> pinned_;  // locked for the current step

@@ -87,6 +87,9 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   trace.recomputations = executor.recomputations();
   trace.to_host = runtime->residency().counters().to_host_bytes;
   trace.to_device = runtime->residency().counters().to_device_bytes;
+  trace.footprint = runtime->allocator().PeakFootprint();
+  trace.mismatches = runtime->allocator().mismatches();
+  trace.events = runtime->events();
   return trace;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "framework/net_spec.h"
+#include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
 
@@ -22,6 +23,9 @@ struct TrainTrace {
   int64_t recomputations = 0;
   size_t to_host = 0;
   size_t to_device = 0;
+  size_t footprint = 0;             // the allocator's peak footprint
+  int64_t mismatches = 0;           // requests served unlike their profile (static allocator)
+  std::vector<MemoryEvent> events;  // of the last iteration, with memory.record_events
 };
 
 struct SyntheticRun {

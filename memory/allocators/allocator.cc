@@ -103,6 +103,17 @@ std::vector<std::pair<size_t, AllocationId>> DeviceAllocator::AllocationsByOffse
   return out;
 }
 
+std::vector<DeviceAllocator::LiveBlock> DeviceAllocator::LiveBlocks() const {
+  std::vector<LiveBlock> blocks;
+  blocks.reserve(live_.size());
+  for (const auto& [id, block] : live_) {
+    blocks.push_back({id, block.offset, block.bytes, block.category});
+  }
+  std::sort(blocks.begin(), blocks.end(),
+            [](const LiveBlock& a, const LiveBlock& b) { return a.offset < b.offset; });
+  return blocks;
+}
+
 void DeviceAllocator::ResetPeaks() {
   stats_.peak = stats_.in_use;
   stats_.total_peak = stats_.total_in_use;
@@ -149,6 +160,7 @@ AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phas
   int64_t clock = 0;
   for (const MemoryEvent& e : events) {
     if (e.type == MemoryEventType::kAlloc) {
+      if (e.step < 0) continue;  // outside the iteration's steps: kept for good
       ProfiledRequest r;
       r.tensor = e.tensor;
       r.step = e.step;

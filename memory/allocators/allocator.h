@@ -73,7 +73,8 @@ struct AllocationProfile {
 
 // The requests of one iteration's alloc/free events, in order, with
 // lifetimes on the event clock (a block still live at the end lives to the
-// end). Frees of blocks allocated before the iteration are not requests.
+// end). Allocations outside the steps (step < 0: tensors kept for good) and
+// frees of blocks allocated before the iteration are not requests.
 AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phase phase,
                                     size_t budget);
 
@@ -157,6 +158,14 @@ class DeviceAllocator {
   // Compaction (only where can_compact()): the block's new offset.
   virtual size_t Slide(AllocationId id, size_t offset, size_t bytes);
   void CountMismatch() { ++mismatches_; }
+  struct LiveBlock {
+    AllocationId id;
+    size_t offset;
+    size_t bytes;
+    MemoryCategory category;
+  };
+  // Every live block, by increasing offset.
+  std::vector<LiveBlock> LiveBlocks() const;
 
  private:
   struct Live {
