@@ -20,6 +20,7 @@ packages=(
   libgmock-dev             # GoogleMock matchers
   zlib1g-dev               # gzipped idx files
   python3-numpy            # reading checkpoints from Python (tools/*.py)
+  binutils                 # objdump: the GPU bundle's instruction-set check (tools/check_isa.py)
   dataset-fashion-mnist    # the default training data: /usr/share/datasets/fashion-mnist
 )
 if [[ "${1:-}" == "--bench" ]]; then
