@@ -105,11 +105,12 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
       workspace_.bytes = bytes;
       workspace_.data =
           device_base_ == nullptr ? nullptr : static_cast<char*>(device_base_) + allocation->offset;
+      if (device_ != nullptr) device_->AnnotateAllocation(workspace_.data, bytes);
       return Status::Ok();
     }
     if (!MakeRoom(bytes)) {
-      return Fail(allocation.status(), what + " (" + FormatBytes(static_cast<double>(bytes)) + ")",
-                  bytes);
+      return Fail(residency_->NoteRefusedOffloads(allocation).status(),
+                  what + " (" + FormatBytes(static_cast<double>(bytes)) + ")", bytes);
     }
   }
 }
@@ -144,6 +145,7 @@ Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice)
 
 void MemoryRuntime::FreeWorkspace() {
   if (workspace_id_ < 0) return;
+  if (device_ != nullptr) device_->AnnotateFree(workspace_.data);
   device_pool_.Free(workspace_id_);
   workspace_id_ = -1;
   workspace_ = Workspace();

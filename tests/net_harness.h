@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "framework/device.h"
 #include "framework/net_spec.h"
+#include "memory/heap_pool.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
 
@@ -22,6 +24,8 @@ struct TrainTrace {
   int64_t recomputations = 0;
   size_t to_host = 0;
   size_t to_device = 0;
+  PoolStats device_pool;  // at the end of the run
+  PoolStats host_pool;
 };
 
 struct SyntheticRun {
@@ -32,6 +36,7 @@ struct SyntheticRun {
   bool same_batch = false;           // feed one batch every step instead of a new one
   double link_bytes_per_second = 0;  // throttle the CPU device's copies
   std::string device = "cpu";        // or "cuda" (--config=cuda builds)
+  Device* use_device = nullptr;      // this one instead of a new `device`
   MemoryOptions memory;
 };
 
