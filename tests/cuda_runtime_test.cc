@@ -143,34 +143,35 @@ TEST(CudaCopyTest, CopiesAcrossPinnedChunks) {
 }
 
 // Pool annotations for compute-sanitizer: two tensors back to back in the
-// device region, each annotated with its exact size. A ReLU over the first
-// stays inside it. With SPILL_MEMCHECK_PLANT=1 the ReLU writes one element
-// more, into the rounding slack after the tensor - inside the cudaMalloc
-// region, so only the annotations can make memcheck report it: tools/
-// gpu_check.sh sanitize runs this under compute-sanitizer and expects that
-// report. Without a sanitizer the planted write is harmless (it lands in
-// the region's slack).
+// device region, each annotated with its exact size, and a ReLU from the
+// first (n + 1 floats) into the second (n floats) over n elements. With
+// SPILL_MEMCHECK_PLANT=1 the ReLU runs over n + 1: it reads only what it may
+// but writes one float past the output, into the rounding slack after it -
+// inside the cudaMalloc region, so only the annotations can make memcheck
+// report that write. tools/gpu_check.sh sanitize runs this under
+// compute-sanitizer and expects the report. Without a sanitizer the planted
+// write is harmless (it lands in the region's slack).
 TEST(CudaMemcheckTest, PoolAnnotationsBoundEachTensor) {
   SKIP_WITHOUT_GPU();
   auto created = CudaDevice::Create(0);
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   CudaDevice& device = **created;
-  const int64_t n = 1000;  // 4000 bytes, in a 4096-byte block
+  const int64_t n = 1000;  // 4000 bytes of output, in a 4096-byte block
   const size_t block = 4096;
   auto region = device.ReserveDeviceRegion(2 * block);
   ASSERT_TRUE(region.ok());
   float* x = static_cast<float*>(*region);
   float* y = reinterpret_cast<float*>(static_cast<char*>(*region) + block);
-  device.AnnotateAllocation(x, n * sizeof(float));
+  device.AnnotateAllocation(x, (n + 1) * sizeof(float));
   device.AnnotateAllocation(y, n * sizeof(float));
-  device.MemsetAsync(x, 0, n * sizeof(float), device.compute_queue());
+  device.MemsetAsync(x, 0, (n + 1) * sizeof(float), device.compute_queue());
   const char* plant = std::getenv("SPILL_MEMCHECK_PLANT");
   const bool planted = plant != nullptr && std::string(plant) == "1";
   if (planted) {
-    std::printf("planting a write of one float past a %ld-float tensor (memcheck: %s)\n",
-                static_cast<long>(n), cuda::MemcheckAnnotationsEnabled() ? "annotated" : "blind");
+    std::printf("planting a write of one float past a %ld-float tensor (pool annotations %s)\n",
+                static_cast<long>(n), cuda::MemcheckAnnotationsEnabled() ? "on" : "off");
   }
-  cuda::LaunchReluForward(n + (planted ? 1 : 0), y, x, 0.0f, device.compute_stream());
+  cuda::LaunchReluForward(n + (planted ? 1 : 0), x, y, 0.0f, device.compute_stream());
   device.compute_queue().Synchronize();
   device.AnnotateFree(y);
   device.AnnotateFree(x);
