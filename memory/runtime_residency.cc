@@ -120,11 +120,12 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
       workspace_.bytes = bytes;
       workspace_.data =
           device_base_ == nullptr ? nullptr : static_cast<char*>(device_base_) + allocation->offset;
+      if (device_ != nullptr) device_->AnnotateAllocation(workspace_.data, bytes);
       return Status::Ok();
     }
     if (!MakeRoom(bytes)) {
-      return Fail(allocation.status(), what + " (" + FormatBytes(static_cast<double>(bytes)) + ")",
-                  bytes);
+      return Fail(residency_->NoteRefusedOffloads(allocation).status(),
+                  what + " (" + FormatBytes(static_cast<double>(bytes)) + ")", bytes);
     }
   }
 }
@@ -174,6 +175,7 @@ Status MemoryRuntime::ReuseForwardWorkspace(int layer) {
 
 void MemoryRuntime::FreeWorkspace() {
   if (workspace_id_ < 0) return;
+  if (device_ != nullptr) device_->AnnotateFree(workspace_.data);
   allocator_->Free(workspace_id_);
   workspace_id_ = -1;
   workspace_ = Workspace();
