@@ -13,14 +13,23 @@ std::vector<std::string> MemoryModeNames() {
 }
 
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
+  // A mode sets the technique switches and names its scheduler; a mode that
+  // comes with its own placement names its allocator (others keep the one
+  // chosen) and may turn compaction off.
   struct Preset {
     const char* name;
     bool liveness, offload, cache, recompute;
+    const char* scheduler;
+    const char* allocator;  // nullptr: keep
+    bool compact;
   };
   static const Preset kPresets[] = {
-      {"baseline", false, false, false, false},       {"liveness", true, false, false, false},
-      {"offload", true, true, false, false},          {"recompute", true, false, false, true},
-      {"offload_recompute", true, true, false, true}, {"superneurons", true, true, true, true},
+      {"baseline", false, false, false, false, "superneurons", nullptr, true},
+      {"liveness", true, false, false, false, "superneurons", nullptr, true},
+      {"offload", true, true, false, false, "superneurons", nullptr, true},
+      {"recompute", true, false, false, true, "superneurons", nullptr, true},
+      {"offload_recompute", true, true, false, true, "superneurons", nullptr, true},
+      {"superneurons", true, true, true, true, "superneurons", nullptr, true},
   };
   for (const Preset& p : kPresets) {
     if (mode != p.name) continue;
@@ -29,6 +38,9 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
     options->offload = p.offload;
     options->cache = p.cache;
     options->recompute = p.recompute;
+    options->scheduler = p.scheduler;
+    if (p.allocator != nullptr) options->allocator = p.allocator;
+    options->compact = p.compact;
     return Status::Ok();
   }
   std::string names;

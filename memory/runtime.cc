@@ -46,6 +46,7 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const NetworkView
 Status MemoryRuntime::Reserve() {
   AllocatorContext context;
   context.capacity = options_.device_budget;
+  context.view = &view_;
   // Profile-guided allocators plan an iteration with an accounting-only
   // allocator first; the profiler runs this runtime's own code without a device.
   const NetworkView view = view_;

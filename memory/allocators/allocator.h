@@ -38,6 +38,7 @@
 
 #include "framework/declarations.h"
 #include "framework/device.h"
+#include "framework/network_view.h"
 #include "framework/schedule.h"
 #include "framework/status.h"
 #include "memory/heap_pool.h"
@@ -86,6 +87,8 @@ using Profiler = std::function<StatusOr<AllocationProfile>(Phase phase, size_t b
 struct AllocatorContext {
   size_t capacity = 0;
   Profiler profiler;  // may be empty (then profile-guided allocators fail)
+  // The network, for allocators that place by what a tensor is (may be null).
+  const NetworkView* view = nullptr;
 };
 
 class DeviceAllocator {
