@@ -259,13 +259,17 @@ void HeapPool::UpdateFreeStats() {
 
 double HeapPool::UnusableFree(size_t bytes) const {
   if (stats_.free_bytes == 0) return 0.0;
+  return static_cast<double>(UnusableBytes(bytes)) / stats_.free_bytes;
+}
+
+size_t HeapPool::UnusableBytes(size_t bytes) const {
   size_t need = RoundToBlocks(std::max<size_t>(bytes, 1));
   size_t unusable = 0;
   for (const auto& [size, offset] : free_by_size_) {
     if (size >= need) break;
     unusable += size;
   }
-  return static_cast<double>(unusable) / stats_.free_bytes;
+  return unusable;
 }
 
 void HeapPool::ResetPeaks() {

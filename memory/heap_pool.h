@@ -129,6 +129,8 @@ class HeapPool {
   // Dymem's unusable free space U_f for a request of `bytes`: the fraction
   // of free memory in segments too small to hold it (0 = none unusable).
   double UnusableFree(size_t bytes) const;
+  // The free bytes in segments too small to hold a request of `bytes`.
+  size_t UnusableBytes(size_t bytes) const;
   // Forgets the peaks (not the live allocations): a new measurement window.
   void ResetPeaks();
 

@@ -47,6 +47,7 @@ Status MemoryRuntime::Reserve() {
   AllocatorContext context;
   context.capacity = options_.device_budget;
   context.view = &view_;
+  context.min_offload_bytes = options_.min_offload_bytes;
   // Profile-guided allocators plan an iteration with an accounting-only
   // allocator first; the profiler runs this runtime's own code without a device.
   const NetworkView view = view_;
@@ -56,6 +57,7 @@ Status MemoryRuntime::Reserve() {
   };
   SPILL_ASSIGN_OR_RETURN(allocator_, CreateAllocator(options_.allocator, context));
   if (options_.record_events) allocator_->set_event_log(&log_events_);
+  allocator_->set_check_every_event(options_.check_allocator);
   if (device_ != nullptr) {
     SPILL_ASSIGN_OR_RETURN(device_base_, allocator_->Reserve(*device_));
     if (host_pool_.capacity() > 0) {
@@ -160,7 +162,7 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
     SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, runner));
     Pin(id);
   }
-  for (TensorId id : step.writes) {
+  for (TensorId id : allocator_->PlacementOrder(step)) {
     if (residency_->state(id) == Residency::kOffloading) residency_->CancelOffload(id);
     if (!residency_->on_device(id)) SPILL_RETURN_IF_ERROR(AllocateTensor(id));
     Pin(id);
