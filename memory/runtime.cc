@@ -135,6 +135,7 @@ Status MemoryRuntime::BeginIteration(Phase phase) {
   current_.persistent = log_.persistent;
   log_events_.Clear();
   log_events_.set_step(-1);
+  lazy_offloads_.clear();
   for (auto& chosen : forward_algorithms_) chosen.clear();
   // Without liveness every tensor is allocated once, before the first
   // iteration's steps, and kept: like the persistent tensors, outside the
@@ -214,9 +215,11 @@ void MemoryRuntime::Unreference(TensorId id) {
 // Applies a plan's actions in order; each acts only on a tensor in the state
 // it names. `runner` is set for the actions before a step (rebuilds).
 Status MemoryRuntime::RunActions(const std::vector<TransferAction>& actions, StepRunner* runner) {
+  bool held_back = false;  // an earlier prefetch of the list did not fit
   for (const TransferAction& a : actions) {
     if (a.op == TransferOp::kPrefetch) {
-      Prefetch(a.tensor);
+      if (held_back) continue;
+      held_back = !Prefetch(a.tensor) && plan_->prefetch_in_order;
     } else if (a.op == TransferOp::kRebuild) {
       if (runner != nullptr && residency_->state(a.tensor) == Residency::kDropped) {
         SPILL_RETURN_IF_ERROR(Rebuild(a.tensor, *runner));
@@ -242,6 +245,9 @@ void MemoryRuntime::RunAfterStep(const TransferAction& a) {
       if (state != Residency::kOffloading) return;
       residency_->FinishOffload(id);
       cache_.Remove(id);
+      return;
+    case TransferOp::kFinishOffloadLazily:
+      if (state == Residency::kOffloading) lazy_offloads_.push_back(id);
       return;
     case TransferOp::kCancelOffload:
       if (state == Residency::kOffloading) residency_->CancelOffload(id);
