@@ -39,6 +39,7 @@ constexpr Variant kVariants[] = {
     {"best_fit_no_compaction", "best_fit", "lru", false},
     {"static", "static", "lru", true},
     {"belady", "first_fit", "belady", true},
+    {"gtbm", "gtbm", "lru", false},
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
@@ -50,16 +51,21 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.device_budget = 64 << 20;
   run.memory.host_budget = 16 << 20;  // locked as used on a GPU; these networks use far less
   run.memory.poison_freed = true;     // a read after free turns into NaN
+  // These maps are a few KiB: offload them and place them by mobility all the same.
+  run.memory.min_offload_bytes = 0;
   // Algorithms round differently: comparing modes bit for bit pins one.
   run.memory.workspace = *ParseWorkspacePolicy("pin:im2col_image");
   run.memory.allocator = variant.allocator;
   run.memory.eviction = variant.eviction;
   run.memory.compact = variant.compact;
+  // GTBM's arenas and stack are checked after every allocation and free (the
+  // other allocators' invariants after every step: memory_seams_test).
+  run.memory.check_allocator = std::string(variant.allocator) == "gtbm";
   return run;
 }
 
-const char* const kModes[] = {"baseline",  "liveness",          "offload",
-                              "recompute", "offload_recompute", "superneurons"};
+const char* const kModes[] = {"baseline",          "liveness",     "offload", "recompute",
+                              "offload_recompute", "superneurons", "dymem",   "vdnn"};
 
 // The budget for a mode: the smallest that runs (forcing every technique to
 // act), or a roomy one.
