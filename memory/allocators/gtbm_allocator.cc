@@ -18,9 +18,10 @@ bool Reclaimed(TensorId tensor, int step, const Schedule& schedule,
 }  // namespace
 
 GtbmAllocator::GtbmAllocator(size_t capacity, size_t incremental_bytes, const NetworkView& view,
-                             MobilityClasses classes)
+                             MobilityClasses classes, bool soft)
     : DeviceAllocator(capacity),
       view_(view),
+      soft_(soft),
       main_size_(WholeBlocks(capacity) -
                  std::min(WholeBlocks(incremental_bytes), WholeBlocks(capacity))),
       incremental_size_(WholeBlocks(capacity) - main_size_),
@@ -70,11 +71,13 @@ size_t GtbmAllocator::HighFrontier() const {
 }
 
 void GtbmAllocator::NoteFrontiers() {
-  squeeze_gap_ = std::min(squeeze_gap_, HighFrontier() - LowFrontier());
+  const size_t low = LowFrontier(), high = HighFrontier();
+  squeeze_gap_ = std::min(squeeze_gap_, high > low ? high - low : 0);  // crossed: soft only
 }
 
 size_t GtbmAllocator::Extent() const {
-  return LowFrontier() + (main_size_ - HighFrontier()) + StackTop();
+  const size_t low = LowFrontier(), high = HighFrontier();
+  return (high > low ? low + (main_size_ - high) : main_size_) + StackTop();
 }
 
 StatusOr<size_t> GtbmAllocator::Place(const AllocRequest& request, size_t bytes, AllocationId id) {
@@ -98,10 +101,25 @@ StatusOr<size_t> GtbmAllocator::Place(const AllocRequest& request, size_t bytes,
 
 StatusOr<size_t> GtbmAllocator::PlaceInMain(Arena arena, MemoryCategory category, size_t bytes,
                                             AllocationId id) {
-  StatusOr<Allocation> block =
-      arena == Arena::kLow
-          ? pool_.Allocate(bytes, category, Placement::kLow, {0, HighFrontier()})
-          : pool_.Allocate(bytes, category, Placement::kTopDown, {LowFrontier(), main_size_});
+  // Movables: the best-fitting hole below the low frontier, else the gap
+  // between the frontiers at its low end. Temporaries: the highest segment
+  // above the low frontier. Either way a block's place relative to its end
+  // of the pool does not depend on the pool's size, so a pool of the
+  // footprint places every block as a larger one did.
+  StatusOr<Allocation> block = OutOfMemory("no room");
+  if (arena == Arena::kLow) {
+    block = pool_.Allocate(bytes, category, Placement::kLow, {0, LowFrontier()});
+    if (!block.ok()) {
+      block = pool_.Allocate(bytes, category, Placement::kLow, {LowFrontier(), HighFrontier()});
+    }
+  } else {
+    block = pool_.Allocate(bytes, category, Placement::kTopDown, {LowFrontier(), main_size_});
+  }
+  if (!block.ok() && soft_) {  // anywhere in the main space
+    block = pool_.Allocate(bytes, category,
+                           arena == Arena::kLow ? Placement::kLow : Placement::kTopDown);
+    if (block.ok()) ++crossings_;
+  }
   if (!block.ok()) return block.status();
   blocks_[id] = {arena, block->id, block->offset, block->bytes};
   (arena == Arena::kLow ? low_ : high_).insert({block->offset, block->bytes});
@@ -146,7 +164,7 @@ size_t GtbmAllocator::FreeSegments() const {
 std::string GtbmAllocator::CheckPlacement() const {
   const std::string pool = pool_.CheckInvariants();
   if (!pool.empty()) return "main space: " + pool;
-  if (LowFrontier() > HighFrontier()) {
+  if (!soft_ && LowFrontier() > HighFrontier()) {
     return "arenas interleave: a movable block ends at " + std::to_string(LowFrontier()) +
            ", above the lowest temporary at " + std::to_string(HighFrontier());
   }
@@ -207,24 +225,31 @@ size_t IncrementalStackPeak(const AllocationProfile& profile, const NetworkView&
 
 namespace {
 
+AllocatorFactory Factory(bool soft) {
+  return [soft](const AllocatorContext& c) -> StatusOr<std::unique_ptr<DeviceAllocator>> {
+    if (c.view == nullptr) {
+      return InvalidArgument("the gtbm allocator places tensors by mobility: it needs the network");
+    }
+    MobilityClasses classes = ClassifyMobility(*c.view, c.min_offload_bytes);
+    size_t incremental = 0;
+    if (c.profiler) {
+      SPILL_ASSIGN_OR_RETURN(AllocationProfile profile, c.profiler(Phase::kTrain, c.capacity));
+      incremental = IncrementalStackPeak(profile, *c.view, classes);
+    }
+    return std::unique_ptr<DeviceAllocator>(
+        new GtbmAllocator(c.capacity, incremental, *c.view, std::move(classes), soft));
+  };
+}
+
 const bool kGtbm = RegisterAllocator(
     {"gtbm",
      "Dymem's arenas by tensor mobility: movable low, temporary high (top-down), reclaimed on "
      "a stack; no compaction",
-     false, [](const AllocatorContext& c) -> StatusOr<std::unique_ptr<DeviceAllocator>> {
-       if (c.view == nullptr) {
-         return InvalidArgument(
-             "the gtbm allocator places tensors by mobility: it needs the network");
-       }
-       MobilityClasses classes = ClassifyMobility(*c.view, c.min_offload_bytes);
-       size_t incremental = 0;
-       if (c.profiler) {
-         SPILL_ASSIGN_OR_RETURN(AllocationProfile profile, c.profiler(Phase::kTrain, c.capacity));
-         incremental = IncrementalStackPeak(profile, *c.view, classes);
-       }
-       return std::unique_ptr<DeviceAllocator>(
-           new GtbmAllocator(c.capacity, incremental, *c.view, std::move(classes)));
-     }});
+     false, Factory(false)});
+
+const bool kGtbmSoft = RegisterAllocator(
+    {"gtbm_soft", "gtbm, but a request that finds no room in its arena takes the other's", false,
+     Factory(true)});
 
 }  // namespace
 }  // namespace spill

@@ -31,8 +31,15 @@
 //
 // Sizing (Dymem §3.3.3): the squeeze gap is the smallest free gap between
 // the frontiers at any event. A main space of main_size - squeeze_gap would
-// have held every placement made, so the footprint - what a budget must
-// cover - is that plus the incremental space's peak.
+// have held every placement made (a block's place relative to its end of
+// the pool does not depend on the pool's size), so the footprint - what a
+// budget must cover - is that plus the incremental space's peak.
+//
+// gtbm_soft: the paper calls the grouping a "soft guarantee". A request that
+// finds no room in its own arena takes free space anywhere in the main space
+// (movables by best fit, temporaries top-down): the arenas may then
+// interleave, and the frontiers stop bounding anything (footprint: the main
+// space's span plus the stack's peak).
 #ifndef SPILL_MEMORY_ALLOCATORS_GTBM_ALLOCATOR_H_
 #define SPILL_MEMORY_ALLOCATORS_GTBM_ALLOCATOR_H_
 
@@ -52,11 +59,11 @@ class GtbmAllocator : public DeviceAllocator {
  public:
   // `incremental_bytes` of `capacity` (rounded down to blocks) go to the
   // incremental space; `classes` are the view's (ClassifyMobility). `view`
-  // must outlive the allocator.
+  // must outlive the allocator. `soft`: gtbm_soft.
   GtbmAllocator(size_t capacity, size_t incremental_bytes, const NetworkView& view,
-                MobilityClasses classes);
+                MobilityClasses classes, bool soft = false);
 
-  const char* name() const override { return "gtbm"; }
+  const char* name() const override { return soft_ ? "gtbm_soft" : "gtbm"; }
   double UnusableFree(size_t bytes) const override;
   size_t PeakFootprint() const override { return MainPeak() + incremental_peak_; }
   size_t Extent() const override;
@@ -77,6 +84,8 @@ class GtbmAllocator : public DeviceAllocator {
   int64_t overflows() const { return overflows_; }
   // Incremental frees below the top, whose space waited for the blocks above.
   int64_t deferred_frees() const { return deferred_frees_; }
+  // gtbm_soft: requests placed in the other arena for want of room in theirs.
+  int64_t crossings() const { return crossings_; }
   // The end of the highest movable block and the start of the lowest
   // temporary one (main_size when none).
   size_t LowFrontier() const;
@@ -87,7 +96,9 @@ class GtbmAllocator : public DeviceAllocator {
   void Unplace(AllocationId id, size_t offset, size_t bytes) override;
   bool Fits(size_t bytes) const override { return Largest() >= bytes; }
   // For a movable request (workspaces, most prefetches).
-  size_t Largest() const override { return pool_.LargestFree({0, HighFrontier()}); }
+  size_t Largest() const override {
+    return pool_.LargestFree(soft_ ? PoolRange{} : PoolRange{0, HighFrontier()});
+  }
   size_t FreeSegments() const override;
   std::string CheckPlacement() const override;
 
@@ -113,6 +124,7 @@ class GtbmAllocator : public DeviceAllocator {
   void NoteFrontiers();
 
   const NetworkView& view_;
+  const bool soft_;
   const size_t main_size_;
   const size_t incremental_size_;
   HeapPool pool_;  // the main space, best fit
@@ -127,6 +139,7 @@ class GtbmAllocator : public DeviceAllocator {
   size_t incremental_peak_ = 0;
   int64_t overflows_ = 0;
   int64_t deferred_frees_ = 0;
+  int64_t crossings_ = 0;
 };
 
 // The most bytes the reclaimed requests of `profile` hold on a stack that
