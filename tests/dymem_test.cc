@@ -11,10 +11,13 @@
 
 #include "framework/schedule.h"
 #include "memory/allocators/gtbm_allocator.h"
+#include "memory/fragmentation.h"
 #include "memory/mobility.h"
 #include "memory/planner.h"
+#include "memory/pool_sizing.h"
 #include "memory/runtime.h"
 #include "memory/transfer_plan.h"
+#include "tools/dymem_reports.h"
 
 namespace spill {
 namespace {
@@ -407,6 +410,37 @@ TEST(GtbmTest, MovablesStayBelowTheLowestTemporary) {
   EXPECT_EQ(gtbm.CheckInvariants(), "");
 }
 
+// gtbm_soft (the paper's "soft guarantee"): a request that finds no room in
+// its arena takes the other's free space.
+TEST(GtbmTest, SoftVariantCrossesIntoTheOtherArenaWhenItsOwnIsFull) {
+  auto net = Residual();
+  const size_t kKiB = 1024;
+  GtbmAllocator soft(32 * kKiB, 0, net->view, ClassifyMobility(net->view, 0), /*soft=*/true);
+  EXPECT_STREQ(soft.name(), "gtbm_soft");
+  AllocRequest temporary;
+  temporary.tensor = net->Out("x");
+  temporary.step = net->schedule.forward_step[net->layer.at("x")];
+  temporary.bytes = 4 * kKiB;
+  auto t1 = soft.Allocate(temporary);  // [28, 32)
+  auto t2 = soft.Allocate(temporary);  // [24, 28)
+  temporary.bytes = 8 * kKiB;
+  auto t3 = soft.Allocate(temporary);  // [16, 24)
+  ASSERT_TRUE(t1.ok() && t2.ok() && t3.ok());
+  soft.Free(t2->id);  // a 4 KiB hole among the temporaries
+  AllocRequest movable;
+  movable.tensor = net->Out("conv1");
+  movable.step = net->schedule.forward_step[net->layer.at("conv1")];
+  movable.bytes = 16 * kKiB;
+  ASSERT_TRUE(soft.Allocate(movable).ok());  // [0, 16): the low arena is full
+  movable.bytes = 4 * kKiB;
+  EXPECT_TRUE(soft.CanAllocate(4 * kKiB));
+  auto crossed = soft.Allocate(movable);
+  ASSERT_TRUE(crossed.ok());
+  EXPECT_EQ(crossed->offset, 24 * kKiB);  // the temporaries' hole
+  EXPECT_EQ(soft.crossings(), 1);
+  EXPECT_EQ(soft.CheckInvariants(), "");
+}
+
 // The footprint is the sized pool: the most the two ends held at once plus
 // the incremental peak, and a budget of exactly that runs.
 TEST(GtbmTest, FootprintIsTheSqueezedPoolAndRuns) {
@@ -580,6 +614,95 @@ TEST(DymemSchedulerTest, LazyReleaseGivesBackOldestFirstOnlyUnderPressure) {
   ASSERT_LE(finished_early.size(), queued.size());
   EXPECT_TRUE(std::equal(finished_early.begin(), finished_early.end(), queued.begin()));
   EXPECT_LT(tight->peak, roomy->peak);
+}
+
+// ---- Fragmentation and pool sizing ----
+
+// Per step, the most the placements spanned (carried over steps without
+// events); U_f per allocation, its per-step mean and the mean at the peak.
+TEST(FragmentationTest, FootprintPerStepAndUnusableFreeFromTheTrace) {
+  std::vector<MemoryEvent> events;
+  auto add = [&](MemoryEventType type, int step, size_t extent, double unusable) {
+    MemoryEvent e;
+    e.type = type;
+    e.step = step;
+    e.extent = extent;
+    e.unusable_free = unusable;
+    events.push_back(e);
+  };
+  add(MemoryEventType::kAlloc, -1, 10, 0.9);  // before the steps: only moves the extent
+  add(MemoryEventType::kAlloc, 0, 30, 0.0);
+  add(MemoryEventType::kCompute, 0, 0, 0);
+  add(MemoryEventType::kAlloc, 0, 50, 0.5);
+  add(MemoryEventType::kFree, 0, 40, 0);
+  add(MemoryEventType::kFree, 2, 20, 0);  // step 1 has no allocation or free
+  add(MemoryEventType::kAlloc, 2, 25, 0.2);
+  const FragmentationProfile p = MeasureFragmentation(events, 4, "x");
+  EXPECT_EQ(p.footprint, (std::vector<size_t>{50, 40, 40, 25}));
+  ASSERT_EQ(p.unusable.size(), 3u);
+  EXPECT_DOUBLE_EQ(p.unusable[0].x, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(p.unusable[1].x, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(p.unusable[2].x, 2.5);
+  EXPECT_EQ(p.step_unusable, (std::vector<double>{0.25, 0, 0.2, 0}));
+  EXPECT_DOUBLE_EQ(p.mean_unusable, 0.7 / 3);
+  EXPECT_EQ(p.peak, 50u);
+  EXPECT_EQ(p.peak_step, 0);
+  EXPECT_DOUBLE_EQ(p.peak_unusable, 0.25);
+  const std::string svg = FragmentationSvg({p}, "title");
+  EXPECT_THAT(svg, HasSubstr("<svg"));
+  EXPECT_THAT(svg, HasSubstr("U_f per allocation"));
+  EXPECT_THAT(svg, HasSubstr(">x</text>"));
+}
+
+// `plan --fragmentation-svg`: every allocator in one pool, the largest of
+// their footprints, so all fit and U_f is measured against the same memory.
+TEST(FragmentationTest, AllocatorsAreComparedInOnePool) {
+  auto net = InceptionA(8);
+  MemoryOptions options = Gtbm("vdnn", kUnlimitedBudget);
+  auto c = CompareFragmentation(net->view, options, {"first_fit", "best_fit", "gtbm"}, 0);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->profiles.size(), 3u) << FragmentationText(*c);
+  EXPECT_TRUE(c->failures.empty());
+  size_t largest = 0;
+  for (const FragmentationProfile& p : c->profiles) {
+    largest = std::max(largest, p.peak);
+    EXPECT_EQ(p.footprint.size(), net->schedule.steps.size());
+    EXPECT_GT(p.unusable.size(), 0u);
+  }
+  EXPECT_GE(c->pool, largest);
+  EXPECT_THAT(FragmentationText(*c), HasSubstr("gtbm"));
+}
+
+// Dymem's sizing from an iteration planned in an oversized pool: the pool
+// (init - squeeze gap + beta, plus the incremental peak) runs; without beta
+// it is GTBM's footprint, at least the exact minimum; and the smallest beta'
+// that runs is found to a block.
+TEST(PoolSizingTest, SizedPoolRunsAndTheSmallestBetaIsExact) {
+  auto net = InceptionA(8);
+  for (const char* mode : {"liveness", "dymem"}) {
+    MemoryOptions options = Gtbm(mode, 64 << 20);
+    options.check_allocator = false;
+    const size_t beta = 64 << 10;
+    auto sizing = SizeGtbmPool(net->view, options, beta);
+    ASSERT_TRUE(sizing.ok()) << sizing.status().ToString();
+    EXPECT_EQ(sizing->init, size_t{64} << 20);
+    EXPECT_TRUE(sizing->runs) << mode;
+    EXPECT_EQ(sizing->pool(), sizing->squeezed() + beta);
+    auto plan = Plan(net->view, options);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(sizing->squeezed(), plan->footprint) << mode;
+    EXPECT_GE(sizing->squeezed(), sizing->minimum) << mode;
+    EXPECT_LE(sizing->smallest_beta, beta) << mode;
+    options.device_budget = sizing->squeezed() + sizing->smallest_beta;
+    EXPECT_TRUE(Plan(net->view, options)->fits) << mode;
+    if (sizing->smallest_beta > 0) {
+      options.device_budget -= kPoolBlockBytes;
+      EXPECT_FALSE(Plan(net->view, options)->fits) << mode;
+    }
+  }
+  MemoryOptions best_fit = Gtbm("liveness", 64 << 20);
+  best_fit.allocator = "best_fit";
+  EXPECT_THAT(SizeGtbmPool(net->view, best_fit, 0).status().message(), HasSubstr("GTBM's"));
 }
 
 }  // namespace
