@@ -314,9 +314,10 @@ Status WriteFragmentation(const Args& args, const Net& net, const std::string& m
                          CompareFragmentation(net.view(), options, allocators, pool));
   if (!args.json) std::fputs(FragmentationText(comparison).c_str(), stdout);
   std::ofstream(args.fragmentation_svg) << FragmentationSvg(
-      comparison.profiles, net.name() + ", batch " + std::to_string(net.batch()) + ", " + mode +
-                               ", no compaction, pool " +
-                               FormatBytes(static_cast<double>(comparison.pool)));
+      comparison.profiles,
+      net.name() + ", batch " + std::to_string(net.batch()) + ", " + mode +
+          (options.scheduler == "dymem" ? ", " + options.release + " release" : "") +
+          ", no compaction, pool " + FormatBytes(static_cast<double>(comparison.pool)));
   return Status::Ok();
 }
 
