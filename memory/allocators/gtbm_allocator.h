@@ -6,9 +6,10 @@
 // Layout of the region of `capacity` bytes
 //   [0, main_size)         the main space, used from both ends:
 //       low end   movable tensors, workspaces, and persistent tensors (placed
-//                 first, never freed): best fit among the free space below
-//                 the lowest temporary, at the segment's low end
-//                 (`cnmemMalloc`);
+//                 first, never freed): the best-fitting hole among the
+//                 movables, else the low end of the gap between the
+//                 frontiers (`cnmemMalloc`, never above the lowest
+//                 temporary);
 //       high end  temporary tensors: a top-down search of the free space
 //                 above the highest movable, placed at the top of the
 //                 highest segment that holds them (`cnmemHighMalloc`). The
