@@ -2,8 +2,11 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <map>
 
 #include "framework/clock.h"
@@ -176,7 +179,29 @@ StatusOr<void*> CpuDevice::ReserveDeviceRegion(size_t bytes) {
   return base;
 }
 
-void CpuDevice::ReleaseDeviceRegion(void* base) { Unmap(base); }
+// Releasing the region forgets its annotated blocks, as unregistering a
+// heap does for a memory checker.
+void CpuDevice::ReleaseDeviceRegion(void* base) {
+  if (base == nullptr) return;
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(RegionMutex());
+    auto it = RegionSizes().find(base);
+    if (it != RegionSizes().end()) bytes = it->second;
+  }
+  {
+    std::lock_guard<std::mutex> lock(hooks_mutex_);
+    const char* begin = static_cast<const char*>(base);
+    auto first = annotated_.lower_bound(begin);
+    auto last = annotated_.lower_bound(begin + bytes);
+    for (auto it = first; it != last; ++it) {
+      annotation_stats_.live--;
+      annotation_stats_.live_bytes -= it->second;
+    }
+    annotated_.erase(first, last);
+  }
+  Unmap(base);
+}
 
 StatusOr<void*> CpuDevice::ReserveHostRegion(size_t bytes) {
   SPILL_ASSIGN_OR_RETURN(void* base, MapRegion(bytes, "host"));
@@ -184,7 +209,97 @@ StatusOr<void*> CpuDevice::ReserveHostRegion(size_t bytes) {
   return base;
 }
 
-void CpuDevice::ReleaseHostRegion(void* base) { Unmap(base); }
+void CpuDevice::ReleaseHostRegion(void* base) {
+  {
+    std::lock_guard<std::mutex> lock(hooks_mutex_);
+    auto it = pinned_extent_.find(base);
+    if (it != pinned_extent_.end()) {
+      pinned_bytes_ -= it->second;
+      pinned_extent_.erase(it);
+    }
+  }
+  Unmap(base);
+}
+
+Status CpuDevice::EnsureHostPinned(void* base, size_t bytes) {
+  size_t region = 0;
+  {
+    std::lock_guard<std::mutex> lock(RegionMutex());
+    auto it = RegionSizes().find(base);
+    SPILL_CHECK(it != RegionSizes().end()) << "pinning an unknown host region";
+    region = it->second;
+  }
+  SPILL_CHECK(bytes <= region) << "pinning " << bytes << " bytes of a " << region
+                               << "-byte host region";
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  size_t& pinned = pinned_extent_[base];
+  const size_t target = PinnedExtentFor(bytes, region);
+  if (target <= pinned) return Status::Ok();
+  if (pinned_bytes_ + (target - pinned) > pin_limit_) {
+    return OutOfMemory("page-locking host memory failed at " + std::to_string(pinned) +
+                       " bytes of the " + std::to_string(region) +
+                       "-byte host region (the stand-in's limit is " + std::to_string(pin_limit_) +
+                       " bytes in all)");
+  }
+  pinned_bytes_ += target - pinned;
+  pinned_peak_ = std::max(pinned_peak_, pinned_bytes_);
+  pinned = target;
+  return Status::Ok();
+}
+
+size_t CpuDevice::pinned_bytes() const {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  return pinned_bytes_;
+}
+
+size_t CpuDevice::pinned_peak() const {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  return pinned_peak_;
+}
+
+void CpuDevice::set_pin_limit(size_t bytes) {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  pin_limit_ = bytes;
+}
+
+void CpuDevice::Mismatch(const std::string& what) {
+  if (annotation_stats_.mismatches++ == 0) annotation_stats_.first_mismatch = what;
+}
+
+void CpuDevice::AnnotateAllocation(void* p, size_t bytes) {
+  const char* begin = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  annotation_stats_.allocations++;
+  auto next = annotated_.lower_bound(begin);
+  const bool overlaps_next = next != annotated_.end() && next->first < begin + bytes;
+  const bool overlaps_previous =
+      next != annotated_.begin() && std::prev(next)->first + std::prev(next)->second > begin;
+  if (overlaps_next || overlaps_previous) {
+    Mismatch("a block of " + std::to_string(bytes) + " bytes overlaps a live one");
+    return;
+  }
+  annotated_[begin] = bytes;
+  annotation_stats_.live++;
+  annotation_stats_.live_bytes += bytes;
+}
+
+void CpuDevice::AnnotateFree(void* p) {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  annotation_stats_.frees++;
+  auto it = annotated_.find(static_cast<const char*>(p));
+  if (it == annotated_.end()) {
+    Mismatch("a block that was not announced was freed");
+    return;
+  }
+  annotation_stats_.live--;
+  annotation_stats_.live_bytes -= it->second;
+  annotated_.erase(it);
+}
+
+AnnotationStats CpuDevice::annotations() const {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  return annotation_stats_;
+}
 
 void CpuDevice::Throttle(size_t bytes, CopyKind kind, double begin) const {
   if (options_.link_bytes_per_second <= 0 || !IsLinkCopy(kind)) return;

@@ -9,6 +9,12 @@
 // throttle sleeps: a copy of B bytes at rate R ends B / R seconds after it
 // began (or when the memcpy ends, if later), and the worker holds no core
 // while it waits, so compute keeps every core but the memcpy's.
+//
+// Two stand-ins let CPU tests check what a GPU would be told: pinning counts
+// the host bytes that would be page-locked and fails past a limit that a test
+// sets; annotations keep the live suballocations of the device region that a
+// memory checker would know of, and count every call that does not match
+// them (a block announced twice, overlapping another, or freed unannounced).
 #ifndef SPILL_FRAMEWORK_CPU_DEVICE_H_
 #define SPILL_FRAMEWORK_CPU_DEVICE_H_
 
@@ -17,7 +23,9 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -68,6 +76,16 @@ class CpuWorkerQueue : public Queue {
   std::thread worker_;
 };
 
+// What the annotation stand-in was told.
+struct AnnotationStats {
+  int64_t allocations = 0;  // AnnotateAllocation calls
+  int64_t frees = 0;        // AnnotateFree calls
+  int64_t live = 0;         // blocks announced and not yet freed
+  size_t live_bytes = 0;
+  int64_t mismatches = 0;  // calls that contradict the live blocks
+  std::string first_mismatch;
+};
+
 // Work on this queue runs immediately on the caller's thread.
 class CpuInlineQueue : public Queue {
  public:
@@ -88,6 +106,9 @@ class CpuDevice : public Device {
   void ReleaseDeviceRegion(void* base) override;
   StatusOr<void*> ReserveHostRegion(size_t bytes) override;
   void ReleaseHostRegion(void* base) override;
+  Status EnsureHostPinned(void* base, size_t bytes) override;
+  void AnnotateAllocation(void* p, size_t bytes) override;
+  void AnnotateFree(void* p) override;
 
   Queue& compute_queue() override { return compute_; }
   Queue& copy_queue() override { return copy_; }
@@ -103,10 +124,19 @@ class CpuDevice : public Device {
   void set_record_copies(bool on);
   std::vector<CopySpan> TakeCopySpans();
 
+  // The pinning stand-in: host bytes "page-locked" so far over all regions,
+  // and the total past which pinning fails (a system's locked-memory limit).
+  size_t pinned_bytes() const;
+  size_t pinned_peak() const;  // the most pinned at once
+  void set_pin_limit(size_t bytes);
+  // The annotation stand-in.
+  AnnotationStats annotations() const;
+
  private:
   // Sleeps until the link would have carried `bytes`, counted from `begin`.
   void Throttle(size_t bytes, CopyKind kind, double begin) const;
   void RecordCopy(CopyKind kind, size_t bytes, double begin);
+  void Mismatch(const std::string& what);
 
   CpuDeviceOptions options_;
   CpuInlineQueue compute_;
@@ -115,6 +145,14 @@ class CpuDevice : public Device {
   std::mutex spans_mutex_;
   bool record_copies_ = false;
   std::vector<CopySpan> spans_;
+
+  mutable std::mutex hooks_mutex_;         // guards what follows
+  std::map<void*, size_t> pinned_extent_;  // host region -> bytes pinned
+  size_t pinned_bytes_ = 0;
+  size_t pinned_peak_ = 0;
+  size_t pin_limit_ = SIZE_MAX;
+  std::map<const char*, size_t> annotated_;  // live block -> bytes
+  AnnotationStats annotation_stats_;
 };
 
 }  // namespace spill

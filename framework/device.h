@@ -3,7 +3,9 @@
 // A device offers
 //   * one device memory region of a fixed size, reserved up front; the memory
 //     runtime (memory/) carves every tensor out of it, so the budget is exact;
-//   * a host memory region for offloaded tensors (pinned on CUDA);
+//   * a host memory region for offloaded tensors: its address space is
+//     reserved up front, and it is page-locked (pinned, on CUDA) only as far as
+//     the memory runtime uses it, in chunks of kHostPinChunkBytes;
 //   * two queues, compute and copy, with events, so host<->device copies
 //     overlap computation and each queue waits only on the events it needs.
 //
@@ -15,6 +17,7 @@
 #ifndef SPILL_FRAMEWORK_DEVICE_H_
 #define SPILL_FRAMEWORK_DEVICE_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -28,6 +31,20 @@ enum class DeviceType { kCpu, kCuda };
 const char* DeviceTypeName(DeviceType type);
 
 enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice, kHostToHost };
+
+// Host memory is page-locked in chunks of this size as the host pool's high
+// water mark grows: locking a whole 32 GiB budget up front takes seconds and
+// can fail, while offloading rarely uses more than a fraction of it. Large
+// enough that a training run locks a handful of chunks, small enough that a
+// test locks little.
+constexpr size_t kHostPinChunkBytes = size_t{256} << 20;  // 256 MiB
+
+// How far a host region of `region_bytes` is pinned to cover its first
+// `needed` bytes: whole chunks, never past the region.
+inline size_t PinnedExtentFor(size_t needed, size_t region_bytes) {
+  const size_t chunks = (needed + kHostPinChunkBytes - 1) / kHostPinChunkBytes;
+  return std::min(region_bytes, chunks * kHostPinChunkBytes);
+}
 
 class Event {
  public:
@@ -58,9 +75,24 @@ class Device {
   // The device memory region the memory runtime manages. One region at a time.
   virtual StatusOr<void*> ReserveDeviceRegion(size_t bytes) = 0;
   virtual void ReleaseDeviceRegion(void* base) = 0;
-  // Host memory for offloaded tensors (page-locked on CUDA).
+  // Host memory for offloaded tensors: address space only, until pinned.
   virtual StatusOr<void*> ReserveHostRegion(size_t bytes) = 0;
   virtual void ReleaseHostRegion(void* base) = 0;
+  // Makes sure the first `bytes` of the host region at `base` are
+  // page-locked (so copies to and from them are DMA), growing the locked
+  // part to PinnedExtentFor(bytes, region size). Locked memory stays locked
+  // until the region is released. kOutOfMemory, saying how far locking got,
+  // when the system refuses to lock more. The default is for devices whose
+  // host memory needs no locking.
+  virtual Status EnsureHostPinned(void* base, size_t bytes) { return Status::Ok(); }
+
+  // Annotations of the device region's suballocations for memory checkers
+  // (compute-sanitizer sees an overrun from one tensor into the next only if
+  // it knows where each tensor ends). Called for every block carved out of
+  // the device region and for every block given back; `bytes` is what the
+  // block's user may touch. No-ops unless a device implements them.
+  virtual void AnnotateAllocation(void* p, size_t bytes) {}
+  virtual void AnnotateFree(void* p) {}
 
   virtual Queue& compute_queue() = 0;
   virtual Queue& copy_queue() = 0;

@@ -1,6 +1,7 @@
 #include "memory/memory_options.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
@@ -9,18 +10,30 @@
 namespace spill {
 
 std::vector<std::string> MemoryModeNames() {
-  return {"baseline", "liveness", "offload", "recompute", "offload_recompute", "superneurons"};
+  return {"baseline",          "liveness",     "offload", "recompute",
+          "offload_recompute", "superneurons", "dymem",   "vdnn"};
 }
 
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
+  // A mode sets the technique switches and names its scheduler; a mode that
+  // comes with its own placement names its allocator (others keep the one
+  // chosen) and may turn compaction off.
   struct Preset {
     const char* name;
     bool liveness, offload, cache, recompute;
+    const char* scheduler;
+    const char* allocator;  // nullptr: keep
+    bool compact;
   };
   static const Preset kPresets[] = {
-      {"baseline", false, false, false, false},       {"liveness", true, false, false, false},
-      {"offload", true, true, false, false},          {"recompute", true, false, false, true},
-      {"offload_recompute", true, true, false, true}, {"superneurons", true, true, true, true},
+      {"baseline", false, false, false, false, "superneurons", nullptr, true},
+      {"liveness", true, false, false, false, "superneurons", nullptr, true},
+      {"offload", true, true, false, false, "superneurons", nullptr, true},
+      {"recompute", true, false, false, true, "superneurons", nullptr, true},
+      {"offload_recompute", true, true, false, true, "superneurons", nullptr, true},
+      {"superneurons", true, true, true, true, "superneurons", nullptr, true},
+      {"dymem", true, true, false, false, "dymem", "gtbm", false},
+      {"vdnn", true, true, false, false, "vdnn", "best_fit", false},
   };
   for (const Preset& p : kPresets) {
     if (mode != p.name) continue;
@@ -29,6 +42,9 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
     options->offload = p.offload;
     options->cache = p.cache;
     options->recompute = p.recompute;
+    options->scheduler = p.scheduler;
+    if (p.allocator != nullptr) options->allocator = p.allocator;
+    options->compact = p.compact;
     return Status::Ok();
   }
   std::string names;
@@ -49,6 +65,18 @@ Status MemoryOptions::Validate() const {
                            " bytes is below one pool block");
   }
   if (prefetch_ahead < 0) return InvalidArgument("memory: prefetch_ahead must be >= 0");
+  auto one_of = [](const std::string& key, const std::string& value,
+                   std::initializer_list<const char*> choices) {
+    std::string text;
+    for (const char* c : choices) {
+      if (value == c) return Status::Ok();
+      text += (text.empty() ? "" : " or ") + std::string(c);
+    }
+    return InvalidArgument("memory: " + key + " '" + value + "'; expected " + text);
+  };
+  SPILL_RETURN_IF_ERROR(one_of("offload_set", offload_set, {"dymem", "conv"}));
+  SPILL_RETURN_IF_ERROR(one_of("release", release, {"lazy", "eager"}));
+  SPILL_RETURN_IF_ERROR(one_of("prefetch", prefetch, {"dymem", "ahead"}));
   auto known = [](const std::vector<std::string>& names, const std::string& name) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
@@ -83,6 +111,10 @@ std::string MemoryOptions::Describe() const {
   text += parts + "), " + allocator + " allocator";
   if (cache) text += ", " + eviction + " eviction";
   if (scheduler != "superneurons") text += ", " + scheduler + " scheduler";
+  if (scheduler == "dymem") {
+    text += " (" + offload_set + " offload set, " + release + " release, " + prefetch +
+            " prefetch" + (barrier ? ", barrier" : "") + ")";
+  }
   if (!compact) text += ", no compaction";
   return text + ", device budget " + FormatBytes(static_cast<double>(device_budget));
 }

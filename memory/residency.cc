@@ -1,5 +1,7 @@
 #include "memory/residency.h"
 
+#include "framework/logging.h"
+
 namespace spill {
 
 const char* ResidencyName(Residency state) {
@@ -93,6 +95,7 @@ void ResidencyManager::Record(MemoryEventType type, TensorId id, size_t bytes) {
 void ResidencyManager::FreeDevice(Slot& slot) {
   if (!slot.has_device) return;
   Poison(slot);
+  if (device_ != nullptr) device_->AnnotateFree(device_base_ + slot.device.offset);
   allocator_->Free(slot.device.id);
   owner_[slot.device.id] = kNoTensor;
   slot.has_device = false;
@@ -125,6 +128,8 @@ size_t ResidencyManager::Compact() {
       // Downward and possibly overlapping: the device copies as memmove does.
       device_->CopyAsync(device_base_ + target, device_base_ + offset, schedule_.tensors[id].bytes,
                          CopyKind::kDeviceToDevice, device_->compute_queue());
+      device_->AnnotateFree(device_base_ + offset);
+      device_->AnnotateAllocation(device_base_ + target, schedule_.tensors[id].bytes);
     }
     slot.device.offset = target;
     moved += schedule_.tensors[id].bytes;
@@ -143,7 +148,10 @@ Status ResidencyManager::AllocateDevice(TensorId id, int hint) {
   request.tensor = id;
   request.step = step_;
   request.hint = hint;
-  SPILL_ASSIGN_OR_RETURN(slot.device, allocator_->Allocate(request));
+  SPILL_ASSIGN_OR_RETURN(slot.device, NoteRefusedOffloads(allocator_->Allocate(request)));
+  if (device_ != nullptr) {
+    device_->AnnotateAllocation(device_base_ + slot.device.offset, info.bytes);
+  }
   SetOwner(slot.device.id, id);
   slot.has_device = true;
   if (slot.transient) resident_transient_++;
@@ -177,6 +185,19 @@ Status ResidencyManager::BeginOffload(TensorId id) {
     if (!slot.has_host) {
       SPILL_ASSIGN_OR_RETURN(slot.host, host_pool_->Allocate(info.bytes, CategoryOf(info.kind)));
       slot.has_host = true;
+      // Host memory is page-locked as the host pool's high water mark grows.
+      Status pinned = device_ == nullptr ? Status::Ok()
+                                         : device_->EnsureHostPinned(
+                                               host_base_, slot.host.offset + slot.host.bytes);
+      if (!pinned.ok()) {
+        FreeHost(slot);
+        if (pin_failure_.empty()) {
+          pin_failure_ = pinned.message();
+          SPILL_LOG_WARNING(kMemory)
+              << pin_failure_ << "; tensors that cannot be offloaded stay on the device";
+        }
+        return pinned;
+      }
     }
     if (device_ != nullptr) {
       Queue& copy = device_->copy_queue();
@@ -256,5 +277,11 @@ void ResidencyManager::Drop(TensorId id) {
 }
 
 void ResidencyManager::MarkWritten(TensorId id) { slots_[id].host_valid = false; }
+
+StatusOr<Allocation> ResidencyManager::NoteRefusedOffloads(StatusOr<Allocation> block) const {
+  if (block.ok() || pin_failure_.empty()) return block;
+  return Status(block.status().code(),
+                block.status().message() + "; offloading could not make room: " + pin_failure_);
+}
 
 }  // namespace spill

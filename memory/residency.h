@@ -32,6 +32,7 @@
 #define SPILL_MEMORY_RESIDENCY_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "framework/device.h"
@@ -71,7 +72,8 @@ class ResidencyManager {
   // Any state -> kUnallocated; waits for a copy in flight first.
   void Release(TensorId id);
   // kDevice -> kOffloading. Skips the copy when the host copy is current.
-  // kOutOfMemory when the host pool is full.
+  // kOutOfMemory when the host pool is full or the device cannot page-lock
+  // the host memory (the host block is page-locked as it is taken).
   Status BeginOffload(TensorId id);
   // kOffloading -> kHost: waits for the copy, frees the device block.
   void FinishOffload(TensorId id);
@@ -100,6 +102,9 @@ class ResidencyManager {
   const TransferCounters& counters() const { return counters_; }
   // Transient tensors (activations, aux, activation gradients) on the device.
   int resident_transient() const { return resident_transient_; }
+  // A failed device allocation, annotated when offloads were refused
+  // because host memory could not be page-locked (the report says so).
+  StatusOr<Allocation> NoteRefusedOffloads(StatusOr<Allocation> block) const;
 
  private:
   struct Slot {
@@ -134,6 +139,7 @@ class ResidencyManager {
   bool poison_ = false;
   int step_ = -1;
   MemoryEventLog* log_;
+  std::string pin_failure_;  // why host memory could not be page-locked, once it could not
 
  public:
   // Fill device blocks with NaN as they are freed (debugging aid).

@@ -5,9 +5,13 @@
 namespace spill {
 namespace {
 
-// True when a is the better of two candidates that both qualify.
+// True when a is strictly better than b, two candidates that both qualify;
+// a candidate comes before b in the list when neither is (the scans below
+// keep the earliest of equals). By memory, times never count: they are
+// measured anew in every run, and equal workspaces must be broken the same
+// way in every run and every memory mode.
 bool Better(const AlgorithmCandidate& a, const AlgorithmCandidate& b, bool by_memory) {
-  if (by_memory && a.workspace != b.workspace) return a.workspace < b.workspace;
+  if (by_memory) return a.workspace < b.workspace;
   if (a.seconds != b.seconds) return a.seconds < b.seconds;
   return a.workspace < b.workspace;
 }

@@ -10,13 +10,19 @@
 //   dynamic         fastest whose workspace fits the free bytes (the default)
 //   fastest         fastest regardless of free memory (the runtime must evict
 //                   or fail to make room)
-//   memory_optimal  smallest workspace, fastest among equals
+//   memory_optimal  smallest workspace, the earliest candidate among equals
 //   cap             fastest whose workspace fits min(cap, free bytes) - a fixed
 //                   limit such as Caffe's 8 MiB
 //   pin             always the named algorithm (equivalence tests pin one, as
 //                   algorithms round differently)
-// Ties in time go to the smaller workspace, then to the earlier candidate,
-// so choices are deterministic.
+// Ties are broken without timings, so choices are deterministic: equal
+// times go to the smaller workspace, then to the earlier candidate; equal
+// workspaces under memory_optimal (and when nothing fits) go to the earlier
+// candidate, whatever the times. The candidate order is the backend's own
+// (cuDNN's heuristic ranking, fixed when a layer is shaped; a fixed list on
+// the CPU), while times are re-measured in every run: two runs or two
+// memory modes that ordered equal-workspace candidates by time could pick
+// different algorithms, which round differently.
 #ifndef SPILL_MEMORY_WORKSPACE_SELECTOR_H_
 #define SPILL_MEMORY_WORKSPACE_SELECTOR_H_
 

@@ -24,7 +24,8 @@
 // CalibrateCudaConvolutions, run through the device registry as the tools
 // run it, measures times for a small network.
 //
-// Without a usable GPU every test that needs one skips, saying why.
+// Without a usable GPU every test that needs one skips, saying why (and
+// fails instead with SPILL_REQUIRE_GPU=1, as tools/gpu_check.sh runs it).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -43,6 +44,7 @@
 #include "framework/layer_registry.h"
 #include "framework/net.h"
 #include "framework/random.h"
+#include "tests/gpu_required.h"
 #include "tests/layer_harness.h"
 
 namespace spill {
@@ -293,8 +295,10 @@ class CudaTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    if (device_ == nullptr)
-      GTEST_SKIP() << "no usable CUDA GPU, so the CUDA layers are not tested: " << skip_reason_;
+    if (device_ == nullptr) {
+      SPILL_GPU_UNAVAILABLE("no usable CUDA GPU, so the CUDA layers are not tested: " +
+                            skip_reason_);
+    }
   }
 
   static CudaDevice* device_;

@@ -8,34 +8,42 @@
 // least workspace), so every mode runs the same deterministic cuDNN
 // algorithms and bit equality between modes is a fair demand.
 //
-// Without a usable GPU every test skips, saying why.
+// Without a usable GPU every test skips, saying why (and fails instead with
+// SPILL_REQUIRE_GPU=1, as tools/gpu_check.sh runs it). The checks of the
+// library versions need no GPU and always run.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "framework/cuda/cuda_device.h"
+#include "framework/cuda/cuda_versions.h"
+#include "framework/cuda/memcheck_annotations.h"
 #include "framework/net.h"
+#include "layers/cuda/layer_kernels_cuda.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
+#include "tests/gpu_required.h"
 #include "tests/net_harness.h"
 #include "tests/test_networks.h"
 
 namespace spill {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                         \
-  do {                                             \
-    std::string why;                               \
-    if (!CudaAvailable(&why)) GTEST_SKIP() << why; \
+#define SKIP_WITHOUT_GPU()                                \
+  do {                                                    \
+    std::string why;                                      \
+    if (!CudaAvailable(&why)) SPILL_GPU_UNAVAILABLE(why); \
   } while (0)
 
-const char* const kModes[] = {"baseline",  "liveness",          "offload",
-                              "recompute", "offload_recompute", "superneurons"};
+const char* const kModes[] = {"baseline",          "liveness",     "offload", "recompute",
+                              "offload_recompute", "superneurons", "dymem",   "vdnn"};
 
 testing::SyntheticRun GpuRun(const std::string& mode) {
   testing::SyntheticRun run;
@@ -45,8 +53,10 @@ testing::SyntheticRun GpuRun(const std::string& mode) {
   run.learning_rate = 0.05f;
   SPILL_CHECK(ApplyMemoryMode(mode, &run.memory).ok());
   run.memory.device_budget = 256 << 20;
+  run.memory.host_budget = 64 << 20;  // page-locked as used; these networks use far less
   run.memory.poison_freed = true;
   run.memory.workspace = *ParseWorkspacePolicy("memory_optimal");
+  run.memory.min_offload_bytes = 0;  // offload and place by mobility even these small maps
   return run;
 }
 
@@ -70,6 +80,7 @@ TEST(CudaCopyTest, EventsOrderCopiesAcrossStreams) {
   auto dev = device.ReserveDeviceRegion(2 * bytes);
   auto host = device.ReserveHostRegion(2 * bytes);
   ASSERT_TRUE(dev.ok() && host.ok());
+  ASSERT_TRUE(device.EnsureHostPinned(*host, 2 * bytes).ok());
   char* d = static_cast<char*>(*dev);
   char* h = static_cast<char*>(*host);
   for (size_t i = 0; i < bytes; ++i) h[i] = static_cast<char>(i * 131 + 7);
@@ -103,6 +114,144 @@ TEST(CudaCopyTest, MemsetAndSynchronousCopies) {
   device.CopySync(back.data(), *dev, back.size(), CopyKind::kDeviceToHost);
   for (unsigned char b : back) ASSERT_EQ(b, 0xFF);
   device.ReleaseDeviceRegion(*dev);
+}
+
+// Host memory is page-locked chunk by chunk; a copy whose host side crosses
+// from one chunk into the next arrives intact in both directions.
+TEST(CudaCopyTest, CopiesAcrossPinnedChunks) {
+  SKIP_WITHOUT_GPU();
+  auto created = CudaDevice::Create(0);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  CudaDevice& device = **created;
+  const size_t region = kHostPinChunkBytes + (64 << 20);
+  const size_t bytes = 16 << 20;
+  const size_t start = kHostPinChunkBytes - bytes / 2;  // straddles the boundary
+  auto host = device.ReserveHostRegion(region);
+  auto dev = device.ReserveDeviceRegion(bytes);
+  ASSERT_TRUE(host.ok() && dev.ok());
+  ASSERT_TRUE(device.EnsureHostPinned(*host, start + bytes).ok());
+  char* h = static_cast<char*>(*host);
+  for (size_t i = 0; i < bytes; ++i) h[start + i] = static_cast<char>(i * 37 + 11);
+  device.CopyAsync(*dev, h + start, bytes, CopyKind::kHostToDevice, device.copy_queue());
+  device.copy_queue().Synchronize();
+  std::vector<char> expected(h + start, h + start + bytes);
+  std::memset(h + start, 0, bytes);
+  device.CopyAsync(h + start, *dev, bytes, CopyKind::kDeviceToHost, device.copy_queue());
+  device.copy_queue().Synchronize();
+  EXPECT_EQ(std::memcmp(h + start, expected.data(), bytes), 0);
+  device.ReleaseDeviceRegion(*dev);
+  device.ReleaseHostRegion(*host);
+}
+
+// Pool annotations for compute-sanitizer: two tensors back to back in the
+// device region, each annotated with its exact size, and a ReLU from the
+// first (n + 1 floats) into the second (n floats) over n elements. With
+// SPILL_MEMCHECK_PLANT=1 the ReLU runs over n + 1: it reads only what it may
+// but writes one float past the output, into the rounding slack after it -
+// inside the cudaMalloc region, so only the annotations can make memcheck
+// report that write. tools/gpu_check.sh sanitize runs this under
+// compute-sanitizer and expects the report. Without a sanitizer the planted
+// write is harmless (it lands in the region's slack).
+TEST(CudaMemcheckTest, PoolAnnotationsBoundEachTensor) {
+  SKIP_WITHOUT_GPU();
+  auto created = CudaDevice::Create(0);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  CudaDevice& device = **created;
+  const int64_t n = 1000;  // 4000 bytes of output, in a 4096-byte block
+  const size_t block = 4096;
+  auto region = device.ReserveDeviceRegion(2 * block);
+  ASSERT_TRUE(region.ok());
+  float* x = static_cast<float*>(*region);
+  float* y = reinterpret_cast<float*>(static_cast<char*>(*region) + block);
+  device.AnnotateAllocation(x, (n + 1) * sizeof(float));
+  device.AnnotateAllocation(y, n * sizeof(float));
+  device.MemsetAsync(x, 0, (n + 1) * sizeof(float), device.compute_queue());
+  const char* plant = std::getenv("SPILL_MEMCHECK_PLANT");
+  const bool planted = plant != nullptr && std::string(plant) == "1";
+  if (planted) {
+    std::printf("planting a write of one float past a %ld-float tensor (pool annotations %s)\n",
+                static_cast<long>(n), cuda::MemcheckAnnotationsEnabled() ? "on" : "off");
+  }
+  cuda::LaunchReluForward(n + (planted ? 1 : 0), x, y, 0.0f, device.compute_stream());
+  device.compute_queue().Synchronize();
+  device.AnnotateFree(y);
+  device.AnnotateFree(x);
+  device.ReleaseDeviceRegion(*region);
+}
+
+// The version rules, on synthetic versions: no GPU needed.
+CudaLibraryVersions Matching() {
+  CudaLibraryVersions v;
+  v.driver = {13, 0, 0};
+  v.runtime = v.runtime_built = {13, 0, 0};
+  v.cudnn = v.cudnn_built = {9, 19, 0};
+  v.cudnn_cuda = {13, 0, 0};
+  v.cublas = v.cublas_built = {13, 1, 0};
+  return v;
+}
+
+TEST(CudaVersionsTest, MatchingAndNewerMinorVersionsPass) {
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(CheckCudaLibraries(Matching(), &warnings).ok());
+  EXPECT_TRUE(warnings.empty());
+  CudaLibraryVersions newer = Matching();
+  newer.cudnn = {9, 20, 1};
+  newer.cublas = {13, 2, 0};
+  newer.driver = {13, 1, 0};
+  EXPECT_TRUE(CheckCudaLibraries(newer, &warnings).ok());
+  EXPECT_TRUE(warnings.empty());
+}
+
+TEST(CudaVersionsTest, OlderMinorVersionsWarn) {
+  CudaLibraryVersions v = Matching();
+  v.cudnn = {9, 13, 0};
+  v.runtime = {13, 0, 0};
+  v.driver = {13, 0, 0};
+  v.runtime_built = {13, 0, 0};
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(CheckCudaLibraries(v, &warnings).ok());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("cuDNN 9.13.0"), std::string::npos) << warnings[0];
+}
+
+TEST(CudaVersionsTest, MajorMismatchesAreErrors) {
+  CudaLibraryVersions v = Matching();
+  v.cudnn = {8, 9, 7};
+  Status status = CheckCudaLibraries(v, nullptr);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("cuDNN 8.9.7 is loaded, but spill was built with 9.19.0"),
+            std::string::npos)
+      << status.message();
+  v = Matching();
+  v.cudnn_cuda = {12, 9, 0};  // a cuDNN wheel for CUDA 12 beside the CUDA 13 runtime
+  status = CheckCudaLibraries(v, nullptr);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("made for CUDA 12"), std::string::npos) << status.message();
+  v = Matching();
+  v.driver = {12, 8, 0};
+  status = CheckCudaLibraries(v, nullptr);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("update the driver"), std::string::npos) << status.message();
+  v = Matching();
+  v.cublas = {12, 9, 1};
+  status = CheckCudaLibraries(v, nullptr);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("cuBLAS 12.9.1"), std::string::npos) << status.message();
+  // Every line of the report names all four.
+  for (const char* name : {"driver", "runtime", "cuDNN", "cuBLAS"}) {
+    EXPECT_NE(status.message().find(name), std::string::npos) << name;
+  }
+}
+
+// The libraries this binary loaded report versions, GPU or not, and they are
+// the ones it was built for (as on any machine set up correctly).
+TEST(CudaVersionsTest, LoadedLibrariesReportTheirVersions) {
+  const CudaLibraryVersions v = ReadCudaLibraryVersions();
+  std::printf("%s\n", DescribeCudaLibraries(v).c_str());
+  EXPECT_EQ(v.runtime.major, v.runtime_built.major);
+  EXPECT_EQ(v.cudnn.major, v.cudnn_built.major);
+  EXPECT_EQ(v.cublas.major, v.cublas_built.major);
+  EXPECT_EQ(v.cudnn_cuda.major, v.runtime.major);
 }
 
 class CudaModeTest : public ::testing::TestWithParam<testing::Network> {};

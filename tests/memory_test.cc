@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "framework/net.h"
+#include "framework/net_spec.h"
 #include "memory/liveness.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
@@ -23,26 +24,56 @@ using ::testing::HasSubstr;
 using testing::kNetworks;
 using testing::Network;
 
-testing::SyntheticRun SmallRun(const std::string& mode) {
+// A memory configuration the equivalence tests run under: every allocator
+// and eviction rule must keep the math and the plan == run promise.
+struct Variant {
+  const char* name;
+  const char* allocator;
+  const char* eviction;
+  bool compact;
+};
+constexpr Variant kDefault = {"first_fit", "first_fit", "lru", true};
+constexpr Variant kVariants[] = {
+    kDefault,
+    {"best_fit", "best_fit", "lru", true},
+    {"best_fit_no_compaction", "best_fit", "lru", false},
+    {"static", "static", "lru", true},
+    {"belady", "first_fit", "belady", true},
+    {"gtbm", "gtbm", "lru", false},
+    {"gtbm_soft", "gtbm_soft", "lru", false},
+};
+
+testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
   testing::SyntheticRun run;
   run.batch = 3;
   run.steps = 3;
   run.learning_rate = 0.05f;
   SPILL_CHECK(ApplyMemoryMode(mode, &run.memory).ok());
   run.memory.device_budget = 64 << 20;
-  run.memory.poison_freed = true;  // a read after free turns into NaN
+  run.memory.host_budget = 16 << 20;  // locked as used on a GPU; these networks use far less
+  run.memory.poison_freed = true;     // a read after free turns into NaN
+  // These maps are a few KiB: offload them and place them by mobility all the same.
+  run.memory.min_offload_bytes = 0;
   // Algorithms round differently: comparing modes bit for bit pins one.
   run.memory.workspace = *ParseWorkspacePolicy("pin:im2col_image");
+  run.memory.allocator = variant.allocator;
+  run.memory.eviction = variant.eviction;
+  run.memory.compact = variant.compact;
+  // GTBM's arenas and stack are checked after every allocation and free (the
+  // other allocators' invariants, gtbm_soft's too, after every step:
+  // memory_seams_test).
+  run.memory.check_allocator = std::string(variant.allocator) == "gtbm";
   return run;
 }
 
-const char* const kModes[] = {"baseline",  "liveness",          "offload",
-                              "recompute", "offload_recompute", "superneurons"};
+const char* const kModes[] = {"baseline",          "liveness",     "offload", "recompute",
+                              "offload_recompute", "superneurons", "dymem",   "vdnn"};
 
 // The budget for a mode: the smallest that runs (forcing every technique to
 // act), or a roomy one.
-MemoryOptions Options(const NetSpec& spec, const std::string& mode, bool tight) {
-  testing::SyntheticRun run = SmallRun(mode);
+MemoryOptions Options(const NetSpec& spec, const std::string& mode, bool tight,
+                      const Variant& variant = kDefault) {
+  testing::SyntheticRun run = SmallRun(mode, variant);
   if (!tight) return run.memory;
   auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
   SPILL_CHECK(net.ok());
@@ -53,18 +84,21 @@ MemoryOptions Options(const NetSpec& spec, const std::string& mode, bool tight) 
 }
 
 class ModeTest : public ::testing::TestWithParam<Network> {};
+class VariantTest : public ::testing::TestWithParam<std::tuple<Network, Variant>> {};
 
-// Every mode, with a roomy budget and with the smallest that runs, gives the
-// losses and parameters of the baseline bit for bit; freed device memory is
-// poisoned with NaN, so reading a tensor after it left would show.
-TEST_P(ModeTest, EveryModeTrainsBitIdenticallyToBaseline) {
-  NetSpec spec = testing::MustParse(GetParam().yaml);
+// Every mode, with a roomy budget and with the smallest that runs, under
+// every allocator and eviction rule, gives the losses and parameters of the
+// baseline (first fit) bit for bit; freed device memory is poisoned with NaN,
+// so reading a tensor after it left would show.
+TEST_P(VariantTest, EveryModeTrainsBitIdenticallyToBaseline) {
+  const auto& [network, variant] = GetParam();
+  NetSpec spec = testing::MustParse(network.yaml);
   auto baseline = testing::TrainSynthetic(spec, SmallRun("baseline"));
   ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
   for (const char* mode : kModes) {
     for (bool tight : {false, true}) {
-      testing::SyntheticRun run = SmallRun(mode);
-      run.memory = Options(spec, mode, tight);
+      testing::SyntheticRun run = SmallRun(mode, variant);
+      run.memory = Options(spec, mode, tight, variant);
       auto trace = testing::TrainSynthetic(spec, run);
       ASSERT_TRUE(trace.ok()) << mode << (tight ? " tight: " : ": ") << trace.status().ToString();
       ASSERT_EQ(trace->losses.size(), baseline->losses.size());
@@ -79,13 +113,16 @@ TEST_P(ModeTest, EveryModeTrainsBitIdenticallyToBaseline) {
 }
 
 // The plan, computed without a device, equals the run step by step: bytes in
-// use by category, peaks, live tensors, transfers and recomputations.
-TEST_P(ModeTest, PlannedMemoryEqualsMeasuredMemoryAtEveryStep) {
-  NetSpec spec = testing::MustParse(GetParam().yaml);
+// use by category, peaks, live tensors, transfers and recomputations - and
+// the allocator places every block where the plan placed it.
+TEST_P(VariantTest, PlannedMemoryEqualsMeasuredMemoryAtEveryStep) {
+  const auto& [network, variant] = GetParam();
+  NetSpec spec = testing::MustParse(network.yaml);
   for (const char* mode : kModes) {
     for (bool tight : {false, true}) {
-      testing::SyntheticRun run = SmallRun(mode);
-      run.memory = Options(spec, mode, tight);
+      testing::SyntheticRun run = SmallRun(mode, variant);
+      run.memory = Options(spec, mode, tight, variant);
+      run.memory.record_events = true;
       auto measured = testing::TrainSynthetic(spec, run);
       ASSERT_TRUE(measured.ok()) << measured.status().ToString();
       auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
@@ -106,6 +143,23 @@ TEST_P(ModeTest, PlannedMemoryEqualsMeasuredMemoryAtEveryStep) {
       }
       EXPECT_EQ(plan->peak, m.peak) << mode;
       EXPECT_LE(plan->peak, run.memory.device_budget) << mode;
+      // Every allocation, free, transfer and computation, in the same order,
+      // and every block at the same offset.
+      ASSERT_EQ(plan->events.size(), measured->events.size()) << mode;
+      for (size_t i = 0; i < plan->events.size(); ++i) {
+        const MemoryEvent &p = plan->events[i], &r = measured->events[i];
+        ASSERT_TRUE(p.type == r.type && p.tensor == r.tensor && p.step == r.step &&
+                    p.bytes == r.bytes && p.offset == r.offset)
+            << mode << (tight ? " tight" : "") << ": event " << i << " planned "
+            << MemoryEventName(p.type) << " at step " << p.step << " offset " << p.offset
+            << ", ran " << MemoryEventName(r.type) << " at step " << r.step << " offset "
+            << r.offset;
+      }
+      EXPECT_EQ(plan->footprint, measured->footprint) << mode;
+      EXPECT_LE(plan->footprint, run.memory.device_budget) << mode;
+      // A static plan is served as profiled: no request differs from it.
+      EXPECT_EQ(plan->mismatches, 0) << mode;
+      EXPECT_EQ(measured->mismatches, 0) << mode;
     }
   }
 }
@@ -161,6 +215,14 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
     EXPECT_GT(tight.to_host + static_cast<size_t>(tight.recomputations), 0u);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Networks, VariantTest,
+                         ::testing::Combine(::testing::ValuesIn(kNetworks),
+                                            ::testing::ValuesIn(kVariants)),
+                         [](const ::testing::TestParamInfo<std::tuple<Network, Variant>>& i) {
+                           return std::string(std::get<0>(i.param).name) + "_" +
+                                  std::get<1>(i.param).name;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Networks, ModeTest, ::testing::ValuesIn(kNetworks),
                          [](const ::testing::TestParamInfo<Network>& i) {
@@ -281,6 +343,33 @@ TEST(OutOfMemoryTest, ParametersThatDoNotFitAreReportedAtCreation) {
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kOutOfMemory);
   EXPECT_THAT(result.status().message(), HasSubstr("while allocating parameters"));
+}
+
+// The profile-guided static allocator (DSA) on the model zoo at the paper's
+// sizes, liveness without compaction: its footprint stays within 2% of the
+// max load, the bound no placement can beat, while first fit and best fit
+// only come close by luck.
+TEST(StaticAllocationTest, FootprintWithinTwoPercentOfMaxLoadOnTheZoo) {
+  struct Case {
+    const char* file;
+    int64_t batch;
+  };
+  for (const Case& c : {Case{"alexnet.yaml", 200}, Case{"resnet50.yaml", 32},
+                        Case{"inception_v4.yaml", 32}, Case{"densenet121.yaml", 32}}) {
+    auto spec = LoadNetFile(std::string("models/") + c.file);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    auto net = Net::Build(*spec, {c.batch, DeviceType::kCpu});
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    MemoryOptions options;
+    options.device_budget = kUnlimitedBudget;
+    options.compact = false;
+    options.allocator = "static";
+    auto plan = Plan((*net)->view(), options);
+    ASSERT_TRUE(plan.ok() && plan->fits) << c.file;
+    EXPECT_EQ(plan->mismatches, 0) << c.file;
+    EXPECT_GE(plan->footprint, plan->peak) << c.file;
+    EXPECT_LE(plan->footprint, plan->peak + plan->peak / 50) << c.file;
+  }
 }
 
 }  // namespace

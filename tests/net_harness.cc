@@ -56,8 +56,11 @@ NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides) {
 StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run) {
   DeviceConfig config;
   config.link_bytes_per_second = run.link_bytes_per_second;
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(run.device, config));
-  Device& device = *owned;
+  std::unique_ptr<Device> owned;
+  if (run.use_device == nullptr) {
+    SPILL_ASSIGN_OR_RETURN(owned, CreateDevice(run.device, config));
+  }
+  Device& device = run.use_device != nullptr ? *run.use_device : *owned;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {run.batch, device.type()}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
@@ -87,6 +90,11 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   trace.recomputations = executor.recomputations();
   trace.to_host = runtime->residency().counters().to_host_bytes;
   trace.to_device = runtime->residency().counters().to_device_bytes;
+  trace.footprint = runtime->allocator().PeakFootprint();
+  trace.mismatches = runtime->allocator().mismatches();
+  trace.events = runtime->events();
+  trace.device_pool = runtime->allocator().stats();
+  trace.host_pool = runtime->host_pool().stats();
   return trace;
 }
 

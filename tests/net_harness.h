@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "framework/device.h"
 #include "framework/net_spec.h"
+#include "memory/heap_pool.h"
+#include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
 
@@ -22,6 +25,11 @@ struct TrainTrace {
   int64_t recomputations = 0;
   size_t to_host = 0;
   size_t to_device = 0;
+  size_t footprint = 0;             // the allocator's peak footprint
+  int64_t mismatches = 0;           // requests served unlike their profile (static allocator)
+  std::vector<MemoryEvent> events;  // of the last iteration, with memory.record_events
+  PoolStats device_pool;            // at the end of the run
+  PoolStats host_pool;
 };
 
 struct SyntheticRun {
@@ -32,6 +40,7 @@ struct SyntheticRun {
   bool same_batch = false;           // feed one batch every step instead of a new one
   double link_bytes_per_second = 0;  // throttle the CPU device's copies
   std::string device = "cpu";        // or "cuda" (--config=cuda builds)
+  Device* use_device = nullptr;      // this one instead of a new `device`
   MemoryOptions memory;
 };
 

@@ -3,6 +3,7 @@
 // to minimal.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -61,6 +62,45 @@ TEST(SelectorTest, FixedPolicies) {
   EXPECT_EQ(SelectAlgorithm(kCandidates, 0, Policy("pin:absent")).index, 3);
   EXPECT_FALSE(ParseWorkspacePolicy("greedy").ok());
   EXPECT_FALSE(ParseWorkspacePolicy("cap:lots").ok());
+}
+
+// Equal workspaces are broken by the backend's candidate order, never by
+// the times, which are measured anew in every run: whatever times two runs
+// measure, they choose the same algorithm.
+TEST(SelectorTest, EqualWorkspacesFollowTheCandidateOrderWhateverTheTimes) {
+  std::vector<AlgorithmCandidate> candidates = {
+      {"big", 1.0, 32 * kMiB},
+      {"first_small", 3.0, 2 * kMiB},
+      {"second_small", 2.0, 2 * kMiB},
+      {"third_small", 4.0, 2 * kMiB},
+  };
+  std::vector<double> times = {1.0, 2.0, 3.0, 4.0};
+  int runs = 0;
+  do {
+    for (size_t i = 0; i < candidates.size(); ++i) candidates[i].seconds = times[i];
+    EXPECT_EQ(SelectAlgorithm(candidates, 0, Policy("memory_optimal")).index, 1);
+    // Nothing fits: the least workspace, again by order.
+    EXPECT_EQ(SelectAlgorithm(candidates, kMiB, Policy("dynamic")).index, 1);
+    // A pinned algorithm that is missing: the least workspace, by order.
+    EXPECT_EQ(SelectAlgorithm(candidates, 0, Policy("pin:absent")).index, 1);
+    ++runs;
+  } while (std::next_permutation(times.begin(), times.end()));
+  EXPECT_EQ(runs, 24);
+}
+
+// Equal times go to the smaller workspace, then to the earlier candidate.
+TEST(SelectorTest, EqualTimesFollowWorkspaceThenCandidateOrder) {
+  const std::vector<AlgorithmCandidate> candidates = {
+      {"a", 2.0, 8 * kMiB},
+      {"b", 2.0, 4 * kMiB},
+      {"c", 2.0, 4 * kMiB},
+      {"d", 3.0, 0},
+  };
+  EXPECT_EQ(SelectAlgorithm(candidates, 100 * kMiB, Policy("dynamic")).index, 1);
+  EXPECT_EQ(SelectAlgorithm(candidates, 0, Policy("fastest")).index, 1);
+  EXPECT_EQ(SelectAlgorithm(candidates, 100 * kMiB, Policy("cap:4MiB")).index, 1);
+  const std::vector<AlgorithmCandidate> twins = {{"x", 2.0, kMiB}, {"y", 2.0, kMiB}};
+  EXPECT_EQ(SelectAlgorithm(twins, 100 * kMiB, Policy("dynamic")).index, 0);
 }
 
 const char kNet[] = R"(

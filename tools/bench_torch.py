@@ -7,6 +7,13 @@ like bench_train does. PyTorch is optional here (tools/setup.sh --bench).
 
     /usr/bin/python3 tools/bench_torch.py DIR --steps 20 --threads 2
     python3 tools/bench_torch.py DIR --device cuda   # on a GPU (cuDNN autotuned)
+
+On a GPU spill computes in exact float32 (cuDNN's FMA math, cuBLAS's
+pedantic mode), while PyTorch by default lets convolutions round their
+inputs to TF32 on tensor cores. The like-for-like figure therefore has TF32
+off for PyTorch's matrix products and convolutions; the TF32 figure is
+reported beside it, labelled, for what PyTorch gives by default
+(--tf32 off|on|both, both by default on a GPU).
 """
 import argparse
 import importlib.util
@@ -31,20 +38,42 @@ def load_replica():
     return module
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dir")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.backends.cudnn.benchmark = True
-    crosscheck = load_replica()
-    with open(os.path.join(args.dir, "net.json")) as f:
-        spec = json.load(f)
-    weights = np.load(os.path.join(args.dir, "initial.npz"))
+def has_setting(module, name):
+    """Whether a torch.backends module has a setting (older versions raise
+    AssertionError, not AttributeError, for an unknown one)."""
+    try:
+        getattr(module, name)
+        return True
+    except (AttributeError, AssertionError):
+        return False
+
+
+def set_tf32(enabled):
+    """TF32 tensor cores for float32 matrix products and convolutions."""
+    matmul = torch.backends.cuda.matmul
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if has_setting(matmul, "fp32_precision") and has_setting(conv, "fp32_precision"):
+        # PyTorch 2.9 and later: the old switches are deprecated, and
+        # mixing the two interfaces is an error.
+        precision = "tf32" if enabled else "ieee"
+        matmul.fp32_precision = precision
+        conv.fp32_precision = precision
+    else:
+        matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
+
+
+def tf32_state():
+    """The settings as PyTorch reports them after set_tf32, for the label."""
+    matmul = torch.backends.cuda.matmul
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if has_setting(matmul, "fp32_precision") and has_setting(conv, "fp32_precision"):
+        return f"matmul {matmul.fp32_precision}, conv {conv.fp32_precision}"
+    return f"matmul allow_tf32={matmul.allow_tf32}, cudnn allow_tf32={torch.backends.cudnn.allow_tf32}"
+
+
+def time_steps(args, spec, weights, crosscheck):
+    """Images per second over args.steps SGD steps after args.warmup, and the last loss."""
     model = crosscheck.Replica(spec, weights, torch.float32, args.device)
     solver = torch.optim.SGD([{"params": model.groups["decay"], "weight_decay": 5e-4},
                               {"params": model.groups["no_decay"], "weight_decay": 0.0}],
@@ -64,9 +93,40 @@ def main():
         solver.step()
     sync()
     seconds = time.time() - start
-    print(f"pytorch {torch.__version__} {spec['name']} batch {shape[0]}: "
-          f"{args.steps * shape[0] / seconds:.2f} images/s ({args.steps} steps in {seconds:.2f} s, "
-          f"{args.device}, {args.threads} threads, last loss {float(loss):.4f})")
+    return args.steps * shape[0] / seconds, seconds, float(loss)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--tf32", choices=["off", "on", "both"], default="both",
+                        help="on a GPU: TF32 off (like for like with spill), on, or both")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.backends.cudnn.benchmark = True
+    crosscheck = load_replica()
+    with open(os.path.join(args.dir, "net.json")) as f:
+        spec = json.load(f)
+    weights = np.load(os.path.join(args.dir, "initial.npz"))
+    batch = spec["layers"][0]["outputs"][0][0]
+    on_gpu = args.device.startswith("cuda")
+    settings = {"off": [False], "on": [True], "both": [False, True]}[args.tf32] if on_gpu else [None]
+    for tf32 in settings:
+        if tf32 is None:
+            label = "float32"
+        else:
+            set_tf32(tf32)
+            label = ("TF32 on (PyTorch's default for convolutions; not like for like)" if tf32
+                     else "TF32 off (exact float32, like for like with spill)")
+            label += f" [{tf32_state()}]"
+        rate, seconds, loss = time_steps(args, spec, weights, crosscheck)
+        print(f"pytorch {torch.__version__} {spec['name']} batch {batch}: "
+              f"{rate:.2f} images/s ({args.steps} steps in {seconds:.2f} s, {args.device}, "
+              f"{args.threads} threads, {label}, last loss {loss:.4f})", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@
 //   plan --config X --svg memory.svg                      a plot like Fig. 10
 //   plan --config X --device-profile titanx-pcie3         predicted time per mode
 //   plan --config X --memory superneurons --device-profile h100-pcie5 --timeline t.json
+//   plan --config X --memory dymem --size-pool            GTBM's pool, sized with beta
+//   plan --config X --fragmentation-svg frag.svg          footprint and U_f per step
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
@@ -26,6 +28,7 @@
 #include "memory/planner.h"
 #include "memory/sim/timeline_svg.h"
 #include "memory/sim/trace_json.h"
+#include "tools/dymem_reports.h"
 #include "tools/timeline_tools.h"
 #include "tools/train_config.h"
 
@@ -68,6 +71,17 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
   --json               print JSON instead of text
   --csv FILE           write the per-step records of the (last) mode as CSV
   --svg FILE           plot memory per step, one curve per mode
+  --fragmentation-svg FILE  plot the footprint per step and U_f per allocation of the
+                       (last) mode under first_fit, best_fit, gtbm and --allocator, without
+                       compaction, in one pool (--device-memory, or the largest footprint)
+  --size-pool          with the gtbm allocator: size the pool from an iteration planned
+                       at --device-memory as Dymem does (init - squeeze gap + beta), check
+                       that it runs, and find the exact minimum and the smallest beta that runs
+  --beta SIZE          Dymem's safety margin for --size-pool (default 300MiB)
+  --release R, --prefetch P, --offload-set S, --barrier, --min-offload SIZE
+                       the dymem scheduler's switches (memory.release: lazy|eager,
+                       prefetch: dymem|ahead, offload_set: dymem|conv, barrier,
+                       min_offload)
 )";
 
 std::string Usage() {
@@ -78,9 +92,11 @@ std::string Usage() {
 
 struct Args {
   std::string config, device, memory, device_memory, csv, svg, strategy, workspace,
-      timing = "cache", allocator, eviction, trace, device_profile, timeline, timeline_svg;
+      timing = "cache", allocator, eviction, trace, device_profile, timeline, timeline_svg,
+      fragmentation_svg, release, prefetch, offload_set, min_offload;
   double link_gbps = 0;
-  bool no_compact = false;
+  bool no_compact = false, size_pool = false, barrier = false;
+  size_t beta = kDefaultBeta;
   int prefetch_ahead = -1;
   int64_t batch = 0;
   bool minimum = false, steps = false, json = false;
@@ -133,6 +149,23 @@ Status Parse(int argc, char** argv, Args* a) {
       }
     } else if (arg == "--no-compact") {
       a->no_compact = true;
+    } else if (arg == "--fragmentation-svg") {
+      SPILL_ASSIGN_OR_RETURN(a->fragmentation_svg, value());
+    } else if (arg == "--size-pool") {
+      a->size_pool = true;
+    } else if (arg == "--release") {
+      SPILL_ASSIGN_OR_RETURN(a->release, value());
+    } else if (arg == "--prefetch") {
+      SPILL_ASSIGN_OR_RETURN(a->prefetch, value());
+    } else if (arg == "--offload-set") {
+      SPILL_ASSIGN_OR_RETURN(a->offload_set, value());
+    } else if (arg == "--min-offload") {
+      SPILL_ASSIGN_OR_RETURN(a->min_offload, value());
+    } else if (arg == "--barrier") {
+      a->barrier = true;
+    } else if (arg == "--beta") {
+      SPILL_ASSIGN_OR_RETURN(std::string b, value());
+      SPILL_ASSIGN_OR_RETURN(a->beta, ParseBytes(b));
     } else if (arg == "--prefetch-ahead") {
       SPILL_ASSIGN_OR_RETURN(std::string n, value());
       a->prefetch_ahead = std::atoi(n.c_str());
@@ -335,6 +368,48 @@ StatusOr<std::unique_ptr<Prediction>> PredictMode(PlanPredictor* predictor, cons
   return std::make_unique<Prediction>(std::move(p));
 }
 
+// The dymem scheduler's switches given as flags.
+Status ApplyDymemSwitches(const Args& args, MemoryOptions* options) {
+  if (!args.release.empty()) options->release = args.release;
+  if (!args.prefetch.empty()) options->prefetch = args.prefetch;
+  if (!args.offload_set.empty()) options->offload_set = args.offload_set;
+  if (args.barrier) options->barrier = true;
+  if (!args.min_offload.empty()) {
+    SPILL_ASSIGN_OR_RETURN(options->min_offload_bytes, ParseBytes(args.min_offload));
+  }
+  return options->Validate();
+}
+
+// The fragmentation of `mode` under first fit, best fit, GTBM and the chosen
+// allocator, in one pool.
+Status WriteFragmentation(const Args& args, const Net& net, const std::string& mode,
+                          MemoryOptions options) {
+  SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &options));
+  if (args.prefetch_ahead >= 0) options.prefetch_ahead = args.prefetch_ahead;
+  if (!args.workspace.empty()) {
+    SPILL_ASSIGN_OR_RETURN(options.workspace, ParseWorkspacePolicy(args.workspace));
+  }
+  SPILL_RETURN_IF_ERROR(ApplyDymemSwitches(args, &options));
+  std::vector<std::string> allocators = {"first_fit", "best_fit", "gtbm"};
+  if (!args.allocator.empty() &&
+      std::find(allocators.begin(), allocators.end(), args.allocator) == allocators.end()) {
+    allocators.push_back(args.allocator);
+  }
+  size_t pool = 0;
+  if (!args.device_memory.empty()) {
+    SPILL_ASSIGN_OR_RETURN(pool, ParseBytes(args.device_memory));
+  }
+  SPILL_ASSIGN_OR_RETURN(FragmentationComparison comparison,
+                         CompareFragmentation(net.view(), options, allocators, pool));
+  if (!args.json) std::fputs(FragmentationText(comparison).c_str(), stdout);
+  std::ofstream(args.fragmentation_svg) << FragmentationSvg(
+      comparison.profiles,
+      net.name() + ", batch " + std::to_string(net.batch()) + ", " + mode +
+          (options.scheduler == "dymem" ? ", " + options.release + " release" : "") +
+          ", no compaction, pool " + FormatBytes(static_cast<double>(comparison.pool)));
+  return Status::Ok();
+}
+
 int Main(int argc, char** argv) {
   Args args;
   Status status = Parse(argc, argv, &args);
@@ -409,6 +484,11 @@ int Main(int argc, char** argv) {
       }
       options.device_budget = *budget;
     }
+    Status switches = ApplyDymemSwitches(args, &options);
+    if (!switches.ok()) {
+      std::fprintf(stderr, "plan: %s\n", switches.message().c_str());
+      return 2;
+    }
     auto start = std::chrono::steady_clock::now();
     auto plan = Plan(net.view(), options);
     double seconds =
@@ -441,7 +521,8 @@ int Main(int argc, char** argv) {
           plan->peak_step + 1, Bytes(plan->persistent).c_str(), Bytes(plan->log.to_host).c_str(),
           Bytes(plan->log.to_device).c_str(), static_cast<long>(plan->recomputations), seconds);
       std::printf(
-          "  %s allocator: max load %s, footprint %s, fragmentation %s (%.2f%%), compaction moved "
+          "  %s allocator: max load %s, footprint %s, fragmentation %s (%.2f%%), compaction "
+          "moved "
           "%s\n",
           options.allocator.c_str(), Bytes(plan->peak).c_str(), Bytes(plan->footprint).c_str(),
           Bytes(plan->fragmentation()).c_str(),
@@ -457,12 +538,31 @@ int Main(int argc, char** argv) {
       if (modes.size() == 1) PrintPeak(*plan, net);
       if (args.steps) PrintSteps(*plan, net);
     }
+    if (args.size_pool && plan->fits && options.allocator == "gtbm") {
+      auto sizing = SizeGtbmPool(net.view(), options, args.beta);
+      if (!sizing.ok()) {
+        std::fprintf(stderr, "plan: --size-pool: %s\n", sizing.status().message().c_str());
+        return 1;
+      }
+      if (args.json) {
+        json.insert(json.size() - 1, ",\"pool_sizing\":" + PoolSizingJson(*sizing));
+      } else {
+        std::fputs(PoolSizingText(*sizing).c_str(), stdout);
+      }
+    }
     if (plan->fits) logs.push_back(plan->log);
     if (!args.trace.empty() && plan->fits) {
       std::ofstream(args.trace) << MemoryEventsJson(plan->events, net.schedule());
     }
     if (!args.csv.empty() && plan->fits) {
       std::ofstream(args.csv) << MemoryLogCsv(plan->log, net.schedule(), net.layer_names());
+    }
+  }
+  if (!args.fragmentation_svg.empty()) {
+    Status written = WriteFragmentation(args, net, modes.back(), subject->memory);
+    if (!written.ok()) {
+      std::fprintf(stderr, "plan: --fragmentation-svg: %s\n", written.message().c_str());
+      return 1;
     }
   }
   if (args.json) std::printf("%s]}\n", json.c_str());

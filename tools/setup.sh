@@ -19,7 +19,9 @@ packages=(
   libgtest-dev             # GoogleTest
   libgmock-dev             # GoogleMock matchers
   zlib1g-dev               # gzipped idx files
+  coinor-libcbc-dev        # CBC, the exact DSA reference in the tests (never on the training path)
   python3-numpy            # reading checkpoints from Python (tools/*.py)
+  binutils                 # objdump: the GPU bundle's instruction-set check (tools/check_isa.py)
   dataset-fashion-mnist    # the default training data: /usr/share/datasets/fashion-mnist
 )
 if [[ "${1:-}" == "--bench" ]]; then

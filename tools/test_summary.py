@@ -13,13 +13,24 @@ import xml.etree.ElementTree as ET
 def test_dirs(root, labels):
     """Directories holding the results of `labels` (all under root if none)."""
     if not labels:
-        for directory, _, files in os.walk(root, followlinks=True):
+        for directory, subdirs, files in os.walk(root, followlinks=True):
+            if any(d.startswith("shard_") for d in subdirs):
+                continue  # its shards are walked instead
             if "test.xml" in files or "test.log" in files:
                 yield directory
         return
     for label in labels:
         package, _, name = label.lstrip("/").partition(":")
-        yield os.path.join(root, package, name)
+        directory = os.path.join(root, package, name)
+        # A sharded test keeps each shard's cases in its own folder; the
+        # test.xml beside them holds only some of them.
+        shards = sorted(d for d in (os.listdir(directory) if os.path.isdir(directory) else [])
+                        if d.startswith("shard_"))
+        if shards:
+            for shard in shards:
+                yield os.path.join(directory, shard)
+        else:
+            yield directory
 
 
 def main(root, labels):

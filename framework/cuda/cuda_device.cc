@@ -1,10 +1,19 @@
 #include "framework/cuda/cuda_device.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "framework/cuda/cuda_check.h"
+#include "framework/cuda/cuda_versions.h"
+#include "framework/cuda/memcheck_annotations.h"
 #include "framework/device_registry.h"
+#include "framework/logging.h"
 #include "framework/units.h"
 
 namespace spill {
@@ -87,11 +96,37 @@ bool CudaAvailable(std::string* why) {
   return true;
 }
 
+std::string CudaLibrariesSeen() { return DescribeCudaLibraries(ReadCudaLibraryVersions()); }
+
+namespace {
+
+// The libraries are checked, and their versions logged, once per process.
+Status CheckLibrariesOnce() {
+  static const Status status = [] {
+    const CudaLibraryVersions versions = ReadCudaLibraryVersions();
+    std::vector<std::string> warnings;
+    Status checked = CheckCudaLibraries(versions, &warnings);
+    if (checked.ok()) {
+      SPILL_LOG_INFO(kGeneral) << "CUDA: " << DescribeCudaLibraries(versions);
+    }
+    for (const std::string& warning : warnings) SPILL_LOG_WARNING(kGeneral) << "CUDA: " << warning;
+    return checked;
+  }();
+  return status;
+}
+
+size_t PageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+}  // namespace
+
 CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {}
 
 StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal) {
   std::string why;
-  if (!CudaAvailable(&why)) return Unimplemented("cannot use the CUDA device: " + why);
+  if (!CudaAvailable(&why)) {
+    return Unimplemented("cannot use the CUDA device: " + why + " [" + CudaLibrariesSeen() + "]");
+  }
+  SPILL_RETURN_IF_ERROR(CheckLibrariesOnce());
   int count = 0;
   SPILL_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (ordinal < 0 || ordinal >= count) {
@@ -123,6 +158,7 @@ CudaDevice::~CudaDevice() {
 }
 
 StatusOr<void*> CudaDevice::ReserveDeviceRegion(size_t bytes) {
+  SPILL_CHECK(memcheck_heap_ == nullptr) << "one device region at a time";
   void* base = nullptr;
   cudaError_t status = cudaMalloc(&base, bytes);
   if (status != cudaSuccess) {
@@ -134,27 +170,113 @@ StatusOr<void*> CudaDevice::ReserveDeviceRegion(size_t bytes) {
                        FormatBytes(static_cast<double>(free)) + " of " +
                        FormatBytes(static_cast<double>(total)) + " free)");
   }
+  memcheck_heap_ = cuda::RegisterPoolHeap(base, bytes);
   return base;
 }
 
 void CudaDevice::ReleaseDeviceRegion(void* base) {
-  if (base) SPILL_CUDA_CHECK(cudaFree(base));
+  if (base == nullptr) return;
+  cuda::UnregisterPoolHeap(memcheck_heap_);
+  memcheck_heap_ = nullptr;
+  SPILL_CUDA_CHECK(cudaFree(base));
 }
 
+void CudaDevice::AnnotateAllocation(void* p, size_t bytes) {
+  cuda::RegisterPoolBlock(memcheck_heap_, p, bytes);
+}
+
+void CudaDevice::AnnotateFree(void* p) {
+  if (memcheck_heap_ != nullptr) cuda::UnregisterPoolBlock(p);
+}
+
+// Address space only: pages are neither touched nor locked until
+// EnsureHostPinned reaches them.
 StatusOr<void*> CudaDevice::ReserveHostRegion(size_t bytes) {
-  void* base = nullptr;
-  cudaError_t status = cudaHostAlloc(&base, bytes, cudaHostAllocDefault);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    return OutOfMemory("cudaHostAlloc of " + FormatBytes(static_cast<double>(bytes)) +
-                       " of page-locked host memory failed (" + cudaGetErrorString(status) +
-                       "); lower memory.host_budget");
+  if (bytes == 0) return InvalidArgument("host region of 0 bytes");
+  const size_t page = PageBytes();
+  const size_t reserved = (bytes + page - 1) / page * page;
+  void* base = mmap(nullptr, reserved, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    return OutOfMemory("cannot reserve " + FormatBytes(static_cast<double>(bytes)) +
+                       " of address space for host memory; lower memory.host_budget");
   }
+  std::lock_guard<std::mutex> lock(host_mutex_);
+  host_regions_[static_cast<char*>(base)].reserved = reserved;
   return base;
 }
 
 void CudaDevice::ReleaseHostRegion(void* base) {
-  if (base) SPILL_CUDA_CHECK(cudaFreeHost(base));
+  if (base == nullptr) return;
+  // Copies in flight may still read or write the region.
+  copy_->Synchronize();
+  compute_->Synchronize();
+  char* begin = static_cast<char*>(base);
+  HostRegion region;
+  {
+    std::lock_guard<std::mutex> lock(host_mutex_);
+    auto it = host_regions_.find(begin);
+    SPILL_CHECK(it != host_regions_.end()) << "releasing an unknown host region";
+    region = it->second;
+    host_regions_.erase(it);
+  }
+  for (size_t offset = 0; offset < region.pinned; offset += kHostPinChunkBytes) {
+    SPILL_CUDA_CHECK(cudaHostUnregister(begin + offset));
+  }
+  munmap(base, region.reserved);
+}
+
+Status CudaDevice::EnsureHostPinned(void* base, size_t bytes) {
+  char* begin = static_cast<char*>(base);
+  std::lock_guard<std::mutex> lock(host_mutex_);
+  auto it = host_regions_.find(begin);
+  SPILL_CHECK(it != host_regions_.end()) << "pinning an unknown host region";
+  HostRegion& region = it->second;
+  SPILL_CHECK(bytes <= region.reserved)
+      << "pinning " << bytes << " bytes of a " << region.reserved << "-byte host region";
+  const size_t target = PinnedExtentFor(bytes, region.reserved);
+  // Once refused, asking again (an eviction tries tensor after tensor)
+  // would only repeat a slow failure.
+  if (target > region.pinned && !region.refusal.empty()) return OutOfMemory(region.refusal);
+  while (region.pinned < target) {
+    const size_t chunk = std::min(kHostPinChunkBytes, region.reserved - region.pinned);
+    const cudaError_t status =
+        cudaHostRegister(begin + region.pinned, chunk, cudaHostRegisterDefault);
+    if (status != cudaSuccess) {
+      cudaGetLastError();  // clear the error
+      region.refusal = "page-locking host memory failed at " +
+                       FormatBytes(static_cast<double>(region.pinned)) + " (" +
+                       std::to_string(region.pinned) + " bytes) of the " +
+                       FormatBytes(static_cast<double>(region.reserved)) +
+                       " host region (cudaHostRegister: " + cudaGetErrorString(status) +
+                       "); raise the locked-memory limit (ulimit -l) or lower memory.host_budget";
+      return OutOfMemory(region.refusal);
+    }
+    region.pinned += chunk;
+  }
+  return Status::Ok();
+}
+
+size_t CudaDevice::HostRunFrom(const char* p) {
+  std::lock_guard<std::mutex> lock(host_mutex_);
+  auto it = host_regions_.upper_bound(const_cast<char*>(p));
+  if (it == host_regions_.begin()) return SIZE_MAX;
+  --it;
+  const size_t offset = static_cast<size_t>(p - it->first);
+  if (offset >= it->second.reserved) return SIZE_MAX;
+  return kHostPinChunkBytes - offset % kHostPinChunkBytes;
+}
+
+void CudaDevice::CopyPieces(char* dst, const char* src, size_t bytes, cudaMemcpyKind direction,
+                            cudaStream_t stream) {
+  const bool to_host = direction == cudaMemcpyDeviceToHost;
+  size_t done = 0;
+  while (done < bytes) {
+    const char* host = to_host ? dst + done : src + done;
+    const size_t piece = std::min(bytes - done, HostRunFrom(host));
+    SPILL_CUDA_CHECK(cudaMemcpyAsync(dst + done, src + done, piece, direction, stream));
+    done += piece;
+  }
 }
 
 void CudaDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) {
@@ -186,6 +308,10 @@ void CudaDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind ki
     case CopyKind::kHostToHost:
       direction = cudaMemcpyHostToHost;
       break;
+  }
+  if (kind == CopyKind::kHostToDevice || kind == CopyKind::kDeviceToHost) {
+    CopyPieces(d, s, bytes, direction, stream);
+    return;
   }
   SPILL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, direction, stream));
 }

@@ -2,8 +2,16 @@
 //
 //   * device memory: one cudaMalloc region of the budget, reserved up front
 //     and carved by the memory runtime's pool (never managed memory);
-//   * host memory for offloaded tensors: one page-locked (cudaHostAlloc)
-//     region, so copies are true DMA that overlaps computation;
+//   * host memory for offloaded tensors: one region of address space,
+//     page-locked (cudaHostRegister) chunk by chunk as the memory runtime
+//     reaches into it, so copies are true DMA that overlaps computation
+//     without locking the whole host budget up front. A copy never spans two
+//     chunks (it is split at their boundaries): each registration is its own
+//     allocation to the driver;
+//   * with SPILL_CUDA_MEMCHECK=1, the device region and its blocks
+//     annotated for compute-sanitizer (memcheck_annotations.h);
+//   * the driver, runtime, cuDNN and cuBLAS versions checked against the
+//     build when the device is created (cuda_versions.h), and logged once;
 //   * a compute stream and a copy stream, with CUDA events;
 //   * the cuBLAS and cuDNN handles the layers use, bound to the compute stream.
 #ifndef SPILL_FRAMEWORK_CUDA_CUDA_DEVICE_H_
@@ -14,7 +22,9 @@
 #include <cudnn.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "framework/device.h"
@@ -59,6 +69,9 @@ class CudaDevice : public Device {
   void ReleaseDeviceRegion(void* base) override;
   StatusOr<void*> ReserveHostRegion(size_t bytes) override;
   void ReleaseHostRegion(void* base) override;
+  Status EnsureHostPinned(void* base, size_t bytes) override;
+  void AnnotateAllocation(void* p, size_t bytes) override;
+  void AnnotateFree(void* p) override;
 
   Queue& compute_queue() override { return *compute_; }
   Queue& copy_queue() override { return *copy_; }
@@ -74,6 +87,18 @@ class CudaDevice : public Device {
 
  private:
   explicit CudaDevice(int ordinal);
+  // Enqueues one copy, split where the host side crosses a pinned chunk.
+  void CopyPieces(char* dst, const char* src, size_t bytes, cudaMemcpyKind direction,
+                  cudaStream_t stream);
+  // Bytes from `p` to the end of its pinned chunk (SIZE_MAX outside every
+  // host region).
+  size_t HostRunFrom(const char* p);
+
+  struct HostRegion {
+    size_t reserved = 0;  // bytes of address space
+    size_t pinned = 0;    // page-locked prefix, in chunks
+    std::string refusal;  // why locking more failed, once it did
+  };
 
   int ordinal_;
   std::string description_;
@@ -82,10 +107,17 @@ class CudaDevice : public Device {
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   std::atomic<size_t> copied_[4] = {};
+  std::mutex host_mutex_;                     // guards host_regions_
+  std::map<char*, HostRegion> host_regions_;  // by base address
+  void* memcheck_heap_ = nullptr;             // the device region, annotated
 };
 
 // True when a CUDA GPU can be used; otherwise `why` says why not.
 bool CudaAvailable(std::string* why);
+
+// The libraries' versions in one line (cuda_versions.h), readable without a
+// GPU: what a failing GPU test prints.
+std::string CudaLibrariesSeen();
 
 }  // namespace spill
 

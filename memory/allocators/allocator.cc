@@ -46,8 +46,10 @@ StatusOr<Allocation> DeviceAllocator::Allocate(const AllocRequest& request) {
     e.offset = *offset;
     e.category = request.category;
     e.unusable_free = unusable;
+    e.extent = Extent();
     log_->Add(e);
   }
+  CheckEvent("allocation");
   return Allocation{id, *offset, bytes};
 }
 
@@ -69,8 +71,22 @@ void DeviceAllocator::Free(AllocationId id) {
     e.bytes = block.bytes;
     e.offset = block.offset;
     e.category = block.category;
+    e.extent = Extent();
     log_->Add(e);
   }
+  CheckEvent("free");
+}
+
+void DeviceAllocator::CheckEvent(const char* what) const {
+  if (!check_every_event_) return;
+  const std::string broken = CheckInvariants();
+  SPILL_CHECK(broken.empty()) << name() << " allocator, after an " << what << ": " << broken;
+}
+
+size_t DeviceAllocator::Extent() const {
+  size_t end = 0;
+  for (const auto& [id, block] : live_) end = std::max(end, block.offset + block.bytes);
+  return end;
 }
 
 StatusOr<void*> DeviceAllocator::Reserve(Device& device) {
@@ -101,6 +117,17 @@ std::vector<std::pair<size_t, AllocationId>> DeviceAllocator::AllocationsByOffse
   for (const auto& [id, block] : live_) out.push_back({block.offset, id});
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::vector<DeviceAllocator::LiveBlock> DeviceAllocator::LiveBlocks() const {
+  std::vector<LiveBlock> blocks;
+  blocks.reserve(live_.size());
+  for (const auto& [id, block] : live_) {
+    blocks.push_back({id, block.offset, block.bytes, block.category});
+  }
+  std::sort(blocks.begin(), blocks.end(),
+            [](const LiveBlock& a, const LiveBlock& b) { return a.offset < b.offset; });
+  return blocks;
 }
 
 void DeviceAllocator::ResetPeaks() {
@@ -149,6 +176,7 @@ AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phas
   int64_t clock = 0;
   for (const MemoryEvent& e : events) {
     if (e.type == MemoryEventType::kAlloc) {
+      if (e.step < 0) continue;  // outside the iteration's steps: kept for good
       ProfiledRequest r;
       r.tensor = e.tensor;
       r.step = e.step;
