@@ -3,7 +3,8 @@
 // (a copy hidden under compute, a host wait that stalls, compute waiting for
 // a prefetch, a drop that does not wait), on real plans (the memory curve
 // peaks at the planner's peak; one compute slice per step, one copy slice
-// per transfer), and the Chrome trace it writes.
+// per transfer; vDNN's barrier adds compute waits), and the Chrome trace it
+// writes.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -300,12 +301,47 @@ TEST_P(SimulatedPlanTest, TimelineMatchesThePlan) {
 INSTANTIATE_TEST_SUITE_P(Modes, SimulatedPlanTest,
                          ::testing::Values(PlanCase{"liveness", false}, PlanCase{"offload", true},
                                            PlanCase{"offload_recompute", true},
-                                           PlanCase{"superneurons", true},
-                                           PlanCase{"baseline", false}),
+                                           PlanCase{"superneurons", true}, PlanCase{"dymem", true},
+                                           PlanCase{"vdnn", true}, PlanCase{"baseline", false}),
                          [](const auto& info) {
                            return std::string(info.param.mode) +
                                   (info.param.tight ? "_minimum" : "_roomy");
                          });
+
+// vDNN's per-layer barrier (the dymem scheduler's `barrier`, on in the vdnn
+// mode) makes the compute queue wait for each offload at the end of the step
+// it overlapped: over a slow link the same copies cost compute waits that
+// the barrier-free schedule does not have, and never make it faster.
+TEST(SimulatedScheduleTest, TheBarrierMakesComputeWaitForOffloads) {
+  auto net = Net::Build(testing::MustParse(testing::kResNet, {}), {4, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  const NetworkView view = (*net)->view();
+  DeviceProfile profile = *FindDeviceProfile("k40-pcie3");
+  constexpr double kSlowLinkBytesPerSecond = 1e8;
+  profile.link.d2h_bytes_per_second = profile.link.h2d_bytes_per_second = kSlowLinkBytesPerSecond;
+  const auto simulate = [&](const char* mode, bool barrier) {
+    MemoryOptions options;
+    EXPECT_TRUE(ApplyMemoryMode(mode, &options).ok());
+    options.offload_set = "conv";  // vDNN's offload set and schedule
+    options.release = "eager";
+    options.prefetch = "ahead";
+    options.barrier = barrier;
+    options.min_offload_bytes = 0;  // the test network's feature maps are small
+    options.record_events = true;
+    auto plan = Plan(view, options);
+    EXPECT_TRUE(plan.ok() && plan->fits);
+    const IterationCosts costs = ModelCosts(view, plan->log, profile, nullptr);
+    return Summarize(SimulateIteration(view, plan->events, costs, profile,
+                                       BaseDeviceBytes(plan->log, plan->events)));
+  };
+  const TimelineSummary with = simulate("dymem", true), without = simulate("dymem", false);
+  EXPECT_GT(without.copy_seconds, 0);
+  EXPECT_NEAR(with.copy_seconds, without.copy_seconds, kTolerance);
+  EXPECT_GT(with.compute_wait_seconds, without.compute_wait_seconds);
+  EXPECT_GE(with.iteration_seconds, without.iteration_seconds - kTolerance);
+  // The vdnn mode is that schedule with the barrier (placed by best fit).
+  EXPECT_NEAR(simulate("vdnn", true).iteration_seconds, with.iteration_seconds, kTolerance);
+}
 
 // Measured step times stand for the steps they timed; a step measured under
 // other algorithms is adjusted by the candidates' timed difference.

@@ -8,12 +8,16 @@
 //      calibrated copy latency),
 // and prints predicted beside measured as a Markdown table.
 //
-// On a shared machine other processes take the cores at random moments,
-// and two OpenMP threads that meet at a barrier after every loop suffer
-// badly when one is descheduled (iterations take 1x to 4x their time). So
-// the runs take turns iteration by iteration, iteration i of the reference
-// run predicts iteration i of each throttled run (they ran back to back,
-// under much the same load), and the table gives medians over the pairs.
+// On a shared machine other processes take the cores at random moments
+// (with two OpenMP threads, that meet at a barrier after every loop,
+// iterations took 1x to 4x their time; tools/bench_timeline.sh runs one).
+// So the runs take turns iteration by iteration - reference, each throttled
+// run, reference again - and each throttled iteration is predicted from the
+// reference iteration next to it (the one before it for the first half of
+// the links, the one after it for the rest: they ran back to back, under
+// much the same load); the table gives medians over the pairs. Load only
+// ever slows a run down, so it also compares the fastest iteration of each
+// side: the throttled run's against the prediction from the reference's.
 // "replay error" is the replay with the measured iteration's own step
 // times: it separates the queue model's error from compute that ran slower
 // or faster than in the reference iteration.
@@ -41,7 +45,7 @@ const char kUsage[] = R"(usage: bench_timeline [options]
   --modes LIST       memory modes, each at its smallest budget
                      (default: liveness,offload,offload_recompute,superneurons)
   --gbps LIST        link bandwidths to throttle copies to, GB/s (default: 0.2,1)
-  --iterations N     timed iterations per run (default 3)
+  --iterations N     timed iterations per throttled run (default 5)
   --calibrate        calibrate this CPU again (copy latency, rates) instead of reading the cache
   --timelines DIR    also write each row's last measured iteration and its prediction as
                      Chrome/Perfetto traces (NETWORK_MODE_GBPS_{measured,predicted}.json)
@@ -54,7 +58,7 @@ struct Args {
   std::vector<std::string> networks = {"resnet18", "vgg16"};
   std::vector<std::string> modes = {"liveness", "offload", "offload_recompute", "superneurons"};
   std::vector<double> gbps = {0.2, 1.0};
-  int iterations = 3;
+  int iterations = 5;
   std::string workspace = "fastest";
   std::string timelines;  // directory for measured and predicted traces
   bool calibrate = false;
@@ -186,22 +190,33 @@ double Median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-// Iteration i of the reference run predicts iteration i of the throttled
-// run (they ran one after the other); medians over the pairs.
+// Kept iteration i of the throttled run is predicted from kept iteration
+// i + `offset` of the reference run (the one next to it); medians over the
+// pairs.
 struct Row {
   double predicted = 0, measured = 0;
-  double error = 0;         // median of predicted / measured - 1
-  double replay_error = 0;  // the same with the measured iteration's own step times
-  Prediction prediction;    // of the last pair
+  double error = 0;          // median of predicted / measured - 1
+  double replay_error = 0;   // the same with the measured iteration's own step times
+  double fastest_error = 0;  // the fastest throttled iteration against the prediction
+                             // from the fastest reference iteration
+  Prediction prediction;     // of the last pair
 };
 
+// The kept iteration of `run` that took the least wall time.
+const TracedRun::Sample& Fastest(const TracedRun& run) {
+  return *std::min_element(
+      run.samples().begin(), run.samples().end(),
+      [](const TracedRun::Sample& a, const TracedRun::Sample& b) { return a.seconds < b.seconds; });
+}
+
 Row Compare(const NetworkView& view, const MemoryPlan& plan, const DeviceProfile& profile,
-            const std::string& mode, const TracedRun& reference, const TracedRun& run) {
+            const std::string& mode, const TracedRun& reference, const TracedRun& run,
+            size_t offset) {
   std::vector<double> predicted, measured, errors, replay_errors;
   Row row;
   for (size_t i = 0; i < run.samples().size(); ++i) {
     const TracedRun::Sample& m = run.samples()[i];
-    row.prediction = Predict(view, plan, profile, &reference.samples()[i].steps, mode);
+    row.prediction = Predict(view, plan, profile, &reference.samples()[i + offset].steps, mode);
     const Prediction own = Predict(view, plan, profile, &m.steps, mode);
     predicted.push_back(row.prediction.summary.iteration_seconds);
     measured.push_back(m.seconds);
@@ -212,6 +227,8 @@ Row Compare(const NetworkView& view, const MemoryPlan& plan, const DeviceProfile
   row.measured = Median(measured);
   row.error = Median(errors);
   row.replay_error = Median(replay_errors);
+  const Prediction fastest = Predict(view, plan, profile, &Fastest(reference).steps, mode);
+  row.fastest_error = fastest.summary.iteration_seconds / Fastest(run).seconds - 1;
   return row;
 }
 
@@ -236,19 +253,26 @@ Status RunMode(const Args& args, const Subject& s, const std::string& mode,
                            TracedRun::Create(s.spec, s.batch, *device, options));
     runs.push_back(std::move(run));
   }
+  // Reference, throttled runs, ..., reference: one more reference iteration
+  // at the end, after the last round.
   for (int i = 0; i <= args.iterations; ++i) {
     for (auto& run : runs) SPILL_RETURN_IF_ERROR(run->Iterate(/*keep=*/i > 0));
   }
-  for (size_t g = 0; g < args.gbps.size(); ++g) {
+  SPILL_RETURN_IF_ERROR(runs[0]->Iterate(/*keep=*/true));
+  const size_t links = args.gbps.size();
+  for (size_t g = 0; g < links; ++g) {
+    const size_t next_to = g < (links + 1) / 2 ? 0 : 1;  // the reference before, or after
     const Row row = Compare(net->view(), plan, CpuProfile(calibration, args.gbps[g] * 1e9), mode,
-                            *runs[0], *runs[g + 1]);
+                            *runs[0], *runs[g + 1], next_to);
     std::printf(
-        "| %s | %s | %s | %.2f | %s | %.3f | %.3f | %+.1f%% | %+.1f%% | %.0f%% | %.0f%% |\n",
+        "| %s | %s | %s | %.2f | %s | %.3f | %.3f | %+.1f%% | %+.1f%% | %+.1f%% | %.0f%% | %.0f%% "
+        "|\n",
         s.label.c_str(), mode.c_str(),
         FormatBytes(static_cast<double>(options.device_budget)).c_str(), args.gbps[g],
         FormatBytes(static_cast<double>(plan.log.to_host + plan.log.to_device)).c_str(),
         row.predicted, row.measured, 100 * row.error, 100 * row.replay_error,
-        100 * row.prediction.summary.overlap(), 100 * Summarize(runs[g + 1]->last()).overlap());
+        100 * row.fastest_error, 100 * row.prediction.summary.overlap(),
+        100 * Summarize(runs[g + 1]->last()).overlap());
     std::fflush(stdout);
     if (!args.timelines.empty()) {
       SPILL_RETURN_IF_ERROR(
@@ -275,8 +299,8 @@ int Main(int argc, char** argv) {
   std::printf("cpu profile: %s\n\n", DescribeDeviceProfile(CpuProfile(*calibration, 0)).c_str());
   std::printf(
       "| network | mode | budget | link GB/s | moved | predicted s | measured s | error | "
-      "replay error | predicted overlap | measured overlap |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "replay error | error, fastest of each | predicted overlap | measured overlap |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& name : args.networks) {
     auto subject = LoadSubject(name);
     if (!subject.ok()) {
