@@ -7,10 +7,11 @@ namespace {
 
 std::vector<int64_t> Dims(const Shape& s) { return {s.n(), s.c(), s.h(), s.w()}; }
 
-NpyArray Fetch(TensorId id, const Net& net, TensorStore& store, Device& device) {
+// Wherever the tensor lives: device or host memory.
+StatusOr<NpyArray> Fetch(TensorId id, const Net& net, TensorStore& store) {
   const TensorInfo& info = net.schedule().tensors[id];
   std::vector<float> host(info.shape.numel());
-  device.CopySync(host.data(), store.Data(id), info.bytes, CopyKind::kDeviceToHost);
+  SPILL_RETURN_IF_ERROR(store.ReadTensor(id, host.data()));
   return NpyArray::Floats(Dims(info.shape), host.data());
 }
 
@@ -30,8 +31,7 @@ Status Restore(const NpzArchive& archive, const std::string& key, TensorId id, c
                            array.dtype + ", the network expects " + info.shape.ToString() +
                            " float32");
   }
-  device.CopySync(store.Data(id), array.floats(), info.bytes, CopyKind::kHostToDevice);
-  return Status::Ok();
+  return store.WriteTensor(id, array.floats());
 }
 
 int64_t Meta(const NpzArchive& archive, const std::string& key) {
@@ -48,13 +48,14 @@ Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& stor
   const Schedule& schedule = net.schedule();
   for (int id = 0; id < net.num_layers(); ++id) {
     for (TensorId p : schedule.layers[id].params) {
-      archive["params/" + schedule.tensors[p].name] = Fetch(p, net, store, device);
+      SPILL_ASSIGN_OR_RETURN(archive["params/" + schedule.tensors[p].name], Fetch(p, net, store));
     }
   }
   if (solver != nullptr) {
     for (const auto& slot : solver->slots()) {
-      for (TensorId t : slot.state)
-        archive["state/" + schedule.tensors[t].name] = Fetch(t, net, store, device);
+      for (TensorId t : slot.state) {
+        SPILL_ASSIGN_OR_RETURN(archive["state/" + schedule.tensors[t].name], Fetch(t, net, store));
+      }
     }
   }
   archive["meta/step"] = NpyArray::Int64(position.step);

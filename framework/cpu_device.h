@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "framework/device.h"
+#include "framework/file_region.h"
 
 namespace spill {
 
@@ -93,6 +94,8 @@ class CpuDevice : public Device {
   StatusOr<void*> ReserveDeviceRegion(size_t bytes) override;
   void ReleaseDeviceRegion(void* base) override;
   StatusOr<void*> ReserveHostRegion(size_t bytes) override;
+  StatusOr<void*> ReserveFileHostRegion(size_t bytes, const std::string& directory) override;
+  void EnqueueHostTask(Queue& queue, std::function<void()> task) override;
   void ReleaseHostRegion(void* base) override;
   Status EnsureHostPinned(void* base, size_t bytes) override;
   void AnnotateAllocation(void* p, size_t bytes) override;
@@ -124,8 +127,9 @@ class CpuDevice : public Device {
   CpuWorkerQueue copy_;
   std::atomic<size_t> copied_[4] = {};
 
-  mutable std::mutex hooks_mutex_;         // guards what follows
-  std::map<void*, size_t> pinned_extent_;  // host region -> bytes pinned
+  mutable std::mutex hooks_mutex_;            // guards what follows
+  std::map<void*, size_t> pinned_extent_;     // host region -> bytes pinned
+  std::map<void*, FileRegion> file_regions_;  // file-backed host regions
   size_t pinned_bytes_ = 0;
   size_t pinned_peak_ = 0;
   size_t pin_limit_ = SIZE_MAX;

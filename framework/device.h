@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -105,6 +106,22 @@ class Device {
   virtual void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) = 0;
   // Copies on the compute queue and waits for completion.
   void CopySync(void* dst, const void* src, size_t bytes, CopyKind kind);
+  // Runs `task` on the host once everything enqueued on `queue` before it has
+  // finished, and before anything enqueued after it starts (host arithmetic
+  // on memory a copy has just filled, such as a solver step in host memory).
+  // The task must not call the device.
+  virtual void EnqueueHostTask(Queue& queue, std::function<void()> task) = 0;
+
+  // A host region backed by a file in `directory` instead of anonymous
+  // memory, so it can exceed RAM (the page cache holds what fits). The file
+  // is unlinked at once: nothing is left behind, even after a crash. Disk
+  // space is claimed as the region is used (EnsureHostPinned), so a full disk
+  // is a kOutOfMemory naming the directory, never a fault. Released with
+  // ReleaseHostRegion.
+  virtual StatusOr<void*> ReserveFileHostRegion(size_t bytes, const std::string& directory) {
+    return Unimplemented(std::string(DeviceTypeName(type())) +
+                         " devices have no file-backed host memory");
+  }
 
   // Bytes copied so far in each direction (for statistics and tests).
   virtual size_t bytes_copied(CopyKind kind) const = 0;

@@ -33,6 +33,8 @@ enum class MemoryEventType {
   kCompute,         // a step's forward or backward ran
   kRecompute,       // a layer's forward reran to rebuild a dropped tensor
   kCompact,         // live blocks slid down to close holes (bytes moved)
+  kUpdate,          // the solver step of one parameter (tensor: the parameter; bytes: its
+                    // size; offset 1: in host memory, after its gradient's copy)
 };
 const char* MemoryEventName(MemoryEventType type);
 

@@ -25,12 +25,13 @@ void MemoryLog::Clear() {
   peak = 0;
   peak_step = -1;
   peak_live.clear();
-  to_host = to_device = compacted = 0;
+  to_host = to_device = compacted = host_peak = 0;
   recomputed = 0;
 }
 
 void MemoryLog::Finish() {
   peak = 0;
+  host_peak = 0;
   peak_step = -1;
   to_host = to_device = compacted = 0;
   recomputed = 0;
@@ -41,6 +42,7 @@ void MemoryLog::Finish() {
       peak_step = r.step;
     }
     to_host += r.to_host;
+    host_peak = std::max(host_peak, r.host);
     to_device += r.to_device;
     recomputed += r.recomputed;
   }

@@ -48,6 +48,40 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
   return InvalidArgument("unknown memory mode '" + mode + "'; known modes: " + names);
 }
 
+std::string ParamPlacement::ToString() const {
+  switch (kind) {
+    case Kind::kDevice:
+      return "device";
+    case Kind::kHost:
+      return "host";
+    case Kind::kAbove:
+      return "above:" + FormatBytes(static_cast<double>(above));
+    case Kind::kCache:
+      return "cache";
+  }
+  return "?";
+}
+
+StatusOr<ParamPlacement> ParseParamPlacement(const std::string& text) {
+  ParamPlacement p;
+  if (text == "device") return p;
+  if (text == "host") {
+    p.kind = ParamPlacement::Kind::kHost;
+    return p;
+  }
+  if (text == "cache") {
+    p.kind = ParamPlacement::Kind::kCache;
+    return p;
+  }
+  if (text.rfind("above:", 0) == 0) {
+    SPILL_ASSIGN_OR_RETURN(p.above, ParseBytes(text.substr(6)));
+    p.kind = ParamPlacement::Kind::kAbove;
+    return p;
+  }
+  return InvalidArgument("unknown parameter placement '" + text +
+                         "'; expected device, host, above:SIZE (e.g. above:1MiB) or cache");
+}
+
 Status MemoryOptions::Validate() const {
   if (!liveness && (offload || cache || recompute)) {
     return InvalidArgument("memory: offload, cache and recompute need liveness (mode '" + mode +
@@ -61,6 +95,21 @@ Status MemoryOptions::Validate() const {
                            " bytes is below one pool block");
   }
   if (prefetch_ahead < 0) return InvalidArgument("memory: prefetch_ahead must be >= 0");
+  if (params.kind == ParamPlacement::Kind::kCache && !cache) {
+    return InvalidArgument(
+        "memory: params: cache needs the tensor cache (mode superneurons, or "
+        "cache: true)");
+  }
+  if (update_on_host && params.kind != ParamPlacement::Kind::kHost &&
+      params.kind != ParamPlacement::Kind::kAbove) {
+    return InvalidArgument(
+        "memory: update: host needs parameters in host memory (params: host "
+        "or above:SIZE)");
+  }
+  if (host_tier != "ram" && (host_tier.rfind("file:", 0) != 0 || host_tier.size() <= 5)) {
+    return InvalidArgument("memory: host_tier must be ram or file:DIRECTORY (got '" + host_tier +
+                           "')");
+  }
   auto known = [](const std::vector<std::string>& names, const std::string& name) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
@@ -96,6 +145,11 @@ std::string MemoryOptions::Describe() const {
   if (cache) text += ", " + eviction + " eviction";
   if (scheduler != "superneurons") text += ", " + scheduler + " scheduler";
   if (!compact) text += ", no compaction";
+  if (params.kind != ParamPlacement::Kind::kDevice) {
+    text += ", parameters " + params.ToString() + ", updated on " +
+            (update_on_host ? "host" : "device");
+  }
+  if (host_tier != "ram") text += ", host memory on disk (" + host_tier.substr(5) + ")";
   return text + ", device budget " + FormatBytes(static_cast<double>(device_budget));
 }
 

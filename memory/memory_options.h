@@ -31,6 +31,25 @@ constexpr size_t kUnlimitedBudget = size_t{1} << 50;  // 1 PiB of address arithm
 constexpr size_t kDefaultDeviceBudget = 8 * kGiB;
 constexpr size_t kDefaultHostBudget = 32 * kGiB;
 
+// Where parameters, their gradients and the solver state live between uses.
+struct ParamPlacement {
+  enum class Kind {
+    kDevice,  // on the device for good (SuperNeurons)
+    kHost,    // in host memory, brought in for each step that uses them
+    kAbove,   // in host memory when at least `above` bytes, on the device otherwise
+    kCache,   // on the device while they fit; the tensor cache evicts them like activations
+  };
+  Kind kind = Kind::kDevice;
+  size_t above = 0;
+
+  std::string ToString() const;
+  bool HomeOnHost(size_t bytes) const {
+    return kind == Kind::kHost || (kind == Kind::kAbove && bytes >= above);
+  }
+};
+// "device", "host", "above:SIZE" or "cache".
+StatusOr<ParamPlacement> ParseParamPlacement(const std::string& text);
+
 struct MemoryOptions {
   std::string mode = "liveness";
   size_t device_budget = kDefaultDeviceBudget;
@@ -42,6 +61,13 @@ struct MemoryOptions {
   std::string eviction = "lru";
   // Who plans the transfers around each step (memory/schedulers/).
   std::string scheduler = "superneurons";
+  // Where persistent state lives, where the solver updates what lives in
+  // host memory (false: on the device, true: in host memory, as soon as a
+  // layer's gradient has arrived), and what backs host memory: RAM, or a
+  // file in a directory ("file:DIR") so it can exceed RAM.
+  ParamPlacement params;
+  bool update_on_host = false;
+  std::string host_tier = "ram";
 
   bool liveness = true;
   bool offload = false;

@@ -29,7 +29,9 @@ Status RunIteration(MemoryRuntime& runtime, const Schedule& schedule, Phase phas
     SPILL_RETURN_IF_ERROR(runtime.PrepareStep(schedule.steps[s], runner));
     runtime.FinishStep(schedule.steps[s]);
   }
-  return runtime.EndIteration();
+  SPILL_RETURN_IF_ERROR(runtime.EndIteration());
+  // The solver step moves what a run's moves (no arithmetic without a device).
+  return phase == Phase::kTrain ? runtime.FinishUpdate() : Status::Ok();
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ struct Variant {
   const char* allocator;
   const char* eviction;
   bool compact;
+  const char* params = "device";  // where parameters, gradients and solver state live
+  bool update_on_host = false;
 };
 constexpr Variant kDefault = {"first_fit", "first_fit", "lru", true};
 constexpr Variant kVariants[] = {
@@ -39,6 +41,9 @@ constexpr Variant kVariants[] = {
     {"best_fit_no_compaction", "best_fit", "lru", false},
     {"static", "static", "lru", true},
     {"belady", "first_fit", "belady", true},
+    {"params_host", "first_fit", "lru", true, "host", false},
+    {"params_host_update_host", "first_fit", "lru", true, "host", true},
+    {"params_above_1KiB", "best_fit", "lru", true, "above:1KiB", false},
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
@@ -55,6 +60,8 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.allocator = variant.allocator;
   run.memory.eviction = variant.eviction;
   run.memory.compact = variant.compact;
+  run.memory.params = *ParseParamPlacement(variant.params);
+  run.memory.update_on_host = variant.update_on_host;
   return run;
 }
 
@@ -67,7 +74,7 @@ MemoryOptions Options(const NetSpec& spec, const std::string& mode, bool tight,
                       const Variant& variant = kDefault) {
   testing::SyntheticRun run = SmallRun(mode, variant);
   if (!tight) return run.memory;
-  auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
+  auto net = testing::BuildTrainingNet(spec, run.batch);
   SPILL_CHECK(net.ok());
   auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
   SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
@@ -117,7 +124,7 @@ TEST_P(VariantTest, PlannedMemoryEqualsMeasuredMemoryAtEveryStep) {
       run.memory.record_events = true;
       auto measured = testing::TrainSynthetic(spec, run);
       ASSERT_TRUE(measured.ok()) << measured.status().ToString();
-      auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
+      auto net = testing::BuildTrainingNet(spec, run.batch);
       ASSERT_TRUE(net.ok());
       auto plan = Plan((*net)->view(), run.memory);
       ASSERT_TRUE(plan.ok() && plan->fits) << mode;
@@ -186,7 +193,7 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
   // At its smallest budget, superneurons peaks at the largest single step's
   // memory (the paper's max(l_i)) on top of the persistent tensors. (With
   // prefetching ahead, tensors also come back into any room left over.)
-  auto net = Net::Build(spec, {SmallRun("liveness").batch, DeviceType::kCpu});
+  auto net = testing::BuildTrainingNet(spec, SmallRun("liveness").batch);
   ASSERT_TRUE(net.ok());
   testing::SyntheticRun r = SmallRun("superneurons");
   r.memory.prefetch_ahead = 0;
@@ -309,7 +316,7 @@ layers:
 TEST(OutOfMemoryTest, ReportNamesStepLiveTensorsAndTheSmallestBudget) {
   NetSpec spec = testing::MustParse(testing::kResNet);
   testing::SyntheticRun run = SmallRun("liveness");
-  auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
+  auto net = testing::BuildTrainingNet(spec, run.batch);
   ASSERT_TRUE(net.ok());
   auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
   ASSERT_TRUE(minimum.ok()) << minimum.status().ToString();

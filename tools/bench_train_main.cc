@@ -34,6 +34,10 @@ const char kUsage[] = R"(usage: bench_train --config MODEL.yaml [options]
   --device NAME        cpu (default) or cuda (--config=cuda builds)
   --device-memory SIZE device budget (default 8GiB)
   --workspace POLICY   dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME
+  --params PLACE       where parameters, gradients and solver state live: device (default),
+                       host, above:SIZE or cache
+  --update WHERE       where parameters kept in host memory are updated: device (default)
+                       or host
   --minimum            run at the smallest budget the memory mode runs in
   --export DIR         write net.json and initial.npz for tools/bench_torch.py
   --profile            print compute seconds per layer type over the timed steps
@@ -41,7 +45,7 @@ const char kUsage[] = R"(usage: bench_train --config MODEL.yaml [options]
 
 struct Args {
   std::string config, memory = "liveness", device = "cpu", device_memory, export_dir,
-                      workspace = "dynamic";
+                      workspace = "dynamic", params = "device", update = "device";
   bool minimum = false, profile = false, help = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3;
@@ -63,6 +67,10 @@ Status Parse(int argc, char** argv, Args* a) {
       a->config = argv[++i];
     else if (arg == "--workspace")
       a->workspace = argv[++i];
+    else if (arg == "--params")
+      a->params = argv[++i];
+    else if (arg == "--update")
+      a->update = argv[++i];
     else if (arg == "--memory")
       a->memory = argv[++i];
     else if (arg == "--device")
@@ -106,6 +114,11 @@ Status Run(const Args& args) {
     SPILL_ASSIGN_OR_RETURN(memory.device_budget, ParseBytes(args.device_memory));
   }
   SPILL_ASSIGN_OR_RETURN(memory.workspace, ParseWorkspacePolicy(args.workspace));
+  SPILL_ASSIGN_OR_RETURN(memory.params, ParseParamPlacement(args.params));
+  if (args.update != "device" && args.update != "host") {
+    return InvalidArgument("--update must be device or host");
+  }
+  memory.update_on_host = args.update == "host";
   // Times measured once per convolution shape, shared with train and plan.
   cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
   if (args.minimum) {
@@ -115,8 +128,8 @@ Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
                          MemoryRuntime::Create(net->view(), memory, &device));
   Executor executor(*net, &device, *runtime);
-  InitializeParameters(*net, *runtime, device, 1);
-  solver->ResetState(*net, *runtime, device);
+  SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, 1));
+  SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
   if (!args.export_dir.empty()) {
     std::filesystem::create_directories(args.export_dir);
     std::ofstream(std::filesystem::path(args.export_dir) / "net.json") << NetToJson(*net);
@@ -137,8 +150,9 @@ Status Run(const Args& args) {
       start = std::chrono::steady_clock::now();
       executor.set_profiling(args.profile);
     }
+    solver->BeginStep(*net, *runtime, device, 0.01);
     SPILL_ASSIGN_OR_RETURN(LossResult r, executor.Run(batch, Phase::kTrain, step));
-    solver->Update(*net, *runtime, device, 0.01);
+    SPILL_RETURN_IF_ERROR(solver->FinishStep(*runtime));
     loss = r.loss;
   }
   device.compute_queue().Synchronize();

@@ -20,6 +20,8 @@ constexpr char kUsage[] =
     "               [--host-memory 64GiB] [--workspace POLICY] [--device cpu|cuda] [--confirm "
     "STEPS]\n"
     "               [--config models/resnet_deep.yaml] [--set KEY=VALUE]\n"
+    "               [--params device|host|above:SIZE|cache] [--update device|host]\n"
+    "               [--host-tier ram|file:DIR]\n"
     "The deepest ResNet (n1 = 6, n2 = 32, n4 = 6, n3 grown; depth = 3 * units + 2) whose\n"
     "training iteration fits the device budget, found from plans; --confirm N also trains\n"
     "it for N steps where this machine has the memory.\n";
@@ -55,13 +57,15 @@ int Main(int argc, char** argv) {
   auto best = probe(*n3);
   std::printf(
       "deepest ResNet under %s, batch %ld, %ldx%ld: depth %ld (n3 = %ld, %ld residual units); "
-      "peak %s, %s to host, %ld recomputations per iteration (%d plans)\n",
+      "peak %s, %s to host, %ld recomputations per iteration, %s in host memory%s (%d plans)\n",
       o.Describe().c_str(), static_cast<long>(o.batch), static_cast<long>(o.size),
       static_cast<long>(o.size), static_cast<long>(3 * (6 + 32 + *n3 + 6) + 2),
       static_cast<long>(*n3), static_cast<long>(6 + 32 + *n3 + 6),
       FormatBytes(static_cast<double>(best->plan.peak)).c_str(),
       FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
-      static_cast<long>(best->plan.recomputations), probes);
+      static_cast<long>(best->plan.recomputations),
+      FormatBytes(static_cast<double>(best->plan.log.host_peak)).c_str(),
+      o.memory.host_tier == "ram" ? "" : " (on disk)", probes);
   if (o.confirm == 0) return 0;
   auto spec = spec_for(*n3);
   return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o, best->plan), o.confirm);

@@ -64,15 +64,22 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 }
 
 std::string ExperimentOptions::Describe() const {
-  return FormatBytes(static_cast<double>(memory.device_budget)) + " (host " +
-         FormatBytes(static_cast<double>(memory.host_budget)) + "), memory " + memory.mode;
+  std::string text = FormatBytes(static_cast<double>(memory.device_budget)) + " (host " +
+                     FormatBytes(static_cast<double>(memory.host_budget)) +
+                     (memory.host_tier == "ram" ? "" : " on disk") + "), memory " + memory.mode;
+  if (memory.params.kind != ParamPlacement::Kind::kDevice) {
+    text += ", parameters " + memory.params.ToString() + " (updated on " +
+            (memory.update_on_host ? "host" : "device") + ")";
+  }
+  return text;
 }
 
 StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
                                                    const std::string& default_model) {
   ExperimentOptions o;
   o.model = default_model;
-  std::string budget = "12GiB", host = "64GiB", mode = "superneurons", workspace = "dynamic";
+  std::string budget = "12GiB", host = "64GiB", mode = "superneurons", workspace = "dynamic",
+              params = "device", update = "device", tier = "ram";
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -93,6 +100,12 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
       mode = v;
     else if (a == "--workspace")
       workspace = v;
+    else if (a == "--params")
+      params = v;
+    else if (a == "--update")
+      update = v;
+    else if (a == "--host-tier")
+      tier = v;
     else if (a == "--batch")
       o.batch = std::atoll(v.c_str());
     else if (a == "--size")
@@ -111,6 +124,13 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
   SPILL_ASSIGN_OR_RETURN(o.memory.device_budget, ParseBytes(budget));
   SPILL_ASSIGN_OR_RETURN(o.memory.host_budget, ParseBytes(host));
   SPILL_ASSIGN_OR_RETURN(o.memory.workspace, ParseWorkspacePolicy(workspace));
+  SPILL_ASSIGN_OR_RETURN(o.memory.params, ParseParamPlacement(params));
+  if (update != "device" && update != "host") {
+    return InvalidArgument("--update must be device or host (got '" + update + "')");
+  }
+  o.memory.update_on_host = update == "host";
+  o.memory.host_tier = tier;
+  SPILL_RETURN_IF_ERROR(o.memory.Validate());
   return o;
 }
 
@@ -167,12 +187,16 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> device_owned, CreateDevice(options.device, {}));
   Device& device = *device_owned;
   const size_t arena = device.type() == DeviceType::kCpu ? plan.peak : 0;
-  const size_t need = arena + plan.log.to_host + (size_t{1} << 30);
+  // What host memory holds - offloaded tensors, parameters kept there - is on
+  // disk with a file tier.
+  const size_t kept =
+      memory.host_tier == "ram" ? std::max(plan.log.to_host, plan.log.host_peak) : 0;
+  const size_t need = arena + kept + (size_t{1} << 30);
   const size_t have = AvailableHostBytes();
   if (need > have) {
     std::ostringstream why;
     why << "needs about " << FormatBytes(static_cast<double>(need))
-        << " of host memory for the offloaded tensors" << (arena ? " and the device arena" : "")
+        << " of host memory for what is kept there" << (arena ? " and the device arena" : "")
         << "; this machine has " << FormatBytes(static_cast<double>(have)) << " available";
     c.reason = why.str();
     return c;
@@ -185,8 +209,8 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
                          MemoryRuntime::Create(net->view(), memory, &device));
   Executor executor(*net, &device, *runtime);
-  InitializeParameters(*net, *runtime, device, 1);
-  solver->ResetState(*net, *runtime, device);
+  SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, 1));
+  SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
   const Shape in = net->input_shape();
   std::vector<float> images(in.numel()), labels(in.n());
   for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(4, i) - 1;
@@ -195,8 +219,9 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
   HostBatch host{images.data(), labels.data()};
   auto start = std::chrono::steady_clock::now();
   for (int step = 0; step < steps; ++step) {
+    solver->BeginStep(*net, *runtime, device, 0.01);
     SPILL_ASSIGN_OR_RETURN(LossResult r, executor.Run(host, Phase::kTrain, step));
-    solver->Update(*net, *runtime, device, 0.01);
+    SPILL_RETURN_IF_ERROR(solver->FinishStep(*runtime));
     c.loss = r.loss;
   }
   device.compute_queue().Synchronize();

@@ -29,6 +29,7 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 // The options both experiments take:
 //   --config FILE --device NAME --device-memory SIZE --host-memory SIZE --memory MODE
 //   --workspace POLICY --batch B --size S --set KEY=VALUE --confirm STEPS
+//   --params device|host|above:SIZE|cache --update device|host --host-tier ram|file:DIR
 struct ExperimentOptions {
   std::string model;
   std::string device = "cpu";  // whose layers (and workspaces) are planned and run

@@ -42,6 +42,10 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
                        static (offsets precomputed by dynamic storage allocation), ideal
                        (plan only: the max load, as if memory never fragmented)
   --eviction RULE      the tensor cache's victim rule: lru (default) or belady
+  --params PLACE       where parameters, their gradients and solver state live: device
+                       (default), host, above:SIZE or cache
+  --update WHERE       where parameters kept in host memory are updated: device or host
+  --host-tier TIER     ram (default) or file:DIR (host memory in a file, beyond RAM)
   --no-compact         never slide live tensors down to close holes, so that allocators
                        are compared by their footprint alone
   --trace FILE         write the event log of one iteration as JSON lines: every
@@ -60,6 +64,7 @@ struct Args {
   std::string config, device, memory, device_memory, csv, svg, strategy, workspace,
       timing = "cache", allocator, eviction, trace;
   bool no_compact = false;
+  std::string params, update, host_tier;
   int prefetch_ahead = -1;
   int64_t batch = 0;
   bool minimum = false, steps = false, json = false;
@@ -97,6 +102,12 @@ Status Parse(int argc, char** argv, Args* a) {
       SPILL_ASSIGN_OR_RETURN(a->eviction, value());
     } else if (arg == "--trace") {
       SPILL_ASSIGN_OR_RETURN(a->trace, value());
+    } else if (arg == "--params") {
+      SPILL_ASSIGN_OR_RETURN(a->params, value());
+    } else if (arg == "--update") {
+      SPILL_ASSIGN_OR_RETURN(a->update, value());
+    } else if (arg == "--host-tier") {
+      SPILL_ASSIGN_OR_RETURN(a->host_tier, value());
     } else if (arg == "--no-compact") {
       a->no_compact = true;
     } else if (arg == "--prefetch-ahead") {
@@ -219,6 +230,7 @@ std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net&
         << ",\"footprint_bytes\":" << plan.footprint
         << ",\"fragmentation_bytes\":" << plan.fragmentation()
         << ",\"compacted_bytes\":" << plan.compacted
+        << ",\"host_peak_bytes\":" << plan.log.host_peak
         << ",\"recomputations\":" << plan.recomputations
         << ",\"to_host_bytes\":" << plan.log.to_host
         << ",\"to_device_bytes\":" << plan.log.to_device << ",\"plan_seconds\":" << seconds;
@@ -286,6 +298,16 @@ int Main(int argc, char** argv) {
     if (!args.allocator.empty()) options.allocator = args.allocator;
     if (!args.eviction.empty()) options.eviction = args.eviction;
     if (args.no_compact) options.compact = false;
+    if (!args.params.empty()) {
+      auto params = ParseParamPlacement(args.params);
+      if (!params.ok()) {
+        std::fprintf(stderr, "plan: --params: %s\n", params.status().message().c_str());
+        return 2;
+      }
+      options.params = *params;
+    }
+    if (!args.update.empty()) options.update_on_host = args.update == "host";
+    if (!args.host_tier.empty()) options.host_tier = args.host_tier;
     options.record_events = !args.trace.empty();
     if (!args.workspace.empty()) {
       auto workspace = ParseWorkspacePolicy(args.workspace);
@@ -331,10 +353,12 @@ int Main(int argc, char** argv) {
     } else {
       std::printf(
           "%-13s peak %12s (%ld bytes) at step %d; persistent %s; moved %s to host, %s back; "
-          "%ld recomputations; planned in %.3f s\n",
+          "%ld recomputations; host memory %s%s; planned in %.3f s\n",
           modes[m].c_str(), Bytes(plan->peak).c_str(), static_cast<long>(plan->peak),
           plan->peak_step + 1, Bytes(plan->persistent).c_str(), Bytes(plan->log.to_host).c_str(),
-          Bytes(plan->log.to_device).c_str(), static_cast<long>(plan->recomputations), seconds);
+          Bytes(plan->log.to_device).c_str(), static_cast<long>(plan->recomputations),
+          Bytes(plan->log.host_peak).c_str(), options.host_tier == "ram" ? "" : " (on disk)",
+          seconds);
       std::printf(
           "  %s allocator: max load %s, footprint %s, fragmentation %s (%.2f%%), compaction moved "
           "%s\n",

@@ -142,6 +142,12 @@ Status ReadMemory(ConfigSection memory, MemoryOptions* m, TimingConfig* timing) 
   m->allocator = memory.Choice("allocator", AllocatorNames(), m->allocator);
   m->eviction = memory.Choice("eviction", EvictionNames(), m->eviction);
   m->scheduler = memory.Choice("scheduler", SchedulerNames(), m->scheduler);
+  auto params = ParseParamPlacement(memory.String("params", m->params.ToString()));
+  if (!params.ok()) return params.status().WithContext(memory.Where("params"));
+  m->params = *params;
+  m->update_on_host =
+      memory.Choice("update", {"device", "host"}, m->update_on_host ? "host" : "device") == "host";
+  m->host_tier = memory.String("host_tier", m->host_tier);
   m->liveness = memory.Bool("liveness", m->liveness);
   m->offload = memory.Bool("offload", m->offload);
   m->cache = memory.Bool("cache", m->cache);

@@ -159,8 +159,8 @@ Status Trainer::Setup() {
     SPILL_ASSIGN_OR_RETURN(
         position_, LoadCheckpoint(options_.resume, *net_, *runtime_, *device_, solver_.get()));
   } else {
-    InitializeParameters(*net_, *runtime_, *device_, config_.run.seed);
-    solver_->ResetState(*net_, *runtime_, *device_);
+    SPILL_RETURN_IF_ERROR(InitializeParameters(*net_, *runtime_, config_.run.seed));
+    SPILL_RETURN_IF_ERROR(solver_->ResetState(*net_, *runtime_));
   }
   if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(StartTrace());
   std::filesystem::create_directories(config_.run.output);
@@ -190,6 +190,8 @@ Status Trainer::TrainStep(Batch& batch) {
   auto start = Clock::now();
   HostBatch host{batch.images.data(), batch.labels.data()};
   const double lr = schedule_.At(position_.step);
+  // The store may apply the update during backward, where each parameter lives.
+  solver_->BeginStep(*net_, *runtime_, *device_, lr);
   SPILL_ASSIGN_OR_RETURN(
       LossResult result,
       executor_->Run(host, Phase::kTrain,
@@ -202,7 +204,7 @@ Status Trainer::TrainStep(Batch& batch) {
   if (!options_.trace_dir.empty() && trace_loss_.empty()) {
     SPILL_RETURN_IF_ERROR(SaveGradients());
   }
-  solver_->Update(*net_, *runtime_, *device_, lr);
+  SPILL_RETURN_IF_ERROR(solver_->FinishStep(*runtime_));
   const double seconds = Since(start);
   if (!options_.trace_dir.empty()) {
     trace_images_.insert(trace_images_.end(), batch.images.begin(), batch.images.end());
@@ -291,7 +293,12 @@ Status Trainer::SaveGradients() {
   for (const Solver::Slot& slot : solver_->slots()) {
     const TensorInfo& info = s.tensors[slot.grad];
     std::vector<float> host(info.shape.numel());
-    device_->CopySync(host.data(), runtime_->Data(slot.grad), info.bytes, CopyKind::kDeviceToHost);
+    Status read = runtime_->ReadTensor(slot.grad, host.data());
+    if (!read.ok()) {
+      return read.WithContext(
+          "--trace keeps the first step's gradients, which needs memory.params: "
+          "device");
+    }
     archive[s.tensors[slot.param].name] = NpyArray::Floats(
         {info.shape.n(), info.shape.c(), info.shape.h(), info.shape.w()}, host.data());
   }

@@ -15,6 +15,8 @@ constexpr char kUsage[] =
     "usage: widest --config MODEL.yaml [--device-memory 12GiB] [--memory superneurons]\n"
     "              [--set KEY=VALUE] [--host-memory 64GiB] [--workspace POLICY]\n"
     "              [--device cpu|cuda] [--confirm STEPS]\n"
+    "              [--params device|host|above:SIZE|cache] [--update device|host]\n"
+    "              [--host-tier ram|file:DIR]\n"
     "The largest batch whose training iteration fits the device budget, found from\n"
     "plans; --confirm N also trains it for N steps where this machine has the memory.\n";
 

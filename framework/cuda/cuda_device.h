@@ -28,6 +28,7 @@
 #include <string>
 
 #include "framework/device.h"
+#include "framework/file_region.h"
 
 namespace spill {
 
@@ -68,6 +69,8 @@ class CudaDevice : public Device {
   StatusOr<void*> ReserveDeviceRegion(size_t bytes) override;
   void ReleaseDeviceRegion(void* base) override;
   StatusOr<void*> ReserveHostRegion(size_t bytes) override;
+  StatusOr<void*> ReserveFileHostRegion(size_t bytes, const std::string& directory) override;
+  void EnqueueHostTask(Queue& queue, std::function<void()> task) override;
   void ReleaseHostRegion(void* base) override;
   Status EnsureHostPinned(void* base, size_t bytes) override;
   void AnnotateAllocation(void* p, size_t bytes) override;
@@ -98,6 +101,10 @@ class CudaDevice : public Device {
     size_t reserved = 0;  // bytes of address space
     size_t pinned = 0;    // page-locked prefix, in chunks
     std::string refusal;  // why locking more failed, once it did
+    // File-backed (memory.host_tier: file): never page-locked (copies are
+    // pageable); disk space claimed as it is used.
+    bool file = false;
+    FileRegion file_region;
   };
 
   int ordinal_;
