@@ -1,6 +1,7 @@
 #include "memory/memory_options.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
@@ -9,7 +10,8 @@
 namespace spill {
 
 std::vector<std::string> MemoryModeNames() {
-  return {"baseline", "liveness", "offload", "recompute", "offload_recompute", "superneurons"};
+  return {"baseline",          "liveness",     "offload", "recompute",
+          "offload_recompute", "superneurons", "dymem",   "vdnn"};
 }
 
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
@@ -30,6 +32,8 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
       {"recompute", true, false, false, true, "superneurons", nullptr, true},
       {"offload_recompute", true, true, false, true, "superneurons", nullptr, true},
       {"superneurons", true, true, true, true, "superneurons", nullptr, true},
+      {"dymem", true, true, false, false, "dymem", "gtbm", false},
+      {"vdnn", true, true, false, false, "vdnn", "best_fit", false},
   };
   for (const Preset& p : kPresets) {
     if (mode != p.name) continue;
@@ -110,6 +114,18 @@ Status MemoryOptions::Validate() const {
     return InvalidArgument("memory: host_tier must be ram or file:DIRECTORY (got '" + host_tier +
                            "')");
   }
+  auto one_of = [](const std::string& key, const std::string& value,
+                   std::initializer_list<const char*> choices) {
+    std::string text;
+    for (const char* c : choices) {
+      if (value == c) return Status::Ok();
+      text += (text.empty() ? "" : " or ") + std::string(c);
+    }
+    return InvalidArgument("memory: " + key + " '" + value + "'; expected " + text);
+  };
+  SPILL_RETURN_IF_ERROR(one_of("offload_set", offload_set, {"dymem", "conv"}));
+  SPILL_RETURN_IF_ERROR(one_of("release", release, {"lazy", "eager"}));
+  SPILL_RETURN_IF_ERROR(one_of("prefetch", prefetch, {"dymem", "ahead"}));
   auto known = [](const std::vector<std::string>& names, const std::string& name) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
@@ -144,6 +160,10 @@ std::string MemoryOptions::Describe() const {
   text += parts + "), " + allocator + " allocator";
   if (cache) text += ", " + eviction + " eviction";
   if (scheduler != "superneurons") text += ", " + scheduler + " scheduler";
+  if (scheduler == "dymem") {
+    text += " (" + offload_set + " offload set, " + release + " release, " + prefetch +
+            " prefetch" + (barrier ? ", barrier" : "") + ")";
+  }
   if (!compact) text += ", no compaction";
   if (params.kind != ParamPlacement::Kind::kDevice) {
     text += ", parameters " + params.ToString() + ", updated on " +

@@ -8,6 +8,7 @@ namespace spill {
 namespace {
 
 constexpr double kRelativeResolution = 1e-4;  // bisection stops at 0.01% of the budget
+constexpr size_t kGrowthDivisor = 16;         // an upper end that does not fit grows by 1/16
 
 // Stands in for the executor: with no device nothing runs, but the runtime
 // still counts its recomputations.
@@ -37,6 +38,11 @@ Status RunIteration(MemoryRuntime& runtime, const Schedule& schedule, Phase phas
 }  // namespace
 
 StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options) {
+  return Plan(view, options, nullptr);
+}
+
+StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
+                          const std::function<void(const MemoryRuntime&)>& inspect) {
   MemoryPlan plan;
   auto runtime = MemoryRuntime::Create(view, options, /*device=*/nullptr);
   if (!runtime.ok()) {
@@ -65,6 +71,7 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options)
   plan.recomputations = runner.recomputations / 2;
   plan.mismatches = r.allocator().mismatches();
   plan.events = r.events();
+  if (inspect) inspect(r);
   return plan;
 }
 
@@ -87,10 +94,19 @@ StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, s
   if (!unlimited.fits) {
     return OutOfMemory("does not run even without a budget: " + unlimited.failure);
   }
-  // With the footprint as budget the run places every block exactly as it
-  // did without a limit, so it fits; below the persistent tensors nothing
-  // can. Search in between.
+  // With the footprint as budget a run places every block as it did without
+  // a limit, so it fits - unless the allocator's choices depend on the
+  // region's size (GTBM hangs its high end from the top; best fit may take
+  // the last segment once it is the smallest): then grow until it fits.
+  // Below the persistent tensors nothing can. Search in between.
   size_t hi = RoundToBlocks(unlimited.footprint), lo = unlimited.persistent;
+  for (;;) {
+    options.device_budget = hi;
+    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(view, options));
+    if (plan.fits) break;
+    lo = hi;
+    hi = RoundToBlocks(hi + std::max<size_t>(kPoolBlockBytes, hi / kGrowthDivisor));
+  }
   if (resolution == 0) {
     resolution = std::max<size_t>(kPoolBlockBytes, static_cast<size_t>(hi * kRelativeResolution));
   }

@@ -133,8 +133,9 @@ TEST(AllocatorSeamTest, EveryAllocatorKeepsItsInvariantsInEveryMode) {
       }
     }
   }
-  // 4 allocators x 6 modes x 2 budgets x 2 iterations x 16 steps.
-  EXPECT_EQ(checked, static_cast<int>(AllocatorNames().size()) * 6 * 2 * 2 * 16);
+  // Allocators x modes x 2 budgets x 2 iterations x 16 steps.
+  EXPECT_EQ(checked,
+            static_cast<int>(AllocatorNames().size() * MemoryModeNames().size()) * 2 * 2 * 16);
 }
 
 // The allocation trace is the plan's accounting, event by event: replayed,

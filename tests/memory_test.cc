@@ -44,6 +44,8 @@ constexpr Variant kVariants[] = {
     {"params_host", "first_fit", "lru", true, "host", false},
     {"params_host_update_host", "first_fit", "lru", true, "host", true},
     {"params_above_1KiB", "best_fit", "lru", true, "above:1KiB", false},
+    {"gtbm", "gtbm", "lru", false},
+    {"gtbm_soft", "gtbm_soft", "lru", false},
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
@@ -55,6 +57,8 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.device_budget = 64 << 20;
   run.memory.host_budget = 16 << 20;  // locked as used on a GPU; these networks use far less
   run.memory.poison_freed = true;     // a read after free turns into NaN
+  // These maps are a few KiB: offload them and place them by mobility all the same.
+  run.memory.min_offload_bytes = 0;
   // Algorithms round differently: comparing modes bit for bit pins one.
   run.memory.workspace = *ParseWorkspacePolicy("pin:im2col_image");
   run.memory.allocator = variant.allocator;
@@ -62,11 +66,15 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.compact = variant.compact;
   run.memory.params = *ParseParamPlacement(variant.params);
   run.memory.update_on_host = variant.update_on_host;
+  // GTBM's arenas and stack are checked after every allocation and free (the
+  // other allocators' invariants, gtbm_soft's too, after every step:
+  // memory_seams_test).
+  run.memory.check_allocator = std::string(variant.allocator) == "gtbm";
   return run;
 }
 
-const char* const kModes[] = {"baseline",  "liveness",          "offload",
-                              "recompute", "offload_recompute", "superneurons"};
+const char* const kModes[] = {"baseline",          "liveness",     "offload", "recompute",
+                              "offload_recompute", "superneurons", "dymem",   "vdnn"};
 
 // The budget for a mode: the smallest that runs (forcing every technique to
 // act), or a roomy one.

@@ -154,6 +154,12 @@ Status ReadMemory(ConfigSection memory, MemoryOptions* m, TimingConfig* timing) 
   m->recompute = memory.Bool("recompute", m->recompute);
   m->prefetch_ahead = static_cast<int>(memory.Int("prefetch_ahead", m->prefetch_ahead));
   m->compact = memory.Bool("compact", m->compact);
+  // The dymem scheduler's switches.
+  m->min_offload_bytes = memory.Bytes("min_offload", m->min_offload_bytes);
+  m->offload_set = memory.Choice("offload_set", {"dymem", "conv"}, m->offload_set);
+  m->release = memory.Choice("release", {"lazy", "eager"}, m->release);
+  m->prefetch = memory.Choice("prefetch", {"dymem", "ahead"}, m->prefetch);
+  m->barrier = memory.Bool("barrier", m->barrier);
   auto strategy = ParseRecomputeStrategy(
       memory.String("recompute_strategy", RecomputeStrategyName(m->recompute_strategy)));
   if (!strategy.ok()) return strategy.status().WithContext(memory.Where("recompute_strategy"));
