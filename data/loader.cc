@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "framework/random.h"
@@ -64,7 +65,17 @@ void Loader::Start(int64_t epoch, int64_t index) {
     stopping_ = false;
     started_ = true;
   }
-  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back(&Loader::Work, this);
+  for (int i = 0; i < options_.workers; ++i) {
+    try {
+      workers_.emplace_back(&Loader::Work, this);
+    } catch (const std::system_error& e) {  // the system refused another thread
+      Stop();
+      start_error_ =
+          OutOfMemory("cannot start data loading thread " + std::to_string(i + 1) + " of " +
+                      std::to_string(options_.workers) + ": " + e.what() + " (lower data.workers)");
+      return;
+    }
+  }
 }
 
 void Loader::Stop() {

@@ -140,7 +140,7 @@ TEST(NetErrorsTest, UnknownKeyListsKnownKeys) {
                                  "  - {name: conv1, type: convolution, filters: 2, kernal: 3}\n");
   EXPECT_THAT(error, HasSubstr("net.yaml:3"));
   EXPECT_THAT(error, HasSubstr("layer 'conv1' (convolution)"));
-  EXPECT_THAT(error, HasSubstr("'kernel' is required"));
+  EXPECT_THAT(error, HasSubstr("kernel: is required"));
   error = BuildError(std::string(kHeader) +
                      "  - {name: conv1, type: convolution, filters: 2, kernel: 3, strid: 2}\n");
   EXPECT_THAT(error, HasSubstr("net.yaml:3"));
@@ -201,9 +201,9 @@ TEST(NetErrorsTest, BadValueNamesKeyAndExpectation) {
   std::string error =
       BuildError(std::string(kHeader) + "  - {name: d, type: dropout, ratio: lots}\n");
   EXPECT_THAT(error, HasSubstr("net.yaml:3"));
-  EXPECT_THAT(error, HasSubstr("'ratio' must be a number"));
+  EXPECT_THAT(error, HasSubstr("ratio: must be a number in [0, 1) (got 'lots')"));
   error = BuildError(std::string(kHeader) + "  - {name: d, type: dropout, ratio: 1.5}\n");
-  EXPECT_THAT(error, HasSubstr("'ratio' must be in [0, 1)"));
+  EXPECT_THAT(error, HasSubstr("ratio: must be a number in [0, 1) (got '1.5')"));
 }
 
 TEST(NetErrorsTest, WrongNumberOfInputs) {

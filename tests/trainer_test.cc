@@ -208,7 +208,7 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
       ".");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(),
-              HasSubstr("bad.yaml:1: solver.lr: must be a number (got 'fast')"));
+              HasSubstr("bad.yaml:1: solver.lr: must be a number in (0, 1000] (got 'fast')"));
   bad = ParseTrainConfig("model: {file: m.yaml}\ndata: {path: x, batchsize: 3}\nrun: {epochs: 1}\n",
                          "bad.yaml", ".");
   ASSERT_FALSE(bad.ok());

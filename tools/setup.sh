@@ -19,6 +19,9 @@ packages=(
   libgtest-dev             # GoogleTest
   libgmock-dev             # GoogleMock matchers
   zlib1g-dev               # gzipped idx files
+  libcli11-dev             # command-line flags of every tool (header-only)
+  nlohmann-json3-dev       # JSON the tools write: reports, plans, logs, traces (header-only)
+  clang-format             # the format check in tools/test.sh (tools/format.sh --check)
   python3-numpy            # reading checkpoints from Python (tools/*.py)
   dataset-fashion-mnist    # the default training data: /usr/share/datasets/fashion-mnist
 )
