@@ -1,9 +1,7 @@
 #include "framework/yaml_reader.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <new>
 
@@ -85,15 +83,6 @@ StatusOr<YAML::Node> Parse(const std::string& text, const std::string& label) {
   return root;
 }
 
-bool IsDecimal(const std::string& text) {
-  size_t i = (text[0] == '-' || text[0] == '+') ? 1 : 0;
-  if (i == text.size()) return false;
-  for (; i < text.size(); ++i) {
-    if (text[i] < '0' || text[i] > '9') return false;
-  }
-  return true;
-}
-
 std::string Number(double value) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.10g", value);
@@ -118,43 +107,6 @@ StatusOr<YAML::Node> LoadYamlText(const std::string& text, const std::string& la
 int YamlLine(const YAML::Node& node) {
   const int line = node.Mark().line;
   return line >= 0 ? line + 1 : 0;
-}
-
-StatusOr<int64_t> ParseInt64(const std::string& text) {
-  if (text.empty() || !IsDecimal(text)) {
-    return InvalidArgument("not an integer: " + Quoted(text));
-  }
-  errno = 0;
-  char* end = nullptr;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (errno == ERANGE || *end != '\0') {
-    return InvalidArgument("integer out of the 64-bit range: " + Quoted(text));
-  }
-  return static_cast<int64_t>(value);
-}
-
-StatusOr<double> ParseFiniteDouble(const std::string& text) {
-  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) {
-    return InvalidArgument("not a number: " + Quoted(text));
-  }
-  errno = 0;
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (*end != '\0') return InvalidArgument("not a number: " + Quoted(text));
-  if (!std::isfinite(value) || (errno == ERANGE && std::fabs(value) > 1)) {
-    return InvalidArgument("not a finite number: " + Quoted(text));
-  }
-  return value;
-}
-
-StatusOr<bool> ParseBool(const std::string& text) {
-  for (const char* yes : {"true", "True", "TRUE", "yes", "Yes", "YES"}) {
-    if (text == yes) return true;
-  }
-  for (const char* no : {"false", "False", "FALSE", "no", "No", "NO"}) {
-    if (text == no) return false;
-  }
-  return InvalidArgument("not true or false: " + Quoted(text));
 }
 
 bool Bounds::Contains(double value) const {

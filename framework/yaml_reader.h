@@ -48,10 +48,8 @@ StatusOr<YAML::Node> LoadYamlText(const std::string& text, const std::string& la
 // 1-based line of a node, or 0 when it carries none (built in code).
 int YamlLine(const YAML::Node& node);
 
-// Scalar conversions shared by every reader.
-StatusOr<int64_t> ParseInt64(const std::string& text);
-StatusOr<double> ParseFiniteDouble(const std::string& text);
-StatusOr<bool> ParseBool(const std::string& text);
+// Scalars convert with ParseInt64, ParseFiniteDouble and ParseBool
+// (framework/units.h), the same everywhere.
 
 // An interval for numbers read from YAML: [min, max] with either end open.
 struct Bounds {
