@@ -184,10 +184,10 @@ TEST_F(TrainerTest, StopRequestSavesACheckpointAndResumes) {
 TEST_F(TrainerTest, CheckpointFromAnotherNetworkIsRejectedByName) {
   TrainConfig config = Config();
   {
-    auto trainer = Trainer::Create(config, Quiet());
     TrainOptions options = Quiet();
     options.max_steps = 1;
-    trainer = Trainer::Create(config, options);
+    auto trainer = Trainer::Create(config, options);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
     ASSERT_TRUE((*trainer)->Run().ok());
   }
   std::string text = config.text;
