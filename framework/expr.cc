@@ -63,7 +63,9 @@ class Parser {
 
  private:
   Status Error(const std::string& what) const {
-    return InvalidArgument("in expression '${" + text_ + "}': " + what);
+    constexpr size_t kShown = 60;  // long expressions are cut in messages
+    const std::string shown = text_.size() > kShown ? text_.substr(0, kShown) + "..." : text_;
+    return InvalidArgument("in expression '${" + shown + "}': " + what);
   }
   void SkipSpace() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;

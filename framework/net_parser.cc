@@ -335,9 +335,7 @@ StatusOr<std::string> NetParser::ExpandLayer(const YAML::Node& entry, const Scop
   layer.name = scope.prefix + name;
   layer.where = SourceLocation{scope.file, LineOf(entry), scope.instantiated};
   std::string context = layer.where.ToString() + ": layer '" + layer.name + "'";
-  auto type = ScalarField(entry, "type", scope, where);
-  if (!type.ok()) return type.status().WithContext(context);
-  layer.type = *type;
+  SPILL_ASSIGN_OR_RETURN(layer.type, ScalarField(entry, "type", scope, context));
   SPILL_ASSIGN_OR_RETURN(layer.inputs, ReadInputs(entry, scope, prev, context));
   layer.params = YAML::Node(YAML::NodeType::Map);
   for (const auto& item : entry) {

@@ -1,5 +1,7 @@
 #include "framework/yaml_reader.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -71,6 +73,9 @@ StatusOr<YAML::Node> Parse(const std::string& text, const std::string& label) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {  // its own message says "bad file"
+    return InvalidArgument(At(label, e.mark.line >= 0 ? e.mark.line + 1 : 0) +
+                           ": YAML nested more than " + std::to_string(e.depth()) + " levels deep");
   } catch (const YAML::Exception& e) {
     return InvalidArgument(At(label, e.mark.line >= 0 ? e.mark.line + 1 : 0) +
                            ": YAML syntax: " + e.msg);
@@ -162,11 +167,20 @@ void YamlMap::Fail(const std::string& key, const std::string& message) {
 
 YAML::Node YamlMap::Get(const std::string& key) {
   known_.insert(key);
-  if (!IsMap()) return YAML::Node();
-  for (const auto& item : node_) {
-    if (item.first.Scalar() == key) return item.second;
+  // A const map's operator[] gives an undefined node for a missing key
+  // (YAML::Node() would be a defined null).
+  static const YAML::Node* const kEmpty = new YAML::Node(YAML::NodeType::Map);
+  const YAML::Node& map = IsMap() ? node_ : *kEmpty;
+  return map[key];
+}
+
+bool YamlMap::Given(const std::string& key, const YAML::Node& value) {
+  if (!value.IsDefined()) return false;
+  if (value.IsNull()) {
+    Fail(key, "has no value (leave the key out for the default)");
+    return false;
   }
-  return YAML::Node();
+  return true;
 }
 
 bool YamlMap::Has(const std::string& key) {
@@ -178,7 +192,7 @@ YAML::Node YamlMap::Raw(const std::string& key) { return Get(key); }
 
 int64_t YamlMap::Int(const std::string& key, int64_t fallback, int64_t min, int64_t max) {
   YAML::Node v = Get(key);
-  if (!v.IsDefined() || v.IsNull()) return fallback;
+  if (!Given(key, v)) return fallback;
   const std::string text = v.IsScalar() ? v.Scalar() : "";
   auto value = ParseInt64(text);
   if (!value.ok() || *value < min || *value > max) {
@@ -200,7 +214,7 @@ int64_t YamlMap::RequiredInt(const std::string& key, int64_t min, int64_t max) {
 
 double YamlMap::Float(const std::string& key, double fallback, const Bounds& bounds) {
   YAML::Node v = Get(key);
-  if (!v.IsDefined() || v.IsNull()) return fallback;
+  if (!Given(key, v)) return fallback;
   const std::string text = v.IsScalar() ? v.Scalar() : "";
   auto value = ParseFiniteDouble(text);
   if (!value.ok() || !bounds.Contains(*value)) {
@@ -213,7 +227,7 @@ double YamlMap::Float(const std::string& key, double fallback, const Bounds& bou
 
 bool YamlMap::Bool(const std::string& key, bool fallback) {
   YAML::Node v = Get(key);
-  if (!v.IsDefined() || v.IsNull()) return fallback;
+  if (!Given(key, v)) return fallback;
   auto value = ParseBool(v.IsScalar() ? v.Scalar() : "");
   if (!value.ok()) {
     Fail(key, "must be true or false (got " +
@@ -225,7 +239,7 @@ bool YamlMap::Bool(const std::string& key, bool fallback) {
 
 std::string YamlMap::String(const std::string& key, const std::string& fallback) {
   YAML::Node v = Get(key);
-  if (!v.IsDefined() || v.IsNull()) return fallback;
+  if (!Given(key, v)) return fallback;
   if (!v.IsScalar()) {
     Fail(key, "must be a string, not a list or map");
     return fallback;
@@ -247,7 +261,7 @@ std::string YamlMap::Choice(const std::string& key, const std::vector<std::strin
 
 size_t YamlMap::Bytes(const std::string& key, size_t fallback, size_t min, size_t max) {
   YAML::Node v = Get(key);
-  if (!v.IsDefined() || v.IsNull()) return fallback;
+  if (!Given(key, v)) return fallback;
   auto bytes = ParseBytes(v.IsScalar() ? v.Scalar() : "");
   if (!bytes.ok()) {
     Fail(key, bytes.status().message());
@@ -266,8 +280,8 @@ std::vector<int64_t> YamlMap::IntList(const std::string& key, int64_t min, int64
   YAML::Node v = Get(key);
   const std::string expected = "a list of at most " + std::to_string(max_items) + " integers in [" +
                                std::to_string(min) + ", " + std::to_string(max) + "]";
-  if (!v.IsDefined() || v.IsNull()) {
-    if (required) Fail(key, "is required (" + expected + ")");
+  if (!v.IsDefined() && required) Fail(key, "is required (" + expected + ")");
+  if (!Given(key, v)) {
     return {};
   }
   std::vector<int64_t> out;
@@ -290,7 +304,7 @@ std::vector<int64_t> YamlMap::IntList(const std::string& key, int64_t min, int64
 std::vector<float> YamlMap::FloatList(const std::string& key, const Bounds& bounds,
                                       size_t max_items) {
   YAML::Node v = Get(key);
-  if (!v.IsDefined() || v.IsNull()) return {};
+  if (!Given(key, v)) return {};
   const std::string expected =
       "a list of at most " + std::to_string(max_items) + " numbers " + bounds.ToString();
   if (!v.IsSequence() || v.size() > max_items) {
@@ -314,8 +328,8 @@ std::vector<int64_t> YamlMap::Pair(const std::string& key, const std::vector<int
   YAML::Node v = Get(key);
   const std::string expected = "an integer or a list [h, w] of integers in [" +
                                std::to_string(min) + ", " + std::to_string(max) + "]";
-  if (!v.IsDefined() || v.IsNull()) {
-    if (required) Fail(key, "is required (" + expected + ")");
+  if (!v.IsDefined() && required) Fail(key, "is required (" + expected + ")");
+  if (!Given(key, v)) {
     return fallback;
   }
   std::vector<YAML::Node> items;

@@ -14,7 +14,9 @@
 // checks its type and range, and records the first error; Finish() returns
 // it, or an error for the first key nobody asked for. Scalars convert the
 // same way everywhere: integers are decimal and must fit in 64 bits, numbers
-// must be finite, and booleans are true/false or yes/no (any case).
+// must be finite, and booleans are true/false or yes/no (any case). A key
+// given without a value (null) is an error - leave it out for the default -
+// except for sections, where an empty one means all defaults.
 //
 // Messages: "<file>:<line>: <dotted.key>: <what was expected> (got '<text>')",
 // with the layer named before the key where the map is a layer:
@@ -115,6 +117,8 @@ class YamlMap {
 
  private:
   YAML::Node Get(const std::string& key);
+  // False when `key` is absent; an explicit null is an error (and false).
+  bool Given(const std::string& key, const YAML::Node& value);
   bool IsMap() const;
   std::string Prefix(const YAML::Node& near) const;
 
