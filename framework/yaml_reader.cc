@@ -139,7 +139,10 @@ YamlMap::YamlMap(const YAML::Node& node, const YamlOrigin& origin, const std::st
 bool YamlMap::IsMap() const { return node_.IsDefined() && node_.IsMap(); }
 
 std::string YamlMap::Prefix(const YAML::Node& near) const {
-  int line = near.IsDefined() ? YamlLine(near) : 0;
+  return PrefixAt(near.IsDefined() ? YamlLine(near) : 0);
+}
+
+std::string YamlMap::PrefixAt(int line) const {
   if (line == 0) line = origin_.line;
   std::string prefix = At(origin_.file, line) + origin_.note + ": ";
   if (!origin_.subject.empty()) prefix += origin_.subject + ": ";
@@ -151,13 +154,15 @@ std::string YamlMap::Dotted(const std::string& key) const {
 }
 
 std::string YamlMap::Where(const std::string& key) const {
-  YAML::Node near = node_;
+  // (Lines only: assigning one YAML::Node to another would rewrite the node
+  // it refers to.)
+  int line = node_.IsDefined() ? YamlLine(node_) : 0;
   if (IsMap()) {
     for (const auto& item : node_) {
-      if (item.first.Scalar() == key) near = item.first;
+      if (item.first.Scalar() == key) line = YamlLine(item.first);
     }
   }
-  const std::string prefix = Prefix(near);
+  const std::string prefix = PrefixAt(line);
   return prefix.substr(0, prefix.size() - 2) + ": " + Dotted(key);
 }
 

@@ -121,6 +121,7 @@ class YamlMap {
   bool Given(const std::string& key, const YAML::Node& value);
   bool IsMap() const;
   std::string Prefix(const YAML::Node& near) const;
+  std::string PrefixAt(int line) const;  // 0: the origin's line
 
   YAML::Node node_;
   YamlOrigin origin_;

@@ -198,8 +198,11 @@ CLI::Option* Flags::Set(ParamOverrides* out) {
               }
               const std::string key = item.substr(0, eq);
               auto value = LoadYamlText(item.substr(eq + 1), "--set " + key);
-              if (!value.ok()) throw CLI::ValidationError("--set", value.status().message());
-              (*out)[key] = *value;
+              if (!value.ok()) throw CLI::ValidationError(value.status().message());
+              // Replace, not assign: assigning to a YAML::Node rewrites the
+              // node it refers to.
+              out->erase(key);
+              out->emplace(key, *value);
             }
           },
           "set a model parameter, e.g. --set size=224 (repeatable; VALUE is YAML)")
