@@ -10,6 +10,7 @@
 #include "data/loader.h"
 
 #include <algorithm>
+#include <new>
 #include <numeric>
 #include <string>
 #include <system_error>
@@ -165,8 +166,13 @@ StatusOr<Batch> Loader::Assemble(int64_t epoch, int64_t index,
   batch.epoch = epoch;
   batch.index = index;
   batch.size = std::min(options_.batch, dataset_.size() - first);
-  batch.images.resize(batch.size * sample);
-  batch.labels.resize(batch.size);
+  try {  // on a worker thread: an exception here would end the process
+    batch.images.resize(batch.size * sample);
+    batch.labels.resize(batch.size);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory("not enough host memory for a batch of " + std::to_string(batch.size) +
+                       " examples of " + dataset_.example_shape().ToString());
+  }
   const uint64_t epoch_seed = MixSeed(MixSeed(options_.seed, kAugmentStream), epoch);
   for (int64_t i = 0; i < batch.size; ++i) {
     if (stopping_) return Cancelled("loader stopped");

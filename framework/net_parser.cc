@@ -4,7 +4,6 @@
 // Files come through the strict YAML reader; the expansion stops at the
 // ceilings of net_spec.h, and no exception leaves ParseRoot.
 #include <algorithm>
-#include <climits>
 #include <filesystem>
 #include <set>
 
@@ -29,21 +28,6 @@ std::string Join(const std::set<std::string>& names) {
 }
 
 int LineOf(const YAML::Node& node) { return node.Mark().line >= 0 ? node.Mark().line + 1 : 0; }
-
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 struct BlockDef {
   std::string name;
@@ -524,29 +508,6 @@ StatusOr<NetSpec> ParseRoot(const YAML::Node& root, const std::string& label,
 }
 
 }  // namespace
-
-std::string SourceLocation::FileLine() const {
-  return line > 0 ? file + ":" + std::to_string(line) : file;
-}
-
-std::string SourceLocation::ToString() const {
-  return instantiated.empty() ? FileLine() : FileLine() + " (" + instantiated + ")";
-}
-
-void SplitReference(const std::string& ref, std::string* layer, int* output) {
-  size_t colon = ref.rfind(':');
-  *output = 0;
-  if (colon != std::string::npos && colon + 1 < ref.size() &&
-      ref.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
-    *layer = ref.substr(0, colon);
-    // An index too large for an int names no output of any layer: INT_MAX
-    // makes the network's wiring check report it.
-    auto index = ParseInt64(ref.substr(colon + 1));
-    *output = index.ok() && *index < INT_MAX ? static_cast<int>(*index) : INT_MAX;
-    return;
-  }
-  *layer = ref;
-}
 
 StatusOr<NetSpec> LoadNetFile(const std::string& path, const ParamOverrides& overrides) {
   SPILL_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlFile(path, "network file"));

@@ -89,6 +89,9 @@ StatusOr<NetSpec> ParseNetNode(const YAML::Node& root, const std::string& label,
 // Splits "layer:2" into ("layer", 2); a plain name has output 0.
 void SplitReference(const std::string& ref, std::string* layer, int* output);
 
+// Levenshtein distance, for "did you mean" suggestions.
+size_t EditDistance(const std::string& a, const std::string& b);
+
 }  // namespace spill
 
 #endif  // SPILL_FRAMEWORK_NET_SPEC_H_
