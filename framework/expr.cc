@@ -19,6 +19,7 @@ struct Number {
 };
 
 // An integer when the text is one (and fits in 64 bits), else a finite float.
+// Digits alone that do not fit are an error, not a float.
 bool ParseNumber(const std::string& text, Number* out) {
   auto i = ParseInt64(text);
   if (i.ok()) {
@@ -26,6 +27,7 @@ bool ParseNumber(const std::string& text, Number* out) {
     out->i = *i;
     return true;
   }
+  if (text.find_first_not_of("0123456789") == std::string::npos) return false;
   auto d = ParseFiniteDouble(text);
   if (!d.ok()) return false;
   out->is_int = false;
