@@ -178,8 +178,9 @@ TEST_F(TrainerTest, ParametersInHostMemoryTrainAndResumeLikeOnTheDevice) {
     TrainConfig config = Config(", checkpoint_every: 13");
     config.memory.params = *ParseParamPlacement("host");
     config.memory.update_on_host = update_on_host;
-    std::vector<double> pieced = run(config, "host", 13, "");
-    for (double loss : run(config, "host", 0, (dir_ / "host" / "checkpoint.npz").string())) {
+    const std::string output = update_on_host ? "host_update_host" : "host_update_device";
+    std::vector<double> pieced = run(config, output, 13, "");
+    for (double loss : run(config, output, 0, (dir_ / output / "checkpoint.npz").string())) {
       pieced.push_back(loss);
     }
     ASSERT_EQ(pieced.size(), on_device.size());
@@ -219,10 +220,10 @@ TEST_F(TrainerTest, StopRequestSavesACheckpointAndResumes) {
 TEST_F(TrainerTest, CheckpointFromAnotherNetworkIsRejectedByName) {
   TrainConfig config = Config();
   {
-    auto trainer = Trainer::Create(config, Quiet());
     TrainOptions options = Quiet();
     options.max_steps = 1;
-    trainer = Trainer::Create(config, options);
+    auto trainer = Trainer::Create(config, options);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
     ASSERT_TRUE((*trainer)->Run().ok());
   }
   std::string text = config.text;
@@ -243,7 +244,7 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
       ".");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(),
-              HasSubstr("bad.yaml:1: solver.lr: must be a number (got 'fast')"));
+              HasSubstr("bad.yaml:1: solver.lr: must be a number in (0, 1000] (got 'fast')"));
   bad = ParseTrainConfig("model: {file: m.yaml}\ndata: {path: x, batchsize: 3}\nrun: {epochs: 1}\n",
                          "bad.yaml", ".");
   ASSERT_FALSE(bad.ok());

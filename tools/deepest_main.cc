@@ -9,26 +9,23 @@
 // machine has the memory.
 #include <cstdio>
 
+#include "tools/cli.h"
 #include "tools/experiments.h"
 
 namespace spill {
 namespace {
 
-constexpr int64_t kUnitsLimit = 1 << 16;
-constexpr char kUsage[] =
-    "usage: deepest [--device-memory 12GiB] [--batch 16] [--memory superneurons] [--size 224]\n"
-    "               [--host-memory 64GiB] [--workspace POLICY] [--device cpu|cuda] [--confirm "
-    "STEPS]\n"
-    "               [--config models/resnet_deep.yaml] [--set KEY=VALUE]\n"
-    "               [--params device|host|above:SIZE|cache] [--update device|host]\n"
-    "               [--host-tier ram|file:DIR]\n"
+// About 10 layers per unit: the largest search stays under kMaxLayers.
+constexpr int64_t kUnitsLimit = 1 << 14;
+constexpr char kDescription[] =
     "The deepest ResNet (n1 = 6, n2 = 32, n4 = 6, n3 grown; depth = 3 * units + 2) whose\n"
     "training iteration fits the device budget, found from plans; --confirm N also trains\n"
-    "it for N steps where this machine has the memory.\n";
+    "it for N steps where this machine has the memory.";
 
 int Main(int argc, char** argv) {
   ExperimentOptions o;
-  const int stop = StartExperiment(argc, argv, "deepest", kUsage, "models/resnet_deep.yaml", &o);
+  const int stop =
+      StartExperiment(argc, argv, "deepest", kDescription, "models/resnet_deep.yaml", &o);
   if (stop >= 0) return stop;
   auto spec_for = [&](int64_t n3) {
     ParamOverrides params = o.sets;
@@ -55,6 +52,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   auto best = probe(*n3);
+  if (!best.ok()) return ReportStatus("deepest", best.status());
   std::printf(
       "deepest ResNet under %s, batch %ld, %ldx%ld: depth %ld (n3 = %ld, %ld residual units); "
       "peak %s, %s to host, %ld recomputations per iteration, %s in host memory%s (%d plans)\n",
@@ -74,4 +72,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace spill
 
-int main(int argc, char** argv) { return spill::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return spill::RunTool("deepest", [&] { return spill::Main(argc, argv); });
+}

@@ -10,10 +10,14 @@
 #include "framework/device_registry.h"
 #include "framework/executor.h"
 #include "framework/initializer.h"
+#include "framework/layer_params.h"
+#include "framework/net_checks.h"
 #include "framework/random.h"
 #include "framework/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/runtime.h"
+#include "tools/checks.h"
+#include "tools/cli.h"
 
 namespace spill {
 namespace {
@@ -74,78 +78,39 @@ std::string ExperimentOptions::Describe() const {
   return text;
 }
 
-StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
-                                                   const std::string& default_model) {
-  ExperimentOptions o;
-  o.model = default_model;
-  std::string budget = "12GiB", host = "64GiB", mode = "superneurons", workspace = "dynamic",
-              params = "device", update = "device", tier = "ram";
-  for (int i = 1; i < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      o.help = true;
-      return o;
-    }
-    if (i + 1 >= argc) return InvalidArgument(a + " needs a value");
-    const std::string v = argv[i + 1];
-    if (a == "--config")
-      o.model = v;
-    else if (a == "--device")
-      o.device = v;
-    else if (a == "--device-memory")
-      budget = v;
-    else if (a == "--host-memory")
-      host = v;
-    else if (a == "--memory")
-      mode = v;
-    else if (a == "--workspace")
-      workspace = v;
-    else if (a == "--params")
-      params = v;
-    else if (a == "--update")
-      update = v;
-    else if (a == "--host-tier")
-      tier = v;
-    else if (a == "--batch")
-      o.batch = std::atoll(v.c_str());
-    else if (a == "--size")
-      o.size = std::atoll(v.c_str());
-    else if (a == "--confirm")
-      o.confirm = std::atoll(v.c_str());
-    else if (a == "--set" && v.find('=') != std::string::npos) {
-      o.sets[v.substr(0, v.find('='))] = YAML::Load(v.substr(v.find('=') + 1));
-    } else {
-      return InvalidArgument("unknown option '" + a + "'");
-    }
+int StartExperiment(int argc, char** argv, const char* tool, const char* description,
+                    const std::string& default_model, ExperimentOptions* o) {
+  Flags f(tool, description);
+  o->model = default_model;
+  f.InputFile("--config", &o->model, "the network file")->required(default_model.empty());
+  f.Device(&o->device, "whose layers (and workspaces) are planned and run");
+  f.DeviceMemory(&o->device_budget, "the device budget (default 12GiB)");
+  f.HostMemory(&o->host_budget, "the host pool for offloaded tensors (default 64GiB)");
+  f.MemoryMode(&o->mode, "memory mode (default superneurons)");
+  f.Workspace(&o->workspace, "convolution workspace policy (default dynamic)");
+  f.Int("--batch", &o->batch, "batch size (default 16)", 1, kMaxBatch);
+  f.Int("--size", &o->size, "image side (default 224)", 1, kMaxLayerExtent);
+  f.Set(&o->sets);
+  f.Params(&o->params);
+  f.Update(&o->update);
+  f.HostTier(&o->host_tier);
+  f.Int("--confirm", &o->confirm, "also train the result for N steps (default 0: plan only)", 0,
+        1000);
+  const int stop = f.Parse(argc, argv);
+  if (stop >= 0) return stop;
+  Status status = ApplyMemoryMode(o->mode, &o->memory);
+  if (status.ok()) {
+    o->memory.device_budget = o->device_budget;
+    o->memory.host_budget = o->host_budget;
+    auto params = ParseParamPlacement(o->params);
+    if (params.ok()) o->memory.params = *params;
+    o->memory.update_on_host = o->update == "host";
+    o->memory.host_tier = o->host_tier;
+    auto workspace = ParseWorkspacePolicy(o->workspace);
+    status = workspace.ok() ? o->memory.Validate() : workspace.status();
+    if (workspace.ok()) o->memory.workspace = *workspace;
   }
-  if (o.model.empty()) return InvalidArgument("--config is required");
-  if (o.batch < 1 || o.size < 1) return InvalidArgument("--batch and --size must be positive");
-  SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &o.memory));
-  SPILL_ASSIGN_OR_RETURN(o.memory.device_budget, ParseBytes(budget));
-  SPILL_ASSIGN_OR_RETURN(o.memory.host_budget, ParseBytes(host));
-  SPILL_ASSIGN_OR_RETURN(o.memory.workspace, ParseWorkspacePolicy(workspace));
-  SPILL_ASSIGN_OR_RETURN(o.memory.params, ParseParamPlacement(params));
-  if (update != "device" && update != "host") {
-    return InvalidArgument("--update must be device or host (got '" + update + "')");
-  }
-  o.memory.update_on_host = update == "host";
-  o.memory.host_tier = tier;
-  SPILL_RETURN_IF_ERROR(o.memory.Validate());
-  return o;
-}
-
-int StartExperiment(int argc, char** argv, const char* tool, const char* usage,
-                    const std::string& default_model, ExperimentOptions* options) {
-  auto parsed = ParseExperimentOptions(argc, argv, default_model);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s: %s\n%s", tool, parsed.status().message().c_str(), usage);
-    return 2;
-  }
-  if (parsed->help) {
-    std::printf("%s", usage);
-    return 0;
-  }
-  *options = std::move(*parsed);
+  if (!status.ok()) return ReportStatus(tool, status, 2);
   cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
   return -1;
 }
@@ -167,7 +132,12 @@ int ReportConfirmation(const StatusOr<Confirmation>& c, int64_t steps) {
 
 StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, type}));
+  auto built = Net::Build(spec, {batch, type});
+  // A tensor too large for any budget (kOutOfMemory) means "does not fit",
+  // which is what the search wants to know.
+  if (built.status().code() == StatusCode::kOutOfMemory) return Probe();
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, std::move(built));
+  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net, options.memory.workspace));
   SolverConfig sgd;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
   solver->AddState(*net);

@@ -36,19 +36,20 @@ struct ExperimentOptions {
   int64_t batch = 16;
   int64_t size = 224;
   int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
-  bool help = false;    // --help: print the usage and stop
   ParamOverrides sets;
-  MemoryOptions memory;
+  std::string mode = "superneurons";
+  std::string workspace = "dynamic";
+  std::string params = "device", update = "device", host_tier = "ram";
+  size_t device_budget = 12 * kGiB;
+  size_t host_budget = 64 * kGiB;
+  MemoryOptions memory;  // mode, budgets and workspace applied
   std::string Describe() const;
 };
-StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
-                                                   const std::string& default_model);
 
-// The start of both tools: parses the options into `*options` and plans
-// with modelled convolution times. Returns the exit code when the tool
-// stops here: 0 after printing `usage` for --help, 2 after printing the
-// error and `usage`; -1 when it goes on.
-int StartExperiment(int argc, char** argv, const char* tool, const char* usage,
+// The start of both tools: declares and parses the options into `*options`
+// and plans with modelled convolution times. Returns the exit code when the
+// tool stops here (0 after --help, 2 after a bad flag); -1 when it goes on.
+int StartExperiment(int argc, char** argv, const char* tool, const char* description,
                     const std::string& default_model, ExperimentOptions* options);
 
 // Plans a training iteration of `spec` at `batch` with the options' device

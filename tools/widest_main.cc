@@ -5,24 +5,20 @@
 //          [--set size=224] [--host-memory 64GiB] [--device cpu|cuda] [--confirm 2]
 #include <cstdio>
 
+#include "tools/cli.h"
 #include "tools/experiments.h"
 
 namespace spill {
 namespace {
 
 constexpr int64_t kBatchLimit = 1 << 20;
-constexpr char kUsage[] =
-    "usage: widest --config MODEL.yaml [--device-memory 12GiB] [--memory superneurons]\n"
-    "              [--set KEY=VALUE] [--host-memory 64GiB] [--workspace POLICY]\n"
-    "              [--device cpu|cuda] [--confirm STEPS]\n"
-    "              [--params device|host|above:SIZE|cache] [--update device|host]\n"
-    "              [--host-tier ram|file:DIR]\n"
+constexpr char kDescription[] =
     "The largest batch whose training iteration fits the device budget, found from\n"
-    "plans; --confirm N also trains it for N steps where this machine has the memory.\n";
+    "plans; --confirm N also trains it for N steps where this machine has the memory.";
 
 int Main(int argc, char** argv) {
   ExperimentOptions o;
-  const int stop = StartExperiment(argc, argv, "widest", kUsage, "", &o);
+  const int stop = StartExperiment(argc, argv, "widest", kDescription, "", &o);
   if (stop >= 0) return stop;
   auto spec = LoadNetFile(o.model, o.sets);
   if (!spec.ok()) {
@@ -42,6 +38,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   auto best = probe(*batch);
+  if (!best.ok()) return ReportStatus("widest", best.status());
   std::printf(
       "largest batch of %s under %s: %ld; peak %s, %s to host, %ld recomputations per iteration "
       "(%d plans)\n",
@@ -56,4 +53,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace spill
 
-int main(int argc, char** argv) { return spill::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return spill::RunTool("widest", [&] { return spill::Main(argc, argv); });
+}
