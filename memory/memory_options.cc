@@ -1,6 +1,10 @@
 #include "memory/memory_options.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
@@ -9,7 +13,8 @@
 namespace spill {
 
 std::vector<std::string> MemoryModeNames() {
-  return {"baseline", "liveness", "offload", "recompute", "offload_recompute", "superneurons"};
+  return {"baseline",          "liveness",     "offload", "recompute",
+          "offload_recompute", "superneurons", "window",  "lms"};
 }
 
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
@@ -30,6 +35,8 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
       {"recompute", true, false, false, true, "superneurons", nullptr, true},
       {"offload_recompute", true, true, false, true, "superneurons", nullptr, true},
       {"superneurons", true, true, true, true, "superneurons", nullptr, true},
+      {"window", true, true, false, false, "window", nullptr, true},
+      {"lms", true, true, false, false, "lms", nullptr, true},
   };
   for (const Preset& p : kPresets) {
     if (mode != p.name) continue;
@@ -48,6 +55,43 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
   return InvalidArgument("unknown memory mode '" + mode + "'; known modes: " + names);
 }
 
+size_t SizeSetting::Of(size_t base) const {
+  if (bytes > 0) return bytes;
+  const double scaled = factor * static_cast<double>(base);
+  // Multiples of an unlimited budget saturate instead of wrapping around.
+  if (scaled >= static_cast<double>(SIZE_MAX / 2)) return SIZE_MAX / 2;
+  return static_cast<size_t>(scaled);
+}
+
+std::string SizeSetting::ToString() const {
+  if (bytes > 0) return FormatBytes(static_cast<double>(bytes));
+  char text[32];
+  std::snprintf(text, sizeof(text), "%gx", factor);
+  return text;
+}
+
+StatusOr<SizeSetting> ParseSizeSetting(const std::string& text) {
+  SizeSetting setting;
+  if (!text.empty() && (text.back() == 'x' || text.back() == 'X')) {
+    const std::string number = text.substr(0, text.size() - 1);
+    char* end = nullptr;
+    const double factor = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(factor) ||
+        factor <= 0) {
+      return InvalidArgument("'" + text + "' is not a positive multiple such as 1.5x");
+    }
+    setting.factor = factor;
+    return setting;
+  }
+  auto bytes = ParseBytes(text);
+  if (!bytes.ok() || *bytes == 0) {
+    return InvalidArgument("'" + text +
+                           "' is neither a multiple such as 1.5x nor a size such as 8GiB");
+  }
+  setting.bytes = *bytes;
+  return setting;
+}
+
 Status MemoryOptions::Validate() const {
   if (!liveness && (offload || cache || recompute)) {
     return InvalidArgument("memory: offload, cache and recompute need liveness (mode '" + mode +
@@ -61,6 +105,15 @@ Status MemoryOptions::Validate() const {
                            " bytes is below one pool block");
   }
   if (prefetch_ahead < 0) return InvalidArgument("memory: prefetch_ahead must be >= 0");
+  if (lms_threshold < 2) {
+    return InvalidArgument("memory: lms_threshold must be at least 2 steps (got " +
+                           std::to_string(lms_threshold) + ")");
+  }
+  if (lms_ahead < 0) return InvalidArgument("memory: lms_ahead must be >= 0");
+  if (chunk < kChunkAlignmentBytes || chunk % kChunkAlignmentBytes != 0) {
+    return InvalidArgument("memory: chunk must be a positive multiple of 4 KiB (got " +
+                           std::to_string(chunk) + " bytes)");
+  }
   auto known = [](const std::vector<std::string>& names, const std::string& name) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
@@ -95,6 +148,10 @@ std::string MemoryOptions::Describe() const {
   text += parts + "), " + allocator + " allocator";
   if (cache) text += ", " + eviction + " eviction";
   if (scheduler != "superneurons") text += ", " + scheduler + " scheduler";
+  if (scheduler == "window") {
+    text += " (budget " + window_budget.ToString() + ", window " + window.ToString() + ")";
+  }
+  if (allocator == "va") text += " (chunk " + FormatBytes(static_cast<double>(chunk)) + ")";
   if (!compact) text += ", no compaction";
   return text + ", device budget " + FormatBytes(static_cast<double>(device_budget));
 }

@@ -86,9 +86,20 @@ StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, s
     return OutOfMemory("does not run even without a budget: " + unlimited.failure);
   }
   // With the footprint as budget the run places every block exactly as it
-  // did without a limit, so it fits; below the persistent tensors nothing
-  // can. Search in between.
+  // did without a limit, so it fits (for policies that decide by free
+  // memory alone); below the persistent tensors nothing can. Search in
+  // between.
   size_t hi = RoundToBlocks(unlimited.footprint), lo = unlimited.persistent;
+  // A scheduler that plans by the budget (window) decides differently under
+  // that footprint than without a limit: grow it until it runs.
+  for (;;) {
+    options.device_budget = hi;
+    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(view, options));
+    if (plan.fits) break;
+    if (hi >= kUnlimitedBudget / 2) return OutOfMemory("no budget runs: " + plan.failure);
+    lo = hi;
+    hi = RoundToBlocks(hi * 2);
+  }
   if (resolution == 0) {
     resolution = std::max<size_t>(kPoolBlockBytes, static_cast<size_t>(hi * kRelativeResolution));
   }

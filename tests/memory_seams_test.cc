@@ -114,7 +114,8 @@ TEST(AllocatorSeamTest, EveryAllocatorKeepsItsInvariantsInEveryMode) {
       for (size_t budget : {size_t{64} << 20, *minimum}) {
         options.device_budget = budget;
         auto runtime = MemoryRuntime::Create(net->view, options, nullptr);
-        ASSERT_TRUE(runtime.ok()) << allocator << " " << mode;
+        ASSERT_TRUE(runtime.ok()) << allocator << " " << mode << ": "
+                                  << runtime.status().ToString();
         for (int iteration = 0; iteration < 2; ++iteration) {
           ASSERT_TRUE((*runtime)->BeginIteration(Phase::kTrain).ok());
           for (const Step& step : net->schedule.steps) {
@@ -133,8 +134,9 @@ TEST(AllocatorSeamTest, EveryAllocatorKeepsItsInvariantsInEveryMode) {
       }
     }
   }
-  // 4 allocators x 6 modes x 2 budgets x 2 iterations x 16 steps.
-  EXPECT_EQ(checked, static_cast<int>(AllocatorNames().size()) * 6 * 2 * 2 * 16);
+  // Every allocator x every mode x 2 budgets x 2 iterations x 16 steps.
+  EXPECT_EQ(checked,
+            static_cast<int>(AllocatorNames().size() * MemoryModeNames().size()) * 2 * 2 * 16);
 }
 
 // The allocation trace is the plan's accounting, event by event: replayed,

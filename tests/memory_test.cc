@@ -58,8 +58,8 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   return run;
 }
 
-const char* const kModes[] = {"baseline",  "liveness",          "offload",
-                              "recompute", "offload_recompute", "superneurons"};
+const char* const kModes[] = {"baseline",          "liveness",     "offload", "recompute",
+                              "offload_recompute", "superneurons", "window",  "lms"};
 
 // The budget for a mode: the smallest that runs (forcing every technique to
 // act), or a roomy one.

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "framework/device_registry.h"
 #include "framework/net.h"
@@ -35,6 +36,7 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
                        workspaces; --config=cuda builds) (default: the config's, or cpu)
   --memory MODE        plan one mode (default: every mode)
   --device-memory SIZE budget to plan under (default: unlimited)
+  --host-memory SIZE   host memory for offloaded tensors (default: the config's, 32GiB)
   --prefetch-ahead N   prefetch offloaded tensors N checkpoint layers ahead (default 1)
   --recompute-strategy S  cost_aware (default), speed or memory
   --workspace POLICY   dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME
@@ -44,6 +46,11 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
   --eviction RULE      the tensor cache's victim rule: lru (default) or belady
   --no-compact         never slide live tensors down to close holes, so that allocators
                        are compared by their footprint alone
+  --window SIZE        the window scheduler's look-ahead: a multiple of its budget (1.5x,
+                       the default) or bytes
+  --window-budget SIZE the device bytes the window scheduler may fill: a multiple of the
+                       budget less persistent tensors and workspace (1x) or bytes
+  --chunk SIZE         the va allocator's physical chunk (default 2MiB)
   --trace FILE         write the event log of one iteration as JSON lines: every
                        allocation and free (block, bytes, offset, step, tensor), transfer,
                        drop and compute (of the last mode planned)
@@ -57,8 +64,8 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
 )";
 
 struct Args {
-  std::string config, device, memory, device_memory, csv, svg, strategy, workspace,
-      timing = "cache", allocator, eviction, trace;
+  std::string config, device, memory, device_memory, host_memory, csv, svg, strategy, workspace,
+      timing = "cache", allocator, eviction, trace, window, window_budget, chunk;
   bool no_compact = false;
   int prefetch_ahead = -1;
   int64_t batch = 0;
@@ -81,6 +88,8 @@ Status Parse(int argc, char** argv, Args* a) {
       SPILL_ASSIGN_OR_RETURN(a->device, value());
     } else if (arg == "--device-memory") {
       SPILL_ASSIGN_OR_RETURN(a->device_memory, value());
+    } else if (arg == "--host-memory") {
+      SPILL_ASSIGN_OR_RETURN(a->host_memory, value());
     } else if (arg == "--csv") {
       SPILL_ASSIGN_OR_RETURN(a->csv, value());
     } else if (arg == "--svg") {
@@ -97,6 +106,12 @@ Status Parse(int argc, char** argv, Args* a) {
       SPILL_ASSIGN_OR_RETURN(a->eviction, value());
     } else if (arg == "--trace") {
       SPILL_ASSIGN_OR_RETURN(a->trace, value());
+    } else if (arg == "--window") {
+      SPILL_ASSIGN_OR_RETURN(a->window, value());
+    } else if (arg == "--window-budget") {
+      SPILL_ASSIGN_OR_RETURN(a->window_budget, value());
+    } else if (arg == "--chunk") {
+      SPILL_ASSIGN_OR_RETURN(a->chunk, value());
     } else if (arg == "--no-compact") {
       a->no_compact = true;
     } else if (arg == "--prefetch-ahead") {
@@ -124,6 +139,29 @@ Status Parse(int argc, char** argv, Args* a) {
       return InvalidArgument("unknown option '" + arg + "'\n" + kUsage);
   }
   if (a->config.empty()) return InvalidArgument(std::string("--config is required\n") + kUsage);
+  return Status::Ok();
+}
+
+// --window, --window-budget, --host-memory and --chunk.
+Status ApplyWindowFlags(const Args& args, MemoryOptions* options) {
+  for (auto [flag, text, setting] :
+       {std::tuple{"--window", &args.window, &options->window},
+        {"--window-budget", &args.window_budget, &options->window_budget}}) {
+    if (text->empty()) continue;
+    auto parsed = ParseSizeSetting(*text);
+    if (!parsed.ok()) return parsed.status().WithContext(flag);
+    *setting = *parsed;
+  }
+  if (!args.host_memory.empty()) {
+    auto host = ParseBytes(args.host_memory);
+    if (!host.ok()) return host.status().WithContext("--host-memory");
+    options->host_budget = *host;
+  }
+  if (!args.chunk.empty()) {
+    auto chunk = ParseBytes(args.chunk);
+    if (!chunk.ok()) return chunk.status().WithContext("--chunk");
+    options->chunk = *chunk;
+  }
   return Status::Ok();
 }
 
@@ -286,6 +324,11 @@ int Main(int argc, char** argv) {
     if (!args.allocator.empty()) options.allocator = args.allocator;
     if (!args.eviction.empty()) options.eviction = args.eviction;
     if (args.no_compact) options.compact = false;
+    Status window = ApplyWindowFlags(args, &options);
+    if (!window.ok()) {
+      std::fprintf(stderr, "plan: %s\n", window.message().c_str());
+      return 2;
+    }
     options.record_events = !args.trace.empty();
     if (!args.workspace.empty()) {
       auto workspace = ParseWorkspacePolicy(args.workspace);

@@ -148,6 +148,16 @@ Status ReadMemory(ConfigSection memory, MemoryOptions* m, TimingConfig* timing) 
   m->recompute = memory.Bool("recompute", m->recompute);
   m->prefetch_ahead = static_cast<int>(memory.Int("prefetch_ahead", m->prefetch_ahead));
   m->compact = memory.Bool("compact", m->compact);
+  for (auto [key, setting] :
+       {std::pair{"window", &m->window}, {"window_budget", &m->window_budget}}) {
+    if (!memory.Has(key)) continue;
+    auto parsed = ParseSizeSetting(memory.String(key, ""));
+    if (!parsed.ok()) return parsed.status().WithContext(memory.Where(key));
+    *setting = *parsed;
+  }
+  m->lms_threshold = static_cast<int>(memory.Int("lms_threshold", m->lms_threshold));
+  m->lms_ahead = static_cast<int>(memory.Int("lms_ahead", m->lms_ahead));
+  m->chunk = memory.Bytes("chunk", m->chunk);
   auto strategy = ParseRecomputeStrategy(
       memory.String("recompute_strategy", RecomputeStrategyName(m->recompute_strategy)));
   if (!strategy.ok()) return strategy.status().WithContext(memory.Where("recompute_strategy"));

@@ -1,0 +1,45 @@
+// The tensor sequence of one phase of an iteration (the window paper's
+// "variable-sequence"): step by step, the transient tensors each step reads
+// (inputs, saved tensors, gradients it adds into) and then writes, each once
+// per step. Persistent tensors (parameters, their gradients, solver state)
+// stay on the device and are not in it. Plain data from the schedule, for
+// the schedulers that swap any transient tensor (window, lms).
+//
+// Also the device bytes those schedulers must leave to what they do not
+// schedule: the persistent tensors and the largest workspace any step needs
+// under the workspace policy.
+#ifndef SPILL_MEMORY_SCHEDULERS_TENSOR_SEQUENCE_H_
+#define SPILL_MEMORY_SCHEDULERS_TENSOR_SEQUENCE_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "framework/network_view.h"
+#include "framework/schedule.h"
+#include "memory/workspace_selector.h"
+
+namespace spill {
+
+struct TensorSequence {
+  std::vector<TensorId> tensors;  // the sequence, step after step
+  std::vector<int> step;          // the step of each entry
+  std::vector<size_t> step_end;   // per step: one past its last entry
+  std::vector<size_t> bytes;      // per tensor id: device bytes (pool blocks)
+
+  int num_steps() const { return static_cast<int>(step_end.size()); }
+  size_t step_begin(int s) const { return s == 0 ? 0 : step_end[s - 1]; }
+};
+
+TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase);
+
+// Device bytes of the tensors that persist across iterations.
+size_t PersistentBytes(const Schedule& schedule);
+
+// The largest workspace a step of `phase` can run with under `policy`: per
+// step, what the policy chooses when no memory is free beyond it (the
+// declared workspace where the view has no algorithm catalog).
+size_t WorkspaceReserve(const NetworkView& view, Phase phase, const WorkspacePolicy& policy);
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_SCHEDULERS_TENSOR_SEQUENCE_H_
