@@ -95,6 +95,9 @@ class CpuDevice : public Device {
   StatusOr<void*> ReserveHostRegion(size_t bytes) override;
   void ReleaseHostRegion(void* base) override;
   Status EnsureHostPinned(void* base, size_t bytes) override;
+  // A memfd as physical memory, mapped with mmap (cpu_virtual_memory.cc).
+  StatusOr<std::unique_ptr<VirtualMemory>> CreateVirtualMemory(size_t chunk_bytes, size_t chunks,
+                                                               size_t address_bytes) override;
   void AnnotateAllocation(void* p, size_t bytes) override;
   void AnnotateFree(void* p) override;
 

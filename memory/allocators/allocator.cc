@@ -137,7 +137,7 @@ std::string DeviceAllocator::CheckInvariants() const {
   if (per != stats_.in_use) return "per-category in-use disagrees with the live blocks";
   if (stats_.total_peak < stats_.total_in_use) return "peak is below current use";
   if (places()) {
-    if (end > capacity_) return "a block ends beyond the capacity";
+    if (end > address_space()) return "a block ends beyond the address space";
     if (end > stats_.high_water) return "a block ends above the high-water mark";
     const auto blocks = AllocationsByOffset();
     for (size_t i = 1; i < blocks.size(); ++i) {
@@ -205,6 +205,12 @@ bool RegisterAllocator(AllocatorInfo info) {
 const AllocatorInfo* FindAllocator(const std::string& name) {
   auto it = Registry().find(name);
   return it == Registry().end() ? nullptr : &it->second;
+}
+
+size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk) {
+  const AllocatorInfo* info = FindAllocator(name);
+  if (info == nullptr || !info->charge) return RoundToBlocks(std::max<size_t>(bytes, 1));
+  return info->charge(bytes, chunk);
 }
 
 std::vector<std::string> AllocatorNames() {

@@ -89,6 +89,8 @@ struct AllocatorContext {
   Profiler profiler;  // may be empty (then profile-guided allocators fail)
   // The network, for allocators that place by what a tensor is (may be null).
   const NetworkView* view = nullptr;
+  // The physical chunk of allocators that map memory (memory.chunk).
+  size_t chunk = 0;
 };
 
 class DeviceAllocator {
@@ -111,6 +113,10 @@ class DeviceAllocator {
   // the highest end offset ever placed; allocators that map memory report
   // their mapped peak.
   virtual size_t PeakFootprint() const { return stats_.high_water; }
+  // The addresses blocks may be placed at: [0, address_space()). The
+  // region by default; allocators that map memory reserve more addresses
+  // than memory.
+  virtual size_t address_space() const { return capacity_; }
 
   // Rounds up to pool blocks and places the request, or kOutOfMemory.
   StatusOr<Allocation> Allocate(const AllocRequest& request);
@@ -192,11 +198,17 @@ class DeviceAllocator {
 using AllocatorFactory =
     std::function<StatusOr<std::unique_ptr<DeviceAllocator>>(const AllocatorContext& context)>;
 
+// The device bytes a request of `bytes` takes under an allocator, for
+// policies that plan ahead in bytes (the window scheduler); `chunk` is
+// memory.chunk.
+using AllocatorCharge = std::function<size_t(size_t bytes, size_t chunk)>;
+
 struct AllocatorInfo {
   std::string name;
   std::string summary;  // one line, for --help and errors
   bool plan_only = false;
   AllocatorFactory create;
+  AllocatorCharge charge;  // empty: whole pool blocks
 };
 
 bool RegisterAllocator(AllocatorInfo info);
@@ -204,6 +216,9 @@ bool RegisterAllocator(AllocatorInfo info);
 StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& name,
                                                            const AllocatorContext& context);
 const AllocatorInfo* FindAllocator(const std::string& name);
+// What `bytes` take under the allocator `name` (pool blocks when it does
+// not say, or is unknown).
+size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk);
 std::vector<std::string> AllocatorNames();
 
 }  // namespace spill

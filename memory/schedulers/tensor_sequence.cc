@@ -6,12 +6,14 @@
 
 namespace spill {
 
-TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase) {
+size_t BlockCharge(size_t bytes) { return RoundToBlocks(std::max<size_t>(bytes, 1)); }
+
+TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase, const Charge& charge) {
   TensorSequence seq;
   const int steps = phase == Phase::kTrain ? 2 * schedule.num_layers() : schedule.num_layers();
   seq.bytes.resize(schedule.tensors.size());
   for (size_t id = 0; id < schedule.tensors.size(); ++id) {
-    seq.bytes[id] = RoundToBlocks(schedule.tensors[id].bytes);
+    seq.bytes[id] = charge(schedule.tensors[id].bytes);
   }
   for (int s = 0; s < steps; ++s) {
     const Step& step = schedule.steps[s];
@@ -30,15 +32,16 @@ TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase) {
   return seq;
 }
 
-size_t PersistentBytes(const Schedule& schedule) {
+size_t PersistentBytes(const Schedule& schedule, const Charge& charge) {
   size_t bytes = 0;
   for (const TensorInfo& t : schedule.tensors) {
-    if (!IsTransient(t.kind)) bytes += RoundToBlocks(t.bytes);
+    if (!IsTransient(t.kind)) bytes += charge(t.bytes);
   }
   return bytes;
 }
 
-size_t WorkspaceReserve(const NetworkView& view, Phase phase, const WorkspacePolicy& policy) {
+size_t WorkspaceReserve(const NetworkView& view, Phase phase, const WorkspacePolicy& policy,
+                        const Charge& charge) {
   const Schedule& schedule = *view.schedule;
   const int steps = phase == Phase::kTrain ? 2 * schedule.num_layers() : schedule.num_layers();
   size_t reserve = 0;
@@ -52,7 +55,7 @@ size_t WorkspaceReserve(const NetworkView& view, Phase phase, const WorkspacePol
       const AlgorithmSelection chosen = SelectAlgorithm(candidates, 0, policy);
       if (chosen.index >= 0) bytes = std::max(bytes, candidates[chosen.index].workspace);
     }
-    reserve = std::max(reserve, RoundToBlocks(bytes));
+    if (bytes > 0) reserve = std::max(reserve, charge(bytes));
   }
   return reserve;
 }

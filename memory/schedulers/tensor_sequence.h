@@ -12,6 +12,7 @@
 #define SPILL_MEMORY_SCHEDULERS_TENSOR_SEQUENCE_H_
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "framework/network_view.h"
@@ -24,21 +25,29 @@ struct TensorSequence {
   std::vector<TensorId> tensors;  // the sequence, step after step
   std::vector<int> step;          // the step of each entry
   std::vector<size_t> step_end;   // per step: one past its last entry
-  std::vector<size_t> bytes;      // per tensor id: device bytes (pool blocks)
+  std::vector<size_t> bytes;      // per tensor id: device bytes the allocator takes
 
   int num_steps() const { return static_cast<int>(step_end.size()); }
   size_t step_begin(int s) const { return s == 0 ? 0 : step_end[s - 1]; }
 };
 
-TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase);
+// How many device bytes a request takes (pool blocks, or the allocator's
+// own rounding: memory/allocators/allocator.h ChargedBytes).
+using Charge = std::function<size_t(size_t bytes)>;
+// Pool blocks.
+size_t BlockCharge(size_t bytes);
+
+TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase,
+                                   const Charge& charge = BlockCharge);
 
 // Device bytes of the tensors that persist across iterations.
-size_t PersistentBytes(const Schedule& schedule);
+size_t PersistentBytes(const Schedule& schedule, const Charge& charge = BlockCharge);
 
 // The largest workspace a step of `phase` can run with under `policy`: per
 // step, what the policy chooses when no memory is free beyond it (the
 // declared workspace where the view has no algorithm catalog).
-size_t WorkspaceReserve(const NetworkView& view, Phase phase, const WorkspacePolicy& policy);
+size_t WorkspaceReserve(const NetworkView& view, Phase phase, const WorkspacePolicy& policy,
+                        const Charge& charge = BlockCharge);
 
 }  // namespace spill
 

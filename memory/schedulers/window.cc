@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "memory/allocators/allocator.h"
 #include "memory/liveness.h"
 #include "memory/schedulers/tensor_sequence.h"
 
@@ -11,6 +12,13 @@ namespace {
 // A phase is planned again after each backtrack; every backtrack moves at
 // least one prefetch a step later, so this bounds a pathological case only.
 constexpr int kMaxBacktracks = 100000;
+
+// Tensors count as the chosen allocator takes them (whole chunks under va).
+Charge ChargeOf(const MemoryOptions& options) {
+  return [allocator = options.allocator, chunk = options.chunk](size_t bytes) {
+    return ChargedBytes(allocator, bytes, chunk);
+  };
+}
 
 // Where the scheduler has put a tensor, as the runtime will find it.
 enum class Where {
@@ -241,8 +249,9 @@ std::string WindowPass::StepName(int s) const {
 }  // namespace
 
 StatusOr<TransferPlan> PlanWindow(const Schedule& schedule, Phase phase,
-                                  const WindowSettings& settings, WindowStats* stats) {
-  const TensorSequence seq = BuildTensorSequence(schedule, phase);
+                                  const WindowSettings& settings, WindowStats* stats,
+                                  const Charge& charge) {
+  const TensorSequence seq = BuildTensorSequence(schedule, phase, charge);
   const Liveness liveness = AnalyzeLiveness(schedule, phase);
   std::vector<int> stopper(seq.tensors.size(), 0);
   for (int backtracks = 0; backtracks <= kMaxBacktracks; ++backtracks) {
@@ -268,8 +277,9 @@ StatusOr<TransferPlan> PlanWindow(const Schedule& schedule, Phase phase,
 
 StatusOr<WindowSettings> WindowSettingsFor(const NetworkView& view, Phase phase,
                                            const MemoryOptions& options) {
-  const size_t persistent = PersistentBytes(*view.schedule);
-  const size_t reserve = WorkspaceReserve(view, phase, options.workspace);
+  const Charge charge = ChargeOf(options);
+  const size_t persistent = PersistentBytes(*view.schedule, charge);
+  const size_t reserve = WorkspaceReserve(view, phase, options.workspace, charge);
   if (options.device_budget <= persistent + reserve) {
     return OutOfMemory("window scheduler: the persistent tensors (" +
                        FormatBytes(static_cast<double>(persistent)) +
@@ -289,7 +299,8 @@ StatusOr<PhasePlans> PlanBothPhases(const NetworkView& view, const MemoryOptions
   PhasePlans plans;
   for (Phase phase : {Phase::kTrain, Phase::kEval}) {
     SPILL_ASSIGN_OR_RETURN(WindowSettings settings, WindowSettingsFor(view, phase, options));
-    SPILL_ASSIGN_OR_RETURN(TransferPlan plan, PlanWindow(*view.schedule, phase, settings));
+    SPILL_ASSIGN_OR_RETURN(TransferPlan plan,
+                           PlanWindow(*view.schedule, phase, settings, nullptr, ChargeOf(options)));
     (phase == Phase::kTrain ? plans.train : plans.eval) = std::move(plan);
   }
   return plans;

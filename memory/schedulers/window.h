@@ -42,6 +42,7 @@
 #include "framework/network_view.h"
 #include "framework/schedule.h"
 #include "memory/memory_options.h"
+#include "memory/schedulers/tensor_sequence.h"
 #include "memory/transfer_plan.h"
 
 namespace spill {
@@ -60,14 +61,17 @@ struct WindowStats {
   size_t peak = 0;  // most bytes scheduled at once
 };
 
-// The plan of one phase. kOutOfMemory when a step's own tensors exceed the
-// budget (the message names the step and the sizes).
+// The plan of one phase, with tensors taking what `charge` says. kOutOfMemory
+// when a step's own tensors exceed the budget (the message names the step
+// and the sizes).
 StatusOr<TransferPlan> PlanWindow(const Schedule& schedule, Phase phase,
-                                  const WindowSettings& settings, WindowStats* stats = nullptr);
+                                  const WindowSettings& settings, WindowStats* stats = nullptr,
+                                  const Charge& charge = BlockCharge);
 
 // The settings `options` give for `view`: the budget is `window_budget` of
-// the device budget less the persistent tensors and the workspace reserve;
-// the window is `window` of that budget. kOutOfMemory when nothing is left.
+// the device budget less the persistent tensors and the workspace reserve,
+// all counted as the allocator takes them; the window is `window` of that
+// budget. kOutOfMemory when nothing is left.
 StatusOr<WindowSettings> WindowSettingsFor(const NetworkView& view, Phase phase,
                                            const MemoryOptions& options);
 
