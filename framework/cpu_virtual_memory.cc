@@ -6,9 +6,12 @@
 //                    their bytes while unmapped;
 //   address space    one PROT_NONE, MAP_NORESERVE reservation, which costs
 //                    no memory;
-//   map              mmap(MAP_SHARED | MAP_FIXED) of one chunk of the file
-//                    over a slot of the reservation: any chunk, any slot, so
-//                    chunks in any order form one contiguous range;
+//   map              mmap(MAP_SHARED | MAP_FIXED | MAP_POPULATE) of one chunk
+//                    of the file over a slot of the reservation: any chunk,
+//                    any slot, so chunks in any order form one contiguous
+//                    range. Populating makes the page tables then, as a
+//                    GPU's map does, rather than at the first touches of the
+//                    computation;
 //   unmap            the slots mapped PROT_NONE again (anonymous, no
 //                    reserve), so a stray access faults.
 // Every mapping is a kernel memory area, and the kernel limits how many a
@@ -46,8 +49,9 @@ class MemfdVirtualMemory : public VirtualMemory {
       return Internal("virtual memory: chunk " + std::to_string(chunk) + " at offset " +
                       std::to_string(offset) + " is outside the reservation");
     }
-    void* at = mmap(base_ + offset, chunk_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                    fd_, static_cast<off_t>(chunk * chunk_bytes_));
+    void* at = mmap(base_ + offset, chunk_bytes_, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_,
+                    static_cast<off_t>(chunk * chunk_bytes_));
     if (at == MAP_FAILED) {
       const bool areas = errno == ENOMEM;
       return OutOfMemory(Errno("mmap of a device memory chunk") +

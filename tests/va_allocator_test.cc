@@ -87,10 +87,10 @@ TEST(VaAllocatorTest, NoExternalFragmentation) {
   EXPECT_EQ(va.CheckInvariants(), "");
 }
 
-// A freed range stays mapped and serves the next request of its exact size
-// without mapping; a larger request grows the largest smaller cached range
-// in place when the addresses after it are free; cached ranges are unmapped
-// only when their chunks are needed.
+// A freed range stays mapped: the next request of its exact size takes it
+// without mapping; a larger request grows it in place when the addresses
+// after it are free; a smaller one takes its head and leaves the rest
+// cached. Cached chunks are unmapped only when another range needs them.
 TEST(VaAllocatorTest, CachesRangesAndMapsLazily) {
   VirtualAddressAllocator va(8 * kChunk, kChunk);
   auto a = va.Allocate(Request(2 * kChunk));
@@ -108,16 +108,22 @@ TEST(VaAllocatorTest, CachesRangesAndMapsLazily) {
   EXPECT_EQ(c->offset, a->offset);
   EXPECT_EQ(va.va_stats().grows, 1);
   EXPECT_EQ(va.va_stats().maps, 3);
-  va.Free(c->id);
-  // A range right after the cached one stops it from growing; seven chunks
-  // then take the four never used and unmap the three cached ones.
-  auto pin = va.Allocate(Request(kChunk));
+  auto pin = va.Allocate(Request(kChunk));  // right after c
   ASSERT_TRUE(pin.ok());
   EXPECT_EQ(pin->offset, c->offset + 3 * kChunk);
+  va.Free(c->id);
+  auto head = va.Allocate(Request(kChunk));  // the head of c's range
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->offset, c->offset);
+  EXPECT_EQ(va.va_stats().splits, 1);
+  EXPECT_EQ(va.va_stats().maps, 4);
   EXPECT_EQ(va.va_stats().unmaps, 0);
-  auto d = va.Allocate(Request(7 * kChunk));
+  // Six chunks: the four never used, and the two cached behind `head`,
+  // which cannot grow (pin is in the way) and are unmapped now.
+  auto d = va.Allocate(Request(6 * kChunk));
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(va.va_stats().unmaps, 3);
+  EXPECT_EQ(va.va_stats().unmaps, 2);
+  EXPECT_EQ(va.va_stats().maps, 10);
   EXPECT_EQ(va.va_stats().held, 8u);
   EXPECT_FALSE(va.CanAllocate(1));
   EXPECT_EQ(va.CheckInvariants(), "");

@@ -13,10 +13,15 @@
 #include "framework/random.h"
 #include "framework/solver.h"
 #include "layers/cpu/conv_timer.h"
+#include "memory/allocators/allocator.h"
 #include "memory/runtime.h"
 
 namespace spill {
 namespace {
+
+// --window-budget search: 1x, 0.95x, ..., 0.30x.
+constexpr double kWindowBudgetStep = 0.05;
+constexpr int kWindowBudgetSteps = 15;
 
 // Host memory this machine can give a run, from /proc/meminfo.
 size_t AvailableHostBytes() {
@@ -64,15 +69,67 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 }
 
 std::string ExperimentOptions::Describe() const {
-  return FormatBytes(static_cast<double>(memory.device_budget)) + " (host " +
-         FormatBytes(static_cast<double>(memory.host_budget)) + "), memory " + memory.mode;
+  std::string text = FormatBytes(static_cast<double>(memory.device_budget)) + " (host " +
+                     FormatBytes(static_cast<double>(memory.host_budget)) + "), memory " +
+                     memory.mode + ", " + memory.allocator;
+  if (memory.allocator == "va") text += " " + FormatBytes(static_cast<double>(memory.chunk));
+  if (!memory.compact) text += " without compaction";
+  return text;
 }
+
+namespace {
+
+// --allocator, --compact, --chunk.
+Status ApplyPlacementFlags(const std::string& allocator, const std::string& compact,
+                           const std::string& chunk, MemoryOptions* memory) {
+  if (!allocator.empty()) {
+    if (FindAllocator(allocator) == nullptr) {
+      std::string known;
+      for (const std::string& n : AllocatorNames()) known += (known.empty() ? "" : ", ") + n;
+      return InvalidArgument("--allocator: unknown allocator '" + allocator + "'; known: " + known);
+    }
+    memory->allocator = allocator;
+  }
+  if (!compact.empty()) {
+    if (compact != "true" && compact != "false") {
+      return InvalidArgument("--compact needs true or false (got '" + compact + "')");
+    }
+    memory->compact = compact == "true";
+  }
+  if (!chunk.empty()) {
+    auto bytes = ParseBytes(chunk);
+    if (!bytes.ok()) return bytes.status().WithContext("--chunk");
+    memory->chunk = *bytes;
+  }
+  return Status::Ok();
+}
+
+// --window, --window-budget (a size, a multiple, or "search").
+Status ApplyWindowFlags(const std::string& window, const std::string& window_budget,
+                        ExperimentOptions* o) {
+  if (!window.empty()) {
+    auto parsed = ParseSizeSetting(window);
+    if (!parsed.ok()) return parsed.status().WithContext("--window");
+    o->memory.window = *parsed;
+  }
+  if (window_budget == "search") {
+    o->search_window_budget = true;
+  } else if (!window_budget.empty()) {
+    auto parsed = ParseSizeSetting(window_budget);
+    if (!parsed.ok()) return parsed.status().WithContext("--window-budget");
+    o->memory.window_budget = *parsed;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
                                                    const std::string& default_model) {
   ExperimentOptions o;
   o.model = default_model;
   std::string budget = "12GiB", host = "64GiB", mode = "superneurons", workspace = "dynamic";
+  std::string allocator, compact, chunk, window, window_budget;
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -99,6 +156,16 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
       o.size = std::atoll(v.c_str());
     else if (a == "--confirm")
       o.confirm = std::atoll(v.c_str());
+    else if (a == "--allocator")
+      allocator = v;
+    else if (a == "--compact")
+      compact = v;
+    else if (a == "--chunk")
+      chunk = v;
+    else if (a == "--window")
+      window = v;
+    else if (a == "--window-budget")
+      window_budget = v;
     else if (a == "--set" && v.find('=') != std::string::npos) {
       o.sets[v.substr(0, v.find('='))] = YAML::Load(v.substr(v.find('=') + 1));
     } else {
@@ -111,6 +178,8 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
   SPILL_ASSIGN_OR_RETURN(o.memory.device_budget, ParseBytes(budget));
   SPILL_ASSIGN_OR_RETURN(o.memory.host_budget, ParseBytes(host));
   SPILL_ASSIGN_OR_RETURN(o.memory.workspace, ParseWorkspacePolicy(workspace));
+  SPILL_RETURN_IF_ERROR(ApplyPlacementFlags(allocator, compact, chunk, &o.memory));
+  SPILL_RETURN_IF_ERROR(ApplyWindowFlags(window, window_budget, &o));
   return o;
 }
 
@@ -152,8 +221,16 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
   solver->AddState(*net);
   Probe probe;
-  SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), options.memory));
-  probe.fits = probe.plan.fits;
+  MemoryOptions memory = options.memory;
+  // The window scheduler's budget, searched from the whole budget down.
+  const int tries = options.search_window_budget ? kWindowBudgetSteps : 1;
+  for (int i = 0; i < tries; ++i) {
+    if (options.search_window_budget) memory.window_budget = {1.0 - i * kWindowBudgetStep, 0};
+    SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), memory));
+    probe.fits = probe.plan.fits;
+    probe.window_budget = memory.window_budget;
+    if (probe.fits) break;
+  }
   return probe;
 }
 

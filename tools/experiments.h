@@ -18,6 +18,7 @@ namespace spill {
 struct Probe {
   bool fits = false;
   MemoryPlan plan;
+  SizeSetting window_budget;  // the window scheduler's budget the plan used
 };
 
 // Largest x in [low, limit] with fits(x), for a predicate that holds up to
@@ -29,6 +30,10 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 // The options both experiments take:
 //   --config FILE --device NAME --device-memory SIZE --host-memory SIZE --memory MODE
 //   --workspace POLICY --batch B --size S --set KEY=VALUE --confirm STEPS
+//   --allocator NAME --compact true|false --chunk SIZE --window SIZE
+//   --window-budget SIZE|search (search: the largest multiple, from 1x down
+//   in steps of 0.05x, with which the window scheduler's plan fits - what
+//   the window paper's authors set by hand)
 struct ExperimentOptions {
   std::string model;
   std::string device = "cpu";  // whose layers (and workspaces) are planned and run
@@ -36,6 +41,7 @@ struct ExperimentOptions {
   int64_t size = 224;
   int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
   bool help = false;    // --help: print the usage and stop
+  bool search_window_budget = false;
   ParamOverrides sets;
   MemoryOptions memory;
   std::string Describe() const;

@@ -3,6 +3,7 @@
 //
 //   widest --config models/resnet50.yaml --device-memory 12GiB [--memory superneurons]
 //          [--set size=224] [--host-memory 64GiB] [--device cpu|cuda] [--confirm 2]
+//          [--allocator va --chunk 2MiB] [--compact false] [--window-budget search]
 #include <cstdio>
 
 #include "tools/experiments.h"
@@ -14,7 +15,9 @@ constexpr int64_t kBatchLimit = 1 << 20;
 constexpr char kUsage[] =
     "usage: widest --config MODEL.yaml [--device-memory 12GiB] [--memory superneurons]\n"
     "              [--set KEY=VALUE] [--host-memory 64GiB] [--workspace POLICY]\n"
-    "              [--device cpu|cuda] [--confirm STEPS]\n"
+    "              [--device cpu|cuda] [--confirm STEPS] [--allocator NAME]\n"
+    "              [--compact true|false] [--chunk SIZE] [--window SIZE]\n"
+    "              [--window-budget SIZE|search]\n"
     "The largest batch whose training iteration fits the device budget, found from\n"
     "plans; --confirm N also trains it for N steps where this machine has the memory.\n";
 
@@ -47,6 +50,13 @@ int Main(int argc, char** argv) {
       FormatBytes(static_cast<double>(best->plan.peak)).c_str(),
       FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
       static_cast<long>(best->plan.recomputations), probes);
+  std::printf("footprint %s (max load %s)",
+              FormatBytes(static_cast<double>(best->plan.footprint)).c_str(),
+              FormatBytes(static_cast<double>(best->plan.peak)).c_str());
+  if (o.memory.scheduler == "window") {
+    std::printf("; window scheduler budget %s", best->window_budget.ToString().c_str());
+  }
+  std::printf("\n");
   if (o.confirm == 0) return 0;
   return ReportConfirmation(ConfirmByTraining(*spec, *batch, o, best->plan), o.confirm);
 }

@@ -7,31 +7,30 @@
 //
 // Policy
 //   * Large requests (a quarter chunk or more) get a range of their own.
-//     When one is freed its range stays mapped in a cache keyed by size.
-//     A request reuses a cached range of exactly its size without mapping
-//     anything; otherwise it grows the largest smaller cached range in
-//     place, when the addresses after it are free; otherwise it takes a
-//     fresh range. Chunks come from the free list, then from chunks never
-//     used, then from cached ranges, which
-//     are unmapped only then (lazily): the smallest one large enough, else
-//     the largest ones first.
+//     A freed range stays mapped, in a cache of free ranges, merged with
+//     cached neighbours. A request takes, in this order: a cached range of
+//     exactly its size (nothing to map); the head of the smallest larger
+//     one, whose rest stays cached (nothing to map); the largest smaller
+//     one grown in place when the addresses after it are free (maps the
+//     missing chunks); or a fresh range (maps all of them). Among equal
+//     sizes the lowest addressed range is taken.
+//   * Chunks for mapping come from the free list (lowest first), then from
+//     chunks never used, then from cached ranges: the tail of the smallest
+//     one that holds what is missing, else all of the largest ones. Only
+//     then are they unmapped (lazily), after the device's queues have
+//     drained, so nothing queued still touches them.
 //   * Small requests (below a quarter chunk) share arenas of one chunk,
 //     each a best-fit pool; an arena whose last block is freed goes to the
 //     range cache. So a 4 KiB bias never costs a 40 MiB chunk.
 //   * Addresses are plentiful (kAddressSpaceFactor times the budget), taken
 //     first fit in whole chunks. If no range is free, every cached range is
 //     unmapped and the search repeats.
-//   * Before unmapping, the device's queues are synchronised: nothing queued
-//     may still touch the memory.
 //   * Every iteration starts from the same state: the cached ranges the
 //     first iteration ended with. At the end of each later iteration,
-//     cached ranges it made beyond those are unmapped and any of those it
-//     used up are mapped again (usually none: once warm, requests find
-//     their exact sizes). So an iteration's offsets repeat in every
-//     iteration, and a plan of two iterations equals a run of many.
-//   * Among cached ranges of one size, the lowest addressed is taken, and
-//     free chunks are taken lowest first, so choices depend on the state,
-//     not on the order things were freed in.
+//     cached chunks at those addresses stay, others are unmapped, and
+//     addresses left uncovered are mapped again. So an iteration's offsets
+//     repeat in every iteration, and a plan of two iterations equals a run
+//     of many.
 //
 // Accounting, exactly as mapped (planning counts chunks, a run maps them):
 //   footprint   chunks held by live requests (ranges and arenas) x chunk;
@@ -74,6 +73,7 @@ struct VaStats {
   size_t internal_now = 0;   // sum of m_a - m_r over live requests
   int64_t bound_breaks = 0;  // moments where Eq. 2 did not hold
   int64_t exact_reuses = 0;  // requests served by a cached range as it was
+  int64_t splits = 0;        // requests served by the head of a larger cached range
   int64_t grows = 0;         // cached ranges grown in place
   int64_t fresh = 0;         // fresh ranges
   int64_t maps = 0;          // chunks mapped
@@ -128,7 +128,7 @@ class VirtualAddressAllocator : public DeviceAllocator {
     size_t asked = 0;  // m_r
     size_t given = 0;  // m_a
   };
-  enum class How { kNone, kExact, kGrow, kFresh, kFreshAfterFlush };
+  enum class How { kNone, kExact, kSplit, kGrow, kFresh, kFreshAfterFlush };
   // Cached ranges by (chunks, slot): the lowest addressed of a size first.
   using CacheMap = std::map<std::pair<size_t, size_t>, Range>;
   struct Choice {
@@ -142,10 +142,13 @@ class VirtualAddressAllocator : public DeviceAllocator {
   StatusOr<size_t> PlaceSmall(size_t bytes, AllocationId id);
   // Takes `n` chunks for a range: free list, never used, then cached ranges.
   StatusOr<std::vector<size_t>> TakeChunks(size_t n);
-  Status Reclaim(CacheMap::const_iterator it);
+  void Insert(Range range);
+  Range TakeCached(CacheMap::const_iterator it);
+  Status Reclaim(CacheMap::const_iterator it, size_t count);
   Status Restore();
   Status FlushCache();
   Status MapChunks(size_t slot, const std::vector<size_t>& chunks, size_t from);
+  Status Unmap(const Range& run);
   void SyncDevice();
   // First-fit addresses in chunk slots.
   bool TakeSlots(size_t n, size_t* slot);
@@ -163,9 +166,10 @@ class VirtualAddressAllocator : public DeviceAllocator {
   std::set<size_t> free_;                // free chunks, lowest taken first
   std::map<size_t, size_t> free_slots_;  // slot -> count
   std::multiset<size_t> free_slot_sizes_;
-  CacheMap cache_;  // mapped, unused ranges
+  CacheMap cache_;                      // mapped, unused ranges
+  std::map<size_t, size_t> cached_at_;  // the same, slot -> chunks
   size_t cached_chunks_ = 0;
-  // The cached ranges (slot, chunks) the first iteration ended with.
+  // The cached ranges (slot, chunks) the first iteration ended with, by slot.
   std::vector<std::pair<size_t, size_t>> warm_;
   bool warmed_ = false;
   Status pending_;               // a mapping failure while restoring, reported by the next request
