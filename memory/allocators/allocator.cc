@@ -207,10 +207,16 @@ const AllocatorInfo* FindAllocator(const std::string& name) {
   return it == Registry().end() ? nullptr : &it->second;
 }
 
-size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk) {
+size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk, bool persistent) {
   const AllocatorInfo* info = FindAllocator(name);
   if (info == nullptr || !info->charge) return RoundToBlocks(std::max<size_t>(bytes, 1));
-  return info->charge(bytes, chunk);
+  return info->charge(bytes, chunk, persistent);
+}
+
+size_t UsableBytes(const std::string& name, size_t budget, size_t chunk) {
+  const AllocatorInfo* info = FindAllocator(name);
+  if (info == nullptr || !info->usable) return budget;
+  return info->usable(budget, chunk);
 }
 
 std::vector<std::string> AllocatorNames() {

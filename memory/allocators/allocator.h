@@ -200,8 +200,9 @@ using AllocatorFactory =
 
 // The device bytes a request of `bytes` takes under an allocator, for
 // policies that plan ahead in bytes (the window scheduler); `chunk` is
-// memory.chunk.
-using AllocatorCharge = std::function<size_t(size_t bytes, size_t chunk)>;
+// memory.chunk; `persistent` for parameters, their gradients and solver
+// state.
+using AllocatorCharge = std::function<size_t(size_t bytes, size_t chunk, bool persistent)>;
 
 struct AllocatorInfo {
   std::string name;
@@ -209,6 +210,8 @@ struct AllocatorInfo {
   bool plan_only = false;
   AllocatorFactory create;
   AllocatorCharge charge;  // empty: whole pool blocks
+  // Of a device budget, what charged requests can fill (empty: all of it).
+  std::function<size_t(size_t budget, size_t chunk)> usable;
 };
 
 bool RegisterAllocator(AllocatorInfo info);
@@ -218,7 +221,9 @@ StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& na
 const AllocatorInfo* FindAllocator(const std::string& name);
 // What `bytes` take under the allocator `name` (pool blocks when it does
 // not say, or is unknown).
-size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk);
+size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk, bool persistent);
+// What charged requests can fill of `budget` under the allocator `name`.
+size_t UsableBytes(const std::string& name, size_t budget, size_t chunk);
 std::vector<std::string> AllocatorNames();
 
 }  // namespace spill

@@ -72,7 +72,11 @@ StatusOr<size_t> VirtualAddressAllocator::Place(const AllocRequest& request, siz
   SPILL_RETURN_IF_ERROR(pending_);
   size_t offset = 0;
   size_t given = bytes;
-  if (bytes < small_limit()) {
+  const MemoryCategory c = request.category;
+  const bool persistent = c == MemoryCategory::kParameters ||
+                          c == MemoryCategory::kParamGradients ||
+                          c == MemoryCategory::kOptimizerState;
+  if (SharesArena(bytes, chunk_, persistent)) {
     SPILL_ASSIGN_OR_RETURN(offset, PlaceSmall(bytes, id));
   } else {
     const size_t k = (bytes + chunk_ - 1) / chunk_;
@@ -241,10 +245,17 @@ const bool kVa = RegisterAllocator(
      },
      // Small requests share arenas (counted at their blocks); the others
      // take whole chunks.
-     [](size_t bytes, size_t chunk) -> size_t {
+     [](size_t bytes, size_t chunk, bool persistent) -> size_t {
        const size_t blocks = RoundToBlocks(std::max<size_t>(bytes, 1));
-       if (chunk == 0 || blocks < chunk / 4) return blocks;
+       if (chunk == 0 || SharesArena(blocks, chunk, persistent)) return blocks;
        return (blocks + chunk - 1) / chunk * chunk;
+     },
+     // Whole chunks, less what arenas may leave unused: small requests are
+     // charged their blocks, but arenas take whole chunks.
+     [](size_t budget, size_t chunk) -> size_t {
+       if (chunk == 0) return budget;
+       const size_t chunks = budget / chunk;
+       return chunks > kArenaSlackChunks ? (chunks - kArenaSlackChunks) * chunk : 0;
      }});
 
 }  // namespace

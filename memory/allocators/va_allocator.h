@@ -19,9 +19,12 @@
 //     one that holds what is missing, else all of the largest ones. Only
 //     then are they unmapped (lazily), after the device's queues have
 //     drained, so nothing queued still touches them.
-//   * Small requests (below a quarter chunk) share arenas of one chunk,
-//     each a best-fit pool; an arena whose last block is freed goes to the
-//     range cache. So a 4 KiB bias never costs a 40 MiB chunk.
+//   * Small requests share arenas of one chunk, each a best-fit pool; an
+//     arena whose last block is freed goes to the range cache. So a 4 KiB
+//     bias never costs a 40 MiB chunk. Small means below a quarter chunk
+//     for persistent tensors (they never leave, so their arenas never
+//     fragment) and below min(a quarter chunk, 1 MiB) for the others, whose
+//     comings and goings would fragment arenas as they would any pool.
 //   * Addresses are plentiful (kAddressSpaceFactor times the budget), taken
 //     first fit in whole chunks. If no range is free, every cached range is
 //     unmapped and the search repeats.
@@ -46,6 +49,7 @@
 #ifndef SPILL_MEMORY_ALLOCATORS_VA_ALLOCATOR_H_
 #define SPILL_MEMORY_ALLOCATORS_VA_ALLOCATOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -59,6 +63,17 @@ namespace spill {
 
 // Addresses reserved per byte of budget: ranges are never short of them.
 constexpr size_t kAddressSpaceFactor = 8;
+// Transient requests below this (and below a quarter chunk) share arenas.
+constexpr size_t kSmallTransientBytes = size_t{1} << 20;  // 1 MiB
+
+// Chunks a scheduler that plans in bytes leaves to arenas' unused room.
+constexpr size_t kArenaSlackChunks = 2;
+
+// Whether a request of `bytes` shares an arena under chunks of `chunk`.
+inline bool SharesArena(size_t bytes, size_t chunk, bool persistent) {
+  const size_t limit = persistent ? chunk / 4 : std::min(chunk / 4, kSmallTransientBytes);
+  return bytes < limit;
+}
 
 struct VaStats {
   size_t chunk = 0;
@@ -95,8 +110,8 @@ class VirtualAddressAllocator : public DeviceAllocator {
   double UnusableFree(size_t bytes) const override;
   const VaStats& va_stats() const { return stats_; }
   size_t chunk_bytes() const { return chunk_; }
-  // Requests below this share arenas.
-  size_t small_limit() const { return chunk_ / 4; }
+  // Transient requests below this share arenas.
+  size_t small_limit() const { return std::min(chunk_ / 4, kSmallTransientBytes); }
   // Forgets the peaks and counters, not the state: a new measurement.
   void ResetCounters();
   // After the first iteration, restores the cached ranges it ended with.

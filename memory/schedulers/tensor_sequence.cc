@@ -2,18 +2,19 @@
 
 #include <algorithm>
 
+#include "memory/allocators/allocator.h"
 #include "memory/heap_pool.h"
 
 namespace spill {
 
-size_t BlockCharge(size_t bytes) { return RoundToBlocks(std::max<size_t>(bytes, 1)); }
+size_t BlockCharge(size_t bytes, bool) { return RoundToBlocks(std::max<size_t>(bytes, 1)); }
 
 TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase, const Charge& charge) {
   TensorSequence seq;
   const int steps = phase == Phase::kTrain ? 2 * schedule.num_layers() : schedule.num_layers();
   seq.bytes.resize(schedule.tensors.size());
   for (size_t id = 0; id < schedule.tensors.size(); ++id) {
-    seq.bytes[id] = charge(schedule.tensors[id].bytes);
+    seq.bytes[id] = charge(schedule.tensors[id].bytes, !IsTransient(schedule.tensors[id].kind));
   }
   for (int s = 0; s < steps; ++s) {
     const Step& step = schedule.steps[s];
@@ -32,12 +33,23 @@ TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase, const 
   return seq;
 }
 
-size_t PersistentBytes(const Schedule& schedule, const Charge& charge) {
-  size_t bytes = 0;
-  for (const TensorInfo& t : schedule.tensors) {
-    if (!IsTransient(t.kind)) bytes += charge(t.bytes);
+StatusOr<size_t> PersistentFootprint(const Schedule& schedule, const MemoryOptions& options) {
+  AllocatorContext context;
+  context.capacity = options.device_budget;
+  context.chunk = options.chunk;
+  SPILL_ASSIGN_OR_RETURN(auto allocator, CreateAllocator(options.allocator, context));
+  for (TensorId id = 0; id < static_cast<TensorId>(schedule.tensors.size()); ++id) {
+    const TensorInfo& t = schedule.tensors[id];
+    if (IsTransient(t.kind)) continue;
+    AllocRequest request;
+    request.bytes = t.bytes;
+    request.tensor = id;
+    request.category = t.kind == TensorKind::kParam       ? MemoryCategory::kParameters
+                       : t.kind == TensorKind::kParamGrad ? MemoryCategory::kParamGradients
+                                                          : MemoryCategory::kOptimizerState;
+    SPILL_RETURN_IF_ERROR(allocator->Allocate(request).status());
   }
-  return bytes;
+  return allocator->PeakFootprint();
 }
 
 size_t WorkspaceReserve(const NetworkView& view, Phase phase, const WorkspacePolicy& policy,
@@ -55,7 +67,7 @@ size_t WorkspaceReserve(const NetworkView& view, Phase phase, const WorkspacePol
       const AlgorithmSelection chosen = SelectAlgorithm(candidates, 0, policy);
       if (chosen.index >= 0) bytes = std::max(bytes, candidates[chosen.index].workspace);
     }
-    if (bytes > 0) reserve = std::max(reserve, charge(bytes));
+    if (bytes > 0) reserve = std::max(reserve, charge(bytes, false));
   }
   return reserve;
 }

@@ -5,7 +5,7 @@
 // stay on the device and are not in it. Plain data from the schedule, for
 // the schedulers that swap any transient tensor (window, lms).
 //
-// Also the device bytes those schedulers must leave to what they do not
+// Also the device memory those schedulers must leave to what they do not
 // schedule: the persistent tensors and the largest workspace any step needs
 // under the workspace policy.
 #ifndef SPILL_MEMORY_SCHEDULERS_TENSOR_SEQUENCE_H_
@@ -17,6 +17,7 @@
 
 #include "framework/network_view.h"
 #include "framework/schedule.h"
+#include "memory/memory_options.h"
 #include "memory/workspace_selector.h"
 
 namespace spill {
@@ -31,17 +32,19 @@ struct TensorSequence {
   size_t step_begin(int s) const { return s == 0 ? 0 : step_end[s - 1]; }
 };
 
-// How many device bytes a request takes (pool blocks, or the allocator's
-// own rounding: memory/allocators/allocator.h ChargedBytes).
-using Charge = std::function<size_t(size_t bytes)>;
+// How many device bytes a tensor takes (pool blocks, or the allocator's own
+// rounding: memory/allocators/allocator.h ChargedBytes).
+using Charge = std::function<size_t(size_t bytes, bool persistent)>;
 // Pool blocks.
-size_t BlockCharge(size_t bytes);
+size_t BlockCharge(size_t bytes, bool persistent);
 
 TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase,
                                    const Charge& charge = BlockCharge);
 
-// Device bytes of the tensors that persist across iterations.
-size_t PersistentBytes(const Schedule& schedule, const Charge& charge = BlockCharge);
+// The device memory the tensors that persist across iterations take under
+// the allocator `options` name, placed as the runtime places them (in
+// tensor order, before the first iteration): the allocator's footprint.
+StatusOr<size_t> PersistentFootprint(const Schedule& schedule, const MemoryOptions& options);
 
 // The largest workspace a step of `phase` can run with under `policy`: per
 // step, what the policy chooses when no memory is free beyond it (the

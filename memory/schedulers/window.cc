@@ -15,8 +15,8 @@ constexpr int kMaxBacktracks = 100000;
 
 // Tensors count as the chosen allocator takes them (whole chunks under va).
 Charge ChargeOf(const MemoryOptions& options) {
-  return [allocator = options.allocator, chunk = options.chunk](size_t bytes) {
-    return ChargedBytes(allocator, bytes, chunk);
+  return [allocator = options.allocator, chunk = options.chunk](size_t bytes, bool persistent) {
+    return ChargedBytes(allocator, bytes, chunk, persistent);
   };
 }
 
@@ -278,9 +278,16 @@ StatusOr<TransferPlan> PlanWindow(const Schedule& schedule, Phase phase,
 StatusOr<WindowSettings> WindowSettingsFor(const NetworkView& view, Phase phase,
                                            const MemoryOptions& options) {
   const Charge charge = ChargeOf(options);
-  const size_t persistent = PersistentBytes(*view.schedule, charge);
+  auto footprint = PersistentFootprint(*view.schedule, options);
+  if (!footprint.ok()) {
+    return OutOfMemory("window scheduler: the persistent tensors do not fit the " +
+                       FormatBytes(static_cast<double>(options.device_budget)) +
+                       " device budget (" + footprint.status().message() + ")");
+  }
+  const size_t persistent = *footprint;
   const size_t reserve = WorkspaceReserve(view, phase, options.workspace, charge);
-  if (options.device_budget <= persistent + reserve) {
+  const size_t usable = UsableBytes(options.allocator, options.device_budget, options.chunk);
+  if (usable <= persistent + reserve) {
     return OutOfMemory("window scheduler: the persistent tensors (" +
                        FormatBytes(static_cast<double>(persistent)) +
                        ") and the largest workspace (" + FormatBytes(static_cast<double>(reserve)) +
@@ -288,7 +295,7 @@ StatusOr<WindowSettings> WindowSettingsFor(const NetworkView& view, Phase phase,
                        FormatBytes(static_cast<double>(options.device_budget)) + " device budget");
   }
   WindowSettings settings;
-  settings.budget = options.window_budget.Of(options.device_budget - persistent - reserve);
+  settings.budget = options.window_budget.Of(usable - persistent - reserve);
   settings.window = options.window.Of(settings.budget);
   return settings;
 }
