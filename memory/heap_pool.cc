@@ -1,6 +1,8 @@
 #include "memory/heap_pool.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
 
 namespace spill {
 
@@ -72,23 +74,88 @@ bool HeapPool::CanAllocate(size_t bytes) const {
   return !free_by_size_.empty() && free_by_size_.rbegin()->first >= need;
 }
 
-StatusOr<Allocation> HeapPool::Allocate(size_t bytes, MemoryCategory category,
-                                        Placement placement) {
+namespace {
+
+// The part of [offset, offset + bytes) inside `range`: [lo, hi), empty when hi <= lo.
+struct Clipped {
+  size_t lo, hi;
+  size_t size() const { return hi > lo ? hi - lo : 0; }
+};
+
+Clipped Clip(size_t offset, size_t bytes, PoolRange range) {
+  return {std::max(offset, range.begin), std::min(offset + bytes, range.end)};
+}
+
+}  // namespace
+
+size_t HeapPool::Choose(size_t need, Placement placement, PoolRange range) {
+  range.begin = RoundToBlocks(range.begin);  // whole blocks only
+  range.end = range.end / kPoolBlockBytes * kPoolBlockBytes;
+  if (placement == Placement::kTopDown) {
+    // From the segment below range.end downwards: the first that holds the
+    // request, at its top.
+    for (auto it = free_by_offset_.lower_bound(range.end); it != free_by_offset_.begin();) {
+      --it;
+      const Clipped c = Clip(it->first, it->second, range);
+      if (c.size() >= need) return c.hi - need;
+      if (it->first <= range.begin) break;  // every segment further down lies below the range
+    }
+    return SIZE_MAX;
+  }
+  if (range.begin == 0 && range.end >= capacity_) {
+    auto it = FindSegment(need);
+    if (it == free_by_offset_.end()) return SIZE_MAX;
+    return placement == Placement::kLow ? it->first : it->first + it->second - need;
+  }
+  // Confined: the fit policy over the parts of segments inside the range.
+  auto it = free_by_offset_.upper_bound(range.begin);
+  if (it != free_by_offset_.begin()) --it;  // the segment holding range.begin, if any
+  Clipped best{0, 0};
+  size_t best_size = SIZE_MAX;
+  for (; it != free_by_offset_.end() && it->first < range.end; ++it) {
+    const Clipped c = Clip(it->first, it->second, range);
+    if (c.size() < need || c.size() >= best_size) continue;
+    best = c;
+    best_size = c.size();
+    if (fit_ == FitPolicy::kFirstFit) break;
+  }
+  if (best_size == SIZE_MAX) return SIZE_MAX;
+  return placement == Placement::kLow ? best.lo : best.hi - need;
+}
+
+StatusOr<Allocation> HeapPool::Allocate(size_t bytes, MemoryCategory category, Placement placement,
+                                        PoolRange range) {
   size_t need = RoundToBlocks(std::max<size_t>(bytes, 1));
-  auto it = FindSegment(need);
-  if (it == free_by_offset_.end()) {
+  const size_t offset = Choose(need, placement, range);
+  if (offset == SIZE_MAX) {
     stats_.failures++;
     return OutOfMemory("no free segment of " + std::to_string(need) + " bytes (" +
                        std::to_string(stats_.free_bytes) + " bytes free, largest segment " +
                        std::to_string(stats_.largest_free) + ")");
   }
-  size_t seg_offset = it->first, seg_bytes = it->second;
-  EraseFree(it);
-  size_t offset = placement == Placement::kLow ? seg_offset : seg_offset + seg_bytes - need;
-  if (seg_bytes > need) {
-    InsertFree(placement == Placement::kLow ? seg_offset + need : seg_offset, seg_bytes - need);
+  return Carve(std::prev(free_by_offset_.upper_bound(offset)), offset, need, category);
+}
+
+Allocation HeapPool::Carve(std::map<size_t, size_t>::iterator seg, size_t offset, size_t need,
+                           MemoryCategory category) {
+  const size_t seg_offset = seg->first, seg_bytes = seg->second;
+  EraseFree(seg);
+  if (offset > seg_offset) InsertFree(seg_offset, offset - seg_offset);
+  if (seg_offset + seg_bytes > offset + need) {
+    InsertFree(offset + need, seg_offset + seg_bytes - offset - need);
   }
   return Record(offset, need, category);
+}
+
+size_t HeapPool::LargestFree(PoolRange range) const {
+  if (range.begin == 0 && range.end >= capacity_) return stats_.largest_free;
+  size_t largest = 0;
+  auto it = free_by_offset_.upper_bound(range.begin);
+  if (it != free_by_offset_.begin()) --it;
+  for (; it != free_by_offset_.end() && it->first < range.end; ++it) {
+    largest = std::max(largest, Clip(it->first, it->second, range).size());
+  }
+  return largest;
 }
 
 StatusOr<Allocation> HeapPool::AllocateAt(size_t offset, size_t bytes, MemoryCategory category) {
@@ -99,18 +166,12 @@ StatusOr<Allocation> HeapPool::AllocateAt(size_t offset, size_t bytes, MemoryCat
     return OutOfMemory("offset " + std::to_string(offset) + " is not free");
   }
   --it;  // the free segment starting at or below `offset`
-  const size_t seg_offset = it->first, seg_bytes = it->second;
-  if (offset + need > seg_offset + seg_bytes) {
+  if (offset + need > it->first + it->second) {
     stats_.failures++;
     return OutOfMemory("[" + std::to_string(offset) + ", " + std::to_string(offset + need) +
                        ") is not free");
   }
-  EraseFree(it);
-  if (offset > seg_offset) InsertFree(seg_offset, offset - seg_offset);
-  if (seg_offset + seg_bytes > offset + need) {
-    InsertFree(offset + need, seg_offset + seg_bytes - offset - need);
-  }
-  return Record(offset, need, category);
+  return Carve(it, offset, need, category);
 }
 
 Allocation HeapPool::Record(size_t offset, size_t need, MemoryCategory category) {
@@ -198,13 +259,17 @@ void HeapPool::UpdateFreeStats() {
 
 double HeapPool::UnusableFree(size_t bytes) const {
   if (stats_.free_bytes == 0) return 0.0;
+  return static_cast<double>(UnusableBytes(bytes)) / stats_.free_bytes;
+}
+
+size_t HeapPool::UnusableBytes(size_t bytes) const {
   size_t need = RoundToBlocks(std::max<size_t>(bytes, 1));
   size_t unusable = 0;
   for (const auto& [size, offset] : free_by_size_) {
     if (size >= need) break;
     unusable += size;
   }
-  return static_cast<double>(unusable) / stats_.free_bytes;
+  return unusable;
 }
 
 void HeapPool::ResetPeaks() {

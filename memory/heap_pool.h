@@ -56,7 +56,20 @@ enum class FitPolicy { kFirstFit, kBestFit };
 const char* FitPolicyName(FitPolicy fit);
 StatusOr<FitPolicy> ParseFitPolicy(const std::string& text);
 
-enum class Placement { kLow, kHigh };
+// Where in the pool a request goes:
+//   kLow      the fit policy's segment, at its low end;
+//   kHigh     the same segment, at its top. The segment is still chosen
+//             bottom-up (first fit) or by size (best fit), so it can be a
+//             hole among low-end blocks;
+//   kTopDown  the highest-addressed segment that fits, at its top: a true
+//             top-down search (a reverse scan of the free list).
+enum class Placement { kLow, kHigh, kTopDown };
+
+// The part of the pool a request must lie in: offsets [begin, end).
+struct PoolRange {
+  size_t begin = 0;
+  size_t end = SIZE_MAX;
+};
 
 using AllocationId = int64_t;
 
@@ -89,9 +102,10 @@ class HeapPool {
  public:
   HeapPool(size_t capacity, FitPolicy fit = FitPolicy::kFirstFit);
 
-  // Rounds `bytes` up to blocks and finds room. kOutOfMemory if none.
+  // Rounds `bytes` up to blocks and finds room inside `range`. kOutOfMemory
+  // if none.
   StatusOr<Allocation> Allocate(size_t bytes, MemoryCategory category,
-                                Placement placement = Placement::kLow);
+                                Placement placement = Placement::kLow, PoolRange range = {});
   // Places `bytes` (rounded) exactly at `offset`, which must lie in one free
   // segment with its end; kOutOfMemory (nothing changes) when it does not.
   StatusOr<Allocation> AllocateAt(size_t offset, size_t bytes, MemoryCategory category);
@@ -110,9 +124,13 @@ class HeapPool {
   const PoolStats& stats() const { return stats_; }
   // Whether a request of `bytes` would succeed now.
   bool CanAllocate(size_t bytes) const;
+  // The largest request that fits inside `range` now.
+  size_t LargestFree(PoolRange range) const;
   // Dymem's unusable free space U_f for a request of `bytes`: the fraction
   // of free memory in segments too small to hold it (0 = none unusable).
   double UnusableFree(size_t bytes) const;
+  // The free bytes in segments too small to hold a request of `bytes`.
+  size_t UnusableBytes(size_t bytes) const;
   // Forgets the peaks (not the live allocations): a new measurement window.
   void ResetPeaks();
 
@@ -133,6 +151,11 @@ class HeapPool {
   void GiveBack(size_t offset, size_t bytes);
   void EraseFree(std::map<size_t, size_t>::iterator it);
   std::map<size_t, size_t>::iterator FindSegment(size_t bytes);
+  // The offset at which `need` bytes go inside `range`, or SIZE_MAX.
+  size_t Choose(size_t need, Placement placement, PoolRange range);
+  // Takes [offset, offset + need) out of the free segment `seg` holding it.
+  Allocation Carve(std::map<size_t, size_t>::iterator seg, size_t offset, size_t need,
+                   MemoryCategory category);
   void UpdateFreeStats();
   Allocation Record(size_t offset, size_t need, MemoryCategory category);
 

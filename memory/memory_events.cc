@@ -60,7 +60,7 @@ std::string MemoryEventsJson(const std::vector<MemoryEvent>& events, const Sched
     if (e.type == MemoryEventType::kAlloc || e.type == MemoryEventType::kFree) {
       out << ",\"block\":" << e.block << ",\"offset\":" << e.offset << ",\"kind\":\""
           << (e.tensor == kNoTensor ? "workspace" : "tensor") << "\",\"category\":\""
-          << MemoryCategoryName(e.category) << "\"";
+          << MemoryCategoryName(e.category) << "\",\"extent\":" << e.extent;
     }
     if (e.type == MemoryEventType::kAlloc) out << ",\"unusable_free\":" << e.unusable_free;
     out << ",\"bytes\":" << e.bytes << "}\n";

@@ -46,6 +46,7 @@ struct MemoryEvent {
   size_t offset = 0;            // kAlloc, kFree
   MemoryCategory category = MemoryCategory::kActivations;
   double unusable_free = 0;  // kAlloc: the U_f this request met (Dymem's Eq. 1)
+  size_t extent = 0;         // kAlloc, kFree: the memory the placements span after it
 };
 
 class MemoryEventLog {

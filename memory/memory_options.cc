@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
@@ -13,8 +14,8 @@
 namespace spill {
 
 std::vector<std::string> MemoryModeNames() {
-  return {"baseline",          "liveness",     "offload", "recompute",
-          "offload_recompute", "superneurons", "window",  "lms"};
+  return {"baseline",     "liveness", "offload", "recompute", "offload_recompute",
+          "superneurons", "window",   "lms",     "dymem",     "vdnn"};
 }
 
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
@@ -37,6 +38,8 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
       {"superneurons", true, true, true, true, "superneurons", nullptr, true},
       {"window", true, true, false, false, "window", nullptr, true},
       {"lms", true, true, false, false, "lms", nullptr, true},
+      {"dymem", true, true, false, false, "dymem", "gtbm", false},
+      {"vdnn", true, true, false, false, "vdnn", "best_fit", false},
   };
   for (const Preset& p : kPresets) {
     if (mode != p.name) continue;
@@ -114,6 +117,18 @@ Status MemoryOptions::Validate() const {
     return InvalidArgument("memory: chunk must be a positive multiple of 4 KiB (got " +
                            std::to_string(chunk) + " bytes)");
   }
+  auto one_of = [](const std::string& key, const std::string& value,
+                   std::initializer_list<const char*> choices) {
+    std::string text;
+    for (const char* c : choices) {
+      if (value == c) return Status::Ok();
+      text += (text.empty() ? "" : " or ") + std::string(c);
+    }
+    return InvalidArgument("memory: " + key + " '" + value + "'; expected " + text);
+  };
+  SPILL_RETURN_IF_ERROR(one_of("offload_set", offload_set, {"dymem", "conv"}));
+  SPILL_RETURN_IF_ERROR(one_of("release", release, {"lazy", "eager"}));
+  SPILL_RETURN_IF_ERROR(one_of("prefetch", prefetch, {"dymem", "ahead"}));
   auto known = [](const std::vector<std::string>& names, const std::string& name) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
@@ -152,6 +167,10 @@ std::string MemoryOptions::Describe() const {
     text += " (budget " + window_budget.ToString() + ", window " + window.ToString() + ")";
   }
   if (allocator == "va") text += " (chunk " + FormatBytes(static_cast<double>(chunk)) + ")";
+  if (scheduler == "dymem") {
+    text += " (" + offload_set + " offload set, " + release + " release, " + prefetch +
+            " prefetch" + (barrier ? ", barrier" : "") + ")";
+  }
   if (!compact) text += ", no compaction";
   return text + ", device budget " + FormatBytes(static_cast<double>(device_budget));
 }

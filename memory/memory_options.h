@@ -16,6 +16,12 @@
 //                 tensor sequence under a device budget)
 //   lms           liveness + swaps at fixed step distances (the LMS-like
 //                 baseline of the window scheduler)
+//   dymem         liveness + Dymem's offload set with lazy release and its
+//                 backward prefetch search (Algorithm 2), no barrier between
+//                 the queues; the GTBM allocator, no compaction
+//   vdnn          the vDNN-like baseline: convolution inputs offloaded, every
+//                 copy waited for at the end of its step, prefetch one layer
+//                 ahead; best fit, no compaction
 #ifndef SPILL_MEMORY_MEMORY_OPTIONS_H_
 #define SPILL_MEMORY_MEMORY_OPTIONS_H_
 
@@ -25,6 +31,7 @@
 
 #include "framework/status.h"
 #include "framework/units.h"
+#include "memory/allocators/allocator.h"
 #include "memory/heap_pool.h"
 #include "memory/recompute_policy.h"
 #include "memory/workspace_selector.h"
@@ -98,9 +105,31 @@ struct MemoryOptions {
   bool record_live = false;
   // Fill freed device blocks with NaN so a read after free cannot go unnoticed.
   bool poison_freed = false;
+  // Check the allocator's invariants after every allocation and free (tests).
+  bool check_allocator = false;
   // Keep the event log of the last iteration (allocation trace, transfers,
   // compute), for `plan --trace`, profile-guided allocators and simulation.
   bool record_events = false;
+
+  // The dymem scheduler's switches (memory/schedulers/dymem.cc):
+  // Tensors smaller than this are neither offloaded nor placed by mobility
+  // (GTBM's reclaimed class).
+  size_t min_offload_bytes = kDefaultMinOffloadBytes;
+  // What is offloaded: "dymem" (every large feature map backward needs, but
+  // fully connected, softmax and dropout outputs) or "conv" (the inputs of
+  // convolutions, as vDNN).
+  std::string offload_set = "dymem";
+  // When an offloaded tensor gives its device block back: "lazy" (when an
+  // allocation does not fit, oldest first, or at the end of forward) or
+  // "eager" (after its last forward use).
+  std::string release = "lazy";
+  // How offloaded tensors come back: "dymem" (Algorithm 2: everything up to
+  // the second convolution ahead, when it fits) or "ahead" (one layer ahead
+  // of first use, as vDNN).
+  std::string prefetch = "dymem";
+  // Wait for every copy at the end of the step it overlapped (vDNN's
+  // per-layer barrier).
+  bool barrier = false;
 
   std::string Describe() const;
   // The techniques build on liveness; the budgets must hold a block; the

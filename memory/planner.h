@@ -18,6 +18,7 @@
 #ifndef SPILL_MEMORY_PLANNER_H_
 #define SPILL_MEMORY_PLANNER_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@
 #include "memory/memory_options.h"
 
 namespace spill {
+
+class MemoryRuntime;
 
 struct MemoryPlan {
   MemoryLog log;    // per-step records of a training iteration
@@ -50,6 +53,10 @@ struct MemoryPlan {
 // Plans one training iteration (two are run; the second lists the tensors
 // live at the peak and gives the records) under `options.device_budget`.
 StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options);
+// The same, handing the runtime to `inspect` once the iterations have run
+// (for what only the allocator knows, such as GTBM's squeeze gap).
+StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
+                          const std::function<void(const MemoryRuntime&)>& inspect);
 
 // The smallest budget, to `resolution` bytes, with which `options`' mode runs
 // an iteration. Fails when even an unlimited budget does not.

@@ -48,6 +48,7 @@ Status MemoryRuntime::Reserve() {
   context.capacity = options_.device_budget;
   context.view = &view_;
   context.chunk = options_.chunk;
+  context.min_offload_bytes = options_.min_offload_bytes;
   // Profile-guided allocators plan an iteration with an accounting-only
   // allocator first; the profiler runs this runtime's own code without a device.
   const NetworkView view = view_;
@@ -57,6 +58,7 @@ Status MemoryRuntime::Reserve() {
   };
   SPILL_ASSIGN_OR_RETURN(allocator_, CreateAllocator(options_.allocator, context));
   if (options_.record_events) allocator_->set_event_log(&log_events_);
+  allocator_->set_check_every_event(options_.check_allocator);
   if (device_ != nullptr) {
     SPILL_ASSIGN_OR_RETURN(device_base_, allocator_->Reserve(*device_));
     if (host_pool_.capacity() > 0) {
@@ -134,6 +136,7 @@ Status MemoryRuntime::BeginIteration(Phase phase) {
   current_.persistent = log_.persistent;
   log_events_.Clear();
   log_events_.set_step(-1);
+  lazy_offloads_.clear();
   for (auto& chosen : forward_algorithms_) chosen.clear();
   // Without liveness every tensor is allocated once, before the first
   // iteration's steps, and kept: like the persistent tensors, outside the
@@ -161,7 +164,7 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
     SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, runner));
     Pin(id);
   }
-  for (TensorId id : step.writes) {
+  for (TensorId id : allocator_->PlacementOrder(step)) {
     if (residency_->state(id) == Residency::kOffloading) residency_->CancelOffload(id);
     if (!residency_->on_device(id)) SPILL_RETURN_IF_ERROR(AllocateTensor(id));
     Pin(id);
@@ -213,9 +216,11 @@ void MemoryRuntime::Unreference(TensorId id) {
 // Applies a plan's actions in order; each acts only on a tensor in the state
 // it names. `runner` is set for the actions before a step (rebuilds).
 Status MemoryRuntime::RunActions(const std::vector<TransferAction>& actions, StepRunner* runner) {
+  bool held_back = false;  // an earlier prefetch of the list did not fit
   for (const TransferAction& a : actions) {
     if (a.op == TransferOp::kPrefetch) {
-      Prefetch(a.tensor);
+      if (held_back) continue;
+      held_back = !Prefetch(a.tensor) && plan_->prefetch_in_order;
     } else if (a.op == TransferOp::kRebuild) {
       if (runner != nullptr && residency_->state(a.tensor) == Residency::kDropped) {
         SPILL_RETURN_IF_ERROR(Rebuild(a.tensor, *runner));
@@ -241,6 +246,9 @@ void MemoryRuntime::RunAfterStep(const TransferAction& a) {
       if (state != Residency::kOffloading) return;
       residency_->FinishOffload(id);
       cache_.Remove(id);
+      return;
+    case TransferOp::kFinishOffloadLazily:
+      if (state == Residency::kOffloading) lazy_offloads_.push_back(id);
       return;
     case TransferOp::kCancelOffload:
       if (state == Residency::kOffloading) residency_->CancelOffload(id);

@@ -29,6 +29,7 @@
 #ifndef SPILL_MEMORY_RUNTIME_H_
 #define SPILL_MEMORY_RUNTIME_H_
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -126,7 +127,11 @@ class MemoryRuntime : public TensorStore {
   bool Droppable(TensorId id) const;
   // A rebuilt tensor of a memory-centric segment: dropped again after use.
   bool MemoryCentric(TensorId id) const;
-  void Prefetch(TensorId id);
+  // False when `id` is on the host and there is no room for it.
+  bool Prefetch(TensorId id);
+  // Gives back the device block of the oldest lazily released offload still
+  // in flight; false when there is none.
+  bool FinishOldestLazyOffload();
   void Pin(TensorId id);
   void UnpinAll();
 
@@ -151,6 +156,9 @@ class MemoryRuntime : public TensorStore {
   std::vector<int> rebuild_refs_;
   std::vector<bool> holds_sources_;  // a dropped tensor counts in its sources' refs
   std::vector<bool> deferred_;
+  // Offloads past their last forward use whose device block goes when room
+  // is needed, oldest first (kFinishOffloadLazily).
+  std::deque<TensorId> lazy_offloads_;
   Phase phase_ = Phase::kTrain;
   bool all_allocated_ = false;
   bool allocating_all_ = false;

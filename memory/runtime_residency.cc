@@ -77,10 +77,24 @@ bool MemoryRuntime::EvictOne() {
   }
 }
 
-// Room for `bytes`: closes the holes when enough memory is free in total
-// (where the allocator can move blocks), otherwise evicts one tensor. False
-// when neither can help.
+bool MemoryRuntime::FinishOldestLazyOffload() {
+  while (!lazy_offloads_.empty()) {
+    const TensorId id = lazy_offloads_.front();
+    lazy_offloads_.pop_front();
+    if (residency_->state(id) != Residency::kOffloading) continue;  // already finished
+    residency_->FinishOffload(id);
+    cache_.Remove(id);
+    return true;
+  }
+  return false;
+}
+
+// Room for `bytes`: gives back the oldest lazily released offload's block;
+// otherwise closes the holes when enough memory is free in total (where the
+// allocator can move blocks), otherwise evicts one tensor. False when
+// nothing can help.
 bool MemoryRuntime::MakeRoom(size_t bytes) {
+  if (FinishOldestLazyOffload()) return true;
   const PoolStats& stats = allocator_->stats();
   if (options_.compact && allocator_->can_compact() && stats.free_bytes >= RoundToBlocks(bytes) &&
       stats.free_segments > 1) {
@@ -183,10 +197,12 @@ void MemoryRuntime::FreeWorkspace() {
 
 // Brings an offloaded tensor back ahead of use, where there is room without
 // evicting anything; what does not fit comes back when it is needed.
-void MemoryRuntime::Prefetch(TensorId id) {
-  if (residency_->state(id) != Residency::kHost) return;
-  if (!allocator_->CanAllocate(schedule_.tensors[id].bytes)) return;
-  if (residency_->BeginPrefetch(id).ok()) cache_.Touch(id);
+bool MemoryRuntime::Prefetch(TensorId id) {
+  if (residency_->state(id) != Residency::kHost) return true;
+  if (!allocator_->CanAllocate(schedule_.tensors[id].bytes)) return false;
+  if (!residency_->BeginPrefetch(id).ok()) return false;
+  cache_.Touch(id);
+  return true;
 }
 
 Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {

@@ -11,6 +11,8 @@ const char* TransferOpName(TransferOp op) {
       return "begin_offload";
     case TransferOp::kFinishOffload:
       return "finish_offload";
+    case TransferOp::kFinishOffloadLazily:
+      return "finish_offload_lazily";
     case TransferOp::kCancelOffload:
       return "cancel_offload";
     case TransferOp::kPrefetch:

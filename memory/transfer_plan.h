@@ -13,9 +13,15 @@
 //                   after the compute that wrote the tensor
 //   kFinishOffload  offloading -> host: wait for that copy, free the device
 //                   block (the "wait-then-free" of the window scheduler)
+//   kFinishOffloadLazily  offloading, past its last forward use: the device
+//                   block is given back only when an allocation does not fit
+//                   (oldest such offload first, before any eviction) or at a
+//                   later kFinishOffload (Dymem's lazy release)
 //   kCancelOffload  offloading -> device: keep the device copy after all
 //                   (its host copy stays valid until the tensor is written)
-//   kPrefetch       host -> prefetching, when it fits without evicting
+//   kPrefetch       host -> prefetching, when it fits without evicting (with
+//                   prefetch_in_order, one that does not fit holds back the
+//                   prefetches after it in the same list)
 //   kDrop           device -> dropped: rebuilt by recomputation when read
 //   kRebuild        dropped -> device: recompute now rather than at first read
 //   kRelease        the tensor's last use: give everything back (deferred
@@ -45,6 +51,7 @@ namespace spill {
 enum class TransferOp {
   kBeginOffload,
   kFinishOffload,
+  kFinishOffloadLazily,
   kCancelOffload,
   kPrefetch,
   kDrop,
@@ -71,6 +78,9 @@ struct TransferPlan {
   RecomputePlan recompute;
   // The tensor cache evicts on demand when an allocation does not fit.
   bool evict_on_demand = false;
+  // A prefetch that does not fit stops the scan of its list: the tensors
+  // after it are needed later and wait for the next step's list.
+  bool prefetch_in_order = false;
 
   int num_steps() const { return static_cast<int>(before.size()); }
   void Resize(int steps);

@@ -42,8 +42,8 @@ namespace {
     if (!CudaAvailable(&why)) SPILL_GPU_UNAVAILABLE(why); \
   } while (0)
 
-const char* const kModes[] = {"baseline",  "liveness",          "offload",
-                              "recompute", "offload_recompute", "superneurons"};
+const char* const kModes[] = {"baseline",          "liveness",     "offload", "recompute",
+                              "offload_recompute", "superneurons", "dymem",   "vdnn"};
 
 testing::SyntheticRun GpuRun(const std::string& mode) {
   testing::SyntheticRun run;
@@ -56,6 +56,7 @@ testing::SyntheticRun GpuRun(const std::string& mode) {
   run.memory.host_budget = 64 << 20;  // page-locked as used; these networks use far less
   run.memory.poison_freed = true;
   run.memory.workspace = *ParseWorkspacePolicy("memory_optimal");
+  run.memory.min_offload_bytes = 0;  // offload and place by mobility even these small maps
   return run;
 }
 

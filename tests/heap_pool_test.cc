@@ -77,6 +77,53 @@ TEST(HeapPoolTest, HighPlacementUsesTheTopOfTheSegment) {
   EXPECT_EQ(low->offset, 0u);
 }
 
+// The high placement keeps the fit policy's segment (here the hole at the
+// bottom); the top-down search takes the highest segment that fits.
+TEST(HeapPoolTest, TopDownSearchTakesTheHighestSegmentThatFits) {
+  for (FitPolicy fit : {FitPolicy::kFirstFit, FitPolicy::kBestFit}) {
+    HeapPool pool(16 * kB, fit);
+    auto a = pool.Allocate(3 * kB, MemoryCategory::kActivations);  // [0,3)
+    auto b = pool.Allocate(1 * kB, MemoryCategory::kActivations);  // [3,4)
+    auto c = pool.Allocate(2 * kB, MemoryCategory::kActivations);  // [4,6)
+    auto d = pool.Allocate(8 * kB, MemoryCategory::kActivations);  // [6,14)
+    pool.Free(a->id);  // holes [0,3) and [4,6); free top [14,16)
+    pool.Free(c->id);
+    auto high = pool.Allocate(2 * kB, MemoryCategory::kActivations, Placement::kHigh);
+    EXPECT_EQ(high->offset, fit == FitPolicy::kFirstFit ? 1 * kB : 4 * kB) << FitPolicyName(fit);
+    pool.Free(high->id);
+    auto top = pool.Allocate(2 * kB, MemoryCategory::kActivations, Placement::kTopDown);
+    EXPECT_EQ(top->offset, 14 * kB);
+    // Too big for the top segment: the next one down that holds it.
+    auto next = pool.Allocate(3 * kB, MemoryCategory::kActivations, Placement::kTopDown);
+    EXPECT_EQ(next->offset, 0u);
+    EXPECT_EQ(pool.CheckInvariants(), "");
+    (void)b;
+    (void)d;
+  }
+}
+
+// A range confines the search to the parts of free segments inside it.
+TEST(HeapPoolTest, RangesConfineEverySearch) {
+  HeapPool pool(16 * kB, FitPolicy::kBestFit);
+  auto a = pool.Allocate(2 * kB, MemoryCategory::kActivations);  // [0,2)
+  auto b = pool.Allocate(2 * kB, MemoryCategory::kActivations);  // [2,4)
+  pool.Free(a->id);                                              // free [0,2) and [4,16)
+  // Best fit would take the 2-block hole; confined to [3, 10) it takes the
+  // part of the big segment inside the range, at its low end.
+  auto low =
+      pool.Allocate(2 * kB, MemoryCategory::kActivations, Placement::kLow, {3 * kB, 10 * kB});
+  EXPECT_EQ(low->offset, 4 * kB);
+  auto top = pool.Allocate(1 * kB, MemoryCategory::kActivations, Placement::kTopDown, {0, 10 * kB});
+  EXPECT_EQ(top->offset, 9 * kB);
+  EXPECT_EQ(pool.LargestFree({0, 10 * kB}), 3 * kB);  // [6,9)
+  EXPECT_EQ(pool.LargestFree({}), 6 * kB);            // [10,16)
+  auto none =
+      pool.Allocate(4 * kB, MemoryCategory::kActivations, Placement::kTopDown, {0, 10 * kB});
+  EXPECT_EQ(none.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_EQ(pool.CheckInvariants(), "");
+  (void)b;
+}
+
 TEST(HeapPoolTest, StatisticsPerCategoryAndFragmentation) {
   HeapPool pool(16 * kB);
   auto p = pool.Allocate(4 * kB, MemoryCategory::kParameters);
@@ -114,10 +161,20 @@ TEST(HeapPoolTest, RandomizedInvariants) {
       if (live.empty() || r % 5 < 3) {
         size_t bytes = 1 + (Mix64(r) % (40 * kB));
         auto category = static_cast<MemoryCategory>(Mix64(r + 1) % kNumCategories);
-        auto placement = Mix64(r + 2) % 4 == 0 ? Placement::kHigh : Placement::kLow;
-        auto a = pool.Allocate(bytes, category, placement);
+        const Placement placements[] = {Placement::kLow, Placement::kLow, Placement::kHigh,
+                                        Placement::kTopDown};
+        const Placement placement = placements[Mix64(r + 2) % 4];
+        // Every third request confined to a random range (GTBM's arenas).
+        PoolRange range;
+        if (Mix64(r + 4) % 3 == 0) {
+          range.begin = Mix64(r + 5) % 512 * kB;
+          range.end = range.begin + Mix64(r + 6) % 512 * kB;
+        }
+        auto a = pool.Allocate(bytes, category, placement, range);
         if (a.ok()) {
           ASSERT_EQ(a->bytes, RoundToBlocks(bytes));
+          ASSERT_GE(a->offset, range.begin);
+          ASSERT_LE(a->offset + a->bytes, range.end);
           for (const auto& [id, other] : live) {
             ASSERT_TRUE(a->offset + a->bytes <= other.offset ||
                         other.offset + other.bytes <= a->offset)
@@ -128,7 +185,7 @@ TEST(HeapPoolTest, RandomizedInvariants) {
           model_peak = std::max(model_peak, model_in_use);
         } else {
           ASSERT_EQ(a.status().code(), StatusCode::kOutOfMemory);
-          ASSERT_LT(pool.stats().largest_free, RoundToBlocks(bytes));
+          ASSERT_LT(pool.LargestFree(range), RoundToBlocks(bytes));
         }
       } else {
         auto it = live.begin();

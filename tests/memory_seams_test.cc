@@ -134,7 +134,7 @@ TEST(AllocatorSeamTest, EveryAllocatorKeepsItsInvariantsInEveryMode) {
       }
     }
   }
-  // Every allocator x every mode x 2 budgets x 2 iterations x 16 steps.
+  // Allocators x modes x 2 budgets x 2 iterations x 16 steps.
   EXPECT_EQ(checked,
             static_cast<int>(AllocatorNames().size() * MemoryModeNames().size()) * 2 * 2 * 16);
 }

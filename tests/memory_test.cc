@@ -45,6 +45,8 @@ constexpr Variant kVariants[] = {
     // small tensors in shared arenas, 4 KiB ones give each its own range.
     {"va", "va", "lru", true, 64 * kKiB},
     {"va_4k", "va", "lru", true, 4 * kKiB},
+    {"gtbm", "gtbm", "lru", false},
+    {"gtbm_soft", "gtbm_soft", "lru", false},
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
@@ -56,17 +58,24 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.device_budget = 64 << 20;
   run.memory.host_budget = 16 << 20;  // locked as used on a GPU; these networks use far less
   run.memory.poison_freed = true;     // a read after free turns into NaN
+  // These maps are a few KiB: offload them and place them by mobility all the same.
+  run.memory.min_offload_bytes = 0;
   // Algorithms round differently: comparing modes bit for bit pins one.
   run.memory.workspace = *ParseWorkspacePolicy("pin:im2col_image");
   run.memory.allocator = variant.allocator;
   run.memory.eviction = variant.eviction;
   run.memory.compact = variant.compact;
   run.memory.chunk = variant.chunk;
+  // GTBM's arenas and stack are checked after every allocation and free (the
+  // other allocators' invariants, gtbm_soft's too, after every step:
+  // memory_seams_test).
+  run.memory.check_allocator = std::string(variant.allocator) == "gtbm";
   return run;
 }
 
-const char* const kModes[] = {"baseline",          "liveness",     "offload", "recompute",
-                              "offload_recompute", "superneurons", "window",  "lms"};
+const char* const kModes[] = {
+    "baseline",     "liveness", "offload", "recompute", "offload_recompute",
+    "superneurons", "window",   "lms",     "dymem",     "vdnn"};
 
 // The budget for a mode: the smallest that runs (forcing every technique to
 // act), or a roomy one.

@@ -50,7 +50,7 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"resnet50.yaml", 32, "imagenet"}, ModelCase{"resnet101.yaml", 32, "imagenet"},
         ModelCase{"resnet152.yaml", 32, "imagenet"}, ModelCase{"resnet152.yaml", 16, "cifar"},
         ModelCase{"resnet_deep.yaml", 32, "imagenet"}, ModelCase{"inception_v4.yaml", 75, nullptr},
-        ModelCase{"densenet121.yaml", 32, nullptr}),
+        ModelCase{"densenet121.yaml", 32, nullptr}, ModelCase{"resnet32_cifar.yaml", 32, nullptr}),
     [](const ::testing::TestParamInfo<ModelCase>& info) {
       std::string name = info.param.file;
       name = name.substr(0, name.find('.'));
@@ -65,11 +65,14 @@ TEST(ModelShapesTest, ParameterCountsMatchTheReferenceImplementations) {
     int64_t params;  // trainable, as torchvision counts them
   };
   // torchvision: resnet18 11,689,512; resnet50 25,557,032; vgg16 138,357,544;
-  // densenet121 7,978,856.
+  // densenet121 7,978,856. The CIFAR ResNet-32 of He et al. has 0.46 M
+  // (463,018 with biases and identity shortcuts); its two 1x1 projection
+  // shortcuts here add 544 + 2,112.
   const Expected cases[] = {{"resnet18.yaml", 11689512},
                             {"resnet50.yaml", 25557032},
                             {"vgg16.yaml", 138357544},
-                            {"densenet121.yaml", 7978856}};
+                            {"densenet121.yaml", 7978856},
+                            {"resnet32_cifar.yaml", 463018 + 544 + 2112}};
   for (const auto& c : cases) {
     auto spec = LoadNetFile(std::string("models/") + c.file);
     ASSERT_TRUE(spec.ok()) << spec.status().ToString();

@@ -219,6 +219,26 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
       "bad.yaml", ".");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("unknown memory mode 'lazy'"));
+  bad = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {mode: dymem, release: "
+      "soon}\n",
+      "bad.yaml", ".");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("memory.release"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("lazy"));
+  auto dymem = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {mode: dymem, release: "
+      "eager, prefetch: ahead, offload_set: conv, barrier: true, min_offload: 64KiB}\n",
+      "dymem.yaml", ".");
+  ASSERT_TRUE(dymem.ok()) << dymem.status().ToString();
+  EXPECT_EQ(dymem->memory.scheduler, "dymem");
+  EXPECT_EQ(dymem->memory.allocator, "gtbm");
+  EXPECT_FALSE(dymem->memory.compact);
+  EXPECT_EQ(dymem->memory.release, "eager");
+  EXPECT_EQ(dymem->memory.prefetch, "ahead");
+  EXPECT_EQ(dymem->memory.offload_set, "conv");
+  EXPECT_TRUE(dymem->memory.barrier);
+  EXPECT_EQ(dymem->memory.min_offload_bytes, 64u << 10);
   TrainConfig missing = Config();
   missing.data.path = (dir_ / "nowhere").string();
   auto trainer = Trainer::Create(missing, Quiet());

@@ -8,6 +8,8 @@
 //   plan --config X --json                                machine-readable
 //   plan --config X --minimum                             smallest budget per mode
 //   plan --config X --svg memory.svg                      a plot like Fig. 10
+//   plan --config X --memory dymem --size-pool            GTBM's pool, sized with beta
+//   plan --config X --fragmentation-svg frag.svg          footprint and U_f per step
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
@@ -23,6 +25,7 @@
 #include "framework/units.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
+#include "tools/dymem_reports.h"
 #include "tools/train_config.h"
 
 namespace spill {
@@ -41,8 +44,10 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
   --recompute-strategy S  cost_aware (default), speed or memory
   --workspace POLICY   dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME
   --allocator NAME     how device requests are placed: first_fit (default), best_fit,
-                       static (offsets precomputed by dynamic storage allocation), ideal
-                       (plan only: the max load, as if memory never fragmented)
+                       static (offsets precomputed by dynamic storage allocation), va
+                       (virtual addressing in --chunk pieces), gtbm, gtbm_soft (Dymem's
+                       grouping by mobility), ideal (plan only: the max load, as if
+                       memory never fragmented)
   --eviction RULE      the tensor cache's victim rule: lru (default) or belady
   --no-compact         never slide live tensors down to close holes, so that allocators
                        are compared by their footprint alone
@@ -61,12 +66,25 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
   --json               print JSON instead of text
   --csv FILE           write the per-step records of the (last) mode as CSV
   --svg FILE           plot memory per step, one curve per mode
+  --fragmentation-svg FILE  plot the footprint per step and U_f per allocation of the
+                       (last) mode under first_fit, best_fit, gtbm and --allocator, without
+                       compaction, in one pool (--device-memory, or the largest footprint)
+  --size-pool          with the gtbm allocator: size the pool from an iteration planned
+                       at --device-memory as Dymem does (init - squeeze gap + beta), check
+                       that it runs, and find the exact minimum and the smallest beta that runs
+  --beta SIZE          Dymem's safety margin for --size-pool (default 300MiB)
+  --release R, --prefetch P, --offload-set S, --barrier, --min-offload SIZE
+                       the dymem scheduler's switches (memory.release: lazy|eager,
+                       prefetch: dymem|ahead, offload_set: dymem|conv, barrier,
+                       min_offload)
 )";
 
 struct Args {
   std::string config, device, memory, device_memory, host_memory, csv, svg, strategy, workspace,
-      timing = "cache", allocator, eviction, trace, window, window_budget, chunk;
-  bool no_compact = false;
+      timing = "cache", allocator, eviction, trace, window, window_budget, chunk, fragmentation_svg,
+      release, prefetch, offload_set, min_offload;
+  bool no_compact = false, size_pool = false, barrier = false;
+  size_t beta = kDefaultBeta;
   int prefetch_ahead = -1;
   int64_t batch = 0;
   bool minimum = false, steps = false, json = false;
@@ -114,6 +132,23 @@ Status Parse(int argc, char** argv, Args* a) {
       SPILL_ASSIGN_OR_RETURN(a->chunk, value());
     } else if (arg == "--no-compact") {
       a->no_compact = true;
+    } else if (arg == "--fragmentation-svg") {
+      SPILL_ASSIGN_OR_RETURN(a->fragmentation_svg, value());
+    } else if (arg == "--size-pool") {
+      a->size_pool = true;
+    } else if (arg == "--release") {
+      SPILL_ASSIGN_OR_RETURN(a->release, value());
+    } else if (arg == "--prefetch") {
+      SPILL_ASSIGN_OR_RETURN(a->prefetch, value());
+    } else if (arg == "--offload-set") {
+      SPILL_ASSIGN_OR_RETURN(a->offload_set, value());
+    } else if (arg == "--min-offload") {
+      SPILL_ASSIGN_OR_RETURN(a->min_offload, value());
+    } else if (arg == "--barrier") {
+      a->barrier = true;
+    } else if (arg == "--beta") {
+      SPILL_ASSIGN_OR_RETURN(std::string b, value());
+      SPILL_ASSIGN_OR_RETURN(a->beta, ParseBytes(b));
     } else if (arg == "--prefetch-ahead") {
       SPILL_ASSIGN_OR_RETURN(std::string n, value());
       a->prefetch_ahead = std::atoi(n.c_str());
@@ -284,6 +319,49 @@ std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net&
   return out.str() + "}";
 }
 
+// The dymem scheduler's switches given as flags.
+Status ApplyDymemSwitches(const Args& args, MemoryOptions* options) {
+  if (!args.release.empty()) options->release = args.release;
+  if (!args.prefetch.empty()) options->prefetch = args.prefetch;
+  if (!args.offload_set.empty()) options->offload_set = args.offload_set;
+  if (args.barrier) options->barrier = true;
+  if (!args.min_offload.empty()) {
+    SPILL_ASSIGN_OR_RETURN(options->min_offload_bytes, ParseBytes(args.min_offload));
+  }
+  return options->Validate();
+}
+
+// The fragmentation of `mode` under first fit, best fit, GTBM and the chosen
+// allocator, in one pool.
+Status WriteFragmentation(const Args& args, const Net& net, const std::string& mode,
+                          MemoryOptions options) {
+  SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &options));
+  if (args.prefetch_ahead >= 0) options.prefetch_ahead = args.prefetch_ahead;
+  if (!args.workspace.empty()) {
+    SPILL_ASSIGN_OR_RETURN(options.workspace, ParseWorkspacePolicy(args.workspace));
+  }
+  SPILL_RETURN_IF_ERROR(ApplyDymemSwitches(args, &options));
+  SPILL_RETURN_IF_ERROR(ApplyWindowFlags(args, &options));
+  std::vector<std::string> allocators = {"first_fit", "best_fit", "gtbm"};
+  if (!args.allocator.empty() &&
+      std::find(allocators.begin(), allocators.end(), args.allocator) == allocators.end()) {
+    allocators.push_back(args.allocator);
+  }
+  size_t pool = 0;
+  if (!args.device_memory.empty()) {
+    SPILL_ASSIGN_OR_RETURN(pool, ParseBytes(args.device_memory));
+  }
+  SPILL_ASSIGN_OR_RETURN(FragmentationComparison comparison,
+                         CompareFragmentation(net.view(), options, allocators, pool));
+  if (!args.json) std::fputs(FragmentationText(comparison).c_str(), stdout);
+  std::ofstream(args.fragmentation_svg) << FragmentationSvg(
+      comparison.profiles,
+      net.name() + ", batch " + std::to_string(net.batch()) + ", " + mode +
+          (options.scheduler == "dymem" ? ", " + options.release + " release" : "") +
+          ", no compaction, pool " + FormatBytes(static_cast<double>(comparison.pool)));
+  return Status::Ok();
+}
+
 int Main(int argc, char** argv) {
   Args args;
   Status status = Parse(argc, argv, &args);
@@ -354,6 +432,11 @@ int Main(int argc, char** argv) {
       }
       options.device_budget = *budget;
     }
+    Status switches = ApplyDymemSwitches(args, &options);
+    if (!switches.ok()) {
+      std::fprintf(stderr, "plan: %s\n", switches.message().c_str());
+      return 2;
+    }
     auto start = std::chrono::steady_clock::now();
     auto plan = Plan(net.view(), options);
     double seconds =
@@ -391,12 +474,31 @@ int Main(int argc, char** argv) {
       if (modes.size() == 1) PrintPeak(*plan, net);
       if (args.steps) PrintSteps(*plan, net);
     }
+    if (args.size_pool && plan->fits && options.allocator == "gtbm") {
+      auto sizing = SizeGtbmPool(net.view(), options, args.beta);
+      if (!sizing.ok()) {
+        std::fprintf(stderr, "plan: --size-pool: %s\n", sizing.status().message().c_str());
+        return 1;
+      }
+      if (args.json) {
+        json.insert(json.size() - 1, ",\"pool_sizing\":" + PoolSizingJson(*sizing));
+      } else {
+        std::fputs(PoolSizingText(*sizing).c_str(), stdout);
+      }
+    }
     if (plan->fits) logs.push_back(plan->log);
     if (!args.trace.empty() && plan->fits) {
       std::ofstream(args.trace) << MemoryEventsJson(plan->events, net.schedule());
     }
     if (!args.csv.empty() && plan->fits) {
       std::ofstream(args.csv) << MemoryLogCsv(plan->log, net.schedule(), net.layer_names());
+    }
+  }
+  if (!args.fragmentation_svg.empty()) {
+    Status written = WriteFragmentation(args, net, modes.back(), subject->memory);
+    if (!written.ok()) {
+      std::fprintf(stderr, "plan: --fragmentation-svg: %s\n", written.message().c_str());
+      return 1;
     }
   }
   if (args.json) std::printf("%s]}\n", json.c_str());

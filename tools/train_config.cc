@@ -158,6 +158,12 @@ Status ReadMemory(ConfigSection memory, MemoryOptions* m, TimingConfig* timing) 
   m->lms_threshold = static_cast<int>(memory.Int("lms_threshold", m->lms_threshold));
   m->lms_ahead = static_cast<int>(memory.Int("lms_ahead", m->lms_ahead));
   m->chunk = memory.Bytes("chunk", m->chunk);
+  // The dymem scheduler's switches.
+  m->min_offload_bytes = memory.Bytes("min_offload", m->min_offload_bytes);
+  m->offload_set = memory.Choice("offload_set", {"dymem", "conv"}, m->offload_set);
+  m->release = memory.Choice("release", {"lazy", "eager"}, m->release);
+  m->prefetch = memory.Choice("prefetch", {"dymem", "ahead"}, m->prefetch);
+  m->barrier = memory.Bool("barrier", m->barrier);
   auto strategy = ParseRecomputeStrategy(
       memory.String("recompute_strategy", RecomputeStrategyName(m->recompute_strategy)));
   if (!strategy.ok()) return strategy.status().WithContext(memory.Where("recompute_strategy"));

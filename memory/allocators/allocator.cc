@@ -46,8 +46,10 @@ StatusOr<Allocation> DeviceAllocator::Allocate(const AllocRequest& request) {
     e.offset = *offset;
     e.category = request.category;
     e.unusable_free = unusable;
+    e.extent = Extent();
     log_->Add(e);
   }
+  CheckEvent("allocation");
   return Allocation{id, *offset, bytes};
 }
 
@@ -69,8 +71,22 @@ void DeviceAllocator::Free(AllocationId id) {
     e.bytes = block.bytes;
     e.offset = block.offset;
     e.category = block.category;
+    e.extent = Extent();
     log_->Add(e);
   }
+  CheckEvent("free");
+}
+
+void DeviceAllocator::CheckEvent(const char* what) const {
+  if (!check_every_event_) return;
+  const std::string broken = CheckInvariants();
+  SPILL_CHECK(broken.empty()) << name() << " allocator, after an " << what << ": " << broken;
+}
+
+size_t DeviceAllocator::Extent() const {
+  size_t end = 0;
+  for (const auto& [id, block] : live_) end = std::max(end, block.offset + block.bytes);
+  return end;
 }
 
 StatusOr<void*> DeviceAllocator::Reserve(Device& device) {

@@ -10,13 +10,17 @@
 //   first_fit, best_fit  HeapPool's free lists (heap_allocators.cc)
 //   static               offsets precomputed from a profiled iteration by
 //                        dynamic storage allocation (static_allocator.cc)
+//   gtbm                 Dymem's arenas by tensor mobility: movable low,
+//                        temporary high, reclaimed on a stack
+//                        (gtbm_allocator.h)
 //   ideal                plan-only accounting: a request fits while live bytes
 //                        stay within the budget; offsets are not a placement
 //
 // The base class keeps what every allocator must report the same way: bytes
 // in use and peaks by category, footprint (the highest end offset ever
 // placed), failures, and - when an event log is attached - one alloc/free
-// event per request, with the U_f (unusable free fraction) the request met.
+// event per request, with the U_f (unusable free fraction) the request met
+// and the extent of the placements after it.
 // An implementation only places and frees.
 //
 // Invariants, for every implementation
@@ -84,6 +88,10 @@ AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phas
 // the planner; profile-guided allocators call it).
 using Profiler = std::function<StatusOr<AllocationProfile>(Phase phase, size_t budget)>;
 
+// Tensors smaller than this are not worth offloading (Dymem's offload set;
+// GTBM's reclaimed class).
+constexpr size_t kDefaultMinOffloadBytes = size_t{1} << 20;  // 1 MiB
+
 struct AllocatorContext {
   size_t capacity = 0;
   Profiler profiler;  // may be empty (then profile-guided allocators fail)
@@ -91,6 +99,7 @@ struct AllocatorContext {
   const NetworkView* view = nullptr;
   // The physical chunk of allocators that map memory (memory.chunk).
   size_t chunk = 0;
+  size_t min_offload_bytes = kDefaultMinOffloadBytes;
 };
 
 class DeviceAllocator {
@@ -117,6 +126,14 @@ class DeviceAllocator {
   // region by default; allocators that map memory reserve more addresses
   // than memory.
   virtual size_t address_space() const { return capacity_; }
+  // The device memory the live placements span now - what a pool would
+  // need if they were the peak: by default the end of the highest live
+  // block; allocators with several arenas add up their extents.
+  virtual size_t Extent() const;
+  // The order in which the tensors `step` writes are placed: by default as
+  // the step lists them (GTBM places same-step temporaries longest-lived
+  // first).
+  virtual std::vector<TensorId> PlacementOrder(const Step& step) const { return step.writes; }
 
   // Rounds up to pool blocks and places the request, or kOutOfMemory.
   StatusOr<Allocation> Allocate(const AllocRequest& request);
@@ -152,6 +169,9 @@ class DeviceAllocator {
 
   // Appends alloc/free events to `log` (null: none).
   void set_event_log(MemoryEventLog* log) { log_ = log; }
+  // Checks every invariant after every allocation and free, and stops the
+  // program at the first that fails (a debugging aid for tests).
+  void set_check_every_event(bool check) { check_every_event_ = check; }
   // The checks of the base and of the implementation; "" when all hold.
   std::string CheckInvariants() const;
 
@@ -184,6 +204,7 @@ class DeviceAllocator {
     TensorId tensor;
   };
   void UpdateFreeStats();
+  void CheckEvent(const char* what) const;
 
   size_t capacity_;
   PoolStats stats_;
@@ -191,6 +212,7 @@ class DeviceAllocator {
   AllocationId next_id_ = 0;
   int64_t mismatches_ = 0;
   MemoryEventLog* log_ = nullptr;
+  bool check_every_event_ = false;
 };
 
 // ---- Registry: allocators register themselves next to their code. ----

@@ -17,6 +17,7 @@ class HeapAllocator : public DeviceAllocator {
   const char* name() const override { return FitPolicyName(pool_.fit()); }
   double UnusableFree(size_t bytes) const override { return pool_.UnusableFree(bytes); }
   bool can_compact() const override { return true; }
+  size_t Extent() const override { return pool_.LiveEnd(); }
 
  protected:
   StatusOr<size_t> Place(const AllocRequest& request, size_t bytes, AllocationId id) override {

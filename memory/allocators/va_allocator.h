@@ -107,6 +107,8 @@ class VirtualAddressAllocator : public DeviceAllocator {
   void Release(Device& device, void* base) override;
   size_t PeakFootprint() const override { return stats_.peak_held * chunk_; }
   size_t address_space() const override { return slots_ * chunk_; }
+  // What the live requests span: their chunks (addresses are not memory).
+  size_t Extent() const override { return stats_.held * chunk_; }
   double UnusableFree(size_t bytes) const override;
   const VaStats& va_stats() const { return stats_; }
   size_t chunk_bytes() const { return chunk_; }

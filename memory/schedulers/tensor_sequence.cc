@@ -33,10 +33,13 @@ TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase, const 
   return seq;
 }
 
-StatusOr<size_t> PersistentFootprint(const Schedule& schedule, const MemoryOptions& options) {
+StatusOr<size_t> PersistentFootprint(const NetworkView& view, const MemoryOptions& options) {
+  const Schedule& schedule = *view.schedule;
   AllocatorContext context;
   context.capacity = options.device_budget;
+  context.view = &view;
   context.chunk = options.chunk;
+  context.min_offload_bytes = options.min_offload_bytes;
   SPILL_ASSIGN_OR_RETURN(auto allocator, CreateAllocator(options.allocator, context));
   for (TensorId id = 0; id < static_cast<TensorId>(schedule.tensors.size()); ++id) {
     const TensorInfo& t = schedule.tensors[id];

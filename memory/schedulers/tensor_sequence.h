@@ -44,7 +44,9 @@ TensorSequence BuildTensorSequence(const Schedule& schedule, Phase phase,
 // The device memory the tensors that persist across iterations take under
 // the allocator `options` name, placed as the runtime places them (in
 // tensor order, before the first iteration): the allocator's footprint.
-StatusOr<size_t> PersistentFootprint(const Schedule& schedule, const MemoryOptions& options);
+// `view` must outlive the call (allocators that place by what a tensor is
+// read it).
+StatusOr<size_t> PersistentFootprint(const NetworkView& view, const MemoryOptions& options);
 
 // The largest workspace a step of `phase` can run with under `policy`: per
 // step, what the policy chooses when no memory is free beyond it (the

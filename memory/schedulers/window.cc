@@ -278,7 +278,10 @@ StatusOr<TransferPlan> PlanWindow(const Schedule& schedule, Phase phase,
 StatusOr<WindowSettings> WindowSettingsFor(const NetworkView& view, Phase phase,
                                            const MemoryOptions& options) {
   const Charge charge = ChargeOf(options);
-  auto footprint = PersistentFootprint(*view.schedule, options);
+  auto footprint = PersistentFootprint(view, options);
+  if (!footprint.ok() && footprint.status().code() != StatusCode::kOutOfMemory) {
+    return footprint.status();
+  }
   if (!footprint.ok()) {
     return OutOfMemory("window scheduler: the persistent tensors do not fit the " +
                        FormatBytes(static_cast<double>(options.device_budget)) +

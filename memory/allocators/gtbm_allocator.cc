@@ -1,0 +1,255 @@
+#include "memory/allocators/gtbm_allocator.h"
+
+#include <algorithm>
+#include <map>
+
+namespace spill {
+namespace {
+
+size_t WholeBlocks(size_t bytes) { return bytes / kPoolBlockBytes * kPoolBlockBytes; }
+
+// Whether a profiled or live request is a reclaimed tensor's.
+bool Reclaimed(TensorId tensor, int step, const Schedule& schedule,
+               const MobilityClasses& classes) {
+  if (tensor == kNoTensor || step < 0) return false;
+  return classes.Of(tensor, schedule.steps[step].pass) == Mobility::kReclaimed;
+}
+
+}  // namespace
+
+GtbmAllocator::GtbmAllocator(size_t capacity, size_t incremental_bytes, const NetworkView& view,
+                             MobilityClasses classes, bool soft)
+    : DeviceAllocator(capacity),
+      view_(view),
+      soft_(soft),
+      main_size_(WholeBlocks(capacity) -
+                 std::min(WholeBlocks(incremental_bytes), WholeBlocks(capacity))),
+      incremental_size_(WholeBlocks(capacity) - main_size_),
+      pool_(main_size_, FitPolicy::kBestFit),
+      classes_(std::move(classes)),
+      train_(AnalyzeLiveness(*view.schedule, Phase::kTrain)),
+      eval_(AnalyzeLiveness(*view.schedule, Phase::kEval)),
+      squeeze_gap_(main_size_) {}
+
+Mobility GtbmAllocator::Classify(const AllocRequest& request) const {
+  if (request.tensor == kNoTensor) return Mobility::kMovable;  // a workspace
+  const Schedule& schedule = *view_.schedule;
+  // Outside the steps: kept for good (persistent state; every tensor when
+  // liveness is off).
+  if (!IsTransient(schedule.tensors[request.tensor].kind) || request.step < 0) {
+    return Mobility::kPersistent;
+  }
+  return classes_.Of(request.tensor, schedule.steps[request.step].pass);
+}
+
+Status GtbmAllocator::BeginIteration(Phase phase) {
+  phase_ = phase;
+  return Status::Ok();
+}
+
+std::vector<TensorId> GtbmAllocator::PlacementOrder(const Step& step) const {
+  std::vector<TensorId> order = step.writes;
+  const Schedule& schedule = *view_.schedule;
+  auto temporary = [&](TensorId t) {
+    return IsTransient(schedule.tensors[t].kind) &&
+           classes_.Of(t, step.pass) == Mobility::kTemporary;
+  };
+  auto first_temporary =
+      std::stable_partition(order.begin(), order.end(), [&](TensorId t) { return !temporary(t); });
+  const std::vector<int>& last_use = (phase_ == Phase::kTrain ? train_ : eval_).last_use;
+  std::stable_sort(first_temporary, order.end(),
+                   [&](TensorId a, TensorId b) { return last_use[a] > last_use[b]; });
+  return order;
+}
+
+size_t GtbmAllocator::LowFrontier() const {
+  return low_.empty() ? 0 : low_.rbegin()->first + low_.rbegin()->second;
+}
+
+size_t GtbmAllocator::HighFrontier() const {
+  return high_.empty() ? main_size_ : high_.begin()->first;
+}
+
+void GtbmAllocator::NoteFrontiers() {
+  const size_t low = LowFrontier(), high = HighFrontier();
+  squeeze_gap_ = std::min(squeeze_gap_, high > low ? high - low : 0);  // crossed: soft only
+}
+
+size_t GtbmAllocator::Extent() const {
+  const size_t low = LowFrontier(), high = HighFrontier();
+  return (high > low ? low + (main_size_ - high) : main_size_) + StackTop();
+}
+
+StatusOr<size_t> GtbmAllocator::Place(const AllocRequest& request, size_t bytes, AllocationId id) {
+  const Mobility mobility = Classify(request);
+  if (mobility == Mobility::kReclaimed) {
+    const size_t top = StackTop();
+    if (top + bytes <= incremental_size_) {
+      stack_index_[id] = stack_.size();
+      stack_.push_back({id, top, bytes, true});
+      blocks_[id] = {Arena::kIncremental, -1, top, bytes};
+      incremental_peak_ = std::max(incremental_peak_, top + bytes);
+      return main_size_ + top;
+    }
+    SPILL_ASSIGN_OR_RETURN(size_t offset, PlaceInMain(Arena::kHigh, request.category, bytes, id));
+    ++overflows_;
+    return offset;
+  }
+  return PlaceInMain(mobility == Mobility::kTemporary ? Arena::kHigh : Arena::kLow,
+                     request.category, bytes, id);
+}
+
+StatusOr<size_t> GtbmAllocator::PlaceInMain(Arena arena, MemoryCategory category, size_t bytes,
+                                            AllocationId id) {
+  // Movables: the best-fitting hole below the low frontier, else the gap
+  // between the frontiers at its low end. Temporaries: the highest segment
+  // above the low frontier. Either way a block's place relative to its end
+  // of the pool does not depend on the pool's size, so a pool of the
+  // footprint places every block as a larger one did.
+  StatusOr<Allocation> block = OutOfMemory("no room");
+  if (arena == Arena::kLow) {
+    block = pool_.Allocate(bytes, category, Placement::kLow, {0, LowFrontier()});
+    if (!block.ok()) {
+      block = pool_.Allocate(bytes, category, Placement::kLow, {LowFrontier(), HighFrontier()});
+    }
+  } else {
+    block = pool_.Allocate(bytes, category, Placement::kTopDown, {LowFrontier(), main_size_});
+  }
+  if (!block.ok() && soft_) {  // anywhere in the main space
+    block = pool_.Allocate(bytes, category,
+                           arena == Arena::kLow ? Placement::kLow : Placement::kTopDown);
+    if (block.ok()) ++crossings_;
+  }
+  if (!block.ok()) return block.status();
+  blocks_[id] = {arena, block->id, block->offset, block->bytes};
+  (arena == Arena::kLow ? low_ : high_).insert({block->offset, block->bytes});
+  NoteFrontiers();
+  return block->offset;
+}
+
+void GtbmAllocator::Unplace(AllocationId id, size_t, size_t) {
+  auto it = blocks_.find(id);
+  const Block block = it->second;
+  blocks_.erase(it);
+  if (block.arena != Arena::kIncremental) {
+    pool_.Free(block.pool_id);
+    (block.arena == Arena::kLow ? low_ : high_).erase({block.offset, block.bytes});
+    NoteFrontiers();
+    return;
+  }
+  auto index = stack_index_.find(id);
+  stack_[index->second].live = false;
+  if (index->second + 1 != stack_.size()) ++deferred_frees_;
+  stack_index_.erase(index);
+  while (!stack_.empty() && !stack_.back().live) stack_.pop_back();
+}
+
+double GtbmAllocator::UnusableFree(size_t bytes) const {
+  const size_t free = stats().free_bytes;
+  if (free == 0) return 0.0;
+  const size_t need = RoundToBlocks(std::max<size_t>(bytes, 1));
+  // Main segments too small, incremental blocks waiting for those above
+  // them, and the incremental space's room when too small.
+  size_t unusable = pool_.UnusableBytes(need);
+  for (const StackEntry& e : stack_) unusable += e.live ? 0 : e.bytes;
+  const size_t room = incremental_size_ - StackTop();
+  if (room < need) unusable += room;
+  return static_cast<double>(unusable) / free;
+}
+
+size_t GtbmAllocator::FreeSegments() const {
+  return pool_.stats().free_segments + (StackTop() < incremental_size_ ? 1 : 0);
+}
+
+std::string GtbmAllocator::CheckPlacement() const {
+  const std::string pool = pool_.CheckInvariants();
+  if (!pool.empty()) return "main space: " + pool;
+  if (!soft_ && LowFrontier() > HighFrontier()) {
+    return "arenas interleave: a movable block ends at " + std::to_string(LowFrontier()) +
+           ", above the lowest temporary at " + std::to_string(HighFrontier());
+  }
+  size_t main_blocks = 0;
+  for (const auto& [id, block] : blocks_) {
+    if (block.arena == Arena::kIncremental) continue;
+    ++main_blocks;
+    if (block.offset + block.bytes > main_size_) return "a main block ends beyond the main space";
+    const auto& set = block.arena == Arena::kLow ? low_ : high_;
+    if (!set.count({block.offset, block.bytes})) return "an end's index misses a block";
+  }
+  if (main_blocks != low_.size() + high_.size()) return "the ends' indexes have extra blocks";
+  size_t expected = 0;
+  for (size_t i = 0; i < stack_.size(); ++i) {
+    if (stack_[i].offset != expected) return "the incremental stack has a gap";
+    expected += stack_[i].bytes;
+    if (stack_[i].live && (!stack_index_.count(stack_[i].id) || stack_index_.at(stack_[i].id) != i))
+      return "the incremental stack's index is stale";
+  }
+  if (!stack_.empty() && !stack_.back().live) return "a freed block on top of the stack";
+  if (StackTop() > incremental_size_) return "the incremental stack overflows its space";
+  return "";
+}
+
+size_t IncrementalStackPeak(const AllocationProfile& profile, const NetworkView& view,
+                            const MobilityClasses& classes) {
+  // Allocations and frees on the profile's clock: +1 + index, -1 - index.
+  std::multimap<int64_t, int64_t> events;
+  for (size_t i = 0; i < profile.requests.size(); ++i) {
+    const ProfiledRequest& r = profile.requests[i];
+    if (!Reclaimed(r.tensor, r.step, *view.schedule, classes)) continue;
+    events.insert({r.alloc_time, static_cast<int64_t>(i) + 1});
+    events.insert({r.free_time, -static_cast<int64_t>(i) - 1});
+  }
+  struct Entry {
+    size_t request, bytes;
+    bool live;
+  };
+  std::vector<Entry> stack;
+  size_t top = 0, peak = 0;
+  for (const auto& [time, event] : events) {
+    if (event > 0) {
+      const size_t i = static_cast<size_t>(event - 1);
+      stack.push_back({i, profile.requests[i].bytes, true});
+      top += profile.requests[i].bytes;
+      peak = std::max(peak, top);
+      continue;
+    }
+    const size_t i = static_cast<size_t>(-event - 1);
+    for (Entry& e : stack) e.live = e.live && e.request != i;
+    while (!stack.empty() && !stack.back().live) {
+      top -= stack.back().bytes;
+      stack.pop_back();
+    }
+  }
+  return peak;
+}
+
+namespace {
+
+AllocatorFactory Factory(bool soft) {
+  return [soft](const AllocatorContext& c) -> StatusOr<std::unique_ptr<DeviceAllocator>> {
+    if (c.view == nullptr) {
+      return InvalidArgument("the gtbm allocator places tensors by mobility: it needs the network");
+    }
+    MobilityClasses classes = ClassifyMobility(*c.view, c.min_offload_bytes);
+    size_t incremental = 0;
+    if (c.profiler) {
+      SPILL_ASSIGN_OR_RETURN(AllocationProfile profile, c.profiler(Phase::kTrain, c.capacity));
+      incremental = IncrementalStackPeak(profile, *c.view, classes);
+    }
+    return std::unique_ptr<DeviceAllocator>(
+        new GtbmAllocator(c.capacity, incremental, *c.view, std::move(classes), soft));
+  };
+}
+
+const bool kGtbm = RegisterAllocator(
+    {"gtbm",
+     "Dymem's arenas by tensor mobility: movable low, temporary high (top-down), reclaimed on "
+     "a stack; no compaction",
+     false, Factory(false)});
+
+const bool kGtbmSoft = RegisterAllocator(
+    {"gtbm_soft", "gtbm, but a request that finds no room in its arena takes the other's", false,
+     Factory(true)});
+
+}  // namespace
+}  // namespace spill

@@ -1,0 +1,153 @@
+// gtbm: Group Tensors By Mobility (Dymem §3.3) - the device region as a
+// unified pool of a main space and an incremental space, each tensor placed
+// in the arena of its mobility (memory/mobility.h), so that long-lived
+// tensors do not split the holes short-lived ones leave.
+//
+// Layout of the region of `capacity` bytes
+//   [0, main_size)         the main space, used from both ends:
+//       low end   movable tensors, workspaces, and persistent tensors (placed
+//                 first, never freed): the best-fitting hole among the
+//                 movables, else the low end of the gap between the
+//                 frontiers (`cnmemMalloc`, never above the lowest
+//                 temporary);
+//       high end  temporary tensors: a top-down search of the free space
+//                 above the highest movable, placed at the top of the
+//                 highest segment that holds them (`cnmemHighMalloc`). The
+//                 temporaries a step writes are placed longest-lived first,
+//                 so that they leave in the reverse order of their arrival;
+//   [main_size, capacity)  the incremental space: reclaimed tensors on a
+//                 stack. A block's space comes back only when every block
+//                 above it has gone; a free out of order waits (counted).
+// The incremental space is sized from a profiled iteration: the allocator
+// plans one under the accounting-only allocator first (as the static
+// allocator does) and replays its reclaimed requests on a stack. A reclaimed
+// request that finds no room there goes to the high end (an overflow).
+//
+// Invariants (CheckInvariants, after every event in the tests)
+//   * the arenas never interleave: no movable block ends above the lowest
+//     temporary one - the low frontier stays at or below the high frontier;
+//   * main blocks lie in [0, main_size); incremental blocks are contiguous
+//     from main_size and the top one is live;
+//   * the main pool's own invariants hold (memory/heap_pool.h).
+//
+// Sizing (Dymem §3.3.3): the squeeze gap is the smallest free gap between
+// the frontiers at any event. A main space of main_size - squeeze_gap would
+// have held every placement made (a block's place relative to its end of
+// the pool does not depend on the pool's size), so the footprint - what a
+// budget must cover - is that plus the incremental space's peak.
+//
+// gtbm_soft: the paper calls the grouping a "soft guarantee". A request that
+// finds no room in its own arena takes free space anywhere in the main space
+// (movables by best fit, temporaries top-down): the arenas may then
+// interleave, and the frontiers stop bounding anything (footprint: the main
+// space's span plus the stack's peak).
+#ifndef SPILL_MEMORY_ALLOCATORS_GTBM_ALLOCATOR_H_
+#define SPILL_MEMORY_ALLOCATORS_GTBM_ALLOCATOR_H_
+
+#include <cstdint>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "memory/allocators/allocator.h"
+#include "memory/liveness.h"
+#include "memory/mobility.h"
+
+namespace spill {
+
+class GtbmAllocator : public DeviceAllocator {
+ public:
+  // `incremental_bytes` of `capacity` (rounded down to blocks) go to the
+  // incremental space; `classes` are the view's (ClassifyMobility). `view`
+  // must outlive the allocator. `soft`: gtbm_soft.
+  GtbmAllocator(size_t capacity, size_t incremental_bytes, const NetworkView& view,
+                MobilityClasses classes, bool soft = false);
+
+  const char* name() const override { return soft_ ? "gtbm_soft" : "gtbm"; }
+  double UnusableFree(size_t bytes) const override;
+  size_t PeakFootprint() const override { return MainPeak() + incremental_peak_; }
+  size_t Extent() const override;
+  std::vector<TensorId> PlacementOrder(const Step& step) const override;
+  Status BeginIteration(Phase phase) override;
+
+  // The arena a request goes to (reclaimed: the incremental space).
+  Mobility Classify(const AllocRequest& request) const;
+  size_t main_size() const { return main_size_; }
+  size_t incremental_size() const { return incremental_size_; }
+  // The least free gap between the low and the high frontier at any event.
+  size_t squeeze_gap() const { return squeeze_gap_; }
+  // The most the two ends of the main space held at once.
+  size_t MainPeak() const { return main_size_ - squeeze_gap_; }
+  // The highest the incremental stack reached.
+  size_t incremental_peak() const { return incremental_peak_; }
+  // Reclaimed requests placed at the high end for want of incremental room.
+  int64_t overflows() const { return overflows_; }
+  // Incremental frees below the top, whose space waited for the blocks above.
+  int64_t deferred_frees() const { return deferred_frees_; }
+  // gtbm_soft: requests placed in the other arena for want of room in theirs.
+  int64_t crossings() const { return crossings_; }
+  // The end of the highest movable block and the start of the lowest
+  // temporary one (main_size when none).
+  size_t LowFrontier() const;
+  size_t HighFrontier() const;
+
+ protected:
+  StatusOr<size_t> Place(const AllocRequest& request, size_t bytes, AllocationId id) override;
+  void Unplace(AllocationId id, size_t offset, size_t bytes) override;
+  bool Fits(size_t bytes) const override { return Largest() >= bytes; }
+  // For a movable request (workspaces, most prefetches).
+  size_t Largest() const override {
+    return pool_.LargestFree(soft_ ? PoolRange{} : PoolRange{0, HighFrontier()});
+  }
+  size_t FreeSegments() const override;
+  std::string CheckPlacement() const override;
+
+ private:
+  enum class Arena { kLow, kHigh, kIncremental };
+  struct Block {
+    Arena arena;
+    AllocationId pool_id = -1;  // main space
+    size_t offset = 0;          // main: in the region; incremental: in the stack
+    size_t bytes = 0;
+  };
+  struct StackEntry {
+    AllocationId id;
+    size_t offset;  // from main_size
+    size_t bytes;
+    bool live;
+  };
+
+  StatusOr<size_t> PlaceInMain(Arena arena, MemoryCategory category, size_t bytes, AllocationId id);
+  size_t StackTop() const {
+    return stack_.empty() ? 0 : stack_.back().offset + stack_.back().bytes;
+  }
+  void NoteFrontiers();
+
+  const NetworkView& view_;
+  const bool soft_;
+  const size_t main_size_;
+  const size_t incremental_size_;
+  HeapPool pool_;  // the main space, best fit
+  MobilityClasses classes_;
+  Liveness train_, eval_;  // for the order of same-step temporaries
+  Phase phase_ = Phase::kTrain;
+  std::unordered_map<AllocationId, Block> blocks_;
+  std::set<std::pair<size_t, size_t>> low_, high_;  // (offset, bytes) of each end's blocks
+  std::vector<StackEntry> stack_;
+  std::unordered_map<AllocationId, size_t> stack_index_;
+  size_t squeeze_gap_;
+  size_t incremental_peak_ = 0;
+  int64_t overflows_ = 0;
+  int64_t deferred_frees_ = 0;
+  int64_t crossings_ = 0;
+};
+
+// The most bytes the reclaimed requests of `profile` hold on a stack that
+// gives space back only from the top.
+size_t IncrementalStackPeak(const AllocationProfile& profile, const NetworkView& view,
+                            const MobilityClasses& classes);
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_ALLOCATORS_GTBM_ALLOCATOR_H_

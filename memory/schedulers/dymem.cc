@@ -1,0 +1,191 @@
+// dymem: Dymem's dependency-aware offload and prefetch (HPDC '20, §3.2), and
+// vdnn, a vDNN-like baseline with a barrier at every layer.
+//
+// dymem, training
+//   forward   every tensor of the offload set (memory/mobility.h: Dymem's
+//             set, or with `offload_set: conv` the inputs of convolutions)
+//             starts copying to host right after the step that writes it;
+//             the next step does not wait for the copy. Its device block:
+//               release: lazy (default) - after its last forward use it
+//                 joins a FIFO of offloads given back when an allocation
+//                 does not fit, oldest first; those left go at the end of
+//                 forward, where the paper synchronises its two streams;
+//               release: eager - goes right after its last forward use
+//                 (waiting for the copy there if it still runs);
+//               barrier: true - besides, the copy is waited for at the end
+//                 of the step it overlapped (vDNN's per-layer
+//                 synchronisation); the tensor keeps its device block, with
+//                 a current host copy, until it is released.
+//   backward  prefetch: dymem (default) - Algorithm 2, with the loop bound
+//               of the design notes: before the step of layer L, the saved
+//               tensors of the layers ahead, up to and including the second
+//               convolution ahead (the first when L is a convolution), come
+//               back in backward order where they fit without evicting; one
+//               that does not fit holds back the rest, which are listed
+//               again at the next step;
+//             prefetch: ahead - each comes back at the step before its first
+//               use (vDNN), so that step's end is where its compute waits.
+//   everywhere, each tensor is released after its last use (liveness).
+// vdnn: dymem with the conv offload set, eager release, prefetch ahead and
+// the barrier (its mode places with best fit, as the paper's baseline).
+// Evaluation: liveness releases only. Neither recomputes nor caches.
+#include <algorithm>
+#include <set>
+
+#include "memory/liveness.h"
+#include "memory/mobility.h"
+#include "memory/transfer_plan.h"
+
+namespace spill {
+namespace {
+
+void AddReleases(const Liveness& liveness, TransferPlan* plan) {
+  for (int s = 0; s < plan->num_steps(); ++s) {
+    for (TensorId id : liveness.dies_after[s]) plan->after[s].push_back({TransferOp::kRelease, id});
+  }
+}
+
+TransferPlan EvalPlan(const Schedule& schedule) {
+  TransferPlan plan;
+  plan.phase = Phase::kEval;
+  plan.liveness = AnalyzeLiveness(schedule, Phase::kEval);
+  plan.Resize(plan.liveness.num_steps);
+  AddReleases(plan.liveness, &plan);
+  return plan;
+}
+
+// The forward copy of `t`, written at `producer` and last used in forward at
+// `last`, and when its device block goes.
+void AddOffload(TensorId t, int producer, int last, int n, const MemoryOptions& options,
+                TransferPlan* plan) {
+  plan->after[producer].push_back({TransferOp::kBeginOffload, t});
+  int release = last;
+  if (options.barrier) {
+    // The copy overlaps the next step; the compute waits for it at its end.
+    const int wait = std::min(producer + 1, n - 1);
+    plan->after[wait].push_back({TransferOp::kCancelOffload, t});
+    release = std::max(last, wait);
+    plan->after[release].push_back({TransferOp::kBeginOffload, t});  // host copy current: no copy
+  }
+  plan->after[release].push_back(
+      {options.release == "lazy" ? TransferOp::kFinishOffloadLazily : TransferOp::kFinishOffload,
+       t});
+}
+
+// Forward offloads, in the order the tensors are written.
+void AddOffloads(const Schedule& schedule, const std::vector<bool>& set,
+                 const MemoryOptions& options, TransferPlan* plan) {
+  const int n = schedule.num_layers();
+  std::vector<int> producer(schedule.tensors.size(), -1), last(schedule.tensors.size(), -1);
+  std::vector<TensorId> order;
+  for (int s = 0; s < n; ++s) {
+    for (TensorId t : schedule.steps[s].writes) {
+      if (producer[t] < 0) {
+        producer[t] = s;
+        order.push_back(t);
+      }
+      last[t] = s;
+    }
+    for (TensorId t : schedule.steps[s].reads) last[t] = s;
+  }
+  for (TensorId t : order) {
+    if (set[t]) AddOffload(t, producer[t], last[t], n, options, plan);
+  }
+  // The end of forward: every offload still in flight gives its block back.
+  if (options.release == "lazy") {
+    for (TensorId t : order) {
+      if (set[t]) plan->after[n - 1].push_back({TransferOp::kFinishOffload, t});
+    }
+  }
+}
+
+bool IsConvolution(const NetworkView& view, int step) {
+  return view.layer(view.schedule->steps[step].layer).type == "convolution";
+}
+
+// Algorithm 2 before every backward step: the window's saved tensors.
+void AddWindowPrefetches(const NetworkView& view, const std::vector<bool>& set,
+                         TransferPlan* plan) {
+  const Schedule& schedule = *view.schedule;
+  const int n = schedule.num_layers();
+  for (int k = n; k < 2 * n; ++k) {
+    int convolutions = IsConvolution(view, k) ? 1 : 0;
+    std::set<TensorId> listed;
+    for (int j = k + 1; j < 2 * n; ++j) {
+      if (!schedule.steps[j].active) continue;
+      if (IsConvolution(view, j)) {
+        if (convolutions >= 2) break;  // the window ends before the third
+        ++convolutions;
+      }
+      for (TensorId t : schedule.steps[j].saved) {
+        if (set[t] && listed.insert(t).second)
+          plan->before[k].push_back({TransferOp::kPrefetch, t});
+      }
+    }
+  }
+  plan->prefetch_in_order = true;
+}
+
+// vDNN: each at the step before the first that needs it.
+void AddPrefetchesAhead(const Schedule& schedule, const std::vector<bool>& set,
+                        TransferPlan* plan) {
+  const int n = schedule.num_layers();
+  std::vector<bool> done(schedule.tensors.size(), false);
+  for (int s = n; s < 2 * n; ++s) {
+    for (TensorId t : schedule.steps[s].reads) {
+      if (!set[t] || done[t]) continue;
+      done[t] = true;
+      if (s - 1 >= n) plan->before[s - 1].push_back({TransferOp::kPrefetch, t});
+    }
+  }
+}
+
+StatusOr<PhasePlans> Plans(const NetworkView& view, const MemoryOptions& options) {
+  if (options.recompute || options.cache) {
+    return InvalidArgument("memory: the " + options.scheduler +
+                           " scheduler neither recomputes nor caches (recompute and cache must be "
+                           "off; the superneurons scheduler has both)");
+  }
+  const Schedule& schedule = *view.schedule;
+  PhasePlans plans;
+  plans.eval = EvalPlan(schedule);
+  TransferPlan& plan = plans.train;
+  plan.phase = Phase::kTrain;
+  plan.liveness = AnalyzeLiveness(schedule, Phase::kTrain);
+  plan.Resize(plan.liveness.num_steps);
+  if (options.offload) {
+    const std::vector<bool> set = options.offload_set == "conv"
+                                      ? ConvInputOffloadSet(view, options.min_offload_bytes)
+                                      : DymemOffloadSet(view, options.min_offload_bytes);
+    AddOffloads(schedule, set, options, &plan);
+    if (options.prefetch == "dymem") {
+      AddWindowPrefetches(view, set, &plan);
+    } else {
+      AddPrefetchesAhead(schedule, set, &plan);
+    }
+  }
+  if (options.liveness) AddReleases(plan.liveness, &plan);
+  return plans;
+}
+
+const bool kDymem = RegisterScheduler(
+    {"dymem",
+     "Dymem: large feature maps offloaded without barriers, lazy or eager release, prefetch by "
+     "Algorithm 2 or one layer ahead",
+     Plans});
+
+const bool kVdnn = RegisterScheduler(
+    {"vdnn",
+     "vDNN-like: convolution inputs offloaded, every copy waited for at the end of its step, "
+     "prefetch one layer ahead",
+     [](const NetworkView& view, const MemoryOptions& options) {
+       MemoryOptions vdnn = options;
+       vdnn.offload_set = "conv";
+       vdnn.release = "eager";
+       vdnn.prefetch = "ahead";
+       vdnn.barrier = true;
+       return Plans(view, vdnn);
+     }});
+
+}  // namespace
+}  // namespace spill
