@@ -20,9 +20,11 @@ constexpr char kUsage[] =
     "               [--host-memory 64GiB] [--workspace POLICY] [--device cpu|cuda] [--confirm "
     "STEPS]\n"
     "               [--config models/resnet_deep.yaml] [--set KEY=VALUE]\n"
+    "               [--device-profile k40-pcie3]\n"
     "The deepest ResNet (n1 = 6, n2 = 32, n4 = 6, n3 grown; depth = 3 * units + 2) whose\n"
     "training iteration fits the device budget, found from plans; --confirm N also trains\n"
-    "it for N steps where this machine has the memory.\n";
+    "it for N steps where this machine has the memory. It also prints the iteration time\n"
+    "simulated on --device-profile (k40-pcie3, titanx-pcie3, v100-nvlink2, h100-pcie5, cpu).\n";
 
 int Main(int argc, char** argv) {
   ExperimentOptions o;
@@ -62,8 +64,11 @@ int Main(int argc, char** argv) {
       FormatBytes(static_cast<double>(best->plan.peak)).c_str(),
       FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
       static_cast<long>(best->plan.recomputations), probes);
-  if (o.confirm == 0) return 0;
   auto spec = spec_for(*n3);
+  // Predict and train with the scheduler budget the search settled on.
+  o.memory.window_budget = best->window_budget;
+  if (!spec.ok() || ReportPrediction(*spec, o.batch, o) != 0) return 1;
+  if (o.confirm == 0) return 0;
   return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o, best->plan), o.confirm);
 }
 

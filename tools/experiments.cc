@@ -15,6 +15,7 @@
 #include "layers/cpu/conv_timer.h"
 #include "memory/allocators/allocator.h"
 #include "memory/runtime.h"
+#include "tools/timeline_tools.h"
 
 namespace spill {
 namespace {
@@ -166,6 +167,8 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
       window = v;
     else if (a == "--window-budget")
       window_budget = v;
+    else if (a == "--device-profile")
+      o.device_profile = v;
     else if (a == "--set" && v.find('=') != std::string::npos) {
       o.sets[v.substr(0, v.find('='))] = YAML::Load(v.substr(v.find('=') + 1));
     } else {
@@ -180,6 +183,7 @@ StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
   SPILL_ASSIGN_OR_RETURN(o.memory.workspace, ParseWorkspacePolicy(workspace));
   SPILL_RETURN_IF_ERROR(ApplyPlacementFlags(allocator, compact, chunk, &o.memory));
   SPILL_RETURN_IF_ERROR(ApplyWindowFlags(window, window_budget, &o));
+  SPILL_RETURN_IF_ERROR(LoadDeviceProfile(o.device_profile, 0).status());
   return o;
 }
 
@@ -232,6 +236,31 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
     if (probe.fits) break;
   }
   return probe;
+}
+
+int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
+  auto predicted = [&]() -> StatusOr<std::string> {
+    SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, type}));
+    SolverConfig sgd;
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
+    solver->AddState(*net);
+    SPILL_ASSIGN_OR_RETURN(
+        std::unique_ptr<PlanPredictor> predictor,
+        PlanPredictor::Create(options.device_profile, 0, *net, nullptr, options.memory));
+    MemoryOptions memory = options.memory;
+    memory.record_events = true;
+    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(net->view(), memory));
+    SPILL_ASSIGN_OR_RETURN(Prediction p, predictor->Predict(plan, memory, ""));
+    return DescribePrediction(p, batch, &predictor->roomy());
+  }();
+  if (!predicted.ok()) {
+    std::printf("no prediction: %s\n", predicted.status().message().c_str());
+    return 1;
+  }
+  std::printf("predicted on %s (simulated, not measured): %s\n", options.device_profile.c_str(),
+              predicted->c_str());
+  return 0;
 }
 
 StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,

@@ -34,13 +34,17 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 //   --window-budget SIZE|search (search: the largest multiple, from 1x down
 //   in steps of 0.05x, with which the window scheduler's plan fits - what
 //   the window paper's authors set by hand)
+//   --device-profile NAME
 struct ExperimentOptions {
   std::string model;
   std::string device = "cpu";  // whose layers (and workspaces) are planned and run
   int64_t batch = 16;
   int64_t size = 224;
   int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
-  bool help = false;    // --help: print the usage and stop
+  // The device profile the result's iteration time is predicted on (the
+  // paper's experiments ran on a 12 GB K40).
+  std::string device_profile = "k40-pcie3";
+  bool help = false;  // --help: print the usage and stop
   bool search_window_budget = false;
   ParamOverrides sets;
   MemoryOptions memory;
@@ -59,6 +63,11 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* usage,
 // Plans a training iteration of `spec` at `batch` with the options' device
 // and memory options.
 StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options);
+
+// Prints the predicted iteration time of `spec` at `batch` under the
+// options on their device profile, beside the roomy run's (a simulation:
+// memory/sim/). Returns 0, or 1 after printing why it could not.
+int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions& options);
 
 // Trains `steps` steps on synthetic data for real; reports the peak device
 // bytes and seconds per step. Fails with a clear message when this machine

@@ -8,6 +8,8 @@
 //   plan --config X --json                                machine-readable
 //   plan --config X --minimum                             smallest budget per mode
 //   plan --config X --svg memory.svg                      a plot like Fig. 10
+//   plan --config X --device-profile titanx-pcie3         predicted time per mode
+//   plan --config X --memory superneurons --device-profile h100-pcie5 --timeline t.json
 //   plan --config X --memory dymem --size-pool            GTBM's pool, sized with beta
 //   plan --config X --fragmentation-svg frag.svg          footprint and U_f per step
 #include <yaml-cpp/yaml.h>
@@ -25,7 +27,10 @@
 #include "framework/units.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
+#include "memory/sim/timeline_svg.h"
+#include "memory/sim/trace_json.h"
 #include "tools/dymem_reports.h"
+#include "tools/timeline_tools.h"
 #include "tools/train_config.h"
 
 namespace spill {
@@ -60,7 +65,16 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
                        allocation and free (block, bytes, offset, step, tensor), transfer,
                        drop and compute (of the last mode planned)
   --timing MODE        model, or cache (the default: times measured by `train`
-                       where cached, the model elsewhere)
+                       where cached, the model elsewhere), or measure (time the
+                       convolutions, and with --device-profile cpu every step of each
+                       mode on this CPU, caching both)
+  --device-profile P   predict each mode's iteration time on device profile P (a
+                       simulation of the compute and copy queues; GPU profiles are
+                       spec-sheet models, not measurements):
+%PROFILES%  --link-gbps G        the cpu profile's link, as train --link-gbps throttles it
+  --timeline FILE.json write the (last) mode's simulated iteration as a Chrome/Perfetto
+                       trace (ui.perfetto.dev, chrome://tracing)
+  --timeline-svg FILE  draw the (last) mode's simulated iteration as SVG
   --minimum            also find the smallest budget each mode runs in
   --steps              print every step
   --json               print JSON instead of text
@@ -79,10 +93,17 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
                        min_offload)
 )";
 
+std::string Usage() {
+  std::string usage = kUsage;
+  usage.replace(usage.find("%PROFILES%"), 10, DeviceProfileHelp());
+  return usage;
+}
+
 struct Args {
   std::string config, device, memory, device_memory, host_memory, csv, svg, strategy, workspace,
-      timing = "cache", allocator, eviction, trace, window, window_budget, chunk, fragmentation_svg,
-      release, prefetch, offload_set, min_offload;
+      timing = "cache", allocator, eviction, trace, window, window_budget, chunk, device_profile,
+      timeline, timeline_svg, fragmentation_svg, release, prefetch, offload_set, min_offload;
+  double link_gbps = 0;
   bool no_compact = false, size_pool = false, barrier = false;
   size_t beta = kDefaultBeta;
   int prefetch_ahead = -1;
@@ -130,6 +151,19 @@ Status Parse(int argc, char** argv, Args* a) {
       SPILL_ASSIGN_OR_RETURN(a->window_budget, value());
     } else if (arg == "--chunk") {
       SPILL_ASSIGN_OR_RETURN(a->chunk, value());
+    } else if (arg == "--device-profile") {
+      SPILL_ASSIGN_OR_RETURN(a->device_profile, value());
+    } else if (arg == "--timeline") {
+      SPILL_ASSIGN_OR_RETURN(a->timeline, value());
+    } else if (arg == "--timeline-svg") {
+      SPILL_ASSIGN_OR_RETURN(a->timeline_svg, value());
+    } else if (arg == "--link-gbps") {
+      SPILL_ASSIGN_OR_RETURN(std::string g, value());
+      char* end = nullptr;
+      a->link_gbps = std::strtod(g.c_str(), &end);
+      if (g.empty() || *end != '\0' || a->link_gbps <= 0) {
+        return InvalidArgument("--link-gbps needs a positive number of GB/s, got '" + g + "'");
+      }
     } else if (arg == "--no-compact") {
       a->no_compact = true;
     } else if (arg == "--fragmentation-svg") {
@@ -168,12 +202,21 @@ Status Parse(int argc, char** argv, Args* a) {
     else if (arg == "--json")
       a->json = true;
     else if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
+      std::fputs(Usage().c_str(), stdout);
       std::exit(0);
     } else
-      return InvalidArgument("unknown option '" + arg + "'\n" + kUsage);
+      return InvalidArgument("unknown option '" + arg + "'\n" + Usage());
   }
-  if (a->config.empty()) return InvalidArgument(std::string("--config is required\n") + kUsage);
+  if (a->config.empty()) return InvalidArgument("--config is required\n" + Usage());
+  if ((!a->timeline.empty() || !a->timeline_svg.empty()) && a->device_profile.empty()) {
+    return InvalidArgument(
+        "--timeline and --timeline-svg simulate on a device profile: add "
+        "--device-profile NAME\n" +
+        Usage());
+  }
+  if (a->timing != "model" && a->timing != "cache" && a->timing != "measure") {
+    return InvalidArgument("--timing must be model, cache or measure, not '" + a->timing + "'");
+  }
   return Status::Ok();
 }
 
@@ -202,6 +245,7 @@ Status ApplyWindowFlags(const Args& args, MemoryOptions* options) {
 
 // The network and the solver of a training config or of a bare network file.
 struct Subject {
+  NetSpec spec;
   std::unique_ptr<Net> net;
   SolverConfig solver;
   bool has_solver = false;
@@ -238,6 +282,7 @@ StatusOr<Subject> Load(const Args& a) {
   if (!a.device.empty()) device = a.device;
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(device));
   SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, {batch, type}));
+  s.spec = spec;
   if (s.has_solver) {
     SPILL_ASSIGN_OR_RETURN(auto solver, Solver::Create(s.solver));
     solver->AddState(*s.net);
@@ -282,8 +327,24 @@ void PrintPeak(const MemoryPlan& plan, const Net& net) {
   std::printf("\n");
 }
 
+std::string JsonPrediction(const Prediction& p, const PlanPredictor& predictor) {
+  const TimelineSummary& s = p.summary;
+  char text[400];
+  std::snprintf(text, sizeof(text),
+                ",\"prediction\":{\"profile\":\"%s\",\"iteration_seconds\":%.9g,"
+                "\"relative_throughput\":%.6g,\"compute_seconds\":%.9g,\"copy_seconds\":%.9g,"
+                "\"overlap\":%.6g,\"compute_wait_seconds\":%.9g,\"host_wait_seconds\":%.9g,"
+                "\"step_costs\":\"%s\"}",
+                predictor.profile().name.c_str(), s.iteration_seconds,
+                predictor.roomy().summary.iteration_seconds / std::max(s.iteration_seconds, 1e-12),
+                s.compute_seconds, s.copy_seconds, s.overlap(), s.compute_wait_seconds,
+                s.host_wait_seconds, p.costs.Source().c_str());
+  return text;
+}
+
 std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net& net,
-                     double seconds, size_t minimum, bool steps) {
+                     double seconds, size_t minimum, bool steps, const Prediction* prediction,
+                     const PlanPredictor* predictor) {
   std::ostringstream out;
   out << "{\"mode\":\"" << mode << "\",\"fits\":" << (plan.fits ? "true" : "false");
   if (plan.fits) {
@@ -296,6 +357,7 @@ std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net&
         << ",\"to_host_bytes\":" << plan.log.to_host
         << ",\"to_device_bytes\":" << plan.log.to_device << ",\"plan_seconds\":" << seconds;
     if (minimum) out << ",\"minimum_budget_bytes\":" << minimum;
+    if (prediction) out << JsonPrediction(*prediction, *predictor);
     out << ",\"peak_live\":[";
     for (size_t i = 0; i < plan.log.peak_live.size(); ++i) {
       out << (i ? "," : "") << "\"" << net.schedule().tensors[plan.log.peak_live[i]].name << "\"";
@@ -317,6 +379,33 @@ std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net&
     out << ",\"failure\":\"" << plan.failure << "\"";
   }
   return out.str() + "}";
+}
+
+// The predictor of --device-profile (null without one).
+StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject& subject) {
+  if (args.device_profile.empty()) return std::unique_ptr<PlanPredictor>();
+  SPILL_ASSIGN_OR_RETURN(
+      std::unique_ptr<PlanPredictor> predictor,
+      PlanPredictor::Create(args.device_profile, args.link_gbps, *subject.net,
+                            args.timing == "measure" ? &subject.spec : nullptr, subject.memory));
+  if (!args.json) {
+    std::printf("device profile %s\n", DescribeDeviceProfile(predictor->profile()).c_str());
+  }
+  return predictor;
+}
+
+// A mode's predicted iteration (null without a predictor or when the plan
+// does not fit).
+StatusOr<std::unique_ptr<Prediction>> PredictMode(PlanPredictor* predictor, const MemoryPlan& plan,
+                                                  const MemoryOptions& options, const Net& net,
+                                                  const std::string& mode) {
+  if (predictor == nullptr || !plan.fits) return std::unique_ptr<Prediction>();
+  SPILL_ASSIGN_OR_RETURN(
+      Prediction p,
+      predictor->Predict(plan, options,
+                         net.name() + ", batch " + std::to_string(net.batch()) + ", " + mode +
+                             ", " + predictor->profile().name + " (simulated)"));
+  return std::make_unique<Prediction>(std::move(p));
 }
 
 // The dymem scheduler's switches given as flags.
@@ -369,9 +458,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "plan: %s\n", status.message().c_str());
     return 2;
   }
-  // Planning never measures: it reads what training measured, or models.
+  // Planning measures only when asked to: it reads what training measured,
+  // or models.
   cpu::SetConvTiming(
-      {cpu::ConvTimingMode::kModel, args.timing == "cache" ? cpu::DefaultConvTimingCache() : ""});
+      {args.timing == "measure" ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
+       args.timing == "model" ? "" : cpu::DefaultConvTimingCache()});
   auto subject = Load(args);
   if (!subject.ok()) {
     std::fprintf(stderr, "plan: %s\n", subject.status().message().c_str());
@@ -387,6 +478,13 @@ int Main(int argc, char** argv) {
                 net.num_layers(), net.schedule().steps.size(),
                 subject->has_solver ? ", with solver state" : "");
   }
+  auto created = MakePredictor(args, *subject);
+  if (!created.ok()) {
+    std::fprintf(stderr, "plan: %s\n", created.status().message().c_str());
+    return 2;
+  }
+  std::unique_ptr<PlanPredictor> predictor = std::move(created).value();
+  Timeline timeline;
   std::vector<MemoryLog> logs;
   std::string json = "{\"network\":\"" + net.name() +
                      "\",\"batch\":" + std::to_string(net.batch()) + ",\"modes\":[";
@@ -407,7 +505,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "plan: %s\n", window.message().c_str());
       return 2;
     }
-    options.record_events = !args.trace.empty();
+    options.record_events = !args.trace.empty() || predictor;
     if (!args.workspace.empty()) {
       auto workspace = ParseWorkspacePolicy(args.workspace);
       if (!workspace.ok()) {
@@ -450,8 +548,15 @@ int Main(int argc, char** argv) {
       auto found = MinimumBudget(net.view(), options);
       if (found.ok()) minimum = *found;
     }
+    auto prediction = PredictMode(predictor.get(), *plan, options, net, modes[m]);
+    if (!prediction.ok()) {
+      std::fprintf(stderr, "plan: %s\n", prediction.status().message().c_str());
+      return 1;
+    }
+    if (*prediction) timeline = (*prediction)->timeline;
     if (args.json) {
-      json += (m ? "," : "") + JsonPlan(modes[m], *plan, net, seconds, minimum, args.steps);
+      json += (m ? "," : "") + JsonPlan(modes[m], *plan, net, seconds, minimum, args.steps,
+                                        prediction->get(), predictor.get());
     } else if (!plan->fits) {
       std::printf("%-13s does not fit: %s\n", modes[m].c_str(), plan->failure.c_str());
     } else {
@@ -462,7 +567,8 @@ int Main(int argc, char** argv) {
           plan->peak_step + 1, Bytes(plan->persistent).c_str(), Bytes(plan->log.to_host).c_str(),
           Bytes(plan->log.to_device).c_str(), static_cast<long>(plan->recomputations), seconds);
       std::printf(
-          "  %s allocator: max load %s, footprint %s, fragmentation %s (%.2f%%), compaction moved "
+          "  %s allocator: max load %s, footprint %s, fragmentation %s (%.2f%%), compaction "
+          "moved "
           "%s\n",
           options.allocator.c_str(), Bytes(plan->peak).c_str(), Bytes(plan->footprint).c_str(),
           Bytes(plan->fragmentation()).c_str(),
@@ -471,6 +577,10 @@ int Main(int argc, char** argv) {
       if (minimum)
         std::printf("  smallest budget that runs: %s (%zu bytes)\n", Bytes(minimum).c_str(),
                     minimum);
+      if (*prediction) {
+        std::printf("  predicted on %s: %s\n", predictor->profile().name.c_str(),
+                    DescribePrediction(**prediction, net.batch(), &predictor->roomy()).c_str());
+      }
       if (modes.size() == 1) PrintPeak(*plan, net);
       if (args.steps) PrintSteps(*plan, net);
     }
@@ -502,6 +612,8 @@ int Main(int argc, char** argv) {
     }
   }
   if (args.json) std::printf("%s]}\n", json.c_str());
+  if (!args.timeline.empty()) std::ofstream(args.timeline) << TimelineTraceJson(timeline);
+  if (!args.timeline_svg.empty()) std::ofstream(args.timeline_svg) << TimelineSvg(timeline);
   if (!args.svg.empty()) {
     std::ofstream(args.svg) << MemoryPlotSvg(logs,
                                              net.name() + ", batch " + std::to_string(net.batch()));

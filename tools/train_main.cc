@@ -40,6 +40,8 @@ const char kUsage[] = R"(usage: train [options]
   --no-progress          no progress bar
   --profile              print compute time per layer type at the end
   --trace DIR            record network, weights, batches and losses for tools/crosscheck_torch.py
+  --timeline FILE.json   write one iteration (the second) as a Chrome/Perfetto trace: compute and
+                         copy queues, memory by category (open in ui.perfetto.dev)
   --log SPEC             logging, e.g. info or info,memory:debug
 )";
 
@@ -55,7 +57,7 @@ void OnInterrupt(int) {
 
 struct Args {
   std::string config, report, resume, output, memory, device_memory, memory_log, trace, workspace,
-      device;
+      device, timeline;
   double link_gbps = 0;
   bool resume_default = false, progress = true, print_default = false, profile = false;
   int64_t max_steps = 0, epochs = 0;
@@ -84,6 +86,8 @@ Status ParseArgs(int argc, char** argv, Args* a) {
       SPILL_RETURN_IF_ERROR(value(&a->memory_log));
     else if (arg == "--trace")
       SPILL_RETURN_IF_ERROR(value(&a->trace));
+    else if (arg == "--timeline")
+      SPILL_RETURN_IF_ERROR(value(&a->timeline));
     else if (arg == "--workspace")
       SPILL_RETURN_IF_ERROR(value(&a->workspace));
     else if (arg == "--device")
@@ -190,6 +194,7 @@ int Main(int argc, char** argv) {
   options.profile = args.profile;
   options.trace_dir = args.trace;
   options.link_gbps = args.link_gbps;
+  options.timeline = args.timeline;
   options.resume = args.resume_default ? config.run.output + "/checkpoint.npz" : args.resume;
   std::unique_ptr<Trainer> trainer;
   if (status.ok()) {

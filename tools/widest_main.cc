@@ -15,11 +15,13 @@ constexpr int64_t kBatchLimit = 1 << 20;
 constexpr char kUsage[] =
     "usage: widest --config MODEL.yaml [--device-memory 12GiB] [--memory superneurons]\n"
     "              [--set KEY=VALUE] [--host-memory 64GiB] [--workspace POLICY]\n"
-    "              [--device cpu|cuda] [--confirm STEPS] [--allocator NAME]\n"
-    "              [--compact true|false] [--chunk SIZE] [--window SIZE]\n"
+    "              [--device cpu|cuda] [--confirm STEPS] [--device-profile k40-pcie3]\n"
+    "              [--allocator NAME] [--compact true|false] [--chunk SIZE] [--window SIZE]\n"
     "              [--window-budget SIZE|search]\n"
     "The largest batch whose training iteration fits the device budget, found from\n"
-    "plans; --confirm N also trains it for N steps where this machine has the memory.\n";
+    "plans; --confirm N also trains it for N steps where this machine has the memory. It\n"
+    "also prints the iteration time simulated on --device-profile (k40-pcie3, titanx-pcie3,\n"
+    "v100-nvlink2, h100-pcie5, cpu).\n";
 
 int Main(int argc, char** argv) {
   ExperimentOptions o;
@@ -57,6 +59,9 @@ int Main(int argc, char** argv) {
     std::printf("; window scheduler budget %s", best->window_budget.ToString().c_str());
   }
   std::printf("\n");
+  // Predict and train with the scheduler budget the search settled on.
+  o.memory.window_budget = best->window_budget;
+  if (ReportPrediction(*spec, *batch, o) != 0) return 1;
   if (o.confirm == 0) return 0;
   return ReportConfirmation(ConfirmByTraining(*spec, *batch, o, best->plan), o.confirm);
 }
