@@ -34,6 +34,8 @@ enum class MemoryEventType {
   kCompute,         // a step's forward or backward ran
   kRecompute,       // a layer's forward reran to rebuild a dropped tensor
   kCompact,         // live blocks slid down to close holes (bytes moved)
+  kRemap,           // at the end of an iteration, chunks remapped so the next one starts
+                    // from the same ranges (allocators that map memory: va)
 };
 const char* MemoryEventName(MemoryEventType type);
 
@@ -48,7 +50,11 @@ struct MemoryEvent {
   MemoryCategory category = MemoryCategory::kActivations;
   double unusable_free = 0;  // kAlloc: the U_f this request met (Dymem's Eq. 1)
   size_t extent = 0;         // kAlloc, kFree: the memory the placements span after it
-  double time = 0;           // seconds on the log's clock when recorded (0 without one)
+  // kAlloc, kRemap: physical chunks mapped and unmapped for it (allocators
+  // that map memory). An unmap first drains the device's queues, so that
+  // nothing queued still touches the chunk.
+  int maps = 0, unmaps = 0;
+  double time = 0;  // seconds on the log's clock when recorded (0 without one)
 };
 
 class MemoryEventLog {

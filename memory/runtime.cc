@@ -301,6 +301,14 @@ Status MemoryRuntime::EndIteration() {
     }
   }
   allocator_->EndIteration();
+  const DeviceAllocator::MappingCounts remapped = allocator_->TakeMappingWork();
+  if (options_.record_events && (remapped.maps > 0 || remapped.unmaps > 0)) {
+    MemoryEvent e;
+    e.type = MemoryEventType::kRemap;
+    e.maps = static_cast<int>(remapped.maps);
+    e.unmaps = static_cast<int>(remapped.unmaps);
+    log_events_.Add(e);
+  }
   current_.Finish();
   // The next iteration repeats this one; it lists what is live at the peak.
   if (capture_step_ == current_.peak_step && current_.peak_step >= 0) {

@@ -358,7 +358,9 @@ TEST(WindowSchedulerTest, TheRuntimeExecutesThePlanAsAccounted) {
   }
   EXPECT_EQ(prefetches, stats.prefetches);
   for (const auto& [t, n] : copies) {
-    if (h.schedule().tensors[t].kind == TensorKind::kActivation) EXPECT_EQ(n, 1) << t;
+    if (h.schedule().tensors[t].kind == TensorKind::kActivation) {
+      EXPECT_EQ(n, 1) << t;
+    }
   }
   EXPECT_GT(plan->log.to_host, 0u);
 }

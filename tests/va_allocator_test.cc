@@ -180,7 +180,9 @@ TEST(VaAllocatorTest, RandomRequestsKeepEveryPromise) {
       }
     }
     const size_t largest = planned.LargestFree();
-    if (largest > 0) ASSERT_TRUE(planned.CanAllocate(largest)) << op;
+    if (largest > 0) {
+      ASSERT_TRUE(planned.CanAllocate(largest)) << op;
+    }
     ASSERT_EQ(planned.CheckInvariants(), "") << op;
     ASSERT_EQ(mapped.CheckInvariants(), "") << op;
   }

@@ -72,6 +72,9 @@ const char kUsage[] = R"(usage: plan --config FILE [options]
                        simulation of the compute and copy queues; GPU profiles are
                        spec-sheet models, not measurements):
 %PROFILES%  --link-gbps G        the cpu profile's link, as train --link-gbps throttles it
+  --map-us US          host microseconds to map or unmap one chunk under --allocator va
+                       (no spec sheet gives it; default 0 - the drain of the queues
+                       before an unmap is simulated either way)
   --timeline FILE.json write the (last) mode's simulated iteration as a Chrome/Perfetto
                        trace (ui.perfetto.dev, chrome://tracing)
   --timeline-svg FILE  draw the (last) mode's simulated iteration as SVG
@@ -103,7 +106,7 @@ struct Args {
   std::string config, device, memory, device_memory, host_memory, csv, svg, strategy, workspace,
       timing = "cache", allocator, eviction, trace, window, window_budget, chunk, device_profile,
       timeline, timeline_svg, fragmentation_svg, release, prefetch, offload_set, min_offload;
-  double link_gbps = 0;
+  double link_gbps = 0, map_us = 0;
   bool no_compact = false, size_pool = false, barrier = false;
   size_t beta = kDefaultBeta;
   int prefetch_ahead = -1;
@@ -163,6 +166,13 @@ Status Parse(int argc, char** argv, Args* a) {
       a->link_gbps = std::strtod(g.c_str(), &end);
       if (g.empty() || *end != '\0' || a->link_gbps <= 0) {
         return InvalidArgument("--link-gbps needs a positive number of GB/s, got '" + g + "'");
+      }
+    } else if (arg == "--map-us") {
+      SPILL_ASSIGN_OR_RETURN(std::string us, value());
+      char* end = nullptr;
+      a->map_us = std::strtod(us.c_str(), &end);
+      if (us.empty() || *end != '\0' || !(a->map_us >= 0)) {
+        return InvalidArgument("--map-us needs a number of microseconds >= 0, got '" + us + "'");
       }
     } else if (arg == "--no-compact") {
       a->no_compact = true;
@@ -381,6 +391,22 @@ std::string JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net&
   return out.str() + "}";
 }
 
+// What an allocator that maps memory (va) mapped in the planned iteration
+// (events are recorded with --trace or --device-profile).
+void PrintMapping(const MemoryPlan& plan) {
+  long maps = 0, unmaps = 0, drains = 0;
+  for (const MemoryEvent& e : plan.events) {
+    maps += e.maps;
+    unmaps += e.unmaps;
+    drains += e.unmaps > 0;
+  }
+  if (maps == 0 && unmaps == 0) return;
+  std::printf(
+      "  mapping per iteration: %ld chunks mapped, %ld unmapped (%ld waits for the "
+      "queues to drain)\n",
+      maps, unmaps, drains);
+}
+
 // The predictor of --device-profile (null without one).
 StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject& subject) {
   if (args.device_profile.empty()) return std::unique_ptr<PlanPredictor>();
@@ -388,6 +414,7 @@ StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject
       std::unique_ptr<PlanPredictor> predictor,
       PlanPredictor::Create(args.device_profile, args.link_gbps, *subject.net,
                             args.timing == "measure" ? &subject.spec : nullptr, subject.memory));
+  predictor->set_map_seconds_per_chunk(args.map_us * 1e-6);
   if (!args.json) {
     std::printf("device profile %s\n", DescribeDeviceProfile(predictor->profile()).c_str());
   }
@@ -574,6 +601,7 @@ int Main(int argc, char** argv) {
           Bytes(plan->fragmentation()).c_str(),
           100.0 * plan->fragmentation() / std::max<size_t>(plan->footprint, 1),
           Bytes(plan->compacted).c_str());
+      PrintMapping(*plan);
       if (minimum)
         std::printf("  smallest budget that runs: %s (%zu bytes)\n", Bytes(minimum).c_str(),
                     minimum);

@@ -47,6 +47,9 @@ StatusOr<Allocation> DeviceAllocator::Allocate(const AllocRequest& request) {
     e.category = request.category;
     e.unusable_free = unusable;
     e.extent = Extent();
+    const MappingCounts work = TakeMappingWork();
+    e.maps = static_cast<int>(work.maps);
+    e.unmaps = static_cast<int>(work.unmaps);
     log_->Add(e);
   }
   CheckEvent("allocation");
@@ -81,6 +84,17 @@ void DeviceAllocator::CheckEvent(const char* what) const {
   if (!check_every_event_) return;
   const std::string broken = CheckInvariants();
   SPILL_CHECK(broken.empty()) << name() << " allocator, after an " << what << ": " << broken;
+}
+
+DeviceAllocator::MappingCounts DeviceAllocator::TakeMappingWork() {
+  const MappingCounts now = mapping_counts();
+  // Counters that went back were reset: everything since counts.
+  const bool reset = now.maps < mapping_taken_.maps || now.unmaps < mapping_taken_.unmaps;
+  const MappingCounts work =
+      reset ? now
+            : MappingCounts{now.maps - mapping_taken_.maps, now.unmaps - mapping_taken_.unmaps};
+  mapping_taken_ = now;
+  return work;
 }
 
 size_t DeviceAllocator::Extent() const {

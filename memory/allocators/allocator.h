@@ -150,6 +150,16 @@ class DeviceAllocator {
   // their requests by position within it).
   virtual Status BeginIteration(Phase phase) { return Status::Ok(); }
   virtual void EndIteration() {}
+  // Physical chunks mapped and unmapped so far (allocators that map memory;
+  // 0 for the others).
+  struct MappingCounts {
+    int64_t maps = 0, unmaps = 0;
+  };
+  virtual MappingCounts mapping_counts() const { return {}; }
+  // The mapping done since the last call: an allocation event carries what
+  // its request did (and whatever a failed one did before it); the runtime
+  // logs what EndIteration did.
+  MappingCounts TakeMappingWork();
 
   // Compaction: sliding live blocks down to close holes. Allocators that
   // cannot move blocks say so; the runtime then never compacts.
@@ -197,6 +207,7 @@ class DeviceAllocator {
   std::vector<LiveBlock> LiveBlocks() const;
 
  private:
+  MappingCounts mapping_taken_;
   struct Live {
     size_t offset;
     size_t bytes;

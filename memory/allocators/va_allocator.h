@@ -107,6 +107,7 @@ class VirtualAddressAllocator : public DeviceAllocator {
   void Release(Device& device, void* base) override;
   size_t PeakFootprint() const override { return stats_.peak_held * chunk_; }
   size_t address_space() const override { return slots_ * chunk_; }
+  MappingCounts mapping_counts() const override { return {stats_.maps, stats_.unmaps}; }
   // What the live requests span: their chunks (addresses are not memory).
   size_t Extent() const override { return stats_.held * chunk_; }
   double UnusableFree(size_t bytes) const override;
