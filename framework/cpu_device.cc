@@ -9,6 +9,8 @@
 #include <iterator>
 #include <map>
 
+#include "framework/clock.h"
+
 namespace spill {
 namespace {
 
@@ -51,6 +53,10 @@ void Unmap(void* base) {
     RegionSizes().erase(it);
   }
   munmap(base, bytes);
+}
+
+bool IsLinkCopy(CopyKind kind) {
+  return kind == CopyKind::kHostToDevice || kind == CopyKind::kDeviceToHost;
 }
 
 class CompletedEvent : public Event {
@@ -323,11 +329,30 @@ AnnotationStats CpuDevice::annotations() const {
   return annotation_stats_;
 }
 
-void CpuDevice::Throttle(size_t bytes, CopyKind kind) const {
-  if (options_.link_bytes_per_second <= 0) return;
-  if (kind != CopyKind::kHostToDevice && kind != CopyKind::kDeviceToHost) return;
-  auto duration = std::chrono::duration<double>(bytes / options_.link_bytes_per_second);
-  std::this_thread::sleep_for(duration);
+void CpuDevice::Throttle(size_t bytes, CopyKind kind, double begin) const {
+  if (options_.link_bytes_per_second <= 0 || !IsLinkCopy(kind)) return;
+  // Pace to a deadline: the memcpy's own time counts towards the link's.
+  const double left = begin + bytes / options_.link_bytes_per_second - MonotonicSeconds();
+  if (left > 0) std::this_thread::sleep_for(std::chrono::duration<double>(left));
+}
+
+void CpuDevice::set_record_copies(bool on) {
+  std::lock_guard<std::mutex> lock(spans_mutex_);
+  record_copies_ = on;
+}
+
+std::vector<CopySpan> CpuDevice::TakeCopySpans() {
+  std::lock_guard<std::mutex> lock(spans_mutex_);
+  std::vector<CopySpan> spans;
+  spans.swap(spans_);
+  return spans;
+}
+
+void CpuDevice::RecordCopy(CopyKind kind, size_t bytes, double begin) {
+  std::lock_guard<std::mutex> lock(spans_mutex_);
+  if (record_copies_ && IsLinkCopy(kind)) {
+    spans_.push_back({kind, bytes, begin, MonotonicSeconds()});
+  }
 }
 
 void CpuDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) {
@@ -338,8 +363,10 @@ void CpuDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kin
   }
   SPILL_CHECK(&queue == &copy_) << "queue does not belong to this device";
   copy_.Enqueue([this, dst, src, bytes, kind] {
+    const double begin = MonotonicSeconds();
     std::memmove(dst, src, bytes);
-    Throttle(bytes, kind);
+    Throttle(bytes, kind, begin);
+    RecordCopy(kind, bytes, begin);
   });
 }
 

@@ -5,7 +5,10 @@
 // is measured exactly as it would be on a GPU. Compute runs inline on the
 // calling thread (kernels use OpenMP across the cores); copies run on a
 // dedicated worker thread, optionally throttled to a link bandwidth so that
-// overlap of copies and compute can be studied without a PCIe bus.
+// overlap of copies and compute can be studied without a PCIe bus. The
+// throttle sleeps: a copy of B bytes at rate R ends B / R seconds after it
+// began (or when the memcpy ends, if later), and the worker holds no core
+// while it waits, so compute keeps every core but the memcpy's.
 //
 // Two stand-ins let CPU tests check what a GPU would be told: pinning counts
 // the host bytes that would be page-locked and fails past a limit that a test
@@ -24,11 +27,20 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "framework/device.h"
 #include "framework/file_region.h"
 
 namespace spill {
+
+// One host<->device copy as the worker ran it, on the MonotonicSeconds clock.
+struct CopySpan {
+  CopyKind kind = CopyKind::kHostToDevice;
+  size_t bytes = 0;
+  double begin = 0;
+  double end = 0;
+};
 
 struct CpuDeviceOptions {
   // Throttle for host<->device copies in bytes per second; 0 = unthrottled.
@@ -98,6 +110,9 @@ class CpuDevice : public Device {
   void EnqueueHostTask(Queue& queue, std::function<void()> task) override;
   void ReleaseHostRegion(void* base) override;
   Status EnsureHostPinned(void* base, size_t bytes) override;
+  // A memfd as physical memory, mapped with mmap (cpu_virtual_memory.cc).
+  StatusOr<std::unique_ptr<VirtualMemory>> CreateVirtualMemory(size_t chunk_bytes, size_t chunks,
+                                                               size_t address_bytes) override;
   void AnnotateAllocation(void* p, size_t bytes) override;
   void AnnotateFree(void* p) override;
 
@@ -110,6 +125,11 @@ class CpuDevice : public Device {
 
   void set_link_bytes_per_second(double rate) { options_.link_bytes_per_second = rate; }
 
+  // Records the span of every host<->device copy on the copy queue from now
+  // on (for traces); TakeCopySpans hands them over in queue order.
+  void set_record_copies(bool on);
+  std::vector<CopySpan> TakeCopySpans();
+
   // The pinning stand-in: host bytes "page-locked" so far over all regions,
   // and the total past which pinning fails (a system's locked-memory limit).
   size_t pinned_bytes() const;
@@ -119,13 +139,18 @@ class CpuDevice : public Device {
   AnnotationStats annotations() const;
 
  private:
-  void Throttle(size_t bytes, CopyKind kind) const;
+  // Sleeps until the link would have carried `bytes`, counted from `begin`.
+  void Throttle(size_t bytes, CopyKind kind, double begin) const;
+  void RecordCopy(CopyKind kind, size_t bytes, double begin);
   void Mismatch(const std::string& what);
 
   CpuDeviceOptions options_;
   CpuInlineQueue compute_;
   CpuWorkerQueue copy_;
   std::atomic<size_t> copied_[4] = {};
+  std::mutex spans_mutex_;
+  bool record_copies_ = false;
+  std::vector<CopySpan> spans_;
 
   mutable std::mutex hooks_mutex_;            // guards what follows
   std::map<void*, size_t> pinned_extent_;     // host region -> bytes pinned

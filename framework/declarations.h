@@ -64,6 +64,16 @@ struct Workspace {
   size_t bytes = 0;
 };
 
+// The work of one pass of a layer, for the time model of devices this
+// program does not run on (memory/sim/): arithmetic, device memory traffic
+// and bytes read from host memory (over the link on a GPU). Estimates from
+// shapes: what an efficient kernel must do, not what a given one does.
+struct LayerWork {
+  double flops = 0;       // floating-point operations (a multiply-add is two)
+  double bytes = 0;       // device memory read and written
+  double host_bytes = 0;  // read from host memory (the input batch)
+};
+
 // One way to compute an operation of a layer, with its cost: measured time
 // and workspace bytes. The memory runtime picks one per operation and step.
 struct AlgorithmCandidate {

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cfloat>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
+#include "framework/clock.h"
 #include "framework/random.h"
 
 namespace spill {
@@ -41,14 +41,24 @@ void Executor::RunForward(int layer, bool recompute) {
   args.seed = MixSeed(seed_, static_cast<uint64_t>(layer));
   args.batch = batch_;
   args.device = device_;
-  auto start = std::chrono::steady_clock::now();
+  const double begin = MonotonicSeconds();
   net_.layer(layer).Forward(args);
+  Finished(layer, Pass::kForward, recompute, begin);
+}
+
+void Executor::Finished(int layer, Pass pass, bool recompute, double begin) {
+  if (!profiling_ && !recording_) return;
+  const double end = MonotonicSeconds();
   if (profiling_) {
     ProfileEntry& e = profile_[net_.layer(layer).type()];
-    e.forward_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    e.calls++;
+    if (pass == Pass::kForward) {
+      e.forward_seconds += end - begin;
+      e.calls++;
+    } else {
+      e.backward_seconds += end - begin;
+    }
   }
+  if (recording_) spans_.push_back({step_, layer, pass, recompute, begin, end});
 }
 
 void Executor::RunBackward(int layer) {
@@ -68,15 +78,13 @@ void Executor::RunBackward(int layer) {
   args.workspace = store_.StepWorkspace();
   args.algorithms = store_.StepAlgorithms();
   args.device = device_;
-  auto start = std::chrono::steady_clock::now();
+  const double begin = MonotonicSeconds();
   net_.layer(layer).Backward(args);
-  if (profiling_) {
-    profile_[net_.layer(layer).type()].backward_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
+  Finished(layer, Pass::kBackward, false, begin);
 }
 
 Status Executor::RunStep(const Step& step) {
+  step_ = step.index;
   SPILL_RETURN_IF_ERROR(store_.PrepareStep(step, *this));
   if (step.active && store_.computes()) {
     if (step.pass == Pass::kForward) {
@@ -124,9 +132,11 @@ StatusOr<LossResult> Executor::Run(const HostBatch& batch, Phase phase, uint64_t
   LossResult result;
   const Schedule& schedule = net_.schedule();
   const int n = schedule.num_layers();
+  spans_.clear();
   SPILL_RETURN_IF_ERROR(store_.BeginIteration(phase));
   for (int s = 0; s < n; ++s) {
     const Step& step = schedule.steps[s];
+    step_ = s;
     SPILL_RETURN_IF_ERROR(store_.PrepareStep(step, *this));
     if (store_.computes()) {
       RunForward(step.layer, /*recompute=*/false);

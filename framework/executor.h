@@ -46,6 +46,19 @@ class Executor : public StepRunner {
   // The profile as a table: layer type, forward and backward seconds, share.
   std::string ProfileTable() const;
 
+  // One computation as it ran, on the MonotonicSeconds clock (for traces).
+  struct ComputeSpan {
+    int step = -1;  // the step being run (a recomputation: the step that needed it)
+    int layer = -1;
+    Pass pass = Pass::kForward;
+    bool recompute = false;
+    double begin = 0;
+    double end = 0;
+  };
+  // Records every computation of each Run (cleared when a Run starts).
+  void set_recording(bool on) { recording_ = on; }
+  const std::vector<ComputeSpan>& spans() const { return spans_; }
+
   // Number of forward computations rerun for recomputation so far.
   int64_t recomputations() const { return recomputations_; }
   // Scores (loss layer outputs) of the last forward pass, in host memory.
@@ -58,6 +71,8 @@ class Executor : public StepRunner {
   Tensor View(TensorId id);
   std::vector<Tensor> Views(const std::vector<TensorId>& ids);
   void ReadLoss(int layer, LossResult* result);
+  // Adds the span of a computation that began at `begin` and ends now.
+  void Finished(int layer, Pass pass, bool recompute, double begin);
 
   const Net& net_;
   Device* device_;
@@ -68,6 +83,9 @@ class Executor : public StepRunner {
   int64_t recomputations_ = 0;
   std::vector<float> scores_;
   bool profiling_ = false;
+  bool recording_ = false;
+  int step_ = -1;  // the step being run
+  std::vector<ComputeSpan> spans_;
   std::map<std::string, ProfileEntry> profile_;
   std::vector<float> labels_;
 };

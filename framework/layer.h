@@ -64,6 +64,9 @@ struct BackwardArgs {
   std::vector<int> algorithms;  // as in ForwardArgs
 };
 
+// Elements of all the shapes together (for work estimates).
+double TotalElements(const std::vector<Shape>& shapes);
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -111,6 +114,12 @@ class Layer {
   virtual std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const {
     return {};
   }
+  // The work of a pass over these input and output shapes (the ones Reshape
+  // saw). The default is an elementwise layer: one operation per output
+  // element; forward reads the inputs and writes the outputs, backward
+  // reads the outputs and their gradients and writes the input gradients.
+  virtual LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                         const std::vector<Shape>& outputs) const;
 
   // ---- Compute: per device. Const: all state lives in the tensors. ----
   virtual void Forward(const ForwardArgs& args) const = 0;

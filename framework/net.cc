@@ -165,7 +165,14 @@ NetworkView Net::view() const {
   view.batch = batch_;
   for (int id = 0; id < num_layers(); ++id) {
     const Layer& l = *layers_[id];
-    view.layers.push_back({l.name(), l.type(), l.cost(), decls_[id].is_loss, decls_[id].is_input});
+    LayerSummary summary{l.name(), l.type(), l.cost(), decls_[id].is_loss, decls_[id].is_input};
+    std::vector<Shape> inputs;
+    for (const auto& in : decls_[id].inputs) {
+      inputs.push_back(decls_[in.layer].output_shapes[in.output]);
+    }
+    summary.forward_work = l.work(Pass::kForward, inputs, decls_[id].output_shapes);
+    summary.backward_work = l.work(Pass::kBackward, inputs, decls_[id].output_shapes);
+    view.layers.push_back(std::move(summary));
   }
   return view;
 }

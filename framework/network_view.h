@@ -22,6 +22,9 @@ struct LayerSummary {
   LayerCost cost = LayerCost::kCheap;
   bool is_loss = false;
   bool is_input = false;
+  // Work of each pass, for time models (memory/sim/).
+  LayerWork forward_work;
+  LayerWork backward_work;
 };
 
 // The algorithms each operation of a layer can run with (convolution: one

@@ -22,4 +22,17 @@ std::vector<AuxSpec> BatchNormLayer::aux() const {
   return {{"mean", s}, {"inv_std", s}};
 }
 
+// Training forward reads the input twice (statistics, then normalisation)
+// and writes once; backward reads input and gradient twice (two
+// reductions, then the input gradient) and writes once.
+LayerWork BatchNormLayer::work(Pass pass, const std::vector<Shape>& inputs,
+                               const std::vector<Shape>& outputs) const {
+  const double n = TotalElements(inputs);
+  constexpr double kForwardFlopsPerElement = 6, kBackwardFlopsPerElement = 10;
+  LayerWork w;
+  w.flops = n * (pass == Pass::kForward ? kForwardFlopsPerElement : kBackwardFlopsPerElement);
+  w.bytes = sizeof(float) * n * (pass == Pass::kForward ? 3 : 5);
+  return w;
+}
+
 }  // namespace spill

@@ -30,6 +30,8 @@ class BatchNormLayer : public Layer {
   std::vector<AuxSpec> aux() const override;
   BackwardNeeds backward_needs() const override { return {{true}, false}; }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                 const std::vector<Shape>& outputs) const override;
 
  protected:
   int64_t channels_ = 0;

@@ -77,4 +77,26 @@ std::vector<ParamSpec> ConvolutionLayer::params() const {
   return specs;
 }
 
+// Forward: 2*N*K*C/G*R*S*H'*W' (a multiply-add per filter tap and output).
+// Backward: the same again for the filter gradient, and again for the data
+// gradient where one is wanted.
+LayerWork ConvolutionLayer::work(Pass pass, const std::vector<Shape>& inputs,
+                                 const std::vector<Shape>& outputs) const {
+  const ConvGeometry& g = geom_;
+  const double out = TotalElements(outputs), in = TotalElements(inputs);
+  const double weights = static_cast<double>(g.filters * g.col_rows());
+  const double products = 2.0 * out * static_cast<double>(g.col_rows());
+  const double bias = bias_ ? out : 0;
+  LayerWork w;
+  if (pass == Pass::kForward) {
+    w.flops = products + bias;
+    w.bytes = sizeof(float) * (in + out + weights);
+  } else {
+    const bool data_grad = propagate_down(0);
+    w.flops = (data_grad ? 2 : 1) * products + bias;
+    w.bytes = sizeof(float) * ((data_grad ? 2 : 1) * in + out + 2 * weights);
+  }
+  return w;
+}
+
 }  // namespace spill

@@ -39,6 +39,8 @@ class ConvolutionLayer : public Layer {
   std::vector<ParamSpec> params() const override;
   BackwardNeeds backward_needs() const override { return {{true}, false}; }
   LayerCost cost() const override { return LayerCost::kCheckpoint; }
+  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                 const std::vector<Shape>& outputs) const override;
 
   const ConvGeometry& geometry() const { return geom_; }
   bool has_bias() const { return bias_; }

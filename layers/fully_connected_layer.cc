@@ -20,4 +20,23 @@ std::vector<ParamSpec> FullyConnectedLayer::params() const {
   return specs;
 }
 
+// A matrix product: 2*N*In*Out forward; the weight gradient and, where
+// wanted, the input gradient backward.
+LayerWork FullyConnectedLayer::work(Pass pass, const std::vector<Shape>& inputs,
+                                    const std::vector<Shape>& outputs) const {
+  const double in = TotalElements(inputs), out = TotalElements(outputs);
+  const double weights = static_cast<double>(in_features_) * static_cast<double>(outputs_);
+  const double products = 2.0 * static_cast<double>(batch_size_) * weights;
+  LayerWork w;
+  if (pass == Pass::kForward) {
+    w.flops = products + (bias_ ? out : 0);
+    w.bytes = sizeof(float) * (in + out + weights);
+  } else {
+    const bool data_grad = propagate_down(0);
+    w.flops = (data_grad ? 2 : 1) * products + (bias_ ? out : 0);
+    w.bytes = sizeof(float) * ((data_grad ? 2 : 1) * in + out + 2 * weights);
+  }
+  return w;
+}
+
 }  // namespace spill

@@ -24,6 +24,8 @@ class FullyConnectedLayer : public Layer {
   std::vector<ParamSpec> params() const override;
   BackwardNeeds backward_needs() const override { return {{true}, false}; }
   LayerCost cost() const override { return LayerCost::kCheckpoint; }
+  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                 const std::vector<Shape>& outputs) const override;
 
  protected:
   int64_t outputs_ = 0;

@@ -36,4 +36,11 @@ void InputLayer::Forward(const ForwardArgs& args) const {
 SPILL_REGISTER_LAYER(input, kCpu, InputLayer);
 SPILL_REGISTER_LAYER(input, kCuda, InputLayer);
 
+LayerWork InputLayer::work(Pass pass, const std::vector<Shape>& inputs,
+                           const std::vector<Shape>& outputs) const {
+  LayerWork w;
+  if (pass == Pass::kForward) w.host_bytes = sizeof(float) * TotalElements(outputs);
+  return w;
+}
+
 }  // namespace spill

@@ -22,6 +22,9 @@ class InputLayer : public Layer {
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
   BackwardNeeds backward_needs() const override { return {}; }
   LayerCost cost() const override { return LayerCost::kCheckpoint; }
+  // The batch comes from host memory.
+  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                 const std::vector<Shape>& outputs) const override;
 
   void Forward(const ForwardArgs& args) const override;
   void Backward(const BackwardArgs&) const override {}

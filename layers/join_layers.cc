@@ -25,4 +25,22 @@ Status AddLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* o
   return Status::Ok();
 }
 
+// Copies: each input into its slice, and back for the gradients.
+LayerWork ConcatLayer::work(Pass pass, const std::vector<Shape>& inputs,
+                            const std::vector<Shape>& outputs) const {
+  LayerWork w;
+  w.bytes = sizeof(float) * 2 * TotalElements(outputs);
+  return w;
+}
+
+// Forward sums the inputs; backward hands the gradient to each input.
+LayerWork AddLayer::work(Pass pass, const std::vector<Shape>& inputs,
+                         const std::vector<Shape>& outputs) const {
+  const double in = TotalElements(inputs), out = TotalElements(outputs);
+  LayerWork w;
+  w.flops = pass == Pass::kForward ? in - out : 0;
+  w.bytes = sizeof(float) * (in + out);
+  return w;
+}
+
 }  // namespace spill

@@ -25,6 +25,8 @@ class ConcatLayer : public Layer {
     return {std::vector<bool>(inputs_.size(), false), false};
   }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                 const std::vector<Shape>& outputs) const override;
 
  protected:
   std::vector<Shape> inputs_;
@@ -40,6 +42,8 @@ class AddLayer : public Layer {
     return {std::vector<bool>(num_inputs_, false), false};
   }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                 const std::vector<Shape>& outputs) const override;
 
  protected:
   size_t num_inputs_ = 0;

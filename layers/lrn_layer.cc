@@ -10,4 +10,15 @@ LrnLayer::LrnLayer(LayerParams& params)
   if (size_ % 2 == 0) params.Fail("size", "must be a positive odd number");
 }
 
+// A sum over `size` neighbouring channels and a power per element.
+LayerWork LrnLayer::work(Pass pass, const std::vector<Shape>& inputs,
+                         const std::vector<Shape>& outputs) const {
+  const double n = TotalElements(inputs);
+  constexpr double kPowerFlops = 4;
+  LayerWork w;
+  w.flops = n * ((pass == Pass::kForward ? 1 : 2) * static_cast<double>(size_) + kPowerFlops);
+  w.bytes = sizeof(float) * n * (pass == Pass::kForward ? 2 : 4);
+  return w;
+}
+
 }  // namespace spill

@@ -24,6 +24,8 @@ class LrnLayer : public Layer {
   }
   BackwardNeeds backward_needs() const override { return {{true}, true}; }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                 const std::vector<Shape>& outputs) const override;
 
  protected:
   Shape shape_;

@@ -64,4 +64,22 @@ Status PoolingLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape
   return Status::Ok();
 }
 
+// One operation per window element of each output; max pooling's backward
+// reads input and output again to find the maxima.
+LayerWork PoolingLayer::work(Pass pass, const std::vector<Shape>& inputs,
+                             const std::vector<Shape>& outputs) const {
+  const double in = TotalElements(inputs), out = TotalElements(outputs);
+  const double window = kind_ == Kind::kGlobalAverage
+                            ? static_cast<double>(geom_.height * geom_.width)
+                            : static_cast<double>(geom_.kernel[0] * geom_.kernel[1]);
+  LayerWork w;
+  w.flops = out * window;
+  if (pass == Pass::kForward) {
+    w.bytes = sizeof(float) * (in + out);
+  } else {
+    w.bytes = sizeof(float) * (kind_ == Kind::kMax ? 2 * in + 2 * out : in + out);
+  }
+  return w;
+}
+
 }  // namespace spill

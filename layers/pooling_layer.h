@@ -42,6 +42,8 @@ class PoolingLayer : public Layer {
     return kind_ == Kind::kMax ? BackwardNeeds{{true}, true} : BackwardNeeds{{false}, false};
   }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                 const std::vector<Shape>& outputs) const override;
 
   Kind kind() const { return kind_; }
   const PoolGeometry& geometry() const { return geom_; }

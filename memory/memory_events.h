@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ enum class MemoryEventType {
   kCompact,         // live blocks slid down to close holes (bytes moved)
   kUpdate,          // the solver step of one parameter (tensor: the parameter; bytes: its
                     // size; offset 1: in host memory, after its gradient's copy)
+  kRemap,           // at the end of an iteration, chunks remapped so the next one starts
+                    // from the same ranges (allocators that map memory: va)
 };
 const char* MemoryEventName(MemoryEventType type);
 
@@ -49,22 +52,31 @@ struct MemoryEvent {
   MemoryCategory category = MemoryCategory::kActivations;
   double unusable_free = 0;  // kAlloc: the U_f this request met (Dymem's Eq. 1)
   size_t extent = 0;         // kAlloc, kFree: the memory the placements span after it
+  // kAlloc, kRemap: physical chunks mapped and unmapped for it (allocators
+  // that map memory). An unmap first drains the device's queues, so that
+  // nothing queued still touches the chunk.
+  int maps = 0, unmaps = 0;
+  double time = 0;  // seconds on the log's clock when recorded (0 without one)
 };
 
 class MemoryEventLog {
  public:
   void Clear() { events_.clear(); }
-  // Stamps the event with the current step.
+  // Stamps the event with the current step (and the time, with a clock).
   void Add(MemoryEvent event) {
     event.step = step_;
+    if (clock_) event.time = clock_();
     events_.push_back(event);
   }
   void set_step(int step) { step_ = step; }
+  // A clock for timestamps (real runs traced on a timeline); none by default.
+  void set_clock(std::function<double()> clock) { clock_ = std::move(clock); }
   const std::vector<MemoryEvent>& events() const { return events_; }
 
  private:
   std::vector<MemoryEvent> events_;
   int step_ = -1;
+  std::function<double()> clock_;
 };
 
 // One JSON object per line; tensor names from `schedule`.

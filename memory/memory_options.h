@@ -11,6 +11,11 @@
 //   superneurons  liveness + offload + recompute + the LRU tensor cache, which
 //                 makes offloading and dropping lazy: nothing moves while
 //                 memory suffices
+//   window        liveness + any transient tensor swapped to host and back by
+//                 the window scheduler (a byte window over the iteration's
+//                 tensor sequence under a device budget)
+//   lms           liveness + swaps at fixed step distances (the LMS-like
+//                 baseline of the window scheduler)
 //   dymem         liveness + Dymem's offload set with lazy release and its
 //                 backward prefetch search (Algorithm 2), no barrier between
 //                 the queues; the GTBM allocator, no compaction
@@ -57,6 +62,24 @@ struct ParamPlacement {
 // "device", "host", "above:SIZE" or "cache".
 StatusOr<ParamPlacement> ParseParamPlacement(const std::string& text);
 
+// A size given in bytes or as a multiple of a base the user does not have to
+// work out: "2GiB" or "1.5x".
+struct SizeSetting {
+  double factor = 1.0;  // used when bytes == 0
+  size_t bytes = 0;
+
+  size_t Of(size_t base) const;
+  std::string ToString() const;
+};
+// "1.5x" (a positive multiple) or a byte size ("8GiB").
+StatusOr<SizeSetting> ParseSizeSetting(const std::string& text);
+
+// The virtual-addressing allocator's default physical chunk: the CUDA
+// driver's usual mapping granularity.
+constexpr size_t kDefaultChunkBytes = 2 * kMiB;
+// Chunks are mapped with mmap on the CPU: whole pages.
+constexpr size_t kChunkAlignmentBytes = 4 * kKiB;
+
 struct MemoryOptions {
   std::string mode = "liveness";
   size_t device_budget = kDefaultDeviceBudget;
@@ -89,6 +112,21 @@ struct MemoryOptions {
   bool compact = true;
   // How each step's algorithms and workspace are chosen.
   WorkspacePolicy workspace;
+
+  // The window scheduler (memory/schedulers/window.h): the device bytes its
+  // transfers may fill - a multiple of device budget - persistent tensors -
+  // the largest workspace a step needs, or bytes - and how far it looks
+  // ahead, in bytes of distinct tensors: a multiple of that budget or bytes.
+  SizeSetting window_budget{1.0, 0};
+  SizeSetting window{1.5, 0};
+  // The LMS-like scheduler: a tensor leaves the device after a use when its
+  // next use is at least `lms_threshold` steps away, and comes back
+  // `lms_ahead` steps before that use.
+  int lms_threshold = 4;
+  int lms_ahead = 2;
+  // The virtual-addressing allocator (`va`): physical memory in chunks of
+  // this size, mapped into a fresh virtual range per request.
+  size_t chunk = kDefaultChunkBytes;
   // Record every live tensor at every step (for memory logs).
   bool record_live = false;
   // Fill freed device blocks with NaN so a read after free cannot go unnoticed.

@@ -308,6 +308,7 @@ void ResidencyManager::Drop(TensorId id) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.state == Residency::kDevice)
       << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
+  Record(MemoryEventType::kDrop, id, schedule_.tensors[id].bytes);
   FreeDevice(slot);
   FreeHost(slot);
   counters_.drops++;

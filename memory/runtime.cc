@@ -59,6 +59,7 @@ Status MemoryRuntime::Reserve() {
   AllocatorContext context;
   context.capacity = options_.device_budget;
   context.view = &view_;
+  context.chunk = options_.chunk;
   context.min_offload_bytes = options_.min_offload_bytes;
   // Profile-guided allocators plan an iteration with an accounting-only
   // allocator first; the profiler runs this runtime's own code without a device.
@@ -348,6 +349,14 @@ Status MemoryRuntime::EndIteration() {
     }
   }
   allocator_->EndIteration();
+  const DeviceAllocator::MappingCounts remapped = allocator_->TakeMappingWork();
+  if (options_.record_events && (remapped.maps > 0 || remapped.unmaps > 0)) {
+    MemoryEvent e;
+    e.type = MemoryEventType::kRemap;
+    e.maps = static_cast<int>(remapped.maps);
+    e.unmaps = static_cast<int>(remapped.unmaps);
+    log_events_.Add(e);
+  }
   SPILL_RETURN_IF_ERROR(failure_);
   current_.Finish();
   // The next iteration repeats this one; it lists what is live at the peak.

@@ -90,6 +90,8 @@ class MemoryRuntime : public TensorStore {
   const PhasePlans& plans() const { return plans_; }
   // Events of the last completed iteration (with options.record_events).
   const std::vector<MemoryEvent>& events() const { return events_; }
+  // Timestamps every recorded event with `clock` (timelines of real runs).
+  void set_event_clock(std::function<double()> clock) { log_events_.set_clock(std::move(clock)); }
   // Set when a step failed with kOutOfMemory.
   const OutOfMemoryInfo& oom() const { return oom_; }
   // Highest device bytes in use at any moment since creation.

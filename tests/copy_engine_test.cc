@@ -4,6 +4,7 @@
 // the runtime reaches the points where it must wait for them. Run under
 // ThreadSanitizer by tools/tsan.sh.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cstring>
@@ -73,6 +74,39 @@ TEST(CopyQueueTest, ThrottledCopiesOverlapHostWork) {
   EXPECT_GE(done, 0.019);
   EXPECT_EQ(dst[12345], 3.0f);
   EXPECT_EQ(device.bytes_copied(CopyKind::kHostToDevice), src.size() * 4);
+}
+
+double ProcessCpuSeconds() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+// The throttle paces a copy to bytes / rate by sleeping: the copy takes that
+// long, and the process burns little CPU meanwhile (a spinning throttle
+// would burn a core for the whole copy).
+TEST(CopyQueueTest, ThrottleSleepsRatherThanSpins) {
+  constexpr double kRate = 5e7;  // 50 MB/s: 4 MB take 80 ms
+  CpuDevice device(CpuDeviceOptions{kRate});
+  device.set_record_copies(true);
+  std::vector<float> src(1 << 20, 1.0f), dst(1 << 20, 0.0f);
+  const double cpu_before = ProcessCpuSeconds();
+  auto start = std::chrono::steady_clock::now();
+  device.CopyAsync(dst.data(), src.data(), src.size() * 4, CopyKind::kDeviceToHost,
+                   device.copy_queue());
+  device.copy_queue().Synchronize();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double cpu = ProcessCpuSeconds() - cpu_before;
+  EXPECT_GE(wall, src.size() * 4 / kRate);
+  EXPECT_LT(cpu, 0.25 * wall) << "the throttle burnt " << cpu << " s of CPU in " << wall << " s";
+  const std::vector<CopySpan> spans = device.TakeCopySpans();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].bytes, src.size() * 4);
+  EXPECT_EQ(spans[0].kind, CopyKind::kDeviceToHost);
+  EXPECT_GE(spans[0].end - spans[0].begin, src.size() * 4 / kRate);
+  EXPECT_TRUE(device.TakeCopySpans().empty());
 }
 
 // Offload, drop the device block, prefetch back: the bytes survive, and the

@@ -14,6 +14,7 @@
 #include "framework/lr_schedule.h"
 #include "framework/npz.h"
 #include "framework/random.h"
+#include "tests/trace_reader.h"
 
 namespace spill {
 namespace {
@@ -118,6 +119,37 @@ TEST_F(TrainerTest, TrainsEvaluatesAndReports) {
   }
   EXPECT_EQ(train_lines, 30);
   EXPECT_EQ(eval_lines, 3);
+}
+
+// train --timeline: the second iteration as a Chrome trace, with one
+// compute slice per step, the copies on their own track (offload mode over a
+// throttled link) and the memory counters.
+TEST_F(TrainerTest, TimelineTracesTheSecondIteration) {
+  TrainConfig config = Config();
+  ASSERT_TRUE(ApplyMemoryMode("offload", &config.memory).ok());
+  TrainOptions options = Quiet();
+  options.max_steps = 3;
+  options.link_gbps = 0.5;
+  options.timeline = (dir_ / "timeline.json").string();
+  auto trainer = Trainer::Create(config, options);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  std::ifstream in(options.timeline);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const testing::TraceContents trace = testing::ReadTrace(text);
+  ASSERT_TRUE(trace.valid) << trace.error;
+  int active = 0;
+  for (const Step& step : (*trainer)->net().schedule().steps) active += step.active;
+  EXPECT_EQ(trace.Slices("compute queue", "forward") + trace.Slices("compute queue", "backward"),
+            active);
+  EXPECT_EQ(trace.Slices("compute queue", "update"), 1);
+  EXPECT_GT(trace.Slices("copy queue", "offload"), 0);
+  EXPECT_EQ(trace.Slices("copy queue", "offload"), trace.Slices("copy queue", "prefetch"));
+  EXPECT_TRUE(trace.durations_valid);
+  EXPECT_GT(trace.counter_samples, 2 * active);
+  EXPECT_EQ(trace.counters.at("device memory").count("activations"), 1u);
+  EXPECT_EQ(trace.counters.at("host memory").count("offloaded"), 1u);
+  EXPECT_THAT(trace.other["title"].string, HasSubstr("(measured)"));
 }
 
 TEST_F(TrainerTest, ResumingGivesTheLossesOfAnUninterruptedRun) {

@@ -20,7 +20,9 @@ constexpr int64_t kUnitsLimit = 1 << 14;
 constexpr char kDescription[] =
     "The deepest ResNet (n1 = 6, n2 = 32, n4 = 6, n3 grown; depth = 3 * units + 2) whose\n"
     "training iteration fits the device budget, found from plans; --confirm N also trains\n"
-    "it for N steps where this machine has the memory.";
+    "it for N steps where this machine has the memory. It also\n"
+    "prints the iteration time simulated on --device-profile (k40-pcie3, titanx-pcie3,\n"
+    "v100-nvlink2, h100-pcie5, cpu).";
 
 int Main(int argc, char** argv) {
   ExperimentOptions o;
@@ -64,8 +66,11 @@ int Main(int argc, char** argv) {
       static_cast<long>(best->plan.recomputations),
       FormatBytes(static_cast<double>(best->plan.log.host_peak)).c_str(),
       o.memory.host_tier == "ram" ? "" : " (on disk)", probes);
-  if (o.confirm == 0) return 0;
   auto spec = spec_for(*n3);
+  // Predict and train with the scheduler budget the search settled on.
+  o.memory.window_budget = best->window_budget;
+  if (!spec.ok() || ReportPrediction(*spec, o.batch, o) != 0) return 1;
+  if (o.confirm == 0) return 0;
   return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o, best->plan), o.confirm);
 }
 

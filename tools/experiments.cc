@@ -15,12 +15,18 @@
 #include "framework/random.h"
 #include "framework/solver.h"
 #include "layers/cpu/conv_timer.h"
+#include "memory/allocators/allocator.h"
 #include "memory/runtime.h"
 #include "tools/checks.h"
 #include "tools/cli.h"
+#include "tools/timeline_tools.h"
 
 namespace spill {
 namespace {
+
+// --window-budget search: 1x, 0.95x, ..., 0.30x.
+constexpr double kWindowBudgetStep = 0.05;
+constexpr int kWindowBudgetSteps = 15;
 
 // Host memory this machine can give a run, from /proc/meminfo.
 size_t AvailableHostBytes() {
@@ -70,13 +76,63 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 std::string ExperimentOptions::Describe() const {
   std::string text = FormatBytes(static_cast<double>(memory.device_budget)) + " (host " +
                      FormatBytes(static_cast<double>(memory.host_budget)) +
-                     (memory.host_tier == "ram" ? "" : " on disk") + "), memory " + memory.mode;
+                     (memory.host_tier == "ram" ? "" : " on disk") + "), memory " + memory.mode +
+                     ", " + memory.allocator;
+  if (memory.allocator == "va") text += " " + FormatBytes(static_cast<double>(memory.chunk));
+  if (!memory.compact) text += " without compaction";
   if (memory.params.kind != ParamPlacement::Kind::kDevice) {
     text += ", parameters " + memory.params.ToString() + " (updated on " +
             (memory.update_on_host ? "host" : "device") + ")";
   }
   return text;
 }
+
+namespace {
+
+// --allocator, --compact, --chunk.
+Status ApplyPlacementFlags(const std::string& allocator, const std::string& compact,
+                           const std::string& chunk, MemoryOptions* memory) {
+  if (!allocator.empty()) {
+    if (FindAllocator(allocator) == nullptr) {
+      std::string known;
+      for (const std::string& n : AllocatorNames()) known += (known.empty() ? "" : ", ") + n;
+      return InvalidArgument("--allocator: unknown allocator '" + allocator + "'; known: " + known);
+    }
+    memory->allocator = allocator;
+  }
+  if (!compact.empty()) {
+    if (compact != "true" && compact != "false") {
+      return InvalidArgument("--compact needs true or false (got '" + compact + "')");
+    }
+    memory->compact = compact == "true";
+  }
+  if (!chunk.empty()) {
+    auto bytes = ParseBytes(chunk);
+    if (!bytes.ok()) return bytes.status().WithContext("--chunk");
+    memory->chunk = *bytes;
+  }
+  return Status::Ok();
+}
+
+// --window, --window-budget (a size, a multiple, or "search").
+Status ApplyWindowFlags(const std::string& window, const std::string& window_budget,
+                        ExperimentOptions* o) {
+  if (!window.empty()) {
+    auto parsed = ParseSizeSetting(window);
+    if (!parsed.ok()) return parsed.status().WithContext("--window");
+    o->memory.window = *parsed;
+  }
+  if (window_budget == "search") {
+    o->search_window_budget = true;
+  } else if (!window_budget.empty()) {
+    auto parsed = ParseSizeSetting(window_budget);
+    if (!parsed.ok()) return parsed.status().WithContext("--window-budget");
+    o->memory.window_budget = *parsed;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 int StartExperiment(int argc, char** argv, const char* tool, const char* description,
                     const std::string& default_model, ExperimentOptions* o) {
@@ -94,6 +150,22 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
   f.Params(&o->params);
   f.Update(&o->update);
   f.HostTier(&o->host_tier);
+  f.String("--allocator", &o->allocator, "how device requests are placed (default: the mode's)")
+      ->type_name("NAME");
+  f.Choice("--compact", &o->compact, "slide live tensors down to close holes (default: the mode's)",
+           {"true", "false"});
+  f.String("--chunk", &o->chunk, "the va allocator's physical chunk (default 2MiB)")
+      ->type_name("SIZE");
+  f.String("--window", &o->window,
+           "the window scheduler's window: a size or a multiple such as 1.5x")
+      ->type_name("SIZE");
+  f.String("--window-budget", &o->window_budget,
+           "the window scheduler's budget: a size, a multiple, or search (the largest multiple, "
+           "from 1x down in steps of 0.05x, whose plan fits)")
+      ->type_name("SIZE|search");
+  f.String("--device-profile", &o->device_profile,
+           "the device profile the result's iteration time is simulated on (default k40-pcie3)")
+      ->type_name("NAME");
   f.Int("--confirm", &o->confirm, "also train the result for N steps (default 0: plan only)", 0,
         1000);
   const int stop = f.Parse(argc, argv);
@@ -106,6 +178,11 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
     if (params.ok()) o->memory.params = *params;
     o->memory.update_on_host = o->update == "host";
     o->memory.host_tier = o->host_tier;
+    status = ApplyPlacementFlags(o->allocator, o->compact, o->chunk, &o->memory);
+  }
+  if (status.ok()) status = ApplyWindowFlags(o->window, o->window_budget, o);
+  if (status.ok()) status = LoadDeviceProfile(o->device_profile, 0).status();
+  if (status.ok()) {
     auto workspace = ParseWorkspacePolicy(o->workspace);
     status = workspace.ok() ? o->memory.Validate() : workspace.status();
     if (workspace.ok()) o->memory.workspace = *workspace;
@@ -142,9 +219,42 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
   solver->AddState(*net);
   Probe probe;
-  SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), options.memory));
-  probe.fits = probe.plan.fits;
+  MemoryOptions memory = options.memory;
+  // The window scheduler's budget, searched from the whole budget down.
+  const int tries = options.search_window_budget ? kWindowBudgetSteps : 1;
+  for (int i = 0; i < tries; ++i) {
+    if (options.search_window_budget) memory.window_budget = {1.0 - i * kWindowBudgetStep, 0};
+    SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), memory));
+    probe.fits = probe.plan.fits;
+    probe.window_budget = memory.window_budget;
+    if (probe.fits) break;
+  }
   return probe;
+}
+
+int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
+  auto predicted = [&]() -> StatusOr<std::string> {
+    SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, type}));
+    SolverConfig sgd;
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
+    solver->AddState(*net);
+    SPILL_ASSIGN_OR_RETURN(
+        std::unique_ptr<PlanPredictor> predictor,
+        PlanPredictor::Create(options.device_profile, 0, *net, nullptr, options.memory));
+    MemoryOptions memory = options.memory;
+    memory.record_events = true;
+    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(net->view(), memory));
+    SPILL_ASSIGN_OR_RETURN(Prediction p, predictor->Predict(plan, memory, ""));
+    return DescribePrediction(p, batch, &predictor->roomy());
+  }();
+  if (!predicted.ok()) {
+    std::printf("no prediction: %s\n", predicted.status().message().c_str());
+    return 1;
+  }
+  std::printf("predicted on %s (simulated, not measured): %s\n", options.device_profile.c_str(),
+              predicted->c_str());
+  return 0;
 }
 
 StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,

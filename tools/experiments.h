@@ -18,6 +18,7 @@ namespace spill {
 struct Probe {
   bool fits = false;
   MemoryPlan plan;
+  SizeSetting window_budget;  // the window scheduler's budget the plan used
 };
 
 // Largest x in [low, limit] with fits(x), for a predicate that holds up to
@@ -30,12 +31,24 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 //   --config FILE --device NAME --device-memory SIZE --host-memory SIZE --memory MODE
 //   --workspace POLICY --batch B --size S --set KEY=VALUE --confirm STEPS
 //   --params device|host|above:SIZE|cache --update device|host --host-tier ram|file:DIR
+//   --allocator NAME --compact true|false --chunk SIZE --window SIZE
+//   --window-budget SIZE|search (search: the largest multiple, from 1x down
+//   in steps of 0.05x, with which the window scheduler's plan fits - what
+//   the window paper's authors set by hand)
+//   --device-profile NAME
 struct ExperimentOptions {
   std::string model;
   std::string device = "cpu";  // whose layers (and workspaces) are planned and run
   int64_t batch = 16;
   int64_t size = 224;
   int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
+  // --allocator, --compact, --chunk, --window, --window-budget as given
+  // (empty: the mode's).
+  std::string allocator, compact, chunk, window, window_budget;
+  // The device profile the result's iteration time is predicted on (the
+  // paper's experiments ran on a 12 GB K40).
+  std::string device_profile = "k40-pcie3";
+  bool search_window_budget = false;
   ParamOverrides sets;
   std::string mode = "superneurons";
   std::string workspace = "dynamic";
@@ -55,6 +68,11 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
 // Plans a training iteration of `spec` at `batch` with the options' device
 // and memory options.
 StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options);
+
+// Prints the predicted iteration time of `spec` at `batch` under the
+// options on their device profile, beside the roomy run's (a simulation:
+// memory/sim/). Returns 0, or 1 after printing why it could not.
+int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions& options);
 
 // Trains `steps` steps on synthetic data for real; reports the peak device
 // bytes and seconds per step. Fails with a clear message when this machine

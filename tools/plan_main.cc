@@ -8,6 +8,8 @@
 //   plan --config X --json                                machine-readable
 //   plan --config X --minimum                             smallest budget per mode
 //   plan --config X --svg memory.svg                      a plot like Fig. 10
+//   plan --config X --device-profile titanx-pcie3         predicted time per mode
+//   plan --config X --memory superneurons --device-profile h100-pcie5 --timeline t.json
 //   plan --config X --memory dymem --size-pool            GTBM's pool, sized with beta
 //   plan --config X --fragmentation-svg frag.svg          footprint and U_f per step
 #include <chrono>
@@ -23,9 +25,12 @@
 #include "framework/yaml_reader.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
+#include "memory/sim/timeline_svg.h"
+#include "memory/sim/trace_json.h"
 #include "tools/checks.h"
 #include "tools/cli.h"
 #include "tools/dymem_reports.h"
+#include "tools/timeline_tools.h"
 #include "tools/train_config.h"
 
 namespace spill {
@@ -35,6 +40,9 @@ struct Args {
   std::string config, device, memory, csv, svg, strategy, workspace, timing = "cache";
   std::string allocator, eviction, trace, fragmentation_svg;
   std::string params, update, host_tier;
+  std::string window, window_budget, chunk;            // the window scheduler and va
+  std::string device_profile, timeline, timeline_svg;  // the simulator
+  double link_gbps = 0, map_us = 0;
   std::string release, prefetch, offload_set;  // the dymem scheduler's switches
   size_t min_offload = 0;                      // 0: the mode's
   bool barrier = false, no_compact = false, size_pool = false;
@@ -51,7 +59,8 @@ struct Args {
 void DeclarePolicies(Flags& f, Args* a) {
   f.String("--allocator", &a->allocator,
            "how device requests are placed: first_fit (default), best_fit, static (offsets "
-           "precomputed by dynamic storage allocation), gtbm, gtbm_soft, ideal (plan only: the "
+           "precomputed by dynamic storage allocation), va (virtual addressing in --chunk pieces), "
+           "gtbm, gtbm_soft, ideal (plan only: the "
            "max load, as if memory never fragmented)")
       ->type_name("NAME");
   f.Choice("--eviction", &a->eviction, "the tensor cache's victim rule: lru (default) or belady",
@@ -66,6 +75,54 @@ void DeclarePolicies(Flags& f, Args* a) {
                "write the event log of one iteration as JSON lines: every allocation and free "
                "(block, bytes, offset, step, tensor), transfer, drop and compute (of the last "
                "mode planned)");
+}
+
+// The window scheduler and the virtual-addressing allocator.
+void DeclareWindow(Flags& f, Args* a) {
+  auto size_setting = CLI::Validator(
+      [](std::string& text) {
+        auto parsed = ParseSizeSetting(text);
+        return parsed.ok() ? std::string() : parsed.status().message();
+      },
+      "");
+  f.String("--window", &a->window,
+           "the window scheduler's look-ahead: a multiple of its budget (1.5x, the default) or "
+           "bytes")
+      ->check(size_setting)
+      ->type_name("SIZE");
+  f.String("--window-budget", &a->window_budget,
+           "the device bytes the window scheduler may fill: a multiple of the budget less "
+           "persistent tensors and workspace (1x) or bytes")
+      ->check(size_setting)
+      ->type_name("SIZE");
+  f.String("--chunk", &a->chunk, "the va allocator's physical chunk (default 2MiB)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            auto parsed = ParseBytes(text);
+            return parsed.ok() ? std::string() : parsed.status().message();
+          },
+          ""))
+      ->type_name("SIZE");
+}
+
+// The timeline simulator: device profiles, traces and SVG timelines.
+void DeclareSimulation(Flags& f, Args* a) {
+  f.String("--device-profile", &a->device_profile,
+           "predict each mode's iteration time on this device profile (a simulation of the "
+           "compute and copy queues; GPU profiles are spec-sheet models, not measurements):\n" +
+               DeviceProfileHelp())
+      ->type_name("NAME");
+  f.Float("--link-gbps", &a->link_gbps, "the cpu profile's link, as train --link-gbps throttles it",
+          1e-6, 1e6);
+  f.Float("--map-us", &a->map_us,
+          "host microseconds to map or unmap one chunk under --allocator va (no spec sheet gives "
+          "it; default 0 - the drain of the queues before an unmap is simulated either way)",
+          0, 1e9);
+  f.OutputFile("--timeline", &a->timeline,
+               "write the (last) mode's simulated iteration as a Chrome/Perfetto trace "
+               "(ui.perfetto.dev, chrome://tracing); needs --device-profile");
+  f.OutputFile("--timeline-svg", &a->timeline_svg,
+               "draw the (last) mode's simulated iteration as SVG; needs --device-profile");
 }
 
 // Dymem: fragmentation plots, GTBM pool sizing and the scheduler's switches.
@@ -109,20 +166,24 @@ void Declare(Flags& f, Args* a) {
   f.RecomputeStrategy(&a->strategy, "cost_aware (default), speed or memory");
   f.Workspace(&a->workspace, "dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME");
   f.Choice("--timing", &a->timing,
-           "convolution times: cache (measured by `train` where cached, the model elsewhere) "
-           "or model",
-           {"cache", "model"});
+           "convolution times: cache (measured by `train` where cached, the model elsewhere), "
+           "model, or measure (time the convolutions, and with --device-profile cpu every step "
+           "of each mode on this CPU, caching both)",
+           {"cache", "model", "measure"});
   f.Flag("--minimum", &a->minimum, "also find the smallest budget each mode runs in");
   f.Flag("--steps", &a->steps, "print every step");
   f.Flag("--json", &a->json, "print JSON instead of text");
   f.OutputFile("--csv", &a->csv, "write the per-step records of the (last) mode as CSV");
   f.OutputFile("--svg", &a->svg, "plot memory per step, one curve per mode");
   DeclarePolicies(f, a);
+  DeclareWindow(f, a);
   DeclareDymem(f, a);
+  DeclareSimulation(f, a);
 }
 
 // The network and the solver of a training config or of a bare network file.
 struct Subject {
+  NetSpec spec;
   std::unique_ptr<Net> net;
   SolverConfig solver;
   bool has_solver = false;
@@ -154,6 +215,7 @@ StatusOr<Subject> Load(const Args& a) {
   if (!a.device.empty()) device = a.device;
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(device));
   SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, {batch, type}));
+  s.spec = spec;
   if (s.has_solver) {
     SPILL_ASSIGN_OR_RETURN(auto solver, Solver::Create(s.solver));
     solver->AddState(*s.net);
@@ -196,6 +258,20 @@ void PrintPeak(const MemoryPlan& plan, const Net& net) {
                 i + 1 < std::min<size_t>(5, live.size()) ? "," : "");
   }
   std::printf("\n");
+}
+
+nlohmann::ordered_json JsonPrediction(const Prediction& p, const PlanPredictor& predictor) {
+  const TimelineSummary& s = p.summary;
+  return {{"profile", predictor.profile().name},
+          {"iteration_seconds", s.iteration_seconds},
+          {"relative_throughput",
+           predictor.roomy().summary.iteration_seconds / std::max(s.iteration_seconds, 1e-12)},
+          {"compute_seconds", s.compute_seconds},
+          {"copy_seconds", s.copy_seconds},
+          {"overlap", s.overlap()},
+          {"compute_wait_seconds", s.compute_wait_seconds},
+          {"host_wait_seconds", s.host_wait_seconds},
+          {"step_costs", p.costs.Source()}};
 }
 
 nlohmann::ordered_json JsonPlan(const std::string& mode, const MemoryPlan& plan, const Net& net,
@@ -249,7 +325,16 @@ Status ApplyPolicies(const Args& args, MemoryOptions* options) {
   }
   if (!args.update.empty()) options->update_on_host = args.update == "host";
   if (!args.host_tier.empty()) options->host_tier = args.host_tier;
-  options->record_events = !args.trace.empty();
+  options->record_events = !args.trace.empty() || !args.device_profile.empty();
+  if (!args.window.empty()) {
+    SPILL_ASSIGN_OR_RETURN(options->window, ParseSizeSetting(args.window));
+  }
+  if (!args.window_budget.empty()) {
+    SPILL_ASSIGN_OR_RETURN(options->window_budget, ParseSizeSetting(args.window_budget));
+  }
+  if (!args.chunk.empty()) {
+    SPILL_ASSIGN_OR_RETURN(options->chunk, ParseBytes(args.chunk));
+  }
   if (!args.release.empty()) options->release = args.release;
   if (!args.prefetch.empty()) options->prefetch = args.prefetch;
   if (!args.offload_set.empty()) options->offload_set = args.offload_set;
@@ -338,10 +423,114 @@ void PrintPlan(const Args& args, const std::string& mode, const MemoryOptions& o
   if (args.steps) PrintSteps(plan, net);
 }
 
+// What an allocator that maps memory (va) mapped in the planned iteration
+// (events are recorded with --trace or --device-profile).
+void PrintMapping(const MemoryPlan& plan) {
+  long maps = 0, unmaps = 0, drains = 0;
+  for (const MemoryEvent& e : plan.events) {
+    maps += e.maps;
+    unmaps += e.unmaps;
+    drains += e.unmaps > 0;
+  }
+  if (maps == 0 && unmaps == 0) return;
+  std::printf(
+      "  mapping per iteration: %ld chunks mapped, %ld unmapped (%ld waits for the queues to "
+      "drain)\n",
+      maps, unmaps, drains);
+}
+
+// The predictor of --device-profile (null without one).
+StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject& subject) {
+  if (args.device_profile.empty()) return std::unique_ptr<PlanPredictor>();
+  SPILL_ASSIGN_OR_RETURN(
+      std::unique_ptr<PlanPredictor> predictor,
+      PlanPredictor::Create(args.device_profile, args.link_gbps, *subject.net,
+                            args.timing == "measure" ? &subject.spec : nullptr, subject.memory));
+  predictor->set_map_seconds_per_chunk(args.map_us * 1e-6);
+  if (!args.json) {
+    std::printf("device profile %s\n", DescribeDeviceProfile(predictor->profile()).c_str());
+  }
+  return predictor;
+}
+
+// One mode planned, reported, and predicted on the device profile.
+struct ModeRun {
+  const Args& args;
+  const Subject& subject;
+  PlanPredictor* predictor;  // null without --device-profile
+  bool single;               // the only mode planned
+  nlohmann::ordered_json* json;
+  std::vector<MemoryLog>* logs;
+  Timeline* timeline;  // the last prediction's
+
+  Status Run(const std::string& mode) {
+    const Net& net = *subject.net;
+    SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode));
+    auto start = std::chrono::steady_clock::now();
+    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(net.view(), options));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    size_t minimum = 0;
+    if (args.minimum && plan.fits) {
+      auto found = MinimumBudget(net.view(), options);
+      if (found.ok()) minimum = *found;
+    }
+    std::unique_ptr<Prediction> prediction;
+    if (predictor != nullptr && plan.fits) {
+      SPILL_ASSIGN_OR_RETURN(
+          Prediction p,
+          predictor->Predict(plan, options,
+                             net.name() + ", batch " + std::to_string(net.batch()) + ", " + mode +
+                                 ", " + predictor->profile().name + " (simulated)"));
+      prediction = std::make_unique<Prediction>(std::move(p));
+      *timeline = prediction->timeline;
+    }
+    if (args.json) {
+      json->at("modes").push_back(JsonPlan(mode, plan, net, seconds, minimum, args.steps));
+      if (prediction)
+        json->at("modes").back()["prediction"] = JsonPrediction(*prediction, *predictor);
+    } else {
+      PrintPlan(args, mode, options, plan, net, seconds, minimum, single);
+      if (plan.fits) PrintMapping(plan);
+      if (prediction) {
+        std::printf("  predicted on %s: %s\n", predictor->profile().name.c_str(),
+                    DescribePrediction(*prediction, net.batch(), &predictor->roomy()).c_str());
+      }
+    }
+    return WriteModeOutputs(options, plan);
+  }
+
+  // Pool sizing, the event trace and the CSV of a plan that fits.
+  Status WriteModeOutputs(const MemoryOptions& options, const MemoryPlan& plan) {
+    if (!plan.fits) return Status::Ok();
+    const Net& net = *subject.net;
+    if (args.size_pool && options.allocator == "gtbm") {
+      SPILL_RETURN_IF_ERROR(
+          ReportPoolSizing(args, net, options, args.json ? &json->at("modes").back() : nullptr));
+    }
+    logs->push_back(plan.log);
+    if (!args.trace.empty()) {
+      SPILL_RETURN_IF_ERROR(
+          WriteTextFile(args.trace, MemoryEventsJson(plan.events, net.schedule()), "--trace"));
+    }
+    if (!args.csv.empty()) {
+      SPILL_RETURN_IF_ERROR(WriteTextFile(
+          args.csv, MemoryLogCsv(plan.log, net.schedule(), net.layer_names()), "--csv"));
+    }
+    return Status::Ok();
+  }
+};
+
 Status Run(const Args& args) {
-  // Planning never measures: it reads what training measured, or models.
+  if ((!args.timeline.empty() || !args.timeline_svg.empty()) && args.device_profile.empty()) {
+    return InvalidArgument(
+        "--timeline and --timeline-svg simulate on a device profile: add --device-profile NAME");
+  }
+  // Planning measures only when asked to: it reads what training measured,
+  // or models.
   cpu::SetConvTiming(
-      {cpu::ConvTimingMode::kModel, args.timing == "cache" ? cpu::DefaultConvTimingCache() : ""});
+      {args.timing == "measure" ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
+       args.timing == "model" ? "" : cpu::DefaultConvTimingCache()});
   SPILL_ASSIGN_OR_RETURN(Subject subject, Load(args));
   const Net& net = *subject.net;
   std::vector<std::string> modes =
@@ -353,44 +542,25 @@ Status Run(const Args& args) {
                 net.num_layers(), net.schedule().steps.size(),
                 subject.has_solver ? ", with solver state" : "");
   }
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PlanPredictor> predictor, MakePredictor(args, subject));
+  Timeline timeline;
   std::vector<MemoryLog> logs;
   nlohmann::ordered_json json = {
       {"network", net.name()}, {"batch", net.batch()}, {"modes", nlohmann::ordered_json::array()}};
-  for (const std::string& mode : modes) {
-    SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode));
-    auto start = std::chrono::steady_clock::now();
-    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(net.view(), options));
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    size_t minimum = 0;
-    if (args.minimum && plan.fits) {
-      auto found = MinimumBudget(net.view(), options);
-      if (found.ok()) minimum = *found;
-    }
-    if (args.json) {
-      json["modes"].push_back(JsonPlan(mode, plan, net, seconds, minimum, args.steps));
-    } else {
-      PrintPlan(args, mode, options, plan, net, seconds, minimum, modes.size() == 1);
-    }
-    if (args.size_pool && plan.fits && options.allocator == "gtbm") {
-      SPILL_RETURN_IF_ERROR(
-          ReportPoolSizing(args, net, options, args.json ? &json["modes"].back() : nullptr));
-    }
-    if (plan.fits) logs.push_back(plan.log);
-    if (!args.trace.empty() && plan.fits) {
-      SPILL_RETURN_IF_ERROR(
-          WriteTextFile(args.trace, MemoryEventsJson(plan.events, net.schedule()), "--trace"));
-    }
-    if (!args.csv.empty() && plan.fits) {
-      SPILL_RETURN_IF_ERROR(WriteTextFile(
-          args.csv, MemoryLogCsv(plan.log, net.schedule(), net.layer_names()), "--csv"));
-    }
-  }
+  ModeRun run{args, subject, predictor.get(), modes.size() == 1, &json, &logs, &timeline};
+  for (const std::string& mode : modes) SPILL_RETURN_IF_ERROR(run.Run(mode));
   if (!args.fragmentation_svg.empty()) {
     SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, modes.back()));
     SPILL_RETURN_IF_ERROR(WriteFragmentation(args, net, options));
   }
   if (args.json) std::printf("%s\n", json.dump().c_str());
+  if (!args.timeline.empty()) {
+    SPILL_RETURN_IF_ERROR(WriteTextFile(args.timeline, TimelineTraceJson(timeline), "--timeline"));
+  }
+  if (!args.timeline_svg.empty()) {
+    SPILL_RETURN_IF_ERROR(
+        WriteTextFile(args.timeline_svg, TimelineSvg(timeline), "--timeline-svg"));
+  }
   if (!args.svg.empty()) {
     const std::string title = net.name() + ", batch " + std::to_string(net.batch());
     SPILL_RETURN_IF_ERROR(WriteTextFile(args.svg, MemoryPlotSvg(logs, title), "--svg"));

@@ -54,15 +54,16 @@ run:
 )";
 
 // Ceilings of the configuration's numbers (see README, "Limits").
-constexpr int64_t kMaxWorkers = 64;           // data loading threads
-constexpr int64_t kMaxImageSide = 1 << 16;    // resize and crop, pixels
-constexpr int64_t kMaxPad = 1 << 12;          // pixels of padding
-constexpr size_t kMaxChannels = 64;           // normalization values
-constexpr int64_t kMaxEpochs = 1000000;       // run.epochs
-constexpr int64_t kMaxSteps = 1000000000000;  // steps, intervals, schedule lengths
-constexpr size_t kMaxMilestones = 1000;       // multistep milestones
-constexpr int64_t kMaxPrefetchAhead = 1024;   // checkpoint layers
-constexpr int64_t kMaxGpu = 63;               // device ordinal
+constexpr int64_t kMaxWorkers = 64;                // data loading threads
+constexpr int64_t kMaxImageSide = 1 << 16;         // resize and crop, pixels
+constexpr int64_t kMaxPad = 1 << 12;               // pixels of padding
+constexpr size_t kMaxChannels = 64;                // normalization values
+constexpr int64_t kMaxEpochs = 1000000;            // run.epochs
+constexpr int64_t kMaxSteps = 1000000000000;       // steps, intervals, schedule lengths
+constexpr size_t kMaxMilestones = 1000;            // multistep milestones
+constexpr int64_t kMaxPrefetchAhead = 1024;        // checkpoint layers
+constexpr int64_t kMaxScheduleDistance = 1 << 20;  // steps (lms_threshold, lms_ahead)
+constexpr int64_t kMaxGpu = 63;                    // device ordinal
 constexpr double kMaxLearningRate = 1000;
 
 Status ReadAugment(YamlMap section, Augmentation* a) {
@@ -187,6 +188,14 @@ Status ReadMemory(YamlMap memory, MemoryOptions* m, TimingConfig* timing) {
   m->prefetch_ahead =
       static_cast<int>(memory.Int("prefetch_ahead", m->prefetch_ahead, 0, kMaxPrefetchAhead));
   m->compact = memory.Bool("compact", m->compact);
+  // The window scheduler, its LMS-like baseline and the va allocator.
+  ReadPolicy(memory, "window", m->window.ToString(), ParseSizeSetting, &m->window);
+  ReadPolicy(memory, "window_budget", m->window_budget.ToString(), ParseSizeSetting,
+             &m->window_budget);
+  m->lms_threshold =
+      static_cast<int>(memory.Int("lms_threshold", m->lms_threshold, 2, kMaxScheduleDistance));
+  m->lms_ahead = static_cast<int>(memory.Int("lms_ahead", m->lms_ahead, 0, kMaxScheduleDistance));
+  m->chunk = memory.Bytes("chunk", m->chunk, kChunkAlignmentBytes, kUnlimitedBudget);
   // The dymem scheduler's switches.
   m->min_offload_bytes = memory.Bytes("min_offload", m->min_offload_bytes, 0, kUnlimitedBudget);
   m->offload_set = memory.Choice("offload_set", {"dymem", "conv"}, m->offload_set);

@@ -49,7 +49,8 @@ void InstallSignalHandlers() {
 }
 
 struct Args {
-  std::string config, report, resume, output, memory, memory_log, trace, workspace, device, log;
+  std::string config, report, resume, output, memory, memory_log, trace, workspace, device, log,
+      timeline;
   size_t device_memory = 0;  // 0: the config's
   double link_gbps = 0;
   bool resume_default = false, no_progress = false, print_default = false, profile = false,
@@ -84,6 +85,9 @@ void Declare(Flags& f, Args* a) {
   f.String("--trace", &a->trace,
            "record network, weights, batches and losses for tools/crosscheck_torch.py")
       ->type_name("DIR");
+  f.OutputFile("--timeline", &a->timeline,
+               "write one iteration (the second) as a Chrome/Perfetto trace: compute and copy "
+               "queues, memory by category (open in ui.perfetto.dev)");
   f.String("--log", &a->log, "logging, e.g. info or info,memory:debug")
       ->check(CLI::Validator(
           [](std::string& spec) {
@@ -161,6 +165,7 @@ int Main(int argc, char** argv) {
   options.trace_dir = args.trace;
   options.link_gbps = args.link_gbps;
   options.overwrite = args.overwrite;
+  options.timeline = args.timeline;
   options.resume = args.resume_default ? config.run.output + "/checkpoint.npz" : args.resume;
   auto created = Trainer::Create(config, options);
   if (!created.ok()) return ReportStatus("train", created.status());

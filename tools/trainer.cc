@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "framework/checked_math.h"
+#include "framework/clock.h"
 #include "framework/cpu_device.h"
 #include "framework/device_registry.h"
 #include "framework/files.h"
@@ -24,6 +25,7 @@
 #include "framework/random.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
+#include "memory/sim/trace_json.h"
 #include "tools/checks.h"
 #include "tools/net_json.h"
 
@@ -211,11 +213,15 @@ Status Trainer::Setup() {
                             .WithContext(config_.file + ": memory.workspace"));
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
   solver_->AddState(*net_);
+  if (!options_.timeline.empty()) config_.memory.record_events = true;
   auto runtime = MemoryRuntime::Create(net_->view(), config_.memory, device_.get());
   if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
   runtime_ = std::move(runtime).value();
   executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
   executor_->set_profiling(options_.profile);
+  if (!options_.timeline.empty()) {
+    recorder_ = std::make_unique<RunRecorder>(*executor_, *runtime_, *device_);
+  }
 
   LoaderOptions lo;
   lo.batch = config_.data.batch;
@@ -287,6 +293,7 @@ Status Trainer::TrainStep(Batch& batch) {
   const double lr = schedule_.At(position_.step);
   // The store may apply the update during backward, where each parameter lives.
   solver_->BeginStep(*net_, *runtime_, *device_, lr);
+  if (Tracing()) recorder_->Begin();
   SPILL_ASSIGN_OR_RETURN(
       LossResult result,
       executor_->Run(host, Phase::kTrain,
@@ -299,7 +306,12 @@ Status Trainer::TrainStep(Batch& batch) {
   if (!options_.trace_dir.empty() && trace_loss_.empty()) {
     SPILL_RETURN_IF_ERROR(SaveGradients());
   }
+  const double update_begin = MonotonicSeconds();
   SPILL_RETURN_IF_ERROR(solver_->FinishStep(*runtime_));
+  if (Tracing()) {
+    device_->compute_queue().Synchronize();
+    SPILL_RETURN_IF_ERROR(FinishTimeline(update_begin, MonotonicSeconds()));
+  }
   const double seconds = Since(start);
   if (!options_.trace_dir.empty()) {
     trace_images_.insert(trace_images_.end(), batch.images.begin(), batch.images.end());
@@ -430,6 +442,36 @@ Status Trainer::WriteMemoryLog() {
 
 std::string Trainer::ProfileTable() const { return executor_->ProfileTable(); }
 
+bool Trainer::Tracing() const { return recorder_ && !timeline_written_; }
+
+Status Trainer::FinishTimeline(double update_begin, double update_end) {
+  recorder_->Update(update_begin, update_end);
+  traced_iteration_ = report_.losses.size() + 1;
+  traced_ = recorder_->Finish(*net_, net_->name() + ", batch " + std::to_string(net_->batch()) +
+                                         ", " + config_.memory.mode + ", " + device_->Describe() +
+                                         " (measured)");
+  if (device_->type() == DeviceType::kCpu) {
+    StepTimes times;
+    recorder_->AddStepTimes(*net_, &times);
+    SPILL_RETURN_IF_ERROR(SaveStepTimes(net_->view(), device_->type(), times));
+  }
+  // The second iteration of the run: caches are warm.
+  return report_.losses.size() == 1 ? WriteTimeline() : Status::Ok();
+}
+
+Status Trainer::WriteTimeline() {
+  if (timeline_written_ || traced_.slices.empty()) return Status::Ok();
+  timeline_written_ = true;
+  std::ofstream out(options_.timeline);
+  out << TimelineTraceJson(traced_);
+  if (!out) return IoError("cannot write the timeline '" + options_.timeline + "'");
+  if (options_.verbose) {
+    std::fprintf(stderr, "timeline of iteration %zu written to %s\n", traced_iteration_,
+                 options_.timeline.c_str());
+  }
+  return Status::Ok();
+}
+
 Status Trainer::Run() {
   const auto start = Clock::now();
   const int64_t epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
@@ -477,6 +519,7 @@ Status Trainer::Run() {
     }
   }
   progress_.Break();
+  if (recorder_) SPILL_RETURN_IF_ERROR(WriteTimeline());
   if (epoch_steps_ > 0) {
     report_.train_loss = epoch_loss_ / epoch_steps_;
     report_.train_accuracy = epoch_correct_ / std::max(epoch_count_, 1.0);

@@ -24,6 +24,7 @@
 #include "framework/solver.h"
 #include "memory/runtime.h"
 #include "tools/progress.h"
+#include "tools/timeline_tools.h"
 #include "tools/train_config.h"
 
 namespace spill {
@@ -42,6 +43,10 @@ struct TrainOptions {
   double link_gbps = 0;
   // Start afresh even though the output folder holds a checkpoint.
   bool overwrite = false;
+  // Write the second training iteration of this run (the first, when it is
+  // the only one) as a Chrome/Perfetto trace here; on the CPU device its
+  // step times also go to the step time cache.
+  std::string timeline;
 };
 
 struct TrainReport {
@@ -95,6 +100,10 @@ class Trainer {
   Status StartTrace();
   Status FinishTrace();
   Status SaveGradients();
+  // The timeline of iterations (with TrainOptions::timeline).
+  bool Tracing() const;
+  Status FinishTimeline(double update_begin, double update_end);
+  Status WriteTimeline();
   void AdvancePosition();
   bool EpochEnded() const { return position_.batch == 0; }
 
@@ -107,6 +116,10 @@ class Trainer {
   std::unique_ptr<Solver> solver_;
   std::unique_ptr<MemoryRuntime> runtime_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<RunRecorder> recorder_;
+  Timeline traced_;
+  size_t traced_iteration_ = 0;  // of this run, from 1
+  bool timeline_written_ = false;
   LrSchedule schedule_;
   TrainingPosition position_;
   int64_t steps_per_epoch_ = 0;

@@ -1,7 +1,9 @@
 // The CUDA device: the GPU backend of the device interface.
 //
 //   * device memory: one cudaMalloc region of the budget, reserved up front
-//     and carved by the memory runtime's pool (never managed memory);
+//     and carved by the memory runtime's pool (never managed memory) - or,
+//     for the va allocator, chunks mapped into reserved addresses
+//     (cuda_virtual_memory.cc);
 //   * host memory for offloaded tensors: one region of address space,
 //     page-locked (cudaHostRegister) chunk by chunk as the memory runtime
 //     reaches into it, so copies are true DMA that overlaps computation
@@ -73,6 +75,9 @@ class CudaDevice : public Device {
   void EnqueueHostTask(Queue& queue, std::function<void()> task) override;
   void ReleaseHostRegion(void* base) override;
   Status EnsureHostPinned(void* base, size_t bytes) override;
+  // CUDA's virtual memory management (cuda_virtual_memory.cc).
+  StatusOr<std::unique_ptr<VirtualMemory>> CreateVirtualMemory(size_t chunk_bytes, size_t chunks,
+                                                               size_t address_bytes) override;
   void AnnotateAllocation(void* p, size_t bytes) override;
   void AnnotateFree(void* p) override;
 

@@ -1,0 +1,137 @@
+// The named device profiles. Each GPU value is the public spec-sheet figure,
+// cited beside it; what a device achieves of it is an assumption, stated
+// once here and applied to every GPU alike:
+//
+//   kGpuFlopsEfficiency  0.6  fp32 convolutions and matrix products (cuDNN
+//                             and cuBLAS reach roughly half to three
+//                             quarters of peak on large layers)
+//   kGpuMemoryEfficiency 0.8  elementwise kernels and device-to-device copies
+//   kPcieEfficiency      0.75 pinned copies over PCIe (a K40m measured
+//                             10.0 GB/s of PCIe 3's 15.75: Microway,
+//                             "NVIDIA Tesla K40 Atlas GPU accelerator up
+//                             close", bandwidthTest --memory=pinned)
+//   kNvlinkEfficiency    0.9  pinned copies over NVLink
+//   kCopyLatency         10 us per copy (issue and DMA setup)
+//   kKernelSeconds       5 us per computation (launch and tail)
+//
+// Link bandwidths are per direction: PCIe 3.0 x16 carries 8 GT/s x 16 lanes
+// x 128/130 = 15.75 GB/s each way, PCIe 5.0 x16 32 GT/s -> 63.0 GB/s (PCI-SIG
+// base specifications 3.0 and 5.0), NVLink 2.0 25 GB/s per link each way
+// (NVIDIA Tesla V100 datasheet: 6 links, 300 GB/s in total).
+#include "memory/sim/device_profile.h"
+
+#include <cstdio>
+
+namespace spill {
+namespace {
+
+constexpr double kGiga = 1e9, kTera = 1e12;
+constexpr double kGpuFlopsEfficiency = 0.6;
+constexpr double kGpuMemoryEfficiency = 0.8;
+constexpr double kPcieEfficiency = 0.75;
+constexpr double kNvlinkEfficiency = 0.9;
+constexpr double kCopyLatencySeconds = 10e-6;
+constexpr double kKernelSeconds = 5e-6;
+constexpr double kPcie3BytesPerSecond = 15.75 * kGiga;
+constexpr double kPcie5BytesPerSecond = 63.0 * kGiga;
+constexpr double kNvlink2LinkBytesPerSecond = 25 * kGiga;
+
+DeviceProfile Gpu(const char* name, const char* description, double peak_flops,
+                  double memory_bytes_per_second, double link_bytes_per_second) {
+  DeviceProfile p;
+  p.name = name;
+  p.description = description;
+  p.peak_flops = peak_flops;
+  p.flops_efficiency = kGpuFlopsEfficiency;
+  p.memory_bytes_per_second = memory_bytes_per_second;
+  p.memory_efficiency = kGpuMemoryEfficiency;
+  p.kernel_seconds = kKernelSeconds;
+  p.link.h2d_bytes_per_second = p.link.d2h_bytes_per_second = link_bytes_per_second;
+  p.link.latency_seconds = kCopyLatencySeconds;
+  p.inline_compute = false;
+  return p;
+}
+
+std::vector<DeviceProfile> GpuProfiles() {
+  return {
+      // NVIDIA Tesla K40 datasheet: 4.29 TFLOPS fp32 peak (2880 cores at the
+      // 745 MHz base clock), 288 GB/s GDDR5, PCIe Gen3 x16.
+      Gpu("k40-pcie3", "NVIDIA Tesla K40 over PCIe 3.0 x16", 4.29 * kTera, 288 * kGiga,
+          kPcie3BytesPerSecond * kPcieEfficiency),
+      // NVIDIA GeForce GTX TITAN X (Maxwell, GM200) specifications: 3072
+      // cores, 1075 MHz boost clock -> 2 x 3072 x 1.075 GHz = 6.6 TFLOPS;
+      // 336.5 GB/s GDDR5; PCIe 3.0 x16.
+      Gpu("titanx-pcie3", "NVIDIA GeForce GTX TITAN X (Maxwell) over PCIe 3.0 x16", 6.6 * kTera,
+          336.5 * kGiga, kPcie3BytesPerSecond * kPcieEfficiency),
+      // NVIDIA Tesla V100 datasheet (SXM2): 15.7 TFLOPS fp32, 900 GB/s HBM2.
+      // Host link as in IBM POWER9 systems: two NVLink 2.0 links to the CPU.
+      Gpu("v100-nvlink2", "NVIDIA Tesla V100 SXM2 over two NVLink 2.0 links to a POWER9 host",
+          15.7 * kTera, 900 * kGiga, 2 * kNvlink2LinkBytesPerSecond * kNvlinkEfficiency),
+      // NVIDIA H100 PCIe product brief (PB-11133-001): 51 TFLOPS fp32, 2.0
+      // TB/s HBM2e, PCIe Gen5 x16 (128 GB/s both ways together).
+      Gpu("h100-pcie5", "NVIDIA H100 PCIe over PCIe 5.0 x16", 51 * kTera, 2000 * kGiga,
+          kPcie5BytesPerSecond * kPcieEfficiency),
+  };
+}
+
+}  // namespace
+
+std::vector<std::string> DeviceProfileNames() {
+  std::vector<std::string> names = {"cpu"};
+  for (const DeviceProfile& p : GpuProfiles()) names.push_back(p.name);
+  return names;
+}
+
+StatusOr<DeviceProfile> FindDeviceProfile(const std::string& name) {
+  std::string known;
+  for (const DeviceProfile& p : GpuProfiles()) {
+    if (p.name == name) return p;
+  }
+  for (const std::string& n : DeviceProfileNames()) known += (known.empty() ? "" : ", ") + n;
+  return InvalidArgument("unknown device profile '" + name + "' (known: " + known + ")");
+}
+
+DeviceProfile CpuProfile(const CpuCalibration& c, double link_bytes_per_second) {
+  DeviceProfile p;
+  p.name = "cpu";
+  p.description = "this CPU as calibrated";
+  // Measured rates: the model assumes layers reach SGEMM speed and a large
+  // copy's bandwidth (efficiency 1); measured step times replace it.
+  p.peak_flops = c.gemm_flops;
+  p.memory_bytes_per_second = c.memory_bytes_per_second;
+  const double link = link_bytes_per_second > 0 ? link_bytes_per_second : c.memcpy_bytes_per_second;
+  p.link.h2d_bytes_per_second = p.link.d2h_bytes_per_second = link;
+  p.link.latency_seconds = c.copy_latency_seconds;
+  // The CPU device compacts with one memmove on the compute thread.
+  p.move_bytes_per_second = c.memcpy_bytes_per_second;
+  p.inline_compute = true;
+  if (link_bytes_per_second > 0) p.description += ", link throttled";
+  return p;
+}
+
+namespace {
+
+std::string MapCost(const DeviceProfile& p) {
+  if (p.map_seconds_per_chunk <= 0) return "";
+  char text[64];
+  std::snprintf(text, sizeof(text), ", %.0f us per chunk mapped or unmapped",
+                p.map_seconds_per_chunk * 1e6);
+  return text;
+}
+
+}  // namespace
+
+std::string DescribeDeviceProfile(const DeviceProfile& p) {
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "%s (%s): %.2f TFLOP/s x %.2f, memory %.0f GB/s x %.2f, link %.2f GB/s to device, "
+                "%.2f GB/s to host, %.0f us per copy%s%s",
+                p.name.c_str(), p.description.c_str(), p.peak_flops / 1e12, p.flops_efficiency,
+                p.memory_bytes_per_second / 1e9, p.memory_efficiency,
+                p.link.h2d_bytes_per_second / 1e9, p.link.d2h_bytes_per_second / 1e9,
+                p.link.latency_seconds * 1e6,
+                p.inline_compute ? ", compute inline on the host thread" : "", MapCost(p).c_str());
+  return line;
+}
+
+}  // namespace spill

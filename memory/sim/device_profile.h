@@ -1,0 +1,84 @@
+// Device profiles: how fast a device computes, how fast its memory and its
+// host link move bytes, and whether its compute runs on the host thread.
+// The timeline simulator (timeline.h) turns a memory plan into time with
+// one of them.
+//
+// The GPU profiles are public spec-sheet values (cited next to each in
+// device_profile.cc) times stated efficiency factors; spill has not run on
+// those GPUs, so every time computed from them is a simulation, not a
+// measurement. The "cpu" profile is this machine, calibrated when it is
+// first asked for (tools/timeline_tools.h): its numbers are measured.
+#ifndef SPILL_MEMORY_SIM_DEVICE_PROFILE_H_
+#define SPILL_MEMORY_SIM_DEVICE_PROFILE_H_
+
+#include <string>
+#include <vector>
+
+#include "framework/status.h"
+
+namespace spill {
+
+// The host<->device link, per direction. A copy of B bytes takes
+// latency + B / bandwidth.
+struct LinkProfile {
+  double h2d_bytes_per_second = 0;
+  double d2h_bytes_per_second = 0;
+  double latency_seconds = 0;
+};
+
+struct DeviceProfile {
+  std::string name;
+  std::string description;
+  // Compute: fp32 operations per second at peak, and the fraction a
+  // convolution or matrix product is assumed to reach.
+  double peak_flops = 0;
+  double flops_efficiency = 1;
+  // Device memory bandwidth at peak, and the fraction elementwise kernels
+  // and device-to-device moves are assumed to reach.
+  double memory_bytes_per_second = 0;
+  double memory_efficiency = 1;
+  // Bytes a device-to-device move (compaction) carries per second; 0: half
+  // the achieved memory bandwidth (each byte is read and written).
+  double move_bytes_per_second = 0;
+  // Fixed cost of each computation: kernel launch and tail on a GPU.
+  double kernel_seconds = 0;
+  LinkProfile link;
+  // Host seconds to map or unmap one physical chunk (the va allocator's
+  // driver calls). No spec sheet gives it: 0 unless set (`plan --map-us`).
+  double map_seconds_per_chunk = 0;
+  // True for the CPU device: compute runs inline on the host thread, so the
+  // host waits whenever compute would. False: the host enqueues
+  // asynchronously and blocks only where it waits for an event.
+  bool inline_compute = false;
+
+  double achieved_flops() const { return peak_flops * flops_efficiency; }
+  double achieved_memory_bandwidth() const { return memory_bytes_per_second * memory_efficiency; }
+  double move_bandwidth() const {
+    return move_bytes_per_second > 0 ? move_bytes_per_second : achieved_memory_bandwidth() / 2;
+  }
+};
+
+// The spec-sheet profiles ("k40-pcie3", "titanx-pcie3", "v100-nvlink2",
+// "h100-pcie5"); "cpu" is listed too but built by CpuProfile.
+std::vector<std::string> DeviceProfileNames();
+// A spec-sheet profile by name; an unknown name is an error that lists the
+// known ones.
+StatusOr<DeviceProfile> FindDeviceProfile(const std::string& name);
+
+// What a calibration of this CPU measured (tools/timeline_tools.cc).
+struct CpuCalibration {
+  double gemm_flops = 0;               // SGEMM on every core
+  double memory_bytes_per_second = 0;  // a large copy on every core, bytes read + written
+  double memcpy_bytes_per_second = 0;  // one thread's memcpy: the copy worker's link
+  double copy_latency_seconds = 0;     // a small copy through the copy worker and its event
+};
+// This CPU as calibrated. `link_bytes_per_second` > 0: the copy worker is
+// throttled to it (`--link-gbps`), otherwise copies run at memcpy speed.
+DeviceProfile CpuProfile(const CpuCalibration& calibration, double link_bytes_per_second);
+
+// One line per profile: name, compute, memory, link.
+std::string DescribeDeviceProfile(const DeviceProfile& profile);
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_SIM_DEVICE_PROFILE_H_

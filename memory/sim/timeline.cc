@@ -1,0 +1,304 @@
+#include "memory/sim/timeline.h"
+
+#include <algorithm>
+
+namespace spill {
+
+const char* LaneName(Lane lane) {
+  switch (lane) {
+    case Lane::kCompute:
+      return "compute queue";
+    case Lane::kCopy:
+      return "copy queue";
+    case Lane::kHost:
+      return "host";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr double kNoCopy = -1;
+
+// The discrete-event simulation: three clocks (host, compute queue, copy
+// queue) advanced event by event.
+class Simulator {
+ public:
+  Simulator(const NetworkView& view, const IterationCosts& costs, const DeviceProfile& profile)
+      : view_(view),
+        schedule_(*view.schedule),
+        costs_(costs),
+        profile_(profile),
+        pending_(schedule_.tensors.size(), kNoCopy),
+        dropping_(schedule_.tensors.size(), false) {}
+
+  // Replays the events; returns the stream-ordered time of each.
+  std::vector<double> Replay(const std::vector<MemoryEvent>& events) {
+    std::vector<double> times;
+    times.reserve(events.size());
+    for (const MemoryEvent& e : events) {
+      Apply(e);
+      times.push_back(std::max(host_, ComputeTail()));
+    }
+    Compute(costs_.update_seconds, "update", "update", -1);
+    return times;
+  }
+
+  Timeline Finish() {
+    timeline_.seconds = std::max({host_, compute_end_, copy_end_});
+    return std::move(timeline_);
+  }
+
+ private:
+  // Where the compute queue will be once everything enqueued so far,
+  // waits included, has run.
+  double ComputeTail() const { return std::max(compute_end_, compute_ready_); }
+
+  void Slice(Lane lane, std::string name, const char* category, double start, double end, int step,
+             size_t bytes = 0) {
+    timeline_.slices.push_back({lane, std::move(name), category, start, end - start, step, bytes});
+  }
+
+  void Compute(double seconds, std::string name, const char* category, int step) {
+    if (profile_.inline_compute) {
+      Slice(Lane::kCompute, std::move(name), category, host_, host_ + seconds, step);
+      host_ += seconds;
+      compute_end_ = host_;
+      return;
+    }
+    const double free = std::max(compute_end_, host_);
+    if (compute_ready_ > free) {
+      Slice(Lane::kCompute, "wait for copies", "wait", free, compute_ready_, step);
+    }
+    const double start = std::max(free, compute_ready_);
+    Slice(Lane::kCompute, std::move(name), category, start, start + seconds, step);
+    compute_end_ = start + seconds;
+  }
+
+  // Compute must not start before `until` (a copy it reads or overwrites).
+  void ComputeWaits(double until, const std::string& tensor, int step) {
+    if (profile_.inline_compute) {
+      if (until > host_) Slice(Lane::kCompute, "wait for " + tensor, "wait", host_, until, step);
+      host_ = std::max(host_, until);
+    } else {
+      compute_ready_ = std::max(compute_ready_, until);
+    }
+  }
+
+  void HostWaits(double until, const std::string& what, int step) {
+    if (until > host_) Slice(Lane::kHost, "wait for " + what, "wait", host_, until, step);
+    host_ = std::max(host_, until);
+  }
+
+  void Copy(const MemoryEvent& e, bool to_host) {
+    const double bandwidth =
+        to_host ? profile_.link.d2h_bytes_per_second : profile_.link.h2d_bytes_per_second;
+    const double seconds =
+        profile_.link.latency_seconds + (bandwidth > 0 ? e.bytes / bandwidth : 0);
+    const double start = std::max({copy_end_, ComputeTail(), host_});
+    copy_end_ = start + seconds;
+    pending_[e.tensor] = copy_end_;
+    Slice(Lane::kCopy, std::string(to_host ? "offload " : "prefetch ") + TensorName(e.tensor),
+          to_host ? "offload" : "prefetch", start, copy_end_, e.step, e.bytes);
+  }
+
+  const std::string& TensorName(TensorId id) const { return schedule_.tensors[id].name; }
+
+  std::string StepName(int step) const {
+    const Step& s = schedule_.steps[step];
+    return view_.layer(s.layer).name + (s.pass == Pass::kForward ? " forward" : " backward");
+  }
+
+  void Apply(const MemoryEvent& e);
+  void Remap(const MemoryEvent& e);
+
+  const NetworkView& view_;
+  const Schedule& schedule_;
+  const IterationCosts& costs_;
+  const DeviceProfile& profile_;
+  double host_ = 0, compute_end_ = 0, compute_ready_ = 0, copy_end_ = 0;
+  std::vector<double> pending_;  // by tensor: the end of its copy in flight
+  std::vector<bool> dropping_;   // its next free is a drop's (no wait)
+  Timeline timeline_;
+};
+
+void Simulator::Apply(const MemoryEvent& e) {
+  switch (e.type) {
+    case MemoryEventType::kCompute: {
+      const Step& step = schedule_.steps[e.step];
+      host_ += costs_.host_step_seconds;  // the runtime's bookkeeping before it
+      Compute(costs_.step_seconds[e.step], StepName(e.step),
+              step.pass == Pass::kForward ? "forward" : "backward", e.step);
+      if (costs_.sync_after[e.step]) host_ = std::max(host_, ComputeTail());
+      return;
+    }
+    case MemoryEventType::kRecompute:
+      host_ += costs_.host_step_seconds;
+      Compute(costs_.recompute_seconds[e.layer], view_.layer(e.layer).name + " recompute",
+              "recompute", e.step);
+      return;
+    case MemoryEventType::kBeginOffload:
+      if (e.bytes > 0) Copy(e, /*to_host=*/true);
+      return;
+    case MemoryEventType::kBeginPrefetch:
+      Copy(e, /*to_host=*/false);
+      return;
+    case MemoryEventType::kFinishOffload:
+      if (pending_[e.tensor] != kNoCopy)
+        HostWaits(pending_[e.tensor], TensorName(e.tensor), e.step);
+      pending_[e.tensor] = kNoCopy;
+      return;
+    case MemoryEventType::kFinishPrefetch:
+      if (pending_[e.tensor] != kNoCopy) {
+        ComputeWaits(pending_[e.tensor], TensorName(e.tensor), e.step);
+      }
+      pending_[e.tensor] = kNoCopy;
+      return;
+    case MemoryEventType::kCancelOffload:  // the copy stays pending until a wait
+      if (pending_[e.tensor] != kNoCopy) {
+        ComputeWaits(pending_[e.tensor], TensorName(e.tensor), e.step);
+      }
+      return;
+    case MemoryEventType::kDrop:
+      dropping_[e.tensor] = true;
+      return;
+    case MemoryEventType::kFree:
+      if (e.tensor == kNoTensor) return;
+      if (pending_[e.tensor] != kNoCopy && !dropping_[e.tensor]) {
+        HostWaits(pending_[e.tensor], TensorName(e.tensor), e.step);
+      }
+      pending_[e.tensor] = kNoCopy;
+      dropping_[e.tensor] = false;
+      return;
+    case MemoryEventType::kCompact: {
+      HostWaits(copy_end_, "every copy", e.step);
+      const double bandwidth = profile_.move_bandwidth();
+      Compute(bandwidth > 0 ? e.bytes / bandwidth : 0, "compaction", "compact", e.step);
+      timeline_.slices.back().bytes = e.bytes;
+      return;
+    }
+    case MemoryEventType::kAlloc:
+    case MemoryEventType::kRemap:
+      Remap(e);
+      return;
+  }
+}
+
+// Chunks mapped for a request or between iterations (va): an unmap first
+// drains both queues, then the host makes the driver calls.
+void Simulator::Remap(const MemoryEvent& e) {
+  if (e.maps == 0 && e.unmaps == 0) return;
+  if (e.unmaps > 0) HostWaits(std::max(ComputeTail(), copy_end_), "the queues to drain", e.step);
+  const double seconds = (e.maps + e.unmaps) * profile_.map_seconds_per_chunk;
+  if (seconds <= 0) return;
+  Slice(Lane::kHost,
+        "map " + std::to_string(e.maps) + ", unmap " + std::to_string(e.unmaps) + " chunks", "map",
+        host_, host_ + seconds, e.step);
+  host_ += seconds;
+  if (profile_.inline_compute) compute_end_ = host_;
+}
+
+// Total length of the intersection of two sets of disjoint intervals.
+double Intersection(std::vector<std::pair<double, double>> a,
+                    std::vector<std::pair<double, double>> b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  double total = 0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const double lo = std::max(a[i].first, b[j].first);
+    const double hi = std::min(a[i].second, b[j].second);
+    if (hi > lo) total += hi - lo;
+    (a[i].second < b[j].second ? i : j)++;
+  }
+  return total;
+}
+
+}  // namespace
+
+TimelineSummary Summarize(const Timeline& timeline) {
+  TimelineSummary s;
+  s.iteration_seconds = timeline.seconds;
+  std::vector<std::pair<double, double>> compute, copy;
+  for (const TimelineSlice& slice : timeline.slices) {
+    const bool wait = slice.category == "wait";
+    const std::pair<double, double> span(slice.start, slice.start + slice.duration);
+    if (slice.lane == Lane::kCompute) {
+      (wait ? s.compute_wait_seconds : s.compute_seconds) += slice.duration;
+      if (!wait) compute.push_back(span);
+    } else if (slice.lane == Lane::kCopy) {
+      s.copy_seconds += slice.duration;
+      copy.push_back(span);
+    } else if (wait) {
+      s.host_wait_seconds += slice.duration;
+    } else if (slice.category == "map") {
+      s.map_seconds += slice.duration;
+    }
+  }
+  s.hidden_copy_seconds = Intersection(compute, copy);
+  return s;
+}
+
+DeviceBytes BaseDeviceBytes(const MemoryLog& log, const std::vector<MemoryEvent>& events) {
+  DeviceBytes base{};
+  if (log.steps.empty()) return base;
+  base = log.steps[0].in_use;
+  // The first record was taken just before the first step computed.
+  for (const MemoryEvent& e : events) {
+    if (e.type == MemoryEventType::kCompute) break;
+    const int c = static_cast<int>(e.category);
+    if (e.type == MemoryEventType::kAlloc) base[c] -= e.bytes;
+    if (e.type == MemoryEventType::kFree) base[c] += e.bytes;
+  }
+  return base;
+}
+
+std::vector<MemorySample> MemorySamples(const std::vector<MemoryEvent>& events,
+                                        const std::vector<double>& times, const DeviceBytes& base) {
+  std::vector<MemorySample> samples;
+  MemorySample now;
+  now.device = base;
+  now.time = times.empty() ? 0 : times.front();
+  samples.push_back(now);
+  TensorId tensors = 0;
+  for (const MemoryEvent& e : events) tensors = std::max(tensors, e.tensor + 1);
+  std::vector<size_t> host(tensors, 0);          // by tensor: its host copy's bytes
+  std::vector<bool> keeps_host(tensors, false);  // its next free is an offload's
+  for (size_t i = 0; i < events.size(); ++i) {
+    const MemoryEvent& e = events[i];
+    const int c = static_cast<int>(e.category);
+    if (e.type == MemoryEventType::kBeginOffload && e.bytes > 0 && host[e.tensor] == 0) {
+      host[e.tensor] = e.bytes;
+      now.host += e.bytes;
+    } else if (e.type == MemoryEventType::kFinishOffload) {
+      keeps_host[e.tensor] = true;
+    } else if (e.type == MemoryEventType::kAlloc) {
+      now.device[c] += e.bytes;
+    } else if (e.type == MemoryEventType::kFree) {
+      now.device[c] -= e.bytes;
+      if (e.tensor != kNoTensor && keeps_host[e.tensor]) {
+        keeps_host[e.tensor] = false;
+      } else if (e.tensor != kNoTensor) {
+        now.host -= host[e.tensor];
+        host[e.tensor] = 0;
+      }
+    } else {
+      continue;
+    }
+    now.time = times[i];
+    samples.push_back(now);
+  }
+  return samples;
+}
+
+Timeline SimulateIteration(const NetworkView& view, const std::vector<MemoryEvent>& events,
+                           const IterationCosts& costs, const DeviceProfile& profile,
+                           const DeviceBytes& base) {
+  Simulator simulator(view, costs, profile);
+  const std::vector<double> times = simulator.Replay(events);
+  Timeline timeline = simulator.Finish();
+  timeline.memory = MemorySamples(events, times, base);
+  return timeline;
+}
+
+}  // namespace spill

@@ -1,0 +1,467 @@
+// The time model: layers' declared work, device profiles, the step time
+// cache, the two-queue simulator on hand-made event logs with known answers
+// (a copy hidden under compute, a host wait that stalls, compute waiting for
+// a prefetch, a drop that does not wait), on real plans (the memory curve
+// peaks at the planner's peak; one compute slice per step, one copy slice
+// per transfer), and the Chrome trace it writes.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "framework/cpu_device.h"
+#include "framework/net.h"
+#include "framework/solver.h"
+#include "layers/convolution_layer.h"
+#include "memory/planner.h"
+#include "memory/sim/cost_model.h"
+#include "memory/sim/device_profile.h"
+#include "memory/sim/timeline.h"
+#include "memory/sim/timeline_svg.h"
+#include "memory/sim/trace_json.h"
+#include "tests/net_harness.h"
+#include "tests/test_networks.h"
+#include "tests/trace_reader.h"
+#include "tools/timeline_tools.h"
+
+namespace spill {
+namespace {
+
+constexpr double kTolerance = 1e-9;
+
+// ---------------------------------------------------------------------------
+// Declared work
+
+TEST(LayerWorkTest, ConvolutionAndFullyConnectedCountMultiplyAdds) {
+  auto net = Net::Build(testing::MustParse(R"(
+layers:
+  - {name: data, type: input, shape: [3, 10, 10]}
+  - {name: conv, type: convolution, filters: 4, kernel: 3, pad: 1, groups: 1}
+  - {name: conv2, type: convolution, filters: 6, kernel: 3, groups: 2}
+  - {name: fc, type: fully_connected, outputs: 7}
+  - {name: loss, type: softmax_loss}
+)"),
+                        {2, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  const NetworkView view = (*net)->view();
+  // conv: N=2, K=4, C=3, R=S=3, H'=W'=10; the bias adds one per output.
+  const double conv = 2.0 * 2 * 4 * 3 * 3 * 3 * 10 * 10;
+  EXPECT_DOUBLE_EQ(view.layer(1).forward_work.flops, conv + 2 * 4 * 10 * 10);
+  // Its input needs no gradient (the data): the filter gradient alone.
+  EXPECT_DOUBLE_EQ(view.layer(1).backward_work.flops, conv + 2 * 4 * 10 * 10);
+  // conv2: K=6, C/G=2, 8x8 output; backward adds the data gradient.
+  const double conv2 = 2.0 * 2 * 6 * 2 * 3 * 3 * 8 * 8;
+  EXPECT_DOUBLE_EQ(view.layer(2).forward_work.flops, conv2 + 2 * 6 * 8 * 8);
+  EXPECT_DOUBLE_EQ(view.layer(2).backward_work.flops, 2 * conv2 + 2 * 6 * 8 * 8);
+  // fc: 2 x 384 inputs x 7 outputs.
+  const double fc = 2.0 * 2 * 384 * 7;
+  EXPECT_DOUBLE_EQ(view.layer(3).forward_work.flops, fc + 2 * 7);
+  EXPECT_DOUBLE_EQ(view.layer(3).backward_work.flops, 2 * fc + 2 * 7);
+  // The input layer reads the batch from host memory.
+  EXPECT_DOUBLE_EQ(view.layer(0).forward_work.host_bytes, 2 * 3 * 10 * 10 * 4 + 2 * 4);
+  EXPECT_GT(view.layer(4).forward_work.bytes, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Profiles and the step time cache
+
+TEST(DeviceProfileTest, NamedProfilesAndAClearErrorForUnknownOnes) {
+  for (const std::string& name : DeviceProfileNames()) {
+    if (name == "cpu") continue;
+    auto p = FindDeviceProfile(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_GT(p->achieved_flops(), 1e12);
+    EXPECT_GT(p->link.h2d_bytes_per_second, 1e9);
+    EXPECT_FALSE(p->inline_compute);
+  }
+  auto missing = FindDeviceProfile("tpu");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("titanx-pcie3"), std::string::npos);
+  CpuCalibration c{1e11, 2e10, 5e9, 1e-4};
+  const DeviceProfile cpu = CpuProfile(c, 1e9);
+  EXPECT_TRUE(cpu.inline_compute);
+  EXPECT_EQ(cpu.link.d2h_bytes_per_second, 1e9);
+  EXPECT_EQ(CpuProfile(c, 0).link.d2h_bytes_per_second, 5e9);  // unthrottled: memcpy
+}
+
+TEST(StepTimesTest, CacheKeepsEveryDigitAndOtherNetworks) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("spill_steps_" + std::to_string(getpid())))
+          .string();
+  StepTimes a;
+  a.Add("conv1", Pass::kForward, "dnnl", 0.1);
+  a.Add("conv1", Pass::kForward, "dnnl", 0.2);
+  a.Add("conv1", Pass::kBackward, "direct direct", 1.0 / 3);
+  a.AddUpdate(0.05);
+  ASSERT_TRUE(a.Save(path, "net-a").ok());
+  StepTimes b;
+  b.Add("fc", Pass::kForward, "", 2.0);
+  ASSERT_TRUE(b.Save(path, "net-b").ok());
+  auto loaded = StepTimes::Load(path, "net-a");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_DOUBLE_EQ(loaded->Find("conv1", Pass::kForward, "dnnl"), 0.15);
+  EXPECT_EQ(loaded->Find("conv1", Pass::kBackward, "direct direct"), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(loaded->update_seconds(), 0.05);
+  EXPECT_LT(loaded->Find("conv1", Pass::kForward, "direct"), 0);
+  EXPECT_DOUBLE_EQ(StepTimes::Load(path, "net-b")->Find("fc", Pass::kForward, ""), 2.0);
+  std::ofstream(path, std::ios::app) << "net-a\tconv1\tsideways\tx\t1\t1\n";
+  auto bad = StepTimes::Load(path, "net-a");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(path + ":5:"), std::string::npos) << bad.status().message();
+  std::filesystem::remove(path);
+}
+
+// ---------------------------------------------------------------------------
+// The simulator on hand-made event logs
+
+class HandMadeLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto net = Net::Build(testing::MustParse(testing::kLeNet), {2, DeviceType::kCpu});
+    ASSERT_TRUE(net.ok());
+    net_ = std::move(*net);
+    view_ = net_->view();
+    const size_t steps = net_->schedule().steps.size();
+    costs_.step_seconds.assign(steps, 1.0);  // every step: one second
+    costs_.recompute_seconds.assign(net_->num_layers(), 0.5);
+    costs_.sync_after.assign(steps, false);
+    profile_.link = {1e9, 1e9, 0};  // 1 GB/s each way, no latency
+    profile_.memory_bytes_per_second = 1e9;
+  }
+  MemoryEvent Event(MemoryEventType type, int step, TensorId tensor = kNoTensor, size_t bytes = 0) {
+    MemoryEvent e;
+    e.type = type;
+    e.step = step;
+    e.tensor = tensor;
+    e.bytes = bytes;
+    if (type == MemoryEventType::kCompute) e.layer = net_->schedule().steps[step].layer;
+    return e;
+  }
+  TimelineSummary Run(const std::vector<MemoryEvent>& events, bool inline_compute) {
+    profile_.inline_compute = inline_compute;
+    timeline_ = SimulateIteration(view_, events, costs_, profile_, DeviceBytes{});
+    return Summarize(timeline_);
+  }
+
+  std::unique_ptr<Net> net_;
+  NetworkView view_;
+  IterationCosts costs_;
+  DeviceProfile profile_;
+  Timeline timeline_;
+  const TensorId t_ = 1;
+};
+
+// Offloaded after step 0, needed gone after step 1: the 0.5 s copy runs
+// under step 1's compute and costs nothing.
+TEST_F(HandMadeLogTest, CopyHiddenUnderCompute) {
+  using T = MemoryEventType;
+  const std::vector<MemoryEvent> events = {
+      Event(T::kCompute, 0),        Event(T::kBeginOffload, 0, t_, 500000000),
+      Event(T::kCompute, 1),        Event(T::kFinishOffload, 1, t_),
+      Event(T::kFree, 1, t_, 1024), Event(T::kCompute, 2)};
+  for (bool inline_compute : {true, false}) {
+    const TimelineSummary s = Run(events, inline_compute);
+    EXPECT_NEAR(s.iteration_seconds, 3.0, kTolerance) << inline_compute;
+    EXPECT_NEAR(s.copy_seconds, 0.5, kTolerance);
+    EXPECT_NEAR(s.overlap(), 1.0, kTolerance);
+    EXPECT_NEAR(s.compute_wait_seconds, 0, kTolerance);
+    // The CPU host reaches the wait after the copy; a GPU host, enqueueing
+    // ahead, blocks there while compute keeps running.
+    EXPECT_NEAR(s.host_wait_seconds, inline_compute ? 0 : 1.5, kTolerance);
+  }
+}
+
+// A 2 s copy the host must wait for right after step 0: on the CPU device
+// compute stands still for 2 s.
+TEST_F(HandMadeLogTest, HostWaitStallsInlineCompute) {
+  using T = MemoryEventType;
+  const std::vector<MemoryEvent> events = {
+      Event(T::kCompute, 0), Event(T::kBeginOffload, 0, t_, 2000000000),
+      Event(T::kFinishOffload, 0, t_), Event(T::kFree, 0, t_, 1024), Event(T::kCompute, 1)};
+  const TimelineSummary s = Run(events, /*inline_compute=*/true);
+  EXPECT_NEAR(s.iteration_seconds, 4.0, kTolerance);
+  EXPECT_NEAR(s.host_wait_seconds, 2.0, kTolerance);
+  EXPECT_NEAR(s.overlap(), 0.0, kTolerance);
+  // The GPU-like host does not compute: step 1 still waits for nothing but
+  // its enqueue, which comes after the host's wait.
+  EXPECT_NEAR(Run(events, false).iteration_seconds, 4.0, kTolerance);
+}
+
+// A prefetch issued after step 0 takes 1.5 s; step 1 reads it, so the
+// compute queue idles from 1.0 to 2.5 (the host does not block).
+TEST_F(HandMadeLogTest, ComputeWaitsForPrefetch) {
+  using T = MemoryEventType;
+  const std::vector<MemoryEvent> events = {Event(T::kCompute, 0),
+                                           Event(T::kBeginPrefetch, 0, t_, 1500000000),
+                                           Event(T::kFinishPrefetch, 1, t_), Event(T::kCompute, 1)};
+  for (bool inline_compute : {true, false}) {
+    const TimelineSummary s = Run(events, inline_compute);
+    EXPECT_NEAR(s.iteration_seconds, 3.5, kTolerance);
+    EXPECT_NEAR(s.compute_wait_seconds, 1.5, kTolerance);
+    EXPECT_NEAR(s.host_wait_seconds, 0, kTolerance);
+  }
+}
+
+// Freeing a tensor whose copy is in flight waits for it (a release), unless
+// the free is a drop's: dropped tensors are rebuilt, not copied back.
+TEST_F(HandMadeLogTest, ReleaseWaitsForCopyInFlightDropDoesNot) {
+  using T = MemoryEventType;
+  std::vector<MemoryEvent> events = {Event(T::kCompute, 0),
+                                     Event(T::kBeginOffload, 0, t_, 2000000000),
+                                     Event(T::kFree, 0, t_, 1024), Event(T::kCompute, 1)};
+  EXPECT_NEAR(Run(events, false).iteration_seconds, 4.0, kTolerance);  // 1 + wait 2 + 1
+  events.insert(events.begin() + 2, Event(T::kDrop, 0, t_, 1024));
+  const TimelineSummary s = Run(events, false);
+  EXPECT_NEAR(s.iteration_seconds, 3.0, kTolerance);  // the copy ends last, at 3
+  EXPECT_NEAR(s.host_wait_seconds, 0, kTolerance);
+}
+
+// A recomputation costs its layer's forward; the update runs last.
+TEST_F(HandMadeLogTest, RecomputationAndUpdateRunOnTheComputeQueue) {
+  using T = MemoryEventType;
+  MemoryEvent recompute = Event(T::kRecompute, 1);
+  recompute.layer = 2;
+  costs_.update_seconds = 0.25;
+  const TimelineSummary s = Run({Event(T::kCompute, 0), recompute, Event(T::kCompute, 1)}, false);
+  EXPECT_NEAR(s.iteration_seconds, 2.75, kTolerance);
+  EXPECT_EQ(timeline_.slices[1].category, "recompute");
+  EXPECT_EQ(timeline_.slices.back().category, "update");
+}
+
+// Mapping chunks (va): an unmap first drains both queues - here the host
+// waits until the 2 s offload ends at 3 s - then the host spends the
+// profile's cost per chunk mapped or unmapped. Maps alone need no drain.
+TEST_F(HandMadeLogTest, UnmapDrainsTheQueuesAndMappingCostsHostTime) {
+  using T = MemoryEventType;
+  profile_.map_seconds_per_chunk = 0.1;
+  MemoryEvent alloc = Event(T::kAlloc, 1, t_, 1024);
+  alloc.maps = 2;
+  alloc.unmaps = 1;
+  std::vector<MemoryEvent> events = {Event(T::kCompute, 0),
+                                     Event(T::kBeginOffload, 0, 2, 2000000000), alloc,
+                                     Event(T::kCompute, 1)};
+  TimelineSummary s = Run(events, /*inline_compute=*/false);
+  EXPECT_NEAR(s.host_wait_seconds, 3.0, kTolerance);
+  EXPECT_NEAR(s.map_seconds, 0.3, kTolerance);
+  EXPECT_NEAR(s.iteration_seconds, 4.3, kTolerance);  // step 1 enqueued at 3.3
+  events[2].unmaps = 0;
+  s = Run(events, false);
+  EXPECT_NEAR(s.host_wait_seconds, 0, kTolerance);
+  EXPECT_NEAR(s.map_seconds, 0.2, kTolerance);
+  EXPECT_NEAR(s.iteration_seconds, 3.0, kTolerance);  // the copy ends last
+  // Between iterations (va restoring its ranges): the same rules.
+  MemoryEvent remap = Event(T::kRemap, -1);
+  remap.unmaps = 3;
+  s = Run({Event(T::kCompute, 0), remap}, false);
+  EXPECT_NEAR(s.host_wait_seconds, 1.0, kTolerance);
+  EXPECT_NEAR(s.map_seconds, 0.3, kTolerance);
+}
+
+// ---------------------------------------------------------------------------
+// Real plans
+
+struct PlanCase {
+  const char* mode;
+  bool tight;
+};
+
+class SimulatedPlanTest : public ::testing::TestWithParam<PlanCase> {};
+
+// Replaying a plan: the memory curve peaks at the planner's peak and ends
+// with no host copies; one compute slice per active step and per
+// recomputation, one copy slice per transfer; the trace parses.
+TEST_P(SimulatedPlanTest, TimelineMatchesThePlan) {
+  auto net = Net::Build(testing::MustParse(testing::kResNet, {}), {4, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  const NetworkView view = (*net)->view();
+  MemoryOptions options;
+  ASSERT_TRUE(ApplyMemoryMode(GetParam().mode, &options).ok());
+  options.record_events = true;
+  if (GetParam().tight) options.device_budget = *MinimumBudget(view, options, kPoolBlockBytes);
+  auto plan = Plan(view, options);
+  ASSERT_TRUE(plan.ok() && plan->fits);
+  const DeviceProfile profile = *FindDeviceProfile("k40-pcie3");
+  const IterationCosts costs = ModelCosts(view, plan->log, profile, nullptr);
+  EXPECT_EQ(costs.Source(), "model");
+  Timeline timeline = SimulateIteration(view, plan->events, costs, profile,
+                                        BaseDeviceBytes(plan->log, plan->events));
+  size_t peak = 0;
+  for (const MemorySample& m : timeline.memory) {
+    size_t total = 0;
+    for (size_t b : m.device) total += b;
+    peak = std::max(peak, total);
+  }
+  EXPECT_EQ(peak, plan->peak);
+  EXPECT_EQ(timeline.memory.back().host, 0u);
+  int active = 0, copies = 0;
+  for (const Step& s : view.schedule->steps) active += s.active;
+  for (const MemoryEvent& e : plan->events) {
+    copies += (e.type == MemoryEventType::kBeginOffload && e.bytes > 0) ||
+              e.type == MemoryEventType::kBeginPrefetch;
+  }
+  if (std::string(GetParam().mode) == "offload") {
+    EXPECT_GT(copies, 0);
+  }
+
+  timeline.title = "resnet \"test\"";
+  const testing::TraceContents trace = testing::ReadTrace(TimelineTraceJson(timeline));
+  ASSERT_TRUE(trace.valid) << trace.error;
+  EXPECT_EQ(trace.tracks.at(1), "compute queue");
+  EXPECT_EQ(trace.tracks.at(2), "copy queue");
+  EXPECT_EQ(trace.Slices("compute queue", "forward") + trace.Slices("compute queue", "backward"),
+            active);
+  EXPECT_EQ(trace.Slices("compute queue", "recompute"), plan->recomputations);
+  EXPECT_EQ(trace.Slices("compute queue", "update"), 1);
+  EXPECT_EQ(trace.Slices("copy queue", "offload") + trace.Slices("copy queue", "prefetch"), copies);
+  EXPECT_TRUE(trace.durations_valid);
+  EXPECT_NEAR(trace.last_end_us, timeline.seconds * 1e6, 1.0);
+  EXPECT_EQ(trace.counters.at(kDeviceMemoryCounter).count("activations"), 1u);
+  EXPECT_EQ(trace.counters.at(kDeviceMemoryCounter).count("workspace"), 1u);
+  EXPECT_EQ(trace.counters.at(kHostMemoryCounter).count("offloaded"), 1u);
+  EXPECT_EQ(trace.other["title"].string, "resnet \"test\"");
+  EXPECT_NEAR(trace.other["iteration_seconds"].number, timeline.seconds, 1e-6);
+  const std::string svg = TimelineSvg(timeline);
+  EXPECT_NE(svg.find("compute queue"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SimulatedPlanTest,
+                         ::testing::Values(PlanCase{"liveness", false}, PlanCase{"offload", true},
+                                           PlanCase{"offload_recompute", true},
+                                           PlanCase{"superneurons", true},
+                                           PlanCase{"baseline", false}),
+                         [](const auto& info) {
+                           return std::string(info.param.mode) +
+                                  (info.param.tight ? "_minimum" : "_roomy");
+                         });
+
+// Under va the plan's events say what was mapped, and the simulator charges
+// exactly that: one drain per event that unmaps, the profile's cost per
+// chunk. Page-sized chunks make the window scheduler remap at its minimum.
+TEST(SimulatedPlanTest, VirtualAddressingChargesEveryChunkMapped) {
+  auto net = Net::Build(testing::MustParse(testing::kResNet, {}), {4, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  const NetworkView view = (*net)->view();
+  MemoryOptions options;
+  ASSERT_TRUE(ApplyMemoryMode("window", &options).ok());
+  options.allocator = "va";
+  options.chunk = 4 * kKiB;
+  options.record_events = true;
+  options.device_budget = *MinimumBudget(view, options, kPoolBlockBytes);
+  auto plan = Plan(view, options);
+  ASSERT_TRUE(plan.ok() && plan->fits);
+  int64_t chunks = 0, drains = 0;
+  for (const MemoryEvent& e : plan->events) {
+    chunks += e.maps + e.unmaps;
+    drains += e.unmaps > 0;
+  }
+  ASSERT_GT(chunks, 0);
+  DeviceProfile profile = *FindDeviceProfile("v100-nvlink2");
+  const IterationCosts costs = ModelCosts(view, plan->log, profile, nullptr);
+  const DeviceBytes base = BaseDeviceBytes(plan->log, plan->events);
+  const Timeline free_maps = SimulateIteration(view, plan->events, costs, profile, base);
+  profile.map_seconds_per_chunk = 1e-3;
+  const Timeline timeline = SimulateIteration(view, plan->events, costs, profile, base);
+  const TimelineSummary s = Summarize(timeline);
+  EXPECT_NEAR(s.map_seconds, chunks * 1e-3, 1e-9);
+  EXPECT_GT(timeline.seconds, free_maps.seconds);
+  int drain_slices = 0;
+  for (const TimelineSlice& slice : timeline.slices) {
+    drain_slices += slice.name == "wait for the queues to drain";
+  }
+  EXPECT_LE(drain_slices, drains);  // a drain with nothing queued takes no time
+  EXPECT_NE(MemoryEventsJson(plan->events, *view.schedule).find("\"maps\":"), std::string::npos);
+}
+
+// Measured step times stand for the steps they timed; a step measured under
+// other algorithms is adjusted by the candidates' timed difference.
+TEST(CostModelTest, MeasuredTimesWinAndOtherAlgorithmsAreAdjusted) {
+  auto net = Net::Build(testing::MustParse(testing::kLeNet), {2, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  const NetworkView view = (*net)->view();
+  MemoryOptions options;
+  options.record_events = true;
+  auto plan = Plan(view, options);
+  ASSERT_TRUE(plan.ok());
+  const DeviceProfile profile = *FindDeviceProfile("titanx-pcie3");
+  const int conv1 = (*net)->FindLayer("conv1");
+  const int step = view.schedule->forward_step[conv1];
+  const std::string chosen = plan->log.steps[step].algorithm;
+  ASSERT_FALSE(chosen.empty());
+  StepTimes times;
+  times.Add("conv1", Pass::kForward, chosen, 0.125);
+  times.AddUpdate(0.5);
+  IterationCosts costs = ModelCosts(view, plan->log, profile, &times);
+  EXPECT_EQ(costs.step_seconds[step], 0.125);
+  EXPECT_EQ(costs.recompute_seconds[conv1], 0.125);
+  EXPECT_EQ(costs.update_seconds, 0.5);
+  EXPECT_EQ(costs.measured, 1);
+  EXPECT_GT(costs.modelled, 0);
+  // Measured under another algorithm: adjusted by the candidates' times.
+  const auto candidates = view.algorithms->Candidates(conv1, Pass::kForward, 0);
+  ASSERT_GT(candidates.size(), 1u);
+  const auto other = std::find_if(candidates.begin(), candidates.end(),
+                                  [&](const auto& c) { return c.name != chosen; });
+  const auto mine = std::find_if(candidates.begin(), candidates.end(),
+                                 [&](const auto& c) { return c.name == chosen; });
+  StepTimes elsewhere;
+  elsewhere.Add("conv1", Pass::kForward, other->name, 0.125 + other->seconds);
+  costs = ModelCosts(view, plan->log, profile, &elsewhere);
+  EXPECT_NEAR(costs.step_seconds[step], 0.125 + mine->seconds, 1e-12);
+}
+
+// ---------------------------------------------------------------------------
+// Real runs
+
+// A traced run over a throttled link has what its plan has: one compute
+// slice per active step and per recomputation, one copy slice per transfer
+// (named after its tensor), and memory that peaks where the plan says.
+TEST(TracedRunTest, RealTimelineMatchesThePlan) {
+  const NetSpec spec = testing::MustParse(testing::kResNet);
+  auto net = Net::Build(spec, {4, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  SolverConfig sgd;
+  sgd.momentum = 0.9;
+  auto solver = Solver::Create(sgd);
+  (*solver)->AddState(**net);
+  MemoryOptions options;
+  ASSERT_TRUE(ApplyMemoryMode("offload_recompute", &options).ok());
+  options.workspace = *ParseWorkspacePolicy("pin:im2col_image");
+  options.record_events = true;
+  options.device_budget = *MinimumBudget((*net)->view(), options, kPoolBlockBytes);
+  auto plan = Plan((*net)->view(), options);
+  ASSERT_TRUE(plan.ok() && plan->fits);
+  int active = 0, copies = 0;
+  for (const Step& s : (*net)->schedule().steps) active += s.active;
+  for (const MemoryEvent& e : plan->events) {
+    copies += (e.type == MemoryEventType::kBeginOffload && e.bytes > 0) ||
+              e.type == MemoryEventType::kBeginPrefetch;
+  }
+  ASSERT_GT(copies, 0);
+  CpuDevice device(CpuDeviceOptions{2e8});
+  auto run = MeasureRun(spec, 4, device, options, 1);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const testing::TraceContents trace = testing::ReadTrace(TimelineTraceJson(run->last));
+  ASSERT_TRUE(trace.valid) << trace.error;
+  EXPECT_EQ(trace.Slices("compute queue", "forward") + trace.Slices("compute queue", "backward"),
+            active);
+  EXPECT_EQ(trace.Slices("compute queue", "recompute"), plan->recomputations);
+  EXPECT_EQ(trace.Slices("copy queue", "offload") + trace.Slices("copy queue", "prefetch"), copies);
+  for (const TimelineSlice& slice : run->last.slices) {
+    if (slice.lane == Lane::kCopy) EXPECT_NE(slice.name.back(), ' ') << "an unnamed copy";
+  }
+  size_t peak = 0;
+  for (const MemorySample& m : run->last.memory) {
+    size_t total = 0;
+    for (size_t b : m.device) total += b;
+    peak = std::max(peak, total);
+  }
+  EXPECT_EQ(peak, plan->peak);
+  EXPECT_GE(run->steps.size(), static_cast<size_t>(active) / 2);
+  EXPECT_GE(run->steps.update_seconds(), 0);
+  EXPECT_GE(run->steps.host_step_seconds(), 0);
+}
+
+}  // namespace
+}  // namespace spill
