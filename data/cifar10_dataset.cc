@@ -20,6 +20,7 @@ constexpr int kChannels = 3;
 constexpr int64_t kPixels = kChannels * kSide * kSide;  // 3072
 constexpr int64_t kRecord = 1 + kPixels;                // 3073
 constexpr int64_t kFullBatch = 10000 * kRecord;         // bytes of one released batch file
+constexpr uint64_t kMaxBatchFile = uint64_t{1} << 30;   // 1 GiB: 35x a released batch file
 constexpr int kClasses = 10;
 
 const char kObtain[] =
@@ -40,7 +41,7 @@ Status ReadBatch(const std::string& path, std::vector<uint8_t>* records) {
     return NotFound(path + " not found: expected a CIFAR-10 batch file; " + kObtain);
   }
   const size_t start = records->size();
-  SPILL_RETURN_IF_ERROR(AppendFile(path, records));
+  SPILL_RETURN_IF_ERROR(AppendFile(path, records, kMaxBatchFile));
   const int64_t size = static_cast<int64_t>(records->size() - start);
   if (size == 0 || size % kRecord != 0) {
     int64_t expected = size < kRecord ? kRecord : (size / kRecord + 1) * kRecord;

@@ -2,7 +2,10 @@
 // (magic numbers, dimensions, exact sizes, matching counts, label range) and
 // keep the raw uint8 bytes; Get only converts one image through the
 // augmenter, straight out of the file buffer, with no allocation. The plain
-// file is preferred when both it and its .gz exist.
+// file is preferred when both it and its .gz exist. The header is read first
+// and the rest only up to the size it announces (at most kMaxIdxBytes), so a
+// file that decompresses to more - a gzip bomb - is refused after reading
+// one byte past it.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -12,6 +15,7 @@
 #include "data/augment.h"
 #include "data/dataset.h"
 #include "data/io.h"
+#include "framework/checked_math.h"
 
 namespace spill {
 namespace {
@@ -21,6 +25,7 @@ constexpr uint32_t kLabelMagic = 2049;  // 0x00000801: unsigned bytes, 1 dimensi
 constexpr size_t kImageHeader = 16;
 constexpr size_t kLabelHeader = 8;
 constexpr uint32_t kMaxSide = 1 << 16;
+constexpr uint64_t kMaxIdxBytes = uint64_t{4} << 30;  // 4 GiB: 80x the largest MNIST file
 constexpr int kClasses = 10;
 
 struct IdxFile {
@@ -33,9 +38,15 @@ std::string Source(bool fashion) {
                  : "MNIST (http://yann.lecun.com/exdb/mnist/)";
 }
 
-// Reads `dir`/`name`, or `dir`/`name`.gz when only that exists.
+// The payload size an idx header announces: the product of its
+// dimensions (one for labels, three for images), or an error.
+using PayloadOf = StatusOr<uint64_t> (*)(const IdxFile& header);
+
+// Reads `dir`/`name`, or `dir`/`name`.gz when only that exists: `header`
+// bytes, then the payload `payload_of` computes from them plus one byte, to
+// tell an exact file from a longer one without reading all of a longer one.
 StatusOr<IdxFile> ReadIdx(const std::string& dir, const std::string& name, const std::string& what,
-                          bool fashion) {
+                          bool fashion, size_t header, PayloadOf payload_of) {
   IdxFile file;
   std::string plain = JoinPath(dir, name);
   file.path = PathExists(plain) ? plain : plain + ".gz";
@@ -43,7 +54,11 @@ StatusOr<IdxFile> ReadIdx(const std::string& dir, const std::string& name, const
     return NotFound("neither " + plain + " nor " + plain + ".gz exists; expected the " + what +
                     " of " + Source(fashion) + " as idx files, gzipped or not");
   }
-  SPILL_RETURN_IF_ERROR(AppendFile(file.path, &file.bytes));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<FileReader> reader, FileReader::Open(file.path));
+  SPILL_RETURN_IF_ERROR(reader->Read(header, &file.bytes).status());
+  if (file.bytes.size() < header) return file;  // the caller reports the short header
+  SPILL_ASSIGN_OR_RETURN(uint64_t payload, payload_of(file));
+  SPILL_RETURN_IF_ERROR(reader->Read(payload + 1, &file.bytes).status());
   return file;
 }
 
@@ -68,7 +83,8 @@ Status CheckMagic(const IdxFile& file, size_t header, uint32_t magic, const std:
   return Status::Ok();
 }
 
-// The file must hold exactly its header plus `payload` bytes.
+// The file must hold exactly its header plus `payload` bytes (ReadIdx reads
+// at most one byte more).
 Status CheckSize(const IdxFile& file, size_t header, uint64_t payload, const std::string& what) {
   uint64_t expected = header + payload;
   if (file.bytes.size() < expected) {
@@ -76,10 +92,33 @@ Status CheckSize(const IdxFile& file, size_t header, uint64_t payload, const std
                            " bytes, expected " + std::to_string(expected) + " for " + what);
   }
   if (file.bytes.size() > expected) {
-    return InvalidArgument(file.path + " is malformed: " + std::to_string(file.bytes.size()) +
+    return InvalidArgument(file.path + " is malformed: more than " + std::to_string(expected) +
                            " bytes, expected exactly " + std::to_string(expected) + " for " + what);
   }
   return Status::Ok();
+}
+
+// Payload sizes announced by a header; 0 for a wrong magic number, which
+// CheckMagic then reports.
+StatusOr<uint64_t> ImagePayload(const IdxFile& file) {
+  if (ReadBigEndian32(file.bytes.data()) != kImageMagic) return 0;
+  const uint64_t count = ReadBigEndian32(file.bytes.data() + 4);
+  const uint64_t rows = ReadBigEndian32(file.bytes.data() + 8);
+  const uint64_t cols = ReadBigEndian32(file.bytes.data() + 12);
+  uint64_t pixels = 0;
+  if (rows > kMaxSide || cols > kMaxSide || !CheckedMul(count, rows * cols, &pixels) ||
+      pixels > kMaxIdxBytes) {
+    return InvalidArgument(file.path + ": header declares " + std::to_string(count) +
+                           " images of " + std::to_string(rows) + "x" + std::to_string(cols) +
+                           "; expected sides in [1, " + std::to_string(kMaxSide) +
+                           "] and at most " + std::to_string(kMaxIdxBytes) + " bytes of pixels");
+  }
+  return pixels;
+}
+
+StatusOr<uint64_t> LabelPayload(const IdxFile& file) {
+  if (ReadBigEndian32(file.bytes.data()) != kLabelMagic) return 0;
+  return static_cast<uint64_t>(ReadBigEndian32(file.bytes.data() + 4));
 }
 
 class IdxDataset : public Dataset {
@@ -166,11 +205,13 @@ StatusOr<std::unique_ptr<Dataset>> OpenIdx(const std::string& dir, Split split,
   const std::string prefix = split == Split::kTrain ? "train" : "t10k";
   const std::string split_name = split == Split::kTrain ? "training" : "test";
   SPILL_ASSIGN_OR_RETURN(
-      IdxFile images, ReadIdx(dir, prefix + "-images-idx3-ubyte", split_name + " images", fashion));
+      IdxFile images, ReadIdx(dir, prefix + "-images-idx3-ubyte", split_name + " images", fashion,
+                              kImageHeader, ImagePayload));
   uint32_t count = 0, rows = 0, cols = 0;
   SPILL_RETURN_IF_ERROR(CheckImages(images, &count, &rows, &cols));
   SPILL_ASSIGN_OR_RETURN(
-      IdxFile labels, ReadIdx(dir, prefix + "-labels-idx1-ubyte", split_name + " labels", fashion));
+      IdxFile labels, ReadIdx(dir, prefix + "-labels-idx1-ubyte", split_name + " labels", fashion,
+                              kLabelHeader, LabelPayload));
   SPILL_RETURN_IF_ERROR(CheckLabels(labels, images, count));
 
   const std::vector<float> mean = {fashion ? 0.2860f : 0.1307f};

@@ -10,8 +10,10 @@
 #include "data/loader.h"
 
 #include <algorithm>
+#include <new>
 #include <numeric>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "framework/random.h"
@@ -64,7 +66,17 @@ void Loader::Start(int64_t epoch, int64_t index) {
     stopping_ = false;
     started_ = true;
   }
-  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back(&Loader::Work, this);
+  for (int i = 0; i < options_.workers; ++i) {
+    try {
+      workers_.emplace_back(&Loader::Work, this);
+    } catch (const std::system_error& e) {  // the system refused another thread
+      Stop();
+      start_error_ =
+          OutOfMemory("cannot start data loading thread " + std::to_string(i + 1) + " of " +
+                      std::to_string(options_.workers) + ": " + e.what() + " (lower data.workers)");
+      return;
+    }
+  }
 }
 
 void Loader::Stop() {
@@ -154,8 +166,13 @@ StatusOr<Batch> Loader::Assemble(int64_t epoch, int64_t index,
   batch.epoch = epoch;
   batch.index = index;
   batch.size = std::min(options_.batch, dataset_.size() - first);
-  batch.images.resize(batch.size * sample);
-  batch.labels.resize(batch.size);
+  try {  // on a worker thread: an exception here would end the process
+    batch.images.resize(batch.size * sample);
+    batch.labels.resize(batch.size);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory("not enough host memory for a batch of " + std::to_string(batch.size) +
+                       " examples of " + dataset_.example_shape().ToString());
+  }
   const uint64_t epoch_seed = MixSeed(MixSeed(options_.seed, kAugmentStream), epoch);
   for (int64_t i = 0; i < batch.size; ++i) {
     if (stopping_) return Cancelled("loader stopped");

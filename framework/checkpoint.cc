@@ -1,42 +1,134 @@
 #include "framework/checkpoint.h"
 
+#include <set>
+
 #include "framework/npz.h"
 
 namespace spill {
 namespace {
 
+constexpr size_t kExtrasShown = 3;  // unexpected arrays named in one message
+
 std::vector<int64_t> Dims(const Shape& s) { return {s.n(), s.c(), s.h(), s.w()}; }
 
-NpyArray Fetch(TensorId id, const Net& net, TensorStore& store, Device& device) {
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (int64_t d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text.empty() ? "a scalar" : text;
+}
+
+// Wherever the tensor lives: device or host memory.
+StatusOr<NpyArray> Fetch(TensorId id, const Net& net, TensorStore& store) {
   const TensorInfo& info = net.schedule().tensors[id];
   std::vector<float> host(info.shape.numel());
-  device.CopySync(host.data(), store.Data(id), info.bytes, CopyKind::kDeviceToHost);
+  SPILL_RETURN_IF_ERROR(store.ReadTensor(id, host.data()));
   return NpyArray::Floats(Dims(info.shape), host.data());
 }
 
-Status Restore(const NpzArchive& archive, const std::string& key, TensorId id, const Net& net,
-               TensorStore& store, Device& device, const std::string& path) {
-  const TensorInfo& info = net.schedule().tensors[id];
-  auto it = archive.find(key);
-  if (it == archive.end()) {
-    return InvalidArgument("checkpoint '" + path + "' has no '" + key +
-                           "' (was it saved from network '" + net.name() + "'?)");
-  }
-  const NpyArray& array = it->second;
-  if (array.dtype != "<f4" || array.numel() != info.shape.numel()) {
-    std::string shape;
-    for (int64_t d : array.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
-    return InvalidArgument("checkpoint '" + path + "': '" + key + "' is " + shape + " " +
-                           array.dtype + ", the network expects " + info.shape.ToString() +
-                           " float32");
-  }
-  device.CopySync(store.Data(id), array.floats(), info.bytes, CopyKind::kHostToDevice);
-  return Status::Ok();
-}
+// One array to copy into one tensor, found and checked before any copy.
+struct Restore {
+  TensorId id;
+  const NpyArray* array;
+};
 
-int64_t Meta(const NpzArchive& archive, const std::string& key) {
-  auto it = archive.find(key);
-  return it == archive.end() ? 0 : it->second.int64();
+class CheckpointCheck {
+ public:
+  CheckpointCheck(const NpzArchive& archive, const Net& net, const std::string& path)
+      : archive_(archive), net_(net), path_(path) {}
+
+  // Finds `key` for tensor `id`: float32 of exactly the tensor's shape.
+  Status Tensor(const std::string& key, TensorId id) {
+    expected_.insert(key);
+    const TensorInfo& info = net_.schedule().tensors[id];
+    auto it = archive_.find(key);
+    if (it == archive_.end()) {
+      return InvalidArgument("checkpoint '" + path_ + "' has no '" + key +
+                             "' (was it saved from network '" + net_.name() + "'?)");
+    }
+    const NpyArray& array = it->second;
+    if (array.dtype != "<f4" || array.shape != Dims(info.shape)) {
+      return InvalidArgument("checkpoint '" + path_ + "': '" + key + "' is " +
+                             ShapeText(array.shape) + " " + array.dtype + ", the network expects " +
+                             info.shape.ToString() + " float32 (<f4)");
+    }
+    restores_.push_back({id, &array});
+    return Status::Ok();
+  }
+
+  // A non-negative int64 counter of shape (1,).
+  Status Counter(const std::string& key, int64_t* value) {
+    expected_.insert(key);
+    auto it = archive_.find(key);
+    if (it == archive_.end()) {
+      return InvalidArgument("checkpoint '" + path_ + "' has no '" + key +
+                             "' (the training position); it is incomplete");
+    }
+    const NpyArray& array = it->second;
+    if (array.dtype != "<i8" || array.shape != std::vector<int64_t>{1} || array.int64() < 0) {
+      return InvalidArgument("checkpoint '" + path_ + "': '" + key + "' must be one non-negative " +
+                             "int64 (<i8, shape (1,)); it is " + ShapeText(array.shape) + " " +
+                             array.dtype);
+    }
+    *value = array.int64();
+    return Status::Ok();
+  }
+
+  // Arrays under params/ (and state/ when `with_state`) that were not expected.
+  Status NoExtras(bool with_state) const {
+    std::vector<std::string> extra;
+    for (const auto& [key, array] : archive_) {
+      const bool checked =
+          key.rfind("params/", 0) == 0 || (with_state && key.rfind("state/", 0) == 0);
+      if (checked && !expected_.count(key)) extra.push_back(key);
+    }
+    if (extra.empty()) return Status::Ok();
+    std::string names;
+    for (size_t i = 0; i < extra.size() && i < kExtrasShown; ++i) {
+      names += (i ? ", '" : "'") + extra[i] + "'";
+    }
+    if (extra.size() > kExtrasShown)
+      names += " and " + std::to_string(extra.size() - kExtrasShown) + " more";
+    return InvalidArgument("checkpoint '" + path_ + "' holds " + names + ", which network '" +
+                           net_.name() + (with_state ? "' and its solver do" : "' does") +
+                           " not have (was it saved from another network or solver?)");
+  }
+
+  const std::vector<Restore>& restores() const { return restores_; }
+
+ private:
+  const NpzArchive& archive_;
+  const Net& net_;
+  const std::string& path_;
+  std::set<std::string> expected_;
+  std::vector<Restore> restores_;
+};
+
+// Every check of the header's comment; fills `position` and `check`.
+Status CheckAll(CheckpointCheck& check, const Net& net, const Solver* solver,
+                const std::string& path, TrainingPosition* position) {
+  const Schedule& schedule = net.schedule();
+  for (int id = 0; id < net.num_layers(); ++id) {
+    for (TensorId p : schedule.layers[id].params) {
+      SPILL_RETURN_IF_ERROR(check.Tensor("params/" + schedule.tensors[p].name, p));
+    }
+  }
+  SPILL_RETURN_IF_ERROR(check.Counter("meta/step", &position->step));
+  SPILL_RETURN_IF_ERROR(check.Counter("meta/epoch", &position->epoch));
+  SPILL_RETURN_IF_ERROR(check.Counter("meta/batch", &position->batch));
+  if (solver != nullptr) {
+    for (const auto& slot : solver->slots()) {
+      for (TensorId t : slot.state) {
+        SPILL_RETURN_IF_ERROR(check.Tensor("state/" + schedule.tensors[t].name, t));
+      }
+    }
+    SPILL_RETURN_IF_ERROR(check.Counter("meta/solver_steps", &position->solver_steps));
+    if (position->solver_steps > position->step) {
+      return InvalidArgument("checkpoint '" + path + "': meta/solver_steps (" +
+                             std::to_string(position->solver_steps) + ") exceeds meta/step (" +
+                             std::to_string(position->step) + ")");
+    }
+  }
+  return check.NoExtras(solver != nullptr);
 }
 
 }  // namespace
@@ -48,13 +140,14 @@ Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& stor
   const Schedule& schedule = net.schedule();
   for (int id = 0; id < net.num_layers(); ++id) {
     for (TensorId p : schedule.layers[id].params) {
-      archive["params/" + schedule.tensors[p].name] = Fetch(p, net, store, device);
+      SPILL_ASSIGN_OR_RETURN(archive["params/" + schedule.tensors[p].name], Fetch(p, net, store));
     }
   }
   if (solver != nullptr) {
     for (const auto& slot : solver->slots()) {
-      for (TensorId t : slot.state)
-        archive["state/" + schedule.tensors[t].name] = Fetch(t, net, store, device);
+      for (TensorId t : slot.state) {
+        SPILL_ASSIGN_OR_RETURN(archive["state/" + schedule.tensors[t].name], Fetch(t, net, store));
+      }
     }
   }
   archive["meta/step"] = NpyArray::Int64(position.step);
@@ -69,27 +162,14 @@ Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& stor
 StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path, const Net& net,
                                           TensorStore& store, Device& device, Solver* solver) {
   SPILL_ASSIGN_OR_RETURN(NpzArchive archive, ReadNpz(path));
-  const Schedule& schedule = net.schedule();
-  for (int id = 0; id < net.num_layers(); ++id) {
-    for (TensorId p : schedule.layers[id].params) {
-      SPILL_RETURN_IF_ERROR(
-          Restore(archive, "params/" + schedule.tensors[p].name, p, net, store, device, path));
-    }
-  }
+  CheckpointCheck check(archive, net, path);
   TrainingPosition position;
-  position.step = Meta(archive, "meta/step");
-  position.epoch = Meta(archive, "meta/epoch");
-  position.batch = Meta(archive, "meta/batch");
-  position.solver_steps = Meta(archive, "meta/solver_steps");
-  if (solver != nullptr) {
-    for (const auto& slot : solver->slots()) {
-      for (TensorId t : slot.state) {
-        SPILL_RETURN_IF_ERROR(
-            Restore(archive, "state/" + schedule.tensors[t].name, t, net, store, device, path));
-      }
-    }
-    solver->set_steps(position.solver_steps);
+  SPILL_RETURN_IF_ERROR(CheckAll(check, net, solver, path, &position));
+  // Nothing was copied before this point.
+  for (const Restore& r : check.restores()) {
+    SPILL_RETURN_IF_ERROR(store.WriteTensor(r.id, r.array->floats()));
   }
+  if (solver != nullptr) solver->set_steps(position.solver_steps);
   return position;
 }
 

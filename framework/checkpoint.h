@@ -10,6 +10,13 @@
 //   meta/config         uint8: the training configuration text
 //
 // From Python: w = numpy.load("checkpoint.npz")["params/conv1/weight"].
+//
+// Loading trusts nothing: the archive's CRCs and structure are checked while
+// it is read (framework/npz.h), then every array the network and the solver
+// need is checked for presence, dtype and exact shape, every meta/ counter for
+// presence, type and range, and arrays the network does not have are errors -
+// all before a single value is copied, so a bad checkpoint never leaves a
+// half-restored network behind.
 #ifndef SPILL_FRAMEWORK_CHECKPOINT_H_
 #define SPILL_FRAMEWORK_CHECKPOINT_H_
 
@@ -34,9 +41,8 @@ Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& stor
                       const Solver* solver, const TrainingPosition& position,
                       const std::string& config_text);
 
-// Restores parameters (and solver state when `solver` is given). Every
-// parameter must be present with the network's shape; errors name the file
-// and the tensor.
+// Restores parameters (and solver state and its step count when `solver` is
+// given) after the checks above; errors name the file and the array.
 StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path, const Net& net,
                                           TensorStore& store, Device& device, Solver* solver);
 

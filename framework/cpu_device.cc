@@ -209,9 +209,31 @@ StatusOr<void*> CpuDevice::ReserveHostRegion(size_t bytes) {
   return base;
 }
 
+StatusOr<void*> CpuDevice::ReserveFileHostRegion(size_t bytes, const std::string& directory) {
+  SPILL_ASSIGN_OR_RETURN(FileRegion region, MapFileRegion(bytes, directory));
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  file_regions_[region.base] = region;
+  return region.base;
+}
+
+void CpuDevice::EnqueueHostTask(Queue& queue, std::function<void()> task) {
+  if (&queue == &copy_) {
+    copy_.Enqueue(std::move(task));
+  } else {
+    task();  // the compute queue runs inline: everything before it is done
+  }
+}
+
 void CpuDevice::ReleaseHostRegion(void* base) {
+  copy_.Synchronize();  // copies and host tasks may still touch the region
   {
     std::lock_guard<std::mutex> lock(hooks_mutex_);
+    auto file = file_regions_.find(base);
+    if (file != file_regions_.end()) {
+      UnmapFileRegion(&file->second);
+      file_regions_.erase(file);
+      return;
+    }
     auto it = pinned_extent_.find(base);
     if (it != pinned_extent_.end()) {
       pinned_bytes_ -= it->second;
@@ -222,6 +244,12 @@ void CpuDevice::ReleaseHostRegion(void* base) {
 }
 
 Status CpuDevice::EnsureHostPinned(void* base, size_t bytes) {
+  {
+    // A file-backed region is not locked: it claims disk space instead.
+    std::lock_guard<std::mutex> lock(hooks_mutex_);
+    auto file = file_regions_.find(base);
+    if (file != file_regions_.end()) return ClaimFileRegion(&file->second, bytes);
+  }
   size_t region = 0;
   {
     std::lock_guard<std::mutex> lock(RegionMutex());

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "framework/device.h"
+#include "framework/file_region.h"
 
 namespace spill {
 
@@ -105,8 +106,13 @@ class CpuDevice : public Device {
   StatusOr<void*> ReserveDeviceRegion(size_t bytes) override;
   void ReleaseDeviceRegion(void* base) override;
   StatusOr<void*> ReserveHostRegion(size_t bytes) override;
+  StatusOr<void*> ReserveFileHostRegion(size_t bytes, const std::string& directory) override;
+  void EnqueueHostTask(Queue& queue, std::function<void()> task) override;
   void ReleaseHostRegion(void* base) override;
   Status EnsureHostPinned(void* base, size_t bytes) override;
+  // A memfd as physical memory, mapped with mmap (cpu_virtual_memory.cc).
+  StatusOr<std::unique_ptr<VirtualMemory>> CreateVirtualMemory(size_t chunk_bytes, size_t chunks,
+                                                               size_t address_bytes) override;
   void AnnotateAllocation(void* p, size_t bytes) override;
   void AnnotateFree(void* p) override;
 
@@ -146,8 +152,9 @@ class CpuDevice : public Device {
   bool record_copies_ = false;
   std::vector<CopySpan> spans_;
 
-  mutable std::mutex hooks_mutex_;         // guards what follows
-  std::map<void*, size_t> pinned_extent_;  // host region -> bytes pinned
+  mutable std::mutex hooks_mutex_;            // guards what follows
+  std::map<void*, size_t> pinned_extent_;     // host region -> bytes pinned
+  std::map<void*, FileRegion> file_regions_;  // file-backed host regions
   size_t pinned_bytes_ = 0;
   size_t pinned_peak_ = 0;
   size_t pin_limit_ = SIZE_MAX;

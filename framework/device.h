@@ -7,7 +7,10 @@
 //     reserved up front, and it is page-locked (pinned, on CUDA) only as far as
 //     the memory runtime uses it, in chunks of kHostPinChunkBytes;
 //   * two queues, compute and copy, with events, so host<->device copies
-//     overlap computation and each queue waits only on the events it needs.
+//     overlap computation and each queue waits only on the events it needs;
+//   * optionally, virtual memory: physical memory in chunks that can be
+//     mapped anywhere in a reserved range of addresses, for allocators that
+//     place every request in a fresh virtual range (memory.allocator: va).
 //
 // Queue semantics follow CUDA streams: work enqueued on one queue runs in
 // order; Record() returns an event that completes when everything enqueued
@@ -19,6 +22,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -65,6 +69,26 @@ class Queue {
   virtual void Synchronize() = 0;
 };
 
+// Physical memory in `chunks()` chunks of `chunk_bytes()`, mappable
+// anywhere in `address_bytes()` of reserved addresses starting at base():
+// CUDA's virtual memory management (cuMemCreate, cuMemMap) on a GPU, a
+// memfd mapped with mmap on the CPU. Offsets are from base(), in whole
+// chunks. Nothing is mapped at first; touching an unmapped address faults.
+class VirtualMemory {
+ public:
+  virtual ~VirtualMemory() = default;
+  virtual char* base() const = 0;
+  virtual size_t chunk_bytes() const = 0;
+  virtual size_t chunks() const = 0;
+  virtual size_t address_bytes() const = 0;
+  // Maps physical chunk `chunk` at base() + offset, readable and writable.
+  // Its bytes are those it held when last mapped anywhere.
+  virtual Status Map(size_t offset, size_t chunk) = 0;
+  // Unmaps [base() + offset, + bytes). The caller makes sure no queued work
+  // still touches it.
+  virtual Status Unmap(size_t offset, size_t bytes) = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -86,6 +110,17 @@ class Device {
   // host memory needs no locking.
   virtual Status EnsureHostPinned(void* base, size_t bytes) { return Status::Ok(); }
 
+  // Virtual memory of `chunks` physical chunks of `chunk_bytes` and
+  // `address_bytes` of addresses, instead of a device region.
+  // kUnimplemented where the device has none; kOutOfMemory when the memory
+  // or the addresses cannot be had.
+  virtual StatusOr<std::unique_ptr<VirtualMemory>> CreateVirtualMemory(size_t chunk_bytes,
+                                                                       size_t chunks,
+                                                                       size_t address_bytes) {
+    return Unimplemented(std::string(DeviceTypeName(type())) +
+                         " devices have no virtual memory mapping");
+  }
+
   // Annotations of the device region's suballocations for memory checkers
   // (compute-sanitizer sees an overrun from one tensor into the next only if
   // it knows where each tensor ends). Called for every block carved out of
@@ -105,6 +140,22 @@ class Device {
   virtual void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) = 0;
   // Copies on the compute queue and waits for completion.
   void CopySync(void* dst, const void* src, size_t bytes, CopyKind kind);
+  // Runs `task` on the host once everything enqueued on `queue` before it has
+  // finished, and before anything enqueued after it starts (host arithmetic
+  // on memory a copy has just filled, such as a solver step in host memory).
+  // The task must not call the device.
+  virtual void EnqueueHostTask(Queue& queue, std::function<void()> task) = 0;
+
+  // A host region backed by a file in `directory` instead of anonymous
+  // memory, so it can exceed RAM (the page cache holds what fits). The file
+  // is unlinked at once: nothing is left behind, even after a crash. Disk
+  // space is claimed as the region is used (EnsureHostPinned), so a full disk
+  // is a kOutOfMemory naming the directory, never a fault. Released with
+  // ReleaseHostRegion.
+  virtual StatusOr<void*> ReserveFileHostRegion(size_t bytes, const std::string& directory) {
+    return Unimplemented(std::string(DeviceTypeName(type())) +
+                         " devices have no file-backed host memory");
+  }
 
   // Bytes copied so far in each direction (for statistics and tests).
   virtual size_t bytes_copied(CopyKind kind) const = 0;

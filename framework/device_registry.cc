@@ -1,6 +1,8 @@
 #include "framework/device_registry.h"
 
 #include <map>
+#include <new>
+#include <system_error>
 
 #include "framework/cpu_device.h"
 
@@ -38,7 +40,15 @@ StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& name,
     }
     return InvalidArgument("unknown device '" + name + "'; expected cpu or cuda");
   }
-  return it->second.factory(config);
+  // A device starts threads and reserves memory: failures of either are
+  // errors to report, not reasons to end the process.
+  try {
+    return it->second.factory(config);
+  } catch (const std::system_error& e) {
+    return OutOfMemory("cannot start the " + name + " device: " + e.what());
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory("not enough host memory to start the " + name + " device");
+  }
 }
 
 namespace {

@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "framework/checked_math.h"
+#include "framework/yaml_reader.h"
+
 namespace spill {
 namespace {
 
@@ -15,22 +18,21 @@ struct Number {
   double AsDouble() const { return is_int ? static_cast<double>(i) : d; }
 };
 
+// An integer when the text is one (and fits in 64 bits), else a finite float.
+// Digits alone that do not fit are an error, not a float.
 bool ParseNumber(const std::string& text, Number* out) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  long long i = std::strtoll(text.c_str(), &end, 10);
-  if (*end == '\0') {
+  auto i = ParseInt64(text);
+  if (i.ok()) {
     out->is_int = true;
-    out->i = i;
+    out->i = *i;
     return true;
   }
-  double d = std::strtod(text.c_str(), &end);
-  if (*end == '\0') {
-    out->is_int = false;
-    out->d = d;
-    return true;
-  }
-  return false;
+  if (text.find_first_not_of("0123456789") == std::string::npos) return false;
+  auto d = ParseFiniteDouble(text);
+  if (!d.ok()) return false;
+  out->is_int = false;
+  out->d = *d;
+  return true;
 }
 
 std::string NumberText(const Number& n) {
@@ -63,7 +65,9 @@ class Parser {
 
  private:
   Status Error(const std::string& what) const {
-    return InvalidArgument("in expression '${" + text_ + "}': " + what);
+    constexpr size_t kShown = 60;  // long expressions are cut in messages
+    const std::string shown = text_.size() > kShown ? text_.substr(0, kShown) + "..." : text_;
+    return InvalidArgument("in expression '${" + shown + "}': " + what);
   }
   void SkipSpace() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
@@ -80,15 +84,15 @@ class Parser {
   StatusOr<Number> Expr() {
     SPILL_ASSIGN_OR_RETURN(Number left, Term());
     for (;;) {
-      if (Accept('+')) {
-        SPILL_ASSIGN_OR_RETURN(Number right, Term());
-        left = Apply('+', left, right);
-      } else if (Accept('-')) {
-        SPILL_ASSIGN_OR_RETURN(Number right, Term());
-        left = Apply('-', left, right);
-      } else {
+      char op = 0;
+      if (Accept('+'))
+        op = '+';
+      else if (Accept('-'))
+        op = '-';
+      else
         return left;
-      }
+      SPILL_ASSIGN_OR_RETURN(Number right, Term());
+      SPILL_ASSIGN_OR_RETURN(left, Apply(op, left, right));
     }
   }
 
@@ -107,25 +111,41 @@ class Parser {
       SPILL_ASSIGN_OR_RETURN(Number right, Unary());
       if ((op == '/' || op == '%') && right.AsDouble() == 0) return Error("division by zero");
       if (op == '%' && !(left.is_int && right.is_int)) return Error("'%' needs integers");
-      left = Apply(op, left, right);
+      SPILL_ASSIGN_OR_RETURN(left, Apply(op, left, right));
     }
   }
 
+  // Counts one level of nesting for the duration of a recursive call.
+  struct Nest {
+    explicit Nest(int* depth) : depth_(depth) { ++*depth_; }
+    ~Nest() { --*depth_; }
+    int* depth_;
+  };
+
   StatusOr<Number> Unary() {
     if (Accept('-')) {
+      Nest nest(&depth_);
+      if (depth_ > kMaxExpressionDepth) return TooDeep();
       SPILL_ASSIGN_OR_RETURN(Number value, Unary());
-      if (value.is_int)
-        value.i = -value.i;
-      else
+      if (value.is_int) {
+        if (!CheckedSub<int64_t>(0, value.i, &value.i)) return Error("integer overflow");
+      } else {
         value.d = -value.d;
+      }
       return value;
     }
     return Primary();
   }
 
+  Status TooDeep() const {
+    return Error("nested deeper than " + std::to_string(kMaxExpressionDepth) + " levels");
+  }
+
   StatusOr<Number> Primary() {
     SkipSpace();
     if (Accept('(')) {
+      Nest nest(&depth_);
+      if (depth_ > kMaxExpressionDepth) return TooDeep();
       SPILL_ASSIGN_OR_RETURN(Number value, Expr());
       if (!Accept(')')) return Error("missing ')'");
       return value;
@@ -160,29 +180,30 @@ class Parser {
     return n;
   }
 
-  static Number Apply(char op, Number a, Number b) {
+  // Division by zero is caught by the caller; everything else here.
+  StatusOr<Number> Apply(char op, Number a, Number b) const {
     Number r;
-    if (a.is_int && b.is_int && op != '/') {
+    if (a.is_int && b.is_int) {  // integer arithmetic, division as in C
       r.is_int = true;
+      bool fits = true;
       switch (op) {
         case '+':
-          r.i = a.i + b.i;
+          fits = CheckedAdd(a.i, b.i, &r.i);
           break;
         case '-':
-          r.i = a.i - b.i;
+          fits = CheckedSub(a.i, b.i, &r.i);
           break;
         case '*':
-          r.i = a.i * b.i;
+          fits = CheckedMul(a.i, b.i, &r.i);
           break;
+        case '/':
         case '%':
-          r.i = a.i % b.i;
+          // INT64_MIN / -1 is the one quotient that does not fit (and traps).
+          fits = !(a.i == INT64_MIN && b.i == -1);
+          if (fits) r.i = op == '/' ? a.i / b.i : a.i % b.i;
           break;
       }
-      return r;
-    }
-    if (a.is_int && b.is_int && op == '/') {  // integer division, as in C
-      r.is_int = true;
-      r.i = a.i / b.i;
+      if (!fits) return Error("integer overflow");
       return r;
     }
     r.is_int = false;
@@ -204,12 +225,14 @@ class Parser {
         r.d = std::fmod(x, y);
         break;
     }
+    if (!std::isfinite(r.d)) return Error("the result is not a finite number");
     return r;
   }
 
   const std::string& text_;
   const Variables& vars_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 bool IsIdentifier(const std::string& text) {

@@ -2,6 +2,11 @@
 // interpolation of `${...}` inside strings. Expressions are integer or
 // floating arithmetic over parameters: + - * / % and parentheses. A lone
 // `${name}` yields the parameter's text unchanged, so strings substitute too.
+//
+// Arithmetic is checked: integer overflow (INT64_MIN / -1 included), division
+// by zero and non-finite floating results are errors, and parentheses and
+// unary minus nest at most kMaxExpressionDepth deep, so no expression can
+// trap or exhaust the stack.
 #ifndef SPILL_FRAMEWORK_EXPR_H_
 #define SPILL_FRAMEWORK_EXPR_H_
 
@@ -15,6 +20,8 @@
 namespace spill {
 
 using Variables = std::map<std::string, YAML::Node>;
+
+constexpr int kMaxExpressionDepth = 64;
 
 // Binds `name` to `value`. (Assigning to an existing YAML::Node would write
 // through to every node sharing it: yaml-cpp nodes are references.)

@@ -36,7 +36,7 @@ std::vector<float> InitialValues(const ParamSpec& spec, uint64_t seed, const std
   return values;
 }
 
-void InitializeParameters(const Net& net, TensorStore& store, Device& device, uint64_t seed) {
+Status InitializeParameters(const Net& net, TensorStore& store, uint64_t seed) {
   const Schedule& schedule = net.schedule();
   for (int id = 0; id < net.num_layers(); ++id) {
     const LayerDecl& decl = net.decl(id);
@@ -44,10 +44,10 @@ void InitializeParameters(const Net& net, TensorStore& store, Device& device, ui
       TensorId tensor = schedule.layers[id].params[p];
       const std::string& name = schedule.tensors[tensor].name;
       std::vector<float> values = InitialValues(decl.params[p], seed, name);
-      device.CopySync(store.Data(tensor), values.data(), values.size() * sizeof(float),
-                      CopyKind::kHostToDevice);
+      SPILL_RETURN_IF_ERROR(store.WriteTensor(tensor, values.data()));
     }
   }
+  return Status::Ok();
 }
 
 }  // namespace spill

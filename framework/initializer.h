@@ -17,7 +17,7 @@ namespace spill {
 std::vector<float> InitialValues(const ParamSpec& spec, uint64_t seed, const std::string& name);
 
 // Fills every parameter of `net` held by `store` on `device`.
-void InitializeParameters(const Net& net, TensorStore& store, Device& device, uint64_t seed);
+Status InitializeParameters(const Net& net, TensorStore& store, uint64_t seed);
 
 }  // namespace spill
 

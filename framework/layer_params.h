@@ -1,20 +1,33 @@
 // Typed access to a layer's YAML parameters. Each accessor declares a key
-// (with its default) as it reads it, so a layer's constructor is the single
-// place its parameters are defined. After construction, any key in the file
-// that no accessor asked for is an error that lists the keys the layer knows.
+// (with its default and its range) as it reads it, so a layer's constructor
+// is the single place its parameters are defined. After construction, any
+// key in the file that no accessor asked for is an error that lists the keys
+// the layer knows. The conversions and messages are those of the one YAML
+// reader (framework/yaml_reader.h):
+//   models/x.yaml:12: layer 'conv1' (convolution): groups: must be an integer in [1, 1048576] (got
+//   '0')
 #ifndef SPILL_FRAMEWORK_LAYER_PARAMS_H_
 #define SPILL_FRAMEWORK_LAYER_PARAMS_H_
 
 #include <array>
 #include <cstdint>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "framework/net_spec.h"
 #include "framework/status.h"
+#include "framework/yaml_reader.h"
 
 namespace spill {
+
+// Ceilings on the sizes a layer may declare: they keep every shape
+// computation far from 64-bit overflow, and the network checks the size of
+// every tensor it derives from them (framework/net_checks.h).
+constexpr int64_t kMaxLayerExtent = 1 << 20;  // channels, filters, outputs, kernels, image sides
+constexpr int64_t kMaxLayerStride = 1 << 16;  // strides, dilations, padding
+// The most elements one tensor (or one layer's unfolded workspace) may have:
+// 1 TiB of float32, beyond any device budget.
+constexpr int64_t kMaxTensorElements = int64_t{1} << 38;
 
 class LayerParams {
  public:
@@ -23,21 +36,24 @@ class LayerParams {
   const LayerSpec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name; }
 
-  int64_t Int(const std::string& key, int64_t fallback);
-  int64_t RequiredInt(const std::string& key);
-  double Float(const std::string& key, double fallback);
+  int64_t Int(const std::string& key, int64_t fallback, int64_t min, int64_t max);
+  int64_t RequiredInt(const std::string& key, int64_t min, int64_t max);
+  double Float(const std::string& key, double fallback, const Bounds& bounds);
   bool Bool(const std::string& key, bool fallback);
   std::string String(const std::string& key, const std::string& fallback);
   // One of `choices`; anything else is an error listing them.
   std::string Choice(const std::string& key, const std::vector<std::string>& choices,
                      const std::string& fallback);
-  // An integer or a list [h, w]; an integer n means [n, n].
-  std::array<int64_t, 2> Pair(const std::string& key, std::array<int64_t, 2> fallback);
-  std::array<int64_t, 2> RequiredPair(const std::string& key);
-  std::vector<int64_t> RequiredIntList(const std::string& key);
+  // An integer or a list [h, w] in [min, max]; an integer n means [n, n].
+  std::array<int64_t, 2> Pair(const std::string& key, std::array<int64_t, 2> fallback, int64_t min,
+                              int64_t max);
+  std::array<int64_t, 2> RequiredPair(const std::string& key, int64_t min, int64_t max);
+  std::vector<int64_t> RequiredIntList(const std::string& key, int64_t min, int64_t max,
+                                       size_t max_items);
 
-  // Records a problem found by the layer itself (e.g. a value out of range).
+  // Records a problem found by the layer itself (e.g. values that disagree).
   void Fail(const std::string& key, const std::string& message);
+  bool ok() const { return map_.ok(); }
 
   // The first error, or an unknown-key error, or OK.
   Status Finish() const;
@@ -45,13 +61,8 @@ class LayerParams {
   std::string Context() const;
 
  private:
-  YAML::Node Find(const std::string& key);
-  static bool Present(const YAML::Node& node);
-  bool ParseInt(const YAML::Node& node, int64_t* out) const;
-
   const LayerSpec& spec_;
-  std::set<std::string> known_;
-  Status error_;
+  YamlMap map_;
 };
 
 }  // namespace spill

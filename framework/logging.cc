@@ -66,6 +66,30 @@ bool LogEnabled(LogChannel channel, LogLevel level) {
 
 void ConfigureLogging(const std::string& spec) { Apply(spec, &Config()); }
 
+Status CheckLogSpec(const std::string& spec) {
+  std::string levels, channels;
+  for (const char* l : kLevelNames) levels += (levels.empty() ? "" : ", ") + std::string(l);
+  for (const char* c : kChannelNames) channels += (channels.empty() ? "" : ", ") + std::string(c);
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string item = spec.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) continue;
+    const size_t colon = item.find(':');
+    LogLevel level;
+    if (!ParseLevel(colon == std::string::npos ? item : item.substr(colon + 1), &level)) {
+      return InvalidArgument("'" + item + "': the level must be one of " + levels);
+    }
+    if (colon == std::string::npos) continue;
+    bool known = false;
+    for (const char* c : kChannelNames) known = known || item.substr(0, colon) == c;
+    if (!known) return InvalidArgument("'" + item + "': the channel must be one of " + channels);
+  }
+  return Status::Ok();
+}
+
 LogMessage::LogMessage(LogChannel channel, LogLevel level) : channel_(channel), level_(level) {}
 
 LogMessage::~LogMessage() {

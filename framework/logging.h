@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "framework/status.h"
+
 namespace spill {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kOff = 4 };
@@ -21,6 +23,9 @@ enum class LogChannel { kGeneral = 0, kMemory, kData, kLayers, kCount };
 bool LogEnabled(LogChannel channel, LogLevel level);
 // Overrides the configuration read from SPILL_LOG (used by tools' --log flag).
 void ConfigureLogging(const std::string& spec);
+// Ok when every item of `spec` names a known level and channel; the error
+// lists them.
+Status CheckLogSpec(const std::string& spec);
 
 class LogMessage {
  public:

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "framework/layer_registry.h"
+#include "framework/net_checks.h"
 #include "framework/route.h"
 
 namespace spill {
@@ -19,7 +20,14 @@ std::string Plural(int n, const char* word) {
 }  // namespace
 
 StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions& options) {
-  if (options.batch < 1) return InvalidArgument("batch size must be at least 1");
+  if (options.batch < 1 || options.batch > kMaxBatch) {
+    return InvalidArgument("batch size " + std::to_string(options.batch) + " is outside [1, " +
+                           std::to_string(kMaxBatch) + "]");
+  }
+  if (spec.layers.size() > static_cast<size_t>(kMaxLayers)) {
+    return InvalidArgument(spec.file + ": " + std::to_string(spec.layers.size()) +
+                           " layers; the limit is " + std::to_string(kMaxLayers));
+  }
   std::unique_ptr<Net> net(new Net());
   net->name_ = spec.name;
   net->file_ = spec.file;
@@ -42,6 +50,7 @@ StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions&
   auto route = ConstructRoute(graph, net->layer_names());
   if (!route.ok()) return route.status().WithContext(spec.file);
   SPILL_RETURN_IF_ERROR(net->InferShapes(*route));
+  SPILL_RETURN_IF_ERROR(net->CheckLosses());
   net->schedule_ = BuildSchedule(net->decls_, *route);
   net->RefreshBackwardWorkspaces();
   return net;
@@ -128,6 +137,7 @@ Status Net::InferShapes(const std::vector<int>& route) {
                              (inputs.empty() ? "" : " (inputs: " + inputs + ")"));
     }
     SPILL_CHECK_EQ(static_cast<int>(shapes[id].size()), layer.num_outputs()) << layer.name();
+    SPILL_RETURN_IF_ERROR(CheckTensorSizes(layer, shapes[id], layer.params(), layer.aux()));
     decl.output_shapes = shapes[id];
     decl.params = layer.params();
     decl.aux = layer.aux();
@@ -138,6 +148,12 @@ Status Net::InferShapes(const std::vector<int>& route) {
     decl.backward_workspace = layer.workspace_bytes(Pass::kBackward);
   }
   return Status::Ok();
+}
+
+Status Net::CheckLosses() const {
+  std::vector<SourceLocation> where;
+  for (const auto& layer : layers_) where.push_back(layer->where());
+  return CheckLossesReachable(decls_, where, file_);
 }
 
 // Backward workspaces can depend on which input gradients are wanted, known

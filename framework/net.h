@@ -57,6 +57,8 @@ class Net {
   Status CreateLayers(const NetSpec& spec, DeviceType device);
   Status WireInputs(const NetSpec& spec);
   Status InferShapes(const std::vector<int>& route);
+  // A loss exists and every layer feeds one (framework/net_checks.h).
+  Status CheckLosses() const;
   void RefreshBackwardWorkspaces();
 
   // The layers' algorithm candidates, for the memory runtime.

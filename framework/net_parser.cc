@@ -1,19 +1,19 @@
 // Parses network YAML files into a NetSpec: reads includes and blocks, then
 // expands the layer list, instantiating blocks and repeats with their
 // parameters substituted. Every error names the file, the line and the layer.
+// Files come through the strict YAML reader; the expansion stops at the
+// ceilings of net_spec.h, and no exception leaves ParseRoot.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "framework/checked_math.h"
 #include "framework/expr.h"
 #include "framework/net_spec.h"
+#include "framework/yaml_reader.h"
 
 namespace spill {
 namespace {
-
-constexpr int kMaxBlockDepth = 64;
 
 const std::set<std::string> kTopKeys = {"name",    "description", "params",
                                         "include", "blocks",      "layers"};
@@ -28,21 +28,6 @@ std::string Join(const std::set<std::string>& names) {
 }
 
 int LineOf(const YAML::Node& node) { return node.Mark().line >= 0 ? node.Mark().line + 1 : 0; }
-
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 struct BlockDef {
   std::string name;
@@ -92,6 +77,10 @@ class NetParser {
                                     const std::string& where) const;
   Status ResolveAliases();
   std::string Suggest(const std::string& name) const;
+  // After the first of `repeat` instances: refuses a repeat whose expansion
+  // would pass kMaxLayers, before the other instances are built.
+  Status CheckRepeat(const std::string& name, const std::string& block, int64_t repeat,
+                     size_t layers_before, const std::string& where) const;
 
   const ParamOverrides& overrides_;
   NetSpec spec_;
@@ -129,19 +118,20 @@ Status NetParser::LoadIncludes(const YAML::Node& root, const std::string& file,
                            ": 'include' must be a file name or a list of them");
   for (const auto& item : items) {
     namespace fs = std::filesystem;
+    if (!item.IsScalar() || item.Scalar().empty()) {
+      return InvalidArgument(Where(file, LineOf(item)) + ": 'include' entries must be file names");
+    }
     std::string path = (fs::path(base_dir) / item.Scalar()).lexically_normal().string();
     if (std::find(include_stack_.begin(), include_stack_.end(), path) != include_stack_.end()) {
       return InvalidArgument(Where(file, LineOf(item)) + ": include cycle through '" + path + "'");
     }
-    if (!fs::exists(path)) {
-      return NotFound(Where(file, LineOf(item)) + ": included file '" + path + "' does not exist");
+    if (include_stack_.size() > static_cast<size_t>(kMaxIncludeDepth)) {
+      return InvalidArgument(Where(file, LineOf(item)) + ": includes nested deeper than " +
+                             std::to_string(kMaxIncludeDepth) + " files");
     }
-    YAML::Node sub;
-    try {
-      sub = YAML::LoadFile(path);
-    } catch (const YAML::Exception& e) {
-      return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
-    }
+    auto loaded = LoadYamlFile(path, "included file");
+    if (!loaded.ok()) return loaded.status().WithContext(Where(file, LineOf(item)));
+    YAML::Node sub = *loaded;
     if (!sub.IsMap()) return InvalidArgument(path + ": expected a map with 'blocks'");
     SPILL_RETURN_IF_ERROR(CheckKeys(sub, kIncludeKeys, path, "an included file"));
     include_stack_.push_back(path);
@@ -173,7 +163,13 @@ Status NetParser::LoadBlocks(const YAML::Node& root, const std::string& file) {
     if (!def.layers || !def.layers.IsSequence() || def.layers.size() == 0) {
       return InvalidArgument(where + ": block '" + def.name + "' needs a non-empty 'layers' list");
     }
-    if (body["output"]) def.output = body["output"].Scalar();
+    if (body["output"]) {
+      if (!body["output"].IsScalar() || body["output"].Scalar().empty()) {
+        return InvalidArgument(where + ": 'output' of block '" + def.name +
+                               "' must be the name of one of its layers");
+      }
+      def.output = body["output"].Scalar();
+    }
     auto existing = blocks_.find(def.name);
     if (existing != blocks_.end()) {
       return InvalidArgument(where + ": block '" + def.name + "' is already defined at " +
@@ -211,7 +207,13 @@ StatusOr<NetSpec> NetParser::Parse(const YAML::Node& root, const std::string& fi
   if (!root.IsMap()) return InvalidArgument(file + ": expected a map with 'layers'");
   SPILL_RETURN_IF_ERROR(CheckKeys(root, kTopKeys, file, "a network file"));
   spec_.file = file;
-  spec_.name = root["name"] ? root["name"].Scalar() : std::filesystem::path(file).stem().string();
+  spec_.name = std::filesystem::path(file).stem().string();
+  if (root["name"]) {
+    if (!root["name"].IsScalar() || root["name"].Scalar().empty()) {
+      return InvalidArgument(Where(file, LineOf(root["name"])) + ": 'name' must be a string");
+    }
+    spec_.name = root["name"].Scalar();
+  }
   include_stack_.push_back(file);
   SPILL_RETURN_IF_ERROR(LoadIncludes(root, file, base_dir));
   SPILL_RETURN_IF_ERROR(LoadBlocks(root, file));
@@ -261,11 +263,12 @@ StatusOr<std::string> NetParser::ResolveReference(const std::string& raw, const 
     std::string digits = raw.substr(3);
     size_t index = 0;
     if (!digits.empty()) {
-      if (digits.find_first_not_of("0123456789") != std::string::npos) {
+      auto parsed = ParseInt64(digits);
+      if (!parsed.ok() || *parsed < 0 || digits[0] == '+' || digits[0] == '-') {
         return InvalidArgument(where + ": bad input reference '" + raw +
                                "'; use $in, $in0, $in1, ...");
       }
-      index = std::stoul(digits);
+      index = static_cast<size_t>(*parsed);
     }
     if (index >= scope.inputs.size()) {
       return InvalidArgument(where + ": '" + raw + "' refers to block input " +
@@ -316,9 +319,7 @@ StatusOr<std::string> NetParser::ExpandLayer(const YAML::Node& entry, const Scop
   layer.name = scope.prefix + name;
   layer.where = SourceLocation{scope.file, LineOf(entry), scope.instantiated};
   std::string context = layer.where.ToString() + ": layer '" + layer.name + "'";
-  auto type = ScalarField(entry, "type", scope, where);
-  if (!type.ok()) return type.status().WithContext(context);
-  layer.type = *type;
+  SPILL_ASSIGN_OR_RETURN(layer.type, ScalarField(entry, "type", scope, context));
   SPILL_ASSIGN_OR_RETURN(layer.inputs, ReadInputs(entry, scope, prev, context));
   layer.params = YAML::Node(YAML::NodeType::Map);
   for (const auto& item : entry) {
@@ -327,6 +328,10 @@ StatusOr<std::string> NetParser::ExpandLayer(const YAML::Node& entry, const Scop
     auto value = Substitute(item.second, scope.vars);
     if (!value.ok()) return value.status().WithContext(context + ", key '" + key + "'");
     layer.params[key] = *value;
+  }
+  if (spec_.layers.size() >= static_cast<size_t>(kMaxLayers)) {
+    return InvalidArgument(context + ": the network expands to more than " +
+                           std::to_string(kMaxLayers) + " layers, the limit");
   }
   auto existing = defined_.find(layer.name);
   if (existing != defined_.end()) {
@@ -402,15 +407,17 @@ StatusOr<std::string> NetParser::ExpandInstance(const YAML::Node& entry, const S
   if (repeated) {
     auto value = Substitute(entry["repeat"], scope.vars);
     if (!value.ok()) return value.status().WithContext(where + ": 'repeat'");
-    try {
-      repeat = value->as<int64_t>();
-    } catch (const YAML::Exception&) {
-      repeat = -1;
+    auto parsed = ParseInt64(value->IsScalar() ? value->Scalar() : "");
+    if (!parsed.ok() || *parsed < 0 || *parsed > kMaxLayers) {
+      return InvalidArgument(where + ": repeat: must be an integer in [0, " +
+                             std::to_string(kMaxLayers) + "] (the layer limit)");
     }
-    if (repeat < 0) return InvalidArgument(where + ": 'repeat' must be an integer >= 0");
+    repeat = *parsed;
   }
   SPILL_ASSIGN_OR_RETURN(std::vector<std::string> current, ReadInputs(entry, scope, prev, where));
+  const size_t layers_before = spec_.layers.size();
   for (int64_t i = 1; i <= repeat; ++i) {
+    if (i == 2) SPILL_RETURN_IF_ERROR(CheckRepeat(name, block.name, repeat, layers_before, where));
     std::string instance = scope.prefix + name + (repeated ? "." + std::to_string(i) : "");
     Scope child;
     child.prefix = instance + "/";
@@ -428,6 +435,21 @@ StatusOr<std::string> NetParser::ExpandInstance(const YAML::Node& entry, const S
     return InvalidArgument(where + ": block instance '" + name + "' has no input to pass through");
   aliases_[scope.prefix + name] = current[0];
   return current[0];
+}
+
+Status NetParser::CheckRepeat(const std::string& name, const std::string& block, int64_t repeat,
+                              size_t layers_before, const std::string& where) const {
+  const int64_t before = static_cast<int64_t>(layers_before);
+  const int64_t per_instance = static_cast<int64_t>(spec_.layers.size()) - before;
+  int64_t total = 0;
+  if (!CheckedMul(per_instance, repeat, &total) || !CheckedAdd(total, before, &total) ||
+      total > kMaxLayers) {
+    return InvalidArgument(where + ": '" + name + "' repeats block '" + block + "' " +
+                           std::to_string(repeat) + " times at " + std::to_string(per_instance) +
+                           " layers each: the network would pass the limit of " +
+                           std::to_string(kMaxLayers) + " layers");
+  }
+  return Status::Ok();
 }
 
 std::string NetParser::Suggest(const std::string& name) const {
@@ -473,41 +495,22 @@ Status NetParser::ResolveAliases() {
 
 StatusOr<NetSpec> ParseRoot(const YAML::Node& root, const std::string& label,
                             const ParamOverrides& overrides, const std::string& base_dir) {
-  NetParser parser(overrides);
-  return parser.Parse(root, label, base_dir);
+  // The parser checks what it reads; this catch is the last line of defence
+  // for a yaml-cpp or library exception nobody foresaw.
+  try {
+    NetParser parser(overrides);
+    return parser.Parse(root, label, base_dir);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory(label + ": not enough memory to expand the network");
+  } catch (const std::exception& e) {
+    return InvalidArgument(label + ": cannot read the network: " + e.what());
+  }
 }
 
 }  // namespace
 
-std::string SourceLocation::FileLine() const {
-  return line > 0 ? file + ":" + std::to_string(line) : file;
-}
-
-std::string SourceLocation::ToString() const {
-  return instantiated.empty() ? FileLine() : FileLine() + " (" + instantiated + ")";
-}
-
-void SplitReference(const std::string& ref, std::string* layer, int* output) {
-  size_t colon = ref.rfind(':');
-  *output = 0;
-  if (colon != std::string::npos && colon + 1 < ref.size() &&
-      ref.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
-    *layer = ref.substr(0, colon);
-    *output = std::stoi(ref.substr(colon + 1));
-    return;
-  }
-  *layer = ref;
-}
-
 StatusOr<NetSpec> LoadNetFile(const std::string& path, const ParamOverrides& overrides) {
-  if (!std::filesystem::exists(path)) return NotFound("network file '" + path + "' does not exist");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) +
-                           ": YAML syntax: " + e.msg);
-  }
+  SPILL_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlFile(path, "network file"));
   std::string base = std::filesystem::path(path).parent_path().string();
   return ParseRoot(root, path, overrides, base.empty() ? "." : base);
 }
@@ -519,13 +522,7 @@ StatusOr<NetSpec> ParseNetNode(const YAML::Node& root, const std::string& label,
 
 StatusOr<NetSpec> ParseNetString(const std::string& text, const std::string& label,
                                  const ParamOverrides& overrides, const std::string& base_dir) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(label + ":" + std::to_string(e.mark.line + 1) +
-                           ": YAML syntax: " + e.msg);
-  }
+  SPILL_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlText(text, label));
   return ParseRoot(root, label, overrides, base_dir);
 }
 

@@ -19,6 +19,12 @@
 // A layer without `inputs` reads the previous entry. `$x` substitutes a
 // parameter (keeping its type), `${expr}` evaluates integer arithmetic
 // (+ - * / % and parentheses), and `${x}` inside a longer string interpolates.
+//
+// Files are read by the strict YAML reader (framework/yaml_reader.h): unknown
+// keys at every level and duplicate keys are errors. Expansion has ceilings
+// (below) that its errors name; a repeat whose expansion would pass the
+// layer ceiling is refused after its first instance, before the rest is
+// built.
 #ifndef SPILL_FRAMEWORK_NET_SPEC_H_
 #define SPILL_FRAMEWORK_NET_SPEC_H_
 
@@ -31,6 +37,10 @@
 #include "framework/status.h"
 
 namespace spill {
+
+constexpr int64_t kMaxLayers = 1 << 18;  // layers of an expanded network (262,144)
+constexpr int kMaxBlockDepth = 16;       // blocks instantiated inside blocks
+constexpr int kMaxIncludeDepth = 16;     // files included from included files
 
 // Where a layer was written: the file and line of its entry, and the chain of
 // block instantiations that produced it.
@@ -78,6 +88,9 @@ StatusOr<NetSpec> ParseNetNode(const YAML::Node& root, const std::string& label,
 
 // Splits "layer:2" into ("layer", 2); a plain name has output 0.
 void SplitReference(const std::string& ref, std::string* layer, int* output);
+
+// Levenshtein distance, for "did you mean" suggestions.
+size_t EditDistance(const std::string& a, const std::string& b);
 
 }  // namespace spill
 

@@ -4,11 +4,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <new>
+
+#include "framework/checked_math.h"
+#include "framework/files.h"
+#include "framework/units.h"
 
 namespace spill {
 namespace {
@@ -223,45 +227,41 @@ Status WriteNpzAtomically(const std::string& path, const NpzArchive& arrays) {
 }
 
 // ---------------------------------------------------------------------------
-// Reading
+// Reading. Policy: every offset and size read from the file is checked
+// against the file before it is used, with arithmetic that cannot wrap; each
+// entry's CRC-32 is verified; only stored .npy entries of the three dtypes the
+// writer uses are accepted, with a header parsed field by field.
 
 namespace {
+
+constexpr uint64_t kMaxCheckpointBytes = uint64_t{1} << 40;  // 1 TiB
+constexpr uint64_t kEndRecord = 22;                          // bytes of the end record
+constexpr uint64_t kCentralRecord = 46;
+constexpr uint64_t kLocalRecord = 30;
+constexpr uint64_t kZip64EndRecord = 56;
+constexpr size_t kMaxDims = 8;
+constexpr size_t kCrcPiece = size_t{1} << 30;  // crc32 takes 32-bit lengths
+
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string Trim(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t\n");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t\n") - first + 1);
+}
 
 class Reader {
  public:
   Reader(const std::string& path, const std::string& bytes) : path_(path), bytes_(bytes) {}
 
   StatusOr<NpzArchive> Read() {
-    size_t end = bytes_.rfind(std::string("PK\x05\x06", 4));
-    if (bytes_.size() < 22 || end == std::string::npos)
-      return Bad("no zip end-of-directory record");
-    uint64_t entries = U16(end + 10), directory_offset = U32(end + 16);
-    if (end >= 20 && U32(end - 20) == kZip64Locator) {
-      uint64_t zip64 = U64(end - 20 + 8);
-      if (zip64 + 56 > bytes_.size() || U32(zip64) != kZip64EndOfDirectory)
-        return Bad("bad zip64 record");
-      entries = U64(zip64 + 32);
-      directory_offset = U64(zip64 + 48);
-    }
+    uint64_t entries = 0, at = 0;
+    SPILL_RETURN_IF_ERROR(Directory(&entries, &at));
     NpzArchive archive;
-    uint64_t at = directory_offset;
-    for (uint64_t i = 0; i < entries; ++i) {
-      if (at + 46 > bytes_.size() || U32(at) != kCentralHeader) return Bad("bad central directory");
-      if (U16(at + 10) != 0)
-        return Bad("compressed entries are not supported (save with np.savez)");
-      uint64_t size = U32(at + 24), offset = U32(at + 42);
-      const size_t name_len = U16(at + 28), extra_len = U16(at + 30), comment_len = U16(at + 32);
-      std::string name = bytes_.substr(at + 46, name_len);
-      ParseZip64(at + 46 + name_len, extra_len, &size, &offset);
-      at += 46 + name_len + extra_len + comment_len;
-      if (offset + 30 > bytes_.size() || U32(offset) != kLocalHeader)
-        return Bad("bad local header of " + name);
-      uint64_t data = offset + 30 + U16(offset + 26) + U16(offset + 28);
-      if (data + size > bytes_.size()) return Bad("'" + name + "' is truncated");
-      SPILL_ASSIGN_OR_RETURN(NpyArray array, ParseNpy(name, data, size));
-      if (name.size() > 4 && name.substr(name.size() - 4) == ".npy") name.resize(name.size() - 4);
-      archive[name] = std::move(array);
-    }
+    for (uint64_t i = 0; i < entries; ++i) SPILL_RETURN_IF_ERROR(Entry(&at, &archive));
     return archive;
   }
 
@@ -269,56 +269,173 @@ class Reader {
   Status Bad(const std::string& what) const {
     return InvalidArgument("'" + path_ + "' is not a readable .npz checkpoint: " + what);
   }
+  // [at, at + n) lies inside the file.
+  bool Has(uint64_t at, uint64_t n) const { return at <= bytes_.size() && n <= bytes_.size() - at; }
   uint64_t U16(uint64_t at) const { return Le(at, 2); }
   uint64_t U32(uint64_t at) const { return Le(at, 4); }
   uint64_t U64(uint64_t at) const { return Le(at, 8); }
   uint64_t Le(uint64_t at, int bytes) const {
     uint64_t v = 0;
-    if (at + bytes > bytes_.size()) return 0;
+    if (!Has(at, bytes)) return 0;
     for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes_[at + i]);
     return v;
   }
-  void ParseZip64(uint64_t at, size_t len, uint64_t* size, uint64_t* offset) const {
+
+  // Finds the end records; sets the entry count and the directory's offset.
+  Status Directory(uint64_t* entries, uint64_t* offset) const {
+    if (bytes_.size() < kEndRecord) return Bad("too short for a zip archive");
+    const size_t end = bytes_.rfind(std::string("PK\x05\x06", 4), bytes_.size() - kEndRecord);
+    if (end == std::string::npos) return Bad("no zip end-of-directory record");
+    *entries = U16(end + 10);
+    *offset = U32(end + 16);
+    if (end >= 20 && U32(end - 20) == kZip64Locator) {
+      const uint64_t zip64 = U64(end - 20 + 8);
+      if (!Has(zip64, kZip64EndRecord) || U32(zip64) != kZip64EndOfDirectory) {
+        return Bad("bad zip64 record");
+      }
+      *entries = U64(zip64 + 32);
+      *offset = U64(zip64 + 48);
+    }
+    if (*entries > bytes_.size() / kCentralRecord) {
+      return Bad("the directory claims " + std::to_string(*entries) +
+                 " entries, more than the file can hold");
+    }
+    return Status::Ok();
+  }
+
+  // Zip64 sizes and offset from an extra field, where the 32-bit ones are full.
+  void ParseZip64(uint64_t at, uint64_t len, uint64_t* size, uint64_t* compressed,
+                  uint64_t* offset) const {
     for (uint64_t end = at + len; at + 4 <= end;) {
-      uint64_t id = U16(at), n = U16(at + 2);
+      const uint64_t id = U16(at), n = U16(at + 2);
       if (id == kZip64ExtraId) {
         uint64_t p = at + 4;
-        if (*size == kMax32) {
-          *size = U64(p);  // uncompressed
-          p += 16;         // skip compressed
+        const uint64_t stop = std::min(end, at + 4 + n);
+        for (uint64_t* field : {size, compressed, offset}) {
+          if (*field != kMax32) continue;
+          if (p + 8 > stop) break;
+          *field = U64(p);
+          p += 8;
         }
-        if (*offset == kMax32) *offset = U64(p);
       }
       at += 4 + n;
     }
   }
-  StatusOr<NpyArray> ParseNpy(const std::string& name, uint64_t at, uint64_t size) const {
-    if (size < 10 || bytes_.compare(at, 6, "\x93NUMPY") != 0)
-      return Bad("'" + name + "' is not a .npy array");
-    const int major = static_cast<unsigned char>(bytes_[at + 6]);
-    uint64_t header_len = major == 1 ? U16(at + 8) : U32(at + 8);
-    uint64_t header_at = at + (major == 1 ? 10 : 12);
-    std::string header = bytes_.substr(header_at, header_len);
-    NpyArray array;
-    size_t d = header.find("'descr': '");
-    if (d == std::string::npos) return Bad("'" + name + "' has no dtype");
-    array.dtype = header.substr(d + 10, header.find('\'', d + 10) - d - 10);
-    if (header.find("'fortran_order': True") != std::string::npos)
-      return Bad("'" + name + "' is Fortran-ordered");
-    size_t open = header.find('(', header.find("'shape'")), close = header.find(')', open);
-    std::stringstream dims(header.substr(open + 1, close - open - 1));
-    std::string item;
-    while (std::getline(dims, item, ',')) {
-      if (item.find_first_not_of(' ') != std::string::npos) array.shape.push_back(std::stoll(item));
+
+  // Reads the central entry at `*at` and its data; advances `*at`.
+  Status Entry(uint64_t* at, NpzArchive* archive) const {
+    const uint64_t c = *at;
+    if (!Has(c, kCentralRecord) || U32(c) != kCentralHeader) return Bad("bad central directory");
+    const uint64_t name_len = U16(c + 28), extra_len = U16(c + 30), comment_len = U16(c + 32);
+    if (!Has(c + kCentralRecord, name_len + extra_len + comment_len)) {
+      return Bad("truncated central directory");
     }
-    int64_t element = array.dtype == "<f4"   ? 4
-                      : array.dtype == "<i8" ? 8
-                      : array.dtype == "|u1" ? 1
-                                             : 0;
+    std::string name = bytes_.substr(c + kCentralRecord, name_len);
+    if ((U16(c + 8) & 1) != 0) return Bad("'" + name + "' is encrypted");
+    if (U16(c + 10) != 0) {
+      return Bad("'" + name + "' is compressed (save with numpy.savez, not savez_compressed)");
+    }
+    const uint64_t crc = U32(c + 16);
+    uint64_t compressed = U32(c + 20), size = U32(c + 24), offset = U32(c + 42);
+    ParseZip64(c + kCentralRecord + name_len, extra_len, &size, &compressed, &offset);
+    *at = c + kCentralRecord + name_len + extra_len + comment_len;
+    if (!Has(offset, kLocalRecord) || U32(offset) != kLocalHeader) {
+      return Bad("bad local header of '" + name + "'");
+    }
+    const uint64_t data = offset + kLocalRecord + U16(offset + 26) + U16(offset + 28);
+    if (!Has(data, size)) return Bad("'" + name + "' is truncated");
+    uLong actual = crc32(0L, Z_NULL, 0);
+    for (uint64_t done = 0; done < size;) {
+      const uint64_t piece = std::min<uint64_t>(size - done, kCrcPiece);
+      actual = crc32(actual, reinterpret_cast<const Bytef*>(bytes_.data() + data + done),
+                     static_cast<uInt>(piece));
+      done += piece;
+    }
+    if (actual != crc) return Bad("'" + name + "' fails its CRC-32 check (the file is corrupt)");
+    if (!EndsWith(name, ".npy") || name.size() == 4)
+      return Bad("'" + name + "' is not a .npy array");
+    name.resize(name.size() - 4);
+    if (archive->count(name)) return Bad("'" + name + "' appears twice");
+    SPILL_ASSIGN_OR_RETURN(NpyArray array, ParseNpy(name, data, size));
+    (*archive)[name] = std::move(array);
+    return Status::Ok();
+  }
+
+  // The value of `key` in a .npy header dict, up to the next ',' or '}' ('('
+  // to ')' for the shape).
+  StatusOr<std::string> Field(const std::string& header, const std::string& key,
+                              const std::string& name) const {
+    const size_t k = header.find("'" + key + "'");
+    const size_t colon = k == std::string::npos ? k : header.find(':', k);
+    if (colon == std::string::npos) return Bad("'" + name + "' has no " + key);
+    const size_t open = header.find_first_not_of(" ", colon + 1);
+    if (open == std::string::npos) return Bad("'" + name + "' has a bad " + key);
+    const bool tuple = header[open] == '(';
+    const size_t close = tuple ? header.find(')', open) : header.find_first_of(",}", open);
+    if (close == std::string::npos) return Bad("'" + name + "' has a bad " + key);
+    return Trim(header.substr(open + (tuple ? 1 : 0), close - open - (tuple ? 1 : 0)));
+  }
+
+  StatusOr<std::vector<int64_t>> Shape(const std::string& text, const std::string& name) const {
+    std::vector<int64_t> shape;
+    size_t start = 0;
+    while (start <= text.size()) {
+      const size_t comma = std::min(text.find(',', start), text.size());
+      const std::string item = Trim(text.substr(start, comma - start));
+      start = comma + 1;
+      if (item.empty()) continue;
+      auto dim = ParseDim(item);
+      if (!dim.ok() || shape.size() == kMaxDims) {
+        return Bad("'" + name + "' has a bad shape (" + text + ")");
+      }
+      shape.push_back(*dim);
+    }
+    return shape;
+  }
+
+  static StatusOr<int64_t> ParseDim(const std::string& item) {
+    auto dim = ParseInt64(item);
+    if (!dim.ok() || *dim < 0) return InvalidArgument("bad dimension");
+    return dim;
+  }
+
+  StatusOr<NpyArray> ParseNpy(const std::string& name, uint64_t at, uint64_t size) const {
+    if (size < 10 || bytes_.compare(at, 6, "\x93NUMPY") != 0) {
+      return Bad("'" + name + "' is not a .npy array");
+    }
+    const int major = static_cast<unsigned char>(bytes_[at + 6]);
+    if (major < 1 || major > 3 || (major > 1 && size < 12)) {
+      return Bad("'" + name + "' has an unsupported .npy version " + std::to_string(major));
+    }
+    const uint64_t header_len = major == 1 ? U16(at + 8) : U32(at + 8);
+    const uint64_t header_at = at + (major == 1 ? 10 : 12);
+    if (header_len > size - (header_at - at)) return Bad("'" + name + "' has a truncated header");
+    const std::string header = bytes_.substr(header_at, header_len);
+    NpyArray array;
+    SPILL_ASSIGN_OR_RETURN(std::string descr, Field(header, "descr", name));
+    if (descr.size() < 2 || (descr[0] != '\'' && descr[0] != '"') || descr.back() != descr[0]) {
+      return Bad("'" + name + "' has a bad dtype");
+    }
+    array.dtype = descr.substr(1, descr.size() - 2);
+    const int64_t element = array.dtype == "<f4"   ? 4
+                            : array.dtype == "<i8" ? 8
+                            : array.dtype == "|u1" ? 1
+                                                   : 0;
     if (element == 0) return Bad("'" + name + "' has unsupported dtype " + array.dtype);
-    uint64_t data_at = header_at + header_len, data_size = size - (data_at - at);
-    if (static_cast<uint64_t>(array.numel() * element) != data_size)
-      return Bad("'" + name + "' has the wrong size");
+    SPILL_ASSIGN_OR_RETURN(std::string fortran, Field(header, "fortran_order", name));
+    if (fortran != "False") return Bad("'" + name + "' is not in C order");
+    SPILL_ASSIGN_OR_RETURN(std::string shape, Field(header, "shape", name));
+    SPILL_ASSIGN_OR_RETURN(array.shape, Shape(shape, name));
+    int64_t bytes = element;
+    for (int64_t d : array.shape) {
+      if (!CheckedMul(bytes, d, &bytes)) return Bad("'" + name + "' has an impossible shape");
+    }
+    const uint64_t data_at = header_at + header_len, data_size = size - (data_at - at);
+    if (static_cast<uint64_t>(bytes) != data_size) {
+      return Bad("'" + name + "' holds " + std::to_string(data_size) +
+                 " bytes of data; its shape (" + shape + ") and dtype need " +
+                 std::to_string(bytes));
+    }
     array.data.assign(bytes_.begin() + data_at, bytes_.begin() + data_at + data_size);
     return array;
   }
@@ -330,10 +447,13 @@ class Reader {
 }  // namespace
 
 StatusOr<NpzArchive> ReadNpz(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("checkpoint '" + path + "' does not exist or cannot be read");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return Reader(path, bytes).Read();
+  SPILL_ASSIGN_OR_RETURN(std::string bytes,
+                         ReadFileToString(path, kMaxCheckpointBytes, "checkpoint"));
+  try {
+    return Reader(path, bytes).Read();
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory("not enough memory to read checkpoint '" + path + "'");
+  }
 }
 
 }  // namespace spill

@@ -194,6 +194,13 @@ Schedule BuildSchedule(const std::vector<LayerDecl>& layers, const std::vector<i
     s.backward_step[id] = n + i;
     s.steps.push_back(std::move(step));
   }
+  for (int id = 0; id < static_cast<int>(layers.size()); ++id) {
+    const LayerTensors& lt = s.layers[id];
+    for (size_t p = 0; p < lt.params.size(); ++p) {
+      if (lt.param_grads[p] != kNoTensor)
+        s.parameters.push_back({lt.params[p], lt.param_grads[p], {}, id});
+    }
+  }
   return s;
 }
 

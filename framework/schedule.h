@@ -70,13 +70,24 @@ struct LayerTensors {
   std::vector<bool> accumulate;        // per input slot, for backward
 };
 
+// A trainable parameter as a solver sees it: its weights, its gradient and
+// the solver state added for it (momentum, moments; empty until a solver adds
+// them).
+struct ParameterSlot {
+  TensorId param = kNoTensor;
+  TensorId grad = kNoTensor;
+  std::vector<TensorId> state;
+  int layer = -1;
+};
+
 struct Schedule {
   std::vector<TensorInfo> tensors;
   std::vector<Step> steps;
-  std::vector<LayerTensors> layers;  // indexed by layer id
-  std::vector<int> route;            // forward order of layer ids
-  std::vector<int> forward_step;     // layer id -> its forward step index
-  std::vector<int> backward_step;    // layer id -> its backward step index
+  std::vector<LayerTensors> layers;       // indexed by layer id
+  std::vector<int> route;                 // forward order of layer ids
+  std::vector<int> forward_step;          // layer id -> its forward step index
+  std::vector<int> backward_step;         // layer id -> its backward step index
+  std::vector<ParameterSlot> parameters;  // every trainable parameter, by layer id and slot
 
   int num_layers() const { return static_cast<int>(route.size()); }
   const Step& forward(int layer) const { return steps[forward_step[layer]]; }

@@ -1,6 +1,8 @@
 #include "framework/solver.h"
 
+#include <algorithm>
 #include <map>
+#include <unordered_map>
 
 namespace spill {
 namespace {
@@ -42,50 +44,66 @@ void Solver::AddState(Net& net) {
   Schedule& schedule = net.mutable_schedule();
   const int states = config_.type == "adam" ? 2 : (config_.momentum > 0 ? 1 : 0);
   const char* names[] = {config_.type == "adam" ? ".adam_m" : ".momentum", ".adam_v"};
-  for (int id = 0; id < net.num_layers(); ++id) {
-    const LayerTensors lt = schedule.layers[id];
-    for (size_t p = 0; p < lt.params.size(); ++p) {
-      if (lt.param_grads[p] == kNoTensor) continue;
-      Slot slot{lt.params[p], lt.param_grads[p], net.decl(id).params[p].decay_mult, {}};
-      const TensorInfo param = schedule.tensors[lt.params[p]];
-      for (int k = 0; k < states; ++k) {
-        slot.state.push_back(schedule.AddTensor(
-            {param.name + names[k], TensorKind::kOptimizerState, param.shape, 0, id}));
-      }
-      slots_.push_back(slot);
+  for (ParameterSlot& parameter : schedule.parameters) {
+    const int layer = parameter.layer;
+    const LayerTensors& lt = schedule.layers[layer];
+    const size_t p =
+        std::find(lt.params.begin(), lt.params.end(), parameter.param) - lt.params.begin();
+    Slot slot{parameter.param, parameter.grad, net.decl(layer).params[p].decay_mult, {}};
+    const TensorInfo param = schedule.tensors[parameter.param];
+    parameter.state.clear();
+    for (int k = 0; k < states; ++k) {
+      slot.state.push_back(schedule.AddTensor(
+          {param.name + names[k], TensorKind::kOptimizerState, param.shape, 0, layer}));
     }
+    parameter.state = slot.state;
+    slots_.push_back(slot);
   }
 }
 
-void Solver::ResetState(const Net& net, TensorStore& store, Device& device) const {
+Status Solver::ResetState(const Net& net, TensorStore& store) const {
   for (const Slot& slot : slots_) {
     for (TensorId t : slot.state) {
-      device.MemsetAsync(store.Data(t), 0, net.schedule().tensors[t].bytes, device.compute_queue());
+      std::vector<float> zeros(net.schedule().tensors[t].shape.numel(), 0.0f);
+      SPILL_RETURN_IF_ERROR(store.WriteTensor(t, zeros.data()));
     }
   }
-  device.compute_queue().Synchronize();
+  return Status::Ok();
 }
 
-void Solver::Update(const Net& net, TensorStore& store, Device& device, double lr) {
+void Solver::BeginStep(const Net& net, TensorStore& store, Device& device, double lr) {
   ++steps_;
-  SolverKernels& kernels = SolverKernelsFor(device.type());
-  const Schedule& schedule = net.schedule();
+  // The arithmetic is the same on the device and in host memory: the CPU
+  // device's kernels on host pointers.
+  SolverKernels* on_device = &SolverKernelsFor(device.type());
+  std::unordered_map<TensorId, std::pair<int64_t, float>> sizes;  // param -> (n, decay)
   for (const Slot& slot : slots_) {
-    const int64_t n = schedule.tensors[slot.param].shape.numel();
-    float* w = store.Data(slot.param);
-    const float* g = store.Data(slot.grad);
-    const float decay = static_cast<float>(config_.weight_decay * slot.decay_mult);
-    if (config_.type == "adam") {
-      kernels.Adam(device, n, w, g, store.Data(slot.state[0]), store.Data(slot.state[1]),
-                   static_cast<float>(lr), static_cast<float>(config_.beta1),
-                   static_cast<float>(config_.beta2), static_cast<float>(config_.epsilon), decay,
-                   steps_);
-    } else {
-      kernels.Sgd(device, n, w, g, slot.state.empty() ? nullptr : store.Data(slot.state[0]),
-                  static_cast<float>(lr), static_cast<float>(config_.momentum), decay,
-                  config_.nesterov);
-    }
+    sizes[slot.param] = {net.schedule().tensors[slot.param].shape.numel(),
+                         static_cast<float>(config_.weight_decay * slot.decay_mult)};
   }
+  const SolverConfig c = config_;
+  const int64_t t = steps_;
+  Device* dev = &device;
+  store.BeginUpdate([=](const ParameterSlot& slot, float* w, const float* g,
+                        const std::vector<float*>& state, bool host) {
+    const auto& [n, decay] = sizes.at(slot.param);
+    SolverKernels& kernels = host ? SolverKernelsFor(DeviceType::kCpu) : *on_device;
+    if (c.type == "adam") {
+      kernels.Adam(*dev, n, w, g, state[0], state[1], static_cast<float>(lr),
+                   static_cast<float>(c.beta1), static_cast<float>(c.beta2),
+                   static_cast<float>(c.epsilon), decay, t);
+    } else {
+      kernels.Sgd(*dev, n, w, g, state.empty() ? nullptr : state[0], static_cast<float>(lr),
+                  static_cast<float>(c.momentum), decay, c.nesterov);
+    }
+  });
+}
+
+Status Solver::FinishStep(TensorStore& store) { return store.FinishUpdate(); }
+
+Status Solver::Update(const Net& net, TensorStore& store, Device& device, double lr) {
+  BeginStep(net, store, device, lr);
+  return FinishStep(store);
 }
 
 }  // namespace spill

@@ -55,10 +55,17 @@ class Solver {
   // Adds the state tensors to `net`'s schedule. Call before creating the
   // memory runtime.
   void AddState(Net& net);
-  // Zeroes the state (a fresh start).
-  void ResetState(const Net& net, TensorStore& store, Device& device) const;
-  // One update of every trainable parameter with learning rate `lr`.
-  void Update(const Net& net, TensorStore& store, Device& device, double lr);
+  // Zeroes the state (a fresh start), wherever the store keeps it.
+  Status ResetState(const Net& net, TensorStore& store) const;
+  // One update of every trainable parameter with learning rate `lr`, in two
+  // halves: BeginStep hands the store the step before the iteration runs, so
+  // that it can update each parameter where it lives as soon as its gradient
+  // is complete (with parameters kept in host memory, during backward);
+  // FinishStep completes it after the iteration.
+  void BeginStep(const Net& net, TensorStore& store, Device& device, double lr);
+  Status FinishStep(TensorStore& store);
+  // Both halves at once, after the iteration.
+  Status Update(const Net& net, TensorStore& store, Device& device, double lr);
 
   // Updates applied so far (Adam's t); restored from checkpoints.
   int64_t steps() const { return steps_; }

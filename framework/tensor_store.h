@@ -7,6 +7,9 @@
 #ifndef SPILL_FRAMEWORK_TENSOR_STORE_H_
 #define SPILL_FRAMEWORK_TENSOR_STORE_H_
 
+#include <functional>
+#include <vector>
+
 #include "framework/declarations.h"
 #include "framework/schedule.h"
 #include "framework/status.h"
@@ -23,6 +26,12 @@ class StepRunner {
   virtual Status Recompute(int layer) = 0;
 };
 
+// A solver step for one parameter. The pointers are all in device memory
+// (`host` false: enqueue the arithmetic on the device's compute queue) or all
+// in host memory (`host` true: compute it on the calling thread).
+using SlotUpdate = std::function<void(const ParameterSlot& slot, float* w, const float* g,
+                                      const std::vector<float*>& state, bool host)>;
+
 class TensorStore {
  public:
   virtual ~TensorStore() = default;
@@ -35,9 +44,26 @@ class TensorStore {
   virtual void FinishStep(const Step& step) = 0;
   virtual Status EndIteration() = 0;
 
-  // Device address of a tensor that is resident now (persistent tensors
-  // always are; transient ones between PrepareStep and FinishStep).
+  // Device address of a tensor that is on the device now (transient ones
+  // between PrepareStep and FinishStep; persistent ones unless the memory
+  // policy keeps them in host memory).
   virtual float* Data(TensorId id) = 0;
+  // Copies a tensor's bytes out of, or into, wherever it lives now - device
+  // or host memory - once the copies in flight that concern it are done.
+  // Writing replaces every copy. For parameters, gradients, solver state and
+  // results; an error when the tensor holds no data.
+  virtual Status ReadTensor(TensorId id, void* out) = 0;
+  virtual Status WriteTensor(TensorId id, const void* in) = 0;
+
+  // The solver step of one training iteration. `update` is applied to every
+  // trainable parameter (Schedule::parameters) exactly once, where the
+  // parameter lives and as early as the memory policy allows - when
+  // parameters live in host memory, during the iteration's backward pass,
+  // as soon as a layer's gradient is complete - and at the latest in
+  // FinishUpdate. BeginUpdate goes before the iteration's steps, FinishUpdate
+  // after them.
+  virtual void BeginUpdate(SlotUpdate update) = 0;
+  virtual Status FinishUpdate() = 0;
   virtual Workspace StepWorkspace() = 0;
   // The algorithm chosen for each of the step's operations (may be empty).
   virtual std::vector<int> StepAlgorithms() = 0;

@@ -1,11 +1,69 @@
 #include "framework/units.h"
 
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 namespace spill {
+namespace {
+
+std::string Quoted(const std::string& text) {
+  constexpr size_t kShown = 60;  // long values are cut in messages
+  return "'" + (text.size() > kShown ? text.substr(0, kShown) + "..." : text) + "'";
+}
+
+bool IsDecimal(const std::string& text) {
+  size_t i = (text[0] == '-' || text[0] == '+') ? 1 : 0;
+  if (i == text.size()) return false;
+  for (; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+  }
+  return true;
+}
+
+// Sizes up to 2^62 bytes convert to size_t exactly enough and far from overflow.
+constexpr double kMaxByteSize = 4611686018427387904.0;
+
+}  // namespace
+
+StatusOr<int64_t> ParseInt64(const std::string& text) {
+  if (text.empty() || !IsDecimal(text)) {
+    return InvalidArgument("not an integer: " + Quoted(text));
+  }
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno == ERANGE || *end != '\0') {
+    return InvalidArgument("integer out of the 64-bit range: " + Quoted(text));
+  }
+  return static_cast<int64_t>(value);
+}
+
+StatusOr<double> ParseFiniteDouble(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) {
+    return InvalidArgument("not a number: " + Quoted(text));
+  }
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (*end != '\0') return InvalidArgument("not a number: " + Quoted(text));
+  if (!std::isfinite(value) || (errno == ERANGE && std::fabs(value) > 1)) {
+    return InvalidArgument("not a finite number: " + Quoted(text));
+  }
+  return value;
+}
+
+StatusOr<bool> ParseBool(const std::string& text) {
+  for (const char* yes : {"true", "True", "TRUE", "yes", "Yes", "YES"}) {
+    if (text == yes) return true;
+  }
+  for (const char* no : {"false", "False", "FALSE", "no", "No", "NO"}) {
+    if (text == no) return false;
+  }
+  return InvalidArgument("not true or false: " + Quoted(text));
+}
 
 StatusOr<size_t> ParseBytes(const std::string& text) {
   const char* begin = text.c_str();
@@ -34,7 +92,11 @@ StatusOr<size_t> ParseBytes(const std::string& text) {
                                 {"M", 1048576.0},
                                 {"G", 1073741824.0}};
   for (const Unit& u : kUnits) {
-    if (unit == u.name) return static_cast<size_t>(std::llround(value * u.scale));
+    if (unit != u.name) continue;
+    if (value * u.scale > kMaxByteSize) {
+      return InvalidArgument("'" + text + "' is larger than any byte size spill handles (4 EiB)");
+    }
+    return static_cast<size_t>(std::llround(value * u.scale));
   }
   return InvalidArgument("'" + text + "': unknown unit '" + unit +
                          "' (use B, KB, MB, GB, KiB, MiB or GiB)");

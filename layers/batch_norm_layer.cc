@@ -3,10 +3,8 @@
 namespace spill {
 
 BatchNormLayer::BatchNormLayer(LayerParams& params)
-    : eps_(params.Float("eps", 1e-5)), momentum_(params.Float("momentum", 0.1)) {
-  if (eps_ <= 0) params.Fail("eps", "must be positive");
-  if (momentum_ < 0 || momentum_ > 1) params.Fail("momentum", "must be in [0, 1]");
-}
+    : eps_(params.Float("eps", 1e-5, Bounds::AboveTo(0, 1))),
+      momentum_(params.Float("momentum", 0.1, Bounds::Closed(0, 1))) {}
 
 std::vector<ParamSpec> BatchNormLayer::params() const {
   Shape s(1, channels_, 1, 1);

@@ -1,24 +1,20 @@
 #include "layers/convolution_layer.h"
 
+#include "framework/checked_math.h"
+
 namespace spill {
 
 ConvolutionLayer::ConvolutionLayer(LayerParams& params) {
-  geom_.filters = params.RequiredInt("filters");
-  geom_.kernel = params.RequiredPair("kernel");
-  geom_.stride = params.Pair("stride", {1, 1});
-  geom_.pad = params.Pair("pad", {0, 0});
-  geom_.dilation = params.Pair("dilation", {1, 1});
-  geom_.groups = params.Int("groups", 1);
+  geom_.filters = params.RequiredInt("filters", 1, kMaxLayerExtent);
+  geom_.kernel = params.RequiredPair("kernel", 1, kMaxLayerExtent);
+  geom_.stride = params.Pair("stride", {1, 1}, 1, kMaxLayerStride);
+  geom_.pad = params.Pair("pad", {0, 0}, 0, kMaxLayerStride);
+  geom_.dilation = params.Pair("dilation", {1, 1}, 1, kMaxLayerStride);
+  geom_.groups = params.Int("groups", 1, 1, kMaxLayerExtent);
   bias_ = params.Bool("bias", true);
   weight_init_ = params.Choice("weight_init", {"he", "xavier"}, "he");
-  if (geom_.filters < 1) params.Fail("filters", "must be at least 1");
-  if (geom_.groups < 1) params.Fail("groups", "must be at least 1");
-  for (int i = 0; i < 2; ++i) {
-    if (geom_.kernel[i] < 1) params.Fail("kernel", "must be at least 1");
-    if (geom_.stride[i] < 1) params.Fail("stride", "must be at least 1");
-    if (geom_.pad[i] < 0) params.Fail("pad", "must not be negative");
-    if (geom_.dilation[i] < 1) params.Fail("dilation", "must be at least 1");
-  }
+  // The ranges above hold even after an error (the defaults are kept), so
+  // groups is never 0 here.
   if (geom_.filters % geom_.groups != 0) params.Fail("groups", "must divide filters");
 }
 
@@ -34,6 +30,9 @@ Status ConvolutionLayer::Reshape(const std::vector<Shape>& inputs, std::vector<S
   }
   int64_t out[2];
   int64_t size[2] = {in.h(), in.w()};
+  // Sides are bounded by the network's tensor-size check of the layers before
+  // (kMaxTensorElements) and kernel, pad and dilation by their ranges, so
+  // this arithmetic stays far inside 64 bits.
   for (int i = 0; i < 2; ++i) {
     int64_t extent = geom_.dilation[i] * (geom_.kernel[i] - 1) + 1;
     out[i] = (size[i] + 2 * geom_.pad[i] - extent) / geom_.stride[i] + 1;
@@ -46,6 +45,18 @@ Status ConvolutionLayer::Reshape(const std::vector<Shape>& inputs, std::vector<S
   }
   geom_.out_height = out[0];
   geom_.out_width = out[1];
+  // The algorithms' workspaces unfold the input (up to C/G * kh * kw rows by
+  // OH * OW columns per image): bound it before anyone computes its bytes.
+  int64_t unfolded = 0, weights = 0;
+  const int64_t per_group = geom_.channels_per_group();
+  const int64_t kh = geom_.kernel[0], kw = geom_.kernel[1];
+  if (!CheckedProduct({in.n(), per_group, kh, kw, out[0], out[1]}, &unfolded) ||
+      unfolded > kMaxTensorElements ||
+      !CheckedProduct({geom_.filters, per_group, kh, kw}, &weights) ||
+      weights > kMaxTensorElements) {
+    return OutOfMemory("the convolution's weights or unfolded input would exceed " +
+                       std::to_string(kMaxTensorElements) + " elements");
+  }
   *outputs = {Shape(in.n(), geom_.filters, out[0], out[1])};
   return Status::Ok();
 }

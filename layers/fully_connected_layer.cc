@@ -3,11 +3,9 @@
 namespace spill {
 
 FullyConnectedLayer::FullyConnectedLayer(LayerParams& params)
-    : outputs_(params.RequiredInt("outputs")),
+    : outputs_(params.RequiredInt("outputs", 1, kMaxLayerExtent)),
       bias_(params.Bool("bias", true)),
-      weight_init_(params.Choice("weight_init", {"xavier", "he"}, "xavier")) {
-  if (outputs_ < 1) params.Fail("outputs", "must be at least 1");
-}
+      weight_init_(params.Choice("weight_init", {"xavier", "he"}, "xavier")) {}
 
 std::vector<ParamSpec> FullyConnectedLayer::params() const {
   ParamSpec weight{"weight", Shape(outputs_, in_features_, 1, 1),

@@ -19,15 +19,16 @@ void PoolGeometry::Window(int64_t oh, int64_t ow, int64_t* h0, int64_t* h1, int6
 
 PoolingLayer::PoolingLayer(LayerParams& params, Kind kind) : kind_(kind) {
   if (kind == Kind::kGlobalAverage) return;
-  geom_.kernel = params.RequiredPair("kernel");
-  geom_.stride = params.Pair("stride", geom_.kernel);
-  geom_.pad = params.Pair("pad", {0, 0});
+  geom_.kernel = params.RequiredPair("kernel", 1, kMaxLayerExtent);
+  geom_.stride = params.Pair(
+      "stride",
+      {std::min(geom_.kernel[0], kMaxLayerStride), std::min(geom_.kernel[1], kMaxLayerStride)}, 1,
+      kMaxLayerStride);
+  geom_.pad = params.Pair("pad", {0, 0}, 0, kMaxLayerStride);
   ceil_mode_ = params.Bool("ceil_mode", false);
   if (kind == Kind::kAverage) geom_.count_include_pad = params.Bool("count_include_pad", true);
   for (int i = 0; i < 2; ++i) {
-    if (geom_.kernel[i] < 1) params.Fail("kernel", "must be at least 1");
-    if (geom_.stride[i] < 1) params.Fail("stride", "must be at least 1");
-    if (geom_.pad[i] < 0 || geom_.pad[i] * 2 > geom_.kernel[i]) {
+    if (geom_.pad[i] * 2 > geom_.kernel[i]) {
       params.Fail("pad", "must be between 0 and half the kernel");
     }
   }

@@ -3,8 +3,7 @@
 namespace spill {
 
 ReluLayer::ReluLayer(LayerParams& params)
-    : negative_slope_(static_cast<float>(params.Float("negative_slope", 0.0))) {
-  if (negative_slope_ < 0) params.Fail("negative_slope", "must not be negative");
-}
+    : negative_slope_(
+          static_cast<float>(params.Float("negative_slope", 0.0, Bounds::Closed(0, 1e3)))) {}
 
 }  // namespace spill

@@ -29,6 +29,8 @@ const char* MemoryEventName(MemoryEventType type) {
       return "recompute";
     case MemoryEventType::kCompact:
       return "compact";
+    case MemoryEventType::kRemap:
+      return "remap";
   }
   return "?";
 }
@@ -63,6 +65,7 @@ std::string MemoryEventsJson(const std::vector<MemoryEvent>& events, const Sched
           << MemoryCategoryName(e.category) << "\",\"extent\":" << e.extent;
     }
     if (e.type == MemoryEventType::kAlloc) out << ",\"unusable_free\":" << e.unusable_free;
+    if (e.maps > 0 || e.unmaps > 0) out << ",\"maps\":" << e.maps << ",\"unmaps\":" << e.unmaps;
     out << ",\"bytes\":" << e.bytes << "}\n";
   }
   return out.str();

@@ -34,6 +34,10 @@ enum class MemoryEventType {
   kCompute,         // a step's forward or backward ran
   kRecompute,       // a layer's forward reran to rebuild a dropped tensor
   kCompact,         // live blocks slid down to close holes (bytes moved)
+  kUpdate,          // the solver step of one parameter (tensor: the parameter; bytes: its
+                    // size; offset 1: in host memory, after its gradient's copy)
+  kRemap,           // at the end of an iteration, chunks remapped so the next one starts
+                    // from the same ranges (allocators that map memory: va)
 };
 const char* MemoryEventName(MemoryEventType type);
 
@@ -48,7 +52,11 @@ struct MemoryEvent {
   MemoryCategory category = MemoryCategory::kActivations;
   double unusable_free = 0;  // kAlloc: the U_f this request met (Dymem's Eq. 1)
   size_t extent = 0;         // kAlloc, kFree: the memory the placements span after it
-  double time = 0;           // seconds on the log's clock when recorded (0 without one)
+  // kAlloc, kRemap: physical chunks mapped and unmapped for it (allocators
+  // that map memory). An unmap first drains the device's queues, so that
+  // nothing queued still touches the chunk.
+  int maps = 0, unmaps = 0;
+  double time = 0;  // seconds on the log's clock when recorded (0 without one)
 };
 
 class MemoryEventLog {

@@ -2,19 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace spill {
 namespace {
-
-std::string JsonEscape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
 
 const char* PassName(Pass pass) { return pass == Pass::kForward ? "forward" : "backward"; }
 
@@ -25,12 +17,13 @@ void MemoryLog::Clear() {
   peak = 0;
   peak_step = -1;
   peak_live.clear();
-  to_host = to_device = compacted = 0;
+  to_host = to_device = compacted = host_peak = 0;
   recomputed = 0;
 }
 
 void MemoryLog::Finish() {
   peak = 0;
+  host_peak = 0;
   peak_step = -1;
   to_host = to_device = compacted = 0;
   recomputed = 0;
@@ -41,6 +34,7 @@ void MemoryLog::Finish() {
       peak_step = r.step;
     }
     to_host += r.to_host;
+    host_peak = std::max(host_peak, r.host);
     to_device += r.to_device;
     recomputed += r.recomputed;
   }
@@ -76,29 +70,34 @@ std::string MemoryLogCsv(const MemoryLog& log, const Schedule& schedule,
 
 std::string MemoryLogJson(const MemoryLog& log, const Schedule& schedule,
                           const std::vector<std::string>& layer_names) {
-  std::ostringstream out;
+  using Json = nlohmann::ordered_json;
+  std::string out;
   for (const StepRecord& r : log.steps) {
-    out << "{\"step\":" << r.step + 1 << ",\"pass\":\"" << PassName(r.pass) << "\",\"layer\":\""
-        << JsonEscape(layer_names[r.layer]) << "\",\"in_use\":{";
+    Json in_use = Json::object();
     for (int c = 0; c < kNumCategories; ++c) {
-      out << (c ? "," : "") << "\"" << MemoryCategoryName(static_cast<MemoryCategory>(c))
-          << "\":" << r.in_use[c];
+      in_use[MemoryCategoryName(static_cast<MemoryCategory>(c))] = r.in_use[c];
     }
-    out << "},\"total\":" << r.total << ",\"peak\":" << r.peak
-        << ",\"live_tensors\":" << r.live_tensors << ",\"to_host\":" << r.to_host
-        << ",\"to_device\":" << r.to_device << ",\"recomputed\":" << r.recomputed
-        << ",\"compacted\":" << r.compacted << ",\"workspace\":" << r.workspace
-        << ",\"algorithm\":\"" << JsonEscape(r.algorithm) << "\"";
+    Json line = {{"step", r.step + 1},
+                 {"pass", PassName(r.pass)},
+                 {"layer", layer_names[r.layer]},
+                 {"in_use", in_use},
+                 {"total", r.total},
+                 {"peak", r.peak},
+                 {"live_tensors", r.live_tensors},
+                 {"to_host", r.to_host},
+                 {"to_device", r.to_device},
+                 {"recomputed", r.recomputed},
+                 {"compacted", r.compacted},
+                 {"workspace", r.workspace},
+                 {"algorithm", r.algorithm}};
     if (!r.live.empty()) {
-      out << ",\"live\":[";
-      for (size_t i = 0; i < r.live.size(); ++i) {
-        out << (i ? "," : "") << "\"" << JsonEscape(schedule.tensors[r.live[i]].name) << "\"";
-      }
-      out << "]";
+      Json live = Json::array();
+      for (TensorId t : r.live) live.push_back(schedule.tensors[t].name);
+      line["live"] = live;
     }
-    out << "}\n";
+    out += line.dump() + "\n";
   }
-  return out.str();
+  return out;
 }
 
 std::string MemoryPlotSvg(const std::vector<MemoryLog>& logs, const std::string& title) {

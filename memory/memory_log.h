@@ -31,6 +31,7 @@ struct StepRecord {
   int recomputed = 0;          // forward computations rerun during the step
   size_t compacted = 0;        // bytes moved within the device to close holes
   size_t workspace = 0;        // workspace bytes granted to the step
+  size_t host = 0;             // bytes in host memory (offloaded tensors, parameters kept there)
   std::string algorithm;       // convolution algorithm chosen, if any
 };
 
@@ -46,6 +47,7 @@ struct MemoryLog {
   size_t to_device = 0;
   int recomputed = 0;
   size_t compacted = 0;
+  size_t host_peak = 0;  // max over steps of StepRecord::host
 
   void Clear();
   // Computes the peak and the totals from the step records.

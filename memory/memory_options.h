@@ -11,6 +11,11 @@
 //   superneurons  liveness + offload + recompute + the LRU tensor cache, which
 //                 makes offloading and dropping lazy: nothing moves while
 //                 memory suffices
+//   window        liveness + any transient tensor swapped to host and back by
+//                 the window scheduler (a byte window over the iteration's
+//                 tensor sequence under a device budget)
+//   lms           liveness + swaps at fixed step distances (the LMS-like
+//                 baseline of the window scheduler)
 //   dymem         liveness + Dymem's offload set with lazy release and its
 //                 backward prefetch search (Algorithm 2), no barrier between
 //                 the queues; the GTBM allocator, no compaction
@@ -38,6 +43,43 @@ constexpr size_t kUnlimitedBudget = size_t{1} << 50;  // 1 PiB of address arithm
 constexpr size_t kDefaultDeviceBudget = 8 * kGiB;
 constexpr size_t kDefaultHostBudget = 32 * kGiB;
 
+// Where parameters, their gradients and the solver state live between uses.
+struct ParamPlacement {
+  enum class Kind {
+    kDevice,  // on the device for good (SuperNeurons)
+    kHost,    // in host memory, brought in for each step that uses them
+    kAbove,   // in host memory when at least `above` bytes, on the device otherwise
+    kCache,   // on the device while they fit; the tensor cache evicts them like activations
+  };
+  Kind kind = Kind::kDevice;
+  size_t above = 0;
+
+  std::string ToString() const;
+  bool HomeOnHost(size_t bytes) const {
+    return kind == Kind::kHost || (kind == Kind::kAbove && bytes >= above);
+  }
+};
+// "device", "host", "above:SIZE" or "cache".
+StatusOr<ParamPlacement> ParseParamPlacement(const std::string& text);
+
+// A size given in bytes or as a multiple of a base the user does not have to
+// work out: "2GiB" or "1.5x".
+struct SizeSetting {
+  double factor = 1.0;  // used when bytes == 0
+  size_t bytes = 0;
+
+  size_t Of(size_t base) const;
+  std::string ToString() const;
+};
+// "1.5x" (a positive multiple) or a byte size ("8GiB").
+StatusOr<SizeSetting> ParseSizeSetting(const std::string& text);
+
+// The virtual-addressing allocator's default physical chunk: the CUDA
+// driver's usual mapping granularity.
+constexpr size_t kDefaultChunkBytes = 2 * kMiB;
+// Chunks are mapped with mmap on the CPU: whole pages.
+constexpr size_t kChunkAlignmentBytes = 4 * kKiB;
+
 struct MemoryOptions {
   std::string mode = "liveness";
   size_t device_budget = kDefaultDeviceBudget;
@@ -49,6 +91,13 @@ struct MemoryOptions {
   std::string eviction = "lru";
   // Who plans the transfers around each step (memory/schedulers/).
   std::string scheduler = "superneurons";
+  // Where persistent state lives, where the solver updates what lives in
+  // host memory (false: on the device, true: in host memory, as soon as a
+  // layer's gradient has arrived), and what backs host memory: RAM, or a
+  // file in a directory ("file:DIR") so it can exceed RAM.
+  ParamPlacement params;
+  bool update_on_host = false;
+  std::string host_tier = "ram";
 
   bool liveness = true;
   bool offload = false;
@@ -63,6 +112,21 @@ struct MemoryOptions {
   bool compact = true;
   // How each step's algorithms and workspace are chosen.
   WorkspacePolicy workspace;
+
+  // The window scheduler (memory/schedulers/window.h): the device bytes its
+  // transfers may fill - a multiple of device budget - persistent tensors -
+  // the largest workspace a step needs, or bytes - and how far it looks
+  // ahead, in bytes of distinct tensors: a multiple of that budget or bytes.
+  SizeSetting window_budget{1.0, 0};
+  SizeSetting window{1.5, 0};
+  // The LMS-like scheduler: a tensor leaves the device after a use when its
+  // next use is at least `lms_threshold` steps away, and comes back
+  // `lms_ahead` steps before that use.
+  int lms_threshold = 4;
+  int lms_ahead = 2;
+  // The virtual-addressing allocator (`va`): physical memory in chunks of
+  // this size, mapped into a fresh virtual range per request.
+  size_t chunk = kDefaultChunkBytes;
   // Record every live tensor at every step (for memory logs).
   bool record_live = false;
   // Fill freed device blocks with NaN so a read after free cannot go unnoticed.

@@ -8,7 +8,8 @@ namespace spill {
 namespace {
 
 constexpr double kRelativeResolution = 1e-4;  // bisection stops at 0.01% of the budget
-constexpr size_t kGrowthDivisor = 16;         // an upper end that does not fit grows by 1/16
+// An upper end that does not fit grows by 1/16, then by steps that double.
+constexpr size_t kGrowthDivisor = 16;
 
 // Stands in for the executor: with no device nothing runs, but the runtime
 // still counts its recomputations.
@@ -30,7 +31,9 @@ Status RunIteration(MemoryRuntime& runtime, const Schedule& schedule, Phase phas
     SPILL_RETURN_IF_ERROR(runtime.PrepareStep(schedule.steps[s], runner));
     runtime.FinishStep(schedule.steps[s]);
   }
-  return runtime.EndIteration();
+  SPILL_RETURN_IF_ERROR(runtime.EndIteration());
+  // The solver step moves what a run's moves (no arithmetic without a device).
+  return phase == Phase::kTrain ? runtime.FinishUpdate() : Status::Ok();
 }
 
 }  // namespace
@@ -95,15 +98,21 @@ StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, s
   // With the footprint as budget a run places every block as it did without
   // a limit, so it fits - unless the allocator's choices depend on the
   // region's size (GTBM hangs its high end from the top; best fit may take
-  // the last segment once it is the smallest): then grow until it fits.
+  // the last segment once it is the smallest) or the scheduler plans by the
+  // budget (window decides differently under that footprint than without a
+  // limit): then grow until it fits, by steps that start small (allocators
+  // need a little more) and double (a scheduler may need much more).
   // Below the persistent tensors nothing can. Search in between.
   size_t hi = RoundToBlocks(unlimited.footprint), lo = unlimited.persistent;
+  size_t growth = std::max<size_t>(kPoolBlockBytes, hi / kGrowthDivisor);
   for (;;) {
     options.device_budget = hi;
     SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(view, options));
     if (plan.fits) break;
+    if (hi >= kUnlimitedBudget / 2) return OutOfMemory("no budget runs: " + plan.failure);
     lo = hi;
-    hi = RoundToBlocks(hi + std::max<size_t>(kPoolBlockBytes, hi / kGrowthDivisor));
+    hi = RoundToBlocks(hi + growth);
+    growth *= 2;
   }
   if (resolution == 0) {
     resolution = std::max<size_t>(kPoolBlockBytes, static_cast<size_t>(hi * kRelativeResolution));

@@ -158,6 +158,61 @@ Status ResidencyManager::AllocateDevice(TensorId id, int hint) {
   return Status::Ok();
 }
 
+// A host block for `id`, page-locked (or, on disk, claimed) as the host
+// pool's high water mark grows.
+Status ResidencyManager::AllocateHost(TensorId id) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(host_pool_ != nullptr && host_pool_->capacity() > 0)
+      << "host memory needed without a host pool";
+  const TensorInfo& info = schedule_.tensors[id];
+  auto block = host_pool_->Allocate(info.bytes, CategoryOf(info.kind));
+  if (!block.ok()) {
+    return OutOfMemory(host_tier_ + " is full: " + block.status().message());
+  }
+  slot.host = *block;
+  slot.has_host = true;
+  Status pinned = device_ == nullptr
+                      ? Status::Ok()
+                      : device_->EnsureHostPinned(host_base_, slot.host.offset + slot.host.bytes);
+  if (!pinned.ok()) {
+    FreeHost(slot);
+    if (pin_failure_.empty()) {
+      pin_failure_ = pinned.message();
+      SPILL_LOG_WARNING(kMemory) << pin_failure_
+                                 << "; tensors that cannot be offloaded stay on the device";
+    }
+    return pinned;
+  }
+  return Status::Ok();
+}
+
+Status ResidencyManager::AllocateOnHost(TensorId id) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kUnallocated)
+      << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
+  SPILL_RETURN_IF_ERROR(AllocateHost(id));
+  slot.host_valid = true;
+  slot.state = Residency::kHost;
+  return Status::Ok();
+}
+
+Status ResidencyManager::AllocateForWrite(TensorId id, int hint) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kHost)
+      << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
+  WaitForCopy(slot);  // a copy of the old value may still read or fill the host block
+  SPILL_RETURN_IF_ERROR(AllocateDevice(id, hint));
+  slot.host_valid = false;
+  slot.state = Residency::kDevice;
+  return Status::Ok();
+}
+
+float* ResidencyManager::host_data(TensorId id) const {
+  const Slot& slot = slots_[id];
+  if (!slot.has_host || host_base_ == nullptr) return nullptr;
+  return reinterpret_cast<float*>(host_base_ + slot.host.offset);
+}
+
 Status ResidencyManager::Allocate(TensorId id, int hint) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.state == Residency::kUnallocated || slot.state == Residency::kDropped)
@@ -182,23 +237,7 @@ Status ResidencyManager::BeginOffload(TensorId id) {
   SPILL_CHECK(host_pool_ != nullptr) << "offload without a host pool";
   if (!slot.host_valid) {
     const TensorInfo& info = schedule_.tensors[id];
-    if (!slot.has_host) {
-      SPILL_ASSIGN_OR_RETURN(slot.host, host_pool_->Allocate(info.bytes, CategoryOf(info.kind)));
-      slot.has_host = true;
-      // Host memory is page-locked as the host pool's high water mark grows.
-      Status pinned = device_ == nullptr ? Status::Ok()
-                                         : device_->EnsureHostPinned(
-                                               host_base_, slot.host.offset + slot.host.bytes);
-      if (!pinned.ok()) {
-        FreeHost(slot);
-        if (pin_failure_.empty()) {
-          pin_failure_ = pinned.message();
-          SPILL_LOG_WARNING(kMemory)
-              << pin_failure_ << "; tensors that cannot be offloaded stay on the device";
-        }
-        return pinned;
-      }
-    }
+    if (!slot.has_host) SPILL_RETURN_IF_ERROR(AllocateHost(id));
     if (device_ != nullptr) {
       Queue& copy = device_->copy_queue();
       copy.Wait(device_->compute_queue().Record());  // after the compute that wrote it

@@ -69,6 +69,12 @@ class ResidencyManager {
   // kUnallocated | kDropped -> kDevice. kOutOfMemory leaves the state as is.
   // `hint`: the allocator's placement hint.
   Status Allocate(TensorId id, int hint = 0);
+  // kUnallocated -> kHost: a tensor that lives in host memory between uses
+  // (parameters, their state); the caller fills the host copy.
+  Status AllocateOnHost(TensorId id);
+  // kHost -> kDevice without a copy, for a step that overwrites the tensor
+  // (a parameter gradient): the host block stays, no longer current.
+  Status AllocateForWrite(TensorId id, int hint = 0);
   // Any state -> kUnallocated; waits for a copy in flight first.
   void Release(TensorId id);
   // kDevice -> kOffloading. Skips the copy when the host copy is current.
@@ -98,6 +104,14 @@ class ResidencyManager {
   bool on_device(TensorId id) const;
   bool host_copy_current(TensorId id) const { return slots_[id].host_valid; }
   float* data(TensorId id) const;
+  // The tensor's host copy (null without one; current or not: see
+  // host_copy_current).
+  float* host_data(TensorId id) const;
+  bool has_host(TensorId id) const { return slots_[id].has_host; }
+  // Waits for the copy of this tensor in flight, if any.
+  void WaitForCopy(TensorId id) { WaitForCopy(slots_[id]); }
+  // The host copy now holds the tensor's value (host arithmetic wrote it).
+  void MarkHostCurrent(TensorId id) { slots_[id].host_valid = true; }
   size_t device_bytes(TensorId id) const { return slots_[id].device.bytes; }
   const TransferCounters& counters() const { return counters_; }
   // Transient tensors (activations, aux, activation gradients) on the device.
@@ -119,6 +133,7 @@ class ResidencyManager {
   };
 
   Status AllocateDevice(TensorId id, int hint);
+  Status AllocateHost(TensorId id);
   void FreeDevice(Slot& slot);
   void SetOwner(AllocationId allocation, TensorId id);
   void Record(MemoryEventType type, TensorId id, size_t bytes);
@@ -139,8 +154,14 @@ class ResidencyManager {
   bool poison_ = false;
   int step_ = -1;
   MemoryEventLog* log_;
-  std::string pin_failure_;  // why host memory could not be page-locked, once it could not
+  std::string pin_failure_;
+  std::string host_tier_ = "host memory";  // named in reports: RAM or a directory
 
+ public:
+  // How out-of-memory reports name the host tier.
+  void set_host_tier_name(std::string name) { host_tier_ = std::move(name); }
+
+ private:  // why host memory could not be page-locked, once it could not
  public:
   // Fill device blocks with NaN as they are freed (debugging aid).
   void set_poison(bool poison) { poison_ = poison; }

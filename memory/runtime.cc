@@ -12,12 +12,24 @@ MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& optio
       schedule_(*view.schedule),
       options_(options),
       device_(device),
-      host_pool_(options.offload ? options.host_budget : 0, FitPolicy::kFirstFit),
+      host_pool_(options.offload || options.params.kind != ParamPlacement::Kind::kDevice
+                     ? options.host_budget
+                     : 0,
+                 FitPolicy::kFirstFit),
       cache_(view.schedule->tensors.size()),
       rebuild_refs_(view.schedule->tensors.size(), 0),
       holds_sources_(view.schedule->tensors.size(), false),
       deferred_(view.schedule->tensors.size(), false),
-      forward_algorithms_(view.schedule->num_layers()) {}
+      forward_algorithms_(view.schedule->num_layers()),
+      home_host_(view.schedule->tensors.size(), false),
+      updated_(view.schedule->parameters.size(), false) {
+  for (TensorId id = 0; id < static_cast<TensorId>(home_host_.size()); ++id) {
+    home_host_[id] = HomeOnHost(schedule_, options_, id);
+  }
+  for (size_t i = 0; i < schedule_.parameters.size(); ++i) {
+    slot_of_[schedule_.parameters[i].param] = static_cast<int>(i);
+  }
+}
 
 MemoryRuntime::~MemoryRuntime() {
   if (device_ != nullptr) {
@@ -47,6 +59,7 @@ Status MemoryRuntime::Reserve() {
   AllocatorContext context;
   context.capacity = options_.device_budget;
   context.view = &view_;
+  context.chunk = options_.chunk;
   context.min_offload_bytes = options_.min_offload_bytes;
   // Profile-guided allocators plan an iteration with an accounting-only
   // allocator first; the profiler runs this runtime's own code without a device.
@@ -61,13 +74,24 @@ Status MemoryRuntime::Reserve() {
   if (device_ != nullptr) {
     SPILL_ASSIGN_OR_RETURN(device_base_, allocator_->Reserve(*device_));
     if (host_pool_.capacity() > 0) {
-      SPILL_ASSIGN_OR_RETURN(host_base_, device_->ReserveHostRegion(host_pool_.capacity()));
+      if (options_.host_tier == "ram") {
+        SPILL_ASSIGN_OR_RETURN(host_base_, device_->ReserveHostRegion(host_pool_.capacity()));
+      } else {
+        SPILL_ASSIGN_OR_RETURN(
+            host_base_,
+            device_->ReserveFileHostRegion(host_pool_.capacity(), options_.host_tier.substr(5)));
+      }
     }
   }
   residency_ = std::make_unique<ResidencyManager>(schedule_, allocator_.get(), &host_pool_, device_,
                                                   device_base_, host_base_,
                                                   options_.record_events ? &log_events_ : nullptr);
   residency_->set_poison(options_.poison_freed);
+  const std::string budget = FormatBytes(static_cast<double>(host_pool_.capacity()));
+  residency_->set_host_tier_name(options_.host_tier == "ram"
+                                     ? "host memory (memory.host_budget " + budget + " in RAM)"
+                                     : "host memory on disk (memory.host_budget " + budget +
+                                           " in " + options_.host_tier.substr(5) + ")");
   return Status::Ok();
 }
 
@@ -79,7 +103,18 @@ Status MemoryRuntime::PlanPolicies() {
 
 Status MemoryRuntime::AllocatePersistent() {
   for (TensorId id = 0; id < static_cast<TensorId>(schedule_.tensors.size()); ++id) {
-    if (IsTransient(schedule_.tensors[id].kind)) continue;
+    const TensorInfo& info = schedule_.tensors[id];
+    if (IsTransient(info.kind)) continue;
+    if (home_host_[id]) {
+      Status status = residency_->AllocateOnHost(id);
+      if (!status.ok()) {
+        return Fail(status, "'" + info.name + "' in host memory", info.bytes);
+      }
+      continue;
+    }
+    // A gradient updated on the device is made when backward writes it and
+    // used up by the update.
+    if (info.kind == TensorKind::kParamGrad && options_.params.HomeOnHost(info.bytes)) continue;
     SPILL_RETURN_IF_ERROR(AllocateTensor(id));
   }
   log_.persistent = current_.persistent = allocator_->stats().total_in_use;
@@ -137,6 +172,7 @@ Status MemoryRuntime::BeginIteration(Phase phase) {
   log_events_.set_step(-1);
   lazy_offloads_.clear();
   for (auto& chosen : forward_algorithms_) chosen.clear();
+  SPILL_RETURN_IF_ERROR(failure_);
   // Without liveness every tensor is allocated once, before the first
   // iteration's steps, and kept: like the persistent tensors, outside the
   // iteration the allocator sees.
@@ -159,12 +195,14 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
   step_to_device_ = residency_->counters().to_device_bytes;
   step_compacted_ = residency_->counters().compacted_bytes;
   step_recomputed_ = recomputations_;
+  SPILL_RETURN_IF_ERROR(failure_);
   for (TensorId id : step.reads) {
     SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, runner));
     Pin(id);
   }
   for (TensorId id : allocator_->PlacementOrder(step)) {
     if (residency_->state(id) == Residency::kOffloading) residency_->CancelOffload(id);
+    if (residency_->state(id) == Residency::kHost) SPILL_RETURN_IF_ERROR(AllocateForWrite(id));
     if (!residency_->on_device(id)) SPILL_RETURN_IF_ERROR(AllocateTensor(id));
     Pin(id);
   }
@@ -258,6 +296,9 @@ void MemoryRuntime::RunAfterStep(const TransferAction& a) {
     case TransferOp::kRelease:
       Retire(id);
       return;
+    case TransferOp::kUpdate:
+      ApplyUpdate(slot_of_.at(id));
+      return;
     case TransferOp::kPrefetch:
     case TransferOp::kRebuild:
       return;  // before a step only
@@ -275,6 +316,14 @@ void MemoryRuntime::FinishStep(const Step& step) {
   algorithms_.clear();
   UnpinAll();
   for (TensorId id : step.writes) residency_->MarkWritten(id);
+  // A training forward updates a layer's non-trainable parameters (batch
+  // norm's running statistics): their host copies are no longer current.
+  if (phase_ == Phase::kTrain && step.pass == Pass::kForward) {
+    const LayerTensors& lt = schedule_.layers[step.layer];
+    for (size_t p = 0; p < lt.params.size(); ++p) {
+      if (lt.param_grads[p] == kNoTensor) residency_->MarkWritten(lt.params[p]);
+    }
+  }
   current_.steps.back().peak = std::max(current_.steps.back().peak, allocator_->stats().total_peak);
   run_peak_ = std::max(run_peak_, current_.steps.back().peak);
   Status status = RunActions(plan_->after[step.index], nullptr);
@@ -300,6 +349,15 @@ Status MemoryRuntime::EndIteration() {
     }
   }
   allocator_->EndIteration();
+  const DeviceAllocator::MappingCounts remapped = allocator_->TakeMappingWork();
+  if (options_.record_events && (remapped.maps > 0 || remapped.unmaps > 0)) {
+    MemoryEvent e;
+    e.type = MemoryEventType::kRemap;
+    e.maps = static_cast<int>(remapped.maps);
+    e.unmaps = static_cast<int>(remapped.unmaps);
+    log_events_.Add(e);
+  }
+  SPILL_RETURN_IF_ERROR(failure_);
   current_.Finish();
   // The next iteration repeats this one; it lists what is live at the peak.
   if (capture_step_ == current_.peak_step && current_.peak_step >= 0) {
@@ -332,6 +390,7 @@ void MemoryRuntime::Record(const Step& step) {
   record.peak = stats.total_peak;
   record.workspace = workspace_.bytes;
   record.live_tensors = residency_->resident_transient();
+  record.host = host_pool_.stats().total_in_use;
   if (options_.record_live || step.index == capture_step_) record.live = LiveTransient();
   current_.steps.push_back(std::move(record));
 }

@@ -32,6 +32,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "framework/device.h"
@@ -72,6 +73,10 @@ class MemoryRuntime : public TensorStore {
   void FinishStep(const Step& step) override;
   Status EndIteration() override;
   float* Data(TensorId id) override;
+  Status ReadTensor(TensorId id, void* out) override;
+  Status WriteTensor(TensorId id, const void* in) override;
+  void BeginUpdate(SlotUpdate update) override;
+  Status FinishUpdate() override;
   Workspace StepWorkspace() override { return workspace_; }
   std::vector<int> StepAlgorithms() override { return algorithms_; }
   bool computes() const override { return device_ != nullptr; }
@@ -115,6 +120,18 @@ class MemoryRuntime : public TensorStore {
   Status Rebuild(TensorId id, StepRunner& runner);
   void ReleaseSources(TensorId id, const std::vector<TensorId>& rebuilt);
   Status AllocateTensor(TensorId id);
+  // A tensor the step overwrites: a device block (its host copy, if any,
+  // stops being current).
+  Status AllocateForWrite(TensorId id);
+  // Whether the tensor cache manages the tensor (transient ones, and
+  // persistent ones with memory.params: cache).
+  bool Cached(TensorId id) const;
+  // The solver step of parameter slot `slot` (Schedule::parameters) where
+  // the plan says: kUpdate after its layer's backward.
+  void ApplyUpdate(int slot);
+  // The same on the device, for a slot not updated during the iteration.
+  Status UpdateOnDevice(int slot);
+  void UpdateInHostMemory(int slot);
   Status AllocateWorkspace(size_t bytes, const std::string& what);
   // Chooses the algorithms of `layer`'s `pass` under the free memory and
   // allocates their workspace (workspace_selector.h).
@@ -153,6 +170,16 @@ class MemoryRuntime : public TensorStore {
   TensorCache cache_;
   MemoryEventLog log_events_;
   std::vector<MemoryEvent> events_;
+  // Parameters, gradients and state that live in host memory between uses.
+  std::vector<bool> home_host_;
+  std::unordered_map<TensorId, int> slot_of_;  // parameter -> Schedule::parameters index
+  SlotUpdate update_;                          // this iteration's solver step, if any
+  std::vector<bool> updated_;                  // per slot, in this iteration
+  Status failure_;  // a failure after a step (FinishStep returns none), reported next
+  class NoRunner : public StepRunner {
+   public:
+    Status Recompute(int) override { return Internal("no recomputation outside a step"); }
+  } no_runner_;
   // Dropped tensors that will be rebuilt from each tensor; a tensor past its
   // last use stays (deferred) until none are left.
   std::vector<int> rebuild_refs_;

@@ -11,8 +11,13 @@
 
 namespace spill {
 
+bool MemoryRuntime::Cached(TensorId id) const {
+  return IsTransient(schedule_.tensors[id].kind) ||
+         options_.params.kind == ParamPlacement::Kind::kCache;
+}
+
 void MemoryRuntime::Pin(TensorId id) {
-  if (!IsTransient(schedule_.tensors[id].kind)) return;
+  if (!Cached(id)) return;
   cache_.Lock(id);
   cache_.Touch(id);
   pinned_.push_back(id);
@@ -108,7 +113,23 @@ Status MemoryRuntime::AllocateTensor(TensorId id) {
   for (;;) {
     Status status = residency_->Allocate(id);
     if (status.ok()) {
-      if (IsTransient(schedule_.tensors[id].kind)) cache_.Touch(id);
+      if (Cached(id)) cache_.Touch(id);
+      return status;
+    }
+    if (status.code() != StatusCode::kOutOfMemory || !MakeRoom(schedule_.tensors[id].bytes)) {
+      const TensorInfo& info = schedule_.tensors[id];
+      return Fail(status,
+                  "'" + info.name + "' (" + FormatBytes(static_cast<double>(info.bytes)) + ")",
+                  info.bytes);
+    }
+  }
+}
+
+Status MemoryRuntime::AllocateForWrite(TensorId id) {
+  for (;;) {
+    Status status = residency_->AllocateForWrite(id);
+    if (status.ok()) {
+      if (Cached(id)) cache_.Touch(id);
       return status;
     }
     if (status.code() != StatusCode::kOutOfMemory || !MakeRoom(schedule_.tensors[id].bytes)) {
@@ -201,12 +222,11 @@ bool MemoryRuntime::Prefetch(TensorId id) {
   if (residency_->state(id) != Residency::kHost) return true;
   if (!allocator_->CanAllocate(schedule_.tensors[id].bytes)) return false;
   if (!residency_->BeginPrefetch(id).ok()) return false;
-  cache_.Touch(id);
+  if (Cached(id)) cache_.Touch(id);
   return true;
 }
 
 Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
-  if (!IsTransient(schedule_.tensors[id].kind)) return Status::Ok();
   switch (residency_->state(id)) {
     case Residency::kDevice:
     case Residency::kOffloading:
@@ -227,7 +247,7 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
         }
       }
       residency_->FinishPrefetch(id);
-      cache_.Touch(id);
+      if (Cached(id)) cache_.Touch(id);
       return Status::Ok();
     case Residency::kDropped:
       return Rebuild(id, runner);
@@ -266,7 +286,9 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   const LayerTensors& lt = schedule_.layers[layer];
   const size_t pins = pinned_.size();
   std::vector<TensorId> rebuilt;
-  for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux}) {
+  // Parameters kept in host memory come in too; the plan returns them after
+  // the layer's own backward, which comes later.
+  for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux, &lt.params}) {
     for (TensorId in : *group) {
       if (residency_->state(in) == Residency::kDropped) rebuilt.push_back(in);
       SPILL_RETURN_IF_ERROR(EnsureOnDevice(in, runner));

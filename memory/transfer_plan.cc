@@ -1,5 +1,6 @@
 #include "memory/transfer_plan.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -57,7 +58,82 @@ std::string TransferPlan::ToString(const Schedule& schedule) const {
   return out.str();
 }
 
+bool HomeOnHost(const Schedule& schedule, const MemoryOptions& options, TensorId id) {
+  const TensorInfo& info = schedule.tensors[id];
+  if (IsTransient(info.kind) || !options.params.HomeOnHost(info.bytes)) return false;
+  // Updated on the device, a gradient is used up there and never kept.
+  return !(info.kind == TensorKind::kParamGrad && !options.update_on_host);
+}
+
 namespace {
+
+// Parameters that live in host memory come in for each step of their layer
+// and go back after it: prefetched one step ahead, given back after the step
+// (a copy only when the step changed them), the copy waited for one step
+// later. After the layer's backward the solver updates them where the memory
+// policy says: on the device (the gradient is then used up and its state
+// copied back), or in host memory, once the gradient's copy has arrived.
+void AddLayerParameterTransfers(const Schedule& schedule, const MemoryOptions& options, int layer,
+                                const std::vector<const ParameterSlot*>& layer_slots,
+                                PhasePlans* plans) {
+  std::vector<TensorId> params, states;
+  std::vector<const ParameterSlot*> slots;  // trainable parameters living on the host
+  for (TensorId p : schedule.layers[layer].params) {
+    if (HomeOnHost(schedule, options, p)) params.push_back(p);
+  }
+  for (const ParameterSlot* slot : layer_slots) {
+    if (!HomeOnHost(schedule, options, slot->param)) continue;
+    slots.push_back(slot);
+    for (TensorId t : slot->state) states.push_back(t);
+  }
+  if (params.empty()) return;
+  auto add = [](std::vector<TransferAction>* list, TransferOp op,
+                const std::vector<TensorId>& ids) {
+    for (TensorId id : ids) list->push_back({op, id});
+  };
+  for (TransferPlan* plan : {&plans->train, &plans->eval}) {
+    const int f = schedule.forward_step[layer];
+    const int next = std::min(f + 1, plan->num_steps() - 1);
+    if (f > 0) add(&plan->before[f - 1], TransferOp::kPrefetch, params);
+    add(&plan->after[f], TransferOp::kBeginOffload, params);
+    add(&plan->after[next], TransferOp::kFinishOffload, params);
+  }
+  TransferPlan& train = plans->train;
+  const int b = schedule.backward_step[layer];
+  if (!schedule.steps[b].active) return;
+  const int next = std::min(b + 1, train.num_steps() - 1);
+  add(&train.before[b - 1], TransferOp::kPrefetch, params);
+  if (options.update_on_host) {
+    add(&train.after[b], TransferOp::kBeginOffload, params);  // unchanged: no copy
+    add(&train.after[b], TransferOp::kFinishOffload, params);
+    for (const ParameterSlot* slot : slots) {
+      train.after[b].push_back({TransferOp::kBeginOffload, slot->grad});
+      train.after[b].push_back({TransferOp::kUpdate, slot->param});
+      train.after[next].push_back({TransferOp::kFinishOffload, slot->grad});
+    }
+    return;
+  }
+  add(&train.before[b - 1], TransferOp::kPrefetch, states);
+  for (const ParameterSlot* slot : slots)
+    train.after[b].push_back({TransferOp::kUpdate, slot->param});
+  add(&train.after[b], TransferOp::kBeginOffload, params);
+  add(&train.after[b], TransferOp::kBeginOffload, states);
+  add(&train.after[next], TransferOp::kFinishOffload, params);
+  add(&train.after[next], TransferOp::kFinishOffload, states);
+}
+
+void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& options,
+                           PhasePlans* plans) {
+  if (options.params.kind != ParamPlacement::Kind::kHost &&
+      options.params.kind != ParamPlacement::Kind::kAbove) {
+    return;
+  }
+  std::vector<std::vector<const ParameterSlot*>> by_layer(schedule.layers.size());
+  for (const ParameterSlot& slot : schedule.parameters) by_layer[slot.layer].push_back(&slot);
+  for (int layer : schedule.route) {
+    AddLayerParameterTransfers(schedule, options, layer, by_layer[layer], plans);
+  }
+}
 
 std::map<std::string, SchedulerInfo>& Registry() {
   static auto* registry = new std::map<std::string, SchedulerInfo>();
@@ -87,7 +163,9 @@ StatusOr<PhasePlans> MakeTransferPlans(const NetworkView& view, const MemoryOpti
     return InvalidArgument("unknown scheduler '" + options.scheduler +
                            "'; known schedulers: " + known);
   }
-  return it->second.plan(view, options);
+  SPILL_ASSIGN_OR_RETURN(PhasePlans plans, it->second.plan(view, options));
+  AddParameterTransfers(*view.schedule, options, &plans);
+  return plans;
 }
 
 }  // namespace spill

@@ -26,6 +26,9 @@
 //   kRebuild        dropped -> device: recompute now rather than at first read
 //   kRelease        the tensor's last use: give everything back (deferred
 //                   while a dropped tensor still needs it to be rebuilt)
+//   kUpdate         the solver step of a parameter that lives in host memory,
+//                   once its layer's backward is done: on the device (then its
+//                   gradient goes) or in host memory after the gradient's copy
 //
 // Plans are plain data, produced by pure functions of the schedule, the
 // sizes and the options (memory/schedulers/), one per phase. The runtime
@@ -57,6 +60,7 @@ enum class TransferOp {
   kDrop,
   kRebuild,
   kRelease,
+  kUpdate,
 };
 const char* TransferOpName(TransferOp op);
 
@@ -111,7 +115,14 @@ struct SchedulerInfo {
 };
 
 bool RegisterScheduler(SchedulerInfo info);
+// The scheduler's plans, plus the transfers of the parameters that live in
+// host memory (memory.params), whatever the scheduler.
 StatusOr<PhasePlans> MakeTransferPlans(const NetworkView& view, const MemoryOptions& options);
+
+// Whether a persistent tensor lives in host memory between uses under
+// `options` (parameters, their gradients and solver state; a gradient that
+// is consumed on the device by the update has no home at all).
+bool HomeOnHost(const Schedule& schedule, const MemoryOptions& options, TensorId id);
 std::vector<std::string> SchedulerNames();
 
 }  // namespace spill

@@ -188,7 +188,7 @@ layers:
   ASSERT_TRUE(baseline.ok());
   for (const char* mode : {"offload", "offload_recompute", "superneurons"}) {
     ASSERT_TRUE(ApplyMemoryMode(mode, &run.memory).ok());
-    auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
+    auto net = testing::BuildTrainingNet(spec, run.batch);
     ASSERT_TRUE(net.ok());
     run.memory.device_budget = *MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
     run.memory.poison_freed = true;

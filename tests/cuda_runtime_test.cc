@@ -61,7 +61,7 @@ testing::SyntheticRun GpuRun(const std::string& mode) {
 }
 
 size_t SmallestBudget(const NetSpec& spec, const testing::SyntheticRun& run) {
-  auto net = Net::Build(spec, {run.batch, DeviceType::kCuda});
+  auto net = testing::BuildTrainingNet(spec, run.batch, DeviceType::kCuda);
   SPILL_CHECK(net.ok()) << net.status().ToString();
   auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
   SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
@@ -286,7 +286,7 @@ TEST_P(CudaModeTest, PlannedPeakEqualsMeasuredPeak) {
     run.memory.device_budget = SmallestBudget(spec, run);
     auto measured = testing::TrainSynthetic(spec, run);
     ASSERT_TRUE(measured.ok()) << mode << ": " << measured.status().ToString();
-    auto net = Net::Build(spec, {run.batch, DeviceType::kCuda});
+    auto net = testing::BuildTrainingNet(spec, run.batch, DeviceType::kCuda);
     ASSERT_TRUE(net.ok());
     auto plan = Plan((*net)->view(), run.memory);
     ASSERT_TRUE(plan.ok() && plan->fits) << mode;

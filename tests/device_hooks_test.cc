@@ -32,7 +32,7 @@ testing::SyntheticRun RunOn(CpuDevice* device, const std::string& mode) {
 }
 
 size_t SmallestBudget(const NetSpec& spec, const MemoryOptions& options, int64_t batch) {
-  auto net = Net::Build(spec, {batch, DeviceType::kCpu});
+  auto net = testing::BuildTrainingNet(spec, batch);
   SPILL_CHECK(net.ok()) << net.status().ToString();
   auto minimum = MinimumBudget((*net)->view(), options, kPoolBlockBytes);
   SPILL_CHECK(minimum.ok()) << minimum.status().ToString();

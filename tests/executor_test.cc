@@ -46,7 +46,7 @@ class NetworkGradientTest : public ::testing::Test {
     ASSERT_TRUE(runtime.ok());
     runtime_ = std::move(runtime).value();
     executor_ = std::make_unique<Executor>(*net_, &device_, *runtime_);
-    InitializeParameters(*net_, *runtime_, device_, 3);
+    ASSERT_TRUE(InitializeParameters(*net_, *runtime_, 3).ok());
     images_.resize(net_->input_shape().numel());
     for (size_t i = 0; i < images_.size(); ++i) images_[i] = 2 * UniformAt(5, i) - 1;
     labels_ = {0, 2, 1};
@@ -112,7 +112,7 @@ TEST(ExecutorTest, EvalRunsForwardOnlyAndLeavesParametersAlone) {
   auto runtime = MemoryRuntime::Create((*net)->view(), options, &device);
   ASSERT_TRUE(runtime.ok());
   Executor executor(**net, &device, **runtime);
-  InitializeParameters(**net, **runtime, device, 1);
+  ASSERT_TRUE(InitializeParameters(**net, **runtime, 1).ok());
   std::vector<float> images((*net)->input_shape().numel(), 0.5f), labels = {1, 2};
   HostBatch batch{images.data(), labels.data()};
   auto first = executor.Run(batch, Phase::kEval, 1);

@@ -114,7 +114,8 @@ TEST(AllocatorSeamTest, EveryAllocatorKeepsItsInvariantsInEveryMode) {
       for (size_t budget : {size_t{64} << 20, *minimum}) {
         options.device_budget = budget;
         auto runtime = MemoryRuntime::Create(net->view, options, nullptr);
-        ASSERT_TRUE(runtime.ok()) << allocator << " " << mode;
+        ASSERT_TRUE(runtime.ok()) << allocator << " " << mode << ": "
+                                  << runtime.status().ToString();
         for (int iteration = 0; iteration < 2; ++iteration) {
           ASSERT_TRUE((*runtime)->BeginIteration(Phase::kTrain).ok());
           for (const Step& step : net->schedule.steps) {

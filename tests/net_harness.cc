@@ -6,30 +6,16 @@
 #include "framework/initializer.h"
 #include "framework/net.h"
 #include "framework/random.h"
+#include "framework/solver.h"
 #include "memory/runtime.h"
 
 namespace spill {
 namespace testing {
 namespace {
 
-void Sgd(const Net& net, MemoryRuntime& runtime, Device& device, float lr) {
-  const Schedule& s = net.schedule();
-  for (int id = 0; id < net.num_layers(); ++id) {
-    const LayerTensors& lt = s.layers[id];
-    for (size_t p = 0; p < lt.params.size(); ++p) {
-      if (lt.param_grads[p] == kNoTensor) continue;
-      const size_t n = s.tensors[lt.params[p]].shape.numel();
-      std::vector<float> w(n), g(n);
-      device.CopySync(w.data(), runtime.Data(lt.params[p]), n * 4, CopyKind::kDeviceToHost);
-      device.CopySync(g.data(), runtime.Data(lt.param_grads[p]), n * 4, CopyKind::kDeviceToHost);
-      for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
-      device.CopySync(runtime.Data(lt.params[p]), w.data(), n * 4, CopyKind::kHostToDevice);
-    }
-  }
-}
-
-std::vector<std::vector<float>> Fetch(const Net& net, MemoryRuntime& runtime, Device& device,
-                                      bool grads) {
+// Every parameter (or its gradient) after the run, read wherever it lives;
+// gradients used up by an update on the device are left out.
+std::vector<std::vector<float>> Fetch(const Net& net, MemoryRuntime& runtime, bool grads) {
   std::vector<std::vector<float>> out;
   const Schedule& s = net.schedule();
   for (int id = 0; id < net.num_layers(); ++id) {
@@ -38,7 +24,11 @@ std::vector<std::vector<float>> Fetch(const Net& net, MemoryRuntime& runtime, De
       TensorId t = grads ? lt.param_grads[p] : lt.params[p];
       if (t == kNoTensor) continue;
       std::vector<float> v(s.tensors[t].shape.numel());
-      device.CopySync(v.data(), runtime.Data(t), v.size() * 4, CopyKind::kDeviceToHost);
+      Status read = runtime.ReadTensor(t, v.data());
+      if (!read.ok()) {
+        SPILL_CHECK(grads) << read.ToString();
+        continue;
+      }
       out.push_back(std::move(v));
     }
   }
@@ -46,6 +36,26 @@ std::vector<std::vector<float>> Fetch(const Net& net, MemoryRuntime& runtime, De
 }
 
 }  // namespace
+
+namespace {
+
+// SGD with momentum and weight decay: the solver state is a tensor too.
+SolverConfig HarnessSolver() {
+  SolverConfig sgd;
+  sgd.momentum = 0.9;
+  sgd.weight_decay = 1e-3;
+  return sgd;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
+                                                DeviceType device) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, device}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
+  solver->AddState(*net);
+  return net;
+}
 
 NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides) {
   auto spec = ParseNetString(yaml, "test.yaml", overrides);
@@ -63,10 +73,13 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   Device& device = run.use_device != nullptr ? *run.use_device : *owned;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {run.batch, device.type()}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
+  solver->AddState(*net);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
                          MemoryRuntime::Create(net->view(), run.memory, &device));
   Executor executor(*net, &device, *runtime);
-  InitializeParameters(*net, *runtime, device, run.seed);
+  SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, run.seed));
+  SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
   const Shape input = net->input_shape();
   const int64_t classes = std::max<int64_t>(net->num_classes(), 1);
   TrainTrace trace;
@@ -80,12 +93,13 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
       labels[i] = static_cast<float>((i * 7 + batch_index) % classes);
     }
     HostBatch batch{images.data(), labels.data()};
+    solver->BeginStep(*net, *runtime, device, run.learning_rate);
     SPILL_ASSIGN_OR_RETURN(LossResult result, executor.Run(batch, Phase::kTrain, run.seed + step));
     trace.losses.push_back(result.loss);
-    if (step + 1 == run.steps) trace.grads = Fetch(*net, *runtime, device, true);
-    Sgd(*net, *runtime, device, run.learning_rate);
+    if (step + 1 == run.steps) trace.grads = Fetch(*net, *runtime, true);
+    SPILL_RETURN_IF_ERROR(solver->FinishStep(*runtime));
   }
-  trace.params = Fetch(*net, *runtime, device, false);
+  trace.params = Fetch(*net, *runtime, false);
   trace.log = runtime->log();
   trace.recomputations = executor.recomputations();
   trace.to_host = runtime->residency().counters().to_host_bytes;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "framework/device.h"
+#include "framework/net.h"
 #include "framework/net_spec.h"
 #include "memory/heap_pool.h"
 #include "memory/memory_events.h"
@@ -45,6 +46,11 @@ struct SyntheticRun {
 };
 
 StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run);
+
+// The network TrainSynthetic trains, with its solver's state (momentum) in
+// the schedule: what a plan of the same run must be made from.
+StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
+                                                DeviceType device = DeviceType::kCpu);
 
 // Parses YAML text (label "test.yaml") or dies.
 NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides = {});

@@ -9,6 +9,8 @@
 
 #include "framework/expr.h"
 #include "framework/net.h"
+#include "framework/units.h"
+#include "framework/yaml_reader.h"
 #include "layers/input_layer.h"
 #include "tests/net_harness.h"
 
@@ -140,7 +142,7 @@ TEST(NetErrorsTest, UnknownKeyListsKnownKeys) {
                                  "  - {name: conv1, type: convolution, filters: 2, kernal: 3}\n");
   EXPECT_THAT(error, HasSubstr("net.yaml:3"));
   EXPECT_THAT(error, HasSubstr("layer 'conv1' (convolution)"));
-  EXPECT_THAT(error, HasSubstr("'kernel' is required"));
+  EXPECT_THAT(error, HasSubstr("kernel: is required"));
   error = BuildError(std::string(kHeader) +
                      "  - {name: conv1, type: convolution, filters: 2, kernel: 3, strid: 2}\n");
   EXPECT_THAT(error, HasSubstr("net.yaml:3"));
@@ -201,9 +203,9 @@ TEST(NetErrorsTest, BadValueNamesKeyAndExpectation) {
   std::string error =
       BuildError(std::string(kHeader) + "  - {name: d, type: dropout, ratio: lots}\n");
   EXPECT_THAT(error, HasSubstr("net.yaml:3"));
-  EXPECT_THAT(error, HasSubstr("'ratio' must be a number"));
+  EXPECT_THAT(error, HasSubstr("ratio: must be a number in [0, 1) (got 'lots')"));
   error = BuildError(std::string(kHeader) + "  - {name: d, type: dropout, ratio: 1.5}\n");
-  EXPECT_THAT(error, HasSubstr("'ratio' must be in [0, 1)"));
+  EXPECT_THAT(error, HasSubstr("ratio: must be a number in [0, 1) (got '1.5')"));
 }
 
 TEST(NetErrorsTest, WrongNumberOfInputs) {
@@ -280,6 +282,71 @@ TEST(ExprTest, Arithmetic) {
   EXPECT_EQ(*EvaluateExpression("a * f", vars), "3.5");
   EXPECT_FALSE(EvaluateExpression("a / 0", vars).ok());
   EXPECT_FALSE(EvaluateExpression("a +", vars).ok());
+}
+
+TEST(ExprTest, CheckedAtTheEdgesOf64Bits) {
+  Variables vars = {{"max", YAML::Node("9223372036854775807")}};
+  EXPECT_EQ(*EvaluateExpression("-max - 1", vars), "-9223372036854775808");
+  EXPECT_EQ(*EvaluateExpression("(-max - 1) / 1", vars), "-9223372036854775808");
+  EXPECT_EQ(*EvaluateExpression("7 / -2", vars), "-3");  // C semantics
+  EXPECT_EQ(*EvaluateExpression("7 % -2", vars), "1");
+  for (const char* overflow : {"max + 1", "-max - 2", "max * 2", "(-max - 1) / -1",
+                               "(-max - 1) % -1", "-(-max - 1)", "99999999999999999999"}) {
+    auto result = EvaluateExpression(overflow, vars);
+    ASSERT_FALSE(result.ok()) << overflow;
+    EXPECT_THAT(result.status().message(),
+                ::testing::AnyOf(HasSubstr("integer overflow"), HasSubstr("bad number")))
+        << overflow;
+  }
+  EXPECT_THAT(EvaluateExpression("1e308 * 10", vars).status().message(),
+              HasSubstr("not a finite number"));
+  EXPECT_THAT(EvaluateExpression(std::string(65, '(') + "1" + std::string(65, ')'), vars)
+                  .status()
+                  .message(),
+              HasSubstr("nested deeper than 64 levels"));
+  EXPECT_EQ(*EvaluateExpression(std::string(64, '(') + "1" + std::string(64, ')'), vars), "1");
+}
+
+// --- the strict reader's conversions and messages ---------------------------
+
+TEST(YamlReaderTest, ScalarsConvertOneWay) {
+  EXPECT_EQ(*ParseInt64("-42"), -42);
+  EXPECT_EQ(*ParseInt64("+7"), 7);
+  for (const char* bad : {"", "1.0", "0x10", "1_000", " 1", "1 ", "9223372036854775808", "-"}) {
+    EXPECT_FALSE(ParseInt64(bad).ok()) << bad;
+  }
+  EXPECT_EQ(*ParseFiniteDouble("5e-4"), 5e-4);
+  for (const char* bad : {"nan", ".inf", "inf", "1e999", "1.5x", ""}) {
+    EXPECT_FALSE(ParseFiniteDouble(bad).ok()) << bad;
+  }
+  EXPECT_TRUE(*ParseBool("Yes"));
+  EXPECT_FALSE(*ParseBool("FALSE"));
+  for (const char* bad : {"on", "off", "1", "0", "y", "tru"})
+    EXPECT_FALSE(ParseBool(bad).ok()) << bad;
+}
+
+TEST(YamlReaderTest, MapsCheckTypesRangesAndKeys) {
+  auto root = LoadYamlText("a: 3\nb: [4, 5]\nc: 2GiB\nd: {e: 0.5}\nf: x\n", "t.yaml");
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  YamlOrigin origin;
+  origin.file = "t.yaml";
+  YamlMap map(*root, origin, "");
+  EXPECT_EQ(map.Int("a", 0, 0, 10), 3);
+  EXPECT_EQ(map.Pair("b", {1, 1}, 1, 9), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(map.Bytes("c", 0, 1, size_t{4} << 30), size_t{2} << 30);
+  YamlMap d = map.Section("d");
+  EXPECT_EQ(d.Float("e", 0, Bounds::AboveTo(0, 1)), 0.5);
+  EXPECT_EQ(d.Float("missing", 0.25, Bounds::Closed(0, 1)), 0.25);
+  EXPECT_TRUE(d.Finish().ok());
+  EXPECT_THAT(map.Finish().message(), HasSubstr("t.yaml:5: unknown key 'f'; expected one of: a"));
+  YamlMap again(*root, origin, "top");
+  EXPECT_EQ(again.Int("a", 1, 4, 10), 1);  // out of range: the fallback, and an error
+  EXPECT_THAT(again.Finish().message(),
+              HasSubstr("t.yaml:1: top.a: must be an integer in [4, 10] (got '3')"));
+  EXPECT_THAT(LoadYamlText("a: 1\na: 2\n", "t.yaml").status().message(),
+              HasSubstr("t.yaml:2: duplicate key 'a' (first at line 1)"));
+  EXPECT_THAT(LoadYamlText("? [1]\n: 2\n", "t.yaml").status().message(),
+              HasSubstr("a key must be a plain name"));
 }
 
 }  // namespace

@@ -230,6 +230,35 @@ TEST_F(HandMadeLogTest, RecomputationAndUpdateRunOnTheComputeQueue) {
   EXPECT_EQ(timeline_.slices.back().category, "update");
 }
 
+// Mapping chunks (va): an unmap first drains both queues - here the host
+// waits until the 2 s offload ends at 3 s - then the host spends the
+// profile's cost per chunk mapped or unmapped. Maps alone need no drain.
+TEST_F(HandMadeLogTest, UnmapDrainsTheQueuesAndMappingCostsHostTime) {
+  using T = MemoryEventType;
+  profile_.map_seconds_per_chunk = 0.1;
+  MemoryEvent alloc = Event(T::kAlloc, 1, t_, 1024);
+  alloc.maps = 2;
+  alloc.unmaps = 1;
+  std::vector<MemoryEvent> events = {Event(T::kCompute, 0),
+                                     Event(T::kBeginOffload, 0, 2, 2000000000), alloc,
+                                     Event(T::kCompute, 1)};
+  TimelineSummary s = Run(events, /*inline_compute=*/false);
+  EXPECT_NEAR(s.host_wait_seconds, 3.0, kTolerance);
+  EXPECT_NEAR(s.map_seconds, 0.3, kTolerance);
+  EXPECT_NEAR(s.iteration_seconds, 4.3, kTolerance);  // step 1 enqueued at 3.3
+  events[2].unmaps = 0;
+  s = Run(events, false);
+  EXPECT_NEAR(s.host_wait_seconds, 0, kTolerance);
+  EXPECT_NEAR(s.map_seconds, 0.2, kTolerance);
+  EXPECT_NEAR(s.iteration_seconds, 3.0, kTolerance);  // the copy ends last
+  // Between iterations (va restoring its ranges): the same rules.
+  MemoryEvent remap = Event(T::kRemap, -1);
+  remap.unmaps = 3;
+  s = Run({Event(T::kCompute, 0), remap}, false);
+  EXPECT_NEAR(s.host_wait_seconds, 1.0, kTolerance);
+  EXPECT_NEAR(s.map_seconds, 0.3, kTolerance);
+}
+
 // ---------------------------------------------------------------------------
 // Real plans
 
@@ -341,6 +370,44 @@ TEST(SimulatedScheduleTest, TheBarrierMakesComputeWaitForOffloads) {
   EXPECT_GE(with.iteration_seconds, without.iteration_seconds - kTolerance);
   // The vdnn mode is that schedule with the barrier (placed by best fit).
   EXPECT_NEAR(simulate("vdnn", true).iteration_seconds, with.iteration_seconds, kTolerance);
+}
+
+// Under va the plan's events say what was mapped, and the simulator charges
+// exactly that: one drain per event that unmaps, the profile's cost per
+// chunk. Page-sized chunks make the window scheduler remap at its minimum.
+TEST(SimulatedPlanTest, VirtualAddressingChargesEveryChunkMapped) {
+  auto net = Net::Build(testing::MustParse(testing::kResNet, {}), {4, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  const NetworkView view = (*net)->view();
+  MemoryOptions options;
+  ASSERT_TRUE(ApplyMemoryMode("window", &options).ok());
+  options.allocator = "va";
+  options.chunk = 4 * kKiB;
+  options.record_events = true;
+  options.device_budget = *MinimumBudget(view, options, kPoolBlockBytes);
+  auto plan = Plan(view, options);
+  ASSERT_TRUE(plan.ok() && plan->fits);
+  int64_t chunks = 0, drains = 0;
+  for (const MemoryEvent& e : plan->events) {
+    chunks += e.maps + e.unmaps;
+    drains += e.unmaps > 0;
+  }
+  ASSERT_GT(chunks, 0);
+  DeviceProfile profile = *FindDeviceProfile("v100-nvlink2");
+  const IterationCosts costs = ModelCosts(view, plan->log, profile, nullptr);
+  const DeviceBytes base = BaseDeviceBytes(plan->log, plan->events);
+  const Timeline free_maps = SimulateIteration(view, plan->events, costs, profile, base);
+  profile.map_seconds_per_chunk = 1e-3;
+  const Timeline timeline = SimulateIteration(view, plan->events, costs, profile, base);
+  const TimelineSummary s = Summarize(timeline);
+  EXPECT_NEAR(s.map_seconds, chunks * 1e-3, 1e-9);
+  EXPECT_GT(timeline.seconds, free_maps.seconds);
+  int drain_slices = 0;
+  for (const TimelineSlice& slice : timeline.slices) {
+    drain_slices += slice.name == "wait for the queues to drain";
+  }
+  EXPECT_LE(drain_slices, drains);  // a drain with nothing queued takes no time
+  EXPECT_NE(MemoryEventsJson(plan->events, *view.schedule).find("\"maps\":"), std::string::npos);
 }
 
 // Measured step times stand for the steps they timed; a step measured under

@@ -187,6 +187,42 @@ TEST_F(TrainerTest, ResumingGivesTheLossesOfAnUninterruptedRun) {
     EXPECT_EQ(pieced[i], uninterrupted[i]) << "step " << i + 1;
 }
 
+// Parameters, gradients and solver state in host memory, updated there as
+// each layer's gradient arrives: the same losses as on the device, and
+// checkpoints gather the state from host memory and restore it there.
+TEST_F(TrainerTest, ParametersInHostMemoryTrainAndResumeLikeOnTheDevice) {
+  auto run = [&](TrainConfig config, const std::string& output, int64_t max_steps,
+                 const std::string& resume) {
+    config.memory.workspace = *ParseWorkspacePolicy("pin:im2col_image");
+    config.run.output = (dir_ / output).string();
+    TrainOptions options = Quiet();
+    options.max_steps = max_steps;
+    options.resume = resume;
+    auto trainer = Trainer::Create(config, options);
+    SPILL_CHECK(trainer.ok()) << trainer.status().ToString();
+    Status status = (*trainer)->Run();
+    SPILL_CHECK(status.ok()) << status.ToString();
+    return (*trainer)->report().losses;
+  };
+  const std::vector<double> on_device = run(Config(), "device", 0, "");
+  ASSERT_EQ(on_device.size(), 30u);
+  for (bool update_on_host : {false, true}) {
+    TrainConfig config = Config(", checkpoint_every: 13");
+    config.memory.params = *ParseParamPlacement("host");
+    config.memory.update_on_host = update_on_host;
+    const std::string output = update_on_host ? "host_update_host" : "host_update_device";
+    std::vector<double> pieced = run(config, output, 13, "");
+    for (double loss : run(config, output, 0, (dir_ / output / "checkpoint.npz").string())) {
+      pieced.push_back(loss);
+    }
+    ASSERT_EQ(pieced.size(), on_device.size());
+    for (size_t i = 0; i < pieced.size(); ++i) {
+      EXPECT_EQ(pieced[i], on_device[i])
+          << "update on " << (update_on_host ? "host" : "device") << ", step " << i + 1;
+    }
+  }
+}
+
 TEST_F(TrainerTest, StopRequestSavesACheckpointAndResumes) {
   TrainConfig config = Config();
   {
@@ -216,10 +252,10 @@ TEST_F(TrainerTest, StopRequestSavesACheckpointAndResumes) {
 TEST_F(TrainerTest, CheckpointFromAnotherNetworkIsRejectedByName) {
   TrainConfig config = Config();
   {
-    auto trainer = Trainer::Create(config, Quiet());
     TrainOptions options = Quiet();
     options.max_steps = 1;
-    trainer = Trainer::Create(config, options);
+    auto trainer = Trainer::Create(config, options);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
     ASSERT_TRUE((*trainer)->Run().ok());
   }
   std::string text = config.text;
@@ -240,7 +276,7 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
       ".");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(),
-              HasSubstr("bad.yaml:1: solver.lr: must be a number (got 'fast')"));
+              HasSubstr("bad.yaml:1: solver.lr: must be a number in (0, 1000] (got 'fast')"));
   bad = ParseTrainConfig("model: {file: m.yaml}\ndata: {path: x, batchsize: 3}\nrun: {epochs: 1}\n",
                          "bad.yaml", ".");
   ASSERT_FALSE(bad.ok());

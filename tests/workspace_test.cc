@@ -153,7 +153,7 @@ TEST(DynamicWorkspaceTest, NoStepExceedsTheBudgetFromRoomyToMinimal) {
   run.batch = 8;
   run.steps = 2;
   ASSERT_TRUE(ApplyMemoryMode("liveness", &run.memory).ok());
-  auto net = Net::Build(spec, {run.batch, DeviceType::kCpu});
+  auto net = testing::BuildTrainingNet(spec, run.batch);
   ASSERT_TRUE(net.ok());
   MemoryOptions roomy = run.memory;
   roomy.device_budget = 256 * kMiB;

@@ -3,14 +3,13 @@
 // milliseconds per op and workspace MiB, then each algorithm's total over one
 // training step of the network's convolutions.
 //
-//   bazel run //tools:bench_conv [-- --reps=N --batch=N --algorithms=a,b --layers=TEXT]
+//   bazel run //tools:bench_conv [-- --reps N --batch N --algorithms a,b --layers TEXT]
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "layers/cpu/conv_algorithm.h"
+#include "tools/cli.h"
 
 namespace spill {
 namespace cpu {
@@ -136,36 +136,20 @@ double TimeOp(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op, Buffers&
 }
 
 struct Options {
-  int reps = 5;
+  int64_t reps = 5;
   int64_t batch = 64;
   std::vector<std::string> algorithms;  // empty: all
   std::string layers;                   // only layers whose name contains this
 };
 
-Options ParseOptions(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind("--reps=", 0) == 0) {
-      o.reps = std::max(1, std::atoi(arg.c_str() + 7));
-    } else if (arg.rfind("--batch=", 0) == 0) {
-      o.batch = std::max(1, std::atoi(arg.c_str() + 8));
-    } else if (arg.rfind("--layers=", 0) == 0) {
-      o.layers = arg.substr(9);
-    } else if (arg.rfind("--algorithms=", 0) == 0) {
-      std::string list = arg.substr(13);
-      for (size_t start = 0; start <= list.size();) {
-        const size_t comma = std::min(list.find(',', start), list.size());
-        if (comma > start) o.algorithms.push_back(list.substr(start, comma - start));
-        start = comma + 1;
-      }
-    } else {
-      std::fprintf(stderr,
-                   "usage: bench_conv [--reps=N] [--batch=N] [--algorithms=a,b] [--layers=TEXT]\n");
-      std::exit(2);
-    }
-  }
-  return o;
+void Declare(Flags& f, Options* o) {
+  f.Int("--reps", &o->reps, "timed runs per operation; the fastest counts (default 5)", 1, 1000);
+  f.Int("--batch", &o->batch, "batch size (default 64)", 1, 4096);
+  f.app()
+      .add_option("--algorithms", o->algorithms, "only these algorithms (default: all)")
+      ->delimiter(',')
+      ->type_name("A,B");
+  f.String("--layers", &o->layers, "only the layers whose name contains TEXT")->type_name("TEXT");
 }
 
 std::vector<const ConvAlgorithm*> Selected(const Options& o) {
@@ -196,7 +180,8 @@ void BenchLayer(const Layer& l, const Options& o, const std::vector<const ConvAl
     for (int op = 0; op < kNumConvOps; ++op) bytes[op] = a->WorkspaceBytes(g, ConvOp(op));
     Buffers b = MakeBuffers(g, *std::max_element(bytes, bytes + kNumConvOps));
     double ms[kNumConvOps];
-    for (int op = 0; op < kNumConvOps; ++op) ms[op] = TimeOp(*a, g, ConvOp(op), b, o.reps);
+    for (int op = 0; op < kNumConvOps; ++op)
+      ms[op] = TimeOp(*a, g, ConvOp(op), b, static_cast<int>(o.reps));
     const double step = ms[0] + (l.needs_dx ? ms[1] : 0.0) + ms[2];
     (*totals)[a->name()] += l.count * step;
     std::printf("  %-14s %9.2f %9.2f %9.2f %8.1f %8.1f %8.1f %9.1f\n", a->name().c_str(), ms[0],
@@ -205,10 +190,16 @@ void BenchLayer(const Layer& l, const Options& o, const std::vector<const ConvAl
 }
 
 int Main(int argc, char** argv) {
-  const Options o = ParseOptions(argc, argv);
+  Flags flags("bench_conv",
+              "Times every CPU convolution algorithm on the convolutions of ResNet-18 with a "
+              "CIFAR stem.");
+  Options o;
+  Declare(flags, &o);
+  const int stop = flags.Parse(argc, argv);
+  if (stop >= 0) return stop;
   const std::vector<const ConvAlgorithm*> algs = Selected(o);
-  std::printf("batch %lld, %d threads, best of %d runs\n", static_cast<long long>(o.batch),
-              omp_get_max_threads(), o.reps);
+  std::printf("batch %lld, %d threads, best of %lld runs\n", static_cast<long long>(o.batch),
+              omp_get_max_threads(), static_cast<long long>(o.reps));
   std::printf("  %-14s %9s %9s %9s %8s %8s %8s %9s\n", "algorithm", "fwd ms", "bwd_d ms",
               "bwd_f ms", "fwd MiB", "bwd_d MiB", "bwd_f MiB", "fwd GF/s");
   std::map<std::string, double> totals;
@@ -228,4 +219,6 @@ int Main(int argc, char** argv) {
 }  // namespace cpu
 }  // namespace spill
 
-int main(int argc, char** argv) { return spill::cpu::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return spill::RunTool("bench_conv", [&] { return spill::cpu::Main(argc, argv); });
+}

@@ -7,86 +7,51 @@
 //                                   for tools/bench_torch.py
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "framework/checkpoint.h"
 #include "framework/device_registry.h"
 #include "framework/executor.h"
+#include "framework/files.h"
 #include "framework/initializer.h"
+#include "framework/net_checks.h"
 #include "framework/random.h"
 #include "framework/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
+#include "tools/checks.h"
+#include "tools/cli.h"
 #include "tools/net_json.h"
 
 namespace spill {
 namespace {
 
-const char kUsage[] = R"(usage: bench_train --config MODEL.yaml [options]
-  --set KEY=VALUE      model parameter (repeatable)
-  --batch B            batch size (default 64)
-  --steps N            timed steps (default 20)
-  --warmup N           untimed steps first (default 3)
-  --memory MODE        memory mode (default liveness)
-  --device NAME        cpu (default) or cuda (--config=cuda builds)
-  --device-memory SIZE device budget (default 8GiB)
-  --workspace POLICY   dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME
-  --minimum            run at the smallest budget the memory mode runs in
-  --export DIR         write net.json and initial.npz for tools/bench_torch.py
-  --profile            print compute seconds per layer type over the timed steps
-)";
-
 struct Args {
-  std::string config, memory = "liveness", device = "cpu", device_memory, export_dir,
-                      workspace = "dynamic";
-  bool minimum = false, profile = false, help = false;
+  std::string config, memory = "liveness", device = "cpu", export_dir, workspace = "dynamic",
+                      params = "device", update = "device";
+  size_t device_memory = 0;  // 0: the memory options' default
+  bool minimum = false, profile = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3;
 };
 
-Status Parse(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--minimum" || arg == "--profile") {
-      (arg == "--minimum" ? a->minimum : a->profile) = true;
-      continue;
-    }
-    if (arg == "--help" || arg == "-h") {
-      a->help = true;
-      return Status::Ok();
-    }
-    if (i + 1 >= argc) return InvalidArgument(arg + " needs a value\n" + kUsage);
-    if (arg == "--config")
-      a->config = argv[++i];
-    else if (arg == "--workspace")
-      a->workspace = argv[++i];
-    else if (arg == "--memory")
-      a->memory = argv[++i];
-    else if (arg == "--device")
-      a->device = argv[++i];
-    else if (arg == "--device-memory")
-      a->device_memory = argv[++i];
-    else if (arg == "--export")
-      a->export_dir = argv[++i];
-    else if (arg == "--batch")
-      a->batch = std::atoll(argv[++i]);
-    else if (arg == "--steps")
-      a->steps = std::atoll(argv[++i]);
-    else if (arg == "--warmup")
-      a->warmup = std::atoll(argv[++i]);
-    else if (arg == "--set") {
-      std::string kv = argv[++i];
-      size_t eq = kv.find('=');
-      if (eq == std::string::npos) return InvalidArgument("--set needs KEY=VALUE");
-      a->sets[kv.substr(0, eq)] = YAML::Load(kv.substr(eq + 1));
-    } else
-      return InvalidArgument("unknown option '" + arg + "'\n" + kUsage);
-  }
-  if (a->config.empty() || a->batch < 1 || a->steps < 1) return InvalidArgument(kUsage);
-  return Status::Ok();
+void Declare(Flags& f, Args* a) {
+  f.InputFile("--config", &a->config, "the network file")->required();
+  f.Set(&a->sets);
+  f.Int("--batch", &a->batch, "batch size (default 64)", 1, kMaxBatch);
+  f.Int("--steps", &a->steps, "timed steps (default 20)", 1, 1000000);
+  f.Int("--warmup", &a->warmup, "untimed steps first (default 3)", 0, 1000000);
+  f.MemoryMode(&a->memory, "memory mode (default liveness)");
+  f.Device(&a->device, "cpu (default) or cuda (--config=cuda builds)");
+  f.DeviceMemory(&a->device_memory, "device budget (default 8GiB)");
+  f.Workspace(&a->workspace, "dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME");
+  f.Params(&a->params);
+  f.Update(&a->update);
+  f.Flag("--minimum", &a->minimum, "run at the smallest budget the memory mode runs in");
+  f.String("--export", &a->export_dir, "write net.json and initial.npz for tools/bench_torch.py")
+      ->type_name("DIR");
+  f.Flag("--profile", &a->profile, "print compute seconds per layer type over the timed steps");
 }
 
 Status Run(const Args& args) {
@@ -102,10 +67,12 @@ Status Run(const Args& args) {
   solver->AddState(*net);
   MemoryOptions memory;
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(args.memory, &memory));
-  if (!args.device_memory.empty()) {
-    SPILL_ASSIGN_OR_RETURN(memory.device_budget, ParseBytes(args.device_memory));
-  }
+  if (args.device_memory > 0) memory.device_budget = args.device_memory;
   SPILL_ASSIGN_OR_RETURN(memory.workspace, ParseWorkspacePolicy(args.workspace));
+  SPILL_ASSIGN_OR_RETURN(memory.params, ParseParamPlacement(args.params));
+  memory.update_on_host = args.update == "host";
+  SPILL_RETURN_IF_ERROR(memory.Validate());
+  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net, memory.workspace));
   // Times measured once per convolution shape, shared with train and plan.
   cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
   if (args.minimum) {
@@ -115,11 +82,13 @@ Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
                          MemoryRuntime::Create(net->view(), memory, &device));
   Executor executor(*net, &device, *runtime);
-  InitializeParameters(*net, *runtime, device, 1);
-  solver->ResetState(*net, *runtime, device);
+  SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, 1));
+  SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
   if (!args.export_dir.empty()) {
-    std::filesystem::create_directories(args.export_dir);
-    std::ofstream(std::filesystem::path(args.export_dir) / "net.json") << NetToJson(*net);
+    SPILL_RETURN_IF_ERROR(CreateOutputFolder(args.export_dir, "--export"));
+    SPILL_RETURN_IF_ERROR(
+        WriteTextFile((std::filesystem::path(args.export_dir) / "net.json").string(),
+                      NetToJson(*net), "--export"));
     SPILL_RETURN_IF_ERROR(
         SaveCheckpoint((std::filesystem::path(args.export_dir) / "initial.npz").string(), *net,
                        *runtime, device, solver.get(), {}, ""));
@@ -137,8 +106,9 @@ Status Run(const Args& args) {
       start = std::chrono::steady_clock::now();
       executor.set_profiling(args.profile);
     }
+    solver->BeginStep(*net, *runtime, device, 0.01);
     SPILL_ASSIGN_OR_RETURN(LossResult r, executor.Run(batch, Phase::kTrain, step));
-    solver->Update(*net, *runtime, device, 0.01);
+    SPILL_RETURN_IF_ERROR(solver->FinishStep(*runtime));
     loss = r.loss;
   }
   device.compute_queue().Synchronize();
@@ -156,20 +126,20 @@ Status Run(const Args& args) {
   return Status::Ok();
 }
 
+int Main(int argc, char** argv) {
+  spill::Flags flags("bench_train",
+                     "Training throughput of a network on synthetic data (no data loading), "
+                     "solver update included, after a few warm-up steps.");
+  spill::Args args;
+  spill::Declare(flags, &args);
+  const int stop = flags.Parse(argc, argv);
+  if (stop >= 0) return stop;
+  return spill::ReportStatus("bench_train", spill::Run(args));
+}
+
 }  // namespace
 }  // namespace spill
 
 int main(int argc, char** argv) {
-  spill::Args args;
-  spill::Status status = spill::Parse(argc, argv, &args);
-  if (status.ok() && args.help) {
-    std::fputs(spill::kUsage, stdout);
-    return 0;
-  }
-  if (status.ok()) status = spill::Run(args);
-  if (!status.ok()) {
-    std::fprintf(stderr, "bench_train: %s\n", status.message().c_str());
-    return 1;
-  }
-  return 0;
+  return spill::RunTool("bench_train", [&] { return spill::Main(argc, argv); });
 }

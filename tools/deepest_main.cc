@@ -9,26 +9,25 @@
 // machine has the memory.
 #include <cstdio>
 
+#include "tools/cli.h"
 #include "tools/experiments.h"
 
 namespace spill {
 namespace {
 
-constexpr int64_t kUnitsLimit = 1 << 16;
-constexpr char kUsage[] =
-    "usage: deepest [--device-memory 12GiB] [--batch 16] [--memory superneurons] [--size 224]\n"
-    "               [--host-memory 64GiB] [--workspace POLICY] [--device cpu|cuda] [--confirm "
-    "STEPS]\n"
-    "               [--config models/resnet_deep.yaml] [--set KEY=VALUE]\n"
-    "               [--device-profile k40-pcie3]\n"
+// About 10 layers per unit: the largest search stays under kMaxLayers.
+constexpr int64_t kUnitsLimit = 1 << 14;
+constexpr char kDescription[] =
     "The deepest ResNet (n1 = 6, n2 = 32, n4 = 6, n3 grown; depth = 3 * units + 2) whose\n"
     "training iteration fits the device budget, found from plans; --confirm N also trains\n"
-    "it for N steps where this machine has the memory. It also prints the iteration time\n"
-    "simulated on --device-profile (k40-pcie3, titanx-pcie3, v100-nvlink2, h100-pcie5, cpu).\n";
+    "it for N steps where this machine has the memory. It also\n"
+    "prints the iteration time simulated on --device-profile (k40-pcie3, titanx-pcie3,\n"
+    "v100-nvlink2, h100-pcie5, cpu).";
 
 int Main(int argc, char** argv) {
   ExperimentOptions o;
-  const int stop = StartExperiment(argc, argv, "deepest", kUsage, "models/resnet_deep.yaml", &o);
+  const int stop =
+      StartExperiment(argc, argv, "deepest", kDescription, "models/resnet_deep.yaml", &o);
   if (stop >= 0) return stop;
   auto spec_for = [&](int64_t n3) {
     ParamOverrides params = o.sets;
@@ -55,16 +54,21 @@ int Main(int argc, char** argv) {
     return 1;
   }
   auto best = probe(*n3);
+  if (!best.ok()) return ReportStatus("deepest", best.status());
   std::printf(
       "deepest ResNet under %s, batch %ld, %ldx%ld: depth %ld (n3 = %ld, %ld residual units); "
-      "peak %s, %s to host, %ld recomputations per iteration (%d plans)\n",
+      "peak %s, %s to host, %ld recomputations per iteration, %s in host memory%s (%d plans)\n",
       o.Describe().c_str(), static_cast<long>(o.batch), static_cast<long>(o.size),
       static_cast<long>(o.size), static_cast<long>(3 * (6 + 32 + *n3 + 6) + 2),
       static_cast<long>(*n3), static_cast<long>(6 + 32 + *n3 + 6),
       FormatBytes(static_cast<double>(best->plan.peak)).c_str(),
       FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
-      static_cast<long>(best->plan.recomputations), probes);
+      static_cast<long>(best->plan.recomputations),
+      FormatBytes(static_cast<double>(best->plan.log.host_peak)).c_str(),
+      o.memory.host_tier == "ram" ? "" : " (on disk)", probes);
   auto spec = spec_for(*n3);
+  // Predict and train with the scheduler budget the search settled on.
+  o.memory.window_budget = best->window_budget;
   if (!spec.ok() || ReportPrediction(*spec, o.batch, o) != 0) return 1;
   if (o.confirm == 0) return 0;
   return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o, best->plan), o.confirm);
@@ -73,4 +77,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace spill
 
-int main(int argc, char** argv) { return spill::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return spill::RunTool("deepest", [&] { return spill::Main(argc, argv); });
+}

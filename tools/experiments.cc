@@ -10,14 +10,23 @@
 #include "framework/device_registry.h"
 #include "framework/executor.h"
 #include "framework/initializer.h"
+#include "framework/layer_params.h"
+#include "framework/net_checks.h"
 #include "framework/random.h"
 #include "framework/solver.h"
 #include "layers/cpu/conv_timer.h"
+#include "memory/allocators/allocator.h"
 #include "memory/runtime.h"
+#include "tools/checks.h"
+#include "tools/cli.h"
 #include "tools/timeline_tools.h"
 
 namespace spill {
 namespace {
+
+// --window-budget search: 1x, 0.95x, ..., 0.30x.
+constexpr double kWindowBudgetStep = 0.05;
+constexpr int kWindowBudgetSteps = 15;
 
 // Host memory this machine can give a run, from /proc/meminfo.
 size_t AvailableHostBytes() {
@@ -65,71 +74,120 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 }
 
 std::string ExperimentOptions::Describe() const {
-  return FormatBytes(static_cast<double>(memory.device_budget)) + " (host " +
-         FormatBytes(static_cast<double>(memory.host_budget)) + "), memory " + memory.mode;
+  std::string text = FormatBytes(static_cast<double>(memory.device_budget)) + " (host " +
+                     FormatBytes(static_cast<double>(memory.host_budget)) +
+                     (memory.host_tier == "ram" ? "" : " on disk") + "), memory " + memory.mode +
+                     ", " + memory.allocator;
+  if (memory.allocator == "va") text += " " + FormatBytes(static_cast<double>(memory.chunk));
+  if (!memory.compact) text += " without compaction";
+  if (memory.params.kind != ParamPlacement::Kind::kDevice) {
+    text += ", parameters " + memory.params.ToString() + " (updated on " +
+            (memory.update_on_host ? "host" : "device") + ")";
+  }
+  return text;
 }
 
-StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
-                                                   const std::string& default_model) {
-  ExperimentOptions o;
-  o.model = default_model;
-  std::string budget = "12GiB", host = "64GiB", mode = "superneurons", workspace = "dynamic";
-  for (int i = 1; i < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      o.help = true;
-      return o;
+namespace {
+
+// --allocator, --compact, --chunk.
+Status ApplyPlacementFlags(const std::string& allocator, const std::string& compact,
+                           const std::string& chunk, MemoryOptions* memory) {
+  if (!allocator.empty()) {
+    if (FindAllocator(allocator) == nullptr) {
+      std::string known;
+      for (const std::string& n : AllocatorNames()) known += (known.empty() ? "" : ", ") + n;
+      return InvalidArgument("--allocator: unknown allocator '" + allocator + "'; known: " + known);
     }
-    if (i + 1 >= argc) return InvalidArgument(a + " needs a value");
-    const std::string v = argv[i + 1];
-    if (a == "--config")
-      o.model = v;
-    else if (a == "--device")
-      o.device = v;
-    else if (a == "--device-memory")
-      budget = v;
-    else if (a == "--host-memory")
-      host = v;
-    else if (a == "--memory")
-      mode = v;
-    else if (a == "--workspace")
-      workspace = v;
-    else if (a == "--batch")
-      o.batch = std::atoll(v.c_str());
-    else if (a == "--size")
-      o.size = std::atoll(v.c_str());
-    else if (a == "--confirm")
-      o.confirm = std::atoll(v.c_str());
-    else if (a == "--device-profile")
-      o.device_profile = v;
-    else if (a == "--set" && v.find('=') != std::string::npos) {
-      o.sets[v.substr(0, v.find('='))] = YAML::Load(v.substr(v.find('=') + 1));
-    } else {
-      return InvalidArgument("unknown option '" + a + "'");
-    }
+    memory->allocator = allocator;
   }
-  if (o.model.empty()) return InvalidArgument("--config is required");
-  if (o.batch < 1 || o.size < 1) return InvalidArgument("--batch and --size must be positive");
-  SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &o.memory));
-  SPILL_ASSIGN_OR_RETURN(o.memory.device_budget, ParseBytes(budget));
-  SPILL_ASSIGN_OR_RETURN(o.memory.host_budget, ParseBytes(host));
-  SPILL_ASSIGN_OR_RETURN(o.memory.workspace, ParseWorkspacePolicy(workspace));
-  SPILL_RETURN_IF_ERROR(LoadDeviceProfile(o.device_profile, 0).status());
-  return o;
+  if (!compact.empty()) {
+    if (compact != "true" && compact != "false") {
+      return InvalidArgument("--compact needs true or false (got '" + compact + "')");
+    }
+    memory->compact = compact == "true";
+  }
+  if (!chunk.empty()) {
+    auto bytes = ParseBytes(chunk);
+    if (!bytes.ok()) return bytes.status().WithContext("--chunk");
+    memory->chunk = *bytes;
+  }
+  return Status::Ok();
 }
 
-int StartExperiment(int argc, char** argv, const char* tool, const char* usage,
-                    const std::string& default_model, ExperimentOptions* options) {
-  auto parsed = ParseExperimentOptions(argc, argv, default_model);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s: %s\n%s", tool, parsed.status().message().c_str(), usage);
-    return 2;
+// --window, --window-budget (a size, a multiple, or "search").
+Status ApplyWindowFlags(const std::string& window, const std::string& window_budget,
+                        ExperimentOptions* o) {
+  if (!window.empty()) {
+    auto parsed = ParseSizeSetting(window);
+    if (!parsed.ok()) return parsed.status().WithContext("--window");
+    o->memory.window = *parsed;
   }
-  if (parsed->help) {
-    std::printf("%s", usage);
-    return 0;
+  if (window_budget == "search") {
+    o->search_window_budget = true;
+  } else if (!window_budget.empty()) {
+    auto parsed = ParseSizeSetting(window_budget);
+    if (!parsed.ok()) return parsed.status().WithContext("--window-budget");
+    o->memory.window_budget = *parsed;
   }
-  *options = std::move(*parsed);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int StartExperiment(int argc, char** argv, const char* tool, const char* description,
+                    const std::string& default_model, ExperimentOptions* o) {
+  Flags f(tool, description);
+  o->model = default_model;
+  f.InputFile("--config", &o->model, "the network file")->required(default_model.empty());
+  f.Device(&o->device, "whose layers (and workspaces) are planned and run");
+  f.DeviceMemory(&o->device_budget, "the device budget (default 12GiB)");
+  f.HostMemory(&o->host_budget, "the host pool for offloaded tensors (default 64GiB)");
+  f.MemoryMode(&o->mode, "memory mode (default superneurons)");
+  f.Workspace(&o->workspace, "convolution workspace policy (default dynamic)");
+  f.Int("--batch", &o->batch, "batch size (default 16)", 1, kMaxBatch);
+  f.Int("--size", &o->size, "image side (default 224)", 1, kMaxLayerExtent);
+  f.Set(&o->sets);
+  f.Params(&o->params);
+  f.Update(&o->update);
+  f.HostTier(&o->host_tier);
+  f.String("--allocator", &o->allocator, "how device requests are placed (default: the mode's)")
+      ->type_name("NAME");
+  f.Choice("--compact", &o->compact, "slide live tensors down to close holes (default: the mode's)",
+           {"true", "false"});
+  f.String("--chunk", &o->chunk, "the va allocator's physical chunk (default 2MiB)")
+      ->type_name("SIZE");
+  f.String("--window", &o->window,
+           "the window scheduler's window: a size or a multiple such as 1.5x")
+      ->type_name("SIZE");
+  f.String("--window-budget", &o->window_budget,
+           "the window scheduler's budget: a size, a multiple, or search (the largest multiple, "
+           "from 1x down in steps of 0.05x, whose plan fits)")
+      ->type_name("SIZE|search");
+  f.String("--device-profile", &o->device_profile,
+           "the device profile the result's iteration time is simulated on (default k40-pcie3)")
+      ->type_name("NAME");
+  f.Int("--confirm", &o->confirm, "also train the result for N steps (default 0: plan only)", 0,
+        1000);
+  const int stop = f.Parse(argc, argv);
+  if (stop >= 0) return stop;
+  Status status = ApplyMemoryMode(o->mode, &o->memory);
+  if (status.ok()) {
+    o->memory.device_budget = o->device_budget;
+    o->memory.host_budget = o->host_budget;
+    auto params = ParseParamPlacement(o->params);
+    if (params.ok()) o->memory.params = *params;
+    o->memory.update_on_host = o->update == "host";
+    o->memory.host_tier = o->host_tier;
+    status = ApplyPlacementFlags(o->allocator, o->compact, o->chunk, &o->memory);
+  }
+  if (status.ok()) status = ApplyWindowFlags(o->window, o->window_budget, o);
+  if (status.ok()) status = LoadDeviceProfile(o->device_profile, 0).status();
+  if (status.ok()) {
+    auto workspace = ParseWorkspacePolicy(o->workspace);
+    status = workspace.ok() ? o->memory.Validate() : workspace.status();
+    if (workspace.ok()) o->memory.workspace = *workspace;
+  }
+  if (!status.ok()) return ReportStatus(tool, status, 2);
   cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
   return -1;
 }
@@ -151,13 +209,26 @@ int ReportConfirmation(const StatusOr<Confirmation>& c, int64_t steps) {
 
 StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, type}));
+  auto built = Net::Build(spec, {batch, type});
+  // A tensor too large for any budget (kOutOfMemory) means "does not fit",
+  // which is what the search wants to know.
+  if (built.status().code() == StatusCode::kOutOfMemory) return Probe();
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, std::move(built));
+  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net, options.memory.workspace));
   SolverConfig sgd;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
   solver->AddState(*net);
   Probe probe;
-  SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), options.memory));
-  probe.fits = probe.plan.fits;
+  MemoryOptions memory = options.memory;
+  // The window scheduler's budget, searched from the whole budget down.
+  const int tries = options.search_window_budget ? kWindowBudgetSteps : 1;
+  for (int i = 0; i < tries; ++i) {
+    if (options.search_window_budget) memory.window_budget = {1.0 - i * kWindowBudgetStep, 0};
+    SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), memory));
+    probe.fits = probe.plan.fits;
+    probe.window_budget = memory.window_budget;
+    if (probe.fits) break;
+  }
   return probe;
 }
 
@@ -196,12 +267,16 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> device_owned, CreateDevice(options.device, {}));
   Device& device = *device_owned;
   const size_t arena = device.type() == DeviceType::kCpu ? plan.peak : 0;
-  const size_t need = arena + plan.log.to_host + (size_t{1} << 30);
+  // What host memory holds - offloaded tensors, parameters kept there - is on
+  // disk with a file tier.
+  const size_t kept =
+      memory.host_tier == "ram" ? std::max(plan.log.to_host, plan.log.host_peak) : 0;
+  const size_t need = arena + kept + (size_t{1} << 30);
   const size_t have = AvailableHostBytes();
   if (need > have) {
     std::ostringstream why;
     why << "needs about " << FormatBytes(static_cast<double>(need))
-        << " of host memory for the offloaded tensors" << (arena ? " and the device arena" : "")
+        << " of host memory for what is kept there" << (arena ? " and the device arena" : "")
         << "; this machine has " << FormatBytes(static_cast<double>(have)) << " available";
     c.reason = why.str();
     return c;
@@ -214,8 +289,8 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
                          MemoryRuntime::Create(net->view(), memory, &device));
   Executor executor(*net, &device, *runtime);
-  InitializeParameters(*net, *runtime, device, 1);
-  solver->ResetState(*net, *runtime, device);
+  SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, 1));
+  SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
   const Shape in = net->input_shape();
   std::vector<float> images(in.numel()), labels(in.n());
   for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(4, i) - 1;
@@ -224,8 +299,9 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
   HostBatch host{images.data(), labels.data()};
   auto start = std::chrono::steady_clock::now();
   for (int step = 0; step < steps; ++step) {
+    solver->BeginStep(*net, *runtime, device, 0.01);
     SPILL_ASSIGN_OR_RETURN(LossResult r, executor.Run(host, Phase::kTrain, step));
-    solver->Update(*net, *runtime, device, 0.01);
+    SPILL_RETURN_IF_ERROR(solver->FinishStep(*runtime));
     c.loss = r.loss;
   }
   device.compute_queue().Synchronize();

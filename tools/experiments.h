@@ -18,6 +18,7 @@ namespace spill {
 struct Probe {
   bool fits = false;
   MemoryPlan plan;
+  SizeSetting window_budget;  // the window scheduler's budget the plan used
 };
 
 // Largest x in [low, limit] with fits(x), for a predicate that holds up to
@@ -29,6 +30,11 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 // The options both experiments take:
 //   --config FILE --device NAME --device-memory SIZE --host-memory SIZE --memory MODE
 //   --workspace POLICY --batch B --size S --set KEY=VALUE --confirm STEPS
+//   --params device|host|above:SIZE|cache --update device|host --host-tier ram|file:DIR
+//   --allocator NAME --compact true|false --chunk SIZE --window SIZE
+//   --window-budget SIZE|search (search: the largest multiple, from 1x down
+//   in steps of 0.05x, with which the window scheduler's plan fits - what
+//   the window paper's authors set by hand)
 //   --device-profile NAME
 struct ExperimentOptions {
   std::string model;
@@ -36,22 +42,27 @@ struct ExperimentOptions {
   int64_t batch = 16;
   int64_t size = 224;
   int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
+  // --allocator, --compact, --chunk, --window, --window-budget as given
+  // (empty: the mode's).
+  std::string allocator, compact, chunk, window, window_budget;
   // The device profile the result's iteration time is predicted on (the
   // paper's experiments ran on a 12 GB K40).
   std::string device_profile = "k40-pcie3";
-  bool help = false;  // --help: print the usage and stop
+  bool search_window_budget = false;
   ParamOverrides sets;
-  MemoryOptions memory;
+  std::string mode = "superneurons";
+  std::string workspace = "dynamic";
+  std::string params = "device", update = "device", host_tier = "ram";
+  size_t device_budget = 12 * kGiB;
+  size_t host_budget = 64 * kGiB;
+  MemoryOptions memory;  // mode, budgets and workspace applied
   std::string Describe() const;
 };
-StatusOr<ExperimentOptions> ParseExperimentOptions(int argc, char** argv,
-                                                   const std::string& default_model);
 
-// The start of both tools: parses the options into `*options` and plans
-// with modelled convolution times. Returns the exit code when the tool
-// stops here: 0 after printing `usage` for --help, 2 after printing the
-// error and `usage`; -1 when it goes on.
-int StartExperiment(int argc, char** argv, const char* tool, const char* usage,
+// The start of both tools: declares and parses the options into `*options`
+// and plans with modelled convolution times. Returns the exit code when the
+// tool stops here (0 after --help, 2 after a bad flag); -1 when it goes on.
+int StartExperiment(int argc, char** argv, const char* tool, const char* description,
                     const std::string& default_model, ExperimentOptions* options);
 
 // Plans a training iteration of `spec` at `batch` with the options' device

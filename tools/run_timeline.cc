@@ -143,8 +143,8 @@ StatusOr<std::unique_ptr<TracedRun>> TracedRun::Create(const NetSpec& spec, int6
   options.record_events = true;
   SPILL_ASSIGN_OR_RETURN(r->runtime_, MemoryRuntime::Create(r->net_->view(), options, &device));
   r->executor_ = std::make_unique<Executor>(*r->net_, &device, *r->runtime_);
-  InitializeParameters(*r->net_, *r->runtime_, device, 1);
-  r->solver_->ResetState(*r->net_, *r->runtime_, device);
+  SPILL_RETURN_IF_ERROR(InitializeParameters(*r->net_, *r->runtime_, 1));
+  SPILL_RETURN_IF_ERROR(r->solver_->ResetState(*r->net_, *r->runtime_));
   const Shape in = r->net_->input_shape();
   r->images_.resize(in.numel());
   r->labels_.resize(in.n());
@@ -164,7 +164,7 @@ Status TracedRun::Iterate(bool keep) {
   const double begin = MonotonicSeconds();
   SPILL_RETURN_IF_ERROR(executor_->Run(host, Phase::kTrain, iterations_++).status());
   const double update = MonotonicSeconds();
-  solver_->Update(*net_, *runtime_, *device_, kLearningRate);
+  SPILL_RETURN_IF_ERROR(solver_->Update(*net_, *runtime_, *device_, kLearningRate));
   device_->compute_queue().Synchronize();
   const double end = MonotonicSeconds();
   recorder_->Update(update, end);

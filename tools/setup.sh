@@ -19,6 +19,9 @@ packages=(
   libgtest-dev             # GoogleTest
   libgmock-dev             # GoogleMock matchers
   zlib1g-dev               # gzipped idx files
+  libcli11-dev             # command-line flags of every tool (header-only)
+  nlohmann-json3-dev       # JSON the tools write: reports, plans, logs, traces (header-only)
+  clang-format             # the format check in tools/test.sh (tools/format.sh --check)
   coinor-libcbc-dev        # CBC, the exact DSA reference in the tests (never on the training path)
   python3-numpy            # reading checkpoints from Python (tools/*.py)
   binutils                 # objdump: the GPU bundle's instruction-set check (tools/check_isa.py)

@@ -2,8 +2,13 @@
 # The test command: installs what is missing, builds everything and runs the
 # test suite. Where a CUDA toolkit is installed (/usr/local/cuda) it builds
 # with --config=cuda, so every CUDA target is compiled and linked too; GPU
-# tests skip, saying why, on machines without a GPU. Ends with
-# "N passed, M failed", counting test cases.
+# tests skip, saying why, on machines without a GPU.
+#
+# The full run (no arguments) also checks the format of every source
+# (tools/format.sh --check) and runs the memory, parser, data, checkpoint and
+# fuzz tests again under AddressSanitizer and UndefinedBehaviorSanitizer
+# (tools/sanitize.sh). Ends with "N passed, M failed", counting test cases of
+# both runs and the format check as one case, so a failure in any makes M > 0.
 #
 #   bash tools/test.sh                 # everything
 #   bash tools/test.sh //tests:route_test
@@ -12,8 +17,10 @@ cd "$(dirname "$0")/.."
 bash tools/setup.sh || exit 1
 
 targets=("$@")
+full=0
 if [[ ${#targets[@]} -eq 0 ]]; then
   targets=(//...)
+  full=1
 fi
 config=()
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then
@@ -27,9 +34,21 @@ tests=$(bazel query --noshow_progress "tests(${query:3})" 2>/dev/null)
 if [[ ${#config[@]} -eq 0 ]]; then  # CUDA tests were skipped: not counted
   tests=$(echo "$tests" | grep -v cuda)
 fi
-/usr/bin/python3 tools/test_summary.py bazel-testlogs $tests
-summary=$?
-if [[ $status -ne 0 && $summary -eq 0 ]]; then
+summary=(--logs "" "$(bazel info "${config[@]}" bazel-testlogs 2>/dev/null)" $tests)
+
+if [[ $full -eq 1 ]]; then
+  bash tools/format.sh --check
+  format=$?
+  bash tools/sanitize.sh --no-setup
+  sanitized=$?
+  [[ $status -eq 0 ]] && status=$sanitized
+  summary+=(--logs "asan" "$(bazel info --config=asan bazel-testlogs 2>/dev/null)"
+            $(bash tools/sanitize.sh --targets))
+  summary+=(--check "format check (tools/format.sh --check)" "$format")
+fi
+/usr/bin/python3 tools/test_summary.py "${summary[@]}"
+summary_status=$?
+if [[ $status -ne 0 && $summary_status -eq 0 ]]; then
   exit $status
 fi
-exit $summary
+exit $summary_status

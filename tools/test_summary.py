@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """Counts test cases in Bazel's test.xml files and prints "N passed, M failed".
 
-Skipped cases (a GPU test on a machine without a GPU) are reported on their
-own line and counted neither as passed nor as failed. A test binary that
-crashed before writing its cases counts as one failure.
+    test_summary.py ROOT [LABEL...]
+    test_summary.py --logs NAME ROOT [LABEL...] [--logs NAME ROOT [LABEL...]] [--check NAME RC]...
+
+Each --logs group is one Bazel test run (e.g. the normal build and the
+sanitized one, whose results live in different folders); NAME prefixes its
+failures. Each --check is one more case that passed when RC is 0 (e.g. the
+format check). Skipped cases (a GPU test on a machine without a GPU) are
+reported on their own line and counted neither as passed nor as failed. A
+test binary that crashed before writing its cases counts as one failure.
 """
 import os
 import sys
@@ -33,51 +39,87 @@ def test_dirs(root, labels):
             yield directory
 
 
-def main(root, labels):
-    passed = failed = skipped = 0
-    failures = []
-    for directory in test_dirs(root, labels):
-        files = os.listdir(directory) if os.path.isdir(directory) else []
-        if "test.xml" not in files:
-            failed += 1
-            failures.append(os.path.relpath(directory, root) + " (no result: did not build or run)")
-            continue
-        path = os.path.join(directory, "test.xml")
-        target = os.path.relpath(directory, root)
-        try:
-            tree = ET.parse(path)
-        except ET.ParseError:
-            failed += 1
-            failures.append(target + " (unreadable test.xml)")
-            continue
-        cases = list(tree.iter("testcase"))
-        target_failed = False
-        for case in cases:
-            name = case.get("classname", "") + "." + case.get("name", "")
-            if case.find("failure") is not None or case.find("error") is not None:
-                failed += 1
-                target_failed = True
-                failures.append(target + ": " + name)
-            elif case.find("skipped") is not None or case.get("result") == "skipped":
-                skipped += 1
-            else:
-                passed += 1
-        log = os.path.join(directory, "test.log")
-        crashed = not cases
-        if not crashed and not target_failed and os.path.exists(log):
-            with open(log, errors="replace") as f:
-                text = f.read()
-            crashed = "[  FAILED  ]" in text or "Aborted" in text and "PASSED" not in text
-        if crashed and not target_failed:
-            failed += 1
-            failures.append(target + " (crashed or reported failure outside a test case)")
-    for f in failures:
+class Tally:
+    def __init__(self):
+        self.passed = self.failed = self.skipped = 0
+        self.failures = []
+
+    def fail(self, what):
+        self.failed += 1
+        self.failures.append(what)
+
+
+def count_dir(directory, target, tally):
+    files = os.listdir(directory) if os.path.isdir(directory) else []
+    if "test.xml" not in files:
+        tally.fail(target + " (no result: did not build or run)")
+        return
+    try:
+        tree = ET.parse(os.path.join(directory, "test.xml"))
+    except ET.ParseError:
+        tally.fail(target + " (unreadable test.xml)")
+        return
+    cases = list(tree.iter("testcase"))
+    target_failed = False
+    for case in cases:
+        name = case.get("classname", "") + "." + case.get("name", "")
+        if case.find("failure") is not None or case.find("error") is not None:
+            target_failed = True
+            tally.fail(target + ": " + name)
+        elif case.find("skipped") is not None or case.get("result") == "skipped":
+            tally.skipped += 1
+        else:
+            tally.passed += 1
+    log = os.path.join(directory, "test.log")
+    crashed = not cases
+    if not crashed and not target_failed and os.path.exists(log):
+        with open(log, errors="replace") as f:
+            text = f.read()
+        crashed = "[  FAILED  ]" in text or "Aborted" in text and "PASSED" not in text
+    if crashed and not target_failed:
+        tally.fail(target + " (crashed or reported failure outside a test case)")
+
+
+def parse(argv):
+    """Groups of (name, root, labels) and checks of (name, rc)."""
+    if not argv or argv[0] not in ("--logs", "--check"):
+        root = argv[0] if argv else "bazel-testlogs"
+        return [("", root, argv[1:])], []
+    groups, checks, i = [], [], 0
+    while i < len(argv):
+        if argv[i] == "--check" and i + 2 < len(argv):
+            checks.append((argv[i + 1], argv[i + 2]))
+            i += 3
+        elif argv[i] == "--logs":
+            j = i + 3
+            while j < len(argv) and argv[j] not in ("--logs", "--check"):
+                j += 1
+            groups.append((argv[i + 1], argv[i + 2], argv[i + 3:j]))
+            i = j
+        else:
+            sys.exit("test_summary.py: unexpected argument " + argv[i])
+    return groups, checks
+
+
+def main(argv):
+    groups, checks = parse(argv)
+    tally = Tally()
+    for name, root, labels in groups:
+        prefix = name + ": " if name else ""
+        for directory in test_dirs(root, labels):
+            count_dir(directory, prefix + os.path.relpath(directory, root), tally)
+    for name, rc in checks:
+        if rc == "0":
+            tally.passed += 1
+        else:
+            tally.fail(name + " (exit code " + rc + ")")
+    for f in tally.failures:
         print("FAILED:", f)
-    if skipped:
-        print(f"{skipped} skipped")
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 and passed > 0 else 1
+    if tally.skipped:
+        print(f"{tally.skipped} skipped")
+    print(f"{tally.passed} passed, {tally.failed} failed")
+    return 0 if tally.failed == 0 and tally.passed > 0 else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "bazel-testlogs", sys.argv[2:]))
+    sys.exit(main(sys.argv[1:]))

@@ -191,6 +191,8 @@ StatusOr<Prediction> PredictRoomy(const NetworkView& view, const MemoryOptions& 
   MemoryOptions roomy = options;
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode("baseline", &roomy));
   roomy.device_budget = kUnlimitedBudget;
+  // The in-core reference maps nothing (under va it would map fresh ranges).
+  roomy.allocator = "first_fit";
   roomy.record_events = true;
   SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(view, roomy));
   if (!plan.fits) return Internal("the roomy plan does not fit: " + plan.failure);
@@ -258,7 +260,12 @@ std::string DescribePrediction(const Prediction& p, int64_t batch, const Predict
                 "%.1f ms, host waits %.1f ms; step costs: %s",
                 s.compute_seconds * 1e3, s.copy_seconds * 1e3, 100 * s.overlap(),
                 s.compute_wait_seconds * 1e3, s.host_wait_seconds * 1e3, p.costs.Source().c_str());
-  return text + line;
+  text += line;
+  if (s.map_seconds > 0) {
+    std::snprintf(line, sizeof(line), "; mapping %.1f ms", s.map_seconds * 1e3);
+    text += line;
+  }
+  return text;
 }
 
 }  // namespace spill

@@ -76,6 +76,8 @@ class PlanPredictor {
                                const std::string& title);
   const Prediction& roomy() const { return roomy_; }
   const DeviceProfile& profile() const { return profile_; }
+  // The host's cost to map or unmap a chunk under va (plan --map-us).
+  void set_map_seconds_per_chunk(double seconds) { profile_.map_seconds_per_chunk = seconds; }
   int64_t batch() const { return net_.batch(); }
 
  private:

@@ -1,15 +1,16 @@
 #include "tools/train_config.h"
 
-#include <cstdlib>
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <limits>
 
+#include "framework/files.h"
+#include "framework/net_checks.h"
+#include "framework/yaml_reader.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
 #include "memory/transfer_plan.h"
-#include "tools/config_reader.h"
 
 namespace spill {
 namespace {
@@ -52,35 +53,49 @@ run:
   output: runs/fashion_cnn
 )";
 
-Status ReadAugment(ConfigSection section, Augmentation* a) {
-  a->resize = static_cast<int>(section.Int("resize", a->resize));
-  a->crop = static_cast<int>(section.Int("crop", a->crop));
-  a->pad = static_cast<int>(section.Int("pad", a->pad));
+// Ceilings of the configuration's numbers (see README, "Limits").
+constexpr int64_t kMaxWorkers = 64;                // data loading threads
+constexpr int64_t kMaxImageSide = 1 << 16;         // resize and crop, pixels
+constexpr int64_t kMaxPad = 1 << 12;               // pixels of padding
+constexpr size_t kMaxChannels = 64;                // normalization values
+constexpr int64_t kMaxEpochs = 1000000;            // run.epochs
+constexpr int64_t kMaxSteps = 1000000000000;       // steps, intervals, schedule lengths
+constexpr size_t kMaxMilestones = 1000;            // multistep milestones
+constexpr int64_t kMaxPrefetchAhead = 1024;        // checkpoint layers
+constexpr int64_t kMaxScheduleDistance = 1 << 20;  // steps (lms_threshold, lms_ahead)
+constexpr int64_t kMaxGpu = 63;                    // device ordinal
+constexpr double kMaxLearningRate = 1000;
+
+Status ReadAugment(YamlMap section, Augmentation* a) {
+  a->resize = static_cast<int>(section.Int("resize", a->resize, 0, kMaxImageSide));
+  a->crop = static_cast<int>(section.Int("crop", a->crop, 0, kMaxImageSide));
+  a->pad = static_cast<int>(section.Int("pad", a->pad, 0, kMaxPad));
   a->random_crop = section.Bool("random_crop", a->random_crop);
   a->flip = section.Bool("flip", a->flip);
-  a->mean = section.FloatList("mean");
-  a->std = section.FloatList("std");
-  if (a->mean.size() != a->std.size()) {
-    return InvalidArgument(section.Where("std") + ": needs as many values as mean");
-  }
+  a->mean = section.FloatList("mean", Bounds::Closed(-1e3, 1e3), kMaxChannels);
+  a->std = section.FloatList("std", Bounds::AboveTo(0, 1e3), kMaxChannels);
+  if (a->mean.size() != a->std.size()) section.Fail("std", "needs as many values as mean");
   return section.Finish();
 }
 
+// `path` relative to the config's folder when it exists there, else as given
+// (relative to the working directory).
 std::string Resolve(const std::string& path, const std::string& base_dir) {
   if (path.empty() || fs::path(path).is_absolute()) return path;
   fs::path beside = fs::path(base_dir) / path;
-  if (fs::exists(beside)) return beside.lexically_normal().string();
-  return path;  // relative to the working directory
+  std::error_code error;
+  if (fs::exists(beside, error)) return beside.lexically_normal().string();
+  return path;
 }
 
-Status ReadModel(ConfigSection model, const YAML::Node& node, const std::string& base_dir,
+Status ReadModel(YamlMap model, const YAML::Node& node, const std::string& base_dir,
                  TrainConfig* c) {
   c->base_dir = base_dir;
   if (!model.Has("file")) {
     if (!node.IsDefined() || !node.IsMap() || !node["layers"]) {
       return InvalidArgument(c->file + ": 'model' needs a 'file' or an inline network ('layers')");
     }
-    c->model_node = node;  // checked by the network parser
+    c->model_node = node;  // its keys are checked by the network parser
     return Status::Ok();
   }
   c->model_file = Resolve(model.String("file", ""), base_dir);
@@ -88,96 +103,127 @@ Status ReadModel(ConfigSection model, const YAML::Node& node, const std::string&
   if (params.IsDefined() && params.IsMap()) {
     for (const auto& item : params) c->model_params[item.first.Scalar()] = YAML::Clone(item.second);
   } else if (params.IsDefined() && !params.IsNull()) {
-    return InvalidArgument(model.Where("params") + ": must be a map of model parameters");
+    model.Fail("params", "must be a map of model parameters");
   }
   return model.Finish();
 }
 
-Status ReadData(ConfigSection data, const std::string& base_dir, DataConfig* d) {
+Status ReadData(YamlMap data, const std::string& base_dir, DataConfig* d) {
   d->dataset =
       data.Choice("dataset", {"fashion_mnist", "mnist", "cifar10", "image_folder"}, d->dataset);
   d->path = Resolve(data.String("path", d->path), base_dir);
   d->test_path = Resolve(data.String("test_path", d->test_path), base_dir);
-  d->batch = data.Int("batch", d->batch);
-  d->workers = static_cast<int>(data.Int("workers", d->workers));
+  d->batch = data.Int("batch", d->batch, 1, kMaxBatch);
+  d->workers = static_cast<int>(data.Int("workers", d->workers, 1, kMaxWorkers));
   d->shuffle = data.Bool("shuffle", d->shuffle);
-  if (d->batch < 1) return InvalidArgument(data.Where("batch") + ": must be at least 1");
-  if (d->workers < 1) return InvalidArgument(data.Where("workers") + ": must be at least 1");
   SPILL_RETURN_IF_ERROR(ReadAugment(data.Section("augment"), &d->augment));
   SPILL_RETURN_IF_ERROR(ReadAugment(data.Section("test_augment"), &d->test_augment));
-  if (d->path.empty())
-    return InvalidArgument(data.Where("path") + ": the dataset's location is required");
+  if (d->path.empty()) data.Fail("path", "the dataset's location is required");
   return data.Finish();
 }
 
-Status ReadSolver(ConfigSection solver, TrainConfig* c) {
-  SolverConfig& s = c->solver;
-  s.type = solver.Choice("type", {"sgd", "adam"}, s.type);
-  s.momentum = solver.Float("momentum", s.type == "adam" ? 0.0 : s.momentum);
-  s.nesterov = solver.Bool("nesterov", s.nesterov);
-  s.weight_decay = solver.Float("weight_decay", s.weight_decay);
-  s.beta1 = solver.Float("beta1", s.beta1);
-  s.beta2 = solver.Float("beta2", s.beta2);
-  s.epsilon = solver.Float("epsilon", s.epsilon);
+Status ReadSchedule(YamlMap schedule, TrainConfig* c) {
   LrSchedule& lr = c->schedule.schedule;
-  lr.lr = solver.Float("lr", s.type == "adam" ? 1e-3 : lr.lr);
-  ConfigSection schedule = solver.Section("schedule");
   lr.type = schedule.Choice("type", {"constant", "step", "multistep", "cosine"}, lr.type);
   c->schedule.unit = schedule.Choice("unit", {"epoch", "step"}, c->schedule.unit);
-  lr.gamma = schedule.Float("gamma", lr.gamma);
-  lr.step_size = schedule.Int("step_size", lr.step_size);
-  lr.milestones = schedule.IntList("milestones");
-  lr.min_lr = schedule.Float("min_lr", lr.min_lr);
-  lr.warmup = schedule.Int("warmup", lr.warmup);
-  lr.warmup_factor = schedule.Float("warmup_factor", lr.warmup_factor);
-  SPILL_RETURN_IF_ERROR(schedule.Finish());
+  lr.gamma = schedule.Float("gamma", lr.gamma, Bounds::AboveTo(0, 1));
+  lr.step_size = schedule.Int("step_size", lr.step_size, 0, kMaxSteps);
+  lr.milestones = schedule.IntList("milestones", 1, kMaxSteps, kMaxMilestones);
+  lr.min_lr = schedule.Float("min_lr", lr.min_lr, Bounds::Closed(0, kMaxLearningRate));
+  lr.warmup = schedule.Int("warmup", lr.warmup, 0, kMaxSteps);
+  lr.warmup_factor = schedule.Float("warmup_factor", lr.warmup_factor, Bounds::AboveTo(0, 1));
+  if (lr.type == "step" && lr.step_size == 0) schedule.Fail("step_size", "is required (>= 1)");
+  if (!std::is_sorted(lr.milestones.begin(), lr.milestones.end())) {
+    schedule.Fail("milestones", "must be increasing");
+  }
+  return schedule.Finish();
+}
+
+Status ReadSolver(YamlMap solver, TrainConfig* c) {
+  SolverConfig& s = c->solver;
+  s.type = solver.Choice("type", {"sgd", "adam"}, s.type);
+  s.momentum =
+      solver.Float("momentum", s.type == "adam" ? 0.0 : s.momentum, Bounds::FromBelow(0, 1));
+  s.nesterov = solver.Bool("nesterov", s.nesterov);
+  s.weight_decay = solver.Float("weight_decay", s.weight_decay, Bounds::Closed(0, 1));
+  s.beta1 = solver.Float("beta1", s.beta1, Bounds::FromBelow(0, 1));
+  s.beta2 = solver.Float("beta2", s.beta2, Bounds::FromBelow(0, 1));
+  s.epsilon = solver.Float("epsilon", s.epsilon, Bounds::AboveTo(0, 1));
+  LrSchedule& lr = c->schedule.schedule;
+  lr.lr = solver.Float("lr", s.type == "adam" ? 1e-3 : lr.lr, Bounds::AboveTo(0, kMaxLearningRate));
+  SPILL_RETURN_IF_ERROR(ReadSchedule(solver.Section("schedule"), c));
   return solver.Finish();
 }
 
-Status ReadMemory(ConfigSection memory, MemoryOptions* m, TimingConfig* timing) {
-  std::string mode = memory.String("mode", m->mode);
-  SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, m).WithContext(memory.Where("mode")));
-  m->device_budget = memory.Bytes("device_budget", m->device_budget);
-  m->host_budget = memory.Bytes("host_budget", m->host_budget);
+// Applies a policy parsed from `key` by `parse`, or records its error there.
+template <typename T, typename Parse>
+void ReadPolicy(YamlMap& memory, const std::string& key, const std::string& current,
+                const Parse& parse, T* out) {
+  StatusOr<T> parsed = parse(memory.String(key, current));
+  if (parsed.ok()) {
+    *out = *parsed;
+  } else {
+    memory.Fail(key, parsed.status().message());
+  }
+}
+
+Status ReadMemory(YamlMap memory, MemoryOptions* m, TimingConfig* timing) {
+  const std::string mode = memory.String("mode", m->mode);
+  Status applied = ApplyMemoryMode(mode, m);
+  if (!applied.ok()) memory.Fail("mode", applied.message());
+  m->device_budget =
+      memory.Bytes("device_budget", m->device_budget, kPoolBlockBytes, kUnlimitedBudget);
+  m->host_budget = memory.Bytes("host_budget", m->host_budget, kPoolBlockBytes, kUnlimitedBudget);
   m->allocator = memory.Choice("allocator", AllocatorNames(), m->allocator);
   m->eviction = memory.Choice("eviction", EvictionNames(), m->eviction);
   m->scheduler = memory.Choice("scheduler", SchedulerNames(), m->scheduler);
+  ReadPolicy(memory, "params", m->params.ToString(), ParseParamPlacement, &m->params);
+  m->update_on_host =
+      memory.Choice("update", {"device", "host"}, m->update_on_host ? "host" : "device") == "host";
+  m->host_tier = memory.String("host_tier", m->host_tier);
   m->liveness = memory.Bool("liveness", m->liveness);
   m->offload = memory.Bool("offload", m->offload);
   m->cache = memory.Bool("cache", m->cache);
   m->recompute = memory.Bool("recompute", m->recompute);
-  m->prefetch_ahead = static_cast<int>(memory.Int("prefetch_ahead", m->prefetch_ahead));
+  m->prefetch_ahead =
+      static_cast<int>(memory.Int("prefetch_ahead", m->prefetch_ahead, 0, kMaxPrefetchAhead));
   m->compact = memory.Bool("compact", m->compact);
+  // The window scheduler, its LMS-like baseline and the va allocator.
+  ReadPolicy(memory, "window", m->window.ToString(), ParseSizeSetting, &m->window);
+  ReadPolicy(memory, "window_budget", m->window_budget.ToString(), ParseSizeSetting,
+             &m->window_budget);
+  m->lms_threshold =
+      static_cast<int>(memory.Int("lms_threshold", m->lms_threshold, 2, kMaxScheduleDistance));
+  m->lms_ahead = static_cast<int>(memory.Int("lms_ahead", m->lms_ahead, 0, kMaxScheduleDistance));
+  m->chunk = memory.Bytes("chunk", m->chunk, kChunkAlignmentBytes, kUnlimitedBudget);
   // The dymem scheduler's switches.
-  m->min_offload_bytes = memory.Bytes("min_offload", m->min_offload_bytes);
+  m->min_offload_bytes = memory.Bytes("min_offload", m->min_offload_bytes, 0, kUnlimitedBudget);
   m->offload_set = memory.Choice("offload_set", {"dymem", "conv"}, m->offload_set);
   m->release = memory.Choice("release", {"lazy", "eager"}, m->release);
   m->prefetch = memory.Choice("prefetch", {"dymem", "ahead"}, m->prefetch);
   m->barrier = memory.Bool("barrier", m->barrier);
-  auto strategy = ParseRecomputeStrategy(
-      memory.String("recompute_strategy", RecomputeStrategyName(m->recompute_strategy)));
-  if (!strategy.ok()) return strategy.status().WithContext(memory.Where("recompute_strategy"));
-  m->recompute_strategy = *strategy;
-  auto workspace = ParseWorkspacePolicy(memory.String("workspace", m->workspace.ToString()));
-  if (!workspace.ok()) return workspace.status().WithContext(memory.Where("workspace"));
-  m->workspace = *workspace;
+  ReadPolicy(memory, "recompute_strategy", RecomputeStrategyName(m->recompute_strategy),
+             ParseRecomputeStrategy, &m->recompute_strategy);
+  ReadPolicy(memory, "workspace", m->workspace.ToString(), ParseWorkspacePolicy, &m->workspace);
   timing->measure = memory.Choice("conv_timing", {"measure", "model"},
                                   timing->measure ? "measure" : "model") == "measure";
   timing->cache = memory.String("conv_timing_cache", timing->cache);
-  return memory.Finish();
+  SPILL_RETURN_IF_ERROR(memory.Finish());
+  return m->Validate().WithContext(memory.Where("mode"));
 }
 
-Status ReadRun(ConfigSection run, RunConfig* r) {
+Status ReadRun(YamlMap run, RunConfig* r) {
   r->device = run.Choice("device", {"cpu", "cuda"}, r->device);
-  r->gpu = static_cast<int>(run.Int("gpu", r->gpu));
-  r->epochs = run.Int("epochs", r->epochs);
-  r->steps = run.Int("steps", r->steps);
-  r->eval_every = run.Int("eval_every", r->eval_every);
-  r->checkpoint_every = run.Int("checkpoint_every", r->checkpoint_every);
-  r->seed = static_cast<uint64_t>(run.Int("seed", static_cast<int64_t>(r->seed)));
+  r->gpu = static_cast<int>(run.Int("gpu", r->gpu, 0, kMaxGpu));
+  r->epochs = run.Int("epochs", r->epochs, 0, kMaxEpochs);
+  r->steps = run.Int("steps", r->steps, 0, kMaxSteps);
+  r->eval_every = run.Int("eval_every", r->eval_every, 0, kMaxSteps);
+  r->checkpoint_every = run.Int("checkpoint_every", r->checkpoint_every, 0, kMaxSteps);
+  r->seed = static_cast<uint64_t>(
+      run.Int("seed", static_cast<int64_t>(r->seed), 0, std::numeric_limits<int64_t>::max()));
   r->output = run.String("output", r->output);
-  if (r->epochs <= 0 && r->steps <= 0) {
-    return InvalidArgument(run.Where("epochs") + ": set run.epochs or run.steps");
+  if (run.ok() && r->epochs == 0 && r->steps == 0) {
+    run.Fail("epochs", "set run.epochs or run.steps (at least 1)");
   }
   return run.Finish();
 }
@@ -186,18 +232,18 @@ Status ReadRun(ConfigSection run, RunConfig* r) {
 
 StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::string& file,
                                        const std::string& base_dir) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) +
-                           ": YAML syntax: " + e.msg);
-  }
+  SPILL_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlText(text, file));
   TrainConfig c;
   c.file = file;
   c.text = text;
-  ConfigSection top(root, file, "");
-  SPILL_RETURN_IF_ERROR(ReadModel(top.Section("model"), root["model"], base_dir, &c));
+  YamlOrigin origin;
+  origin.file = file;
+  YamlMap top(root, origin, "");
+  // Unknown top-level keys first: a misspelt section ("memroy:") would
+  // otherwise only show as its settings silently missing.
+  for (const char* section : {"model", "data", "solver", "memory", "run"}) top.Raw(section);
+  SPILL_RETURN_IF_ERROR(top.Finish());
+  SPILL_RETURN_IF_ERROR(ReadModel(top.Section("model"), top.Raw("model"), base_dir, &c));
   SPILL_RETURN_IF_ERROR(ReadData(top.Section("data"), base_dir, &c.data));
   SPILL_RETURN_IF_ERROR(ReadSolver(top.Section("solver"), &c));
   c.timing.cache = cpu::DefaultConvTimingCache();
@@ -210,12 +256,10 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::strin
 }
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("training config '" + path + "' does not exist");
-  std::stringstream text;
-  text << in.rdbuf();
+  SPILL_ASSIGN_OR_RETURN(std::string text,
+                         ReadFileToString(path, kMaxYamlFileBytes, "training config"));
   std::string base = fs::path(path).parent_path().string();
-  return ParseTrainConfig(text.str(), path, base.empty() ? "." : base);
+  return ParseTrainConfig(text, path, base.empty() ? "." : base);
 }
 
 TrainConfig DefaultTrainConfig() {

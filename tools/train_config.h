@@ -34,6 +34,12 @@
 //
 // Model parameters named `classes`, `channels` and `size` are filled from the
 // dataset unless the config sets them.
+//
+// The file is read by the strict YAML reader (framework/yaml_reader.h): an
+// unknown or duplicate key at any level, a value of the wrong type, a number
+// outside its range (the ceilings are named constants in train_config.cc) or
+// a key without a value is an error naming the file, the line and the dotted
+// key.
 #ifndef SPILL_TOOLS_TRAIN_CONFIG_H_
 #define SPILL_TOOLS_TRAIN_CONFIG_H_
 

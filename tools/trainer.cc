@@ -1,23 +1,32 @@
 #include "tools/trainer.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <sstream>
+#include <nlohmann/json.hpp>
 
+#include "framework/checked_math.h"
 #include "framework/clock.h"
 #include "framework/cpu_device.h"
 #include "framework/device_registry.h"
+#include "framework/files.h"
 #include "framework/initializer.h"
 #include "framework/npz.h"
 #include "framework/random.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "memory/sim/trace_json.h"
+#include "tools/checks.h"
 #include "tools/net_json.h"
 
 namespace spill {
@@ -26,27 +35,30 @@ namespace {
 std::atomic<bool> stop_requested{false};
 
 using Clock = std::chrono::steady_clock;
+using Json = nlohmann::ordered_json;
+
+constexpr char kLockFile[] = "train.lock";
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string Json(double value) {
-  if (!std::isfinite(value)) return "null";
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.6g", value);
-  return buffer;
-}
-
 // Mean cross-entropy and top-1 hits of the first `count` rows of `scores`.
-void Score(const std::vector<float>& scores, const std::vector<float>& labels, int64_t count,
-           int64_t classes, double* loss, int64_t* correct) {
+// Labels come from a dataset checked to have at most `classes` classes; a
+// label outside them is still an error here rather than a read past the row.
+Status Score(const std::vector<float>& scores, const std::vector<float>& labels, int64_t count,
+             int64_t classes, double* loss, int64_t* correct) {
   for (int64_t i = 0; i < count; ++i) {
     const float* p = scores.data() + i * classes;
     const int64_t label = static_cast<int64_t>(labels[i]);
+    if (label < 0 || label >= classes) {
+      return InvalidArgument("test label " + std::to_string(label) + " is outside the " +
+                             std::to_string(classes) + " classes the network scores");
+    }
     *loss -= std::log(std::max(p[label], FLT_MIN));
     *correct += (std::max_element(p, p + classes) - p) == label;
   }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -55,24 +67,28 @@ void Trainer::RequestStop() { stop_requested = true; }
 void Trainer::ClearStop() { stop_requested = false; }
 
 std::string TrainReport::ToJson(const MemoryOptions& memory) const {
-  std::ostringstream out;
-  out << "{\n  \"train_loss\": " << Json(train_loss)
-      << ",\n  \"train_accuracy\": " << Json(train_accuracy)
-      << ",\n  \"test_loss\": " << (evaluated ? Json(test_loss) : "null")
-      << ",\n  \"test_accuracy\": " << (evaluated ? Json(test_accuracy) : "null")
-      << ",\n  \"images_per_second\": " << Json(images_per_second)
-      << ",\n  \"peak_device_memory_bytes\": " << peak_device_bytes << ",\n  \"steps\": " << steps
-      << ",\n  \"epochs\": " << Json(epochs) << ",\n  \"seconds\": " << Json(seconds)
-      << ",\n  \"memory_mode\": \"" << memory.mode
-      << "\",\n  \"device_budget_bytes\": " << memory.device_budget
-      << ",\n  \"interrupted\": " << (interrupted ? "true" : "false") << "\n}\n";
-  return out.str();
+  // Non-finite numbers (a diverged loss) come out as null.
+  Json report = {{"train_loss", train_loss},
+                 {"train_accuracy", train_accuracy},
+                 {"test_loss", evaluated ? Json(test_loss) : Json(nullptr)},
+                 {"test_accuracy", evaluated ? Json(test_accuracy) : Json(nullptr)},
+                 {"images_per_second", images_per_second},
+                 {"peak_device_memory_bytes", peak_device_bytes},
+                 {"steps", steps},
+                 {"epochs", epochs},
+                 {"seconds", seconds},
+                 {"memory_mode", memory.mode},
+                 {"device_budget_bytes", memory.device_budget},
+                 {"interrupted", interrupted}};
+  return report.dump(2) + "\n";
 }
 
 Trainer::Trainer(const TrainConfig& config, const TrainOptions& options)
     : config_(config), options_(options), progress_(options.progress) {}
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
 
 std::string Trainer::checkpoint_path() const {
   return (std::filesystem::path(config_.run.output) / "checkpoint.npz").string();
@@ -103,7 +119,84 @@ Status Trainer::OpenData() {
   return Status::Ok();
 }
 
+Status Trainer::ClaimOutput() {
+  namespace fs = std::filesystem;
+  const std::string& output = config_.run.output;
+  SPILL_RETURN_IF_ERROR(CreateOutputFolder(output, "output folder (run.output)"));
+  const std::string lock = (fs::path(output) / kLockFile).string();
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) {
+    return IoError("cannot create the lock file '" + lock + "': " + std::strerror(errno));
+  }
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    const ssize_t got = ::pread(lock_fd_, pid, sizeof(pid) - 1, 0);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    const std::string holder = got > 0 ? " (process " + std::string(pid, got) + ")" : "";
+    return InvalidArgument("output folder '" + output + "' is in use by another run" + holder +
+                           ", which holds " + lock +
+                           "; wait for it to finish or give this run another --output");
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+    return IoError("cannot write the lock file '" + lock + "': " + std::strerror(errno));
+  }
+  std::error_code error;
+  if (options_.resume.empty() && !options_.overwrite && fs::exists(checkpoint_path(), error)) {
+    return InvalidArgument("output folder '" + output + "' already holds a checkpoint (" +
+                           checkpoint_path() +
+                           "); continue that run with --resume or start over with --overwrite");
+  }
+  return Status::Ok();
+}
+
+Status Trainer::CheckData() const {
+  const Shape want = net_->input_shape(), have = train_data_->example_shape();
+  if (want.c() != have.c() || want.h() != have.h() || want.w() != have.w()) {
+    return InvalidArgument("model '" + net_->name() + "' takes " + std::to_string(want.c()) + "x" +
+                           std::to_string(want.h()) + "x" + std::to_string(want.w()) +
+                           " images but the data gives " + std::to_string(have.c()) + "x" +
+                           std::to_string(have.h()) + "x" + std::to_string(have.w()) +
+                           " (set model.params or data.augment.crop)");
+  }
+  for (const Dataset* data : {train_data_.get(), test_data_.get()}) {
+    if (data == nullptr) continue;
+    if (data->example_shape() != have) {
+      return InvalidArgument("the test split gives " + data->example_shape().ToString() +
+                             " images but the training split " + have.ToString() +
+                             " (set data.test_augment)");
+    }
+    if (net_->num_classes() < data->num_classes()) {
+      return InvalidArgument("model '" + net_->name() + "' scores " +
+                             std::to_string(net_->num_classes()) + " classes but " +
+                             data->Describe() + " has " + std::to_string(data->num_classes()) +
+                             " (set model.params.classes)");
+    }
+  }
+  return Status::Ok();
+}
+
+// Turns the schedule's epochs into steps, without overflow.
+Status Trainer::StartSchedule() {
+  const std::string where = config_.file + ": ";
+  if (config_.run.steps > 0) {
+    total_steps_ = config_.run.steps;
+  } else if (!CheckedMul(config_.run.epochs, steps_per_epoch_, &total_steps_)) {
+    return InvalidArgument(where + "run.epochs: too many steps");
+  }
+  schedule_ = config_.schedule.schedule;
+  const int64_t unit = config_.schedule.unit == "epoch" ? steps_per_epoch_ : 1;
+  bool fits = CheckedMul(schedule_.step_size, unit, &schedule_.step_size) &&
+              CheckedMul(schedule_.warmup, unit, &schedule_.warmup);
+  for (auto& m : schedule_.milestones) fits = fits && CheckedMul(m, unit, &m);
+  if (!fits) return InvalidArgument(where + "solver.schedule: lengths too large in steps");
+  schedule_.total_steps = total_steps_;
+  return schedule_.Validate().WithContext(where + "solver.schedule");
+}
+
 Status Trainer::Setup() {
+  SPILL_RETURN_IF_ERROR(ClaimOutput());
   DeviceConfig device_config;
   device_config.ordinal = config_.run.gpu;
   device_config.link_bytes_per_second = options_.link_gbps * 1e9;
@@ -115,19 +208,9 @@ Status Trainer::Setup() {
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
   SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, device_->type()}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
-  const Shape want = net_->input_shape(), have = train_data_->example_shape();
-  if (want.c() != have.c() || want.h() != have.h() || want.w() != have.w()) {
-    return InvalidArgument("model '" + net_->name() + "' takes " + std::to_string(want.c()) + "x" +
-                           std::to_string(want.h()) + "x" + std::to_string(want.w()) +
-                           " images but the data gives " + std::to_string(have.c()) + "x" +
-                           std::to_string(have.h()) + "x" + std::to_string(have.w()) +
-                           " (set model.params or data.augment.crop)");
-  }
-  if (net_->num_classes() < train_data_->num_classes()) {
-    return InvalidArgument("model '" + net_->name() + "' scores " +
-                           std::to_string(net_->num_classes()) + " classes but the data has " +
-                           std::to_string(train_data_->num_classes()));
-  }
+  SPILL_RETURN_IF_ERROR(CheckData());
+  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net_, config_.memory.workspace)
+                            .WithContext(config_.file + ": memory.workspace"));
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
   solver_->AddState(*net_);
   if (!options_.timeline.empty()) config_.memory.record_events = true;
@@ -151,27 +234,35 @@ Status Trainer::Setup() {
     return InvalidArgument("the training set (" + std::to_string(train_data_->size()) +
                            " examples) is smaller than one batch of " + std::to_string(lo.batch));
   }
-  total_steps_ = config_.run.steps > 0 ? config_.run.steps : config_.run.epochs * steps_per_epoch_;
-
-  schedule_ = config_.schedule.schedule;
-  const int64_t unit = config_.schedule.unit == "epoch" ? steps_per_epoch_ : 1;
-  schedule_.step_size *= unit;
-  schedule_.warmup *= unit;
-  for (auto& m : schedule_.milestones) m *= unit;
-  schedule_.total_steps = total_steps_;
-  SPILL_RETURN_IF_ERROR(schedule_.Validate().WithContext(config_.file + ": solver.schedule"));
-
+  SPILL_RETURN_IF_ERROR(StartSchedule());
   if (!options_.resume.empty()) {
     SPILL_ASSIGN_OR_RETURN(
         position_, LoadCheckpoint(options_.resume, *net_, *runtime_, *device_, solver_.get()));
+    SPILL_RETURN_IF_ERROR(CheckPosition());
   } else {
-    InitializeParameters(*net_, *runtime_, *device_, config_.run.seed);
-    solver_->ResetState(*net_, *runtime_, *device_);
+    SPILL_RETURN_IF_ERROR(InitializeParameters(*net_, *runtime_, config_.run.seed));
+    SPILL_RETURN_IF_ERROR(solver_->ResetState(*net_, *runtime_));
   }
   if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(StartTrace());
-  std::filesystem::create_directories(config_.run.output);
-  log_.open((std::filesystem::path(config_.run.output) / "log.jsonl").string(),
-            options_.resume.empty() ? std::ios::trunc : std::ios::app);
+  const std::string log = (std::filesystem::path(config_.run.output) / "log.jsonl").string();
+  log_.open(log, options_.resume.empty() ? std::ios::trunc : std::ios::app);
+  if (!log_) return IoError("cannot write the training log '" + log + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+// A checkpoint's position must be one this configuration could have reached.
+Status Trainer::CheckPosition() const {
+  const TrainingPosition& p = position_;
+  int64_t step = 0;
+  if (p.batch >= steps_per_epoch_ || !CheckedMul(p.epoch, steps_per_epoch_, &step) ||
+      !CheckedAdd(step, p.batch, &step) || step != p.step) {
+    return InvalidArgument("checkpoint '" + options_.resume + "' is at step " +
+                           std::to_string(p.step) + " (epoch " + std::to_string(p.epoch) +
+                           ", batch " + std::to_string(p.batch) + "), which does not fit the " +
+                           std::to_string(steps_per_epoch_) +
+                           " batches per epoch of this configuration (was it saved with another "
+                           "batch size or dataset?)");
+  }
   return Status::Ok();
 }
 
@@ -185,17 +276,23 @@ void Trainer::AdvancePosition() {
 }
 
 void Trainer::LogStep(const LossResult& result, double lr, double seconds) {
-  log_ << "{\"kind\":\"train\",\"step\":" << position_.step
-       << ",\"epoch\":" << Json(static_cast<double>(position_.step) / steps_per_epoch_)
-       << ",\"loss\":" << Json(result.loss) << ",\"accuracy\":"
-       << Json(static_cast<double>(result.correct) / std::max<int64_t>(result.count, 1))
-       << ",\"lr\":" << Json(lr) << ",\"seconds\":" << Json(seconds) << "}\n";
+  const Json line = {
+      {"kind", "train"},
+      {"step", position_.step},
+      {"epoch", static_cast<double>(position_.step) / steps_per_epoch_},
+      {"loss", result.loss},
+      {"accuracy", static_cast<double>(result.correct) / std::max<int64_t>(result.count, 1)},
+      {"lr", lr},
+      {"seconds", seconds}};
+  log_ << line.dump() << "\n";
 }
 
 Status Trainer::TrainStep(Batch& batch) {
   auto start = Clock::now();
   HostBatch host{batch.images.data(), batch.labels.data()};
   const double lr = schedule_.At(position_.step);
+  // The store may apply the update during backward, where each parameter lives.
+  solver_->BeginStep(*net_, *runtime_, *device_, lr);
   if (Tracing()) recorder_->Begin();
   SPILL_ASSIGN_OR_RETURN(
       LossResult result,
@@ -210,7 +307,7 @@ Status Trainer::TrainStep(Batch& batch) {
     SPILL_RETURN_IF_ERROR(SaveGradients());
   }
   const double update_begin = MonotonicSeconds();
-  solver_->Update(*net_, *runtime_, *device_, lr);
+  SPILL_RETURN_IF_ERROR(solver_->FinishStep(*runtime_));
   if (Tracing()) {
     device_->compute_queue().Synchronize();
     SPILL_RETURN_IF_ERROR(FinishTimeline(update_begin, MonotonicSeconds()));
@@ -259,15 +356,18 @@ Status Trainer::Evaluate() {
     }
     HostBatch host{batch.images.data(), batch.labels.data()};
     SPILL_RETURN_IF_ERROR(executor_->Run(host, Phase::kEval, 0).status());
-    Score(executor_->scores(), batch.labels, batch.size, classes, &loss, &correct);
+    SPILL_RETURN_IF_ERROR(
+        Score(executor_->scores(), batch.labels, batch.size, classes, &loss, &correct));
     count += batch.size;
   }
   report_.evaluated = true;
   report_.test_loss = loss / std::max<int64_t>(count, 1);
   report_.test_accuracy = static_cast<double>(correct) / std::max<int64_t>(count, 1);
-  log_ << "{\"kind\":\"eval\",\"step\":" << position_.step
-       << ",\"test_loss\":" << Json(report_.test_loss)
-       << ",\"test_accuracy\":" << Json(report_.test_accuracy) << "}\n";
+  const Json line = {{"kind", "eval"},
+                     {"step", position_.step},
+                     {"test_loss", report_.test_loss},
+                     {"test_accuracy", report_.test_accuracy}};
+  log_ << line.dump() << "\n";
   log_.flush();
   if (options_.verbose) {
     std::fprintf(stderr, "step %ld: test loss %.4f, test accuracy %.2f%% (%ld images)\n",
@@ -284,14 +384,16 @@ Status Trainer::SaveCheckpoint() {
 
 Status Trainer::StartTrace() {
   namespace fs = std::filesystem;
-  fs::create_directories(options_.trace_dir);
-  std::ofstream(fs::path(options_.trace_dir) / "net.json") << NetToJson(*net_);
+  const fs::path dir = options_.trace_dir;
+  SPILL_RETURN_IF_ERROR(CreateOutputFolder(dir.string(), "--trace"));
+  SPILL_RETURN_IF_ERROR(WriteTextFile((dir / "net.json").string(), NetToJson(*net_), "--trace"));
   const SolverConfig& s = config_.solver;
-  std::ofstream(fs::path(options_.trace_dir) / "solver.json")
-      << "{\"type\":\"" << s.type << "\",\"momentum\":" << s.momentum
-      << ",\"nesterov\":" << (s.nesterov ? "true" : "false")
-      << ",\"weight_decay\":" << s.weight_decay << ",\"beta1\":" << s.beta1
-      << ",\"beta2\":" << s.beta2 << ",\"epsilon\":" << s.epsilon << "}\n";
+  const Json solver = {{"type", s.type},         {"momentum", s.momentum},
+                       {"nesterov", s.nesterov}, {"weight_decay", s.weight_decay},
+                       {"beta1", s.beta1},       {"beta2", s.beta2},
+                       {"epsilon", s.epsilon}};
+  SPILL_RETURN_IF_ERROR(
+      WriteTextFile((dir / "solver.json").string(), solver.dump() + "\n", "--trace"));
   return spill::SaveCheckpoint((fs::path(options_.trace_dir) / "initial.npz").string(), *net_,
                                *runtime_, *device_, solver_.get(), position_, config_.text);
 }
@@ -303,7 +405,12 @@ Status Trainer::SaveGradients() {
   for (const Solver::Slot& slot : solver_->slots()) {
     const TensorInfo& info = s.tensors[slot.grad];
     std::vector<float> host(info.shape.numel());
-    device_->CopySync(host.data(), runtime_->Data(slot.grad), info.bytes, CopyKind::kDeviceToHost);
+    Status read = runtime_->ReadTensor(slot.grad, host.data());
+    if (!read.ok()) {
+      return read.WithContext(
+          "--trace keeps the first step's gradients, which needs memory.params: "
+          "device");
+    }
     archive[s.tensors[slot.param].name] = NpyArray::Floats(
         {info.shape.n(), info.shape.c(), info.shape.h(), info.shape.w()}, host.data());
   }
@@ -327,11 +434,10 @@ Status Trainer::FinishTrace() {
 Status Trainer::WriteMemoryLog() {
   const std::string& path = options_.memory_log;
   const bool json = path.size() > 5 && path.substr(path.size() - 5) == "jsonl";
-  std::ofstream out(path);
-  if (!out) return IoError("cannot write the memory log '" + path + "'");
-  out << (json ? MemoryLogJson(runtime_->log(), net_->schedule(), net_->layer_names())
-               : MemoryLogCsv(runtime_->log(), net_->schedule(), net_->layer_names()));
-  return out ? Status::Ok() : IoError("cannot write the memory log '" + path + "'");
+  return WriteTextFile(path,
+                       json ? MemoryLogJson(runtime_->log(), net_->schedule(), net_->layer_names())
+                            : MemoryLogCsv(runtime_->log(), net_->schedule(), net_->layer_names()),
+                       "--memory-log");
 }
 
 std::string Trainer::ProfileTable() const { return executor_->ProfileTable(); }
@@ -423,6 +529,7 @@ Status Trainer::Run() {
     SPILL_RETURN_IF_ERROR(SaveCheckpoint());
   }
   log_.flush();
+  if (!log_) return IoError("cannot write the training log in '" + config_.run.output + "'");
   if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(FinishTrace());
   report_.steps = position_.step;
   report_.epochs = static_cast<double>(position_.step) / steps_per_epoch_;

@@ -5,6 +5,11 @@
 // rate depend only on (seed, epoch, step), and checkpoints hold parameters,
 // solver state and the position in the data, so a run resumed from a
 // checkpoint produces exactly the losses of an uninterrupted one.
+//
+// The output folder belongs to one run at a time: the trainer holds an
+// exclusive flock(2) on <output>/train.lock for its lifetime (the kernel drops
+// it when the process ends, even by kill -9, so it never goes stale), and a
+// fresh run refuses to start over a checkpoint unless asked to (overwrite).
 #ifndef SPILL_TOOLS_TRAINER_H_
 #define SPILL_TOOLS_TRAINER_H_
 
@@ -36,6 +41,8 @@ struct TrainOptions {
   std::string trace_dir;
   // Throttle host<->device copies of the CPU device (GB/s; 0 = memcpy speed).
   double link_gbps = 0;
+  // Start afresh even though the output folder holds a checkpoint.
+  bool overwrite = false;
   // Write the second training iteration of this run (the first, when it is
   // the only one) as a Chrome/Perfetto trace here; on the CPU device its
   // step times also go to the step time cache.
@@ -80,7 +87,11 @@ class Trainer {
  private:
   Trainer(const TrainConfig& config, const TrainOptions& options);
   Status Setup();
+  Status ClaimOutput();
   Status OpenData();
+  Status CheckData() const;
+  Status StartSchedule();
+  Status CheckPosition() const;
   Status TrainStep(Batch& batch);
   Status Evaluate();
   Status SaveCheckpoint();
@@ -114,6 +125,7 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   std::ofstream log_;
+  int lock_fd_ = -1;  // <output>/train.lock, held while the trainer lives
   Progress progress_;
   TrainReport report_;
   // Running figures of the current epoch.

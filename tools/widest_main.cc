@@ -3,26 +3,25 @@
 //
 //   widest --config models/resnet50.yaml --device-memory 12GiB [--memory superneurons]
 //          [--set size=224] [--host-memory 64GiB] [--device cpu|cuda] [--confirm 2]
+//          [--allocator va --chunk 2MiB] [--compact false] [--window-budget search]
 #include <cstdio>
 
+#include "tools/cli.h"
 #include "tools/experiments.h"
 
 namespace spill {
 namespace {
 
 constexpr int64_t kBatchLimit = 1 << 20;
-constexpr char kUsage[] =
-    "usage: widest --config MODEL.yaml [--device-memory 12GiB] [--memory superneurons]\n"
-    "              [--set KEY=VALUE] [--host-memory 64GiB] [--workspace POLICY]\n"
-    "              [--device cpu|cuda] [--confirm STEPS] [--device-profile k40-pcie3]\n"
+constexpr char kDescription[] =
     "The largest batch whose training iteration fits the device budget, found from\n"
-    "plans; --confirm N also trains it for N steps where this machine has the memory. It\n"
-    "also prints the iteration time simulated on --device-profile (k40-pcie3, titanx-pcie3,\n"
-    "v100-nvlink2, h100-pcie5, cpu).\n";
+    "plans; --confirm N also trains it for N steps where this machine has the memory. It also\n"
+    "prints the iteration time simulated on --device-profile (k40-pcie3, titanx-pcie3,\n"
+    "v100-nvlink2, h100-pcie5, cpu).";
 
 int Main(int argc, char** argv) {
   ExperimentOptions o;
-  const int stop = StartExperiment(argc, argv, "widest", kUsage, "", &o);
+  const int stop = StartExperiment(argc, argv, "widest", kDescription, "", &o);
   if (stop >= 0) return stop;
   auto spec = LoadNetFile(o.model, o.sets);
   if (!spec.ok()) {
@@ -42,6 +41,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   auto best = probe(*batch);
+  if (!best.ok()) return ReportStatus("widest", best.status());
   std::printf(
       "largest batch of %s under %s: %ld; peak %s, %s to host, %ld recomputations per iteration "
       "(%d plans)\n",
@@ -49,6 +49,15 @@ int Main(int argc, char** argv) {
       FormatBytes(static_cast<double>(best->plan.peak)).c_str(),
       FormatBytes(static_cast<double>(best->plan.log.to_host)).c_str(),
       static_cast<long>(best->plan.recomputations), probes);
+  std::printf("footprint %s (max load %s)",
+              FormatBytes(static_cast<double>(best->plan.footprint)).c_str(),
+              FormatBytes(static_cast<double>(best->plan.peak)).c_str());
+  if (o.memory.scheduler == "window") {
+    std::printf("; window scheduler budget %s", best->window_budget.ToString().c_str());
+  }
+  std::printf("\n");
+  // Predict and train with the scheduler budget the search settled on.
+  o.memory.window_budget = best->window_budget;
   if (ReportPrediction(*spec, *batch, o) != 0) return 1;
   if (o.confirm == 0) return 0;
   return ReportConfirmation(ConfirmByTraining(*spec, *batch, o, best->plan), o.confirm);
@@ -57,4 +66,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace spill
 
-int main(int argc, char** argv) { return spill::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return spill::RunTool("widest", [&] { return spill::Main(argc, argv); });
+}

@@ -206,6 +206,30 @@ StatusOr<void*> CudaDevice::ReserveHostRegion(size_t bytes) {
   return base;
 }
 
+StatusOr<void*> CudaDevice::ReserveFileHostRegion(size_t bytes, const std::string& directory) {
+  SPILL_ASSIGN_OR_RETURN(FileRegion file, MapFileRegion(bytes, directory));
+  std::lock_guard<std::mutex> lock(host_mutex_);
+  HostRegion& region = host_regions_[static_cast<char*>(file.base)];
+  region.reserved = bytes;
+  region.file = true;
+  region.file_region = file;
+  return file.base;
+}
+
+namespace {
+
+void RunHostTask(void* data) {
+  std::unique_ptr<std::function<void()>> task(static_cast<std::function<void()>*>(data));
+  (*task)();
+}
+
+}  // namespace
+
+void CudaDevice::EnqueueHostTask(Queue& queue, std::function<void()> task) {
+  auto* owned = new std::function<void()>(std::move(task));
+  SPILL_CUDA_CHECK(cudaLaunchHostFunc(static_cast<CudaQueue&>(queue).stream(), RunHostTask, owned));
+}
+
 void CudaDevice::ReleaseHostRegion(void* base) {
   if (base == nullptr) return;
   // Copies in flight may still read or write the region.
@@ -219,6 +243,10 @@ void CudaDevice::ReleaseHostRegion(void* base) {
     SPILL_CHECK(it != host_regions_.end()) << "releasing an unknown host region";
     region = it->second;
     host_regions_.erase(it);
+  }
+  if (region.file) {
+    UnmapFileRegion(&region.file_region);
+    return;
   }
   for (size_t offset = 0; offset < region.pinned; offset += kHostPinChunkBytes) {
     SPILL_CUDA_CHECK(cudaHostUnregister(begin + offset));
@@ -234,6 +262,7 @@ Status CudaDevice::EnsureHostPinned(void* base, size_t bytes) {
   HostRegion& region = it->second;
   SPILL_CHECK(bytes <= region.reserved)
       << "pinning " << bytes << " bytes of a " << region.reserved << "-byte host region";
+  if (region.file) return ClaimFileRegion(&region.file_region, bytes);
   const size_t target = PinnedExtentFor(bytes, region.reserved);
   // Once refused, asking again (an eviction tries tensor after tensor)
   // would only repeat a slow failure.

@@ -1,7 +1,9 @@
 // The CUDA device: the GPU backend of the device interface.
 //
 //   * device memory: one cudaMalloc region of the budget, reserved up front
-//     and carved by the memory runtime's pool (never managed memory);
+//     and carved by the memory runtime's pool (never managed memory) - or,
+//     for the va allocator, chunks mapped into reserved addresses
+//     (cuda_virtual_memory.cc);
 //   * host memory for offloaded tensors: one region of address space,
 //     page-locked (cudaHostRegister) chunk by chunk as the memory runtime
 //     reaches into it, so copies are true DMA that overlaps computation
@@ -28,6 +30,7 @@
 #include <string>
 
 #include "framework/device.h"
+#include "framework/file_region.h"
 
 namespace spill {
 
@@ -68,8 +71,13 @@ class CudaDevice : public Device {
   StatusOr<void*> ReserveDeviceRegion(size_t bytes) override;
   void ReleaseDeviceRegion(void* base) override;
   StatusOr<void*> ReserveHostRegion(size_t bytes) override;
+  StatusOr<void*> ReserveFileHostRegion(size_t bytes, const std::string& directory) override;
+  void EnqueueHostTask(Queue& queue, std::function<void()> task) override;
   void ReleaseHostRegion(void* base) override;
   Status EnsureHostPinned(void* base, size_t bytes) override;
+  // CUDA's virtual memory management (cuda_virtual_memory.cc).
+  StatusOr<std::unique_ptr<VirtualMemory>> CreateVirtualMemory(size_t chunk_bytes, size_t chunks,
+                                                               size_t address_bytes) override;
   void AnnotateAllocation(void* p, size_t bytes) override;
   void AnnotateFree(void* p) override;
 
@@ -98,6 +106,10 @@ class CudaDevice : public Device {
     size_t reserved = 0;  // bytes of address space
     size_t pinned = 0;    // page-locked prefix, in chunks
     std::string refusal;  // why locking more failed, once it did
+    // File-backed (memory.host_tier: file): never page-locked (copies are
+    // pageable); disk space claimed as it is used.
+    bool file = false;
+    FileRegion file_region;
   };
 
   int ordinal_;

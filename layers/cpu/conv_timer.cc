@@ -11,7 +11,10 @@
 #include <mutex>
 #include <sstream>
 
+#include "framework/files.h"
+#include "framework/logging.h"
 #include "framework/random.h"
+#include "framework/units.h"
 
 namespace spill {
 namespace cpu {
@@ -51,15 +54,30 @@ Cache& TheCache() {
   return *cache;
 }
 
+constexpr size_t kMaxCacheFileBytes = 64 << 20;
+
+// Reads the cache file. Lines that do not hold a key and a non-negative time
+// are skipped; a cache path that is not a regular file (a folder, a FIFO) or
+// cannot be read is not used at all, for reading or for writing.
 void LoadFile(Cache& cache) {
   cache.loaded = true;
-  if (cache.settings.cache_file.empty()) return;
-  std::ifstream in(cache.settings.cache_file);
+  const std::string path = cache.settings.cache_file;
+  if (path.empty()) return;
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return;  // written on the first measurement
+  auto text = ReadFileToString(path, kMaxCacheFileBytes, "convolution timing cache");
+  if (!text.ok()) {
+    SPILL_LOG_WARNING(kLayers) << text.status().message() << "; timing without a cache file";
+    cache.settings.cache_file.clear();
+    return;
+  }
+  std::istringstream in(*text);
   std::string line;
   while (std::getline(in, line)) {
     size_t tab = line.rfind('\t');
     if (tab == std::string::npos) continue;
-    cache.seconds[line.substr(0, tab)] = std::atof(line.c_str() + tab + 1);
+    auto seconds = ParseFiniteDouble(line.substr(tab + 1));
+    if (seconds.ok() && *seconds >= 0) cache.seconds[line.substr(0, tab)] = *seconds;
   }
 }
 

@@ -47,6 +47,9 @@ StatusOr<Allocation> DeviceAllocator::Allocate(const AllocRequest& request) {
     e.category = request.category;
     e.unusable_free = unusable;
     e.extent = Extent();
+    const MappingCounts work = TakeMappingWork();
+    e.maps = static_cast<int>(work.maps);
+    e.unmaps = static_cast<int>(work.unmaps);
     log_->Add(e);
   }
   CheckEvent("allocation");
@@ -81,6 +84,17 @@ void DeviceAllocator::CheckEvent(const char* what) const {
   if (!check_every_event_) return;
   const std::string broken = CheckInvariants();
   SPILL_CHECK(broken.empty()) << name() << " allocator, after an " << what << ": " << broken;
+}
+
+DeviceAllocator::MappingCounts DeviceAllocator::TakeMappingWork() {
+  const MappingCounts now = mapping_counts();
+  // Counters that went back were reset: everything since counts.
+  const bool reset = now.maps < mapping_taken_.maps || now.unmaps < mapping_taken_.unmaps;
+  const MappingCounts work =
+      reset ? now
+            : MappingCounts{now.maps - mapping_taken_.maps, now.unmaps - mapping_taken_.unmaps};
+  mapping_taken_ = now;
+  return work;
 }
 
 size_t DeviceAllocator::Extent() const {
@@ -153,7 +167,7 @@ std::string DeviceAllocator::CheckInvariants() const {
   if (per != stats_.in_use) return "per-category in-use disagrees with the live blocks";
   if (stats_.total_peak < stats_.total_in_use) return "peak is below current use";
   if (places()) {
-    if (end > capacity_) return "a block ends beyond the capacity";
+    if (end > address_space()) return "a block ends beyond the address space";
     if (end > stats_.high_water) return "a block ends above the high-water mark";
     const auto blocks = AllocationsByOffset();
     for (size_t i = 1; i < blocks.size(); ++i) {
@@ -221,6 +235,18 @@ bool RegisterAllocator(AllocatorInfo info) {
 const AllocatorInfo* FindAllocator(const std::string& name) {
   auto it = Registry().find(name);
   return it == Registry().end() ? nullptr : &it->second;
+}
+
+size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk, bool persistent) {
+  const AllocatorInfo* info = FindAllocator(name);
+  if (info == nullptr || !info->charge) return RoundToBlocks(std::max<size_t>(bytes, 1));
+  return info->charge(bytes, chunk, persistent);
+}
+
+size_t UsableBytes(const std::string& name, size_t budget, size_t chunk) {
+  const AllocatorInfo* info = FindAllocator(name);
+  if (info == nullptr || !info->usable) return budget;
+  return info->usable(budget, chunk);
 }
 
 std::vector<std::string> AllocatorNames() {

@@ -97,6 +97,8 @@ struct AllocatorContext {
   Profiler profiler;  // may be empty (then profile-guided allocators fail)
   // The network, for allocators that place by what a tensor is (may be null).
   const NetworkView* view = nullptr;
+  // The physical chunk of allocators that map memory (memory.chunk).
+  size_t chunk = 0;
   size_t min_offload_bytes = kDefaultMinOffloadBytes;
 };
 
@@ -120,6 +122,10 @@ class DeviceAllocator {
   // the highest end offset ever placed; allocators that map memory report
   // their mapped peak.
   virtual size_t PeakFootprint() const { return stats_.high_water; }
+  // The addresses blocks may be placed at: [0, address_space()). The
+  // region by default; allocators that map memory reserve more addresses
+  // than memory.
+  virtual size_t address_space() const { return capacity_; }
   // The device memory the live placements span now - what a pool would
   // need if they were the peak: by default the end of the highest live
   // block; allocators with several arenas add up their extents.
@@ -144,6 +150,16 @@ class DeviceAllocator {
   // their requests by position within it).
   virtual Status BeginIteration(Phase phase) { return Status::Ok(); }
   virtual void EndIteration() {}
+  // Physical chunks mapped and unmapped so far (allocators that map memory;
+  // 0 for the others).
+  struct MappingCounts {
+    int64_t maps = 0, unmaps = 0;
+  };
+  virtual MappingCounts mapping_counts() const { return {}; }
+  // The mapping done since the last call: an allocation event carries what
+  // its request did (and whatever a failed one did before it); the runtime
+  // logs what EndIteration did.
+  MappingCounts TakeMappingWork();
 
   // Compaction: sliding live blocks down to close holes. Allocators that
   // cannot move blocks say so; the runtime then never compacts.
@@ -191,6 +207,7 @@ class DeviceAllocator {
   std::vector<LiveBlock> LiveBlocks() const;
 
  private:
+  MappingCounts mapping_taken_;
   struct Live {
     size_t offset;
     size_t bytes;
@@ -214,11 +231,20 @@ class DeviceAllocator {
 using AllocatorFactory =
     std::function<StatusOr<std::unique_ptr<DeviceAllocator>>(const AllocatorContext& context)>;
 
+// The device bytes a request of `bytes` takes under an allocator, for
+// policies that plan ahead in bytes (the window scheduler); `chunk` is
+// memory.chunk; `persistent` for parameters, their gradients and solver
+// state.
+using AllocatorCharge = std::function<size_t(size_t bytes, size_t chunk, bool persistent)>;
+
 struct AllocatorInfo {
   std::string name;
   std::string summary;  // one line, for --help and errors
   bool plan_only = false;
   AllocatorFactory create;
+  AllocatorCharge charge;  // empty: whole pool blocks
+  // Of a device budget, what charged requests can fill (empty: all of it).
+  std::function<size_t(size_t budget, size_t chunk)> usable;
 };
 
 bool RegisterAllocator(AllocatorInfo info);
@@ -226,6 +252,11 @@ bool RegisterAllocator(AllocatorInfo info);
 StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& name,
                                                            const AllocatorContext& context);
 const AllocatorInfo* FindAllocator(const std::string& name);
+// What `bytes` take under the allocator `name` (pool blocks when it does
+// not say, or is unknown).
+size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk, bool persistent);
+// What charged requests can fill of `budget` under the allocator `name`.
+size_t UsableBytes(const std::string& name, size_t budget, size_t chunk);
 std::vector<std::string> AllocatorNames();
 
 }  // namespace spill

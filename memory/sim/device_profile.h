@@ -43,6 +43,9 @@ struct DeviceProfile {
   // Fixed cost of each computation: kernel launch and tail on a GPU.
   double kernel_seconds = 0;
   LinkProfile link;
+  // Host seconds to map or unmap one physical chunk (the va allocator's
+  // driver calls). No spec sheet gives it: 0 unless set (`plan --map-us`).
+  double map_seconds_per_chunk = 0;
   // True for the CPU device: compute runs inline on the host thread, so the
   // host waits whenever compute would. False: the host enqueues
   // asynchronously and blocks only where it waits for an event.

@@ -110,6 +110,7 @@ class Simulator {
   }
 
   void Apply(const MemoryEvent& e);
+  void Remap(const MemoryEvent& e);
 
   const NetworkView& view_;
   const Schedule& schedule_;
@@ -177,8 +178,24 @@ void Simulator::Apply(const MemoryEvent& e) {
       return;
     }
     case MemoryEventType::kAlloc:
+    case MemoryEventType::kRemap:
+      Remap(e);
       return;
   }
+}
+
+// Chunks mapped for a request or between iterations (va): an unmap first
+// drains both queues, then the host makes the driver calls.
+void Simulator::Remap(const MemoryEvent& e) {
+  if (e.maps == 0 && e.unmaps == 0) return;
+  if (e.unmaps > 0) HostWaits(std::max(ComputeTail(), copy_end_), "the queues to drain", e.step);
+  const double seconds = (e.maps + e.unmaps) * profile_.map_seconds_per_chunk;
+  if (seconds <= 0) return;
+  Slice(Lane::kHost,
+        "map " + std::to_string(e.maps) + ", unmap " + std::to_string(e.unmaps) + " chunks", "map",
+        host_, host_ + seconds, e.step);
+  host_ += seconds;
+  if (profile_.inline_compute) compute_end_ = host_;
 }
 
 // Total length of the intersection of two sets of disjoint intervals.
@@ -214,6 +231,8 @@ TimelineSummary Summarize(const Timeline& timeline) {
       copy.push_back(span);
     } else if (wait) {
       s.host_wait_seconds += slice.duration;
+    } else if (slice.category == "map") {
+      s.map_seconds += slice.duration;
     }
   }
   s.hidden_copy_seconds = Intersection(compute, copy);

@@ -15,6 +15,8 @@
 //   compaction                the host waits for every copy, then the compute
 //                             queue moves the bytes (read + write)
 //   loss layers               the host reads the scores back (waits for compute)
+//   chunks unmapped (va)      the host waits for both queues to drain, then
+//                             maps and unmaps at the profile's cost per chunk
 // On an inline-compute device (the CPU) compute runs on the host thread, so
 // every compute wait is a host wait; on a GPU-like device the host enqueues
 // and runs ahead until it waits for an event. Decisions never depend on
@@ -70,7 +72,8 @@ struct TimelineSummary {
   double copy_seconds = 0;          // copy lane busy
   double hidden_copy_seconds = 0;   // copy time while compute was busy
   double compute_wait_seconds = 0;  // compute waiting for copies
-  double host_wait_seconds = 0;     // the host blocked on copies
+  double host_wait_seconds = 0;     // the host blocked on copies (or on drains before unmaps)
+  double map_seconds = 0;           // the host mapping and unmapping chunks (va)
   // Copy time hidden under compute / all copy time (1 without copies).
   double overlap() const { return copy_seconds > 0 ? hidden_copy_seconds / copy_seconds : 1; }
 };

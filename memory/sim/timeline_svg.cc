@@ -25,6 +25,7 @@ const char* SliceColour(const std::string& category) {
   if (category == "offload") return "#f28e2b";
   if (category == "prefetch") return "#76b7b2";
   if (category == "compact") return "#b07aa1";
+  if (category == "map") return "#edc948";
   return "#bab0ac";  // waits
 }
 
@@ -158,8 +159,8 @@ void LegendItem(double x, double y, const char* colour, const char* label,
 // Slice kinds on the first row, memory categories on the second.
 void DrawLegend(double top, std::ostringstream& svg) {
   double x = kLeft;
-  for (const char* kind :
-       {"forward", "backward", "recompute", "update", "offload", "prefetch", "compact", "wait"}) {
+  for (const char* kind : {"forward", "backward", "recompute", "update", "offload", "prefetch",
+                           "compact", "map", "wait"}) {
     LegendItem(x, top, SliceColour(kind), kind, svg);
     x += kLegendKind;
   }

@@ -1,0 +1,162 @@
+#include "framework/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <new>
+
+namespace spill {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Named(const std::string& what, const std::string& path) {
+  return what.empty() ? "'" + path + "'" : what + " '" + path + "'";
+}
+
+const char* KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Status OpenError(const std::string& path, const std::string& what, int error) {
+  if (error == ENOENT) return NotFound(Named(what, path) + " does not exist");
+  return IoError("cannot open " + Named(what, path) + ": " + std::strerror(error));
+}
+
+// The folder a new file at `path` would be created in.
+std::string ParentOf(const std::string& path) {
+  std::string parent = fs::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+}  // namespace
+
+StatusOr<int> OpenRegularFile(const std::string& path, const std::string& what) {
+  if (path.empty()) return InvalidArgument(what + ": empty file name");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer before we can look.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return OpenError(path, what, errno);
+  struct stat info;
+  if (::fstat(fd, &info) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return OpenError(path, what, error);
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(Named(what, path) + " is " + KindOf(info.st_mode) +
+                           "; expected a regular file");
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+Status CheckRegularFile(const std::string& path, const std::string& what) {
+  SPILL_ASSIGN_OR_RETURN(int fd, OpenRegularFile(path, what));
+  ::close(fd);
+  return Status::Ok();
+}
+
+StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes,
+                                       const std::string& what) {
+  SPILL_ASSIGN_OR_RETURN(int fd, OpenRegularFile(path, what));
+  struct stat info;
+  if (::fstat(fd, &info) == 0 && static_cast<uint64_t>(info.st_size) > max_bytes) {
+    ::close(fd);
+    return InvalidArgument(Named(what, path) + " has " + std::to_string(info.st_size) +
+                           " bytes; the limit is " + std::to_string(max_bytes));
+  }
+  std::string text;
+  Status status;
+  try {
+    char buffer[1 << 16];
+    while (true) {
+      const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        status = IoError("cannot read " + Named(what, path) + ": " + std::strerror(errno));
+        break;
+      }
+      if (got == 0) break;
+      if (text.size() + static_cast<size_t>(got) > max_bytes) {
+        status = InvalidArgument(Named(what, path) + " grew past the limit of " +
+                                 std::to_string(max_bytes) + " bytes while being read");
+        break;
+      }
+      text.append(buffer, static_cast<size_t>(got));
+    }
+  } catch (const std::bad_alloc&) {
+    status = OutOfMemory("not enough memory to read " + Named(what, path));
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return text;
+}
+
+Status CheckOutputFile(const std::string& path, const std::string& what) {
+  if (path.empty()) return InvalidArgument(what + ": empty file name");
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode)) {
+      return InvalidArgument(Named(what, path) + " is a folder; expected a file name");
+    }
+    if (::access(path.c_str(), W_OK) != 0) {
+      return IoError("cannot write " + Named(what, path) + ": " + std::strerror(errno));
+    }
+    return Status::Ok();
+  }
+  const std::string parent = ParentOf(path);
+  if (::stat(parent.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return NotFound("cannot write " + Named(what, path) + ": the folder '" + parent +
+                    "' does not exist");
+  }
+  if (::access(parent.c_str(), W_OK) != 0) {
+    return IoError("cannot write " + Named(what, path) + ": the folder '" + parent +
+                   "' is not writable (" + std::strerror(errno) + ")");
+  }
+  return Status::Ok();
+}
+
+Status WriteTextFile(const std::string& path, const std::string& text, const std::string& what) {
+  FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) {
+    return IoError("cannot write " + Named(what, path) + ": " + std::strerror(errno));
+  }
+  bool good = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  good = std::fflush(file) == 0 && good;
+  const int error = errno;
+  good = std::fclose(file) == 0 && good;
+  if (!good) {
+    return IoError("cannot write " + Named(what, path) + ": " +
+                   std::strerror(error != 0 ? error : EIO));
+  }
+  return Status::Ok();
+}
+
+Status CreateOutputFolder(const std::string& path, const std::string& what) {
+  if (path.empty()) return InvalidArgument(what + ": empty folder name");
+  std::error_code error;
+  fs::create_directories(path, error);
+  if (error) {
+    return IoError("cannot create " + Named(what, path) + ": " + error.message());
+  }
+  if (!fs::is_directory(path, error)) {
+    return InvalidArgument(Named(what, path) + " exists and is not a folder");
+  }
+  if (::access(path.c_str(), W_OK) != 0) {
+    return IoError("cannot write into " + Named(what, path) + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace spill

@@ -1,0 +1,153 @@
+// MemoryRuntime, third part: parameters, their gradients and solver state
+// wherever they live, and the solver step.
+//
+// With memory.params: host (or above:SIZE) a layer's parameters live in host
+// memory and the transfer plan brings them in for each step of the layer
+// (memory/transfer_plan.cc). After the layer's backward the plan's kUpdate
+// runs the solver step for it:
+//   * update: device - the gradient is on the device and the state has been
+//     prefetched: the step runs on the compute queue; the gradient is then
+//     used up, the parameter and its state go back to host memory;
+//   * update: host - the gradient's copy to host memory has been enqueued; the
+//     step is enqueued behind it on the copy queue as host arithmetic, so it
+//     runs as soon as the gradient arrives, overlapping the rest of backward,
+//     and the next prefetch of the parameter (same queue) comes after it.
+// Parameters kept on the device are updated in FinishUpdate, after the
+// iteration, as before. Either way the arithmetic is the solver's, so on the
+// CPU device every placement gives bit-identical parameters.
+//
+// ReadTensor and WriteTensor reach a tensor in whichever memory holds its
+// current value, after the copies and host updates in flight.
+#include <cstring>
+
+#include "memory/runtime.h"
+
+namespace spill {
+
+void MemoryRuntime::BeginUpdate(SlotUpdate update) { update_ = std::move(update); }
+
+void MemoryRuntime::ApplyUpdate(int slot) {
+  const ParameterSlot& p = schedule_.parameters[slot];
+  MemoryEvent e;
+  e.type = MemoryEventType::kUpdate;
+  e.tensor = p.param;
+  e.layer = p.layer;
+  e.bytes = schedule_.tensors[p.param].bytes;
+  e.offset = options_.update_on_host ? 1 : 0;
+  if (options_.record_events) log_events_.Add(e);
+  updated_[slot] = true;
+  if (device_ != nullptr && !update_) {
+    failure_ = InvalidArgument(
+        "the solver step of '" + schedule_.tensors[p.param].name +
+        "' is due during backward (its parameters live in host memory): hand the store the "
+        "update (Solver::BeginStep) before running the iteration");
+    return;
+  }
+  if (options_.update_on_host) {
+    UpdateInHostMemory(slot);
+    return;
+  }
+  Status status = UpdateOnDevice(slot);
+  if (!status.ok()) {
+    failure_ = status;
+    return;
+  }
+  residency_->Release(p.grad);  // used up
+}
+
+Status MemoryRuntime::UpdateOnDevice(int slot) {
+  const ParameterSlot& p = schedule_.parameters[slot];
+  std::vector<TensorId> tensors = {p.param, p.grad};
+  tensors.insert(tensors.end(), p.state.begin(), p.state.end());
+  const size_t pins = pinned_.size();
+  for (TensorId id : tensors) {
+    SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, no_runner_));
+    Pin(id);
+  }
+  if (device_ != nullptr && update_) {
+    std::vector<float*> state;
+    for (TensorId t : p.state) state.push_back(residency_->data(t));
+    update_(p, residency_->data(p.param), residency_->data(p.grad), state, /*host=*/false);
+  }
+  residency_->MarkWritten(p.param);
+  for (TensorId t : p.state) residency_->MarkWritten(t);
+  for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
+  pinned_.resize(pins);
+  return Status::Ok();
+}
+
+// The gradient's copy to host memory is on the copy queue; the step runs
+// behind it, on host memory, and the parameter's next prefetch behind that.
+void MemoryRuntime::UpdateInHostMemory(int slot) {
+  const ParameterSlot& p = schedule_.parameters[slot];
+  if (residency_->state(p.grad) != Residency::kOffloading ||
+      !residency_->host_copy_current(p.grad)) {
+    failure_ = OutOfMemory("the gradient of '" + schedule_.tensors[p.param].name +
+                           "' could not go to host memory for its update there");
+    return;
+  }
+  if (device_ == nullptr) return;
+  float* w = residency_->host_data(p.param);
+  float* g = residency_->host_data(p.grad);
+  std::vector<float*> state;
+  for (TensorId t : p.state) state.push_back(residency_->host_data(t));
+  SlotUpdate update = update_;
+  const ParameterSlot copy = p;
+  device_->EnqueueHostTask(device_->copy_queue(), [update, copy, w, g, state] {
+    update(copy, w, g, state, /*host=*/true);
+  });
+}
+
+Status MemoryRuntime::FinishUpdate() {
+  Status status = failure_;
+  for (size_t slot = 0; slot < schedule_.parameters.size() && status.ok(); ++slot) {
+    if (updated_[slot]) continue;
+    status = UpdateOnDevice(static_cast<int>(slot));
+  }
+  update_ = nullptr;
+  updated_.assign(updated_.size(), false);
+  failure_ = Status::Ok();
+  return status;
+}
+
+Status MemoryRuntime::ReadTensor(TensorId id, void* out) {
+  const TensorInfo& info = schedule_.tensors[id];
+  if (device_ == nullptr) return Internal("no tensor holds data while planning");
+  // Copies and host updates in flight may still fill it.
+  device_->copy_queue().Synchronize();
+  residency_->WaitForCopy(id);
+  if (residency_->state(id) == Residency::kPrefetching) residency_->FinishPrefetch(id);
+  if (residency_->on_device(id)) {
+    device_->CopySync(out, residency_->data(id), info.bytes, CopyKind::kDeviceToHost);
+    return Status::Ok();
+  }
+  if (residency_->state(id) == Residency::kHost && residency_->host_copy_current(id)) {
+    std::memcpy(out, residency_->host_data(id), info.bytes);
+    return Status::Ok();
+  }
+  return InvalidArgument("tensor '" + info.name + "' holds no data now (" +
+                         ResidencyName(residency_->state(id)) + ")");
+}
+
+Status MemoryRuntime::WriteTensor(TensorId id, const void* in) {
+  const TensorInfo& info = schedule_.tensors[id];
+  if (device_ == nullptr) return Internal("no tensor holds data while planning");
+  device_->copy_queue().Synchronize();
+  residency_->WaitForCopy(id);
+  if (residency_->state(id) == Residency::kPrefetching) residency_->FinishPrefetch(id);
+  if (residency_->state(id) == Residency::kOffloading) residency_->CancelOffload(id);
+  if (residency_->state(id) == Residency::kDevice) {
+    device_->CopySync(residency_->data(id), in, info.bytes, CopyKind::kHostToDevice);
+    residency_->MarkWritten(id);
+    return Status::Ok();
+  }
+  if (residency_->state(id) == Residency::kHost) {
+    std::memcpy(residency_->host_data(id), in, info.bytes);
+    residency_->MarkHostCurrent(id);
+    return Status::Ok();
+  }
+  return InvalidArgument("tensor '" + info.name + "' has no memory to write to now (" +
+                         ResidencyName(residency_->state(id)) + ")");
+}
+
+}  // namespace spill

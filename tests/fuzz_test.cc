@@ -1,0 +1,253 @@
+// Hostile input, generated: mutated network files, training configs, idx and
+// CIFAR-10 datasets and checkpoints, from the model zoo, the shipped configs
+// and valid fixtures, with a fixed seed. Every case runs the code the tools
+// run (parser, Net::Build, the planner, the data readers and loader, the
+// checkpoint loader) in-process and must end - accepted or rejected - without
+// a crash, an escaping exception or running past its time (fuzz_harness.h).
+// Cases whose right outcome is known are in fuzz_targeted_test.cc.
+//
+// tools/fuzz.sh runs more cases with a random seed (SPILL_FUZZ_SEED,
+// SPILL_FUZZ_SCALE).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "framework/npz.h"
+#include "layers/cpu/conv_timer.h"
+#include "tests/fuzz_harness.h"
+#include "tests/fuzz_mutations.h"
+
+namespace spill {
+namespace fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kTextMutations = static_cast<int>(TextMutation::kCount);
+constexpr int kByteMutations = static_cast<int>(ByteMutation::kCount);
+
+// Sources and case counts at scale 1.
+const char* const kFixtureNets[] = {
+    R"(layers:
+  - {name: data, type: input, shape: [1, 8, 8]}
+  - {name: conv, type: convolution, filters: 2, kernel: 3, pad: 1, groups: 1}
+  - {name: pool, type: max_pool, kernel: 2, stride: 2}
+  - {name: fc, type: fully_connected, outputs: 3}
+  - {name: loss, type: softmax_loss}
+)",
+    R"(params: {width: 4, depth: 2}
+blocks:
+  unit:
+    params: {filters: null}
+    layers:
+      - {name: conv, type: convolution, filters: $filters, kernel: 3, pad: 1}
+      - {name: add, type: add, inputs: [conv, $in]}
+layers:
+  - {name: data, type: input, shape: [4, 8, 8]}
+  - {name: res, block: unit, repeat: $depth, args: {filters: $width}}
+  - {name: gap, type: global_average_pool}
+  - {name: fc, type: fully_connected, outputs: "${width * 2 + 1}"}
+  - {name: loss, type: softmax_loss}
+)",
+    R"(layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: a, type: convolution, filters: 4, kernel: 1}
+  - {name: b, type: convolution, filters: 4, kernel: 3, pad: 1, inputs: [data]}
+  - {name: cat, type: concat, inputs: [a, b]}
+  - {name: drop, type: dropout, ratio: 0.5}
+  - {name: fc, type: fully_connected, outputs: 2}
+  - {name: loss, type: softmax_loss, inputs: [fc, data:1]}
+)",
+};
+// At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
+constexpr int kNetworkSources = 12 + 3;
+constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 195 at least
+constexpr int kConfigCases = 8 * kTextMutations;                 // 104
+constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
+constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
+constexpr int kCheckpointCases = kByteMutations * 16;            // 80
+static_assert(kNetworkCases + kConfigCases + kIdxCases + kCifarCases + kCheckpointCases >= 500,
+              "the fuzz test promises at least 500 generated cases");
+
+void Report(const char* what, const Tally& t) {
+  std::printf("fuzz %s: %d cases (seed %llu): %d accepted, %d rejected\n", what, t.cases,
+              static_cast<unsigned long long>(Seed()), t.accepted, t.rejected);
+}
+
+class FuzzTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // Planning models convolution times: no case measures anything.
+    cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
+  }
+};
+
+TEST_F(FuzzTest, Networks) {
+  std::vector<std::pair<std::string, std::string>> sources;  // name, text
+  for (const auto& entry : fs::directory_iterator("models")) {
+    if (entry.path().extension() == ".yaml") {
+      sources.push_back({entry.path().filename().string(), ReadText(entry.path().string())});
+    }
+  }
+  std::sort(sources.begin(), sources.end());
+  sources.push_back({"blocks/resnet.yaml", ReadText("models/blocks/resnet.yaml")});
+  for (size_t i = 0; i < sizeof(kFixtureNets) / sizeof(kFixtureNets[0]); ++i) {
+    sources.push_back({"fixture" + std::to_string(i), kFixtureNets[i]});
+  }
+  ASSERT_GE(static_cast<int>(sources.size()), kNetworkSources);
+  const std::string dir = FreshDir("networks");
+  fs::create_directories(dir + "/blocks");
+  Random rng(Seed());
+  Tally tally;
+  for (int round = 0; round < Scale(); ++round) {
+    for (const auto& [name, text] : sources) {
+      for (int m = 0; m < kTextMutations; ++m) {
+        const auto mutation = static_cast<TextMutation>(m);
+        const std::string mutated = MutateText(text, mutation, rng);
+        // A mutated block library is read through the networks that include it.
+        const bool library = name == "blocks/resnet.yaml";
+        WriteText(dir + "/blocks/resnet.yaml",
+                  library ? mutated : ReadText("models/blocks/resnet.yaml"));
+        WriteText(dir + "/net.yaml", library ? ReadText("models/resnet50.yaml") : mutated);
+        const std::string mode = m % 2 ? "superneurons" : "liveness";
+        RunCase(
+            name + " / " + TextMutationName(mutation),
+            [&] { return NetworkPipeline(dir + "/net.yaml", mode); }, &tally);
+      }
+    }
+  }
+  EXPECT_EQ(tally.cases, static_cast<int>(sources.size()) * kTextMutations * Scale());
+  EXPECT_GE(tally.cases, kNetworkCases * Scale());
+  Report("networks", tally);
+}
+
+TEST_F(FuzzTest, Configs) {
+  std::vector<std::pair<std::string, std::string>> sources;
+  for (const auto& entry : fs::directory_iterator("configs")) {
+    if (entry.path().extension() == ".yaml") {
+      sources.push_back({entry.path().string(), ReadText(entry.path().string())});
+    }
+  }
+  std::sort(sources.begin(), sources.end());
+  sources.push_back({"configs/inline.yaml", std::string("model:\n") + R"(
+  layers:
+    - {name: data, type: input, shape: [1, 28, 28]}
+    - {name: conv, type: convolution, filters: 4, kernel: 3}
+    - {name: fc, type: fully_connected, outputs: 10}
+    - {name: loss, type: softmax_loss}
+data: {dataset: fashion_mnist, path: /nowhere, batch: 8, workers: 2, augment: {crop: 28, pad: 2}}
+solver: {type: adam, lr: 0.001, schedule: {type: multistep, milestones: [1, 2], gamma: 0.5}}
+memory: {mode: superneurons, device_budget: 64MiB, workspace: pin:im2col_image}
+run: {steps: 10, checkpoint_every: 5, eval_every: 5, seed: 3}
+)"});
+  ASSERT_EQ(static_cast<int>(sources.size()) * kTextMutations, kConfigCases);
+  Random rng(Seed() + 1);
+  Tally tally;
+  for (int round = 0; round < Scale(); ++round) {
+    for (const auto& [name, text] : sources) {
+      for (int m = 0; m < kTextMutations; ++m) {
+        const auto mutation = static_cast<TextMutation>(m);
+        const std::string mutated = MutateText(text, mutation, rng);
+        RunCase(
+            name + " / " + TextMutationName(mutation),
+            [&] { return ConfigPipeline(mutated, name); }, &tally);
+      }
+    }
+  }
+  EXPECT_EQ(tally.cases, kConfigCases * Scale());
+  Report("configs", tally);
+}
+
+TEST_F(FuzzTest, IdxDatasets) {
+  const char* const kFiles[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+  const std::string dir = FreshDir("idx");
+  Random rng(Seed() + 2);
+  Tally tally;
+  for (int round = 0; round < Scale(); ++round) {
+    for (const char* file : kFiles) {
+      const std::string path = dir + "/" + file;
+      const bool gz = fs::path(file).extension() == ".gz";
+      for (int m = 0; m < kByteMutations; ++m) {
+        for (int draw = 0; draw < 4; ++draw) {
+          WriteIdxSet(dir);
+          const auto mutation = static_cast<ByteMutation>(m);
+          // Half of the gzipped cases mutate the content, half the stream.
+          const bool images = std::string(file).find("images") != std::string::npos;
+          const std::vector<uint8_t> content =
+              gz && draw % 2 == 0
+                  ? Gzip(MutateBytes(images ? IdxImages(3, 4, 5) : IdxLabels(3), mutation, 16, rng))
+                  : MutateBytes(ReadBytes(path), mutation, 16, rng);
+          WriteBytes(path, content);
+          RunCase(
+              std::string(file) + " / " + ByteMutationName(mutation),
+              [&] { return IdxPipeline(dir); }, &tally);
+        }
+      }
+      // The file replaced by something that is not a file.
+      WriteIdxSet(dir);
+      fs::remove(path);
+      fs::create_directory(path);
+      RunCase(
+          std::string(file) + " / folder", [&] { return IdxPipeline(dir); }, &tally);
+      fs::remove(path);
+    }
+  }
+  EXPECT_EQ(tally.cases, kIdxCases * Scale());
+  Report("idx datasets", tally);
+}
+
+TEST_F(FuzzTest, CifarDatasets) {
+  const char* const kFiles[] = {"data_batch_3.bin", "test_batch.bin"};
+  const std::string dir = FreshDir("cifar");
+  Random rng(Seed() + 3);
+  Tally tally;
+  for (int round = 0; round < Scale(); ++round) {
+    for (const char* file : kFiles) {
+      for (int m = 0; m < kByteMutations; ++m) {
+        for (int draw = 0; draw < 4; ++draw) {
+          WriteCifarSet(dir);
+          const auto mutation = static_cast<ByteMutation>(m);
+          const std::string path = dir + "/" + file;
+          WriteBytes(path, MutateBytes(ReadBytes(path), mutation, 4, rng));
+          RunCase(
+              std::string(file) + " / " + ByteMutationName(mutation),
+              [&] { return CifarPipeline(dir); }, &tally);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(tally.cases, kCifarCases * Scale());
+  Report("CIFAR-10 datasets", tally);
+}
+
+TEST_F(FuzzTest, Checkpoints) {
+  const std::string dir = FreshDir("checkpoints");
+  auto bench = CheckpointBench::Create();
+  const std::string good = dir + "/good.npz";
+  ASSERT_TRUE(bench->Save(good).ok());
+  ASSERT_TRUE(bench->Load(good).ok());
+  const std::vector<uint8_t> bytes = ReadBytes(good);
+  Random rng(Seed() + 4);
+  Tally tally;
+  for (int round = 0; round < Scale(); ++round) {
+    for (int m = 0; m < kByteMutations; ++m) {
+      for (int draw = 0; draw < 16; ++draw) {
+        const auto mutation = static_cast<ByteMutation>(m);
+        const std::string path = dir + "/mutated.npz";
+        // Header words of a zip are little-endian; the big-endian rewrite
+        // still lands extreme values in sizes, offsets and counts.
+        WriteBytes(path, MutateBytes(bytes, mutation, bytes.size(), rng));
+        RunCase(
+            std::string("checkpoint / ") + ByteMutationName(mutation),
+            [&] { return bench->Load(path); }, &tally);
+      }
+    }
+  }
+  EXPECT_EQ(tally.cases, kCheckpointCases * Scale());
+  Report("checkpoints", tally);
+}
+
+}  // namespace
+}  // namespace fuzz
+}  // namespace spill
