@@ -31,6 +31,8 @@ const char* MemoryEventName(MemoryEventType type) {
       return "compact";
     case MemoryEventType::kRemap:
       return "remap";
+    case MemoryEventType::kUpdate:
+      return "update";
   }
   return "?";
 }

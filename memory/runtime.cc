@@ -17,12 +17,12 @@ MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& optio
                      : 0,
                  FitPolicy::kFirstFit),
       cache_(view.schedule->tensors.size()),
+      home_host_(view.schedule->tensors.size(), false),
+      updated_(view.schedule->parameters.size(), false),
       rebuild_refs_(view.schedule->tensors.size(), 0),
       holds_sources_(view.schedule->tensors.size(), false),
       deferred_(view.schedule->tensors.size(), false),
-      forward_algorithms_(view.schedule->num_layers()),
-      home_host_(view.schedule->tensors.size(), false),
-      updated_(view.schedule->parameters.size(), false) {
+      forward_algorithms_(view.schedule->num_layers()) {
   for (TensorId id = 0; id < static_cast<TensorId>(home_host_.size()); ++id) {
     home_host_[id] = HomeOnHost(schedule_, options_, id);
   }

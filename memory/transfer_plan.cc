@@ -24,6 +24,8 @@ const char* TransferOpName(TransferOp op) {
       return "rebuild";
     case TransferOp::kRelease:
       return "release";
+    case TransferOp::kUpdate:
+      return "update";
   }
   return "?";
 }

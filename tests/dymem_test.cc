@@ -587,7 +587,9 @@ TEST(DymemSchedulerTest, LazyReleaseGivesBackOldestFirstOnlyUnderPressure) {
   ASSERT_TRUE(roomy.ok() && roomy->fits);
   const int n = net->schedule.num_layers();
   for (const MemoryEvent& e : roomy->events) {
-    if (e.type == MemoryEventType::kFinishOffload) EXPECT_EQ(e.step, n - 1);
+    if (e.type == MemoryEventType::kFinishOffload) {
+      EXPECT_EQ(e.step, n - 1);
+    }
   }
   auto minimum = MinimumBudget(net->view, options, kPoolBlockBytes);
   ASSERT_TRUE(minimum.ok());

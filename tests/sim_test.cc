@@ -485,7 +485,9 @@ TEST(TracedRunTest, RealTimelineMatchesThePlan) {
   EXPECT_EQ(trace.Slices("compute queue", "recompute"), plan->recomputations);
   EXPECT_EQ(trace.Slices("copy queue", "offload") + trace.Slices("copy queue", "prefetch"), copies);
   for (const TimelineSlice& slice : run->last.slices) {
-    if (slice.lane == Lane::kCopy) EXPECT_NE(slice.name.back(), ' ') << "an unnamed copy";
+    if (slice.lane == Lane::kCopy) {
+      EXPECT_NE(slice.name.back(), ' ') << "an unnamed copy";
+    }
   }
   size_t peak = 0;
   for (const MemorySample& m : run->last.memory) {

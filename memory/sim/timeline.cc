@@ -181,6 +181,11 @@ void Simulator::Apply(const MemoryEvent& e) {
     case MemoryEventType::kRemap:
       Remap(e);
       return;
+    case MemoryEventType::kUpdate:
+      // A parameter's solver step: on the device it is part of the
+      // iteration's update time; in host memory it runs on the host beside
+      // the copies, which the profiles do not model (not charged).
+      return;
   }
 }
 
