@@ -78,6 +78,9 @@ struct RunConfig {
   int64_t checkpoint_every = 0;
   uint64_t seed = 1;
   std::string output;
+  // Fine-tuning: start from the parameters of this checkpoint that match the
+  // network by name and shape ("" = a fresh initialization only).
+  std::string init;
 };
 
 // How convolution algorithms are timed for the workspace selector
