@@ -39,6 +39,19 @@ using Clock = std::chrono::steady_clock;
 using Json = nlohmann::ordered_json;
 
 constexpr char kLockFile[] = "train.lock";
+constexpr size_t kNamesShown = 8;  // names printed per list of --init
+
+// "a, b, c and 5 more".
+std::string NameList(const std::vector<std::string>& names) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < kNamesShown; ++i) {
+    text += (i ? ", " : "") + names[i];
+  }
+  if (names.size() > kNamesShown) {
+    text += " and " + std::to_string(names.size() - kNamesShown) + " more";
+  }
+  return text;
+}
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -209,11 +222,33 @@ Status Trainer::Setup() {
   } else {
     SPILL_RETURN_IF_ERROR(InitializeParameters(*net_, *runtime_, config_.run.seed));
     SPILL_RETURN_IF_ERROR(solver_->ResetState(*net_, *runtime_));
+    if (!config_.run.init.empty()) SPILL_RETURN_IF_ERROR(InitFrom(config_.run.init));
   }
   if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(StartTrace());
   const std::string log = (std::filesystem::path(config_.run.output) / "log.jsonl").string();
   log_.open(log, options_.resume.empty() ? std::ios::trunc : std::ios::app);
   if (!log_) return IoError("cannot write the training log '" + log + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+// Fine-tuning: parameters that match the checkpoint by name and shape are
+// loaded, the rest keep the fresh initialization; the solver starts afresh.
+Status Trainer::InitFrom(const std::string& path) {
+  auto loaded = LoadMatchingParameters(path, *net_, *runtime_);
+  if (!loaded.ok()) return loaded.status().WithContext("run.init (--init)");
+  init_load_ = std::move(loaded).value();
+  if (!options_.verbose) return Status::Ok();
+  const PartialLoad& l = init_load_;
+  std::fprintf(stderr, "initialized from %s: %zu of %zu parameters loaded: %s\n", path.c_str(),
+               l.loaded.size(), l.loaded.size() + l.fresh.size(), NameList(l.loaded).c_str());
+  if (!l.fresh.empty()) {
+    std::fprintf(stderr, "  %zu freshly initialized: %s\n", l.fresh.size(),
+                 NameList(l.fresh).c_str());
+  }
+  if (!l.unused.empty()) {
+    std::fprintf(stderr, "  %zu checkpoint parameters not in the network: %s\n", l.unused.size(),
+                 NameList(l.unused).c_str());
+  }
   return Status::Ok();
 }
 
