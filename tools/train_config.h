@@ -79,7 +79,8 @@ struct RunConfig {
   uint64_t seed = 1;
   std::string output;
   // Fine-tuning: start from the parameters of this checkpoint that match the
-  // network by name and shape ("" = a fresh initialization only).
+  // network by name and shape ("" = a fresh initialization only). A resumed
+  // run ignores it: its own checkpoint holds every parameter.
   std::string init;
 };
 
