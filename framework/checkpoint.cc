@@ -131,6 +131,22 @@ Status CheckAll(CheckpointCheck& check, const Net& net, const Solver* solver,
   return check.NoExtras(solver != nullptr);
 }
 
+// Sorts one network parameter into `load` or `result->fresh`.
+void MatchParameter(const NpzArchive& archive, const Net& net, TensorId id,
+                    std::vector<Restore>* load, PartialLoad* result) {
+  const TensorInfo& info = net.schedule().tensors[id];
+  auto it = archive.find("params/" + info.name);
+  if (it == archive.end()) {
+    result->fresh.push_back(info.name + " (not in checkpoint)");
+  } else if (it->second.dtype != "<f4" || it->second.shape != Dims(info.shape)) {
+    result->fresh.push_back(info.name + " (checkpoint " + ShapeText(it->second.shape) + " " +
+                            it->second.dtype + ", network " + ShapeText(Dims(info.shape)) + ")");
+  } else {
+    load->push_back({id, &it->second});
+    result->loaded.push_back(info.name);
+  }
+}
+
 }  // namespace
 
 Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& store, Device& device,
@@ -171,6 +187,31 @@ StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path, const Net& ne
   }
   if (solver != nullptr) solver->set_steps(position.solver_steps);
   return position;
+}
+
+StatusOr<PartialLoad> LoadMatchingParameters(const std::string& path, const Net& net,
+                                             TensorStore& store) {
+  SPILL_ASSIGN_OR_RETURN(NpzArchive archive, ReadNpz(path));
+  const Schedule& schedule = net.schedule();
+  PartialLoad result;
+  std::vector<Restore> load;
+  std::set<std::string> names;
+  for (int id = 0; id < net.num_layers(); ++id) {
+    for (TensorId p : schedule.layers[id].params) {
+      MatchParameter(archive, net, p, &load, &result);
+      names.insert("params/" + schedule.tensors[p].name);
+    }
+  }
+  for (const auto& [key, array] : archive) {
+    if (key.rfind("params/", 0) == 0 && !names.count(key))
+      result.unused.push_back(key.substr(sizeof("params/") - 1));
+  }
+  if (load.empty()) {
+    return InvalidArgument("checkpoint '" + path + "' has no parameter that matches network '" +
+                           net.name() + "' by name and shape (was it saved from another network?)");
+  }
+  for (const Restore& r : load) SPILL_RETURN_IF_ERROR(store.WriteTensor(r.id, r.array->floats()));
+  return result;
 }
 
 }  // namespace spill

@@ -21,6 +21,7 @@
 #define SPILL_FRAMEWORK_CHECKPOINT_H_
 
 #include <string>
+#include <vector>
 
 #include "framework/device.h"
 #include "framework/net.h"
@@ -45,6 +46,22 @@ Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& stor
 // given) after the checks above; errors name the file and the array.
 StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path, const Net& net,
                                           TensorStore& store, Device& device, Solver* solver);
+
+// Fine-tuning: what LoadMatchingParameters copied and what it left alone.
+struct PartialLoad {
+  std::vector<std::string> loaded;  // network parameters taken from the checkpoint
+  // Network parameters that keep their fresh values, each with the reason:
+  // "fc/weight (checkpoint 10x64x1x1, network 5x64x1x1)" or "... (not in checkpoint)".
+  std::vector<std::string> fresh;
+  std::vector<std::string> unused;  // checkpoint parameters the network lacks
+};
+
+// Copies each params/ array of the checkpoint whose name, dtype (float32) and
+// shape match a parameter of `net`; everything else keeps its current value.
+// Solver state and the training position are ignored. A checkpoint that
+// matches nothing is an error (it is surely not the intended one).
+StatusOr<PartialLoad> LoadMatchingParameters(const std::string& path, const Net& net,
+                                             TensorStore& store);
 
 }  // namespace spill
 

@@ -212,7 +212,7 @@ Status ReadMemory(YamlMap memory, MemoryOptions* m, TimingConfig* timing) {
   return m->Validate().WithContext(memory.Where("mode"));
 }
 
-Status ReadRun(YamlMap run, RunConfig* r) {
+Status ReadRun(YamlMap run, const std::string& base_dir, RunConfig* r) {
   r->device = run.Choice("device", {"cpu", "cuda"}, r->device);
   r->gpu = static_cast<int>(run.Int("gpu", r->gpu, 0, kMaxGpu));
   r->epochs = run.Int("epochs", r->epochs, 0, kMaxEpochs);
@@ -222,6 +222,7 @@ Status ReadRun(YamlMap run, RunConfig* r) {
   r->seed = static_cast<uint64_t>(
       run.Int("seed", static_cast<int64_t>(r->seed), 0, std::numeric_limits<int64_t>::max()));
   r->output = run.String("output", r->output);
+  r->init = Resolve(run.String("init", r->init), base_dir);
   if (run.ok() && r->epochs == 0 && r->steps == 0) {
     run.Fail("epochs", "set run.epochs or run.steps (at least 1)");
   }
@@ -248,7 +249,7 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::strin
   SPILL_RETURN_IF_ERROR(ReadSolver(top.Section("solver"), &c));
   c.timing.cache = cpu::DefaultConvTimingCache();
   SPILL_RETURN_IF_ERROR(ReadMemory(top.Section("memory"), &c.memory, &c.timing));
-  SPILL_RETURN_IF_ERROR(ReadRun(top.Section("run"), &c.run));
+  SPILL_RETURN_IF_ERROR(ReadRun(top.Section("run"), base_dir, &c.run));
   if (c.run.output.empty()) {
     c.run.output = "runs/" + fs::path(file).stem().string();
   }

@@ -78,6 +78,10 @@ struct RunConfig {
   int64_t checkpoint_every = 0;
   uint64_t seed = 1;
   std::string output;
+  // Fine-tuning: start from the parameters of this checkpoint that match the
+  // network by name and shape ("" = a fresh initialization only). A resumed
+  // run ignores it: its own checkpoint holds every parameter.
+  std::string init;
 };
 
 // How convolution algorithms are timed for the workspace selector

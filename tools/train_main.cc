@@ -49,8 +49,8 @@ void InstallSignalHandlers() {
 }
 
 struct Args {
-  std::string config, report, resume, output, memory, memory_log, trace, workspace, device, log,
-      timeline;
+  std::string config, report, resume, init, output, memory, memory_log, trace, workspace, device,
+      log, timeline;
   size_t device_memory = 0;  // 0: the config's
   double link_gbps = 0;
   bool resume_default = false, no_progress = false, print_default = false, profile = false,
@@ -67,6 +67,9 @@ void Declare(Flags& f, Args* a) {
   f.String("--resume", &a->resume, "continue from a checkpoint (default: <output>/checkpoint.npz)")
       ->expected(0, 1)
       ->type_name("[CHECKPOINT]");
+  f.InputFile("--init", &a->init,
+              "fine-tune: start from the parameters of this checkpoint that match the network by "
+              "name and shape (overrides run.init)");
   f.Flag("--overwrite", &a->overwrite,
          "start over in an output folder that holds a checkpoint, replacing it");
   f.String("--output", &a->output, "override run.output")->type_name("DIR");
@@ -100,6 +103,7 @@ void Declare(Flags& f, Args* a) {
 
 Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (!a.output.empty()) c->run.output = a.output;
+  if (!a.init.empty()) c->run.init = a.init;
   if (!a.device.empty()) c->run.device = a.device;
   if (a.epochs > 0) {
     c->run.epochs = a.epochs;
@@ -153,6 +157,12 @@ int Main(int argc, char** argv) {
     return ReportStatus("train",
                         InvalidArgument("--resume continues a run and --overwrite "
                                         "replaces it; give one of them"),
+                        2);
+  }
+  if (resuming && !args.init.empty()) {
+    return ReportStatus("train",
+                        InvalidArgument("--resume continues a run from its checkpoint and --init "
+                                        "starts a new one from another's parameters; give one"),
                         2);
   }
   Status status = ApplyOverrides(args, &config);

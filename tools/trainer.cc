@@ -27,6 +27,7 @@
 #include "memory/planner.h"
 #include "memory/sim/trace_json.h"
 #include "tools/checks.h"
+#include "tools/inference.h"
 #include "tools/net_json.h"
 
 namespace spill {
@@ -38,27 +39,22 @@ using Clock = std::chrono::steady_clock;
 using Json = nlohmann::ordered_json;
 
 constexpr char kLockFile[] = "train.lock";
+constexpr size_t kNamesShown = 8;  // names printed per list of --init
+
+// "a, b, c and 5 more".
+std::string NameList(const std::vector<std::string>& names) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < kNamesShown; ++i) {
+    text += (i ? ", " : "") + names[i];
+  }
+  if (names.size() > kNamesShown) {
+    text += " and " + std::to_string(names.size() - kNamesShown) + " more";
+  }
+  return text;
+}
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Mean cross-entropy and top-1 hits of the first `count` rows of `scores`.
-// Labels come from a dataset checked to have at most `classes` classes; a
-// label outside them is still an error here rather than a read past the row.
-Status Score(const std::vector<float>& scores, const std::vector<float>& labels, int64_t count,
-             int64_t classes, double* loss, int64_t* correct) {
-  for (int64_t i = 0; i < count; ++i) {
-    const float* p = scores.data() + i * classes;
-    const int64_t label = static_cast<int64_t>(labels[i]);
-    if (label < 0 || label >= classes) {
-      return InvalidArgument("test label " + std::to_string(label) + " is outside the " +
-                             std::to_string(classes) + " classes the network scores");
-    }
-    *loss -= std::log(std::max(p[label], FLT_MIN));
-    *correct += (std::max_element(p, p + classes) - p) == label;
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -101,23 +97,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
   return trainer;
 }
 
-Status Trainer::OpenData() {
-  const DataConfig& d = config_.data;
-  if (d.dataset == "cifar10") {
-    SPILL_ASSIGN_OR_RETURN(train_data_, OpenCifar10(d.path, Split::kTrain, d.augment));
-    SPILL_ASSIGN_OR_RETURN(test_data_, OpenCifar10(d.path, Split::kTest, d.test_augment));
-  } else if (d.dataset == "image_folder") {
-    SPILL_ASSIGN_OR_RETURN(train_data_, OpenImageFolder(d.path, d.augment));
-    if (!d.test_path.empty()) {
-      SPILL_ASSIGN_OR_RETURN(test_data_, OpenImageFolder(d.test_path, d.test_augment));
-    }
-  } else {
-    const bool fashion = d.dataset == "fashion_mnist";
-    SPILL_ASSIGN_OR_RETURN(train_data_, OpenIdx(d.path, Split::kTrain, d.augment, fashion));
-    SPILL_ASSIGN_OR_RETURN(test_data_, OpenIdx(d.path, Split::kTest, d.test_augment, fashion));
-  }
-  return Status::Ok();
-}
+Status Trainer::OpenData() { return OpenDatasets(config_.data, &train_data_, &test_data_); }
 
 Status Trainer::ClaimOutput() {
   namespace fs = std::filesystem;
@@ -242,11 +222,33 @@ Status Trainer::Setup() {
   } else {
     SPILL_RETURN_IF_ERROR(InitializeParameters(*net_, *runtime_, config_.run.seed));
     SPILL_RETURN_IF_ERROR(solver_->ResetState(*net_, *runtime_));
+    if (!config_.run.init.empty()) SPILL_RETURN_IF_ERROR(InitFrom(config_.run.init));
   }
   if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(StartTrace());
   const std::string log = (std::filesystem::path(config_.run.output) / "log.jsonl").string();
   log_.open(log, options_.resume.empty() ? std::ios::trunc : std::ios::app);
   if (!log_) return IoError("cannot write the training log '" + log + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+// Fine-tuning: parameters that match the checkpoint by name and shape are
+// loaded, the rest keep the fresh initialization; the solver starts afresh.
+Status Trainer::InitFrom(const std::string& path) {
+  auto loaded = LoadMatchingParameters(path, *net_, *runtime_);
+  if (!loaded.ok()) return loaded.status().WithContext("run.init (--init)");
+  init_load_ = std::move(loaded).value();
+  if (!options_.verbose) return Status::Ok();
+  const PartialLoad& l = init_load_;
+  std::fprintf(stderr, "initialized from %s: %zu of %zu parameters loaded: %s\n", path.c_str(),
+               l.loaded.size(), l.loaded.size() + l.fresh.size(), NameList(l.loaded).c_str());
+  if (!l.fresh.empty()) {
+    std::fprintf(stderr, "  %zu freshly initialized: %s\n", l.fresh.size(),
+                 NameList(l.fresh).c_str());
+  }
+  if (!l.unused.empty()) {
+    std::fprintf(stderr, "  %zu checkpoint parameters not in the network: %s\n", l.unused.size(),
+                 NameList(l.unused).c_str());
+  }
   return Status::Ok();
 }
 
@@ -336,33 +338,12 @@ Status Trainer::TrainStep(Batch& batch) {
 Status Trainer::Evaluate() {
   if (!test_data_) return Status::Ok();
   progress_.Break();
-  LoaderOptions lo;
-  lo.batch = config_.data.batch;
-  lo.shuffle = false;
-  lo.drop_last = false;
-  lo.workers = config_.data.workers;
-  Loader loader(*test_data_, lo);
-  loader.Start(0, 0);
-  const int64_t classes = net_->num_classes(), n = net_->batch();
-  const int64_t image = test_data_->example_shape().sample_size();
-  double loss = 0;
-  int64_t correct = 0, count = 0;
-  for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
-    SPILL_ASSIGN_OR_RETURN(Batch batch, loader.Next());
-    batch.images.resize(n * image);
-    batch.labels.resize(n, batch.labels.empty() ? 0.0f : batch.labels[0]);
-    for (int64_t i = batch.size; i < n; ++i) {  // pad a short last batch
-      std::copy_n(batch.images.begin(), image, batch.images.begin() + i * image);
-    }
-    HostBatch host{batch.images.data(), batch.labels.data()};
-    SPILL_RETURN_IF_ERROR(executor_->Run(host, Phase::kEval, 0).status());
-    SPILL_RETURN_IF_ERROR(
-        Score(executor_->scores(), batch.labels, batch.size, classes, &loss, &correct));
-    count += batch.size;
-  }
+  SPILL_ASSIGN_OR_RETURN(EvalResult result,
+                         EvaluateDataset(*executor_, *net_, *test_data_, config_.data.workers));
+  const int64_t count = result.count;
   report_.evaluated = true;
-  report_.test_loss = loss / std::max<int64_t>(count, 1);
-  report_.test_accuracy = static_cast<double>(correct) / std::max<int64_t>(count, 1);
+  report_.test_loss = result.loss;
+  report_.test_accuracy = result.accuracy;
   const Json line = {{"kind", "eval"},
                      {"step", position_.step},
                      {"test_loss", report_.test_loss},

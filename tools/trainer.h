@@ -77,6 +77,8 @@ class Trainer {
   const TrainReport& report() const { return report_; }
   const Net& net() const { return *net_; }
   std::string checkpoint_path() const;
+  // What run.init (--init) loaded and what it left freshly initialized.
+  const PartialLoad& init_load() const { return init_load_; }
   // Per-layer-type compute time of the training steps (with --profile).
   std::string ProfileTable() const;
 
@@ -92,6 +94,7 @@ class Trainer {
   Status CheckData() const;
   Status StartSchedule();
   Status CheckPosition() const;
+  Status InitFrom(const std::string& path);
   Status TrainStep(Batch& batch);
   Status Evaluate();
   Status SaveCheckpoint();
@@ -128,6 +131,7 @@ class Trainer {
   int lock_fd_ = -1;  // <output>/train.lock, held while the trainer lives
   Progress progress_;
   TrainReport report_;
+  PartialLoad init_load_;
   // Running figures of the current epoch.
   double epoch_loss_ = 0, epoch_correct_ = 0, epoch_count_ = 0;
   int64_t epoch_steps_ = 0;

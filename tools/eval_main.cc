@@ -1,0 +1,84 @@
+// eval: test loss and accuracy of a checkpoint on its training config's test
+// split.
+//
+//   eval --config configs/lenet_fashion.yaml --checkpoint runs/lenet/checkpoint.npz
+//   eval --config X --checkpoint Y --memory superneurons --device-memory 64MiB --json
+//
+// The network, its batch and the data pipeline are the config's, so the
+// figures equal the ones `train` printed for the same checkpoint, under any
+// memory mode and budget (see tools/inference.h).
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tools/cli.h"
+#include "tools/inference.h"
+
+namespace spill {
+namespace {
+
+struct Args {
+  std::string config, checkpoint, memory, workspace, device;
+  size_t device_memory = 0;  // 0: the config's
+  bool json = false;
+};
+
+void Declare(Flags& f, Args* a) {
+  f.InputFile("--config", &a->config, "training configuration the checkpoint was trained with")
+      ->required();
+  f.InputFile("--checkpoint", &a->checkpoint, "checkpoint (.npz) written by train")->required();
+  f.MemoryMode(&a->memory, "override memory.mode");
+  f.DeviceMemory(&a->device_memory, "override memory.device_budget (e.g. 2GiB)");
+  f.Workspace(&a->workspace,
+              "convolution workspace: dynamic, fastest, memory_optimal, cap:SIZE, pin:NAME");
+  f.Device(&a->device, "override run.device");
+  f.Flag("--json", &a->json, "print the figures as one JSON object");
+}
+
+Status ApplyOverrides(const Args& a, TrainConfig* c) {
+  if (!a.device.empty()) c->run.device = a.device;
+  if (!a.memory.empty()) SPILL_RETURN_IF_ERROR(ApplyMemoryMode(a.memory, &c->memory));
+  if (a.device_memory > 0) c->memory.device_budget = a.device_memory;
+  if (!a.workspace.empty()) {
+    SPILL_ASSIGN_OR_RETURN(c->memory.workspace, ParseWorkspacePolicy(a.workspace));
+  }
+  return c->memory.Validate();
+}
+
+void Print(const Args& a, const TrainConfig& c, const EvalResult& r) {
+  if (a.json) {
+    const nlohmann::ordered_json out = {
+        {"checkpoint", a.checkpoint}, {"test_loss", r.loss}, {"test_accuracy", r.accuracy},
+        {"correct", r.correct},       {"images", r.count},   {"memory_mode", c.memory.mode}};
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  std::printf("%s: test loss %.4f, test accuracy %.2f%% (%ld of %ld images, memory %s)\n",
+              a.checkpoint.c_str(), r.loss, 100 * r.accuracy, r.correct, r.count,
+              c.memory.mode.c_str());
+}
+
+int Main(int argc, char** argv) {
+  Flags flags("eval", "Test loss and accuracy of a checkpoint (see README, Evaluate).");
+  Args args;
+  Declare(flags, &args);
+  const int stop = flags.Parse(argc, argv);
+  if (stop >= 0) return stop;
+  auto config = LoadTrainConfig(args.config);
+  if (!config.ok()) return ReportStatus("eval", config.status());
+  Status status = ApplyOverrides(args, &*config);
+  if (!status.ok()) return ReportStatus("eval", status);
+  auto inference = Inference::Create(*config, args.checkpoint);
+  if (!inference.ok()) return ReportStatus("eval", inference.status());
+  auto result = (*inference)->Evaluate();
+  if (!result.ok()) return ReportStatus("eval", result.status());
+  Print(args, *config, *result);
+  return 0;
+}
+
+}  // namespace
+}  // namespace spill
+
+int main(int argc, char** argv) {
+  return spill::RunTool("eval", [&] { return spill::Main(argc, argv); });
+}

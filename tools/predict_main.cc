@@ -1,0 +1,95 @@
+// predict: the most likely classes of images under a checkpoint.
+//
+//   predict --config configs/lenet_fashion.yaml --checkpoint runs/lenet/checkpoint.npz \
+//           --input shoe.png --top 3
+//   predict --config X --checkpoint Y --input data/t10k-images-idx3-ubyte --json
+//
+// The input is one PNG/JPEG image or one file of the config's dataset kind
+// (see tools/predict_input.h); each example gets one line: its index and its
+// top-k classes with their softmax probabilities, as text or JSON lines.
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+
+#include "tools/cli.h"
+#include "tools/inference.h"
+#include "tools/predict_input.h"
+
+namespace spill {
+namespace {
+
+constexpr int64_t kMaxTop = 1000;  // --top
+
+struct Args {
+  std::string config, checkpoint, input;
+  int64_t top = 5;
+  bool json = false;
+};
+
+void Declare(Flags& f, Args* a) {
+  f.InputFile("--config", &a->config, "training configuration the checkpoint was trained with")
+      ->required();
+  f.InputFile("--checkpoint", &a->checkpoint, "checkpoint (.npz) written by train")->required();
+  f.InputFile("--input", &a->input,
+              "a PNG or JPEG image, or an idx / CIFAR-10 binary file of the config's dataset")
+      ->required();
+  f.Int("--top", &a->top, "classes shown per example (at most the network's)", 1, kMaxTop);
+  f.Flag("--json", &a->json, "one JSON object per example");
+}
+
+// Classes of one row of probabilities, most likely first (ties: lower class).
+std::vector<int64_t> TopClasses(const float* p, int64_t classes, int64_t k) {
+  std::vector<int64_t> order(classes);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [p](int64_t a, int64_t b) { return p[a] > p[b]; });
+  order.resize(std::min(k, classes));
+  return order;
+}
+
+void PrintExample(const Args& a, const PredictInput& in, int64_t i, const float* p,
+                  int64_t classes) {
+  const std::vector<int64_t> top = TopClasses(p, classes, a.top);
+  if (a.json) {
+    nlohmann::ordered_json line = {{"index", i}};
+    if (!in.labels.empty()) line["label"] = in.labels[i];
+    line["top"] = nlohmann::json::array();
+    for (int64_t c : top) line["top"].push_back({{"class", c}, {"probability", p[c]}});
+    std::printf("%s\n", line.dump().c_str());
+    return;
+  }
+  std::printf("%ld:", i);
+  for (int64_t c : top) std::printf(" %ld (%.4f)", c, p[c]);
+  if (!in.labels.empty()) std::printf("  [label %d]", in.labels[i]);
+  std::printf("\n");
+}
+
+int Main(int argc, char** argv) {
+  Flags flags("predict", "Top classes of images under a checkpoint (see README, Predict).");
+  Args args;
+  Declare(flags, &args);
+  const int stop = flags.Parse(argc, argv);
+  if (stop >= 0) return stop;
+  auto config = LoadTrainConfig(args.config);
+  if (!config.ok()) return ReportStatus("predict", config.status());
+  auto inference = Inference::Create(*config, args.checkpoint);
+  if (!inference.ok()) return ReportStatus("predict", inference.status());
+  const Net& net = (*inference)->net();
+  auto input = ReadPredictInput(args.input, config->data, net.input_shape());
+  if (!input.ok()) return ReportStatus("predict", input.status());
+  auto probabilities = (*inference)->Predict(input->images, input->count);
+  if (!probabilities.ok()) return ReportStatus("predict", probabilities.status());
+  const int64_t classes = net.num_classes();
+  for (int64_t i = 0; i < input->count; ++i) {
+    PrintExample(args, *input, i, probabilities->data() + i * classes, classes);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace spill
+
+int main(int argc, char** argv) {
+  return spill::RunTool("predict", [&] { return spill::Main(argc, argv); });
+}
