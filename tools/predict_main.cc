@@ -1,6 +1,6 @@
 // predict: the most likely classes of images under a checkpoint.
 //
-//   predict --config configs/lenet_fashion.yaml --checkpoint runs/lenet/checkpoint.npz \
+//   predict --config configs/lenet_fashion.yaml --checkpoint runs/lenet/checkpoint.npz
 //           --input shoe.png --top 3
 //   predict --config X --checkpoint Y --input data/t10k-images-idx3-ubyte --json
 //

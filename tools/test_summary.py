@@ -32,6 +32,12 @@ def test_dirs(root, labels):
         # test.xml beside them holds only some of them.
         shards = sorted(d for d in (os.listdir(directory) if os.path.isdir(directory) else [])
                         if d.startswith("shard_"))
+        # Folders of an earlier shard count (shard_1_of_4 after a change to
+        # 6 shards) stay behind: count only the newest run's.
+        if shards:
+            newest = max(shards, key=lambda d: os.path.getmtime(os.path.join(directory, d)))
+            total = newest.rpartition("_of_")[2]
+            shards = [d for d in shards if d.rpartition("_of_")[2] == total]
         if shards:
             for shard in shards:
                 yield os.path.join(directory, shard)
