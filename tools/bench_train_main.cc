@@ -5,6 +5,9 @@
 //       --set classes=10 --batch 64 --steps 20
 //   bench_train ... --export DIR    also write DIR/net.json and DIR/initial.npz
 //                                   for tools/bench_torch.py
+//   bench_train ... --memory dymem --offload-set conv --link-gbps 1
+//                                   copies throttled as a PCIe link would carry
+//                                   them (CPU device; tools/dymem_speed.py)
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -30,7 +33,9 @@ namespace {
 struct Args {
   std::string config, memory = "liveness", device = "cpu", export_dir, workspace = "dynamic",
                       params = "device", update = "device";
-  size_t device_memory = 0;  // 0: the memory options' default
+  std::string release, prefetch, offload_set;  // the dymem scheduler's switches
+  size_t device_memory = 0;                    // 0: the memory options' default
+  double link_gbps = 0;                        // 0: copies at memcpy speed
   bool minimum = false, profile = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3;
@@ -49,6 +54,13 @@ void Declare(Flags& f, Args* a) {
   f.Params(&a->params);
   f.Update(&a->update);
   f.Flag("--minimum", &a->minimum, "run at the smallest budget the memory mode runs in");
+  f.Float("--link-gbps", &a->link_gbps,
+          "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
+  f.Choice("--release", &a->release, "dymem: when offloaded tensors leave, lazy or eager",
+           {"lazy", "eager"});
+  f.Choice("--prefetch", &a->prefetch, "dymem: the prefetch, dymem or ahead", {"dymem", "ahead"});
+  f.Choice("--offload-set", &a->offload_set, "dymem: what it offloads, dymem or conv",
+           {"dymem", "conv"});
   f.String("--export", &a->export_dir, "write net.json and initial.npz for tools/bench_torch.py")
       ->type_name("DIR");
   f.Flag("--profile", &a->profile, "print compute seconds per layer type over the timed steps");
@@ -56,7 +68,9 @@ void Declare(Flags& f, Args* a) {
 
 Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadNetFile(args.config, args.sets));
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, {}));
+  DeviceConfig device_config;
+  device_config.link_bytes_per_second = args.link_gbps * 1e9;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, device_config));
   Device& device = *owned;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {args.batch, device.type()}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
@@ -68,6 +82,9 @@ Status Run(const Args& args) {
   MemoryOptions memory;
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(args.memory, &memory));
   if (args.device_memory > 0) memory.device_budget = args.device_memory;
+  if (!args.release.empty()) memory.release = args.release;
+  if (!args.prefetch.empty()) memory.prefetch = args.prefetch;
+  if (!args.offload_set.empty()) memory.offload_set = args.offload_set;
   SPILL_ASSIGN_OR_RETURN(memory.workspace, ParseWorkspacePolicy(args.workspace));
   SPILL_ASSIGN_OR_RETURN(memory.params, ParseParamPlacement(args.params));
   memory.update_on_host = args.update == "host";
