@@ -30,6 +30,7 @@
 #define SPILL_MEMORY_RUNTIME_H_
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -123,6 +124,8 @@ class MemoryRuntime : public TensorStore {
   // A tensor the step overwrites: a device block (its host copy, if any,
   // stops being current).
   Status AllocateForWrite(TensorId id);
+  // Both: `allocate` retried while the cache can make room.
+  Status AllocateWithRoom(TensorId id, const std::function<Status()>& allocate);
   // Whether the tensor cache manages the tensor (transient ones, and
   // persistent ones with memory.params: cache).
   bool Cached(TensorId id) const;

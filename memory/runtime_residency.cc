@@ -110,24 +110,17 @@ bool MemoryRuntime::MakeRoom(size_t bytes) {
 }
 
 Status MemoryRuntime::AllocateTensor(TensorId id) {
-  for (;;) {
-    Status status = residency_->Allocate(id);
-    if (status.ok()) {
-      if (Cached(id)) cache_.Touch(id);
-      return status;
-    }
-    if (status.code() != StatusCode::kOutOfMemory || !MakeRoom(schedule_.tensors[id].bytes)) {
-      const TensorInfo& info = schedule_.tensors[id];
-      return Fail(status,
-                  "'" + info.name + "' (" + FormatBytes(static_cast<double>(info.bytes)) + ")",
-                  info.bytes);
-    }
-  }
+  return AllocateWithRoom(id, [&] { return residency_->Allocate(id); });
 }
 
 Status MemoryRuntime::AllocateForWrite(TensorId id) {
+  return AllocateWithRoom(id, [&] { return residency_->AllocateForWrite(id); });
+}
+
+// Retries `allocate` while evicting makes room; a failure names the tensor.
+Status MemoryRuntime::AllocateWithRoom(TensorId id, const std::function<Status()>& allocate) {
   for (;;) {
-    Status status = residency_->AllocateForWrite(id);
+    Status status = allocate();
     if (status.ok()) {
       if (Cached(id)) cache_.Touch(id);
       return status;
