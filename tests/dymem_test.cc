@@ -656,6 +656,73 @@ TEST(FragmentationTest, FootprintPerStepAndUnusableFreeFromTheTrace) {
   EXPECT_THAT(svg, HasSubstr(">x</text>"));
 }
 
+// The paper's baseline, the caching best fit (CNMeM, PyTorch): free blocks
+// of two segments never merge, so a request larger than either grows the
+// pool by its whole size (Dymem's Figs. 6 and 7); best fit's one region
+// serves it from the same holes.
+TEST(CachingAllocatorTest, HolesOfTwoSegmentsNeverMerge) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  auto caching = std::move(*CreateAllocator("caching", {64 * kMiB, {}}));
+  auto best_fit = std::move(*CreateAllocator("best_fit", {64 * kMiB, {}}));
+  caching->set_check_every_event(true);
+  for (DeviceAllocator* a : {caching.get(), best_fit.get()}) {
+    auto t0 = a->Allocate({2 * kMiB});
+    auto t1 = a->Allocate({3 * kMiB});
+    auto kept = a->Allocate({1 * kMiB});  // the long-lived tensor between the holes
+    ASSERT_TRUE(t0.ok() && t1.ok() && kept.ok());
+    a->Free(t0->id);
+    a->Free(t1->id);
+    ASSERT_TRUE(a->Allocate({4 * kMiB}).ok());
+  }
+  // Caching: three segments of 2, 3 and 1 MiB, then a fourth of 4 MiB; the
+  // freed 2 and 3 MiB are adjacent addresses but two segments.
+  EXPECT_EQ(caching->PeakFootprint(), 10 * kMiB);
+  EXPECT_EQ(caching->Extent(), 10 * kMiB);
+  EXPECT_EQ(best_fit->PeakFootprint(), 6 * kMiB);
+  EXPECT_EQ(caching->CheckInvariants(), "");
+}
+
+// Within a segment blocks split and coalesce; a request is served by the
+// smallest cached block that holds it, and growth stops at the budget.
+TEST(CachingAllocatorTest, SplitsCoalescesAndStopsAtTheBudget) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  auto a = std::move(*CreateAllocator("caching", {8 * kMiB, {}}));
+  a->set_check_every_event(true);
+  auto big = a->Allocate({6 * kMiB});
+  ASSERT_TRUE(big.ok());
+  a->Free(big->id);
+  auto x = a->Allocate({2 * kMiB});  // splits the cached 6 MiB block
+  auto y = a->Allocate({2 * kMiB});
+  ASSERT_TRUE(x.ok() && y.ok());
+  EXPECT_EQ(x->offset, 0u);
+  EXPECT_EQ(y->offset, 2 * kMiB);
+  EXPECT_EQ(a->PeakFootprint(), 6 * kMiB);
+  a->Free(x->id);
+  a->Free(y->id);  // coalesces back to one 6 MiB block
+  EXPECT_TRUE(a->CanAllocate(6 * kMiB));
+  auto z = a->Allocate({5 * kMiB});
+  ASSERT_TRUE(z.ok());
+  EXPECT_EQ(z->offset, 0u);
+  // 1 MiB cached, 2 MiB left to grow by: 3 MiB cannot be served.
+  EXPECT_FALSE(a->CanAllocate(3 * kMiB));
+  auto refused = a->Allocate({3 * kMiB});
+  EXPECT_EQ(refused.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_EQ(a->PeakFootprint(), 6 * kMiB);
+  EXPECT_NEAR(a->UnusableFree(3 * kMiB), 1.0, 1e-12);
+  EXPECT_EQ(a->CheckInvariants(), "");
+  // Between iterations the free segments at the top go back; a live block
+  // keeps its segment.
+  auto kept = a->Allocate({1 * kMiB});  // the cached 1 MiB tail of the segment
+  ASSERT_TRUE(kept.ok());
+  a->Free(z->id);
+  a->EndIteration();
+  EXPECT_EQ(a->Extent(), 6 * kMiB);
+  a->Free(kept->id);
+  a->EndIteration();
+  EXPECT_EQ(a->Extent(), 0u);
+  EXPECT_EQ(a->CheckInvariants(), "");
+}
+
 // `plan --fragmentation-svg`: every allocator in one pool, the largest of
 // their footprints, so all fit and U_f is measured against the same memory.
 TEST(FragmentationTest, AllocatorsAreComparedInOnePool) {

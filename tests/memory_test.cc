@@ -52,6 +52,7 @@ constexpr Variant kVariants[] = {
     {"params_above_1KiB", "best_fit", "lru", true, kDefaultChunkBytes, "above:1KiB", false},
     {"gtbm", "gtbm", "lru", false},
     {"gtbm_soft", "gtbm_soft", "lru", false},
+    {"caching", "caching", "lru", false},
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
@@ -73,10 +74,11 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.chunk = variant.chunk;
   run.memory.params = *ParseParamPlacement(variant.params);
   run.memory.update_on_host = variant.update_on_host;
-  // GTBM's arenas and stack are checked after every allocation and free (the
-  // other allocators' invariants, gtbm_soft's too, after every step:
-  // memory_seams_test).
-  run.memory.check_allocator = std::string(variant.allocator) == "gtbm";
+  // GTBM's arenas and stack, and the caching allocator's segments, are
+  // checked after every allocation and free (the other allocators'
+  // invariants, gtbm_soft's too, after every step: memory_seams_test).
+  const std::string allocator = variant.allocator;
+  run.memory.check_allocator = allocator == "gtbm" || allocator == "caching";
   return run;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Allocators compared on Dymem's networks, from `plan` alone: the footprint
 (the device memory the placements needed in a roomy pool) and the smallest
-budget that runs, under first fit, best fit, GTBM (strict and soft) and the
+budget that runs, under first fit, best fit, the caching best fit
+(CNMeM's and PyTorch's: segments that never merge), GTBM (strict and soft) and the
 static allocator, with compaction off and memory-optimal convolutions (so
 that workspace sizes do not depend on free memory), beside the ratios the
 Dymem paper reports. Prints Markdown tables.
@@ -28,7 +29,7 @@ NETWORKS = [
     ("AlexNet b256", "models/alexnet.yaml", 256, []),
     ("VGG-16 b64", "models/vgg16.yaml", 64, []),
 ]
-ALLOCATORS = ["first_fit", "best_fit", "gtbm", "gtbm_soft", "static"]
+ALLOCATORS = ["first_fit", "best_fit", "caching", "gtbm", "gtbm_soft", "static"]
 SCHEDULES = [("liveness", ["--memory", "liveness"]),
              ("dymem, eager release", ["--memory", "dymem", "--release", "eager"]),
              ("dymem (lazy release)", ["--memory", "dymem"])]
@@ -57,38 +58,42 @@ def both(r):
     return f"{mib(r['footprint_bytes'])} / {mib(r['minimum_budget_bytes'])}"
 
 
+def ratio(a, b):
+    return (f"{a['footprint_bytes'] / b['footprint_bytes']:.2f} / "
+            f"{a['minimum_budget_bytes'] / b['minimum_budget_bytes']:.2f}")
+
+
 def allocator_tables(binary, networks):
     results = {}
     for schedule, flags in SCHEDULES:
         print(f"\n**{schedule}**: footprint / smallest budget (MiB)\n")
-        print("| network | max load | " + " | ".join(ALLOCATORS) + " | gtbm / best fit | paper |")
-        print("|---|---:|" + "---:|" * len(ALLOCATORS) + "---:|---|")
+        print("| network | max load | " + " | ".join(ALLOCATORS) +
+              " | gtbm / best fit | gtbm / caching | paper |")
+        print("|---|---:|" + "---:|" * len(ALLOCATORS) + "---:|---:|---|")
         for name, config, batch, extra in networks:
             rows = {a: plan(binary, config, batch, extra + flags + ["--minimum", "--allocator", a])
                     for a in ALLOCATORS}
             results[(schedule, name)] = rows
             g, b = rows["gtbm"], rows["best_fit"]
-            ratio = (f"{g['footprint_bytes'] / b['footprint_bytes']:.2f} / "
-                     f"{g['minimum_budget_bytes'] / b['minimum_budget_bytes']:.2f}")
             print(f"| {name} | {mib(b['max_load_bytes'])} | " +
                   " | ".join(both(r) for r in rows.values()) +
-                  f" | {ratio} | {PAPER_GTBM.get(name, '')} |")
+                  f" | {ratio(g, b)} | {ratio(g, rows['caching'])} | {PAPER_GTBM.get(name, '')} |")
     return results
 
 
 def system_table(binary, networks, results):
     print("\n**Systems**: footprint / smallest budget (MiB)\n")
-    print("| network | vdnn (best fit) | dymem eager (gtbm) | dymem lazy (gtbm) | "
-          "dymem eager / vdnn | paper, Dymem / vDNN |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| network | vdnn (best fit) | vdnn (caching) | dymem eager (gtbm) | dymem lazy (gtbm) | "
+          "dymem eager / vdnn (best fit) | dymem eager / vdnn (caching) | paper, Dymem / vDNN |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for name, config, batch, extra in networks:
         v = plan(binary, config, batch, extra + ["--memory", "vdnn", "--minimum"])
+        c = plan(binary, config, batch,
+                 extra + ["--memory", "vdnn", "--minimum", "--allocator", "caching"])
         e = results[("dymem, eager release", name)]["gtbm"]
         l = results[("dymem (lazy release)", name)]["gtbm"]
-        ratio = (f"{e['footprint_bytes'] / v['footprint_bytes']:.2f} / "
-                 f"{e['minimum_budget_bytes'] / v['minimum_budget_bytes']:.2f}")
-        print(f"| {name} | {both(v)} | {both(e)} | {both(l)} | {ratio} | "
-              f"{PAPER_SYSTEM.get(name, '')} |")
+        print(f"| {name} | {both(v)} | {both(c)} | {both(e)} | {both(l)} | {ratio(e, v)} | "
+              f"{ratio(e, c)} | {PAPER_SYSTEM.get(name, '')} |")
 
 
 def sizing_table(binary, networks):

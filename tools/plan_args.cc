@@ -10,7 +10,8 @@ namespace {
 // Allocator, eviction rule, parameter placement and the event log.
 void DeclarePolicies(Flags& f, PlanArgs* a) {
   f.String("--allocator", &a->allocator,
-           "how device requests are placed: first_fit (default), best_fit, static (offsets "
+           "how device requests are placed: first_fit (default), best_fit, caching (CNMeM/PyTorch "
+           "segments), static (offsets "
            "precomputed by dynamic storage allocation), va (virtual addressing in --chunk pieces), "
            "gtbm, gtbm_soft, ideal (plan only: the "
            "max load, as if memory never fragmented)")

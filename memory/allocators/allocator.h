@@ -8,6 +8,9 @@
 // registration line:
 //
 //   first_fit, best_fit  HeapPool's free lists (heap_allocators.cc)
+//   caching              CNMeM's and PyTorch's caching best fit: segments
+//                        grown per request, never merged
+//                        (caching_allocator.cc)
 //   static               offsets precomputed from a profiled iteration by
 //                        dynamic storage allocation (static_allocator.cc)
 //   gtbm                 Dymem's arenas by tensor mobility: movable low,
