@@ -44,7 +44,12 @@ std::vector<Uses> UsesIn(const Schedule& schedule, Pass pass) {
   return uses;
 }
 
-Mobility Classify(const NetworkView& view, TensorId id, const Uses& uses,
+// A forward tensor (an output or what a layer saved for its backward).
+bool ForwardTensor(TensorKind kind) {
+  return kind == TensorKind::kActivation || kind == TensorKind::kAux;
+}
+
+Mobility Classify(const NetworkView& view, TensorId id, Pass pass, const Uses& uses,
                   size_t min_offload_bytes) {
   const Schedule& schedule = *view.schedule;
   const TensorInfo& info = schedule.tensors[id];
@@ -52,6 +57,15 @@ Mobility Classify(const NetworkView& view, TensorId id, const Uses& uses,
   // A gradient belongs to the layer that produced its activation.
   if (ReclaimedType(view.layer(info.layer)) || info.bytes < min_offload_bytes) {
     return Mobility::kReclaimed;
+  }
+  // Allocated in backward, a forward tensor was prefetched or rebuilt for its
+  // backward readers and goes after the last of them. Prefetches arrive in the
+  // order of use and leave in that order (first in, first out): on the high
+  // end's stack each one that arrives while the top is taken is stranded when
+  // the blocks above it leave, while among the movables best fit reuses the
+  // holes they leave.
+  if (pass == Pass::kBackward && ForwardTensor(info.kind) && uses.consumers > 0) {
+    return Mobility::kMovable;
   }
   if (uses.consumers != 1) return Mobility::kTemporary;  // a fork, or waits for backward
   const int consumer = uses.first_consumer;
@@ -93,8 +107,8 @@ MobilityClasses ClassifyMobility(const NetworkView& view, size_t min_offload_byt
   const std::vector<Uses> forward = UsesIn(*view.schedule, Pass::kForward);
   const std::vector<Uses> backward = UsesIn(*view.schedule, Pass::kBackward);
   for (TensorId id = 0; id < static_cast<TensorId>(count); ++id) {
-    classes.forward[id] = Classify(view, id, forward[id], min_offload_bytes);
-    classes.backward[id] = Classify(view, id, backward[id], min_offload_bytes);
+    classes.forward[id] = Classify(view, id, Pass::kForward, forward[id], min_offload_bytes);
+    classes.backward[id] = Classify(view, id, Pass::kBackward, backward[id], min_offload_bytes);
   }
   return classes;
 }

@@ -19,10 +19,13 @@
 // The class depends on the pass a tensor is allocated in: an Inception
 // branch's output waits for the concat in forward (temporary), while its
 // gradient is read at once by the branch's backward (movable). A forward
-// tensor prefetched or rebuilt in backward is classed by its backward
-// readers. Where the paper's Algorithm 3 is garbled, the choices of the
-// design notes (§1.5) hold; besides, a tensor that no step of its pass reads
-// (saved for backward only) waits, so it is temporary.
+// tensor allocated in backward (prefetched or rebuilt) is movable however
+// many backward steps read it: Algorithm 2 brings such tensors back in the
+// order they are used, so they leave first in, first out - a stack (the high
+// end) strands them, best fit among the movables reuses their holes. Where
+// the paper's Algorithm 3 is garbled, the choices of the design notes (§1.5)
+// hold; besides, a tensor that no step of its pass reads (saved for backward
+// only) waits, so it is temporary.
 #ifndef SPILL_MEMORY_MOBILITY_H_
 #define SPILL_MEMORY_MOBILITY_H_
 

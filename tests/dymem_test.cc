@@ -191,6 +191,34 @@ TEST(MobilityTest, ResidualBlockForkIsTemporaryAndItsBranchMovable) {
   EXPECT_EQ(add_inputs[1], net->Out("x"));
 }
 
+// A forward tensor allocated in backward (prefetched or rebuilt) is movable
+// however many backward steps read it: relu1 is read by its own backward and
+// conv2's, the fork l0 by the backward of the four branches' first layers.
+// Prefetches leave in the order they arrive, which a stack would strand.
+TEST(MobilityTest, ForwardTensorsBroughtBackInBackwardAreMovable) {
+  auto residual = Residual();
+  const MobilityClasses r = ClassifyMobility(residual->view, 0);
+  const Schedule& rs = residual->schedule;
+  const TensorId relu1 = residual->Out("relu1");
+  int readers = 0;
+  for (int s = rs.num_layers(); s < 2 * rs.num_layers(); ++s) {
+    const auto& reads = rs.steps[s].reads;
+    readers += std::count(reads.begin(), reads.end(), relu1) > 0 ? 1 : 0;
+  }
+  ASSERT_EQ(readers, 2);
+  EXPECT_EQ(r.backward[relu1], Mobility::kMovable);
+  EXPECT_EQ(r.forward[residual->Out("x")], Mobility::kTemporary);  // the fork, in forward
+  EXPECT_EQ(r.backward[residual->Out("x")], Mobility::kMovable);
+  EXPECT_EQ(r.backward[residual->Grad("x")], Mobility::kTemporary);  // gradients keep theirs
+
+  auto inception = InceptionA();
+  const MobilityClasses c = ClassifyMobility(inception->view, 0);
+  EXPECT_EQ(c.forward[inception->Out("l0")], Mobility::kTemporary);
+  EXPECT_EQ(c.backward[inception->Out("l0")], Mobility::kMovable);
+  EXPECT_EQ(c.backward[inception->Grad("l0")], Mobility::kTemporary);
+  EXPECT_EQ(c.backward[inception->Out("fc")], Mobility::kReclaimed);  // the type rule first
+}
+
 // ---- Offload sets ----
 
 TEST(OffloadSetTest, DymemTakesLargeFeatureMapsButNotFullyConnectedOnes) {

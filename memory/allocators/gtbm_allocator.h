@@ -96,7 +96,7 @@ class GtbmAllocator : public DeviceAllocator {
   StatusOr<size_t> Place(const AllocRequest& request, size_t bytes, AllocationId id) override;
   void Unplace(AllocationId id, size_t offset, size_t bytes) override;
   bool Fits(size_t bytes) const override { return Largest() >= bytes; }
-  // For a movable request (workspaces, most prefetches).
+  // For a movable request (workspaces, prefetches).
   size_t Largest() const override {
     return pool_.LargestFree(soft_ ? PoolRange{} : PoolRange{0, HighFrontier()});
   }
