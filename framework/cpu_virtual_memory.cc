@@ -56,7 +56,7 @@ class MemfdVirtualMemory : public VirtualMemory {
       const bool areas = errno == ENOMEM;
       return OutOfMemory(Errno("mmap of a device memory chunk") +
                          (areas ? " (the process may have reached vm.max_map_count mappings; "
-                                  "use a larger memory.chunk)"
+                                  "use a larger memory.va_chunk)"
                                 : ""));
     }
     return Status::Ok();

@@ -17,7 +17,53 @@ Executor::Executor(const Net& net, Device* device, TensorStore& store)
 Tensor Executor::View(TensorId id) {
   if (id == kNoTensor) return Tensor();
   const TensorInfo& info = net_.schedule().tensors[id];
-  return Tensor(info.shape, store_.computes() ? store_.Data(id) : nullptr);
+  float* data = store_.computes() ? store_.Data(id) : nullptr;
+  const Shape& shape = info.shape;
+  if (slice_images_ == 0 || !IsTransient(info.kind) || shape.n() != net_.batch()) {
+    return Tensor(shape, data);
+  }
+  // NCHW: a slice of the batch is a contiguous part of the tensor.
+  const int64_t image = shape.sample_size();
+  return Tensor(Shape(slice_images_, shape.c(), shape.h(), shape.w()),
+                data == nullptr ? nullptr : data + slice_begin_ * image);
+}
+
+int64_t Executor::SliceImages() const {
+  const int64_t chunk = store_.BatchChunk();
+  return chunk > 0 && chunk < net_.batch() ? chunk : 0;
+}
+
+Status Executor::CheckSlices() const {
+  if (SliceImages() == 0) return Status::Ok();
+  for (int id : net_.schedule().route) {
+    const Layer& layer = net_.layer(id);
+    if (!layer.supports_slices()) {
+      return InvalidArgument("memory.chunk: layer '" + layer.name() + "' (" + layer.type() +
+                             ") cannot compute slices of the batch on this device; use "
+                             "memory.chunk: off");
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename Call>
+void Executor::OverSlices(int layer, Pass pass, Call call) {
+  const int64_t chunk = SliceImages(), batch = net_.batch();
+  if (chunk == 0) {
+    call(BatchSlice());
+    return;
+  }
+  const Layer& l = net_.layer(layer);
+  slice_sums_.assign(l.slice_sums(pass), 0.0);
+  for (int sweep = 0; sweep < l.slice_sweeps(pass); ++sweep) {
+    for (int64_t begin = 0; begin < batch; begin += chunk) {
+      slice_begin_ = begin;
+      slice_images_ = std::min(chunk, batch - begin);
+      call(BatchSlice{begin, batch, sweep, slice_sums_.data()});
+    }
+  }
+  slice_begin_ = 0;
+  slice_images_ = 0;
 }
 
 std::vector<Tensor> Executor::Views(const std::vector<TensorId>& ids) {
@@ -28,6 +74,13 @@ std::vector<Tensor> Executor::Views(const std::vector<TensorId>& ids) {
 }
 
 void Executor::RunForward(int layer, bool recompute) {
+  const double begin = MonotonicSeconds();
+  OverSlices(layer, Pass::kForward,
+             [&](const BatchSlice& slice) { ForwardCall(layer, recompute, slice); });
+  Finished(layer, Pass::kForward, recompute, begin);
+}
+
+void Executor::ForwardCall(int layer, bool recompute, const BatchSlice& slice) {
   const LayerTensors& lt = net_.schedule().layers[layer];
   ForwardArgs args;
   args.inputs = Views(lt.inputs);
@@ -41,9 +94,8 @@ void Executor::RunForward(int layer, bool recompute) {
   args.seed = MixSeed(seed_, static_cast<uint64_t>(layer));
   args.batch = batch_;
   args.device = device_;
-  const double begin = MonotonicSeconds();
+  args.slice = slice;
   net_.layer(layer).Forward(args);
-  Finished(layer, Pass::kForward, recompute, begin);
 }
 
 void Executor::Finished(int layer, Pass pass, bool recompute, double begin) {
@@ -62,6 +114,12 @@ void Executor::Finished(int layer, Pass pass, bool recompute, double begin) {
 }
 
 void Executor::RunBackward(int layer) {
+  const double begin = MonotonicSeconds();
+  OverSlices(layer, Pass::kBackward, [&](const BatchSlice& slice) { BackwardCall(layer, slice); });
+  Finished(layer, Pass::kBackward, false, begin);
+}
+
+void Executor::BackwardCall(int layer, const BatchSlice& slice) {
   const LayerTensors& lt = net_.schedule().layers[layer];
   const BackwardNeeds& needs = net_.decl(layer).needs;
   BackwardArgs args;
@@ -78,9 +136,8 @@ void Executor::RunBackward(int layer) {
   args.workspace = store_.StepWorkspace();
   args.algorithms = store_.StepAlgorithms();
   args.device = device_;
-  const double begin = MonotonicSeconds();
+  args.slice = slice;
   net_.layer(layer).Backward(args);
-  Finished(layer, Pass::kBackward, false, begin);
 }
 
 Status Executor::RunStep(const Step& step) {
@@ -133,6 +190,7 @@ StatusOr<LossResult> Executor::Run(const HostBatch& batch, Phase phase, uint64_t
   const Schedule& schedule = net_.schedule();
   const int n = schedule.num_layers();
   spans_.clear();
+  SPILL_RETURN_IF_ERROR(CheckSlices());
   SPILL_RETURN_IF_ERROR(store_.BeginIteration(phase));
   for (int s = 0; s < n; ++s) {
     const Step& step = schedule.steps[s];

@@ -5,6 +5,12 @@
 // Random streams are derived from (seed, iteration, layer), never from a
 // stateful generator, so recomputation, resumption from a checkpoint and
 // every memory mode see identical dropout masks.
+//
+// When the store asks for slices of the batch (memory.chunk), each
+// computation runs slice by slice - every sweep the layer needs over all the
+// slices - on views of the batch-major tensors (activations, their
+// gradients, per-image saved tensors); the layers' reductions run in image
+// order, so the results are the bits of the whole-batch computation.
 #ifndef SPILL_FRAMEWORK_EXECUTOR_H_
 #define SPILL_FRAMEWORK_EXECUTOR_H_
 
@@ -68,6 +74,15 @@ class Executor : public StepRunner {
   Status RunStep(const Step& step);
   void RunForward(int layer, bool recompute);
   void RunBackward(int layer);
+  void ForwardCall(int layer, bool recompute, const BatchSlice& slice);
+  void BackwardCall(int layer, const BatchSlice& slice);
+  // Images per slice for this layer's computations; 0: the whole batch.
+  int64_t SliceImages() const;
+  // Runs `call` over every sweep and slice the layer needs in `pass`.
+  template <typename Call>
+  void OverSlices(int layer, Pass pass, Call call);
+  // An error when slices are asked for and a layer cannot compute them.
+  Status CheckSlices() const;
   Tensor View(TensorId id);
   std::vector<Tensor> Views(const std::vector<TensorId>& ids);
   void ReadLoss(int layer, LossResult* result);
@@ -88,6 +103,11 @@ class Executor : public StepRunner {
   std::vector<ComputeSpan> spans_;
   std::map<std::string, ProfileEntry> profile_;
   std::vector<float> labels_;
+  // The slice the views are cut to (slice_images_ 0: the whole batch), and
+  // the sums a layer carries from slice to slice.
+  int64_t slice_begin_ = 0;
+  int64_t slice_images_ = 0;
+  std::vector<double> slice_sums_;
 };
 
 }  // namespace spill

@@ -34,6 +34,37 @@ struct HostBatch {
   const float* labels = nullptr;  // N class indices
 };
 
+// A slice of the batch that one call computes (`memory.chunk`): images
+// [begin, begin + n) of a batch of `batch`, n the leading extent of the
+// batch-major tensors in the args, which are views of the slice. A layer
+// whose result reduces over the batch adds each image's contribution in image
+// order and carries what must survive from slice to slice in `sums` (zeroed
+// before a step's first slice), so a step run slice by slice gives the bits
+// of the step run over the whole batch. A layer that needs several sweeps
+// over the batch (batch norm: statistics, then normalization) is called for
+// every slice of sweep 0, then of sweep 1, and so on. The default is the
+// whole batch in one call doing every sweep.
+struct BatchSlice {
+  int64_t begin = 0;
+  int64_t batch = 0;       // images in the whole batch; 0: this call is the whole batch
+  int sweep = -1;          // which of the layer's sweeps (Layer::slice_sweeps); -1: all
+  double* sums = nullptr;  // Layer::slice_sums doubles; null when the call is the whole batch
+
+  bool sliced() const { return batch != 0; }
+  bool first() const { return begin == 0; }
+  bool last(int64_t n) const { return batch == 0 || begin + n == batch; }
+  int64_t total(int64_t n) const { return batch == 0 ? n : batch; }
+  bool runs(int s) const { return sweep < 0 || sweep == s; }
+};
+
+// The carried sums of a slice, or `local` (zeroed, `count` long) when the
+// call is the whole batch.
+inline double* SliceSums(const BatchSlice& slice, size_t count, std::vector<double>* local) {
+  if (slice.sums != nullptr) return slice.sums;
+  local->assign(count, 0.0);
+  return local->data();
+}
+
 struct ForwardArgs {
   std::vector<Tensor> inputs;
   std::vector<Tensor> outputs;
@@ -48,6 +79,7 @@ struct ForwardArgs {
   // Chosen candidate per operation (see Layer::algorithm_candidates);
   // empty: the layer's default.
   std::vector<int> algorithms;
+  BatchSlice slice;
 };
 
 struct BackwardArgs {
@@ -62,6 +94,9 @@ struct BackwardArgs {
   Workspace workspace;
   Device* device = nullptr;
   std::vector<int> algorithms;  // as in ForwardArgs
+  // Parameter gradients are overwritten by the first slice and added into
+  // by the others (slice.first()).
+  BatchSlice slice;
 };
 
 // Elements of all the shapes together (for work estimates).
@@ -120,6 +155,13 @@ class Layer {
   // reads the outputs and their gradients and writes the input gradients.
   virtual LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                          const std::vector<Shape>& outputs) const;
+
+  // Batch slicing (`memory.chunk`, see BatchSlice): the sweeps a pass makes
+  // over the slices, the doubles it carries between them, and whether this
+  // implementation computes slices at all (every CPU layer does).
+  virtual int slice_sweeps(Pass pass) const { return 1; }
+  virtual size_t slice_sums(Pass pass) const { return 0; }
+  virtual bool supports_slices() const { return false; }
 
   // ---- Compute: per device. Const: all state lives in the tensors. ----
   virtual void Forward(const ForwardArgs& args) const = 0;

@@ -7,6 +7,7 @@
 #ifndef SPILL_FRAMEWORK_TENSOR_STORE_H_
 #define SPILL_FRAMEWORK_TENSOR_STORE_H_
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -67,6 +68,9 @@ class TensorStore {
   virtual Workspace StepWorkspace() = 0;
   // The algorithm chosen for each of the step's operations (may be empty).
   virtual std::vector<int> StepAlgorithms() = 0;
+  // Images per slice of the batch a step computes at a time (memory.chunk);
+  // 0: the whole batch at once.
+  virtual int64_t BatchChunk() const { return 0; }
   // False when planning: no memory exists and no kernel may run.
   virtual bool computes() const = 0;
 };

@@ -23,10 +23,12 @@ void InputLayer::Forward(const ForwardArgs& args) const {
   const Tensor& images = args.outputs[0];
   const Tensor& labels = args.outputs[1];
   Queue& queue = args.device->compute_queue();
-  args.device->CopyAsync(images.data(), args.batch->images, images.bytes(), CopyKind::kHostToDevice,
-                         queue);
+  // A slice of the batch takes its images (memory.chunk).
+  const int64_t first = args.slice.begin;
+  args.device->CopyAsync(images.data(), args.batch->images + first * images.shape().sample_size(),
+                         images.bytes(), CopyKind::kHostToDevice, queue);
   if (args.batch->labels != nullptr) {
-    args.device->CopyAsync(labels.data(), args.batch->labels, labels.bytes(),
+    args.device->CopyAsync(labels.data(), args.batch->labels + first, labels.bytes(),
                            CopyKind::kHostToDevice, queue);
   }
 }

@@ -19,6 +19,7 @@ class InputLayer : public Layer {
   int max_inputs() const override { return 0; }
   int num_outputs() const override { return 2; }
   bool is_input() const override { return true; }
+  bool supports_slices() const override { return true; }
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
   BackwardNeeds backward_needs() const override { return {}; }
   LayerCost cost() const override { return LayerCost::kCheckpoint; }

@@ -107,6 +107,34 @@ std::string SizeSetting::ToString() const {
   return text;
 }
 
+StatusOr<int64_t> ParseBatchChunk(const std::string& text) {
+  if (text == "off") return kBatchChunkOff;
+  if (text == "auto") return kBatchChunkAuto;
+  const std::string expected = "must be off, auto or images per slice of the batch in [1, " +
+                               std::to_string(kMaxBatchChunk) + "] (got '" + text + "')";
+  if (text.empty() || text.size() > 9) return InvalidArgument(expected);
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == text.size()) {
+    const int64_t images = std::stoll(text);
+    if (images < 1 || images > kMaxBatchChunk) return InvalidArgument(expected);
+    return images;
+  }
+  if (digits > 0 && ParseBytes(text).ok()) {
+    return InvalidArgument("'" + text +
+                           "' is a byte size: memory.chunk counts images per slice of the "
+                           "batch (off, auto or N); the va allocator's physical chunk is "
+                           "memory.va_chunk");
+  }
+  return InvalidArgument(expected);
+}
+
+std::string BatchChunkName(int64_t chunk) {
+  if (chunk == kBatchChunkOff) return "off";
+  if (chunk == kBatchChunkAuto) return "auto";
+  return std::to_string(chunk);
+}
+
 StatusOr<SizeSetting> ParseSizeSetting(const std::string& text) {
   SizeSetting setting;
   if (!text.empty() && (text.back() == 'x' || text.back() == 'X')) {
@@ -162,9 +190,13 @@ Status MemoryOptions::Validate() const {
                            std::to_string(lms_threshold) + ")");
   }
   if (lms_ahead < 0) return InvalidArgument("memory: lms_ahead must be >= 0");
-  if (chunk < kChunkAlignmentBytes || chunk % kChunkAlignmentBytes != 0) {
-    return InvalidArgument("memory: chunk must be a positive multiple of 4 KiB (got " +
-                           std::to_string(chunk) + " bytes)");
+  if (batch_chunk != kBatchChunkAuto && (batch_chunk < 0 || batch_chunk > kMaxBatchChunk)) {
+    return InvalidArgument("memory: chunk must be off, auto or in [1, " +
+                           std::to_string(kMaxBatchChunk) + "] images");
+  }
+  if (va_chunk < kChunkAlignmentBytes || va_chunk % kChunkAlignmentBytes != 0) {
+    return InvalidArgument("memory: va_chunk must be a positive multiple of 4 KiB (got " +
+                           std::to_string(va_chunk) + " bytes)");
   }
   auto one_of = [](const std::string& key, const std::string& value,
                    std::initializer_list<const char*> choices) {
@@ -215,7 +247,8 @@ std::string MemoryOptions::Describe() const {
   if (scheduler == "window") {
     text += " (budget " + window_budget.ToString() + ", window " + window.ToString() + ")";
   }
-  if (allocator == "va") text += " (chunk " + FormatBytes(static_cast<double>(chunk)) + ")";
+  if (allocator == "va") text += " (chunk " + FormatBytes(static_cast<double>(va_chunk)) + ")";
+  if (batch_chunk != kBatchChunkOff) text += ", batch slices of " + BatchChunkName(batch_chunk);
   if (scheduler == "dymem") {
     text += " (" + offload_set + " offload set, " + release + " release, " + prefetch +
             " prefetch" + (barrier ? ", barrier" : "") + ")";

@@ -74,6 +74,17 @@ struct SizeSetting {
 // "1.5x" (a positive multiple) or a byte size ("8GiB").
 StatusOr<SizeSetting> ParseSizeSetting(const std::string& text);
 
+// Batch chunking (`memory.chunk`): images per slice of the batch a step
+// computes at a time. Off: the whole batch at once; auto: the planner
+// chooses the largest slice that fits (off when the whole batch fits).
+constexpr int64_t kBatchChunkOff = 0;
+constexpr int64_t kBatchChunkAuto = -1;
+constexpr int64_t kMaxBatchChunk = int64_t{1} << 20;
+// "off", "auto" or a count of images; a byte size is an error that names
+// memory.va_chunk.
+StatusOr<int64_t> ParseBatchChunk(const std::string& text);
+std::string BatchChunkName(int64_t chunk);
+
 // The virtual-addressing allocator's default physical chunk: the CUDA
 // driver's usual mapping granularity.
 constexpr size_t kDefaultChunkBytes = 2 * kMiB;
@@ -126,7 +137,11 @@ struct MemoryOptions {
   int lms_ahead = 2;
   // The virtual-addressing allocator (`va`): physical memory in chunks of
   // this size, mapped into a fresh virtual range per request.
-  size_t chunk = kDefaultChunkBytes;
+  size_t va_chunk = kDefaultChunkBytes;
+  // Images per slice of the batch (kBatchChunkOff, kBatchChunkAuto or a
+  // count): every step computes slice by slice, bit for bit the whole
+  // batch's results.
+  int64_t batch_chunk = kBatchChunkOff;
   // Record every live tensor at every step (for memory logs).
   bool record_live = false;
   // Fill freed device blocks with NaN so a read after free cannot go unnoticed.

@@ -81,6 +81,9 @@ class MemoryRuntime : public TensorStore {
   Workspace StepWorkspace() override { return workspace_; }
   std::vector<int> StepAlgorithms() override { return algorithms_; }
   bool computes() const override { return device_ != nullptr; }
+  int64_t BatchChunk() const override {
+    return options_.batch_chunk > 0 ? options_.batch_chunk : 0;
+  }
 
   const MemoryOptions& options() const { return options_; }
   // Records of the last completed iteration.

@@ -1,7 +1,8 @@
 // Every registered CPU convolution algorithm against im2col_image (itself
 // checked against plain loops in double precision), for each op and a set of
 // geometries: results, bitwise determinism, and running within exactly
-// WorkspaceBytes bytes of workspace with no output element left unwritten.
+// WorkspaceBytes bytes of workspace with no output element left unwritten;
+// and the filter gradient over slices of the batch (memory.chunk).
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -236,9 +237,11 @@ Results RunAll(const ConvAlgorithm& a, const Problem& p) {
   a.BackwardData(g, p.dy.data(), p.w.data(), r.dx_accumulated.data(), true, bwd_data.Fresh());
   r.dw_db.assign(p.w.size(), kNaN);
   r.db.assign(p.bias.size(), kNaN);
-  a.BackwardFilter(g, p.x.data(), p.dy.data(), r.dw_db.data(), r.db.data(), bwd_filter.Fresh());
+  a.BackwardFilter(g, p.x.data(), p.dy.data(), r.dw_db.data(), r.db.data(), false, nullptr,
+                   bwd_filter.Fresh());
   r.dw.assign(p.w.size(), kNaN);
-  a.BackwardFilter(g, p.x.data(), p.dy.data(), r.dw.data(), nullptr, bwd_filter.Fresh());
+  a.BackwardFilter(g, p.x.data(), p.dy.data(), r.dw.data(), nullptr, false, nullptr,
+                   bwd_filter.Fresh());
   EXPECT_TRUE(fwd.CanaryIntact()) << "forward wrote past its workspace";
   EXPECT_TRUE(bwd_data.CanaryIntact()) << "backward data wrote past its workspace";
   EXPECT_TRUE(bwd_filter.CanaryIntact()) << "backward filter wrote past its workspace";
@@ -323,6 +326,46 @@ TEST_P(ConvAlgorithmTest, MatchesReferenceDeterministicallyWithinWorkspace) {
   EXPECT_EQ(Compare(got.db, want.db), "") << "db";
   EXPECT_EQ(Compare(got.dw, want.dw), "") << "backward filter";
   EXPECT_TRUE(RunAll(*a, p) == got) << "a second run gave different bits";
+}
+
+// The filter and bias gradients computed over slices of the batch (the first
+// slice overwrites, the later ones add; the bias sums carry in double), as a
+// step run with memory.chunk computes them: within rounding of the float64
+// loops for every algorithm, and bit for bit the whole batch's for
+// im2col_image, whose reduction runs image by image.
+TEST_P(ConvAlgorithmTest, SlicedFilterGradientMatchesDoubleReference) {
+  const ConvAlgorithm* a = FindConvAlgorithm(std::get<0>(GetParam()));
+  ASSERT_NE(a, nullptr);
+  const Problem p(std::get<1>(GetParam()).g);
+  ASSERT_TRUE(a->Supports(p.g));
+  std::vector<double> dw(p.w.size()), db(p.bias.size());
+  Naive{p.g}.ForEachTap([&](int64_t xi, int64_t wi, int64_t yi) {
+    dw[wi] += static_cast<double>(p.dy[yi]) * p.x[xi];
+  });
+  for (size_t i = 0; i < p.dy.size(); ++i) db[i / p.g.out_plane() % p.g.filters] += p.dy[i];
+  const Results whole = RunAll(*a, p);
+  for (int64_t slice : {int64_t{1}, int64_t{2}}) {
+    SCOPED_TRACE("slices of " + std::to_string(slice));
+    std::vector<float> got_dw(p.w.size(), kNaN), got_db(p.bias.size(), kNaN);
+    std::vector<double> sums(p.bias.size(), 0.0);
+    for (int64_t begin = 0; begin < p.g.batch; begin += slice) {
+      ConvGeometry g = p.g;
+      g.batch = std::min(slice, p.g.batch - begin);
+      ASSERT_TRUE(a->Supports(g));
+      GuardedBuffer workspace(a->WorkspaceBytes(g, ConvOp::kBackwardFilter));
+      a->BackwardFilter(g, p.x.data() + begin * g.channels * g.in_plane(),
+                        p.dy.data() + begin * g.filters * g.out_plane(), got_dw.data(),
+                        got_db.data(), begin > 0, sums.data(), workspace.Fresh());
+    }
+    EXPECT_EQ(Compare(got_dw, std::vector<float>(dw.begin(), dw.end())), "") << "dw";
+    EXPECT_EQ(Compare(got_db, std::vector<float>(db.begin(), db.end())), "") << "db";
+    EXPECT_EQ(std::memcmp(got_db.data(), whole.db.data(), got_db.size() * sizeof(float)), 0)
+        << "the carried double sums give the whole batch's bias gradient";
+    if (a->name() == "im2col_image") {
+      EXPECT_EQ(std::memcmp(got_dw.data(), whole.dw_db.data(), got_dw.size() * sizeof(float)), 0)
+          << "image by image: the whole batch's bits";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, ConvAlgorithmTest,

@@ -35,6 +35,7 @@ struct Variant {
   size_t chunk = kDefaultChunkBytes;  // va only
   const char* params = "device";      // where parameters, gradients and solver state live
   bool update_on_host = false;
+  int64_t batch_chunk = kBatchChunkOff;  // images per slice of the batch
 };
 constexpr Variant kDefault = {"first_fit", "first_fit", "lru", true};
 constexpr Variant kVariants[] = {
@@ -53,6 +54,10 @@ constexpr Variant kVariants[] = {
     {"gtbm", "gtbm", "lru", false},
     {"gtbm_soft", "gtbm_soft", "lru", false},
     {"caching", "caching", "lru", false},
+    // Steps computed over slices of the batch (memory.chunk): one image at a
+    // time, and two (slices of 2 and 1 of the batch of 3).
+    {"chunk_1", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, 1},
+    {"chunk_2", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, 2},
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
@@ -71,9 +76,10 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.allocator = variant.allocator;
   run.memory.eviction = variant.eviction;
   run.memory.compact = variant.compact;
-  run.memory.chunk = variant.chunk;
+  run.memory.va_chunk = variant.chunk;
   run.memory.params = *ParseParamPlacement(variant.params);
   run.memory.update_on_host = variant.update_on_host;
+  run.memory.batch_chunk = variant.batch_chunk;
   // GTBM's arenas and stack, and the caching allocator's segments, are
   // checked after every allocation and free (the other allocators'
   // invariants, gtbm_soft's too, after every step: memory_seams_test).
@@ -450,7 +456,7 @@ TEST(WindowVaTest, VirtualAddressingRemovesFragmentationWithinItsBounds) {
   EXPECT_FALSE(best_fit->fits);
   options.allocator = "va";
   for (size_t chunk : {64 * kKiB, 2 * kMiB}) {
-    options.chunk = chunk;
+    options.va_chunk = chunk;
     auto runtime = MemoryRuntime::Create((*net)->view(), options, nullptr);
     ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
     const auto& va = dynamic_cast<const VirtualAddressAllocator&>((*runtime)->allocator());

@@ -382,7 +382,7 @@ TEST(SimulatedPlanTest, VirtualAddressingChargesEveryChunkMapped) {
   MemoryOptions options;
   ASSERT_TRUE(ApplyMemoryMode("window", &options).ok());
   options.allocator = "va";
-  options.chunk = 4 * kKiB;
+  options.va_chunk = 4 * kKiB;
   options.record_events = true;
   options.device_budget = *MinimumBudget(view, options, kPoolBlockBytes);
   auto plan = Plan(view, options);

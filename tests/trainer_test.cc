@@ -294,6 +294,25 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("memory.release"));
   EXPECT_THAT(bad.status().message(), HasSubstr("lazy"));
+  // memory.chunk counts images; the va allocator's bytes are memory.va_chunk.
+  bad = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {chunk: 2MiB}\n",
+      "bad.yaml", ".");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("bad.yaml:4: memory.chunk"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("memory.va_chunk"));
+  bad = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {chunk: 0}\n", "bad.yaml",
+      ".");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("off, auto or images per slice"));
+  auto sliced = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\n"
+      "memory: {chunk: 8, allocator: va, va_chunk: 64KiB}\n",
+      "sliced.yaml", ".");
+  ASSERT_TRUE(sliced.ok()) << sliced.status().ToString();
+  EXPECT_EQ(sliced->memory.batch_chunk, 8);
+  EXPECT_EQ(sliced->memory.va_chunk, size_t{64} * 1024);
   auto dymem = ParseTrainConfig(
       "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {mode: dymem, release: "
       "eager, prefetch: ahead, offload_set: conv, barrier: true, min_offload: 64KiB}\n",

@@ -116,7 +116,7 @@ void RunOp(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op, Buffers& b)
       a.BackwardData(g, b.dy.data(), b.w.data(), b.dx.data(), false, ws);
       break;
     case ConvOp::kBackwardFilter:
-      a.BackwardFilter(g, b.x.data(), b.dy.data(), b.dw.data(), nullptr, ws);
+      a.BackwardFilter(g, b.x.data(), b.dy.data(), b.dw.data(), nullptr, false, nullptr, ws);
       break;
   }
 }

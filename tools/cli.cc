@@ -8,6 +8,7 @@
 #include "framework/files.h"
 #include "framework/units.h"
 #include "framework/yaml_reader.h"
+#include "memory/memory_options.h"
 #include "memory/recompute_policy.h"
 #include "memory/workspace_selector.h"
 
@@ -163,6 +164,12 @@ CLI::Option* Flags::Workspace(std::string* out, const std::string& help) {
   return app_.add_option("--workspace", *out, help)
       ->check(Checked([](const std::string& text) { return ParseWorkspacePolicy(text).status(); }))
       ->type_name("POLICY");
+}
+
+CLI::Option* Flags::BatchChunk(std::string* out, const std::string& help) {
+  return app_.add_option("--chunk", *out, help)
+      ->check(Checked([](const std::string& text) { return ParseBatchChunk(text).status(); }))
+      ->type_name("off|auto|N");
 }
 
 CLI::Option* Flags::RecomputeStrategy(std::string* out, const std::string& help) {

@@ -67,6 +67,8 @@ class Flags {
   // Options several tools share, parsed and checked once here.
   CLI::Option* MemoryMode(std::string* out, const std::string& help);
   CLI::Option* Workspace(std::string* out, const std::string& help);
+  // --chunk off|auto|N: images per slice of the batch (memory.chunk).
+  CLI::Option* BatchChunk(std::string* out, const std::string& help);
   CLI::Option* RecomputeStrategy(std::string* out, const std::string& help);
   CLI::Option* Device(std::string* out, const std::string& help);
   CLI::Option* DeviceMemory(size_t* out, const std::string& help);

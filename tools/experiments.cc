@@ -78,7 +78,7 @@ std::string ExperimentOptions::Describe() const {
                      FormatBytes(static_cast<double>(memory.host_budget)) +
                      (memory.host_tier == "ram" ? "" : " on disk") + "), memory " + memory.mode +
                      ", " + memory.allocator;
-  if (memory.allocator == "va") text += " " + FormatBytes(static_cast<double>(memory.chunk));
+  if (memory.allocator == "va") text += " " + FormatBytes(static_cast<double>(memory.va_chunk));
   if (!memory.compact) text += " without compaction";
   if (memory.params.kind != ParamPlacement::Kind::kDevice) {
     text += ", parameters " + memory.params.ToString() + " (updated on " +
@@ -89,9 +89,9 @@ std::string ExperimentOptions::Describe() const {
 
 namespace {
 
-// --allocator, --compact, --chunk.
+// --allocator, --compact, --va-chunk.
 Status ApplyPlacementFlags(const std::string& allocator, const std::string& compact,
-                           const std::string& chunk, MemoryOptions* memory) {
+                           const std::string& va_chunk, MemoryOptions* memory) {
   if (!allocator.empty()) {
     if (FindAllocator(allocator) == nullptr) {
       std::string known;
@@ -106,10 +106,10 @@ Status ApplyPlacementFlags(const std::string& allocator, const std::string& comp
     }
     memory->compact = compact == "true";
   }
-  if (!chunk.empty()) {
-    auto bytes = ParseBytes(chunk);
-    if (!bytes.ok()) return bytes.status().WithContext("--chunk");
-    memory->chunk = *bytes;
+  if (!va_chunk.empty()) {
+    auto bytes = ParseBytes(va_chunk);
+    if (!bytes.ok()) return bytes.status().WithContext("--va-chunk");
+    memory->va_chunk = *bytes;
   }
   return Status::Ok();
 }
@@ -154,7 +154,7 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
       ->type_name("NAME");
   f.Choice("--compact", &o->compact, "slide live tensors down to close holes (default: the mode's)",
            {"true", "false"});
-  f.String("--chunk", &o->chunk, "the va allocator's physical chunk (default 2MiB)")
+  f.String("--va-chunk", &o->va_chunk, "the va allocator's physical chunk (default 2MiB)")
       ->type_name("SIZE");
   f.String("--window", &o->window,
            "the window scheduler's window: a size or a multiple such as 1.5x")
@@ -178,7 +178,7 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
     if (params.ok()) o->memory.params = *params;
     o->memory.update_on_host = o->update == "host";
     o->memory.host_tier = o->host_tier;
-    status = ApplyPlacementFlags(o->allocator, o->compact, o->chunk, &o->memory);
+    status = ApplyPlacementFlags(o->allocator, o->compact, o->va_chunk, &o->memory);
   }
   if (status.ok()) status = ApplyWindowFlags(o->window, o->window_budget, o);
   if (status.ok()) status = LoadDeviceProfile(o->device_profile, 0).status();

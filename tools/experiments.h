@@ -31,7 +31,7 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 //   --config FILE --device NAME --device-memory SIZE --host-memory SIZE --memory MODE
 //   --workspace POLICY --batch B --size S --set KEY=VALUE --confirm STEPS
 //   --params device|host|above:SIZE|cache --update device|host --host-tier ram|file:DIR
-//   --allocator NAME --compact true|false --chunk SIZE --window SIZE
+//   --allocator NAME --compact true|false --va-chunk SIZE --window SIZE
 //   --window-budget SIZE|search (search: the largest multiple, from 1x down
 //   in steps of 0.05x, with which the window scheduler's plan fits - what
 //   the window paper's authors set by hand)
@@ -42,9 +42,9 @@ struct ExperimentOptions {
   int64_t batch = 16;
   int64_t size = 224;
   int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
-  // --allocator, --compact, --chunk, --window, --window-budget as given
+  // --allocator, --compact, --va-chunk, --window, --window-budget as given
   // (empty: the mode's).
-  std::string allocator, compact, chunk, window, window_budget;
+  std::string allocator, compact, va_chunk, window, window_budget;
   // The device profile the result's iteration time is predicted on (the
   // paper's experiments ran on a 12 GB K40).
   std::string device_profile = "k40-pcie3";

@@ -11,10 +11,9 @@ namespace {
 void DeclarePolicies(Flags& f, PlanArgs* a) {
   f.String("--allocator", &a->allocator,
            "how device requests are placed: first_fit (default), best_fit, caching (CNMeM/PyTorch "
-           "segments), static (offsets "
-           "precomputed by dynamic storage allocation), va (virtual addressing in --chunk pieces), "
-           "gtbm, gtbm_soft, ideal (plan only: the "
-           "max load, as if memory never fragmented)")
+           "segments), static (offsets precomputed by dynamic storage allocation), va (virtual "
+           "addressing in --va-chunk pieces), gtbm, gtbm_soft, ideal (plan only: the max load, as "
+           "if memory never fragmented)")
       ->type_name("NAME");
   f.Choice("--eviction", &a->eviction, "the tensor cache's victim rule: lru (default) or belady",
            {"lru", "belady"});
@@ -48,7 +47,7 @@ void DeclareWindow(Flags& f, PlanArgs* a) {
            "persistent tensors and workspace (1x) or bytes")
       ->check(size_setting)
       ->type_name("SIZE");
-  f.String("--chunk", &a->chunk, "the va allocator's physical chunk (default 2MiB)")
+  f.String("--va-chunk", &a->va_chunk, "the va allocator's physical chunk (default 2MiB)")
       ->check(CLI::Validator(
           [](std::string& text) {
             auto parsed = ParseBytes(text);
@@ -120,6 +119,7 @@ void DeclarePlanFlags(Flags& f, PlanArgs* a) {
         "prefetch offloaded tensors N checkpoint layers ahead (default 1)", 0, 1024);
   f.RecomputeStrategy(&a->strategy, "cost_aware (default), speed or memory");
   f.Workspace(&a->workspace, "dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME");
+  f.BatchChunk(&a->chunk, "compute each step over slices of N images of the batch (default off)");
   f.Choice("--timing", &a->timing,
            "convolution times: cache (measured by `train` where cached, the model elsewhere), "
            "model, or measure (time the convolutions, and with --device-profile cpu every step "
@@ -154,7 +154,10 @@ Status ApplyPolicies(const PlanArgs& args, MemoryOptions* options) {
     SPILL_ASSIGN_OR_RETURN(options->window_budget, ParseSizeSetting(args.window_budget));
   }
   if (!args.chunk.empty()) {
-    SPILL_ASSIGN_OR_RETURN(options->chunk, ParseBytes(args.chunk));
+    SPILL_ASSIGN_OR_RETURN(options->batch_chunk, ParseBatchChunk(args.chunk));
+  }
+  if (!args.va_chunk.empty()) {
+    SPILL_ASSIGN_OR_RETURN(options->va_chunk, ParseBytes(args.va_chunk));
   }
   if (!args.release.empty()) options->release = args.release;
   if (!args.prefetch.empty()) options->prefetch = args.prefetch;

@@ -20,7 +20,8 @@ struct PlanArgs {
   std::string config, device, memory, csv, svg, strategy, workspace, timing = "cache";
   std::string allocator, eviction, trace, fragmentation_svg;
   std::string params, update, host_tier;
-  std::string window, window_budget, chunk;            // the window scheduler and va
+  std::string window, window_budget, va_chunk;         // the window scheduler and va
+  std::string chunk;                                   // images per slice of the batch
   std::string device_profile, timeline, timeline_svg;  // the simulator
   double link_gbps = 0, map_us = 0;
   std::string release, prefetch, offload_set;  // the dymem scheduler's switches

@@ -195,7 +195,8 @@ Status ReadMemory(YamlMap memory, MemoryOptions* m, TimingConfig* timing) {
   m->lms_threshold =
       static_cast<int>(memory.Int("lms_threshold", m->lms_threshold, 2, kMaxScheduleDistance));
   m->lms_ahead = static_cast<int>(memory.Int("lms_ahead", m->lms_ahead, 0, kMaxScheduleDistance));
-  m->chunk = memory.Bytes("chunk", m->chunk, kChunkAlignmentBytes, kUnlimitedBudget);
+  m->va_chunk = memory.Bytes("va_chunk", m->va_chunk, kChunkAlignmentBytes, kUnlimitedBudget);
+  ReadPolicy(memory, "chunk", BatchChunkName(m->batch_chunk), ParseBatchChunk, &m->batch_chunk);
   // The dymem scheduler's switches.
   m->min_offload_bytes = memory.Bytes("min_offload", m->min_offload_bytes, 0, kUnlimitedBudget);
   m->offload_set = memory.Choice("offload_set", {"dymem", "conv"}, m->offload_set);

@@ -50,7 +50,7 @@ void InstallSignalHandlers() {
 
 struct Args {
   std::string config, report, resume, init, output, memory, memory_log, trace, workspace, device,
-      log, timeline;
+      log, timeline, chunk;
   size_t device_memory = 0;  // 0: the config's
   double link_gbps = 0;
   bool resume_default = false, no_progress = false, print_default = false, profile = false,
@@ -80,6 +80,7 @@ void Declare(Flags& f, Args* a) {
                "write per-step device memory of one iteration (.csv or .jsonl)");
   f.Workspace(&a->workspace,
               "convolution workspace: dynamic, fastest, memory_optimal, cap:SIZE, pin:NAME");
+  f.BatchChunk(&a->chunk, "override memory.chunk: compute each step over slices of N images");
   f.Float("--link-gbps", &a->link_gbps,
           "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
   f.Device(&a->device, "override run.device");
@@ -113,6 +114,9 @@ Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (a.device_memory > 0) c->memory.device_budget = a.device_memory;
   if (!a.workspace.empty()) {
     SPILL_ASSIGN_OR_RETURN(c->memory.workspace, ParseWorkspacePolicy(a.workspace));
+  }
+  if (!a.chunk.empty()) {
+    SPILL_ASSIGN_OR_RETURN(c->memory.batch_chunk, ParseBatchChunk(a.chunk));
   }
   return c->memory.Validate();
 }

@@ -3,7 +3,7 @@
 //
 //   widest --config models/resnet50.yaml --device-memory 12GiB [--memory superneurons]
 //          [--set size=224] [--host-memory 64GiB] [--device cpu|cuda] [--confirm 2]
-//          [--allocator va --chunk 2MiB] [--compact false] [--window-budget search]
+//          [--allocator va --va-chunk 2MiB] [--compact false] [--window-budget search]
 #include <cstdio>
 
 #include "tools/cli.h"

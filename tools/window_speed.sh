@@ -67,7 +67,7 @@ echo "|---:|---:|---:|---:|"
 for b in "${batches[@]}"; do
   incore=$(plan --batch "$b" --memory liveness | images_per_second)
   read -r factor best <<<"$(best_fit_window "$b")" || true
-  va=$(plan --batch "$b" --memory window --allocator va --chunk 40MiB | images_per_second)
+  va=$(plan --batch "$b" --memory window --allocator va --va-chunk 40MiB | images_per_second)
   best_cell=$(cell "${best:-}" "$reference")
   [[ -n "${best:-}" ]] && best_cell="$best_cell, ${factor}x"
   echo "| $b | $(cell "$incore" "$reference") | $best_cell | $(cell "$va" "$reference") |"
@@ -79,7 +79,7 @@ echo "| chunk | map + unmap cost per chunk | images/s at b1440 (share of in-core
 echo "|---|---:|---:|"
 for chunk in 40MiB 2MiB; do
   for us in 0 10 100 1000; do
-    ips=$(plan --batch 1440 --memory window --allocator va --chunk "$chunk" --map-us "$us" |
+    ips=$(plan --batch 1440 --memory window --allocator va --va-chunk "$chunk" --map-us "$us" |
       images_per_second)
     echo "| $chunk | $us µs | $(cell "$ips" "$reference") |"
   done
@@ -89,7 +89,7 @@ echo
 echo "| window (x budget) | window + va, 40 MiB, b928 | window + best fit at 0.70x, b928 |"
 echo "|---:|---:|---:|"
 for w in 1.0x 1.25x 1.5x 2x 3x; do
-  va=$(plan --batch 928 --memory window --allocator va --chunk 40MiB --window "$w" |
+  va=$(plan --batch 928 --memory window --allocator va --va-chunk 40MiB --window "$w" |
     images_per_second)
   best=$(plan --batch 928 --memory window --allocator best_fit --no-compact \
     --window-budget 0.70x --window "$w" | images_per_second)

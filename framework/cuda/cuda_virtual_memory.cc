@@ -138,7 +138,7 @@ StatusOr<std::unique_ptr<VirtualMemory>> CudaVirtualMemory::Create(int ordinal, 
       vm->Check(calls.granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
                 "cuMemGetAllocationGranularity"));
   if (granularity == 0 || chunk_bytes % granularity != 0) {
-    return InvalidArgument("memory.chunk: " + std::to_string(chunk_bytes) +
+    return InvalidArgument("memory.va_chunk: " + std::to_string(chunk_bytes) +
                            " bytes is not a multiple of this GPU's mapping granularity (" +
                            std::to_string(granularity) + " bytes)");
   }

@@ -2,7 +2,9 @@
 // statistics are reduced by one thread in a fixed order, so results are
 // deterministic. Sums accumulate in double: the bias gradient is a sum that
 // cancels heavily, and float accumulation loses digits there that every
-// earlier layer's gradient inherits.
+// earlier layer's gradient inherits. Every reduction adds image by image in
+// batch order, so a step run over slices of the batch (memory.chunk) gives
+// the same bits.
 #include <cmath>
 
 #include "framework/layer_registry.h"
@@ -30,41 +32,116 @@ class CpuBatchNormLayer : public BatchNormLayer {
  public:
   using BatchNormLayer::BatchNormLayer;
 
+  bool supports_slices() const override { return true; }
+  // Forward: sums, squares about the mean, normalization. Backward: the two
+  // sums, then the input gradient.
+  int slice_sweeps(Pass pass) const override { return pass == Pass::kForward ? 3 : 2; }
+  size_t slice_sums(Pass) const override { return 2 * static_cast<size_t>(channels_); }
+
   void Forward(const ForwardArgs& args) const override {
+    const Shape& s = args.inputs[0].shape();
+    const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
+    const float* x = args.inputs[0].data();
+    const BatchSlice& slice = args.slice;
+    std::vector<double> local;
+    double* sums = SliceSums(slice, 2 * c, &local);  // per channel: sum, then squares
+    const bool statistics = args.phase == Phase::kTrain && !args.recompute;
+    const double count = static_cast<double>(slice.total(n) * plane);
+    if (statistics && slice.runs(0)) {
+#pragma omp parallel for schedule(static)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t i = 0; i < n; ++i) sums[ch] += PlaneSum(x + (i * c + ch) * plane, plane);
+      }
+    }
+    if (statistics && slice.runs(1)) {
+#pragma omp parallel for schedule(static)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const double mu = sums[ch] / count;
+        for (int64_t i = 0; i < n; ++i)
+          sums[c + ch] += PlaneSquares(x + (i * c + ch) * plane, plane, mu);
+      }
+      if (slice.last(n)) SetStatistics(args, sums, count);
+    }
+    if (args.phase == Phase::kEval && slice.runs(1) && slice.last(n)) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        args.aux[0].data()[ch] = args.params[2].data()[ch];
+        args.aux[1].data()[ch] = static_cast<float>(
+            1.0 / std::sqrt(static_cast<double>(args.params[3].data()[ch]) + eps_));
+      }
+    }
+    if (slice.runs(2)) Normalize(args);
+  }
+
+  // dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
+  void Backward(const BackwardArgs& args) const override {
+    const Shape& s = args.inputs[0].shape();
+    const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
+    const float* x = args.inputs[0].data();
+    const float* dy = args.output_grads[0].data();
+    const float* mean = args.aux[0].data();
+    const float* inv_std = args.aux[1].data();
+    const BatchSlice& slice = args.slice;
+    std::vector<double> local;
+    double* sums = SliceSums(slice, 2 * c, &local);  // per channel: sum dy, sum dy * (x - mu)
+    if (slice.runs(0)) {
+#pragma omp parallel for schedule(static)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float mu = mean[ch];
+        double sum_dy = sums[ch], sum_dy_xc = sums[c + ch];
+        for (int64_t i = 0; i < n; ++i) {
+          const float* p = x + (i * c + ch) * plane;
+          const float* g = dy + (i * c + ch) * plane;
+#pragma omp simd reduction(+ : sum_dy, sum_dy_xc)
+          for (int64_t j = 0; j < plane; ++j) {
+            sum_dy += g[j];
+            sum_dy_xc += static_cast<double>(g[j]) * (p[j] - mu);
+          }
+        }
+        sums[ch] = sum_dy;
+        sums[c + ch] = sum_dy_xc;
+        if (!slice.last(n)) continue;
+        if (args.param_grads[0].valid())
+          args.param_grads[0].data()[ch] = static_cast<float>(sum_dy_xc * inv_std[ch]);
+        if (args.param_grads[1].valid())
+          args.param_grads[1].data()[ch] = static_cast<float>(sum_dy);
+      }
+    }
+    if (slice.runs(1) && args.input_grads[0].valid()) {
+      InputGradient(args, sums, static_cast<double>(slice.total(n) * plane));
+    }
+  }
+
+ private:
+  // The batch statistics from the sums, and the running ones updated.
+  void SetStatistics(const ForwardArgs& args, const double* sums, double count) const {
+    const int64_t c = channels_;
+    float* running_mean = args.params[2].data();
+    float* running_var = args.params[3].data();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const double mu = sums[ch] / count, var = sums[c + ch] / count;
+      args.aux[0].data()[ch] = static_cast<float>(mu);
+      args.aux[1].data()[ch] = static_cast<float>(1.0 / std::sqrt(var + eps_));
+      const double unbiased = count > 1 ? var * count / (count - 1) : var;
+      running_mean[ch] = static_cast<float>((1 - momentum_) * running_mean[ch] + momentum_ * mu);
+      running_var[ch] =
+          static_cast<float>((1 - momentum_) * running_var[ch] + momentum_ * unbiased);
+    }
+  }
+
+  // Output from the saved statistics: a recomputation gives the same bits.
+  // (x - mean) first: folding the mean into the shift would cancel digits
+  // whenever the mean is large next to the deviation.
+  void Normalize(const ForwardArgs& args) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const float* x = args.inputs[0].data();
     float* y = args.outputs[0].data();
     const float* gamma = args.params[0].data();
     const float* beta = args.params[1].data();
-    float* running_mean = args.params[2].data();
-    float* running_var = args.params[3].data();
-    float* mean = args.aux[0].data();
-    float* inv_std = args.aux[1].data();
-    const bool train = args.phase == Phase::kTrain;
-    const double count = static_cast<double>(n * plane);
+    const float* mean = args.aux[0].data();
+    const float* inv_std = args.aux[1].data();
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
-      if (train && !args.recompute) {
-        double sum = 0, sq = 0;
-        for (int64_t i = 0; i < n; ++i) sum += PlaneSum(x + (i * c + ch) * plane, plane);
-        const double mu = sum / count;
-        for (int64_t i = 0; i < n; ++i) sq += PlaneSquares(x + (i * c + ch) * plane, plane, mu);
-        const double var = sq / count;
-        mean[ch] = static_cast<float>(mu);
-        inv_std[ch] = static_cast<float>(1.0 / std::sqrt(var + eps_));
-        const double unbiased = count > 1 ? var * count / (count - 1) : var;
-        running_mean[ch] = static_cast<float>((1 - momentum_) * running_mean[ch] + momentum_ * mu);
-        running_var[ch] =
-            static_cast<float>((1 - momentum_) * running_var[ch] + momentum_ * unbiased);
-      } else if (!train) {
-        mean[ch] = running_mean[ch];
-        inv_std[ch] =
-            static_cast<float>(1.0 / std::sqrt(static_cast<double>(running_var[ch]) + eps_));
-      }
-      // Output from the saved statistics: a recomputation gives the same bits.
-      // (x - mean) first: folding the mean into the shift would cancel digits
-      // whenever the mean is large next to the deviation.
       const float scale = gamma[ch] * inv_std[ch], shift = beta[ch], mu = mean[ch];
       for (int64_t i = 0; i < n; ++i) {
         const float* p = x + (i * c + ch) * plane;
@@ -75,8 +152,7 @@ class CpuBatchNormLayer : public BatchNormLayer {
     }
   }
 
-  // dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
-  void Backward(const BackwardArgs& args) const override {
+  void InputGradient(const BackwardArgs& args, const double* sums, double count) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const float* x = args.inputs[0].data();
@@ -84,30 +160,14 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const float* gamma = args.params[0].data();
     const float* mean = args.aux[0].data();
     const float* inv_std = args.aux[1].data();
-    float* dgamma = args.param_grads[0].data();
-    float* dbeta = args.param_grads[1].data();
-    float* dx = args.input_grads[0].valid() ? args.input_grads[0].data() : nullptr;
+    float* dx = args.input_grads[0].data();
     const bool accumulate = args.accumulate[0];
-    const double count = static_cast<double>(n * plane);
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
       const float mu = mean[ch], istd = inv_std[ch];
-      double sum_dy = 0, sum_dy_xc = 0;  // xc = x - mu
-      for (int64_t i = 0; i < n; ++i) {
-        const float* p = x + (i * c + ch) * plane;
-        const float* g = dy + (i * c + ch) * plane;
-#pragma omp simd reduction(+ : sum_dy, sum_dy_xc)
-        for (int64_t j = 0; j < plane; ++j) {
-          sum_dy += g[j];
-          sum_dy_xc += static_cast<double>(g[j]) * (p[j] - mu);
-        }
-      }
-      const double sum_dy_xhat = sum_dy_xc * istd;
-      if (dgamma) dgamma[ch] = static_cast<float>(sum_dy_xhat);
-      if (dbeta) dbeta[ch] = static_cast<float>(sum_dy);
-      if (!dx) continue;
+      const double sum_dy_xhat = sums[c + ch] * istd;
       const float k = gamma[ch] * istd;
-      const float mean_dy = static_cast<float>(sum_dy / count);
+      const float mean_dy = static_cast<float>(sums[ch] / count);
       const float coef = static_cast<float>(sum_dy_xhat / count) * istd;  // per unit of xc
       for (int64_t i = 0; i < n; ++i) {
         const float* p = x + (i * c + ch) * plane;

@@ -53,15 +53,16 @@ void AddConvBias(const ConvGeometry& g, const float* bias, float* y) {
   }
 }
 
-void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db) {
+void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db, double* bias_sums) {
   const int64_t plane = g.out_plane();
 #pragma omp parallel for schedule(static)
   for (int64_t f = 0; f < g.filters; ++f) {
-    double sum = 0;
+    double sum = bias_sums != nullptr ? bias_sums[f] : 0.0;
     for (int64_t n = 0; n < g.batch; ++n) {
       const float* p = dy + (n * g.filters + f) * plane;
       for (int64_t i = 0; i < plane; ++i) sum += p[i];
     }
+    if (bias_sums != nullptr) bias_sums[f] = sum;
     db[f] = static_cast<float>(sum);
   }
 }

@@ -11,7 +11,10 @@
 // Contract for every algorithm:
 //   * Forward overwrites y with conv(x, w) (+ bias when bias != nullptr).
 //   * BackwardData overwrites dx, or adds into it when `accumulate`.
-//   * BackwardFilter overwrites dw, and db when db != nullptr.
+//   * BackwardFilter overwrites dw, or adds into it when `accumulate` (a later
+//     slice of the batch, memory.chunk); and writes db when db != nullptr,
+//     the float of a double sum that starts from and returns to
+//     bias_sums[f] when bias_sums != nullptr (carried across slices).
 //   * Workspace: exactly WorkspaceBytes(g, op) bytes are passed in (may be
 //     null when 0); nothing else is allocated per call beyond small constant
 //     buffers, so the plan's numbers are what the run uses.
@@ -46,7 +49,8 @@ class ConvAlgorithm {
   virtual void BackwardData(const ConvGeometry& g, const float* dy, const float* w, float* dx,
                             bool accumulate, void* workspace) const = 0;
   virtual void BackwardFilter(const ConvGeometry& g, const float* x, const float* dy, float* dw,
-                              float* db, void* workspace) const = 0;
+                              float* db, bool accumulate, double* bias_sums,
+                              void* workspace) const = 0;
 };
 
 // Every registered algorithm, in registration order.
@@ -58,7 +62,9 @@ bool RegisterConvAlgorithm(const ConvAlgorithm* algorithm);
 
 // Shared helpers for the algorithms.
 void AddConvBias(const ConvGeometry& g, const float* bias, float* y);
-void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db);
+// db[f] = the sum of dy over the batch and plane, image by image, in double
+// from bias_sums[f] (zero when null), which then holds the new sum.
+void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db, double* bias_sums);
 
 }  // namespace cpu
 }  // namespace spill

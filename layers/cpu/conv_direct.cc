@@ -316,10 +316,12 @@ void BackwardFilterTap(const ConvGeometry& g, const float* x, const float* dy, i
 // cache across the taps, and the accumulators in registers.
 template <int kF, int kC>
 void BackwardFilterBlock(const ConvGeometry& g, const float* x, const float* dy, int64_t f0,
-                         int64_t c0, float* dw) {
+                         int64_t c0, bool accumulate, float* dw) {
   const int64_t cg = g.channels_per_group(), taps = g.kernel[0] * g.kernel[1];
   const int64_t channel = f0 / g.filters_per_group() * cg + c0;
-  for (int f = 0; f < kF; ++f) std::fill_n(dw + ((f0 + f) * cg + c0) * taps, kC * taps, 0.0f);
+  for (int f = 0; f < kF && !accumulate; ++f) {
+    std::fill_n(dw + ((f0 + f) * cg + c0) * taps, kC * taps, 0.0f);
+  }
   for (int64_t p = 0; p < g.out_plane(); p += kChunkBlocks * kLanes) {
     Block blocks[kChunkBlocks];
     int count = 0;
@@ -416,7 +418,7 @@ class Direct : public ConvAlgorithm {
   }
 
   void BackwardFilter(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db,
-                      void*) const override {
+                      bool accumulate, double* bias_sums, void*) const override {
     const int64_t fg = g.filters_per_group(), cg = g.channels_per_group();
     const int64_t f_blocks = BlocksPerGroup(fg, kFilterBlock);
     const int64_t c_blocks = BlocksPerGroup(cg, kFilterBlock);
@@ -430,12 +432,12 @@ class Direct : public ConvAlgorithm {
         ForBlocks<kFilterBlock>(f_begin, f_end, [&](auto f_size, int64_t f0) {
           ForBlocks<kFilterBlock>(c_begin, c_end, [&](auto c_size, int64_t c0) {
             BackwardFilterBlock<decltype(f_size)::value, decltype(c_size)::value>(g, x, dy, f0, c0,
-                                                                                  dw);
+                                                                                  accumulate, dw);
           });
         });
       }
     }
-    if (db) ConvBiasGradient(g, dy, db);
+    if (db) ConvBiasGradient(g, dy, db, bias_sums);
   }
 };
 

@@ -23,6 +23,7 @@
 
 #include "framework/check.h"
 #include "layers/cpu/conv_algorithm.h"
+#include "layers/cpu/cpu_math.h"
 
 namespace spill {
 namespace cpu {
@@ -194,10 +195,21 @@ class Dnnl : public ConvAlgorithm {
     Run(Supported(g).plans[kBackwardData], {dy, w}, nullptr, dx, accumulate, workspace);
   }
 
+  // A later slice of the batch (accumulate) computes its own filter gradient
+  // beside dw and adds it: oneDNN's weight gradient has no sum post-op. The
+  // bias gradient comes from the carried double sums, as every algorithm's.
   void BackwardFilter(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db,
-                      void* workspace) const override {
-    const Plan& p = Supported(g).plans[db ? kBackwardFilterBias : kBackwardFilter];
-    Run(p, {x, dy}, db, dw, false, workspace);
+                      bool accumulate, double* bias_sums, void* workspace) const override {
+    const Plan& p = Supported(g).plans[kBackwardFilter];
+    if (!accumulate) {
+      Run(p, {x, dy}, nullptr, dw, false, workspace);
+    } else {
+      const int64_t count = g.filters * g.col_rows();
+      std::vector<float> slice(static_cast<size_t>(count));
+      Run(p, {x, dy}, nullptr, slice.data(), false, workspace);
+      Add(slice.data(), dw, count);
+    }
+    if (db) ConvBiasGradient(g, dy, db, bias_sums);
   }
 
  private:

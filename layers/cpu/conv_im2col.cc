@@ -55,7 +55,7 @@ class Im2colImage : public ConvAlgorithm {
   }
 
   void BackwardFilter(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db,
-                      void* workspace) const override {
+                      bool accumulate, double* bias_sums, void* workspace) const override {
     const int64_t k = g.col_rows(), fg = g.filters_per_group(), plane = g.out_plane();
     float* col = static_cast<float*>(workspace);
     for (int64_t n = 0; n < g.batch; ++n) {
@@ -63,10 +63,11 @@ class Im2colImage : public ConvAlgorithm {
       const float* grad = dy + n * g.filters * plane;
       for (int64_t grp = 0; grp < g.groups; ++grp) {
         Gemm(false, true, fg, k, plane, 1.0f, grad + grp * fg * plane, plane,
-             columns + grp * k * plane, plane, n == 0 ? 0.0f : 1.0f, dw + grp * fg * k, k);
+             columns + grp * k * plane, plane, n == 0 && !accumulate ? 0.0f : 1.0f,
+             dw + grp * fg * k, k);
       }
     }
-    if (db) ConvBiasGradient(g, dy, db);
+    if (db) ConvBiasGradient(g, dy, db, bias_sums);
   }
 
  private:

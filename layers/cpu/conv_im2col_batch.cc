@@ -35,8 +35,8 @@ class Im2colBatch : public ConvAlgorithm {
   }
 
   void BackwardFilter(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db,
-                      void* workspace) const override {
-    engine_->BackwardFilter(g, x, dy, dw, db, workspace);
+                      bool accumulate, double* bias_sums, void* workspace) const override {
+    engine_->BackwardFilter(g, x, dy, dw, db, accumulate, bias_sums, workspace);
   }
 
  private:

@@ -126,7 +126,7 @@ class Im2colChunked : public ConvAlgorithm {
   }
 
   void BackwardFilter(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db,
-                      void* workspace) const override {
+                      bool accumulate, double* bias_sums, void* workspace) const override {
     const int64_t k = g.col_rows(), fg = g.filters_per_group(), step = ChunkImages(g);
     for (int64_t n = 0; n < g.batch; n += step) {
       const int64_t images = std::min(step, g.batch - n), width = images * g.out_plane();
@@ -134,10 +134,11 @@ class Im2colChunked : public ConvAlgorithm {
       const float* columns = Columns(g, x + n * g.channels * g.in_plane(), images, workspace);
       for (int64_t grp = 0; grp < g.groups; ++grp) {
         Gemm(false, true, fg, k, width, 1.0f, grad + grp * fg * width, width,
-             columns + grp * k * width, width, n == 0 ? 0.0f : 1.0f, dw + grp * fg * k, k);
+             columns + grp * k * width, width, n == 0 && !accumulate ? 0.0f : 1.0f,
+             dw + grp * fg * k, k);
       }
     }
-    if (db) ConvBiasGradient(g, dy, db);
+    if (db) ConvBiasGradient(g, dy, db, bias_sums);
   }
 
  private:

@@ -108,7 +108,8 @@ double Measure(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op) {
         a.BackwardData(g, out.data, weights.data, in.data, false, workspace.data);
         break;
       case ConvOp::kBackwardFilter:
-        a.BackwardFilter(g, in.data, out.data, weights.data, bias.data, workspace.data);
+        a.BackwardFilter(g, in.data, out.data, weights.data, bias.data, false, nullptr,
+                         workspace.data);
         break;
     }
     double seconds =

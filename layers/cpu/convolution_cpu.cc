@@ -61,28 +61,45 @@ class CpuConvolutionLayer : public ConvolutionLayer {
     return bytes;
   }
 
+  bool supports_slices() const override { return true; }
+  size_t slice_sums(Pass pass) const override {
+    return pass == Pass::kBackward && bias_ ? static_cast<size_t>(geom_.filters) : 0;
+  }
+
   void Forward(const ForwardArgs& args) const override {
+    const ConvGeometry g = Slice(args.inputs[0]);
     Choice(args.algorithms, 0)
-        ->Forward(geom_, args.inputs[0].data(), args.params[0].data(),
+        ->Forward(g, args.inputs[0].data(), args.params[0].data(),
                   bias_ ? args.params[1].data() : nullptr, args.outputs[0].data(),
                   args.workspace.data);
   }
 
+  // The filter gradient of a later slice adds into the earlier ones'; the
+  // bias gradient's double sums carry over in the slice's sums.
   void Backward(const BackwardArgs& args) const override {
+    const ConvGeometry g = Slice(args.inputs[0]);
     if (args.param_grads[0].valid()) {
       float* db = bias_ && args.param_grads[1].valid() ? args.param_grads[1].data() : nullptr;
       Choice(args.algorithms, 0)
-          ->BackwardFilter(geom_, args.inputs[0].data(), args.output_grads[0].data(),
-                           args.param_grads[0].data(), db, args.workspace.data);
+          ->BackwardFilter(g, args.inputs[0].data(), args.output_grads[0].data(),
+                           args.param_grads[0].data(), db, !args.slice.first(), args.slice.sums,
+                           args.workspace.data);
     }
     if (args.input_grads[0].valid()) {
       Choice(args.algorithms, 1)
-          ->BackwardData(geom_, args.output_grads[0].data(), args.params[0].data(),
+          ->BackwardData(g, args.output_grads[0].data(), args.params[0].data(),
                          args.input_grads[0].data(), args.accumulate[0], args.workspace.data);
     }
   }
 
  private:
+  // The geometry of the images `input` holds (a slice of the batch, or all).
+  ConvGeometry Slice(const Tensor& input) const {
+    ConvGeometry g = geom_;
+    g.batch = input.shape().n();
+    return g;
+  }
+
   // Backward's operations: 0 the filter gradient, 1 the input gradient.
   static cpu::ConvOp Op(Pass pass, int op) {
     if (pass == Pass::kForward) return cpu::ConvOp::kForward;

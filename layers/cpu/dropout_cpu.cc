@@ -9,12 +9,16 @@ class CpuDropoutLayer : public DropoutLayer {
  public:
   using DropoutLayer::DropoutLayer;
 
-  // The mask holds 0 or 1 / (1 - ratio) per element.
+  bool supports_slices() const override { return true; }
+
+  // The mask holds 0 or 1 / (1 - ratio) per element, drawn at the element's
+  // index in the whole batch (a slice draws its part of the same mask).
   void Forward(const ForwardArgs& args) const override {
     const float* x = args.inputs[0].data();
     float* y = args.outputs[0].data();
     float* mask = args.aux[0].data();
-    const int64_t n = shape_.numel();
+    const int64_t n = args.inputs[0].numel();
+    const int64_t first = args.slice.begin * args.inputs[0].shape().sample_size();
     if (args.phase == Phase::kEval) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) y[i] = x[i];
@@ -25,7 +29,7 @@ class CpuDropoutLayer : public DropoutLayer {
       const uint64_t seed = args.seed;
       const float ratio = ratio_;
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) mask[i] = UniformAt(seed, i) < ratio ? 0.0f : keep;
+      for (int64_t i = 0; i < n; ++i) mask[i] = UniformAt(seed, first + i) < ratio ? 0.0f : keep;
     }
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * mask[i];
@@ -35,7 +39,7 @@ class CpuDropoutLayer : public DropoutLayer {
     const float* dy = args.output_grads[0].data();
     const float* mask = args.aux[0].data();
     float* dx = args.input_grads[0].data();
-    const int64_t n = shape_.numel();
+    const int64_t n = args.output_grads[0].numel();
     const bool accumulate = args.accumulate[0];
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) dx[i] = (accumulate ? dx[i] : 0.0f) + dy[i] * mask[i];

@@ -9,6 +9,8 @@ class CpuConcatLayer : public ConcatLayer {
  public:
   using ConcatLayer::ConcatLayer;
 
+  bool supports_slices() const override { return true; }
+
   void Forward(const ForwardArgs& args) const override {
     const Shape& out = args.outputs[0].shape();
     const int64_t plane = out.h() * out.w();
@@ -43,6 +45,8 @@ class CpuConcatLayer : public ConcatLayer {
 class CpuAddLayer : public AddLayer {
  public:
   using AddLayer::AddLayer;
+
+  bool supports_slices() const override { return true; }
 
   void Forward(const ForwardArgs& args) const override {
     float* y = args.outputs[0].data();

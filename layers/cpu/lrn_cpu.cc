@@ -13,15 +13,17 @@ class CpuLrnLayer : public LrnLayer {
  public:
   using LrnLayer::LrnLayer;
 
+  bool supports_slices() const override { return true; }
+
   size_t workspace_bytes(Pass pass) const override {
     return static_cast<size_t>(shape_.sample_size()) * sizeof(float) *
            (pass == Pass::kForward ? 1 : 2);
   }
 
   void Forward(const ForwardArgs& args) const override {
-    const int64_t image = shape_.sample_size();
+    const int64_t image = shape_.sample_size(), images = args.inputs[0].shape().n();
     float* scale = static_cast<float*>(args.workspace.data);
-    for (int64_t n = 0; n < shape_.n(); ++n) {
+    for (int64_t n = 0; n < images; ++n) {
       const float* x = args.inputs[0].data() + n * image;
       float* y = args.outputs[0].data() + n * image;
       Scale(x, scale);
@@ -35,12 +37,13 @@ class CpuLrnLayer : public LrnLayer {
   // dx = dy * scale^-beta - 2 alpha beta / size * x * sum_window(dy * y / scale)
   void Backward(const BackwardArgs& args) const override {
     const int64_t image = shape_.sample_size(), plane = shape_.h() * shape_.w(), c = shape_.c();
+    const int64_t images = args.output_grads[0].shape().n();
     float* scale = static_cast<float*>(args.workspace.data);
     float* ratio = scale + image;
     const float coeff = static_cast<float>(2.0 * alpha_ * beta_ / size_);
     const float neg_beta = static_cast<float>(-beta_);
     const bool accumulate = args.accumulate[0];
-    for (int64_t n = 0; n < shape_.n(); ++n) {
+    for (int64_t n = 0; n < images; ++n) {
       const float* x = args.inputs[0].data() + n * image;
       const float* y = args.outputs[0].data() + n * image;
       const float* dy = args.output_grads[0].data() + n * image;

@@ -33,6 +33,8 @@ class CpuPoolingLayer : public PoolingLayer {
  public:
   CpuPoolingLayer(LayerParams& params, Kind kind) : PoolingLayer(params, kind) {}
 
+  bool supports_slices() const override { return true; }
+
   void Forward(const ForwardArgs& args) const override {
     const PoolGeometry& g = geom_;
     const Ranges rows =
@@ -41,7 +43,7 @@ class CpuPoolingLayer : public PoolingLayer {
         AxisRanges(g.out_width, g.width, g.kernel[1], g.stride[1], g.pad[1], g.count_include_pad);
     const float* x = args.inputs[0].data();
     float* y = args.outputs[0].data();
-    const int64_t planes = g.batch * g.channels;
+    const int64_t planes = args.inputs[0].shape().n() * g.channels;  // the images given
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; ++p) {
       const float* in = x + p * g.height * g.width;
@@ -73,7 +75,7 @@ class CpuPoolingLayer : public PoolingLayer {
     const bool accumulate = args.accumulate[0];
     const float* x = kind_ == Kind::kMax ? args.inputs[0].data() : nullptr;
     const float* y = kind_ == Kind::kMax ? args.outputs[0].data() : nullptr;
-    const int64_t planes = g.batch * g.channels;
+    const int64_t planes = args.output_grads[0].shape().n() * g.channels;
     const int64_t in_plane = g.height * g.width, out_plane = g.out_height * g.out_width;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; ++p) {

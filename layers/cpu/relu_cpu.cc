@@ -8,6 +8,8 @@ class CpuReluLayer : public ReluLayer {
  public:
   using ReluLayer::ReluLayer;
 
+  bool supports_slices() const override { return true; }
+
   void Forward(const ForwardArgs& args) const override {
     const float* x = args.inputs[0].data();
     float* y = args.outputs[0].data();

@@ -11,12 +11,14 @@ class CpuSoftmaxLossLayer : public SoftmaxLossLayer {
  public:
   using SoftmaxLossLayer::SoftmaxLossLayer;
 
+  bool supports_slices() const override { return true; }
+
   void Forward(const ForwardArgs& args) const override {
     const float* x = args.inputs[0].data();
     float* p = args.outputs[0].data();
-    const int64_t c = classes_;
+    const int64_t c = classes_, n = args.inputs[0].shape().n();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < batch_size_; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       const float* row = x + i * c;
       float* out = p + i * c;
       const float top = *std::max_element(row, row + c);
@@ -28,16 +30,16 @@ class CpuSoftmaxLossLayer : public SoftmaxLossLayer {
     }
   }
 
-  // d(mean loss)/dx = weight * (p - onehot(label)) / N
+  // d(mean loss)/dx = weight * (p - onehot(label)) / N, N the whole batch
   void Backward(const BackwardArgs& args) const override {
     const float* p = args.outputs[0].data();
     const float* labels = args.inputs[1].data();
     float* dx = args.input_grads[0].data();
     const bool accumulate = args.accumulate[0];
-    const int64_t c = classes_;
-    const float scale = weight_ / static_cast<float>(batch_size_);
+    const int64_t c = classes_, n = args.outputs[0].shape().n();
+    const float scale = weight_ / static_cast<float>(args.slice.total(n));
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < batch_size_; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       const int64_t label = static_cast<int64_t>(labels[i]);
       for (int64_t j = 0; j < c; ++j) {
         const float g = (p[i * c + j] - (j == label ? 1.0f : 0.0f)) * scale;

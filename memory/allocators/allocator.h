@@ -100,7 +100,7 @@ struct AllocatorContext {
   Profiler profiler;  // may be empty (then profile-guided allocators fail)
   // The network, for allocators that place by what a tensor is (may be null).
   const NetworkView* view = nullptr;
-  // The physical chunk of allocators that map memory (memory.chunk).
+  // The physical chunk of allocators that map memory (memory.va_chunk).
   size_t chunk = 0;
   size_t min_offload_bytes = kDefaultMinOffloadBytes;
 };
@@ -236,7 +236,7 @@ using AllocatorFactory =
 
 // The device bytes a request of `bytes` takes under an allocator, for
 // policies that plan ahead in bytes (the window scheduler); `chunk` is
-// memory.chunk; `persistent` for parameters, their gradients and solver
+// memory.va_chunk; `persistent` for parameters, their gradients and solver
 // state.
 using AllocatorCharge = std::function<size_t(size_t bytes, size_t chunk, bool persistent)>;
 

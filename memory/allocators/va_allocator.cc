@@ -233,12 +233,12 @@ namespace {
 
 const bool kVa = RegisterAllocator(
     {"va",
-     "virtual addressing: a fresh virtual range of memory.chunk-sized physical chunks per "
+     "virtual addressing: a fresh virtual range of memory.va_chunk-sized physical chunks per "
      "request, so memory never fragments externally; small requests share chunk arenas",
      false,
      [](const AllocatorContext& c) -> StatusOr<std::unique_ptr<DeviceAllocator>> {
        if (c.chunk < kPoolBlockBytes || c.chunk % kPoolBlockBytes != 0) {
-         return InvalidArgument("memory.chunk: the va allocator needs whole KiB chunks (got " +
+         return InvalidArgument("memory.va_chunk: the va allocator needs whole KiB chunks (got " +
                                 std::to_string(c.chunk) + " bytes)");
        }
        return std::unique_ptr<DeviceAllocator>(new VirtualAddressAllocator(c.capacity, c.chunk));

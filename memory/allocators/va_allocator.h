@@ -1,6 +1,6 @@
 // va: virtual addressing (the window paper, §4; refinements as nnabla's
 // VirtualCachingAllocator makes them). Physical memory is a fixed number of
-// chunks of `memory.chunk` bytes; every request gets a fresh contiguous
+// chunks of `memory.va_chunk` bytes; every request gets a fresh contiguous
 // virtual range with ceil(bytes / chunk) chunks mapped into it, taken from
 // anywhere. Chunks combine in any order, so memory never fragments
 // externally: a request fits whenever enough chunks are free.

@@ -15,7 +15,7 @@ constexpr int kMaxBacktracks = 100000;
 
 // Tensors count as the chosen allocator takes them (whole chunks under va).
 Charge ChargeOf(const MemoryOptions& options) {
-  return [allocator = options.allocator, chunk = options.chunk](size_t bytes, bool persistent) {
+  return [allocator = options.allocator, chunk = options.va_chunk](size_t bytes, bool persistent) {
     return ChargedBytes(allocator, bytes, chunk, persistent);
   };
 }
@@ -289,7 +289,7 @@ StatusOr<WindowSettings> WindowSettingsFor(const NetworkView& view, Phase phase,
   }
   const size_t persistent = *footprint;
   const size_t reserve = WorkspaceReserve(view, phase, options.workspace, charge);
-  const size_t usable = UsableBytes(options.allocator, options.device_budget, options.chunk);
+  const size_t usable = UsableBytes(options.allocator, options.device_budget, options.va_chunk);
   if (usable <= persistent + reserve) {
     return OutOfMemory("window scheduler: the persistent tensors (" +
                        FormatBytes(static_cast<double>(persistent)) +
