@@ -50,7 +50,9 @@ template <typename Call>
 void Executor::OverSlices(int layer, Pass pass, Call call) {
   const int64_t chunk = SliceImages(), batch = net_.batch();
   if (chunk == 0) {
-    call(BatchSlice());
+    BatchSlice whole;
+    whole.image_order = store_.ImageOrder();
+    call(whole);
     return;
   }
   const Layer& l = net_.layer(layer);

@@ -49,8 +49,13 @@ struct BatchSlice {
   int64_t batch = 0;       // images in the whole batch; 0: this call is the whole batch
   int sweep = -1;          // which of the layer's sweeps (Layer::slice_sweeps); -1: all
   double* sums = nullptr;  // Layer::slice_sums doubles; null when the call is the whole batch
+  // Reduce image by image even over the whole batch (TensorStore::ImageOrder;
+  // always so over slices): layers with a faster order for the whole batch
+  // (fully connected: a GEMM) use it only when this is false.
+  bool image_order = false;
 
   bool sliced() const { return batch != 0; }
+  bool in_image_order() const { return sliced() || image_order; }
   bool first() const { return begin == 0; }
   bool last(int64_t n) const { return batch == 0 || begin + n == batch; }
   int64_t total(int64_t n) const { return batch == 0 ? n : batch; }

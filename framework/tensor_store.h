@@ -71,6 +71,10 @@ class TensorStore {
   // Images per slice of the batch a step computes at a time (memory.chunk);
   // 0: the whole batch at once.
   virtual int64_t BatchChunk() const { return 0; }
+  // Whether layers reduce over the batch image by image even when a step
+  // computes the whole batch at once (a convolution algorithm is pinned), so
+  // that slices give the same bits; otherwise the fastest order.
+  virtual bool ImageOrder() const { return false; }
   // False when planning: no memory exists and no kernel may run.
   virtual bool computes() const = 0;
 };

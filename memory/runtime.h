@@ -84,6 +84,9 @@ class MemoryRuntime : public TensorStore {
   int64_t BatchChunk() const override {
     return options_.batch_chunk > 0 ? options_.batch_chunk : 0;
   }
+  bool ImageOrder() const override {
+    return options_.workspace.kind == WorkspacePolicy::Kind::kPin;
+  }
 
   const MemoryOptions& options() const { return options_; }
   // Records of the last completed iteration.

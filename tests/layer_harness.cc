@@ -76,6 +76,7 @@ void LayerHarness::Forward(Phase phase, bool recompute, uint64_t seed) {
   args.recompute = recompute;
   args.seed = seed;
   args.device = &device_;
+  args.slice.image_order = image_order;
   layer_->Forward(args);
 }
 
@@ -99,6 +100,7 @@ void LayerHarness::Backward(const std::vector<bool>& accumulate) {
   for (size_t i = 0; i < aux.size(); ++i) args.aux.emplace_back(aux_specs[i].shape, aux[i].data());
   args.accumulate = accumulate.empty() ? std::vector<bool>(inputs.size(), false) : accumulate;
   args.workspace = {workspace_.data(), workspace_.size() * sizeof(float)};
+  args.slice.image_order = image_order;
   args.device = &device_;
   layer_->Backward(args);
 }

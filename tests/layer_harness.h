@@ -32,6 +32,8 @@ class LayerHarness {
   std::vector<std::vector<float>> inputs, outputs, params, aux;
   std::vector<std::vector<float>> input_grads, output_grads, param_grads;
   std::vector<ParamSpec> param_specs;
+  // Layers reduce over the batch image by image (BatchSlice::image_order).
+  bool image_order = false;
 
  private:
   std::unique_ptr<Layer> layer_;
