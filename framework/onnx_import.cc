@@ -225,7 +225,8 @@ Status Importer::Input() {
           "fixed channel count and image size (only the batch axis may be dynamic)");
     }
   }
-  const std::string name = Sanitize(in.name().empty() ? "input" : in.name());
+  std::string name = Sanitize(in.name());
+  if (name.empty() || name == "loss") name = "input";
   names_.insert(name);
   values_[in.name()] = Value{name, {d[1], d[2], d[3]}, {d[1], d[2], d[3]}};
   layers_ << "  - {name: " << Quote(name) << ", type: input, shape: [" << d[1] << ", " << d[2]
@@ -253,6 +254,9 @@ Status Importer::Convert(int node) {
   const onnx::NodeProto& n = g_.graph().node(node);
   const std::string& op = n.op_type();
   if (op == "Constant") return Status::Ok();
+  if (n.input_size() < 1 || n.output_size() < 1 || n.output(0).empty()) {
+    return Fail(node, "has no input or no output");
+  }
   if (op == "Identity" && g_.Constant(n.input(0)) != nullptr) return Status::Ok();
   if (op == "Conv") return Conv(node);
   if (op == "BatchNormalization") return BatchNorm(node);
