@@ -1,8 +1,8 @@
 // onnx_export: a checkpoint (or a training config's fresh network) as an
 // ONNX model of its inference graph, checked by ONNX's checker.
 //
-//   onnx_export --config configs/lenet_fashion.yaml --checkpoint runs/lenet/checkpoint.npz \
-//       --output lenet.onnx
+//   onnx_export --config configs/lenet_fashion.yaml --checkpoint runs/lenet/checkpoint.npz
+//               --output lenet.onnx
 //   onnx_export --config my.yaml --output fresh.onnx     # the initialization, no checkpoint
 //
 // The network is built as train builds it (the config's model and dataset);
