@@ -142,6 +142,7 @@ Status Importer::Produce(int node, const std::string& layer, const Value* like) 
     v.chw = like->chw;
   }
   values_[out] = v;
+  net_.shapes[layer] = v.chw;
   return Status::Ok();
 }
 
@@ -280,6 +281,7 @@ StatusOr<ImportedNet> Importer::Run() {
     name = std::filesystem::path(g_.label).stem().string();
   }
   net_.name = Sanitize(name.empty() ? "onnx" : name);
+  net_.label = g_.label;
   SPILL_RETURN_IF_ERROR(Input());
   for (int i = 0; i < g_.graph().node_size(); ++i) SPILL_RETURN_IF_ERROR(Convert(i));
   SPILL_RETURN_IF_ERROR(Output());
@@ -295,6 +297,24 @@ StatusOr<ImportedNet> Importer::Run() {
 
 StatusOr<ImportedNet> ImportOnnx(const OnnxGraph& graph) {
   return onnx_import::Importer(graph).Run();
+}
+
+Status CheckImportedShapes(const ImportedNet& imported, const Net& net) {
+  for (int id = 0; id < net.num_layers(); ++id) {
+    auto it = imported.shapes.find(net.layer(id).name());
+    if (it == imported.shapes.end()) continue;
+    const Shape& got = net.schedule().tensors[net.schedule().layers[id].outputs[0]].shape;
+    const std::array<int64_t, 3>& want = it->second;
+    if (got.c() != want[0] || got.h() != want[1] || got.w() != want[2]) {
+      return InvalidArgument(imported.label + ": layer '" + it->first + "' (" +
+                             net.layer(id).type() + ") computes " + std::to_string(got.c()) + "x" +
+                             std::to_string(got.h()) + "x" + std::to_string(got.w()) +
+                             " where ONNX infers " + std::to_string(want[0]) + "x" +
+                             std::to_string(want[1]) + "x" + std::to_string(want[2]) +
+                             " (spill's window arithmetic differs from ONNX's for this node)");
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<ImportedNet> ImportOnnxFile(const std::string& path) {

@@ -24,8 +24,11 @@
 #ifndef SPILL_FRAMEWORK_ONNX_IMPORT_H_
 #define SPILL_FRAMEWORK_ONNX_IMPORT_H_
 
+#include <array>
+#include <map>
 #include <string>
 
+#include "framework/net.h"
 #include "framework/npz.h"
 #include "framework/onnx_model.h"
 #include "framework/status.h"
@@ -34,12 +37,21 @@ namespace spill {
 
 struct ImportedNet {
   std::string name;
+  std::string label;  // the file
   std::string yaml;   // the network in spill's format
   NpzArchive params;  // its initial weights, as a checkpoint names them
+  // ONNX's inferred C, H, W of each layer's output (features: F, 1, 1).
+  std::map<std::string, std::array<int64_t, 3>> shapes;
 };
 
 StatusOr<ImportedNet> ImportOnnx(const OnnxGraph& graph);
 StatusOr<ImportedNet> ImportOnnxFile(const std::string& path);
+
+// Every layer of `net` (built from `imported.yaml`) computes the shape ONNX
+// inferred for its node: an operator whose border arithmetic differs (a ceil
+// mode window ONNX keeps and PyTorch's rule drops) is an error naming the
+// layer, not a network whose weights silently fail to load.
+Status CheckImportedShapes(const ImportedNet& imported, const Net& net);
 
 // The shortest decimal that reads back as the same float ("1e-05", "0.1").
 std::string ShortestFloat(float value);

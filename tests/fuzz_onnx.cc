@@ -189,6 +189,7 @@ Status OnnxPipeline(const std::string& path) {
   SPILL_ASSIGN_OR_RETURN(ImportedNet imported, ImportOnnxFile(path));
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, ParseNetString(imported.yaml, path));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {2, DeviceType::kCpu}));
+  SPILL_RETURN_IF_ERROR(CheckImportedShapes(imported, *net));
   // Every imported weight must fit a parameter of the network exactly.
   const Schedule& s = net->schedule();
   size_t matched = 0;

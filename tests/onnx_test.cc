@@ -50,6 +50,9 @@ TEST(OnnxImportTest, ForwardEqualsPyTorch) {
     ASSERT_TRUE(imported.ok()) << imported.status().ToString();
     auto spec = ParseNetString(imported->yaml, name);
     ASSERT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << imported->yaml;
+    auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    EXPECT_TRUE(CheckImportedShapes(*imported, **net).ok()) << name;
     auto scores = testing::ForwardScores(*spec, imported->params, fixture->input, fixture->batch);
     ASSERT_TRUE(scores.ok()) << name << ": " << scores.status().ToString();
     ASSERT_EQ(scores->size(), fixture->output.size()) << name;
@@ -289,6 +292,75 @@ TEST(OnnxErrorsTest, LayerFeaturesSpillLacksAreNamed) {
   }
   EXPECT_THAT(ImportError(model),
               HasSubstr("node 0 '/features/features.0/Conv' (Conv): asymmetric pads"));
+}
+
+// A ceil-mode window that starts in the right padding: ONNX keeps it (4x4),
+// spill and PyTorch drop it (3x3). The import is refused, naming the layer,
+// instead of a classifier whose imported weight no longer fits.
+TEST(OnnxErrorsTest, ShapesSpillComputesDifferentlyAreNamed) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("ceil");
+  auto add_value = [](onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  add_value(g->add_input(), "x", {1, 1, 5, 5});
+  add_value(g->add_output(), "y", {1, 3});
+  onnx::NodeProto* pool = g->add_node();
+  pool->set_name("pool");
+  pool->set_op_type("MaxPool");
+  pool->add_input("x");
+  pool->add_output("p");
+  for (const char* key : {"kernel_shape", "strides"}) {
+    onnx::AttributeProto* a = pool->add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(2);
+    a->add_ints(2);
+  }
+  onnx::AttributeProto* pads = pool->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  onnx::AttributeProto* ceil = pool->add_attribute();
+  ceil->set_name("ceil_mode");
+  ceil->set_type(onnx::AttributeProto::INT);
+  ceil->set_i(1);
+  onnx::NodeProto* flatten = g->add_node();
+  flatten->set_op_type("Flatten");
+  flatten->add_input("p");
+  flatten->add_output("f");
+  onnx::NodeProto* gemm = g->add_node();
+  gemm->set_op_type("Gemm");
+  gemm->add_input("f");
+  gemm->add_input("fc.weight");
+  gemm->add_output("y");
+  onnx::AttributeProto* trans = gemm->add_attribute();
+  trans->set_name("transB");
+  trans->set_type(onnx::AttributeProto::INT);
+  trans->set_i(1);
+  onnx::TensorProto* w = g->add_initializer();
+  w->set_name("fc.weight");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  w->add_dims(16);
+  for (int i = 0; i < 48; ++i) w->add_float_data(0.01f * i);
+  auto graph = ParseOnnxModel(model.SerializeAsString(), "ceil.onnx");
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto imported = ImportOnnx(**graph);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  auto spec = ParseNetString(imported->yaml, "ceil.onnx");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  EXPECT_THAT(CheckImportedShapes(*imported, **net).ToString(),
+              HasSubstr("ceil.onnx: layer 'pool' (max_pool) computes 1x3x3 where ONNX infers "
+                        "1x4x4"));
 }
 
 TEST(OnnxErrorsTest, MissingFile) {

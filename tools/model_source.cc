@@ -10,6 +10,9 @@ StatusOr<NetSpec> LoadOnnxModel(const std::string& path) {
   SPILL_ASSIGN_OR_RETURN(ImportedNet net, ImportOnnxFile(path));
   auto spec = ParseNetString(net.yaml, path + " (imported)");
   if (!spec.ok()) return spec.status().WithContext("model.onnx");
+  // Building runs no compute: it checks the layers and their shapes.
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> built, Net::Build(*spec, {1, DeviceType::kCpu}));
+  SPILL_RETURN_IF_ERROR(CheckImportedShapes(net, *built));
   return spec;
 }
 

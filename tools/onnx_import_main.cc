@@ -28,7 +28,8 @@ struct Args {
 // error now, not when training starts.
 Status CheckBuilds(const ImportedNet& net, const std::string& label) {
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, ParseNetString(net.yaml, label));
-  return Net::Build(spec, {1, DeviceType::kCpu}).status();
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> built, Net::Build(spec, {1, DeviceType::kCpu}));
+  return CheckImportedShapes(net, *built);
 }
 
 int Main(int argc, char** argv) {
