@@ -192,6 +192,11 @@ StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path, const Net& ne
 StatusOr<PartialLoad> LoadMatchingParameters(const std::string& path, const Net& net,
                                              TensorStore& store) {
   SPILL_ASSIGN_OR_RETURN(NpzArchive archive, ReadNpz(path));
+  return LoadMatchingArrays(archive, path, net, store);
+}
+
+StatusOr<PartialLoad> LoadMatchingArrays(const NpzArchive& archive, const std::string& path,
+                                         const Net& net, TensorStore& store) {
   const Schedule& schedule = net.schedule();
   PartialLoad result;
   std::vector<Restore> load;

@@ -25,6 +25,7 @@
 
 #include "framework/device.h"
 #include "framework/net.h"
+#include "framework/npz.h"
 #include "framework/solver.h"
 #include "framework/tensor_store.h"
 
@@ -62,6 +63,10 @@ struct PartialLoad {
 // matches nothing is an error (it is surely not the intended one).
 StatusOr<PartialLoad> LoadMatchingParameters(const std::string& path, const Net& net,
                                              TensorStore& store);
+// The same from arrays already read (e.g. an imported ONNX model's weights);
+// `path` names their source in messages.
+StatusOr<PartialLoad> LoadMatchingArrays(const NpzArchive& archive, const std::string& path,
+                                         const Net& net, TensorStore& store);
 
 }  // namespace spill
 

@@ -3,7 +3,8 @@
 // train reported, exactly, under two memory modes), scored image by image
 // (probabilities that sum to one, top-1 hits equal to eval's count), and
 // fine-tuned into a network with more classes (all but the classifier
-// loaded). Bad inputs end with an error naming the file.
+// loaded); class names from a labels file; the network exported to ONNX and
+// imported back evaluates alike. Bad inputs end with an error naming the file.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -206,6 +207,66 @@ TEST_F(EvalPredictTest, PredictReadsAnImageAndShowsTopK) {
       {"tools/predict", "--config", Config(), "--checkpoint", Checkpoint(), "--input", png});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr(png + ": cannot decode image"));
+}
+
+TEST_F(EvalPredictTest, PredictPrintsClassNamesFromALabelsFile) {
+  const std::string labels = *dir_ + "/classes.txt";
+  std::ofstream(labels) << "tshirt\ntrouser\npullover\ndress\ncoat\nsandal\nshirt\nsneaker\nbag\n"
+                        << "boot\n";
+  const std::string input = *dir_ + "/data/t10k-images-idx3-ubyte";
+  Result r = RunTool({"tools/predict", "--config", Config(), "--checkpoint", Checkpoint(),
+                      "--input", input, "--top", "2", "--labels", labels},
+                     false);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("\n3: [0-9] [a-z]+ \\(0\\.[0-9]{4}\\) [0-9] "
+                                                 "[a-z]+ \\(0\\.[0-9]{4}\\)\n"));
+  r = RunTool({"tools/predict", "--config", Config(), "--checkpoint", Checkpoint(), "--input",
+               input, "--top", "1", "--labels", labels, "--json"},
+              false);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Json first = Json::parse(r.output.substr(0, r.output.find('\n')));
+  const int64_t top = first["top"][0]["class"];
+  const char* const names[] = {"tshirt", "trouser", "pullover", "dress", "coat",
+                               "sandal", "shirt",   "sneaker",  "bag",   "boot"};
+  EXPECT_EQ(first["top"][0]["name"], names[top]);
+  std::ofstream(labels) << "only\nthree\nnames\n";
+  r = RunTool({"tools/predict", "--config", Config(), "--checkpoint", Checkpoint(), "--input",
+               input, "--labels", labels});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr(labels + ": 3 class names (lines) for a network of 10 classes"));
+}
+
+// The trained network exported to ONNX, then named by a config as its model:
+// eval of the same checkpoint gives the same figures, bit for bit, and train
+// starts from the ONNX file's weights.
+TEST_F(EvalPredictTest, OnnxExportImportsBackAndEvaluatesAlike) {
+  const std::string onnx = *dir_ + "/run.onnx";
+  Result r = RunTool(
+      {"tools/onnx_export", "--config", Config(), "--checkpoint", Checkpoint(), "--output", onnx});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("onnx::checker passed"));
+  std::string text = ReadAll(Config());
+  const size_t begin = text.find("model:"), end = text.find("data:");
+  text.replace(begin, end - begin, "model: {onnx: " + onnx + "}\n");
+  text.replace(text.find("output: ") + 8, std::string::npos, *dir_ + "/from_onnx}\n");
+  const std::string config = *dir_ + "/from_onnx.yaml";
+  std::ofstream(config) << text;
+  const Json original = Eval({});
+  r = RunTool({"tools/eval", "--config", config, "--checkpoint", Checkpoint(), "--json"}, false);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Json imported = Json::parse(r.output, nullptr, false);
+  EXPECT_EQ(imported["test_accuracy"], original["test_accuracy"]);
+  EXPECT_EQ(imported["test_loss"], original["test_loss"]);
+  r = RunTool({"tools/train", "--config", config, "--no-progress", "--max-steps", "1"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("initialized from " + onnx + ": 8 of 8 parameters loaded"));
+  r = RunTool({"tools/onnx_import", "--onnx", onnx, "--yaml", *dir_ + "/net.yaml", "--weights",
+               *dir_ + "/net.npz"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(ReadAll(*dir_ + "/net.yaml"), HasSubstr("{name: \"conv\", type: convolution"));
+  const NpzArchive weights = *ReadNpz(*dir_ + "/net.npz");
+  EXPECT_EQ(weights.size(), 8u);
+  EXPECT_EQ(weights.count("params/bn/running_var"), 1u);
 }
 
 TEST_F(EvalPredictTest, BadInputsNameTheFile) {

@@ -1,5 +1,5 @@
 // Hostile input, generated: mutated network files, training configs, idx and
-// CIFAR-10 datasets and checkpoints, from the model zoo, the shipped configs
+// CIFAR-10 datasets, checkpoints and ONNX models, from the model zoo, the shipped configs
 // and valid fixtures, with a fixed seed. Every case runs the code the tools
 // run (parser, Net::Build, the planner, the data readers and loader, the
 // checkpoint loader) in-process and must end - accepted or rejected - without
@@ -16,6 +16,7 @@
 #include "layers/cpu/conv_timer.h"
 #include "tests/fuzz_harness.h"
 #include "tests/fuzz_mutations.h"
+#include "tests/fuzz_onnx.h"
 
 namespace spill {
 namespace fuzz {
@@ -68,6 +69,11 @@ constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
 constexpr int kCheckpointCases = kByteMutations * 16;            // 80
 static_assert(kNetworkCases + kConfigCases + kIdxCases + kCifarCases + kCheckpointCases >= 500,
               "the fuzz test promises at least 500 generated cases");
+// ONNX models from PyTorch (tests/testdata/onnx): structural and byte mutations.
+const char* const kOnnxSources[] = {"dense_block", "inception"};
+constexpr int kOnnxMutations = static_cast<int>(OnnxMutation::kCount);
+constexpr int kOnnxDraws = 6, kOnnxByteDraws = 4;
+constexpr int kOnnxCases = 2 * (kOnnxMutations * kOnnxDraws + kByteMutations * kOnnxByteDraws);
 
 void Report(const char* what, const Tally& t) {
   std::printf("fuzz %s: %d cases (seed %llu): %d accepted, %d rejected\n", what, t.cases,
@@ -246,6 +252,45 @@ TEST_F(FuzzTest, Checkpoints) {
   }
   EXPECT_EQ(tally.cases, kCheckpointCases * Scale());
   Report("checkpoints", tally);
+}
+
+// An ONNX model is imported, built and planned; a rejection must be a
+// user-facing error (never kInternal: the pipeline reports a weight that
+// does not fit its layer as one).
+TEST_F(FuzzTest, OnnxModels) {
+  const std::string dir = FreshDir("onnx");
+  Random rng(Seed() + 5);
+  Tally tally;
+  for (int round = 0; round < Scale(); ++round) {
+    for (const char* source : kOnnxSources) {
+      const std::string original = std::string("tests/testdata/onnx/") + source + ".onnx";
+      ASSERT_TRUE(OnnxPipeline(original).ok()) << source;
+      const std::vector<uint8_t> bytes = ReadBytes(original);
+      const std::string text(bytes.begin(), bytes.end());
+      const std::string path = dir + "/mutated.onnx";
+      auto run = [&](const std::string& name) {
+        Status s = RunCase(
+            name, [&] { return OnnxPipeline(path); }, &tally);
+        EXPECT_NE(s.code(), StatusCode::kInternal) << name << ": " << s.ToString();
+      };
+      for (int m = 0; m < kOnnxMutations; ++m) {
+        for (int draw = 0; draw < kOnnxDraws; ++draw) {
+          const auto mutation = static_cast<OnnxMutation>(m);
+          WriteText(path, MutateOnnx(text, mutation, rng));
+          run(std::string(source) + " / " + OnnxMutationName(mutation));
+        }
+      }
+      for (int m = 0; m < kByteMutations; ++m) {
+        for (int draw = 0; draw < kOnnxByteDraws; ++draw) {
+          const auto mutation = static_cast<ByteMutation>(m);
+          WriteBytes(path, MutateBytes(bytes, mutation, bytes.size(), rng));
+          run(std::string(source) + " / bytes " + ByteMutationName(mutation));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(tally.cases, kOnnxCases * Scale());
+  Report("onnx models", tally);
 }
 
 }  // namespace

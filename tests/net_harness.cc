@@ -79,6 +79,7 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
                          MemoryRuntime::Create(net->view(), run.memory, &device));
   Executor executor(*net, &device, *runtime);
   SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, run.seed));
+  if (run.initialize) SPILL_RETURN_IF_ERROR(run.initialize(*net, *runtime));
   SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
   const Shape input = net->input_shape();
   const int64_t classes = std::max<int64_t>(net->num_classes(), 1);

@@ -4,12 +4,14 @@
 #ifndef SPILL_TESTS_NET_HARNESS_H_
 #define SPILL_TESTS_NET_HARNESS_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "framework/device.h"
 #include "framework/net.h"
 #include "framework/net_spec.h"
+#include "framework/tensor_store.h"
 #include "memory/heap_pool.h"
 #include "memory/memory_events.h"
 #include "memory/memory_log.h"
@@ -43,6 +45,8 @@ struct SyntheticRun {
   std::string device = "cpu";        // or "cuda" (--config=cuda builds)
   Device* use_device = nullptr;      // this one instead of a new `device`
   MemoryOptions memory;
+  // Sets parameters after the seeded initialization (e.g. imported weights).
+  std::function<Status(const Net&, TensorStore&)> initialize;
 };
 
 StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run);

@@ -3,16 +3,21 @@
 //   predict --config configs/lenet_fashion.yaml --checkpoint runs/lenet/checkpoint.npz
 //           --input shoe.png --top 3
 //   predict --config X --checkpoint Y --input data/t10k-images-idx3-ubyte --json
+//   predict --config X --checkpoint Y --input shoe.png --labels classes.txt
 //
 // The input is one PNG/JPEG image or one file of the config's dataset kind
 // (see tools/predict_input.h); each example gets one line: its index and its
-// top-k classes with their softmax probabilities, as text or JSON lines.
+// top-k classes with their softmax probabilities, as text or JSON lines;
+// with --labels (one class name per line, class 0 first) each class is
+// followed by its name.
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
 
+#include "framework/files.h"
+#include "framework/units.h"
 #include "tools/cli.h"
 #include "tools/inference.h"
 #include "tools/predict_input.h"
@@ -20,10 +25,11 @@
 namespace spill {
 namespace {
 
-constexpr int64_t kMaxTop = 1000;  // --top
+constexpr int64_t kMaxTop = 1000;              // --top
+constexpr size_t kMaxLabelsBytes = 16 * kMiB;  // --labels
 
 struct Args {
-  std::string config, checkpoint, input;
+  std::string config, checkpoint, input, labels;
   int64_t top = 5;
   bool json = false;
 };
@@ -37,6 +43,28 @@ void Declare(Flags& f, Args* a) {
       ->required();
   f.Int("--top", &a->top, "classes shown per example (at most the network's)", 1, kMaxTop);
   f.Flag("--json", &a->json, "one JSON object per example");
+  f.InputFile("--labels", &a->labels, "class names, one per line (class 0 first)");
+}
+
+// One name per class: the file's lines, a trailing empty line aside.
+StatusOr<std::vector<std::string>> ReadClassNames(const std::string& path, int64_t classes) {
+  SPILL_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxLabelsBytes, "labels"));
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    names.push_back(line);
+    start = end + 1;
+  }
+  if (static_cast<int64_t>(names.size()) != classes) {
+    return InvalidArgument(path + ": " + std::to_string(names.size()) +
+                           " class names (lines) for a network of " + std::to_string(classes) +
+                           " classes");
+  }
+  return names;
 }
 
 // Classes of one row of probabilities, most likely first (ties: lower class).
@@ -48,19 +76,30 @@ std::vector<int64_t> TopClasses(const float* p, int64_t classes, int64_t k) {
   return order;
 }
 
-void PrintExample(const Args& a, const PredictInput& in, int64_t i, const float* p,
-                  int64_t classes) {
+void PrintExample(const Args& a, const PredictInput& in, int64_t i, const float* p, int64_t classes,
+                  const std::vector<std::string>& names) {
   const std::vector<int64_t> top = TopClasses(p, classes, a.top);
   if (a.json) {
     nlohmann::ordered_json line = {{"index", i}};
     if (!in.labels.empty()) line["label"] = in.labels[i];
     line["top"] = nlohmann::json::array();
-    for (int64_t c : top) line["top"].push_back({{"class", c}, {"probability", p[c]}});
+    for (int64_t c : top) {
+      nlohmann::ordered_json entry = {{"class", c}};
+      if (!names.empty()) entry["name"] = names[c];
+      entry["probability"] = p[c];
+      line["top"].push_back(entry);
+    }
     std::printf("%s\n", line.dump().c_str());
     return;
   }
   std::printf("%ld:", i);
-  for (int64_t c : top) std::printf(" %ld (%.4f)", c, p[c]);
+  for (int64_t c : top) {
+    if (names.empty()) {
+      std::printf(" %ld (%.4f)", c, p[c]);
+    } else {
+      std::printf(" %ld %s (%.4f)", c, names[c].c_str(), p[c]);
+    }
+  }
   if (!in.labels.empty()) std::printf("  [label %d]", in.labels[i]);
   std::printf("\n");
 }
@@ -81,8 +120,14 @@ int Main(int argc, char** argv) {
   auto probabilities = (*inference)->Predict(input->images, input->count);
   if (!probabilities.ok()) return ReportStatus("predict", probabilities.status());
   const int64_t classes = net.num_classes();
+  std::vector<std::string> names;
+  if (!args.labels.empty()) {
+    auto read = ReadClassNames(args.labels, classes);
+    if (!read.ok()) return ReportStatus("predict", read.status());
+    names = std::move(read).value();
+  }
   for (int64_t i = 0; i < input->count; ++i) {
-    PrintExample(args, *input, i, probabilities->data() + i * classes, classes);
+    PrintExample(args, *input, i, probabilities->data() + i * classes, classes, names);
   }
   return 0;
 }

@@ -22,6 +22,8 @@ packages=(
   libcli11-dev             # command-line flags of every tool (header-only)
   nlohmann-json3-dev       # JSON the tools write: reports, plans, logs, traces (header-only)
   clang-format             # the format check in tools/test.sh (tools/format.sh --check)
+  libonnx-dev              # ONNX import and export (the model format, its checker and shape inference)
+  libprotobuf-dev          # the protobuf runtime ONNX's C++ classes are generated for
   coinor-libcbc-dev        # CBC, the exact DSA reference in the tests (never on the training path)
   python3-numpy            # reading checkpoints from Python (tools/*.py)
   binutils                 # objdump: the GPU bundle's instruction-set check (tools/check_isa.py)
@@ -29,6 +31,7 @@ packages=(
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch)  # the peer for benchmarks and cross-checks; never a dependency
+  packages+=(python3-onnx)   # tools/onnx_fixtures.py: torch.onnx.export needs it
 fi
 
 missing=()

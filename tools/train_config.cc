@@ -11,6 +11,7 @@
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
 #include "memory/transfer_plan.h"
+#include "tools/model_source.h"
 
 namespace spill {
 namespace {
@@ -91,6 +92,11 @@ std::string Resolve(const std::string& path, const std::string& base_dir) {
 Status ReadModel(YamlMap model, const YAML::Node& node, const std::string& base_dir,
                  TrainConfig* c) {
   c->base_dir = base_dir;
+  if (model.Has("onnx")) {  // an ONNX model: its weights start the run (see model_source.h)
+    if (model.Has("file")) model.Fail("onnx", "give either 'file' or 'onnx', not both");
+    c->model_onnx = Resolve(model.String("onnx", ""), base_dir);
+    return model.Finish();
+  }
   if (!model.Has("file")) {
     if (!node.IsDefined() || !node.IsMap() || !node["layers"]) {
       return InvalidArgument(c->file + ": 'model' needs a 'file' or an inline network ('layers')");
@@ -251,6 +257,7 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::strin
   c.timing.cache = cpu::DefaultConvTimingCache();
   SPILL_RETURN_IF_ERROR(ReadMemory(top.Section("memory"), &c.memory, &c.timing));
   SPILL_RETURN_IF_ERROR(ReadRun(top.Section("run"), base_dir, &c.run));
+  if (!c.model_onnx.empty() && c.run.init.empty()) c.run.init = c.model_onnx;
   if (c.run.output.empty()) {
     c.run.output = "runs/" + fs::path(file).stem().string();
   }
@@ -271,6 +278,7 @@ TrainConfig DefaultTrainConfig() {
 }
 
 StatusOr<NetSpec> LoadModel(const TrainConfig& config, const Dataset& dataset) {
+  if (!config.model_onnx.empty()) return LoadOnnxModel(config.model_onnx);
   auto parse = [&](const ParamOverrides& overrides) -> StatusOr<NetSpec> {
     if (!config.model_file.empty()) return LoadNetFile(config.model_file, overrides);
     return ParseNetNode(config.model_node, config.file, overrides, config.base_dir);

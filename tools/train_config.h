@@ -3,6 +3,7 @@
 //   model:
 //     file: ../models/resnet18.yaml     # relative to this file (or inline `layers:`)
 //     params: {stem: cifar}             # model parameter overrides
+//     # or onnx: net.onnx              # an ONNX model; its weights initialize the run
 //   data:
 //     dataset: cifar10                  # fashion_mnist | mnist | cifar10 | image_folder
 //     path: /data/cifar-10-batches-bin  # image_folder: the train folder
@@ -95,6 +96,7 @@ struct TrainConfig {
   std::string file;             // where it was read from ("(built-in)" for the default)
   std::string text;             // the YAML text, saved into checkpoints
   std::string model_file;       // resolved path, or empty for an inline model
+  std::string model_onnx;       // resolved path of an ONNX model (then run.init defaults to it)
   YAML::Node model_node;        // an inline model (its `params` are its defaults)
   std::string base_dir;         // for the inline model's includes
   ParamOverrides model_params;  // overrides of a model file's params

@@ -67,9 +67,11 @@ void Declare(Flags& f, Args* a) {
   f.String("--resume", &a->resume, "continue from a checkpoint (default: <output>/checkpoint.npz)")
       ->expected(0, 1)
       ->type_name("[CHECKPOINT]");
-  f.InputFile("--init", &a->init,
-              "fine-tune: start from the parameters of this checkpoint that match the network by "
-              "name and shape (overrides run.init)");
+  f.InputFile(
+      "--init", &a->init,
+      "fine-tune: start from the parameters of this checkpoint (.npz) or ONNX model (.onnx) "
+      "that match the network by "
+      "name and shape (overrides run.init)");
   f.Flag("--overwrite", &a->overwrite,
          "start over in an output folder that holds a checkpoint, replacing it");
   f.String("--output", &a->output, "override run.output")->type_name("DIR");

@@ -28,6 +28,7 @@
 #include "memory/sim/trace_json.h"
 #include "tools/checks.h"
 #include "tools/inference.h"
+#include "tools/model_source.h"
 #include "tools/net_json.h"
 
 namespace spill {
@@ -234,7 +235,7 @@ Status Trainer::Setup() {
 // Fine-tuning: parameters that match the checkpoint by name and shape are
 // loaded, the rest keep the fresh initialization; the solver starts afresh.
 Status Trainer::InitFrom(const std::string& path) {
-  auto loaded = LoadMatchingParameters(path, *net_, *runtime_);
+  auto loaded = LoadInitialParameters(path, *net_, *runtime_);
   if (!loaded.ok()) return loaded.status().WithContext("run.init (--init)");
   init_load_ = std::move(loaded).value();
   if (!options_.verbose) return Status::Ok();

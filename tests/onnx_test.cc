@@ -1,0 +1,373 @@
+// ONNX import against PyTorch, and its errors.
+//
+// The fixtures in tests/testdata/onnx were written by tools/onnx_fixtures.py
+// (torch.onnx.export of a ResNet-18, a VGG-11, an Inception-style block and a
+// dense block, with an input batch and PyTorch's scores for it): imported,
+// they give PyTorch's scores to 1e-5 relative, and the imported ResNet-18
+// trains bit-identically to its baseline in every memory mode. Exported
+// networks pass onnx::checker and import back with bit-identical scores.
+// Broken files
+// (truncated, unsupported operators, dynamic shapes, opsets out of range)
+// are errors that name the file and what is wrong.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "framework/initializer.h"
+#include "framework/net.h"
+#include "framework/onnx_export.h"
+#include "framework/onnx_import.h"
+#include "framework/onnx_model.h"
+#include "tests/onnx_harness.h"
+
+namespace spill {
+namespace {
+
+using ::testing::HasSubstr;
+
+const char* const kFixtures[] = {"resnet18", "vgg11", "inception", "dense_block"};
+
+// The largest error relative to the largest PyTorch score.
+double MaxRelativeError(const std::vector<float>& got, const std::vector<float>& want) {
+  double scale = 0, error = 0;
+  for (float w : want) scale = std::max(scale, std::abs(static_cast<double>(w)));
+  for (size_t i = 0; i < want.size(); ++i) {
+    error = std::max(error, std::abs(static_cast<double>(got[i]) - want[i]));
+  }
+  return error / scale;
+}
+
+TEST(OnnxImportTest, ForwardEqualsPyTorch) {
+  constexpr double kTolerance = 1e-5;  // relative to the largest score
+  for (const char* name : kFixtures) {
+    auto fixture = testing::LoadOnnxFixture(name);
+    ASSERT_TRUE(fixture.ok()) << fixture.status().ToString();
+    auto imported = ImportOnnxFile(fixture->onnx);
+    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+    auto spec = ParseNetString(imported->yaml, name);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << imported->yaml;
+    auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    EXPECT_TRUE(CheckImportedShapes(*imported, **net).ok()) << name;
+    auto scores = testing::ForwardScores(*spec, imported->params, fixture->input, fixture->batch);
+    ASSERT_TRUE(scores.ok()) << name << ": " << scores.status().ToString();
+    ASSERT_EQ(scores->size(), fixture->output.size()) << name;
+    const double error = MaxRelativeError(*scores, fixture->output);
+    EXPECT_LE(error, kTolerance) << name;
+    std::printf("%s: %zu scores, largest error %.2e of the largest score\n", name, scores->size(),
+                error);
+  }
+}
+
+// Layers holding weights are named after PyTorch's modules; every weight of
+// the file lands in one parameter, batch norm statistics included.
+TEST(OnnxImportTest, NamesLayersAfterModulesAndKeepsEveryWeight) {
+  auto fixture = testing::LoadOnnxFixture("resnet18");
+  ASSERT_TRUE(fixture.ok());
+  auto imported = ImportOnnxFile(fixture->onnx);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  EXPECT_THAT(imported->yaml, HasSubstr("{name: \"layer1.0.conv1\", type: convolution"));
+  EXPECT_THAT(imported->yaml, HasSubstr("{name: \"layer2.0.downsample.0\""));
+  EXPECT_EQ(imported->params.count("params/layer4.1.bn2/running_var"), 1u);
+  EXPECT_EQ(imported->params.count("params/fc/bias"), 1u);
+  // 20 convolutions, 20 batch norms of four tensors each, the classifier's two.
+  EXPECT_EQ(imported->params.size(), 20u + 20u * 4u + 2u);
+  auto spec = ParseNetString(imported->yaml, "resnet18");
+  ASSERT_TRUE(spec.ok());
+  auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+}
+
+// Two steps at batch 2 in every memory mode, each at the smallest budget
+// that runs and a roomy one: the losses and weights of the baseline, bit for
+// bit, starting from the imported weights.
+TEST(OnnxImportTest, ImportedResNet18TrainsBitIdenticallyInEveryMode) {
+  auto fixture = testing::LoadOnnxFixture("resnet18");
+  ASSERT_TRUE(fixture.ok());
+  auto imported = ImportOnnxFile(fixture->onnx);
+  ASSERT_TRUE(imported.ok());
+  auto spec = ParseNetString(imported->yaml, "resnet18");
+  ASSERT_TRUE(spec.ok());
+  testing::ExpectEveryModeBitIdentical(*spec, imported->params);
+}
+
+// ---- Export ----
+
+// Every layer type that exports, with batch norm statistics off their
+// initial values.
+constexpr char kEveryLayer[] = R"(
+name: every_layer
+layers:
+  - {name: data, type: input, shape: [3, 12, 12]}
+  - {name: conv1, type: convolution, filters: 8, kernel: 3, pad: 1}
+  - {name: bn1, type: batch_norm, eps: 1e-3, momentum: 0.2}
+  - {name: relu1, type: relu}
+  - {name: lrn1, type: lrn, size: 3, alpha: 0.001, beta: 0.75, k: 2}
+  - {name: grouped, type: convolution, filters: 8, kernel: 3, pad: 2, dilation: 2, groups: 4}
+  - {name: leaky, type: relu, negative_slope: 0.1}
+  - {name: side, type: avg_pool, kernel: 3, stride: 1, pad: 1, count_include_pad: false, inputs: [lrn1]}
+  - {name: sum, type: add, inputs: [leaky, side]}
+  - {name: cat, type: concat, inputs: [sum, lrn1]}
+  - {name: pool, type: max_pool, kernel: 3, stride: 2, ceil_mode: true}
+  - {name: avg, type: avg_pool, kernel: [2, 3], stride: 1, pad: [1, 1]}
+  - {name: fc1, type: fully_connected, outputs: 12}
+  - {name: bn2, type: batch_norm}
+  - {name: drop, type: dropout, ratio: 0.3}
+  - {name: fc2, type: fully_connected, outputs: 5, bias: false}
+  - {name: loss, type: softmax_loss}
+)";
+
+NpzArchive SeededParams(const Net& net) {
+  NpzArchive archive;
+  const Schedule& s = net.schedule();
+  for (int id = 0; id < net.num_layers(); ++id) {
+    for (size_t p = 0; p < net.decl(id).params.size(); ++p) {
+      const TensorInfo& info = s.tensors[s.layers[id].params[p]];
+      std::vector<float> v = InitialValues(net.decl(id).params[p], 7, info.name);
+      for (size_t i = 0; i < v.size(); ++i) {  // statistics, scales and shifts of all sorts
+        const float u = static_cast<float>((i * 37 + p * 11) % 17) / 17.0f;
+        if (info.name.find("running_var") != std::string::npos) v[i] = 0.5f + u;
+        if (info.name.find("running_mean") != std::string::npos) v[i] = u - 0.5f;
+        if (info.name.find("gamma") != std::string::npos) v[i] = 0.75f + u;
+        if (info.name.find("beta") != std::string::npos) v[i] = 0.2f * u;
+      }
+      archive["params/" + info.name] = NpyArray::Floats(
+          {info.shape.n(), info.shape.c(), info.shape.h(), info.shape.w()}, v.data());
+    }
+  }
+  return archive;
+}
+
+std::vector<float> SomeImages(int64_t count) {
+  std::vector<float> x(count);
+  for (int64_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1;
+  return x;
+}
+
+// Exports (checked by onnx::checker inside ExportOnnx), serializes, parses
+// and imports again: the same scores, bit for bit.
+void ExpectRoundTripBitIdentical(const NetSpec& spec, const NpzArchive& params) {
+  constexpr int64_t kBatch = 3;
+  auto net = Net::Build(spec, {1, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  auto model = ExportOnnx(**net, params, "params.npz");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_TRUE(CheckOnnx(*model).ok());
+  auto graph = ParseOnnxModel(model->SerializeAsString(), "exported.onnx");
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto imported = ImportOnnx(**graph);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  auto spec2 = ParseNetString(imported->yaml, "exported.onnx");
+  ASSERT_TRUE(spec2.ok()) << spec2.status().ToString() << "\n" << imported->yaml;
+  const std::vector<float> images = SomeImages(kBatch * (*net)->input_shape().sample_size());
+  auto before = testing::ForwardScores(spec, params, images, kBatch);
+  auto after = testing::ForwardScores(*spec2, imported->params, images, kBatch);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ASSERT_EQ(before->size(), after->size());
+  EXPECT_EQ(std::memcmp(before->data(), after->data(), before->size() * sizeof(float)), 0);
+  EXPECT_EQ(imported->params.size(), params.size());
+}
+
+TEST(OnnxExportTest, EveryLayerTypeRoundTripsBitIdentically) {
+  auto spec = ParseNetString(kEveryLayer, "every_layer.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  ExpectRoundTripBitIdentical(*spec, SeededParams(**net));
+}
+
+TEST(OnnxExportTest, ImportedResNet18RoundTripsBitIdentically) {
+  auto fixture = testing::LoadOnnxFixture("resnet18");
+  ASSERT_TRUE(fixture.ok());
+  auto imported = ImportOnnxFile(fixture->onnx);
+  ASSERT_TRUE(imported.ok());
+  auto spec = ParseNetString(imported->yaml, "resnet18");
+  ASSERT_TRUE(spec.ok());
+  ExpectRoundTripBitIdentical(*spec, imported->params);
+}
+
+TEST(OnnxExportTest, MissingParametersAreNamed) {
+  auto spec = ParseNetString(kEveryLayer, "every_layer.yaml");
+  ASSERT_TRUE(spec.ok());
+  auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  NpzArchive params = SeededParams(**net);
+  params.erase("params/bn2/running_var");
+  auto model = ExportOnnx(**net, params, "ckpt.npz");
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(model.status().ToString(),
+              HasSubstr("ckpt.npz: no float32 array 'params/bn2/running_var'"));
+}
+
+// ---- Errors ----
+
+onnx::ModelProto LoadProto(const std::string& name) {
+  auto fixture = testing::LoadOnnxFixture(name);
+  SPILL_CHECK(fixture.ok());
+  std::ifstream in(fixture->onnx, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  onnx::ModelProto model;
+  SPILL_CHECK(model.ParseFromString(bytes.str()));
+  return model;
+}
+
+std::string ImportError(const onnx::ModelProto& model) {
+  auto graph = ParseOnnxModel(model.SerializeAsString(), "net.onnx");
+  if (!graph.ok()) return graph.status().ToString();
+  auto net = ImportOnnx(**graph);
+  return net.ok() ? "" : net.status().ToString();
+}
+
+TEST(OnnxErrorsTest, TruncatedFile) {
+  const std::string bytes = LoadProto("vgg11").SerializeAsString();
+  for (size_t keep : {size_t{0}, size_t{3}, bytes.size() / 2, bytes.size() - 1}) {
+    auto graph = ParseOnnxModel(bytes.substr(0, keep), "net.onnx");
+    ASSERT_FALSE(graph.ok()) << keep;
+    EXPECT_THAT(graph.status().ToString(), HasSubstr("net.onnx: not an ONNX model")) << keep;
+  }
+}
+
+TEST(OnnxErrorsTest, UnsupportedOperatorsAreListedWithTheirNodes) {
+  onnx::ModelProto model = LoadProto("vgg11");
+  int changed = 0;
+  for (auto& node : *model.mutable_graph()->mutable_node()) {
+    if (node.op_type() != "Relu") continue;
+    node.set_op_type(changed == 0 ? "Sigmoid" : "Tanh");
+    if (++changed == 2) break;
+  }
+  const std::string error = ImportError(model);
+  EXPECT_THAT(error, HasSubstr("net.onnx: unsupported operators: Sigmoid, Tanh"));
+  EXPECT_THAT(error, HasSubstr("'/features/features.1/Relu' (Sigmoid)"));
+  EXPECT_THAT(error, HasSubstr("'/features/features.4/Relu' (Tanh)"));
+  EXPECT_THAT(error, HasSubstr("spill imports AveragePool"));
+}
+
+TEST(OnnxErrorsTest, DynamicImageSize) {
+  onnx::ModelProto model = LoadProto("vgg11");
+  auto* dim = model.mutable_graph()
+                  ->mutable_input(0)
+                  ->mutable_type()
+                  ->mutable_tensor_type()
+                  ->mutable_shape()
+                  ->mutable_dim(2);
+  dim->set_dim_param("height");
+  EXPECT_THAT(ImportError(model), HasSubstr("input 'input' has a dynamic dimension (axis 2)"));
+}
+
+TEST(OnnxErrorsTest, DynamicBatchIsFine) {
+  onnx::ModelProto model = LoadProto("resnet18");
+  model.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("batch");
+  EXPECT_EQ(ImportError(model), "");
+}
+
+TEST(OnnxErrorsTest, OpsetOutOfRange) {
+  for (int version : {9, 18}) {
+    onnx::ModelProto model = LoadProto("resnet18");
+    model.mutable_opset_import(0)->set_version(version);
+    EXPECT_THAT(ImportError(model), HasSubstr("net.onnx: opset " + std::to_string(version) +
+                                              "; spill reads opsets 11 to 17"));
+  }
+}
+
+TEST(OnnxErrorsTest, LayerFeaturesSpillLacksAreNamed) {
+  onnx::ModelProto model = LoadProto("vgg11");
+  for (auto& node : *model.mutable_graph()->mutable_node()) {
+    if (node.op_type() != "Conv") continue;
+    for (auto& a : *node.mutable_attribute()) {
+      if (a.name() == "pads") a.set_ints(2, 0);  // [1, 1, 0, 1]
+    }
+    break;
+  }
+  EXPECT_THAT(ImportError(model),
+              HasSubstr("node 0 '/features/features.0/Conv' (Conv): asymmetric pads"));
+}
+
+// A ceil-mode window that starts in the right padding: ONNX keeps it (4x4),
+// spill and PyTorch drop it (3x3). The import is refused, naming the layer,
+// instead of a classifier whose imported weight no longer fits.
+TEST(OnnxErrorsTest, ShapesSpillComputesDifferentlyAreNamed) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("ceil");
+  auto add_value = [](onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  add_value(g->add_input(), "x", {1, 1, 5, 5});
+  add_value(g->add_output(), "y", {1, 3});
+  onnx::NodeProto* pool = g->add_node();
+  pool->set_name("pool");
+  pool->set_op_type("MaxPool");
+  pool->add_input("x");
+  pool->add_output("p");
+  for (const char* key : {"kernel_shape", "strides"}) {
+    onnx::AttributeProto* a = pool->add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(2);
+    a->add_ints(2);
+  }
+  onnx::AttributeProto* pads = pool->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  onnx::AttributeProto* ceil = pool->add_attribute();
+  ceil->set_name("ceil_mode");
+  ceil->set_type(onnx::AttributeProto::INT);
+  ceil->set_i(1);
+  onnx::NodeProto* flatten = g->add_node();
+  flatten->set_op_type("Flatten");
+  flatten->add_input("p");
+  flatten->add_output("f");
+  onnx::NodeProto* gemm = g->add_node();
+  gemm->set_op_type("Gemm");
+  gemm->add_input("f");
+  gemm->add_input("fc.weight");
+  gemm->add_output("y");
+  onnx::AttributeProto* trans = gemm->add_attribute();
+  trans->set_name("transB");
+  trans->set_type(onnx::AttributeProto::INT);
+  trans->set_i(1);
+  onnx::TensorProto* w = g->add_initializer();
+  w->set_name("fc.weight");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  w->add_dims(16);
+  for (int i = 0; i < 48; ++i) w->add_float_data(0.01f * i);
+  auto graph = ParseOnnxModel(model.SerializeAsString(), "ceil.onnx");
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto imported = ImportOnnx(**graph);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  auto spec = ParseNetString(imported->yaml, "ceil.onnx");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  EXPECT_THAT(CheckImportedShapes(*imported, **net).ToString(),
+              HasSubstr("ceil.onnx: layer 'pool' (max_pool) computes 1x3x3 where ONNX infers "
+                        "1x4x4"));
+}
+
+TEST(OnnxErrorsTest, MissingFile) {
+  auto net = ImportOnnxFile("/nonexistent/net.onnx");
+  ASSERT_FALSE(net.ok());
+  EXPECT_THAT(net.status().ToString(), HasSubstr("/nonexistent/net.onnx"));
+}
+
+}  // namespace
+}  // namespace spill
