@@ -8,6 +8,7 @@
 #ifndef SPILL_FRAMEWORK_EXECUTOR_H_
 #define SPILL_FRAMEWORK_EXECUTOR_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ class Executor : public StepRunner {
   StatusOr<LossResult> Run(const HostBatch& batch, Phase phase, uint64_t iteration_seed);
 
   Status Recompute(int layer) override;
+
+  // Called after each backward computation of a training iteration, while
+  // the step's tensors are still in place: the layer's parameter gradients
+  // are complete and store.Data() reaches them (data parallelism reduces
+  // them from here while backward goes on).
+  using BackwardHook = std::function<void(int layer)>;
+  void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
 
   // Per-layer-type compute time, when profiling is on.
   struct ProfileEntry {
@@ -88,6 +96,7 @@ class Executor : public StepRunner {
   std::vector<ComputeSpan> spans_;
   std::map<std::string, ProfileEntry> profile_;
   std::vector<float> labels_;
+  BackwardHook backward_hook_;
 };
 
 }  // namespace spill

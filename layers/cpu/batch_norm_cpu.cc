@@ -7,6 +7,7 @@
 
 #include "framework/layer_registry.h"
 #include "layers/batch_norm_layer.h"
+#include "layers/cpu/batch_norm_sync.h"
 
 namespace spill {
 namespace {
@@ -43,9 +44,12 @@ class CpuBatchNormLayer : public BatchNormLayer {
     float* inv_std = args.aux[1].data();
     const bool train = args.phase == Phase::kTrain;
     const double count = static_cast<double>(n * plane);
+    // Synchronized across data-parallel replicas (framework/replica_sum.h).
+    const bool synced = train && !args.recompute && GetReplicaSum();
+    if (synced) cpu::SyncedBatchNormStatistics(args, eps_, momentum_, GetReplicaSum());
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
-      if (train && !args.recompute) {
+      if (train && !args.recompute && !synced) {
         double sum = 0, sq = 0;
         for (int64_t i = 0; i < n; ++i) sum += PlaneSum(x + (i * c + ch) * plane, plane);
         const double mu = sum / count;
@@ -77,6 +81,7 @@ class CpuBatchNormLayer : public BatchNormLayer {
 
   // dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
   void Backward(const BackwardArgs& args) const override {
+    if (GetReplicaSum()) return cpu::SyncedBatchNormBackward(args, GetReplicaSum());
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const float* x = args.inputs[0].data();
