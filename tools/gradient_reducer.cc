@@ -58,8 +58,8 @@ void GradientReducer::Layout(size_t bucket_bytes, bool per_layer) {
           *std::find_if(s.parameters.begin(), s.parameters.end(),
                         [&](const ParameterSlot& q) { return q.param == param; });
       const int64_t numel = s.tensors[p.grad].shape.numel();
-      places_[param] = {static_cast<int>(buckets_.size()), current_bytes / sizeof(float), numel,
-                        p.grad};
+      places_[param] = {static_cast<int>(buckets_.size()),
+                        static_cast<int64_t>(current_bytes / sizeof(float)), numel, p.grad};
       current.slots++;
       current_bytes += numel * sizeof(float);
       if (current_bytes >= bucket_bytes) close();
