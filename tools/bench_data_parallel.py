@@ -8,7 +8,11 @@ table from train's --report: images per second (the global batch), and per
 step the time some gradient allreduce was in flight, how much of it
 overlapped backward, how long the training thread waited for a bucket, and
 the backward time. The cores are split evenly: each rank gets
-cores / ranks OpenMP threads, one process gets them all.
+cores / ranks OpenMP threads; one process runs with all of them and, for
+reference, with as many as one rank gets. Every configuration runs
+--repeat times, interleaved, and the fastest run is shown (others' load on
+a shared machine only ever slows a run down). OpenMP threads wait passively
+(OMP_WAIT_POLICY=PASSIVE), as in the tests.
 
     bazel build //tools:train
     python3 tools/bench_data_parallel.py --steps 60 --buckets 4MiB,64KiB
@@ -55,10 +59,10 @@ def train(work, config, name, ranks, threads, steps, timeout):
     args = [TRAIN, "--config", config, "--no-progress", "--overwrite",
             "--max-steps", str(steps), "--output", os.path.join(work, name),
             "--report", report]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), **MPI_ENV)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE", **MPI_ENV)
     if ranks > 1:
         args = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
-                "-x", "OMP_NUM_THREADS", "--timeout", str(timeout)] + args
+                "-x", "OMP_NUM_THREADS", "-x", "OMP_WAIT_POLICY", "--timeout", str(timeout)] + args
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout + 30)
     if done.returncode != 0:
         sys.exit("bench_data_parallel: %s failed:\n%s" % (name, done.stderr[-3000:]))
@@ -88,25 +92,34 @@ def main():
                         help="comma-separated distributed.bucket sizes for the ranked runs")
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per run")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per configuration")
     a = parser.parse_args()
     if not os.path.exists(TRAIN):
         sys.exit("bench_data_parallel: build it first: bazel build //tools:train")
     text = base_config(a.config)
+    per_rank = max(1, a.cores // a.ranks)
+    runs = [("1 (%d threads)" % a.cores, "4MiB", 1, a.cores)]
+    if per_rank != a.cores:
+        runs.append(("1 (%d thread%s)" % (per_rank, "s" if per_rank > 1 else ""), "4MiB", 1,
+                     per_rank))
+    for bucket in a.buckets.split(","):
+        runs.append(("%d (bucket %s)" % (a.ranks, bucket), bucket, a.ranks, per_rank))
+    best = {}
     with tempfile.TemporaryDirectory(prefix="spill_dp_bench_") as work:
-        single = train(work, write_config(work, text, "one", "4MiB"), "one", 1, a.cores,
-                       a.steps, a.timeout)
-        base = single["images_per_second"]
-        print("| ranks | buckets | images/s | vs 1 | allreduce ms/step | overlapped ms/step "
-              "| overlap | waited ms/step | backward ms/step |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        print(row("1", "-", single, base))
-        for bucket in a.buckets.split(","):
-            name = "ranks_" + bucket
-            r = train(work, write_config(work, text, name, bucket), name, a.ranks,
-                      max(1, a.cores // a.ranks), a.steps, a.timeout)
-            print(row("%d (bucket %s)" % (a.ranks, bucket), r["communication"]["buckets"], r,
-                      base))
-            sys.stdout.flush()
+        for _ in range(a.repeat):
+            for i, (label, bucket, ranks, threads) in enumerate(runs):
+                name = "run%d" % i
+                r = train(work, write_config(work, text, name, bucket), name, ranks, threads,
+                          a.steps, a.timeout)
+                if i not in best or r["images_per_second"] > best[i]["images_per_second"]:
+                    best[i] = r
+    base = best[0]["images_per_second"]
+    print("| ranks | buckets | images/s | vs 1 | allreduce ms/step | overlapped ms/step "
+          "| overlap | waited ms/step | backward ms/step |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for i, (label, bucket, ranks, threads) in enumerate(runs):
+        c = best[i].get("communication")
+        print(row(label, c["buckets"] if c else "-", best[i], base))
 
 
 if __name__ == "__main__":
