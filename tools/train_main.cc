@@ -220,7 +220,9 @@ int Main(int argc, char** argv) {
     if (status.ok()) status = written;
   }
   if (status.code() == StatusCode::kCancelled) {
-    std::fprintf(stderr, "train: %s; continue with --resume\n", status.message().c_str());
+    if (world.rank() == 0) {
+      std::fprintf(stderr, "train: %s; continue with --resume\n", status.message().c_str());
+    }
     return kStoppedExitCode;
   }
   return ReportStatus(ToolName().c_str(), status);
