@@ -10,8 +10,8 @@
 //     comparison above can tell them apart);
 //   * an interrupted two-rank run resumed from its checkpoint ends exactly
 //     as the uninterrupted one;
-//   * a rank that fails stops the whole job with its message, well within
-//     the time limit.
+//   * a rank that fails (missing data, out of device memory) stops the
+//     whole job with its message, well within the time limit.
 // Every run has a time limit: mpirun's own --timeout and a watchdog that
 // kills the process group.
 #include <gmock/gmock.h>
@@ -358,6 +358,35 @@ TEST(DataParallelTest, AFailingRankStopsTheJobWithItsMessage) {
   EXPECT_THAT(r.output, HasSubstr("train (rank 1 of 2)"));
   EXPECT_THAT(r.output, HasSubstr("missing"));
   EXPECT_LT(r.seconds, kMpiTimeoutSeconds / 2) << r.output;  // stopped, not timed out
+}
+
+// Rank 1 gets a device budget too small for the network: out of memory.
+TEST(DataParallelTest, ARankOutOfMemoryStopsTheJobWithItsMessage) {
+  const std::string dir = Dir("oom");
+  const std::string config = WriteConfig(dir, "run", RunSetup());
+  std::vector<std::string> args = {"mpirun",
+                                   "--timeout",
+                                   std::to_string(kMpiTimeoutSeconds),
+                                   "--oversubscribe",
+                                   "-np",
+                                   "1",
+                                   kTrain,
+                                   "--config",
+                                   config,
+                                   "--no-progress",
+                                   ":",
+                                   "-np",
+                                   "1",
+                                   kTrain,
+                                   "--config",
+                                   config,
+                                   "--no-progress",
+                                   "--device-memory",
+                                   "96KiB"};
+  Result r = RunJob(args, dir + "/out.txt");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("train (rank 1 of 2): out of device memory"));
+  EXPECT_LT(r.seconds, kMpiTimeoutSeconds / 2) << r.output;
 }
 
 TEST(DataParallelTest, GlobalBatchMustSplitEvenly) {
