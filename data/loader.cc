@@ -34,6 +34,13 @@ Loader::Loader(const Dataset& dataset, const LoaderOptions& options)
                               "; expected at least 1");
     return;
   }
+  if (options_.shards > 1 && (!options_.drop_last || options_.batch % options_.shards != 0)) {
+    config_ =
+        InvalidArgument("a batch of " + std::to_string(options_.batch) + " cannot be split into " +
+                        std::to_string(options_.shards) + " equal shards; expected a multiple of " +
+                        std::to_string(options_.shards));
+    return;
+  }
   batches_per_epoch_ =
       options_.drop_last ? n / options_.batch : (n + options_.batch - 1) / options_.batch;
   if (batches_per_epoch_ == 0) {
@@ -160,12 +167,13 @@ std::vector<int64_t> Loader::Permutation(int64_t epoch) const {
 
 StatusOr<Batch> Loader::Assemble(int64_t epoch, int64_t index,
                                  const std::vector<int64_t>* order) const {
-  const int64_t first = index * options_.batch;
+  const int64_t slice = options_.batch / options_.shards;
+  const int64_t first = index * options_.batch + options_.shard * slice;
   const int64_t sample = dataset_.example_shape().sample_size();
   Batch batch;
   batch.epoch = epoch;
   batch.index = index;
-  batch.size = std::min(options_.batch, dataset_.size() - first);
+  batch.size = std::min(slice, dataset_.size() - first);
   try {  // on a worker thread: an exception here would end the process
     batch.images.resize(batch.size * sample);
     batch.labels.resize(batch.size);

@@ -29,6 +29,11 @@ struct LoaderOptions {
   uint64_t seed = 1;
   int prefetch = 4;  // batches kept ready ahead
   int workers = 1;   // decoding threads
+  // Data parallelism: `batch` is the global batch, split into `shards`
+  // equal slices in order; this loader yields slice `shard` of every batch
+  // (needs drop_last and a batch that `shards` divides).
+  int shard = 0;
+  int shards = 1;
 };
 
 struct Batch {

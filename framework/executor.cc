@@ -150,6 +150,7 @@ Status Executor::RunStep(const Step& step) {
       RunForward(step.layer, /*recompute=*/false);
     } else {
       RunBackward(step.layer);
+      if (backward_hook_) backward_hook_(step.layer);
     }
   }
   store_.FinishStep(step);

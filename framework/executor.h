@@ -14,6 +14,7 @@
 #ifndef SPILL_FRAMEWORK_EXECUTOR_H_
 #define SPILL_FRAMEWORK_EXECUTOR_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +41,13 @@ class Executor : public StepRunner {
   StatusOr<LossResult> Run(const HostBatch& batch, Phase phase, uint64_t iteration_seed);
 
   Status Recompute(int layer) override;
+
+  // Called after each backward computation of a training iteration, while
+  // the step's tensors are still in place: the layer's parameter gradients
+  // are complete and store.Data() reaches them (data parallelism reduces
+  // them from here while backward goes on).
+  using BackwardHook = std::function<void(int layer)>;
+  void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
 
   // Per-layer-type compute time, when profiling is on.
   struct ProfileEntry {
@@ -108,6 +116,7 @@ class Executor : public StepRunner {
   int64_t slice_begin_ = 0;
   int64_t slice_images_ = 0;
   std::vector<double> slice_sums_;
+  BackwardHook backward_hook_;
 };
 
 }  // namespace spill

@@ -21,6 +21,8 @@ packages=(
   zlib1g-dev               # gzipped idx files
   libcli11-dev             # command-line flags of every tool (header-only)
   nlohmann-json3-dev       # JSON the tools write: reports, plans, logs, traces (header-only)
+  libopenmpi-dev           # MPI for data-parallel training (headers, libmpi)
+  openmpi-bin              # mpirun, to launch data-parallel runs and their tests
   clang-format             # the format check in tools/test.sh (tools/format.sh --check)
   libonnx-dev              # ONNX import and export (the model format, its checker and shape inference)
   libprotobuf-dev          # the protobuf runtime ONNX's C++ classes are generated for

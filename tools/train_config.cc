@@ -6,6 +6,7 @@
 
 #include "framework/files.h"
 #include "framework/net_checks.h"
+#include "framework/units.h"
 #include "framework/yaml_reader.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/allocators/allocator.h"
@@ -66,6 +67,8 @@ constexpr int64_t kMaxPrefetchAhead = 1024;        // checkpoint layers
 constexpr int64_t kMaxScheduleDistance = 1 << 20;  // steps (lms_threshold, lms_ahead)
 constexpr int64_t kMaxGpu = 63;                    // device ordinal
 constexpr double kMaxLearningRate = 1000;
+constexpr size_t kMinBucketBytes = 4 * kKiB;  // distributed.bucket
+constexpr size_t kMaxBucketBytes = 1 * kGiB;
 
 Status ReadAugment(YamlMap section, Augmentation* a) {
   a->resize = static_cast<int>(section.Int("resize", a->resize, 0, kMaxImageSide));
@@ -236,6 +239,13 @@ Status ReadRun(YamlMap run, const std::string& base_dir, RunConfig* r) {
   return run.Finish();
 }
 
+Status ReadDistributed(YamlMap section, DistributedConfig* d) {
+  d->bucket_bytes = section.Bytes("bucket", d->bucket_bytes, kMinBucketBytes, kMaxBucketBytes);
+  d->sync_batch_norm = section.Bool("sync_batch_norm", d->sync_batch_norm);
+  d->check_replicas = section.Bool("check_replicas", d->check_replicas);
+  return section.Finish();
+}
+
 }  // namespace
 
 StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::string& file,
@@ -249,7 +259,9 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::strin
   YamlMap top(root, origin, "");
   // Unknown top-level keys first: a misspelt section ("memroy:") would
   // otherwise only show as its settings silently missing.
-  for (const char* section : {"model", "data", "solver", "memory", "run"}) top.Raw(section);
+  for (const char* section : {"model", "data", "solver", "memory", "run", "distributed"}) {
+    top.Raw(section);
+  }
   SPILL_RETURN_IF_ERROR(top.Finish());
   SPILL_RETURN_IF_ERROR(ReadModel(top.Section("model"), top.Raw("model"), base_dir, &c));
   SPILL_RETURN_IF_ERROR(ReadData(top.Section("data"), base_dir, &c.data));
@@ -258,6 +270,7 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::strin
   SPILL_RETURN_IF_ERROR(ReadMemory(top.Section("memory"), &c.memory, &c.timing));
   SPILL_RETURN_IF_ERROR(ReadRun(top.Section("run"), base_dir, &c.run));
   if (!c.model_onnx.empty() && c.run.init.empty()) c.run.init = c.model_onnx;
+  SPILL_RETURN_IF_ERROR(ReadDistributed(top.Section("distributed"), &c.distributed));
   if (c.run.output.empty()) {
     c.run.output = "runs/" + fs::path(file).stem().string();
   }

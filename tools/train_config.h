@@ -32,6 +32,9 @@
 //     checkpoint_every: 0  # steps between checkpoints; 0 = every epoch
 //     seed: 1
 //     output: runs/resnet18_cifar
+//   distributed:           # only when mpirun starts several ranks
+//     bucket: 4MiB         # gradients fused per allreduce
+//     sync_batch_norm: false
 //
 // Model parameters named `classes`, `channels` and `size` are filled from the
 // dataset unless the config sets them.
@@ -92,6 +95,14 @@ struct TimingConfig {
   std::string cache;    // timing cache file ("" = none)
 };
 
+// Data-parallel runs under mpirun (tools/data_parallel.h); ignored by a
+// single process.
+struct DistributedConfig {
+  size_t bucket_bytes = 4 << 20;  // gradients fused into one allreduce
+  bool sync_batch_norm = false;   // batch norm statistics of the global batch
+  bool check_replicas = false;    // compare every rank's parameters after each step
+};
+
 struct TrainConfig {
   std::string file;             // where it was read from ("(built-in)" for the default)
   std::string text;             // the YAML text, saved into checkpoints
@@ -106,6 +117,7 @@ struct TrainConfig {
   MemoryOptions memory;
   TimingConfig timing;
   RunConfig run;
+  DistributedConfig distributed;
 };
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path);

@@ -5,6 +5,7 @@
 //   train --config X --max-steps 100 --report report.json
 //   train --config X --resume               continue from <output>/checkpoint.npz
 //   train --config X --overwrite            start over, replacing <output>/checkpoint.npz
+//   mpirun -np 2 train --config X           data parallel (tools/data_parallel.h)
 //
 // Ctrl-C, SIGTERM and SIGHUP save a checkpoint and stop; a second signal stops
 // at once. Two runs never share an output folder (a lock file, see trainer.h).
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "framework/device_registry.h"
+#include "framework/distributed.h"
 #include "framework/files.h"
 #include "framework/logging.h"
 #include "framework/units.h"
@@ -22,6 +24,9 @@
 #include "tools/trainer.h"
 
 namespace spill {
+
+constexpr int kStoppedExitCode = 130;  // stopped by a signal, checkpoint saved
+
 namespace {
 
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
@@ -39,6 +44,12 @@ void OnSignal(int signal) {
     return;
   }
   Trainer::RequestStop();
+}
+
+// "train", or "train (rank 1 of 2)" under mpirun: errors say which rank.
+std::string ToolName() {
+  const Communicator& world = Communicator::World();
+  return world.size() > 1 ? "train (" + world.Describe() + ")" : "train";
 }
 
 void InstallSignalHandlers() {
@@ -155,24 +166,24 @@ int Main(int argc, char** argv) {
   }
   if (!args.config.empty()) {
     auto loaded = LoadTrainConfig(args.config);
-    if (!loaded.ok()) return ReportStatus("train", loaded.status());
+    if (!loaded.ok()) return ReportStatus(ToolName().c_str(), loaded.status());
     config = *loaded;
   }
   const bool resuming = args.resume_default || !args.resume.empty();
   if (resuming && args.overwrite) {
-    return ReportStatus("train",
+    return ReportStatus(ToolName().c_str(),
                         InvalidArgument("--resume continues a run and --overwrite "
                                         "replaces it; give one of them"),
                         2);
   }
   if (resuming && !args.init.empty()) {
-    return ReportStatus("train",
+    return ReportStatus(ToolName().c_str(),
                         InvalidArgument("--resume continues a run from its checkpoint and --init "
                                         "starts a new one from another's parameters; give one"),
                         2);
   }
   Status status = ApplyOverrides(args, &config);
-  if (!status.ok()) return ReportStatus("train", status);
+  if (!status.ok()) return ReportStatus(ToolName().c_str(), status);
   TrainOptions options;
   options.max_steps = args.max_steps;
   options.memory_log = args.memory_log;
@@ -183,15 +194,29 @@ int Main(int argc, char** argv) {
   options.overwrite = args.overwrite;
   options.timeline = args.timeline;
   options.resume = args.resume_default ? config.run.output + "/checkpoint.npz" : args.resume;
+  const Communicator& world = Communicator::World();
+  if (world.rank() != 0) {  // rank 0 alone prints and writes
+    options.progress = options.verbose = false;
+    options.memory_log = options.trace_dir = options.timeline = args.report = "";
+  }
   auto created = Trainer::Create(config, options);
-  if (!created.ok()) return ReportStatus("train", created.status());
+  if (!created.ok()) return ReportStatus(ToolName().c_str(), created.status());
   Trainer& trainer = **created;
-  std::fprintf(stderr, "training %s on %s (%s), batch %ld, memory %s\n",
-               trainer.net().name().c_str(), config.data.dataset.c_str(), config.data.path.c_str(),
-               config.data.batch, config.memory.Describe().c_str());
+  if (world.rank() == 0) {
+    std::fprintf(stderr, "training %s on %s (%s), batch %ld, memory %s\n",
+                 trainer.net().name().c_str(), config.data.dataset.c_str(),
+                 config.data.path.c_str(), config.data.batch, config.memory.Describe().c_str());
+  }
+  if (world.rank() == 0 && world.size() > 1) {
+    std::fprintf(stderr, "data parallel: %d ranks of batch %ld, gradients via host memory%s\n",
+                 world.size(), trainer.net().batch(),
+                 world.cuda_aware() ? " (the MPI library is CUDA-aware)" : "");
+  }
   InstallSignalHandlers();
   status = trainer.Run();
-  if (status.ok() || status.code() == StatusCode::kCancelled) PrintSummary(trainer, config);
+  if (world.rank() == 0 && (status.ok() || status.code() == StatusCode::kCancelled)) {
+    PrintSummary(trainer, config);
+  }
   if (args.profile) std::fputs(trainer.ProfileTable().c_str(), stderr);
   if (status.code() == StatusCode::kOutOfMemory) {
     status = ExplainOutOfMemory(status, trainer.net().view(), config.memory);
@@ -201,15 +226,24 @@ int Main(int argc, char** argv) {
     if (status.ok()) status = written;
   }
   if (status.code() == StatusCode::kCancelled) {
-    std::fprintf(stderr, "train: %s; continue with --resume\n", status.message().c_str());
-    return 130;
+    if (world.rank() == 0) {
+      std::fprintf(stderr, "train: %s; continue with --resume\n", status.message().c_str());
+    }
+    return kStoppedExitCode;
   }
-  return ReportStatus("train", status);
+  return ReportStatus(ToolName().c_str(), status);
 }
 
 }  // namespace
 }  // namespace spill
 
+// Under mpirun a rank that fails has printed its error; aborting the job
+// ends the other ranks, which may be waiting for it in a collective.
 int main(int argc, char** argv) {
-  return spill::RunTool("train", [&] { return spill::Main(argc, argv); });
+  spill::Communicator& world = spill::Communicator::World();
+  const int code =
+      spill::RunTool(spill::ToolName().c_str(), [&] { return spill::Main(argc, argv); });
+  if (world.size() > 1 && code != 0 && code != spill::kStoppedExitCode) world.Abort(code);
+  world.Finalize();
+  return code;
 }

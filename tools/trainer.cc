@@ -77,6 +77,16 @@ std::string TrainReport::ToJson(const MemoryOptions& memory) const {
                  {"memory_mode", memory.mode},
                  {"device_budget_bytes", memory.device_budget},
                  {"interrupted", interrupted}};
+  if (ranks > 1) {
+    const ReducerStats& c = communication;
+    const double per = 1.0 / std::max<int64_t>(c.iterations, 1);
+    report["ranks"] = ranks;
+    report["communication"] = {{"buckets", c.buckets},
+                               {"allreduce_seconds_per_step", c.comm_seconds * per},
+                               {"overlapped_seconds_per_step", c.overlap_seconds * per},
+                               {"wait_seconds_per_step", c.wait_seconds * per},
+                               {"backward_seconds_per_step", c.backward_seconds * per}};
+  }
   return report.dump(2) + "\n";
 }
 
@@ -176,8 +186,14 @@ Status Trainer::StartSchedule() {
   return schedule_.Validate().WithContext(where + "solver.schedule");
 }
 
+TensorStore& Trainer::solver_store() {
+  return parallel_ ? parallel_->solver_store() : static_cast<TensorStore&>(*runtime_);
+}
+
 Status Trainer::Setup() {
-  SPILL_RETURN_IF_ERROR(ClaimOutput());
+  leader_ = Communicator::World().rank() == 0;
+  report_.ranks = Communicator::World().size();
+  if (leader_) SPILL_RETURN_IF_ERROR(ClaimOutput());
   DeviceConfig device_config;
   device_config.ordinal = config_.run.gpu;
   device_config.link_bytes_per_second = options_.link_gbps * 1e9;
@@ -187,7 +203,8 @@ Status Trainer::Setup() {
        config_.timing.cache});
   SPILL_RETURN_IF_ERROR(OpenData());
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
-  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, device_->type()}));
+  SPILL_ASSIGN_OR_RETURN(const int64_t rank_batch, DataParallel::RankBatch(config_));
+  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {rank_batch, device_->type()}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
   SPILL_RETURN_IF_ERROR(CheckData());
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net_, config_.memory.workspace)
@@ -203,12 +220,18 @@ Status Trainer::Setup() {
   if (!options_.timeline.empty()) {
     recorder_ = std::make_unique<RunRecorder>(*executor_, *runtime_, *device_);
   }
+  SPILL_ASSIGN_OR_RETURN(
+      parallel_, DataParallel::Create(config_, *net_, device_.get(), *runtime_, *executor_));
 
   LoaderOptions lo;
   lo.batch = config_.data.batch;
   lo.shuffle = config_.data.shuffle;
   lo.seed = config_.run.seed;
   lo.workers = config_.data.workers;
+  if (parallel_) {
+    lo.shard = parallel_->rank();
+    lo.shards = parallel_->size();
+  }
   train_loader_ = std::make_unique<Loader>(*train_data_, lo);
   steps_per_epoch_ = train_loader_->batches_per_epoch();
   if (steps_per_epoch_ == 0) {
@@ -216,7 +239,7 @@ Status Trainer::Setup() {
                            " examples) is smaller than one batch of " + std::to_string(lo.batch));
   }
   SPILL_RETURN_IF_ERROR(StartSchedule());
-  if (!options_.resume.empty()) {
+  if (!options_.resume.empty() && leader_) {  // rank 0 reads it for every rank
     SPILL_ASSIGN_OR_RETURN(
         position_, LoadCheckpoint(options_.resume, *net_, *runtime_, *device_, solver_.get()));
     SPILL_RETURN_IF_ERROR(CheckPosition());
@@ -225,9 +248,14 @@ Status Trainer::Setup() {
     SPILL_RETURN_IF_ERROR(solver_->ResetState(*net_, *runtime_));
     if (!config_.run.init.empty()) SPILL_RETURN_IF_ERROR(InitFrom(config_.run.init));
   }
+  if (parallel_) {
+    SPILL_RETURN_IF_ERROR(parallel_->Synchronize(*net_, *runtime_, solver_.get(), &position_));
+    if (!options_.resume.empty()) SPILL_RETURN_IF_ERROR(CheckPosition());
+  }
   if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(StartTrace());
   const std::string log = (std::filesystem::path(config_.run.output) / "log.jsonl").string();
-  log_.open(log, options_.resume.empty() ? std::ios::trunc : std::ios::app);
+  // Other ranks write nowhere: rank 0's log has the global batch's figures.
+  log_.open(leader_ ? log : "/dev/null", options_.resume.empty() ? std::ios::trunc : std::ios::app);
   if (!log_) return IoError("cannot write the training log '" + log + "': " + std::strerror(errno));
   return Status::Ok();
 }
@@ -295,7 +323,7 @@ Status Trainer::TrainStep(Batch& batch) {
   HostBatch host{batch.images.data(), batch.labels.data()};
   const double lr = schedule_.At(position_.step);
   // The store may apply the update during backward, where each parameter lives.
-  solver_->BeginStep(*net_, *runtime_, *device_, lr);
+  solver_->BeginStep(*net_, solver_store(), *device_, lr);
   if (Tracing()) recorder_->Begin();
   SPILL_ASSIGN_OR_RETURN(
       LossResult result,
@@ -310,7 +338,13 @@ Status Trainer::TrainStep(Batch& batch) {
     SPILL_RETURN_IF_ERROR(SaveGradients());
   }
   const double update_begin = MonotonicSeconds();
-  SPILL_RETURN_IF_ERROR(solver_->FinishStep(*runtime_));
+  SPILL_RETURN_IF_ERROR(solver_->FinishStep(solver_store()));
+  if (parallel_) {
+    bool stop = false;
+    SPILL_RETURN_IF_ERROR(parallel_->FinishStep(*net_, *runtime_, *solver_, position_.step + 1,
+                                                stop_requested, &result, &stop));
+    stop_agreed_ = stop;  // every rank stops after the same step
+  }
   if (Tracing()) {
     device_->compute_queue().Synchronize();
     SPILL_RETURN_IF_ERROR(FinishTimeline(update_begin, MonotonicSeconds()));
@@ -339,8 +373,11 @@ Status Trainer::TrainStep(Batch& batch) {
 Status Trainer::Evaluate() {
   if (!test_data_) return Status::Ok();
   progress_.Break();
-  SPILL_ASSIGN_OR_RETURN(EvalResult result,
-                         EvaluateDataset(*executor_, *net_, *test_data_, config_.data.workers));
+  std::unique_ptr<Dataset> shard = parallel_ ? parallel_->TestShard(*test_data_) : nullptr;
+  SPILL_ASSIGN_OR_RETURN(
+      EvalResult result,
+      EvaluateDataset(*executor_, *net_, shard ? *shard : *test_data_, config_.data.workers));
+  if (parallel_) SPILL_RETURN_IF_ERROR(parallel_->ReduceEval(&result));
   const int64_t count = result.count;
   report_.evaluated = true;
   report_.test_loss = result.loss;
@@ -360,6 +397,7 @@ Status Trainer::Evaluate() {
 
 Status Trainer::SaveCheckpoint() {
   position_.solver_steps = solver_->steps();
+  if (!leader_) return Status::Ok();  // every rank holds the same state
   return spill::SaveCheckpoint(checkpoint_path(), *net_, *runtime_, *device_, solver_.get(),
                                position_, config_.text);
 }
@@ -465,7 +503,7 @@ Status Trainer::Run() {
     SPILL_ASSIGN_OR_RETURN(Batch batch, train_loader_->Next());
     SPILL_RETURN_IF_ERROR(TrainStep(batch));
     train_seconds_ += Since(step_start);
-    train_images_ += batch.size;
+    train_images_ += batch.size * report_.ranks;  // the global batch
     ++ran;
     const double rate = train_images_ / std::max(train_seconds_, 1e-9);
     const double left =
@@ -493,7 +531,7 @@ Status Trainer::Run() {
     if ((save > 0 && position_.step % save == 0) || (save == 0 && epoch_end)) {
       SPILL_RETURN_IF_ERROR(SaveCheckpoint());
     }
-    if (stop_requested) {
+    if (parallel_ ? stop_agreed_ : stop_requested.load()) {
       progress_.Break();
       SPILL_RETURN_IF_ERROR(SaveCheckpoint());
       report_.interrupted = true;
@@ -517,6 +555,7 @@ Status Trainer::Run() {
   report_.epochs = static_cast<double>(position_.step) / steps_per_epoch_;
   report_.seconds = Since(start);
   report_.images_per_second = train_images_ / std::max(train_seconds_, 1e-9);
+  if (parallel_) report_.communication = parallel_->stats();
   if (report_.interrupted) {
     return Cancelled("stopped at step " + std::to_string(position_.step) +
                      "; checkpoint saved to " + checkpoint_path());

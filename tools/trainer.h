@@ -23,6 +23,7 @@
 #include "framework/executor.h"
 #include "framework/solver.h"
 #include "memory/runtime.h"
+#include "tools/data_parallel.h"
 #include "tools/progress.h"
 #include "tools/timeline_tools.h"
 #include "tools/train_config.h"
@@ -62,6 +63,8 @@ struct TrainReport {
   double seconds = 0;
   bool interrupted = false;
   std::vector<double> losses;  // each step of this run
+  int ranks = 1;               // processes training together (mpirun)
+  ReducerStats communication;  // of the gradient allreduces, with ranks > 1
   std::string ToJson(const MemoryOptions& memory) const;
 };
 
@@ -97,6 +100,8 @@ class Trainer {
   Status InitFrom(const std::string& path);
   Status TrainStep(Batch& batch);
   Status Evaluate();
+  // Where the solver updates: the runtime, or its gradient-averaging wrapper.
+  TensorStore& solver_store();
   Status SaveCheckpoint();
   void LogStep(const LossResult& result, double lr, double seconds);
   Status WriteMemoryLog();
@@ -120,6 +125,9 @@ class Trainer {
   std::unique_ptr<MemoryRuntime> runtime_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<RunRecorder> recorder_;
+  std::unique_ptr<DataParallel> parallel_;  // null in a single process
+  bool leader_ = true;                      // rank 0: prints, logs, checkpoints
+  bool stop_agreed_ = false;                // some rank asked to stop (data parallel)
   Timeline traced_;
   size_t traced_iteration_ = 0;  // of this run, from 1
   bool timeline_written_ = false;

@@ -9,6 +9,7 @@
 
 #include "framework/layer_registry.h"
 #include "layers/batch_norm_layer.h"
+#include "layers/cpu/batch_norm_sync.h"
 
 namespace spill {
 namespace {
@@ -47,6 +48,14 @@ class CpuBatchNormLayer : public BatchNormLayer {
     double* sums = SliceSums(slice, 2 * c, &local);  // per channel: sum, then squares
     const bool statistics = args.phase == Phase::kTrain && !args.recompute;
     const double count = static_cast<double>(slice.total(n) * plane);
+    // Synchronized across data-parallel replicas (framework/replica_sum.h),
+    // over the whole batch (a data-parallel run refuses memory.chunk with
+    // distributed.sync_batch_norm).
+    if (statistics && GetReplicaSum() && !slice.sliced()) {
+      cpu::SyncedBatchNormStatistics(args, eps_, momentum_, GetReplicaSum());
+      Normalize(args);
+      return;
+    }
     if (statistics && slice.runs(0)) {
 #pragma omp parallel for schedule(static)
       for (int64_t ch = 0; ch < c; ++ch) {
@@ -74,6 +83,9 @@ class CpuBatchNormLayer : public BatchNormLayer {
 
   // dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
   void Backward(const BackwardArgs& args) const override {
+    if (GetReplicaSum() && !args.slice.sliced()) {
+      return cpu::SyncedBatchNormBackward(args, GetReplicaSum());
+    }
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const float* x = args.inputs[0].data();

@@ -1,0 +1,406 @@
+// Data-parallel training under mpirun, end to end: the real `train` binary
+// on generated idx files, two ranks on this machine (--oversubscribe).
+//
+//   * 2 ranks x half the batch train like 1 process x the whole batch:
+//     the same losses and final weights within float32 rounding, with one
+//     and with several gradient buckets, with parameters updated in host
+//     memory, and with synchronized batch norm; every rank holds
+//     bit-identical parameters after every step (distributed.check_replicas);
+//   * per-rank batch norm statistics differ from the global batch's (the
+//     comparison above can tell them apart);
+//   * an interrupted two-rank run resumed from its checkpoint ends exactly
+//     as the uninterrupted one;
+//   * a rank that fails (missing data, out of device memory) stops the
+//     whole job with its message, well within the time limit.
+// Every run has a time limit: mpirun's own --timeout and a watchdog that
+// kills the process group.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "framework/npz.h"
+
+namespace spill {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr int kLimitSeconds = 120;       // the watchdog's, per run
+constexpr int kMpiTimeoutSeconds = 100;  // mpirun --timeout
+constexpr double kLossTolerance = 1e-5;  // relative, float32 rounding of a sum split in two
+constexpr double kWeightTolerance = 1e-5;
+constexpr char kTrain[] = "tools/train";
+
+struct Result {
+  int code = -1;
+  std::string output;
+  double seconds = 0;
+};
+
+std::string Dir(const std::string& name) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("spill_dp_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// OpenMPI in a test: as root, on 2 cores, shared memory between local ranks
+// only, a short session directory (its socket paths must stay short).
+class SessionDir {
+ public:
+  SessionDir() {
+    char pattern[] = "/tmp/spill_mpi_XXXXXX";
+    const char* made = mkdtemp(pattern);
+    path_ = made != nullptr ? made : "/tmp";
+  }
+  ~SessionDir() {
+    if (path_ != "/tmp") fs::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void SetMpiEnvironment(const std::string& session) {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMPI_MCA_btl", "self,vader", 1);
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+  setenv("OMPI_MCA_plm", "isolated", 1);
+  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  setenv("TMPDIR", session.c_str(), 1);
+}
+
+// Runs `args` in its own process group, output into `log`; kills the group
+// past the limit.
+Result RunJob(const std::vector<std::string>& args, const std::string& log) {
+  static SessionDir session;  // made by this process, removed at its exit
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    SetMpiEnvironment(session.path());
+    FILE* out = std::freopen(log.c_str(), "w", stdout);
+    if (out == nullptr || dup2(fileno(stdout), 2) < 0) _exit(127);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  Result r;
+  int status = 0;
+  const auto deadline = start + std::chrono::seconds(kLimitSeconds);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "ran past " << kLimitSeconds << " s: " << args[0];
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.output = ReadAll(log);
+  return r;
+}
+
+std::vector<std::string> Mpirun(int ranks) {
+  return {"mpirun",          "-np",       std::to_string(ranks),
+          "--oversubscribe", "--timeout", std::to_string(kMpiTimeoutSeconds)};
+}
+
+void PutBigEndian(std::ofstream& out, uint32_t v) {
+  const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                     static_cast<char>(v >> 8), static_cast<char>(v)};
+  out.write(b, 4);
+}
+
+void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count) {
+  std::ofstream images(dir + "/" + prefix + "-images-idx3-ubyte", std::ios::binary);
+  std::ofstream labels(dir + "/" + prefix + "-labels-idx1-ubyte", std::ios::binary);
+  for (uint32_t v : {2051u, count, 28u, 28u}) PutBigEndian(images, v);
+  PutBigEndian(labels, 2049);
+  PutBigEndian(labels, count);
+  for (uint32_t i = 0; i < count; ++i) {
+    for (uint32_t p = 0; p < 784; ++p) {
+      images.put(static_cast<char>((i * 31 + p * 7 + (i * p) % 13) % 256));
+    }
+    labels.put(static_cast<char>(i % 10));
+  }
+}
+
+struct RunSetup {
+  std::string model = "conv";  // conv | bn
+  std::string memory = "{conv_timing: model}";
+  std::string bucket = "4MiB";
+  bool sync_batch_norm = false;
+  std::string data;     // "" = generated
+  int min_buckets = 1;  // gradient buckets the run must report
+};
+
+// A tiny network, 64 training images, batch 16, 8 steps with momentum.
+std::string WriteConfig(const std::string& dir, const std::string& output, const RunSetup& s) {
+  std::string data = s.data;
+  if (data.empty()) {
+    data = dir + "/data";
+    fs::create_directories(data);
+    WriteIdx(data, "train", 64);
+    WriteIdx(data, "t10k", 24);
+  }
+  const std::string path = dir + "/" + output + ".yaml";
+  std::ofstream out(path);
+  out << "model:\n  layers:\n"
+      << "    - {name: data, type: input, shape: [1, 28, 28]}\n"
+      << "    - {name: conv, type: convolution, filters: 4, kernel: 3, stride: 2}\n";
+  if (s.model == "bn") out << "    - {name: bn, type: batch_norm}\n";
+  out << "    - {name: relu, type: relu}\n"
+      << "    - {name: fc1, type: fully_connected, outputs: 16}\n"
+      << "    - {name: fc2, type: fully_connected, outputs: 10}\n"
+      << "    - {name: loss, type: softmax_loss}\n"
+      << "data: {dataset: fashion_mnist, path: " << data << ", batch: 16, workers: 1}\n"
+      << "solver: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+      << "memory: " << s.memory << "\n"
+      << "run: {steps: 8, eval_every: 4, checkpoint_every: 4, output: " << dir << "/" << output
+      << "}\n"
+      << "distributed: {bucket: " << s.bucket
+      << ", check_replicas: true, sync_batch_norm: " << (s.sync_batch_norm ? "true" : "false")
+      << "}\n";
+  return path;
+}
+
+// (step, loss) of the training lines of a run's log.
+std::vector<std::pair<int64_t, double>> Losses(const std::string& run) {
+  std::vector<std::pair<int64_t, double>> losses;
+  std::ifstream in(run + "/log.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto json = nlohmann::json::parse(line);
+    if (json["kind"] == "train") losses.emplace_back(json["step"], json["loss"]);
+  }
+  return losses;
+}
+
+std::map<std::string, std::vector<float>> Weights(const std::string& run) {
+  auto archive = ReadNpz(run + "/checkpoint.npz");
+  EXPECT_TRUE(archive.ok()) << archive.status().ToString();
+  std::map<std::string, std::vector<float>> weights;
+  if (!archive.ok()) return weights;
+  for (const auto& [name, array] : *archive) {
+    if (name.rfind("params/", 0) != 0 && name.rfind("state/", 0) != 0) continue;
+    std::vector<float> values(array.data.size() / sizeof(float));
+    std::memcpy(values.data(), array.data.data(), values.size() * sizeof(float));
+    weights[name] = values;
+  }
+  return weights;
+}
+
+// Trains `config` in one process and in two ranks; both must agree.
+void ExpectSameTraining(const std::string& dir, const RunSetup& setup) {
+  const std::string one = WriteConfig(dir, "one", setup);
+  const std::string two = WriteConfig(dir, "two", setup);
+  Result single = RunJob({kTrain, "--config", one, "--no-progress"}, dir + "/one.txt");
+  ASSERT_EQ(single.code, 0) << single.output;
+  std::vector<std::string> args = Mpirun(2);
+  for (const char* a : {kTrain, "--config"}) args.push_back(a);
+  args.push_back(two);
+  args.push_back("--no-progress");
+  args.push_back("--report");
+  args.push_back(dir + "/two.json");
+  Result pair = RunJob(args, dir + "/two.txt");
+  ASSERT_EQ(pair.code, 0) << pair.output;
+  EXPECT_THAT(pair.output, HasSubstr("data parallel: 2 ranks of batch 8"));
+  const auto report = nlohmann::json::parse(ReadAll(dir + "/two.json"));
+  EXPECT_EQ(report["ranks"], 2);
+  const auto& communication = report["communication"];
+  EXPECT_GE(communication["buckets"].get<int>(), setup.min_buckets);
+  EXPECT_GT(communication["allreduce_seconds_per_step"].get<double>(), 0);
+  EXPECT_LE(communication["overlapped_seconds_per_step"].get<double>(),
+            communication["allreduce_seconds_per_step"].get<double>());
+
+  const auto a = Losses(dir + "/one"), b = Losses(dir + "/two");
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_NEAR(a[i].second, b[i].second, kLossTolerance * std::abs(a[i].second))
+        << "step " << a[i].first;
+  }
+  const auto wa = Weights(dir + "/one"), wb = Weights(dir + "/two");
+  ASSERT_FALSE(wa.empty());
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [name, values] : wa) {
+    ASSERT_EQ(values.size(), wb.at(name).size()) << name;
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_NEAR(values[i], wb.at(name)[i], kWeightTolerance * (1 + std::abs(values[i])))
+          << name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(DataParallelTest, TwoRanksOfHalfTheBatchTrainLikeOneProcess) {
+  ExpectSameTraining(Dir("equal"), RunSetup());
+}
+
+TEST(DataParallelTest, ManySmallBucketsAndUpdatesInHostMemory) {
+  RunSetup setup;
+  setup.bucket = "4KiB";  // the minimum: fc1 and fc2 weights fill one each
+  setup.min_buckets = 3;
+  setup.memory = "{conv_timing: model, params: host, update: host}";
+  ExpectSameTraining(Dir("host"), setup);
+}
+
+TEST(DataParallelTest, SyncBatchNormUsesTheGlobalBatch) {
+  RunSetup setup;
+  setup.model = "bn";
+  setup.sync_batch_norm = true;
+  ExpectSameTraining(Dir("syncbn"), setup);
+}
+
+TEST(DataParallelTest, PerRankBatchNormDiffersFromTheGlobalBatch) {
+  const std::string dir = Dir("rankbn");
+  RunSetup setup;
+  setup.model = "bn";
+  Result single = RunJob(
+      {kTrain, "--config", WriteConfig(dir, "one", setup), "--no-progress", "--max-steps", "1"},
+      dir + "/one.txt");
+  ASSERT_EQ(single.code, 0) << single.output;
+  std::vector<std::string> args = Mpirun(2);
+  for (const std::string& a :
+       {std::string(kTrain), std::string("--config"), WriteConfig(dir, "two", setup),
+        std::string("--no-progress"), std::string("--max-steps"), std::string("1")}) {
+    args.push_back(a);
+  }
+  Result pair = RunJob(args, dir + "/two.txt");
+  ASSERT_EQ(pair.code, 0) << pair.output;
+  const auto a = Losses(dir + "/one"), b = Losses(dir + "/two");
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_GT(std::abs(a[0].second - b[0].second), 10 * kLossTolerance * std::abs(a[0].second));
+}
+
+TEST(DataParallelTest, ResumedRunEndsLikeAnUninterruptedOne) {
+  const std::string dir = Dir("resume");
+  const std::string whole = WriteConfig(dir, "whole", RunSetup());
+  const std::string parts = WriteConfig(dir, "parts", RunSetup());
+  auto train = [&](const std::string& config, std::vector<std::string> extra,
+                   const std::string& log) {
+    std::vector<std::string> args = Mpirun(2);
+    for (const std::string& a :
+         {std::string(kTrain), std::string("--config"), config, std::string("--no-progress")}) {
+      args.push_back(a);
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunJob(args, dir + "/" + log);
+  };
+  Result r = train(whole, {}, "whole.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = train(parts, {"--max-steps", "4"}, "first.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(Losses(dir + "/parts").size(), 4u);
+  r = train(parts, {"--resume"}, "second.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto a = Losses(dir + "/whole"), b = Losses(dir + "/parts");
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b, a);  // bit for bit
+  EXPECT_EQ(Weights(dir + "/whole"), Weights(dir + "/parts"));
+}
+
+TEST(DataParallelTest, AFailingRankStopsTheJobWithItsMessage) {
+  const std::string dir = Dir("fail");
+  const std::string good = WriteConfig(dir, "good", RunSetup());
+  RunSetup broken;
+  broken.data = dir + "/missing";
+  const std::string bad = WriteConfig(dir, "bad", broken);
+  // Rank 0 starts normally and waits for rank 1 in the first broadcast;
+  // rank 1 cannot open its data.
+  std::vector<std::string> args = {"mpirun",
+                                   "--timeout",
+                                   std::to_string(kMpiTimeoutSeconds),
+                                   "--oversubscribe",
+                                   "-np",
+                                   "1",
+                                   kTrain,
+                                   "--config",
+                                   good,
+                                   "--no-progress",
+                                   ":",
+                                   "-np",
+                                   "1",
+                                   kTrain,
+                                   "--config",
+                                   bad,
+                                   "--no-progress"};
+  Result r = RunJob(args, dir + "/out.txt");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("train (rank 1 of 2)"));
+  EXPECT_THAT(r.output, HasSubstr("missing"));
+  EXPECT_LT(r.seconds, kMpiTimeoutSeconds / 2) << r.output;  // stopped, not timed out
+}
+
+// Rank 1 gets a device budget too small for the network: out of memory.
+TEST(DataParallelTest, ARankOutOfMemoryStopsTheJobWithItsMessage) {
+  const std::string dir = Dir("oom");
+  const std::string config = WriteConfig(dir, "run", RunSetup());
+  std::vector<std::string> args = {"mpirun",
+                                   "--timeout",
+                                   std::to_string(kMpiTimeoutSeconds),
+                                   "--oversubscribe",
+                                   "-np",
+                                   "1",
+                                   kTrain,
+                                   "--config",
+                                   config,
+                                   "--no-progress",
+                                   ":",
+                                   "-np",
+                                   "1",
+                                   kTrain,
+                                   "--config",
+                                   config,
+                                   "--no-progress",
+                                   "--device-memory",
+                                   "96KiB"};
+  Result r = RunJob(args, dir + "/out.txt");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("train (rank 1 of 2): out of device memory"));
+  EXPECT_LT(r.seconds, kMpiTimeoutSeconds / 2) << r.output;
+}
+
+TEST(DataParallelTest, GlobalBatchMustSplitEvenly) {
+  const std::string dir = Dir("uneven");
+  std::string config = WriteConfig(dir, "run", RunSetup());
+  std::vector<std::string> args = Mpirun(3);
+  for (const std::string& a :
+       {std::string(kTrain), std::string("--config"), config, std::string("--no-progress")}) {
+    args.push_back(a);
+  }
+  Result r = RunJob(args, dir + "/out.txt");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("3 ranks cannot split evenly"));
+}
+
+}  // namespace
+}  // namespace spill
