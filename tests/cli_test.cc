@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "framework/npz.h"
+#include "tests/tool_runner.h"
 
 namespace spill {
 namespace {
@@ -26,83 +27,19 @@ using ::testing::HasSubstr;
 
 constexpr int kLimitSeconds = 120;
 
-struct Result {
-  int code = -1;  // exit code, or 128 + signal
-  std::string output;
-  double seconds = 0;
-};
+using Result = testing::ToolResult;
+using testing::ReadAll;
 
-std::string Dir(const std::string& name) {
-  fs::path dir = fs::path(::testing::TempDir()) / ("spill_cli_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Starts `args` (argv[0] relative to the runfiles root) with stdout and
-// stderr into `log`.
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* out = std::freopen(log.c_str(), "w", stdout);
-    if (out == nullptr || dup2(fileno(stdout), 2) < 0) _exit(127);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int Wait(pid_t pid) {
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kLimitSeconds);
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ADD_FAILURE() << "a tool ran past " << kLimitSeconds << " s";
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+std::string Dir(const std::string& name) { return testing::FreshDir("spill_cli_" + name); }
 
 Result RunTool(const std::vector<std::string>& args) {
-  const std::string log = Dir("log") + "/out.txt";
-  const auto start = std::chrono::steady_clock::now();
-  Result r;
-  r.code = Wait(Spawn(args, log));
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.output = ReadAll(log);
-  return r;
-}
-
-void PutBigEndian(std::ofstream& out, uint32_t v) {
-  const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
-                     static_cast<char>(v >> 8), static_cast<char>(v)};
-  out.write(b, 4);
+  return testing::RunTool(args, kLimitSeconds);
 }
 
 void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count) {
-  std::ofstream images(dir + "/" + prefix + "-images-idx3-ubyte", std::ios::binary);
-  std::ofstream labels(dir + "/" + prefix + "-labels-idx1-ubyte", std::ios::binary);
-  for (uint32_t v : {2051u, count, 28u, 28u}) PutBigEndian(images, v);
-  PutBigEndian(labels, 2049);
-  PutBigEndian(labels, count);
-  for (uint32_t i = 0; i < count; ++i) {
-    for (int p = 0; p < 784; ++p) images.put(static_cast<char>((i * 31 + p) % 256));
-    labels.put(static_cast<char>(i % 10));
-  }
+  testing::WriteIdx(dir, prefix, count, [](uint32_t i, uint32_t p) {
+    return static_cast<uint8_t>((i * 31 + p) % 256);
+  });
 }
 
 // A small config training a tiny network on 64 synthetic images.
@@ -210,7 +147,8 @@ TEST(CliTest, TrainRefusesToOverwriteACheckpointSilently) {
 // lock and handles signals.
 pid_t StartLongRun(const std::string& config, const std::string& dir, const std::string& log) {
   fs::remove(dir + "/run/checkpoint.npz");
-  const pid_t pid = Spawn({"tools/train", "--config", config, "--no-progress", "--overwrite"}, log);
+  const pid_t pid =
+      testing::Spawn({"tools/train", "--config", config, "--no-progress", "--overwrite"}, log, log);
   for (int i = 0; i < kLimitSeconds * 10; ++i) {
     if (fs::exists(dir + "/run/checkpoint.npz")) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -228,7 +166,7 @@ TEST(CliTest, OneRunPerOutputFolderAndSignalsCheckpoint) {
     EXPECT_THAT(second.output,
                 HasSubstr("is in use by another run (process " + std::to_string(pid) + ")"));
     kill(pid, signal);
-    EXPECT_EQ(Wait(pid), 130) << "signal " << signal;
+    EXPECT_EQ(testing::Wait(pid, kLimitSeconds), 130) << "signal " << signal;
     EXPECT_THAT(ReadAll(dir + "/first.txt"), HasSubstr("checkpoint saved"));
     auto archive = ReadNpz(dir + "/run/checkpoint.npz");
     ASSERT_TRUE(archive.ok()) << archive.status().ToString();
@@ -237,7 +175,7 @@ TEST(CliTest, OneRunPerOutputFolderAndSignalsCheckpoint) {
   // kill -9 leaves the lock file behind but not the lock: the next run goes on.
   const pid_t pid = StartLongRun(config, dir, dir + "/killed.txt");
   kill(pid, SIGKILL);
-  Wait(pid);
+  testing::Wait(pid, kLimitSeconds);
   EXPECT_TRUE(fs::exists(dir + "/run/train.lock"));
   Result r =
       RunTool({"tools/train", "--config", config, "--no-progress", "--resume", "--max-steps", "1"});

@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "framework/npz.h"
+#include "tests/tool_runner.h"
 
 namespace spill {
 namespace {
@@ -44,25 +45,10 @@ constexpr double kLossTolerance = 1e-5;  // relative, float32 rounding of a sum 
 constexpr double kWeightTolerance = 1e-5;
 constexpr char kTrain[] = "tools/train";
 
-struct Result {
-  int code = -1;
-  std::string output;
-  double seconds = 0;
-};
+using Result = testing::ToolResult;
+using testing::ReadAll;
 
-std::string Dir(const std::string& name) {
-  fs::path dir = fs::path(::testing::TempDir()) / ("spill_dp_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string Dir(const std::string& name) { return testing::FreshDir("spill_dp_" + name); }
 
 // OpenMPI in a test: as root, on 2 cores, shared memory between local ranks
 // only, a short session directory (its socket paths must stay short).
@@ -132,24 +118,10 @@ std::vector<std::string> Mpirun(int ranks) {
           "--oversubscribe", "--timeout", std::to_string(kMpiTimeoutSeconds)};
 }
 
-void PutBigEndian(std::ofstream& out, uint32_t v) {
-  const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
-                     static_cast<char>(v >> 8), static_cast<char>(v)};
-  out.write(b, 4);
-}
-
 void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count) {
-  std::ofstream images(dir + "/" + prefix + "-images-idx3-ubyte", std::ios::binary);
-  std::ofstream labels(dir + "/" + prefix + "-labels-idx1-ubyte", std::ios::binary);
-  for (uint32_t v : {2051u, count, 28u, 28u}) PutBigEndian(images, v);
-  PutBigEndian(labels, 2049);
-  PutBigEndian(labels, count);
-  for (uint32_t i = 0; i < count; ++i) {
-    for (uint32_t p = 0; p < 784; ++p) {
-      images.put(static_cast<char>((i * 31 + p * 7 + (i * p) % 13) % 256));
-    }
-    labels.put(static_cast<char>(i % 10));
-  }
+  testing::WriteIdx(dir, prefix, count, [](uint32_t i, uint32_t p) {
+    return static_cast<uint8_t>((i * 31 + p * 7 + (i * p) % 13) % 256);
+  });
 }
 
 struct RunSetup {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "framework/npz.h"
+#include "tests/tool_runner.h"
 
 namespace spill {
 namespace {
@@ -31,68 +32,18 @@ using Json = nlohmann::json;
 constexpr int kLimitSeconds = 60;
 constexpr int kTestImages = 20;  // not a multiple of the batch: the last one is padded
 
-struct Result {
-  int code = -1;  // exit code, or 128 + signal
-  std::string output;
-};
+using Result = testing::ToolResult;
+using testing::ReadAll;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs `args` (argv[0] relative to the runfiles root); stdout to `out`,
-// stderr to `err` (both read back).
 Result RunTool(const std::vector<std::string>& args, bool with_stderr = true) {
-  const std::string log = ::testing::TempDir() + "/eval_predict_out.txt";
-  const std::string err = ::testing::TempDir() + "/eval_predict_err.txt";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (!std::freopen(log.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr)) {
-      _exit(127);
-    }
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kLimitSeconds);
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ADD_FAILURE() << "a tool ran past " << kLimitSeconds << " s";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.output = ReadAll(log) + (with_stderr ? ReadAll(err) : "");
-  return r;
-}
-
-void PutBigEndian(std::ofstream& out, uint32_t v) {
-  const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
-                     static_cast<char>(v >> 8), static_cast<char>(v)};
-  out.write(b, 4);
+  return testing::RunTool(args, kLimitSeconds, with_stderr);
 }
 
 // Images whose pixels depend on the label, so the network learns something.
 void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count) {
-  std::ofstream images(dir + "/" + prefix + "-images-idx3-ubyte", std::ios::binary);
-  std::ofstream labels(dir + "/" + prefix + "-labels-idx1-ubyte", std::ios::binary);
-  for (uint32_t v : {2051u, count, 28u, 28u}) PutBigEndian(images, v);
-  PutBigEndian(labels, 2049);
-  PutBigEndian(labels, count);
-  for (uint32_t i = 0; i < count; ++i) {
-    for (uint32_t p = 0; p < 784; ++p)
-      images.put(static_cast<char>((i * 31 + p * (i % 7 + 1)) % 256));
-    labels.put(static_cast<char>(i % 10));
-  }
+  testing::WriteIdx(dir, prefix, count, [](uint32_t i, uint32_t p) {
+    return static_cast<uint8_t>((i * 31 + p * (i % 7 + 1)) % 256);
+  });
 }
 
 // A tiny network with BatchNorm (its running statistics must be restored).
