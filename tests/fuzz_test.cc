@@ -63,7 +63,7 @@ layers:
 // At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
 constexpr int kNetworkSources = 12 + 3;
 constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 195 at least
-constexpr int kConfigCases = 8 * kTextMutations;                 // 104
+constexpr int kConfigCases = 9 * kTextMutations;                 // 117
 constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
 constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
 constexpr int kCheckpointCases = kByteMutations * 16;            // 80
@@ -146,6 +146,29 @@ solver: {type: adam, lr: 0.001, schedule: {type: multistep, milestones: [1, 2], 
 memory: {mode: superneurons, device_budget: 64MiB, workspace: pin:im2col_image}
 run: {steps: 10, checkpoint_every: 5, eval_every: 5, seed: 3}
 )"});
+  // Every memory and data-parallel setting at once, so their readers meet the
+  // mutations too.
+  sources.push_back({"configs/inline_memory.yaml", std::string("model:\n") + R"(
+  layers:
+    - {name: data, type: input, shape: [1, 28, 28]}
+    - {name: conv, type: convolution, filters: 4, kernel: 3}
+    - {name: bn, type: batch_norm}
+    - {name: fc, type: fully_connected, outputs: 10}
+    - {name: loss, type: softmax_loss}
+data: {dataset: fashion_mnist, path: /nowhere, batch: 8}
+solver: {type: sgd, lr: 0.01, momentum: 0.9}
+memory: {mode: window, device_budget: 64MiB, host_budget: 1GiB, allocator: va, va_chunk: 64KiB,
+         window: 1.5x, window_budget: 1x, params: above:1KiB, update: host, host_tier: ram,
+         chunk: 2, workspace: pin:im2col_image, eviction: belady, compact: false}
+run: {steps: 4, seed: 5, init: /nowhere/init.npz}
+distributed: {bucket: 256KiB, sync_batch_norm: false, check_replicas: true}
+)"});
+  for (const auto& [name, text] : sources) {
+    if (name.rfind("configs/inline", 0) == 0) {
+      const Status unmutated = ConfigPipeline(text, name);
+      EXPECT_TRUE(unmutated.ok()) << name << ": " << unmutated.ToString();
+    }
+  }
   ASSERT_EQ(static_cast<int>(sources.size()) * kTextMutations, kConfigCases);
   Random rng(Seed() + 1);
   Tally tally;
