@@ -374,5 +374,23 @@ TEST(DataParallelTest, GlobalBatchMustSplitEvenly) {
   EXPECT_THAT(r.output, HasSubstr("3 ranks cannot split evenly"));
 }
 
+// Synchronized statistics need each rank's whole batch at once.
+TEST(DataParallelTest, SyncBatchNormRefusesBatchSlices) {
+  const std::string dir = Dir("sync_slices");
+  RunSetup setup;
+  setup.model = "bn";
+  setup.sync_batch_norm = true;
+  setup.memory = "{conv_timing: model, chunk: 2}";
+  std::string config = WriteConfig(dir, "run", setup);
+  std::vector<std::string> args = Mpirun(2);
+  for (const std::string& a :
+       {std::string(kTrain), std::string("--config"), config, std::string("--no-progress")}) {
+    args.push_back(a);
+  }
+  Result r = RunJob(args, dir + "/out.txt");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("sync_batch_norm needs whole batches; set memory.chunk: off"));
+}
+
 }  // namespace
 }  // namespace spill
