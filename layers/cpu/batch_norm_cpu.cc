@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "framework/layer_registry.h"
+#include "framework/replica_sum.h"
 #include "layers/batch_norm_layer.h"
-#include "layers/cpu/batch_norm_sync.h"
 
 namespace spill {
 namespace {
@@ -42,33 +42,15 @@ class CpuBatchNormLayer : public BatchNormLayer {
   void Forward(const ForwardArgs& args) const override {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
-    const float* x = args.inputs[0].data();
     const BatchSlice& slice = args.slice;
+    const bool statistics = args.phase == Phase::kTrain && !args.recompute;
+    if (statistics && GetReplicaSum() && !slice.sliced()) return SyncedForward(args);
     std::vector<double> local;
     double* sums = SliceSums(slice, 2 * c, &local);  // per channel: sum, then squares
-    const bool statistics = args.phase == Phase::kTrain && !args.recompute;
     const double count = static_cast<double>(slice.total(n) * plane);
-    // Synchronized across data-parallel replicas (framework/replica_sum.h),
-    // over the whole batch (a data-parallel run refuses memory.chunk with
-    // distributed.sync_batch_norm).
-    if (statistics && GetReplicaSum() && !slice.sliced()) {
-      cpu::SyncedBatchNormStatistics(args, eps_, momentum_, GetReplicaSum());
-      Normalize(args);
-      return;
-    }
-    if (statistics && slice.runs(0)) {
-#pragma omp parallel for schedule(static)
-      for (int64_t ch = 0; ch < c; ++ch) {
-        for (int64_t i = 0; i < n; ++i) sums[ch] += PlaneSum(x + (i * c + ch) * plane, plane);
-      }
-    }
+    if (statistics && slice.runs(0)) AddSums(args, sums);
     if (statistics && slice.runs(1)) {
-#pragma omp parallel for schedule(static)
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const double mu = sums[ch] / count;
-        for (int64_t i = 0; i < n; ++i)
-          sums[c + ch] += PlaneSquares(x + (i * c + ch) * plane, plane, mu);
-      }
+      AddSquares(args, sums, count);
       if (slice.last(n)) SetStatistics(args, sums, count);
     }
     if (args.phase == Phase::kEval && slice.runs(1) && slice.last(n)) {
@@ -83,40 +65,15 @@ class CpuBatchNormLayer : public BatchNormLayer {
 
   // dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
   void Backward(const BackwardArgs& args) const override {
-    if (GetReplicaSum() && !args.slice.sliced()) {
-      return cpu::SyncedBatchNormBackward(args, GetReplicaSum());
-    }
+    const BatchSlice& slice = args.slice;
+    if (GetReplicaSum() && !slice.sliced()) return SyncedBackward(args);
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
-    const float* x = args.inputs[0].data();
-    const float* dy = args.output_grads[0].data();
-    const float* mean = args.aux[0].data();
-    const float* inv_std = args.aux[1].data();
-    const BatchSlice& slice = args.slice;
     std::vector<double> local;
     double* sums = SliceSums(slice, 2 * c, &local);  // per channel: sum dy, sum dy * (x - mu)
     if (slice.runs(0)) {
-#pragma omp parallel for schedule(static)
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const float mu = mean[ch];
-        double sum_dy = sums[ch], sum_dy_xc = sums[c + ch];
-        for (int64_t i = 0; i < n; ++i) {
-          const float* p = x + (i * c + ch) * plane;
-          const float* g = dy + (i * c + ch) * plane;
-#pragma omp simd reduction(+ : sum_dy, sum_dy_xc)
-          for (int64_t j = 0; j < plane; ++j) {
-            sum_dy += g[j];
-            sum_dy_xc += static_cast<double>(g[j]) * (p[j] - mu);
-          }
-        }
-        sums[ch] = sum_dy;
-        sums[c + ch] = sum_dy_xc;
-        if (!slice.last(n)) continue;
-        if (args.param_grads[0].valid())
-          args.param_grads[0].data()[ch] = static_cast<float>(sum_dy_xc * inv_std[ch]);
-        if (args.param_grads[1].valid())
-          args.param_grads[1].data()[ch] = static_cast<float>(sum_dy);
-      }
+      AddGradientSums(args, sums);
+      if (slice.last(n)) ParamGradients(args, sums);
     }
     if (slice.runs(1) && args.input_grads[0].valid()) {
       InputGradient(args, sums, static_cast<double>(slice.total(n) * plane));
@@ -124,6 +81,104 @@ class CpuBatchNormLayer : public BatchNormLayer {
   }
 
  private:
+  // Synchronized across data-parallel replicas (framework/replica_sum.h;
+  // PyTorch's SyncBatchNorm): the sums of each sweep, and the example counts,
+  // are added over the replicas before they are used, so every replica
+  // normalizes with the global batch's statistics. Whole batches only (a
+  // data-parallel run refuses memory.chunk with sync_batch_norm).
+  // Buffers: [count, sums per channel..., second sums per channel...].
+  void SyncedForward(const ForwardArgs& args) const {
+    const Shape& s = args.inputs[0].shape();
+    const int64_t c = s.c();
+    const ReplicaSum& replicas = GetReplicaSum();
+    std::vector<double> buffer(2 * c + 1, 0.0);
+    buffer[0] = static_cast<double>(s.n() * s.h() * s.w());
+    double* sums = buffer.data() + 1;
+    AddSums(args, sums);
+    replicas(buffer.data(), c + 1);
+    AddSquares(args, sums, buffer[0]);
+    replicas(sums + c, c);
+    SetStatistics(args, sums, buffer[0]);
+    Normalize(args);
+  }
+
+  // The parameter gradients stay this replica's share: the gradient
+  // allreduce averages them like every other gradient.
+  void SyncedBackward(const BackwardArgs& args) const {
+    const Shape& s = args.inputs[0].shape();
+    const int64_t c = s.c();
+    std::vector<double> buffer(2 * c + 1, 0.0);
+    buffer[0] = static_cast<double>(s.n() * s.h() * s.w());
+    double* sums = buffer.data() + 1;
+    AddGradientSums(args, sums);
+    ParamGradients(args, sums);
+    if (!args.input_grads[0].valid()) return;
+    GetReplicaSum()(buffer.data(), 2 * c + 1);
+    InputGradient(args, sums, buffer[0]);
+  }
+
+  // sums[ch] += the channel's values, image by image.
+  void AddSums(const ForwardArgs& args, double* sums) const {
+    const Shape& s = args.inputs[0].shape();
+    const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
+    const float* x = args.inputs[0].data();
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t i = 0; i < n; ++i) sums[ch] += PlaneSum(x + (i * c + ch) * plane, plane);
+    }
+  }
+
+  // sums[c + ch] += squared deviations from the mean sums[ch] / count.
+  void AddSquares(const ForwardArgs& args, double* sums, double count) const {
+    const Shape& s = args.inputs[0].shape();
+    const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
+    const float* x = args.inputs[0].data();
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const double mu = sums[ch] / count;
+      for (int64_t i = 0; i < n; ++i) {
+        sums[c + ch] += PlaneSquares(x + (i * c + ch) * plane, plane, mu);
+      }
+    }
+  }
+
+  // sums[ch] += dy, sums[c + ch] += dy * (x - mean), image by image.
+  void AddGradientSums(const BackwardArgs& args, double* sums) const {
+    const Shape& s = args.inputs[0].shape();
+    const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
+    const float* x = args.inputs[0].data();
+    const float* dy = args.output_grads[0].data();
+    const float* mean = args.aux[0].data();
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float mu = mean[ch];
+      double sum_dy = sums[ch], sum_dy_xc = sums[c + ch];
+      for (int64_t i = 0; i < n; ++i) {
+        const float* p = x + (i * c + ch) * plane;
+        const float* g = dy + (i * c + ch) * plane;
+#pragma omp simd reduction(+ : sum_dy, sum_dy_xc)
+        for (int64_t j = 0; j < plane; ++j) {
+          sum_dy += g[j];
+          sum_dy_xc += static_cast<double>(g[j]) * (p[j] - mu);
+        }
+      }
+      sums[ch] = sum_dy;
+      sums[c + ch] = sum_dy_xc;
+    }
+  }
+
+  void ParamGradients(const BackwardArgs& args, const double* sums) const {
+    const int64_t c = channels_;
+    const float* inv_std = args.aux[1].data();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      if (args.param_grads[0].valid()) {
+        args.param_grads[0].data()[ch] = static_cast<float>(sums[c + ch] * inv_std[ch]);
+      }
+      if (args.param_grads[1].valid())
+        args.param_grads[1].data()[ch] = static_cast<float>(sums[ch]);
+    }
+  }
+
   // The batch statistics from the sums, and the running ones updated.
   void SetStatistics(const ForwardArgs& args, const double* sums, double count) const {
     const int64_t c = channels_;
