@@ -113,9 +113,21 @@ Result RunJob(const std::vector<std::string>& args, const std::string& log) {
   return r;
 }
 
-std::vector<std::string> Mpirun(int ranks) {
-  return {"mpirun",          "-np",       std::to_string(ranks),
-          "--oversubscribe", "--timeout", std::to_string(kMpiTimeoutSeconds)};
+// mpirun starting `ranks` copies of train on `config`, then `extra` flags.
+std::vector<std::string> TrainJob(int ranks, const std::string& config,
+                                  const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"mpirun",
+                                   "-np",
+                                   std::to_string(ranks),
+                                   "--oversubscribe",
+                                   "--timeout",
+                                   std::to_string(kMpiTimeoutSeconds),
+                                   kTrain,
+                                   "--config",
+                                   config,
+                                   "--no-progress"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
 }
 
 void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count) {
@@ -195,13 +207,7 @@ void ExpectSameTraining(const std::string& dir, const RunSetup& setup) {
   const std::string two = WriteConfig(dir, "two", setup);
   Result single = RunJob({kTrain, "--config", one, "--no-progress"}, dir + "/one.txt");
   ASSERT_EQ(single.code, 0) << single.output;
-  std::vector<std::string> args = Mpirun(2);
-  for (const char* a : {kTrain, "--config"}) args.push_back(a);
-  args.push_back(two);
-  args.push_back("--no-progress");
-  args.push_back("--report");
-  args.push_back(dir + "/two.json");
-  Result pair = RunJob(args, dir + "/two.txt");
+  Result pair = RunJob(TrainJob(2, two, {"--report", dir + "/two.json"}), dir + "/two.txt");
   ASSERT_EQ(pair.code, 0) << pair.output;
   EXPECT_THAT(pair.output, HasSubstr("data parallel: 2 ranks of batch 8"));
   const auto report = nlohmann::json::parse(ReadAll(dir + "/two.json"));
@@ -259,13 +265,8 @@ TEST(DataParallelTest, PerRankBatchNormDiffersFromTheGlobalBatch) {
       {kTrain, "--config", WriteConfig(dir, "one", setup), "--no-progress", "--max-steps", "1"},
       dir + "/one.txt");
   ASSERT_EQ(single.code, 0) << single.output;
-  std::vector<std::string> args = Mpirun(2);
-  for (const std::string& a :
-       {std::string(kTrain), std::string("--config"), WriteConfig(dir, "two", setup),
-        std::string("--no-progress"), std::string("--max-steps"), std::string("1")}) {
-    args.push_back(a);
-  }
-  Result pair = RunJob(args, dir + "/two.txt");
+  Result pair =
+      RunJob(TrainJob(2, WriteConfig(dir, "two", setup), {"--max-steps", "1"}), dir + "/two.txt");
   ASSERT_EQ(pair.code, 0) << pair.output;
   const auto a = Losses(dir + "/one"), b = Losses(dir + "/two");
   ASSERT_EQ(a.size(), 1u);
@@ -279,13 +280,7 @@ TEST(DataParallelTest, ResumedRunEndsLikeAnUninterruptedOne) {
   const std::string parts = WriteConfig(dir, "parts", RunSetup());
   auto train = [&](const std::string& config, std::vector<std::string> extra,
                    const std::string& log) {
-    std::vector<std::string> args = Mpirun(2);
-    for (const std::string& a :
-         {std::string(kTrain), std::string("--config"), config, std::string("--no-progress")}) {
-      args.push_back(a);
-    }
-    args.insert(args.end(), extra.begin(), extra.end());
-    return RunJob(args, dir + "/" + log);
+    return RunJob(TrainJob(2, config, extra), dir + "/" + log);
   };
   Result r = train(whole, {}, "whole.txt");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -364,12 +359,7 @@ TEST(DataParallelTest, ARankOutOfMemoryStopsTheJobWithItsMessage) {
 TEST(DataParallelTest, GlobalBatchMustSplitEvenly) {
   const std::string dir = Dir("uneven");
   std::string config = WriteConfig(dir, "run", RunSetup());
-  std::vector<std::string> args = Mpirun(3);
-  for (const std::string& a :
-       {std::string(kTrain), std::string("--config"), config, std::string("--no-progress")}) {
-    args.push_back(a);
-  }
-  Result r = RunJob(args, dir + "/out.txt");
+  Result r = RunJob(TrainJob(3, config), dir + "/out.txt");
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("3 ranks cannot split evenly"));
 }
@@ -382,12 +372,7 @@ TEST(DataParallelTest, SyncBatchNormRefusesBatchSlices) {
   setup.sync_batch_norm = true;
   setup.memory = "{conv_timing: model, chunk: 2}";
   std::string config = WriteConfig(dir, "run", setup);
-  std::vector<std::string> args = Mpirun(2);
-  for (const std::string& a :
-       {std::string(kTrain), std::string("--config"), config, std::string("--no-progress")}) {
-    args.push_back(a);
-  }
-  Result r = RunJob(args, dir + "/out.txt");
+  Result r = RunJob(TrainJob(2, config), dir + "/out.txt");
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("sync_batch_norm needs whole batches; set memory.chunk: off"));
 }
