@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "framework/check.h"
 #include "framework/clock.h"
 #include "framework/random.h"
 
@@ -17,18 +18,20 @@ Executor::Executor(const Net& net, Device* device, TensorStore& store)
 Tensor Executor::View(TensorId id) {
   if (id == kNoTensor) return Tensor();
   const TensorInfo& info = net_.schedule().tensors[id];
-  float* data = store_.computes() ? store_.Data(id) : nullptr;
   const Shape& shape = info.shape;
   if (slice_images_ == 0 || !IsTransient(info.kind) || shape.n() != net_.batch()) {
-    return Tensor(shape, data);
+    return Tensor(shape, store_.computes() ? store_.Data(id) : nullptr);
   }
+  const Shape slice(slice_images_, shape.c(), shape.h(), shape.w());
+  if (!store_.computes()) return Tensor(slice, nullptr);
+  if (float* staged = store_.StagedData(id)) return Tensor(slice, staged);
   // NCHW: a slice of the batch is a contiguous part of the tensor.
-  const int64_t image = shape.sample_size();
-  return Tensor(Shape(slice_images_, shape.c(), shape.h(), shape.w()),
-                data == nullptr ? nullptr : data + slice_begin_ * image);
+  return Tensor(slice, store_.Data(id) + slice_begin_ * shape.sample_size());
 }
 
 int64_t Executor::SliceImages() const {
+  const int64_t streamed = store_.StreamImages();
+  if (streamed > 0) return streamed;
   const int64_t chunk = store_.BatchChunk();
   return chunk > 0 && chunk < net_.batch() ? chunk : 0;
 }
@@ -49,6 +52,7 @@ Status Executor::CheckSlices() const {
 template <typename Call>
 void Executor::OverSlices(int layer, Pass pass, Call call) {
   const int64_t chunk = SliceImages(), batch = net_.batch();
+  const bool streamed = store_.StreamImages() > 0;
   if (chunk == 0) {
     BatchSlice whole;
     whole.image_order = store_.ImageOrder();
@@ -57,11 +61,14 @@ void Executor::OverSlices(int layer, Pass pass, Call call) {
   }
   const Layer& l = net_.layer(layer);
   slice_sums_.assign(l.slice_sums(pass), 0.0);
-  for (int sweep = 0; sweep < l.slice_sweeps(pass); ++sweep) {
+  const int sweeps = l.slice_sweeps(pass);
+  for (int sweep = 0; sweep < sweeps; ++sweep) {
     for (int64_t begin = 0; begin < batch; begin += chunk) {
       slice_begin_ = begin;
       slice_images_ = std::min(chunk, batch - begin);
+      if (streamed) store_.BeginSlice(begin, slice_images_, sweep + 1 == sweeps);
       call(BatchSlice{begin, batch, sweep, slice_sums_.data()});
+      if (streamed) store_.EndSlice(begin, slice_images_, sweep + 1 == sweeps);
     }
   }
   slice_begin_ = 0;
@@ -168,7 +175,12 @@ void Executor::ReadLoss(int layer, LossResult* result) {
   const Shape& shape = net_.schedule().tensors[out].shape;
   const int64_t n = shape.n(), classes = shape.sample_size();
   scores_.resize(shape.numel());
-  device_->CopySync(scores_.data(), store_.Data(out), shape.bytes(), CopyKind::kDeviceToHost);
+  if (store_.StreamImages() > 0) {  // the scores went to host memory slice by slice
+    Status status = store_.ReadTensor(out, scores_.data());
+    SPILL_CHECK(status.ok()) << status.ToString();
+  } else {
+    device_->CopySync(scores_.data(), store_.Data(out), shape.bytes(), CopyKind::kDeviceToHost);
+  }
   double total = 0;
   int64_t correct = 0;
   for (int64_t i = 0; i < n; ++i) {

@@ -10,7 +10,10 @@
 // computation runs slice by slice - every sweep the layer needs over all the
 // slices - on views of the batch-major tensors (activations, their
 // gradients, per-image saved tensors); the layers' reductions run in image
-// order, so the results are the bits of the whole-batch computation.
+// order, so the results are the bits of the whole-batch computation. A
+// streamed step (TensorStore::StreamImages) runs the same way, with the
+// store copying each slice in and out around the call and the views of its
+// staged tensors in the store's staging blocks.
 #ifndef SPILL_FRAMEWORK_EXECUTOR_H_
 #define SPILL_FRAMEWORK_EXECUTOR_H_
 

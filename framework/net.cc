@@ -172,6 +172,9 @@ NetworkView Net::view() const {
     }
     summary.forward_work = l.work(Pass::kForward, inputs, decls_[id].output_shapes);
     summary.backward_work = l.work(Pass::kBackward, inputs, decls_[id].output_shapes);
+    summary.slices = l.supports_slices();
+    summary.forward_sweeps = l.slice_sweeps(Pass::kForward);
+    summary.backward_sweeps = l.slice_sweeps(Pass::kBackward);
     view.layers.push_back(std::move(summary));
   }
   return view;

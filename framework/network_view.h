@@ -25,6 +25,11 @@ struct LayerSummary {
   // Work of each pass, for time models (memory/sim/).
   LayerWork forward_work;
   LayerWork backward_work;
+  // Batch slices (Layer::slice_sweeps, supports_slices): whether the layer
+  // computes slices of the batch, and the sweeps each pass makes over them.
+  bool slices = false;
+  int forward_sweeps = 1;
+  int backward_sweeps = 1;
 };
 
 // The algorithms each operation of a layer can run with (convolution: one

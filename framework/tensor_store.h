@@ -75,6 +75,22 @@ class TensorStore {
   // computes the whole batch at once (a convolution algorithm is pinned), so
   // that slices give the same bits; otherwise the fastest order.
   virtual bool ImageOrder() const { return false; }
+
+  // Streamed steps: a step whose tensors do not fit the device at once keeps
+  // its batch-major tensors in host memory and computes slices of the batch,
+  // each brought into staging blocks on the device and its results sent back
+  // (memory.chunk). Images per slice of the step being prepared and run; 0:
+  // the step is not streamed.
+  virtual int64_t StreamImages() const { return 0; }
+  // Around each call of a streamed step: the slice's staged inputs are copied
+  // in before it, its outputs out after it. `last_sweep`: the call writes
+  // the step's outputs (Layer::slice_sweeps; gradients added into are then
+  // also brought in).
+  virtual void BeginSlice(int64_t begin, int64_t images, bool last_sweep) {}
+  virtual void EndSlice(int64_t begin, int64_t images, bool last_sweep) {}
+  // The device address of the current slice of a tensor the streamed step
+  // stages; null for the step's other tensors (they are whole on the device).
+  virtual float* StagedData(TensorId id) { return nullptr; }
   // False when planning: no memory exists and no kernel may run.
   virtual bool computes() const = 0;
 };

@@ -33,6 +33,10 @@ const char* MemoryEventName(MemoryEventType type) {
       return "remap";
     case MemoryEventType::kUpdate:
       return "update";
+    case MemoryEventType::kStreamIn:
+      return "stream_in";
+    case MemoryEventType::kStreamOut:
+      return "stream_out";
   }
   return "?";
 }

@@ -38,6 +38,10 @@ enum class MemoryEventType {
                     // size; offset 1: in host memory, after its gradient's copy)
   kRemap,           // at the end of an iteration, chunks remapped so the next one starts
                     // from the same ranges (allocators that map memory: va)
+  kStreamIn,        // a streamed step copies slices of a tensor in from host memory (bytes:
+                    // all its slices over every sweep); before the step's compute
+  kStreamOut,       // a streamed step copied slices of a tensor it wrote out to host memory
+                    // (bytes: the whole tensor); after the step's compute
 };
 const char* MemoryEventName(MemoryEventType type);
 

@@ -33,6 +33,7 @@ struct StepRecord {
   size_t workspace = 0;        // workspace bytes granted to the step
   size_t host = 0;             // bytes in host memory (offloaded tensors, parameters kept there)
   std::string algorithm;       // convolution algorithm chosen, if any
+  int64_t slice_images = 0;    // streamed: images per slice (0: the batch on the device at once)
 };
 
 struct MemoryLog {

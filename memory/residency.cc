@@ -317,6 +317,37 @@ void ResidencyManager::Drop(TensorId id) {
 
 void ResidencyManager::MarkWritten(TensorId id) { slots_[id].host_valid = false; }
 
+void ResidencyManager::CopySliceIn(TensorId id, void* staging, size_t offset, size_t bytes) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.has_host && slot.host_valid) << schedule_.tensors[id].name;
+  Queue& copy = device_->copy_queue();
+  copy.Wait(device_->compute_queue().Record());  // the previous slice is done with `staging`
+  device_->CopyAsync(staging, host_base_ + slot.host.offset + offset, bytes,
+                     CopyKind::kHostToDevice, copy);
+  device_->compute_queue().Wait(copy.Record());
+}
+
+void ResidencyManager::CopySliceOut(TensorId id, const void* staging, size_t offset, size_t bytes) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.has_host) << schedule_.tensors[id].name;
+  Queue& copy = device_->copy_queue();
+  copy.Wait(device_->compute_queue().Record());  // after the compute that wrote the slice
+  device_->CopyAsync(host_base_ + slot.host.offset + offset, staging, bytes,
+                     CopyKind::kDeviceToHost, copy);
+  slot.event = copy.Record();
+  slot.host_valid = true;
+}
+
+void ResidencyManager::CountStreamIn(TensorId id, size_t bytes) {
+  counters_.to_device_bytes += bytes;
+  Record(MemoryEventType::kStreamIn, id, bytes);
+}
+
+void ResidencyManager::CountStreamOut(TensorId id, size_t bytes) {
+  counters_.to_host_bytes += bytes;
+  Record(MemoryEventType::kStreamOut, id, bytes);
+}
+
 StatusOr<Allocation> ResidencyManager::NoteRefusedOffloads(StatusOr<Allocation> block) const {
   if (block.ok() || pin_failure_.empty()) return block;
   return Status(block.status().code(),

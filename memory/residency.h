@@ -94,6 +94,18 @@ class ResidencyManager {
   void Drop(TensorId id);
   // The tensor was written: a host copy no longer matches.
   void MarkWritten(TensorId id);
+  // Streamed steps (the tensor stays kHost; slices of it pass through a
+  // staging block the caller owns). CopySliceIn copies `bytes` at `offset` of
+  // its host copy into `staging` after the compute queued so far, and
+  // compute waits for it; CopySliceOut copies back after the compute that
+  // wrote the slice (WaitForCopy before `staging` is written again).
+  // CountStreamIn (before the step's compute) and CountStreamOut (after it)
+  // count a streamed step's copies of one tensor and record them, in plans
+  // and runs alike (the copies themselves happen only in runs).
+  void CopySliceIn(TensorId id, void* staging, size_t offset, size_t bytes);
+  void CopySliceOut(TensorId id, const void* staging, size_t offset, size_t bytes);
+  void CountStreamIn(TensorId id, size_t bytes);
+  void CountStreamOut(TensorId id, size_t bytes);
   // Slides every device block down into the holes below it, moving the
   // bytes, so that the free device memory becomes one segment. Waits for
   // copies in flight first. Returns the bytes moved. Only where the

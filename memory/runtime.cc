@@ -12,7 +12,8 @@ MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& optio
       schedule_(*view.schedule),
       options_(options),
       device_(device),
-      host_pool_(options.offload || options.params.kind != ParamPlacement::Kind::kDevice
+      host_pool_(options.offload || options.params.kind != ParamPlacement::Kind::kDevice ||
+                         options.batch_chunk != kBatchChunkOff
                      ? options.host_budget
                      : 0,
                  FitPolicy::kFirstFit),
@@ -196,23 +197,44 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
   step_compacted_ = residency_->counters().compacted_bytes;
   step_recomputed_ = recomputations_;
   SPILL_RETURN_IF_ERROR(failure_);
-  for (TensorId id : step.reads) {
-    SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, runner));
-    Pin(id);
-  }
-  for (TensorId id : allocator_->PlacementOrder(step)) {
-    if (residency_->state(id) == Residency::kOffloading) residency_->CancelOffload(id);
-    if (residency_->state(id) == Residency::kHost) SPILL_RETURN_IF_ERROR(AllocateForWrite(id));
-    if (!residency_->on_device(id)) SPILL_RETURN_IF_ERROR(AllocateTensor(id));
-    Pin(id);
-  }
   std::string choice;
-  if (step.active) SPILL_RETURN_IF_ERROR(ChooseWorkspace(step.layer, step.pass, &choice));
+  if (MustStream(step)) {
+    SPILL_RETURN_IF_ERROR(PrepareStreamed(step, runner, &choice));
+  } else {
+    Status whole = PrepareOnDevice(step, runner, &choice);
+    if (!whole.ok()) {
+      if (whole.code() != StatusCode::kOutOfMemory || !CanStream(step)) return whole;
+      // Whatever the attempt placed stays where it is; the staged tensors
+      // move to host memory.
+      UnpinAll();
+      FreeWorkspace();
+      choice.clear();
+      SPILL_RETURN_IF_ERROR(PrepareStreamed(step, runner, &choice));
+    }
+  }
   // Upcoming tensors come back into whatever room the step leaves; the copies
   // overlap this step's computation.
   SPILL_RETURN_IF_ERROR(RunActions(plan_->before[step.index], &runner));
   Record(step);
   current_.steps.back().algorithm = choice;
+  return Status::Ok();
+}
+
+Status MemoryRuntime::PrepareOnDevice(const Step& step, StepRunner& runner, std::string* choice) {
+  for (TensorId id : step.reads) {
+    SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, runner));
+    Pin(id);
+  }
+  for (TensorId id : allocator_->PlacementOrder(step)) SPILL_RETURN_IF_ERROR(PrepareWrite(id));
+  if (step.active) SPILL_RETURN_IF_ERROR(ChooseWorkspace(step.layer, step.pass, choice));
+  return Status::Ok();
+}
+
+Status MemoryRuntime::PrepareWrite(TensorId id) {
+  if (residency_->state(id) == Residency::kOffloading) residency_->CancelOffload(id);
+  if (residency_->state(id) == Residency::kHost) SPILL_RETURN_IF_ERROR(AllocateForWrite(id));
+  if (!residency_->on_device(id)) SPILL_RETURN_IF_ERROR(AllocateTensor(id));
+  Pin(id);
   return Status::Ok();
 }
 
@@ -312,10 +334,14 @@ void MemoryRuntime::FinishStep(const Step& step) {
     e.layer = step.layer;
     log_events_.Add(e);
   }
+  FinishStreamed();
   FreeWorkspace();
   algorithms_.clear();
   UnpinAll();
-  for (TensorId id : step.writes) residency_->MarkWritten(id);
+  for (TensorId id : step.writes) {
+    // A streamed step's outputs are in host memory, written there.
+    if (residency_->state(id) != Residency::kHost) residency_->MarkWritten(id);
+  }
   // A training forward updates a layer's non-trainable parameters (batch
   // norm's running statistics): their host copies are no longer current.
   if (phase_ == Phase::kTrain && step.pass == Pass::kForward) {
@@ -391,6 +417,7 @@ void MemoryRuntime::Record(const Step& step) {
   record.workspace = workspace_.bytes;
   record.live_tensors = residency_->resident_transient();
   record.host = host_pool_.stats().total_in_use;
+  record.slice_images = stream_images_;
   if (options_.record_live || step.index == capture_step_) record.live = LiveTransient();
   current_.steps.push_back(std::move(record));
 }

@@ -87,6 +87,11 @@ class MemoryRuntime : public TensorStore {
   bool ImageOrder() const override {
     return options_.workspace.kind == WorkspacePolicy::Kind::kPin;
   }
+  // Streamed steps (runtime_streaming.cc).
+  int64_t StreamImages() const override { return stream_images_; }
+  void BeginSlice(int64_t begin, int64_t images, bool last_sweep) override;
+  void EndSlice(int64_t begin, int64_t images, bool last_sweep) override;
+  float* StagedData(TensorId id) override;
 
   const MemoryOptions& options() const { return options_; }
   // Records of the last completed iteration.
@@ -116,15 +121,44 @@ class MemoryRuntime : public TensorStore {
   std::vector<TensorId> LiveTransient() const;
   void Record(const Step& step);
   Status RunActions(const std::vector<TransferAction>& actions, StepRunner* runner);
+  // Every tensor of the step whole on the device, and its workspace.
+  Status PrepareOnDevice(const Step& step, StepRunner& runner, std::string* choice);
+  // A tensor the step writes: device memory for it (pinned).
+  Status PrepareWrite(TensorId id);
   void RunAfterStep(const TransferAction& action);
   void Release(TensorId id);
   void Retire(TensorId id);
   void Drop(TensorId id);
   void Unreference(TensorId id);
 
+  // Streamed steps (runtime_streaming.cc): a step whose tensors do not fit
+  // keeps its batch-major tensors in host memory and computes the batch in
+  // slices through staging blocks.
+  bool BatchMajor(TensorId id) const;
+  bool CanStream(const Step& step) const;
+  // The step's transient tensors alone exceed the memory the persistent ones
+  // leave: no point in trying it whole.
+  bool MustStream(const Step& step) const;
+  Status PrepareStreamed(const Step& step, StepRunner& runner, std::string* choice);
+  Status StageRead(TensorId id, bool accumulated, StepRunner& runner);
+  Status StageWrite(TensorId id);
+  // The tensor's value in host memory alone (rebuilt first if dropped).
+  Status MoveToHost(TensorId id, StepRunner& runner);
+  // Staging blocks for the largest slice that fits (memory.chunk: auto) or
+  // for the configured one, then the step's workspace.
+  Status AllocateStaging(const Step& step, std::string* choice);
+  Status TryStaging(int64_t images);
+  int64_t AutoStreamImages(size_t image_bytes) const;
+  void FinishStreamed();
+  void FreeStaging();
+
   // Making tensors resident (runtime_residency.cc).
   Status EnsureOnDevice(TensorId id, StepRunner& runner);
   Status Rebuild(TensorId id, StepRunner& runner);
+  // Device memory for a rebuilt layer's outputs, listing those placed here
+  // with the state each had.
+  Status PlaceOutputs(const LayerTensors& lt, std::vector<std::pair<TensorId, Residency>>* placed);
+  Status RecomputeLayer(int layer, StepRunner& runner);
   void ReleaseSources(TensorId id, const std::vector<TensorId>& rebuilt);
   Status AllocateTensor(TensorId id);
   // A tensor the step overwrites: a device block (its host copy, if any,
@@ -209,6 +243,19 @@ class MemoryRuntime : public TensorStore {
   // Per layer: the algorithms its forward ran with in this iteration.
   std::vector<std::vector<int>> forward_algorithms_;
   int64_t recomputations_ = 0;
+  // The streamed step being run: its staged tensors and images per slice
+  // (0: the step is not streamed).
+  struct Staged {
+    TensorId id = kNoTensor;
+    size_t image_bytes = 0;
+    bool read = false;         // copied in before each call
+    bool accumulated = false;  // added into: copied in before each call of the last sweep
+    bool written = false;      // copied out after each call of the last sweep
+    AllocationId block = -1;
+    char* data = nullptr;  // the staging block; null when planning
+  };
+  std::vector<Staged> staged_;
+  int64_t stream_images_ = 0;
   int capture_step_ = -1;  // step whose live tensors are listed
   size_t run_peak_ = 0;
   size_t step_to_host_ = 0, step_to_device_ = 0, step_compacted_ = 0;

@@ -271,6 +271,50 @@ void MemoryRuntime::ReleaseSources(TensorId id, const std::vector<TensorId>& reb
   }
 }
 
+Status MemoryRuntime::PlaceOutputs(const LayerTensors& lt,
+                                   std::vector<std::pair<TensorId, Residency>>* placed) {
+  for (TensorId out : lt.outputs) {
+    if (!residency_->on_device(out)) {
+      const Residency before = residency_->state(out);
+      SPILL_RETURN_IF_ERROR(AllocateTensor(out));
+      placed->push_back({out, before});
+    }
+    Pin(out);
+  }
+  return Status::Ok();
+}
+
+// The recomputation itself, in a workspace of its own (the step's, if any,
+// is kept aside) and never streamed: a rebuild ahead of a later step may
+// come after a streamed step was prepared.
+Status MemoryRuntime::RecomputeLayer(int layer, StepRunner& runner) {
+  const Workspace outer = workspace_;
+  const AllocationId outer_id = workspace_id_;
+  const std::vector<int> outer_algorithms = algorithms_;
+  std::vector<Staged> outer_staged;
+  outer_staged.swap(staged_);
+  const int64_t outer_images = stream_images_;
+  stream_images_ = 0;
+  workspace_id_ = -1;
+  Status status = ReuseForwardWorkspace(layer);
+  if (status.ok()) status = runner.Recompute(layer);
+  FreeWorkspace();
+  workspace_ = outer;
+  workspace_id_ = outer_id;
+  algorithms_ = outer_algorithms;
+  staged_.swap(outer_staged);
+  stream_images_ = outer_images;
+  SPILL_RETURN_IF_ERROR(status);
+  ++recomputations_;
+  if (options_.record_events) {
+    MemoryEvent e;
+    e.type = MemoryEventType::kRecompute;
+    e.layer = layer;
+    log_events_.Add(e);
+  }
+  return Status::Ok();
+}
+
 // Reruns the forward of the layer that produced `id`, rebuilding its dropped
 // inputs first. Inputs rebuilt only for this, in memory-centric segments,
 // are dropped again at once.
@@ -288,31 +332,27 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
       Pin(in);
     }
   }
-  for (TensorId out : lt.outputs) {
-    if (!residency_->on_device(out)) SPILL_RETURN_IF_ERROR(AllocateTensor(out));
-    Pin(out);
-  }
-  const Workspace outer = workspace_;
-  const AllocationId outer_id = workspace_id_;
-  const std::vector<int> outer_algorithms = algorithms_;
-  workspace_id_ = -1;
-  SPILL_RETURN_IF_ERROR(ReuseForwardWorkspace(layer));
-  SPILL_RETURN_IF_ERROR(runner.Recompute(layer));
-  ++recomputations_;
-  if (options_.record_events) {
-    MemoryEvent e;
-    e.type = MemoryEventType::kRecompute;
-    e.layer = layer;
-    log_events_.Add(e);
+  // Outputs placed here hold nothing until the layer has run: if it cannot
+  // run (no room for its workspace), they go back to where they were, so a
+  // step that then streams finds no tensor claiming data it does not hold.
+  std::vector<std::pair<TensorId, Residency>> placed;
+  Status status = PlaceOutputs(lt, &placed);
+  if (status.ok()) status = RecomputeLayer(layer, runner);
+  if (!status.ok()) {
+    for (const auto& [out, before] : placed) {
+      if (before == Residency::kDropped) {
+        residency_->Drop(out);
+      } else {
+        residency_->Release(out);
+      }
+      cache_.Remove(out);
+    }
+    return status;
   }
   // A memory-centric tensor will be dropped and rebuilt again: it keeps its
   // sources until it dies.
   const bool memory_centric = MemoryCentric(id);
   if (!memory_centric) Unreference(id);
-  FreeWorkspace();
-  workspace_ = outer;
-  workspace_id_ = outer_id;
-  algorithms_ = outer_algorithms;
   for (TensorId out : lt.outputs) residency_->MarkWritten(out);
   // Lift the pins of this rebuild; keep the caller's.
   for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);

@@ -55,9 +55,13 @@ constexpr Variant kVariants[] = {
     {"gtbm_soft", "gtbm_soft", "lru", false},
     {"caching", "caching", "lru", false},
     // Steps computed over slices of the batch (memory.chunk): one image at a
-    // time, and two (slices of 2 and 1 of the batch of 3).
+    // time, and two (slices of 2 and 1 of the batch of 3); at the smallest
+    // budgets steps stream, their tensors in host memory. `auto` slices only
+    // the steps that stream, as large as fits.
     {"chunk_1", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, 1},
     {"chunk_2", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, 2},
+    {"chunk_auto", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkAuto},
+    {"chunk_auto_gtbm", "gtbm", "lru", false, kDefaultChunkBytes, "device", false, kBatchChunkAuto},
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
@@ -141,6 +145,7 @@ void ExpectRunAsPlanned(const NetSpec& spec, const testing::SyntheticRun& run,
     ASSERT_EQ(p.to_host, r.to_host) << what << " step " << s + 1;
     ASSERT_EQ(p.to_device, r.to_device) << what << " step " << s + 1;
     ASSERT_EQ(p.recomputed, r.recomputed) << what << " step " << s + 1;
+    ASSERT_EQ(p.slice_images, r.slice_images) << what << " step " << s + 1;
   }
   EXPECT_EQ(plan->peak, m.peak) << what;
   EXPECT_LE(plan->peak, run.memory.device_budget) << what;
@@ -271,6 +276,16 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
   if (liveness->log.peak > tight.log.persistent + l_peak) {
     EXPECT_GT(tight.to_host + static_cast<size_t>(tight.recomputations), 0u);
   }
+  // Streamed steps go below that floor: with memory.chunk auto the smallest
+  // budget is under the largest step's memory, and steps run in slices.
+  r.memory.batch_chunk = kBatchChunkAuto;
+  r.memory.device_budget = *MinimumBudget((*net)->view(), r.memory, kPoolBlockBytes);
+  auto streamed = testing::TrainSynthetic(spec, r);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().ToString();
+  EXPECT_LT(streamed->log.peak, tight.log.persistent + l_peak);
+  int sliced = 0;
+  for (const StepRecord& step : streamed->log.steps) sliced += step.slice_images > 0;
+  EXPECT_GT(sliced, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, VariantTest,

@@ -181,6 +181,16 @@ void Simulator::Apply(const MemoryEvent& e) {
     case MemoryEventType::kRemap:
       Remap(e);
       return;
+    case MemoryEventType::kStreamIn:  // modelled without overlap: all slices before the step
+      Copy(e, /*to_host=*/false);
+      ComputeWaits(pending_[e.tensor], TensorName(e.tensor), e.step);
+      pending_[e.tensor] = kNoCopy;
+      return;
+    case MemoryEventType::kStreamOut:  // and all after it; the staging blocks wait for them
+      Copy(e, /*to_host=*/true);
+      HostWaits(pending_[e.tensor], TensorName(e.tensor), e.step);
+      pending_[e.tensor] = kNoCopy;
+      return;
     case MemoryEventType::kUpdate:
       // A parameter's solver step: on the device it is part of the
       // iteration's update time; in host memory it runs on the host beside

@@ -1,0 +1,260 @@
+// MemoryRuntime, third part: streamed steps, which take a step below the
+// size of its own tensors (memory.chunk: auto or N).
+//
+// A step whose tensors do not fit the device at once - its transient
+// tensors alone exceed what the persistent ones leave, or placing them whole
+// ran out of memory even after the tensor cache made what room it could -
+// keeps its batch-major tensors (activations, their gradients, per-image
+// saved tensors) in host memory and computes the batch slice by slice. Each
+// staged tensor gets a staging block of one slice on the device; before a
+// call the slice of every tensor it reads is copied in (and of every
+// gradient it adds into, in its last sweep), after the call the slice it
+// wrote is copied out. The step's other tensors (parameters, per-channel
+// statistics) are on the device whole, as in any step.
+//
+// The slice is the configured one, or under `auto` the largest for which the
+// staging blocks take at most half of the memory the persistent tensors
+// leave (the rest stays for tensors later steps reuse), shrunk until the
+// blocks and a workspace fit. Like every other decision, this depends on the
+// schedule and the pools alone, so a plan streams exactly the steps a run
+// streams, with the same slices and the same bytes moved.
+#include <algorithm>
+
+#include "framework/logging.h"
+#include "memory/runtime.h"
+
+namespace spill {
+namespace {
+
+// Of the memory the persistent tensors leave, the share staging blocks may
+// take when the slice is chosen automatically.
+constexpr double kStagingShare = 0.5;
+
+bool Contains(const std::vector<TensorId>& ids, TensorId id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+}  // namespace
+
+bool MemoryRuntime::BatchMajor(TensorId id) const {
+  const TensorInfo& info = schedule_.tensors[id];
+  return IsTransient(info.kind) && view_.batch > 1 && info.shape.n() == view_.batch;
+}
+
+bool MemoryRuntime::CanStream(const Step& step) const {
+  if (options_.batch_chunk == kBatchChunkOff || !options_.liveness || !step.active ||
+      host_pool_.capacity() == 0 || !view_.layer(step.layer).slices) {
+    return false;
+  }
+  for (TensorId id : step.reads) {
+    if (BatchMajor(id)) return true;
+  }
+  for (TensorId id : step.writes) {
+    if (BatchMajor(id)) return true;
+  }
+  return false;
+}
+
+bool MemoryRuntime::MustStream(const Step& step) const {
+  if (!CanStream(step)) return false;
+  std::vector<TensorId> tensors;
+  size_t bytes = 0;
+  for (const std::vector<TensorId>* group : {&step.reads, &step.writes}) {
+    for (TensorId id : *group) {
+      if (!IsTransient(schedule_.tensors[id].kind) || Contains(tensors, id)) continue;
+      tensors.push_back(id);
+      bytes += schedule_.tensors[id].bytes;
+    }
+  }
+  return bytes + log_.persistent > allocator_->capacity();
+}
+
+Status MemoryRuntime::PrepareStreamed(const Step& step, StepRunner& runner, std::string* choice) {
+  staged_.clear();
+  for (TensorId id : step.reads) {
+    if (BatchMajor(id)) {
+      SPILL_RETURN_IF_ERROR(StageRead(id, Contains(step.accumulates, id), runner));
+      continue;
+    }
+    SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, runner));
+    Pin(id);
+  }
+  for (TensorId id : allocator_->PlacementOrder(step)) {
+    SPILL_RETURN_IF_ERROR(BatchMajor(id) ? StageWrite(id) : PrepareWrite(id));
+  }
+  SPILL_RETURN_IF_ERROR(AllocateStaging(step, choice));
+  const LayerSummary& layer = view_.layer(step.layer);
+  const size_t sweeps = static_cast<size_t>(step.pass == Pass::kForward ? layer.forward_sweeps
+                                                                        : layer.backward_sweeps);
+  for (const Staged& t : staged_) {
+    const size_t bytes = schedule_.tensors[t.id].bytes;
+    const size_t in = t.read ? sweeps * bytes : t.accumulated ? bytes : 0;
+    if (in > 0) residency_->CountStreamIn(t.id, in);
+  }
+  return Status::Ok();
+}
+
+// Staged tensors are pinned like any tensor of a step: a rebuild for a later
+// read may bring one back to the device, and it must not be evicted (which
+// could drop its host copy) while the step runs.
+Status MemoryRuntime::StageRead(TensorId id, bool accumulated, StepRunner& runner) {
+  SPILL_RETURN_IF_ERROR(MoveToHost(id, runner));
+  Pin(id);
+  Staged t;
+  t.id = id;
+  t.image_bytes = schedule_.tensors[id].bytes / static_cast<size_t>(view_.batch);
+  t.read = !accumulated;
+  t.accumulated = t.written = accumulated;
+  staged_.push_back(t);
+  return Status::Ok();
+}
+
+Status MemoryRuntime::StageWrite(TensorId id) {
+  for (const Staged& t : staged_) {
+    if (t.id == id) return Status::Ok();  // a gradient added into: staged as read
+  }
+  const TensorInfo& info = schedule_.tensors[id];
+  if (residency_->state(id) != Residency::kUnallocated) {
+    // Placed by the attempt to run the step whole; it holds nothing yet.
+    residency_->Release(id);
+    cache_.Remove(id);
+  }
+  Status status = residency_->AllocateOnHost(id);
+  if (!status.ok()) {
+    return Fail(status, "'" + info.name + "' in host memory for a streamed step", info.bytes);
+  }
+  Pin(id);
+  Staged t;
+  t.id = id;
+  t.image_bytes = info.bytes / static_cast<size_t>(view_.batch);
+  t.written = true;
+  staged_.push_back(t);
+  return Status::Ok();
+}
+
+Status MemoryRuntime::MoveToHost(TensorId id, StepRunner& runner) {
+  if (residency_->state(id) == Residency::kDropped) SPILL_RETURN_IF_ERROR(Rebuild(id, runner));
+  if (residency_->state(id) == Residency::kHost) return Status::Ok();
+  if (residency_->state(id) == Residency::kPrefetching) residency_->FinishPrefetch(id);
+  if (residency_->state(id) == Residency::kDevice) {
+    Status status = residency_->BeginOffload(id);
+    if (!status.ok()) {
+      const TensorInfo& info = schedule_.tensors[id];
+      return Fail(status, "'" + info.name + "' in host memory for a streamed step", info.bytes);
+    }
+  }
+  SPILL_CHECK(residency_->state(id) == Residency::kOffloading)
+      << schedule_.tensors[id].name << " is " << ResidencyName(residency_->state(id));
+  residency_->FinishOffload(id);
+  cache_.Remove(id);
+  return Status::Ok();
+}
+
+int64_t MemoryRuntime::AutoStreamImages(size_t image_bytes) const {
+  const size_t capacity = allocator_->capacity();
+  const size_t room = capacity > log_.persistent ? capacity - log_.persistent : 0;
+  const double images =
+      kStagingShare * static_cast<double>(room) / static_cast<double>(image_bytes);
+  return std::clamp<int64_t>(static_cast<int64_t>(images), 1, view_.batch);
+}
+
+Status MemoryRuntime::AllocateStaging(const Step& step, std::string* choice) {
+  size_t image_bytes = 0;
+  for (const Staged& t : staged_) image_bytes += t.image_bytes;
+  const bool fixed = options_.batch_chunk > 0;
+  int64_t images =
+      fixed ? std::min(options_.batch_chunk, view_.batch) : AutoStreamImages(image_bytes);
+  for (;;) {
+    Status status = TryStaging(images);
+    if (status.ok()) {
+      status = ChooseWorkspace(step.layer, step.pass, choice);
+      if (status.ok()) {
+        stream_images_ = images;
+        return status;
+      }
+      FreeStaging();
+      choice->clear();
+    }
+    if (status.code() != StatusCode::kOutOfMemory) return status;
+    if (MakeRoom(static_cast<size_t>(images) * image_bytes)) continue;
+    if (fixed || images == 1) return status;
+    images = std::max<int64_t>(1, images * 3 / 4);
+  }
+}
+
+Status MemoryRuntime::TryStaging(int64_t images) {
+  for (Staged& t : staged_) {
+    const TensorInfo& info = schedule_.tensors[t.id];
+    AllocRequest request;
+    request.bytes = static_cast<size_t>(images) * t.image_bytes;
+    request.category = CategoryOf(info.kind);
+    request.tensor = t.id;
+    request.step = step_;
+    auto block = allocator_->Allocate(request);
+    if (!block.ok()) {
+      FreeStaging();
+      return Fail(block.status(),
+                  "a staging block for " + std::to_string(images) + " images of '" + info.name +
+                      "' (" + FormatBytes(static_cast<double>(request.bytes)) + ")",
+                  request.bytes);
+    }
+    t.block = block->id;
+    if (device_base_ != nullptr) {
+      t.data = static_cast<char*>(device_base_) + block->offset;
+      device_->AnnotateAllocation(t.data, request.bytes);
+    }
+  }
+  return Status::Ok();
+}
+
+void MemoryRuntime::FreeStaging() {
+  for (Staged& t : staged_) {
+    if (t.block < 0) continue;
+    if (t.data != nullptr) device_->AnnotateFree(t.data);
+    allocator_->Free(t.block);
+    t.block = -1;
+    t.data = nullptr;
+  }
+}
+
+void MemoryRuntime::FinishStreamed() {
+  if (stream_images_ == 0) return;
+  for (const Staged& t : staged_) {
+    if (!t.written) continue;
+    // The staging block is given back once its last copy out is done.
+    if (device_ != nullptr) residency_->WaitForCopy(t.id);
+    residency_->CountStreamOut(t.id, schedule_.tensors[t.id].bytes);
+  }
+  FreeStaging();
+  staged_.clear();
+  stream_images_ = 0;
+}
+
+void MemoryRuntime::BeginSlice(int64_t begin, int64_t images, bool last_sweep) {
+  for (const Staged& t : staged_) {
+    // The previous slice's copy out has left the block before it is refilled.
+    if (t.written) residency_->WaitForCopy(t.id);
+    if (t.read || (t.accumulated && last_sweep)) {
+      residency_->CopySliceIn(t.id, t.data, static_cast<size_t>(begin) * t.image_bytes,
+                              static_cast<size_t>(images) * t.image_bytes);
+    }
+  }
+}
+
+void MemoryRuntime::EndSlice(int64_t begin, int64_t images, bool last_sweep) {
+  if (!last_sweep) return;
+  for (const Staged& t : staged_) {
+    if (!t.written) continue;
+    residency_->CopySliceOut(t.id, t.data, static_cast<size_t>(begin) * t.image_bytes,
+                             static_cast<size_t>(images) * t.image_bytes);
+  }
+}
+
+float* MemoryRuntime::StagedData(TensorId id) {
+  for (const Staged& t : staged_) {
+    if (t.id == id) return reinterpret_cast<float*>(t.data);
+  }
+  return nullptr;
+}
+
+}  // namespace spill
