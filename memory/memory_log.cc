@@ -49,7 +49,8 @@ std::string MemoryLogCsv(const MemoryLog& log, const Schedule& schedule,
     std::replace(name.begin(), name.end(), ' ', '_');
     out << "," << name;
   }
-  out << ",total,peak,live_tensors,to_host,to_device,recomputed,compacted,workspace,algorithm";
+  out << ",total,peak,live_tensors,to_host,to_device,recomputed,compacted,workspace,algorithm,"
+         "slice_images";
   if (!log.steps.empty() && !log.steps[0].live.empty()) out << ",live";
   out << "\n";
   for (const StepRecord& r : log.steps) {
@@ -57,7 +58,7 @@ std::string MemoryLogCsv(const MemoryLog& log, const Schedule& schedule,
     for (size_t bytes : r.in_use) out << "," << bytes;
     out << "," << r.total << "," << r.peak << "," << r.live_tensors << "," << r.to_host << ","
         << r.to_device << "," << r.recomputed << "," << r.compacted << "," << r.workspace << ","
-        << r.algorithm;
+        << r.algorithm << "," << r.slice_images;
     if (!r.live.empty()) {
       out << ",";
       for (size_t i = 0; i < r.live.size(); ++i)
@@ -89,7 +90,8 @@ std::string MemoryLogJson(const MemoryLog& log, const Schedule& schedule,
                  {"recomputed", r.recomputed},
                  {"compacted", r.compacted},
                  {"workspace", r.workspace},
-                 {"algorithm", r.algorithm}};
+                 {"algorithm", r.algorithm},
+                 {"slice_images", r.slice_images}};
     if (!r.live.empty()) {
       Json live = Json::array();
       for (TensorId t : r.live) live.push_back(schedule.tensors[t].name);

@@ -142,11 +142,18 @@ class MemoryRuntime : public TensorStore {
   Status PrepareStreamed(const Step& step, StepRunner& runner, std::string* choice);
   Status StageRead(TensorId id, bool accumulated, StepRunner& runner);
   Status StageWrite(TensorId id);
+  bool Staged(TensorId id) const;
   // The tensor's value in host memory alone (rebuilt first if dropped).
   Status MoveToHost(TensorId id, StepRunner& runner);
   // Staging blocks for the largest slice that fits (memory.chunk: auto) or
   // for the configured one, then the step's workspace.
-  Status AllocateStaging(const Step& step, std::string* choice);
+  // `recompute`: the layer's forward rerun, in the workspace and algorithms
+  // its forward step had.
+  Status AllocateStaging(int layer, Pass pass, bool recompute, std::string* choice);
+  void CountStagedIn(int sweeps);
+  bool CanStreamRebuild(int layer) const;
+  // Recomputes `layer` streamed: its outputs end in host memory.
+  Status RebuildStreamed(int layer, StepRunner& runner);
   Status TryStaging(int64_t images);
   int64_t AutoStreamImages(size_t image_bytes) const;
   void FinishStreamed();
@@ -158,7 +165,10 @@ class MemoryRuntime : public TensorStore {
   // Device memory for a rebuilt layer's outputs, listing those placed here
   // with the state each had.
   Status PlaceOutputs(const LayerTensors& lt, std::vector<std::pair<TensorId, Residency>>* placed);
+  Status RebuildOnDevice(int layer, StepRunner& runner, std::vector<TensorId>* rebuilt);
   Status RecomputeLayer(int layer, StepRunner& runner);
+  Status AsideFromStep(const std::function<Status()>& body);
+  void CountRecomputation(int layer);
   void ReleaseSources(TensorId id, const std::vector<TensorId>& rebuilt);
   Status AllocateTensor(TensorId id);
   // A tensor the step overwrites: a device block (its host copy, if any,
@@ -245,7 +255,7 @@ class MemoryRuntime : public TensorStore {
   int64_t recomputations_ = 0;
   // The streamed step being run: its staged tensors and images per slice
   // (0: the step is not streamed).
-  struct Staged {
+  struct StagedTensor {
     TensorId id = kNoTensor;
     size_t image_bytes = 0;
     bool read = false;         // copied in before each call
@@ -254,7 +264,7 @@ class MemoryRuntime : public TensorStore {
     AllocationId block = -1;
     char* data = nullptr;  // the staging block; null when planning
   };
-  std::vector<Staged> staged_;
+  std::vector<StagedTensor> staged_;
   int64_t stream_images_ = 0;
   int capture_step_ = -1;  // step whose live tensors are listed
   size_t run_peak_ = 0;

@@ -243,7 +243,10 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
       if (Cached(id)) cache_.Touch(id);
       return Status::Ok();
     case Residency::kDropped:
-      return Rebuild(id, runner);
+      SPILL_RETURN_IF_ERROR(Rebuild(id, runner));
+      // A streamed rebuild leaves it in host memory.
+      if (residency_->state(id) == Residency::kHost) return EnsureOnDevice(id, runner);
+      return Status::Ok();
     case Residency::kUnallocated:
       break;
   }
@@ -271,6 +274,37 @@ void MemoryRuntime::ReleaseSources(TensorId id, const std::vector<TensorId>& reb
   }
 }
 
+// The inputs, then the outputs, whole on the device, and the layer rerun.
+// Outputs placed here hold nothing until the layer has run: if it cannot run
+// (no room for its workspace), they go back to where they were, so that no
+// tensor claims data it does not hold.
+Status MemoryRuntime::RebuildOnDevice(int layer, StepRunner& runner,
+                                      std::vector<TensorId>* rebuilt) {
+  const LayerTensors& lt = schedule_.layers[layer];
+  // Parameters kept in host memory come in too; the plan returns them after
+  // the layer's own backward, which comes later.
+  for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux, &lt.params}) {
+    for (TensorId in : *group) {
+      if (residency_->state(in) == Residency::kDropped) rebuilt->push_back(in);
+      SPILL_RETURN_IF_ERROR(EnsureOnDevice(in, runner));
+      Pin(in);
+    }
+  }
+  std::vector<std::pair<TensorId, Residency>> placed;
+  Status status = PlaceOutputs(lt, &placed);
+  if (status.ok()) status = RecomputeLayer(layer, runner);
+  if (status.ok()) return status;
+  for (const auto& [out, before] : placed) {
+    if (before == Residency::kDropped) {
+      residency_->Drop(out);
+    } else {
+      residency_->Release(out);
+    }
+    cache_.Remove(out);
+  }
+  return status;
+}
+
 Status MemoryRuntime::PlaceOutputs(const LayerTensors& lt,
                                    std::vector<std::pair<TensorId, Residency>>* placed) {
   for (TensorId out : lt.outputs) {
@@ -284,76 +318,70 @@ Status MemoryRuntime::PlaceOutputs(const LayerTensors& lt,
   return Status::Ok();
 }
 
-// The recomputation itself, in a workspace of its own (the step's, if any,
-// is kept aside) and never streamed: a rebuild ahead of a later step may
-// come after a streamed step was prepared.
-Status MemoryRuntime::RecomputeLayer(int layer, StepRunner& runner) {
+// Runs `body` with the workspace, algorithms and stream state of the step
+// being prepared kept aside: a rebuild ahead of a later step may come after
+// the step's own workspace, or staging, was set up.
+Status MemoryRuntime::AsideFromStep(const std::function<Status()>& body) {
   const Workspace outer = workspace_;
   const AllocationId outer_id = workspace_id_;
   const std::vector<int> outer_algorithms = algorithms_;
-  std::vector<Staged> outer_staged;
+  std::vector<StagedTensor> outer_staged;
   outer_staged.swap(staged_);
   const int64_t outer_images = stream_images_;
   stream_images_ = 0;
   workspace_id_ = -1;
-  Status status = ReuseForwardWorkspace(layer);
-  if (status.ok()) status = runner.Recompute(layer);
+  Status status = body();
   FreeWorkspace();
   workspace_ = outer;
   workspace_id_ = outer_id;
   algorithms_ = outer_algorithms;
   staged_.swap(outer_staged);
   stream_images_ = outer_images;
-  SPILL_RETURN_IF_ERROR(status);
+  return status;
+}
+
+Status MemoryRuntime::RecomputeLayer(int layer, StepRunner& runner) {
+  return AsideFromStep([&] {
+    SPILL_RETURN_IF_ERROR(ReuseForwardWorkspace(layer));
+    SPILL_RETURN_IF_ERROR(runner.Recompute(layer));
+    CountRecomputation(layer);
+    return Status::Ok();
+  });
+}
+
+void MemoryRuntime::CountRecomputation(int layer) {
   ++recomputations_;
-  if (options_.record_events) {
-    MemoryEvent e;
-    e.type = MemoryEventType::kRecompute;
-    e.layer = layer;
-    log_events_.Add(e);
-  }
-  return Status::Ok();
+  if (!options_.record_events) return;
+  MemoryEvent e;
+  e.type = MemoryEventType::kRecompute;
+  e.layer = layer;
+  log_events_.Add(e);
 }
 
 // Reruns the forward of the layer that produced `id`, rebuilding its dropped
 // inputs first. Inputs rebuilt only for this, in memory-centric segments,
-// are dropped again at once.
+// are dropped again at once. A layer whose tensors do not fit whole is
+// recomputed streamed (runtime_streaming.cc); its outputs are then in host
+// memory.
 Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   const int layer = schedule_.tensors[id].layer;
   const LayerTensors& lt = schedule_.layers[layer];
   const size_t pins = pinned_.size();
   std::vector<TensorId> rebuilt;
-  // Parameters kept in host memory come in too; the plan returns them after
-  // the layer's own backward, which comes later.
-  for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux, &lt.params}) {
-    for (TensorId in : *group) {
-      if (residency_->state(in) == Residency::kDropped) rebuilt.push_back(in);
-      SPILL_RETURN_IF_ERROR(EnsureOnDevice(in, runner));
-      Pin(in);
-    }
-  }
-  // Outputs placed here hold nothing until the layer has run: if it cannot
-  // run (no room for its workspace), they go back to where they were, so a
-  // step that then streams finds no tensor claiming data it does not hold.
-  std::vector<std::pair<TensorId, Residency>> placed;
-  Status status = PlaceOutputs(lt, &placed);
-  if (status.ok()) status = RecomputeLayer(layer, runner);
+  Status status = RebuildOnDevice(layer, runner, &rebuilt);
   if (!status.ok()) {
-    for (const auto& [out, before] : placed) {
-      if (before == Residency::kDropped) {
-        residency_->Drop(out);
-      } else {
-        residency_->Release(out);
-      }
-      cache_.Remove(out);
-    }
-    return status;
+    if (status.code() != StatusCode::kOutOfMemory || !CanStreamRebuild(layer)) return status;
+    for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
+    pinned_.resize(pins);
+    SPILL_RETURN_IF_ERROR(RebuildStreamed(layer, runner));
   }
   // A memory-centric tensor will be dropped and rebuilt again: it keeps its
   // sources until it dies.
   const bool memory_centric = MemoryCentric(id);
   if (!memory_centric) Unreference(id);
-  for (TensorId out : lt.outputs) residency_->MarkWritten(out);
+  for (TensorId out : lt.outputs) {
+    if (residency_->state(out) != Residency::kHost) residency_->MarkWritten(out);
+  }
   // Lift the pins of this rebuild; keep the caller's.
   for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
   pinned_.resize(pins);

@@ -82,16 +82,57 @@ Status MemoryRuntime::PrepareStreamed(const Step& step, StepRunner& runner, std:
   for (TensorId id : allocator_->PlacementOrder(step)) {
     SPILL_RETURN_IF_ERROR(BatchMajor(id) ? StageWrite(id) : PrepareWrite(id));
   }
-  SPILL_RETURN_IF_ERROR(AllocateStaging(step, choice));
+  SPILL_RETURN_IF_ERROR(AllocateStaging(step.layer, step.pass, /*recompute=*/false, choice));
   const LayerSummary& layer = view_.layer(step.layer);
-  const size_t sweeps = static_cast<size_t>(step.pass == Pass::kForward ? layer.forward_sweeps
-                                                                        : layer.backward_sweeps);
-  for (const Staged& t : staged_) {
+  CountStagedIn(step.pass == Pass::kForward ? layer.forward_sweeps : layer.backward_sweeps);
+  return Status::Ok();
+}
+
+void MemoryRuntime::CountStagedIn(int sweeps) {
+  for (const StagedTensor& t : staged_) {
     const size_t bytes = schedule_.tensors[t.id].bytes;
-    const size_t in = t.read ? sweeps * bytes : t.accumulated ? bytes : 0;
+    const size_t in = t.read ? static_cast<size_t>(sweeps) * bytes : t.accumulated ? bytes : 0;
     if (in > 0) residency_->CountStreamIn(t.id, in);
   }
-  return Status::Ok();
+}
+
+bool MemoryRuntime::CanStreamRebuild(int layer) const {
+  if (options_.batch_chunk == kBatchChunkOff || !options_.liveness || host_pool_.capacity() == 0 ||
+      !view_.layer(layer).slices) {
+    return false;
+  }
+  for (TensorId out : schedule_.layers[layer].outputs) {
+    if (BatchMajor(out)) return true;
+  }
+  return false;
+}
+
+// The forward step's staging, for a rerun: inputs and saved tensors read,
+// outputs written, parameters and other tensors whole on the device.
+Status MemoryRuntime::RebuildStreamed(int layer, StepRunner& runner) {
+  const LayerTensors& lt = schedule_.layers[layer];
+  return AsideFromStep([&] {
+    for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux, &lt.params}) {
+      for (TensorId in : *group) {
+        if (Staged(in) || Contains(lt.outputs, in)) continue;
+        if (BatchMajor(in)) {
+          SPILL_RETURN_IF_ERROR(StageRead(in, /*accumulated=*/false, runner));
+        } else {
+          SPILL_RETURN_IF_ERROR(EnsureOnDevice(in, runner));
+          Pin(in);
+        }
+      }
+    }
+    for (TensorId out : lt.outputs) {
+      SPILL_RETURN_IF_ERROR(BatchMajor(out) ? StageWrite(out) : PrepareWrite(out));
+    }
+    SPILL_RETURN_IF_ERROR(AllocateStaging(layer, Pass::kForward, /*recompute=*/true, nullptr));
+    CountStagedIn(view_.layer(layer).forward_sweeps);
+    Status status = runner.Recompute(layer);
+    if (status.ok()) CountRecomputation(layer);
+    FinishStreamed();
+    return status;
+  });
 }
 
 // Staged tensors are pinned like any tensor of a step: a rebuild for a later
@@ -100,7 +141,7 @@ Status MemoryRuntime::PrepareStreamed(const Step& step, StepRunner& runner, std:
 Status MemoryRuntime::StageRead(TensorId id, bool accumulated, StepRunner& runner) {
   SPILL_RETURN_IF_ERROR(MoveToHost(id, runner));
   Pin(id);
-  Staged t;
+  StagedTensor t;
   t.id = id;
   t.image_bytes = schedule_.tensors[id].bytes / static_cast<size_t>(view_.batch);
   t.read = !accumulated;
@@ -109,10 +150,15 @@ Status MemoryRuntime::StageRead(TensorId id, bool accumulated, StepRunner& runne
   return Status::Ok();
 }
 
-Status MemoryRuntime::StageWrite(TensorId id) {
-  for (const Staged& t : staged_) {
-    if (t.id == id) return Status::Ok();  // a gradient added into: staged as read
+bool MemoryRuntime::Staged(TensorId id) const {
+  for (const StagedTensor& t : staged_) {
+    if (t.id == id) return true;
   }
+  return false;
+}
+
+Status MemoryRuntime::StageWrite(TensorId id) {
+  if (Staged(id)) return Status::Ok();  // a gradient added into: staged as read
   const TensorInfo& info = schedule_.tensors[id];
   if (residency_->state(id) != Residency::kUnallocated) {
     // Placed by the attempt to run the step whole; it holds nothing yet.
@@ -124,7 +170,7 @@ Status MemoryRuntime::StageWrite(TensorId id) {
     return Fail(status, "'" + info.name + "' in host memory for a streamed step", info.bytes);
   }
   Pin(id);
-  Staged t;
+  StagedTensor t;
   t.id = id;
   t.image_bytes = info.bytes / static_cast<size_t>(view_.batch);
   t.written = true;
@@ -158,22 +204,22 @@ int64_t MemoryRuntime::AutoStreamImages(size_t image_bytes) const {
   return std::clamp<int64_t>(static_cast<int64_t>(images), 1, view_.batch);
 }
 
-Status MemoryRuntime::AllocateStaging(const Step& step, std::string* choice) {
+Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std::string* choice) {
   size_t image_bytes = 0;
-  for (const Staged& t : staged_) image_bytes += t.image_bytes;
+  for (const StagedTensor& t : staged_) image_bytes += t.image_bytes;
   const bool fixed = options_.batch_chunk > 0;
   int64_t images =
       fixed ? std::min(options_.batch_chunk, view_.batch) : AutoStreamImages(image_bytes);
   for (;;) {
     Status status = TryStaging(images);
     if (status.ok()) {
-      status = ChooseWorkspace(step.layer, step.pass, choice);
+      status = recompute ? ReuseForwardWorkspace(layer) : ChooseWorkspace(layer, pass, choice);
       if (status.ok()) {
         stream_images_ = images;
         return status;
       }
       FreeStaging();
-      choice->clear();
+      if (choice != nullptr) choice->clear();
     }
     if (status.code() != StatusCode::kOutOfMemory) return status;
     if (MakeRoom(static_cast<size_t>(images) * image_bytes)) continue;
@@ -183,7 +229,7 @@ Status MemoryRuntime::AllocateStaging(const Step& step, std::string* choice) {
 }
 
 Status MemoryRuntime::TryStaging(int64_t images) {
-  for (Staged& t : staged_) {
+  for (StagedTensor& t : staged_) {
     const TensorInfo& info = schedule_.tensors[t.id];
     AllocRequest request;
     request.bytes = static_cast<size_t>(images) * t.image_bytes;
@@ -208,7 +254,7 @@ Status MemoryRuntime::TryStaging(int64_t images) {
 }
 
 void MemoryRuntime::FreeStaging() {
-  for (Staged& t : staged_) {
+  for (StagedTensor& t : staged_) {
     if (t.block < 0) continue;
     if (t.data != nullptr) device_->AnnotateFree(t.data);
     allocator_->Free(t.block);
@@ -219,7 +265,7 @@ void MemoryRuntime::FreeStaging() {
 
 void MemoryRuntime::FinishStreamed() {
   if (stream_images_ == 0) return;
-  for (const Staged& t : staged_) {
+  for (const StagedTensor& t : staged_) {
     if (!t.written) continue;
     // The staging block is given back once its last copy out is done.
     if (device_ != nullptr) residency_->WaitForCopy(t.id);
@@ -231,7 +277,7 @@ void MemoryRuntime::FinishStreamed() {
 }
 
 void MemoryRuntime::BeginSlice(int64_t begin, int64_t images, bool last_sweep) {
-  for (const Staged& t : staged_) {
+  for (const StagedTensor& t : staged_) {
     // The previous slice's copy out has left the block before it is refilled.
     if (t.written) residency_->WaitForCopy(t.id);
     if (t.read || (t.accumulated && last_sweep)) {
@@ -243,7 +289,7 @@ void MemoryRuntime::BeginSlice(int64_t begin, int64_t images, bool last_sweep) {
 
 void MemoryRuntime::EndSlice(int64_t begin, int64_t images, bool last_sweep) {
   if (!last_sweep) return;
-  for (const Staged& t : staged_) {
+  for (const StagedTensor& t : staged_) {
     if (!t.written) continue;
     residency_->CopySliceOut(t.id, t.data, static_cast<size_t>(begin) * t.image_bytes,
                              static_cast<size_t>(images) * t.image_bytes);
@@ -251,7 +297,7 @@ void MemoryRuntime::EndSlice(int64_t begin, int64_t images, bool last_sweep) {
 }
 
 float* MemoryRuntime::StagedData(TensorId id) {
-  for (const Staged& t : staged_) {
+  for (const StagedTensor& t : staged_) {
     if (t.id == id) return reinterpret_cast<float*>(t.data);
   }
   return nullptr;

@@ -32,9 +32,10 @@ namespace {
 
 struct Args {
   std::string config, memory = "liveness", device = "cpu", export_dir, workspace = "dynamic",
-                      params = "device", update = "device";
+                      params = "device", update = "device", chunk = "off";
   std::string release, prefetch, offload_set;  // the dymem scheduler's switches
   size_t device_memory = 0;                    // 0: the memory options' default
+  size_t host_memory = 0;                      // 0: the memory options' default
   double link_gbps = 0;                        // 0: copies at memcpy speed
   bool minimum = false, profile = false;
   ParamOverrides sets;
@@ -51,6 +52,8 @@ void Declare(Flags& f, Args* a) {
   f.Device(&a->device, "cpu (default) or cuda (--config=cuda builds)");
   f.DeviceMemory(&a->device_memory, "device budget (default 8GiB)");
   f.Workspace(&a->workspace, "dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME");
+  f.HostMemory(&a->host_memory, "host memory for what leaves the device (default 32GiB)");
+  f.BatchChunk(&a->chunk, "slices of the batch: auto streams the steps that do not fit");
   f.Params(&a->params);
   f.Update(&a->update);
   f.Flag("--minimum", &a->minimum, "run at the smallest budget the memory mode runs in");
@@ -64,6 +67,12 @@ void Declare(Flags& f, Args* a) {
   f.String("--export", &a->export_dir, "write net.json and initial.npz for tools/bench_torch.py")
       ->type_name("DIR");
   f.Flag("--profile", &a->profile, "print compute seconds per layer type over the timed steps");
+}
+
+int StreamedSteps(const MemoryLog& log) {
+  int streamed = 0;
+  for (const StepRecord& step : log.steps) streamed += step.slice_images > 0;
+  return streamed;
 }
 
 Status Run(const Args& args) {
@@ -82,6 +91,8 @@ Status Run(const Args& args) {
   MemoryOptions memory;
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(args.memory, &memory));
   if (args.device_memory > 0) memory.device_budget = args.device_memory;
+  if (args.host_memory > 0) memory.host_budget = args.host_memory;
+  SPILL_ASSIGN_OR_RETURN(memory.batch_chunk, ParseBatchChunk(args.chunk));
   if (!args.release.empty()) memory.release = args.release;
   if (!args.prefetch.empty()) memory.prefetch = args.prefetch;
   if (!args.offload_set.empty()) memory.offload_set = args.offload_set;
@@ -133,12 +144,13 @@ Status Run(const Args& args) {
   std::printf(
       "spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, last loss %.4f, peak %s of a "
       "%s budget, %s, "
-      "workspace %s, %s moved to host per iteration, %d recomputations)\n",
+      "workspace %s, %s moved to host per iteration, %d recomputations, %d steps streamed)\n",
       net->name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / seconds,
       args.steps, seconds, loss, FormatBytes(static_cast<double>(runtime->run_peak())).c_str(),
       FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
       memory.workspace.ToString().c_str(),
-      FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(), runtime->log().recomputed);
+      FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(), runtime->log().recomputed,
+      StreamedSteps(runtime->log()));
   if (args.profile) std::fputs(executor.ProfileTable().c_str(), stdout);
   return Status::Ok();
 }

@@ -80,6 +80,8 @@ std::string ExperimentOptions::Describe() const {
                      ", " + memory.allocator;
   if (memory.allocator == "va") text += " " + FormatBytes(static_cast<double>(memory.va_chunk));
   if (!memory.compact) text += " without compaction";
+  if (memory.batch_chunk != kBatchChunkOff)
+    text += ", batch slices " + BatchChunkName(memory.batch_chunk);
   if (memory.params.kind != ParamPlacement::Kind::kDevice) {
     text += ", parameters " + memory.params.ToString() + " (updated on " +
             (memory.update_on_host ? "host" : "device") + ")";
@@ -150,6 +152,8 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
   f.Params(&o->params);
   f.Update(&o->update);
   f.HostTier(&o->host_tier);
+  f.BatchChunk(&o->chunk,
+               "slices of the batch: auto streams the steps that do not fit (default off)");
   f.String("--allocator", &o->allocator, "how device requests are placed (default: the mode's)")
       ->type_name("NAME");
   f.Choice("--compact", &o->compact, "slide live tensors down to close holes (default: the mode's)",
@@ -178,7 +182,10 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
     if (params.ok()) o->memory.params = *params;
     o->memory.update_on_host = o->update == "host";
     o->memory.host_tier = o->host_tier;
-    status = ApplyPlacementFlags(o->allocator, o->compact, o->va_chunk, &o->memory);
+    auto chunk = ParseBatchChunk(o->chunk);
+    if (chunk.ok()) o->memory.batch_chunk = *chunk;
+    status = chunk.ok() ? ApplyPlacementFlags(o->allocator, o->compact, o->va_chunk, &o->memory)
+                        : chunk.status().WithContext("--chunk");
   }
   if (status.ok()) status = ApplyWindowFlags(o->window, o->window_budget, o);
   if (status.ok()) status = LoadDeviceProfile(o->device_profile, 0).status();

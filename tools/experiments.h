@@ -53,6 +53,7 @@ struct ExperimentOptions {
   std::string mode = "superneurons";
   std::string workspace = "dynamic";
   std::string params = "device", update = "device", host_tier = "ram";
+  std::string chunk = "off";  // --chunk
   size_t device_budget = 12 * kGiB;
   size_t host_budget = 64 * kGiB;
   MemoryOptions memory;  // mode, budgets and workspace applied

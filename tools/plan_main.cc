@@ -225,6 +225,24 @@ StatusOr<MemoryOptions> ModeOptions(const Args& args, const Subject& subject,
   return options;
 }
 
+// Steps whose tensors did not fit whole: computed in slices through host
+// memory (memory.chunk).
+void PrintStreamed(const MemoryPlan& plan, const Net& net) {
+  std::string steps;
+  int streamed = 0;
+  for (const StepRecord& r : plan.log.steps) {
+    if (r.slice_images == 0) continue;
+    if (++streamed <= 4) {
+      steps += std::string(streamed > 1 ? ", " : "") + net.layer(r.layer).name() +
+               (r.pass == Pass::kForward ? " forward (" : " backward (") +
+               std::to_string(r.slice_images) + ")";
+    }
+  }
+  if (streamed == 0) return;
+  std::printf("  %d steps streamed through host memory, images per slice: %s%s\n", streamed,
+              steps.c_str(), streamed > 4 ? ", ..." : "");
+}
+
 void PrintPlan(const Args& args, const std::string& mode, const MemoryOptions& options,
                const MemoryPlan& plan, const Net& net, double seconds, size_t minimum,
                bool single) {
@@ -246,6 +264,7 @@ void PrintPlan(const Args& args, const std::string& mode, const MemoryOptions& o
       Bytes(plan.fragmentation()).c_str(),
       100.0 * plan.fragmentation() / std::max<size_t>(plan.footprint, 1),
       Bytes(plan.compacted).c_str());
+  PrintStreamed(plan, net);
   if (minimum) {
     std::printf("  smallest budget that runs: %s (%zu bytes)\n", Bytes(minimum).c_str(), minimum);
   }
