@@ -218,6 +218,22 @@ TEST_F(HandMadeLogTest, ReleaseWaitsForCopyInFlightDropDoesNot) {
   EXPECT_NEAR(s.host_wait_seconds, 0, kTolerance);
 }
 
+// A streamed step's slices are modelled without overlap: all of them come in
+// (0.5 s) before its compute, and go out (1 s) after it, before the staging
+// blocks are given back.
+TEST_F(HandMadeLogTest, StreamedStepCopiesSurroundItsCompute) {
+  using T = MemoryEventType;
+  const std::vector<MemoryEvent> events = {
+      Event(T::kCompute, 0), Event(T::kStreamIn, 1, t_, 500000000), Event(T::kCompute, 1),
+      Event(T::kStreamOut, 1, t_, 1000000000), Event(T::kCompute, 2)};
+  for (bool inline_compute : {true, false}) {
+    const TimelineSummary s = Run(events, inline_compute);
+    EXPECT_NEAR(s.iteration_seconds, 4.5, kTolerance) << inline_compute;
+    EXPECT_NEAR(s.copy_seconds, 1.5, kTolerance);
+    EXPECT_NEAR(s.overlap(), 0.0, kTolerance);
+  }
+}
+
 // A recomputation costs its layer's forward; the update runs last.
 TEST_F(HandMadeLogTest, RecomputationAndUpdateRunOnTheComputeQueue) {
   using T = MemoryEventType;

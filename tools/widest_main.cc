@@ -4,6 +4,7 @@
 //   widest --config models/resnet50.yaml --device-memory 12GiB [--memory superneurons]
 //          [--set size=224] [--host-memory 64GiB] [--device cpu|cuda] [--confirm 2]
 //          [--allocator va --va-chunk 2MiB] [--compact false] [--window-budget search]
+//          [--chunk auto]   (steps that do not fit stream through host memory)
 #include <cstdio>
 
 #include "tools/cli.h"
