@@ -10,7 +10,9 @@
 // call the slice of every tensor it reads is copied in (and of every
 // gradient it adds into, in its last sweep), after the call the slice it
 // wrote is copied out. The step's other tensors (parameters, per-channel
-// statistics) are on the device whole, as in any step.
+// statistics) are on the device whole, as in any step. A recomputation that
+// does not fit whole (rebuilding a dropped tensor for a step) is streamed
+// the same way, as its forward step; its outputs end in host memory.
 //
 // The slice is the configured one, or under `auto` the largest for which the
 // staging blocks take at most half of the memory the persistent tensors
