@@ -13,8 +13,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "framework/npz.h"
 #include "tests/tool_runner.h"
@@ -73,13 +76,14 @@ TEST(CliTest, BadNumbersNameTheFlagAndEndQuickly) {
   r = RunTool({"tools/plan", "--config", "models/lenet.yaml", "--device-memory", "12XB"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.output, HasSubstr("--device-memory: '12XB': unknown unit 'XB'"));
-  r = RunTool({"tools/deepest", "--prefetch-ahead", "3"});
+  r = RunTool({"tools/deepest", "--minimum"});  // plan's, not deepest's
   EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.output, HasSubstr("--prefetch-ahead"));
+  EXPECT_THAT(r.output, HasSubstr("--minimum"));
 }
 
 TEST(CliTest, HelpComesFromTheDeclarations) {
-  for (const char* tool : {"tools/plan", "tools/train", "tools/deepest", "tools/widest"}) {
+  for (const char* tool :
+       {"tools/plan", "tools/train", "tools/deepest", "tools/widest", "tools/bench_train"}) {
     Result r = RunTool({tool, "--help"});
     EXPECT_EQ(r.code, 0) << tool;
     EXPECT_THAT(r.output, HasSubstr("--config")) << tool;
@@ -117,6 +121,141 @@ TEST(CliTest, NonsenseNetworksAndPoliciesAreErrors) {
   r = RunTool({"tools/plan", "--config", "models/lenet.yaml", "--set", "size=[1"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.output, HasSubstr("plan: --set size:1: YAML syntax"));
+}
+
+// ------------------------------------------------------ the memory policy flags
+
+// A small run of each tool that takes the memory flags: a tiny network, a
+// budget that stops the searches after a few plans, one training step.
+std::vector<std::string> SmallRun(const std::string& tool) {
+  const std::vector<std::string> tiny = {"--set",      "width=4", "--set",
+                                         "classes=10", "--set",   "stem=cifar"};
+  std::vector<std::string> args = {"tools/" + tool};
+  if (tool == "plan") args.insert(args.end(), {"--config", "models/lenet.yaml", "--batch", "4"});
+  if (tool == "widest") args.insert(args.end(), {"--config", "models/lenet.yaml"});
+  if (tool == "deepest") {
+    args.insert(args.end(), tiny.begin(), tiny.end());
+    args.insert(args.end(), {"--size", "8", "--batch", "1"});
+  }
+  if (tool == "bench_train") {
+    args.insert(args.end(),
+                {"--config", "models/lenet.yaml", "--batch", "4", "--steps", "1", "--warmup", "0"});
+  }
+  return args;
+}
+
+Result RunWith(const std::string& tool, const std::vector<std::string>& flags) {
+  std::vector<std::string> args = SmallRun(tool);
+  args.insert(args.end(), flags.begin(), flags.end());
+  return RunTool(args);
+}
+
+const char* const kMemoryTools[] = {"plan", "deepest", "widest", "bench_train"};
+
+// Every memory flag, spelled once, in every tool; and each tool reports the
+// policy it was given, so the flags were applied, not only accepted.
+TEST(CliTest, MemoryFlagsAreSpelledAlikeInEveryTool) {
+  const std::vector<std::pair<std::string, std::string>> given = {{"--memory", "superneurons"},
+                                                                  {"--device-memory", "4MiB"},
+                                                                  {"--host-memory", "8MiB"},
+                                                                  {"--host-tier", "ram"},
+                                                                  {"--params", "host"},
+                                                                  {"--update", "host"},
+                                                                  {"--allocator", "best_fit"},
+                                                                  {"--compact", "false"},
+                                                                  {"--eviction", "belady"},
+                                                                  {"--va-chunk", "64KiB"},
+                                                                  {"--workspace", "memory_optimal"},
+                                                                  {"--recompute-strategy", "speed"},
+                                                                  {"--prefetch-ahead", "2"},
+                                                                  {"--chunk", "off"},
+                                                                  {"--window", "1.5x"},
+                                                                  {"--window-budget", "0.9x"},
+                                                                  {"--release", "eager"},
+                                                                  {"--prefetch", "ahead"},
+                                                                  {"--offload-set", "conv"},
+                                                                  {"--barrier", "true"},
+                                                                  {"--min-offload", "1MiB"}};
+  std::vector<std::string> flags;
+  for (const auto& [flag, value] : given) flags.insert(flags.end(), {flag, value});
+  const std::map<std::string, std::string> applied = {
+      {"plan", "best_fit allocator"},
+      {"deepest",
+       "memory superneurons, best_fit without compaction, parameters host (updated on "
+       "host)"},
+      {"widest",
+       "memory superneurons, best_fit without compaction, parameters host (updated on "
+       "host)"},
+      {"bench_train", "of a 4.00 MiB budget, superneurons"}};
+  for (const char* tool : kMemoryTools) {
+    Result r = RunWith(tool, flags);
+    EXPECT_EQ(r.code, 0) << tool << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr(applied.at(tool))) << tool;
+  }
+}
+
+// Old spellings stay: --no-compact is --compact false, --barrier alone is
+// --barrier true; giving an alias and its flag together is an error.
+TEST(CliTest, OldSpellingsOfMemoryFlagsStillWork) {
+  for (const char* tool : kMemoryTools) {
+    Result r = RunWith(tool, {"--memory", "liveness", "--device-memory", "16MiB", "--no-compact",
+                              "--allocator", "best_fit", "--barrier"});
+    EXPECT_EQ(r.code, 0) << tool << "\n" << r.output;
+    if (std::string(tool) == "widest" || std::string(tool) == "deepest") {
+      EXPECT_THAT(r.output, HasSubstr("best_fit without compaction")) << tool;
+    }
+    r = RunWith(tool, {"--no-compact", "--compact", "true"});
+    EXPECT_EQ(r.code, 2) << tool;
+    EXPECT_THAT(r.output, HasSubstr("--no-compact: is --compact false; give one of them")) << tool;
+  }
+}
+
+// A bad value is refused by every tool alike, before any work, naming the flag.
+TEST(CliTest, BadMemoryFlagValuesNameTheFlagInEveryTool) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--compact", "maybe"}, "--compact: 'maybe' is not true or false"},
+      {{"--allocator", "nope"}, "--allocator: 'nope' is not one of: "},
+      {{"--memory", "nope"}, "--memory: unknown memory mode 'nope'"},
+      {{"--device-memory", "12XB"}, "--device-memory: '12XB': unknown unit 'XB'"},
+      {{"--va-chunk", "5000"}, "--va-chunk: memory: va_chunk must be a positive multiple of 4 KiB"},
+      {{"--window-budget", "0.8y"}, "--window-budget: '0.8y' is neither a multiple"},
+      {{"--prefetch-ahead", "-1"}, "--prefetch-ahead: '-1' is not an integer in [0, 1024]"},
+      {{"--release", "soon"}, "--release: 'soon' is not one of: lazy, eager"},
+      {{"--host-tier", "disk"}, "--host-tier: memory: host_tier must be ram or file:"},
+      {{"--chunk", "2MiB"}, "--chunk: "},
+  };
+  for (const char* tool : kMemoryTools) {
+    for (const auto& [flags, message] : cases) {
+      Result r = RunWith(tool, flags);
+      EXPECT_EQ(r.code, 2) << tool << " " << flags[0];
+      EXPECT_THAT(r.output, HasSubstr(message)) << tool;
+      EXPECT_LT(r.seconds, 10) << tool << " " << flags[0];
+    }
+  }
+}
+
+// Values a tool cannot use are refused with the reason, never ignored.
+TEST(CliTest, MemoryFlagValuesAToolCannotUseAreRefused) {
+  for (const char* tool : {"plan", "bench_train"}) {
+    Result r = RunWith(tool, {"--window-budget", "search"});
+    EXPECT_EQ(r.code, 2) << tool;
+    EXPECT_THAT(r.output,
+                HasSubstr("--window-budget: 'search' is for the tools that search (deepest, "
+                          "widest)"))
+        << tool;
+  }
+  Result r = RunWith(
+      "widest", {"--memory", "window", "--device-memory", "16MiB", "--window-budget", "search"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("window scheduler budget"));
+  r = RunWith("bench_train", {"--allocator", "ideal"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--allocator: 'ideal' is plan only"));
+  r = RunWith("widest", {"--allocator", "ideal", "--confirm", "1"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--allocator: 'ideal' is plan only"));
+  r = RunWith("plan", {"--allocator", "ideal", "--memory", "liveness"});
+  EXPECT_EQ(r.code, 0) << r.output;
 }
 
 // --------------------------------------------------------------------- train

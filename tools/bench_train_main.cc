@@ -25,22 +25,32 @@
 #include "memory/runtime.h"
 #include "tools/checks.h"
 #include "tools/cli.h"
+#include "tools/memory_flags.h"
 #include "tools/net_json.h"
 
 namespace spill {
 namespace {
 
+constexpr char kDefaultMode[] = "liveness";
+
 struct Args {
-  std::string config, memory = "liveness", device = "cpu", export_dir, workspace = "dynamic",
-                      params = "device", update = "device", chunk = "off";
-  std::string release, prefetch, offload_set;  // the dymem scheduler's switches
-  size_t device_memory = 0;                    // 0: the memory options' default
-  size_t host_memory = 0;                      // 0: the memory options' default
-  double link_gbps = 0;                        // 0: copies at memcpy speed
+  std::string config, device = "cpu", export_dir;
+  double link_gbps = 0;  // 0: copies at memcpy speed
   bool minimum = false, profile = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3;
+  MemoryFlags memory;  // as given
 };
+
+MemoryFlagsUse BenchMemoryUse() {
+  MemoryFlagsUse use;
+  use.heading = "Memory policy";
+  use.mode_default = kDefaultMode;
+  use.device_memory_default = FormatBytes(static_cast<double>(kDefaultDeviceBudget));
+  use.host_memory_default = FormatBytes(static_cast<double>(kDefaultHostBudget));
+  use.places_tensors = true;
+  return use;
+}
 
 void Declare(Flags& f, Args* a) {
   f.InputFile("--config", &a->config, "the network file")->required();
@@ -48,25 +58,23 @@ void Declare(Flags& f, Args* a) {
   f.Int("--batch", &a->batch, "batch size (default 64)", 1, kMaxBatch);
   f.Int("--steps", &a->steps, "timed steps (default 20)", 1, 1000000);
   f.Int("--warmup", &a->warmup, "untimed steps first (default 3)", 0, 1000000);
-  f.MemoryMode(&a->memory, "memory mode (default liveness)");
   f.Device(&a->device, "cpu (default) or cuda (--config=cuda builds)");
-  f.DeviceMemory(&a->device_memory, "device budget (default 8GiB)");
-  f.Workspace(&a->workspace, "dynamic (default), fastest, memory_optimal, cap:SIZE, pin:NAME");
-  f.HostMemory(&a->host_memory, "host memory for what leaves the device (default 32GiB)");
-  f.BatchChunk(&a->chunk, "slices of the batch: auto streams the steps that do not fit");
-  f.Params(&a->params);
-  f.Update(&a->update);
   f.Flag("--minimum", &a->minimum, "run at the smallest budget the memory mode runs in");
   f.Float("--link-gbps", &a->link_gbps,
           "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
-  f.Choice("--release", &a->release, "dymem: when offloaded tensors leave, lazy or eager",
-           {"lazy", "eager"});
-  f.Choice("--prefetch", &a->prefetch, "dymem: the prefetch, dymem or ahead", {"dymem", "ahead"});
-  f.Choice("--offload-set", &a->offload_set, "dymem: what it offloads, dymem or conv",
-           {"dymem", "conv"});
   f.String("--export", &a->export_dir, "write net.json and initial.npz for tools/bench_torch.py")
       ->type_name("DIR");
   f.Flag("--profile", &a->profile, "print compute seconds per layer type over the timed steps");
+  a->memory.Declare(f, BenchMemoryUse());
+}
+
+// The memory options: the defaults, then the flags.
+StatusOr<MemoryOptions> MemoryOptionsOf(const Args& args) {
+  MemoryOptions memory;
+  SPILL_RETURN_IF_ERROR(ApplyMemoryMode(kDefaultMode, &memory));
+  SPILL_RETURN_IF_ERROR(args.memory.Apply(&memory));
+  SPILL_RETURN_IF_ERROR(memory.Validate());
+  return memory;
 }
 
 int StreamedSteps(const MemoryLog& log) {
@@ -76,6 +84,7 @@ int StreamedSteps(const MemoryLog& log) {
 }
 
 Status Run(const Args& args) {
+  SPILL_ASSIGN_OR_RETURN(MemoryOptions memory, MemoryOptionsOf(args));
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadNetFile(args.config, args.sets));
   DeviceConfig device_config;
   device_config.link_bytes_per_second = args.link_gbps * 1e9;
@@ -88,18 +97,6 @@ Status Run(const Args& args) {
   sc.weight_decay = 5e-4;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sc));
   solver->AddState(*net);
-  MemoryOptions memory;
-  SPILL_RETURN_IF_ERROR(ApplyMemoryMode(args.memory, &memory));
-  if (args.device_memory > 0) memory.device_budget = args.device_memory;
-  if (args.host_memory > 0) memory.host_budget = args.host_memory;
-  SPILL_ASSIGN_OR_RETURN(memory.batch_chunk, ParseBatchChunk(args.chunk));
-  if (!args.release.empty()) memory.release = args.release;
-  if (!args.prefetch.empty()) memory.prefetch = args.prefetch;
-  if (!args.offload_set.empty()) memory.offload_set = args.offload_set;
-  SPILL_ASSIGN_OR_RETURN(memory.workspace, ParseWorkspacePolicy(args.workspace));
-  SPILL_ASSIGN_OR_RETURN(memory.params, ParseParamPlacement(args.params));
-  memory.update_on_host = args.update == "host";
-  SPILL_RETURN_IF_ERROR(memory.Validate());
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net, memory.workspace));
   // Times measured once per convolution shape, shared with train and plan.
   cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});

@@ -9,7 +9,6 @@
 #include "framework/units.h"
 #include "framework/yaml_reader.h"
 #include "memory/memory_options.h"
-#include "memory/recompute_policy.h"
 #include "memory/workspace_selector.h"
 
 namespace spill {
@@ -172,13 +171,6 @@ CLI::Option* Flags::BatchChunk(std::string* out, const std::string& help) {
       ->type_name("off|auto|N");
 }
 
-CLI::Option* Flags::RecomputeStrategy(std::string* out, const std::string& help) {
-  return app_.add_option("--recompute-strategy", *out, help)
-      ->check(
-          Checked([](const std::string& text) { return ParseRecomputeStrategy(text).status(); }))
-      ->type_name("STRATEGY");
-}
-
 CLI::Option* Flags::Device(std::string* out, const std::string& help) {
   return app_.add_option("--device", *out, help + " (cpu, cuda)")
       ->check(Checked([](const std::string& text) { return DeviceTypeByName(text).status(); }))
@@ -187,38 +179,6 @@ CLI::Option* Flags::Device(std::string* out, const std::string& help) {
 
 CLI::Option* Flags::DeviceMemory(size_t* out, const std::string& help) {
   return Bytes("--device-memory", out, help, kPoolBlockBytes, kUnlimitedBudget);
-}
-
-CLI::Option* Flags::HostMemory(size_t* out, const std::string& help) {
-  return Bytes("--host-memory", out, help, kPoolBlockBytes, kUnlimitedBudget);
-}
-
-CLI::Option* Flags::Params(std::string* out) {
-  return app_
-      .add_option("--params", *out,
-                  "where parameters, gradients and solver state live: device (default), host, "
-                  "above:SIZE or cache")
-      ->check(Checked([](const std::string& text) { return ParseParamPlacement(text).status(); }))
-      ->type_name("PLACE");
-}
-
-CLI::Option* Flags::Update(std::string* out) {
-  return Choice("--update", out,
-                "where parameters kept in host memory are updated: device (default) or host",
-                {"device", "host"})
-      ->type_name("WHERE");
-}
-
-CLI::Option* Flags::HostTier(std::string* out) {
-  return app_
-      .add_option("--host-tier", *out,
-                  "what backs host memory: ram (default) or file:DIR (a memory-mapped file)")
-      ->check(Checked([](const std::string& text) {
-        MemoryOptions options;
-        options.host_tier = text;
-        return options.Validate();
-      }))
-      ->type_name("TIER");
 }
 
 CLI::Option* Flags::Set(ParamOverrides* out) {

@@ -64,20 +64,15 @@ class Flags {
   // A file to write: its folder must exist and be writable.
   CLI::Option* OutputFile(const std::string& name, std::string* out, const std::string& help);
 
-  // Options several tools share, parsed and checked once here.
+  // Options several tools share, parsed and checked once here (train and
+  // eval override a config's memory: keys with these; the tools that plan
+  // take the whole memory policy from memory_flags.h).
   CLI::Option* MemoryMode(std::string* out, const std::string& help);
   CLI::Option* Workspace(std::string* out, const std::string& help);
   // --chunk off|auto|N: images per slice of the batch (memory.chunk).
   CLI::Option* BatchChunk(std::string* out, const std::string& help);
-  CLI::Option* RecomputeStrategy(std::string* out, const std::string& help);
   CLI::Option* Device(std::string* out, const std::string& help);
   CLI::Option* DeviceMemory(size_t* out, const std::string& help);
-  CLI::Option* HostMemory(size_t* out, const std::string& help);
-  // Where parameters, gradients and solver state live and are updated, and
-  // what backs host memory: --params, --update, --host-tier.
-  CLI::Option* Params(std::string* out);
-  CLI::Option* Update(std::string* out);
-  CLI::Option* HostTier(std::string* out);
   // --set KEY=VALUE, repeatable; VALUE is YAML (a number, a string, a list).
   CLI::Option* Set(ParamOverrides* out);
 

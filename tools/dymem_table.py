@@ -45,7 +45,7 @@ TITAN_X = "12GiB"  # the paper's first iteration: 10 GB main + 2 GB incremental
 
 def plan(binary, config, batch, extra):
     cmd = [binary, "--config", config, "--batch", str(batch), "--json", "--timing", "model",
-           "--no-compact", "--workspace", "memory_optimal"] + extra
+           "--compact", "false", "--workspace", "memory_optimal"] + extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["modes"][0]
 

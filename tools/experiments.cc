@@ -15,7 +15,6 @@
 #include "framework/random.h"
 #include "framework/solver.h"
 #include "layers/cpu/conv_timer.h"
-#include "memory/allocators/allocator.h"
 #include "memory/runtime.h"
 #include "tools/checks.h"
 #include "tools/cli.h"
@@ -91,47 +90,46 @@ std::string ExperimentOptions::Describe() const {
 
 namespace {
 
-// --allocator, --compact, --va-chunk.
-Status ApplyPlacementFlags(const std::string& allocator, const std::string& compact,
-                           const std::string& va_chunk, MemoryOptions* memory) {
-  if (!allocator.empty()) {
-    if (FindAllocator(allocator) == nullptr) {
-      std::string known;
-      for (const std::string& n : AllocatorNames()) known += (known.empty() ? "" : ", ") + n;
-      return InvalidArgument("--allocator: unknown allocator '" + allocator + "'; known: " + known);
-    }
-    memory->allocator = allocator;
-  }
-  if (!compact.empty()) {
-    if (compact != "true" && compact != "false") {
-      return InvalidArgument("--compact needs true or false (got '" + compact + "')");
-    }
-    memory->compact = compact == "true";
-  }
-  if (!va_chunk.empty()) {
-    auto bytes = ParseBytes(va_chunk);
-    if (!bytes.ok()) return bytes.status().WithContext("--va-chunk");
-    memory->va_chunk = *bytes;
-  }
-  return Status::Ok();
+// The paper's K40 and a host pool that holds what a 12 GiB device offloads.
+constexpr char kDefaultMode[] = "superneurons";
+constexpr size_t kDeviceBudget = 12 * kGiB;
+constexpr size_t kHostBudget = 64 * kGiB;
+
+MemoryFlagsUse ExperimentMemoryUse() {
+  MemoryFlagsUse use;
+  use.heading = "Memory policy";
+  use.mode_default = kDefaultMode;
+  use.device_memory_default = FormatBytes(static_cast<double>(kDeviceBudget));
+  use.host_memory_default = FormatBytes(static_cast<double>(kHostBudget));
+  use.searches_window_budget = true;
+  return use;
 }
 
-// --window, --window-budget (a size, a multiple, or "search").
-Status ApplyWindowFlags(const std::string& window, const std::string& window_budget,
-                        ExperimentOptions* o) {
-  if (!window.empty()) {
-    auto parsed = ParseSizeSetting(window);
-    if (!parsed.ok()) return parsed.status().WithContext("--window");
-    o->memory.window = *parsed;
-  }
-  if (window_budget == "search") {
-    o->search_window_budget = true;
-  } else if (!window_budget.empty()) {
-    auto parsed = ParseSizeSetting(window_budget);
-    if (!parsed.ok()) return parsed.status().WithContext("--window-budget");
-    o->memory.window_budget = *parsed;
-  }
-  return Status::Ok();
+void DeclareExperiment(Flags& f, const std::string& default_model, ExperimentOptions* o) {
+  o->model = default_model;
+  f.InputFile("--config", &o->model, "the network file")->required(default_model.empty());
+  f.Device(&o->device, "whose layers (and workspaces) are planned and run");
+  f.Int("--batch", &o->batch, "batch size (default 16)", 1, kMaxBatch);
+  f.Int("--size", &o->size, "image side (default 224)", 1, kMaxLayerExtent);
+  f.Set(&o->sets);
+  f.String("--device-profile", &o->device_profile,
+           "the device profile the result's iteration time is simulated on (default k40-pcie3)")
+      ->type_name("NAME");
+  f.Int("--confirm", &o->confirm, "also train the result for N steps (default 0: plan only)", 0,
+        1000);
+  o->memory_flags.Declare(f, ExperimentMemoryUse());
+}
+
+// The memory options: the experiments' defaults, then the flags.
+Status ApplyExperimentMemory(ExperimentOptions* o) {
+  SPILL_RETURN_IF_ERROR(ApplyMemoryMode(kDefaultMode, &o->memory));
+  o->memory.device_budget = kDeviceBudget;
+  o->memory.host_budget = kHostBudget;
+  SPILL_RETURN_IF_ERROR(o->memory_flags.Apply(&o->memory));
+  o->search_window_budget = o->memory_flags.search_window_budget();
+  SPILL_RETURN_IF_ERROR(o->memory.Validate());
+  if (o->confirm > 0) SPILL_RETURN_IF_ERROR(CheckAllocatorPlaces(o->memory, "--confirm"));
+  return LoadDeviceProfile(o->device_profile, 0).status();
 }
 
 }  // namespace
@@ -139,61 +137,10 @@ Status ApplyWindowFlags(const std::string& window, const std::string& window_bud
 int StartExperiment(int argc, char** argv, const char* tool, const char* description,
                     const std::string& default_model, ExperimentOptions* o) {
   Flags f(tool, description);
-  o->model = default_model;
-  f.InputFile("--config", &o->model, "the network file")->required(default_model.empty());
-  f.Device(&o->device, "whose layers (and workspaces) are planned and run");
-  f.DeviceMemory(&o->device_budget, "the device budget (default 12GiB)");
-  f.HostMemory(&o->host_budget, "the host pool for offloaded tensors (default 64GiB)");
-  f.MemoryMode(&o->mode, "memory mode (default superneurons)");
-  f.Workspace(&o->workspace, "convolution workspace policy (default dynamic)");
-  f.Int("--batch", &o->batch, "batch size (default 16)", 1, kMaxBatch);
-  f.Int("--size", &o->size, "image side (default 224)", 1, kMaxLayerExtent);
-  f.Set(&o->sets);
-  f.Params(&o->params);
-  f.Update(&o->update);
-  f.HostTier(&o->host_tier);
-  f.BatchChunk(&o->chunk,
-               "slices of the batch: auto streams the steps that do not fit (default off)");
-  f.String("--allocator", &o->allocator, "how device requests are placed (default: the mode's)")
-      ->type_name("NAME");
-  f.Choice("--compact", &o->compact, "slide live tensors down to close holes (default: the mode's)",
-           {"true", "false"});
-  f.String("--va-chunk", &o->va_chunk, "the va allocator's physical chunk (default 2MiB)")
-      ->type_name("SIZE");
-  f.String("--window", &o->window,
-           "the window scheduler's window: a size or a multiple such as 1.5x")
-      ->type_name("SIZE");
-  f.String("--window-budget", &o->window_budget,
-           "the window scheduler's budget: a size, a multiple, or search (the largest multiple, "
-           "from 1x down in steps of 0.05x, whose plan fits)")
-      ->type_name("SIZE|search");
-  f.String("--device-profile", &o->device_profile,
-           "the device profile the result's iteration time is simulated on (default k40-pcie3)")
-      ->type_name("NAME");
-  f.Int("--confirm", &o->confirm, "also train the result for N steps (default 0: plan only)", 0,
-        1000);
+  DeclareExperiment(f, default_model, o);
   const int stop = f.Parse(argc, argv);
   if (stop >= 0) return stop;
-  Status status = ApplyMemoryMode(o->mode, &o->memory);
-  if (status.ok()) {
-    o->memory.device_budget = o->device_budget;
-    o->memory.host_budget = o->host_budget;
-    auto params = ParseParamPlacement(o->params);
-    if (params.ok()) o->memory.params = *params;
-    o->memory.update_on_host = o->update == "host";
-    o->memory.host_tier = o->host_tier;
-    auto chunk = ParseBatchChunk(o->chunk);
-    if (chunk.ok()) o->memory.batch_chunk = *chunk;
-    status = chunk.ok() ? ApplyPlacementFlags(o->allocator, o->compact, o->va_chunk, &o->memory)
-                        : chunk.status().WithContext("--chunk");
-  }
-  if (status.ok()) status = ApplyWindowFlags(o->window, o->window_budget, o);
-  if (status.ok()) status = LoadDeviceProfile(o->device_profile, 0).status();
-  if (status.ok()) {
-    auto workspace = ParseWorkspacePolicy(o->workspace);
-    status = workspace.ok() ? o->memory.Validate() : workspace.status();
-    if (workspace.ok()) o->memory.workspace = *workspace;
-  }
+  Status status = ApplyExperimentMemory(o);
   if (!status.ok()) return ReportStatus(tool, status, 2);
   cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
   return -1;

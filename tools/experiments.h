@@ -12,6 +12,7 @@
 #include "framework/net_spec.h"
 #include "memory/memory_options.h"
 #include "memory/planner.h"
+#include "tools/memory_flags.h"
 
 namespace spill {
 
@@ -27,36 +28,26 @@ struct Probe {
 StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
                                  const std::function<StatusOr<Probe>(int64_t)>& probe, int* probes);
 
-// The options both experiments take:
-//   --config FILE --device NAME --device-memory SIZE --host-memory SIZE --memory MODE
-//   --workspace POLICY --batch B --size S --set KEY=VALUE --confirm STEPS
-//   --params device|host|above:SIZE|cache --update device|host --host-tier ram|file:DIR
-//   --allocator NAME --compact true|false --va-chunk SIZE --window SIZE
-//   --window-budget SIZE|search (search: the largest multiple, from 1x down
-//   in steps of 0.05x, with which the window scheduler's plan fits - what
-//   the window paper's authors set by hand)
-//   --device-profile NAME
+// The options both experiments take: --config FILE --device NAME --batch B
+// --size S --set KEY=VALUE --device-profile NAME --confirm STEPS, and the
+// memory flags every planning tool shares (tools/memory_flags.h: --memory,
+// --device-memory, --host-memory, --allocator, --compact, --window-budget,
+// ...). Only these tools take --window-budget search: the largest multiple,
+// from 1x down in steps of 0.05x, with which the window scheduler's plan
+// fits - what the window paper's authors set by hand.
 struct ExperimentOptions {
   std::string model;
   std::string device = "cpu";  // whose layers (and workspaces) are planned and run
   int64_t batch = 16;
   int64_t size = 224;
   int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
-  // --allocator, --compact, --va-chunk, --window, --window-budget as given
-  // (empty: the mode's).
-  std::string allocator, compact, va_chunk, window, window_budget;
   // The device profile the result's iteration time is predicted on (the
   // paper's experiments ran on a 12 GB K40).
   std::string device_profile = "k40-pcie3";
   bool search_window_budget = false;
   ParamOverrides sets;
-  std::string mode = "superneurons";
-  std::string workspace = "dynamic";
-  std::string params = "device", update = "device", host_tier = "ram";
-  std::string chunk = "off";  // --chunk
-  size_t device_budget = 12 * kGiB;
-  size_t host_budget = 64 * kGiB;
-  MemoryOptions memory;  // mode, budgets and workspace applied
+  MemoryFlags memory_flags;  // as given
+  MemoryOptions memory;      // the tool's defaults with the memory flags applied
   std::string Describe() const;
 };
 

@@ -177,12 +177,15 @@ nlohmann::ordered_json JsonPlan(const std::string& mode, const MemoryPlan& plan,
 // allocator, in one pool.
 Status WriteFragmentation(const Args& args, const Net& net, const MemoryOptions& options) {
   std::vector<std::string> allocators = {"first_fit", "best_fit", "gtbm"};
-  if (!args.allocator.empty() &&
-      std::find(allocators.begin(), allocators.end(), args.allocator) == allocators.end()) {
-    allocators.push_back(args.allocator);
+  const std::string allocator = args.memory.Value("--allocator");
+  if (!allocator.empty() &&
+      std::find(allocators.begin(), allocators.end(), allocator) == allocators.end()) {
+    allocators.push_back(allocator);
   }
+  // The pool: --device-memory, or (0) the largest footprint.
+  const size_t pool = args.memory.Value("--device-memory").empty() ? 0 : options.device_budget;
   SPILL_ASSIGN_OR_RETURN(FragmentationComparison comparison,
-                         CompareFragmentation(net.view(), options, allocators, args.device_memory));
+                         CompareFragmentation(net.view(), options, allocators, pool));
   if (!args.json) std::fputs(FragmentationText(comparison).c_str(), stdout);
   const std::string title =
       net.name() + ", batch " + std::to_string(net.batch()) + ", " + options.mode +
@@ -210,16 +213,9 @@ StatusOr<MemoryOptions> ModeOptions(const Args& args, const Subject& subject,
                                     const std::string& mode) {
   MemoryOptions options = subject.memory;
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &options));
-  options.device_budget = args.device_memory ? args.device_memory : kUnlimitedBudget;
-  if (args.host_memory) options.host_budget = args.host_memory;
-  if (args.prefetch_ahead >= 0) options.prefetch_ahead = static_cast<int>(args.prefetch_ahead);
-  if (!args.workspace.empty()) {
-    SPILL_ASSIGN_OR_RETURN(options.workspace, ParseWorkspacePolicy(args.workspace));
-  }
-  if (!args.strategy.empty()) {
-    SPILL_ASSIGN_OR_RETURN(options.recompute_strategy, ParseRecomputeStrategy(args.strategy));
-  }
-  SPILL_RETURN_IF_ERROR(ApplyPolicies(args, &options));
+  options.device_budget = kUnlimitedBudget;  // unless --device-memory says
+  SPILL_RETURN_IF_ERROR(args.memory.Apply(&options));
+  options.record_events = !args.trace.empty() || !args.device_profile.empty();
   SPILL_RETURN_IF_ERROR(options.Validate());
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*subject.net, options.workspace));
   return options;
@@ -382,8 +378,9 @@ Status Run(const Args& args) {
        args.timing == "model" ? "" : cpu::DefaultConvTimingCache()});
   SPILL_ASSIGN_OR_RETURN(Subject subject, Load(args));
   const Net& net = *subject.net;
+  const std::string mode = args.memory.mode();
   std::vector<std::string> modes =
-      args.memory.empty() ? MemoryModeNames() : std::vector<std::string>{args.memory};
+      mode.empty() ? MemoryModeNames() : std::vector<std::string>{mode};
   if (!args.json) {
     const Shape in = net.input_shape();
     std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s\n",

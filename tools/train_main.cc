@@ -93,7 +93,9 @@ void Declare(Flags& f, Args* a) {
                "write per-step device memory of one iteration (.csv or .jsonl)");
   f.Workspace(&a->workspace,
               "convolution workspace: dynamic, fastest, memory_optimal, cap:SIZE, pin:NAME");
-  f.BatchChunk(&a->chunk, "override memory.chunk: compute each step over slices of N images");
+  f.BatchChunk(
+      &a->chunk,
+      "override memory.chunk: slices of N images per step, or auto (only steps that do not fit)");
   f.Float("--link-gbps", &a->link_gbps,
           "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
   f.Device(&a->device, "override run.device");

@@ -43,7 +43,7 @@ images_per_second() {
 best_fit_window() {
   local f ips
   for f in 1.00 0.95 0.90 0.85 0.80 0.75 0.70 0.65 0.60 0.55 0.50 0.45 0.40 0.35 0.30; do
-    ips=$(plan --batch "$1" --memory window --allocator best_fit --no-compact \
+    ips=$(plan --batch "$1" --memory window --allocator best_fit --compact false \
       --window-budget "${f}x" | images_per_second)
     if [[ -n "$ips" ]]; then
       echo "$f $ips"
@@ -91,7 +91,7 @@ echo "|---:|---:|---:|"
 for w in 1.0x 1.25x 1.5x 2x 3x; do
   va=$(plan --batch 928 --memory window --allocator va --va-chunk 40MiB --window "$w" |
     images_per_second)
-  best=$(plan --batch 928 --memory window --allocator best_fit --no-compact \
+  best=$(plan --batch 928 --memory window --allocator best_fit --compact false \
     --window-budget 0.70x --window "$w" | images_per_second)
   echo "| $w | $(cell "$va" "$reference") | $(cell "$best" "$reference") |"
 done
