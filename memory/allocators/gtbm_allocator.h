@@ -9,7 +9,7 @@
 //                 first, never freed): the best-fitting hole among the
 //                 movables, else the low end of the gap between the
 //                 frontiers (`cnmemMalloc`, never above the lowest
-//                 temporary);
+//                 high-end block);
 //       high end  temporary tensors: a top-down search of the free space
 //                 above the highest movable, placed at the top of the
 //                 highest segment that holds them (`cnmemHighMalloc`). The
@@ -36,10 +36,11 @@
 // end. `movables`: every movable allocated in backward, onto a non-empty
 // high end (a residual block's gradients nest inside the lifetime of the
 // block input's gradient, a temporary). Which one packs tighter depends on
-// the network, so the factory replays the profiled iteration under each in
-// a roomy pool and keeps the smallest squeezed pool (ties: the earlier
-// rule); `none` without a profile. When a tensor leaves is its last use in
-// the schedule (memory/liveness.h).
+// the network, so the factory replays an iteration profiled in an
+// oversized pool under each and keeps the smallest squeezed pool (ties: the
+// earlier rule); `none` without a profile. Plans and runs make the same
+// choice. When a tensor leaves is its last use in the schedule
+// (memory/liveness.h).
 //
 // Invariants (CheckInvariants, after every event in the tests)
 //   * the arenas never interleave: no low-end block ends above the lowest
