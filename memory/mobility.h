@@ -22,7 +22,8 @@
 // tensor allocated in backward (prefetched or rebuilt) is movable however
 // many backward steps read it: Algorithm 2 brings such tensors back in the
 // order they are used, so they leave first in, first out - a stack (the high
-// end) strands them, best fit among the movables reuses their holes. Where
+// end) strands them, best fit among the movables reuses their holes (the
+// GTBM allocator stacks one only when it leaves before the stack's top). Where
 // the paper's Algorithm 3 is garbled, the choices of the design notes (§1.5)
 // hold; besides, a tensor that no step of its pass reads (saved for backward
 // only) waits, so it is temporary.

@@ -12,6 +12,7 @@
 #include "framework/schedule.h"
 #include "memory/allocators/gtbm_allocator.h"
 #include "memory/fragmentation.h"
+#include "memory/liveness.h"
 #include "memory/mobility.h"
 #include "memory/planner.h"
 #include "memory/pool_sizing.h"
@@ -436,6 +437,100 @@ TEST(GtbmTest, MovablesStayBelowTheLowestTemporary) {
   ASSERT_TRUE(t4.ok());
   EXPECT_EQ(t4->offset, 24 * kKiB);
   EXPECT_EQ(gtbm.CheckInvariants(), "");
+}
+
+// The stacking rules, by hand on the residual block's backward. dx, the
+// block input's gradient, is a temporary at the top; relu1 and conv2's
+// gradient leave before it (relu1's and conv2's backward come first), x
+// after relu1 (conv1's backward reads it). Under `prefetched` a forward
+// tensor brought back joins the stack right below the block it leaves
+// before - with the strict arenas it would go to the low end - and a
+// gradient stays low; under `movables` the gradient joins too.
+TEST(GtbmTest, MovablesThatLeaveFirstJoinTheHighEndsStack) {
+  auto net = Residual();
+  const MobilityClasses classes = ClassifyMobility(net->view, 0);
+  const Schedule& schedule = net->schedule;
+  const Liveness live = AnalyzeLiveness(schedule, Phase::kTrain);
+  const TensorId dx = net->Grad("x"), relu1 = net->Out("relu1"), x = net->Out("x");
+  const TensorId dconv2 = net->Grad("conv2");
+  ASSERT_LT(live.last_use[relu1], live.last_use[x]);
+  ASSERT_LT(live.last_use[x], live.last_use[dx]);
+  ASSERT_LT(live.last_use[dconv2], live.last_use[dx]);
+  ASSERT_LT(live.last_use[dconv2], live.last_use[relu1]);
+  const size_t kKiB = 1024;
+  auto request = [&](TensorId tensor, const std::string& layer) {
+    AllocRequest r;
+    r.tensor = tensor;
+    r.step = schedule.backward_step[net->layer.at(layer)];
+    r.bytes = 4 * kKiB;
+    return r;
+  };
+  for (GtbmStacking stacking :
+       {GtbmStacking::kNone, GtbmStacking::kPrefetched, GtbmStacking::kMovables}) {
+    SCOPED_TRACE(GtbmStackingName(stacking));
+    GtbmAllocator gtbm(32 * kKiB, 0, net->view, classes, /*soft=*/false, stacking);
+    ASSERT_TRUE(gtbm.BeginIteration(Phase::kTrain).ok());
+    auto t = gtbm.Allocate(request(dx, "add"));  // [28, 32)
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(t->offset, 28 * kKiB);
+    auto g = gtbm.Allocate(request(dconv2, "add"));
+    auto p = gtbm.Allocate(request(relu1, "relu"));
+    auto later = gtbm.Allocate(request(x, "relu"));  // leaves after relu1
+    ASSERT_TRUE(g.ok() && p.ok() && later.ok());
+    switch (stacking) {
+      case GtbmStacking::kNone:
+        EXPECT_EQ(g->offset, 0u);
+        EXPECT_EQ(p->offset, 4 * kKiB);
+        break;
+      case GtbmStacking::kPrefetched:
+        EXPECT_EQ(g->offset, 0u);
+        EXPECT_EQ(p->offset, 24 * kKiB);  // right below dx
+        break;
+      case GtbmStacking::kMovables:
+        EXPECT_EQ(g->offset, 24 * kKiB);  // right below dx
+        EXPECT_EQ(p->offset, 0u);         // leaves after the gradient on top
+        break;
+    }
+    EXPECT_LT(later->offset, gtbm.LowFrontier());  // at the low end
+    EXPECT_EQ(gtbm.stacked(), stacking == GtbmStacking::kNone ? 0 : 1);
+    EXPECT_EQ(gtbm.CheckInvariants(), "");
+    // An empty high end takes a prefetched tensor only under `prefetched`.
+    gtbm.Free(p->id);
+    gtbm.Free(g->id);
+    gtbm.Free(t->id);
+    auto first = gtbm.Allocate(request(relu1, "relu"));
+    ASSERT_TRUE(first.ok());
+    EXPECT_EQ(first->offset == 28 * kKiB, stacking == GtbmStacking::kPrefetched);
+    EXPECT_EQ(gtbm.CheckInvariants(), "");
+  }
+}
+
+// The factory replays the profiled iteration (in an oversized pool) under
+// every stacking rule and keeps the tightest; the replay reproduces the
+// footprint of a roomy plan with that rule.
+TEST(GtbmTest, FactoryKeepsTheStackingRuleThatPacksTheProfileTightest) {
+  for (auto* make : {&InceptionA, &Residual}) {
+    auto net = make(4);
+    for (const char* mode : {"liveness", "dymem"}) {
+      SCOPED_TRACE(mode);
+      const MemoryOptions options = Gtbm(mode, kUnlimitedBudget);
+      const MobilityClasses classes = ClassifyMobility(net->view, 0);
+      auto profile = ProfileAllocations(net->view, options, Phase::kTrain, kUnlimitedBudget);
+      ASSERT_TRUE(profile.ok());
+      const size_t incremental = IncrementalStackPeak(*profile, net->view, classes);
+      std::map<GtbmStacking, size_t> replayed;
+      for (GtbmStacking s :
+           {GtbmStacking::kNone, GtbmStacking::kPrefetched, GtbmStacking::kMovables}) {
+        replayed[s] = GtbmReplayFootprint(*profile, net->view, classes, incremental, s);
+      }
+      GtbmStacking chosen = GtbmStacking::kNone;
+      auto plan =
+          Plan(net->view, options, [&](const MemoryRuntime& r) { chosen = AsGtbm(r).stacking(); });
+      ASSERT_TRUE(plan.ok() && plan->fits);
+      for (const auto& [s, footprint] : replayed) EXPECT_LE(replayed[chosen], footprint);
+      EXPECT_EQ(plan->footprint, replayed[chosen] + plan->persistent) << plan->persistent;
+    }
+  }
 }
 
 // gtbm_soft (the paper's "soft guarantee"): a request that finds no room in

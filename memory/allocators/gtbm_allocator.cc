@@ -8,6 +8,11 @@ namespace {
 
 size_t WholeBlocks(size_t bytes) { return bytes / kPoolBlockBytes * kPoolBlockBytes; }
 
+// The pool the stacking rules are compared in: roomy, so that no replay fails.
+constexpr size_t kReplayCapacity = size_t{1} << 50;
+constexpr GtbmStacking kStackingRules[] = {GtbmStacking::kNone, GtbmStacking::kPrefetched,
+                                           GtbmStacking::kMovables};
+
 // Whether a profiled or live request is a reclaimed tensor's.
 bool Reclaimed(TensorId tensor, int step, const Schedule& schedule,
                const MobilityClasses& classes) {
@@ -17,11 +22,24 @@ bool Reclaimed(TensorId tensor, int step, const Schedule& schedule,
 
 }  // namespace
 
+const char* GtbmStackingName(GtbmStacking stacking) {
+  switch (stacking) {
+    case GtbmStacking::kNone:
+      return "none";
+    case GtbmStacking::kPrefetched:
+      return "prefetched";
+    case GtbmStacking::kMovables:
+      return "movables";
+  }
+  return "?";
+}
+
 GtbmAllocator::GtbmAllocator(size_t capacity, size_t incremental_bytes, const NetworkView& view,
-                             MobilityClasses classes, bool soft)
+                             MobilityClasses classes, bool soft, GtbmStacking stacking)
     : DeviceAllocator(capacity),
       view_(view),
       soft_(soft),
+      stacking_(stacking),
       main_size_(WholeBlocks(capacity) -
                  std::min(WholeBlocks(incremental_bytes), WholeBlocks(capacity))),
       incremental_size_(WholeBlocks(capacity) - main_size_),
@@ -82,6 +100,7 @@ size_t GtbmAllocator::Extent() const {
 
 StatusOr<size_t> GtbmAllocator::Place(const AllocRequest& request, size_t bytes, AllocationId id) {
   const Mobility mobility = Classify(request);
+  const int leave = LeaveStep(request);
   if (mobility == Mobility::kReclaimed) {
     const size_t top = StackTop();
     if (top + bytes <= incremental_size_) {
@@ -91,16 +110,52 @@ StatusOr<size_t> GtbmAllocator::Place(const AllocRequest& request, size_t bytes,
       incremental_peak_ = std::max(incremental_peak_, top + bytes);
       return main_size_ + top;
     }
-    SPILL_ASSIGN_OR_RETURN(size_t offset, PlaceInMain(Arena::kHigh, request.category, bytes, id));
+    SPILL_ASSIGN_OR_RETURN(size_t offset,
+                           PlaceInMain(Arena::kHigh, request.category, bytes, id, leave));
     ++overflows_;
     return offset;
   }
+  if (mobility == Mobility::kMovable && JoinsStack(request, leave)) {
+    StatusOr<size_t> offset = PlaceOnStack(request, bytes, id, leave);
+    if (offset.ok()) return offset;
+  }
   return PlaceInMain(mobility == Mobility::kTemporary ? Arena::kHigh : Arena::kLow,
-                     request.category, bytes, id);
+                     request.category, bytes, id, leave);
+}
+
+int GtbmAllocator::LeaveStep(const AllocRequest& request) const {
+  if (request.tensor == kNoTensor) return request.step;  // a workspace
+  return (phase_ == Phase::kTrain ? train_ : eval_).last_use[request.tensor];
+}
+
+bool GtbmAllocator::JoinsStack(const AllocRequest& request, int leave) const {
+  if (stacking_ == GtbmStacking::kNone || request.step < 0 || leave < 0) return false;
+  const Schedule& schedule = *view_.schedule;
+  if (schedule.steps[request.step].pass != Pass::kBackward) return false;
+  const bool brought_back = request.tensor != kNoTensor &&
+                            (schedule.tensors[request.tensor].kind == TensorKind::kActivation ||
+                             schedule.tensors[request.tensor].kind == TensorKind::kAux);
+  if (stacking_ == GtbmStacking::kPrefetched && !brought_back) return false;
+  if (high_.empty()) return stacking_ == GtbmStacking::kPrefetched;
+  return leave <= high_leave_.at(high_.begin()->first);  // leaves before the top
+}
+
+StatusOr<size_t> GtbmAllocator::PlaceOnStack(const AllocRequest& request, size_t bytes,
+                                             AllocationId id, int leave) {
+  // The top of the gap between the frontiers: right below the lowest block.
+  SPILL_ASSIGN_OR_RETURN(Allocation block,
+                         pool_.Allocate(bytes, request.category, Placement::kTopDown,
+                                        {LowFrontier(), HighFrontier()}));
+  blocks_[id] = {Arena::kHigh, block.id, block.offset, block.bytes};
+  high_.insert({block.offset, block.bytes});
+  high_leave_[block.offset] = leave;
+  ++stacked_;
+  NoteFrontiers();
+  return block.offset;
 }
 
 StatusOr<size_t> GtbmAllocator::PlaceInMain(Arena arena, MemoryCategory category, size_t bytes,
-                                            AllocationId id) {
+                                            AllocationId id, int leave) {
   // Movables: the best-fitting hole below the low frontier, else the gap
   // between the frontiers at its low end. Temporaries: the highest segment
   // above the low frontier. Either way a block's place relative to its end
@@ -123,6 +178,7 @@ StatusOr<size_t> GtbmAllocator::PlaceInMain(Arena arena, MemoryCategory category
   if (!block.ok()) return block.status();
   blocks_[id] = {arena, block->id, block->offset, block->bytes};
   (arena == Arena::kLow ? low_ : high_).insert({block->offset, block->bytes});
+  if (arena == Arena::kHigh) high_leave_[block->offset] = leave;
   NoteFrontiers();
   return block->offset;
 }
@@ -134,6 +190,7 @@ void GtbmAllocator::Unplace(AllocationId id, size_t, size_t) {
   if (block.arena != Arena::kIncremental) {
     pool_.Free(block.pool_id);
     (block.arena == Arena::kLow ? low_ : high_).erase({block.offset, block.bytes});
+    if (block.arena == Arena::kHigh) high_leave_.erase(block.offset);
     NoteFrontiers();
     return;
   }
@@ -177,6 +234,7 @@ std::string GtbmAllocator::CheckPlacement() const {
     if (!set.count({block.offset, block.bytes})) return "an end's index misses a block";
   }
   if (main_blocks != low_.size() + high_.size()) return "the ends' indexes have extra blocks";
+  if (high_leave_.size() != high_.size()) return "the high end's leave steps are stale";
   size_t expected = 0;
   for (size_t i = 0; i < stack_.size(); ++i) {
     if (stack_[i].offset != expected) return "the incremental stack has a gap";
@@ -223,7 +281,54 @@ size_t IncrementalStackPeak(const AllocationProfile& profile, const NetworkView&
   return peak;
 }
 
+size_t GtbmReplayFootprint(const AllocationProfile& profile, const NetworkView& view,
+                           const MobilityClasses& classes, size_t incremental_bytes,
+                           GtbmStacking stacking) {
+  GtbmAllocator gtbm(kReplayCapacity, incremental_bytes, view, classes, /*soft=*/false, stacking);
+  if (!gtbm.BeginIteration(profile.phase).ok()) return SIZE_MAX;
+  // Allocations and frees on the profile's clock: +1 + index, -1 - index.
+  std::multimap<int64_t, int64_t> events;
+  for (size_t i = 0; i < profile.requests.size(); ++i) {
+    events.insert({profile.requests[i].alloc_time, static_cast<int64_t>(i) + 1});
+    events.insert({profile.requests[i].free_time, -static_cast<int64_t>(i) - 1});
+  }
+  std::vector<AllocationId> ids(profile.requests.size(), -1);
+  for (const auto& [time, event] : events) {
+    if (event < 0) {
+      const AllocationId id = ids[static_cast<size_t>(-event - 1)];
+      if (id >= 0) gtbm.Free(id);
+      continue;
+    }
+    const ProfiledRequest& r = profile.requests[static_cast<size_t>(event - 1)];
+    AllocRequest request;
+    request.bytes = r.bytes;
+    request.tensor = r.tensor;
+    request.step = r.step;
+    StatusOr<Allocation> block = gtbm.Allocate(request);
+    if (!block.ok()) return SIZE_MAX;
+    ids[static_cast<size_t>(event - 1)] = block->id;
+  }
+  return gtbm.PeakFootprint();
+}
+
 namespace {
+
+// The stacking rule that packs the profiled iteration tightest.
+GtbmStacking ChooseStacking(const AllocationProfile& profile, const NetworkView& view,
+                            const MobilityClasses& classes) {
+  const size_t incremental_bytes = IncrementalStackPeak(profile, view, classes);
+  GtbmStacking best = GtbmStacking::kNone;
+  size_t best_footprint = SIZE_MAX;
+  for (GtbmStacking stacking : kStackingRules) {
+    const size_t footprint =
+        GtbmReplayFootprint(profile, view, classes, incremental_bytes, stacking);
+    if (footprint < best_footprint) {
+      best = stacking;
+      best_footprint = footprint;
+    }
+  }
+  return best;
+}
 
 AllocatorFactory Factory(bool soft) {
   return [soft](const AllocatorContext& c) -> StatusOr<std::unique_ptr<DeviceAllocator>> {
@@ -232,12 +337,18 @@ AllocatorFactory Factory(bool soft) {
     }
     MobilityClasses classes = ClassifyMobility(*c.view, c.min_offload_bytes);
     size_t incremental = 0;
+    GtbmStacking stacking = GtbmStacking::kNone;
     if (c.profiler) {
       SPILL_ASSIGN_OR_RETURN(AllocationProfile profile, c.profiler(Phase::kTrain, c.capacity));
       incremental = IncrementalStackPeak(profile, *c.view, classes);
+      // Like Dymem's pool sizing, from an iteration in an oversized pool: in
+      // a tight one the profile's prefetches follow another allocator's room.
+      StatusOr<AllocationProfile> roomy = OutOfMemory("");
+      if (c.capacity < kReplayCapacity) roomy = c.profiler(Phase::kTrain, kReplayCapacity);
+      stacking = ChooseStacking(roomy.ok() ? *roomy : profile, *c.view, classes);
     }
     return std::unique_ptr<DeviceAllocator>(
-        new GtbmAllocator(c.capacity, incremental, *c.view, std::move(classes), soft));
+        new GtbmAllocator(c.capacity, incremental, *c.view, std::move(classes), soft, stacking));
   };
 }
 

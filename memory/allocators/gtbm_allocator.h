@@ -9,12 +9,17 @@
 //                 first, never freed): the best-fitting hole among the
 //                 movables, else the low end of the gap between the
 //                 frontiers (`cnmemMalloc`, never above the lowest
-//                 temporary);
+//                 high-end block);
 //       high end  temporary tensors: a top-down search of the free space
 //                 above the highest movable, placed at the top of the
 //                 highest segment that holds them (`cnmemHighMalloc`). The
 //                 temporaries a step writes are placed longest-lived first,
-//                 so that they leave in the reverse order of their arrival;
+//                 so that they leave in the reverse order of their arrival.
+//                 The high end is a stack, and a movable allocated in
+//                 backward that leaves no later than the block at its top
+//                 (its lowest) may join it, directly below that block: it
+//                 leaves first, so the stack stays last-in first-out and
+//                 leaves no hole (the stacking rule, below);
 //   [main_size, capacity)  the incremental space: reclaimed tensors on a
 //                 stack. A block's space comes back only when every block
 //                 above it has gone; a free out of order waits (counted).
@@ -23,9 +28,23 @@
 // allocator does) and replays its reclaimed requests on a stack. A reclaimed
 // request that finds no room there goes to the high end (an overflow).
 //
+// Stacking rule (GtbmStacking): which movables may join the high end's
+// stack. `none` is the paper's strict grouping. `prefetched`: forward
+// tensors brought back in backward (Algorithm 2's prefetches, which arrive
+// in order of use and leave first in, first out, so best fit among the
+// short-lived gradients strands holes around them), also onto an empty high
+// end. `movables`: every movable allocated in backward, onto a non-empty
+// high end (a residual block's gradients nest inside the lifetime of the
+// block input's gradient, a temporary). Which one packs tighter depends on
+// the network, so the factory replays an iteration profiled in an
+// oversized pool under each and keeps the smallest squeezed pool (ties: the
+// earlier rule); `none` without a profile. Plans and runs make the same
+// choice. When a tensor leaves is its last use in the schedule
+// (memory/liveness.h).
+//
 // Invariants (CheckInvariants, after every event in the tests)
-//   * the arenas never interleave: no movable block ends above the lowest
-//     temporary one - the low frontier stays at or below the high frontier;
+//   * the arenas never interleave: no low-end block ends above the lowest
+//     high-end one - the low frontier stays at or below the high frontier;
 //   * main blocks lie in [0, main_size); incremental blocks are contiguous
 //     from main_size and the top one is live;
 //   * the main pool's own invariants hold (memory/heap_pool.h).
@@ -56,13 +75,17 @@
 
 namespace spill {
 
+enum class GtbmStacking { kNone, kPrefetched, kMovables };
+const char* GtbmStackingName(GtbmStacking stacking);
+
 class GtbmAllocator : public DeviceAllocator {
  public:
   // `incremental_bytes` of `capacity` (rounded down to blocks) go to the
   // incremental space; `classes` are the view's (ClassifyMobility). `view`
   // must outlive the allocator. `soft`: gtbm_soft.
   GtbmAllocator(size_t capacity, size_t incremental_bytes, const NetworkView& view,
-                MobilityClasses classes, bool soft = false);
+                MobilityClasses classes, bool soft = false,
+                GtbmStacking stacking = GtbmStacking::kNone);
 
   const char* name() const override { return soft_ ? "gtbm_soft" : "gtbm"; }
   double UnusableFree(size_t bytes) const override;
@@ -73,6 +96,9 @@ class GtbmAllocator : public DeviceAllocator {
 
   // The arena a request goes to (reclaimed: the incremental space).
   Mobility Classify(const AllocRequest& request) const;
+  GtbmStacking stacking() const { return stacking_; }
+  // Movables placed on the high end's stack.
+  int64_t stacked() const { return stacked_; }
   size_t main_size() const { return main_size_; }
   size_t incremental_size() const { return incremental_size_; }
   // The least free gap between the low and the high frontier at any event.
@@ -118,7 +144,16 @@ class GtbmAllocator : public DeviceAllocator {
     bool live;
   };
 
-  StatusOr<size_t> PlaceInMain(Arena arena, MemoryCategory category, size_t bytes, AllocationId id);
+  // `leave`: the step after which the block goes (LeaveStep).
+  StatusOr<size_t> PlaceInMain(Arena arena, MemoryCategory category, size_t bytes, AllocationId id,
+                               int leave);
+  // The step after which the request's tensor leaves (its last use).
+  int LeaveStep(const AllocRequest& request) const;
+  // Whether a movable may join the high end's stack under the rule.
+  bool JoinsStack(const AllocRequest& request, int leave) const;
+  // Places a movable directly below the high end's lowest block.
+  StatusOr<size_t> PlaceOnStack(const AllocRequest& request, size_t bytes, AllocationId id,
+                                int leave);
   size_t StackTop() const {
     return stack_.empty() ? 0 : stack_.back().offset + stack_.back().bytes;
   }
@@ -126,6 +161,7 @@ class GtbmAllocator : public DeviceAllocator {
 
   const NetworkView& view_;
   const bool soft_;
+  const GtbmStacking stacking_;
   const size_t main_size_;
   const size_t incremental_size_;
   HeapPool pool_;  // the main space, best fit
@@ -134,6 +170,7 @@ class GtbmAllocator : public DeviceAllocator {
   Phase phase_ = Phase::kTrain;
   std::unordered_map<AllocationId, Block> blocks_;
   std::set<std::pair<size_t, size_t>> low_, high_;  // (offset, bytes) of each end's blocks
+  std::unordered_map<size_t, int> high_leave_;      // offset -> leave step, of high blocks
   std::vector<StackEntry> stack_;
   std::unordered_map<AllocationId, size_t> stack_index_;
   size_t squeeze_gap_;
@@ -141,12 +178,19 @@ class GtbmAllocator : public DeviceAllocator {
   int64_t overflows_ = 0;
   int64_t deferred_frees_ = 0;
   int64_t crossings_ = 0;
+  int64_t stacked_ = 0;
 };
 
 // The most bytes the reclaimed requests of `profile` hold on a stack that
 // gives space back only from the top.
 size_t IncrementalStackPeak(const AllocationProfile& profile, const NetworkView& view,
                             const MobilityClasses& classes);
+
+// The footprint (squeezed main space plus the stack's peak) of `profile`'s
+// requests replayed in a roomy pool under `stacking`.
+size_t GtbmReplayFootprint(const AllocationProfile& profile, const NetworkView& view,
+                           const MobilityClasses& classes, size_t incremental_bytes,
+                           GtbmStacking stacking);
 
 }  // namespace spill
 
