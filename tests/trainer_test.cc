@@ -14,6 +14,7 @@
 #include "framework/lr_schedule.h"
 #include "framework/npz.h"
 #include "framework/random.h"
+#include "memory/planner.h"
 #include "tests/trace_reader.h"
 
 namespace spill {
@@ -221,6 +222,45 @@ TEST_F(TrainerTest, ParametersInHostMemoryTrainAndResumeLikeOnTheDevice) {
           << "update on " << (update_on_host ? "host" : "device") << ", step " << i + 1;
     }
   }
+}
+
+// Through the whole training program (data pipeline, solver, schedule):
+// with memory.chunk auto the smallest budget is below SuperNeurons' floor
+// (the largest step on top of the persistent tensors), and at that budget,
+// where steps stream through host memory, training gives the losses of the
+// whole batch on the device bit for bit.
+TEST_F(TrainerTest, StreamedStepsTrainLikeTheWholeBatchBelowTheLargestStep) {
+  auto config_for = [&](const std::string& chunk) {
+    TrainConfig config = Config();
+    SPILL_CHECK(ApplyMemoryMode("superneurons", &config.memory).ok());
+    config.memory.workspace = *ParseWorkspacePolicy("pin:im2col_image");
+    config.memory.batch_chunk = *ParseBatchChunk(chunk);
+    config.run.output = (dir_ / ("run_" + chunk)).string();
+    return config;
+  };
+  auto losses = [&](const TrainConfig& config) {
+    auto trainer = Trainer::Create(config, Quiet());
+    SPILL_CHECK(trainer.ok()) << trainer.status().ToString();
+    Status status = (*trainer)->Run();
+    SPILL_CHECK(status.ok()) << status.ToString();
+    return (*trainer)->report().losses;
+  };
+  auto minimum = [&](TrainConfig config) {
+    config.run.output += "_planned";  // a fresh folder: nothing runs there
+    auto trainer = Trainer::Create(config, Quiet());
+    SPILL_CHECK(trainer.ok()) << trainer.status().ToString();
+    auto bytes = MinimumBudget((*trainer)->net().view(), config.memory, kPoolBlockBytes);
+    SPILL_CHECK(bytes.ok()) << bytes.status().ToString();
+    return *bytes;
+  };
+  const std::vector<double> whole = losses(config_for("off"));
+  TrainConfig streamed = config_for("auto");
+  const size_t floor = minimum(config_for("off"));
+  streamed.memory.device_budget = minimum(streamed);
+  EXPECT_LT(streamed.memory.device_budget, floor);
+  const std::vector<double> sliced = losses(streamed);
+  ASSERT_EQ(sliced.size(), whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(sliced[i], whole[i]) << "step " << i + 1;
 }
 
 TEST_F(TrainerTest, StopRequestSavesACheckpointAndResumes) {
