@@ -5,6 +5,9 @@
 //   train --config X --max-steps 100 --report report.json
 //   train --config X --resume               continue from <output>/checkpoint.npz
 //   train --config X --overwrite            start over, replacing <output>/checkpoint.npz
+//   train --config X --memory superneurons --device-memory 64MiB
+//                                           override those keys of the config's memory:
+//                                           section (tools/memory_flags.h), keep the rest
 //   mpirun -np 2 train --config X           data parallel (tools/data_parallel.h)
 //
 // Ctrl-C, SIGTERM and SIGHUP save a checkpoint and stop; a second signal stops
