@@ -1,6 +1,6 @@
 // The memory-policy flags, declared once for every tool that plans or runs a
-// training iteration (plan, deepest, widest, bench_train, train, eval): one spelling per
-// option, the same check and the same --help line in every tool, and one
+// training iteration (plan, deepest, widest, bench_train, train, eval): one
+// spelling per option, the same check and the same --help line in every tool, and one
 // function that applies them to MemoryOptions. Each flag is one entry of the
 // table in memory_flags.cc - its name, its help, how its value sets
 // MemoryOptions, and which tools cannot use which values - so a new memory
@@ -11,8 +11,8 @@
 //    names the flag and what was expected, before any work is done.
 //  * A value a tool cannot use is refused, never ignored: `--window-budget
 //    search` outside the tools that search, a plan-only allocator in a tool
-//    that always places tensors on a device, --update in eval, which runs no
-//    solver update.
+//    that always places tensors on a device, --update and
+//    --recompute-strategy in eval, which runs no backward pass or update.
 //  * Old spellings stay as hidden aliases (--no-compact is --compact false);
 //    the canonical flag's --help names them.
 //  * Apply() sets only what was given, in the table's order (--memory first,
