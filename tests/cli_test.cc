@@ -27,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kLimitSeconds = 120;
 
@@ -45,8 +46,10 @@ void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count)
   });
 }
 
-// A small config training a tiny network on 64 synthetic images.
-std::string WriteConfig(const std::string& dir, int epochs) {
+// A small config training a tiny network on 64 synthetic images, with
+// `memory` as its memory: section.
+std::string WriteConfig(const std::string& dir, int epochs,
+                        const std::string& memory = "{conv_timing: model}") {
   fs::create_directories(dir + "/data");
   WriteIdx(dir + "/data", "train", 64);
   WriteIdx(dir + "/data", "t10k", 16);
@@ -58,7 +61,7 @@ std::string WriteConfig(const std::string& dir, int epochs) {
                       << "    - {name: loss, type: softmax_loss}\n"
                       << "data: {dataset: fashion_mnist, path: " << dir << "/data, batch: 16}\n"
                       << "solver: {type: sgd, lr: 0.01}\n"
-                      << "memory: {conv_timing: model}\n"
+                      << "memory: " << memory << "\n"
                       << "run: {epochs: " << epochs << ", output: " << dir << "/run}\n";
   return path;
 }
@@ -152,32 +155,44 @@ Result RunWith(const std::string& tool, const std::vector<std::string>& flags) {
 
 const char* const kMemoryTools[] = {"plan", "deepest", "widest", "bench_train"};
 
+using FlagValues = std::vector<std::pair<std::string, std::string>>;
+
+// Every memory flag with a value each tool that trains can use.
+FlagValues EveryMemoryFlag() {
+  return {{"--memory", "superneurons"},
+          {"--device-memory", "4MiB"},
+          {"--host-memory", "8MiB"},
+          {"--host-tier", "ram"},
+          {"--params", "host"},
+          {"--update", "host"},
+          {"--allocator", "best_fit"},
+          {"--compact", "false"},
+          {"--eviction", "belady"},
+          {"--va-chunk", "64KiB"},
+          {"--workspace", "memory_optimal"},
+          {"--recompute-strategy", "speed"},
+          {"--prefetch-ahead", "2"},
+          {"--chunk", "off"},
+          {"--window", "1.5x"},
+          {"--window-budget", "0.9x"},
+          {"--release", "eager"},
+          {"--prefetch", "ahead"},
+          {"--offload-set", "conv"},
+          {"--barrier", "true"},
+          {"--min-offload", "1MiB"}};
+}
+
+std::vector<std::string> Flatten(const FlagValues& given) {
+  std::vector<std::string> flags;
+  for (const auto& [flag, value] : given) flags.insert(flags.end(), {flag, value});
+  return flags;
+}
+
 // Every memory flag, spelled once, in every tool; and each tool reports the
 // policy it was given, so the flags were applied, not only accepted.
 TEST(CliTest, MemoryFlagsAreSpelledAlikeInEveryTool) {
-  const std::vector<std::pair<std::string, std::string>> given = {{"--memory", "superneurons"},
-                                                                  {"--device-memory", "4MiB"},
-                                                                  {"--host-memory", "8MiB"},
-                                                                  {"--host-tier", "ram"},
-                                                                  {"--params", "host"},
-                                                                  {"--update", "host"},
-                                                                  {"--allocator", "best_fit"},
-                                                                  {"--compact", "false"},
-                                                                  {"--eviction", "belady"},
-                                                                  {"--va-chunk", "64KiB"},
-                                                                  {"--workspace", "memory_optimal"},
-                                                                  {"--recompute-strategy", "speed"},
-                                                                  {"--prefetch-ahead", "2"},
-                                                                  {"--chunk", "off"},
-                                                                  {"--window", "1.5x"},
-                                                                  {"--window-budget", "0.9x"},
-                                                                  {"--release", "eager"},
-                                                                  {"--prefetch", "ahead"},
-                                                                  {"--offload-set", "conv"},
-                                                                  {"--barrier", "true"},
-                                                                  {"--min-offload", "1MiB"}};
-  std::vector<std::string> flags;
-  for (const auto& [flag, value] : given) flags.insert(flags.end(), {flag, value});
+  const FlagValues given = EveryMemoryFlag();
+  const std::vector<std::string> flags = Flatten(given);
   const std::map<std::string, std::string> applied = {
       {"plan", "best_fit allocator"},
       {"deepest",
@@ -256,6 +271,114 @@ TEST(CliTest, MemoryFlagValuesAToolCannotUseAreRefused) {
   EXPECT_THAT(r.output, HasSubstr("--allocator: 'ideal' is plan only"));
   r = RunWith("plan", {"--allocator", "ideal", "--memory", "liveness"});
   EXPECT_EQ(r.code, 0) << r.output;
+}
+
+// ------------------------------------------ train and eval: flags over a config
+
+// One step of train on `config`, with `flags`.
+Result Train(const std::string& config, const std::vector<std::string>& flags) {
+  std::vector<std::string> args = {"tools/train", "--config",    config, "--no-progress",
+                                   "--overwrite", "--max-steps", "1"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return RunTool(args);
+}
+
+// eval of `checkpoint` under `config`, with `flags`.
+Result Eval(const std::string& config, const std::string& checkpoint,
+            const std::vector<std::string>& flags) {
+  std::vector<std::string> args = {"tools/eval", "--config", config, "--checkpoint", checkpoint};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return RunTool(args);
+}
+
+// train and eval take the flags of the tools that plan, spelled alike, and
+// run under them: train's startup line and eval's result name the policy.
+TEST(CliTest, TrainAndEvalTakeTheSharedMemoryFlags) {
+  const std::string dir = Dir("train_flags");
+  const std::string config = WriteConfig(dir, 1);
+  Result r = Train(config, Flatten(EveryMemoryFlag()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("memory superneurons ("));
+  EXPECT_THAT(r.output, HasSubstr("best_fit allocator, belady eviction"));
+  EXPECT_THAT(r.output, HasSubstr("no compaction, parameters host, updated on host, device "
+                                  "budget 4.00 MiB"));
+  FlagValues evaluating;  // eval runs no backward pass and no solver update
+  for (const auto& given : EveryMemoryFlag()) {
+    if (given.first != "--update" && given.first != "--recompute-strategy") {
+      evaluating.push_back(given);
+    }
+  }
+  r = Eval(config, dir + "/run/checkpoint.npz", Flatten(evaluating));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("images, memory superneurons)"));
+}
+
+// A flag given overrides the config's memory: section key by key; a flag not
+// given leaves the config's value; the config file is never rewritten.
+TEST(CliTest, MemoryFlagsOverrideTheConfigOnlyWhereGiven) {
+  const std::string dir = Dir("train_overrides");
+  const std::string config =
+      WriteConfig(dir, 1,
+                  "{conv_timing: model, mode: liveness, device_budget: 64MiB, allocator: best_fit, "
+                  "chunk: 8}");
+  const std::string text = ReadAll(config);
+  Result r = Train(config, {});
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* part : {"memory liveness (", "best_fit allocator", "batch slices of 8",
+                           "device budget 64.00 MiB"}) {
+    EXPECT_THAT(r.output, HasSubstr(part)) << "no flags";
+  }
+  r = Train(config, {"--device-memory", "32MiB", "--chunk", "off"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* part : {"memory liveness (", "best_fit allocator", "device budget 32.00 MiB"}) {
+    EXPECT_THAT(r.output, HasSubstr(part)) << "--device-memory --chunk";
+  }
+  EXPECT_THAT(r.output, Not(HasSubstr("batch slices")));
+  r = Train(config, {"--memory", "superneurons"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* part : {"memory superneurons (", "best_fit allocator", "batch slices of 8",
+                           "device budget 64.00 MiB"}) {
+    EXPECT_THAT(r.output, HasSubstr(part)) << "--memory";
+  }
+  const std::string checkpoint = dir + "/run/checkpoint.npz";
+  r = Eval(config, checkpoint, {});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("images, memory liveness)"));
+  r = Eval(config, checkpoint, {"--memory", "superneurons", "--device-memory", "32MiB"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("images, memory superneurons)"));
+  EXPECT_EQ(ReadAll(config), text);
+}
+
+// What train or eval cannot use is refused before any work, naming the flag.
+TEST(CliTest, TrainAndEvalRefuseMemoryFlagsTheyCannotUse) {
+  const std::string dir = Dir("train_refusals");
+  const std::string config = WriteConfig(dir, 1);
+  const std::string checkpoint = dir + "/unread.npz";  // parsing stops before it is read
+  std::ofstream(checkpoint) << "x";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> both = {
+      {{"--window-budget", "search"},
+       "--window-budget: 'search' is for the tools that search (deepest, widest)"},
+      {{"--allocator", "ideal"}, "--allocator: 'ideal' is plan only"},
+      {{"--memory", "nope"}, "--memory: unknown memory mode 'nope'"},
+      {{"--chunk", "2MiB"}, "--chunk: "},
+  };
+  for (const auto& [flags, message] : both) {
+    for (const Result& r : {Train(config, flags), Eval(config, checkpoint, flags)}) {
+      EXPECT_EQ(r.code, 2) << flags[0] << "\n" << r.output;
+      EXPECT_THAT(r.output, HasSubstr(message));
+      EXPECT_LT(r.seconds, 10) << flags[0];
+    }
+  }
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--update", "host"},
+        std::vector<std::string>{"--recompute-strategy", "speed"}}) {
+    Result r = Eval(config, checkpoint, flags);
+    EXPECT_EQ(r.code, 2) << flags[0] << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr(flags[0] + ": '" + flags[1] +
+                                    "' acts on backward passes and solver updates, and this "
+                                    "tool runs neither"));
+  }
 }
 
 // --------------------------------------------------------------------- train

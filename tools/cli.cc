@@ -8,8 +8,6 @@
 #include "framework/files.h"
 #include "framework/units.h"
 #include "framework/yaml_reader.h"
-#include "memory/memory_options.h"
-#include "memory/workspace_selector.h"
 
 namespace spill {
 namespace {
@@ -155,30 +153,10 @@ CLI::Option* Flags::OutputFile(const std::string& name, std::string* out, const 
       ->type_name("FILE");
 }
 
-CLI::Option* Flags::MemoryMode(std::string* out, const std::string& help) {
-  return Choice("--memory", out, help, MemoryModeNames())->type_name("MODE");
-}
-
-CLI::Option* Flags::Workspace(std::string* out, const std::string& help) {
-  return app_.add_option("--workspace", *out, help)
-      ->check(Checked([](const std::string& text) { return ParseWorkspacePolicy(text).status(); }))
-      ->type_name("POLICY");
-}
-
-CLI::Option* Flags::BatchChunk(std::string* out, const std::string& help) {
-  return app_.add_option("--chunk", *out, help)
-      ->check(Checked([](const std::string& text) { return ParseBatchChunk(text).status(); }))
-      ->type_name("off|auto|N");
-}
-
 CLI::Option* Flags::Device(std::string* out, const std::string& help) {
   return app_.add_option("--device", *out, help + " (cpu, cuda)")
       ->check(Checked([](const std::string& text) { return DeviceTypeByName(text).status(); }))
       ->type_name("NAME");
-}
-
-CLI::Option* Flags::DeviceMemory(size_t* out, const std::string& help) {
-  return Bytes("--device-memory", out, help, kPoolBlockBytes, kUnlimitedBudget);
 }
 
 CLI::Option* Flags::Set(ParamOverrides* out) {

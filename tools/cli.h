@@ -64,15 +64,9 @@ class Flags {
   // A file to write: its folder must exist and be writable.
   CLI::Option* OutputFile(const std::string& name, std::string* out, const std::string& help);
 
-  // Options several tools share, parsed and checked once here (train and
-  // eval override a config's memory: keys with these; the tools that plan
-  // take the whole memory policy from memory_flags.h).
-  CLI::Option* MemoryMode(std::string* out, const std::string& help);
-  CLI::Option* Workspace(std::string* out, const std::string& help);
-  // --chunk off|auto|N: images per slice of the batch (memory.chunk).
-  CLI::Option* BatchChunk(std::string* out, const std::string& help);
+  // Options several tools share, parsed and checked once here (the memory
+  // policy flags are memory_flags.h's).
   CLI::Option* Device(std::string* out, const std::string& help);
-  CLI::Option* DeviceMemory(size_t* out, const std::string& help);
   // --set KEY=VALUE, repeatable; VALUE is YAML (a number, a string, a list).
   CLI::Option* Set(ParamOverrides* out);
 

@@ -13,13 +13,14 @@
 
 #include "tools/cli.h"
 #include "tools/inference.h"
+#include "tools/memory_flags.h"
 
 namespace spill {
 namespace {
 
 struct Args {
-  std::string config, checkpoint, memory, workspace, device;
-  size_t device_memory = 0;  // 0: the config's
+  std::string config, checkpoint, device;
+  MemoryFlags memory;  // as given: each overrides the config's memory: section
   bool json = false;
 };
 
@@ -27,21 +28,16 @@ void Declare(Flags& f, Args* a) {
   f.InputFile("--config", &a->config, "training configuration the checkpoint was trained with")
       ->required();
   f.InputFile("--checkpoint", &a->checkpoint, "checkpoint (.npz) written by train")->required();
-  f.MemoryMode(&a->memory, "override memory.mode");
-  f.DeviceMemory(&a->device_memory, "override memory.device_budget (e.g. 2GiB)");
-  f.Workspace(&a->workspace,
-              "convolution workspace: dynamic, fastest, memory_optimal, cap:SIZE, pin:NAME");
   f.Device(&a->device, "override run.device");
   f.Flag("--json", &a->json, "print the figures as one JSON object");
+  MemoryFlagsUse use = ConfigMemoryFlagsUse();
+  use.trains = false;  // forward passes only
+  a->memory.Declare(f, use);
 }
 
 Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (!a.device.empty()) c->run.device = a.device;
-  if (!a.memory.empty()) SPILL_RETURN_IF_ERROR(ApplyMemoryMode(a.memory, &c->memory));
-  if (a.device_memory > 0) c->memory.device_budget = a.device_memory;
-  if (!a.workspace.empty()) {
-    SPILL_ASSIGN_OR_RETURN(c->memory.workspace, ParseWorkspacePolicy(a.workspace));
-  }
+  SPILL_RETURN_IF_ERROR(a.memory.Apply(&c->memory));
   return c->memory.Validate();
 }
 

@@ -128,6 +128,14 @@ Status SearchesWindowBudget(const std::string& text, const MemoryFlagsUse& use) 
       "or bytes");
 }
 
+// Refuses every value in a tool that only evaluates.
+Status Trains(const std::string& text, const MemoryFlagsUse& use) {
+  if (use.trains) return Status::Ok();
+  return InvalidArgument("'" + text +
+                         "' acts on backward passes and solver updates, and this tool runs "
+                         "neither");
+}
+
 // The mode, the budgets and where persistent state lives.
 void AddBudgets(std::vector<Entry>* e) {
   e->push_back({"--memory", "MODE", "the memory mode: " + Joined(MemoryModeNames()),
@@ -162,7 +170,8 @@ void AddBudgets(std::vector<Entry>* e) {
                   SPILL_RETURN_IF_ERROR(OneOf(t, {"device", "host"}));
                   o->update_on_host = t == "host";
                   return Status::Ok();
-                }});
+                },
+                Trains});
 }
 
 // Placement in the device budget, and what the tensor cache evicts.
@@ -210,7 +219,8 @@ void AddSteps(std::vector<Entry>* e) {
                 [](const std::string& t, MemoryOptions* o) {
                   SPILL_ASSIGN_OR_RETURN(o->recompute_strategy, ParseRecomputeStrategy(t));
                   return Status::Ok();
-                }});
+                },
+                Trains});
   e->push_back({"--prefetch-ahead", "INT",
                 "prefetch offloaded tensors N checkpoint layers ahead (default 1) [0, 1024]",
                 [](const std::string& t, MemoryOptions* o) {
@@ -341,6 +351,16 @@ Status MemoryFlags::Apply(MemoryOptions* options) const {
     SPILL_RETURN_IF_ERROR(entry.apply(it->second, options).WithContext(entry.name));
   }
   return Status::Ok();
+}
+
+MemoryFlagsUse ConfigMemoryFlagsUse() {
+  MemoryFlagsUse use;
+  use.heading = "Memory policy (overrides the config's memory: section)";
+  use.mode_default = "the config's memory.mode";
+  use.device_memory_default = "the config's memory.device_budget";
+  use.host_memory_default = "the config's memory.host_budget";
+  use.places_tensors = true;
+  return use;
 }
 
 Status CheckAllocatorPlaces(const MemoryOptions& options, const std::string& why) {

@@ -1,6 +1,6 @@
 // The memory-policy flags, declared once for every tool that plans or runs a
-// training iteration (plan, deepest, widest, bench_train): one spelling per
-// option, the same check and the same --help line in every tool, and one
+// training iteration (plan, deepest, widest, bench_train, train, eval): one
+// spelling per option, the same check and the same --help line in every tool, and one
 // function that applies them to MemoryOptions. Each flag is one entry of the
 // table in memory_flags.cc - its name, its help, how its value sets
 // MemoryOptions, and which tools cannot use which values - so a new memory
@@ -11,12 +11,14 @@
 //    names the flag and what was expected, before any work is done.
 //  * A value a tool cannot use is refused, never ignored: `--window-budget
 //    search` outside the tools that search, a plan-only allocator in a tool
-//    that always places tensors on a device.
+//    that always places tensors on a device, --update and
+//    --recompute-strategy in eval, which runs no backward pass or update.
 //  * Old spellings stay as hidden aliases (--no-compact is --compact false);
 //    the canonical flag's --help names them.
 //  * Apply() sets only what was given, in the table's order (--memory first,
 //    since a mode resets the allocator and compaction), so a tool's defaults
-//    and a config's memory: section hold for everything else.
+//    and a config's memory: section hold for everything else: a flag given
+//    overrides the config, a flag not given leaves the config's value.
 #ifndef SPILL_TOOLS_MEMORY_FLAGS_H_
 #define SPILL_TOOLS_MEMORY_FLAGS_H_
 
@@ -40,7 +42,15 @@ struct MemoryFlagsUse {
   bool searches_window_budget = false;
   // The tool always places tensors on a device: plan-only allocators are refused.
   bool places_tensors = false;
+  // The tool runs backward passes and solver updates; one that only
+  // evaluates refuses the flags that act on them alone (--update,
+  // --recompute-strategy).
+  bool trains = true;
 };
+
+// The use of a tool that reads a training config (train, eval): the flags
+// override its memory: section, so the defaults --help states are the config's.
+MemoryFlagsUse ConfigMemoryFlagsUse();
 
 class MemoryFlags {
  public:

@@ -5,6 +5,9 @@
 //   train --config X --max-steps 100 --report report.json
 //   train --config X --resume               continue from <output>/checkpoint.npz
 //   train --config X --overwrite            start over, replacing <output>/checkpoint.npz
+//   train --config X --memory superneurons --device-memory 64MiB
+//                                           override those keys of the config's memory:
+//                                           section (tools/memory_flags.h), keep the rest
 //   mpirun -np 2 train --config X           data parallel (tools/data_parallel.h)
 //
 // Ctrl-C, SIGTERM and SIGHUP save a checkpoint and stop; a second signal stops
@@ -20,6 +23,7 @@
 #include "framework/units.h"
 #include "memory/planner.h"
 #include "tools/cli.h"
+#include "tools/memory_flags.h"
 #include "tools/progress.h"
 #include "tools/trainer.h"
 
@@ -60,9 +64,8 @@ void InstallSignalHandlers() {
 }
 
 struct Args {
-  std::string config, report, resume, init, output, memory, memory_log, trace, workspace, device,
-      log, timeline, chunk;
-  size_t device_memory = 0;  // 0: the config's
+  std::string config, report, resume, init, output, memory_log, trace, device, log, timeline;
+  MemoryFlags memory;  // as given: each overrides the config's memory: section
   double link_gbps = 0;
   bool resume_default = false, no_progress = false, print_default = false, profile = false,
        overwrite = false;
@@ -87,15 +90,8 @@ void Declare(Flags& f, Args* a) {
          "start over in an output folder that holds a checkpoint, replacing it");
   f.String("--output", &a->output, "override run.output")->type_name("DIR");
   f.OutputFile("--report", &a->report, "write the final figures as JSON");
-  f.MemoryMode(&a->memory, "override memory.mode");
-  f.DeviceMemory(&a->device_memory, "override memory.device_budget (e.g. 2GiB)");
   f.OutputFile("--memory-log", &a->memory_log,
                "write per-step device memory of one iteration (.csv or .jsonl)");
-  f.Workspace(&a->workspace,
-              "convolution workspace: dynamic, fastest, memory_optimal, cap:SIZE, pin:NAME");
-  f.BatchChunk(
-      &a->chunk,
-      "override memory.chunk: slices of N images per step, or auto (only steps that do not fit)");
   f.Float("--link-gbps", &a->link_gbps,
           "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
   f.Device(&a->device, "override run.device");
@@ -115,6 +111,7 @@ void Declare(Flags& f, Args* a) {
           },
           ""))
       ->type_name("SPEC");
+  a->memory.Declare(f, ConfigMemoryFlagsUse());
 }
 
 Status ApplyOverrides(const Args& a, TrainConfig* c) {
@@ -125,14 +122,7 @@ Status ApplyOverrides(const Args& a, TrainConfig* c) {
     c->run.epochs = a.epochs;
     c->run.steps = 0;
   }
-  if (!a.memory.empty()) SPILL_RETURN_IF_ERROR(ApplyMemoryMode(a.memory, &c->memory));
-  if (a.device_memory > 0) c->memory.device_budget = a.device_memory;
-  if (!a.workspace.empty()) {
-    SPILL_ASSIGN_OR_RETURN(c->memory.workspace, ParseWorkspacePolicy(a.workspace));
-  }
-  if (!a.chunk.empty()) {
-    SPILL_ASSIGN_OR_RETURN(c->memory.batch_chunk, ParseBatchChunk(a.chunk));
-  }
+  SPILL_RETURN_IF_ERROR(a.memory.Apply(&c->memory));
   return c->memory.Validate();
 }
 
