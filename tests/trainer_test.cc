@@ -238,11 +238,13 @@ TEST_F(TrainerTest, StreamedStepsTrainLikeTheWholeBatchBelowTheLargestStep) {
     config.run.output = (dir_ / ("run_" + chunk)).string();
     return config;
   };
+  int streamed_steps = 0;
   auto losses = [&](const TrainConfig& config) {
     auto trainer = Trainer::Create(config, Quiet());
     SPILL_CHECK(trainer.ok()) << trainer.status().ToString();
     Status status = (*trainer)->Run();
     SPILL_CHECK(status.ok()) << status.ToString();
+    streamed_steps = (*trainer)->report().streamed_steps;
     return (*trainer)->report().losses;
   };
   auto minimum = [&](TrainConfig config) {
@@ -254,11 +256,13 @@ TEST_F(TrainerTest, StreamedStepsTrainLikeTheWholeBatchBelowTheLargestStep) {
     return *bytes;
   };
   const std::vector<double> whole = losses(config_for("off"));
+  EXPECT_EQ(streamed_steps, 0);
   TrainConfig streamed = config_for("auto");
   const size_t floor = minimum(config_for("off"));
   streamed.memory.device_budget = minimum(streamed);
   EXPECT_LT(streamed.memory.device_budget, floor);
   const std::vector<double> sliced = losses(streamed);
+  EXPECT_GT(streamed_steps, 0);
   ASSERT_EQ(sliced.size(), whole.size());
   for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(sliced[i], whole[i]) << "step " << i + 1;
 }

@@ -137,10 +137,14 @@ void PrintSummary(const Trainer& trainer, const TrainConfig& c) {
     std::fprintf(stderr, "; test loss %.4f, test accuracy %.2f%%", r.test_loss,
                  100 * r.test_accuracy);
   }
-  std::fprintf(stderr, "\n  peak device memory %s of a %s budget (%s)\n  checkpoint: %s\n",
+  std::fprintf(stderr, "\n  peak device memory %s of a %s budget (%s)",
                FormatBytes(static_cast<double>(r.peak_device_bytes)).c_str(),
                FormatBytes(static_cast<double>(c.memory.device_budget)).c_str(),
-               c.memory.mode.c_str(), trainer.checkpoint_path().c_str());
+               c.memory.mode.c_str());
+  if (r.streamed_steps > 0) {
+    std::fprintf(stderr, "; %d steps streamed through host memory", r.streamed_steps);
+  }
+  std::fprintf(stderr, "\n  checkpoint: %s\n", trainer.checkpoint_path().c_str());
 }
 
 int Main(int argc, char** argv) {

@@ -69,6 +69,7 @@ std::string TrainReport::ToJson(const MemoryOptions& memory) const {
                  {"test_accuracy", evaluated ? Json(test_accuracy) : Json(nullptr)},
                  {"images_per_second", images_per_second},
                  {"peak_device_memory_bytes", peak_device_bytes},
+                 {"streamed_steps", streamed_steps},
                  {"steps", steps},
                  {"epochs", epochs},
                  {"seconds", seconds},
@@ -356,6 +357,8 @@ Status Trainer::TrainStep(Batch& batch) {
   }
   report_.losses.push_back(result.loss);
   report_.peak_device_bytes = std::max(report_.peak_device_bytes, runtime_->run_peak());
+  report_.streamed_steps = 0;
+  for (const StepRecord& r : runtime_->log().steps) report_.streamed_steps += r.slice_images > 0;
   epoch_loss_ += result.loss;
   epoch_correct_ += static_cast<double>(result.correct);
   epoch_count_ += static_cast<double>(result.count);

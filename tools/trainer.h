@@ -58,6 +58,9 @@ struct TrainReport {
   double test_accuracy = 0;
   double images_per_second = 0;  // training throughput, evaluation excluded
   size_t peak_device_bytes = 0;
+  // Steps of the last training iteration computed in slices through host
+  // memory because they did not fit the device (memory.chunk).
+  int streamed_steps = 0;
   int64_t steps = 0;  // total updates so far (including before a resume)
   double epochs = 0;
   double seconds = 0;
