@@ -130,6 +130,23 @@ std::vector<std::string> TrainJob(int ranks, const std::string& config,
   return args;
 }
 
+// mpirun starting two ranks that differ (MPMD): rank 0 trains on `config0`,
+// rank 1 on `config1` with `extra1` flags.
+std::vector<std::string> TwoRankJob(const std::string& config0, const std::string& config1,
+                                    const std::vector<std::string>& extra1 = {}) {
+  std::vector<std::string> args = {"mpirun", "--timeout", std::to_string(kMpiTimeoutSeconds),
+                                   "--oversubscribe"};
+  const std::string configs[] = {config0, config1};
+  for (int rank = 0; rank < 2; ++rank) {
+    if (rank > 0) args.push_back(":");
+    for (const char* a : {"-np", "1", kTrain, "--config"}) args.push_back(a);
+    args.push_back(configs[rank]);
+    args.push_back("--no-progress");
+  }
+  args.insert(args.end(), extra1.begin(), extra1.end());
+  return args;
+}
+
 void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count) {
   testing::WriteIdx(dir, prefix, count, [](uint32_t i, uint32_t p) {
     return static_cast<uint8_t>((i * 31 + p * 7 + (i * p) % 13) % 256);
@@ -303,24 +320,7 @@ TEST(DataParallelTest, AFailingRankStopsTheJobWithItsMessage) {
   const std::string bad = WriteConfig(dir, "bad", broken);
   // Rank 0 starts normally and waits for rank 1 in the first broadcast;
   // rank 1 cannot open its data.
-  std::vector<std::string> args = {"mpirun",
-                                   "--timeout",
-                                   std::to_string(kMpiTimeoutSeconds),
-                                   "--oversubscribe",
-                                   "-np",
-                                   "1",
-                                   kTrain,
-                                   "--config",
-                                   good,
-                                   "--no-progress",
-                                   ":",
-                                   "-np",
-                                   "1",
-                                   kTrain,
-                                   "--config",
-                                   bad,
-                                   "--no-progress"};
-  Result r = RunJob(args, dir + "/out.txt");
+  Result r = RunJob(TwoRankJob(good, bad), dir + "/out.txt");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("train (rank 1 of 2)"));
   EXPECT_THAT(r.output, HasSubstr("missing"));
@@ -331,26 +331,7 @@ TEST(DataParallelTest, AFailingRankStopsTheJobWithItsMessage) {
 TEST(DataParallelTest, ARankOutOfMemoryStopsTheJobWithItsMessage) {
   const std::string dir = Dir("oom");
   const std::string config = WriteConfig(dir, "run", RunSetup());
-  std::vector<std::string> args = {"mpirun",
-                                   "--timeout",
-                                   std::to_string(kMpiTimeoutSeconds),
-                                   "--oversubscribe",
-                                   "-np",
-                                   "1",
-                                   kTrain,
-                                   "--config",
-                                   config,
-                                   "--no-progress",
-                                   ":",
-                                   "-np",
-                                   "1",
-                                   kTrain,
-                                   "--config",
-                                   config,
-                                   "--no-progress",
-                                   "--device-memory",
-                                   "96KiB"};
-  Result r = RunJob(args, dir + "/out.txt");
+  Result r = RunJob(TwoRankJob(config, config, {"--device-memory", "96KiB"}), dir + "/out.txt");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("train (rank 1 of 2): out of device memory"));
   EXPECT_LT(r.seconds, kMpiTimeoutSeconds / 2) << r.output;
