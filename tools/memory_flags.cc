@@ -177,23 +177,14 @@ void AddBudgets(std::vector<Entry>* e) {
 // Placement in the device budget, and what the tensor cache evicts.
 void AddPlacement(std::vector<Entry>* e) {
   e->push_back({"--allocator", "NAME", AllocatorHelp(),
-                [](const std::string& t, MemoryOptions* o) {
-                  SPILL_RETURN_IF_ERROR(OneOf(t, AllocatorNames()));
-                  o->allocator = t;
-                  return Status::Ok();
-                },
-                PlacesTensors});
+                ChoiceOf(AllocatorNames(), &MemoryOptions::allocator), PlacesTensors});
   e->push_back({"--compact", "[true|false]",
                 "slide live tensors down to close holes when an allocation finds none (default "
                 "true; dymem, vdnn: false); false compares allocators by their footprint alone",
                 SwitchOf(&MemoryOptions::compact), nullptr, true});
   e->push_back({"--eviction", "NAME",
                 "the tensor cache's victim rule: " + Joined(EvictionNames()) + " (default lru)",
-                [](const std::string& t, MemoryOptions* o) {
-                  SPILL_RETURN_IF_ERROR(OneOf(t, EvictionNames()));
-                  o->eviction = t;
-                  return Status::Ok();
-                }});
+                ChoiceOf(EvictionNames(), &MemoryOptions::eviction)});
   e->push_back({"--va-chunk", "SIZE",
                 "the va allocator's physical chunk, a multiple of 4KiB (default 2MiB)",
                 [](const std::string& t, MemoryOptions* o) {
