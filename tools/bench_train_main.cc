@@ -43,11 +43,7 @@ struct Args {
 };
 
 MemoryFlagsUse BenchMemoryUse() {
-  MemoryFlagsUse use;
-  use.heading = "Memory policy";
-  use.mode_default = kDefaultMode;
-  use.device_memory_default = FormatBytes(static_cast<double>(kDefaultDeviceBudget));
-  use.host_memory_default = FormatBytes(static_cast<double>(kDefaultHostBudget));
+  MemoryFlagsUse use = ToolMemoryFlagsUse(kDefaultMode, kDefaultDeviceBudget, kDefaultHostBudget);
   use.places_tensors = true;
   return use;
 }

@@ -96,11 +96,7 @@ constexpr size_t kDeviceBudget = 12 * kGiB;
 constexpr size_t kHostBudget = 64 * kGiB;
 
 MemoryFlagsUse ExperimentMemoryUse() {
-  MemoryFlagsUse use;
-  use.heading = "Memory policy";
-  use.mode_default = kDefaultMode;
-  use.device_memory_default = FormatBytes(static_cast<double>(kDeviceBudget));
-  use.host_memory_default = FormatBytes(static_cast<double>(kHostBudget));
+  MemoryFlagsUse use = ToolMemoryFlagsUse(kDefaultMode, kDeviceBudget, kHostBudget);
   use.searches_window_budget = true;
   return use;
 }

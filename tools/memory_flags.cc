@@ -344,6 +344,16 @@ Status MemoryFlags::Apply(MemoryOptions* options) const {
   return Status::Ok();
 }
 
+MemoryFlagsUse ToolMemoryFlagsUse(const std::string& mode, size_t device_budget,
+                                  size_t host_budget) {
+  MemoryFlagsUse use;
+  use.heading = "Memory policy";
+  use.mode_default = mode;
+  use.device_memory_default = FormatBytes(static_cast<double>(device_budget));
+  use.host_memory_default = FormatBytes(static_cast<double>(host_budget));
+  return use;
+}
+
 MemoryFlagsUse ConfigMemoryFlagsUse() {
   MemoryFlagsUse use;
   use.heading = "Memory policy (overrides the config's memory: section)";

@@ -48,6 +48,10 @@ struct MemoryFlagsUse {
   bool trains = true;
 };
 
+// The use of a tool with defaults of its own (no config to override).
+MemoryFlagsUse ToolMemoryFlagsUse(const std::string& mode, size_t device_budget,
+                                  size_t host_budget);
+
 // The use of a tool that reads a training config (train, eval): the flags
 // override its memory: section, so the defaults --help states are the config's.
 MemoryFlagsUse ConfigMemoryFlagsUse();
