@@ -18,7 +18,7 @@ void MemoryLog::Clear() {
   peak_step = -1;
   peak_live.clear();
   to_host = to_device = compacted = host_peak = 0;
-  recomputed = 0;
+  recomputed = streamed = 0;
 }
 
 void MemoryLog::Finish() {
@@ -26,7 +26,7 @@ void MemoryLog::Finish() {
   host_peak = 0;
   peak_step = -1;
   to_host = to_device = compacted = 0;
-  recomputed = 0;
+  recomputed = streamed = 0;
   for (const StepRecord& r : steps) {
     compacted += r.compacted;
     if (peak_step < 0 || r.peak > peak) {
@@ -37,6 +37,7 @@ void MemoryLog::Finish() {
     host_peak = std::max(host_peak, r.host);
     to_device += r.to_device;
     recomputed += r.recomputed;
+    streamed += r.slice_images > 0;
   }
 }
 

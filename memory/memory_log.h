@@ -47,6 +47,7 @@ struct MemoryLog {
   size_t to_host = 0;
   size_t to_device = 0;
   int recomputed = 0;
+  int streamed = 0;  // steps computed in slices through host memory
   size_t compacted = 0;
   size_t host_peak = 0;  // max over steps of StepRecord::host
 

@@ -283,9 +283,7 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
   auto streamed = testing::TrainSynthetic(spec, r);
   ASSERT_TRUE(streamed.ok()) << streamed.status().ToString();
   EXPECT_LT(streamed->log.peak, tight.log.persistent + l_peak);
-  int sliced = 0;
-  for (const StepRecord& step : streamed->log.steps) sliced += step.slice_images > 0;
-  EXPECT_GT(sliced, 0);
+  EXPECT_GT(streamed->log.streamed, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, VariantTest,

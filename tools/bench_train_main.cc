@@ -73,12 +73,6 @@ StatusOr<MemoryOptions> MemoryOptionsOf(const Args& args) {
   return memory;
 }
 
-int StreamedSteps(const MemoryLog& log) {
-  int streamed = 0;
-  for (const StepRecord& step : log.steps) streamed += step.slice_images > 0;
-  return streamed;
-}
-
 Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(MemoryOptions memory, MemoryOptionsOf(args));
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadNetFile(args.config, args.sets));
@@ -143,7 +137,7 @@ Status Run(const Args& args) {
       FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
       memory.workspace.ToString().c_str(),
       FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(), runtime->log().recomputed,
-      StreamedSteps(runtime->log()));
+      runtime->log().streamed);
   if (args.profile) std::fputs(executor.ProfileTable().c_str(), stdout);
   return Status::Ok();
 }

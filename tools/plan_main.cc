@@ -224,19 +224,17 @@ StatusOr<MemoryOptions> ModeOptions(const Args& args, const Subject& subject,
 // Steps whose tensors did not fit whole: computed in slices through host
 // memory (memory.chunk).
 void PrintStreamed(const MemoryPlan& plan, const Net& net) {
+  if (plan.log.streamed == 0) return;
   std::string steps;
-  int streamed = 0;
+  int listed = 0;
   for (const StepRecord& r : plan.log.steps) {
-    if (r.slice_images == 0) continue;
-    if (++streamed <= 4) {
-      steps += std::string(streamed > 1 ? ", " : "") + net.layer(r.layer).name() +
-               (r.pass == Pass::kForward ? " forward (" : " backward (") +
-               std::to_string(r.slice_images) + ")";
-    }
+    if (r.slice_images == 0 || ++listed > 4) continue;
+    steps += std::string(listed > 1 ? ", " : "") + net.layer(r.layer).name() +
+             (r.pass == Pass::kForward ? " forward (" : " backward (") +
+             std::to_string(r.slice_images) + ")";
   }
-  if (streamed == 0) return;
-  std::printf("  %d steps streamed through host memory, images per slice: %s%s\n", streamed,
-              steps.c_str(), streamed > 4 ? ", ..." : "");
+  std::printf("  %d steps streamed through host memory, images per slice: %s%s\n",
+              plan.log.streamed, steps.c_str(), plan.log.streamed > 4 ? ", ..." : "");
 }
 
 void PrintPlan(const Args& args, const std::string& mode, const MemoryOptions& options,

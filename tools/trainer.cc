@@ -357,8 +357,7 @@ Status Trainer::TrainStep(Batch& batch) {
   }
   report_.losses.push_back(result.loss);
   report_.peak_device_bytes = std::max(report_.peak_device_bytes, runtime_->run_peak());
-  report_.streamed_steps = 0;
-  for (const StepRecord& r : runtime_->log().steps) report_.streamed_steps += r.slice_images > 0;
+  report_.streamed_steps = runtime_->log().streamed;
   epoch_loss_ += result.loss;
   epoch_correct_ += static_cast<double>(result.correct);
   epoch_count_ += static_cast<double>(result.count);
