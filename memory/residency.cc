@@ -315,7 +315,10 @@ void ResidencyManager::Drop(TensorId id) {
   slot.state = Residency::kDropped;
 }
 
-void ResidencyManager::MarkWritten(TensorId id) { slots_[id].host_valid = false; }
+void ResidencyManager::MarkWritten(TensorId id) {
+  // In host memory alone, it was written there (a streamed step): current.
+  if (slots_[id].state != Residency::kHost) slots_[id].host_valid = false;
+}
 
 void ResidencyManager::CopySliceIn(TensorId id, void* staging, size_t offset, size_t bytes) {
   Slot& slot = slots_[id];

@@ -92,7 +92,9 @@ class ResidencyManager {
   void FinishPrefetch(TensorId id);
   // kDevice -> kDropped: frees the device block (and any host copy).
   void Drop(TensorId id);
-  // The tensor was written: a host copy no longer matches.
+  // The tensor was written on the device: a host copy no longer matches. (A
+  // tensor in kHost was written in host memory, by a streamed step, and its
+  // host copy stays current.)
   void MarkWritten(TensorId id);
   // Streamed steps (the tensor stays kHost; slices of it pass through a
   // staging block the caller owns). CopySliceIn copies `bytes` at `offset` of

@@ -338,10 +338,7 @@ void MemoryRuntime::FinishStep(const Step& step) {
   FreeWorkspace();
   algorithms_.clear();
   UnpinAll();
-  for (TensorId id : step.writes) {
-    // A streamed step's outputs are in host memory, written there.
-    if (residency_->state(id) != Residency::kHost) residency_->MarkWritten(id);
-  }
+  for (TensorId id : step.writes) residency_->MarkWritten(id);
   // A training forward updates a layer's non-trainable parameters (batch
   // norm's running statistics): their host copies are no longer current.
   if (phase_ == Phase::kTrain && step.pass == Pass::kForward) {

@@ -379,9 +379,7 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   // sources until it dies.
   const bool memory_centric = MemoryCentric(id);
   if (!memory_centric) Unreference(id);
-  for (TensorId out : lt.outputs) {
-    if (residency_->state(out) != Residency::kHost) residency_->MarkWritten(out);
-  }
+  for (TensorId out : lt.outputs) residency_->MarkWritten(out);
   // Lift the pins of this rebuild; keep the caller's.
   for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
   pinned_.resize(pins);
