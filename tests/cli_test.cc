@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "framework/npz.h"
-#include "tests/tool_runner.h"
+#include "tests/testing/tool_runner.h"
 
 namespace spill {
 namespace {
@@ -86,7 +86,7 @@ TEST(CliTest, BadNumbersNameTheFlagAndEndQuickly) {
 
 TEST(CliTest, HelpComesFromTheDeclarations) {
   for (const char* tool :
-       {"tools/plan", "tools/train", "tools/deepest", "tools/widest", "tools/bench_train"}) {
+       {"tools/plan", "tools/train", "tools/deepest", "tools/widest", "tools/bench/bench_train"}) {
     Result r = RunTool({tool, "--help"});
     EXPECT_EQ(r.code, 0) << tool;
     EXPECT_THAT(r.output, HasSubstr("--config")) << tool;

@@ -2,7 +2,7 @@
 // residency state machine under real asynchrony: copies run on their own
 // thread, throttled to a slow link so that they are still in flight when
 // the runtime reaches the points where it must wait for them. Run under
-// ThreadSanitizer by tools/tsan.sh.
+// ThreadSanitizer by tools/ci/tsan.sh.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -16,7 +16,7 @@
 #include "memory/planner.h"
 #include "memory/residency.h"
 #include "memory/workspace_selector.h"
-#include "tests/net_harness.h"
+#include "tests/testing/net_harness.h"
 
 namespace spill {
 namespace {

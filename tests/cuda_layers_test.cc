@@ -25,7 +25,7 @@
 // run it, measures times for a small network.
 //
 // Without a usable GPU every test that needs one skips, saying why (and
-// fails instead with SPILL_REQUIRE_GPU=1, as tools/gpu_check.sh runs it).
+// fails instead with SPILL_REQUIRE_GPU=1, as tools/ci/gpu_check.sh runs it).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -44,8 +44,8 @@
 #include "framework/layer_registry.h"
 #include "framework/net.h"
 #include "framework/random.h"
-#include "tests/gpu_required.h"
-#include "tests/layer_harness.h"
+#include "tests/testing/gpu_required.h"
+#include "tests/testing/layer_harness.h"
 
 namespace spill {
 namespace {

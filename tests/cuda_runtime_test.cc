@@ -9,7 +9,7 @@
 // algorithms and bit equality between modes is a fair demand.
 //
 // Without a usable GPU every test skips, saying why (and fails instead with
-// SPILL_REQUIRE_GPU=1, as tools/gpu_check.sh runs it). The checks of the
+// SPILL_REQUIRE_GPU=1, as tools/ci/gpu_check.sh runs it). The checks of the
 // library versions need no GPU and always run.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -29,9 +29,9 @@
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
-#include "tests/gpu_required.h"
-#include "tests/net_harness.h"
-#include "tests/test_networks.h"
+#include "tests/testing/gpu_required.h"
+#include "tests/testing/net_harness.h"
+#include "tests/testing/test_networks.h"
 
 namespace spill {
 namespace {
@@ -149,7 +149,7 @@ TEST(CudaCopyTest, CopiesAcrossPinnedChunks) {
 // SPILL_MEMCHECK_PLANT=1 the ReLU runs over n + 1: it reads only what it may
 // but writes one float past the output, into the rounding slack after it -
 // inside the cudaMalloc region, so only the annotations can make memcheck
-// report that write. tools/gpu_check.sh sanitize runs this under
+// report that write. tools/ci/gpu_check.sh sanitize runs this under
 // compute-sanitizer and expects the report. Without a sanitizer the planted
 // write is harmless (it lands in the region's slack).
 TEST(CudaMemcheckTest, PoolAnnotationsBoundEachTensor) {

@@ -31,7 +31,7 @@
 #include <thread>
 
 #include "framework/npz.h"
-#include "tests/tool_runner.h"
+#include "tests/testing/tool_runner.h"
 
 namespace spill {
 namespace {

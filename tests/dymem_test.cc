@@ -18,7 +18,7 @@
 #include "memory/pool_sizing.h"
 #include "memory/runtime.h"
 #include "memory/transfer_plan.h"
-#include "tools/dymem_reports.h"
+#include "memory/report/dymem_reports.h"
 
 namespace spill {
 namespace {

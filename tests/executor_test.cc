@@ -11,7 +11,7 @@
 #include "framework/initializer.h"
 #include "framework/random.h"
 #include "memory/runtime.h"
-#include "tests/net_harness.h"
+#include "tests/testing/net_harness.h"
 
 namespace spill {
 namespace {

@@ -12,7 +12,7 @@
 #include "framework/net.h"
 #include "framework/npz.h"
 #include "layers/cpu/conv_timer.h"
-#include "tests/fuzz_harness.h"
+#include "tests/testing/fuzz_harness.h"
 
 namespace spill {
 namespace fuzz {

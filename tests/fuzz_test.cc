@@ -6,7 +6,7 @@
 // a crash, an escaping exception or running past its time (fuzz_harness.h).
 // Cases whose right outcome is known are in fuzz_targeted_test.cc.
 //
-// tools/fuzz.sh runs more cases with a random seed (SPILL_FUZZ_SEED,
+// tools/ci/fuzz.sh runs more cases with a random seed (SPILL_FUZZ_SEED,
 // SPILL_FUZZ_SCALE).
 #include <gtest/gtest.h>
 
@@ -14,9 +14,9 @@
 
 #include "framework/npz.h"
 #include "layers/cpu/conv_timer.h"
-#include "tests/fuzz_harness.h"
-#include "tests/fuzz_mutations.h"
-#include "tests/fuzz_onnx.h"
+#include "tests/testing/fuzz_harness.h"
+#include "tests/testing/fuzz_mutations.h"
+#include "tests/testing/fuzz_onnx.h"
 
 namespace spill {
 namespace fuzz {

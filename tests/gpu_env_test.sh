@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/gpu_env.sh finds the library folders of the CUDA 13 and CUDA 12 pip
+# tools/ci/gpu_env.sh finds the library folders of the CUDA 13 and CUDA 12 pip
 # wheels wherever python3 sees a site-packages folder, CUDA 13's and cuDNN's
 # first, after the bundle's own libraries; and it names the libraries a
 # binary cannot load.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/check_isa.py finds AVX-512 instructions - in zmm registers and in
+# tools/ci/check_isa.py finds AVX-512 instructions - in zmm registers and in
 # EVEX-only instructions on ymm registers - and passes AVX2/FMA code.
 set -uo pipefail
 check=$1

@@ -8,7 +8,7 @@
 
 #include "framework/layer_registry.h"
 #include "framework/random.h"
-#include "tests/layer_harness.h"
+#include "tests/testing/layer_harness.h"
 
 namespace spill {
 namespace {

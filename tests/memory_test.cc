@@ -14,8 +14,8 @@
 #include "memory/liveness.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
-#include "tests/net_harness.h"
-#include "tests/test_networks.h"
+#include "tests/testing/net_harness.h"
+#include "tests/testing/test_networks.h"
 
 namespace spill {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "framework/net.h"
-#include "tests/net_harness.h"
+#include "tests/testing/net_harness.h"
 
 namespace spill {
 namespace {

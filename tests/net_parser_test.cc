@@ -12,7 +12,7 @@
 #include "framework/units.h"
 #include "framework/yaml_reader.h"
 #include "layers/input_layer.h"
-#include "tests/net_harness.h"
+#include "tests/testing/net_harness.h"
 
 namespace spill {
 namespace {

@@ -1,6 +1,6 @@
 // ONNX import against PyTorch, and its errors.
 //
-// The fixtures in tests/testdata/onnx were written by tools/onnx_fixtures.py
+// The fixtures in tests/testdata/onnx were written by tests/testdata/onnx_fixtures.py
 // (torch.onnx.export of a ResNet-18, a VGG-11, an Inception-style block and a
 // dense block, with an input batch and PyTorch's scores for it): imported,
 // they give PyTorch's scores to 1e-5 relative, and the imported ResNet-18
@@ -19,10 +19,10 @@
 
 #include "framework/initializer.h"
 #include "framework/net.h"
-#include "framework/onnx_export.h"
-#include "framework/onnx_import.h"
-#include "framework/onnx_model.h"
-#include "tests/onnx_harness.h"
+#include "framework/onnx/onnx_export.h"
+#include "framework/onnx/onnx_import.h"
+#include "framework/onnx/onnx_model.h"
+#include "tests/testing/onnx_harness.h"
 
 namespace spill {
 namespace {

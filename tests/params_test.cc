@@ -13,8 +13,8 @@
 
 #include "memory/planner.h"
 #include "memory/transfer_plan.h"
-#include "tests/net_harness.h"
-#include "tests/test_networks.h"
+#include "tests/testing/net_harness.h"
+#include "tests/testing/test_networks.h"
 
 namespace spill {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "framework/net.h"
 #include "framework/random.h"
-#include "tests/net_harness.h"
+#include "tests/testing/net_harness.h"
 
 namespace spill {
 namespace {

@@ -21,10 +21,10 @@
 #include "memory/sim/timeline.h"
 #include "memory/sim/timeline_svg.h"
 #include "memory/sim/trace_json.h"
-#include "tests/net_harness.h"
-#include "tests/test_networks.h"
-#include "tests/trace_reader.h"
-#include "tools/timeline_tools.h"
+#include "tests/testing/net_harness.h"
+#include "tests/testing/test_networks.h"
+#include "tests/testing/trace_reader.h"
+#include "tools/common/timeline_tools.h"
 
 namespace spill {
 namespace {

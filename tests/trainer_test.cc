@@ -2,7 +2,7 @@
 // resume to exactly the losses of an uninterrupted run, Ctrl-C, solvers and
 // learning-rate schedules. The data is a small Fashion-MNIST-format dataset
 // written here in the real idx format.
-#include "tools/trainer.h"
+#include "tools/train/trainer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include "framework/npz.h"
 #include "framework/random.h"
 #include "memory/planner.h"
-#include "tests/trace_reader.h"
+#include "tests/testing/trace_reader.h"
 
 namespace spill {
 namespace {

@@ -12,7 +12,7 @@
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "memory/workspace_selector.h"
-#include "tests/net_harness.h"
+#include "tests/testing/net_harness.h"
 
 namespace spill {
 namespace {

@@ -9,8 +9,8 @@
 // machine has the memory.
 #include <cstdio>
 
-#include "tools/cli.h"
-#include "tools/experiments.h"
+#include "tools/common/cli.h"
+#include "tools/plan/experiments.h"
 
 namespace spill {
 namespace {

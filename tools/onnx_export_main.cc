@@ -6,17 +6,17 @@
 //   onnx_export --config my.yaml --output fresh.onnx     # the initialization, no checkpoint
 //
 // The network is built as train builds it (the config's model and dataset);
-// see framework/onnx_export.h for the graph.
+// see framework/onnx/onnx_export.h for the graph.
 #include <cstdio>
 #include <string>
 
 #include "framework/initializer.h"
-#include "framework/onnx_export.h"
-#include "framework/onnx_import.h"
-#include "tools/cli.h"
-#include "tools/inference.h"
-#include "tools/model_source.h"
-#include "tools/train_config.h"
+#include "framework/onnx/onnx_export.h"
+#include "framework/onnx/onnx_import.h"
+#include "tools/common/cli.h"
+#include "tools/train/inference.h"
+#include "tools/train/model_source.h"
+#include "tools/train/train_config.h"
 
 namespace spill {
 namespace {

@@ -7,15 +7,15 @@
 //
 // A training config can also name the ONNX file itself (model: {onnx: ...});
 // this program writes what that import builds, so both start from the same
-// network and weights (see framework/onnx_import.h).
+// network and weights (see framework/onnx/onnx_import.h).
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "framework/net.h"
 #include "framework/npz.h"
-#include "framework/onnx_import.h"
-#include "tools/cli.h"
+#include "framework/onnx/onnx_import.h"
+#include "tools/common/cli.h"
 
 namespace spill {
 namespace {

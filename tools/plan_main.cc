@@ -27,12 +27,12 @@
 #include "memory/planner.h"
 #include "memory/sim/timeline_svg.h"
 #include "memory/sim/trace_json.h"
-#include "tools/checks.h"
-#include "tools/cli.h"
-#include "tools/dymem_reports.h"
-#include "tools/plan_args.h"
-#include "tools/timeline_tools.h"
-#include "tools/train_config.h"
+#include "tools/common/checks.h"
+#include "tools/common/cli.h"
+#include "memory/report/dymem_reports.h"
+#include "tools/plan/plan_args.h"
+#include "tools/common/timeline_tools.h"
+#include "tools/train/train_config.h"
 
 namespace spill {
 namespace {

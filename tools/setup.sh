@@ -23,17 +23,17 @@ packages=(
   nlohmann-json3-dev       # JSON the tools write: reports, plans, logs, traces (header-only)
   libopenmpi-dev           # MPI for data-parallel training (headers, libmpi)
   openmpi-bin              # mpirun, to launch data-parallel runs and their tests
-  clang-format             # the format check in tools/test.sh (tools/format.sh --check)
+  clang-format             # the format check in tools/test.sh (tools/ci/format.sh --check)
   libonnx-dev              # ONNX import and export (the model format, its checker and shape inference)
   libprotobuf-dev          # the protobuf runtime ONNX's C++ classes are generated for
   coinor-libcbc-dev        # CBC, the exact DSA reference in the tests (never on the training path)
   python3-numpy            # reading checkpoints from Python (tools/*.py)
-  binutils                 # objdump: the GPU bundle's instruction-set check (tools/check_isa.py)
+  binutils                 # objdump: the GPU bundle's instruction-set check (tools/ci/check_isa.py)
   dataset-fashion-mnist    # the default training data: /usr/share/datasets/fashion-mnist
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch)  # the peer for benchmarks and cross-checks; never a dependency
-  packages+=(python3-onnx)   # tools/onnx_fixtures.py: torch.onnx.export needs it
+  packages+=(python3-onnx)   # tests/testdata/onnx_fixtures.py: torch.onnx.export needs it
 fi
 
 missing=()

@@ -5,9 +5,9 @@
 # tests skip, saying why, on machines without a GPU.
 #
 # The full run (no arguments) also checks the format of every source
-# (tools/format.sh --check) and runs the memory, parser, data, checkpoint and
+# (tools/ci/format.sh --check) and runs the memory, parser, data, checkpoint and
 # fuzz tests again under AddressSanitizer and UndefinedBehaviorSanitizer
-# (tools/sanitize.sh). Ends with "N passed, M failed", counting test cases of
+# (tools/ci/sanitize.sh). Ends with "N passed, M failed", counting test cases of
 # both runs and the format check as one case, so a failure in any makes M > 0.
 #
 #   bash tools/test.sh                 # everything
@@ -37,16 +37,16 @@ fi
 summary=(--logs "" "$(bazel info "${config[@]}" bazel-testlogs 2>/dev/null)" $tests)
 
 if [[ $full -eq 1 ]]; then
-  bash tools/format.sh --check
+  bash tools/ci/format.sh --check
   format=$?
-  bash tools/sanitize.sh --no-setup
+  bash tools/ci/sanitize.sh --no-setup
   sanitized=$?
   [[ $status -eq 0 ]] && status=$sanitized
   summary+=(--logs "asan" "$(bazel info --config=asan bazel-testlogs 2>/dev/null)"
-            $(bash tools/sanitize.sh --targets))
-  summary+=(--check "format check (tools/format.sh --check)" "$format")
+            $(bash tools/ci/sanitize.sh --targets))
+  summary+=(--check "format check (tools/ci/format.sh --check)" "$format")
 fi
-/usr/bin/python3 tools/test_summary.py "${summary[@]}"
+/usr/bin/python3 tools/ci/test_summary.py "${summary[@]}"
 summary_status=$?
 if [[ $status -ne 0 && $summary_status -eq 0 ]]; then
   exit $status

@@ -7,8 +7,8 @@
 //   train --config X --overwrite            start over, replacing <output>/checkpoint.npz
 //   train --config X --memory superneurons --device-memory 64MiB
 //                                           override those keys of the config's memory:
-//                                           section (tools/memory_flags.h), keep the rest
-//   mpirun -np 2 train --config X           data parallel (tools/data_parallel.h)
+//                                           section (tools/common/memory_flags.h), keep the rest
+//   mpirun -np 2 train --config X           data parallel (tools/train/data_parallel.h)
 //
 // Ctrl-C, SIGTERM and SIGHUP save a checkpoint and stop; a second signal stops
 // at once. Two runs never share an output folder (a lock file, see trainer.h).
@@ -17,15 +17,15 @@
 #include <string>
 
 #include "framework/device_registry.h"
-#include "framework/distributed.h"
+#include "framework/distributed/distributed.h"
 #include "framework/files.h"
 #include "framework/logging.h"
 #include "framework/units.h"
 #include "memory/planner.h"
-#include "tools/cli.h"
-#include "tools/memory_flags.h"
-#include "tools/progress.h"
-#include "tools/trainer.h"
+#include "tools/common/cli.h"
+#include "tools/common/memory_flags.h"
+#include "tools/train/progress.h"
+#include "tools/train/trainer.h"
 
 namespace spill {
 
@@ -98,7 +98,7 @@ void Declare(Flags& f, Args* a) {
   f.Flag("--no-progress", &a->no_progress, "no progress bar");
   f.Flag("--profile", &a->profile, "print compute time per layer type at the end");
   f.String("--trace", &a->trace,
-           "record network, weights, batches and losses for tools/crosscheck_torch.py")
+           "record network, weights, batches and losses for tools/bench/crosscheck_torch.py")
       ->type_name("DIR");
   f.OutputFile("--timeline", &a->timeline,
                "write one iteration (the second) as a Chrome/Perfetto trace: compute and copy "

@@ -7,8 +7,8 @@
 //          [--chunk auto]   (steps that do not fit stream through host memory)
 #include <cstdio>
 
-#include "tools/cli.h"
-#include "tools/experiments.h"
+#include "tools/common/cli.h"
+#include "tools/plan/experiments.h"
 
 namespace spill {
 namespace {

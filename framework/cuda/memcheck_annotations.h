@@ -9,7 +9,7 @@
 // the heap that no live block covers (the rounding slack after a tensor, a
 // freed block, a hole).
 //
-// Off unless SPILL_CUDA_MEMCHECK=1 (tools/gpu_check.sh sets it for its
+// Off unless SPILL_CUDA_MEMCHECK=1 (tools/ci/gpu_check.sh sets it for its
 // sanitizer runs): outside a tool the NVTX calls cost little, but nothing is
 // gained. NVTX is header-only; the calls reach compute-sanitizer through the
 // injection library it names in the environment.

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "framework/layer_registry.h"
-#include "framework/replica_sum.h"
+#include "framework/distributed/replica_sum.h"
 #include "layers/batch_norm_layer.h"
 
 namespace spill {
@@ -81,7 +81,7 @@ class CpuBatchNormLayer : public BatchNormLayer {
   }
 
  private:
-  // Synchronized across data-parallel replicas (framework/replica_sum.h;
+  // Synchronized across data-parallel replicas (framework/distributed/replica_sum.h;
   // PyTorch's SyncBatchNorm): the sums of each sweep, and the example counts,
   // are added over the replicas before they are used, so every replica
   // normalizes with the global batch's statistics. Whole batches only (a

@@ -23,7 +23,7 @@ namespace {
 constexpr int kTimedRuns = 3;
 constexpr size_t kBufferAlignment = 4096;
 
-// Rough sustained rates on two AVX-512 cores (tools/bench_conv), in FLOP/s.
+// Rough sustained rates on two AVX-512 cores (tools/bench/bench_conv), in FLOP/s.
 double ModelRate(const std::string& algorithm, ConvOp op) {
   if (algorithm == "dnnl") return 190e9;
   if (algorithm == "im2col_image") return 100e9;

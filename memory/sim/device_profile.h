@@ -7,7 +7,7 @@
 // device_profile.cc) times stated efficiency factors; spill has not run on
 // those GPUs, so every time computed from them is a simulation, not a
 // measurement. The "cpu" profile is this machine, calibrated when it is
-// first asked for (tools/timeline_tools.h): its numbers are measured.
+// first asked for (tools/common/timeline_tools.h): its numbers are measured.
 #ifndef SPILL_MEMORY_SIM_DEVICE_PROFILE_H_
 #define SPILL_MEMORY_SIM_DEVICE_PROFILE_H_
 
@@ -65,7 +65,7 @@ std::vector<std::string> DeviceProfileNames();
 // known ones.
 StatusOr<DeviceProfile> FindDeviceProfile(const std::string& name);
 
-// What a calibration of this CPU measured (tools/timeline_tools.cc).
+// What a calibration of this CPU measured (tools/common/timeline_tools.cc).
 struct CpuCalibration {
   double gemm_flops = 0;               // SGEMM on every core
   double memory_bytes_per_second = 0;  // a large copy on every core, bytes read + written

@@ -2,7 +2,7 @@
 // queue and the host thread did when, and the device and host memory in use
 // over time. Two sources produce the same data: SimulateIteration replays a
 // plan's event log under a cost model and a device profile (a discrete-event
-// simulation), and a traced real run records it (tools/timeline_tools.h).
+// simulation), and a traced real run records it (tools/common/timeline_tools.h).
 // trace_json.h and timeline_svg.h draw either.
 //
 // The simulation models exactly the waits memory/residency.cc performs:

@@ -1,0 +1,83 @@
+// The processes of a data-parallel run and the collectives between them, over
+// MPI (Debian's OpenMPI).
+//
+// A process started by mpirun (or another MPI launcher: it sets
+// OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK) initializes MPI on first use
+// of World() with MPI_THREAD_MULTIPLE. Any other process never calls into
+// MPI: World() is then a single rank whose collectives are no-ops, so one
+// process behaves exactly as it did before data parallelism existed.
+//
+// Collectives on one MPI communicator must be issued in the same order on
+// every rank. Two threads use collectives at once - the training thread
+// (control values, synchronized batch norm) and the communication thread
+// (gradient buckets) - so each has a channel of its own, a duplicate of
+// MPI_COMM_WORLD, and only that thread uses it.
+#ifndef SPILL_FRAMEWORK_DISTRIBUTED_DISTRIBUTED_H_
+#define SPILL_FRAMEWORK_DISTRIBUTED_DISTRIBUTED_H_
+
+#include <cstdint>
+#include <string>
+
+#include "framework/status.h"
+
+namespace spill {
+
+enum class Channel {
+  kControl,    // the training thread: weights, positions, losses, statistics
+  kGradients,  // the communication thread: gradient buckets
+};
+
+class Communicator {
+ public:
+  // The process's communicator (initialized on first use).
+  static Communicator& World();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Whether an MPI launcher started this process (even as a single rank).
+  bool launched() const { return launched_; }
+  // The MPI library can read and write CUDA device memory directly.
+  bool cuda_aware() const { return cuda_aware_; }
+  // "rank 1 of 2" (for messages).
+  std::string Describe() const;
+
+  // Rank 0's `bytes` bytes at `data` replace every rank's. Blocking.
+  Status Broadcast(void* data, size_t bytes, Channel channel);
+  // Element-wise sums over every rank, in place. Blocking.
+  Status SumDoubles(double* values, int64_t n, Channel channel);
+  // The smallest and largest value of `value` over every rank.
+  Status MinMax(uint64_t value, uint64_t* min, uint64_t* max, Channel channel);
+
+  // A non-blocking in-place float sum; Test() completes it.
+  struct Request {
+    void* handle = nullptr;  // an MPI_Request, owned
+  };
+  Status StartSumFloats(float* data, int64_t n, Channel channel, Request* request);
+  // True once the sum is complete (then the request is released). Drives
+  // MPI's progress: call it repeatedly.
+  StatusOr<bool> Test(Request* request);
+
+  // Ends every rank of the job with `code` (after this process printed why).
+  [[noreturn]] void Abort(int code);
+  // Shuts MPI down (a no-op without a launcher). Call once, at the end.
+  void Finalize();
+
+ private:
+  Communicator();
+  Status Check(int code, const char* what) const;
+
+  int rank_ = 0;
+  int size_ = 1;
+  bool launched_ = false;
+  bool cuda_aware_ = false;
+  bool finalized_ = false;
+  void* control_ = nullptr;    // MPI_Comm, duplicates of MPI_COMM_WORLD
+  void* gradients_ = nullptr;  //
+};
+
+// Whether this process was started by an MPI launcher.
+bool LaunchedByMpi();
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_DISTRIBUTED_DISTRIBUTED_H_

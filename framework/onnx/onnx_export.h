@@ -1,0 +1,50 @@
+// ONNX export: a spill network and its parameters (a checkpoint's params/
+// arrays) as an ONNX model of its inference graph, for any runtime that
+// reads ONNX.
+//
+//   auto model = ExportOnnx(net, checkpoint_arrays);   // checked by onnx::checker
+//   WriteOnnxFile("net.onnx", *model);
+//
+// The graph is the forward pass in the evaluation phase: the input layer
+// becomes the graph input (the batch axis symbolic, "N"), batch norm normalizes
+// with its running statistics, dropout is the identity ONNX makes of it
+// outside training, and the loss layer is left out - the graph's output is
+// the scores it reads. A fully connected layer reading an image flattens it
+// first (Flatten, then Gemm with the weight as spill stores it, transB = 1).
+// Opset 13. Weights are named `<layer>.weight`, `<layer>.bias` (batch norm:
+// also `.running_mean`, `.running_var`), so importing the file back names the
+// layers as before and gives bit-identical outputs.
+//
+// Layers ONNX cannot express as spill computes them are errors naming the
+// layer (a network with several losses, a convolution reading the output of
+// a fully connected layer).
+#ifndef SPILL_FRAMEWORK_ONNX_ONNX_EXPORT_H_
+#define SPILL_FRAMEWORK_ONNX_ONNX_EXPORT_H_
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "framework/net.h"
+#include "framework/npz.h"
+#include "framework/status.h"
+
+namespace spill {
+
+constexpr int kExportOpset = 13;
+
+// `params` holds "params/<tensor>" for every parameter of `net`, float32 in
+// the network's shape (as a checkpoint does); anything else is an error
+// naming `label` and the array.
+StatusOr<onnx::ModelProto> ExportOnnx(const Net& net, const NpzArchive& params,
+                                      const std::string& label);
+
+// ONNX's own checker (onnx::checker::check_model), its message as the error.
+Status CheckOnnx(const onnx::ModelProto& model);
+
+// Writes the serialized model atomically (temporary file, then rename).
+Status WriteOnnxFile(const std::string& path, const onnx::ModelProto& model);
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_ONNX_ONNX_EXPORT_H_

@@ -1,0 +1,325 @@
+// The graph walk of the ONNX importer: the input, each node in the file's
+// (topological) order, the output and its loss; names, values and weights.
+// The per-operator conversions are in onnx_import_layers.cc.
+#include "framework/onnx/onnx_import.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "framework/onnx/onnx_importer.h"
+
+namespace spill {
+
+std::string ShortestFloat(float value) {
+  constexpr int kMaxFloatDigits = 9;  // always enough to read a float back exactly
+  char text[32];
+  for (int digits = 1; digits <= kMaxFloatDigits; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, static_cast<double>(value));
+    if (std::strtof(text, nullptr) == value) break;
+  }
+  return text;
+}
+
+namespace onnx_import {
+namespace {
+
+// Characters spill keeps in a layer name; the rest become '_'.
+std::string Sanitize(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    const bool keep =
+        std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+    out += keep ? c : '_';
+  }
+  return out;
+}
+
+// PyTorch's scoped node names, "/layer1/layer1.0/relu/Relu", read as
+// "layer1.0.relu.Relu": a scope that the next one repeats is dropped.
+std::string FromNodeName(const std::string& node_name) {
+  std::vector<std::string> parts;
+  std::string part;
+  for (char c : node_name + "/") {
+    if (c != '/') {
+      part += c;
+      continue;
+    }
+    if (!part.empty()) parts.push_back(part);
+    part.clear();
+  }
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i + 1 < parts.size() && parts[i + 1].rfind(parts[i] + ".", 0) == 0) continue;
+    out += (out.empty() ? "" : ".") + parts[i];
+  }
+  return out;
+}
+
+std::string Quote(const std::string& s) { return "\"" + s + "\""; }
+
+}  // namespace
+
+std::string Pair(int64_t a, int64_t b) {
+  return "[" + std::to_string(a) + ", " + std::to_string(b) + "]";
+}
+
+Status Importer::Fail(int node, const std::string& message) const {
+  return InvalidArgument(g_.label + ": " + g_.Where(node) + ": " + message);
+}
+
+bool Importer::HasInput(int node, int k) const {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  return k < n.input_size() && !n.input(k).empty();
+}
+
+StatusOr<const Value*> Importer::In(int node, int k) const {
+  if (!HasInput(node, k)) return Fail(node, "input " + std::to_string(k) + " is missing");
+  const std::string& name = g_.graph().node(node).input(k);
+  auto it = values_.find(name);
+  if (it != values_.end()) return &it->second;
+  if (g_.Constant(name) != nullptr) {
+    return Fail(node, "input '" + name + "' is a constant; spill needs a computed value here");
+  }
+  if (pads_.count(name)) {
+    return Fail(node, "reads the padded value '" + name +
+                          "'; spill imports a nonzero Pad only right before an AveragePool");
+  }
+  return Fail(node, "input '" + name + "' is not produced by any node spill imported");
+}
+
+StatusOr<const onnx::TensorProto*> Importer::ConstIn(int node, int k) const {
+  if (!HasInput(node, k)) return Fail(node, "input " + std::to_string(k) + " is missing");
+  const std::string& name = g_.graph().node(node).input(k);
+  const onnx::TensorProto* t = g_.Constant(name);
+  if (t == nullptr) {
+    return Fail(node, "input '" + name + "' must be a constant (an initializer) for spill");
+  }
+  return t;
+}
+
+Status Importer::OnlyFirstOutput(int node) const {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  for (int k = 1; k < n.output_size(); ++k) {
+    if (!n.output(k).empty() && g_.consumers.count(n.output(k))) {
+      return Fail(node, "output " + std::to_string(k) + " ('" + n.output(k) +
+                            "') is used; spill imports only the first output of this operator");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<int64_t>> Importer::DimsOf(int node, const std::string& value) const {
+  auto it = g_.dims.find(value);
+  if (it == g_.dims.end() || it->second.empty()) {
+    return Fail(node, "the shape of '" + value + "' cannot be inferred; spill plans memory " +
+                          "from static shapes (export with a fixed input size)");
+  }
+  for (size_t axis = 1; axis < it->second.size(); ++axis) {
+    if (it->second[axis] <= 0) {
+      return Fail(node, "'" + value + "' has a dynamic dimension (axis " + std::to_string(axis) +
+                            "); spill plans memory from static shapes: only the batch axis may " +
+                            "be dynamic");
+    }
+  }
+  return std::vector<int64_t>(it->second.begin() + 1, it->second.end());
+}
+
+Status Importer::Produce(int node, const std::string& layer, const Value* like) {
+  const std::string& out = g_.graph().node(node).output(0);
+  SPILL_ASSIGN_OR_RETURN(std::vector<int64_t> dims, DimsOf(node, out));
+  Value v{layer, dims, {1, 1, 1}};
+  if (dims.size() == 3) {
+    v.chw = {dims[0], dims[1], dims[2]};
+  } else if (dims.size() == 1) {
+    v.chw = {dims[0], 1, 1};
+  } else if (like == nullptr) {
+    return Fail(node, "its output has rank " + std::to_string(dims.size() + 1) +
+                          "; spill imports tensors of rank 4 (N, C, H, W) and 2 (N, features)");
+  }
+  if (like != nullptr) {
+    if (dims != like->dims) return Fail(node, "changes its input's shape unexpectedly");
+    v.chw = like->chw;
+  }
+  values_[out] = v;
+  net_.shapes[layer] = v.chw;
+  return Status::Ok();
+}
+
+std::string Importer::LayerName(int node, const std::string& weight) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  std::string base;
+  const std::string suffix = ".weight";  // PyTorch's "layer1.0.conv1.weight"
+  if (!weight.empty() && weight.find("::") == std::string::npos) {
+    base = weight;
+    if (base.size() > suffix.size() &&
+        base.compare(base.size() - suffix.size(), std::string::npos, suffix) == 0) {
+      base.resize(base.size() - suffix.size());
+    }
+  }
+  if (base.empty()) base = FromNodeName(n.name());
+  if (base.empty()) base = n.op_type() + "_" + std::to_string(node);
+  base = Sanitize(base);
+  std::string name = base;
+  for (int k = 2; names_.count(name) || name == "loss"; ++k) name = base + "_" + std::to_string(k);
+  names_.insert(name);
+  return name;
+}
+
+void Importer::Emit(const std::string& name, const std::string& type,
+                    const std::vector<std::string>& inputs, const std::string& attributes) {
+  layers_ << "  - {name: " << Quote(name) << ", type: " << type;
+  if (!inputs.empty()) {
+    layers_ << ", inputs: [";
+    for (size_t i = 0; i < inputs.size(); ++i) layers_ << (i ? ", " : "") << Quote(inputs[i]);
+    layers_ << "]";
+  }
+  if (!attributes.empty()) layers_ << ", " << attributes;
+  layers_ << "}\n";
+}
+
+Status Importer::Weight(int node, const std::string& layer, const std::string& param,
+                        const onnx::TensorProto& tensor, const std::vector<int64_t>& shape) {
+  SPILL_ASSIGN_OR_RETURN(std::vector<float> values, OnnxFloats(tensor, g_.label));
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (static_cast<int64_t>(values.size()) != n) {
+    return Fail(node, "tensor '" + tensor.name() + "' holds " + std::to_string(values.size()) +
+                          " values where " + std::to_string(n) + " were expected");
+  }
+  net_.params["params/" + layer + "/" + param] = NpyArray::Floats(shape, values.data());
+  return Status::Ok();
+}
+
+int Importer::SoleConsumer(const std::string& value) const {
+  auto it = g_.consumers.find(value);
+  if (it == g_.consumers.end() || it->second.size() != 1) return -1;
+  for (const auto& out : g_.graph().output()) {
+    if (out.name() == value) return -1;
+  }
+  return it->second[0];
+}
+
+Status Importer::Input() {
+  std::vector<const onnx::ValueInfoProto*> inputs;
+  for (const auto& in : g_.graph().input()) {
+    if (g_.Constant(in.name()) == nullptr) inputs.push_back(&in);
+  }
+  if (inputs.size() != 1) {
+    return InvalidArgument(g_.label + ": the graph has " + std::to_string(inputs.size()) +
+                           " inputs; spill imports networks of one image input");
+  }
+  const onnx::ValueInfoProto& in = *inputs[0];
+  auto it = g_.dims.find(in.name());
+  if (!in.type().has_tensor_type() ||
+      in.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT || it == g_.dims.end() ||
+      it->second.size() != 4) {
+    return InvalidArgument(g_.label + ": input '" + in.name() +
+                           "' must be a float32 tensor of shape (N, C, H, W)");
+  }
+  const std::vector<int64_t>& d = it->second;
+  for (int axis = 1; axis < 4; ++axis) {
+    if (d[axis] <= 0) {
+      return InvalidArgument(
+          g_.label + ": input '" + in.name() + "' has a dynamic dimension (axis " +
+          std::to_string(axis) + "); spill plans memory from static shapes: export with a " +
+          "fixed channel count and image size (only the batch axis may be dynamic)");
+    }
+  }
+  std::string name = Sanitize(in.name());
+  if (name.empty() || name == "loss") name = "input";
+  names_.insert(name);
+  values_[in.name()] = Value{name, {d[1], d[2], d[3]}, {d[1], d[2], d[3]}};
+  layers_ << "  - {name: " << Quote(name) << ", type: input, shape: [" << d[1] << ", " << d[2]
+          << ", " << d[3] << "]}\n";
+  return Status::Ok();
+}
+
+Status Importer::Output() {
+  if (g_.graph().output_size() != 1) {
+    return InvalidArgument(g_.label + ": the graph has " +
+                           std::to_string(g_.graph().output_size()) +
+                           " outputs; spill imports networks with one output (the scores)");
+  }
+  const std::string& out = g_.graph().output(0).name();
+  auto it = values_.find(out);
+  if (it == values_.end()) {
+    return InvalidArgument(g_.label + ": the output '" + out + "' is not computed by the graph");
+  }
+  layers_ << "  - {name: loss, type: softmax_loss, inputs: [" << Quote(it->second.ref) << "]}\n";
+  return Status::Ok();
+}
+
+Status Importer::Convert(int node) {
+  if (fused_.count(node)) return Status::Ok();
+  const onnx::NodeProto& n = g_.graph().node(node);
+  const std::string& op = n.op_type();
+  if (op == "Constant") return Status::Ok();
+  if (n.input_size() < 1 || n.output_size() < 1 || n.output(0).empty()) {
+    return Fail(node, "has no input or no output");
+  }
+  if (op == "Identity" && g_.Constant(n.input(0)) != nullptr) return Status::Ok();
+  if (op == "Conv") return Conv(node);
+  if (op == "BatchNormalization") return BatchNorm(node);
+  if (op == "Relu" || op == "LeakyRelu") return Activation(node);
+  if (op == "MaxPool" || op == "AveragePool") return Pool(node);
+  if (op == "GlobalAveragePool") return GlobalPool(node);
+  if (op == "Gemm") return Gemm(node);
+  if (op == "MatMul") return MatMul(node);
+  if (op == "Add") return Add(node);
+  if (op == "Concat") return Concat(node);
+  if (op == "Dropout") return Dropout(node);
+  if (op == "LRN") return Lrn(node);
+  if (op == "Pad") return Pad(node);
+  if (op == "Flatten" || op == "Reshape" || op == "Identity") return ReadThrough(node);
+  return Fail(node, "unsupported operator");  // CheckOperators lets none through
+}
+
+StatusOr<ImportedNet> Importer::Run() {
+  std::string name = g_.graph().name();
+  if (name.empty() || name == "torch_jit" || name == "main_graph") {
+    name = std::filesystem::path(g_.label).stem().string();
+  }
+  net_.name = Sanitize(name.empty() ? "onnx" : name);
+  net_.label = g_.label;
+  SPILL_RETURN_IF_ERROR(Input());
+  for (int i = 0; i < g_.graph().node_size(); ++i) SPILL_RETURN_IF_ERROR(Convert(i));
+  SPILL_RETURN_IF_ERROR(Output());
+  std::ostringstream yaml;
+  yaml << "# Imported from " << g_.label << " (ONNX opset " << g_.opset << ").\n"
+       << "name: " << Quote(net_.name) << "\nlayers:\n"
+       << layers_.str();
+  net_.yaml = yaml.str();
+  return std::move(net_);
+}
+
+}  // namespace onnx_import
+
+StatusOr<ImportedNet> ImportOnnx(const OnnxGraph& graph) {
+  return onnx_import::Importer(graph).Run();
+}
+
+Status CheckImportedShapes(const ImportedNet& imported, const Net& net) {
+  for (int id = 0; id < net.num_layers(); ++id) {
+    auto it = imported.shapes.find(net.layer(id).name());
+    if (it == imported.shapes.end()) continue;
+    const Shape& got = net.schedule().tensors[net.schedule().layers[id].outputs[0]].shape;
+    const std::array<int64_t, 3>& want = it->second;
+    if (got.c() != want[0] || got.h() != want[1] || got.w() != want[2]) {
+      return InvalidArgument(imported.label + ": layer '" + it->first + "' (" +
+                             net.layer(id).type() + ") computes " + std::to_string(got.c()) + "x" +
+                             std::to_string(got.h()) + "x" + std::to_string(got.w()) +
+                             " where ONNX infers " + std::to_string(want[0]) + "x" +
+                             std::to_string(want[1]) + "x" + std::to_string(want[2]) +
+                             " (spill's window arithmetic differs from ONNX's for this node)");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<ImportedNet> ImportOnnxFile(const std::string& path) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<OnnxGraph> graph, ReadOnnxFile(path));
+  return ImportOnnx(*graph);
+}
+
+}  // namespace spill

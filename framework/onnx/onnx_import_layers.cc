@@ -1,0 +1,376 @@
+// The ONNX importer's operator conversions: one function per operator, each
+// checking that spill's layer computes exactly what ONNX defines before it
+// writes the layer and its weights.
+#include <cstdlib>
+
+#include "framework/onnx/onnx_importer.h"
+
+namespace spill {
+namespace onnx_import {
+namespace {
+
+int64_t Product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// Window attributes of Conv and the pools: 2-D, symmetric padding.
+struct Window {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+};
+
+StatusOr<Window> ReadWindow(const onnx::NodeProto& n, const std::vector<int64_t>& kernel,
+                            const std::string& where) {
+  auto fail = [&](const std::string& m) { return InvalidArgument(where + ": " + m); };
+  const std::string auto_pad = AttrString(n, "auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") {
+    return fail("auto_pad " + auto_pad + " is not supported (export with explicit pads)");
+  }
+  if (kernel.size() != 2) return fail("spill imports 2-D windows only (kernel_shape of rank 2)");
+  const std::vector<int64_t> s = AttrInts(n, "strides", {1, 1});
+  const std::vector<int64_t> d = AttrInts(n, "dilations", {1, 1});
+  const std::vector<int64_t> p = AttrInts(n, "pads", {0, 0, 0, 0});
+  if (s.size() != 2 || d.size() != 2 || p.size() != 4) {
+    return fail("strides, dilations and pads must have 2, 2 and 4 values");
+  }
+  if (p[0] != p[2] || p[1] != p[3]) {
+    return fail("asymmetric pads [" + std::to_string(p[0]) + ", " + std::to_string(p[1]) + ", " +
+                std::to_string(p[2]) + ", " + std::to_string(p[3]) +
+                "] are not supported (spill pads both sides alike)");
+  }
+  Window w{kernel[0], kernel[1], s[0], s[1], p[0], p[1], d[0], d[1]};
+  if (w.kh < 1 || w.kw < 1 || w.sh < 1 || w.sw < 1 || w.dh < 1 || w.dw < 1 || w.ph < 0 ||
+      w.pw < 0) {
+    return fail("kernel, strides and dilations must be positive and pads not negative");
+  }
+  return w;
+}
+
+}  // namespace
+
+Status Importer::Conv(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* w, ConstIn(node, 1));
+  if (!x->Spatial() || w->dims_size() != 4) {
+    return Fail(node, "spill imports 2-D convolutions of (N, C, H, W) tensors");
+  }
+  SPILL_ASSIGN_OR_RETURN(Window win,
+                         ReadWindow(n, AttrInts(n, "kernel_shape", {w->dims(2), w->dims(3)}),
+                                    g_.label + ": " + g_.Where(node)));
+  const int64_t groups = AttrInt(n, "group", 1);
+  const int64_t filters = w->dims(0);
+  if (groups < 1 || x->chw[0] % groups != 0 || filters % groups != 0 ||
+      w->dims(1) != x->chw[0] / groups || win.kh != w->dims(2) || win.kw != w->dims(3)) {
+    return Fail(node, "weight shape and group do not match the input's " +
+                          std::to_string(x->chw[0]) + " channels");
+  }
+  const bool bias = HasInput(node, 2);
+  const std::string name = LayerName(node, n.input(1));
+  SPILL_RETURN_IF_ERROR(
+      Weight(node, name, "weight", *w, {filters, w->dims(1), w->dims(2), w->dims(3)}));
+  if (bias) {
+    SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* b, ConstIn(node, 2));
+    SPILL_RETURN_IF_ERROR(Weight(node, name, "bias", *b, {1, filters, 1, 1}));
+  }
+  Emit(name, "convolution", {x->ref},
+       "filters: " + std::to_string(filters) + ", kernel: " + Pair(win.kh, win.kw) +
+           ", stride: " + Pair(win.sh, win.sw) + ", pad: " + Pair(win.ph, win.pw) +
+           ", dilation: " + Pair(win.dh, win.dw) + ", groups: " + std::to_string(groups) +
+           ", bias: " + (bias ? "true" : "false"));
+  return Produce(node, name);
+}
+
+Status Importer::BatchNorm(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  if (!x->Channels()) return Fail(node, "spill normalizes (N, C, H, W) or (N, C) tensors");
+  if (AttrInt(n, "training_mode", 0) != 0) {
+    return Fail(node, "training_mode is set; export the model in eval mode (model.eval())");
+  }
+  SPILL_RETURN_IF_ERROR(OnlyFirstOutput(node));
+  const onnx::TensorProto* t[4];
+  for (int k = 0; k < 4; ++k) {
+    SPILL_ASSIGN_OR_RETURN(t[k], ConstIn(node, k + 1));
+  }
+  const std::string name = LayerName(node, n.input(1));
+  const char* params[4] = {"gamma", "beta", "running_mean", "running_var"};
+  for (int k = 0; k < 4; ++k) {
+    SPILL_RETURN_IF_ERROR(Weight(node, name, params[k], *t[k], {1, x->chw[0], 1, 1}));
+  }
+  // ONNX's momentum weighs the running value, spill's (PyTorch's) the batch.
+  const double momentum =
+      1.0 - std::strtod(ShortestFloat(AttrFloat(n, "momentum", 0.9f)).c_str(), nullptr);
+  char m[32];
+  std::snprintf(m, sizeof(m), "%.15g", momentum);
+  if (momentum < 0 || momentum > 1) return Fail(node, "momentum must be in [0, 1]");
+  const float eps = AttrFloat(n, "epsilon", 1e-5f);
+  if (!(eps > 0 && eps <= 1)) return Fail(node, "epsilon must be in (0, 1]");
+  Emit(name, "batch_norm", {x->ref},
+       "eps: " + ShortestFloat(eps) + ", momentum: " + std::string(m));
+  return Produce(node, name, x);
+}
+
+Status Importer::Activation(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  std::string attributes;
+  if (n.op_type() == "LeakyRelu") {
+    constexpr float kMaxSlope = 1e3f;  // relu's negative_slope range
+    const float alpha = AttrFloat(n, "alpha", 0.01f);
+    if (!(alpha >= 0 && alpha <= kMaxSlope)) {
+      return Fail(node, "alpha " + ShortestFloat(alpha) + " is outside spill's [0, 1000]");
+    }
+    attributes = "negative_slope: " + ShortestFloat(alpha);
+  }
+  const std::string name = LayerName(node, "");
+  Emit(name, "relu", {x->ref}, attributes);
+  return Produce(node, name, x);
+}
+
+Status Importer::Pool(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  const bool max = n.op_type() == "MaxPool";
+  SPILL_RETURN_IF_ERROR(OnlyFirstOutput(node));
+  PendingPad pad;
+  auto pending = pads_.find(HasInput(node, 0) ? n.input(0) : "");
+  if (pending != pads_.end()) pad = pending->second;
+  const Value* x = nullptr;
+  if (!pad.source.empty()) {
+    x = &values_.at(pad.source);
+  } else {
+    SPILL_ASSIGN_OR_RETURN(x, In(node, 0));
+  }
+  if (!x->Spatial()) return Fail(node, "spill pools (N, C, H, W) tensors");
+  SPILL_ASSIGN_OR_RETURN(
+      Window w, ReadWindow(n, AttrInts(n, "kernel_shape", {}), g_.label + ": " + g_.Where(node)));
+  if (w.dh != 1 || w.dw != 1) return Fail(node, "dilated pooling is not supported");
+  if (AttrInt(n, "storage_order", 0) != 0) return Fail(node, "storage_order must be 0");
+  bool include_pad = AttrInt(n, "count_include_pad", 0) != 0;
+  if (!pad.source.empty()) {
+    if (w.ph != 0 || w.pw != 0) return Fail(node, "a Pad before a padded AveragePool");
+    w.ph = pad.h;
+    w.pw = pad.w;
+    include_pad = true;  // the padding's zeros count, as the explicit Pad made them
+  }
+  if (2 * w.ph > w.kh || 2 * w.pw > w.kw) {
+    return Fail(node, "pads must be at most half the kernel");
+  }
+  std::string attributes = "kernel: " + Pair(w.kh, w.kw) + ", stride: " + Pair(w.sh, w.sw) +
+                           ", pad: " + Pair(w.ph, w.pw) +
+                           ", ceil_mode: " + (AttrInt(n, "ceil_mode", 0) ? "true" : "false");
+  if (!max) attributes += std::string(", count_include_pad: ") + (include_pad ? "true" : "false");
+  const std::string name = LayerName(node, "");
+  Emit(name, max ? "max_pool" : "avg_pool", {x->ref}, attributes);
+  return Produce(node, name);
+}
+
+Status Importer::GlobalPool(int node) {
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  if (!x->Spatial()) return Fail(node, "spill pools (N, C, H, W) tensors");
+  const std::string name = LayerName(node, "");
+  Emit(name, "global_avg_pool", {x->ref}, "");
+  return Produce(node, name);
+}
+
+// A fully connected layer from (N, K) x weight + bias; `transposed`: the
+// weight is stored (K, N) and spill's is (N, K).
+Status Importer::FullyConnected(int node, const Value& x, const onnx::TensorProto& w,
+                                bool transposed, const onnx::TensorProto* bias, int out_node) {
+  if (x.dims.size() != 1 || w.dims_size() != 2) {
+    return Fail(node, "spill imports matrix products of a (N, K) value and a 2-D weight");
+  }
+  const int64_t k = x.dims[0], outputs = transposed ? w.dims(1) : w.dims(0);
+  if ((transposed ? w.dims(0) : w.dims(1)) != k) {
+    return Fail(node,
+                "the weight's shape does not match the input's " + std::to_string(k) + " features");
+  }
+  SPILL_ASSIGN_OR_RETURN(std::vector<float> values, OnnxFloats(w, g_.label));
+  if (transposed) {
+    std::vector<float> t(values.size());
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t o = 0; o < outputs; ++o) t[o * k + i] = values[i * outputs + o];
+    }
+    values.swap(t);
+  }
+  const std::string name = LayerName(node, g_.graph().node(node).input(1));
+  net_.params["params/" + name + "/weight"] = NpyArray::Floats({outputs, k, 1, 1}, values.data());
+  if (bias != nullptr) {
+    SPILL_ASSIGN_OR_RETURN(std::vector<float> b, OnnxFloats(*bias, g_.label));
+    if (b.size() == 1) b.assign(outputs, b[0]);
+    if (static_cast<int64_t>(b.size()) != outputs) {
+      return Fail(out_node, "the bias '" + bias->name() + "' must have " + std::to_string(outputs) +
+                                " values");
+    }
+    net_.params["params/" + name + "/bias"] = NpyArray::Floats({1, outputs, 1, 1}, b.data());
+  }
+  Emit(name, "fully_connected", {x.ref},
+       "outputs: " + std::to_string(outputs) + ", bias: " + (bias ? "true" : "false"));
+  return Produce(out_node, name);
+}
+
+Status Importer::Gemm(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  if (AttrFloat(n, "alpha", 1.0f) != 1.0f || AttrFloat(n, "beta", 1.0f) != 1.0f ||
+      AttrInt(n, "transA", 0) != 0) {
+    return Fail(node, "spill imports Gemm with alpha = beta = 1 and transA = 0");
+  }
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* w, ConstIn(node, 1));
+  const onnx::TensorProto* bias = nullptr;
+  if (HasInput(node, 2)) {
+    SPILL_ASSIGN_OR_RETURN(bias, ConstIn(node, 2));
+  }
+  return FullyConnected(node, *x, *w, AttrInt(n, "transB", 0) == 0, bias, node);
+}
+
+// MatMul by a constant, and the Add of a constant bias right after it.
+Status Importer::MatMul(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* w, ConstIn(node, 1));
+  const onnx::TensorProto* bias = nullptr;
+  int out_node = node;
+  const int add = SoleConsumer(n.output(0));
+  if (add >= 0 && g_.graph().node(add).op_type() == "Add" &&
+      g_.graph().node(add).input_size() == 2) {
+    const onnx::NodeProto& a = g_.graph().node(add);
+    const std::string& other = a.input(0) == n.output(0) ? a.input(1) : a.input(0);
+    bias = g_.Constant(other);
+    if (bias != nullptr) {
+      fused_.insert(add);
+      out_node = add;
+    }
+  }
+  return FullyConnected(node, *x, *w, /*transposed=*/true, bias, out_node);
+}
+
+Status Importer::Add(int node) {
+  SPILL_ASSIGN_OR_RETURN(const Value* a, In(node, 0));
+  SPILL_ASSIGN_OR_RETURN(const Value* b, In(node, 1));
+  if (a->dims != b->dims || a->chw != b->chw) {
+    return Fail(node, "spill adds tensors of one shape (no broadcasting)");
+  }
+  const std::string name = LayerName(node, "");
+  Emit(name, "add", {a->ref, b->ref}, "");
+  return Produce(node, name, a);
+}
+
+Status Importer::Concat(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  std::vector<std::string> refs;
+  size_t rank = 0;
+  for (int k = 0; k < n.input_size(); ++k) {
+    SPILL_ASSIGN_OR_RETURN(const Value* v, In(node, k));
+    if (!v->Channels() || (k > 0 && v->dims.size() != rank)) {
+      return Fail(node, "spill concatenates (N, C, H, W) or (N, C) tensors along channels");
+    }
+    rank = v->dims.size();
+    refs.push_back(v->ref);
+  }
+  int64_t axis = AttrInt(n, "axis", 1);
+  if (axis < 0) axis += static_cast<int64_t>(rank) + 1;
+  if (axis != 1) return Fail(node, "spill concatenates along the channel axis (1) only");
+  const std::string name = LayerName(node, "");
+  Emit(name, "concat", refs, "");
+  return Produce(node, name);
+}
+
+Status Importer::Dropout(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  SPILL_RETURN_IF_ERROR(OnlyFirstOutput(node));
+  float ratio = AttrFloat(n, "ratio", 0.5f);
+  if (HasInput(node, 1)) {
+    SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* r, ConstIn(node, 1));
+    SPILL_ASSIGN_OR_RETURN(std::vector<float> v, OnnxFloats(*r, g_.label));
+    if (v.size() != 1) return Fail(node, "ratio must be one value");
+    ratio = v[0];
+  }
+  if (HasInput(node, 2)) {
+    return Fail(node, "training_mode is given; export the model in eval mode (model.eval())");
+  }
+  if (!(ratio >= 0 && ratio < 1)) return Fail(node, "ratio must be in [0, 1)");
+  const std::string name = LayerName(node, "");
+  Emit(name, "dropout", {x->ref}, "ratio: " + ShortestFloat(ratio));
+  return Produce(node, name, x);
+}
+
+Status Importer::Lrn(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  if (!x->Spatial()) return Fail(node, "spill normalizes (N, C, H, W) tensors");
+  const int64_t size = AttrInt(n, "size", 0);
+  if (size < 1 || size % 2 == 0) {
+    return Fail(node, "size " + std::to_string(size) +
+                          ": spill's window is centred, so the size must be odd and positive");
+  }
+  const float alpha = AttrFloat(n, "alpha", 1e-4f), beta = AttrFloat(n, "beta", 0.75f),
+              bias = AttrFloat(n, "bias", 1.0f);
+  constexpr float kMaxAlphaBeta = 1e3f, kMaxBias = 1e6f;  // lrn's ranges
+  if (!(alpha >= 0 && alpha <= kMaxAlphaBeta && beta >= 0 && beta <= kMaxAlphaBeta && bias > 0 &&
+        bias <= kMaxBias)) {
+    return Fail(node, "alpha, beta or bias outside spill's ranges");
+  }
+  const std::string name = LayerName(node, "");
+  Emit(name, "lrn", {x->ref},
+       "size: " + std::to_string(size) + ", alpha: " + ShortestFloat(alpha) +
+           ", beta: " + ShortestFloat(beta) + ", k: " + ShortestFloat(bias));
+  return Produce(node, name);
+}
+
+// A zero-valued constant Pad: read through when it pads nothing; folded into
+// the AveragePool that alone reads it when it pads H and W alike on both sides.
+Status Importer::Pad(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  if (AttrString(n, "mode", "constant") != "constant") {
+    return Fail(node, "spill imports constant (zero) padding only");
+  }
+  SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* p, ConstIn(node, 1));
+  SPILL_ASSIGN_OR_RETURN(std::vector<int64_t> pads, OnnxInts(*p, g_.label));
+  if (HasInput(node, 2)) {
+    SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* c, ConstIn(node, 2));
+    SPILL_ASSIGN_OR_RETURN(std::vector<float> value, OnnxFloats(*c, g_.label));
+    if (value.size() != 1 || value[0] != 0) return Fail(node, "the pad value must be 0");
+  }
+  const bool spatial = x->Spatial() && pads.size() == 8;
+  bool zero = true;
+  for (int64_t v : pads) zero = zero && v == 0;
+  if (zero) return ReadThrough(node);
+  const int consumer = SoleConsumer(n.output(0));
+  if (!spatial || pads[0] || pads[1] || pads[4] || pads[5] || pads[2] != pads[6] ||
+      pads[3] != pads[7] || pads[2] < 0 || pads[3] < 0 || consumer < 0 ||
+      g_.graph().node(consumer).op_type() != "AveragePool") {
+    return Fail(node, "spill imports a nonzero Pad only when it pads H and W symmetrically " +
+                          std::string("and an AveragePool alone reads it"));
+  }
+  pads_[n.output(0)] = PendingPad{n.input(0), pads[2], pads[3]};
+  return Status::Ok();
+}
+
+// Flatten, the 2-D Reshape before a classifier, Identity and a zero Pad
+// change no byte of the tensor: the value is the input's spill tensor.
+Status Importer::ReadThrough(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  SPILL_ASSIGN_OR_RETURN(std::vector<int64_t> dims, DimsOf(node, n.output(0)));
+  const std::string& op = n.op_type();
+  if (op == "Flatten" && AttrInt(n, "axis", 1) != 1) {
+    return Fail(node, "spill flattens from axis 1 only");
+  }
+  if (op == "Reshape" && (dims.size() != 1 || dims[0] != Product(x->dims))) {
+    return Fail(node, "spill imports only the reshape to (N, features) before a classifier");
+  }
+  if (dims.size() != x->dims.size() && !(dims.size() == 1 && dims[0] == Product(x->dims))) {
+    return Fail(node, "changes the shape in a way spill does not import");
+  }
+  Value v = *x;
+  v.dims = dims;
+  values_[n.output(0)] = v;
+  return Status::Ok();
+}
+
+}  // namespace onnx_import
+}  // namespace spill

@@ -1,0 +1,177 @@
+#include "tests/testing/layer_harness.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <sstream>
+
+#include "framework/layer_registry.h"
+#include "framework/random.h"
+
+namespace spill {
+namespace testing {
+
+LayerHarness::LayerHarness(const std::string& entry, const std::vector<Shape>& input_shapes,
+                           DeviceType device)
+    : input_shapes_(input_shapes) {
+  YAML::Node node = YAML::Load(entry);
+  LayerSpec spec;
+  spec.name = "under_test";
+  spec.type = node["type"].Scalar();
+  spec.where = SourceLocation{"test", 1, ""};
+  spec.params = YAML::Node(YAML::NodeType::Map);
+  for (const auto& item : node) {
+    if (item.first.Scalar() != "type") spec.params[item.first.Scalar()] = item.second;
+  }
+  auto created = LayerRegistry::Get().Create(spec, device);
+  SPILL_CHECK(created.ok()) << created.status().ToString();
+  layer_ = std::move(created).value();
+  layer_->set_batch(input_shapes.empty() ? 2 : input_shapes[0].n());
+  Status status = layer_->Reshape(input_shapes, &output_shapes_);
+  SPILL_CHECK(status.ok()) << status.ToString();
+  for (const Shape& s : input_shapes) {
+    inputs.emplace_back(s.numel());
+    input_grads.emplace_back(s.numel());
+  }
+  for (const Shape& s : output_shapes_) {
+    outputs.emplace_back(s.numel());
+    output_grads.emplace_back(s.numel());
+  }
+  param_specs = layer_->params();
+  for (const ParamSpec& p : param_specs) {
+    params.emplace_back(p.shape.numel());
+    param_grads.emplace_back(p.shape.numel());
+  }
+  for (const AuxSpec& a : layer_->aux()) aux.emplace_back(a.shape.numel());
+  size_t ws =
+      std::max(layer_->workspace_bytes(Pass::kForward), layer_->workspace_bytes(Pass::kBackward));
+  workspace_.resize(ws / sizeof(float) + 1);
+}
+
+void LayerHarness::Randomize(uint64_t seed) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t j = 0; j < inputs[i].size(); ++j) inputs[i][j] = 2 * UniformAt(seed + i, j) - 1;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (size_t j = 0; j < params[i].size(); ++j)
+      params[i][j] = 2 * UniformAt(seed + 100 + i, j) - 1;
+  }
+}
+
+void LayerHarness::Forward(Phase phase, bool recompute, uint64_t seed) {
+  ForwardArgs args;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    args.inputs.emplace_back(input_shapes_[i], inputs[i].data());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    args.outputs.emplace_back(output_shapes_[i], outputs[i].data());
+  }
+  for (size_t i = 0; i < params.size(); ++i)
+    args.params.emplace_back(param_specs[i].shape, params[i].data());
+  std::vector<AuxSpec> aux_specs = layer_->aux();
+  for (size_t i = 0; i < aux.size(); ++i) args.aux.emplace_back(aux_specs[i].shape, aux[i].data());
+  args.workspace = {workspace_.data(), workspace_.size() * sizeof(float)};
+  args.phase = phase;
+  args.recompute = recompute;
+  args.seed = seed;
+  args.device = &device_;
+  args.slice.image_order = image_order;
+  layer_->Forward(args);
+}
+
+void LayerHarness::Backward(const std::vector<bool>& accumulate) {
+  BackwardArgs args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    args.inputs.emplace_back(input_shapes_[i], inputs[i].data());
+    bool wants = layer_->propagates_to(static_cast<int>(i));
+    args.input_grads.push_back(wants ? Tensor(input_shapes_[i], input_grads[i].data()) : Tensor());
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    args.outputs.emplace_back(output_shapes_[i], outputs[i].data());
+    args.output_grads.emplace_back(output_shapes_[i], output_grads[i].data());
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    args.params.emplace_back(param_specs[i].shape, params[i].data());
+    args.param_grads.push_back(
+        param_specs[i].trainable ? Tensor(param_specs[i].shape, param_grads[i].data()) : Tensor());
+  }
+  std::vector<AuxSpec> aux_specs = layer_->aux();
+  for (size_t i = 0; i < aux.size(); ++i) args.aux.emplace_back(aux_specs[i].shape, aux[i].data());
+  args.accumulate = accumulate.empty() ? std::vector<bool>(inputs.size(), false) : accumulate;
+  args.workspace = {workspace_.data(), workspace_.size() * sizeof(float)};
+  args.slice.image_order = image_order;
+  args.device = &device_;
+  layer_->Backward(args);
+}
+
+namespace {
+
+// The objective: sum(y * r) over all outputs, or the loss for loss layers.
+double Objective(LayerHarness& h, const std::vector<std::vector<float>>& weights, Phase phase) {
+  h.Forward(phase);
+  double total = 0;
+  if (h.layer().is_loss()) {
+    const auto& p = h.outputs[0];
+    const auto& labels = h.inputs[1];
+    const int64_t n = h.output_shapes()[0].n(), c = h.output_shapes()[0].c();
+    for (int64_t i = 0; i < n; ++i)
+      total -= std::log(std::max<double>(p[i * c + labels[i]], FLT_MIN));
+    return total / n;
+  }
+  for (size_t o = 0; o < h.outputs.size(); ++o) {
+    for (size_t j = 0; j < h.outputs[o].size(); ++j)
+      total += static_cast<double>(h.outputs[o][j]) * weights[o][j];
+  }
+  return total;
+}
+
+void Compare(const char* what, size_t index, const std::vector<float>& analytic,
+             std::vector<float>& values, LayerHarness& h,
+             const std::vector<std::vector<float>>& weights, const GradientCheckOptions& o,
+             std::ostringstream* failures) {
+  for (size_t j = 0; j < values.size(); ++j) {
+    const float saved = values[j];
+    values[j] = saved + o.step;
+    double plus = Objective(h, weights, o.phase);
+    values[j] = saved - o.step;
+    double minus = Objective(h, weights, o.phase);
+    values[j] = saved;
+    double numeric = (plus - minus) / (2.0 * o.step);
+    double scale = std::max({1.0, std::fabs(numeric), std::fabs(static_cast<double>(analytic[j]))});
+    if (std::fabs(numeric - analytic[j]) > o.tolerance * scale) {
+      *failures << what << " " << index << "[" << j << "]: analytic " << analytic[j] << ", numeric "
+                << numeric << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+std::string CheckGradients(LayerHarness& h, const GradientCheckOptions& o) {
+  std::vector<std::vector<float>> weights;
+  for (size_t i = 0; i < h.outputs.size(); ++i) {
+    weights.emplace_back(h.outputs[i].size());
+    for (size_t j = 0; j < weights[i].size(); ++j) weights[i][j] = 2 * UniformAt(999 + i, j) - 1;
+  }
+  h.Forward(o.phase);
+  if (!h.layer().is_loss()) h.output_grads = weights;
+  h.Backward();
+  std::vector<std::vector<float>> input_grads = h.input_grads, param_grads = h.param_grads;
+  std::ostringstream failures;
+  for (size_t i = 0; i < h.inputs.size(); ++i) {
+    if (!h.layer().propagates_to(static_cast<int>(i))) continue;
+    if (std::find(o.skip_inputs.begin(), o.skip_inputs.end(), static_cast<int>(i)) !=
+        o.skip_inputs.end())
+      continue;
+    Compare("input", i, input_grads[i], h.inputs[i], h, weights, o, &failures);
+  }
+  for (size_t i = 0; i < h.params.size(); ++i) {
+    if (!h.param_specs[i].trainable) continue;
+    Compare("param", i, param_grads[i], h.params[i], h, weights, o, &failures);
+  }
+  return failures.str();
+}
+
+}  // namespace testing
+}  // namespace spill

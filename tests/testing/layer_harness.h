@@ -1,0 +1,62 @@
+// Runs one layer on host buffers, outside any network: builds it from a YAML
+// entry, shapes it, and gives direct access to every tensor. Used by the
+// gradient checks and the known-value tests.
+#ifndef SPILL_TESTS_TESTING_LAYER_HARNESS_H_
+#define SPILL_TESTS_TESTING_LAYER_HARNESS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/cpu_device.h"
+#include "framework/layer.h"
+
+namespace spill {
+namespace testing {
+
+class LayerHarness {
+ public:
+  // `entry` is a YAML map such as "{type: convolution, filters: 2, kernel: 3}".
+  LayerHarness(const std::string& entry, const std::vector<Shape>& input_shapes,
+               DeviceType device = DeviceType::kCpu);
+
+  Layer& layer() { return *layer_; }
+  const std::vector<Shape>& output_shapes() const { return output_shapes_; }
+
+  void Forward(Phase phase = Phase::kTrain, bool recompute = false, uint64_t seed = 7);
+  // Uses output_grads as dy; writes input_grads and param_grads.
+  void Backward(const std::vector<bool>& accumulate = {});
+  // Fills inputs and params with reproducible values in [-1, 1).
+  void Randomize(uint64_t seed);
+
+  std::vector<std::vector<float>> inputs, outputs, params, aux;
+  std::vector<std::vector<float>> input_grads, output_grads, param_grads;
+  std::vector<ParamSpec> param_specs;
+  // Layers reduce over the batch image by image (BatchSlice::image_order).
+  bool image_order = false;
+
+ private:
+  std::unique_ptr<Layer> layer_;
+  std::vector<Shape> input_shapes_, output_shapes_;
+  std::vector<float> workspace_;
+  CpuDevice device_;
+};
+
+struct GradientCheckOptions {
+  float step = 1e-3f;
+  float tolerance = 1e-2f;  // relative, with an absolute floor of `tolerance`
+  Phase phase = Phase::kTrain;
+  // Inputs whose values are labels (not differentiated).
+  std::vector<int> skip_inputs;
+};
+
+// Compares analytic gradients of L = sum(y * r) (r fixed random weights; for
+// loss layers L is the mean cross-entropy) with central differences, in
+// double, for every differentiable input and trainable parameter. Returns
+// the failures, one per line; empty when all agree.
+std::string CheckGradients(LayerHarness& harness, const GradientCheckOptions& options = {});
+
+}  // namespace testing
+}  // namespace spill
+
+#endif  // SPILL_TESTS_TESTING_LAYER_HARNESS_H_

@@ -1,0 +1,117 @@
+#include "tests/testing/net_harness.h"
+
+#include "framework/cpu_device.h"
+#include "framework/device_registry.h"
+#include "framework/executor.h"
+#include "framework/initializer.h"
+#include "framework/net.h"
+#include "framework/random.h"
+#include "framework/solver.h"
+#include "memory/runtime.h"
+
+namespace spill {
+namespace testing {
+namespace {
+
+// Every parameter (or its gradient) after the run, read wherever it lives;
+// gradients used up by an update on the device are left out.
+std::vector<std::vector<float>> Fetch(const Net& net, MemoryRuntime& runtime, bool grads) {
+  std::vector<std::vector<float>> out;
+  const Schedule& s = net.schedule();
+  for (int id = 0; id < net.num_layers(); ++id) {
+    const LayerTensors& lt = s.layers[id];
+    for (size_t p = 0; p < lt.params.size(); ++p) {
+      TensorId t = grads ? lt.param_grads[p] : lt.params[p];
+      if (t == kNoTensor) continue;
+      std::vector<float> v(s.tensors[t].shape.numel());
+      Status read = runtime.ReadTensor(t, v.data());
+      if (!read.ok()) {
+        SPILL_CHECK(grads) << read.ToString();
+        continue;
+      }
+      out.push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// SGD with momentum and weight decay: the solver state is a tensor too.
+SolverConfig HarnessSolver() {
+  SolverConfig sgd;
+  sgd.momentum = 0.9;
+  sgd.weight_decay = 1e-3;
+  return sgd;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
+                                                DeviceType device) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, device}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
+  solver->AddState(*net);
+  return net;
+}
+
+NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides) {
+  auto spec = ParseNetString(yaml, "test.yaml", overrides);
+  SPILL_CHECK(spec.ok()) << spec.status().ToString();
+  return *spec;
+}
+
+StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run) {
+  DeviceConfig config;
+  config.link_bytes_per_second = run.link_bytes_per_second;
+  std::unique_ptr<Device> owned;
+  if (run.use_device == nullptr) {
+    SPILL_ASSIGN_OR_RETURN(owned, CreateDevice(run.device, config));
+  }
+  Device& device = run.use_device != nullptr ? *run.use_device : *owned;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {run.batch, device.type()}));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
+  solver->AddState(*net);
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
+                         MemoryRuntime::Create(net->view(), run.memory, &device));
+  Executor executor(*net, &device, *runtime);
+  SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, run.seed));
+  if (run.initialize) SPILL_RETURN_IF_ERROR(run.initialize(*net, *runtime));
+  SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
+  const Shape input = net->input_shape();
+  const int64_t classes = std::max<int64_t>(net->num_classes(), 1);
+  TrainTrace trace;
+  for (int step = 0; step < run.steps; ++step) {
+    std::vector<float> images(input.numel()), labels(input.n());
+    const int batch_index = run.same_batch ? 0 : step;
+    for (size_t i = 0; i < images.size(); ++i) {
+      images[i] = 2 * UniformAt(run.seed + 1000 + batch_index, i) - 1;
+    }
+    for (int64_t i = 0; i < input.n(); ++i) {
+      labels[i] = static_cast<float>((i * 7 + batch_index) % classes);
+    }
+    HostBatch batch{images.data(), labels.data()};
+    solver->BeginStep(*net, *runtime, device, run.learning_rate);
+    SPILL_ASSIGN_OR_RETURN(LossResult result, executor.Run(batch, Phase::kTrain, run.seed + step));
+    trace.losses.push_back(result.loss);
+    if (step + 1 == run.steps) trace.grads = Fetch(*net, *runtime, true);
+    SPILL_RETURN_IF_ERROR(solver->FinishStep(*runtime));
+  }
+  trace.params = Fetch(*net, *runtime, false);
+  trace.log = runtime->log();
+  trace.recomputations = executor.recomputations();
+  trace.to_host = runtime->residency().counters().to_host_bytes;
+  trace.to_device = runtime->residency().counters().to_device_bytes;
+  trace.footprint = runtime->allocator().PeakFootprint();
+  trace.mismatches = runtime->allocator().mismatches();
+  trace.events = runtime->events();
+  trace.device_pool = runtime->allocator().stats();
+  trace.host_pool = runtime->host_pool().stats();
+  return trace;
+}
+
+}  // namespace testing
+}  // namespace spill

@@ -1,0 +1,65 @@
+// Trains a network for a few steps on synthetic data, with plain SGD applied
+// on the host, and reports what a test needs to compare runs: the losses, the
+// final parameters, and the memory log.
+#ifndef SPILL_TESTS_TESTING_NET_HARNESS_H_
+#define SPILL_TESTS_TESTING_NET_HARNESS_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "framework/device.h"
+#include "framework/net.h"
+#include "framework/net_spec.h"
+#include "framework/tensor_store.h"
+#include "memory/heap_pool.h"
+#include "memory/memory_events.h"
+#include "memory/memory_log.h"
+#include "memory/memory_options.h"
+
+namespace spill {
+namespace testing {
+
+struct TrainTrace {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> params;  // every parameter after training
+  std::vector<std::vector<float>> grads;   // every parameter gradient of the last step
+  MemoryLog log;                           // of the last iteration
+  int64_t recomputations = 0;
+  size_t to_host = 0;
+  size_t to_device = 0;
+  size_t footprint = 0;             // the allocator's peak footprint
+  int64_t mismatches = 0;           // requests served unlike their profile (static allocator)
+  std::vector<MemoryEvent> events;  // of the last iteration, with memory.record_events
+  PoolStats device_pool;            // at the end of the run
+  PoolStats host_pool;
+};
+
+struct SyntheticRun {
+  int64_t batch = 2;
+  int steps = 2;
+  float learning_rate = 0.01f;
+  uint64_t seed = 1;
+  bool same_batch = false;           // feed one batch every step instead of a new one
+  double link_bytes_per_second = 0;  // throttle the CPU device's copies
+  std::string device = "cpu";        // or "cuda" (--config=cuda builds)
+  Device* use_device = nullptr;      // this one instead of a new `device`
+  MemoryOptions memory;
+  // Sets parameters after the seeded initialization (e.g. imported weights).
+  std::function<Status(const Net&, TensorStore&)> initialize;
+};
+
+StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run);
+
+// The network TrainSynthetic trains, with its solver's state (momentum) in
+// the schedule: what a plan of the same run must be made from.
+StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
+                                                DeviceType device = DeviceType::kCpu);
+
+// Parses YAML text (label "test.yaml") or dies.
+NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides = {});
+
+}  // namespace testing
+}  // namespace spill
+
+#endif  // SPILL_TESTS_TESTING_NET_HARNESS_H_

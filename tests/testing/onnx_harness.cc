@@ -1,0 +1,124 @@
+#include "tests/testing/onnx_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "framework/checkpoint.h"
+#include "framework/device_registry.h"
+#include "framework/executor.h"
+#include "framework/initializer.h"
+#include "framework/net.h"
+#include "memory/heap_pool.h"
+#include "memory/planner.h"
+#include "memory/runtime.h"
+#include "memory/workspace_selector.h"
+#include "tests/testing/net_harness.h"
+#include "tests/testing/test_networks.h"
+
+namespace spill {
+namespace testing {
+namespace {
+
+constexpr char kFixtureDir[] = "tests/testdata/onnx/";
+constexpr char kPinned[] = "pin:im2col_image";  // one algorithm: bit-exact comparisons
+
+const char* const kModes[] = {
+    "baseline",     "liveness", "offload", "recompute", "offload_recompute",
+    "superneurons", "window",   "lms",     "dymem",     "vdnn"};
+
+Status LoadAll(const NpzArchive& params, const Net& net, TensorStore& store) {
+  SPILL_ASSIGN_OR_RETURN(PartialLoad load, LoadMatchingArrays(params, "imported", net, store));
+  if (!load.fresh.empty() || !load.unused.empty()) {
+    return InvalidArgument("imported weights do not match the network: " +
+                           (load.fresh.empty() ? load.unused[0] : load.fresh[0]));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<OnnxFixture> LoadOnnxFixture(const std::string& name) {
+  OnnxFixture f;
+  f.onnx = kFixtureDir + name + ".onnx";
+  SPILL_ASSIGN_OR_RETURN(NpzArchive arrays, ReadNpz(kFixtureDir + name + ".npz"));
+  const NpyArray &in = arrays["input"], &out = arrays["output"];
+  if (in.dtype != "<f4" || out.dtype != "<f4" || in.shape.empty()) {
+    return InvalidArgument(name + ".npz: input and output must be float32 arrays");
+  }
+  f.input.assign(in.floats(), in.floats() + in.numel());
+  f.output.assign(out.floats(), out.floats() + out.numel());
+  f.batch = in.shape[0];
+  return f;
+}
+
+StatusOr<std::vector<float>> ForwardScores(const NetSpec& spec, const NpzArchive& params,
+                                           const std::vector<float>& input, int64_t batch) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateDevice("cpu", DeviceConfig{}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, DeviceType::kCpu}));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*net, *device));
+  MemoryOptions memory;
+  SPILL_RETURN_IF_ERROR(ApplyMemoryMode("baseline", &memory));
+  SPILL_ASSIGN_OR_RETURN(memory.workspace, ParseWorkspacePolicy(kPinned));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
+                         MemoryRuntime::Create(net->view(), memory, device.get()));
+  Executor executor(*net, device.get(), *runtime);
+  SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, 1));
+  SPILL_RETURN_IF_ERROR(LoadAll(params, *net, *runtime));
+  if (static_cast<int64_t>(input.size()) != net->input_shape().numel()) {
+    return InvalidArgument("the input has " + std::to_string(input.size()) + " values, the net " +
+                           net->input_shape().ToString());
+  }
+  std::vector<float> labels(batch, 0.0f);
+  HostBatch host{input.data(), labels.data()};
+  SPILL_RETURN_IF_ERROR(executor.Run(host, Phase::kEval, 0).status());
+  const int loss = net->loss_layers()[0];
+  const TensorId scores = net->schedule().layers[loss].inputs[0];
+  std::vector<float> out(net->schedule().tensors[scores].shape.numel());
+  SPILL_RETURN_IF_ERROR(runtime->ReadTensor(scores, out.data()));
+  return out;
+}
+
+void ExpectEveryModeBitIdentical(const NetSpec& spec, const NpzArchive& params) {
+  auto run_in = [&](const std::string& mode, bool tight) {
+    SyntheticRun run;
+    run.batch = 2;
+    run.steps = 2;
+    run.learning_rate = 0.05f;
+    SPILL_CHECK(ApplyMemoryMode(mode, &run.memory).ok());
+    run.memory.device_budget = 64 << 20;
+    run.memory.host_budget = 16 << 20;
+    run.memory.poison_freed = true;  // a read after free turns into NaN
+    run.memory.min_offload_bytes = 0;
+    run.memory.workspace = *ParseWorkspacePolicy(kPinned);
+    run.initialize = [&](const Net& net, TensorStore& store) {
+      return LoadAll(params, net, store);
+    };
+    if (tight) {
+      auto net = BuildTrainingNet(spec, run.batch);
+      SPILL_CHECK(net.ok());
+      auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
+      SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
+      run.memory.device_budget = *minimum;
+    }
+    return TrainSynthetic(spec, run);
+  };
+  auto baseline = run_in("baseline", false);
+  ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
+  for (double loss : baseline->losses) ASSERT_TRUE(std::isfinite(loss));
+  for (const char* mode : kModes) {
+    for (bool tight : {false, true}) {
+      const std::string what = std::string(mode) + (tight ? " tight" : "");
+      auto trace = run_in(mode, tight);
+      ASSERT_TRUE(trace.ok()) << what << ": " << trace.status().ToString();
+      ASSERT_EQ(trace->losses.size(), baseline->losses.size()) << what;
+      for (size_t i = 0; i < trace->losses.size(); ++i) {
+        EXPECT_EQ(trace->losses[i], baseline->losses[i]) << what << " step " << i;
+      }
+      EXPECT_TRUE(BitEqual(baseline->params, trace->params)) << what;
+    }
+  }
+}
+
+}  // namespace testing
+}  // namespace spill

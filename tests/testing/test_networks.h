@@ -1,0 +1,120 @@
+// Small networks of every shape the memory runtime must handle - linear
+// (LeNet, AlexNet) and with fans and joins (ResNet, Inception, DenseNet) -
+// for the tests that train them in every memory mode, on each device.
+#ifndef SPILL_TESTS_TESTING_TEST_NETWORKS_H_
+#define SPILL_TESTS_TESTING_TEST_NETWORKS_H_
+
+#include <cstring>
+#include <vector>
+
+namespace spill {
+namespace testing {
+
+inline constexpr char kLeNet[] = R"(
+layers:
+  - {name: data, type: input, shape: [1, 12, 12]}
+  - {name: conv1, type: convolution, filters: 4, kernel: 3}
+  - {name: pool1, type: max_pool, kernel: 2}
+  - {name: conv2, type: convolution, filters: 6, kernel: 3}
+  - {name: fc1, type: fully_connected, outputs: 16}
+  - {name: relu1, type: relu}
+  - {name: drop, type: dropout, ratio: 0.3}
+  - {name: fc2, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
+inline constexpr char kResNet[] = R"(
+include: [models/blocks/resnet.yaml]
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: stem, block: cifar_stem, args: {width: 4}}
+  - {name: stage1, block: basic, repeat: 2, args: {filters: 4}}
+  - {name: stage2, block: basic_stage, args: {filters: 8, units: 2}}
+  - {name: head, block: head, args: {classes: 5}}
+)";
+
+inline constexpr char kInception[] = R"(
+blocks:
+  unit:
+    params: {width: 4}
+    layers:
+      - {name: pool, type: avg_pool, inputs: [$in], kernel: 3, stride: 1, pad: 1}
+      - {name: b1, type: convolution, filters: $width, kernel: 1}
+      - {name: b2, type: convolution, inputs: [$in], filters: $width, kernel: 1}
+      - {name: b3_1, type: convolution, inputs: [$in], filters: $width, kernel: 1}
+      - {name: b3_2, type: convolution, filters: $width, kernel: 3, pad: 1}
+      - {name: b3_bn, type: batch_norm}
+      - {name: b3_a, type: relu, inputs: [b3_bn]}
+      - {name: b3_b, type: lrn, size: 3, inputs: [b3_bn]}
+      - {name: concat, type: concat, inputs: [b1, b2, b3_a, b3_b]}
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: stem, type: convolution, filters: 8, kernel: 3, pad: 1}
+  - {name: a, block: unit, repeat: 2, args: {width: 2}}
+  - {name: pool, type: global_avg_pool}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
+inline constexpr char kAlexNet[] = R"(
+layers:
+  - {name: data, type: input, shape: [3, 31, 31]}
+  - {name: conv1, type: convolution, filters: 8, kernel: 5, stride: 2}
+  - {name: relu1, type: relu}
+  - {name: norm1, type: lrn, size: 5}
+  - {name: pool1, type: max_pool, kernel: 3, stride: 2}
+  - {name: conv2, type: convolution, filters: 8, kernel: 3, pad: 1, groups: 2}
+  - {name: relu2, type: relu}
+  - {name: pool2, type: max_pool, kernel: 3, stride: 2}
+  - {name: fc6, type: fully_connected, outputs: 32}
+  - {name: relu6, type: relu}
+  - {name: drop6, type: dropout, ratio: 0.5}
+  - {name: fc7, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
+inline constexpr char kDenseNet[] = R"(
+blocks:
+  dense_layer:
+    layers:
+      - {name: bn, type: batch_norm}
+      - {name: relu, type: relu}
+      - {name: conv, type: convolution, filters: 3, kernel: 3, pad: 1, bias: false}
+      - {name: concat, type: concat, inputs: [$in, conv]}
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: conv0, type: convolution, filters: 4, kernel: 3, pad: 1}
+  - {name: block, block: dense_layer, repeat: 4}
+  - {name: pool, type: avg_pool, kernel: 2}
+  - {name: bn, type: batch_norm}
+  - {name: gap, type: global_avg_pool}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
+struct Network {
+  const char* name;
+  const char* yaml;
+};
+inline constexpr Network kNetworks[] = {{"lenet", kLeNet},
+                                        {"resnet", kResNet},
+                                        {"inception", kInception},
+                                        {"alexnet", kAlexNet},
+                                        {"densenet", kDenseNet}};
+
+inline bool BitEqual(const std::vector<std::vector<float>>& a,
+                     const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size() ||
+        std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace testing
+}  // namespace spill
+
+#endif  // SPILL_TESTS_TESTING_TEST_NETWORKS_H_

@@ -1,0 +1,48 @@
+// Running spill's programs as a user does, for the tests that check them
+// end to end: a child process per run with a time limit, its output read
+// back, fresh folders under the test's temporary directory, and small idx
+// files (the MNIST format) to train on.
+#ifndef SPILL_TESTS_TESTING_TOOL_RUNNER_H_
+#define SPILL_TESTS_TESTING_TOOL_RUNNER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace spill {
+namespace testing {
+
+struct ToolResult {
+  int code = -1;       // exit code, or 128 + signal; -1 when killed at the limit
+  std::string output;  // stdout, then stderr (when kept)
+  double seconds = 0;
+};
+
+// `name` under the test's temporary directory, emptied and created.
+std::string FreshDir(const std::string& name);
+std::string ReadAll(const std::string& path);
+
+// Starts `args` (argv[0] relative to the runfiles root) with stdout into
+// `out` and stderr into `err` (the same file when equal).
+pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err);
+// Waits for `pid`; past `limit_seconds` kills it, records a test failure and
+// returns -1. Otherwise the exit code, or 128 + the signal.
+int Wait(pid_t pid, int limit_seconds);
+// Spawn and Wait: stdout, then stderr unless `with_stderr` is false.
+ToolResult RunTool(const std::vector<std::string>& args, int limit_seconds,
+                   bool with_stderr = true);
+
+// The pixel of `image` at `index` (0..783).
+using PixelFn = std::function<uint8_t(uint32_t image, uint32_t index)>;
+// PREFIX-images-idx3-ubyte and PREFIX-labels-idx1-ubyte in `dir`: `count`
+// 28x28 images, image i labelled i % 10.
+void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count,
+              const PixelFn& pixel);
+
+}  // namespace testing
+}  // namespace spill
+
+#endif  // SPILL_TESTS_TESTING_TOOL_RUNNER_H_

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Training throughput of a network in PyTorch, for comparison with spill.
+
+Rebuilds the network exported by `bench_train --export DIR` (the same
+layers, shapes and initial weights) and times SGD steps on synthetic data,
+like bench_train does. PyTorch is optional here (tools/setup.sh --bench).
+
+    /usr/bin/python3 tools/bench/bench_torch.py DIR --steps 20 --threads 2
+    python3 tools/bench/bench_torch.py DIR --device cuda   # on a GPU (cuDNN autotuned)
+
+On a GPU spill computes in exact float32 (cuDNN's FMA math, cuBLAS's
+pedantic mode), while PyTorch by default lets convolutions round their
+inputs to TF32 on tensor cores. The like-for-like figure therefore has TF32
+off for PyTorch's matrix products and convolutions; the TF32 figure is
+reported beside it, labelled, for what PyTorch gives by default
+(--tf32 off|on|both, both by default on a GPU).
+"""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+try:
+    import torch
+except ImportError:
+    sys.exit("bench_torch: PyTorch is not installed (bash tools/setup.sh --bench)")
+
+
+def load_replica():
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("crosscheck", os.path.join(here, "crosscheck_torch.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def has_setting(module, name):
+    """Whether a torch.backends module has a setting (older versions raise
+    AssertionError, not AttributeError, for an unknown one)."""
+    try:
+        getattr(module, name)
+        return True
+    except (AttributeError, AssertionError):
+        return False
+
+
+def set_tf32(enabled):
+    """TF32 tensor cores for float32 matrix products and convolutions."""
+    matmul = torch.backends.cuda.matmul
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if has_setting(matmul, "fp32_precision") and has_setting(conv, "fp32_precision"):
+        # PyTorch 2.9 and later: the old switches are deprecated, and
+        # mixing the two interfaces is an error.
+        precision = "tf32" if enabled else "ieee"
+        matmul.fp32_precision = precision
+        conv.fp32_precision = precision
+    else:
+        matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
+
+
+def tf32_state():
+    """The settings as PyTorch reports them after set_tf32, for the label."""
+    matmul = torch.backends.cuda.matmul
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if has_setting(matmul, "fp32_precision") and has_setting(conv, "fp32_precision"):
+        return f"matmul {matmul.fp32_precision}, conv {conv.fp32_precision}"
+    return f"matmul allow_tf32={matmul.allow_tf32}, cudnn allow_tf32={torch.backends.cudnn.allow_tf32}"
+
+
+def time_steps(args, spec, weights, crosscheck):
+    """Images per second over args.steps SGD steps after args.warmup, and the last loss."""
+    model = crosscheck.Replica(spec, weights, torch.float32, args.device)
+    solver = torch.optim.SGD([{"params": model.groups["decay"], "weight_decay": 5e-4},
+                              {"params": model.groups["no_decay"], "weight_decay": 0.0}],
+                             lr=0.01, momentum=0.9)
+    shape = spec["layers"][0]["outputs"][0]
+    images = (torch.rand(shape) * 2 - 1).to(args.device)
+    classes = spec["layers"][-1]["outputs"][0][1]
+    labels = (torch.arange(shape[0]) % classes).float().reshape(-1, 1, 1, 1).to(args.device)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            sync()
+            start = time.time()
+        solver.zero_grad()
+        loss = model(images, labels)
+        loss.backward()
+        solver.step()
+    sync()
+    seconds = time.time() - start
+    return args.steps * shape[0] / seconds, seconds, float(loss)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--tf32", choices=["off", "on", "both"], default="both",
+                        help="on a GPU: TF32 off (like for like with spill), on, or both")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.backends.cudnn.benchmark = True
+    crosscheck = load_replica()
+    with open(os.path.join(args.dir, "net.json")) as f:
+        spec = json.load(f)
+    weights = np.load(os.path.join(args.dir, "initial.npz"))
+    batch = spec["layers"][0]["outputs"][0][0]
+    on_gpu = args.device.startswith("cuda")
+    settings = {"off": [False], "on": [True], "both": [False, True]}[args.tf32] if on_gpu else [None]
+    for tf32 in settings:
+        if tf32 is None:
+            label = "float32"
+        else:
+            set_tf32(tf32)
+            label = ("TF32 on (PyTorch's default for convolutions; not like for like)" if tf32
+                     else "TF32 off (exact float32, like for like with spill)")
+            label += f" [{tf32_state()}]"
+        rate, seconds, loss = time_steps(args, spec, weights, crosscheck)
+        print(f"pytorch {torch.__version__} {spec['name']} batch {batch}: "
+              f"{rate:.2f} images/s ({args.steps} steps in {seconds:.2f} s, {args.device}, "
+              f"{args.threads} threads, {label}, last loss {loss:.4f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+// bench_train: training throughput of a network on synthetic data (no data
+// loading), with the solver update included, after a few warm-up steps.
+//
+//   bench_train --config models/resnet18.yaml --set stem=cifar --set size=32
+//       --set classes=10 --batch 64 --steps 20
+//   bench_train ... --export DIR    also write DIR/net.json and DIR/initial.npz
+//                                   for tools/bench/bench_torch.py
+//   bench_train ... --memory dymem --offload-set conv --link-gbps 1
+//                                   copies throttled as a PCIe link would carry
+//                                   them (CPU device; tools/bench/dymem_speed.py)
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "framework/checkpoint.h"
+#include "framework/device_registry.h"
+#include "framework/executor.h"
+#include "framework/files.h"
+#include "framework/initializer.h"
+#include "framework/net_checks.h"
+#include "framework/random.h"
+#include "framework/solver.h"
+#include "layers/cpu/conv_timer.h"
+#include "memory/planner.h"
+#include "memory/runtime.h"
+#include "tools/common/checks.h"
+#include "tools/common/cli.h"
+#include "tools/common/memory_flags.h"
+#include "tools/common/net_json.h"
+
+namespace spill {
+namespace {
+
+constexpr char kDefaultMode[] = "liveness";
+
+struct Args {
+  std::string config, device = "cpu", export_dir;
+  double link_gbps = 0;  // 0: copies at memcpy speed
+  bool minimum = false, profile = false;
+  ParamOverrides sets;
+  int64_t batch = 64, steps = 20, warmup = 3;
+  MemoryFlags memory;  // as given
+};
+
+MemoryFlagsUse BenchMemoryUse() {
+  MemoryFlagsUse use = ToolMemoryFlagsUse(kDefaultMode, kDefaultDeviceBudget, kDefaultHostBudget);
+  use.places_tensors = true;
+  return use;
+}
+
+void Declare(Flags& f, Args* a) {
+  f.InputFile("--config", &a->config, "the network file")->required();
+  f.Set(&a->sets);
+  f.Int("--batch", &a->batch, "batch size (default 64)", 1, kMaxBatch);
+  f.Int("--steps", &a->steps, "timed steps (default 20)", 1, 1000000);
+  f.Int("--warmup", &a->warmup, "untimed steps first (default 3)", 0, 1000000);
+  f.Device(&a->device, "cpu (default) or cuda (--config=cuda builds)");
+  f.Flag("--minimum", &a->minimum, "run at the smallest budget the memory mode runs in");
+  f.Float("--link-gbps", &a->link_gbps,
+          "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
+  f.String("--export", &a->export_dir, "write net.json and initial.npz for tools/bench/bench_torch.py")
+      ->type_name("DIR");
+  f.Flag("--profile", &a->profile, "print compute seconds per layer type over the timed steps");
+  a->memory.Declare(f, BenchMemoryUse());
+}
+
+// The memory options: the defaults, then the flags.
+StatusOr<MemoryOptions> MemoryOptionsOf(const Args& args) {
+  MemoryOptions memory;
+  SPILL_RETURN_IF_ERROR(ApplyMemoryMode(kDefaultMode, &memory));
+  SPILL_RETURN_IF_ERROR(args.memory.Apply(&memory));
+  SPILL_RETURN_IF_ERROR(memory.Validate());
+  return memory;
+}
+
+Status Run(const Args& args) {
+  SPILL_ASSIGN_OR_RETURN(MemoryOptions memory, MemoryOptionsOf(args));
+  SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadNetFile(args.config, args.sets));
+  DeviceConfig device_config;
+  device_config.link_bytes_per_second = args.link_gbps * 1e9;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, device_config));
+  Device& device = *owned;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {args.batch, device.type()}));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
+  SolverConfig sc;
+  sc.momentum = 0.9;
+  sc.weight_decay = 5e-4;
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sc));
+  solver->AddState(*net);
+  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net, memory.workspace));
+  // Times measured once per convolution shape, shared with train and plan.
+  cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
+  if (args.minimum) {
+    // Timing happens while planning here, before anything is reserved.
+    SPILL_ASSIGN_OR_RETURN(memory.device_budget, MinimumBudget(net->view(), memory));
+  }
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
+                         MemoryRuntime::Create(net->view(), memory, &device));
+  Executor executor(*net, &device, *runtime);
+  SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, 1));
+  SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
+  if (!args.export_dir.empty()) {
+    SPILL_RETURN_IF_ERROR(CreateOutputFolder(args.export_dir, "--export"));
+    SPILL_RETURN_IF_ERROR(
+        WriteTextFile((std::filesystem::path(args.export_dir) / "net.json").string(),
+                      NetToJson(*net), "--export"));
+    SPILL_RETURN_IF_ERROR(
+        SaveCheckpoint((std::filesystem::path(args.export_dir) / "initial.npz").string(), *net,
+                       *runtime, device, solver.get(), {}, ""));
+  }
+  const Shape in = net->input_shape();
+  std::vector<float> images(in.numel()), labels(in.n());
+  for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(3, i) - 1;
+  for (int64_t i = 0; i < in.n(); ++i)
+    labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
+  HostBatch batch{images.data(), labels.data()};
+  std::chrono::steady_clock::time_point start;
+  double loss = 0;
+  for (int64_t step = 0; step < args.warmup + args.steps; ++step) {
+    if (step == args.warmup) {
+      start = std::chrono::steady_clock::now();
+      executor.set_profiling(args.profile);
+    }
+    solver->BeginStep(*net, *runtime, device, 0.01);
+    SPILL_ASSIGN_OR_RETURN(LossResult r, executor.Run(batch, Phase::kTrain, step));
+    SPILL_RETURN_IF_ERROR(solver->FinishStep(*runtime));
+    loss = r.loss;
+  }
+  device.compute_queue().Synchronize();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, last loss %.4f, peak %s of a "
+      "%s budget, %s, "
+      "workspace %s, %s moved to host per iteration, %d recomputations, %d steps streamed)\n",
+      net->name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / seconds,
+      args.steps, seconds, loss, FormatBytes(static_cast<double>(runtime->run_peak())).c_str(),
+      FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
+      memory.workspace.ToString().c_str(),
+      FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(), runtime->log().recomputed,
+      runtime->log().streamed);
+  if (args.profile) std::fputs(executor.ProfileTable().c_str(), stdout);
+  return Status::Ok();
+}
+
+int Main(int argc, char** argv) {
+  spill::Flags flags("bench_train",
+                     "Training throughput of a network on synthetic data (no data loading), "
+                     "solver update included, after a few warm-up steps.");
+  spill::Args args;
+  spill::Declare(flags, &args);
+  const int stop = flags.Parse(argc, argv);
+  if (stop >= 0) return stop;
+  return spill::ReportStatus("bench_train", spill::Run(args));
+}
+
+}  // namespace
+}  // namespace spill
+
+int main(int argc, char** argv) {
+  return spill::RunTool("bench_train", [&] { return spill::Main(argc, argv); });
+}

@@ -1,0 +1,86 @@
+// "Going deeper" and "going wider" (SuperNeurons §4.2, Tables 4 and 5): the
+// largest network depth, or batch, that trains under a device budget, found
+// by planning (no memory is reserved, nothing is computed) and then, where
+// this machine has the memory, confirmed by a real run of a few steps.
+#ifndef SPILL_TOOLS_PLAN_EXPERIMENTS_H_
+#define SPILL_TOOLS_PLAN_EXPERIMENTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "framework/net_spec.h"
+#include "memory/memory_options.h"
+#include "memory/planner.h"
+#include "tools/common/memory_flags.h"
+
+namespace spill {
+
+struct Probe {
+  bool fits = false;
+  MemoryPlan plan;
+  SizeSetting window_budget;  // the window scheduler's budget the plan used
+};
+
+// Largest x in [low, limit] with fits(x), for a predicate that holds up to
+// some point and fails beyond: doubling from `low`, then bisection. `low`
+// must fit. Returns low - 1 when even `low` does not.
+StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
+                                 const std::function<StatusOr<Probe>(int64_t)>& probe, int* probes);
+
+// The options both experiments take: --config FILE --device NAME --batch B
+// --size S --set KEY=VALUE --device-profile NAME --confirm STEPS, and the
+// memory flags every planning tool shares (tools/common/memory_flags.h: --memory,
+// --device-memory, --host-memory, --allocator, --compact, --window-budget,
+// ...). Only these tools take --window-budget search: the largest multiple,
+// from 1x down in steps of 0.05x, with which the window scheduler's plan
+// fits - what the window paper's authors set by hand.
+struct ExperimentOptions {
+  std::string model;
+  std::string device = "cpu";  // whose layers (and workspaces) are planned and run
+  int64_t batch = 16;
+  int64_t size = 224;
+  int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
+  // The device profile the result's iteration time is predicted on (the
+  // paper's experiments ran on a 12 GB K40).
+  std::string device_profile = "k40-pcie3";
+  bool search_window_budget = false;
+  ParamOverrides sets;
+  MemoryFlags memory_flags;  // as given
+  MemoryOptions memory;      // the tool's defaults with the memory flags applied
+  std::string Describe() const;
+};
+
+// The start of both tools: declares and parses the options into `*options`
+// and plans with modelled convolution times. Returns the exit code when the
+// tool stops here (0 after --help, 2 after a bad flag); -1 when it goes on.
+int StartExperiment(int argc, char** argv, const char* tool, const char* description,
+                    const std::string& default_model, ExperimentOptions* options);
+
+// Plans a training iteration of `spec` at `batch` with the options' device
+// and memory options.
+StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options);
+
+// Prints the predicted iteration time of `spec` at `batch` under the
+// options on their device profile, beside the roomy run's (a simulation:
+// memory/sim/). Returns 0, or 1 after printing why it could not.
+int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions& options);
+
+// Trains `steps` steps on synthetic data for real; reports the peak device
+// bytes and seconds per step. Fails with a clear message when this machine
+// lacks the host memory for it.
+struct Confirmation {
+  bool ran = false;
+  std::string reason;  // why it did not run
+  size_t peak = 0;
+  double seconds_per_step = 0;
+  double loss = 0;
+};
+StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
+                                         const ExperimentOptions& options, const MemoryPlan& plan);
+// Prints the outcome of ConfirmByTraining; returns the exit code.
+int ReportConfirmation(const StatusOr<Confirmation>& confirmation, int64_t steps);
+
+}  // namespace spill
+
+#endif  // SPILL_TOOLS_PLAN_EXPERIMENTS_H_

@@ -1,0 +1,182 @@
+// DataParallel: the collectives around the training loop (policy in
+// data_parallel.h). Everything here runs on the training thread and uses the
+// control channel; the gradient buckets use their own thread and channel.
+#include "tools/train/data_parallel.h"
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "framework/distributed/replica_sum.h"
+
+namespace spill {
+namespace {
+
+// A contiguous slice [begin, begin + size) of another dataset.
+class ShardView : public Dataset {
+ public:
+  ShardView(const Dataset& base, int64_t begin, int64_t size)
+      : base_(base), begin_(begin), size_(size) {}
+  int64_t size() const override { return size_; }
+  int num_classes() const override { return base_.num_classes(); }
+  Shape example_shape() const override { return base_.example_shape(); }
+  std::string Describe() const override {
+    return base_.Describe() + " [" + std::to_string(begin_) + ", " +
+           std::to_string(begin_ + size_) + ")";
+  }
+  StatusOr<int> Get(int64_t index, uint64_t augment_seed, float* image) const override {
+    return base_.Get(begin_ + index, augment_seed, image);
+  }
+
+ private:
+  const Dataset& base_;
+  int64_t begin_, size_;
+};
+
+// FNV-1a over bytes: equal parameters give equal hashes on every rank.
+uint64_t Fnv1a(const void* data, size_t bytes, uint64_t hash) {
+  constexpr uint64_t kPrime = 1099511628211ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * kPrime;
+  return hash;
+}
+constexpr uint64_t kFnvOffset = 14695981039346656037ull;
+
+// Sums for synchronized batch norm; a failed collective leaves the ranks
+// with different statistics, so it ends the job.
+void SumOrAbort(Communicator& comm, double* values, int64_t n) {
+  Status status = comm.SumDoubles(values, n, Channel::kControl);
+  if (status.ok()) return;
+  std::fprintf(stderr, "train (%s): sync_batch_norm: %s\n", comm.Describe().c_str(),
+               status.message().c_str());
+  comm.Abort(1);
+}
+
+}  // namespace
+
+StatusOr<int64_t> DataParallel::RankBatch(const TrainConfig& config) {
+  const int ranks = Communicator::World().size();
+  if (config.data.batch % ranks != 0) {
+    return InvalidArgument(config.file + ": data.batch is the global batch, " +
+                           std::to_string(config.data.batch) + ", which " + std::to_string(ranks) +
+                           " ranks cannot split evenly; give a multiple " + "of " +
+                           std::to_string(ranks));
+  }
+  return config.data.batch / ranks;
+}
+
+StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const TrainConfig& config,
+                                                             const Net& net, Device* device,
+                                                             TensorStore& runtime,
+                                                             Executor& executor) {
+  Communicator& comm = Communicator::World();
+  if (comm.size() == 1) return std::unique_ptr<DataParallel>();
+  const DistributedConfig& d = config.distributed;
+  if (d.sync_batch_norm && device->type() != DeviceType::kCpu) {
+    return InvalidArgument(config.file +
+                           ": distributed.sync_batch_norm runs on the CPU device only for now");
+  }
+  if (d.sync_batch_norm && config.memory.batch_chunk != kBatchChunkOff) {
+    return InvalidArgument(config.file +
+                           ": distributed.sync_batch_norm needs whole batches; set memory.chunk: "
+                           "off");
+  }
+  std::unique_ptr<DataParallel> dp(new DataParallel(comm, d));
+  // Updates during backward (parameters in host memory) need per-layer buckets.
+  const bool per_layer = config.memory.params.kind != ParamPlacement::Kind::kDevice;
+  dp->reducer_ =
+      std::make_unique<GradientReducer>(comm, net, device, runtime, d.bucket_bytes, per_layer);
+  dp->solver_store_ =
+      std::make_unique<ReducingStore>(runtime, *dp->reducer_, net.schedule(), device);
+  GradientReducer* reducer = dp->reducer_.get();
+  executor.set_backward_hook([reducer](int layer) { reducer->OnBackward(layer); });
+  if (d.sync_batch_norm) {
+    SetReplicaSum([&comm](double* values, int64_t n) { SumOrAbort(comm, values, n); });
+  }
+  return dp;
+}
+
+DataParallel::~DataParallel() {
+  if (config_.sync_batch_norm) SetReplicaSum(nullptr);
+}
+
+Status DataParallel::Synchronize(const Net& net, TensorStore& store, Solver* solver,
+                                 TrainingPosition* position) {
+  int64_t where[4] = {position->step, position->epoch, position->batch, solver->steps()};
+  SPILL_RETURN_IF_ERROR(comm_.Broadcast(where, sizeof(where), Channel::kControl));
+  *position = {where[0], where[1], where[2], where[3]};
+  solver->set_steps(where[3]);
+  const Schedule& s = net.schedule();
+  std::vector<float> buffer;
+  for (size_t id = 0; id < s.tensors.size(); ++id) {
+    const TensorInfo& info = s.tensors[id];
+    if (info.kind != TensorKind::kParam && info.kind != TensorKind::kOptimizerState) continue;
+    buffer.resize(info.shape.numel());
+    const TensorId t = static_cast<TensorId>(id);
+    if (rank() == 0) SPILL_RETURN_IF_ERROR(store.ReadTensor(t, buffer.data()));
+    SPILL_RETURN_IF_ERROR(comm_.Broadcast(buffer.data(), info.bytes, Channel::kControl));
+    if (rank() != 0) SPILL_RETURN_IF_ERROR(store.WriteTensor(t, buffer.data()));
+  }
+  return Status::Ok();
+}
+
+Status DataParallel::FinishStep(const Net& net, TensorStore& store, const Solver& solver,
+                                int64_t step, bool stop_here, LossResult* result, bool* stop) {
+  SPILL_RETURN_IF_ERROR(reducer_->FinishIteration());
+  // Each rank's loss is the mean over its equal slice: the global batch's
+  // mean is their mean.
+  double figures[4] = {result->loss, static_cast<double>(result->correct),
+                       static_cast<double>(result->count), stop_here ? 1.0 : 0.0};
+  SPILL_RETURN_IF_ERROR(comm_.SumDoubles(figures, 4, Channel::kControl));
+  result->loss = figures[0] / size();
+  result->correct = static_cast<int64_t>(figures[1]);
+  result->count = static_cast<int64_t>(figures[2]);
+  *stop = figures[3] > 0;
+  if (config_.check_replicas) SPILL_RETURN_IF_ERROR(CheckReplicas(net, store, solver, step));
+  return Status::Ok();
+}
+
+// Trainable parameters and solver state; batch norm's running statistics are
+// per rank unless synchronized, so they are not compared.
+Status DataParallel::CheckReplicas(const Net& net, TensorStore& store, const Solver& solver,
+                                   int64_t step) {
+  uint64_t hash = kFnvOffset;
+  std::vector<float> buffer;
+  for (const Solver::Slot& slot : solver.slots()) {
+    std::vector<TensorId> tensors = {slot.param};
+    tensors.insert(tensors.end(), slot.state.begin(), slot.state.end());
+    for (TensorId t : tensors) {
+      const TensorInfo& info = net.schedule().tensors[t];
+      buffer.resize(info.shape.numel());
+      SPILL_RETURN_IF_ERROR(store.ReadTensor(t, buffer.data()));
+      hash = Fnv1a(buffer.data(), info.bytes, hash);
+    }
+  }
+  uint64_t low = 0, high = 0;
+  SPILL_RETURN_IF_ERROR(comm_.MinMax(hash, &low, &high, Channel::kControl));
+  if (low != high) {
+    return Internal("after step " + std::to_string(step) +
+                    " the ranks hold different parameters (distributed.check_replicas)");
+  }
+  return Status::Ok();
+}
+
+std::unique_ptr<Dataset> DataParallel::TestShard(const Dataset& data) const {
+  const int64_t n = data.size(), r = rank(), ranks = size();
+  const int64_t begin = n * r / ranks, end = n * (r + 1) / ranks;
+  return std::make_unique<ShardView>(data, begin, end - begin);
+}
+
+Status DataParallel::ReduceEval(EvalResult* result) {
+  double figures[3] = {result->loss * result->count, static_cast<double>(result->correct),
+                       static_cast<double>(result->count)};
+  SPILL_RETURN_IF_ERROR(comm_.SumDoubles(figures, 3, Channel::kControl));
+  result->correct = static_cast<int64_t>(figures[1]);
+  result->count = static_cast<int64_t>(figures[2]);
+  const double count = std::max(figures[2], 1.0);
+  result->loss = figures[0] / count;
+  result->accuracy = figures[1] / count;
+  return Status::Ok();
+}
+
+}  // namespace spill

@@ -1,0 +1,83 @@
+// Data-parallel training: what the trainer does differently when mpirun
+// starts several ranks (see README, "Several GPUs or machines").
+//
+//   * data.batch is the global batch. Each rank builds the network for
+//     batch / ranks and reads its own contiguous slice of every global batch
+//     (Loader shards), in the same seeded order as one process;
+//   * rank 0's parameters, solver state and position in the data replace
+//     every other rank's before the first step - its fresh initialization,
+//     or the checkpoint that rank 0 alone reads on --resume;
+//   * gradients are averaged by allreduce in buckets during backward
+//     (gradient_reducer.h) before every rank applies the same update;
+//   * per-step figures (loss, hits, a stop request) are reduced, so every
+//     rank logs the global batch's loss and all ranks stop at the same step;
+//   * evaluation is sharded: each rank scores a contiguous slice of the test
+//     split, and the sums are reduced;
+//   * batch norm uses each rank's own statistics unless
+//     distributed.sync_batch_norm is set (framework/distributed/replica_sum.h);
+//   * rank 0 alone prints, writes the log, the report and checkpoints.
+// A rank that fails prints its error and aborts the MPI job, which ends every
+// other rank, even one blocked in a collective (tools/train_main.cc).
+#ifndef SPILL_TOOLS_TRAIN_DATA_PARALLEL_H_
+#define SPILL_TOOLS_TRAIN_DATA_PARALLEL_H_
+
+#include <memory>
+
+#include "data/dataset.h"
+#include "framework/checkpoint.h"
+#include "framework/distributed/distributed.h"
+#include "framework/executor.h"
+#include "framework/solver.h"
+#include "tools/train/gradient_reducer.h"
+#include "tools/train/inference.h"
+#include "tools/train/train_config.h"
+
+namespace spill {
+
+class DataParallel {
+ public:
+  // Null (and Ok) when this process trains alone.
+  static StatusOr<std::unique_ptr<DataParallel>> Create(const TrainConfig& config, const Net& net,
+                                                        Device* device, TensorStore& runtime,
+                                                        Executor& executor);
+  // The per-rank batch of `config`'s global batch; an error when the ranks
+  // do not divide it.
+  static StatusOr<int64_t> RankBatch(const TrainConfig& config);
+  ~DataParallel();
+
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
+  // The store the solver updates through: it reads averaged gradients.
+  TensorStore& solver_store() { return *solver_store_; }
+
+  // Rank 0's parameters, solver state and position replace every rank's.
+  Status Synchronize(const Net& net, TensorStore& store, Solver* solver,
+                     TrainingPosition* position);
+  // After the solver step: checks the reduction, makes `result` the global
+  // batch's, and returns in `stop` whether any rank asked to stop. With
+  // distributed.check_replicas, verifies that every rank holds the same
+  // parameters and solver state.
+  Status FinishStep(const Net& net, TensorStore& store, const Solver& solver, int64_t step,
+                    bool stop_here, LossResult* result, bool* stop);
+  // This rank's slice of the test split.
+  std::unique_ptr<Dataset> TestShard(const Dataset& data) const;
+  // The figures of every rank's slice, combined.
+  Status ReduceEval(EvalResult* result);
+
+  const ReducerStats& stats() const { return reducer_->stats(); }
+  int64_t buckets() const { return reducer_->bucket_count(); }
+
+ private:
+  DataParallel(Communicator& comm, const DistributedConfig& config)
+      : comm_(comm), config_(config) {}
+  Status CheckReplicas(const Net& net, TensorStore& store, const Solver& solver, int64_t step);
+
+  Communicator& comm_;
+  DistributedConfig config_;
+  std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<ReducingStore> solver_store_;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_TOOLS_TRAIN_DATA_PARALLEL_H_

@@ -1,0 +1,154 @@
+#include "tools/train/inference.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "data/loader.h"
+#include "framework/checkpoint.h"
+#include "framework/device_registry.h"
+#include "layers/cpu/conv_timer.h"
+#include "memory/planner.h"
+#include "tools/common/checks.h"
+
+namespace spill {
+namespace {
+
+// Mean cross-entropy and top-1 hits of the first `count` rows of `scores`.
+// Labels come from a dataset checked to have at most `classes` classes; a
+// label outside them is still an error here rather than a read past the row.
+Status Score(const std::vector<float>& scores, const std::vector<float>& labels, int64_t count,
+             int64_t classes, EvalResult* result) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float* p = scores.data() + i * classes;
+    const int64_t label = static_cast<int64_t>(labels[i]);
+    if (label < 0 || label >= classes) {
+      return InvalidArgument("test label " + std::to_string(label) + " is outside the " +
+                             std::to_string(classes) + " classes the network scores");
+    }
+    result->loss -= std::log(std::max(p[label], FLT_MIN));
+    result->correct += (std::max_element(p, p + classes) - p) == label;
+  }
+  result->count += count;
+  return Status::Ok();
+}
+
+// Fills a short batch up to the network's `n` rows with copies of its first
+// image (their scores are not counted).
+void PadBatch(int64_t n, int64_t image, Batch* batch) {
+  batch->images.resize(n * image);
+  batch->labels.resize(n, batch->labels.empty() ? 0.0f : batch->labels[0]);
+  for (int64_t i = batch->size; i < n; ++i) {
+    std::copy_n(batch->images.begin(), image, batch->images.begin() + i * image);
+  }
+}
+
+}  // namespace
+
+Status OpenDatasets(const DataConfig& d, std::unique_ptr<Dataset>* train,
+                    std::unique_ptr<Dataset>* test) {
+  if (d.dataset == "cifar10") {
+    SPILL_ASSIGN_OR_RETURN(*train, OpenCifar10(d.path, Split::kTrain, d.augment));
+    SPILL_ASSIGN_OR_RETURN(*test, OpenCifar10(d.path, Split::kTest, d.test_augment));
+  } else if (d.dataset == "image_folder") {
+    SPILL_ASSIGN_OR_RETURN(*train, OpenImageFolder(d.path, d.augment));
+    if (!d.test_path.empty()) {
+      SPILL_ASSIGN_OR_RETURN(*test, OpenImageFolder(d.test_path, d.test_augment));
+    }
+  } else {
+    const bool fashion = d.dataset == "fashion_mnist";
+    SPILL_ASSIGN_OR_RETURN(*train, OpenIdx(d.path, Split::kTrain, d.augment, fashion));
+    SPILL_ASSIGN_OR_RETURN(*test, OpenIdx(d.path, Split::kTest, d.test_augment, fashion));
+  }
+  return Status::Ok();
+}
+
+StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const Dataset& data,
+                                     int workers) {
+  LoaderOptions lo;
+  lo.batch = net.batch();
+  lo.shuffle = false;
+  lo.drop_last = false;
+  lo.workers = workers;
+  Loader loader(data, lo);
+  loader.Start(0, 0);
+  const int64_t image = data.example_shape().sample_size();
+  EvalResult result;
+  for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
+    SPILL_ASSIGN_OR_RETURN(Batch batch, loader.Next());
+    PadBatch(net.batch(), image, &batch);
+    HostBatch host{batch.images.data(), batch.labels.data()};
+    SPILL_RETURN_IF_ERROR(executor.Run(host, Phase::kEval, 0).status());
+    SPILL_RETURN_IF_ERROR(
+        Score(executor.scores(), batch.labels, batch.size, net.num_classes(), &result));
+  }
+  const int64_t count = std::max<int64_t>(result.count, 1);
+  result.accuracy = static_cast<double>(result.correct) / count;
+  result.loss /= count;
+  return result;
+}
+
+StatusOr<std::unique_ptr<Inference>> Inference::Create(const TrainConfig& config,
+                                                       const std::string& checkpoint) {
+  std::unique_ptr<Inference> inference(new Inference(config));
+  SPILL_RETURN_IF_ERROR(inference->Setup(checkpoint));
+  return inference;
+}
+
+Status Inference::Setup(const std::string& checkpoint) {
+  DeviceConfig device_config;
+  device_config.ordinal = config_.run.gpu;
+  SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
+  cpu::SetConvTiming(
+      {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
+       config_.timing.cache});
+  SPILL_RETURN_IF_ERROR(OpenDatasets(config_.data, &train_data_, &test_data_));
+  SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
+  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, device_->type()}));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
+  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net_, config_.memory.workspace)
+                            .WithContext(config_.file + ": memory.workspace"));
+  auto runtime = MemoryRuntime::Create(net_->view(), config_.memory, device_.get());
+  if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
+  runtime_ = std::move(runtime).value();
+  executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
+  return LoadCheckpoint(checkpoint, *net_, *runtime_, *device_, nullptr).status();
+}
+
+StatusOr<EvalResult> Inference::Evaluate() {
+  if (!test_data_) {
+    return InvalidArgument(config_.file + ": the data has no test split (set data.test_path)");
+  }
+  const Shape want = net_->input_shape(), have = test_data_->example_shape();
+  if (want.sample_size() != have.sample_size()) {
+    return InvalidArgument("the test split gives " + have.ToString() + " images but model '" +
+                           net_->name() + "' takes " + want.ToString());
+  }
+  return EvaluateDataset(*executor_, *net_, *test_data_, config_.data.workers);
+}
+
+StatusOr<std::vector<float>> Inference::Predict(const std::vector<float>& images, int64_t count) {
+  const int64_t n = net_->batch(), image = net_->input_shape().sample_size();
+  const int64_t classes = net_->num_classes();
+  if (static_cast<int64_t>(images.size()) != count * image) {
+    return InvalidArgument("predict: " + std::to_string(images.size()) + " values for " +
+                           std::to_string(count) + " images of " + std::to_string(image));
+  }
+  std::vector<float> probabilities;
+  for (int64_t first = 0; first < count; first += n) {
+    Batch batch;
+    batch.size = std::min(n, count - first);
+    batch.images.assign(images.begin() + first * image,
+                        images.begin() + (first + batch.size) * image);
+    batch.labels.assign(batch.size, 0.0f);  // unused: only the scores are read
+    PadBatch(n, image, &batch);
+    HostBatch host{batch.images.data(), batch.labels.data()};
+    SPILL_RETURN_IF_ERROR(executor_->Run(host, Phase::kEval, 0).status());
+    const std::vector<float>& scores = executor_->scores();
+    probabilities.insert(probabilities.end(), scores.begin(),
+                         scores.begin() + batch.size * classes);
+  }
+  return probabilities;
+}
+
+}  // namespace spill

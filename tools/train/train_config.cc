@@ -1,0 +1,315 @@
+#include "tools/train/train_config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+
+#include "framework/files.h"
+#include "framework/net_checks.h"
+#include "framework/units.h"
+#include "framework/yaml_reader.h"
+#include "layers/cpu/conv_timer.h"
+#include "memory/allocators/allocator.h"
+#include "memory/eviction/eviction.h"
+#include "memory/transfer_plan.h"
+#include "tools/train/model_source.h"
+
+namespace spill {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char kDefaultConfig[] = R"(# The built-in default: a small CNN on Fashion-MNIST.
+model:
+  name: fashion_cnn
+  layers:
+    - {name: data, type: input, shape: [1, 28, 28]}
+    - {name: conv1, type: convolution, filters: 32, kernel: 3, pad: 1, bias: false}
+    - {name: bn1, type: batch_norm}
+    - {name: relu1, type: relu}
+    - {name: pool1, type: max_pool, kernel: 2}
+    - {name: conv2, type: convolution, filters: 64, kernel: 3, pad: 1, bias: false}
+    - {name: bn2, type: batch_norm}
+    - {name: relu2, type: relu}
+    - {name: pool2, type: max_pool, kernel: 2}
+    - {name: fc1, type: fully_connected, outputs: 128}
+    - {name: relu3, type: relu}
+    - {name: fc2, type: fully_connected, outputs: 10}
+    - {name: loss, type: softmax_loss}
+data:
+  dataset: fashion_mnist
+  path: /usr/share/datasets/fashion-mnist
+  batch: 64
+solver:
+  type: sgd
+  lr: 0.05
+  momentum: 0.9
+  nesterov: true
+  weight_decay: 5e-4
+  schedule: {type: cosine, unit: epoch}
+memory:
+  mode: liveness
+run:
+  epochs: 4
+  seed: 1
+  output: runs/fashion_cnn
+)";
+
+// Ceilings of the configuration's numbers (see README, "Limits").
+constexpr int64_t kMaxWorkers = 64;                // data loading threads
+constexpr int64_t kMaxImageSide = 1 << 16;         // resize and crop, pixels
+constexpr int64_t kMaxPad = 1 << 12;               // pixels of padding
+constexpr size_t kMaxChannels = 64;                // normalization values
+constexpr int64_t kMaxEpochs = 1000000;            // run.epochs
+constexpr int64_t kMaxSteps = 1000000000000;       // steps, intervals, schedule lengths
+constexpr size_t kMaxMilestones = 1000;            // multistep milestones
+constexpr int64_t kMaxPrefetchAhead = 1024;        // checkpoint layers
+constexpr int64_t kMaxScheduleDistance = 1 << 20;  // steps (lms_threshold, lms_ahead)
+constexpr int64_t kMaxGpu = 63;                    // device ordinal
+constexpr double kMaxLearningRate = 1000;
+constexpr size_t kMinBucketBytes = 4 * kKiB;  // distributed.bucket
+constexpr size_t kMaxBucketBytes = 1 * kGiB;
+
+Status ReadAugment(YamlMap section, Augmentation* a) {
+  a->resize = static_cast<int>(section.Int("resize", a->resize, 0, kMaxImageSide));
+  a->crop = static_cast<int>(section.Int("crop", a->crop, 0, kMaxImageSide));
+  a->pad = static_cast<int>(section.Int("pad", a->pad, 0, kMaxPad));
+  a->random_crop = section.Bool("random_crop", a->random_crop);
+  a->flip = section.Bool("flip", a->flip);
+  a->mean = section.FloatList("mean", Bounds::Closed(-1e3, 1e3), kMaxChannels);
+  a->std = section.FloatList("std", Bounds::AboveTo(0, 1e3), kMaxChannels);
+  if (a->mean.size() != a->std.size()) section.Fail("std", "needs as many values as mean");
+  return section.Finish();
+}
+
+// `path` relative to the config's folder when it exists there, else as given
+// (relative to the working directory).
+std::string Resolve(const std::string& path, const std::string& base_dir) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  fs::path beside = fs::path(base_dir) / path;
+  std::error_code error;
+  if (fs::exists(beside, error)) return beside.lexically_normal().string();
+  return path;
+}
+
+Status ReadModel(YamlMap model, const YAML::Node& node, const std::string& base_dir,
+                 TrainConfig* c) {
+  c->base_dir = base_dir;
+  if (model.Has("onnx")) {  // an ONNX model: its weights start the run (see model_source.h)
+    if (model.Has("file")) model.Fail("onnx", "give either 'file' or 'onnx', not both");
+    c->model_onnx = Resolve(model.String("onnx", ""), base_dir);
+    return model.Finish();
+  }
+  if (!model.Has("file")) {
+    if (!node.IsDefined() || !node.IsMap() || !node["layers"]) {
+      return InvalidArgument(c->file + ": 'model' needs a 'file' or an inline network ('layers')");
+    }
+    c->model_node = node;  // its keys are checked by the network parser
+    return Status::Ok();
+  }
+  c->model_file = Resolve(model.String("file", ""), base_dir);
+  YAML::Node params = model.Raw("params");
+  if (params.IsDefined() && params.IsMap()) {
+    for (const auto& item : params) c->model_params[item.first.Scalar()] = YAML::Clone(item.second);
+  } else if (params.IsDefined() && !params.IsNull()) {
+    model.Fail("params", "must be a map of model parameters");
+  }
+  return model.Finish();
+}
+
+Status ReadData(YamlMap data, const std::string& base_dir, DataConfig* d) {
+  d->dataset =
+      data.Choice("dataset", {"fashion_mnist", "mnist", "cifar10", "image_folder"}, d->dataset);
+  d->path = Resolve(data.String("path", d->path), base_dir);
+  d->test_path = Resolve(data.String("test_path", d->test_path), base_dir);
+  d->batch = data.Int("batch", d->batch, 1, kMaxBatch);
+  d->workers = static_cast<int>(data.Int("workers", d->workers, 1, kMaxWorkers));
+  d->shuffle = data.Bool("shuffle", d->shuffle);
+  SPILL_RETURN_IF_ERROR(ReadAugment(data.Section("augment"), &d->augment));
+  SPILL_RETURN_IF_ERROR(ReadAugment(data.Section("test_augment"), &d->test_augment));
+  if (d->path.empty()) data.Fail("path", "the dataset's location is required");
+  return data.Finish();
+}
+
+Status ReadSchedule(YamlMap schedule, TrainConfig* c) {
+  LrSchedule& lr = c->schedule.schedule;
+  lr.type = schedule.Choice("type", {"constant", "step", "multistep", "cosine"}, lr.type);
+  c->schedule.unit = schedule.Choice("unit", {"epoch", "step"}, c->schedule.unit);
+  lr.gamma = schedule.Float("gamma", lr.gamma, Bounds::AboveTo(0, 1));
+  lr.step_size = schedule.Int("step_size", lr.step_size, 0, kMaxSteps);
+  lr.milestones = schedule.IntList("milestones", 1, kMaxSteps, kMaxMilestones);
+  lr.min_lr = schedule.Float("min_lr", lr.min_lr, Bounds::Closed(0, kMaxLearningRate));
+  lr.warmup = schedule.Int("warmup", lr.warmup, 0, kMaxSteps);
+  lr.warmup_factor = schedule.Float("warmup_factor", lr.warmup_factor, Bounds::AboveTo(0, 1));
+  if (lr.type == "step" && lr.step_size == 0) schedule.Fail("step_size", "is required (>= 1)");
+  if (!std::is_sorted(lr.milestones.begin(), lr.milestones.end())) {
+    schedule.Fail("milestones", "must be increasing");
+  }
+  return schedule.Finish();
+}
+
+Status ReadSolver(YamlMap solver, TrainConfig* c) {
+  SolverConfig& s = c->solver;
+  s.type = solver.Choice("type", {"sgd", "adam"}, s.type);
+  s.momentum =
+      solver.Float("momentum", s.type == "adam" ? 0.0 : s.momentum, Bounds::FromBelow(0, 1));
+  s.nesterov = solver.Bool("nesterov", s.nesterov);
+  s.weight_decay = solver.Float("weight_decay", s.weight_decay, Bounds::Closed(0, 1));
+  s.beta1 = solver.Float("beta1", s.beta1, Bounds::FromBelow(0, 1));
+  s.beta2 = solver.Float("beta2", s.beta2, Bounds::FromBelow(0, 1));
+  s.epsilon = solver.Float("epsilon", s.epsilon, Bounds::AboveTo(0, 1));
+  LrSchedule& lr = c->schedule.schedule;
+  lr.lr = solver.Float("lr", s.type == "adam" ? 1e-3 : lr.lr, Bounds::AboveTo(0, kMaxLearningRate));
+  SPILL_RETURN_IF_ERROR(ReadSchedule(solver.Section("schedule"), c));
+  return solver.Finish();
+}
+
+// Applies a policy parsed from `key` by `parse`, or records its error there.
+template <typename T, typename Parse>
+void ReadPolicy(YamlMap& memory, const std::string& key, const std::string& current,
+                const Parse& parse, T* out) {
+  StatusOr<T> parsed = parse(memory.String(key, current));
+  if (parsed.ok()) {
+    *out = *parsed;
+  } else {
+    memory.Fail(key, parsed.status().message());
+  }
+}
+
+Status ReadMemory(YamlMap memory, MemoryOptions* m, TimingConfig* timing) {
+  const std::string mode = memory.String("mode", m->mode);
+  Status applied = ApplyMemoryMode(mode, m);
+  if (!applied.ok()) memory.Fail("mode", applied.message());
+  m->device_budget =
+      memory.Bytes("device_budget", m->device_budget, kPoolBlockBytes, kUnlimitedBudget);
+  m->host_budget = memory.Bytes("host_budget", m->host_budget, kPoolBlockBytes, kUnlimitedBudget);
+  m->allocator = memory.Choice("allocator", AllocatorNames(), m->allocator);
+  m->eviction = memory.Choice("eviction", EvictionNames(), m->eviction);
+  m->scheduler = memory.Choice("scheduler", SchedulerNames(), m->scheduler);
+  ReadPolicy(memory, "params", m->params.ToString(), ParseParamPlacement, &m->params);
+  m->update_on_host =
+      memory.Choice("update", {"device", "host"}, m->update_on_host ? "host" : "device") == "host";
+  m->host_tier = memory.String("host_tier", m->host_tier);
+  m->liveness = memory.Bool("liveness", m->liveness);
+  m->offload = memory.Bool("offload", m->offload);
+  m->cache = memory.Bool("cache", m->cache);
+  m->recompute = memory.Bool("recompute", m->recompute);
+  m->prefetch_ahead =
+      static_cast<int>(memory.Int("prefetch_ahead", m->prefetch_ahead, 0, kMaxPrefetchAhead));
+  m->compact = memory.Bool("compact", m->compact);
+  // The window scheduler, its LMS-like baseline and the va allocator.
+  ReadPolicy(memory, "window", m->window.ToString(), ParseSizeSetting, &m->window);
+  ReadPolicy(memory, "window_budget", m->window_budget.ToString(), ParseSizeSetting,
+             &m->window_budget);
+  m->lms_threshold =
+      static_cast<int>(memory.Int("lms_threshold", m->lms_threshold, 2, kMaxScheduleDistance));
+  m->lms_ahead = static_cast<int>(memory.Int("lms_ahead", m->lms_ahead, 0, kMaxScheduleDistance));
+  m->va_chunk = memory.Bytes("va_chunk", m->va_chunk, kChunkAlignmentBytes, kUnlimitedBudget);
+  ReadPolicy(memory, "chunk", BatchChunkName(m->batch_chunk), ParseBatchChunk, &m->batch_chunk);
+  // The dymem scheduler's switches.
+  m->min_offload_bytes = memory.Bytes("min_offload", m->min_offload_bytes, 0, kUnlimitedBudget);
+  m->offload_set = memory.Choice("offload_set", {"dymem", "conv"}, m->offload_set);
+  m->release = memory.Choice("release", {"lazy", "eager"}, m->release);
+  m->prefetch = memory.Choice("prefetch", {"dymem", "ahead"}, m->prefetch);
+  m->barrier = memory.Bool("barrier", m->barrier);
+  ReadPolicy(memory, "recompute_strategy", RecomputeStrategyName(m->recompute_strategy),
+             ParseRecomputeStrategy, &m->recompute_strategy);
+  ReadPolicy(memory, "workspace", m->workspace.ToString(), ParseWorkspacePolicy, &m->workspace);
+  timing->measure = memory.Choice("conv_timing", {"measure", "model"},
+                                  timing->measure ? "measure" : "model") == "measure";
+  timing->cache = memory.String("conv_timing_cache", timing->cache);
+  SPILL_RETURN_IF_ERROR(memory.Finish());
+  return m->Validate().WithContext(memory.Where("mode"));
+}
+
+Status ReadRun(YamlMap run, const std::string& base_dir, RunConfig* r) {
+  r->device = run.Choice("device", {"cpu", "cuda"}, r->device);
+  r->gpu = static_cast<int>(run.Int("gpu", r->gpu, 0, kMaxGpu));
+  r->epochs = run.Int("epochs", r->epochs, 0, kMaxEpochs);
+  r->steps = run.Int("steps", r->steps, 0, kMaxSteps);
+  r->eval_every = run.Int("eval_every", r->eval_every, 0, kMaxSteps);
+  r->checkpoint_every = run.Int("checkpoint_every", r->checkpoint_every, 0, kMaxSteps);
+  r->seed = static_cast<uint64_t>(
+      run.Int("seed", static_cast<int64_t>(r->seed), 0, std::numeric_limits<int64_t>::max()));
+  r->output = run.String("output", r->output);
+  r->init = Resolve(run.String("init", r->init), base_dir);
+  if (run.ok() && r->epochs == 0 && r->steps == 0) {
+    run.Fail("epochs", "set run.epochs or run.steps (at least 1)");
+  }
+  return run.Finish();
+}
+
+Status ReadDistributed(YamlMap section, DistributedConfig* d) {
+  d->bucket_bytes = section.Bytes("bucket", d->bucket_bytes, kMinBucketBytes, kMaxBucketBytes);
+  d->sync_batch_norm = section.Bool("sync_batch_norm", d->sync_batch_norm);
+  d->check_replicas = section.Bool("check_replicas", d->check_replicas);
+  return section.Finish();
+}
+
+}  // namespace
+
+StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::string& file,
+                                       const std::string& base_dir) {
+  SPILL_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlText(text, file));
+  TrainConfig c;
+  c.file = file;
+  c.text = text;
+  YamlOrigin origin;
+  origin.file = file;
+  YamlMap top(root, origin, "");
+  // Unknown top-level keys first: a misspelt section ("memroy:") would
+  // otherwise only show as its settings silently missing.
+  for (const char* section : {"model", "data", "solver", "memory", "run", "distributed"}) {
+    top.Raw(section);
+  }
+  SPILL_RETURN_IF_ERROR(top.Finish());
+  SPILL_RETURN_IF_ERROR(ReadModel(top.Section("model"), top.Raw("model"), base_dir, &c));
+  SPILL_RETURN_IF_ERROR(ReadData(top.Section("data"), base_dir, &c.data));
+  SPILL_RETURN_IF_ERROR(ReadSolver(top.Section("solver"), &c));
+  c.timing.cache = cpu::DefaultConvTimingCache();
+  SPILL_RETURN_IF_ERROR(ReadMemory(top.Section("memory"), &c.memory, &c.timing));
+  SPILL_RETURN_IF_ERROR(ReadRun(top.Section("run"), base_dir, &c.run));
+  if (!c.model_onnx.empty() && c.run.init.empty()) c.run.init = c.model_onnx;
+  SPILL_RETURN_IF_ERROR(ReadDistributed(top.Section("distributed"), &c.distributed));
+  if (c.run.output.empty()) {
+    c.run.output = "runs/" + fs::path(file).stem().string();
+  }
+  return c;
+}
+
+StatusOr<TrainConfig> LoadTrainConfig(const std::string& path) {
+  SPILL_ASSIGN_OR_RETURN(std::string text,
+                         ReadFileToString(path, kMaxYamlFileBytes, "training config"));
+  std::string base = fs::path(path).parent_path().string();
+  return ParseTrainConfig(text, path, base.empty() ? "." : base);
+}
+
+TrainConfig DefaultTrainConfig() {
+  auto config = ParseTrainConfig(kDefaultConfig, "(built-in default)", ".");
+  SPILL_CHECK(config.ok()) << config.status().ToString();
+  return *config;
+}
+
+StatusOr<NetSpec> LoadModel(const TrainConfig& config, const Dataset& dataset) {
+  if (!config.model_onnx.empty()) return LoadOnnxModel(config.model_onnx);
+  auto parse = [&](const ParamOverrides& overrides) -> StatusOr<NetSpec> {
+    if (!config.model_file.empty()) return LoadNetFile(config.model_file, overrides);
+    return ParseNetNode(config.model_node, config.file, overrides, config.base_dir);
+  };
+  SPILL_ASSIGN_OR_RETURN(NetSpec spec, parse(config.model_params));
+  ParamOverrides overrides = config.model_params;
+  const Shape shape = dataset.example_shape();
+  const std::pair<const char*, int64_t> from_data[] = {
+      {"classes", dataset.num_classes()}, {"channels", shape.c()}, {"size", shape.h()}};
+  bool changed = false;
+  for (const auto& [name, value] : from_data) {
+    if (spec.params.count(name) && !overrides.count(name)) {
+      overrides[name] = YAML::Node(value);
+      changed = true;
+    }
+  }
+  if (!changed) return spec;
+  return parse(overrides);
+}
+
+}  // namespace spill

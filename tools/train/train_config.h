@@ -1,0 +1,135 @@
+// The training configuration: model, data, solver, memory and run.
+//
+//   model:
+//     file: ../models/resnet18.yaml     # relative to this file (or inline `layers:`)
+//     params: {stem: cifar}             # model parameter overrides
+//     # or onnx: net.onnx              # an ONNX model; its weights initialize the run
+//   data:
+//     dataset: cifar10                  # fashion_mnist | mnist | cifar10 | image_folder
+//     path: /data/cifar-10-batches-bin  # image_folder: the train folder
+//     test_path: ...                    # image_folder: the validation folder
+//     batch: 128
+//     workers: 2
+//     augment: {crop: 32, pad: 4, flip: true}   # training transforms
+//     test_augment: {}                          # evaluation transforms
+//   solver:
+//     type: sgd            # sgd | adam
+//     lr: 0.1
+//     momentum: 0.9
+//     nesterov: true
+//     weight_decay: 5e-4
+//     schedule: {type: cosine, warmup: 1, unit: epoch}
+//   memory:
+//     mode: liveness       # baseline | liveness | offload | recompute |
+//                          # offload_recompute | superneurons
+//     device_budget: 2GiB
+//     workspace: dynamic   # dynamic | fastest | memory_optimal | cap:8MiB | pin:NAME
+//     conv_timing: measure # measure | model
+//   run:
+//     device: cpu          # cpu | cuda (a --config=cuda build)
+//     epochs: 30           # or steps: N
+//     eval_every: 0        # steps between evaluations; 0 = every epoch
+//     checkpoint_every: 0  # steps between checkpoints; 0 = every epoch
+//     seed: 1
+//     output: runs/resnet18_cifar
+//   distributed:           # only when mpirun starts several ranks
+//     bucket: 4MiB         # gradients fused per allreduce
+//     sync_batch_norm: false
+//
+// Model parameters named `classes`, `channels` and `size` are filled from the
+// dataset unless the config sets them.
+//
+// The file is read by the strict YAML reader (framework/yaml_reader.h): an
+// unknown or duplicate key at any level, a value of the wrong type, a number
+// outside its range (the ceilings are named constants in train_config.cc) or
+// a key without a value is an error naming the file, the line and the dotted
+// key.
+#ifndef SPILL_TOOLS_TRAIN_TRAIN_CONFIG_H_
+#define SPILL_TOOLS_TRAIN_TRAIN_CONFIG_H_
+
+#include <string>
+
+#include "data/dataset.h"
+#include "framework/lr_schedule.h"
+#include "framework/net_spec.h"
+#include "framework/solver.h"
+#include "memory/memory_options.h"
+
+namespace spill {
+
+struct DataConfig {
+  std::string dataset = "fashion_mnist";
+  std::string path;
+  std::string test_path;
+  int64_t batch = 64;
+  int workers = 2;
+  bool shuffle = true;
+  Augmentation augment;
+  Augmentation test_augment;
+};
+
+struct ScheduleConfig {
+  LrSchedule schedule;  // step counts below are in `unit`s until resolved
+  std::string unit = "epoch";
+};
+
+struct RunConfig {
+  std::string device = "cpu";  // cpu | cuda
+  int gpu = 0;                 // which GPU, for cuda
+  int64_t epochs = 0;
+  int64_t steps = 0;
+  int64_t eval_every = 0;
+  int64_t checkpoint_every = 0;
+  uint64_t seed = 1;
+  std::string output;
+  // Fine-tuning: start from the parameters of this checkpoint that match the
+  // network by name and shape ("" = a fresh initialization only). A resumed
+  // run ignores it: its own checkpoint holds every parameter.
+  std::string init;
+};
+
+// How convolution algorithms are timed for the workspace selector
+// (layers/cpu/conv_timer.h).
+struct TimingConfig {
+  bool measure = true;  // false: a FLOP model
+  std::string cache;    // timing cache file ("" = none)
+};
+
+// Data-parallel runs under mpirun (tools/train/data_parallel.h); ignored by a
+// single process.
+struct DistributedConfig {
+  size_t bucket_bytes = 4 << 20;  // gradients fused into one allreduce
+  bool sync_batch_norm = false;   // batch norm statistics of the global batch
+  bool check_replicas = false;    // compare every rank's parameters after each step
+};
+
+struct TrainConfig {
+  std::string file;             // where it was read from ("(built-in)" for the default)
+  std::string text;             // the YAML text, saved into checkpoints
+  std::string model_file;       // resolved path, or empty for an inline model
+  std::string model_onnx;       // resolved path of an ONNX model (then run.init defaults to it)
+  YAML::Node model_node;        // an inline model (its `params` are its defaults)
+  std::string base_dir;         // for the inline model's includes
+  ParamOverrides model_params;  // overrides of a model file's params
+  DataConfig data;
+  SolverConfig solver;
+  ScheduleConfig schedule;
+  MemoryOptions memory;
+  TimingConfig timing;
+  RunConfig run;
+  DistributedConfig distributed;
+};
+
+StatusOr<TrainConfig> LoadTrainConfig(const std::string& path);
+StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::string& file,
+                                       const std::string& base_dir);
+// The built-in default: a small CNN on Fashion-MNIST.
+TrainConfig DefaultTrainConfig();
+
+// Loads the model the config names, with its overrides plus `classes`,
+// `channels` and `size` from the dataset where the model has them.
+StatusOr<NetSpec> LoadModel(const TrainConfig& config, const Dataset& dataset);
+
+}  // namespace spill
+
+#endif  // SPILL_TOOLS_TRAIN_TRAIN_CONFIG_H_

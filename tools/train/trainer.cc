@@ -1,0 +1,479 @@
+#include "tools/train/trainer.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "framework/checked_math.h"
+#include "framework/clock.h"
+#include "framework/cpu_device.h"
+#include "framework/device_registry.h"
+#include "framework/files.h"
+#include "framework/initializer.h"
+#include "framework/npz.h"
+#include "framework/random.h"
+#include "layers/cpu/conv_timer.h"
+#include "memory/planner.h"
+#include "tools/common/checks.h"
+#include "tools/train/inference.h"
+#include "tools/train/model_source.h"
+
+namespace spill {
+namespace {
+
+std::atomic<bool> stop_requested{false};
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::ordered_json;
+
+constexpr char kLockFile[] = "train.lock";
+constexpr size_t kNamesShown = 8;  // names printed per list of --init
+
+// "a, b, c and 5 more".
+std::string NameList(const std::vector<std::string>& names) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < kNamesShown; ++i) {
+    text += (i ? ", " : "") + names[i];
+  }
+  if (names.size() > kNamesShown) {
+    text += " and " + std::to_string(names.size() - kNamesShown) + " more";
+  }
+  return text;
+}
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+void Trainer::RequestStop() { stop_requested = true; }
+void Trainer::ClearStop() { stop_requested = false; }
+
+std::string TrainReport::ToJson(const MemoryOptions& memory) const {
+  // Non-finite numbers (a diverged loss) come out as null.
+  Json report = {{"train_loss", train_loss},
+                 {"train_accuracy", train_accuracy},
+                 {"test_loss", evaluated ? Json(test_loss) : Json(nullptr)},
+                 {"test_accuracy", evaluated ? Json(test_accuracy) : Json(nullptr)},
+                 {"images_per_second", images_per_second},
+                 {"peak_device_memory_bytes", peak_device_bytes},
+                 {"streamed_steps", streamed_steps},
+                 {"steps", steps},
+                 {"epochs", epochs},
+                 {"seconds", seconds},
+                 {"memory_mode", memory.mode},
+                 {"device_budget_bytes", memory.device_budget},
+                 {"interrupted", interrupted}};
+  if (ranks > 1) {
+    const ReducerStats& c = communication;
+    const double per = 1.0 / std::max<int64_t>(c.iterations, 1);
+    report["ranks"] = ranks;
+    report["communication"] = {{"buckets", c.buckets},
+                               {"allreduce_seconds_per_step", c.comm_seconds * per},
+                               {"overlapped_seconds_per_step", c.overlap_seconds * per},
+                               {"wait_seconds_per_step", c.wait_seconds * per},
+                               {"backward_seconds_per_step", c.backward_seconds * per}};
+  }
+  return report.dump(2) + "\n";
+}
+
+Trainer::Trainer(const TrainConfig& config, const TrainOptions& options)
+    : config_(config), options_(options), progress_(options.progress) {}
+
+Trainer::~Trainer() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+std::string Trainer::checkpoint_path() const {
+  return (std::filesystem::path(config_.run.output) / "checkpoint.npz").string();
+}
+
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
+                                                   const TrainOptions& options) {
+  std::unique_ptr<Trainer> trainer(new Trainer(config, options));
+  SPILL_RETURN_IF_ERROR(trainer->Setup());
+  return trainer;
+}
+
+Status Trainer::OpenData() { return OpenDatasets(config_.data, &train_data_, &test_data_); }
+
+Status Trainer::ClaimOutput() {
+  namespace fs = std::filesystem;
+  const std::string& output = config_.run.output;
+  SPILL_RETURN_IF_ERROR(CreateOutputFolder(output, "output folder (run.output)"));
+  const std::string lock = (fs::path(output) / kLockFile).string();
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) {
+    return IoError("cannot create the lock file '" + lock + "': " + std::strerror(errno));
+  }
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    const ssize_t got = ::pread(lock_fd_, pid, sizeof(pid) - 1, 0);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    const std::string holder = got > 0 ? " (process " + std::string(pid, got) + ")" : "";
+    return InvalidArgument("output folder '" + output + "' is in use by another run" + holder +
+                           ", which holds " + lock +
+                           "; wait for it to finish or give this run another --output");
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+    return IoError("cannot write the lock file '" + lock + "': " + std::strerror(errno));
+  }
+  std::error_code error;
+  if (options_.resume.empty() && !options_.overwrite && fs::exists(checkpoint_path(), error)) {
+    return InvalidArgument("output folder '" + output + "' already holds a checkpoint (" +
+                           checkpoint_path() +
+                           "); continue that run with --resume or start over with --overwrite");
+  }
+  return Status::Ok();
+}
+
+Status Trainer::CheckData() const {
+  const Shape want = net_->input_shape(), have = train_data_->example_shape();
+  if (want.c() != have.c() || want.h() != have.h() || want.w() != have.w()) {
+    return InvalidArgument("model '" + net_->name() + "' takes " + std::to_string(want.c()) + "x" +
+                           std::to_string(want.h()) + "x" + std::to_string(want.w()) +
+                           " images but the data gives " + std::to_string(have.c()) + "x" +
+                           std::to_string(have.h()) + "x" + std::to_string(have.w()) +
+                           " (set model.params or data.augment.crop)");
+  }
+  for (const Dataset* data : {train_data_.get(), test_data_.get()}) {
+    if (data == nullptr) continue;
+    if (data->example_shape() != have) {
+      return InvalidArgument("the test split gives " + data->example_shape().ToString() +
+                             " images but the training split " + have.ToString() +
+                             " (set data.test_augment)");
+    }
+    if (net_->num_classes() < data->num_classes()) {
+      return InvalidArgument("model '" + net_->name() + "' scores " +
+                             std::to_string(net_->num_classes()) + " classes but " +
+                             data->Describe() + " has " + std::to_string(data->num_classes()) +
+                             " (set model.params.classes)");
+    }
+  }
+  return Status::Ok();
+}
+
+// Turns the schedule's epochs into steps, without overflow.
+Status Trainer::StartSchedule() {
+  const std::string where = config_.file + ": ";
+  if (config_.run.steps > 0) {
+    total_steps_ = config_.run.steps;
+  } else if (!CheckedMul(config_.run.epochs, steps_per_epoch_, &total_steps_)) {
+    return InvalidArgument(where + "run.epochs: too many steps");
+  }
+  schedule_ = config_.schedule.schedule;
+  const int64_t unit = config_.schedule.unit == "epoch" ? steps_per_epoch_ : 1;
+  bool fits = CheckedMul(schedule_.step_size, unit, &schedule_.step_size) &&
+              CheckedMul(schedule_.warmup, unit, &schedule_.warmup);
+  for (auto& m : schedule_.milestones) fits = fits && CheckedMul(m, unit, &m);
+  if (!fits) return InvalidArgument(where + "solver.schedule: lengths too large in steps");
+  schedule_.total_steps = total_steps_;
+  return schedule_.Validate().WithContext(where + "solver.schedule");
+}
+
+TensorStore& Trainer::solver_store() {
+  return parallel_ ? parallel_->solver_store() : static_cast<TensorStore&>(*runtime_);
+}
+
+Status Trainer::Setup() {
+  leader_ = Communicator::World().rank() == 0;
+  report_.ranks = Communicator::World().size();
+  if (leader_) SPILL_RETURN_IF_ERROR(ClaimOutput());
+  DeviceConfig device_config;
+  device_config.ordinal = config_.run.gpu;
+  device_config.link_bytes_per_second = options_.link_gbps * 1e9;
+  SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
+  cpu::SetConvTiming(
+      {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
+       config_.timing.cache});
+  SPILL_RETURN_IF_ERROR(OpenData());
+  SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
+  SPILL_ASSIGN_OR_RETURN(const int64_t rank_batch, DataParallel::RankBatch(config_));
+  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {rank_batch, device_->type()}));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
+  SPILL_RETURN_IF_ERROR(CheckData());
+  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net_, config_.memory.workspace)
+                            .WithContext(config_.file + ": memory.workspace"));
+  SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
+  solver_->AddState(*net_);
+  if (!options_.timeline.empty()) config_.memory.record_events = true;
+  auto runtime = MemoryRuntime::Create(net_->view(), config_.memory, device_.get());
+  if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
+  runtime_ = std::move(runtime).value();
+  executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
+  executor_->set_profiling(options_.profile);
+  if (!options_.timeline.empty()) {
+    recorder_ = std::make_unique<RunRecorder>(*executor_, *runtime_, *device_);
+  }
+  SPILL_ASSIGN_OR_RETURN(
+      parallel_, DataParallel::Create(config_, *net_, device_.get(), *runtime_, *executor_));
+
+  LoaderOptions lo;
+  lo.batch = config_.data.batch;
+  lo.shuffle = config_.data.shuffle;
+  lo.seed = config_.run.seed;
+  lo.workers = config_.data.workers;
+  if (parallel_) {
+    lo.shard = parallel_->rank();
+    lo.shards = parallel_->size();
+  }
+  train_loader_ = std::make_unique<Loader>(*train_data_, lo);
+  steps_per_epoch_ = train_loader_->batches_per_epoch();
+  if (steps_per_epoch_ == 0) {
+    return InvalidArgument("the training set (" + std::to_string(train_data_->size()) +
+                           " examples) is smaller than one batch of " + std::to_string(lo.batch));
+  }
+  SPILL_RETURN_IF_ERROR(StartSchedule());
+  if (!options_.resume.empty() && leader_) {  // rank 0 reads it for every rank
+    SPILL_ASSIGN_OR_RETURN(
+        position_, LoadCheckpoint(options_.resume, *net_, *runtime_, *device_, solver_.get()));
+    SPILL_RETURN_IF_ERROR(CheckPosition());
+  } else {
+    SPILL_RETURN_IF_ERROR(InitializeParameters(*net_, *runtime_, config_.run.seed));
+    SPILL_RETURN_IF_ERROR(solver_->ResetState(*net_, *runtime_));
+    if (!config_.run.init.empty()) SPILL_RETURN_IF_ERROR(InitFrom(config_.run.init));
+  }
+  if (parallel_) {
+    SPILL_RETURN_IF_ERROR(parallel_->Synchronize(*net_, *runtime_, solver_.get(), &position_));
+    if (!options_.resume.empty()) SPILL_RETURN_IF_ERROR(CheckPosition());
+  }
+  if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(StartTrace());
+  const std::string log = (std::filesystem::path(config_.run.output) / "log.jsonl").string();
+  // Other ranks write nowhere: rank 0's log has the global batch's figures.
+  log_.open(leader_ ? log : "/dev/null", options_.resume.empty() ? std::ios::trunc : std::ios::app);
+  if (!log_) return IoError("cannot write the training log '" + log + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+// Fine-tuning: parameters that match the checkpoint by name and shape are
+// loaded, the rest keep the fresh initialization; the solver starts afresh.
+Status Trainer::InitFrom(const std::string& path) {
+  auto loaded = LoadInitialParameters(path, *net_, *runtime_);
+  if (!loaded.ok()) return loaded.status().WithContext("run.init (--init)");
+  init_load_ = std::move(loaded).value();
+  if (!options_.verbose) return Status::Ok();
+  const PartialLoad& l = init_load_;
+  std::fprintf(stderr, "initialized from %s: %zu of %zu parameters loaded: %s\n", path.c_str(),
+               l.loaded.size(), l.loaded.size() + l.fresh.size(), NameList(l.loaded).c_str());
+  if (!l.fresh.empty()) {
+    std::fprintf(stderr, "  %zu freshly initialized: %s\n", l.fresh.size(),
+                 NameList(l.fresh).c_str());
+  }
+  if (!l.unused.empty()) {
+    std::fprintf(stderr, "  %zu checkpoint parameters not in the network: %s\n", l.unused.size(),
+                 NameList(l.unused).c_str());
+  }
+  return Status::Ok();
+}
+
+// A checkpoint's position must be one this configuration could have reached.
+Status Trainer::CheckPosition() const {
+  const TrainingPosition& p = position_;
+  int64_t step = 0;
+  if (p.batch >= steps_per_epoch_ || !CheckedMul(p.epoch, steps_per_epoch_, &step) ||
+      !CheckedAdd(step, p.batch, &step) || step != p.step) {
+    return InvalidArgument("checkpoint '" + options_.resume + "' is at step " +
+                           std::to_string(p.step) + " (epoch " + std::to_string(p.epoch) +
+                           ", batch " + std::to_string(p.batch) + "), which does not fit the " +
+                           std::to_string(steps_per_epoch_) +
+                           " batches per epoch of this configuration (was it saved with another "
+                           "batch size or dataset?)");
+  }
+  return Status::Ok();
+}
+
+void Trainer::AdvancePosition() {
+  position_.step++;
+  position_.solver_steps = solver_->steps();
+  if (++position_.batch == steps_per_epoch_) {
+    position_.batch = 0;
+    position_.epoch++;
+  }
+}
+
+void Trainer::LogStep(const LossResult& result, double lr, double seconds) {
+  const Json line = {
+      {"kind", "train"},
+      {"step", position_.step},
+      {"epoch", static_cast<double>(position_.step) / steps_per_epoch_},
+      {"loss", result.loss},
+      {"accuracy", static_cast<double>(result.correct) / std::max<int64_t>(result.count, 1)},
+      {"lr", lr},
+      {"seconds", seconds}};
+  log_ << line.dump() << "\n";
+}
+
+Status Trainer::TrainStep(Batch& batch) {
+  auto start = Clock::now();
+  HostBatch host{batch.images.data(), batch.labels.data()};
+  const double lr = schedule_.At(position_.step);
+  // The store may apply the update during backward, where each parameter lives.
+  solver_->BeginStep(*net_, solver_store(), *device_, lr);
+  if (Tracing()) recorder_->Begin();
+  SPILL_ASSIGN_OR_RETURN(
+      LossResult result,
+      executor_->Run(host, Phase::kTrain,
+                     MixSeed(config_.run.seed, static_cast<uint64_t>(position_.step))));
+  if (!std::isfinite(result.loss)) {
+    return InvalidArgument("the loss is " + std::to_string(result.loss) + " at step " +
+                           std::to_string(position_.step + 1) +
+                           ": training diverged (try a lower solver.lr)");
+  }
+  if (!options_.trace_dir.empty() && trace_loss_.empty()) {
+    SPILL_RETURN_IF_ERROR(SaveGradients());
+  }
+  const double update_begin = MonotonicSeconds();
+  SPILL_RETURN_IF_ERROR(solver_->FinishStep(solver_store()));
+  if (parallel_) {
+    bool stop = false;
+    SPILL_RETURN_IF_ERROR(parallel_->FinishStep(*net_, *runtime_, *solver_, position_.step + 1,
+                                                stop_requested, &result, &stop));
+    stop_agreed_ = stop;  // every rank stops after the same step
+  }
+  if (Tracing()) {
+    device_->compute_queue().Synchronize();
+    SPILL_RETURN_IF_ERROR(FinishTimeline(update_begin, MonotonicSeconds()));
+  }
+  const double seconds = Since(start);
+  if (!options_.trace_dir.empty()) {
+    trace_images_.insert(trace_images_.end(), batch.images.begin(), batch.images.end());
+    trace_labels_.insert(trace_labels_.end(), batch.labels.begin(), batch.labels.end());
+    trace_lr_.push_back(static_cast<float>(lr));
+    trace_loss_.push_back(static_cast<float>(result.loss));
+  }
+  report_.losses.push_back(result.loss);
+  report_.peak_device_bytes = std::max(report_.peak_device_bytes, runtime_->run_peak());
+  report_.streamed_steps = runtime_->log().streamed;
+  epoch_loss_ += result.loss;
+  epoch_correct_ += static_cast<double>(result.correct);
+  epoch_count_ += static_cast<double>(result.count);
+  epoch_steps_++;
+  AdvancePosition();
+  LogStep(result, lr, seconds);
+  if (report_.losses.size() == 2 && !options_.memory_log.empty()) {
+    SPILL_RETURN_IF_ERROR(WriteMemoryLog());
+  }
+  return Status::Ok();
+}
+
+Status Trainer::Evaluate() {
+  if (!test_data_) return Status::Ok();
+  progress_.Break();
+  std::unique_ptr<Dataset> shard = parallel_ ? parallel_->TestShard(*test_data_) : nullptr;
+  SPILL_ASSIGN_OR_RETURN(
+      EvalResult result,
+      EvaluateDataset(*executor_, *net_, shard ? *shard : *test_data_, config_.data.workers));
+  if (parallel_) SPILL_RETURN_IF_ERROR(parallel_->ReduceEval(&result));
+  const int64_t count = result.count;
+  report_.evaluated = true;
+  report_.test_loss = result.loss;
+  report_.test_accuracy = result.accuracy;
+  const Json line = {{"kind", "eval"},
+                     {"step", position_.step},
+                     {"test_loss", report_.test_loss},
+                     {"test_accuracy", report_.test_accuracy}};
+  log_ << line.dump() << "\n";
+  log_.flush();
+  if (options_.verbose) {
+    std::fprintf(stderr, "step %ld: test loss %.4f, test accuracy %.2f%% (%ld images)\n",
+                 position_.step, report_.test_loss, 100 * report_.test_accuracy, count);
+  }
+  return Status::Ok();
+}
+
+Status Trainer::SaveCheckpoint() {
+  position_.solver_steps = solver_->steps();
+  if (!leader_) return Status::Ok();  // every rank holds the same state
+  return spill::SaveCheckpoint(checkpoint_path(), *net_, *runtime_, *device_, solver_.get(),
+                               position_, config_.text);
+}
+
+std::string Trainer::ProfileTable() const { return executor_->ProfileTable(); }
+bool Trainer::Tracing() const { return recorder_ && !timeline_written_; }
+
+Status Trainer::Run() {
+  const auto start = Clock::now();
+  const int64_t epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+  train_loader_->Start(position_.epoch, position_.batch);
+  int64_t ran = 0;
+  bool evaluated_last = false;
+  while (position_.step < total_steps_ && (options_.max_steps == 0 || ran < options_.max_steps)) {
+    auto step_start = Clock::now();
+    SPILL_ASSIGN_OR_RETURN(Batch batch, train_loader_->Next());
+    SPILL_RETURN_IF_ERROR(TrainStep(batch));
+    train_seconds_ += Since(step_start);
+    train_images_ += batch.size * report_.ranks;  // the global batch
+    ++ran;
+    const double rate = train_images_ / std::max(train_seconds_, 1e-9);
+    const double left =
+        (std::min<int64_t>(total_steps_ - position_.step,
+                           options_.max_steps ? options_.max_steps - ran : INT64_MAX)) *
+        config_.data.batch / std::max(rate, 1e-9);
+    const int64_t in_epoch = position_.batch == 0 ? steps_per_epoch_ : position_.batch;
+    progress_.Update(position_.epoch + (position_.batch == 0 ? 0 : 1), epochs, in_epoch,
+                     steps_per_epoch_, epoch_loss_ / epoch_steps_,
+                     epoch_correct_ / std::max(epoch_count_, 1.0), rate, left);
+    const bool epoch_end = EpochEnded();
+    if (epoch_end) {
+      report_.train_loss = epoch_loss_ / epoch_steps_;
+      report_.train_accuracy = epoch_correct_ / std::max(epoch_count_, 1.0);
+      epoch_loss_ = epoch_correct_ = epoch_count_ = 0;
+      epoch_steps_ = 0;
+    }
+    const int64_t every = config_.run.eval_every;
+    evaluated_last = false;
+    if ((every > 0 && position_.step % every == 0) || (every == 0 && epoch_end)) {
+      SPILL_RETURN_IF_ERROR(Evaluate());
+      evaluated_last = true;
+    }
+    const int64_t save = config_.run.checkpoint_every;
+    if ((save > 0 && position_.step % save == 0) || (save == 0 && epoch_end)) {
+      SPILL_RETURN_IF_ERROR(SaveCheckpoint());
+    }
+    if (parallel_ ? stop_agreed_ : stop_requested.load()) {
+      progress_.Break();
+      SPILL_RETURN_IF_ERROR(SaveCheckpoint());
+      report_.interrupted = true;
+      break;
+    }
+  }
+  progress_.Break();
+  if (recorder_) SPILL_RETURN_IF_ERROR(WriteTimeline());
+  if (epoch_steps_ > 0) {
+    report_.train_loss = epoch_loss_ / epoch_steps_;
+    report_.train_accuracy = epoch_correct_ / std::max(epoch_count_, 1.0);
+  }
+  if (!report_.interrupted) {
+    if (!evaluated_last) SPILL_RETURN_IF_ERROR(Evaluate());
+    SPILL_RETURN_IF_ERROR(SaveCheckpoint());
+  }
+  log_.flush();
+  if (!log_) return IoError("cannot write the training log in '" + config_.run.output + "'");
+  if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(FinishTrace());
+  report_.steps = position_.step;
+  report_.epochs = static_cast<double>(position_.step) / steps_per_epoch_;
+  report_.seconds = Since(start);
+  report_.images_per_second = train_images_ / std::max(train_seconds_, 1e-9);
+  if (parallel_) report_.communication = parallel_->stats();
+  if (report_.interrupted) {
+    return Cancelled("stopped at step " + std::to_string(position_.step) +
+                     "; checkpoint saved to " + checkpoint_path());
+  }
+  return Status::Ok();
+}
+
+}  // namespace spill

@@ -1,0 +1,158 @@
+// The training loop behind `train`: data loaders, network, memory runtime,
+// solver, evaluation, logs and checkpoints.
+//
+// Reproducibility: batch order, augmentation, dropout masks and the learning
+// rate depend only on (seed, epoch, step), and checkpoints hold parameters,
+// solver state and the position in the data, so a run resumed from a
+// checkpoint produces exactly the losses of an uninterrupted one.
+//
+// The output folder belongs to one run at a time: the trainer holds an
+// exclusive flock(2) on <output>/train.lock for its lifetime (the kernel drops
+// it when the process ends, even by kill -9, so it never goes stale), and a
+// fresh run refuses to start over a checkpoint unless asked to (overwrite).
+#ifndef SPILL_TOOLS_TRAIN_TRAINER_H_
+#define SPILL_TOOLS_TRAIN_TRAINER_H_
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "framework/checkpoint.h"
+#include "framework/executor.h"
+#include "framework/solver.h"
+#include "memory/runtime.h"
+#include "tools/train/data_parallel.h"
+#include "tools/train/progress.h"
+#include "tools/common/timeline_tools.h"
+#include "tools/train/train_config.h"
+
+namespace spill {
+
+struct TrainOptions {
+  int64_t max_steps = 0;   // stop after this many steps in this run (0: no limit)
+  std::string resume;      // checkpoint to continue from ("" = fresh start)
+  std::string memory_log;  // write per-step memory accounting here (.csv or .jsonl)
+  bool progress = true;    // progress bar on stderr
+  bool verbose = true;     // summary lines on stderr
+  bool profile = false;    // time each layer type; see Trainer::ProfileTable
+  // Record the network, initial weights, batches, learning rates and losses
+  // here, for tools/bench/crosscheck_torch.py.
+  std::string trace_dir;
+  // Throttle host<->device copies of the CPU device (GB/s; 0 = memcpy speed).
+  double link_gbps = 0;
+  // Start afresh even though the output folder holds a checkpoint.
+  bool overwrite = false;
+  // Write the second training iteration of this run (the first, when it is
+  // the only one) as a Chrome/Perfetto trace here; on the CPU device its
+  // step times also go to the step time cache.
+  std::string timeline;
+};
+
+struct TrainReport {
+  double train_loss = 0;  // mean over the last epoch's steps (or all steps of this run)
+  double train_accuracy = 0;
+  bool evaluated = false;
+  double test_loss = 0;
+  double test_accuracy = 0;
+  double images_per_second = 0;  // training throughput, evaluation excluded
+  size_t peak_device_bytes = 0;
+  // Steps of the last training iteration computed in slices through host
+  // memory because they did not fit the device (memory.chunk).
+  int streamed_steps = 0;
+  int64_t steps = 0;  // total updates so far (including before a resume)
+  double epochs = 0;
+  double seconds = 0;
+  bool interrupted = false;
+  std::vector<double> losses;  // each step of this run
+  int ranks = 1;               // processes training together (mpirun)
+  ReducerStats communication;  // of the gradient allreduces, with ranks > 1
+  std::string ToJson(const MemoryOptions& memory) const;
+};
+
+class Trainer {
+ public:
+  static StatusOr<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
+                                                   const TrainOptions& options);
+  ~Trainer();
+
+  // Trains until the configured length or --max-steps. Returns kCancelled
+  // (after saving a checkpoint) when a stop was requested.
+  Status Run();
+  const TrainReport& report() const { return report_; }
+  const Net& net() const { return *net_; }
+  std::string checkpoint_path() const;
+  // What run.init (--init) loaded and what it left freshly initialized.
+  const PartialLoad& init_load() const { return init_load_; }
+  // Per-layer-type compute time of the training steps (with --profile).
+  std::string ProfileTable() const;
+
+  // Asks every running trainer to stop after its current step (Ctrl-C).
+  static void RequestStop();
+  static void ClearStop();
+
+ private:
+  Trainer(const TrainConfig& config, const TrainOptions& options);
+  Status Setup();
+  Status ClaimOutput();
+  Status OpenData();
+  Status CheckData() const;
+  Status StartSchedule();
+  Status CheckPosition() const;
+  Status InitFrom(const std::string& path);
+  Status TrainStep(Batch& batch);
+  Status Evaluate();
+  // Where the solver updates: the runtime, or its gradient-averaging wrapper.
+  TensorStore& solver_store();
+  Status SaveCheckpoint();
+  void LogStep(const LossResult& result, double lr, double seconds);
+  Status WriteMemoryLog();
+  Status StartTrace();
+  Status FinishTrace();
+  Status SaveGradients();
+  // The timeline of iterations (with TrainOptions::timeline).
+  bool Tracing() const;
+  Status FinishTimeline(double update_begin, double update_end);
+  Status WriteTimeline();
+  void AdvancePosition();
+  bool EpochEnded() const { return position_.batch == 0; }
+
+  TrainConfig config_;
+  TrainOptions options_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Dataset> train_data_, test_data_;
+  std::unique_ptr<Loader> train_loader_;
+  std::unique_ptr<Net> net_;
+  std::unique_ptr<Solver> solver_;
+  std::unique_ptr<MemoryRuntime> runtime_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<RunRecorder> recorder_;
+  std::unique_ptr<DataParallel> parallel_;  // null in a single process
+  bool leader_ = true;                      // rank 0: prints, logs, checkpoints
+  bool stop_agreed_ = false;                // some rank asked to stop (data parallel)
+  Timeline traced_;
+  size_t traced_iteration_ = 0;  // of this run, from 1
+  bool timeline_written_ = false;
+  LrSchedule schedule_;
+  TrainingPosition position_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t total_steps_ = 0;
+  std::ofstream log_;
+  int lock_fd_ = -1;  // <output>/train.lock, held while the trainer lives
+  Progress progress_;
+  TrainReport report_;
+  PartialLoad init_load_;
+  // Running figures of the current epoch.
+  double epoch_loss_ = 0, epoch_correct_ = 0, epoch_count_ = 0;
+  int64_t epoch_steps_ = 0;
+  double train_seconds_ = 0;
+  int64_t train_images_ = 0;
+  bool memory_log_written_ = false;
+  // Trace of this run's steps (with --trace).
+  std::vector<float> trace_images_, trace_labels_, trace_lr_, trace_loss_;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_TOOLS_TRAIN_TRAINER_H_

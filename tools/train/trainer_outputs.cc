@@ -1,0 +1,106 @@
+// What a training run writes besides its checkpoints: the trace of its
+// first steps (--trace: the network, the solver, the initial state, every
+// batch, learning rate and loss, and the first step's gradients), the
+// memory log (--memory-log) and the measured timeline (--timeline).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "framework/files.h"
+#include "framework/npz.h"
+#include "memory/sim/trace_json.h"
+#include "tools/common/net_json.h"
+#include "tools/train/trainer.h"
+
+namespace spill {
+
+using Json = nlohmann::ordered_json;
+
+Status Trainer::StartTrace() {
+  namespace fs = std::filesystem;
+  const fs::path dir = options_.trace_dir;
+  SPILL_RETURN_IF_ERROR(CreateOutputFolder(dir.string(), "--trace"));
+  SPILL_RETURN_IF_ERROR(WriteTextFile((dir / "net.json").string(), NetToJson(*net_), "--trace"));
+  const SolverConfig& s = config_.solver;
+  const Json solver = {{"type", s.type},         {"momentum", s.momentum},
+                       {"nesterov", s.nesterov}, {"weight_decay", s.weight_decay},
+                       {"beta1", s.beta1},       {"beta2", s.beta2},
+                       {"epsilon", s.epsilon}};
+  SPILL_RETURN_IF_ERROR(
+      WriteTextFile((dir / "solver.json").string(), solver.dump() + "\n", "--trace"));
+  return spill::SaveCheckpoint((fs::path(options_.trace_dir) / "initial.npz").string(), *net_,
+                               *runtime_, *device_, solver_.get(), position_, config_.text);
+}
+
+// The first step's parameter gradients, for a finer comparison than losses.
+Status Trainer::SaveGradients() {
+  NpzArchive archive;
+  const Schedule& s = net_->schedule();
+  for (const Solver::Slot& slot : solver_->slots()) {
+    const TensorInfo& info = s.tensors[slot.grad];
+    std::vector<float> host(info.shape.numel());
+    Status read = runtime_->ReadTensor(slot.grad, host.data());
+    if (!read.ok()) {
+      return read.WithContext(
+          "--trace keeps the first step's gradients, which needs memory.params: "
+          "device");
+    }
+    archive[s.tensors[slot.param].name] = NpyArray::Floats(
+        {info.shape.n(), info.shape.c(), info.shape.h(), info.shape.w()}, host.data());
+  }
+  return WriteNpzAtomically((std::filesystem::path(options_.trace_dir) / "gradients.npz").string(),
+                            archive);
+}
+
+Status Trainer::FinishTrace() {
+  const int64_t steps = static_cast<int64_t>(trace_loss_.size());
+  const Shape in = net_->input_shape();
+  NpzArchive archive;
+  archive["images"] =
+      NpyArray::Floats({steps, in.n(), in.c(), in.h(), in.w()}, trace_images_.data());
+  archive["labels"] = NpyArray::Floats({steps, in.n()}, trace_labels_.data());
+  archive["lr"] = NpyArray::Floats({steps}, trace_lr_.data());
+  archive["loss"] = NpyArray::Floats({steps}, trace_loss_.data());
+  return WriteNpzAtomically((std::filesystem::path(options_.trace_dir) / "trace.npz").string(),
+                            archive);
+}
+
+Status Trainer::WriteMemoryLog() {
+  const std::string& path = options_.memory_log;
+  const bool json = path.size() > 5 && path.substr(path.size() - 5) == "jsonl";
+  return WriteTextFile(path,
+                       json ? MemoryLogJson(runtime_->log(), net_->schedule(), net_->layer_names())
+                            : MemoryLogCsv(runtime_->log(), net_->schedule(), net_->layer_names()),
+                       "--memory-log");
+}
+
+Status Trainer::FinishTimeline(double update_begin, double update_end) {
+  recorder_->Update(update_begin, update_end);
+  traced_iteration_ = report_.losses.size() + 1;
+  traced_ = recorder_->Finish(*net_, net_->name() + ", batch " + std::to_string(net_->batch()) +
+                                         ", " + config_.memory.mode + ", " + device_->Describe() +
+                                         " (measured)");
+  if (device_->type() == DeviceType::kCpu) {
+    StepTimes times;
+    recorder_->AddStepTimes(*net_, &times);
+    SPILL_RETURN_IF_ERROR(SaveStepTimes(net_->view(), device_->type(), times));
+  }
+  // The second iteration of the run: caches are warm.
+  return report_.losses.size() == 1 ? WriteTimeline() : Status::Ok();
+}
+
+Status Trainer::WriteTimeline() {
+  if (timeline_written_ || traced_.slices.empty()) return Status::Ok();
+  timeline_written_ = true;
+  std::ofstream out(options_.timeline);
+  out << TimelineTraceJson(traced_);
+  if (!out) return IoError("cannot write the timeline '" + options_.timeline + "'");
+  if (options_.verbose) {
+    std::fprintf(stderr, "timeline of iteration %zu written to %s\n", traced_iteration_,
+                 options_.timeline.c_str());
+  }
+  return Status::Ok();
+}
+
+}  // namespace spill
