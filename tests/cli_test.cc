@@ -133,7 +133,9 @@ TEST(CliTest, NonsenseNetworksAndPoliciesAreErrors) {
 std::vector<std::string> SmallRun(const std::string& tool) {
   const std::vector<std::string> tiny = {"--set",      "width=4", "--set",
                                          "classes=10", "--set",   "stem=cifar"};
-  std::vector<std::string> args = {"tools/" + tool};
+  // Benchmarks live in tools/bench, the other programs in tools/.
+  std::vector<std::string> args = {tool.rfind("bench_", 0) == 0 ? "tools/bench/" + tool
+                                                                : "tools/" + tool};
   if (tool == "plan") args.insert(args.end(), {"--config", "models/lenet.yaml", "--batch", "4"});
   if (tool == "widest") args.insert(args.end(), {"--config", "models/lenet.yaml"});
   if (tool == "deepest") {

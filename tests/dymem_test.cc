@@ -16,9 +16,9 @@
 #include "memory/mobility.h"
 #include "memory/planner.h"
 #include "memory/pool_sizing.h"
+#include "memory/report/dymem_reports.h"
 #include "memory/runtime.h"
 #include "memory/transfer_plan.h"
-#include "memory/report/dymem_reports.h"
 
 namespace spill {
 namespace {

@@ -2,7 +2,7 @@
 // resume to exactly the losses of an uninterrupted run, Ctrl-C, solvers and
 // learning-rate schedules. The data is a small Fashion-MNIST-format dataset
 // written here in the real idx format.
-#include "tools/train/trainer.h"
+#include "tools/trainer/trainer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -6,14 +6,14 @@
 //
 // The network, its batch and the data pipeline are the config's, so the
 // figures equal the ones `train` printed for the same checkpoint, under any
-// memory mode and budget (see tools/train/inference.h).
+// memory mode and budget (see tools/trainer/inference.h).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "tools/common/cli.h"
-#include "tools/train/inference.h"
 #include "tools/common/memory_flags.h"
+#include "tools/trainer/inference.h"
 
 namespace spill {
 namespace {

@@ -14,9 +14,9 @@
 #include "framework/onnx/onnx_export.h"
 #include "framework/onnx/onnx_import.h"
 #include "tools/common/cli.h"
-#include "tools/train/inference.h"
-#include "tools/train/model_source.h"
-#include "tools/train/train_config.h"
+#include "tools/trainer/inference.h"
+#include "tools/trainer/model_source.h"
+#include "tools/trainer/train_config.h"
 
 namespace spill {
 namespace {

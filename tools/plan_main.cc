@@ -25,14 +25,14 @@
 #include "framework/yaml_reader.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
+#include "memory/report/dymem_reports.h"
 #include "memory/sim/timeline_svg.h"
 #include "memory/sim/trace_json.h"
 #include "tools/common/checks.h"
 #include "tools/common/cli.h"
-#include "memory/report/dymem_reports.h"
-#include "tools/plan/plan_args.h"
 #include "tools/common/timeline_tools.h"
-#include "tools/train/train_config.h"
+#include "tools/planning/plan_args.h"
+#include "tools/trainer/train_config.h"
 
 namespace spill {
 namespace {

@@ -6,7 +6,7 @@
 //   predict --config X --checkpoint Y --input shoe.png --labels classes.txt
 //
 // The input is one PNG/JPEG image or one file of the config's dataset kind
-// (see tools/train/predict_input.h); each example gets one line: its index and its
+// (see tools/trainer/predict_input.h); each example gets one line: its index and its
 // top-k classes with their softmax probabilities, as text or JSON lines;
 // with --labels (one class name per line, class 0 first) each class is
 // followed by its name.
@@ -19,8 +19,8 @@
 #include "framework/files.h"
 #include "framework/units.h"
 #include "tools/common/cli.h"
-#include "tools/train/inference.h"
-#include "tools/train/predict_input.h"
+#include "tools/trainer/inference.h"
+#include "tools/trainer/predict_input.h"
 
 namespace spill {
 namespace {

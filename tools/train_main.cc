@@ -8,7 +8,7 @@
 //   train --config X --memory superneurons --device-memory 64MiB
 //                                           override those keys of the config's memory:
 //                                           section (tools/common/memory_flags.h), keep the rest
-//   mpirun -np 2 train --config X           data parallel (tools/train/data_parallel.h)
+//   mpirun -np 2 train --config X           data parallel (tools/trainer/data_parallel.h)
 //
 // Ctrl-C, SIGTERM and SIGHUP save a checkpoint and stop; a second signal stops
 // at once. Two runs never share an output folder (a lock file, see trainer.h).
@@ -24,8 +24,8 @@
 #include "memory/planner.h"
 #include "tools/common/cli.h"
 #include "tools/common/memory_flags.h"
-#include "tools/train/progress.h"
-#include "tools/train/trainer.h"
+#include "tools/trainer/progress.h"
+#include "tools/trainer/trainer.h"
 
 namespace spill {
 

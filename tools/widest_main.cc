@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "tools/common/cli.h"
-#include "tools/plan/experiments.h"
+#include "tools/planning/experiments.h"
 
 namespace spill {
 namespace {

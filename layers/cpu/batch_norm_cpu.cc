@@ -7,8 +7,8 @@
 // the same bits.
 #include <cmath>
 
-#include "framework/layer_registry.h"
 #include "framework/distributed/replica_sum.h"
+#include "framework/layer_registry.h"
 #include "layers/batch_norm_layer.h"
 
 namespace spill {

@@ -21,7 +21,7 @@
 #include "framework/units.h"
 #include "memory/planner.h"
 #include "tools/common/checks.h"
-#include "tools/train/train_config.h"
+#include "tools/trainer/train_config.h"
 
 namespace spill {
 namespace fuzz {

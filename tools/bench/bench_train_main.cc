@@ -58,7 +58,8 @@ void Declare(Flags& f, Args* a) {
   f.Flag("--minimum", &a->minimum, "run at the smallest budget the memory mode runs in");
   f.Float("--link-gbps", &a->link_gbps,
           "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
-  f.String("--export", &a->export_dir, "write net.json and initial.npz for tools/bench/bench_torch.py")
+  f.String("--export", &a->export_dir,
+           "write net.json and initial.npz for tools/bench/bench_torch.py")
       ->type_name("DIR");
   f.Flag("--profile", &a->profile, "print compute seconds per layer type over the timed steps");
   a->memory.Declare(f, BenchMemoryUse());

@@ -43,7 +43,7 @@ struct Alias {
 const Alias kAliases[] = {{"--no-compact", "--compact", "false"}};
 
 // --window-budget search: the tools that search step the window scheduler's
-// budget from 1x down themselves (tools/plan/experiments.cc).
+// budget from 1x down themselves (tools/planning/experiments.cc).
 constexpr char kSearch[] = "search";
 
 std::string Joined(const std::vector<std::string>& names, const char* separator = ", ") {

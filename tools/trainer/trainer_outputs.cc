@@ -11,7 +11,7 @@
 #include "framework/npz.h"
 #include "memory/sim/trace_json.h"
 #include "tools/common/net_json.h"
-#include "tools/train/trainer.h"
+#include "tools/trainer/trainer.h"
 
 namespace spill {
 

@@ -1,8 +1,8 @@
 // plan's options: one struct, declared as flags in groups (the network and
 // outputs, the memory policy shared with the other tools in memory_flags.h,
 // GTBM pool sizing, the simulator).
-#ifndef SPILL_TOOLS_PLAN_PLAN_ARGS_H_
-#define SPILL_TOOLS_PLAN_PLAN_ARGS_H_
+#ifndef SPILL_TOOLS_PLANNING_PLAN_ARGS_H_
+#define SPILL_TOOLS_PLANNING_PLAN_ARGS_H_
 
 #include <cstdint>
 #include <string>
@@ -33,4 +33,4 @@ void DeclarePlanFlags(Flags& f, PlanArgs* a);
 
 }  // namespace spill
 
-#endif  // SPILL_TOOLS_PLAN_PLAN_ARGS_H_
+#endif  // SPILL_TOOLS_PLANNING_PLAN_ARGS_H_

@@ -44,8 +44,8 @@
 // outside its range (the ceilings are named constants in train_config.cc) or
 // a key without a value is an error naming the file, the line and the dotted
 // key.
-#ifndef SPILL_TOOLS_TRAIN_TRAIN_CONFIG_H_
-#define SPILL_TOOLS_TRAIN_TRAIN_CONFIG_H_
+#ifndef SPILL_TOOLS_TRAINER_TRAIN_CONFIG_H_
+#define SPILL_TOOLS_TRAINER_TRAIN_CONFIG_H_
 
 #include <string>
 
@@ -95,7 +95,7 @@ struct TimingConfig {
   std::string cache;    // timing cache file ("" = none)
 };
 
-// Data-parallel runs under mpirun (tools/train/data_parallel.h); ignored by a
+// Data-parallel runs under mpirun (tools/trainer/data_parallel.h); ignored by a
 // single process.
 struct DistributedConfig {
   size_t bucket_bytes = 4 << 20;  // gradients fused into one allreduce
@@ -132,4 +132,4 @@ StatusOr<NetSpec> LoadModel(const TrainConfig& config, const Dataset& dataset);
 
 }  // namespace spill
 
-#endif  // SPILL_TOOLS_TRAIN_TRAIN_CONFIG_H_
+#endif  // SPILL_TOOLS_TRAINER_TRAIN_CONFIG_H_

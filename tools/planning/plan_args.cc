@@ -1,4 +1,4 @@
-#include "tools/plan/plan_args.h"
+#include "tools/planning/plan_args.h"
 
 #include "framework/net_checks.h"
 #include "framework/units.h"

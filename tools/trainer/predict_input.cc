@@ -1,4 +1,4 @@
-#include "tools/train/predict_input.h"
+#include "tools/trainer/predict_input.h"
 
 #include <algorithm>
 #include <opencv2/imgcodecs.hpp>

@@ -1,8 +1,8 @@
 // A one-line progress display on stderr: a bar with the loss, accuracy,
 // images per second and time left. On a terminal it redraws in place; when
 // stderr is a file or a pipe it prints a line every few seconds instead.
-#ifndef SPILL_TOOLS_TRAIN_PROGRESS_H_
-#define SPILL_TOOLS_TRAIN_PROGRESS_H_
+#ifndef SPILL_TOOLS_TRAINER_PROGRESS_H_
+#define SPILL_TOOLS_TRAINER_PROGRESS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -31,4 +31,4 @@ std::string FormatDuration(double seconds);
 
 }  // namespace spill
 
-#endif  // SPILL_TOOLS_TRAIN_PROGRESS_H_
+#endif  // SPILL_TOOLS_TRAINER_PROGRESS_H_

@@ -7,8 +7,8 @@
 // `train --init FILE` and `run.init` take a checkpoint (.npz) or an ONNX
 // model (.onnx): either way the parameters that match by name and shape are
 // loaded and the others keep their fresh initialization.
-#ifndef SPILL_TOOLS_TRAIN_MODEL_SOURCE_H_
-#define SPILL_TOOLS_TRAIN_MODEL_SOURCE_H_
+#ifndef SPILL_TOOLS_TRAINER_MODEL_SOURCE_H_
+#define SPILL_TOOLS_TRAINER_MODEL_SOURCE_H_
 
 #include <string>
 
@@ -31,4 +31,4 @@ StatusOr<PartialLoad> LoadInitialParameters(const std::string& path, const Net& 
 
 }  // namespace spill
 
-#endif  // SPILL_TOOLS_TRAIN_MODEL_SOURCE_H_
+#endif  // SPILL_TOOLS_TRAINER_MODEL_SOURCE_H_

@@ -1,4 +1,4 @@
-#include "tools/train/model_source.h"
+#include "tools/trainer/model_source.h"
 
 #include <filesystem>
 

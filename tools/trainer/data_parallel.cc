@@ -1,7 +1,7 @@
 // DataParallel: the collectives around the training loop (policy in
 // data_parallel.h). Everything here runs on the training thread and uses the
 // control channel; the gradient buckets use their own thread and channel.
-#include "tools/train/data_parallel.h"
+#include "tools/trainer/data_parallel.h"
 
 #include <cstdio>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "tools/plan/experiments.h"
+#include "tools/planning/experiments.h"
 
 #include <chrono>
 #include <cstdio>

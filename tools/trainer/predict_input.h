@@ -6,15 +6,15 @@
 // mean/std, or the defaults of data/dataset.h). A photo given to a network
 // trained on idx or CIFAR-10 data is first resized to that data's image size
 // (and converted to gray for one channel).
-#ifndef SPILL_TOOLS_TRAIN_PREDICT_INPUT_H_
-#define SPILL_TOOLS_TRAIN_PREDICT_INPUT_H_
+#ifndef SPILL_TOOLS_TRAINER_PREDICT_INPUT_H_
+#define SPILL_TOOLS_TRAINER_PREDICT_INPUT_H_
 
 #include <string>
 #include <vector>
 
 #include "framework/status.h"
 #include "framework/tensor.h"
-#include "tools/train/train_config.h"
+#include "tools/trainer/train_config.h"
 
 namespace spill {
 
@@ -31,4 +31,4 @@ StatusOr<PredictInput> ReadPredictInput(const std::string& path, const DataConfi
 
 }  // namespace spill
 
-#endif  // SPILL_TOOLS_TRAIN_PREDICT_INPUT_H_
+#endif  // SPILL_TOOLS_TRAINER_PREDICT_INPUT_H_

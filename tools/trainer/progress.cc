@@ -1,4 +1,4 @@
-#include "tools/train/progress.h"
+#include "tools/trainer/progress.h"
 
 #include <unistd.h>
 

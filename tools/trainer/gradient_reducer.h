@@ -23,8 +23,8 @@
 // Every rank adds the same floats in the same allreduce, and every rank then
 // applies the same solver arithmetic to the same result, so the parameters
 // stay bit-identical across ranks.
-#ifndef SPILL_TOOLS_TRAIN_GRADIENT_REDUCER_H_
-#define SPILL_TOOLS_TRAIN_GRADIENT_REDUCER_H_
+#ifndef SPILL_TOOLS_TRAINER_GRADIENT_REDUCER_H_
+#define SPILL_TOOLS_TRAINER_GRADIENT_REDUCER_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -145,4 +145,4 @@ class ReducingStore : public TensorStore {
 
 }  // namespace spill
 
-#endif  // SPILL_TOOLS_TRAIN_GRADIENT_REDUCER_H_
+#endif  // SPILL_TOOLS_TRAINER_GRADIENT_REDUCER_H_

@@ -10,8 +10,8 @@
 // same arithmetic as train's evaluation (which calls EvaluateDataset too), so
 // eval reproduces train's test accuracy exactly, under any memory mode
 // (every mode is bit-identical to the plain run).
-#ifndef SPILL_TOOLS_TRAIN_INFERENCE_H_
-#define SPILL_TOOLS_TRAIN_INFERENCE_H_
+#ifndef SPILL_TOOLS_TRAINER_INFERENCE_H_
+#define SPILL_TOOLS_TRAINER_INFERENCE_H_
 
 #include <memory>
 #include <string>
@@ -21,7 +21,7 @@
 #include "framework/executor.h"
 #include "framework/net.h"
 #include "memory/runtime.h"
-#include "tools/train/train_config.h"
+#include "tools/trainer/train_config.h"
 
 namespace spill {
 
@@ -70,4 +70,4 @@ class Inference {
 
 }  // namespace spill
 
-#endif  // SPILL_TOOLS_TRAIN_INFERENCE_H_
+#endif  // SPILL_TOOLS_TRAINER_INFERENCE_H_

@@ -10,8 +10,8 @@
 // exclusive flock(2) on <output>/train.lock for its lifetime (the kernel drops
 // it when the process ends, even by kill -9, so it never goes stale), and a
 // fresh run refuses to start over a checkpoint unless asked to (overwrite).
-#ifndef SPILL_TOOLS_TRAIN_TRAINER_H_
-#define SPILL_TOOLS_TRAIN_TRAINER_H_
+#ifndef SPILL_TOOLS_TRAINER_TRAINER_H_
+#define SPILL_TOOLS_TRAINER_TRAINER_H_
 
 #include <fstream>
 #include <memory>
@@ -23,10 +23,10 @@
 #include "framework/executor.h"
 #include "framework/solver.h"
 #include "memory/runtime.h"
-#include "tools/train/data_parallel.h"
-#include "tools/train/progress.h"
 #include "tools/common/timeline_tools.h"
-#include "tools/train/train_config.h"
+#include "tools/trainer/data_parallel.h"
+#include "tools/trainer/progress.h"
+#include "tools/trainer/train_config.h"
 
 namespace spill {
 
@@ -155,4 +155,4 @@ class Trainer {
 
 }  // namespace spill
 
-#endif  // SPILL_TOOLS_TRAIN_TRAINER_H_
+#endif  // SPILL_TOOLS_TRAINER_TRAINER_H_

@@ -1,6 +1,6 @@
 // GradientReducer: bucket layout, the communication thread and the figures
 // of overlap (see gradient_reducer.h for the policy).
-#include "tools/train/gradient_reducer.h"
+#include "tools/trainer/gradient_reducer.h"
 
 #include <algorithm>
 #include <chrono>

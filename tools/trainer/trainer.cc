@@ -1,4 +1,4 @@
-#include "tools/train/trainer.h"
+#include "tools/trainer/trainer.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -26,8 +26,8 @@
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "tools/common/checks.h"
-#include "tools/train/inference.h"
-#include "tools/train/model_source.h"
+#include "tools/trainer/inference.h"
+#include "tools/trainer/model_source.h"
 
 namespace spill {
 namespace {

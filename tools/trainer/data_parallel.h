@@ -18,8 +18,8 @@
 //   * rank 0 alone prints, writes the log, the report and checkpoints.
 // A rank that fails prints its error and aborts the MPI job, which ends every
 // other rank, even one blocked in a collective (tools/train_main.cc).
-#ifndef SPILL_TOOLS_TRAIN_DATA_PARALLEL_H_
-#define SPILL_TOOLS_TRAIN_DATA_PARALLEL_H_
+#ifndef SPILL_TOOLS_TRAINER_DATA_PARALLEL_H_
+#define SPILL_TOOLS_TRAINER_DATA_PARALLEL_H_
 
 #include <memory>
 
@@ -28,9 +28,9 @@
 #include "framework/distributed/distributed.h"
 #include "framework/executor.h"
 #include "framework/solver.h"
-#include "tools/train/gradient_reducer.h"
-#include "tools/train/inference.h"
-#include "tools/train/train_config.h"
+#include "tools/trainer/gradient_reducer.h"
+#include "tools/trainer/inference.h"
+#include "tools/trainer/train_config.h"
 
 namespace spill {
 
@@ -80,4 +80,4 @@ class DataParallel {
 
 }  // namespace spill
 
-#endif  // SPILL_TOOLS_TRAIN_DATA_PARALLEL_H_
+#endif  // SPILL_TOOLS_TRAINER_DATA_PARALLEL_H_

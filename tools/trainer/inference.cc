@@ -1,4 +1,4 @@
-#include "tools/train/inference.h"
+#include "tools/trainer/inference.h"
 
 #include <algorithm>
 #include <cfloat>

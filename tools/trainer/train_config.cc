@@ -1,4 +1,4 @@
-#include "tools/train/train_config.h"
+#include "tools/trainer/train_config.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,7 +12,7 @@
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
 #include "memory/transfer_plan.h"
-#include "tools/train/model_source.h"
+#include "tools/trainer/model_source.h"
 
 namespace spill {
 namespace {

@@ -2,8 +2,8 @@
 // largest network depth, or batch, that trains under a device budget, found
 // by planning (no memory is reserved, nothing is computed) and then, where
 // this machine has the memory, confirmed by a real run of a few steps.
-#ifndef SPILL_TOOLS_PLAN_EXPERIMENTS_H_
-#define SPILL_TOOLS_PLAN_EXPERIMENTS_H_
+#ifndef SPILL_TOOLS_PLANNING_EXPERIMENTS_H_
+#define SPILL_TOOLS_PLANNING_EXPERIMENTS_H_
 
 #include <cstdint>
 #include <functional>
@@ -83,4 +83,4 @@ int ReportConfirmation(const StatusOr<Confirmation>& confirmation, int64_t steps
 
 }  // namespace spill
 
-#endif  // SPILL_TOOLS_PLAN_EXPERIMENTS_H_
+#endif  // SPILL_TOOLS_PLANNING_EXPERIMENTS_H_
