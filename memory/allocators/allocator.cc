@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "framework/strings.h"
 #include "framework/units.h"
 
 namespace spill {
@@ -259,9 +260,8 @@ StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& na
                                                            const AllocatorContext& context) {
   const AllocatorInfo* info = FindAllocator(name);
   if (info == nullptr) {
-    std::string known;
-    for (const std::string& n : AllocatorNames()) known += (known.empty() ? "" : ", ") + n;
-    return InvalidArgument("unknown allocator '" + name + "'; known allocators: " + known);
+    return InvalidArgument("unknown allocator '" + name +
+                           "'; known allocators: " + Join(AllocatorNames()));
   }
   return info->create(context);
 }
