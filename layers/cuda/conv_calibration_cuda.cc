@@ -8,7 +8,6 @@
 
 #include "framework/device_registry.h"
 #include "framework/logging.h"
-#include "framework/units.h"
 #include "layers/cuda/convolution_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 
@@ -65,6 +64,34 @@ std::vector<ConvMeasurement> Measurements(const Perf* perf, int returned, size_t
   return results;
 }
 
+// Scratch input, output and filter of one geometry, filled with small
+// finite values, and a workspace for timing its candidates.
+struct CalibrationBuffers {
+  Scratch x, y, w, workspace;
+
+  // False when the tensors do not fit the free memory. The workspace is the
+  // largest candidate's, capped by the free memory (less a margin for
+  // cuDNN's own needs), halved until an allocation succeeds.
+  bool Allocate(const ConvGeometry& g, size_t largest, cudaStream_t stream) {
+    const size_t x_bytes = static_cast<size_t>(g.batch * g.channels * g.in_plane()) * sizeof(float);
+    const size_t y_bytes = static_cast<size_t>(g.batch * g.filters * g.out_plane()) * sizeof(float);
+    const size_t w_bytes =
+        static_cast<size_t>(g.filters * g.channels_per_group() * g.kernel[0] * g.kernel[1]) *
+        sizeof(float);
+    if (!x.Allocate(x_bytes) || !y.Allocate(y_bytes) || !w.Allocate(w_bytes)) return false;
+    size_t free_bytes = 0, total_bytes = 0;
+    SPILL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    size_t cap = std::min(
+        largest, free_bytes > kCalibrationMarginBytes ? free_bytes - kCalibrationMarginBytes : 0);
+    while (cap > 0 && !workspace.Allocate(cap)) cap /= 2;
+    // Small finite values (0x3c3c3c3c is about 0.0115): timings need no more.
+    SPILL_CUDA_CHECK(cudaMemsetAsync(x.data, 0x3c, x_bytes, stream));
+    SPILL_CUDA_CHECK(cudaMemsetAsync(y.data, 0x3c, y_bytes, stream));
+    SPILL_CUDA_CHECK(cudaMemsetAsync(w.data, 0x3c, w_bytes, stream));
+    return true;
+  }
+};
+
 }  // namespace
 
 Status CudaConvolutionLayer::Record(int op, const std::vector<ConvMeasurement>& results,
@@ -113,36 +140,19 @@ Status CudaConvolutionLayer::Calibrate(CudaDevice& device) const {
   if (!prepared_) {
     return Internal("convolution '" + name() + "' was shaped without a usable GPU (" + why_ + ")");
   }
-  const ConvGeometry& g = geom_;
-  const size_t x_bytes = static_cast<size_t>(g.batch * g.channels * g.in_plane()) * sizeof(float);
-  const size_t y_bytes = static_cast<size_t>(g.batch * g.filters * g.out_plane()) * sizeof(float);
-  const size_t w_bytes =
-      static_cast<size_t>(g.filters * g.channels_per_group() * g.kernel[0] * g.kernel[1]) *
-      sizeof(float);
   size_t largest = 0;
   for (const auto& list : algos_) {
     for (const ConvCandidate& a : list) largest = std::max(largest, a.workspace);
   }
-  Scratch x, y, w, workspace;
-  if (!x.Allocate(x_bytes) || !y.Allocate(y_bytes) || !w.Allocate(w_bytes)) {
+  cudaStream_t stream = device.compute_stream();
+  CalibrationBuffers buffers;
+  if (!buffers.Allocate(geom_, largest, stream)) {
     SPILL_LOG_WARNING(kLayers) << "convolution '" << name()
-                               << "': no device memory for calibration buffers ("
-                               << FormatBytes(static_cast<double>(x_bytes + y_bytes + w_bytes))
-                               << "); keeping estimated algorithm times";
+                               << "': no device memory for calibration buffers; keeping "
+                                  "estimated algorithm times";
     return Status::Ok();
   }
-  // The workspace: the largest candidate's, capped by the free memory (less a
-  // margin for cuDNN's own needs), halved until an allocation succeeds.
-  size_t free_bytes = 0, total_bytes = 0;
-  SPILL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  size_t cap = std::min(
-      largest, free_bytes > kCalibrationMarginBytes ? free_bytes - kCalibrationMarginBytes : 0);
-  while (cap > 0 && !workspace.Allocate(cap)) cap /= 2;
-  cudaStream_t stream = device.compute_stream();
-  // Small finite values (0x3c3c3c3c is about 0.0115): timings need no more.
-  SPILL_CUDA_CHECK(cudaMemsetAsync(x.data, 0x3c, x_bytes, stream));
-  SPILL_CUDA_CHECK(cudaMemsetAsync(y.data, 0x3c, y_bytes, stream));
-  SPILL_CUDA_CHECK(cudaMemsetAsync(w.data, 0x3c, w_bytes, stream));
+  const Scratch &x = buffers.x, &y = buffers.y, &w = buffers.w, &workspace = buffers.workspace;
   cudnnHandle_t handle = device.cudnn();
   const cuda::ConvDescriptors& d = whole_;
   std::lock_guard<std::mutex> lock(mutex_);
