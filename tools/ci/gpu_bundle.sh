@@ -61,7 +61,7 @@ pack() {
 # compress DIR: DIR.tar.xz, its size printed; fails above kLimitMiB.
 compress() {
   local out=$1
-  XZ_OPT=-6 tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"
+  XZ_OPT="-6 -T0" tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"
   local packed unpacked name=$out.tar.xz
   [[ $name == /* ]] && name=$(basename "$name")
   packed=$(stat -c %s "$out.tar.xz")
