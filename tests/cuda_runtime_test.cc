@@ -365,7 +365,9 @@ TEST_P(CudaModeTest, PlannedPeakEqualsMeasuredPeak) {
 }
 
 // The same network, weights and batches on GPU and CPU give the same losses
-// and weights up to float32 rounding in a different summation order.
+// and weights up to float32 rounding in a different summation order. A
+// parameter whose gradient vanishes in exact arithmetic (a bias before batch
+// norm) moves by rounding alone, so the bound has a floor: 1e-4 of 1e-4.
 TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
   SKIP_WITHOUT_GPU();
   NetSpec spec = testing::MustParse(GetParam().yaml);
@@ -390,7 +392,7 @@ TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
       worst = std::max(worst,
                        std::fabs(static_cast<double>(on_gpu->params[p][i]) - on_cpu->params[p][i]));
     }
-    EXPECT_LE(worst, 1e-4 * std::max(scale, 1e-6)) << "parameter " << p;
+    EXPECT_LE(worst, 1e-4 * std::max(scale, 1e-4)) << "parameter " << p;
   }
 }
 

@@ -86,8 +86,6 @@ const std::vector<LayerCase>& CudaLayerCases() {
                 "{type: softmax_loss, weight: 0.5}",
                 {Shape(3, 10, 1, 1), Shape(3, 1, 1, 1)}},
       LayerCase{
-          "softmax_loss_spatial", "{type: softmax_loss}", {Shape(4, 3, 2, 2), Shape(4, 1, 1, 1)}},
-      LayerCase{
           "softmax_loss_many", "{type: softmax_loss}", {Shape(2, 1000, 1, 1), Shape(2, 1, 1, 1)}},
       // Dropout: the CUDA mask matches the CPU's bit for bit.
       LayerCase{"dropout", "{type: dropout, ratio: 0.3}", {Shape(2, 3, 5, 7)}},
