@@ -37,6 +37,10 @@ const char* MemoryEventName(MemoryEventType type) {
       return "stream_in";
     case MemoryEventType::kStreamOut:
       return "stream_out";
+    case MemoryEventType::kResident:
+      return "resident";
+    case MemoryEventType::kMove:
+      return "move";
   }
   return "?";
 }
@@ -65,16 +69,25 @@ std::string MemoryEventsJson(const std::vector<MemoryEvent>& events, const Sched
           << "\",\"tensor_id\":" << e.tensor;
     }
     if (e.layer >= 0) out << ",\"layer\":" << e.layer;
-    if (e.type == MemoryEventType::kAlloc || e.type == MemoryEventType::kFree) {
+    if (e.type == MemoryEventType::kAlloc || e.type == MemoryEventType::kFree ||
+        e.type == MemoryEventType::kResident) {
       out << ",\"block\":" << e.block << ",\"offset\":" << e.offset << ",\"kind\":\""
           << (e.tensor == kNoTensor ? "workspace" : "tensor") << "\",\"category\":\""
           << MemoryCategoryName(e.category) << "\",\"extent\":" << e.extent;
     }
+    if (e.type == MemoryEventType::kMove)
+      out << ",\"block\":" << e.block << ",\"offset\":" << e.offset;
     if (e.type == MemoryEventType::kAlloc) out << ",\"unusable_free\":" << e.unusable_free;
     if (e.maps > 0 || e.unmaps > 0) out << ",\"maps\":" << e.maps << ",\"unmaps\":" << e.unmaps;
     out << ",\"bytes\":" << e.bytes << "}\n";
   }
   return out.str();
+}
+
+size_t CountBlocks(const std::vector<MemoryEvent>& events) {
+  return static_cast<size_t>(std::count_if(events.begin(), events.end(), [](const MemoryEvent& e) {
+    return e.type == MemoryEventType::kAlloc || e.type == MemoryEventType::kResident;
+  }));
 }
 
 TraceMetrics MeasureTrace(const std::vector<MemoryEvent>& events, size_t base_load) {
