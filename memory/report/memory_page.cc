@@ -19,6 +19,9 @@ constexpr int kPageFormat = 1;
 constexpr double kNanosecondsPerSecond = 1e9;
 constexpr int kNumTensorKinds = static_cast<int>(TensorKind::kOptimizerState) + 1;
 constexpr int kNumEventTypes = static_cast<int>(MemoryEventType::kMove) + 1;
+// A block's causes in one column: placed * kCauseBase + evicted.
+constexpr int64_t kCauseBase = 8;
+static_assert(static_cast<int64_t>(EvictedBy::kDrop) < kCauseBase, "causes overlap");
 
 int64_t Int(size_t value) { return static_cast<int64_t>(value); }
 
@@ -149,10 +152,10 @@ Json StepColumns(const MemoryLog& log) {
 }
 
 // Blocks in order of placement; offsets as the gap after the block before,
-// bytes only where they differ from the tensor's.
+// bytes only where they differ from the tensor's, why each was placed and
+// evicted in one number.
 Json BlockColumns(const AddressMap& map, const Schedule& schedule) {
-  Column begin, life, gap, bytes, tensor, placed, evicted, category, move_block, move_event,
-      move_offset;
+  Column begin, life, gap, bytes, tensor, cause, category, move_block, move_event, move_offset;
   bool categories_differ = false;
   int64_t previous_end = 0;
   for (size_t b = 0; b < map.blocks.size(); ++b) {
@@ -165,8 +168,8 @@ Json BlockColumns(const AddressMap& map, const Schedule& schedule) {
     const TensorInfo* info = is_tensor ? &schedule.tensors[block.tensor] : nullptr;
     bytes.push_back(is_tensor && block.bytes == BlockBytes(*info) ? 0 : Int(block.bytes));
     tensor.push_back(block.tensor + 1);
-    placed.push_back(static_cast<int64_t>(block.placed));
-    evicted.push_back(static_cast<int64_t>(block.evicted));
+    cause.push_back(static_cast<int64_t>(block.placed) * kCauseBase +
+                    static_cast<int64_t>(block.evicted));
     category.push_back(static_cast<int64_t>(block.category));
     const MemoryCategory expected = is_tensor ? CategoryOf(info->kind) : MemoryCategory::kWorkspace;
     categories_differ |= block.category != expected;
@@ -182,8 +185,7 @@ Json BlockColumns(const AddressMap& map, const Schedule& schedule) {
               {"gap", EncodeColumn(gap, kKibUnit)},
               {"tensor", EncodeColumn(tensor)}};
   PutColumn(out, "bytes", bytes, kKibUnit);
-  PutColumn(out, "placed", placed);
-  PutColumn(out, "evicted", evicted);
+  PutColumn(out, "cause", cause);
   if (categories_differ) out["category"] = EncodeColumn(category);
   if (!move_block.empty()) {
     out["moves"] = {{"block", EncodeColumn(move_block)},

@@ -15,7 +15,7 @@
 // selected step (ol.live; the peak step at first); the body says when the
 // first view was drawn (data-render-ms). With #bench in the address it pans
 // and zooms the first mode's views and writes the frame times
-// (data-pan-ms, data-pan-max-ms, data-zoom-ms).
+// (data-pan-ms, data-pan-max-ms, data-zoom-ms); #mode=NAME opens that mode.
 (function () {
   'use strict';
 
@@ -263,28 +263,36 @@
       const gap = decodeColumn(b.gap, count);
       const bytes = decodeColumn(b.bytes, count);
       const tensor = decodeColumn(b.tensor, count);
-      this.placed = decodeColumn(b.placed, count);
-      this.evicted = decodeColumn(b.evicted, count);
+      const cause = decodeColumn(b.cause, count);
       const category = b.category ? decodeColumn(b.category, count) : null;
-      this.end = new Float64Array(count);
-      this.offset = new Float64Array(count);
-      this.size = new Float64Array(count);
-      this.tensor = new Int32Array(count);
-      this.category = new Uint8Array(count);
+      const end = new Float64Array(count);
+      const offset = new Float64Array(count);
+      const size = new Float64Array(count);
+      const ids = new Int32Array(count);
+      const categories = new Uint8Array(count);
+      this.placed = new Uint8Array(count);
+      this.evicted = new Uint8Array(count);
       const workspace = this.page.categories.length - 1;
-      const templateCategory = this.page.templateKind.map((k) => this.page.data.kind_category[k]);
+      const page = this.page;
+      const templates = page.tensorTemplate;
+      const templateCategory = page.templateKind.map((k) => page.data.kind_category[k]);
+      const templateBlock = page.templateBytes.map((v) => Math.ceil(Math.max(v, 1) / KIB) * KIB);
+      const begin = this.begin;
       let previousEnd = 0;
       let top = 0;
       for (let i = 0; i < count; i++) {
         const id = tensor[i] - 1;
-        this.tensor[i] = id;
-        this.end[i] = life[i] ? this.begin[i] + life[i] : -1;
-        this.size[i] = bytes[i] || this.page.blockBytes(id);
-        this.offset[i] = previousEnd + gap[i];
-        previousEnd = this.offset[i] + this.size[i];
-        top = Math.max(top, previousEnd);
-        this.category[i] = category ? category[i] : id < 0 ? workspace : templateCategory[this.page.tensorTemplate[id]];
+        ids[i] = id;
+        end[i] = life[i] ? begin[i] + life[i] : -1;
+        size[i] = bytes[i] || templateBlock[templates[id]];
+        offset[i] = previousEnd + gap[i];
+        previousEnd = offset[i] + size[i];
+        if (previousEnd > top) top = previousEnd;
+        categories[i] = category ? category[i] : id < 0 ? workspace : templateCategory[templates[id]];
+        this.placed[i] = cause[i] >> 3;
+        this.evicted[i] = cause[i] & 7;
       }
+      Object.assign(this, {end, offset, size, tensor: ids, category: categories});
       this.decodeMoves(b.moves, count);
       for (let m = 0; m < this.moveCount; m++) {
         top = Math.max(top, this.moveOffset[m] + this.size[this.moveBlock[m]]);
@@ -337,32 +345,33 @@
     // Rectangles: a block, split where compaction moved it.
     buildSegments() {
       const count = this.blockCount + this.moveCount;
-      this.segX0 = new Float64Array(count);
-      this.segX1 = new Float64Array(count);
-      this.segY0 = new Float64Array(count);
-      this.segY1 = new Float64Array(count);
-      this.segBlock = new Int32Array(count);
-      this.segCount = count;
+      const x0 = new Float64Array(count);
+      const x1 = new Float64Array(count);
+      const y0 = new Float64Array(count);
+      const y1 = new Float64Array(count);
+      const block = new Int32Array(count);
+      const {begin, end, offset, size, moveFirst, moveEvent, moveOffset, n} = this;
       let k = 0;
       for (let b = 0; b < this.blockCount; b++) {
-        let x = this.xOfEvent(this.begin[b]);
-        let offset = this.offset[b];
-        const last = this.end[b] < 0 ? this.n : this.xOfEvent(this.end[b]);
-        for (let m = this.moveFirst[b]; m <= this.moveFirst[b + 1]; m++) {
-          const moved = m < this.moveFirst[b + 1];
-          const x1 = moved ? this.xOfEvent(this.moveEvent[m]) : last;
-          this.segX0[k] = x;
-          this.segX1[k] = x1;
-          this.segY0[k] = offset / KIB;
-          this.segY1[k] = (offset + this.size[b]) / KIB;
-          this.segBlock[k] = b;
+        let x = this.xOfEvent(begin[b]);
+        let at = offset[b];
+        const last = end[b] < 0 ? n : this.xOfEvent(end[b]);
+        for (let m = moveFirst[b]; m <= moveFirst[b + 1]; m++) {
+          const moved = m < moveFirst[b + 1];
+          const to = moved ? this.xOfEvent(moveEvent[m]) : last;
+          x0[k] = x;
+          x1[k] = to;
+          y0[k] = at / KIB;
+          y1[k] = (at + size[b]) / KIB;
+          block[k] = b;
           k++;
           if (moved) {
-            x = x1;
-            offset = this.moveOffset[m];
+            x = to;
+            at = moveOffset[m];
           }
         }
       }
+      Object.assign(this, {segX0: x0, segX1: x1, segY0: y0, segY1: y1, segBlock: block, segCount: count});
     }
 
     // Blocks of transient tensors (staging excluded) on the device at the
@@ -526,7 +535,8 @@
     const step = Math.max(1, niceStep(axis.x1 - axis.x0, canvas.width / 110, 10));
     for (let s = Math.ceil(axis.x0 / step) * step; s <= axis.x1; s += step) {
       const px = axis.px(s + 0.5, canvas);
-      if (px < LEFT || px > canvas.width - RIGHT) continue;
+      const half = ctx.measureText(String(s + 1)).width / 2;
+      if (px < LEFT || px + half > canvas.width) continue;
       ctx.fillText(String(s + 1), px, y + 3);
     }
     if (mode && mode.forward > 0 && mode.forward < mode.n) {
@@ -710,53 +720,73 @@
   }
 
   // Merged rectangles of one zoom level: segments snapped to whole pixel
-  // cells, and those of one category that share their columns and touch
-  // joined, so that drawing costs what the screen shows, not what the
-  // iteration placed. Null where cells are too fine to need it.
-  const CELL_LIMIT = 1 << 24;  // cells per axis a level can key
+  // cells, and those that share their columns and touch joined into one
+  // run, drawn as a band per category in proportion to its bytes (exact
+  // where a run holds one category), so that drawing costs what the screen
+  // shows, not what the iteration placed. Null where cells are too fine to
+  // need it.
   function buildLevel(mode, sx, sy) {
     const n = mode.segCount;
-    if (mode.xMax * sx >= CELL_LIMIT) return null;
-    const groups = new Map();  // (category, first column, last column) -> segments
-    const cy0 = new Float64Array(n);
+    const columns = Math.ceil(mode.xMax * sx) + 2;
+    const rows = Math.ceil(mode.top / KIB * sy) + 2;
+    // (first column, last column, first row, segment) in one exact double;
+    // finer levels draw every segment.
+    const INDEX_BITS = 2 ** Math.ceil(Math.log2(n + 1));
+    if (columns * columns * rows * INDEX_BITS >= Number.MAX_SAFE_INTEGER) return null;
+    const categories = CATEGORY_COLORS.length;
+    const keys = new Float64Array(n);
     const cy1 = new Float64Array(n);
     for (let i = 0; i < n; i++) {
       const x0 = Math.floor(mode.segX0[i] * sx);
       const x1 = Math.max(x0 + 1, Math.ceil(mode.segX1[i] * sx));
-      cy0[i] = Math.floor(mode.segY0[i] * sy);
-      cy1[i] = Math.max(cy0[i] + 1, Math.ceil(mode.segY1[i] * sy));
-      const key = (mode.category[mode.segBlock[i]] * CELL_LIMIT + x0) * CELL_LIMIT + x1;
-      const group = groups.get(key);
-      if (group) group.push(i);
-      else groups.set(key, [i]);
+      const y0 = Math.floor(mode.segY0[i] * sy);
+      cy1[i] = Math.max(y0 + 1, Math.ceil(mode.segY1[i] * sy));
+      keys[i] = ((x0 * columns + x1) * rows + y0) * INDEX_BITS + i;
     }
-    const rx0 = [];
-    const rx1 = [];
-    const ry0 = [];
-    const ry1 = [];
-    const rc = [];
-    for (const [key, group] of groups) {
-      const x1 = key % CELL_LIMIT;
-      const x0 = Math.floor(key / CELL_LIMIT) % CELL_LIMIT;
-      const c = Math.floor(key / CELL_LIMIT / CELL_LIMIT);
-      if (group.length > 1) group.sort((a, b) => cy0[a] - cy0[b]);
-      let top = -1;
-      for (const i of group) {
-        if (top >= 0 && cy0[i] <= ry1[top]) {
-          ry1[top] = Math.max(ry1[top], cy1[i]);
-          continue;
-        }
-        top = rx0.length;
-        rx0.push(x0 / sx);
-        rx1.push(x1 / sx);
-        ry0.push(cy0[i] / sy);
-        ry1.push(cy1[i]);
-        rc.push(c);
+    keys.sort();
+    const out = {x0: [], x1: [], y0: [], y1: [], category: []};
+    const bytes = new Float64Array(categories);
+    const emit = (x0, x1, y0, y1) => {
+      let total = 0;
+      for (let k = 0; k < categories; k++) total += bytes[k];
+      let y = y0;
+      for (let k = 0; k < categories; k++) {
+        if (!bytes[k]) continue;
+        const h = (y1 - y0) * bytes[k] / total;
+        out.x0.push(x0 / sx);
+        out.x1.push(x1 / sx);
+        out.y0.push(y / sy);
+        out.y1.push((y + h) / sy);
+        out.category.push(k);
+        y += h;
       }
+      bytes.fill(0);
+    };
+    let group = -1;
+    let runStart = -1;
+    let runEnd = -1;
+    let gx0 = 0;
+    let gx1 = 0;
+    for (let j = 0; j < n; j++) {
+      const i = keys[j] % INDEX_BITS;
+      const cell = (keys[j] - i) / INDEX_BITS;
+      const y0 = cell % rows;
+      const columnsKey = (cell - y0) / rows;
+      if (columnsKey !== group || y0 > runEnd) {
+        if (runStart >= 0) emit(gx0, gx1, runStart, runEnd);
+        group = columnsKey;
+        gx1 = columnsKey % columns;
+        gx0 = (columnsKey - gx1) / columns;
+        runStart = y0;
+        runEnd = cy1[i];
+      }
+      runEnd = Math.max(runEnd, cy1[i]);
+      bytes[mode.category[mode.segBlock[i]]] += mode.segY1[i] - mode.segY0[i];
     }
-    for (let i = 0; i < ry1.length; i++) ry1[i] /= sy;
-    return {count: rx0.length, x0: Float64Array.from(rx0), x1: Float64Array.from(rx1),
-      y0: Float64Array.from(ry0), y1: Float64Array.from(ry1), category: Uint8Array.from(rc)};
+    if (runStart >= 0) emit(gx0, gx1, runStart, runEnd);
+    return {count: out.x0.length, x0: Float64Array.from(out.x0), x1: Float64Array.from(out.x1),
+      y0: Float64Array.from(out.y0), y1: Float64Array.from(out.y1),
+      category: Uint8Array.from(out.category)};
   }
 
   // The address space: offsets upward, steps across; free memory shows as
@@ -1038,7 +1068,7 @@
         ctx.fillStyle = '#f6f7f9';
         ctx.fillRect(LEFT, this.laneTop(lane), c.width - LEFT - RIGHT, LANE_HEIGHT);
         ctx.fillStyle = '#5b6570';
-        ctx.fillText(t.laneNames[lane], LEFT - 6, this.laneTop(lane) + LANE_HEIGHT / 2);
+        ctx.fillText(t.laneNames[lane].replace(/ queue$/, ''), LEFT - 6, this.laneTop(lane) + LANE_HEIGHT / 2);
       }
       // Slices thinner than a pixel colour their pixel column (waits last).
       const width = Math.ceil(c.width);
@@ -1228,26 +1258,35 @@
     return list;
   }
 
+  // The tensors live at step s, largest first: the first LIVE_SHOWN listed,
+  // the rest on demand; data-tensors names them all (one per line).
   function renderLive(mode, s) {
     const page = mode.page;
     const blocks = mode.liveAt(s);
     blocks.sort((a, b) => mode.size[b] - mode.size[a] || mode.tensor[a] - mode.tensor[b]);
     let bytes = 0;
-    const items = blocks.map((b, i) => {
+    const names = blocks.map((b) => {
       bytes += mode.size[b];
-      const name = escapeHtml(page.tensorName(mode.tensor[b]));
-      return '<li data-tensor="' + name + '"' + (i < LIVE_SHOWN ? '' : ' class="more"') + '>' + name +
-        ' <span class="muted">' + formatBytes(mode.size[b]) + ', ' +
-        escapeHtml(page.categories[mode.category[b]]) + '</span></li>';
+      return page.tensorName(mode.tensor[b]);
     });
-    const list = el('ol', {className: 'live', 'data-step': String(s + 1), 'data-count': String(blocks.length)});
-    list.innerHTML = items.join('');
+    const list = el('ol', {className: 'live', 'data-step': String(s + 1), 'data-count': String(blocks.length),
+      'data-tensors': names.join('\n')});
+    const fill = (count) => {
+      const items = [];
+      for (let i = list.childElementCount; i < count; i++) {
+        const b = blocks[i];
+        items.push('<li>' + escapeHtml(names[i]) + ' <span class="muted">' + formatBytes(mode.size[b]) + ', ' +
+          escapeHtml(page.categories[mode.category[b]]) + '</span></li>');
+      }
+      list.insertAdjacentHTML('beforeend', items.join(''));
+    };
+    fill(Math.min(LIVE_SHOWN, blocks.length));
     const box = el('div', null, [el('h3', {text: 'Live tensors: ' + blocks.length + ', ' + formatBytes(bytes)}), list]);
     if (blocks.length > LIVE_SHOWN) {
       const more = el('button', {text: 'show all ' + blocks.length});
       more.addEventListener('click', () => {
-        list.classList.toggle('all');
-        more.textContent = list.classList.contains('all') ? 'show fewer' : 'show all ' + blocks.length;
+        fill(blocks.length);
+        more.remove();
       });
       box.appendChild(el('div', {className: 'controls'}, [more]));
     }
@@ -1352,7 +1391,7 @@
         this.lanes = new LanesView(this);
         this.views.push(this.lanes);
         const t = mode.timeline;
-        this.section.appendChild(el('div', {className: 'view-title'}, [t.title + ': queues on the step axis (' +
+        this.section.appendChild(el('div', {className: 'view-title lanes-title'}, [t.title + ': queues on the step axis (' +
           formatSeconds(t.seconds) + ' per iteration)']));
         this.section.appendChild(this.lanes.canvas.node);
         this.section.appendChild(legend(Object.keys(SLICE_COLORS).map((k) => [k, SLICE_COLORS[k]])));
@@ -1377,7 +1416,8 @@
       if (mode.budget) box.appendChild(fact('budget', el('output', {text: formatBytes(mode.budget)})));
       box.appendChild(fact('blocks', el('output', {className: 'block-count', 'data-count': String(mode.blockCount),
         text: mode.blockCount.toLocaleString('en-US')})));
-      box.appendChild(fact('steps', el('output', {text: String(mode.n)})));
+      box.appendChild(fact('steps', el('output', {className: 'step-count', 'data-count': String(mode.n),
+        text: String(mode.n)})));
       if (s.seconds !== undefined) {
         box.appendChild(fact('iteration', el('output', {text: formatSeconds(s.seconds)})));
       }
@@ -1504,8 +1544,9 @@
       document.body.appendChild(this.tooltip);
       window.addEventListener('resize', () => this.resize());
       window.addEventListener('keydown', (e) => this.key(e));
-      const first = Math.max(0, this.modes.findIndex((m) => m.fits));
-      this.show(first);
+      // The first mode that fits, or the one the address names (#mode=NAME).
+      const named = this.modes.findIndex((m) => hashOption('mode') === m.name);
+      this.show(named >= 0 ? named : Math.max(0, this.modes.findIndex((m) => m.fits)));
     }
     width() { return document.getElementById('app').clientWidth || window.innerWidth - 40; }
     show(i) {
@@ -1546,6 +1587,15 @@
     }
   }
 
+  // An option of the address's fragment: #mode=superneurons&bench.
+  function hashOption(name) {
+    for (const part of location.hash.replace(/^#/, '').split('&')) {
+      const [key, value] = part.split('=');
+      if (key === name) return value === undefined ? true : decodeURIComponent(value);
+    }
+    return undefined;
+  }
+
   // Pans and zooms the first mode's views, timing each redraw.
   function bench(app) {
     const view = app.views[app.active];
@@ -1583,7 +1633,7 @@
     document.body.dataset.renderMs = (performance.now()).toFixed(0);
     document.body.dataset.scriptMs = (performance.now() - started).toFixed(0);
     document.body.dataset.rendered = '1';
-    if (location.hash === '#bench') {
+    if (hashOption('bench')) {
       bench(app);
       document.body.dataset.phases = phases.join(', ');
     }
