@@ -575,7 +575,8 @@
     }
   }
 
-  function drawHorizontal(ctx, canvas, y, color, label, dash) {
+  // A dashed level across the plot, labelled at the right (or the left).
+  function drawHorizontal(ctx, canvas, y, color, label, dash, left) {
     ctx.strokeStyle = color;
     ctx.setLineDash(dash);
     ctx.beginPath();
@@ -584,10 +585,10 @@
     ctx.stroke();
     ctx.setLineDash([]);
     ctx.fillStyle = color;
-    ctx.textAlign = 'right';
-    ctx.textBaseline = 'bottom';
+    ctx.textAlign = left ? 'left' : 'right';
+    ctx.textBaseline = left ? 'top' : 'bottom';
     ctx.font = '11px system-ui, sans-serif';
-    ctx.fillText(label, canvas.width - RIGHT - 4, y - 2);
+    ctx.fillText(label, left ? LEFT + 4 : canvas.width - RIGHT - 4, left ? y + 2 : y - 2);
   }
 
   function drawSelection(ctx, axis, canvas, step, top, bottom) {
@@ -629,7 +630,7 @@
       this.view = modeView;
       this.mode = modeView.mode;
       this.canvas = new Canvas(CURVE_HEIGHT);
-      this.top = 10;
+      this.top = 30;  // room for the peak's label under the forward/backward one
       this.bottom = CURVE_HEIGHT - 18;
     }
     yMax() {
@@ -693,7 +694,7 @@
         ctx.textBaseline = 'top';
         ctx.font = '600 11px system-ui, sans-serif';
         ctx.fillText('peak ' + formatBytes(mode.curvePeak) + ' at step ' + (mode.curvePeakStep + 1),
-          peakX + (peakX > c.width / 2 ? -6 : 6), this.top);
+          peakX + (peakX > c.width / 2 ? -6 : 6), 15);
       }
       drawSelection(ctx, axis, c, this.view.selected, this.top, this.bottom);
       drawStepAxis(ctx, axis, c, this.bottom, mode);
@@ -915,7 +916,7 @@
       if (mode.summary.footprint) {
         const y = this.yPx(mode.summary.footprint / KIB);
         if (y >= this.top && y <= this.bottom) {
-          drawHorizontal(ctx, c, y, '#5b6570', 'footprint ' + formatBytes(mode.summary.footprint), [3, 3]);
+          drawHorizontal(ctx, c, y, '#5b6570', 'footprint ' + formatBytes(mode.summary.footprint), [3, 3], true);
         }
       }
       if (mode.budget) {
@@ -1472,8 +1473,11 @@
       row.appendChild(el('td', {text: m.name}));
       row.appendChild(el('td', {text: m.raw.allocator}));
       if (!m.fits) {
+        // The failure's first clause; all of it on hover.
+        const failure = m.raw.failure || '';
+        const cut = failure.search(/ \(no room|; /);
         row.appendChild(el('td', {className: 'failure', colspan: String(head.length - 2),
-          text: 'does not fit: ' + (m.raw.failure || '')}));
+          title: failure, text: 'does not fit: ' + (cut > 0 ? failure.slice(0, cut) + ' ...' : failure)}));
       } else {
         const s = m.summary;
         const cells = [formatBytes(s.peak), formatBytes(s.footprint),
@@ -1544,8 +1548,10 @@
       document.body.appendChild(this.tooltip);
       window.addEventListener('resize', () => this.resize());
       window.addEventListener('keydown', (e) => this.key(e));
-      // The first mode that fits, or the one the address names (#mode=NAME).
-      const named = this.modes.findIndex((m) => hashOption('mode') === m.name);
+      // The first mode that fits, or the one the address names (#mode=NAME,
+      // #mode=all for the overlay).
+      let named = this.modes.findIndex((m) => hashOption('mode') === m.name);
+      if (hashOption('mode') === 'all' && this.overlay) named = this.sections.length - 1;
       this.show(named >= 0 ? named : Math.max(0, this.modes.findIndex((m) => m.fits)));
     }
     width() { return document.getElementById('app').clientWidth || window.innerWidth - 40; }
@@ -1634,8 +1640,8 @@
     document.body.dataset.scriptMs = (performance.now() - started).toFixed(0);
     document.body.dataset.rendered = '1';
     if (hashOption('bench')) {
-      bench(app);
       document.body.dataset.phases = phases.join(', ');
+      bench(app);
     }
     window.spillMemoryPage = app;
   }
