@@ -180,7 +180,7 @@ TEST(AddressMapTest, CompactionMovesAreFollowed) {
   EXPECT_GT(moves, 0) << "no plan compacted: the test needs a tighter case";
 }
 
-// The decoder of memory_page.js, mirrored.
+// The decoder of page_model.js, mirrored.
 std::vector<int64_t> Decode(const nlohmann::json& column, size_t n) {
   std::vector<int64_t> out(n, 0);
   const int64_t unit = column.value("u", int64_t{1});

@@ -20,8 +20,8 @@
 // JSON document (nlohmann-json) in compact columns - string tables, tensor
 // and layer names front-coded, sizes in KiB, deltas where values creep - so
 // the 2,500-unit ResNet's page stays a few MB; the script
-// (memory/report/page/memory_page.js) decodes them, and aggregates blocks
-// smaller than a pixel when zoomed out.
+// (memory/report/page/*.js, plain, joined at build time) decodes them, and
+// aggregates blocks smaller than a pixel when zoomed out.
 #ifndef SPILL_MEMORY_REPORT_MEMORY_PAGE_H_
 #define SPILL_MEMORY_REPORT_MEMORY_PAGE_H_
 

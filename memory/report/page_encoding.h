@@ -1,6 +1,6 @@
 // Compact JSON for the memory page's data: integer columns (constant, plain
 // or delta-coded, in a unit such as KiB), string tables and front-coded
-// names. Each form has its decoder in memory/report/page/memory_page.js
+// names. Each form has its decoder in memory/report/page/page_model.js
 // (decodeColumn, decodeNames); the two change together.
 #ifndef SPILL_MEMORY_REPORT_PAGE_ENCODING_H_
 #define SPILL_MEMORY_REPORT_PAGE_ENCODING_H_
