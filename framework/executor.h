@@ -52,10 +52,13 @@ class Executor : public StepRunner {
   using BackwardHook = std::function<void(int layer)>;
   void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
 
-  // Per-layer-type compute time, when profiling is on.
+  // Per-layer-type compute time, when profiling is on: wall-clock seconds,
+  // and the CPU seconds of the whole process meanwhile (ProcessCpuSeconds).
   struct ProfileEntry {
     double forward_seconds = 0;
     double backward_seconds = 0;
+    double forward_cpu_seconds = 0;
+    double backward_cpu_seconds = 0;
     int64_t calls = 0;
   };
   void set_profiling(bool on) { profiling_ = on; }
@@ -97,8 +100,13 @@ class Executor : public StepRunner {
   Tensor View(TensorId id);
   std::vector<Tensor> Views(const std::vector<TensorId>& ids);
   void ReadLoss(int layer, LossResult* result);
+  // A moment on the wall clock and, when profiling, in the process's CPU time.
+  struct Stamp {
+    double wall = 0, cpu = 0;
+  };
+  Stamp Now() const;
   // Adds the span of a computation that began at `begin` and ends now.
-  void Finished(int layer, Pass pass, bool recompute, double begin);
+  void Finished(int layer, Pass pass, bool recompute, const Stamp& begin);
 
   const Net& net_;
   Device* device_;

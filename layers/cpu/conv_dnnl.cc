@@ -1,9 +1,12 @@
 // dnnl: oneDNN's convolution primitives: forward (with the bias), backward
 // data, and backward weights (with the bias gradient).
 // oneDNN picks the memory formats it computes fastest in (format_tag::any),
-// and tensors are reordered between those and the framework's plain NCHW and
-// (G)OIHW layouts through copies in the workspace. 1x1 kernels compute in the
-// plain layouts instead: there the reorders cost as much as the convolution.
+// and tensors are reordered between those and the framework's layouts (x and
+// y plain NCHW or blocked nChw16c, as the geometry says; weights (G)OIHW)
+// through copies in the workspace. Blocked activations are what oneDNN picks
+// on AVX-512, so between blocked layers only the small weights are
+// reordered. 1x1 kernels between plain tensors compute in the plain layouts:
+// there the reorders would cost as much as the convolution.
 // Workspace: a copy of every operand whose format is not plain, a buffer for
 // backward data's result (which an accumulating call adds into dx with a
 // summing reorder, since the primitive overwrites), and one scratch region
@@ -49,6 +52,7 @@ memory::desc Desc(const memory::dims& dims, Tag tag) {
 // A geometry in oneDNN's terms.
 struct Shapes {
   memory::dims src, weights, bias, dst, strides, dilates, padding;
+  Tag src_tag = Tag::nchw, dst_tag = Tag::nchw;  // the framework's layouts of x and y
   Tag weights_tag = Tag::oihw;
   bool plain = false;  // compute in the plain layouts rather than oneDNN's choice
 };
@@ -69,7 +73,10 @@ Shapes MakeShapes(const ConvGeometry& g) {
   // Also the bottom/right padding: oneDNN checks it against the output size,
   // and padding that no output reaches is never read.
   s.padding = {g.pad[0], g.pad[1]};
-  s.plain = g.kernel[0] == 1 && g.kernel[1] == 1;
+  s.src_tag = g.input_layout == Layout::kBlocked16 ? Tag::nChw16c : Tag::nchw;
+  s.dst_tag = g.output_layout == Layout::kBlocked16 ? Tag::nChw16c : Tag::nchw;
+  s.plain =
+      g.kernel[0] == 1 && g.kernel[1] == 1 && s.src_tag == Tag::nchw && s.dst_tag == Tag::nchw;
   return s;
 }
 
@@ -167,6 +174,7 @@ class Dnnl : public ConvAlgorithm {
   Dnnl() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
   std::string name() const override { return "dnnl"; }
+  bool computes_blocked() const override { return true; }
 
   bool Supports(const ConvGeometry& g) const override { return Find(g).supported; }
 
@@ -218,12 +226,27 @@ class Dnnl : public ConvAlgorithm {
     std::array<Plan, kNumVariants> plans;
   };
   // Every field of ConvGeometry.
-  using Key = std::array<int64_t, 16>;
+  using Key = std::array<int64_t, 18>;
 
   static Key MakeKey(const ConvGeometry& g) {
-    return {g.batch,     g.channels,    g.height,      g.width,     g.filters,   g.out_height,
-            g.out_width, g.kernel[0],   g.kernel[1],   g.stride[0], g.stride[1], g.pad[0],
-            g.pad[1],    g.dilation[0], g.dilation[1], g.groups};
+    return {g.batch,
+            g.channels,
+            g.height,
+            g.width,
+            g.filters,
+            g.out_height,
+            g.out_width,
+            g.kernel[0],
+            g.kernel[1],
+            g.stride[0],
+            g.stride[1],
+            g.pad[0],
+            g.pad[1],
+            g.dilation[0],
+            g.dilation[1],
+            g.groups,
+            static_cast<int64_t>(g.input_layout),
+            static_cast<int64_t>(g.output_layout)};
   }
 
   // The cached plans of a geometry, built on first use. Entries are never
@@ -278,9 +301,9 @@ class Dnnl : public ConvAlgorithm {
     const auto pd = ForwardPd(s, bias, UserScratchpad());
     PlanBuilder b(engine_);
     Plan p;
-    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, Tag::nchw), pd.src_desc()),
+    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, s.src_tag), pd.src_desc()),
                 b.Input(DNNL_ARG_WEIGHTS, Desc(s.weights, s.weights_tag), pd.weights_desc())};
-    p.output = b.Output(DNNL_ARG_DST, Desc(s.dst, Tag::nchw), pd.dst_desc(), false);
+    p.output = b.Output(DNNL_ARG_DST, Desc(s.dst, s.dst_tag), pd.dst_desc(), false);
     if (bias) {
       p.bias_arg = DNNL_ARG_BIAS;
       p.bias = pd.bias_desc();
@@ -299,10 +322,10 @@ class Dnnl : public ConvAlgorithm {
         d, UserScratchpad(), engine_, ForwardPd(s, false, dnnl::primitive_attr()));
     PlanBuilder b(engine_);
     Plan p;
-    p.inputs = {b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, Tag::nchw), pd.diff_dst_desc()),
+    p.inputs = {b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, s.dst_tag), pd.diff_dst_desc()),
                 b.Input(DNNL_ARG_WEIGHTS, Desc(s.weights, s.weights_tag), pd.weights_desc())};
     // Buffered even when plain: an accumulating call computes there.
-    p.output = b.Output(DNNL_ARG_DIFF_SRC, Desc(s.src, Tag::nchw), pd.diff_src_desc(), true);
+    p.output = b.Output(DNNL_ARG_DIFF_SRC, Desc(s.src, s.src_tag), pd.diff_src_desc(), true);
     p.add_output = b.Reorder(p.output.inner, p.output.user, true, &p.add_scratch);
     p.conv = dnnl::convolution_backward_data(pd);
     b.Finish(pd.scratchpad_desc(), &p);
@@ -318,8 +341,8 @@ class Dnnl : public ConvAlgorithm {
         d, UserScratchpad(), engine_, ForwardPd(s, bias, dnnl::primitive_attr()));
     PlanBuilder b(engine_);
     Plan p;
-    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, Tag::nchw), pd.src_desc()),
-                b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, Tag::nchw), pd.diff_dst_desc())};
+    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, s.src_tag), pd.src_desc()),
+                b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, s.dst_tag), pd.diff_dst_desc())};
     p.output = b.Output(DNNL_ARG_DIFF_WEIGHTS, Desc(s.weights, s.weights_tag),
                         pd.diff_weights_desc(), false);
     if (bias) {

@@ -15,6 +15,7 @@
 #include "framework/logging.h"
 #include "framework/random.h"
 #include "framework/units.h"
+#include "layers/cpu/conv_layouts.h"
 
 namespace spill {
 namespace cpu {
@@ -39,6 +40,11 @@ std::string Key(const std::string& algorithm, const ConvGeometry& g, ConvOp op) 
       << g.height << "x" << g.width << " f" << g.filters << " k" << g.kernel[0] << "x"
       << g.kernel[1] << " s" << g.stride[0] << "x" << g.stride[1] << " p" << g.pad[0] << "x"
       << g.pad[1] << " d" << g.dilation[0] << "x" << g.dilation[1] << " g" << g.groups;
+  // Plain operands have no suffix, so that caches written before layouts
+  // existed still read.
+  if (g.input_layout != Layout::kPlain || g.output_layout != Layout::kPlain) {
+    key << " " << LayoutName(g.input_layout) << ">" << LayoutName(g.output_layout);
+  }
   return key.str();
 }
 
@@ -93,7 +99,7 @@ double Measure(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op) {
   const size_t x = g.batch * g.channels * g.in_plane(), y = g.batch * g.filters * g.out_plane();
   const size_t w = g.filters * g.channels_per_group() * g.kernel[0] * g.kernel[1];
   AlignedBuffer in(x * 4), out(y * 4), weights(w * 4), bias(g.filters * 4),
-      workspace(a.WorkspaceBytes(g, op) + 4);
+      workspace(ConvWorkspaceBytes(a, g, op) + 4);
   for (size_t i = 0; i < x; ++i) in.data[i] = UniformAt(1, i) - 0.5f;
   for (size_t i = 0; i < y; ++i) out.data[i] = UniformAt(2, i) - 0.5f;
   for (size_t i = 0; i < w; ++i) weights.data[i] = UniformAt(3, i) - 0.5f;
@@ -102,14 +108,14 @@ double Measure(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op) {
     auto start = std::chrono::steady_clock::now();
     switch (op) {
       case ConvOp::kForward:
-        a.Forward(g, in.data, weights.data, bias.data, out.data, workspace.data);
+        ConvForward(a, g, in.data, weights.data, bias.data, out.data, workspace.data);
         break;
       case ConvOp::kBackwardData:
-        a.BackwardData(g, out.data, weights.data, in.data, false, workspace.data);
+        ConvBackwardData(a, g, out.data, weights.data, in.data, false, workspace.data);
         break;
       case ConvOp::kBackwardFilter:
-        a.BackwardFilter(g, in.data, out.data, weights.data, bias.data, false, nullptr,
-                         workspace.data);
+        ConvBackwardFilter(a, g, in.data, out.data, weights.data, bias.data, false, nullptr,
+                           workspace.data);
         break;
     }
     double seconds =

@@ -11,8 +11,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "framework/checkpoint.h"
+#include "framework/clock.h"
 #include "framework/device_registry.h"
 #include "framework/executor.h"
 #include "framework/files.h"
@@ -36,7 +38,7 @@ constexpr char kDefaultMode[] = "liveness";
 struct Args {
   std::string config, device = "cpu", export_dir;
   double link_gbps = 0;  // 0: copies at memcpy speed
-  bool minimum = false, profile = false;
+  bool minimum = false, profile = false, plain_layouts = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3;
   MemoryFlags memory;  // as given
@@ -62,7 +64,42 @@ void Declare(Flags& f, Args* a) {
            "write net.json and initial.npz for tools/bench/bench_torch.py")
       ->type_name("DIR");
   f.Flag("--profile", &a->profile, "print compute seconds per layer type over the timed steps");
+  f.Flag("--plain-layouts", &a->plain_layouts,
+         "keep every activation in plain NCHW (default: blocked between convolutions where the "
+         "CPU computes them faster so)");
   a->memory.Declare(f, BenchMemoryUse());
+}
+
+// The profile's time per layer type against the work it did (LayerWork: the
+// arithmetic and memory traffic an efficient kernel needs), per second of
+// wall-clock time and per CPU-second (two cores give at most 2 CPU-seconds per
+// second): what tools/bench/roofline.sh compares with the machine's peaks.
+void PrintWork(const Net& net, const Executor& executor, int64_t steps) {
+  struct Work {
+    double flops = 0, bytes = 0;
+  };
+  std::map<std::string, Work> work;
+  double total = 0;
+  const NetworkView view = net.view();
+  for (int id = 0; id < net.num_layers(); ++id) {
+    const LayerSummary& l = view.layer(id);
+    const double flops = l.forward_work.flops + (l.is_input ? 0 : l.backward_work.flops);
+    const double bytes = l.forward_work.bytes + (l.is_input ? 0 : l.backward_work.bytes);
+    work[l.type].flops += flops * steps;
+    work[l.type].bytes += bytes * steps;
+    total += flops;
+  }
+  std::printf("training work: %.3f GFLOP per image\n", total / net.batch() * 1e-9);
+  std::printf("%-18s %10s %10s %10s %10s %12s\n", "layer type", "GFLOP/step", "GB/step", "GFLOP/s",
+              "GB/s", "GFLOP/cpu-s");
+  for (const auto& [type, e] : executor.profile()) {
+    const Work& w = work[type];
+    const double wall = std::max(e.forward_seconds + e.backward_seconds, 1e-9);
+    const double cpu = std::max(e.forward_cpu_seconds + e.backward_cpu_seconds, 1e-9);
+    std::printf("%-18s %10.3f %10.3f %10.1f %10.1f %12.1f\n", type.c_str(), w.flops / steps * 1e-9,
+                w.bytes / steps * 1e-9, w.flops / wall * 1e-9, w.bytes / wall * 1e-9,
+                w.flops / cpu * 1e-9);
+  }
 }
 
 // The memory options: the defaults, then the flags.
@@ -81,7 +118,8 @@ Status Run(const Args& args) {
   device_config.link_bytes_per_second = args.link_gbps * 1e9;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, device_config));
   Device& device = *owned;
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {args.batch, device.type()}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
+                         Net::Build(spec, {args.batch, device.type(), !args.plain_layouts}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SolverConfig sc;
   sc.momentum = 0.9;
@@ -116,10 +154,11 @@ Status Run(const Args& args) {
     labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
   HostBatch batch{images.data(), labels.data()};
   std::chrono::steady_clock::time_point start;
-  double loss = 0;
+  double loss = 0, cpu_start = 0;
   for (int64_t step = 0; step < args.warmup + args.steps; ++step) {
     if (step == args.warmup) {
       start = std::chrono::steady_clock::now();
+      cpu_start = ProcessCpuSeconds();
       executor.set_profiling(args.profile);
     }
     solver->BeginStep(*net, *runtime, device, 0.01);
@@ -129,17 +168,22 @@ Status Run(const Args& args) {
   }
   device.compute_queue().Synchronize();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
   std::printf(
-      "spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, last loss %.4f, peak %s of a "
-      "%s budget, %s, "
+      "spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, %.2f cpu-s, last loss %.4f, "
+      "peak %s of a %s budget, %s, "
       "workspace %s, %s moved to host per iteration, %d recomputations, %d steps streamed)\n",
       net->name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / seconds,
-      args.steps, seconds, loss, FormatBytes(static_cast<double>(runtime->run_peak())).c_str(),
+      args.steps, seconds, cpu_seconds, loss,
+      FormatBytes(static_cast<double>(runtime->run_peak())).c_str(),
       FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
       memory.workspace.ToString().c_str(),
       FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(), runtime->log().recomputed,
       runtime->log().streamed);
-  if (args.profile) std::fputs(executor.ProfileTable().c_str(), stdout);
+  if (args.profile) {
+    std::fputs(executor.ProfileTable().c_str(), stdout);
+    PrintWork(*net, executor, args.steps);
+  }
   return Status::Ok();
 }
 
