@@ -32,6 +32,11 @@ class CpuConvolutionLayer : public ConvolutionLayer {
     }
     if (supported_.empty())
       return InvalidArgument("no convolution algorithm supports this geometry");
+    // oneDNN's first: usually the fastest, they are timed first, and the
+    // others' timing stops early when they clearly lose (conv_timer.h).
+    std::stable_partition(supported_.begin(), supported_.end(), [](const cpu::ConvAlgorithm* a) {
+      return a->name().rfind("dnnl", 0) == 0;
+    });
     // The default when no choice is made: oneDNN where available.
     default_ = 0;
     for (size_t i = 0; i < supported_.size(); ++i) {

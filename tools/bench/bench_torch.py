@@ -73,8 +73,9 @@ def tf32_state():
 
 
 def time_steps(args, spec, weights, crosscheck):
-    """Images per second over args.steps SGD steps after args.warmup, and the last loss."""
-    model = crosscheck.Replica(spec, weights, torch.float32, args.device)
+    """Images per second over args.steps SGD steps after args.warmup, the
+    seconds and CPU seconds (all threads) they took, and the last loss."""
+    model = crosscheck.Replica(spec, weights, torch.float32, args.device, random_dropout=True)
     solver = torch.optim.SGD([{"params": model.groups["decay"], "weight_decay": 5e-4},
                               {"params": model.groups["no_decay"], "weight_decay": 0.0}],
                              lr=0.01, momentum=0.9)
@@ -86,14 +87,14 @@ def time_steps(args, spec, weights, crosscheck):
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             sync()
-            start = time.time()
+            start, cpu_start = time.time(), time.process_time()
         solver.zero_grad()
         loss = model(images, labels)
         loss.backward()
         solver.step()
     sync()
-    seconds = time.time() - start
-    return args.steps * shape[0] / seconds, seconds, float(loss)
+    seconds, cpu_seconds = time.time() - start, time.process_time() - cpu_start
+    return args.steps * shape[0] / seconds, seconds, cpu_seconds, float(loss)
 
 
 def main():
@@ -123,9 +124,10 @@ def main():
             label = ("TF32 on (PyTorch's default for convolutions; not like for like)" if tf32
                      else "TF32 off (exact float32, like for like with spill)")
             label += f" [{tf32_state()}]"
-        rate, seconds, loss = time_steps(args, spec, weights, crosscheck)
+        rate, seconds, cpu_seconds, loss = time_steps(args, spec, weights, crosscheck)
         print(f"pytorch {torch.__version__} {spec['name']} batch {batch}: "
-              f"{rate:.2f} images/s ({args.steps} steps in {seconds:.2f} s, {args.device}, "
+              f"{rate:.2f} images/s ({args.steps} steps in {seconds:.2f} s, {cpu_seconds:.2f} cpu-s, "
+              f"{args.device}, "
               f"{args.threads} threads, {label}, last loss {loss:.4f})", flush=True)
 
 

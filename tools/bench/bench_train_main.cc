@@ -4,7 +4,8 @@
 //   bench_train --config models/resnet18.yaml --set stem=cifar --set size=32
 //       --set classes=10 --batch 64 --steps 20
 //   bench_train ... --export DIR    also write DIR/net.json and DIR/initial.npz
-//                                   for tools/bench/bench_torch.py
+//                                   for tools/bench/bench_torch.py (with
+//                                   --steps 0: only that)
 //   bench_train ... --memory dymem --offload-set conv --link-gbps 1
 //                                   copies throttled as a PCIe link would carry
 //                                   them (CPU device; tools/bench/dymem_speed.py)
@@ -54,7 +55,7 @@ void Declare(Flags& f, Args* a) {
   f.InputFile("--config", &a->config, "the network file")->required();
   f.Set(&a->sets);
   f.Int("--batch", &a->batch, "batch size (default 64)", 1, kMaxBatch);
-  f.Int("--steps", &a->steps, "timed steps (default 20)", 1, 1000000);
+  f.Int("--steps", &a->steps, "timed steps (default 20; 0 with --export: export only)", 0, 1000000);
   f.Int("--warmup", &a->warmup, "untimed steps first (default 3)", 0, 1000000);
   f.Device(&a->device, "cpu (default) or cuda (--config=cuda builds)");
   f.Flag("--minimum", &a->minimum, "run at the smallest budget the memory mode runs in");
@@ -127,8 +128,14 @@ Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sc));
   solver->AddState(*net);
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net, memory.workspace));
-  // Times measured once per convolution shape, shared with train and plan.
-  cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
+  if (args.steps == 0 && args.export_dir.empty()) {
+    return InvalidArgument("--steps 0 runs nothing: give --export DIR, or steps to time");
+  }
+  // Times measured once per convolution shape, shared with train and plan
+  // (not for an export alone, which computes nothing).
+  if (args.steps > 0) {
+    cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
+  }
   if (args.minimum) {
     // Timing happens while planning here, before anything is reserved.
     SPILL_ASSIGN_OR_RETURN(memory.device_budget, MinimumBudget(net->view(), memory));
@@ -146,6 +153,7 @@ Status Run(const Args& args) {
     SPILL_RETURN_IF_ERROR(
         SaveCheckpoint((std::filesystem::path(args.export_dir) / "initial.npz").string(), *net,
                        *runtime, device, solver.get(), {}, ""));
+    if (args.steps == 0) return Status::Ok();
   }
   const Shape in = net->input_shape();
   std::vector<float> images(in.numel()), labels(in.n());
