@@ -50,8 +50,9 @@ SolverConfig HarnessSolver() {
 }  // namespace
 
 StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
-                                                DeviceType device) {
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, device}));
+                                                DeviceType device, bool blocked_layouts) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
+                         Net::Build(spec, {batch, device, blocked_layouts}));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
   solver->AddState(*net);
   return net;
@@ -71,7 +72,8 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
     SPILL_ASSIGN_OR_RETURN(owned, CreateDevice(run.device, config));
   }
   Device& device = run.use_device != nullptr ? *run.use_device : *owned;
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {run.batch, device.type()}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
+                         Net::Build(spec, {run.batch, device.type(), run.blocked_layouts}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
   solver->AddState(*net);

@@ -1,6 +1,7 @@
 // Small networks of every shape the memory runtime must handle - linear
-// (LeNet, AlexNet) and with fans and joins (ResNet, Inception, DenseNet) -
-// for the tests that train them in every memory mode, on each device.
+// (LeNet, AlexNet) and with fans and joins (ResNet, Inception, DenseNet), in
+// plain and in blocked layouts - for the tests that train them in every
+// memory mode, on each device.
 #ifndef SPILL_TESTS_TESTING_TEST_NETWORKS_H_
 #define SPILL_TESTS_TESTING_TEST_NETWORKS_H_
 
@@ -92,15 +93,31 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
+// Channels in whole blocks of 16: on CPUs where convolutions compute in
+// blocked layouts, activations stay blocked from the first convolution to the
+// classifier (framework/layouts.h) through every layer type that can keep
+// them - batch norm, ReLU, max pooling, a fan into an addition, a
+// concatenation, global average pooling.
+inline constexpr char kBlocked[] = R"(
+include: [models/blocks/resnet.yaml]
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: stem, block: cifar_stem, args: {width: 16}}
+  - {name: pool, type: max_pool, kernel: 3, stride: 2, pad: 1}
+  - {name: unit, block: basic, args: {filters: 16}}
+  - {name: side, type: convolution, inputs: [unit], filters: 16, kernel: 1, bias: false}
+  - {name: join, type: concat, inputs: [unit, side]}
+  - {name: down, block: basic_down, args: {filters: 32}}
+  - {name: head, block: head, args: {classes: 5}}
+)";
+
 struct Network {
   const char* name;
   const char* yaml;
 };
-inline constexpr Network kNetworks[] = {{"lenet", kLeNet},
-                                        {"resnet", kResNet},
-                                        {"inception", kInception},
-                                        {"alexnet", kAlexNet},
-                                        {"densenet", kDenseNet}};
+inline constexpr Network kNetworks[] = {{"lenet", kLeNet},         {"resnet", kResNet},
+                                        {"inception", kInception}, {"alexnet", kAlexNet},
+                                        {"densenet", kDenseNet},   {"blocked", kBlocked}};
 
 inline bool BitEqual(const std::vector<std::vector<float>>& a,
                      const std::vector<std::vector<float>>& b) {
