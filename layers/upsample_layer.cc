@@ -6,23 +6,6 @@ namespace spill {
 
 constexpr int64_t kMaxUpsampleFactor = 1024;
 
-LinearTap BilinearTap(int64_t o, int64_t in, int64_t out, bool align_corners) {
-  float source;
-  if (align_corners) {
-    const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
-    source = scale * static_cast<float>(o);
-  } else {
-    const float scale = static_cast<float>(in) / static_cast<float>(out);
-    source = std::max(scale * (static_cast<float>(o) + 0.5f) - 0.5f, 0.0f);
-  }
-  LinearTap t;
-  t.i0 = std::min(static_cast<int64_t>(source), in - 1);
-  t.i1 = t.i0 + (t.i0 < in - 1 ? 1 : 0);
-  t.w1 = source - static_cast<float>(t.i0);
-  t.w0 = 1.0f - t.w1;
-  return t;
-}
-
 UpsampleLayer::UpsampleLayer(LayerParams& params) {
   const std::array<int64_t, 2> none = {0, 0};
   size_ = params.Pair("size", none, 1, kMaxLayerExtent);

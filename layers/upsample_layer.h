@@ -18,16 +18,9 @@
 
 #include "framework/layer.h"
 #include "framework/layer_params.h"
+#include "layers/upsample_math.h"
 
 namespace spill {
-
-// Where output coordinate `o` samples the input along one axis: rows `i0`
-// and `i1` with weights `w0` and `w1` (bilinear), computed as PyTorch does.
-struct LinearTap {
-  int64_t i0 = 0, i1 = 0;
-  float w0 = 1, w1 = 0;
-};
-LinearTap BilinearTap(int64_t o, int64_t in, int64_t out, bool align_corners);
 
 class UpsampleLayer : public Layer {
  public:

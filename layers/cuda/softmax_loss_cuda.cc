@@ -1,9 +1,11 @@
 // softmax_loss on the GPU: a softmax kernel (one block per sample, max and
 // double sum of exponentials, as the CPU layer) whose output is the
 // probabilities, and a kernel for the gradient weight * (p - onehot) / N.
+// Scores per pixel take one thread per pixel (vision_kernels_cuda.h).
 #include "framework/layer_registry.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
+#include "layers/cuda/vision_kernels_cuda.h"
 #include "layers/softmax_loss_layer.h"
 
 namespace spill {
@@ -14,6 +16,13 @@ class CudaSoftmaxLossLayer : public SoftmaxLossLayer {
   using SoftmaxLossLayer::SoftmaxLossLayer;
 
   void Forward(const ForwardArgs& args) const override {
+    if (pixels_ > 1) {  // a softmax per pixel
+      cuda::LaunchPixelSoftmaxForward(args.inputs[0].shape().n(), classes_, pixels_,
+                                      args.inputs[0].data(), args.outputs[0].data(),
+                                      cuda::StreamOf(args.device));
+      SPILL_CUDA_CHECK_LAUNCH();
+      return;
+    }
     cuda::LaunchSoftmaxForward(batch_size_, classes_, args.inputs[0].data(), args.outputs[0].data(),
                                cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
@@ -22,6 +31,15 @@ class CudaSoftmaxLossLayer : public SoftmaxLossLayer {
   void Backward(const BackwardArgs& args) const override {
     float* dx = cuda::InputGrad(args, 0);
     if (dx == nullptr) return;
+    if (pixels_ > 1) {
+      const int64_t n = args.outputs[0].shape().n();
+      const float scale = weight_ / static_cast<float>(args.slice.total(n) * pixels_);
+      cuda::LaunchPixelSoftmaxLossBackward(n, classes_, pixels_, args.outputs[0].data(),
+                                           args.inputs[1].data(), scale, dx,
+                                           cuda::Accumulates(args, 0), cuda::StreamOf(args.device));
+      SPILL_CUDA_CHECK_LAUNCH();
+      return;
+    }
     const float scale = weight_ / static_cast<float>(batch_size_);
     cuda::LaunchSoftmaxLossBackward(batch_size_, classes_, args.outputs[0].data(),
                                     args.inputs[1].data(), scale, dx, cuda::Accumulates(args, 0),

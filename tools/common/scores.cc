@@ -32,7 +32,7 @@ StatusOr<std::vector<float>> ScoreImages(const NetSpec& spec, const NpzArchive& 
     return InvalidArgument("the input has " + std::to_string(images.size()) + " values, the net " +
                            net->input_shape().ToString());
   }
-  std::vector<float> labels(batch, 0.0f);
+  std::vector<float> labels(net->label_shape().numel(), 0.0f);
   HostBatch host{images.data(), labels.data()};
   SPILL_RETURN_IF_ERROR(executor.Run(host, Phase::kEval, 0).status());
   const int loss = net->loss_layers()[0];
