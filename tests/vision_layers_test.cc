@@ -107,6 +107,34 @@ INSTANTIATE_TEST_SUITE_P(
         GradCase{"pad", "{type: pad, pad: [0, 1, 2, 1]}", {Shape(2, 2, 3, 3)}}),
     [](const ::testing::TestParamInfo<GradCase>& info) { return std::string(info.param.name); });
 
+// Segmentation: a softmax over the channels at every pixel, the mean
+// cross-entropy over every pixel.
+TEST(PixelSoftmaxLossTest, GradientMatchesFiniteDifferences) {
+  LayerHarness h("{type: softmax_loss}", {Shape(2, 3, 2, 3), Shape(2, 1, 2, 3)});
+  h.Randomize(3);
+  for (size_t i = 0; i < h.inputs[1].size(); ++i) h.inputs[1][i] = static_cast<float>(i % 3);
+  testing::GradientCheckOptions options;
+  options.skip_inputs = {1};
+  EXPECT_EQ(CheckGradients(h, options), "");
+}
+
+TEST(PixelSoftmaxLossTest, KnownValues) {
+  // Two pixels, two classes: scores (0, 0) and (2, 0).
+  LayerHarness h("{type: softmax_loss}", {Shape(1, 2, 1, 2), Shape(1, 1, 1, 2)});
+  h.inputs[0] = {0, 2, 0, 0};  // class 0 at both pixels, then class 1
+  h.inputs[1] = {1, 0};
+  h.Forward();
+  const double e2 = std::exp(2.0);
+  EXPECT_NEAR(h.outputs[0][0], 0.5, 1e-6);
+  EXPECT_NEAR(h.outputs[0][1], e2 / (e2 + 1), 1e-6);
+  EXPECT_NEAR(h.outputs[0][3], 1 / (e2 + 1), 1e-6);
+  h.Backward();
+  // d/dx = (p - onehot) / pixels
+  EXPECT_NEAR(h.input_grads[0][0], 0.5 / 2, 1e-6);
+  EXPECT_NEAR(h.input_grads[0][2], (0.5 - 1) / 2, 1e-6);
+  EXPECT_NEAR(h.input_grads[0][1], (e2 / (e2 + 1) - 1) / 2, 1e-6);
+}
+
 std::vector<float> Outputs(const char* entry, const Shape& shape, const std::vector<float>& x) {
   LayerHarness h(entry, {shape});
   h.inputs[0] = x;
@@ -322,6 +350,10 @@ TEST(VisionErrorsTest, MisusesNameTheLayer) {
       BuildError("  - {name: t, type: transposed_convolution, filters: 2, kernel: 2, "
                  "stride: 2, output_pad: 2}\n"),
       AllOf(HasSubstr("layer 't' (transposed_convolution)"), HasSubstr("smaller than the stride")));
+  // Scores of a map need labels per pixel.
+  EXPECT_THAT(BuildError("  - {name: score, type: convolution, filters: 3, kernel: 1}\n"
+                         "  - {name: loss, type: softmax_loss}\n"),
+              AllOf(HasSubstr("layer 'loss' (softmax_loss)"), HasSubstr("labels: pixels")));
 }
 
 }  // namespace
