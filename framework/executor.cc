@@ -183,7 +183,8 @@ Status Executor::Recompute(int layer) {
 void Executor::ReadLoss(int layer, LossResult* result) {
   TensorId out = net_.schedule().layers[layer].outputs[0];
   const Shape& shape = net_.schedule().tensors[out].shape;
-  const int64_t n = shape.n(), classes = shape.sample_size();
+  // Scores are N x classes, or N x classes x H x W with a label per pixel.
+  const int64_t n = shape.n(), classes = shape.c(), pixels = shape.h() * shape.w();
   scores_.resize(shape.numel());
   if (store_.StreamImages() > 0) {  // the scores went to host memory slice by slice
     Status status = store_.ReadTensor(out, scores_.data());
@@ -193,17 +194,18 @@ void Executor::ReadLoss(int layer, LossResult* result) {
   }
   double total = 0;
   int64_t correct = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* p = scores_.data() + i * classes;
-    int64_t label = static_cast<int64_t>(batch_->labels[i]);
-    total -= std::log(std::max(p[label], FLT_MIN));
-    int64_t best = std::max_element(p, p + classes) - p;
+  for (int64_t r = 0; r < n * pixels; ++r) {
+    const float* p = scores_.data() + (r / pixels) * classes * pixels + r % pixels;
+    const int64_t label = static_cast<int64_t>(batch_->labels[r]);
+    total -= std::log(std::max(p[label * pixels], FLT_MIN));
+    int64_t best = 0;
+    for (int64_t j = 1; j < classes; ++j) best = p[j * pixels] > p[best * pixels] ? j : best;
     correct += best == label;
   }
-  result->loss += total / n;
+  result->loss += total / static_cast<double>(n * pixels);
   if (result->count == 0) {
     result->correct = correct;
-    result->count = n;
+    result->count = n * pixels;
   }
 }
 

@@ -31,7 +31,7 @@ namespace spill {
 struct LossResult {
   double loss = 0;      // mean over the batch, summed over loss layers
   int64_t correct = 0;  // top-1 hits of the first loss layer
-  int64_t count = 0;    // samples
+  int64_t count = 0;    // samples (pixels, for a loss per pixel)
 };
 
 class Executor : public StepRunner {

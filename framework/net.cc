@@ -253,6 +253,8 @@ int Net::FindLayer(const std::string& name) const {
 
 Shape Net::input_shape() const { return decls_[input_layers_[0]].output_shapes[0]; }
 
+Shape Net::label_shape() const { return decls_[input_layers_[0]].output_shapes[1]; }
+
 int64_t Net::num_classes() const {
   if (loss_layers_.empty()) return 0;
   const LayerDecl& loss = decls_[loss_layers_[0]];

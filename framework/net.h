@@ -53,6 +53,9 @@ class Net {
   const std::vector<int>& loss_layers() const { return loss_layers_; }
   // Shape of one input layer's image output (N x C x H x W).
   Shape input_shape() const;
+  // The labels the input layer feeds: N x 1 x 1 x 1, or N x 1 x H x W (one
+  // class per pixel). A batch holds label_shape().numel() of them.
+  Shape label_shape() const;
   int64_t num_classes() const;  // width of the first loss layer's scores
 
  private:

@@ -63,17 +63,22 @@ layers:
 // At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
 constexpr int kNetworkSources = 12 + 3;
 constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 195 at least
-constexpr int kConfigCases = 9 * kTextMutations;                 // 117
+constexpr int kConfigCases = 11 * kTextMutations;                // 143
 constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
 constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
 constexpr int kCheckpointCases = kByteMutations * 16;            // 80
 static_assert(kNetworkCases + kConfigCases + kIdxCases + kCifarCases + kCheckpointCases >= 500,
               "the fuzz test promises at least 500 generated cases");
 // ONNX models from PyTorch (tests/testdata/onnx): structural and byte mutations.
-const char* const kOnnxSources[] = {"dense_block", "inception"};
+// A dense block and an Inception block; ShuffleNetV2 (folded shape
+// arithmetic, channel shuffle and split) and ConvNeXt (the layer norm and
+// GELU chains, channels-last views).
+const char* const kOnnxSources[] = {"dense_block", "inception", "shufflenet_v2", "convnext"};
+constexpr int kOnnxSourceCount = static_cast<int>(sizeof(kOnnxSources) / sizeof(kOnnxSources[0]));
 constexpr int kOnnxMutations = static_cast<int>(OnnxMutation::kCount);
 constexpr int kOnnxDraws = 6, kOnnxByteDraws = 4;
-constexpr int kOnnxCases = 2 * (kOnnxMutations * kOnnxDraws + kByteMutations * kOnnxByteDraws);
+constexpr int kOnnxCases =
+    kOnnxSourceCount * (kOnnxMutations * kOnnxDraws + kByteMutations * kOnnxByteDraws);
 
 void Report(const char* what, const Tally& t) {
   std::printf("fuzz %s: %d cases (seed %llu): %d accepted, %d rejected\n", what, t.cases,

@@ -127,8 +127,7 @@ class VariantTest : public ::testing::TestWithParam<std::tuple<Network, Variant>
 // baseline (first fit) bit for bit - freed device memory is poisoned with
 // NaN, so reading a tensor after it left would show - and runs as planned.
 // (One run serves both promises.)
-void ExpectEveryModeBitIdenticalAndPlanned(const Network& network, const Variant& variant) {
-  NetSpec spec = testing::MustParse(network.yaml);
+void ExpectEveryModeBitIdenticalAndPlanned(const NetSpec& spec, const Variant& variant) {
   testing::SyntheticRun reference = SmallRun("baseline");
   reference.memory.workspace = *ParseWorkspacePolicy(variant.workspace);
   auto baseline = testing::TrainSynthetic(spec, reference);
@@ -150,7 +149,24 @@ void ExpectEveryModeBitIdenticalAndPlanned(const Network& network, const Variant
 
 TEST_P(VariantTest, EveryModeTrainsBitIdenticallyToBaselineAndAsPlanned) {
   const auto& [network, variant] = GetParam();
-  ExpectEveryModeBitIdenticalAndPlanned(network, variant);
+  ExpectEveryModeBitIdenticalAndPlanned(testing::MustParse(network.yaml), variant);
+}
+
+// The small versions of the models of models/ that mobile and modern
+// networks brought (test_networks.h), under every allocator and eviction rule.
+NetSpec SmallModelSpec(const testing::SmallModel& model) {
+  ParamOverrides overrides;
+  for (const auto& item : YAML::Load(model.params)) overrides[item.first.Scalar()] = item.second;
+  auto spec = LoadNetFile(model.file, overrides);
+  SPILL_CHECK(spec.ok()) << spec.status().ToString();
+  return *spec;
+}
+
+class SmallModelTest : public ::testing::TestWithParam<std::tuple<testing::SmallModel, Variant>> {};
+
+TEST_P(SmallModelTest, EveryModeTrainsBitIdenticallyToBaselineAndAsPlanned) {
+  const auto& [model, variant] = GetParam();
+  ExpectEveryModeBitIdenticalAndPlanned(SmallModelSpec(model), variant);
 }
 
 // Virtual addressing at the smallest chunk, a page: every request of the
@@ -162,7 +178,7 @@ TEST(VaChunkTest, PageChunksKeepEveryModeBitIdenticalAndPlanned) {
   const Network& network = kNetworks[1];
   ASSERT_STREQ(network.name, "resnet");
   const Variant page = {"va_4k", "va", "lru", true, 4 * kKiB};
-  ExpectEveryModeBitIdenticalAndPlanned(network, page);
+  ExpectEveryModeBitIdenticalAndPlanned(testing::MustParse(network.yaml), page);
   // Not vacuous: at the tightest window budget requests take fresh ranges
   // and reuse freed ones, within the bounds of Eq. 1 and Eq. 2.
   NetSpec spec = testing::MustParse(network.yaml);
@@ -252,6 +268,13 @@ INSTANTIATE_TEST_SUITE_P(Networks, VariantTest,
                            return std::string(std::get<0>(i.param).name) + "_" +
                                   std::get<1>(i.param).name;
                          });
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, SmallModelTest,
+    ::testing::Combine(::testing::ValuesIn(testing::kSmallModels), ::testing::ValuesIn(kVariants)),
+    [](const ::testing::TestParamInfo<std::tuple<testing::SmallModel, Variant>>& i) {
+      return std::string(std::get<0>(i.param).name) + "_" + std::get<1>(i.param).name;
+    });
 
 INSTANTIATE_TEST_SUITE_P(Networks, ModeTest, ::testing::ValuesIn(kNetworks),
                          [](const ::testing::TestParamInfo<Network>& i) {
@@ -398,6 +421,37 @@ TEST(StaticAllocationTest, FootprintWithinTwoPercentOfMaxLoadOnTheZoo) {
     EXPECT_EQ(plan->mismatches, 0) << c.file;
     EXPECT_GE(plan->footprint, plan->peak) << c.file;
     EXPECT_LE(plan->footprint, plan->peak + plan->peak / 50) << c.file;
+  }
+}
+
+// The models mobile and modern networks brought plan at their full size in
+// every memory mode: with room to spare, and at the smallest budget that
+// runs, which is below the plain run's peak.
+TEST(ModelPlanTest, EveryNewModelPlansInEveryMode) {
+  constexpr int64_t kBatch = 8;
+  for (const char* file :
+       {"mobilenet_v2.yaml", "mobilenet_v3_small.yaml", "efficientnet_b0.yaml",
+        "shufflenet_v2.yaml", "regnet_y_400mf.yaml", "convnext_tiny.yaml", "unet.yaml"}) {
+    auto spec = LoadNetFile(std::string("models/") + file);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    auto net = Net::Build(*spec, {kBatch, DeviceType::kCpu});
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    size_t baseline_peak = 0;
+    for (const char* mode : kModes) {
+      MemoryOptions options;
+      ASSERT_TRUE(ApplyMemoryMode(mode, &options).ok());
+      options.device_budget = kUnlimitedBudget;
+      options.host_budget = kUnlimitedBudget;
+      auto roomy = Plan((*net)->view(), options);
+      ASSERT_TRUE(roomy.ok() && roomy->fits) << file << " " << mode;
+      if (std::string(mode) == "baseline") baseline_peak = roomy->peak;
+      auto minimum = MinimumBudget((*net)->view(), options, kPoolBlockBytes);
+      ASSERT_TRUE(minimum.ok()) << file << " " << mode << ": " << minimum.status().ToString();
+      options.device_budget = *minimum;
+      auto tight = Plan((*net)->view(), options);
+      ASSERT_TRUE(tight.ok() && tight->fits) << file << " " << mode;
+      EXPECT_LE(tight->peak, baseline_peak) << file << " " << mode;
+    }
   }
 }
 

@@ -7,9 +7,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
+#include "data/dataset.h"
 #include "framework/cpu_device.h"
 #include "framework/lr_schedule.h"
 #include "framework/npz.h"
@@ -375,6 +379,67 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
   auto trainer = Trainer::Create(missing, Quiet());
   ASSERT_FALSE(trainer.ok());
   EXPECT_THAT(trainer.status().message(), HasSubstr((dir_ / "nowhere").string()));
+}
+
+// A small U-Net (models/unet.yaml) on the data of `dataset`, padded to 32x32.
+std::string UNetConfig(const fs::path& dir, const std::string& dataset) {
+  return "model: {file: " + fs::absolute("models/unet.yaml").string() +
+         ", params: {classes: 11, size: 32, width: 4}}\n"
+         "data: {dataset: " +
+         dataset + ", path: " + (dir / "data").string() + ", masks: " + (dir / "masks").string() +
+         ", batch: 32, augment: {pad: 2}, test_augment: {pad: 2}}\n"
+         "solver: {type: adam, lr: 0.01}\n"
+         "run: {epochs: 3, seed: 3, output: " +
+         (dir / "run").string() + "}\n";
+}
+
+// Segmentation end to end: the masks are made from the images on first use
+// (a class per pixel, background 0), the U-Net trains on them with its
+// softmax per pixel, its loss falls, and the test accuracy, counted per
+// pixel, beats calling every pixel the most frequent class.
+TEST_F(TrainerTest, UNetTrainsOnPixelLabels) {
+  auto config =
+      ParseTrainConfig(UNetConfig(dir_, "fashion_mnist_segmentation"), "unet.yaml", dir_.string());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto trainer = Trainer::Create(*config, Quiet());
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  const TrainReport& r = (*trainer)->report();
+  EXPECT_EQ(r.steps, 30);
+  EXPECT_TRUE(fs::exists(dir_ / "masks" / "train-masks-idx3-ubyte"));
+  EXPECT_TRUE(fs::exists(dir_ / "masks" / "t10k-masks-idx3-ubyte"));
+  EXPECT_LT(r.losses.back(), 0.5 * r.losses.front());
+
+  auto test = OpenIdxSegmentation((dir_ / "data").string(), (dir_ / "masks").string(), Split::kTest,
+                                  config->data.test_augment);
+  ASSERT_TRUE(test.ok()) << test.status().ToString();
+  std::vector<int64_t> counts(11, 0);
+  std::vector<float> labels((*test)->label_shape().sample_size());
+  for (int64_t i = 0; i < (*test)->size(); ++i) {
+    ASSERT_TRUE((*test)->GetPixelLabels(i, labels.data()).ok());
+    for (float label : labels) counts[static_cast<int>(label)]++;
+  }
+  const double majority = static_cast<double>(*std::max_element(counts.begin(), counts.end())) /
+                          static_cast<double>((*test)->size() * labels.size());
+  ASSERT_TRUE(r.evaluated);
+  EXPECT_GT(r.test_accuracy, majority);
+}
+
+// A classifier given per-pixel labels, or a U-Net given a class per image,
+// is refused before training, saying what the other expects.
+TEST_F(TrainerTest, PixelLabelsAndImageLabelsDoNotMix) {
+  TrainConfig config = Config();
+  config.data.dataset = "fashion_mnist_segmentation";
+  config.data.masks = (dir_ / "masks").string();
+  config.data.augment = Augmentation();
+  auto trainer = Trainer::Create(config, Quiet());
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_THAT(trainer.status().message(), HasSubstr("labels: pixels"));
+  auto unet = ParseTrainConfig(UNetConfig(dir_, "fashion_mnist"), "unet.yaml", dir_.string());
+  ASSERT_TRUE(unet.ok()) << unet.status().ToString();
+  trainer = Trainer::Create(*unet, Quiet());
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_THAT(trainer.status().message(), HasSubstr("labels: pixels"));
 }
 
 TEST(ConfigsTest, EveryShippedConfigParsesAndItsModelBuilds) {

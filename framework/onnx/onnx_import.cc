@@ -140,6 +140,7 @@ Status Importer::Produce(int node, const std::string& layer, const Value* like) 
   if (like != nullptr) {
     if (dims != like->dims) return Fail(node, "changes its input's shape unexpectedly");
     v.chw = like->chw;
+    v.layout = like->layout;
   }
   values_[out] = v;
   net_.shapes[layer] = v.chw;
@@ -271,7 +272,10 @@ Status Importer::Convert(int node) {
   if (op == "Dropout") return Dropout(node);
   if (op == "LRN") return Lrn(node);
   if (op == "Pad") return Pad(node);
-  if (op == "Flatten" || op == "Reshape" || op == "Identity") return ReadThrough(node);
+  if (op == "Reshape") return Reshape(node);
+  if (op == "Flatten" || op == "Identity") return ReadThrough(node);
+  SPILL_ASSIGN_OR_RETURN(bool converted, ConvertVision(node));
+  if (converted) return Status::Ok();
   return Fail(node, "unsupported operator");  // CheckOperators lets none through
 }
 

@@ -158,13 +158,17 @@ namespace {
 double Objective(LayerHarness& h, const std::vector<std::vector<float>>& weights, Phase phase) {
   h.Forward(phase);
   double total = 0;
-  if (h.layer().is_loss()) {
+  if (h.layer().is_loss()) {  // per image, or per pixel of a map
     const auto& p = h.outputs[0];
     const auto& labels = h.inputs[1];
-    const int64_t n = h.output_shapes()[0].n(), c = h.output_shapes()[0].c();
-    for (int64_t i = 0; i < n; ++i)
-      total -= std::log(std::max<double>(p[i * c + labels[i]], FLT_MIN));
-    return total / n;
+    const Shape& s = h.output_shapes()[0];
+    const int64_t n = s.n(), c = s.c(), pixels = s.h() * s.w();
+    for (int64_t r = 0; r < n * pixels; ++r) {
+      const int64_t label = static_cast<int64_t>(labels[r]);
+      total -=
+          std::log(std::max<double>(p[((r / pixels) * c + label) * pixels + r % pixels], FLT_MIN));
+    }
+    return total / static_cast<double>(n * pixels);
   }
   for (size_t o = 0; o < h.outputs.size(); ++o) {
     for (size_t j = 0; j < h.outputs[o].size(); ++j)

@@ -87,12 +87,12 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   const int64_t classes = std::max<int64_t>(net->num_classes(), 1);
   TrainTrace trace;
   for (int step = 0; step < run.steps; ++step) {
-    std::vector<float> images(input.numel()), labels(input.n());
+    std::vector<float> images(input.numel()), labels(net->label_shape().numel());
     const int batch_index = run.same_batch ? 0 : step;
     for (size_t i = 0; i < images.size(); ++i) {
       images[i] = 2 * UniformAt(run.seed + 1000 + batch_index, i) - 1;
     }
-    for (int64_t i = 0; i < input.n(); ++i) {
+    for (size_t i = 0; i < labels.size(); ++i) {
       labels[i] = static_cast<float>((i * 7 + batch_index) % classes);
     }
     HostBatch batch{images.data(), labels.data()};

@@ -119,6 +119,30 @@ inline constexpr Network kNetworks[] = {{"lenet", kLeNet},         {"resnet", kR
                                         {"inception", kInception}, {"alexnet", kAlexNet},
                                         {"densenet", kDenseNet},   {"blocked", kBlocked}};
 
+// The models of models/ that mobile and modern networks brought, at a
+// fraction of their width, depth and size: the same blocks and layers, in
+// networks small enough to train in every mode and allocator.
+struct SmallModel {
+  const char* name;
+  const char* file;
+  const char* params;  // a YAML map of the model's parameters to override
+};
+inline constexpr SmallModel kSmallModels[] = {
+    {"mobilenet_v2", "models/mobilenet_v2.yaml", "{width: 25, depth: 25, size: 16, classes: 5}"},
+    {"mobilenet_v3_small", "models/mobilenet_v3_small.yaml",
+     "{width: 25, residuals: 0, size: 16, classes: 5}"},
+    {"efficientnet_b0", "models/efficientnet_b0.yaml",
+     "{width: 25, depth: 25, size: 16, classes: 5}"},
+    {"shufflenet_v2", "models/shufflenet_v2.yaml",
+     "{c1: 8, c2: 16, c3: 16, c4: 32, c5: 32, r2: 2, r3: 1, r4: 1, size: 16, classes: 5}"},
+    {"regnet_y", "models/regnet_y_400mf.yaml",
+     "{stem: 8, w1: 8, w2: 16, w3: 16, w4: 24, d1: 1, d2: 2, d3: 1, d4: 1, size: 16, classes: 5}"},
+    {"convnext", "models/convnext_tiny.yaml",
+     "{dim: 8, d1: 1, d2: 2, d3: 1, d4: 1, size: 32, classes: 5, layer_scale: 0.5}"},
+    {"unet", "models/unet.yaml", "{width: 2, size: 16, classes: 3}"},
+    {"unet_bilinear", "models/unet.yaml", "{width: 2, size: 16, classes: 3, up: bilinear}"},
+};
+
 inline bool BitEqual(const std::vector<std::vector<float>>& a,
                      const std::vector<std::vector<float>>& b) {
   if (a.size() != b.size()) return false;

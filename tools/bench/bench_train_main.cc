@@ -187,9 +187,9 @@ Status Run(const Args& args) {
     if (args.steps == 0) return Status::Ok();
   }
   const Shape in = net->input_shape();
-  std::vector<float> images(in.numel()), labels(in.n());
+  std::vector<float> images(in.numel()), labels(net->label_shape().numel());
   for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(3, i) - 1;
-  for (int64_t i = 0; i < in.n(); ++i)
+  for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
   HostBatch batch{images.data(), labels.data()};
   double loss = 0;

@@ -118,10 +118,13 @@ Status ReadModel(YamlMap model, const YAML::Node& node, const std::string& base_
 }
 
 Status ReadData(YamlMap data, const std::string& base_dir, DataConfig* d) {
-  d->dataset =
-      data.Choice("dataset", {"fashion_mnist", "mnist", "cifar10", "image_folder"}, d->dataset);
+  d->dataset = data.Choice("dataset",
+                           {"fashion_mnist", "mnist", "cifar10", "image_folder",
+                            "fashion_mnist_segmentation", "mnist_segmentation"},
+                           d->dataset);
   d->path = Resolve(data.String("path", d->path), base_dir);
   d->test_path = Resolve(data.String("test_path", d->test_path), base_dir);
+  d->masks = Resolve(data.String("masks", d->masks), base_dir);
   d->batch = data.Int("batch", d->batch, 1, kMaxBatch);
   d->workers = static_cast<int>(data.Int("workers", d->workers, 1, kMaxWorkers));
   d->shuffle = data.Bool("shuffle", d->shuffle);

@@ -157,6 +157,13 @@ Status Trainer::CheckData() const {
                              " images but the training split " + have.ToString() +
                              " (set data.test_augment)");
     }
+    if (net_->label_shape().sample_size() != data->label_shape().sample_size()) {
+      return InvalidArgument("model '" + net_->name() + "' takes labels of " +
+                             net_->label_shape().ToString() + " per batch but " + data->Describe() +
+                             " labels " + data->label_shape().ToString() +
+                             " per example (an input layer with labels: pixels takes a class " +
+                             "per pixel, of a segmentation dataset)");
+    }
     if (net_->num_classes() < data->num_classes()) {
       return InvalidArgument("model '" + net_->name() + "' scores " +
                              std::to_string(net_->num_classes()) + " classes but " +
