@@ -28,6 +28,7 @@
 #include "tools/common/checks.h"
 #include "tools/trainer/inference.h"
 #include "tools/trainer/model_source.h"
+#include "tools/trainer/rank_agreement.h"
 
 namespace spill {
 namespace {
@@ -210,6 +211,12 @@ Status Trainer::Setup() {
                             .WithContext(config_.file + ": memory.workspace"));
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
   solver_->AddState(*net_);
+  if (Communicator::World().size() > 1) {  // before any collective
+    SPILL_ASSIGN_OR_RETURN(
+        auto agreement, RankAgreement(config_, options_.max_steps, !options_.resume.empty(), *net_,
+                                      *train_data_, test_data_.get()));
+    SPILL_RETURN_IF_ERROR(CheckRanksAgree(Communicator::World(), agreement));
+  }
   if (!options_.timeline.empty()) config_.memory.record_events = true;
   auto runtime = MemoryRuntime::Create(net_->view(), config_.memory, device_.get());
   if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
