@@ -24,6 +24,7 @@
 #include "framework/npz.h"
 #include "framework/random.h"
 #include "layers/cpu/conv_timer.h"
+#include "memory/feasibility.h"
 #include "memory/planner.h"
 #include "tools/common/checks.h"
 #include "tools/trainer/inference.h"
@@ -218,6 +219,7 @@ Status Trainer::Setup() {
     SPILL_RETURN_IF_ERROR(CheckRanksAgree(Communicator::World(), agreement));
   }
   if (!options_.timeline.empty()) config_.memory.record_events = true;
+  SPILL_RETURN_IF_ERROR(ChooseLayoutBudget());
   auto runtime = MemoryRuntime::Create(net_->view(), config_.memory, device_.get());
   if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
   runtime_ = std::move(runtime).value();
@@ -263,6 +265,22 @@ Status Trainer::Setup() {
   // Other ranks write nowhere: rank 0's log has the global batch's figures.
   log_.open(leader_ ? log : "/dev/null", options_.resume.empty() ? std::ios::trunc : std::ios::app);
   if (!log_) return IoError("cannot write the training log '" + log + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+// More memory never fails (memory/feasibility.h): where the mode's own plan
+// at the budget does not fit but a smaller budget's does, the run uses that
+// layout inside the budget - the choice `plan --device-memory` shows.
+Status Trainer::ChooseLayoutBudget() {
+  auto runnable = PlanRunnable(net_->view(), config_.memory);
+  if (!runnable.ok()) return runnable.status();
+  if (!runnable->plan.fits) {
+    return ExplainOutOfMemory(OutOfMemory(runnable->plan.failure), net_->view(), config_.memory);
+  }
+  if (runnable->fallback() && leader_ && options_.verbose) {
+    std::fprintf(stderr, "memory: %s\n", DescribeFallback(*runnable).c_str());
+  }
+  config_.memory.device_budget = runnable->layout_budget;
   return Status::Ok();
 }
 

@@ -99,6 +99,7 @@ class Trainer {
   Status OpenData();
   Status CheckData() const;
   Status StartSchedule();
+  Status ChooseLayoutBudget();
   Status CheckPosition() const;
   Status InitFrom(const std::string& path);
   Status TrainStep(Batch& batch);
