@@ -304,7 +304,7 @@ TEST_F(CheckpointTest, MissingStepCounterIsRejected) {
 
 TEST_F(CheckpointTest, BadCountersAndDtypesAreRejected) {
   archive_["meta/step"] = NpyArray::Int64(-3);
-  EXPECT_THAT(LoadError(archive_), HasSubstr("'meta/step' must be one non-negative int64"));
+  EXPECT_THAT(LoadError(archive_), HasSubstr("'meta/step' must not be negative; it is -3"));
   archive_["meta/step"] = NpyArray::Int64(7);
   NpyArray& bias = archive_.at("params/conv/bias");
   bias.dtype = "<i8";  // 3 floats' bytes would not fill 3 int64s: keep the size right

@@ -60,6 +60,14 @@ StatusOr<Subject> Load(const Args& a) {
   } else {
     SPILL_ASSIGN_OR_RETURN(TrainConfig c, LoadTrainConfig(a.config));
     for (const auto& [k, v] : a.sets) c.model_params[k] = v;
+    SPILL_RETURN_IF_ERROR(
+        CheckDistinctFiles({{"the model file", c.model_file}, {"model.onnx", c.model_onnx}},
+                           {{"--csv", a.csv},
+                            {"--svg", a.svg},
+                            {"--trace", a.trace},
+                            {"--timeline", a.timeline},
+                            {"--timeline-svg", a.timeline_svg},
+                            {"--fragmentation-svg", a.fragmentation_svg}}));
     if (!c.model_file.empty()) {
       SPILL_ASSIGN_OR_RETURN(spec, LoadNetFile(c.model_file, c.model_params));
     } else {

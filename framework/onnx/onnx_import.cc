@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "framework/checkpoint.h"
 #include "framework/onnx/onnx_importer.h"
 
 namespace spill {
@@ -192,6 +193,10 @@ Status Importer::Weight(int node, const std::string& layer, const std::string& p
     return Fail(node, "tensor '" + tensor.name() + "' holds " + std::to_string(values.size()) +
                           " values where " + std::to_string(n) + " were expected");
   }
+  // What spill's loader would refuse: values that are not finite, a negative variance.
+  Status values_ok = CheckParameterValues(values.data(), n, param == "running_var",
+                                          "tensor '" + tensor.name() + "'");
+  if (!values_ok.ok()) return Fail(node, values_ok.message());
   net_.params["params/" + layer + "/" + param] = NpyArray::Floats(shape, values.data());
   return Status::Ok();
 }

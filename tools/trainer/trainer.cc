@@ -250,6 +250,7 @@ Status Trainer::Setup() {
   if (!options_.resume.empty() && leader_) {  // rank 0 reads it for every rank
     SPILL_ASSIGN_OR_RETURN(
         position_, LoadCheckpoint(options_.resume, *net_, *runtime_, *device_, solver_.get()));
+    saved_step_ = position_.step;
     SPILL_RETURN_IF_ERROR(CheckPosition());
   } else {
     SPILL_RETURN_IF_ERROR(InitializeParameters(*net_, *runtime_, config_.run.seed));
@@ -354,9 +355,8 @@ Status Trainer::TrainStep(Batch& batch) {
       executor_->Run(host, Phase::kTrain,
                      MixSeed(config_.run.seed, static_cast<uint64_t>(position_.step))));
   if (!std::isfinite(result.loss)) {
-    return InvalidArgument("the loss is " + std::to_string(result.loss) + " at step " +
-                           std::to_string(position_.step + 1) +
-                           ": training diverged (try a lower solver.lr)");
+    return Diverged("the loss of step " + std::to_string(position_.step + 1) + " is " +
+                    std::to_string(result.loss));
   }
   if (!options_.trace_dir.empty() && trace_loss_.empty()) {
     SPILL_RETURN_IF_ERROR(SaveGradients());
@@ -423,8 +423,24 @@ Status Trainer::Evaluate() {
 Status Trainer::SaveCheckpoint() {
   position_.solver_steps = solver_->steps();
   if (!leader_) return Status::Ok();  // every rank holds the same state
-  return spill::SaveCheckpoint(checkpoint_path(), *net_, *runtime_, *device_, solver_.get(),
-                               position_, config_.text);
+  Status saved = spill::SaveCheckpoint(checkpoint_path(), *net_, *runtime_, *device_, solver_.get(),
+                                       position_, config_.text);
+  // Values that are not finite are refused before anything is written.
+  if (saved.code() == StatusCode::kInvalidArgument) {
+    return Diverged("after step " + std::to_string(position_.step) + " " + saved.message());
+  }
+  if (saved.ok()) saved_step_ = position_.step;
+  return saved;
+}
+
+// Training cannot go on: it says so, and where the last good checkpoint is.
+Status Trainer::Diverged(const std::string& what) const {
+  std::string kept = "no checkpoint of this run was written";
+  if (saved_step_ >= 0) {
+    kept = "the checkpoint of step " + std::to_string(saved_step_) + " is kept in " +
+           checkpoint_path();
+  }
+  return InvalidArgument("training diverged: " + what + "; " + kept + " (try a lower solver.lr)");
 }
 
 std::string Trainer::ProfileTable() const { return executor_->ProfileTable(); }

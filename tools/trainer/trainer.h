@@ -107,6 +107,7 @@ class Trainer {
   // Where the solver updates: the runtime, or its gradient-averaging wrapper.
   TensorStore& solver_store();
   Status SaveCheckpoint();
+  Status Diverged(const std::string& what) const;
   void LogStep(const LossResult& result, double lr, double seconds);
   Status WriteMemoryLog();
   Status StartTrace();
@@ -137,6 +138,7 @@ class Trainer {
   bool timeline_written_ = false;
   LrSchedule schedule_;
   TrainingPosition position_;
+  int64_t saved_step_ = -1;  // of this run's last checkpoint (-1: none yet)
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   std::ofstream log_;
