@@ -207,7 +207,7 @@ TEST(OnnxExportTest, MissingParametersAreNamed) {
   auto model = ExportOnnx(**net, params, "ckpt.npz");
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(model.status().ToString(),
-              HasSubstr("ckpt.npz: no float32 array 'params/bn2/running_var'"));
+              HasSubstr("checkpoint 'ckpt.npz' has no 'params/bn2/running_var'"));
 }
 
 // ---- Errors ----

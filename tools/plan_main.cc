@@ -25,6 +25,7 @@
 #include "framework/units.h"
 #include "framework/yaml_reader.h"
 #include "layers/cpu/conv_timer.h"
+#include "memory/feasibility.h"
 #include "memory/planner.h"
 #include "memory/report/dymem_reports.h"
 #include "memory/report/events_json.h"
@@ -65,6 +66,14 @@ StatusOr<Subject> Load(const Args& a) {
   } else {
     SPILL_ASSIGN_OR_RETURN(TrainConfig c, LoadTrainConfig(a.config));
     for (const auto& [k, v] : a.sets) c.model_params[k] = v;
+    SPILL_RETURN_IF_ERROR(
+        CheckDistinctFiles({{"the model file", c.model_file}, {"model.onnx", c.model_onnx}},
+                           {{"--csv", a.csv},
+                            {"--svg", a.svg},
+                            {"--trace", a.trace},
+                            {"--timeline", a.timeline},
+                            {"--timeline-svg", a.timeline_svg},
+                            {"--fragmentation-svg", a.fragmentation_svg}}));
     if (!c.model_file.empty()) {
       SPILL_ASSIGN_OR_RETURN(spec, LoadNetFile(c.model_file, c.model_params));
     } else {
@@ -309,7 +318,10 @@ struct ModeRun {
     const Net& net = *subject.net;
     SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode));
     auto start = std::chrono::steady_clock::now();
-    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(net.view(), options));
+    // What a run at the budget does (memory/feasibility.h): the mode's own
+    // plan, or a smaller budget's layout where that one leaves no room.
+    SPILL_ASSIGN_OR_RETURN(RunnablePlan runnable, PlanRunnable(net.view(), options));
+    const MemoryPlan& plan = runnable.plan;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     size_t minimum = 0;
@@ -333,10 +345,16 @@ struct ModeRun {
     }
     if (args.json) {
       json->at("modes").push_back(JsonPlan(mode, plan, net, seconds, minimum, args.steps));
+      if (runnable.fallback() && plan.fits) {
+        json->at("modes").back()["layout_budget_bytes"] = runnable.layout_budget;
+      }
       if (prediction)
         json->at("modes").back()["prediction"] = JsonPrediction(*prediction, *predictor);
     } else {
       PrintPlan(args, mode, options, plan, net, seconds, minimum, single);
+      if (runnable.fallback() && plan.fits) {
+        std::printf("  %s\n", DescribeFallback(runnable).c_str());
+      }
       if (plan.fits) PrintMapping(plan);
       if (prediction) {
         std::printf("  predicted on %s: %s\n", predictor->profile().name.c_str(),

@@ -131,6 +131,23 @@ Status ApplyOverrides(const Args& a, TrainConfig* c) {
   return c->memory.Validate();
 }
 
+// The files the run reads and writes beyond its flags': no output may be an
+// input or another output (--report onto the run's own checkpoint, say).
+Status CheckRunFiles(const Flags& flags, const TrainConfig& c, const TrainOptions& o) {
+  std::vector<NamedFile> inputs = flags.InputFiles(), outputs = flags.OutputFiles();
+  inputs.push_back({"the model file", c.model_file});
+  inputs.push_back({"model.onnx", c.model_onnx});
+  inputs.push_back({"run.init", c.run.init});
+  inputs.push_back({"--resume", o.resume});
+  const std::string checkpoint = c.run.output + "/checkpoint.npz";
+  // A resumed run replaces the checkpoint it started from, by design.
+  if (o.resume.empty() || !SameFile(o.resume, checkpoint)) {
+    outputs.push_back({"the run's checkpoint", checkpoint});
+  }
+  outputs.push_back({"the run's log", c.run.output + "/log.jsonl"});
+  return CheckDistinctFiles(inputs, outputs);
+}
+
 void PrintSummary(const Trainer& trainer, const TrainConfig& c) {
   const TrainReport& r = trainer.report();
   std::fprintf(stderr, "%s: %ld steps (%.2f epochs) in %s, %.1f images/s\n",
@@ -196,6 +213,8 @@ int Main(int argc, char** argv) {
   options.timeline = args.timeline;
   options.html = args.html;
   options.resume = args.resume_default ? config.run.output + "/checkpoint.npz" : args.resume;
+  status = CheckRunFiles(flags, config, options);
+  if (!status.ok()) return ReportStatus(ToolName().c_str(), status, 2);
   const Communicator& world = Communicator::World();
   if (world.rank() != 0) {  // rank 0 alone prints and writes
     options.progress = options.verbose = false;

@@ -9,6 +9,7 @@
 
 #include "framework/checked_math.h"
 #include "framework/files.h"
+#include "framework/onnx/onnx_attributes.h"
 #include "framework/onnx/onnx_shape_folding.h"
 #include "framework/strings.h"
 
@@ -83,7 +84,7 @@ void RecordDims(const onnx::ValueInfoProto& info, OnnxGraph* g) {
   std::vector<int64_t>& dims = g->dims[info.name()];
   dims.clear();
   for (const auto& d : info.type().tensor_type().shape().dim()) {
-    dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    dims.push_back(d.has_dim_value() ? d.dim_value() : kDynamicOnnxDim);
   }
 }
 
@@ -203,6 +204,8 @@ StatusOr<std::unique_ptr<OnnxGraph>> ParseOnnxModel(const std::string& bytes,
   }
   SPILL_RETURN_IF_ERROR(CheckOpset(*g, &g->opset));
   SPILL_RETURN_IF_ERROR(CheckOperators(*g));
+  // Before ONNX's checker and shape inference compute with them.
+  SPILL_RETURN_IF_ERROR(CheckOnnxAttributes(g->model, label));
   SPILL_RETURN_IF_ERROR(CheckAndInferShapes(g.get()));
   CollectConstants(g.get());
   return g;

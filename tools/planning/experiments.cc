@@ -136,6 +136,14 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
   DeclareExperiment(f, default_model, o);
   const int stop = f.Parse(argc, argv);
   if (stop >= 0) return stop;
+  // --size is the model's `size` parameter, like --set size=N.
+  if (f.app().count("--size") > 0) {
+    if (o->sets.count("size")) {
+      return ReportStatus(
+          tool, InvalidArgument("--size and --set size both give the image side; give one"), 2);
+    }
+    o->sets.emplace("size", YAML::Node(o->size));
+  }
   Status status = ApplyExperimentMemory(o);
   if (!status.ok()) return ReportStatus(tool, status, 2);
   cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});

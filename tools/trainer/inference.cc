@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "data/augment.h"
 #include "data/loader.h"
 #include "framework/checkpoint.h"
 #include "framework/device_registry.h"
@@ -105,21 +106,64 @@ StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const D
   return result;
 }
 
+namespace {
+
+// The examples of the idx and CIFAR-10 kinds: 10 classes, images of a fixed size.
+constexpr int kFixedKindClasses = 10;
+constexpr int kIdxSide = 28, kCifarSide = 32, kCifarChannels = 3;
+
+// A dataset kind's shape and classes without its files (no examples).
+class GeometryOnly : public Dataset {
+ public:
+  GeometryOnly(Shape shape, std::string kind) : shape_(shape), kind_(std::move(kind)) {}
+  int64_t size() const override { return 0; }
+  int num_classes() const override { return kFixedKindClasses; }
+  Shape example_shape() const override { return shape_; }
+  std::string Describe() const override { return kind_ + " (geometry only, no examples)"; }
+  StatusOr<int> Get(int64_t, uint64_t, float*) const override {
+    return Internal("a geometry-only dataset has no examples");
+  }
+
+ private:
+  Shape shape_;
+  std::string kind_;
+};
+
+StatusOr<std::unique_ptr<Dataset>> Geometry(const DataConfig& d) {
+  if (d.dataset == "image_folder") return NotFound("image_folder takes its classes from its data");
+  const bool cifar = d.dataset == "cifar10";
+  const int side = cifar ? kCifarSide : kIdxSide;
+  SPILL_ASSIGN_OR_RETURN(
+      Augmenter augmenter,
+      Augmenter::Create(d.augment, cifar ? kCifarChannels : 1, side, side, {0.5f}, {0.5f}));
+  return std::unique_ptr<Dataset>(new GeometryOnly(augmenter.example_shape(), d.dataset));
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Inference>> Inference::Create(const TrainConfig& config,
-                                                       const std::string& checkpoint) {
+                                                       const std::string& checkpoint,
+                                                       bool needs_data) {
   std::unique_ptr<Inference> inference(new Inference(config));
-  SPILL_RETURN_IF_ERROR(inference->Setup(checkpoint));
+  SPILL_RETURN_IF_ERROR(inference->Setup(checkpoint, needs_data));
   return inference;
 }
 
-Status Inference::Setup(const std::string& checkpoint) {
+Status Inference::Setup(const std::string& checkpoint, bool needs_data) {
   DeviceConfig device_config;
   device_config.ordinal = config_.run.gpu;
   SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
   cpu::SetConvTiming(
       {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
        config_.timing.cache});
-  SPILL_RETURN_IF_ERROR(OpenDatasets(config_.data, &train_data_, &test_data_));
+  Status opened = OpenDatasets(config_.data, &train_data_, &test_data_);
+  if (!opened.ok()) {
+    if (needs_data) return opened;
+    auto geometry = Geometry(config_.data);
+    if (!geometry.ok()) return opened;
+    train_data_ = std::move(geometry).value();
+    test_data_.reset();
+  }
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
   SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, device_->type()}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));

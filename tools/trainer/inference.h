@@ -43,8 +43,13 @@ StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const D
 // A network of a training config with a checkpoint's parameters, ready to score.
 class Inference {
  public:
+  // `needs_data` false (predict): when the config's dataset cannot be
+  // opened, a kind of fixed geometry (idx: 1x28x28, CIFAR-10: 3x32x32, 10
+  // classes each, through data.augment) stands in for it to build the
+  // network; image_folder takes its classes from its folders and needs them.
   static StatusOr<std::unique_ptr<Inference>> Create(const TrainConfig& config,
-                                                     const std::string& checkpoint);
+                                                     const std::string& checkpoint,
+                                                     bool needs_data = true);
 
   // The test split of the config's dataset.
   StatusOr<EvalResult> Evaluate();
@@ -60,7 +65,7 @@ class Inference {
 
  private:
   explicit Inference(const TrainConfig& config) : config_(config) {}
-  Status Setup(const std::string& checkpoint);
+  Status Setup(const std::string& checkpoint, bool needs_data);
 
   TrainConfig config_;
   std::unique_ptr<Device> device_;

@@ -102,6 +102,7 @@ class Trainer {
   Status OpenData();
   Status CheckData() const;
   Status StartSchedule();
+  Status ChooseLayoutBudget();
   Status CheckPosition() const;
   Status InitFrom(const std::string& path);
   Status TrainStep(Batch& batch);
@@ -109,6 +110,7 @@ class Trainer {
   // Where the solver updates: the runtime, or its gradient-averaging wrapper.
   TensorStore& solver_store();
   Status SaveCheckpoint();
+  Status Diverged(const std::string& what) const;
   void LogStep(const LossResult& result, double lr, double seconds);
   Status WriteMemoryLog();
   Status StartTrace();
@@ -141,6 +143,7 @@ class Trainer {
   bool timeline_written_ = false;
   LrSchedule schedule_;
   TrainingPosition position_;
+  int64_t saved_step_ = -1;  // of this run's last checkpoint (-1: none yet)
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   std::ofstream log_;
