@@ -89,12 +89,17 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   // invariants, gtbm_soft's too, after every step: memory_seams_test).
   const std::string allocator = variant.allocator;
   run.memory.check_allocator = allocator == "gtbm" || allocator == "caching";
+  // The learned planner trains briefly on these small graphs (a plan per
+  // budget the searches below try).
+  run.memory.planner.episodes = 12;
+  run.memory.planner.embedding = 8;
   return run;
 }
 
 const char* const kModes[] = {
     "baseline",     "liveness", "offload", "recompute", "offload_recompute",
-    "superneurons", "window",   "lms",     "dymem",     "vdnn"};
+    "superneurons", "window",   "lms",     "dymem",     "vdnn",
+    "memonger",     "greedy",   "dqn"};
 
 // The budget for a mode: the smallest that runs (forcing every technique to
 // act), or a roomy one.
@@ -253,6 +258,14 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
   // tensors, and the window scheduler runs below liveness's peak.
   for (const char* mode : {"window", "lms"}) EXPECT_GT(run(mode, true).to_host, 0u) << mode;
   EXPECT_LT(run("window", true).log.peak, liveness->log.peak);
+  // The planners that search move or drop tensors at their smallest budgets
+  // and peak below liveness; memonger drops tensors at any budget.
+  for (const char* mode : {"greedy", "dqn"}) {
+    const testing::TrainTrace planned = run(mode, true);
+    EXPECT_GT(planned.to_host + static_cast<size_t>(planned.recomputations), 0u) << mode;
+    EXPECT_LT(planned.log.peak, liveness->log.peak) << mode;
+  }
+  EXPECT_GT(run("memonger", false).recomputations, 0);
   // At its smallest budget, superneurons peaks at the largest single step's
   // memory (the paper's max(l_i)) on top of the persistent tensors. (With
   // prefetching ahead, tensors also come back into any room left over.)
