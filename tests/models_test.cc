@@ -50,7 +50,8 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"resnet50.yaml", 32, "imagenet"}, ModelCase{"resnet101.yaml", 32, "imagenet"},
         ModelCase{"resnet152.yaml", 32, "imagenet"}, ModelCase{"resnet152.yaml", 16, "cifar"},
         ModelCase{"resnet_deep.yaml", 32, "imagenet"}, ModelCase{"inception_v4.yaml", 75, nullptr},
-        ModelCase{"densenet121.yaml", 32, nullptr}, ModelCase{"resnet32_cifar.yaml", 32, nullptr}),
+        ModelCase{"densenet121.yaml", 32, nullptr}, ModelCase{"resnet32_cifar.yaml", 32, nullptr},
+        ModelCase{"unet_like.yaml", 32, nullptr}),
     [](const ::testing::TestParamInfo<ModelCase>& info) {
       std::string name = info.param.file;
       name = name.substr(0, name.find('.'));

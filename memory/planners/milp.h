@@ -34,7 +34,9 @@
 #ifndef SPILL_MEMORY_PLANNERS_MILP_H_
 #define SPILL_MEMORY_PLANNERS_MILP_H_
 
+#include "framework/network_view.h"
 #include "memory/evaluate.h"
+#include "memory/memory_options.h"
 
 namespace spill {
 
@@ -55,6 +57,11 @@ struct MilpResult {
 // `start` (may be null): a plan CBC starts from (e.g. greedy's).
 StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time_limit_seconds,
                                const Decisions* start);
+
+// The `milp` mode's solve of `view` under `options` (memory.planner.limit or
+// the device budget, memory.planner.milp_seconds), started from greedy's
+// plan; solved once per network, limit and settings in a program.
+StatusOr<MilpResult> PlanMilp(const NetworkView& view, const MemoryOptions& options);
 
 }  // namespace spill
 

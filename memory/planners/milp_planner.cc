@@ -22,7 +22,9 @@ std::map<std::string, MilpResult>& Solved() {
   return *solved;
 }
 
-StatusOr<PhasePlans> PlanMilp(const NetworkView& view, const MemoryOptions& options) {
+}  // namespace
+
+StatusOr<MilpResult> PlanMilp(const NetworkView& view, const MemoryOptions& options) {
   SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
   const size_t limit = options.planner.LimitUnder(options.device_budget);
   const std::string key =
@@ -32,16 +34,23 @@ StatusOr<PhasePlans> PlanMilp(const NetworkView& view, const MemoryOptions& opti
       std::to_string(options.min_offload_bytes) + " " + options.workspace.ToString();
   std::lock_guard<std::mutex> lock(solved_mutex);
   auto found = Solved().find(key);
-  if (found == Solved().end()) {
-    PlanRules rules(model, limit);
-    StatusOr<Decisions> greedy = PlanGreedy(rules);
-    SPILL_ASSIGN_OR_RETURN(MilpResult result, SolveMilp(model, limit, options.planner.milp_seconds,
-                                                        greedy.ok() ? &*greedy : nullptr));
-    found = Solved().emplace(key, std::move(result)).first;
-  }
-  const MilpResult& result = found->second;
+  if (found != Solved().end()) return found->second;
+  PlanRules rules(model, limit);
+  StatusOr<Decisions> greedy = PlanGreedy(rules);
+  SPILL_ASSIGN_OR_RETURN(MilpResult result, SolveMilp(model, limit, options.planner.milp_seconds,
+                                                      greedy.ok() ? &*greedy : nullptr));
+  Solved()[key] = result;
+  return result;
+}
+
+namespace {
+
+StatusOr<PhasePlans> MilpPlans(const NetworkView& view, const MemoryOptions& options) {
+  SPILL_ASSIGN_OR_RETURN(MilpResult result, PlanMilp(view, options));
+  SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
   if (!result.feasible) {
-    return NoPlanWithin("milp", model, limit, result.peak,
+    return NoPlanWithin("milp", model, options.planner.LimitUnder(options.device_budget),
+                        result.peak,
                         result.decisions.empty() ? "CBC found no plan of the program"
                                                  : "CBC's plan is over the limit when replayed");
   }
@@ -52,9 +61,7 @@ const bool kMilp = RegisterScheduler(
     {"milp",
      "the plan of least simulated overhead under memory.planner.limit by a mixed-integer program "
      "(COIN-OR CBC, memory.planner.milp_seconds)",
-     [](const NetworkView& view, const MemoryOptions& options) {
-       return PlanMilp(view, options);
-     }});
+     MilpPlans});
 
 }  // namespace
 }  // namespace spill

@@ -12,7 +12,9 @@
 //   gamma       dqn: the decay of future rewards (1: the return is -overhead)
 //   lr          dqn: Adam's learning rate
 //   profile     the device profile times are simulated on (dqn, greedy, milp)
-//   model       dqn: weights to start from (a file a training wrote)
+//   model       dqn: weights to start from (a file a training wrote); with
+//               episodes 1, the model is applied as it is (one greedy
+//               episode, no update)
 //   cache       dqn: a directory for trained plans and weights, keyed by the
 //               network, the limit and these settings ("": in memory only)
 //   segment     memonger: layers per segment on the route (0: ceil(sqrt(N)))

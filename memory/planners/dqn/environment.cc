@@ -18,7 +18,7 @@ void DqnEnvironment::Reset() {
   seconds_ = e.seconds;
   peak_ = e.peak;
   fits_ = rules_.Fits(e);
-  done_ = fits_ || num_candidates() == 0;
+  done_ = fits_ || num_candidates() == 0;  // nothing to decide
 }
 
 double DqnEnvironment::Step(TensorChoice choice) {
@@ -30,7 +30,7 @@ double DqnEnvironment::Step(TensorChoice choice) {
   seconds_ = e.seconds;
   peak_ = e.peak;
   fits_ = rules_.Fits(e);
-  done_ = fits_ || k_ == num_candidates();
+  done_ = k_ == num_candidates();
   double reward = -(seconds_ - before) / model_.base_seconds;
   if (done_ && !fits_) reward -= kInfeasiblePenalty;
   return reward;

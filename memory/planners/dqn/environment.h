@@ -6,9 +6,13 @@
 // projected plan with the evaluator:
 //   reward    -(time added by the decision) / (the keep-all iteration's
 //             time): with gamma 1 the return is the plan's overhead;
-//   terminal  once the projected plan fits the limit (nothing more needs to
-//             leave), or after the last candidate; ending over the limit
-//             costs a further -1 (a whole iteration).
+//   terminal  after the last candidate (a plan that fits may still get
+//             faster: a drop that frees room lets an offload leave later,
+//             without a stall); ending over the limit costs a further -1 (a
+//             whole iteration). When everything kept fits, there is nothing
+//             to decide.
+// Every state's projected plan is a whole plan, so the learner keeps the
+// best one that fits from any state of any episode.
 #ifndef SPILL_MEMORY_PLANNERS_DQN_ENVIRONMENT_H_
 #define SPILL_MEMORY_PLANNERS_DQN_ENVIRONMENT_H_
 

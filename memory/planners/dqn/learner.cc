@@ -22,10 +22,12 @@ struct Transition {
 
 class Learner {
  public:
+  // `learn` false: one greedy episode with the weights as they are.
   Learner(const EvalModel& model, size_t limit, const PlannerSettings& settings,
-          const OpGraph& graph, QNetwork& net)
+          const OpGraph& graph, QNetwork& net, bool learn)
       : model_(model),
         settings_(settings),
+        learn_(learn),
         env_(model, limit, graph),
         net_(net),
         rng_(settings.seed ^ kExplorationStream) {}
@@ -38,10 +40,7 @@ class Learner {
     int steps = 0;
     env_.Reset();
     if (env_.done()) {  // nothing to decide: everything kept fits, or nothing can go
-      out.feasible = env_.fits();
-      out.decisions = env_.decisions();
-      out.seconds = env_.seconds();
-      out.peak = env_.peak();
+      Keep(0, &out);
       return out;
     }
     for (int episode = 1; episode <= settings_.episodes; ++episode) {
@@ -53,20 +52,11 @@ class Learner {
         t.reward = static_cast<float>(env_.Step(a));
         t.terminal = env_.done();
         Remember(std::move(t));
-        if (++steps % every == 0 && replay_.size() >= kBatch) Update(&out.updates);
+        Keep(episode, &out);
+        if (learn_ && ++steps % every == 0 && replay_.size() >= kBatch) Update(&out.updates);
       }
       out.episodes = episode;
       out.curve.push_back(env_.fits() ? env_.seconds() : -env_.seconds());
-      const bool better = out.decisions.empty() || (env_.fits() && !out.feasible) ||
-                          (env_.fits() == out.feasible &&
-                           (env_.fits() ? env_.seconds() < out.seconds : env_.peak() < out.peak));
-      if (better) {
-        out.feasible = env_.fits();
-        out.decisions = env_.decisions();
-        out.seconds = env_.seconds();
-        out.peak = env_.peak();
-        out.best_episode = episode;
-      }
     }
     out.train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -74,6 +64,20 @@ class Learner {
   }
 
  private:
+  // The current state's plan, if it is the best so far: the fastest that
+  // fits, or while none does the lowest peak.
+  void Keep(int episode, DqnTraining* out) {
+    const bool better = out->decisions.empty() || (env_.fits() && !out->feasible) ||
+                        (env_.fits() == out->feasible &&
+                         (env_.fits() ? env_.seconds() < out->seconds : env_.peak() < out->peak));
+    if (!better) return;
+    out->feasible = env_.fits();
+    out->decisions = env_.decisions();
+    out->seconds = env_.seconds();
+    out->peak = env_.peak();
+    out->best_episode = episode;
+  }
+
   TensorChoice Choose(double explore) {
     const int k = env_.k();
     const std::vector<TensorChoice> actions = env_.Actions(k);
@@ -135,6 +139,7 @@ class Learner {
 
   const EvalModel& model_;
   const PlannerSettings& settings_;
+  const bool learn_;
   DqnEnvironment env_;
   QNetwork& net_;
   std::mt19937_64 rng_;
@@ -154,7 +159,9 @@ StatusOr<DqnTraining> TrainDqn(const EvalModel& model, size_t limit,
   auto graph = std::make_unique<OpGraph>(BuildOpGraph(model, limit));
   auto net = std::make_unique<QNetwork>(*graph, settings.embedding, settings.seed);
   if (!start.empty()) SPILL_RETURN_IF_ERROR(net->Load(start));
-  Learner learner(model, limit, settings, *graph, *net);
+  // A trained model given one episode is applied, not trained further.
+  const bool apply = !start.empty() && settings.episodes == 1;
+  Learner learner(model, limit, settings, *graph, *net, !apply);
   DqnTraining training = learner.Run();
   if (net_out != nullptr) *net_out = std::move(net);
   if (graph_out != nullptr) *graph_out = std::move(graph);

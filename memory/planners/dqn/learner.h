@@ -11,8 +11,8 @@
 //
 // States are stored as their decisions, not as vectors, and re-embedded with
 // the current weights, so the gradient reaches every weight (structure2vec's
-// too). The best plan that fits over all episodes is kept - the last episode
-// is greedy (P(random) = 0) and is one of them. Single-threaded; one seed
+// too). The best plan that fits over all states of all episodes is kept -
+// the last episode is greedy (P(random) = 0). Single-threaded; one seed
 // drives the weights, exploration and sampling, so a given network, limit
 // and settings always give the same plan.
 #ifndef SPILL_MEMORY_PLANNERS_DQN_LEARNER_H_
@@ -40,8 +40,10 @@ struct DqnTraining {
   std::vector<double> curve;
 };
 
-// Trains on `model` under `limit` from `start` (null: fresh weights from
-// the seed); `net` receives the trained weights when non-null.
+// Trains on `model` under `limit` from the weights file `start` ("": fresh
+// weights from the seed); `net` and `graph` (both or neither) receive the
+// trained network. With `start` and one episode, the model is applied: one
+// greedy episode, no update.
 StatusOr<DqnTraining> TrainDqn(const EvalModel& model, size_t limit,
                                const PlannerSettings& settings, const std::string& start,
                                std::unique_ptr<QNetwork>* net, std::unique_ptr<OpGraph>* graph);
