@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 
 #include "framework/net.h"
@@ -122,6 +123,34 @@ TEST_P(SmallNetTest, DqnNearTheOptimumAndTheMilpBoundBelowIt) {
       EXPECT_LE(evaluator.Run(*greedy).peak, limit) << what;
     }
   }
+}
+
+// The program is a relaxation: its time of any plan the fixed rules make is
+// at most the simulated time, and every such plan that fits is one of its
+// points.
+TEST_P(SmallNetTest, TheProgramNeverOverestimatesAPlan) {
+  Subject s = Load(GetParam().yaml);
+  const EvalModel& m = s.model;
+  const size_t limit = (SmallestPeak(m) + m.base_peak) / 2;
+  PlanRules rules(m, limit);
+  std::mt19937_64 rng(5);
+  int checked = 0;
+  for (int i = 0; i < 60; ++i) {
+    Choices choices(m.schedule->tensors.size(), TensorChoice::kKeep);
+    for (TensorId t : m.candidates) {
+      const int c = static_cast<int>(rng() % 3);
+      if (c == 1 && m.offloadable[t]) choices[t] = TensorChoice::kOffload;
+      if (c == 2 && m.droppable[t]) choices[t] = TensorChoice::kDrop;
+    }
+    Decisions d;
+    const Evaluation& e = rules.Evaluate(choices, &d);
+    if (!rules.Fits(e)) continue;
+    auto modelled = MilpOverheadOf(m, limit, d);
+    ASSERT_TRUE(modelled.ok()) << "plan " << i << ": " << modelled.status().ToString();
+    EXPECT_LE(*modelled, e.seconds - m.base_seconds + kSlackSeconds) << "plan " << i;
+    ++checked;
+  }
+  EXPECT_GT(checked, 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, SmallNetTest,

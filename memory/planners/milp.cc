@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "memory/planners/rules.h"
 
 namespace spill {
 namespace {
@@ -19,7 +19,6 @@ constexpr double kMicroseconds = 1e6;
 constexpr double kMemoryUnit = 1024;  // bytes per unit of the memory rows
 constexpr int kMaxRounds = 4;         // solves with tightened rows
 constexpr double kHalf = 0.5;         // binaries read back
-constexpr double kUnbounded = std::numeric_limits<double>::max();  // CBC's infinity
 
 using ModelPtr = std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)>;
 
@@ -39,7 +38,22 @@ struct Candidate {
   int p = 0, lfu = 0, u = 0, pstart = 0;
   int o = -1, d = -1;                   // columns; -1: not open to it
   std::vector<int> f, q;                // F over [lfu+1, u-1], P over [pstart, u-1]
-  int rebuild_lo = 0, rebuild_hi = -1;  // steps its rebuild may run at
+  int a = -1, b = -1;                   // starts of its copies out and in
+};
+
+// A tensor a rebuild reruns: a droppable candidate (its column is d) or a
+// forward-only input of one (y). It is rebuilt in the gap before one of
+// `positions` (z: one binary each, summing to the column); each trigger
+// says "rebuilt at or before `step` when every column of `cols` is 1".
+struct Rebuild {
+  TensorId t = kNoTensor;
+  int col = -1;
+  struct Trigger {
+    int step;
+    std::vector<int> cols;
+  };
+  std::vector<Trigger> triggers;
+  std::vector<int> positions, z;
 };
 
 class Program {
@@ -51,7 +65,9 @@ class Program {
   Cbc_Model* cbc() { return model_.get(); }
   int columns() const { return columns_; }
   int rows() const { return rows_; }
-  void Start(const Decisions& d);
+  // The plan `d` as CBC's first incumbent; with `fix`, the only plan (its
+  // binaries fixed: the program then gives its own time of that plan).
+  void Start(const Decisions& d, bool fix = false);
   Decisions Read(const double* x) const;
 
  private:
@@ -79,19 +95,27 @@ class Program {
     return link.latency_seconds + (bandwidth > 0 ? m_.schedule->tensors[t].bytes / bandwidth : 0);
   }
   void AddCandidates();
-  void AddRecomputation();
+  void AddRebuilds();
   void AddMemoryRows();
-  void AddStallRows();
+  void AddTimeline();
+  // Bytes of `c` absent at step s (between its last forward use and its
+  // first backward one), into `e` with `coef` per byte unit.
+  void AddAbsent(Linear* e, const Candidate& c, int s, double coef) const;
+  // The rebuild of tensor `t`, or null.
+  const Rebuild* RebuildOf(TensorId t) const {
+    return rebuild_index_[t] >= 0 ? &rebuilds_[rebuild_index_[t]] : nullptr;
+  }
 
   const EvalModel& m_;
   const std::vector<double>& step_limit_;
   ModelPtr model_;
   int columns_ = 0, rows_ = 0;
   std::vector<Candidate> cands_;
-  std::vector<int> index_;                    // tensor -> candidate index, -1
-  std::vector<std::vector<int>> dependents_;  // candidate -> droppable candidates rebuilt from it
-  std::vector<int> y_;                        // tensor -> column of "rerun with a dependent", -1
-  std::vector<int> y_lo_, y_hi_;              // its rebuild steps
+  std::vector<int> index_;  // tensor -> candidate index, -1
+  std::vector<Rebuild> rebuilds_;
+  std::vector<int> rebuild_index_;  // tensor -> rebuilds_ index, -1
+  std::vector<int> start_;          // per step: the column of when its computation starts
+  int end_ = -1;                    // the column of when the iteration's computation ends
 };
 
 void Program::AddCandidates() {
@@ -110,19 +134,10 @@ void Program::AddCandidates() {
       for (int s = c.pstart; s < c.u; ++s) c.q.push_back(Col(0, 1, 0, true));
     }
     if (m_.droppable[t]) {
-      const int layer = m_.schedule->tensors[t].layer;
-      c.d = Col(0, 1, m_.costs.recompute_seconds[layer] * kMicroseconds, true);
-      c.rebuild_lo = c.rebuild_hi = c.u;
+      c.d = Col(0, 1, 0, true);
     }
     index_[t] = static_cast<int>(cands_.size());
     cands_.push_back(std::move(c));
-  }
-  dependents_.assign(cands_.size(), {});
-  for (size_t i = 0; i < cands_.size(); ++i) {
-    if (cands_[i].d < 0) continue;
-    for (TensorId x : m_.sources[cands_[i].t]) {
-      if (index_[x] >= 0) dependents_[index_[x]].push_back(static_cast<int>(i));
-    }
   }
   for (const Candidate& c : cands_) {
     if (c.o >= 0 && c.d >= 0) {
@@ -151,48 +166,72 @@ void Program::AddCandidates() {
   }
 }
 
-// Forward-only inputs are rerun with the first dropped tensor that needs
-// them (y_x >= d_X, and on through their own forward-only inputs); a
-// tensor's rebuild runs at its first backward read or at a dependent's.
-void Program::AddRecomputation() {
-  const Schedule& schedule = *m_.schedule;
-  const TensorId count = static_cast<TensorId>(schedule.tensors.size());
-  y_.assign(count, -1);
-  y_lo_.assign(count, 1 << 30);
-  y_hi_.assign(count, -1);
+// Rebuild triggers, dependents first (larger ids): a droppable candidate is
+// rebuilt when backward first reads it, or earlier with a dropped tensor
+// rebuilt from it; a forward-only input, with the first such tensor. Chains
+// are followed through forward-only tensors, and two droppable tensors deep
+// (a trigger of at most kMaxTriggerColumns columns).
+void Program::AddRebuilds() {
+  constexpr size_t kMaxTriggerColumns = 3;
+  const TensorId count = static_cast<TensorId>(m_.schedule->tensors.size());
+  rebuild_index_.assign(count, -1);
+  std::vector<std::vector<Rebuild::Trigger>> inherited(count);
   for (TensorId t = count - 1; t >= 0; --t) {
-    int col = -1, lo = 0, hi = -1;
-    if (index_[t] >= 0 && cands_[index_[t]].d >= 0) {
-      Candidate& c = cands_[index_[t]];
-      col = c.d;
-      c.rebuild_lo = std::min(c.rebuild_lo, y_lo_[t]);
-      c.rebuild_hi = std::max(c.rebuild_hi, y_hi_[t]);
-      lo = c.rebuild_lo;
-      hi = c.rebuild_hi;
-    } else if (y_[t] >= 0) {
-      col = y_[t];
-      lo = y_lo_[t];
-      hi = y_hi_[t];
-    }
-    if (col < 0) continue;
-    for (TensorId x : m_.sources[t]) {
-      if (index_[x] >= 0 && cands_[index_[x]].d >= 0) {  // a droppable source: rebuilt here too
-        y_lo_[x] = std::min(y_lo_[x], lo);
-        y_hi_[x] = std::max(y_hi_[x], hi);
-        continue;
+    const bool candidate = index_[t] >= 0 && cands_[index_[t]].d >= 0;
+    if (!candidate && inherited[t].empty()) continue;
+    Rebuild r;
+    r.t = t;
+    if (candidate) {
+      const Candidate& c = cands_[index_[t]];
+      r.col = c.d;
+      r.triggers.push_back({c.u, {c.d}});
+      for (Rebuild::Trigger& g : inherited[t]) {
+        if (g.step >= c.u || g.cols.size() >= kMaxTriggerColumns) continue;
+        g.cols.push_back(c.d);
+        r.triggers.push_back(std::move(g));
       }
-      if (!m_.forward_only[x]) continue;
-      if (y_[x] < 0) {
-        y_[x] =
-            Col(0, 1, m_.costs.recompute_seconds[schedule.tensors[x].layer] * kMicroseconds, false);
-      }
-      y_lo_[x] = std::min(y_lo_[x], lo);
-      y_hi_[x] = std::max(y_hi_[x], hi);
-      Linear e;  // y_x >= (d or y) of t
-      e.Add(y_[x], 1);
-      e.Add(col, -1);
-      Row(e, 'G', 0);
+    } else {
+      if (!m_.forward_only[t]) continue;
+      r.col = Col(0, 1, 0, false);  // y: rerun with a dropped dependent (the triggers set it)
+      r.triggers = std::move(inherited[t]);
     }
+    for (const Rebuild::Trigger& g : r.triggers) {
+      if (std::find(r.positions.begin(), r.positions.end(), g.step) == r.positions.end()) {
+        r.positions.push_back(g.step);
+      }
+    }
+    std::sort(r.positions.begin(), r.positions.end());
+    Linear sum;  // exactly one position when rebuilt
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+      r.z.push_back(Col(0, 1, 0, true));
+      sum.Add(r.z.back(), 1);
+    }
+    sum.Add(r.col, -1);
+    Row(sum, 'E', 0);
+    for (const Rebuild::Trigger& g : r.triggers) {  // at or before the trigger's step
+      Linear e;
+      for (size_t i = 0; i < r.positions.size() && r.positions[i] <= g.step; ++i) {
+        e.Add(r.z[i], 1);
+      }
+      for (int col : g.cols) e.Add(col, -1);
+      Row(e, 'G', 1.0 - static_cast<double>(g.cols.size()));
+    }
+    for (TensorId x : m_.sources[t]) {  // what this rebuild needs is rebuilt by then
+      for (const Rebuild::Trigger& g : r.triggers) inherited[x].push_back(g);
+    }
+    rebuild_index_[t] = static_cast<int>(rebuilds_.size());
+    rebuilds_.push_back(std::move(r));
+  }
+}
+
+void Program::AddAbsent(Linear* e, const Candidate& c, int s, double coef) const {
+  AddF(e, c, s, coef);
+  AddP(e, c, s, -coef);
+  if (c.d < 0) return;
+  e->Add(c.d, coef);  // dropped, until rebuilt
+  const Rebuild* r = RebuildOf(c.t);
+  for (size_t i = 0; i < r->positions.size() && r->positions[i] <= s; ++i) {
+    e->Add(r->z[i], -coef);
   }
 }
 
@@ -202,116 +241,177 @@ void Program::AddMemoryRows() {
     if (over <= 0) continue;
     Linear e;  // bytes absent at s >= what is over
     for (const Candidate& c : cands_) {
-      if (s <= c.lfu || s >= c.u) continue;
-      const double b = static_cast<double>(m_.bytes[c.t]) / kMemoryUnit;
-      AddF(&e, c, s, b);
-      AddP(&e, c, s, -b);
-      if (c.d >= 0) e.Add(c.d, b);
-      // Back for a dependent's rebuild: present from its first backward read.
-      if (c.d >= 0 && c.rebuild_lo < c.u && s >= c.rebuild_lo) {
-        const int v = Col(0, 1, 0, false);
-        e.Add(v, -b);
-        for (int x : dependents_[index_[c.t]]) {  // rebuilt with a dropped dependent read by s
-          if (cands_[x].u > s) continue;
-          Linear both;  // v >= d_c + d_x - 1
-          both.Add(v, 1);
-          both.Add(c.d, -1);
-          both.Add(cands_[x].d, -1);
-          Row(both, 'G', -1);
-        }
-      }
+      if (s > c.lfu && s < c.u) AddAbsent(&e, c, s, static_cast<double>(m_.bytes[c.t]) / kMemoryUnit);
     }
     Row(e, 'G', over);
   }
-  // An offloaded source of a dropped tensor is back when that is rebuilt.
-  for (const Candidate& c : cands_) {
-    if (c.d < 0) continue;
-    for (TensorId x : m_.sources[c.t]) {
+  // An offloaded source of a dropped tensor is on the device when that is
+  // rebuilt (still there, or brought back for it).
+  for (const Rebuild& r : rebuilds_) {
+    for (TensorId x : m_.sources[r.t]) {
       if (index_[x] < 0 || cands_[index_[x]].o < 0) continue;
       const Candidate& src = cands_[index_[x]];
-      if (c.u >= src.u) continue;
-      Linear e;  // P_x(u_c) >= o_x + d_c - 1
-      AddP(&e, src, c.u, 1);
-      e.Add(src.o, -1);
-      e.Add(c.d, -1);
-      Row(e, 'G', -1);
+      for (size_t i = 0; i < r.positions.size(); ++i) {
+        if (r.positions[i] >= src.u) continue;
+        Linear e;  // F_x - P_x (absent) + z <= 1
+        AddF(&e, src, r.positions[i], 1);
+        AddP(&e, src, r.positions[i], -1);
+        e.Add(r.z[i], 1);
+        Row(e, 'L', 1);
+      }
     }
   }
 }
 
-void Program::AddStallRows() {
+// The timeline: when each step's computation starts (rebuilds run in the
+// gap before the step that reads them), when each copy starts. Copies out
+// are first in, first out in the order their writers run, copies in in the
+// order of their reads (the fixed rules never let one overtake another);
+// the two streams are not made to share the queue. A copy out ends before
+// the step after g starts (the host waits there), a copy in before its
+// reader starts (the computation waits).
+void Program::AddTimeline() {
+  const Schedule& schedule = *m_.schedule;
   const int steps = m_.num_steps();
-  const int z = Col(0, kUnbounded, 1, false);
-  for (int width = 1;; width *= 2) {
-    for (int offset : {0, width / 2}) {  // windows of `width` steps, and shifted by half
-      Linear partition;                  // Z >= sum of this partition's sigmas
-      partition.Add(z, 1);
-      for (int a = offset - (offset > 0 ? width : 0); a < steps; a += width) {
-        const int lo = std::max(a, 0), hi = std::min(a + width, steps) - 1;
-        Linear e;
-        double compute = 0;
-        for (int s = lo; s <= hi; ++s) compute += m_.costs.step_seconds[s] * kMicroseconds;
-        for (const Candidate& c : cands_) {
-          if (c.o >= 0 && c.p >= lo - 1 && c.lfu < hi) {
-            AddF(&e, c, hi, -CopySeconds(c.t, true) * kMicroseconds);
-          }
-          if (c.o >= 0 && c.u <= hi && c.u >= lo) {
-            const double in = CopySeconds(c.t, false) * kMicroseconds;
-            e.Add(c.o, -in);
-            AddP(&e, c, lo - 1, in);
-          }
-        }
-        if (e.cols.empty()) continue;
-        for (const Candidate& c : cands_) {  // recomputation that may run inside
-          if (c.d >= 0 && c.rebuild_lo <= hi && c.rebuild_hi >= lo) {
-            e.Add(c.d, m_.costs.recompute_seconds[m_.schedule->tensors[c.t].layer] * kMicroseconds);
-          }
-        }
-        for (TensorId x = 0; x < static_cast<TensorId>(y_.size()); ++x) {
-          if (y_[x] >= 0 && y_lo_[x] <= hi && y_hi_[x] >= lo) {
-            e.Add(y_[x], m_.costs.recompute_seconds[m_.schedule->tensors[x].layer] * kMicroseconds);
-          }
-        }
-        const int sigma = Col(0, kUnbounded, 0, false);
-        e.Add(sigma, 1);
-        Row(e, 'G', -compute);  // sigma >= C - B - R
-        partition.Add(sigma, -1);
-      }
-      if (partition.cols.size() > 1) Row(partition, 'G', 0);
-      if (width == 1) break;  // no half step
+  auto compute = [&](int s) { return m_.costs.step_seconds[s] * kMicroseconds; };
+  double horizon = 0;  // no time exceeds it (the big M)
+  for (int s = 0; s < steps; ++s) horizon += compute(s);
+  for (const Candidate& c : cands_) {
+    horizon += (CopySeconds(c.t, true) + CopySeconds(c.t, false)) * kMicroseconds;
+  }
+  for (const Rebuild& r : rebuilds_) {
+    horizon += m_.costs.recompute_seconds[schedule.tensors[r.t].layer] * kMicroseconds;
+  }
+  for (int s = 0; s < steps; ++s) start_.push_back(Col(0, horizon, 0, false));
+  end_ = Col(0, horizon, 1, false);
+  std::vector<Linear> gap(steps + 1);  // S_s - S_{s-1} - rebuilds >= compute_{s-1}
+  for (int s = 1; s <= steps; ++s) {
+    gap[s].Add(s < steps ? start_[s] : end_, 1);
+    gap[s].Add(start_[s - 1], -1);
+  }
+  for (const Rebuild& r : rebuilds_) {
+    const double seconds = m_.costs.recompute_seconds[schedule.tensors[r.t].layer] * kMicroseconds;
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+      if (r.positions[i] > 0) gap[r.positions[i]].Add(r.z[i], -seconds);
     }
-    if (width >= steps) break;
+  }
+  for (int s = 1; s <= steps; ++s) Row(gap[s], 'G', compute(s - 1));
+  std::vector<Candidate*> out, in;
+  for (Candidate& c : cands_) {
+    if (c.o < 0) continue;
+    c.a = Col(0, horizon, 0, false);
+    c.b = Col(0, horizon, 0, false);
+    out.push_back(&c);
+    in.push_back(&c);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Candidate* x, const Candidate* y) { return x->p < y->p; });
+  std::stable_sort(in.begin(), in.end(), [](const Candidate* x, const Candidate* y) { return x->u < y->u; });
+  for (size_t k = 0; k < out.size(); ++k) {
+    const Candidate& c = *out[k];
+    const double copy = CopySeconds(c.t, true) * kMicroseconds;
+    Linear begin;  // A >= end of its writer's computation, when offloaded
+    begin.Add(c.a, 1);
+    begin.Add(start_[c.p], -1);
+    begin.Add(c.o, -horizon);
+    Row(begin, 'G', compute(c.p) - horizon);
+    if (k + 1 < out.size()) {  // the next copy out starts after this one
+      Linear next;
+      next.Add(out[k + 1]->a, 1);
+      next.Add(c.a, -1);
+      next.Add(c.o, -copy);
+      Row(next, 'G', 0);
+    }
+    for (int s = c.lfu + 1; s <= c.u && s < steps; ++s) {  // S_s >= A + copy once freed by s
+      Linear done;
+      done.Add(start_[s], 1);
+      done.Add(c.a, -1);
+      AddF(&done, c, s, -horizon);
+      Row(done, 'G', copy - horizon);
+    }
+  }
+  for (size_t k = 0; k < in.size(); ++k) {
+    const Candidate& c = *in[k];
+    const double copy = CopySeconds(c.t, false) * kMicroseconds;
+    for (int s = c.pstart; s <= c.u; ++s) {  // B >= end of step s-1 while q >= s
+      Linear begin;
+      begin.Add(c.b, 1);
+      begin.Add(start_[s - 1], -1);
+      AddP(&begin, c, s - 1, horizon);
+      begin.Add(c.o, -horizon);
+      Row(begin, 'G', compute(s - 1) - horizon);
+    }
+    if (k + 1 < in.size()) {
+      Linear next;
+      next.Add(in[k + 1]->b, 1);
+      next.Add(c.b, -1);
+      next.Add(c.o, -copy);
+      Row(next, 'G', 0);
+    }
+    Linear done;  // the reader starts after the copy in
+    done.Add(start_[c.u], 1);
+    done.Add(c.b, -1);
+    done.Add(c.o, -copy);
+    Row(done, 'G', 0);
   }
 }
 
 void Program::Build() {
   Cbc_setObjSense(model_.get(), 1);
   AddCandidates();
-  AddRecomputation();
+  AddRebuilds();
   AddMemoryRows();
-  AddStallRows();
+  AddTimeline();
 }
 
-void Program::Start(const Decisions& d) {
+void Program::Start(const Decisions& d, bool fix) {
+  std::vector<double> value(columns_, 0.0);
   std::vector<int> cols;
-  std::vector<double> values;
   for (const Candidate& c : cands_) {
     const TensorDecision& x = d[c.t];
     const bool off = x.choice == TensorChoice::kOffload, drop = x.choice == TensorChoice::kDrop;
     if (c.d >= 0) {
       cols.push_back(c.d);
-      values.push_back(drop ? 1 : 0);
+      value[c.d] = drop ? 1 : 0;
     }
     if (c.o < 0) continue;
     cols.push_back(c.o);
-    values.push_back(off ? 1 : 0);
+    value[c.o] = off ? 1 : 0;
     for (int s = c.lfu + 1; s < c.u; ++s) {
       cols.push_back(c.f[s - c.lfu - 1]);
-      values.push_back(off && x.out < s ? 1 : 0);
+      value[cols.back()] = off && x.out < s ? 1 : 0;
     }
     for (int s = c.pstart; s < c.u; ++s) {
       cols.push_back(c.q[s - c.pstart]);
-      values.push_back(off && x.in <= s ? 1 : 0);
+      value[cols.back()] = off && x.in <= s ? 1 : 0;
+    }
+  }
+  for (const Rebuild& r : rebuilds_) {  // dependents first: their columns are set
+    int first = -1;                     // the earliest trigger that fires
+    for (const Rebuild::Trigger& g : r.triggers) {
+      bool fires = true;
+      for (int col : g.cols) fires = fires && value[col] > kHalf;
+      if (fires && (first < 0 || g.step < first)) first = g.step;
+    }
+    if (index_[r.t] < 0) value[r.col] = first >= 0 ? 1 : 0;
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+      cols.push_back(r.z[i]);
+      value[r.z[i]] = value[r.col] > kHalf && r.positions[i] == first ? 1 : 0;
+    }
+    if (value[r.col] < kHalf) continue;
+    for (TensorId x : m_.sources[r.t]) {  // an offloaded source comes back for the rebuild
+      if (index_[x] < 0 || cands_[index_[x]].o < 0) continue;
+      const Candidate& src = cands_[index_[x]];
+      if (value[src.o] < kHalf) continue;
+      const int back = std::max({first, src.pstart, d[x].out + 1});  // once it has left
+      for (int s = back; s < src.u; ++s) value[src.q[s - src.pstart]] = 1;
+    }
+  }
+  std::vector<double> values;
+  for (int col : cols) {
+    values.push_back(value[col]);
+    if (fix) {
+      Cbc_setColLower(model_.get(), col, value[col]);
+      Cbc_setColUpper(model_.get(), col, value[col]);
     }
   }
   Cbc_setMIPStartI(model_.get(), static_cast<int>(cols.size()), cols.data(), values.data());
@@ -334,12 +434,32 @@ Decisions Program::Read(const double* x) const {
 
 }  // namespace
 
+StatusOr<double> MilpOverheadOf(const EvalModel& model, size_t limit, const Decisions& d) {
+  double compute = 0;
+  for (int s = 0; s < model.num_steps(); ++s) compute += model.costs.step_seconds[s] * kMicroseconds;
+  const std::vector<double> step_limit(model.num_steps(), static_cast<double>(limit));
+  Program program(model, step_limit);
+  program.Build();
+  Cbc_Model* m = program.cbc();
+  Cbc_setLogLevel(m, 0);
+  Cbc_setParameter(m, "threads", "1");
+  program.Start(d, /*fix=*/true);
+  Cbc_solve(m);
+  if (Cbc_bestSolution(m) == nullptr) {
+    return OutOfMemory("the plan is not a point of the program (its memory rows)");
+  }
+  return (Cbc_getObjValue(m) - compute) / kMicroseconds;
+}
+
 StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time_limit_seconds,
                                const Decisions* start) {
   const auto begin = std::chrono::steady_clock::now();
   MilpResult result;
   std::vector<double> step_limit(model.num_steps(), static_cast<double>(limit));
   Evaluator evaluator(model);
+  PlanRules rules(model, limit);
+  double compute = 0;  // the iteration's computation with every tensor kept, in microseconds
+  for (int s = 0; s < model.num_steps(); ++s) compute += model.costs.step_seconds[s] * kMicroseconds;
   for (int round = 0; round < kMaxRounds; ++round) {
     Program program(model, step_limit);
     program.Build();
@@ -355,16 +475,28 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
     result.rows = program.rows();
     if (round == 0) {
       result.optimal = Cbc_isProvenOptimal(m) != 0;
-      result.lower_bound = std::max(0.0, Cbc_getBestPossibleObjValue(m) / kMicroseconds);
+      result.lower_bound =
+          std::max(0.0, (Cbc_getBestPossibleObjValue(m) - compute) / kMicroseconds);
       if (Cbc_isProvenInfeasible(m)) break;  // no plan of the space fits: the bound stands alone
     }
     const double* x = Cbc_bestSolution(m);
     if (x == nullptr) break;
-    result.objective = Cbc_getObjValue(m) / kMicroseconds;
+    result.objective = (Cbc_getObjValue(m) - compute) / kMicroseconds;
     result.decisions = program.Read(x);
     const std::string wrong = CheckDecisions(model, result.decisions);
     if (!wrong.empty()) return Internal("the MILP's plan is not a plan: " + wrong);
-    const Evaluation& e = evaluator.Run(result.decisions);
+    Evaluation e = evaluator.Run(result.decisions);
+    // The program times copies loosely; its choices timed by the fixed rules
+    // may do better.
+    Choices choices(model.schedule->tensors.size(), TensorChoice::kKeep);
+    for (TensorId t : model.candidates) choices[t] = result.decisions[t].choice;
+    Decisions timed;
+    const Evaluation& by_rules = rules.Evaluate(choices, &timed);
+    result.retimed = by_rules.peak <= limit && (e.peak > limit || by_rules.seconds < e.seconds);
+    if (result.retimed) {
+      result.decisions = timed;
+      e = by_rules;
+    }
     result.seconds = e.seconds;
     result.peak = e.peak;
     result.feasible = e.peak <= limit;

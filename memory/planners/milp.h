@@ -13,24 +13,30 @@
 //            peak (the evaluator's, exact but for what rebuilds add) less
 //            the absent tensors <= limit; a dropped tensor's offloaded or
 //            dropped sources are back when it is rebuilt.
-//   time     recomputation R = the layers rerun (each dropped tensor's, and
-//            the forward-only inputs dropped with it); copy-queue stalls:
-//            for a partition of the steps into windows W, the copies that
-//            must begin and end inside W (offloads: after the step that
-//            wrote them, before the step after g; prefetches: from step q,
-//            before the reading step) take C_W on the one copy queue while
-//            W's computation, recomputation included, takes B_W + R_W, so
-//            the iteration grows by at least R + sum_W max(0, C_W - B_W - R_W).
-//            sigma_W >= C_W - B_W - R_W per window, over dyadic partitions
-//            (windows of 1, 2, 4, ... steps), and the objective is
-//            R + max over partitions of sum sigma.
+//   time     a timeline: S_s, when step s's computation starts, and E, when
+//            the last one ends; S_s >= S_{s-1} + step s-1's computation +
+//            the rebuilds run in the gap before s (a dropped tensor is
+//            rebuilt before backward first reads it, or before an earlier
+//            rebuild that needs it; forward-only inputs with the first
+//            rebuild that needs them: one binary per possible gap). Per
+//            offloaded tensor, A and B, when its copies out and in start:
+//            A after its writer computes, S_s >= A + copy for every step s
+//            it is absent at; B after step q-1 computes, and its reader
+//            starts after B + copy. Copies out are first in, first out in
+//            the order their writers run, copies in in the order of their
+//            reads - as the fixed rules issue them - but the two streams do
+//            not share the one copy queue, which makes the program a
+//            relaxation. The objective is E.
 // Every rule-completed plan (rules.h) is a point of this program and the
 // objective never exceeds its simulated overhead, so CBC's proven bound is a
 // lower bound on the overhead of every plan of the space: the exhaustive
 // optimum and every planner's. The plan CBC picks is replayed by the
-// evaluator; where what rebuilds add puts it over the limit, the rows of the
-// steps over are tightened by the excess and it is solved again (the bound
-// stays the first solve's).
+// evaluator, and so are its choices with frees and prefetches placed by the
+// fixed rules (rules.h) instead: the program lets copies in and out overlap,
+// so the rules often time its choices better. The faster of
+// the two that fits is the plan. Where what rebuilds add puts both over the
+// limit, the rows of the steps over are tightened by the excess and it is
+// solved again (the bound stays the first solve's).
 #ifndef SPILL_MEMORY_PLANNERS_MILP_H_
 #define SPILL_MEMORY_PLANNERS_MILP_H_
 
@@ -49,6 +55,7 @@ struct MilpResult {
   // iteration (seconds); valid even when `feasible` is false.
   double lower_bound = 0;
   double objective = 0;  // the program's own estimate of the plan's overhead
+  bool retimed = false;  // the plan is CBC's choices with frees and prefetches by the rules
   bool optimal = false;  // CBC proved its first solve optimal within the time limit
   double solve_seconds = 0;
   int rounds = 0, columns = 0, rows = 0;
@@ -57,6 +64,12 @@ struct MilpResult {
 // `start` (may be null): a plan CBC starts from (e.g. greedy's).
 StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time_limit_seconds,
                                const Decisions* start);
+
+// The program's own overhead of the plan `d` (every binary fixed to it):
+// never more than its simulated overhead when `d` keeps the fixed rules'
+// order of prefetches - what makes CBC's bound a bound. kOutOfMemory when
+// `d` breaks the program's memory rows.
+StatusOr<double> MilpOverheadOf(const EvalModel& model, size_t limit, const Decisions& d);
 
 // The `milp` mode's solve of `view` under `options` (memory.planner.limit or
 // the device budget, memory.planner.milp_seconds), started from greedy's

@@ -14,7 +14,9 @@
 // spaced from the lowest peak any of their moves reaches (greedy's floor, or
 // every tensor offloaded or dropped) up to liveness's peak; the others their
 // own knobs: memonger's segment length, lms's count of swapped tensors (as
-// TFLMS's n_tensors), SuperNeurons' offload, recompute and both.
+// TFLMS's n_tensors), SuperNeurons' offload, recompute and both; window is
+// planned under each limit as its device budget; vdnn and dymem, which take
+// no limit, are one point each.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,10 +45,11 @@ constexpr double kFloorResolution = 0.005;  // greedy's floor, relative to liven
 constexpr int kMaxLimits = 50;
 constexpr int kMemongerSegments[] = {2, 3, 4, 6, 8, 12, 16, 24, 32};
 constexpr int kMaxLmsCount = 1 << 12;
+constexpr char kAllPlanners[] = "dqn,greedy,memonger,lms,superneurons,vdnn,dymem,window";
 
 struct Args {
   std::string config, profile = "gtx1080ti-pcie3",
-                      planners = "dqn,greedy,memonger,lms,superneurons";
+                      planners = kAllPlanners;
   std::string json, svg, cache, model;
   int64_t batch = 32, limits = 5, episodes = 300, embedding = 32, seed = 1;
   double milp_seconds = 600;
@@ -174,6 +177,11 @@ Status Frontier::RunLimits() {
       o.device_budget = limit;
       points_.push_back(Measure("greedy", setting, limit, o, std::chrono::steady_clock::now()));
     }
+    if (Wants("window")) {
+      MemoryOptions o = Options("window");
+      o.device_budget = limit;
+      points_.push_back(Measure("window", setting, limit, o, std::chrono::steady_clock::now()));
+    }
     if (Wants("dqn")) {
       MemoryOptions o = Options("dqn");
       o.device_budget = limit;
@@ -194,6 +202,7 @@ Status Frontier::RunLimits() {
       Point p = Measure("milp", setting, limit, o, start);
       p.extra["lower_bound_overhead"] = solved.lower_bound / liveness_.seconds;
       p.extra["optimal"] = solved.optimal;
+      p.extra["retimed"] = solved.retimed;
       p.extra["solve_seconds"] = solved.solve_seconds;
       p.extra["columns"] = solved.columns;
       p.extra["rows"] = solved.rows;
@@ -232,6 +241,11 @@ void Frontier::RunKnobs() {
     for (const char* mode : {"offload", "recompute", "offload_recompute"}) {
       points_.push_back(
           Measure("superneurons", mode, 0, Options(mode), std::chrono::steady_clock::now()));
+    }
+  }
+  for (const char* mode : {"vdnn", "dymem"}) {
+    if (Wants(mode)) {
+      points_.push_back(Measure(mode, "", 0, Options(mode), std::chrono::steady_clock::now()));
     }
   }
 }
@@ -343,7 +357,7 @@ int Main(int argc, char** argv) {
   f.Choice("--profile", &a.profile, "the device profile (default gtx1080ti-pcie3)", profiles);
   f.Int("--limits", &a.limits, "limits for the planners that search (default 5)", 1, kMaxLimits);
   f.String("--planners", &a.planners,
-           "which planners, comma-separated (default dqn,greedy,memonger,lms,superneurons)");
+           std::string("which planners, comma-separated (default ") + kAllPlanners + ")");
   f.Int("--episodes", &a.episodes, "dqn: training episodes (default 300)", 1, kMaxPlannerEpisodes);
   f.Int("--embedding", &a.embedding, "dqn: embedding width (default 32)", kMinEmbedding,
         kMaxEmbedding);
