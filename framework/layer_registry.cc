@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "framework/strings.h"
+
 namespace spill {
 
 void Layer::SetIdentity(const LayerSpec& spec) {
@@ -59,10 +61,8 @@ StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(const LayerSpec& spec,
   }
   std::set<std::string> all;
   for (const auto& entry : entries_) all.insert(entry.first.first);
-  std::string known;
-  for (const auto& t : all) known += (known.empty() ? "" : ", ") + t;
   return InvalidArgument(context + ": unknown layer type '" + spec.type +
-                         "'; known types: " + known);
+                         "'; known types: " + Join(all));
 }
 
 }  // namespace spill

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <initializer_list>
 
+#include "framework/strings.h"
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
 #include "memory/transfer_plan.h"
@@ -58,9 +59,8 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
     options->compact = p.compact;
     return Status::Ok();
   }
-  std::string names;
-  for (const auto& n : MemoryModeNames()) names += (names.empty() ? "" : ", ") + n;
-  return InvalidArgument("unknown memory mode '" + mode + "'; known modes: " + names);
+  return InvalidArgument("unknown memory mode '" + mode +
+                         "'; known modes: " + Join(MemoryModeNames()));
 }
 
 std::string ParamPlacement::ToString() const {
@@ -224,22 +224,17 @@ Status MemoryOptions::Validate() const {
   auto known = [](const std::vector<std::string>& names, const std::string& name) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
-  auto list = [](const std::vector<std::string>& names) {
-    std::string text;
-    for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
-    return text;
-  };
   if (FindAllocator(allocator) == nullptr) {
     return InvalidArgument("memory: unknown allocator '" + allocator +
-                           "'; known allocators: " + list(AllocatorNames()));
+                           "'; known allocators: " + Join(AllocatorNames()));
   }
   if (!known(EvictionNames(), eviction)) {
     return InvalidArgument("memory: unknown eviction rule '" + eviction +
-                           "'; known rules: " + list(EvictionNames()));
+                           "'; known rules: " + Join(EvictionNames()));
   }
   if (!known(SchedulerNames(), scheduler)) {
     return InvalidArgument("memory: unknown scheduler '" + scheduler +
-                           "'; known schedulers: " + list(SchedulerNames()));
+                           "'; known schedulers: " + Join(SchedulerNames()));
   }
   return Status::Ok();
 }

@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "framework/strings.h"
+
 namespace spill {
 
 const char* TransferOpName(TransferOp op) {
@@ -160,10 +162,8 @@ std::vector<std::string> SchedulerNames() {
 StatusOr<PhasePlans> MakeTransferPlans(const NetworkView& view, const MemoryOptions& options) {
   auto it = Registry().find(options.scheduler);
   if (it == Registry().end()) {
-    std::string known;
-    for (const std::string& n : SchedulerNames()) known += (known.empty() ? "" : ", ") + n;
     return InvalidArgument("unknown scheduler '" + options.scheduler +
-                           "'; known schedulers: " + known);
+                           "'; known schedulers: " + Join(SchedulerNames()));
   }
   SPILL_ASSIGN_OR_RETURN(PhasePlans plans, it->second.plan(view, options));
   AddParameterTransfers(*view.schedule, options, &plans);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "framework/layer_registry.h"
+#include "framework/strings.h"
 #include "layers/convolution_layer.h"
 #include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/conv_timer.h"
@@ -17,9 +18,9 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   explicit CpuConvolutionLayer(LayerParams& params) : ConvolutionLayer(params) {
     pinned_ = params.String("algorithm", "");
     if (!pinned_.empty() && cpu::FindConvAlgorithm(pinned_) == nullptr) {
-      std::string known;
-      for (const auto* a : cpu::ConvAlgorithms()) known += (known.empty() ? "" : ", ") + a->name();
-      params.Fail("algorithm", "must be one of: " + known + " (got '" + pinned_ + "')");
+      std::vector<std::string> known;
+      for (const auto* a : cpu::ConvAlgorithms()) known.push_back(a->name());
+      params.Fail("algorithm", "must be one of: " + Join(known) + " (got '" + pinned_ + "')");
     }
   }
 

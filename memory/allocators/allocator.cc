@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "framework/strings.h"
 #include "framework/units.h"
 
 namespace spill {
@@ -22,6 +23,9 @@ StatusOr<Allocation> DeviceAllocator::Allocate(const AllocRequest& request) {
     stats_.failures++;
     UpdateFreeStats();
     if (offset.status().code() != StatusCode::kOutOfMemory) return offset.status();
+    // Room enough, but the device refused memory (va's physical chunks): its
+    // report says why, and "no room" would not.
+    if (Fits(bytes)) return offset.status();
     return OutOfMemory("no room for " + FormatBytes(static_cast<double>(bytes)) + " (" +
                        FormatBytes(static_cast<double>(stats_.free_bytes)) +
                        " free, largest request that fits " +
@@ -259,9 +263,8 @@ StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& na
                                                            const AllocatorContext& context) {
   const AllocatorInfo* info = FindAllocator(name);
   if (info == nullptr) {
-    std::string known;
-    for (const std::string& n : AllocatorNames()) known += (known.empty() ? "" : ", ") + n;
-    return InvalidArgument("unknown allocator '" + name + "'; known allocators: " + known);
+    return InvalidArgument("unknown allocator '" + name +
+                           "'; known allocators: " + Join(AllocatorNames()));
   }
   return info->create(context);
 }

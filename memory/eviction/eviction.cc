@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "framework/strings.h"
+
 namespace spill {
 namespace {
 
@@ -29,9 +31,8 @@ StatusOr<std::unique_ptr<EvictionPolicy>> CreateEviction(const std::string& name
                                                          const Schedule& schedule) {
   auto it = Registry().find(name);
   if (it == Registry().end()) {
-    std::string known;
-    for (const std::string& n : EvictionNames()) known += (known.empty() ? "" : ", ") + n;
-    return InvalidArgument("unknown eviction rule '" + name + "'; known rules: " + known);
+    return InvalidArgument("unknown eviction rule '" + name +
+                           "'; known rules: " + Join(EvictionNames()));
   }
   return it->second.create(schedule);
 }
