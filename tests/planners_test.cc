@@ -248,7 +248,9 @@ TEST(DqnPlannerTest, ATrainedModelIsAStartAndBadModelsAreReported) {
     if (env.fits() && (best < 0 || env.seconds() < best)) best = env.seconds();
   }
   EXPECT_EQ(applied->feasible, best >= 0);
-  if (best >= 0) EXPECT_EQ(applied->seconds, best);
+  if (best >= 0) {
+    EXPECT_EQ(applied->seconds, best);
+  }
   options.planner.embedding = 16;  // the file's is 32
   EXPECT_THAT(PlanDqn(s.net->view(), options).status().message(),
               HasSubstr("has embedding 32; memory.planner.embedding is 16"));

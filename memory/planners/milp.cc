@@ -36,9 +36,9 @@ struct Linear {
 struct Candidate {
   TensorId t = kNoTensor;
   int p = 0, lfu = 0, u = 0, pstart = 0;
-  int o = -1, d = -1;                   // columns; -1: not open to it
-  std::vector<int> f, q;                // F over [lfu+1, u-1], P over [pstart, u-1]
-  int a = -1, b = -1;                   // starts of its copies out and in
+  int o = -1, d = -1;     // columns; -1: not open to it
+  std::vector<int> f, q;  // F over [lfu+1, u-1], P over [pstart, u-1]
+  int a = -1, b = -1;     // starts of its copies out and in
 };
 
 // A tensor a rebuild reruns: a droppable candidate (its column is d) or a
@@ -241,7 +241,8 @@ void Program::AddMemoryRows() {
     if (over <= 0) continue;
     Linear e;  // bytes absent at s >= what is over
     for (const Candidate& c : cands_) {
-      if (s > c.lfu && s < c.u) AddAbsent(&e, c, s, static_cast<double>(m_.bytes[c.t]) / kMemoryUnit);
+      if (s > c.lfu && s < c.u)
+        AddAbsent(&e, c, s, static_cast<double>(m_.bytes[c.t]) / kMemoryUnit);
     }
     Row(e, 'G', over);
   }
@@ -304,8 +305,10 @@ void Program::AddTimeline() {
     out.push_back(&c);
     in.push_back(&c);
   }
-  std::stable_sort(out.begin(), out.end(), [](const Candidate* x, const Candidate* y) { return x->p < y->p; });
-  std::stable_sort(in.begin(), in.end(), [](const Candidate* x, const Candidate* y) { return x->u < y->u; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Candidate* x, const Candidate* y) { return x->p < y->p; });
+  std::stable_sort(in.begin(), in.end(),
+                   [](const Candidate* x, const Candidate* y) { return x->u < y->u; });
   for (size_t k = 0; k < out.size(); ++k) {
     const Candidate& c = *out[k];
     const double copy = CopySeconds(c.t, true) * kMicroseconds;
@@ -436,7 +439,8 @@ Decisions Program::Read(const double* x) const {
 
 StatusOr<double> MilpOverheadOf(const EvalModel& model, size_t limit, const Decisions& d) {
   double compute = 0;
-  for (int s = 0; s < model.num_steps(); ++s) compute += model.costs.step_seconds[s] * kMicroseconds;
+  for (int s = 0; s < model.num_steps(); ++s)
+    compute += model.costs.step_seconds[s] * kMicroseconds;
   const std::vector<double> step_limit(model.num_steps(), static_cast<double>(limit));
   Program program(model, step_limit);
   program.Build();
@@ -459,7 +463,8 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
   Evaluator evaluator(model);
   PlanRules rules(model, limit);
   double compute = 0;  // the iteration's computation with every tensor kept, in microseconds
-  for (int s = 0; s < model.num_steps(); ++s) compute += model.costs.step_seconds[s] * kMicroseconds;
+  for (int s = 0; s < model.num_steps(); ++s)
+    compute += model.costs.step_seconds[s] * kMicroseconds;
   for (int round = 0; round < kMaxRounds; ++round) {
     Program program(model, step_limit);
     program.Build();

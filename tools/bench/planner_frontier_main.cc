@@ -2,21 +2,19 @@
 // relative to liveness (the axes of the DQN planner paper's Fig. 5), on one
 // network, as JSON, an SVG plot and a Markdown table.
 //
-//   bazel run -c opt //tools/bench:planner_frontier -- --config models/resnet50.yaml \
-//       --batch 32 --json r50.json --svg r50.svg [--milp] [--cache ~/.cache/spill/planner]
+//   bazel-bin/tools/bench/planner_frontier --config models/resnet50.yaml --batch 32
+//       --json r50.json --svg r50.svg [--milp] [--cache ~/.cache/spill/planner]
 //
 // Every point is a plan made by the runtime without a device (Plan()) under
 // the `ideal` allocator - the planners plan memory, not placement - with each
-// step's fastest algorithms (workspace: fastest, convolution times from the
-// model), and timed by the timeline simulator on a device profile
-// (gtx1080ti-pcie3 by default: the paper's card; a simulation, not a
-// measurement). Planners that search (dqn, greedy, milp) get limits evenly
-// spaced from the lowest peak any of their moves reaches (greedy's floor, or
-// every tensor offloaded or dropped) up to liveness's peak; the others their
-// own knobs: memonger's segment length, lms's count of swapped tensors (as
-// TFLMS's n_tensors), SuperNeurons' offload, recompute and both; window is
-// planned under each limit as its device budget; vdnn and dymem, which take
-// no limit, are one point each.
+// step's fastest algorithms (workspace: fastest unless --workspace says
+// otherwise; convolution times from the model), and timed by the timeline simulator on a device
+// profile (gtx1080ti-pcie3 by default: the paper's card; a simulation, not a measurement). Planners
+// that search (dqn, greedy, milp) get limits evenly spaced from the lowest peak any of their moves
+// reaches (greedy's floor, or every tensor offloaded or dropped) up to liveness's peak; the others
+// their own knobs: memonger's segment length, lms's count of swapped tensors (as TFLMS's
+// n_tensors), SuperNeurons' offload, recompute and both; window is planned under each limit as its
+// device budget; vdnn and dymem, which take no limit, are one point each.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -48,9 +46,9 @@ constexpr int kMaxLmsCount = 1 << 12;
 constexpr char kAllPlanners[] = "dqn,greedy,memonger,lms,superneurons,vdnn,dymem,window";
 
 struct Args {
-  std::string config, profile = "gtx1080ti-pcie3",
-                      planners = kAllPlanners;
+  std::string config, profile = "gtx1080ti-pcie3", planners = kAllPlanners;
   std::string json, svg, cache, model;
+  WorkspacePolicy workspace;  // --workspace
   int64_t batch = 32, limits = 5, episodes = 300, embedding = 32, seed = 1;
   double milp_seconds = 600;
   bool milp = false;
@@ -90,7 +88,7 @@ class Frontier {
     SPILL_CHECK(ApplyMemoryMode(mode, &o).ok());
     o.allocator = "ideal";
     o.device_budget = kUnlimitedBudget;
-    o.workspace.kind = WorkspacePolicy::Kind::kFastest;
+    o.workspace = args_.workspace;
     o.min_offload_bytes = args_.min_offload;
     o.record_events = true;
     o.planner.profile = args_.profile;
@@ -369,10 +367,20 @@ int Main(int argc, char** argv) {
           kMaxMilpSeconds);
   f.Bytes("--min-offload", &a.min_offload, "candidates' smallest size (default 1MiB)", 0,
           kUnlimitedBudget);
+  std::string workspace = "fastest";
+  f.String("--workspace", &workspace,
+           "the workspace policy, as memory.workspace (default fastest: each step's fastest "
+           "algorithm)");
   f.OutputFile("--json", &a.json, "write every point as JSON");
   f.OutputFile("--svg", &a.svg, "plot the frontiers");
   const int stop = f.Parse(argc, argv);
   if (stop >= 0) return stop;
+  auto policy = ParseWorkspacePolicy(workspace);
+  if (!policy.ok()) {
+    return ReportStatus("planner_frontier",
+                        InvalidArgument("--workspace: " + policy.status().message()));
+  }
+  a.workspace = *policy;
   return ReportStatus("planner_frontier", Run(a));
 }
 
