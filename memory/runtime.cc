@@ -184,7 +184,11 @@ Status MemoryRuntime::BeginIteration(Phase phase) {
     SPILL_RETURN_IF_ERROR(status);
     all_allocated_ = true;
   }
-  return allocator_->BeginIteration(phase);
+  SPILL_RETURN_IF_ERROR(allocator_->BeginIteration(phase));
+  // The log opens with what is already placed, so that it alone tells where
+  // every block is (the memory page draws the address space from it).
+  if (options_.record_events) allocator_->RecordResident();
+  return Status::Ok();
 }
 
 Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {

@@ -14,6 +14,7 @@
 //   plan --config X --fragmentation-svg frag.svg          footprint and U_f per step
 //   plan --config X --memory dqn --device-memory 2GiB     the learned planner: trains (or
 //                                                         reads its cache), then plans
+//   plan --config X --html memory.html                    the memory page of every mode
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@
 #include "memory/report/dymem_reports.h"
 #include "memory/report/events_json.h"
 #include "memory/report/fragmentation_svg.h"
+#include "memory/report/memory_page.h"
 #include "memory/report/memory_plot.h"
 #include "memory/report/step_records.h"
 #include "memory/report/timeline_svg.h"
@@ -162,6 +164,7 @@ nlohmann::ordered_json JsonPlan(const std::string& mode, const MemoryPlan& plan,
   nlohmann::ordered_json live = nlohmann::ordered_json::array();
   for (TensorId t : plan.log.peak_live) live.push_back(net.schedule().tensors[t].name);
   out["peak_live"] = live;
+  if (!plan.events.empty()) out["blocks"] = CountBlocks(plan.events);
   if (!steps) return out;
   nlohmann::ordered_json records = nlohmann::ordered_json::array();
   for (const StepRecord& r : plan.log.steps) {
@@ -213,7 +216,7 @@ StatusOr<MemoryOptions> ModeOptions(const Args& args, const Subject& subject,
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &options));
   options.device_budget = kUnlimitedBudget;  // unless --device-memory says
   SPILL_RETURN_IF_ERROR(args.memory.Apply(&options));
-  options.record_events = !args.trace.empty() || !args.device_profile.empty();
+  options.record_events = !args.trace.empty() || !args.device_profile.empty() || !args.html.empty();
   SPILL_RETURN_IF_ERROR(options.Validate());
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*subject.net, options.workspace));
   return options;
@@ -340,6 +343,7 @@ struct ModeRun {
   nlohmann::ordered_json* json;
   std::vector<MemoryLog>* logs;
   Timeline* timeline;  // the last prediction's
+  MemoryPage* page;    // --html; null without
 
   Status Run(const std::string& mode) {
     const Net& net = *subject.net;
@@ -364,6 +368,10 @@ struct ModeRun {
                                  ", " + predictor->profile().name + " (simulated)"));
       prediction = std::make_unique<Prediction>(std::move(p));
       *timeline = prediction->timeline;
+    }
+    if (page != nullptr) {
+      page->AddMode(
+          PlannedPageMode(mode, options, plan, prediction ? &prediction->timeline : nullptr));
     }
     if (args.json) {
       json->at("modes").push_back(JsonPlan(mode, plan, net, seconds, minimum, args.steps));
@@ -434,8 +442,17 @@ Status Run(const Args& args) {
   std::vector<MemoryLog> logs;
   nlohmann::ordered_json json = {
       {"network", net.name()}, {"batch", net.batch()}, {"modes", nlohmann::ordered_json::array()}};
-  ModeRun run{args, subject, predictor.get(), modes.size() == 1, &json, &logs, &timeline};
+  std::unique_ptr<MemoryPage> page;
+  if (!args.html.empty()) {
+    page = std::make_unique<MemoryPage>(
+        PageSubject{net.name() + ", batch " + std::to_string(net.batch()),
+                    "plan: one training iteration, planned from shapes (" + args.config + ")",
+                    &net.schedule(), net.layer_names()});
+  }
+  ModeRun run{args,  subject, predictor.get(), modes.size() == 1,
+              &json, &logs,   &timeline,       page.get()};
   for (const std::string& mode : modes) SPILL_RETURN_IF_ERROR(run.Run(mode));
+  if (page) SPILL_RETURN_IF_ERROR(WriteTextFile(args.html, page->Html(), "--html"));
   if (!args.fragmentation_svg.empty()) {
     SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, modes.back()));
     SPILL_RETURN_IF_ERROR(WriteFragmentation(args, net, options));

@@ -30,6 +30,7 @@ packages=(
   python3-numpy            # reading checkpoints from Python (tools/*.py)
   binutils                 # objdump: the GPU bundle's instruction-set check (tools/ci/check_isa.py)
   dataset-fashion-mnist    # the default training data: /usr/share/datasets/fashion-mnist
+  chromium                 # headless browser: the memory page test opens plan's pages in it
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch)  # the peer for benchmarks and cross-checks; never a dependency

@@ -53,6 +53,8 @@ class Inference {
   StatusOr<std::vector<float>> Predict(const std::vector<float>& images, int64_t count);
 
   const Net& net() const { return *net_; }
+  // The memory runtime: its log and events are the last batch's.
+  const MemoryRuntime& runtime() const { return *runtime_; }
   const Dataset& train_data() const { return *train_data_; }
   const TrainConfig& config() const { return config_; }
 

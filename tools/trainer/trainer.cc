@@ -210,13 +210,14 @@ Status Trainer::Setup() {
                             .WithContext(config_.file + ": memory.workspace"));
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
   solver_->AddState(*net_);
-  if (!options_.timeline.empty()) config_.memory.record_events = true;
+  const bool traced = !options_.timeline.empty() || !options_.html.empty();
+  if (traced) config_.memory.record_events = true;
   auto runtime = MemoryRuntime::Create(net_->view(), config_.memory, device_.get());
   if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
   runtime_ = std::move(runtime).value();
   executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
   executor_->set_profiling(options_.profile);
-  if (!options_.timeline.empty()) {
+  if (traced) {
     recorder_ = std::make_unique<RunRecorder>(*executor_, *runtime_, *device_);
   }
   SPILL_ASSIGN_OR_RETURN(

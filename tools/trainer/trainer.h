@@ -48,6 +48,9 @@ struct TrainOptions {
   // the only one) as a Chrome/Perfetto trace here; on the CPU device its
   // step times also go to the step time cache.
   std::string timeline;
+  // Write the memory page of that iteration here (memory/report/memory_page.h):
+  // its step records, event log and measured queues.
+  std::string html;
 };
 
 struct TrainReport {
@@ -115,6 +118,7 @@ class Trainer {
   bool Tracing() const;
   Status FinishTimeline(double update_begin, double update_end);
   Status WriteTimeline();
+  std::string MemoryPageHtml() const;
   void AdvancePosition();
   bool EpochEnded() const { return position_.batch == 0; }
 
@@ -132,6 +136,7 @@ class Trainer {
   bool leader_ = true;                      // rank 0: prints, logs, checkpoints
   bool stop_agreed_ = false;                // some rank asked to stop (data parallel)
   Timeline traced_;
+  std::string traced_page_;      // its memory page (with TrainOptions::html)
   size_t traced_iteration_ = 0;  // of this run, from 1
   bool timeline_written_ = false;
   LrSchedule schedule_;
