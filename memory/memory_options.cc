@@ -16,7 +16,8 @@ namespace spill {
 
 std::vector<std::string> MemoryModeNames() {
   return {"baseline",     "liveness", "offload", "recompute", "offload_recompute",
-          "superneurons", "window",   "lms",     "dymem",     "vdnn"};
+          "superneurons", "window",   "lms",     "dymem",     "vdnn",
+          "memonger",     "greedy",   "dqn",     "milp"};
 }
 
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
@@ -41,6 +42,10 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
       {"lms", true, true, false, false, "lms", nullptr, true},
       {"dymem", true, true, false, false, "dymem", "gtbm", false},
       {"vdnn", true, true, false, false, "vdnn", "best_fit", false},
+      {"memonger", true, false, false, false, "memonger", nullptr, true},
+      {"greedy", true, true, false, false, "greedy", nullptr, true},
+      {"dqn", true, true, false, false, "dqn", nullptr, true},
+      {"milp", true, true, false, false, "milp", nullptr, true},
   };
   for (const Preset& p : kPresets) {
     if (mode != p.name) continue;
@@ -190,6 +195,11 @@ Status MemoryOptions::Validate() const {
                            std::to_string(lms_threshold) + ")");
   }
   if (lms_ahead < 0) return InvalidArgument("memory: lms_ahead must be >= 0");
+  if (lms_count < 0) {
+    return InvalidArgument("memory: lms_count must be >= 0 (got " + std::to_string(lms_count) +
+                           ")");
+  }
+  SPILL_RETURN_IF_ERROR(planner.Validate());
   if (batch_chunk != kBatchChunkAuto && (batch_chunk < 0 || batch_chunk > kMaxBatchChunk)) {
     return InvalidArgument("memory: chunk must be off, auto or in [1, " +
                            std::to_string(kMaxBatchChunk) + "] images");
@@ -210,6 +220,7 @@ Status MemoryOptions::Validate() const {
   SPILL_RETURN_IF_ERROR(one_of("offload_set", offload_set, {"dymem", "conv"}));
   SPILL_RETURN_IF_ERROR(one_of("release", release, {"lazy", "eager"}));
   SPILL_RETURN_IF_ERROR(one_of("prefetch", prefetch, {"dymem", "ahead"}));
+  SPILL_RETURN_IF_ERROR(one_of("lms_order", lms_order, {"largest", "earliest"}));
   auto known = [](const std::vector<std::string>& names, const std::string& name) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
@@ -244,6 +255,15 @@ std::string MemoryOptions::Describe() const {
   }
   if (allocator == "va") text += " (chunk " + FormatBytes(static_cast<double>(va_chunk)) + ")";
   if (batch_chunk != kBatchChunkOff) text += ", batch slices of " + BatchChunkName(batch_chunk);
+  if (scheduler == "lms" && lms_count > 0) {
+    text += " (" + std::to_string(lms_count) + " " + lms_order + " tensors)";
+  }
+  if (scheduler == "dqn" || scheduler == "greedy" || scheduler == "milp") {
+    text += " (limit " +
+            (planner.limit > 0 ? FormatBytes(static_cast<double>(planner.limit))
+                               : std::string("the device budget")) +
+            ", " + planner.profile + (scheduler == "dqn" ? ", " + planner.Key() : "") + ")";
+  }
   if (scheduler == "dymem") {
     text += " (" + offload_set + " offload set, " + release + " release, " + prefetch +
             " prefetch" + (barrier ? ", barrier" : "") + ")";

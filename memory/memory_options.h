@@ -22,6 +22,11 @@
 //   vdnn          the vDNN-like baseline: convolution inputs offloaded, every
 //                 copy waited for at the end of its step, prefetch one layer
 //                 ahead; best fit, no compaction
+//   dqn, greedy, milp  a plan searched for under memory.planner.limit: a deep
+//                 Q-network, the cheapest move per byte at the peak, or the
+//                 exact mixed-integer program (memory/planners/)
+//   memonger      every output dropped but each sqrt(N)-th layer's, segments
+//                 rerun in backward (memory/planners/memonger.cc)
 #ifndef SPILL_MEMORY_MEMORY_OPTIONS_H_
 #define SPILL_MEMORY_MEMORY_OPTIONS_H_
 
@@ -33,6 +38,7 @@
 #include "framework/units.h"
 #include "memory/allocators/allocator.h"
 #include "memory/heap_pool.h"
+#include "memory/planners/planner_settings.h"
 #include "memory/recompute_policy.h"
 #include "memory/workspace_selector.h"
 
@@ -135,6 +141,12 @@ struct MemoryOptions {
   // `lms_ahead` steps before that use.
   int lms_threshold = 4;
   int lms_ahead = 2;
+  // At most this many tensors swap (0: every one the distances allow), the
+  // largest or the earliest written first: TFLMS's n_tensors.
+  int lms_count = 0;
+  std::string lms_order = "largest";
+  // The planners that search over plans (memory/planners/).
+  PlannerSettings planner;
   // The virtual-addressing allocator (`va`): physical memory in chunks of
   // this size, mapped into a fresh virtual range per request.
   size_t va_chunk = kDefaultChunkBytes;

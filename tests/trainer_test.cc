@@ -361,6 +361,39 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
   ASSERT_TRUE(sliced.ok()) << sliced.status().ToString();
   EXPECT_EQ(sliced->memory.batch_chunk, 8);
   EXPECT_EQ(sliced->memory.va_chunk, size_t{64} * 1024);
+  // The searching planners' settings, and their ranges.
+  auto dqn = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\n"
+      "memory: {mode: dqn, lms_count: 3, lms_order: earliest, planner: {limit: 1GiB, episodes: 40, "
+      "seed: 7, embedding: 16, gamma: 0.9, lr: 0.01, profile: k40-pcie3, cache: runs/p, segment: "
+      "5}}\n",
+      "dqn.yaml", ".");
+  ASSERT_TRUE(dqn.ok()) << dqn.status().ToString();
+  EXPECT_EQ(dqn->memory.scheduler, "dqn");
+  EXPECT_EQ(dqn->memory.lms_count, 3);
+  EXPECT_EQ(dqn->memory.lms_order, "earliest");
+  const PlannerSettings& p = dqn->memory.planner;
+  EXPECT_EQ(p.limit, size_t{1} << 30);
+  EXPECT_EQ(p.episodes, 40);
+  EXPECT_EQ(p.seed, 7u);
+  EXPECT_EQ(p.embedding, 16);
+  EXPECT_DOUBLE_EQ(p.gamma, 0.9);
+  EXPECT_DOUBLE_EQ(p.lr, 0.01);
+  EXPECT_EQ(p.profile, "k40-pcie3");
+  EXPECT_EQ(p.cache, "runs/p");
+  EXPECT_EQ(p.segment, 5);
+  for (const auto& [section, message] : std::vector<std::pair<std::string, std::string>>{
+           {"planner: {gamma: 2}", "bad.yaml:4: memory.planner.gamma"},
+           {"planner: {profile: cpu}", "memory.planner.profile"},
+           {"planner: {episodes: 0}", "memory.planner.episodes"},
+           {"planner: {speed: 3}", "unknown key 'memory.planner.speed'"},
+           {"lms_order: biggest", "memory.lms_order"}}) {
+    bad = ParseTrainConfig(
+        "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {" + section + "}\n",
+        "bad.yaml", ".");
+    ASSERT_FALSE(bad.ok()) << section;
+    EXPECT_THAT(bad.status().message(), HasSubstr(message)) << section;
+  }
   auto dymem = ParseTrainConfig(
       "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {mode: dymem, release: "
       "eager, prefetch: ahead, offload_set: conv, barrier: true, min_offload: 64KiB}\n",

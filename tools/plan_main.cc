@@ -12,6 +12,8 @@
 //   plan --config X --memory superneurons --device-profile h100-pcie5 --timeline t.json
 //   plan --config X --memory dymem --size-pool            GTBM's pool, sized with beta
 //   plan --config X --fragmentation-svg frag.svg          footprint and U_f per step
+//   plan --config X --memory dqn --device-memory 2GiB     the learned planner: trains (or
+//                                                         reads its cache), then plans
 //   plan --config X --html memory.html                    the memory page of every mode
 #include <chrono>
 #include <cstdio>
@@ -27,6 +29,7 @@
 #include "layers/cpu/conv_timer.h"
 #include "memory/feasibility.h"
 #include "memory/planner.h"
+#include "memory/planners/dqn/dqn_planner.h"
 #include "memory/report/dymem_reports.h"
 #include "memory/report/events_json.h"
 #include "memory/report/fragmentation_svg.h"
@@ -303,6 +306,43 @@ StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject
   return predictor;
 }
 
+// The dqn planner's training for `options` (trained now or read from its
+// cache; Plan() then finds it in the cache), printed or added to the JSON.
+Status ReportDqn(const Args& args, const Net& net, const MemoryOptions& options,
+                 nlohmann::ordered_json* json) {
+  SPILL_ASSIGN_OR_RETURN(DqnPlan p, PlanDqn(net.view(), options));
+  int offloaded = 0, dropped = 0;
+  for (const TensorDecision& d : p.decisions) {
+    offloaded += d.choice == TensorChoice::kOffload;
+    dropped += d.choice == TensorChoice::kDrop;
+  }
+  if (args.json) {
+    *json = {{"limit_bytes", p.limit},
+             {"feasible", p.feasible},
+             {"predicted_peak_bytes", p.peak},
+             {"predicted_seconds", p.seconds},
+             {"profile", options.planner.profile},
+             {"candidates", p.candidates},
+             {"offloaded", offloaded},
+             {"dropped", dropped},
+             {"episodes", p.episodes},
+             {"best_episode", p.best_episode},
+             {"updates", p.updates},
+             {"train_seconds", p.train_seconds},
+             {"from_cache", p.from_cache},
+             {"weights", p.weights_file}};
+    return Status::Ok();
+  }
+  std::printf(
+      "dqn planner: limit %s; %s %d of %d candidates offloaded, %d dropped; predicted peak %s, "
+      "%.3f ms per iteration on %s; %d episodes (best at %d), %d updates, trained in %.1f s%s\n",
+      Bytes(p.limit).c_str(), p.feasible ? "fits:" : "NO PLAN FITS:", offloaded, p.candidates,
+      dropped, Bytes(p.peak).c_str(), p.seconds * 1e3, options.planner.profile.c_str(), p.episodes,
+      p.best_episode, p.updates, p.train_seconds, p.from_cache ? " (read from the cache)" : "");
+  if (!p.weights_file.empty()) std::printf("  weights: %s\n", p.weights_file.c_str());
+  return Status::Ok();
+}
+
 // One mode planned, reported, and predicted on the device profile.
 struct ModeRun {
   const Args& args;
@@ -317,6 +357,8 @@ struct ModeRun {
   Status Run(const std::string& mode) {
     const Net& net = *subject.net;
     SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode));
+    nlohmann::ordered_json planner;
+    if (options.scheduler == "dqn") SPILL_RETURN_IF_ERROR(ReportDqn(args, net, options, &planner));
     auto start = std::chrono::steady_clock::now();
     // What a run at the budget does (memory/feasibility.h): the mode's own
     // plan, or a smaller budget's layout where that one leaves no room.
@@ -348,6 +390,7 @@ struct ModeRun {
       if (runnable.fallback() && plan.fits) {
         json->at("modes").back()["layout_budget_bytes"] = runnable.layout_budget;
       }
+      if (!planner.is_null()) json->at("modes").back()["planner"] = planner;
       if (prediction)
         json->at("modes").back()["prediction"] = JsonPrediction(*prediction, *predictor);
     } else {
@@ -398,8 +441,13 @@ Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(Subject subject, Load(args));
   const Net& net = *subject.net;
   const std::string mode = args.memory.mode();
-  std::vector<std::string> modes =
-      mode.empty() ? MemoryModeNames() : std::vector<std::string>{mode};
+  // Every mode but those that search (they train or solve for minutes):
+  // those are planned when named.
+  std::vector<std::string> modes;
+  for (const std::string& m : MemoryModeNames()) {
+    if (m != "dqn" && m != "milp") modes.push_back(m);
+  }
+  if (!mode.empty()) modes = {mode};
   if (!args.json) {
     const Shape in = net.input_shape();
     std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s\n",

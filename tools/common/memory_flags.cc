@@ -1,13 +1,16 @@
 #include "tools/common/memory_flags.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "framework/units.h"
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
 #include "memory/recompute_policy.h"
+#include "memory/sim/device_profile.h"
 #include "memory/workspace_selector.h"
 
 namespace spill {
@@ -264,6 +267,102 @@ void AddSchedulers(std::vector<Entry>* e) {
                 BytesOf(&MemoryOptions::min_offload_bytes, 1)});
 }
 
+// An integer in [min, max] that sets `set`'s field.
+ApplyFn IntIn(int64_t min, int64_t max, const std::function<void(int64_t, MemoryOptions*)>& set) {
+  return [min, max, set](const std::string& t, MemoryOptions* o) {
+    auto n = ParseInt64(t);
+    if (!n.ok() || *n < min || *n > max) {
+      return InvalidArgument("'" + t + "' is not an integer in [" + std::to_string(min) + ", " +
+                             std::to_string(max) + "]");
+    }
+    set(*n, o);
+    return Status::Ok();
+  };
+}
+
+// A number that sets a planner setting, checked by PlannerSettings::Validate.
+ApplyFn PlannerNumber(double PlannerSettings::*field) {
+  return [field](const std::string& t, MemoryOptions* o) {
+    char* end = nullptr;
+    const double value = std::strtod(t.c_str(), &end);
+    if (t.empty() || end != t.c_str() + t.size())
+      return InvalidArgument("'" + t + "' is not a number");
+    PlannerSettings alone = o->planner;
+    alone.*field = value;
+    SPILL_RETURN_IF_ERROR(alone.Validate());
+    o->planner = alone;
+    return Status::Ok();
+  };
+}
+
+// The LMS count knob and the searching planners (memory/planners/).
+void AddPlanners(std::vector<Entry>* e) {
+  e->push_back(
+      {"--lms-count", "INT",
+       "lms: at most N tensors swap, the largest or earliest (--lms-order); 0: all "
+       "(default)",
+       IntIn(0, 1 << 20, [](int64_t n, MemoryOptions* o) { o->lms_count = static_cast<int>(n); })});
+  e->push_back({"--lms-order", "NAME",
+                "lms: which tensors --lms-count keeps, largest (default) or "
+                "earliest",
+                ChoiceOf({"largest", "earliest"}, &MemoryOptions::lms_order)});
+  e->push_back({"--planner-limit", "SIZE",
+                "dqn, greedy, milp: the most device memory the plan may use (default: the device "
+                "budget)",
+                [](const std::string& t, MemoryOptions* o) {
+                  SPILL_ASSIGN_OR_RETURN(o->planner.limit,
+                                         BytesIn(t, kPoolBlockBytes, kUnlimitedBudget));
+                  return Status::Ok();
+                }});
+  e->push_back({"--planner-episodes", "INT", "dqn: training episodes (default 300)",
+                IntIn(1, kMaxPlannerEpisodes, [](int64_t n, MemoryOptions* o) {
+                  o->planner.episodes = static_cast<int>(n);
+                })});
+  e->push_back({"--planner-seed", "INT", "dqn: the seed of its exploration and weights (default 1)",
+                IntIn(0, std::numeric_limits<int64_t>::max(), [](int64_t n, MemoryOptions* o) {
+                  o->planner.seed = static_cast<uint64_t>(n);
+                })});
+  e->push_back({"--planner-embedding", "INT", "dqn: node embedding width p (default 32)",
+                IntIn(kMinEmbedding, kMaxEmbedding, [](int64_t n, MemoryOptions* o) {
+                  o->planner.embedding = static_cast<int>(n);
+                })});
+  e->push_back({"--planner-gamma", "NUMBER", "dqn: reward decay in [0, 1] (default 1)",
+                PlannerNumber(&PlannerSettings::gamma)});
+  e->push_back({"--planner-lr", "NUMBER", "dqn: Adam's learning rate (default 0.001)",
+                PlannerNumber(&PlannerSettings::lr)});
+  e->push_back({"--planner-profile", "NAME",
+                "dqn, greedy, milp: the device profile plans are timed on (default "
+                "gtx1080ti-pcie3)",
+                [](const std::string& t, MemoryOptions* o) {
+                  if (t == "cpu") {
+                    return InvalidArgument(
+                        "'cpu' is measured, not a spec sheet; name a GPU "
+                        "profile");
+                  }
+                  SPILL_RETURN_IF_ERROR(FindDeviceProfile(t).status());
+                  o->planner.profile = t;
+                  return Status::Ok();
+                }});
+  e->push_back({"--planner-model", "FILE", "dqn: start from the weights a training saved",
+                [](const std::string& t, MemoryOptions* o) {
+                  o->planner.model = t;
+                  return Status::Ok();
+                }});
+  e->push_back({"--planner-cache", "DIR",
+                "dqn: keep trained plans and weights in DIR, keyed by network, limit and settings",
+                [](const std::string& t, MemoryOptions* o) {
+                  o->planner.cache = t;
+                  return Status::Ok();
+                }});
+  e->push_back({"--planner-segment", "INT",
+                "memonger: layers per segment (default 0: the square root of the layers)",
+                IntIn(0, kMaxSegment, [](int64_t n, MemoryOptions* o) {
+                  o->planner.segment = static_cast<int>(n);
+                })});
+  e->push_back({"--planner-milp-seconds", "NUMBER", "milp: CBC's time limit (default 600)",
+                PlannerNumber(&PlannerSettings::milp_seconds)});
+}
+
 const std::vector<Entry>& Entries() {
   static const std::vector<Entry> entries = [] {
     std::vector<Entry> e;
@@ -271,6 +370,7 @@ const std::vector<Entry>& Entries() {
     AddPlacement(&e);
     AddSteps(&e);
     AddSchedulers(&e);
+    AddPlanners(&e);
     return e;
   }();
   return entries;

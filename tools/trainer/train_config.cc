@@ -11,6 +11,7 @@
 #include "layers/cpu/conv_timer.h"
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
+#include "memory/sim/device_profile.h"
 #include "memory/transfer_plan.h"
 #include "tools/trainer/model_source.h"
 
@@ -179,6 +180,27 @@ void ReadPolicy(YamlMap& memory, const std::string& key, const std::string& curr
   }
 }
 
+// memory.planner: the searching planners' settings (planner_settings.h).
+Status ReadPlanner(YamlMap planner, PlannerSettings* p) {
+  p->limit = planner.Bytes("limit", p->limit, 0, kUnlimitedBudget);
+  p->episodes = static_cast<int>(planner.Int("episodes", p->episodes, 1, kMaxPlannerEpisodes));
+  p->seed = static_cast<uint64_t>(
+      planner.Int("seed", static_cast<int64_t>(p->seed), 0, std::numeric_limits<int64_t>::max()));
+  p->embedding =
+      static_cast<int>(planner.Int("embedding", p->embedding, kMinEmbedding, kMaxEmbedding));
+  p->gamma = planner.Float("gamma", p->gamma, Bounds::Closed(0, 1));
+  p->lr = planner.Float("lr", p->lr, Bounds::AboveTo(0, kMaxPlannerLearningRate));
+  std::vector<std::string> profiles = DeviceProfileNames();  // spec sheets: not this CPU
+  profiles.erase(std::remove(profiles.begin(), profiles.end(), "cpu"), profiles.end());
+  p->profile = planner.Choice("profile", profiles, p->profile);
+  p->model = planner.String("model", p->model);
+  p->cache = planner.String("cache", p->cache);
+  p->segment = static_cast<int>(planner.Int("segment", p->segment, 0, kMaxSegment));
+  p->milp_seconds =
+      planner.Float("milp_seconds", p->milp_seconds, Bounds::AboveTo(0, kMaxMilpSeconds));
+  return planner.Finish();
+}
+
 Status ReadMemory(YamlMap memory, MemoryOptions* m, TimingConfig* timing) {
   const std::string mode = memory.String("mode", m->mode);
   Status applied = ApplyMemoryMode(mode, m);
@@ -207,6 +229,9 @@ Status ReadMemory(YamlMap memory, MemoryOptions* m, TimingConfig* timing) {
   m->lms_threshold =
       static_cast<int>(memory.Int("lms_threshold", m->lms_threshold, 2, kMaxScheduleDistance));
   m->lms_ahead = static_cast<int>(memory.Int("lms_ahead", m->lms_ahead, 0, kMaxScheduleDistance));
+  m->lms_count = static_cast<int>(memory.Int("lms_count", m->lms_count, 0, kMaxScheduleDistance));
+  m->lms_order = memory.Choice("lms_order", {"largest", "earliest"}, m->lms_order);
+  SPILL_RETURN_IF_ERROR(ReadPlanner(memory.Section("planner"), &m->planner));
   m->va_chunk = memory.Bytes("va_chunk", m->va_chunk, kChunkAlignmentBytes, kUnlimitedBudget);
   ReadPolicy(memory, "chunk", BatchChunkName(m->batch_chunk), ParseBatchChunk, &m->batch_chunk);
   // The dymem scheduler's switches.
