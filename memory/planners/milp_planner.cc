@@ -46,8 +46,15 @@ StatusOr<MilpResult> PlanMilp(const NetworkView& view, const MemoryOptions& opti
 namespace {
 
 StatusOr<PhasePlans> MilpPlans(const NetworkView& view, const MemoryOptions& options) {
-  SPILL_ASSIGN_OR_RETURN(MilpResult result, PlanMilp(view, options));
   SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
+  if (model.candidates.empty()) {
+    // Nothing to offload or drop: the program has no decision to make, and
+    // keeping every tensor is the only plan.
+    const size_t limit = options.planner.LimitUnder(options.device_budget);
+    if (model.base_peak <= limit) return ToPhasePlans(model, KeepAll(model));
+    return NoPlanWithin("milp", model, limit, model.base_peak, "");
+  }
+  SPILL_ASSIGN_OR_RETURN(MilpResult result, PlanMilp(view, options));
   if (!result.feasible) {
     return NoPlanWithin("milp", model, options.planner.LimitUnder(options.device_budget),
                         result.peak,
