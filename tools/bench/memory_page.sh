@@ -14,8 +14,11 @@ cd "$(dirname "$0")/../.."
 runs=${1:-5}
 shift || true
 bash tools/setup.sh
-bazel build //tools:plan >/dev/null 2>&1 || bazel build //tools:plan
-plan=$(bazel info bazel-bin 2>/dev/null)/tools/plan
+# The configuration tools/test.sh builds, so its outputs are reused.
+config=()
+[[ -x /usr/local/cuda/bin/nvcc ]] && config=(--config=cuda)
+bazel build "${config[@]}" //tools:plan >/dev/null 2>&1 || bazel build "${config[@]}" //tools:plan
+plan=$(bazel info "${config[@]}" bazel-bin 2>/dev/null)/tools/plan
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 page=$out/resnet_2500_units.html
