@@ -45,11 +45,14 @@ case "$model" in
 esac
 
 bash tools/setup.sh --bench
-bazel build -c opt //tools/bench:bench_train >/tmp/spill-bench-build.log 2>&1 || {
+# The configuration tools/test.sh builds, so its outputs are reused.
+config=()
+[[ -x /usr/local/cuda/bin/nvcc ]] && config=(--config=cuda)
+bazel build "${config[@]}" //tools/bench:bench_train >/tmp/spill-bench-build.log 2>&1 || {
   cat /tmp/spill-bench-build.log >&2
   exit 1
 }
-bin=$(bazel info -c opt bazel-bin 2>/dev/null)/tools/bench/bench_train
+bin=$(bazel info "${config[@]}" bazel-bin 2>/dev/null)/tools/bench/bench_train
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export XDG_CACHE_HOME=$dir/cache OMP_NUM_THREADS=$threads

@@ -24,9 +24,12 @@ case "$model" in
   *) echo "usage: roofline.sh [resnet18|vgg16] [--steps N]" >&2; exit 2 ;;
 esac
 bash tools/setup.sh --bench
-bazel build -c opt //tools/bench:bench_train //tools/bench:bench_roofline \
+# The configuration tools/test.sh builds, so its outputs are reused.
+config=()
+[[ -x /usr/local/cuda/bin/nvcc ]] && config=(--config=cuda)
+bazel build "${config[@]}" //tools/bench:bench_train //tools/bench:bench_roofline \
   >/tmp/spill-bench-build.log 2>&1 || { cat /tmp/spill-bench-build.log >&2; exit 1; }
-bin=$(bazel info -c opt bazel-bin 2>/dev/null)/tools/bench
+bin=$(bazel info "${config[@]}" bazel-bin 2>/dev/null)/tools/bench
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
