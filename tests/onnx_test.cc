@@ -6,13 +6,13 @@
 // MobileNetV2, MobileNetV3, EfficientNet, ShuffleNetV2, RegNet-Y and ConvNeXt
 // at a few narrow stages with a dynamic batch axis (the chains PyTorch writes
 // for ReLU6, hard swish, SiLU, squeeze-and-excitation, channel shuffle and
-// split, layer norm over channels and GELU), each with an input batch and
-// PyTorch's scores for it. Imported, they give PyTorch's scores to 1e-5 of
-// the largest score, and the imported ResNet-18 trains bit-identically to
-// its baseline in every memory mode. Exported networks pass onnx::checker and
-// import back with bit-identical scores. Broken files (truncated,
-// unsupported operators, dynamic shapes, opsets out of range) are errors
-// that name the file and what is wrong.
+// split, layer norm over channels and GELU), and a graph padded as
+// TensorFlow's converters pad (asymmetric pads, auto_pad SAME_UPPER and
+// SAME_LOWER), each with an input batch and PyTorch's scores for it. Imported, they give PyTorch's
+// scores to 1e-5 of the largest score, and the imported ResNet-18 trains bit-identically to its
+// baseline in every memory mode. Exported networks pass onnx::checker and import back with
+// bit-identical scores. Broken files (truncated, unsupported operators, dynamic shapes, opsets out
+// of range) are errors that name the file and what is wrong.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -33,9 +33,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const char* const kFixtures[] = {"resnet18",     "vgg11",        "inception",    "dense_block",
-                                 "mobilenet_v2", "mobilenet_v3", "efficientnet", "shufflenet_v2",
-                                 "regnet_y",     "convnext"};
+const char* const kFixtures[] = {"resnet18",     "vgg11",        "inception",      "dense_block",
+                                 "mobilenet_v2", "mobilenet_v3", "efficientnet",   "shufflenet_v2",
+                                 "regnet_y",     "convnext",     "asymmetric_pads"};
 
 // The largest error relative to the largest PyTorch score.
 double MaxRelativeError(const std::vector<float>& got, const std::vector<float>& want) {
@@ -86,6 +86,34 @@ TEST(OnnxImportTest, NamesLayersAfterModulesAndKeepsEveryWeight) {
   ASSERT_TRUE(spec.ok());
   auto net = Net::Build(*spec, {1, DeviceType::kCpu});
   ASSERT_TRUE(net.ok()) << net.status().ToString();
+}
+
+// Pads larger at one end than the other become a pad layer of the excess
+// ahead of a symmetrically padded window (below any value ahead of max
+// pooling, so that the padding never wins); the scores above show that the
+// sum computes ONNX's window.
+TEST(OnnxImportTest, AsymmetricPadsBecomeAPadLayerAndASymmetricWindow) {
+  auto fixture = testing::LoadOnnxFixture("asymmetric_pads");
+  ASSERT_TRUE(fixture.ok()) << fixture.status().ToString();
+  auto imported = ImportOnnxFile(fixture->onnx);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  const std::string& yaml = imported->yaml;
+  // Conv pads [0, 0, 1, 1]: the excess at the bottom and right, no pad left.
+  EXPECT_THAT(yaml, HasSubstr("pad: [0, 0, 1, 1], value: 0}")) << yaml;
+  // MaxPool pads [0, 0, 1, 1]: padded below any value.
+  EXPECT_THAT(yaml, HasSubstr("pad: [0, 0, 1, 1], value: -3.4e+38}")) << yaml;
+  // Conv auto_pad SAME_LOWER over a 2x4 kernel: [1, 2, 0, 1] is a pad of
+  // [1, 1, 0, 0] and a window padded [0, 1].
+  EXPECT_THAT(yaml, HasSubstr("pad: [1, 1, 0, 0], value: 0}")) << yaml;
+  EXPECT_THAT(yaml, HasSubstr("kernel: [2, 4], stride: [1, 1], pad: [0, 1]")) << yaml;
+  // Conv pads [2, 1, 1, 0]: a window padded [1, 0] behind the excess.
+  EXPECT_THAT(yaml, HasSubstr("kernel: [3, 3], stride: [1, 1], pad: [1, 0]")) << yaml;
+  size_t pad_layers = 0;
+  for (size_t at = yaml.find("type: pad,"); at != std::string::npos;
+       at = yaml.find("type: pad,", at + 1)) {
+    ++pad_layers;
+  }
+  EXPECT_EQ(pad_layers, 6u) << yaml;  // every window of the fixture is asymmetric
 }
 
 // Two steps at batch 2 in every memory mode, each at the smallest budget

@@ -22,6 +22,12 @@ layer scale); their layer scales and norms' affine terms drawn away from
 their initial values so that every term counts. These are exported with a
 dynamic batch axis, as torch.onnx.export users write it.
 
+Last, the padding that TensorFlow and Keras converters write and PyTorch
+never does: a graph built node by node with onnx.helper, whose Conv and
+pools carry asymmetric pads ([top, left, bottom, right] unequal) or
+auto_pad SAME_UPPER / SAME_LOWER, its reference scores computed in PyTorch
+with the padding made explicit (F.pad, -inf for max pooling).
+
 For each network NAME it writes NAME.onnx and NAME.npz (arrays `input`, a
 batch of two images, and `output`, PyTorch's scores for it) into the output
 folder. Batch norm is exported as its own node with its running statistics
@@ -30,16 +36,23 @@ convolutions), after a few training-mode forwards have moved the statistics
 away from their initial values.
 
     python3 tests/testdata/onnx_fixtures.py tests/testdata/onnx     # needs python3-torch, python3-onnx
+    python3 tests/testdata/onnx_fixtures.py tests/testdata/onnx asymmetric_pads   # only these
+
+(The networks draw their initial weights from one generator in turn, so one
+written alone differs from the same one written in a full run; the
+asymmetric_pads fixture draws from its own and is the same either way.)
 """
 import os
 import sys
 
 import numpy as np
+import onnx
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 from functools import partial
+from onnx import helper, numpy_helper
 from torchvision.models.convnext import CNBlockConfig
 from torchvision.models.efficientnet import MBConvConfig
 from torchvision.models.mobilenetv3 import InvertedResidualConfig
@@ -236,17 +249,101 @@ def Export(name, model, folder, opset, dynamic=False):
     print(f"{path}: opset {opset}, {os.path.getsize(path)} bytes")
 
 
+def SamePads(size, kernel, stride, upper):
+    """auto_pad SAME's [begin, end] for one axis: the output is ceil(size / stride)."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    small, large = total // 2, total - total // 2
+    return (small, large) if upper else (large, small)
+
+
+def AsymmetricPads(folder):
+    """Conv and pools padded unequally, as TensorFlow's converters write them.
+
+    Each window is (op, kernel, stride, pads or auto_pad); pads are ONNX's
+    [top, left, bottom, right]. The reference pads explicitly and then
+    windows without padding.
+    """
+    windows = [
+        ("Conv", (3, 3), 2, [0, 0, 1, 1]),           # TF SAME, stride 2, even input
+        ("MaxPool", (3, 3), 2, [0, 0, 1, 1]),
+        ("Conv", (2, 4), 1, "SAME_LOWER"),           # 1 and 3 to spread: [1, 2, 0, 1]
+        ("Conv", (3, 3), 1, [2, 1, 1, 0]),           # a symmetric part and an excess
+        ("AveragePool", (2, 2), 2, [1, 0, 0, 1]),    # count_include_pad 1
+        ("MaxPool", (3, 3), 2, "SAME_UPPER"),
+    ]
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(BATCH, 3, SIZE, SIZE, generator=g)
+    nodes, inits, y, name, c = [], [], x, "input", 3
+    for i, (op, k, s, pads) in enumerate(windows):
+        attrs = {"kernel_shape": list(k), "strides": [s, s]}
+        if isinstance(pads, str):
+            attrs["auto_pad"] = pads
+            (t, b), (l, r) = (SamePads(y.shape[2 + j], k[j], s, pads == "SAME_UPPER")
+                              for j in range(2))
+        else:
+            attrs["pads"] = pads
+            t, l, b, r = pads
+        fill = float("-inf") if op == "MaxPool" else 0.0
+        padded = F.pad(y, (l, r, t, b), value=fill)
+        inputs = [name]
+        if op == "Conv":
+            w = torch.randn(8, c, *k, generator=g) * 0.3
+            bias = torch.randn(8, generator=g) * 0.1
+            inputs += [f"conv{i}.weight", f"conv{i}.bias"]
+            inits += [numpy_helper.from_array(w.numpy(), inputs[1]),
+                      numpy_helper.from_array(bias.numpy(), inputs[2])]
+            y, c = F.relu(F.conv2d(padded, w, bias, stride=s)), 8
+        elif op == "MaxPool":
+            y = F.max_pool2d(padded, k, s)
+        else:
+            attrs["count_include_pad"] = 1
+            y = F.avg_pool2d(padded, k, s)
+        out = f"window{i}"
+        nodes.append(helper.make_node(op, inputs, [out], name=f"{op.lower()}{i}", **attrs))
+        if op == "Conv":
+            nodes.append(helper.make_node("Relu", [out], [out + ".relu"]))
+            out += ".relu"
+        name = out
+    fc_w = torch.randn(CLASSES, y[0].numel(), generator=g) * 0.1
+    fc_b = torch.randn(CLASSES, generator=g) * 0.1
+    inits += [numpy_helper.from_array(fc_w.numpy(), "fc.weight"),
+              numpy_helper.from_array(fc_b.numpy(), "fc.bias")]
+    nodes += [helper.make_node("Flatten", [name], ["flat"]),
+              helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["scores"], transB=1)]
+    scores = torch.flatten(y, 1) @ fc_w.t() + fc_b
+    graph = helper.make_graph(
+        nodes, "asymmetric_pads",
+        [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("scores", onnx.TensorProto.FLOAT, list(scores.shape))],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model, full_check=True)
+    path = os.path.join(folder, "asymmetric_pads.onnx")
+    onnx.save(model, path)
+    np.savez(os.path.join(folder, "asymmetric_pads.npz"), input=x.numpy(), output=scores.numpy())
+    print(f"{path}: opset 13, {os.path.getsize(path)} bytes")
+
+
 def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else "tests/testdata/onnx"
+    only = set(sys.argv[2:])  # fixture names; all of them when none
     os.makedirs(folder, exist_ok=True)
     torch.manual_seed(0)
     # Different opsets cover the versions the importer reads (11-17).
-    Export("resnet18", ResNet18(), folder, 13)
-    Export("vgg11", Vgg11(), folder, 11)
-    Export("inception", Inception(), folder, 17)
-    Export("dense_block", DenseBlock(), folder, 15)
-    for name in MOBILE:
-        Export(name, Mobile(name), folder, 13, dynamic=True)
+    fixtures = [("resnet18", lambda: Export("resnet18", ResNet18(), folder, 13)),
+                ("vgg11", lambda: Export("vgg11", Vgg11(), folder, 11)),
+                ("inception", lambda: Export("inception", Inception(), folder, 17)),
+                ("dense_block", lambda: Export("dense_block", DenseBlock(), folder, 15))]
+    fixtures += [(n, partial(lambda n: Export(n, Mobile(n), folder, 13, dynamic=True), n))
+                 for n in MOBILE]
+    fixtures.append(("asymmetric_pads", lambda: AsymmetricPads(folder)))
+    unknown = only - {n for n, _ in fixtures}
+    if unknown:
+        sys.exit(f"onnx_fixtures.py: unknown fixtures: {', '.join(sorted(unknown))}")
+    for n, write in fixtures:
+        if not only or n in only:
+            write()
 
 
 if __name__ == "__main__":
