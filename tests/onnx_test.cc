@@ -27,6 +27,7 @@
 #include "framework/onnx/onnx_import.h"
 #include "framework/onnx/onnx_model.h"
 #include "tests/testing/onnx_harness.h"
+#include "tests/testing/test_networks.h"
 
 namespace spill {
 namespace {
@@ -155,6 +156,50 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
+// The layers mobile and modern networks and encoder-decoders brought, with
+// their options: activations, per-channel products and sums, channel
+// shuffles and slices, layer norm over channels and over features, scales,
+// upsampling of both modes, transposed convolution and padding.
+constexpr char kEveryNewLayer[] = R"(
+name: every_new_layer
+layers:
+  - {name: data, type: input, shape: [4, 6, 6]}
+  - {name: conv, type: convolution, filters: 8, kernel: 3, pad: 1}
+  - {name: relu6, type: relu6}
+  - {name: clip, type: clip, min: -0.5, max: 2.5, inputs: [conv]}
+  - {name: hsig, type: hard_sigmoid, alpha: 0.2, beta: 0.4}
+  - {name: hswish, type: hard_swish, inputs: [conv]}
+  - {name: silu, type: silu}
+  - {name: gelu, type: gelu}
+  - {name: pool, type: global_avg_pool, inputs: [relu6]}
+  - {name: gate, type: sigmoid}
+  - {name: excite, type: multiply, inputs: [gelu, gate]}
+  - {name: shift, type: broadcast_add, inputs: [excite, pool]}
+  - {name: both, type: add, inputs: [shift, hsig]}
+  - {name: shuffle, type: channel_shuffle, groups: 4}
+  - {name: left, type: slice, begin: 0, end: 3}
+  - {name: right, type: slice, begin: 3, end: 8, inputs: [shuffle]}
+  - {name: norm, type: layer_norm, eps: 1e-6, inputs: [right]}
+  - {name: ls, type: scale, value: 0.5}
+  - {name: affine, type: scale, bias: true}
+  - {name: join, type: concat, inputs: [left, affine]}
+  - {name: near, type: upsample, factor: [3, 2]}
+  - {name: bilinear, type: upsample, factor: [3, 2], mode: bilinear, inputs: [join]}
+  - {name: corners, type: upsample, size: [18, 12], mode: bilinear, align_corners: true, inputs: [join]}
+  - {name: up, type: transposed_convolution, filters: 8, kernel: 3, stride: [3, 2], pad: 1,
+     output_pad: [2, 1], groups: 2, inputs: [join]}
+  - {name: sum1, type: add, inputs: [near, bilinear]}
+  - {name: sum2, type: add, inputs: [corners, up]}
+  - {name: sum, type: add, inputs: [sum1, sum2]}
+  - {name: pad, type: pad, pad: [1, 0, 2, 3], value: -0.25}
+  - {name: zeros, type: pad, pad: [1, 1]}
+  - {name: smooth, type: avg_pool, kernel: 3, stride: 2}
+  - {name: fc, type: fully_connected, outputs: 6}
+  - {name: fc_norm, type: layer_norm}
+  - {name: fc_scale, type: scale, bias: true}
+  - {name: loss, type: softmax_loss}
+)";
+
 NpzArchive SeededParams(const Net& net) {
   NpzArchive archive;
   const Schedule& s = net.schedule();
@@ -213,6 +258,30 @@ TEST(OnnxExportTest, EveryLayerTypeRoundTripsBitIdentically) {
   auto net = Net::Build(*spec, {1, DeviceType::kCpu});
   ASSERT_TRUE(net.ok()) << net.status().ToString();
   ExpectRoundTripBitIdentical(*spec, SeededParams(**net));
+}
+
+TEST(OnnxExportTest, EveryNewLayerTypeRoundTripsBitIdentically) {
+  auto spec = ParseNetString(kEveryNewLayer, "every_new_layer.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  ExpectRoundTripBitIdentical(*spec, SeededParams(**net));
+}
+
+// The small versions of models/ (MobileNetV2 and V3, EfficientNet,
+// ShuffleNetV2, RegNet-Y, ConvNeXt, U-Net with transposed convolutions and
+// with bilinear upsampling), weights drawn as training would start.
+TEST(OnnxExportTest, SmallModelsRoundTripBitIdentically) {
+  for (const testing::SmallModel& model : testing::kSmallModels) {
+    SCOPED_TRACE(model.name);
+    ParamOverrides overrides;
+    for (const auto& item : YAML::Load(model.params)) overrides[item.first.Scalar()] = item.second;
+    auto spec = LoadNetFile(model.file, overrides);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    ExpectRoundTripBitIdentical(*spec, SeededParams(**net));
+  }
 }
 
 TEST(OnnxExportTest, ImportedResNet18RoundTripsBitIdentically) {

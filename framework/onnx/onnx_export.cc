@@ -1,7 +1,8 @@
 // ONNX export: the layers in route order (a topological order, as ONNX
 // requires), one node each (two for a fully connected layer that flattens an
-// image), attributes read from the layer's entry with the layer's own
-// defaults. Values keep their ONNX rank (4 for images, 2 after Gemm) so a
+// image; a chain for the layers of onnx_export_vision.cc that ONNX has no
+// one operator for), attributes read from the layer's entry with the
+// layer's own defaults. Values keep their ONNX rank (4 for images, 2 after Gemm) so a
 // layer that needs an image refuses a flattened one.
 #include "framework/onnx/onnx_export.h"
 
@@ -12,17 +13,17 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "framework/checkpoint.h"
 #include "framework/files.h"
 #include "framework/layer_params.h"
+#include "framework/onnx/onnx_exporter.h"
 
 namespace spill {
-namespace {
+namespace onnx_export {
 
-constexpr int64_t kOnnxIrVersion = 8;  // what libonnx 1.12 writes
-
-const YAML::Node Param(const LayerSpec& spec, const char* key) {
+YAML::Node Param(const LayerSpec& spec, const char* key) {
   if (!spec.params.IsMap()) return YAML::Node();
   return spec.params[key];
 }
@@ -50,38 +51,6 @@ std::vector<int64_t> Pair(const LayerSpec& spec, const char* key, std::vector<in
   return {n[0].as<int64_t>(), n[1].as<int64_t>()};
 }
 
-class Exporter {
- public:
-  Exporter(const Net& net, const NpzArchive& params, const std::string& label)
-      : net_(net), params_(params), label_(label), s_(net.schedule()) {}
-  StatusOr<onnx::ModelProto> Run();
-
- private:
-  Status Layer(int id);
-  Status Input(int id);
-  Status Window(int id, const std::string& op);
-  Status FullyConnected(int id);
-  Status BatchNorm(int id);
-  onnx::NodeProto* Node(int id, const std::string& op, std::vector<std::string> inputs);
-  // The ONNX value of spill tensor `t`, of rank 4 when `image` is required.
-  StatusOr<std::string> In(int id, int k, bool image) const;
-  // Adds the parameter `p` of layer `id` as an initializer of `dims`.
-  StatusOr<std::string> Initializer(int id, int p, const std::string& suffix,
-                                    const std::vector<int64_t>& dims);
-  std::string Out(int id, int rank);
-
-  const Net& net_;
-  const NpzArchive& params_;
-  const std::string& label_;
-  const Schedule& s_;
-  onnx::ModelProto model_;
-  onnx::GraphProto* graph_ = nullptr;
-  std::map<TensorId, std::pair<std::string, int>> values_;  // tensor -> (ONNX name, rank)
-  std::string scores_;
-  int scores_rank_ = 0;
-  TensorId scores_tensor_ = kNoTensor;
-};
-
 onnx::NodeProto* Exporter::Node(int id, const std::string& op, std::vector<std::string> inputs) {
   onnx::NodeProto* node = graph_->add_node();
   node->set_op_type(op);
@@ -102,6 +71,13 @@ void AddInt(onnx::NodeProto* node, const std::string& name, int64_t v) {
   a->set_name(name);
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(v);
+}
+
+void AddString(onnx::NodeProto* node, const std::string& name, const std::string& v) {
+  onnx::AttributeProto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
 }
 
 void AddFloat(onnx::NodeProto* node, const std::string& name, double v) {
@@ -255,13 +231,22 @@ Status Exporter::Layer(int id) {
     scores_rank_ = values_[scores_tensor_].second;
     return Status::Ok();
   }
-  const bool image = type == "global_avg_pool" || type == "lrn";
+  static const std::set<std::string> kImageOnly = {
+      "global_avg_pool",        "lrn", "channel_shuffle", "upsample",
+      "transposed_convolution", "pad", "multiply",        "broadcast_add"};
+  const bool image = kImageOnly.count(type) > 0;
   std::vector<std::string> inputs;
   for (size_t k = 0; k < s_.layers[id].inputs.size(); ++k) {
     SPILL_ASSIGN_OR_RETURN(std::string in, In(id, static_cast<int>(k), image));
     inputs.push_back(in);
   }
   const int rank = values_[s_.layers[id].inputs[0]].second;
+  bool done = false;
+  SPILL_RETURN_IF_ERROR(Vision(id, inputs, rank, &done));
+  if (done) {
+    Out(id, rank);
+    return Status::Ok();
+  }
   onnx::NodeProto* node = nullptr;
   if (type == "relu") {
     const double slope = Float(spec, "negative_slope", 0);
@@ -297,6 +282,8 @@ Status Exporter::Layer(int id) {
   return Status::Ok();
 }
 
+constexpr int64_t kOnnxIrVersion = 8;  // what libonnx 1.12 writes
+
 StatusOr<onnx::ModelProto> Exporter::Run() {
   model_.set_ir_version(kOnnxIrVersion);
   model_.set_producer_name("spill");
@@ -324,14 +311,14 @@ StatusOr<onnx::ModelProto> Exporter::Run() {
   return std::move(model_);
 }
 
-}  // namespace
+}  // namespace onnx_export
 
 StatusOr<onnx::ModelProto> ExportOnnx(const Net& net, const NpzArchive& params,
                                       const std::string& label) {
   // As the checkpoint loader does: a transposed or flattened weight has the
   // right number of values in the wrong shape.
   SPILL_RETURN_IF_ERROR(CheckParameterArrays(params, label, net));
-  return Exporter(net, params, label).Run();
+  return onnx_export::Exporter(net, params, label).Run();
 }
 
 Status CheckOnnx(const onnx::ModelProto& model) {

@@ -11,7 +11,12 @@
 // outside training, and the loss layer is left out - the graph's output is
 // the scores it reads. A fully connected layer reading an image flattens it
 // first (Flatten, then Gemm with the weight as spill stores it, transB = 1).
-// Opset 13. Weights are named `<layer>.weight`, `<layer>.bias` (batch norm:
+// The layers of mobile and modern networks export as ONNX's operator of the
+// same function (Clip, HardSigmoid, HardSwish, Sigmoid, Mul, Slice, Resize,
+// ConvTranspose, Pad, LayerNormalization behind channels-last Transposes) or
+// as the chain PyTorch writes (SiLU as x * Sigmoid(x), GELU through Erf,
+// channel shuffle as Reshape-Transpose-Reshape, a scale as Mul and Add).
+// Opset 17. Weights are named `<layer>.weight`, `<layer>.bias` (batch norm:
 // also `.running_mean`, `.running_var`), so importing the file back names the
 // layers as before and gives bit-identical outputs.
 //
@@ -31,7 +36,7 @@
 
 namespace spill {
 
-constexpr int kExportOpset = 13;
+constexpr int kExportOpset = 17;  // LayerNormalization (17), HardSwish (14)
 
 // `params` holds "params/<tensor>" for every parameter of `net`, float32 in
 // the network's shape (as a checkpoint does); anything else is an error

@@ -84,7 +84,7 @@ StatusOr<const Value*> Importer::In(int node, int k) const {
   }
   if (pads_.count(name)) {
     return Fail(node, "reads the padded value '" + name +
-                          "'; spill imports a nonzero Pad only right before an AveragePool");
+                          "', a Pad folded into the AveragePool that reads it");
   }
   return Fail(node, "input '" + name + "' is not produced by any node spill imported");
 }
@@ -246,8 +246,9 @@ Status Importer::Input() {
   if (name.empty() || name == "loss") name = "input";
   names_.insert(name);
   values_[in.name()] = Value{name, {d[1], d[2], d[3]}, {d[1], d[2], d[3]}};
-  layers_ << "  - {name: " << Quote(name) << ", type: input, shape: [" << d[1] << ", " << d[2]
-          << ", " << d[3] << "]}\n";
+  input_entry_ = "  - {name: " + Quote(name) + ", type: input, shape: [" + std::to_string(d[1]) +
+                 ", " + std::to_string(d[2]) + ", " + std::to_string(d[3]) + "]";
+  input_chw_ = {d[1], d[2], d[3]};
   return Status::Ok();
 }
 
@@ -262,7 +263,12 @@ Status Importer::Output() {
   if (it == values_.end()) {
     return InvalidArgument(g_.label + ": the output '" + out + "' is not computed by the graph");
   }
-  layers_ << "  - {name: loss, type: softmax_loss, inputs: [" << Quote(it->second.ref) << "]}\n";
+  // Scores of every pixel (a segmentation network's map at the image's
+  // size): the loss takes one label per pixel.
+  const Value& scores = it->second;
+  pixel_labels_ = scores.Spatial() && scores.chw[1] == input_chw_[1] &&
+                  scores.chw[2] == input_chw_[2] && scores.chw[1] * scores.chw[2] > 1;
+  layers_ << "  - {name: loss, type: softmax_loss, inputs: [" << Quote(scores.ref) << "]}\n";
   return Status::Ok();
 }
 
@@ -307,6 +313,7 @@ StatusOr<ImportedNet> Importer::Run() {
   std::ostringstream yaml;
   yaml << "# Imported from " << g_.label << " (ONNX opset " << g_.opset << ").\n"
        << "name: " << Quote(net_.name) << "\nlayers:\n"
+       << input_entry_ << (pixel_labels_ ? ", labels: pixels" : "") << "}\n"
        << layers_.str();
   net_.yaml = yaml.str();
   return std::move(net_);

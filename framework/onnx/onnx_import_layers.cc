@@ -2,6 +2,7 @@
 // checking that spill's layer computes exactly what ONNX defines before it
 // writes the layer and its weights.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "framework/layer_params.h"
@@ -396,34 +397,49 @@ Status Importer::Lrn(int node) {
   return Produce(node, name);
 }
 
-// A zero-valued constant Pad: read through when it pads nothing; folded into
-// the AveragePool that alone reads it when it pads H and W alike on both sides.
+// A constant Pad of H and W: read through when it pads nothing; folded into
+// the AveragePool that alone reads it when it pads zeros on H and W alike on
+// both sides; otherwise a pad layer.
 Status Importer::Pad(int node) {
   const onnx::NodeProto& n = g_.graph().node(node);
   SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
   if (AttrString(n, "mode", "constant") != "constant") {
-    return Fail(node, "spill imports constant (zero) padding only");
+    return Fail(node, "spill imports constant padding only");
   }
   SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* p, ConstIn(node, 1));
   SPILL_ASSIGN_OR_RETURN(std::vector<int64_t> pads, OnnxInts(*p, g_.label));
+  float value = 0;
   if (HasInput(node, 2)) {
     SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* c, ConstIn(node, 2));
-    SPILL_ASSIGN_OR_RETURN(std::vector<float> value, OnnxFloats(*c, g_.label));
-    if (value.size() != 1 || value[0] != 0) return Fail(node, "the pad value must be 0");
+    SPILL_ASSIGN_OR_RETURN(std::vector<float> values, OnnxFloats(*c, g_.label));
+    constexpr float kMaxValue = 3.4e38f;  // the pad layer's range
+    if (values.size() != 1 || !(std::fabs(values[0]) <= kMaxValue)) {
+      return Fail(node, "the pad value must be one finite value");
+    }
+    value = values[0];
   }
-  const bool spatial = x->Spatial() && pads.size() == 8;
   bool zero = true;
   for (int64_t v : pads) zero = zero && v == 0;
   if (zero) return ReadThrough(node);
-  const int consumer = SoleConsumer(n.output(0));
-  if (!spatial || pads[0] || pads[1] || pads[4] || pads[5] || pads[2] != pads[6] ||
-      pads[3] != pads[7] || pads[2] < 0 || pads[3] < 0 || consumer < 0 ||
-      g_.graph().node(consumer).op_type() != "AveragePool") {
-    return Fail(node, "spill imports a nonzero Pad only when it pads H and W symmetrically " +
-                          std::string("and an AveragePool alone reads it"));
+  bool in_range = x->Spatial() && pads.size() == 8 && !pads[0] && !pads[1] && !pads[4] && !pads[5];
+  for (int64_t v : pads) in_range = in_range && v >= 0 && v <= kMaxLayerStride;
+  if (!in_range) {
+    return Fail(node,
+                "spill pads the height and width of (N, C, H, W) tensors, by amounts in [0, " +
+                    std::to_string(kMaxLayerStride) + "]");
   }
-  pads_[n.output(0)] = PendingPad{n.input(0), pads[2], pads[3]};
-  return Status::Ok();
+  const int consumer = SoleConsumer(n.output(0));
+  if (value == 0 && pads[2] == pads[6] && pads[3] == pads[7] && consumer >= 0 &&
+      g_.graph().node(consumer).op_type() == "AveragePool") {
+    pads_[n.output(0)] = PendingPad{n.input(0), pads[2], pads[3]};
+    return Status::Ok();
+  }
+  const std::string name = LayerName(node, "");
+  Emit(name, "pad", {x->ref},
+       "pad: [" + std::to_string(pads[2]) + ", " + std::to_string(pads[3]) + ", " +
+           std::to_string(pads[6]) + ", " + std::to_string(pads[7]) +
+           "], value: " + ShortestFloat(value));
+  return Produce(node, name);
 }
 
 // Flatten, the 2-D Reshape before a classifier, Identity and a zero Pad

@@ -169,6 +169,11 @@ class Importer {
   std::set<int> fused_;  // nodes already converted as part of another
   std::set<std::string> names_;
   std::ostringstream layers_;
+  // The input layer's entry, written ahead of layers_ once Output() knows
+  // whether the scores are a map of the input's size (labels per pixel).
+  std::string input_entry_;
+  std::array<int64_t, 3> input_chw_{};
+  bool pixel_labels_ = false;
   ImportedNet net_;
 };
 

@@ -1,0 +1,86 @@
+// The ONNX exporter's internals, shared by its files: onnx_export.cc (the
+// walk over the layers, the layers of classic CNNs) and
+// onnx_export_vision.cc (the layers of mobile and modern networks and
+// encoder-decoders). Not part of the API: see onnx_export.h.
+#ifndef SPILL_FRAMEWORK_ONNX_ONNX_EXPORTER_H_
+#define SPILL_FRAMEWORK_ONNX_ONNX_EXPORTER_H_
+
+#include <onnx/onnx_pb.h>
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "framework/net.h"
+#include "framework/npz.h"
+#include "framework/status.h"
+
+namespace spill {
+namespace onnx_export {
+
+// A layer's option as the YAML gives it, or `fallback` (the layer's default).
+YAML::Node Param(const LayerSpec& spec, const char* key);
+int64_t Int(const LayerSpec& spec, const char* key, int64_t fallback);
+double Float(const LayerSpec& spec, const char* key, double fallback);
+bool Bool(const LayerSpec& spec, const char* key, bool fallback);
+// An int or [h, w].
+std::vector<int64_t> Pair(const LayerSpec& spec, const char* key, std::vector<int64_t> fallback);
+
+void AddInts(onnx::NodeProto* node, const std::string& name, const std::vector<int64_t>& v);
+void AddInt(onnx::NodeProto* node, const std::string& name, int64_t v);
+void AddFloat(onnx::NodeProto* node, const std::string& name, double v);
+void AddString(onnx::NodeProto* node, const std::string& name, const std::string& v);
+
+class Exporter {
+ public:
+  Exporter(const Net& net, const NpzArchive& params, const std::string& label)
+      : net_(net), params_(params), label_(label), s_(net.schedule()) {}
+  StatusOr<onnx::ModelProto> Run();
+
+ private:
+  Status Layer(int id);
+  Status Input(int id);
+  Status Window(int id, const std::string& op);
+  Status FullyConnected(int id);
+  Status BatchNorm(int id);
+  // The layers of mobile and modern networks and encoder-decoders, each as
+  // the node or chain the importer reads back as the same layer.
+  Status Vision(int id, const std::vector<std::string>& inputs, int rank, bool* done);
+  Status Activation(int id, const std::string& x);
+  Status Gelu(int id, const std::string& x);
+  Status ChannelShuffle(int id, const std::string& x);
+  Status LayerNorm(int id, const std::string& x, int rank);
+  Status Scale(int id, const std::string& x, int rank);
+  Status Upsample(int id, const std::string& x);
+  Status TransposedConvolution(int id, const std::string& x);
+  Status Pad(int id, const std::string& x);
+  // Initializers the exporter writes itself: named `<layer>.<suffix>`.
+  std::string FloatConstant(int id, const std::string& suffix, const std::vector<float>& values,
+                            const std::vector<int64_t>& dims);
+  std::string IntConstant(int id, const std::string& suffix, const std::vector<int64_t>& values);
+  onnx::NodeProto* Node(int id, const std::string& op, std::vector<std::string> inputs);
+  // The ONNX value of spill tensor `t`, of rank 4 when `image` is required.
+  StatusOr<std::string> In(int id, int k, bool image) const;
+  // Adds the parameter `p` of layer `id` as an initializer of `dims`.
+  StatusOr<std::string> Initializer(int id, int p, const std::string& suffix,
+                                    const std::vector<int64_t>& dims);
+  std::string Out(int id, int rank);
+
+  const Net& net_;
+  const NpzArchive& params_;
+  const std::string& label_;
+  const Schedule& s_;
+  onnx::ModelProto model_;
+  onnx::GraphProto* graph_ = nullptr;
+  std::map<TensorId, std::pair<std::string, int>> values_;  // tensor -> (ONNX name, rank)
+  std::string scores_;
+  int scores_rank_ = 0;
+  TensorId scores_tensor_ = kNoTensor;
+};
+
+}  // namespace onnx_export
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_ONNX_ONNX_EXPORTER_H_
