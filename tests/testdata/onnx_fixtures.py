@@ -38,12 +38,23 @@ away from their initial values.
     python3 tests/testdata/onnx_fixtures.py tests/testdata/onnx     # needs python3-torch, python3-onnx
     python3 tests/testdata/onnx_fixtures.py tests/testdata/onnx asymmetric_pads   # only these
 
+spill's own exports go the other way: with --check-exports, each small
+model of models/ (the versions tests/onnx_test.cc round-trips, sized for
+Fashion-MNIST padded to 32x32) is exported by tools/onnx_export and must
+pass ONNX's full check (onnx.checker with full_check, strict shape
+inference) in Python's onnx, as other runtimes would load it:
+
+    bazel build //tools:onnx_export
+    python3 tests/testdata/onnx_fixtures.py --check-exports bazel-bin/tools/onnx_export
+
 (The networks draw their initial weights from one generator in turn, so one
 written alone differs from the same one written in a full run; the
 asymmetric_pads fixture draws from its own and is the same either way.)
 """
 import os
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import onnx
@@ -325,7 +336,55 @@ def AsymmetricPads(folder):
     print(f"{path}: opset 13, {os.path.getsize(path)} bytes")
 
 
+# The small models of tests/testing/test_networks.h (kSmallModels), one
+# channel at 32x32.
+SMALL_MODELS = {
+    "mobilenet_v2": "{width: 25, depth: 25}",
+    "mobilenet_v3_small": "{width: 25, residuals: 0}",
+    "efficientnet_b0": "{width: 25, depth: 25}",
+    "shufflenet_v2": "{c1: 8, c2: 16, c3: 16, c4: 32, c5: 32, r2: 2, r3: 1, r4: 1}",
+    "regnet_y_400mf": "{stem: 8, w1: 8, w2: 16, w3: 16, w4: 24, d1: 1, d2: 2, d3: 1, d4: 1}",
+    "convnext_tiny": "{dim: 8, d1: 1, d2: 2, d3: 1, d4: 1, layer_scale: 0.5}",
+    "unet": "{width: 2}",
+    "unet_bilinear": "{width: 2, up: bilinear}",
+}
+
+
+def CheckExports(binary):
+    """Exports every small model with tools/onnx_export; ONNX's full check on each."""
+    models = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "models"))
+    failed = 0
+    with tempfile.TemporaryDirectory() as folder:
+        for name, params in SMALL_MODELS.items():
+            config, path = os.path.join(folder, name + ".yaml"), os.path.join(folder, name + ".onnx")
+            with open(config, "w") as f:
+                f.write(f"model:\n  file: {models}/{name.replace('_bilinear', '')}.yaml\n"
+                        f"  params: {params[:-1]}, channels: 1, size: 32, classes: 10}}\n"
+                        "data: {dataset: fashion_mnist, path: /usr/share/datasets/fashion-mnist, "
+                        "batch: 4, augment: {crop: 32, pad: 2}}\nrun: {steps: 1}\n")
+            run = subprocess.run([binary, "--config", config, "--output", path],
+                                 capture_output=True, text=True)
+            if run.returncode != 0:
+                print(f"{name}: onnx_export failed: {run.stderr.strip()}")
+                failed += 1
+                continue
+            model = onnx.load(path)
+            try:
+                onnx.checker.check_model(model, full_check=True)
+                onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+            except Exception as e:  # onnx's checker and inference raise their own kinds
+                print(f"{name}: {e}")
+                failed += 1
+                continue
+            ops = sorted({n.op_type for n in model.graph.node})
+            print(f"{name}: opset {model.opset_import[0].version}, {len(model.graph.node)} nodes, "
+                  f"full check passed ({', '.join(ops)})")
+    return 1 if failed else 0
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--check-exports":
+        return CheckExports(sys.argv[2] if len(sys.argv) > 2 else "bazel-bin/tools/onnx_export")
     folder = sys.argv[1] if len(sys.argv) > 1 else "tests/testdata/onnx"
     only = set(sys.argv[2:])  # fixture names; all of them when none
     os.makedirs(folder, exist_ok=True)
@@ -347,4 +406,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
