@@ -159,7 +159,8 @@ layers:
 // The layers mobile and modern networks and encoder-decoders brought, with
 // their options: activations, per-channel products and sums, channel
 // shuffles and slices, layer norm over channels and over features, scales,
-// upsampling of both modes, transposed convolution and padding.
+// upsampling of both modes, transposed convolution, padding, and a sum of
+// four inputs (ONNX's Add takes two).
 constexpr char kEveryNewLayer[] = R"(
 name: every_new_layer
 layers:
@@ -188,9 +189,7 @@ layers:
   - {name: corners, type: upsample, size: [18, 12], mode: bilinear, align_corners: true, inputs: [join]}
   - {name: up, type: transposed_convolution, filters: 8, kernel: 3, stride: [3, 2], pad: 1,
      output_pad: [2, 1], groups: 2, inputs: [join]}
-  - {name: sum1, type: add, inputs: [near, bilinear]}
-  - {name: sum2, type: add, inputs: [corners, up]}
-  - {name: sum, type: add, inputs: [sum1, sum2]}
+  - {name: sum, type: add, inputs: [near, bilinear, corners, up]}
   - {name: pad, type: pad, pad: [1, 0, 2, 3], value: -0.25}
   - {name: zeros, type: pad, pad: [1, 1]}
   - {name: smooth, type: avg_pool, kernel: 3, stride: 2}

@@ -273,8 +273,21 @@ Status Exporter::Layer(int id) {
         return InvalidArgument("layer '" + name + "' joins images and flattened features");
       }
     }
-    node = Node(id, type == "add" ? "Add" : "Concat", inputs);
-    if (type == "concat") AddInt(node, "axis", 1);
+    if (type == "concat") {
+      node = Node(id, "Concat", inputs);
+      AddInt(node, "axis", 1);
+    } else {
+      // ONNX's Add takes two inputs: more are summed left to right, as
+      // spill's add sums them, one Add each.
+      std::string sum = inputs[0];
+      for (size_t k = 1; k + 1 < inputs.size(); ++k) {
+        onnx::NodeProto* partial = Node(id, "Add", {sum, inputs[k]});
+        sum = name + "/sum" + std::to_string(k);
+        partial->set_name(sum);
+        partial->add_output(sum);
+      }
+      node = Node(id, "Add", {sum, inputs.back()});
+    }
   } else {
     return InvalidArgument("layer '" + name + "': type '" + type + "' has no ONNX export");
   }
