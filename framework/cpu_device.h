@@ -106,12 +106,24 @@ class CpuDevice : public Device {
   DeviceType type() const override { return DeviceType::kCpu; }
   std::string Describe() const override;
 
-  // Regions are mmap'ed (virtual memory: a memfd, cpu_virtual_memory.cc);
-  // copies run on the copy queue's worker thread.
-  SPILL_DEVICE_OVERRIDES;
+  StatusOr<void*> ReserveDeviceRegion(size_t bytes) override;
+  void ReleaseDeviceRegion(void* base) override;
+  StatusOr<void*> ReserveHostRegion(size_t bytes) override;
+  StatusOr<void*> ReserveFileHostRegion(size_t bytes, const std::string& directory) override;
+  void EnqueueHostTask(Queue& queue, std::function<void()> task) override;
+  void ReleaseHostRegion(void* base) override;
+  Status EnsureHostPinned(void* base, size_t bytes) override;
+  // A memfd as physical memory, mapped with mmap (cpu_virtual_memory.cc).
+  StatusOr<std::unique_ptr<VirtualMemory>> CreateVirtualMemory(size_t chunk_bytes, size_t chunks,
+                                                               size_t address_bytes) override;
+  void AnnotateAllocation(void* p, size_t bytes) override;
+  void AnnotateFree(void* p) override;
 
   Queue& compute_queue() override { return compute_; }
   Queue& copy_queue() override { return copy_; }
+
+  void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) override;
+  void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) override;
   size_t bytes_copied(CopyKind kind) const override;
 
   void set_link_bytes_per_second(double rate) { options_.link_bytes_per_second = rate; }

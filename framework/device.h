@@ -163,23 +163,4 @@ class Device {
 
 }  // namespace spill
 
-// The Device methods both backends implement out of line, declared in one
-// place for CpuDevice (framework/cpu_device.h) and CudaDevice
-// (framework/cuda/cuda_device.h) instead of a copy in each; Device above says
-// what each must do. Used inside their class definitions, in namespace spill.
-#define SPILL_DEVICE_OVERRIDES                                                                    \
-  StatusOr<void*> ReserveDeviceRegion(size_t bytes) override;                                     \
-  void ReleaseDeviceRegion(void* base) override;                                                  \
-  StatusOr<void*> ReserveHostRegion(size_t bytes) override;                                       \
-  StatusOr<void*> ReserveFileHostRegion(size_t bytes, const std::string& directory) override;     \
-  void EnqueueHostTask(Queue& queue, std::function<void()> task) override;                        \
-  void ReleaseHostRegion(void* base) override;                                                    \
-  Status EnsureHostPinned(void* base, size_t bytes) override;                                     \
-  StatusOr<std::unique_ptr<VirtualMemory>> CreateVirtualMemory(size_t chunk_bytes, size_t chunks, \
-                                                               size_t address_bytes) override;    \
-  void AnnotateAllocation(void* p, size_t bytes) override;                                        \
-  void AnnotateFree(void* p) override;                                                            \
-  void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) override; \
-  void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) override
-
 #endif  // SPILL_FRAMEWORK_DEVICE_H_

@@ -70,12 +70,24 @@ class CudaDevice : public Device {
   DeviceType type() const override { return DeviceType::kCuda; }
   std::string Describe() const override { return description_; }
 
-  // The device region is one cudaMalloc, host regions are pinned chunk by
-  // chunk, virtual memory is CUDA's (cuda_virtual_memory.cc).
-  SPILL_DEVICE_OVERRIDES;
+  StatusOr<void*> ReserveDeviceRegion(size_t bytes) override;
+  void ReleaseDeviceRegion(void* base) override;
+  StatusOr<void*> ReserveHostRegion(size_t bytes) override;
+  StatusOr<void*> ReserveFileHostRegion(size_t bytes, const std::string& directory) override;
+  void EnqueueHostTask(Queue& queue, std::function<void()> task) override;
+  void ReleaseHostRegion(void* base) override;
+  Status EnsureHostPinned(void* base, size_t bytes) override;
+  // CUDA's virtual memory management (cuda_virtual_memory.cc).
+  StatusOr<std::unique_ptr<VirtualMemory>> CreateVirtualMemory(size_t chunk_bytes, size_t chunks,
+                                                               size_t address_bytes) override;
+  void AnnotateAllocation(void* p, size_t bytes) override;
+  void AnnotateFree(void* p) override;
 
   Queue& compute_queue() override { return *compute_; }
   Queue& copy_queue() override { return *copy_; }
+
+  void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) override;
+  void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) override;
   size_t bytes_copied(CopyKind kind) const override { return copied_[static_cast<int>(kind)]; }
 
   cudaStream_t compute_stream() const { return compute_->stream(); }
