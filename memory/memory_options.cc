@@ -210,25 +210,11 @@ Status MemoryOptions::Validate() const {
   SPILL_RETURN_IF_ERROR(one_of("offload_set", offload_set, {"dymem", "conv"}));
   SPILL_RETURN_IF_ERROR(one_of("release", release, {"lazy", "eager"}));
   SPILL_RETURN_IF_ERROR(one_of("prefetch", prefetch, {"dymem", "ahead"}));
-  auto known = [](const std::vector<std::string>& names, const std::string& name) {
-    return std::find(names.begin(), names.end(), name) != names.end();
-  };
-  auto list = [](const std::vector<std::string>& names) {
-    std::string text;
-    for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
-    return text;
-  };
-  if (FindAllocator(allocator) == nullptr) {
-    return InvalidArgument("memory: unknown allocator '" + allocator +
-                           "'; known allocators: " + list(AllocatorNames()));
-  }
-  if (!known(EvictionNames(), eviction)) {
-    return InvalidArgument("memory: unknown eviction rule '" + eviction +
-                           "'; known rules: " + list(EvictionNames()));
-  }
-  if (!known(SchedulerNames(), scheduler)) {
-    return InvalidArgument("memory: unknown scheduler '" + scheduler +
-                           "'; known schedulers: " + list(SchedulerNames()));
+  for (const std::string& unknown :
+       {Allocators().Find(allocator) ? "" : Allocators().Unknown(allocator),
+        EvictionRules().Find(eviction) ? "" : EvictionRules().Unknown(eviction),
+        Schedulers().Find(scheduler) ? "" : Schedulers().Unknown(scheduler)}) {
+    if (!unknown.empty()) return InvalidArgument("memory: " + unknown);
   }
   return Status::Ok();
 }

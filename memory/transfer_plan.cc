@@ -1,7 +1,6 @@
 #include "memory/transfer_plan.h"
 
 #include <algorithm>
-#include <map>
 #include <sstream>
 
 namespace spill {
@@ -137,35 +136,20 @@ void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& option
   }
 }
 
-std::map<std::string, SchedulerInfo>& Registry() {
-  static auto* registry = new std::map<std::string, SchedulerInfo>();
+}  // namespace
+
+Registry<SchedulerInfo>& Schedulers() {
+  static auto* registry = new Registry<SchedulerInfo>("scheduler", "schedulers");
   return *registry;
 }
 
-}  // namespace
+bool RegisterScheduler(SchedulerInfo info) { return Schedulers().Add(std::move(info)); }
 
-bool RegisterScheduler(SchedulerInfo info) {
-  const std::string name = info.name;
-  SPILL_CHECK(Registry().count(name) == 0) << "scheduler '" << name << "' registered twice";
-  Registry()[name] = std::move(info);
-  return true;
-}
-
-std::vector<std::string> SchedulerNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, info] : Registry()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> SchedulerNames() { return Schedulers().Names(); }
 
 StatusOr<PhasePlans> MakeTransferPlans(const NetworkView& view, const MemoryOptions& options) {
-  auto it = Registry().find(options.scheduler);
-  if (it == Registry().end()) {
-    std::string known;
-    for (const std::string& n : SchedulerNames()) known += (known.empty() ? "" : ", ") + n;
-    return InvalidArgument("unknown scheduler '" + options.scheduler +
-                           "'; known schedulers: " + known);
-  }
-  SPILL_ASSIGN_OR_RETURN(PhasePlans plans, it->second.plan(view, options));
+  SPILL_ASSIGN_OR_RETURN(const SchedulerInfo* info, Schedulers().Get(options.scheduler));
+  SPILL_ASSIGN_OR_RETURN(PhasePlans plans, info->plan(view, options));
   AddParameterTransfers(*view.schedule, options, &plans);
   return plans;
 }

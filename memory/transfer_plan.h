@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "framework/network_view.h"
+#include "framework/registry.h"
 #include "framework/schedule.h"
 #include "memory/liveness.h"
 #include "memory/memory_options.h"
@@ -114,6 +115,7 @@ struct SchedulerInfo {
   TransferScheduler plan;
 };
 
+Registry<SchedulerInfo>& Schedulers();
 bool RegisterScheduler(SchedulerInfo info);
 // The scheduler's plans, plus the transfers of the parameters that live in
 // host memory (memory.params), whatever the scheduler.

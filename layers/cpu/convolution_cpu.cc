@@ -17,9 +17,7 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   explicit CpuConvolutionLayer(LayerParams& params) : ConvolutionLayer(params) {
     pinned_ = params.String("algorithm", "");
     if (!pinned_.empty() && cpu::FindConvAlgorithm(pinned_) == nullptr) {
-      std::string known;
-      for (const auto* a : cpu::ConvAlgorithms()) known += (known.empty() ? "" : ", ") + a->name();
-      params.Fail("algorithm", "must be one of: " + known + " (got '" + pinned_ + "')");
+      params.Fail("algorithm", cpu::UnknownConvAlgorithm(pinned_));
     }
   }
 

@@ -216,26 +216,14 @@ AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phas
 
 // ---- Registry ----
 
-namespace {
-
-std::map<std::string, AllocatorInfo>& Registry() {
-  static auto* registry = new std::map<std::string, AllocatorInfo>();
+Registry<AllocatorInfo>& Allocators() {
+  static auto* registry = new Registry<AllocatorInfo>("allocator", "allocators");
   return *registry;
 }
 
-}  // namespace
+bool RegisterAllocator(AllocatorInfo info) { return Allocators().Add(std::move(info)); }
 
-bool RegisterAllocator(AllocatorInfo info) {
-  const std::string name = info.name;
-  SPILL_CHECK(Registry().count(name) == 0) << "allocator '" << name << "' registered twice";
-  Registry()[name] = std::move(info);
-  return true;
-}
-
-const AllocatorInfo* FindAllocator(const std::string& name) {
-  auto it = Registry().find(name);
-  return it == Registry().end() ? nullptr : &it->second;
-}
+const AllocatorInfo* FindAllocator(const std::string& name) { return Allocators().Find(name); }
 
 size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk, bool persistent) {
   const AllocatorInfo* info = FindAllocator(name);
@@ -249,20 +237,11 @@ size_t UsableBytes(const std::string& name, size_t budget, size_t chunk) {
   return info->usable(budget, chunk);
 }
 
-std::vector<std::string> AllocatorNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, info] : Registry()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> AllocatorNames() { return Allocators().Names(); }
 
 StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& name,
                                                            const AllocatorContext& context) {
-  const AllocatorInfo* info = FindAllocator(name);
-  if (info == nullptr) {
-    std::string known;
-    for (const std::string& n : AllocatorNames()) known += (known.empty() ? "" : ", ") + n;
-    return InvalidArgument("unknown allocator '" + name + "'; known allocators: " + known);
-  }
+  SPILL_ASSIGN_OR_RETURN(const AllocatorInfo* info, Allocators().Get(name));
   return info->create(context);
 }
 

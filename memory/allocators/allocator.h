@@ -46,6 +46,7 @@
 #include "framework/declarations.h"
 #include "framework/device.h"
 #include "framework/network_view.h"
+#include "framework/registry.h"
 #include "framework/schedule.h"
 #include "framework/status.h"
 #include "memory/heap_pool.h"
@@ -250,6 +251,8 @@ struct AllocatorInfo {
   std::function<size_t(size_t budget, size_t chunk)> usable;
 };
 
+// Every allocator, by name.
+Registry<AllocatorInfo>& Allocators();
 bool RegisterAllocator(AllocatorInfo info);
 // "unknown allocator 'x'; known: best_fit, first_fit, ..." for names not registered.
 StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& name,
