@@ -125,12 +125,20 @@ Status MemoryRuntime::AllocateWithRoom(TensorId id, const std::function<Status()
       if (Cached(id)) cache_.Touch(id);
       return status;
     }
-    if (status.code() != StatusCode::kOutOfMemory || !MakeRoom(schedule_.tensors[id].bytes)) {
+    if (status.code() == StatusCode::kOutOfMemory && MakeRoom(schedule_.tensors[id].bytes)) {
+      continue;
+    }
+    if (status.code() == StatusCode::kOutOfMemory && MayOverdraw()) {
+      status = Overdraw(allocate);
+      if (status.ok() && Cached(id)) cache_.Touch(id);
+    }
+    if (!status.ok()) {
       const TensorInfo& info = schedule_.tensors[id];
       return Fail(status,
                   "'" + info.name + "' (" + FormatBytes(static_cast<double>(info.bytes)) + ")",
                   info.bytes);
     }
+    return status;
   }
 }
 
@@ -141,21 +149,23 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
   request.bytes = bytes;
   request.category = MemoryCategory::kWorkspace;
   request.step = step_;
-  for (;;) {
-    auto allocation = allocator_->Allocate(request);
-    if (allocation.ok()) {
-      workspace_id_ = allocation->id;
-      workspace_.bytes = bytes;
-      workspace_.data =
-          device_base_ == nullptr ? nullptr : static_cast<char*>(device_base_) + allocation->offset;
-      if (device_ != nullptr) device_->AnnotateAllocation(workspace_.data, bytes);
-      return Status::Ok();
-    }
-    if (!MakeRoom(bytes)) {
-      return Fail(residency_->NoteRefusedOffloads(allocation).status(),
-                  what + " (" + FormatBytes(static_cast<double>(bytes)) + ")", bytes);
-    }
+  StatusOr<Allocation> allocation = allocator_->Allocate(request);
+  while (!allocation.ok() && MakeRoom(bytes)) allocation = allocator_->Allocate(request);
+  if (!allocation.ok() && MayOverdraw()) {
+    allocator_->set_overdraft(true);
+    allocation = allocator_->Allocate(request);
+    allocator_->set_overdraft(false);
   }
+  if (!allocation.ok()) {
+    return Fail(residency_->NoteRefusedOffloads(allocation).status(),
+                what + " (" + FormatBytes(static_cast<double>(bytes)) + ")", bytes);
+  }
+  workspace_id_ = allocation->id;
+  workspace_.bytes = bytes;
+  workspace_.data =
+      device_base_ == nullptr ? nullptr : static_cast<char*>(device_base_) + allocation->offset;
+  if (device_ != nullptr) device_->AnnotateAllocation(workspace_.data, bytes);
+  return Status::Ok();
 }
 
 Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice) {
@@ -231,13 +241,14 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
       for (;;) {
         Status status = residency_->BeginPrefetch(id);
         if (status.ok()) break;
-        if (!MakeRoom(schedule_.tensors[id].bytes)) {
-          const TensorInfo& info = schedule_.tensors[id];
-          return Fail(status,
-                      "'" + info.name + "' back from host memory (" +
-                          FormatBytes(static_cast<double>(info.bytes)) + ")",
-                      info.bytes);
-        }
+        if (MakeRoom(schedule_.tensors[id].bytes)) continue;
+        if (MayOverdraw()) status = Overdraw([&] { return residency_->BeginPrefetch(id); });
+        if (status.ok()) break;
+        const TensorInfo& info = schedule_.tensors[id];
+        return Fail(status,
+                    "'" + info.name + "' back from host memory (" +
+                        FormatBytes(static_cast<double>(info.bytes)) + ")",
+                    info.bytes);
       }
       residency_->FinishPrefetch(id);
       if (Cached(id)) cache_.Touch(id);
@@ -368,7 +379,11 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   const LayerTensors& lt = schedule_.layers[layer];
   const size_t pins = pinned_.size();
   std::vector<TensorId> rebuilt;
-  Status status = RebuildOnDevice(layer, runner, &rebuilt);
+  Status status;
+  {
+    HoldOverdraft hold(this, CanStreamRebuild(layer));
+    status = RebuildOnDevice(layer, runner, &rebuilt);
+  }
   if (!status.ok()) {
     if (status.code() != StatusCode::kOutOfMemory || !CanStreamRebuild(layer)) return status;
     for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);

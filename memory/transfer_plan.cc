@@ -123,6 +123,8 @@ void AddLayerParameterTransfers(const Schedule& schedule, const MemoryOptions& o
   add(&train.after[next], TransferOp::kFinishOffload, states);
 }
 
+}  // namespace
+
 void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& options,
                            PhasePlans* plans) {
   if (options.params.kind != ParamPlacement::Kind::kHost &&
@@ -136,7 +138,74 @@ void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& option
   }
 }
 
+namespace {
+
+Status CompletePlan(const Schedule& schedule, const MemoryOptions& options, Phase phase,
+                    TransferPlan* plan) {
+  const char* name = phase == Phase::kTrain ? "train" : "eval";
+  const int steps = phase == Phase::kTrain ? 2 * schedule.num_layers() : schedule.num_layers();
+  const size_t tensors = schedule.tensors.size();
+  plan->phase = phase;
+  if (plan->before.empty() && plan->after.empty()) plan->Resize(steps);
+  if (plan->num_steps() != steps || static_cast<int>(plan->after.size()) != steps) {
+    return InvalidArgument("plan: the " + std::string(name) + " plan lists " +
+                           std::to_string(plan->before.size()) + " steps before and " +
+                           std::to_string(plan->after.size()) + " after; the schedule has " +
+                           std::to_string(steps));
+  }
+  for (int s = 0; s < steps; ++s) {
+    for (const auto& [when, list] :
+         {std::pair{"before", &plan->before[s]}, {"after", &plan->after[s]}}) {
+      for (const TransferAction& a : *list) {
+        const std::string where = "plan: " + std::string(name) + " step " + std::to_string(s + 1) +
+                                  " " + when + ": " + TransferOpName(a.op);
+        if (a.tensor < 0 || static_cast<size_t>(a.tensor) >= tensors) {
+          return InvalidArgument(where + " of tensor " + std::to_string(a.tensor) +
+                                 ", which the schedule does not have (" + std::to_string(tensors) +
+                                 " tensors)");
+        }
+        const bool before = std::string(when) == "before";
+        if ((a.op == TransferOp::kPrefetch || a.op == TransferOp::kRebuild) && !before) {
+          return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +
+                                 "': acts before a step only");
+        }
+        if (a.op == TransferOp::kUpdate &&
+            (!HomeOnHost(schedule, options, a.tensor) ||
+             std::none_of(schedule.parameters.begin(), schedule.parameters.end(),
+                          [&](const ParameterSlot& p) { return p.param == a.tensor; }))) {
+          return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +
+                                 "': updates only parameters that live in host memory");
+        }
+      }
+    }
+  }
+  if (plan->liveness.last_use.empty()) plan->liveness = AnalyzeLiveness(schedule, phase);
+  if (plan->liveness.last_use.size() != tensors || plan->liveness.num_steps != steps) {
+    return InvalidArgument("plan: the " + std::string(name) +
+                           " plan's lifetimes are not the schedule's tensors and steps");
+  }
+  RecomputePlan& r = plan->recompute;
+  if (r.droppable.empty()) r.droppable.assign(tensors, false);
+  if (r.segment.empty()) r.segment.assign(tensors, -1);
+  if (r.droppable.size() != tensors || r.segment.size() != tensors) {
+    return InvalidArgument("plan: the " + std::string(name) +
+                           " plan's recomputation sets are not the schedule's tensors");
+  }
+  for (int seg : r.segment) {
+    if (seg >= static_cast<int>(r.keep.size())) {
+      return InvalidArgument("plan: the " + std::string(name) + " plan names segment " +
+                             std::to_string(seg) + " of " + std::to_string(r.keep.size()));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status CompletePlans(const Schedule& schedule, const MemoryOptions& options, PhasePlans* plans) {
+  SPILL_RETURN_IF_ERROR(CompletePlan(schedule, options, Phase::kTrain, &plans->train));
+  return CompletePlan(schedule, options, Phase::kEval, &plans->eval);
+}
 
 Registry<SchedulerInfo>& Schedulers() {
   static auto* registry = new Registry<SchedulerInfo>("scheduler", "schedulers");

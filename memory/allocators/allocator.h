@@ -181,6 +181,19 @@ class DeviceAllocator {
   // Requests that had to be served differently from their profile (static).
   int64_t mismatches() const { return mismatches_; }
 
+  // Overdraft, for replaying a plan that may not fit (planning only): while
+  // on, a request the allocator cannot place is placed past the region
+  // instead - first fit above its end, in a space of its own that the
+  // allocator's policy never sees - and counts as in use like any other
+  // block. Off (the default): such a request is kOutOfMemory.
+  void set_overdraft(bool on) { overdraft_ = on; }
+  // How far past the budget the live placements reach now, and the most
+  // since ResetPeaks: the end of the highest block placed past the region;
+  // for allocators that place nothing (`ideal`), the live bytes beyond the
+  // budget. 0 while everything fits.
+  size_t overshoot() const;
+  size_t overshoot_peak() const { return overshoot_peak_; }
+
   // Appends alloc/free events to `log` (null: none).
   void set_event_log(MemoryEventLog* log) { log_ = log; }
   // Checks every invariant after every allocation and free, and stops the
@@ -220,6 +233,8 @@ class DeviceAllocator {
   };
   void UpdateFreeStats();
   void CheckEvent(const char* what) const;
+  // Places `bytes` past the region; returns the offset.
+  size_t Overdraw(size_t bytes, MemoryCategory category, AllocationId id);
 
   size_t capacity_;
   PoolStats stats_;
@@ -228,6 +243,12 @@ class DeviceAllocator {
   int64_t mismatches_ = 0;
   MemoryEventLog* log_ = nullptr;
   bool check_every_event_ = false;
+  bool overdraft_ = false;
+  // Blocks placed past the region: their allocations in `overdraft_pool_`.
+  std::unique_ptr<HeapPool> overdraft_pool_;
+  std::unordered_map<AllocationId, AllocationId> overdrawn_;
+  size_t overdrawn_bytes_ = 0;
+  size_t overshoot_peak_ = 0;
 };
 
 // ---- Registry: allocators register themselves next to their code. ----
