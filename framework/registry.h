@@ -67,6 +67,13 @@ class Registry {
     return nullptr;
   }
 
+  Entry* FindMutable(const std::string& name) {
+    for (auto& [n, entry] : entries_) {
+      if (n == name) return &entry;
+    }
+    return nullptr;
+  }
+
   // The entry, or an error naming the known ones.
   StatusOr<const Entry*> Get(const std::string& name) const {
     const Entry* entry = Find(name);

@@ -1,10 +1,6 @@
 #include "memory/memory_options.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <initializer_list>
 
 #include "memory/allocators/allocator.h"
@@ -13,35 +9,50 @@
 
 namespace spill {
 
-std::vector<std::string> MemoryModeNames() {
-  return {"baseline",     "liveness", "offload", "recompute", "offload_recompute",
-          "superneurons", "window",   "lms",     "dymem",     "vdnn"};
-}
-
-Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
+const std::vector<MemoryMode>& MemoryModes() {
   // A mode sets the technique switches and names its scheduler; a mode that
   // comes with its own placement names its allocator (others keep the one
   // chosen) and may turn compaction off.
-  struct Preset {
-    const char* name;
-    bool liveness, offload, cache, recompute;
-    const char* scheduler;
-    const char* allocator;  // nullptr: keep
-    bool compact;
+  static const auto* modes = new std::vector<MemoryMode>{
+      {"baseline", "every tensor has its own block for the whole iteration", false, false, false,
+       false, "superneurons", nullptr, true},
+      {"liveness", "tensors are freed after their last reader (SuperNeurons 3.2)", true, false,
+       false, false, "superneurons", nullptr, true},
+      {"offload", "liveness + checkpoint outputs offloaded to host and prefetched", true, true,
+       false, false, "superneurons", nullptr, true},
+      {"recompute", "liveness + cheap layers' outputs dropped and recomputed", true, false, false,
+       true, "superneurons", nullptr, true},
+      {"offload_recompute", "liveness + offload + recompute, both on a schedule", true, true, false,
+       true, "superneurons", nullptr, true},
+      {"superneurons",
+       "liveness + offload + recompute + the LRU tensor cache: nothing moves while memory "
+       "suffices",
+       true, true, true, true, "superneurons", nullptr, true},
+      {"window",
+       "liveness + any transient tensor swapped by a byte window over the iteration under a "
+       "budget",
+       true, true, false, false, "window", nullptr, true},
+      {"lms", "liveness + swaps at fixed step distances (the LMS-like baseline)", true, true, false,
+       false, "lms", nullptr, true},
+      {"dymem",
+       "liveness + Dymem's offload set, lazy release, Algorithm 2 prefetch; GTBM, no compaction",
+       true, true, false, false, "dymem", "gtbm", false},
+      {"vdnn",
+       "convolution inputs offloaded, every copy waited for at its step's end, prefetch one "
+       "layer ahead; best fit, no compaction",
+       true, true, false, false, "vdnn", "best_fit", false},
   };
-  static const Preset kPresets[] = {
-      {"baseline", false, false, false, false, "superneurons", nullptr, true},
-      {"liveness", true, false, false, false, "superneurons", nullptr, true},
-      {"offload", true, true, false, false, "superneurons", nullptr, true},
-      {"recompute", true, false, false, true, "superneurons", nullptr, true},
-      {"offload_recompute", true, true, false, true, "superneurons", nullptr, true},
-      {"superneurons", true, true, true, true, "superneurons", nullptr, true},
-      {"window", true, true, false, false, "window", nullptr, true},
-      {"lms", true, true, false, false, "lms", nullptr, true},
-      {"dymem", true, true, false, false, "dymem", "gtbm", false},
-      {"vdnn", true, true, false, false, "vdnn", "best_fit", false},
-  };
-  for (const Preset& p : kPresets) {
+  return *modes;
+}
+
+std::vector<std::string> MemoryModeNames() {
+  std::vector<std::string> names;
+  for (const MemoryMode& m : MemoryModes()) names.push_back(m.name);
+  return names;
+}
+
+Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
+  for (const MemoryMode& p : MemoryModes()) {
     if (mode != p.name) continue;
     options->mode = mode;
     options->liveness = p.liveness;
@@ -53,9 +64,8 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
     options->compact = p.compact;
     return Status::Ok();
   }
-  std::string names;
-  for (const auto& n : MemoryModeNames()) names += (names.empty() ? "" : ", ") + n;
-  return InvalidArgument("unknown memory mode '" + mode + "'; known modes: " + names);
+  return InvalidArgument("unknown memory mode '" + mode +
+                         "'; known modes: " + JoinNames(MemoryModeNames()));
 }
 
 std::string ParamPlacement::ToString() const {
@@ -92,21 +102,6 @@ StatusOr<ParamPlacement> ParseParamPlacement(const std::string& text) {
                          "'; expected device, host, above:SIZE (e.g. above:1MiB) or cache");
 }
 
-size_t SizeSetting::Of(size_t base) const {
-  if (bytes > 0) return bytes;
-  const double scaled = factor * static_cast<double>(base);
-  // Multiples of an unlimited budget saturate instead of wrapping around.
-  if (scaled >= static_cast<double>(SIZE_MAX / 2)) return SIZE_MAX / 2;
-  return static_cast<size_t>(scaled);
-}
-
-std::string SizeSetting::ToString() const {
-  if (bytes > 0) return FormatBytes(static_cast<double>(bytes));
-  char text[32];
-  std::snprintf(text, sizeof(text), "%gx", factor);
-  return text;
-}
-
 StatusOr<int64_t> ParseBatchChunk(const std::string& text) {
   if (text == "off") return kBatchChunkOff;
   if (text == "auto") return kBatchChunkAuto;
@@ -135,28 +130,6 @@ std::string BatchChunkName(int64_t chunk) {
   return std::to_string(chunk);
 }
 
-StatusOr<SizeSetting> ParseSizeSetting(const std::string& text) {
-  SizeSetting setting;
-  if (!text.empty() && (text.back() == 'x' || text.back() == 'X')) {
-    const std::string number = text.substr(0, text.size() - 1);
-    char* end = nullptr;
-    const double factor = std::strtod(number.c_str(), &end);
-    if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(factor) ||
-        factor <= 0) {
-      return InvalidArgument("'" + text + "' is not a positive multiple such as 1.5x");
-    }
-    setting.factor = factor;
-    return setting;
-  }
-  auto bytes = ParseBytes(text);
-  if (!bytes.ok() || *bytes == 0) {
-    return InvalidArgument("'" + text +
-                           "' is neither a multiple such as 1.5x nor a size such as 8GiB");
-  }
-  setting.bytes = *bytes;
-  return setting;
-}
-
 Status MemoryOptions::Validate() const {
   if (!liveness && (offload || cache || recompute)) {
     return InvalidArgument("memory: offload, cache and recompute need liveness (mode '" + mode +
@@ -169,7 +142,6 @@ Status MemoryOptions::Validate() const {
     return InvalidArgument("memory: a device budget of " + std::to_string(device_budget) +
                            " bytes is below one pool block");
   }
-  if (prefetch_ahead < 0) return InvalidArgument("memory: prefetch_ahead must be >= 0");
   if (params.kind == ParamPlacement::Kind::kCache && !cache) {
     return InvalidArgument(
         "memory: params: cache needs the tensor cache (mode superneurons, or "
@@ -185,31 +157,10 @@ Status MemoryOptions::Validate() const {
     return InvalidArgument("memory: host_tier must be ram or file:DIRECTORY (got '" + host_tier +
                            "')");
   }
-  if (lms_threshold < 2) {
-    return InvalidArgument("memory: lms_threshold must be at least 2 steps (got " +
-                           std::to_string(lms_threshold) + ")");
-  }
-  if (lms_ahead < 0) return InvalidArgument("memory: lms_ahead must be >= 0");
   if (batch_chunk != kBatchChunkAuto && (batch_chunk < 0 || batch_chunk > kMaxBatchChunk)) {
     return InvalidArgument("memory: chunk must be off, auto or in [1, " +
                            std::to_string(kMaxBatchChunk) + "] images");
   }
-  if (va_chunk < kChunkAlignmentBytes || va_chunk % kChunkAlignmentBytes != 0) {
-    return InvalidArgument("memory: va_chunk must be a positive multiple of 4 KiB (got " +
-                           std::to_string(va_chunk) + " bytes)");
-  }
-  auto one_of = [](const std::string& key, const std::string& value,
-                   std::initializer_list<const char*> choices) {
-    std::string text;
-    for (const char* c : choices) {
-      if (value == c) return Status::Ok();
-      text += (text.empty() ? "" : " or ") + std::string(c);
-    }
-    return InvalidArgument("memory: " + key + " '" + value + "'; expected " + text);
-  };
-  SPILL_RETURN_IF_ERROR(one_of("offload_set", offload_set, {"dymem", "conv"}));
-  SPILL_RETURN_IF_ERROR(one_of("release", release, {"lazy", "eager"}));
-  SPILL_RETURN_IF_ERROR(one_of("prefetch", prefetch, {"dymem", "ahead"}));
   for (const std::string& unknown :
        {Allocators().Find(allocator) ? "" : Allocators().Unknown(allocator),
         EvictionRules().Find(eviction) ? "" : EvictionRules().Unknown(eviction),
@@ -227,18 +178,14 @@ std::string MemoryOptions::Describe() const {
   if (cache) parts += std::string(parts.empty() ? "" : " + ") + "cache";
   if (recompute) parts += std::string(parts.empty() ? "" : " + ") + "recompute";
   if (parts.empty()) parts = "no reuse";
-  text += parts + "), " + allocator + " allocator";
+  text +=
+      parts + "), " + allocator + " allocator" + DescribeSettings(*this, "allocator", allocator);
   if (cache) text += ", " + eviction + " eviction";
-  if (scheduler != "superneurons") text += ", " + scheduler + " scheduler";
-  if (scheduler == "window") {
-    text += " (budget " + window_budget.ToString() + ", window " + window.ToString() + ")";
+  const std::string scheduled = DescribeSettings(*this, "scheduler", scheduler);
+  if (scheduler != "superneurons" || !scheduled.empty()) {
+    text += ", " + scheduler + " scheduler" + scheduled;
   }
-  if (allocator == "va") text += " (chunk " + FormatBytes(static_cast<double>(va_chunk)) + ")";
   if (batch_chunk != kBatchChunkOff) text += ", batch slices of " + BatchChunkName(batch_chunk);
-  if (scheduler == "dymem") {
-    text += " (" + offload_set + " offload set, " + release + " release, " + prefetch +
-            " prefetch" + (barrier ? ", barrier" : "") + ")";
-  }
   if (!compact) text += ", no compaction";
   if (params.kind != ParamPlacement::Kind::kDevice) {
     text += ", parameters " + params.ToString() + ", updated on " +

@@ -65,8 +65,7 @@ Status MemoryRuntime::Reserve() {
   AllocatorContext context;
   context.capacity = options_.device_budget;
   context.view = &view_;
-  context.chunk = options_.va_chunk;
-  context.min_offload_bytes = options_.min_offload_bytes;
+  context.settings = options_.settings;
   // Profile-guided allocators plan an iteration with an accounting-only
   // allocator first; the profiler runs this runtime's own code without a device.
   const NetworkView view = view_;

@@ -55,6 +55,7 @@ std::string SettingSpec::Flag() const {
 }
 
 std::string SettingSpec::TypeName() const {
+  if (!type_name.empty()) return type_name;
   switch (kind) {
     case SettingKind::kBool:
       return "[true|false]";
@@ -155,12 +156,13 @@ std::string DescribeReaders(const RegisteredSetting& setting) {
     for (const SettingReader& r : setting.readers) {
       if (r.seam == seam) names.push_back(r.name);
     }
+    const bool plural = names.size() > 1;
     std::string text = names.back();
-    if (names.size() > 1) {
+    if (plural) {
       names.pop_back();
       text = JoinNames(names) + " and " + text;
     }
-    groups.push_back("the " + text + " " + seam + (names.size() > 1 ? "s" : ""));
+    groups.push_back("the " + text + " " + seam + (plural ? "s" : ""));
   }
   std::string text = groups.back();
   if (groups.size() > 1) {

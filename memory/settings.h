@@ -61,10 +61,14 @@ struct SettingSpec {
   std::vector<std::string> choices;  // kChoice
   // A check of its own beyond the kind's (empty: none): an error message.
   std::function<Status(const std::string& text)> check;
-  std::string flag;  // when it is not derived from the key ("--min-offload")
+  std::string flag;       // when it is not derived from the key ("--memory" for mode)
+  std::string type_name;  // for --help, when not the kind's ("MODE")
   // Tools that search this setting themselves take "search" for it
   // (deepest, widest search the window scheduler's budget).
   bool searchable = false;
+  // It acts on backward passes or solver updates only: tools that only
+  // evaluate refuse it.
+  bool training_only = false;
 
   std::string Flag() const;
   // The flag's value placeholder for --help: "INT", "SIZE", "a|b", ...

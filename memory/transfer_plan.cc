@@ -212,7 +212,10 @@ Registry<SchedulerInfo>& Schedulers() {
   return *registry;
 }
 
-bool RegisterScheduler(SchedulerInfo info) { return Schedulers().Add(std::move(info)); }
+bool RegisterScheduler(SchedulerInfo info) {
+  AddSettings("scheduler", info.name, info.settings);
+  return Schedulers().Add(std::move(info));
+}
 
 std::vector<std::string> SchedulerNames() { return Schedulers().Names(); }
 

@@ -60,6 +60,7 @@
 #include "memory/liveness.h"
 #include "memory/memory_options.h"
 #include "memory/recompute_policy.h"
+#include "memory/settings.h"
 
 namespace spill {
 
@@ -124,6 +125,9 @@ struct SchedulerInfo {
   std::string name;
   std::string summary;
   TransferScheduler plan;
+  // Its keys of the memory: section (memory/settings.h), read from
+  // MemoryOptions::settings.
+  std::vector<SettingSpec> settings;
 };
 
 Registry<SchedulerInfo>& Schedulers();

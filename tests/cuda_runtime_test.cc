@@ -56,7 +56,8 @@ testing::SyntheticRun GpuRun(const std::string& mode) {
   run.memory.host_budget = 64 << 20;  // page-locked as used; these networks use far less
   run.memory.poison_freed = true;
   run.memory.workspace = *ParseWorkspacePolicy("memory_optimal");
-  run.memory.min_offload_bytes = 0;  // offload and place by mobility even these small maps
+  // Offload and place by mobility even these small maps.
+  SPILL_CHECK(run.memory.settings.Set("min_offload", "0").ok());
   return run;
 }
 

@@ -356,7 +356,7 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
       "sliced.yaml", ".");
   ASSERT_TRUE(sliced.ok()) << sliced.status().ToString();
   EXPECT_EQ(sliced->memory.batch_chunk, 8);
-  EXPECT_EQ(sliced->memory.va_chunk, size_t{64} * 1024);
+  EXPECT_EQ(sliced->memory.settings.Bytes("va_chunk"), size_t{64} * 1024);
   auto dymem = ParseTrainConfig(
       "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {mode: dymem, release: "
       "eager, prefetch: ahead, offload_set: conv, barrier: true, min_offload: 64KiB}\n",
@@ -365,11 +365,11 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
   EXPECT_EQ(dymem->memory.scheduler, "dymem");
   EXPECT_EQ(dymem->memory.allocator, "gtbm");
   EXPECT_FALSE(dymem->memory.compact);
-  EXPECT_EQ(dymem->memory.release, "eager");
-  EXPECT_EQ(dymem->memory.prefetch, "ahead");
-  EXPECT_EQ(dymem->memory.offload_set, "conv");
-  EXPECT_TRUE(dymem->memory.barrier);
-  EXPECT_EQ(dymem->memory.min_offload_bytes, 64u << 10);
+  EXPECT_EQ(dymem->memory.settings.Text("release"), "eager");
+  EXPECT_EQ(dymem->memory.settings.Text("prefetch"), "ahead");
+  EXPECT_EQ(dymem->memory.settings.Text("offload_set"), "conv");
+  EXPECT_TRUE(dymem->memory.settings.Bool("barrier"));
+  EXPECT_EQ(dymem->memory.settings.Bytes("min_offload"), 64u << 10);
   TrainConfig missing = Config();
   missing.data.path = (dir_ / "nowhere").string();
   auto trainer = Trainer::Create(missing, Quiet());

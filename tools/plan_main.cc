@@ -189,7 +189,7 @@ Status WriteFragmentation(const Args& args, const Net& net, const MemoryOptions&
   if (!args.json) std::fputs(FragmentationText(comparison).c_str(), stdout);
   const std::string title =
       net.name() + ", batch " + std::to_string(net.batch()) + ", " + options.mode +
-      (options.scheduler == "dymem" ? ", " + options.release + " release" : "") +
+      (options.scheduler == "dymem" ? ", " + options.settings.Text("release") + " release" : "") +
       ", no compaction, pool " + FormatBytes(static_cast<double>(comparison.pool));
   return WriteTextFile(args.fragmentation_svg, FragmentationSvg(comparison.profiles, title),
                        "--fragmentation-svg");
@@ -209,12 +209,20 @@ Status ReportPoolSizing(const Args& args, const Net& net, const MemoryOptions& o
 }
 
 // The memory options of one mode with the flags applied.
+// `every`: every mode is planned (no --memory), so the settings given apply
+// where a mode reads them; with one mode, a setting it does not read is an
+// error naming it.
 StatusOr<MemoryOptions> ModeOptions(const Args& args, const Subject& subject,
-                                    const std::string& mode) {
+                                    const std::string& mode, bool every) {
   MemoryOptions options = subject.memory;
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &options));
   options.device_budget = kUnlimitedBudget;  // unless --device-memory says
-  SPILL_RETURN_IF_ERROR(args.memory.Apply(&options));
+  SPILL_RETURN_IF_ERROR(args.memory.Apply(&options, /*check_read=*/!every));
+  if (args.size_pool && options.allocator != "gtbm" && !every) {
+    return InvalidArgument("--size-pool sizes the gtbm allocator's pool; mode '" + mode +
+                           "' places with the " + options.allocator +
+                           " allocator (use --memory dymem or --allocator gtbm)");
+  }
   options.record_events = !args.trace.empty() || !args.device_profile.empty();
   SPILL_RETURN_IF_ERROR(options.Validate());
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*subject.net, options.workspace));
@@ -308,7 +316,7 @@ struct ModeRun {
 
   Status Run(const std::string& mode) {
     const Net& net = *subject.net;
-    SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode));
+    SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode, !single));
     auto start = std::chrono::steady_clock::now();
     SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(net.view(), options));
     const double seconds =
@@ -394,7 +402,8 @@ Status Run(const Args& args) {
   ModeRun run{args, subject, predictor.get(), modes.size() == 1, &json, &logs, &timeline};
   for (const std::string& mode : modes) SPILL_RETURN_IF_ERROR(run.Run(mode));
   if (!args.fragmentation_svg.empty()) {
-    SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, modes.back()));
+    SPILL_ASSIGN_OR_RETURN(MemoryOptions options,
+                           ModeOptions(args, subject, modes.back(), modes.size() > 1));
     SPILL_RETURN_IF_ERROR(WriteFragmentation(args, net, options));
   }
   if (args.json) std::printf("%s\n", json.dump().c_str());

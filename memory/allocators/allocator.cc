@@ -263,20 +263,24 @@ Registry<AllocatorInfo>& Allocators() {
   return *registry;
 }
 
-bool RegisterAllocator(AllocatorInfo info) { return Allocators().Add(std::move(info)); }
+bool RegisterAllocator(AllocatorInfo info) {
+  AddSettings("allocator", info.name, info.settings);
+  return Allocators().Add(std::move(info));
+}
 
 const AllocatorInfo* FindAllocator(const std::string& name) { return Allocators().Find(name); }
 
-size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk, bool persistent) {
+size_t ChargedBytes(const std::string& name, size_t bytes, const PolicySettings& settings,
+                    bool persistent) {
   const AllocatorInfo* info = FindAllocator(name);
   if (info == nullptr || !info->charge) return RoundToBlocks(std::max<size_t>(bytes, 1));
-  return info->charge(bytes, chunk, persistent);
+  return info->charge(bytes, settings, persistent);
 }
 
-size_t UsableBytes(const std::string& name, size_t budget, size_t chunk) {
+size_t UsableBytes(const std::string& name, size_t budget, const PolicySettings& settings) {
   const AllocatorInfo* info = FindAllocator(name);
   if (info == nullptr || !info->usable) return budget;
-  return info->usable(budget, chunk);
+  return info->usable(budget, settings);
 }
 
 std::vector<std::string> AllocatorNames() { return Allocators().Names(); }

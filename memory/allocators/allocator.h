@@ -51,6 +51,7 @@
 #include "framework/status.h"
 #include "memory/heap_pool.h"
 #include "memory/memory_events.h"
+#include "memory/settings.h"
 
 namespace spill {
 
@@ -92,18 +93,14 @@ AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phas
 // the planner; profile-guided allocators call it).
 using Profiler = std::function<StatusOr<AllocationProfile>(Phase phase, size_t budget)>;
 
-// Tensors smaller than this are not worth offloading (Dymem's offload set;
-// GTBM's reclaimed class).
-constexpr size_t kDefaultMinOffloadBytes = size_t{1} << 20;  // 1 MiB
-
 struct AllocatorContext {
   size_t capacity = 0;
   Profiler profiler;  // may be empty (then profile-guided allocators fail)
   // The network, for allocators that place by what a tensor is (may be null).
   const NetworkView* view = nullptr;
-  // The physical chunk of allocators that map memory (memory.va_chunk).
-  size_t chunk = 0;
-  size_t min_offload_bytes = kDefaultMinOffloadBytes;
+  // The values given for policy settings; an allocator reads its own
+  // (AllocatorInfo::settings).
+  PolicySettings settings;
 };
 
 class DeviceAllocator {
@@ -257,19 +254,22 @@ using AllocatorFactory =
     std::function<StatusOr<std::unique_ptr<DeviceAllocator>>(const AllocatorContext& context)>;
 
 // The device bytes a request of `bytes` takes under an allocator, for
-// policies that plan ahead in bytes (the window scheduler); `chunk` is
-// memory.va_chunk; `persistent` for parameters, their gradients and solver
-// state.
-using AllocatorCharge = std::function<size_t(size_t bytes, size_t chunk, bool persistent)>;
+// policies that plan ahead in bytes (the window scheduler), under the
+// allocator's settings; `persistent` for parameters, their gradients and
+// solver state.
+using AllocatorCharge =
+    std::function<size_t(size_t bytes, const PolicySettings& settings, bool persistent)>;
 
 struct AllocatorInfo {
   std::string name;
   std::string summary;  // one line, for --help and errors
   bool plan_only = false;
   AllocatorFactory create;
+  // Its keys of the memory: section (memory/settings.h).
+  std::vector<SettingSpec> settings;
   AllocatorCharge charge;  // empty: whole pool blocks
   // Of a device budget, what charged requests can fill (empty: all of it).
-  std::function<size_t(size_t budget, size_t chunk)> usable;
+  std::function<size_t(size_t budget, const PolicySettings& settings)> usable;
 };
 
 // Every allocator, by name.
@@ -281,9 +281,10 @@ StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& na
 const AllocatorInfo* FindAllocator(const std::string& name);
 // What `bytes` take under the allocator `name` (pool blocks when it does
 // not say, or is unknown).
-size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk, bool persistent);
+size_t ChargedBytes(const std::string& name, size_t bytes, const PolicySettings& settings,
+                    bool persistent);
 // What charged requests can fill of `budget` under the allocator `name`.
-size_t UsableBytes(const std::string& name, size_t budget, size_t chunk);
+size_t UsableBytes(const std::string& name, size_t budget, const PolicySettings& settings);
 std::vector<std::string> AllocatorNames();
 
 }  // namespace spill

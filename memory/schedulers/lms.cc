@@ -55,17 +55,32 @@ TransferPlan PlanLms(const Schedule& schedule, Phase phase, int threshold, int a
   return plan;
 }
 
+constexpr int64_t kMaxScheduleDistance = 1 << 20;  // steps
+
+const SettingSpec kThreshold = {
+    "lms_threshold",
+    SettingKind::kInt,
+    "4",
+    "lms: a tensor leaves the device after a use when its next use is this many steps away",
+    2,
+    kMaxScheduleDistance};
+const SettingSpec kAhead = {"lms_ahead", SettingKind::kInt,
+                            "2",         "lms: it comes back this many steps before that use",
+                            0,           kMaxScheduleDistance};
+
 const bool kLms = RegisterScheduler(
     {"lms",
      "swap-out when the next use is memory.lms_threshold steps away or more, swap-in "
      "memory.lms_ahead steps before it (fixed distances, the LMS baseline)",
      [](const NetworkView& view, const MemoryOptions& options) -> StatusOr<PhasePlans> {
+       const int threshold = static_cast<int>(options.settings.Int(kThreshold));
+       const int ahead = static_cast<int>(options.settings.Int(kAhead));
        PhasePlans plans;
-       plans.train =
-           PlanLms(*view.schedule, Phase::kTrain, options.lms_threshold, options.lms_ahead);
-       plans.eval = PlanLms(*view.schedule, Phase::kEval, options.lms_threshold, options.lms_ahead);
+       plans.train = PlanLms(*view.schedule, Phase::kTrain, threshold, ahead);
+       plans.eval = PlanLms(*view.schedule, Phase::kEval, threshold, ahead);
        return plans;
-     }});
+     },
+     {kThreshold, kAhead}});
 
 }  // namespace
 }  // namespace spill

@@ -9,9 +9,7 @@
 #include "framework/units.h"
 #include "framework/yaml_reader.h"
 #include "layers/cpu/conv_timer.h"
-#include "memory/allocators/allocator.h"
-#include "memory/eviction/eviction.h"
-#include "memory/transfer_plan.h"
+#include "memory/settings.h"
 #include "tools/trainer/model_source.h"
 
 namespace spill {
@@ -56,16 +54,14 @@ run:
 )";
 
 // Ceilings of the configuration's numbers (see README, "Limits").
-constexpr int64_t kMaxWorkers = 64;                // data loading threads
-constexpr int64_t kMaxImageSide = 1 << 16;         // resize and crop, pixels
-constexpr int64_t kMaxPad = 1 << 12;               // pixels of padding
-constexpr size_t kMaxChannels = 64;                // normalization values
-constexpr int64_t kMaxEpochs = 1000000;            // run.epochs
-constexpr int64_t kMaxSteps = 1000000000000;       // steps, intervals, schedule lengths
-constexpr size_t kMaxMilestones = 1000;            // multistep milestones
-constexpr int64_t kMaxPrefetchAhead = 1024;        // checkpoint layers
-constexpr int64_t kMaxScheduleDistance = 1 << 20;  // steps (lms_threshold, lms_ahead)
-constexpr int64_t kMaxGpu = 63;                    // device ordinal
+constexpr int64_t kMaxWorkers = 64;           // data loading threads
+constexpr int64_t kMaxImageSide = 1 << 16;    // resize and crop, pixels
+constexpr int64_t kMaxPad = 1 << 12;          // pixels of padding
+constexpr size_t kMaxChannels = 64;           // normalization values
+constexpr int64_t kMaxEpochs = 1000000;       // run.epochs
+constexpr int64_t kMaxSteps = 1000000000000;  // steps, intervals, schedule lengths
+constexpr size_t kMaxMilestones = 1000;       // multistep milestones
+constexpr int64_t kMaxGpu = 63;               // device ordinal
 constexpr double kMaxLearningRate = 1000;
 constexpr size_t kMinBucketBytes = 4 * kKiB;  // distributed.bucket
 constexpr size_t kMaxBucketBytes = 1 * kGiB;
@@ -164,61 +160,25 @@ Status ReadSolver(YamlMap solver, TrainConfig* c) {
   return solver.Finish();
 }
 
-// Applies a policy parsed from `key` by `parse`, or records its error there.
-template <typename T, typename Parse>
-void ReadPolicy(YamlMap& memory, const std::string& key, const std::string& current,
-                const Parse& parse, T* out) {
-  StatusOr<T> parsed = parse(memory.String(key, current));
-  if (parsed.ok()) {
-    *out = *parsed;
-  } else {
-    memory.Fail(key, parsed.status().message());
-  }
-}
-
+// Every key of the memory schema (memory/memory_options.h): the shared ones
+// in order (mode first), then each policy's settings; a policy's key the
+// chosen mode does not read is an error naming the mode.
 Status ReadMemory(YamlMap memory, MemoryOptions* m, TimingConfig* timing) {
-  const std::string mode = memory.String("mode", m->mode);
-  Status applied = ApplyMemoryMode(mode, m);
-  if (!applied.ok()) memory.Fail("mode", applied.message());
-  m->device_budget =
-      memory.Bytes("device_budget", m->device_budget, kPoolBlockBytes, kUnlimitedBudget);
-  m->host_budget = memory.Bytes("host_budget", m->host_budget, kPoolBlockBytes, kUnlimitedBudget);
-  m->allocator = memory.Choice("allocator", AllocatorNames(), m->allocator);
-  m->eviction = memory.Choice("eviction", EvictionNames(), m->eviction);
-  m->scheduler = memory.Choice("scheduler", SchedulerNames(), m->scheduler);
-  ReadPolicy(memory, "params", m->params.ToString(), ParseParamPlacement, &m->params);
-  m->update_on_host =
-      memory.Choice("update", {"device", "host"}, m->update_on_host ? "host" : "device") == "host";
-  m->host_tier = memory.String("host_tier", m->host_tier);
-  m->liveness = memory.Bool("liveness", m->liveness);
-  m->offload = memory.Bool("offload", m->offload);
-  m->cache = memory.Bool("cache", m->cache);
-  m->recompute = memory.Bool("recompute", m->recompute);
-  m->prefetch_ahead =
-      static_cast<int>(memory.Int("prefetch_ahead", m->prefetch_ahead, 0, kMaxPrefetchAhead));
-  m->compact = memory.Bool("compact", m->compact);
-  // The window scheduler, its LMS-like baseline and the va allocator.
-  ReadPolicy(memory, "window", m->window.ToString(), ParseSizeSetting, &m->window);
-  ReadPolicy(memory, "window_budget", m->window_budget.ToString(), ParseSizeSetting,
-             &m->window_budget);
-  m->lms_threshold =
-      static_cast<int>(memory.Int("lms_threshold", m->lms_threshold, 2, kMaxScheduleDistance));
-  m->lms_ahead = static_cast<int>(memory.Int("lms_ahead", m->lms_ahead, 0, kMaxScheduleDistance));
-  m->va_chunk = memory.Bytes("va_chunk", m->va_chunk, kChunkAlignmentBytes, kUnlimitedBudget);
-  ReadPolicy(memory, "chunk", BatchChunkName(m->batch_chunk), ParseBatchChunk, &m->batch_chunk);
-  // The dymem scheduler's switches.
-  m->min_offload_bytes = memory.Bytes("min_offload", m->min_offload_bytes, 0, kUnlimitedBudget);
-  m->offload_set = memory.Choice("offload_set", {"dymem", "conv"}, m->offload_set);
-  m->release = memory.Choice("release", {"lazy", "eager"}, m->release);
-  m->prefetch = memory.Choice("prefetch", {"dymem", "ahead"}, m->prefetch);
-  m->barrier = memory.Bool("barrier", m->barrier);
-  ReadPolicy(memory, "recompute_strategy", RecomputeStrategyName(m->recompute_strategy),
-             ParseRecomputeStrategy, &m->recompute_strategy);
-  ReadPolicy(memory, "workspace", m->workspace.ToString(), ParseWorkspacePolicy, &m->workspace);
+  std::vector<std::string> keys;
+  for (const MemoryKey& k : MemoryKeys()) keys.push_back(k.spec.key);
+  for (const std::string& key : PolicySettingRegistry().Names()) keys.push_back(key);
+  for (const std::string& key : keys) {
+    if (!memory.Raw(key).IsDefined()) continue;
+    const std::string text = memory.String(key, "");
+    if (!memory.ok()) break;
+    Status set = SetMemoryKey(key, text, memory.Where(key), m);
+    if (!set.ok()) memory.Fail(key, set.message());
+  }
   timing->measure = memory.Choice("conv_timing", {"measure", "model"},
                                   timing->measure ? "measure" : "model") == "measure";
   timing->cache = memory.String("conv_timing_cache", timing->cache);
   SPILL_RETURN_IF_ERROR(memory.Finish());
+  SPILL_RETURN_IF_ERROR(CheckKeysRead(*m));
   return m->Validate().WithContext(memory.Where("mode"));
 }
 
