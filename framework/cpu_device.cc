@@ -355,8 +355,26 @@ void CpuDevice::RecordCopy(CopyKind kind, size_t bytes, double begin) {
   }
 }
 
+bool CpuDevice::InsideAnnotatedBlock(const void* p, size_t bytes) const {
+  const char* begin = static_cast<const char*>(p);
+  auto next = annotated_.upper_bound(begin);
+  if (next == annotated_.begin()) return false;
+  const auto& [block, block_bytes] = *std::prev(next);
+  return begin + bytes <= block + block_bytes;
+}
+
+void CpuDevice::CheckAnnotatedCopy(void* dst, const void* src, size_t bytes, CopyKind kind) {
+  if (kind != CopyKind::kDeviceToDevice || bytes == 0) return;
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  if (annotated_.empty()) return;
+  if (!InsideAnnotatedBlock(dst, bytes) || !InsideAnnotatedBlock(src, bytes)) {
+    annotation_stats_.copies_outside++;
+  }
+}
+
 void CpuDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) {
   copied_[static_cast<int>(kind)] += bytes;
+  CheckAnnotatedCopy(dst, src, bytes, kind);
   if (&queue == &compute_) {
     std::memmove(dst, src, bytes);
     return;

@@ -85,6 +85,9 @@ struct AnnotationStats {
   size_t live_bytes = 0;
   int64_t mismatches = 0;  // calls that contradict the live blocks
   std::string first_mismatch;
+  // Device-to-device copies that read or write outside the announced blocks
+  // (what a memory checker reports as an invalid access), once blocks exist.
+  int64_t copies_outside = 0;
 };
 
 // Work on this queue runs immediately on the caller's thread.
@@ -143,6 +146,8 @@ class CpuDevice : public Device {
   void Throttle(size_t bytes, CopyKind kind, double begin) const;
   void RecordCopy(CopyKind kind, size_t bytes, double begin);
   void Mismatch(const std::string& what);
+  bool InsideAnnotatedBlock(const void* p, size_t bytes) const;  // under hooks_mutex_
+  void CheckAnnotatedCopy(void* dst, const void* src, size_t bytes, CopyKind kind);
 
   CpuDeviceOptions options_;
   CpuInlineQueue compute_;

@@ -83,7 +83,7 @@ std::vector<Tensor> Executor::Views(const std::vector<TensorId>& ids) {
 }
 
 void Executor::RunForward(int layer, bool recompute) {
-  const double begin = MonotonicSeconds();
+  const double begin = Now();
   OverSlices(layer, Pass::kForward,
              [&](const BatchSlice& slice) { ForwardCall(layer, recompute, slice); });
   Finished(layer, Pass::kForward, recompute, begin);
@@ -107,9 +107,17 @@ void Executor::ForwardCall(int layer, bool recompute, const BatchSlice& slice) {
   net_.layer(layer).Forward(args);
 }
 
+// With profiling on, the device's compute queue is drained first, so a span
+// is the device's work on the layer, not the host's enqueueing of it (on a
+// GPU, a layer's call returns once its kernels are queued).
+double Executor::Now() const {
+  if (profiling_ && device_ != nullptr) device_->compute_queue().Synchronize();
+  return MonotonicSeconds();
+}
+
 void Executor::Finished(int layer, Pass pass, bool recompute, double begin) {
   if (!profiling_ && !recording_) return;
-  const double end = MonotonicSeconds();
+  const double end = Now();
   if (profiling_) {
     ProfileEntry& e = profile_[net_.layer(layer).type()];
     if (pass == Pass::kForward) {
@@ -123,7 +131,7 @@ void Executor::Finished(int layer, Pass pass, bool recompute, double begin) {
 }
 
 void Executor::RunBackward(int layer) {
-  const double begin = MonotonicSeconds();
+  const double begin = Now();
   OverSlices(layer, Pass::kBackward, [&](const BatchSlice& slice) { BackwardCall(layer, slice); });
   Finished(layer, Pass::kBackward, false, begin);
 }

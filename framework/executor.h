@@ -52,7 +52,9 @@ class Executor : public StepRunner {
   using BackwardHook = std::function<void(int layer)>;
   void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
 
-  // Per-layer-type compute time, when profiling is on.
+  // Per-layer-type compute time, when profiling is on: the device's time
+  // (its compute queue drained around each layer, which serialises copies
+  // with compute - per-layer costs, not throughput).
   struct ProfileEntry {
     double forward_seconds = 0;
     double backward_seconds = 0;
@@ -97,6 +99,8 @@ class Executor : public StepRunner {
   Tensor View(TensorId id);
   std::vector<Tensor> Views(const std::vector<TensorId>& ids);
   void ReadLoss(int layer, LossResult* result);
+  // The clock for spans: after the device's queued work, when profiling.
+  double Now() const;
   // Adds the span of a computation that began at `begin` and ends now.
   void Finished(int layer, Pass pass, bool recompute, double begin);
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "framework/checked_math.h"
+#include "framework/strings.h"
 #include "framework/yaml_reader.h"
 
 namespace spill {
@@ -44,9 +45,9 @@ std::string NumberText(const Number& n) {
 }
 
 std::string KnownNames(const Variables& vars) {
-  std::string names;
-  for (const auto& [name, value] : vars) names += (names.empty() ? "" : ", ") + name;
-  return names.empty() ? "(none)" : names;
+  std::vector<std::string> names;
+  for (const auto& [name, value] : vars) names.push_back(name);
+  return names.empty() ? "(none)" : Join(names);
 }
 
 // Recursive descent over: expr := term (('+'|'-') term)*;

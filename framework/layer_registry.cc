@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "framework/strings.h"
+
 namespace spill {
 
 void Layer::SetIdentity(const LayerSpec& spec) {
@@ -52,8 +54,8 @@ StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(const LayerSpec& spec,
     return Unimplemented(context + ": type '" + spec.type + "' has no " + DeviceTypeName(device) +
                          " implementation" + hint);
   }
-  return InvalidArgument(context + ": unknown layer type '" + spec.type + "'; known types: " +
-                         JoinNames(std::vector<std::string>(all.begin(), all.end())));
+  return InvalidArgument(context + ": unknown layer type '" + spec.type +
+                         "'; known types: " + Join(all));
 }
 
 }  // namespace spill

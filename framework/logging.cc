@@ -5,6 +5,8 @@
 #include <iostream>
 #include <mutex>
 
+#include "framework/strings.h"
+
 namespace spill {
 namespace {
 
@@ -67,9 +69,7 @@ bool LogEnabled(LogChannel channel, LogLevel level) {
 void ConfigureLogging(const std::string& spec) { Apply(spec, &Config()); }
 
 Status CheckLogSpec(const std::string& spec) {
-  std::string levels, channels;
-  for (const char* l : kLevelNames) levels += (levels.empty() ? "" : ", ") + std::string(l);
-  for (const char* c : kChannelNames) channels += (channels.empty() ? "" : ", ") + std::string(c);
+  const std::string levels = Join(kLevelNames), channels = Join(kChannelNames);
   size_t start = 0;
   while (start <= spec.size()) {
     size_t comma = spec.find(',', start);

@@ -10,6 +10,7 @@
 #include "framework/checked_math.h"
 #include "framework/expr.h"
 #include "framework/net_spec.h"
+#include "framework/strings.h"
 #include "framework/yaml_reader.h"
 
 namespace spill {
@@ -20,12 +21,6 @@ const std::set<std::string> kTopKeys = {"name",    "description", "params",
 const std::set<std::string> kIncludeKeys = {"description", "include", "blocks"};
 const std::set<std::string> kBlockKeys = {"description", "params", "layers", "output"};
 const std::set<std::string> kInstanceKeys = {"name", "block", "args", "repeat", "inputs"};
-
-std::string Join(const std::set<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 int LineOf(const YAML::Node& node) { return node.Mark().line >= 0 ? node.Mark().line + 1 : 0; }
 

@@ -25,16 +25,9 @@
 
 #include "framework/check.h"
 #include "framework/status.h"
+#include "framework/strings.h"
 
 namespace spill {
-
-// "a, b, c".
-inline std::string JoinNames(const std::vector<std::string>& names,
-                             const std::string& separator = ", ") {
-  std::string text;
-  for (const std::string& n : names) text += (text.empty() ? "" : separator) + n;
-  return text;
-}
 
 template <typename Entry>
 class Registry {
@@ -83,7 +76,7 @@ class Registry {
 
   // "unknown allocator 'x'; known allocators: best_fit, first_fit".
   std::string Unknown(const std::string& name) const {
-    return "unknown " + kind_ + " '" + name + "'; known " + plural_ + ": " + JoinNames(Names());
+    return "unknown " + kind_ + " '" + name + "'; known " + plural_ + ": " + Join(Names());
   }
 
   // Sorted.

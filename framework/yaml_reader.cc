@@ -8,6 +8,7 @@
 #include <new>
 
 #include "framework/files.h"
+#include "framework/strings.h"
 
 namespace spill {
 namespace {
@@ -255,12 +256,10 @@ std::string YamlMap::String(const std::string& key, const std::string& fallback)
 std::string YamlMap::Choice(const std::string& key, const std::vector<std::string>& choices,
                             const std::string& fallback) {
   std::string value = String(key, fallback);
-  std::string list;
   for (const auto& c : choices) {
     if (c == value) return value;
-    list += (list.empty() ? "" : ", ") + c;
   }
-  Fail(key, "must be one of: " + list + " (got " + Quoted(value) + ")");
+  Fail(key, "must be one of: " + Join(choices) + " (got " + Quoted(value) + ")");
   return fallback;
 }
 
@@ -378,10 +377,8 @@ Status YamlMap::Finish(const std::string& known_label) const {
   for (const auto& item : node_) {
     const std::string key = item.first.Scalar();
     if (known_.count(key)) continue;
-    std::string list;
-    for (const auto& k : known_) list += (list.empty() ? "" : ", ") + k;
     return InvalidArgument(Prefix(item.first) + "unknown key " + Quoted(Dotted(key)) + "; " +
-                           known_label + ": " + (list.empty() ? "(none)" : list));
+                           known_label + ": " + (known_.empty() ? "(none)" : Join(known_)));
   }
   return Status::Ok();
 }

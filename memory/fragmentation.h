@@ -4,9 +4,9 @@
 // unusable free fraction U_f every allocation met (Dymem's Eq. 1, in bytes:
 // free memory in pieces too small for the request, over all free memory).
 //
-// Pure functions of the event log (memory_events.h); the SVG shows both per
-// step, one curve per allocator, so that a user sees where an allocator
-// needs more memory than the bytes it holds and why.
+// Pure functions of the event log (memory_events.h); memory/report's
+// fragmentation_svg shows both per step, one curve per allocator, so that a
+// user sees where an allocator needs more memory than the bytes it holds and why.
 #ifndef SPILL_MEMORY_FRAGMENTATION_H_
 #define SPILL_MEMORY_FRAGMENTATION_H_
 
@@ -38,11 +38,6 @@ struct FragmentationProfile {
 // the extent.
 FragmentationProfile MeasureFragmentation(const std::vector<MemoryEvent>& events, int steps,
                                           const std::string& label);
-
-// Two panels over the steps: footprint (MiB) above, U_f per allocation and
-// its per-step mean below; one color per profile.
-std::string FragmentationSvg(const std::vector<FragmentationProfile>& profiles,
-                             const std::string& title);
 
 }  // namespace spill
 

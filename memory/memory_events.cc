@@ -1,7 +1,6 @@
 #include "memory/memory_events.h"
 
 #include <algorithm>
-#include <sstream>
 
 namespace spill {
 
@@ -39,42 +38,6 @@ const char* MemoryEventName(MemoryEventType type) {
       return "stream_out";
   }
   return "?";
-}
-
-namespace {
-
-std::string Escaped(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string MemoryEventsJson(const std::vector<MemoryEvent>& events, const Schedule& schedule) {
-  std::ostringstream out;
-  for (size_t i = 0; i < events.size(); ++i) {
-    const MemoryEvent& e = events[i];
-    out << "{\"seq\":" << i << ",\"event\":\"" << MemoryEventName(e.type)
-        << "\",\"step\":" << e.step;
-    if (e.tensor != kNoTensor) {
-      out << ",\"tensor\":\"" << Escaped(schedule.tensors[e.tensor].name)
-          << "\",\"tensor_id\":" << e.tensor;
-    }
-    if (e.layer >= 0) out << ",\"layer\":" << e.layer;
-    if (e.type == MemoryEventType::kAlloc || e.type == MemoryEventType::kFree) {
-      out << ",\"block\":" << e.block << ",\"offset\":" << e.offset << ",\"kind\":\""
-          << (e.tensor == kNoTensor ? "workspace" : "tensor") << "\",\"category\":\""
-          << MemoryCategoryName(e.category) << "\",\"extent\":" << e.extent;
-    }
-    if (e.type == MemoryEventType::kAlloc) out << ",\"unusable_free\":" << e.unusable_free;
-    if (e.maps > 0 || e.unmaps > 0) out << ",\"maps\":" << e.maps << ",\"unmaps\":" << e.unmaps;
-    out << ",\"bytes\":" << e.bytes << "}\n";
-  }
-  return out.str();
 }
 
 TraceMetrics MeasureTrace(const std::vector<MemoryEvent>& events, size_t base_load) {

@@ -83,9 +83,6 @@ class MemoryEventLog {
   std::function<double()> clock_;
 };
 
-// One JSON object per line; tensor names from `schedule`.
-std::string MemoryEventsJson(const std::vector<MemoryEvent>& events, const Schedule& schedule);
-
 // Allocation-trace metrics of one iteration.
 struct TraceMetrics {
   size_t max_load = 0;     // the highest live bytes at any moment (bound for any placement)

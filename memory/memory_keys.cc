@@ -23,7 +23,7 @@ StatusOr<size_t> BytesIn(const std::string& text, size_t min, size_t max) {
 
 Status OneOf(const std::string& text, const std::vector<std::string>& choices) {
   if (std::find(choices.begin(), choices.end(), text) != choices.end()) return Status::Ok();
-  return InvalidArgument("'" + text + "' is not one of: " + JoinNames(choices));
+  return InvalidArgument("'" + text + "' is not one of: " + Join(choices));
 }
 
 using Apply = std::function<Status(const std::string& text, MemoryOptions* options)>;
@@ -139,11 +139,11 @@ void AddPolicies(std::vector<MemoryKey>* k) {
                      "(dymem, vdnn: false); false compares allocators by their footprint alone"),
                 SwitchOf(&MemoryOptions::compact)});
   k->push_back({Spec("eviction", SettingKind::kChoice, "lru",
-                     "the tensor cache's victim rule: " + JoinNames(EvictionNames()), "", "NAME"),
+                     "the tensor cache's victim rule: " + Join(EvictionNames()), "", "NAME"),
                 NameOf(&MemoryOptions::eviction, EvictionNames),
                 [](const MemoryOptions& o) { return o.cache; }});
   k->push_back({Spec("scheduler", SettingKind::kChoice, "superneurons",
-                     "who plans the transfers around each step: " + JoinNames(SchedulerNames()) +
+                     "who plans the transfers around each step: " + Join(SchedulerNames()) +
                          " (each mode names its own)",
                      "", "NAME"),
                 NameOf(&MemoryOptions::scheduler, SchedulerNames)});

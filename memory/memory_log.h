@@ -2,8 +2,8 @@
 // record for every step of an iteration - bytes in use by category, the
 // step's peak, live tensors, bytes moved each way, recomputations - and the
 // same records come out of `plan` (no compute) and `train --memory-log` (a
-// real run). Writers produce CSV, JSON and an SVG plot like figure 10 of the
-// SuperNeurons paper.
+// real run). memory/report writes them as CSV, JSON and an SVG plot like
+// figure 10 of the SuperNeurons paper.
 #ifndef SPILL_MEMORY_MEMORY_LOG_H_
 #define SPILL_MEMORY_MEMORY_LOG_H_
 
@@ -59,14 +59,6 @@ struct MemoryLog {
   // Computes the peak and the totals from the step records.
   void Finish();
 };
-
-// Writes records as CSV (one row per step) or JSON lines.
-std::string MemoryLogCsv(const MemoryLog& log, const Schedule& schedule,
-                         const std::vector<std::string>& layer_names);
-std::string MemoryLogJson(const MemoryLog& log, const Schedule& schedule,
-                          const std::vector<std::string>& layer_names);
-// An SVG line plot of memory per step, one curve per log (like Fig. 10).
-std::string MemoryPlotSvg(const std::vector<MemoryLog>& logs, const std::string& title);
 
 }  // namespace spill
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "framework/strings.h"
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
 #include "memory/transfer_plan.h"
@@ -65,7 +66,7 @@ Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
     return Status::Ok();
   }
   return InvalidArgument("unknown memory mode '" + mode +
-                         "'; known modes: " + JoinNames(MemoryModeNames()));
+                         "'; known modes: " + Join(MemoryModeNames()));
 }
 
 std::string ParamPlacement::ToString() const {

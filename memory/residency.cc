@@ -126,10 +126,16 @@ size_t ResidencyManager::Compact() {
     if (target == offset) continue;
     if (device_ != nullptr) {
       // Downward and possibly overlapping: the device copies as memmove does.
-      device_->CopyAsync(device_base_ + target, device_base_ + offset, schedule_.tensors[id].bytes,
-                         CopyKind::kDeviceToDevice, device_->compute_queue());
+      // A memory checker sees the move's whole span as one block while the
+      // copy runs (it reads the old place and writes the new one), then the
+      // tensor's block at its new place.
+      const size_t bytes = schedule_.tensors[id].bytes;
       device_->AnnotateFree(device_base_ + offset);
-      device_->AnnotateAllocation(device_base_ + target, schedule_.tensors[id].bytes);
+      device_->AnnotateAllocation(device_base_ + target, offset + bytes - target);
+      device_->CopyAsync(device_base_ + target, device_base_ + offset, bytes,
+                         CopyKind::kDeviceToDevice, device_->compute_queue());
+      device_->AnnotateFree(device_base_ + target);
+      device_->AnnotateAllocation(device_base_ + target, bytes);
     }
     slot.device.offset = target;
     moved += schedule_.tensors[id].bytes;

@@ -66,7 +66,7 @@ std::string SettingSpec::TypeName() const {
     case SettingKind::kSize:
       return "SIZE|MULTIPLE";
     case SettingKind::kChoice:
-      return JoinNames(choices, "|");
+      return Join(choices, "|");
   }
   return "VALUE";
 }
@@ -101,7 +101,7 @@ Status SettingSpec::Check(const std::string& text) const {
       break;
     case SettingKind::kChoice:
       if (std::find(choices.begin(), choices.end(), text) == choices.end()) {
-        return InvalidArgument("'" + text + "' is not one of: " + JoinNames(choices));
+        return InvalidArgument("'" + text + "' is not one of: " + Join(choices));
       }
       break;
   }
@@ -160,14 +160,14 @@ std::string DescribeReaders(const RegisteredSetting& setting) {
     std::string text = names.back();
     if (plural) {
       names.pop_back();
-      text = JoinNames(names) + " and " + text;
+      text = Join(names) + " and " + text;
     }
     groups.push_back("the " + text + " " + seam + (plural ? "s" : ""));
   }
   std::string text = groups.back();
   if (groups.size() > 1) {
     groups.pop_back();
-    text = JoinNames(groups) + " and " + text;
+    text = Join(groups) + " and " + text;
   }
   return text;
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "framework/strings.h"
+
 namespace spill {
 
 const char* TransferOpName(TransferOp op) {

@@ -2,360 +2,52 @@
 // entry through the layer registry, fed the same random inputs and
 // parameters, and run forward (training and, where it differs, evaluation)
 // and backward in both gradient modes (overwrite, accumulate). The CUDA
-// results are copied back and compared with the CPU's.
-//
-// Tolerance: for each tensor, max |cuda - cpu| <= tol * max(|cpu|), with
-//   tol = 1e-4 in general: float32 sums of at most a few hundred terms of
-//     magnitude <= 1 (inputs and parameters are uniform in [-1, 1)) that
-//     differ only in summation order, or in libm vs CUDA powf/exp, stay
-//     around 1e-6 relative to the largest magnitude, so 1e-4 leaves two
-//     orders of margin while still catching any wrong index, window, sign or
-//     scale (those err by O(1) relative);
-//   tol = 1e-3 for cuDNN's FFT and Winograd convolution algorithms, which
-//     compute in a transformed domain and round more.
-// Layers whose CUDA kernels replay the CPU's arithmetic (ReLU, dropout's
-// mask, pooling, concat, add) agree exactly in practice; the tolerance is
-// the same for simplicity.
+// results are copied back and compared with the CPU's, within the
+// tolerances of tests/testing/cuda_layer_harness.h. Layers whose CUDA
+// kernels replay the CPU's arithmetic (ReLU, dropout's mask, pooling,
+// concat, add) agree exactly in practice; the tolerance is the same for
+// simplicity.
 //
 // Also checked: a recomputing forward reproduces the output bit for bit and
 // leaves the running statistics alone; overwritten gradients never read
 // their old contents (the CUDA buffers start as NaN); every cuDNN algorithm
 // candidate of each convolution operation gives the same result; and
 // CalibrateCudaConvolutions, run through the device registry as the tools
-// run it, measures times for a small network.
+// run it, measures times for a small network. (Slices of the batch:
+// cuda_layer_slices_test.cc, in the same binary.)
 //
 // Without a usable GPU every test that needs one skips, saying why (and
 // fails instead with SPILL_REQUIRE_GPU=1, as tools/ci/gpu_check.sh runs it).
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "framework/cuda/cuda_check.h"
-#include "framework/cuda/cuda_device.h"
 #include "framework/device_registry.h"
 #include "framework/layer_registry.h"
 #include "framework/net.h"
-#include "framework/random.h"
-#include "tests/testing/gpu_required.h"
-#include "tests/testing/layer_harness.h"
+#include "tests/testing/cuda_layer_harness.h"
 
 namespace spill {
 namespace {
 
+using testing::BitIdentical;
+using testing::Compare;
+using testing::CudaLayerCases;
+using testing::CudaTest;
+using testing::Describe;
+using testing::DeviceTensors;
+using testing::FillInputs;
+using testing::FillRandom;
+using testing::FillValue;
+using testing::LayerCase;
 using testing::LayerHarness;
-
-constexpr double kTolerance = 1e-4;
-constexpr double kTransformTolerance = 1e-3;
-
-double ToleranceFor(const std::string& algorithm) {
-  return algorithm.find("fft") != std::string::npos ||
-                 algorithm.find("winograd") != std::string::npos
-             ? kTransformTolerance
-             : kTolerance;
-}
-
-// Empty when `cuda` matches `cpu` within tol * max |cpu|; else the worst
-// element. NaN anywhere in `cuda` fails.
-std::string Compare(const std::vector<float>& cuda, const std::vector<float>& cpu, double tol) {
-  if (cuda.size() != cpu.size()) return "sizes differ";
-  double scale = 0;
-  for (float v : cpu) scale = std::max(scale, std::fabs(static_cast<double>(v)));
-  const double limit = tol * std::max(scale, 1e-30);
-  double worst = 0;
-  size_t at = 0;
-  bool failed = false;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    const double err = std::fabs(static_cast<double>(cuda[i]) - cpu[i]);
-    if (!(err <= limit)) {
-      if (!failed || !(err <= worst)) {
-        worst = err;
-        at = i;
-      }
-      failed = true;
-    }
-  }
-  if (!failed) return "";
-  std::ostringstream out;
-  out << "element " << at << ": cuda " << cuda[at] << ", cpu " << cpu[at] << " (error " << worst
-      << " > " << limit << " = " << tol << " * max |cpu| " << scale << ")";
-  return out.str();
-}
-
-bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
-// Device copies of every tensor of a harness; the harness's host vectors are
-// the staging area (Upload / Download copy all of them).
-class DeviceTensors {
- public:
-  DeviceTensors(CudaDevice& device, LayerHarness& h, const std::vector<Shape>& input_shapes)
-      : device_(device), h_(h), input_shapes_(input_shapes) {
-    Allocate(h.inputs, &inputs_);
-    Allocate(h.outputs, &outputs_);
-    Allocate(h.params, &params_);
-    Allocate(h.aux, &aux_);
-    Allocate(h.input_grads, &input_grads_);
-    Allocate(h.output_grads, &output_grads_);
-    Allocate(h.param_grads, &param_grads_);
-    const Layer& layer = h.layer();
-    workspace_bytes_ =
-        std::max(layer.workspace_bytes(Pass::kForward), layer.workspace_bytes(Pass::kBackward));
-    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-      for (int op = 0; op < layer.num_algorithm_ops(pass); ++op) {
-        for (const AlgorithmCandidate& c : layer.algorithm_candidates(pass, op)) {
-          workspace_bytes_ = std::max(workspace_bytes_, c.workspace);
-        }
-      }
-    }
-    if (workspace_bytes_ > 0) SPILL_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
-  }
-
-  ~DeviceTensors() {
-    for (auto* list :
-         {&inputs_, &outputs_, &params_, &aux_, &input_grads_, &output_grads_, &param_grads_}) {
-      for (float* p : *list) cudaFree(p);
-    }
-    if (workspace_) cudaFree(workspace_);
-  }
-
-  void Upload() {
-    Copy(h_.inputs, inputs_, true);
-    Copy(h_.outputs, outputs_, true);
-    Copy(h_.params, params_, true);
-    Copy(h_.aux, aux_, true);
-    Copy(h_.input_grads, input_grads_, true);
-    Copy(h_.output_grads, output_grads_, true);
-    Copy(h_.param_grads, param_grads_, true);
-  }
-
-  void Download() {
-    SPILL_CUDA_CHECK(cudaStreamSynchronize(device_.compute_stream()));
-    Copy(h_.inputs, inputs_, false);
-    Copy(h_.outputs, outputs_, false);
-    Copy(h_.params, params_, false);
-    Copy(h_.aux, aux_, false);
-    Copy(h_.input_grads, input_grads_, false);
-    Copy(h_.output_grads, output_grads_, false);
-    Copy(h_.param_grads, param_grads_, false);
-  }
-
-  void Forward(Phase phase, bool recompute, uint64_t seed,
-               const std::vector<int>& algorithms = {}) {
-    ForwardArgs args;
-    const Layer& layer = h_.layer();
-    for (size_t i = 0; i < inputs_.size(); ++i)
-      args.inputs.emplace_back(input_shapes_[i], inputs_[i]);
-    for (size_t i = 0; i < outputs_.size(); ++i)
-      args.outputs.emplace_back(h_.output_shapes()[i], outputs_[i]);
-    for (size_t i = 0; i < params_.size(); ++i)
-      args.params.emplace_back(h_.param_specs[i].shape, params_[i]);
-    const std::vector<AuxSpec> aux = layer.aux();
-    for (size_t i = 0; i < aux_.size(); ++i) args.aux.emplace_back(aux[i].shape, aux_[i]);
-    args.workspace = {workspace_, workspace_bytes_};
-    args.phase = phase;
-    args.recompute = recompute;
-    args.seed = seed;
-    args.device = &device_;
-    args.algorithms = algorithms;
-    layer.Forward(args);
-    SPILL_CUDA_CHECK(cudaStreamSynchronize(device_.compute_stream()));
-  }
-
-  void Backward(const std::vector<bool>& accumulate, const std::vector<int>& algorithms = {}) {
-    BackwardArgs args;
-    const Layer& layer = h_.layer();
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      args.inputs.emplace_back(input_shapes_[i], inputs_[i]);
-      const bool wants = layer.propagates_to(static_cast<int>(i));
-      args.input_grads.push_back(wants ? Tensor(input_shapes_[i], input_grads_[i]) : Tensor());
-    }
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      args.outputs.emplace_back(h_.output_shapes()[i], outputs_[i]);
-      args.output_grads.emplace_back(h_.output_shapes()[i], output_grads_[i]);
-    }
-    for (size_t i = 0; i < params_.size(); ++i) {
-      args.params.emplace_back(h_.param_specs[i].shape, params_[i]);
-      args.param_grads.push_back(h_.param_specs[i].trainable
-                                     ? Tensor(h_.param_specs[i].shape, param_grads_[i])
-                                     : Tensor());
-    }
-    const std::vector<AuxSpec> aux = layer.aux();
-    for (size_t i = 0; i < aux_.size(); ++i) args.aux.emplace_back(aux[i].shape, aux_[i]);
-    args.accumulate = accumulate;
-    args.workspace = {workspace_, workspace_bytes_};
-    args.device = &device_;
-    args.algorithms = algorithms;
-    layer.Backward(args);
-    SPILL_CUDA_CHECK(cudaStreamSynchronize(device_.compute_stream()));
-  }
-
- private:
-  static void Allocate(const std::vector<std::vector<float>>& host, std::vector<float*>* device) {
-    for (const auto& v : host) {
-      float* p = nullptr;
-      SPILL_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(v.size(), 1) * sizeof(float)));
-      device->push_back(p);
-    }
-  }
-
-  void Copy(std::vector<std::vector<float>>& host, const std::vector<float*>& device, bool up) {
-    for (size_t i = 0; i < host.size(); ++i) {
-      if (host[i].empty()) continue;
-      const size_t bytes = host[i].size() * sizeof(float);
-      if (up) {
-        device_.CopySync(device[i], host[i].data(), bytes, CopyKind::kHostToDevice);
-      } else {
-        device_.CopySync(host[i].data(), device[i], bytes, CopyKind::kDeviceToHost);
-      }
-    }
-  }
-
-  CudaDevice& device_;
-  LayerHarness& h_;
-  std::vector<Shape> input_shapes_;
-  std::vector<float*> inputs_, outputs_, params_, aux_, input_grads_, output_grads_, param_grads_;
-  void* workspace_ = nullptr;
-  size_t workspace_bytes_ = 0;
-};
-
-struct LayerCase {
-  const char* name;
-  const char* entry;
-  std::vector<Shape> inputs;
-  Phase phase = Phase::kTrain;
-  bool quantize = false;  // inputs on a coarse grid: ties for max pooling
-};
-
-void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.name; }
-
-// The same reproducible inputs and parameters for both harnesses, made valid
-// for the layer: labels in range, running variances positive.
-void FillInputs(LayerHarness& h, bool quantize) {
-  h.Randomize(11);
-  if (h.layer().wants_labels()) {
-    const int64_t classes = h.output_shapes()[0].c();
-    std::vector<float>& labels = h.inputs.back();
-    for (size_t i = 0; i < labels.size(); ++i)
-      labels[i] = static_cast<float>((i * 7 + 3) % classes);
-  }
-  if (quantize) {
-    for (auto& input : h.inputs) {
-      for (float& v : input) v = std::round(v * 2.0f) / 2.0f;
-    }
-  }
-  for (size_t i = 0; i < h.param_specs.size(); ++i) {
-    if (h.param_specs[i].name == "running_var") {
-      for (float& v : h.params[i]) v = 0.5f + std::fabs(v);
-    }
-  }
-}
-
-void FillRandom(std::vector<std::vector<float>>* tensors, uint64_t seed) {
-  for (size_t i = 0; i < tensors->size(); ++i) {
-    for (size_t j = 0; j < (*tensors)[i].size(); ++j)
-      (*tensors)[i][j] = 2 * UniformAt(seed + i, j) - 1;
-  }
-}
-
-void FillValue(std::vector<std::vector<float>>* tensors, float value) {
-  for (auto& t : *tensors) std::fill(t.begin(), t.end(), value);
-}
-
-// One CUDA device per test suite; every test skips, saying why, without one.
-class CudaTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (device_ != nullptr) return;
-    std::string why;
-    if (!CudaAvailable(&why)) {
-      skip_reason_ = why;
-      return;
-    }
-    auto device = CudaDevice::Create(0);
-    if (!device.ok()) {
-      skip_reason_ = device.status().ToString();
-      return;
-    }
-    device_ = std::move(device).value().release();
-  }
-
-  static void TearDownTestSuite() {
-    delete device_;
-    device_ = nullptr;
-  }
-
-  void SetUp() override {
-    if (device_ == nullptr) {
-      SPILL_GPU_UNAVAILABLE("no usable CUDA GPU, so the CUDA layers are not tested: " +
-                            skip_reason_);
-    }
-  }
-
-  static CudaDevice* device_;
-  static std::string skip_reason_;
-};
-
-CudaDevice* CudaTest::device_ = nullptr;
-std::string CudaTest::skip_reason_;
+using testing::Trials;
 
 class CudaLayersTest : public CudaTest, public ::testing::WithParamInterface<LayerCase> {};
-
-// Names of the candidates of each operation of a pass (none for layers
-// without algorithm choices).
-std::vector<std::vector<std::string>> CandidateNames(const Layer& layer, Pass pass) {
-  std::vector<std::vector<std::string>> names;
-  for (int op = 0; op < layer.num_algorithm_ops(pass); ++op) {
-    names.emplace_back();
-    for (const AlgorithmCandidate& c : layer.algorithm_candidates(pass, op))
-      names.back().push_back(c.name);
-  }
-  return names;
-}
-
-// Algorithm choices to try for a pass: trial t picks candidate
-// min(t, count - 1) of each operation, so every candidate of every operation
-// runs at least once. Returns the choices and the tolerance of each trial.
-std::vector<std::pair<std::vector<int>, double>> Trials(const Layer& layer, Pass pass) {
-  const auto names = CandidateNames(layer, pass);
-  size_t trials = 1;
-  for (const auto& op : names) trials = std::max(trials, op.size());
-  std::vector<std::pair<std::vector<int>, double>> out;
-  for (size_t t = 0; t < trials; ++t) {
-    std::vector<int> choice;
-    double tol = kTolerance;
-    for (const auto& op : names) {
-      if (op.empty()) {
-        choice.push_back(-1);
-        continue;
-      }
-      const size_t index = std::min(t, op.size() - 1);
-      choice.push_back(static_cast<int>(index));
-      tol = std::max(tol, ToleranceFor(op[index]));
-    }
-    out.push_back({choice, tol});
-  }
-  return out;
-}
-
-std::string Describe(const Layer& layer, Pass pass, const std::vector<int>& choice) {
-  const auto names = CandidateNames(layer, pass);
-  std::string text;
-  for (size_t op = 0; op < choice.size() && op < names.size(); ++op) {
-    if (choice[op] < 0) continue;
-    text += (text.empty() ? " with " : ", ") + names[op][choice[op]];
-  }
-  return text;
-}
 
 TEST_P(CudaLayersTest, MatchesCpu) {
   const LayerCase& c = GetParam();
@@ -446,104 +138,10 @@ TEST_P(CudaLayersTest, MatchesCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layers, CudaLayersTest,
-    ::testing::Values(
-        // Convolution: every cuDNN candidate of every operation is compared.
-        LayerCase{
-            "conv", "{type: convolution, filters: 4, kernel: 3, pad: 1}", {Shape(2, 3, 8, 8)}},
-        LayerCase{"conv_asymmetric",
-                  "{type: convolution, filters: 6, kernel: [3, 5], stride: [2, 1], pad: [1, 2]}",
-                  {Shape(2, 4, 9, 11)}},
-        LayerCase{"conv_dilation",
-                  "{type: convolution, filters: 4, kernel: 3, dilation: [2, 3], pad: 2}",
-                  {Shape(2, 3, 10, 12)}},
-        LayerCase{"conv_groups",
-                  "{type: convolution, filters: 6, kernel: 3, groups: 3, pad: 1, bias: false}",
-                  {Shape(2, 6, 7, 7)}},
-        LayerCase{"conv_depthwise",
-                  "{type: convolution, filters: 8, kernel: 3, groups: 8, stride: 2, pad: 1}",
-                  {Shape(2, 8, 9, 9)}},
-        LayerCase{"conv_1x1", "{type: convolution, filters: 5, kernel: 1}", {Shape(3, 7, 6, 6)}},
-        LayerCase{"conv_wide",
-                  "{type: convolution, filters: 16, kernel: 3, pad: 1}",
-                  {Shape(4, 16, 16, 16)}},
-        LayerCase{"conv_5x5_stride",
-                  "{type: convolution, filters: 8, kernel: 5, stride: 2, pad: 2}",
-                  {Shape(2, 3, 20, 20)}},
-        LayerCase{"conv_eval",
-                  "{type: convolution, filters: 4, kernel: 3}",
-                  {Shape(2, 2, 6, 6)},
-                  Phase::kEval},
-        // Fully connected.
-        LayerCase{"fc", "{type: fully_connected, outputs: 7}", {Shape(3, 4, 3, 2)}},
-        LayerCase{
-            "fc_no_bias", "{type: fully_connected, outputs: 5, bias: false}", {Shape(4, 9, 1, 1)}},
-        LayerCase{"fc_wide", "{type: fully_connected, outputs: 300}", {Shape(5, 64, 2, 2)}},
-        // ReLU.
-        LayerCase{"relu", "{type: relu}", {Shape(2, 3, 5, 7)}},
-        LayerCase{"leaky_relu", "{type: relu, negative_slope: 0.1}", {Shape(2, 3, 5, 7)}},
-        // Pooling.
-        LayerCase{"max_pool", "{type: max_pool, kernel: 3, stride: 2}", {Shape(2, 3, 9, 9)}},
-        LayerCase{"max_pool_ceil_pad",
-                  "{type: max_pool, kernel: 3, stride: 2, pad: 1, ceil_mode: true}",
-                  {Shape(2, 3, 10, 10)}},
-        LayerCase{"max_pool_ties",
-                  "{type: max_pool, kernel: 3, stride: 1, pad: 1}",
-                  {Shape(2, 2, 6, 6)},
-                  Phase::kTrain,
-                  true},
-        LayerCase{"max_pool_asymmetric",
-                  "{type: max_pool, kernel: [2, 3], stride: [2, 1], pad: [1, 1]}",
-                  {Shape(2, 3, 7, 8)}},
-        LayerCase{
-            "avg_pool", "{type: avg_pool, kernel: 3, stride: 2, pad: 1}", {Shape(2, 3, 9, 9)}},
-        LayerCase{"avg_pool_exclude_pad",
-                  "{type: avg_pool, kernel: 3, stride: 2, pad: 1, count_include_pad: false}",
-                  {Shape(2, 3, 9, 9)}},
-        LayerCase{"avg_pool_ceil",
-                  "{type: avg_pool, kernel: 3, stride: 2, ceil_mode: true}",
-                  {Shape(2, 3, 10, 10)}},
-        LayerCase{"avg_pool_ceil_pad_exclude",
-                  "{type: avg_pool, kernel: [3, 2], stride: [2, 2], pad: [1, 1], ceil_mode: true, "
-                  "count_include_pad: false}",
-                  {Shape(2, 3, 8, 9)}},
-        LayerCase{"global_avg_pool", "{type: global_avg_pool}", {Shape(2, 5, 7, 6)}},
-        // BatchNorm: many elements per channel (several per thread), few, and
-        // evaluation with the running statistics.
-        LayerCase{"batch_norm", "{type: batch_norm}", {Shape(4, 3, 17, 19)}},
-        LayerCase{"batch_norm_small",
-                  "{type: batch_norm, momentum: 0.2, eps: 0.001}",
-                  {Shape(2, 4, 3, 3)}},
-        LayerCase{"batch_norm_fc", "{type: batch_norm}", {Shape(8, 5, 1, 1)}},
-        LayerCase{"batch_norm_eval", "{type: batch_norm}", {Shape(3, 4, 5, 5)}, Phase::kEval},
-        // LRN: AlexNet's constants, and strong ones that exercise the formula.
-        LayerCase{
-            "lrn", "{type: lrn, size: 5, alpha: 0.0001, beta: 0.75, k: 1}", {Shape(2, 7, 4, 5)}},
-        LayerCase{"lrn_strong",
-                  "{type: lrn, size: 3, alpha: 2.0, beta: 0.75, k: 1.5}",
-                  {Shape(2, 6, 3, 4)}},
-        LayerCase{"lrn_wide_window",
-                  "{type: lrn, size: 7, alpha: 1.0, beta: 0.5, k: 2}",
-                  {Shape(2, 4, 3, 3)}},
-        // Softmax with loss (labels as the second input).
-        LayerCase{"softmax_loss",
-                  "{type: softmax_loss, weight: 0.5}",
-                  {Shape(3, 10, 1, 1), Shape(3, 1, 1, 1)}},
-        LayerCase{
-            "softmax_loss_spatial", "{type: softmax_loss}", {Shape(4, 3, 2, 2), Shape(4, 1, 1, 1)}},
-        LayerCase{
-            "softmax_loss_many", "{type: softmax_loss}", {Shape(2, 1000, 1, 1), Shape(2, 1, 1, 1)}},
-        // Dropout: the CUDA mask matches the CPU's bit for bit.
-        LayerCase{"dropout", "{type: dropout, ratio: 0.3}", {Shape(2, 3, 5, 7)}},
-        LayerCase{"dropout_eval", "{type: dropout, ratio: 0.3}", {Shape(2, 3, 5, 7)}, Phase::kEval},
-        // Joins.
-        LayerCase{
-            "concat", "{type: concat}", {Shape(2, 3, 4, 5), Shape(2, 2, 4, 5), Shape(2, 1, 4, 5)}},
-        LayerCase{"concat_one", "{type: concat}", {Shape(2, 3, 4, 5)}},
-        LayerCase{"add", "{type: add}", {Shape(2, 3, 4, 5), Shape(2, 3, 4, 5), Shape(2, 3, 4, 5)}},
-        LayerCase{"add_many", "{type: add}", std::vector<Shape>(11, Shape(2, 3, 2, 3))}),
-    [](const ::testing::TestParamInfo<LayerCase>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Layers, CudaLayersTest, ::testing::ValuesIn(CudaLayerCases()),
+                         [](const ::testing::TestParamInfo<LayerCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 // Every layer type the CPU registers has a CUDA implementation.
 TEST(CudaLayersRegistry, EveryCpuTypeHasACudaTwin) {

@@ -17,6 +17,7 @@
 #include "memory/planner.h"
 #include "memory/pool_sizing.h"
 #include "memory/report/dymem_reports.h"
+#include "memory/report/fragmentation_svg.h"
 #include "memory/runtime.h"
 #include "memory/transfer_plan.h"
 

@@ -16,6 +16,7 @@
 #include "memory/allocators/dsa_solver.h"
 #include "memory/eviction/eviction.h"
 #include "memory/planner.h"
+#include "memory/report/events_json.h"
 #include "memory/runtime.h"
 #include "memory/transfer_plan.h"
 

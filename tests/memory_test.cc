@@ -14,6 +14,7 @@
 #include "memory/liveness.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
+#include "tests/testing/equivalence.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"
 
@@ -21,6 +22,8 @@ namespace spill {
 namespace {
 
 using testing::BitEqual;
+using testing::ExpectBitIdentical;
+using testing::ExpectRunAsPlanned;
 using ::testing::HasSubstr;
 using testing::kNetworks;
 using testing::Network;
@@ -112,58 +115,6 @@ MemoryOptions Options(const NetSpec& spec, const std::string& mode, bool tight,
 
 class ModeTest : public ::testing::TestWithParam<Network> {};
 class VariantTest : public ::testing::TestWithParam<std::tuple<Network, Variant>> {};
-
-// `trace` gave the losses and parameters of `baseline` bit for bit.
-void ExpectBitIdentical(const testing::TrainTrace& baseline, const testing::TrainTrace& trace,
-                        const std::string& what) {
-  ASSERT_EQ(trace.losses.size(), baseline.losses.size()) << what;
-  for (size_t i = 0; i < trace.losses.size(); ++i) {
-    EXPECT_EQ(trace.losses[i], baseline.losses[i]) << what << " step " << i;
-  }
-  EXPECT_TRUE(BitEqual(baseline.params, trace.params)) << what;
-  EXPECT_LE(trace.log.peak, baseline.log.peak) << what;
-}
-
-// The plan of `run`, computed without a device, equals the measured run
-// step by step: bytes in use by category, peaks, live tensors, transfers and
-// recomputations - and every allocation, free, transfer and computation, in
-// the same order, with every block at the same offset.
-void ExpectRunAsPlanned(const NetSpec& spec, const testing::SyntheticRun& run,
-                        const testing::TrainTrace& measured, const std::string& what) {
-  auto net = testing::BuildTrainingNet(spec, run.batch);
-  ASSERT_TRUE(net.ok());
-  auto plan = Plan((*net)->view(), run.memory);
-  ASSERT_TRUE(plan.ok() && plan->fits) << what;
-  const MemoryLog& m = measured.log;
-  ASSERT_EQ(plan->log.steps.size(), m.steps.size());
-  for (size_t s = 0; s < m.steps.size(); ++s) {
-    const StepRecord &p = plan->log.steps[s], &r = m.steps[s];
-    ASSERT_EQ(p.total, r.total) << what << " step " << s + 1;
-    ASSERT_EQ(p.peak, r.peak) << what << " step " << s + 1;
-    ASSERT_EQ(p.in_use, r.in_use) << what << " step " << s + 1;
-    ASSERT_EQ(p.live_tensors, r.live_tensors) << what << " step " << s + 1;
-    ASSERT_EQ(p.to_host, r.to_host) << what << " step " << s + 1;
-    ASSERT_EQ(p.to_device, r.to_device) << what << " step " << s + 1;
-    ASSERT_EQ(p.recomputed, r.recomputed) << what << " step " << s + 1;
-    ASSERT_EQ(p.slice_images, r.slice_images) << what << " step " << s + 1;
-  }
-  EXPECT_EQ(plan->peak, m.peak) << what;
-  EXPECT_LE(plan->peak, run.memory.device_budget) << what;
-  ASSERT_EQ(plan->events.size(), measured.events.size()) << what;
-  for (size_t i = 0; i < plan->events.size(); ++i) {
-    const MemoryEvent &p = plan->events[i], &r = measured.events[i];
-    ASSERT_TRUE(p.type == r.type && p.tensor == r.tensor && p.step == r.step &&
-                p.bytes == r.bytes && p.offset == r.offset)
-        << what << ": event " << i << " planned " << MemoryEventName(p.type) << " at step "
-        << p.step << " offset " << p.offset << ", ran " << MemoryEventName(r.type) << " at step "
-        << r.step << " offset " << r.offset;
-  }
-  EXPECT_EQ(plan->footprint, measured.footprint) << what;
-  EXPECT_LE(plan->footprint, run.memory.device_budget) << what;
-  // A static plan is served as profiled: no request differs from it.
-  EXPECT_EQ(plan->mismatches, 0) << what;
-  EXPECT_EQ(measured.mismatches, 0) << what;
-}
 
 // Every mode, with a roomy budget and with the smallest that runs, under
 // every allocator and eviction rule, gives the losses and parameters of the

@@ -26,8 +26,12 @@
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "memory/report/dymem_reports.h"
-#include "memory/sim/timeline_svg.h"
-#include "memory/sim/trace_json.h"
+#include "memory/report/events_json.h"
+#include "memory/report/fragmentation_svg.h"
+#include "memory/report/memory_plot.h"
+#include "memory/report/step_records.h"
+#include "memory/report/timeline_svg.h"
+#include "memory/report/trace_json.h"
 #include "tools/common/checks.h"
 #include "tools/common/cli.h"
 #include "tools/common/timeline_tools.h"
@@ -158,16 +162,7 @@ nlohmann::ordered_json JsonPlan(const std::string& mode, const MemoryPlan& plan,
   if (!steps) return out;
   nlohmann::ordered_json records = nlohmann::ordered_json::array();
   for (const StepRecord& r : plan.log.steps) {
-    records.push_back({{"step", r.step + 1},
-                       {"layer", net.layer(r.layer).name()},
-                       {"total", r.total},
-                       {"peak", r.peak},
-                       {"live", r.live_tensors},
-                       {"to_host", r.to_host},
-                       {"to_device", r.to_device},
-                       {"recomputed", r.recomputed},
-                       {"workspace", r.workspace},
-                       {"algorithm", r.algorithm}});
+    records.push_back(StepRecordJson(r, net.schedule(), net.layer_names()));
   }
   out["steps"] = records;
   return out;
@@ -201,7 +196,7 @@ Status ReportPoolSizing(const Args& args, const Net& net, const MemoryOptions& o
   auto sizing = SizeGtbmPool(net.view(), options, args.beta);
   if (!sizing.ok()) return InvalidArgument("--size-pool: " + sizing.status().message());
   if (args.json) {
-    (*mode_json)["pool_sizing"] = nlohmann::ordered_json::parse(PoolSizingJson(*sizing));
+    (*mode_json)["pool_sizing"] = PoolSizingJson(*sizing);
   } else {
     std::fputs(PoolSizingText(*sizing).c_str(), stdout);
   }

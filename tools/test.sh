@@ -2,7 +2,8 @@
 # The test command: installs what is missing, builds everything and runs the
 # test suite. Where a CUDA toolkit is installed (/usr/local/cuda) it builds
 # with --config=cuda, so every CUDA target is compiled and linked too; GPU
-# tests skip, saying why, on machines without a GPU.
+# tests skip, saying why, on machines without a GPU, and the GPU bundle is
+# packed and its compressed size printed (//tests:gpu_bundle_test).
 #
 # The full run (no arguments) also checks the format of every source
 # (tools/ci/format.sh --check) and runs the memory, parser, data, checkpoint and
@@ -34,7 +35,14 @@ tests=$(bazel query --noshow_progress "tests(${query:3})" 2>/dev/null)
 if [[ ${#config[@]} -eq 0 ]]; then  # CUDA tests were skipped: not counted
   tests=$(echo "$tests" | grep -v cuda)
 fi
-summary=(--logs "" "$(bazel info "${config[@]}" bazel-testlogs 2>/dev/null)" $tests)
+testlogs=$(bazel info "${config[@]}" bazel-testlogs 2>/dev/null)
+summary=(--logs "" "$testlogs" $tests)
+# The GPU bundle the CUDA build makes (//tests:gpu_bundle_test) and its
+# compressed size, for CI's log.
+if [[ ${#config[@]} -gt 0 ]] && echo "$tests" | grep -q gpu_bundle_test; then
+  grep -h "^gpu bundle:" "$testlogs/tests/gpu_bundle_test/test.log" 2>/dev/null ||
+    echo "gpu bundle: not built (see //tests:gpu_bundle_test)"
+fi
 
 if [[ $full -eq 1 ]]; then
   bash tools/ci/format.sh --check

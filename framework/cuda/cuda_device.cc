@@ -12,7 +12,9 @@
 #include "framework/cuda/cuda_check.h"
 #include "framework/cuda/cuda_versions.h"
 #include "framework/cuda/memcheck_annotations.h"
+#include "framework/cuda/move_kernel_cuda.h"
 #include "framework/device_registry.h"
+#include "framework/downward_move.h"
 #include "framework/logging.h"
 #include "framework/units.h"
 
@@ -60,8 +62,15 @@ bool CudaEvent::IsComplete() {
   return true;
 }
 
-CudaQueue::CudaQueue() {
-  SPILL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+StatusOr<std::unique_ptr<CudaQueue>> CudaQueue::Create() {
+  cudaStream_t stream = nullptr;
+  const cudaError_t status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return Internal(std::string("cannot use the CUDA device: cudaStreamCreateWithFlags failed (") +
+                    cudaGetErrorString(status) + ")");
+  }
+  return std::unique_ptr<CudaQueue>(new CudaQueue(stream));
 }
 CudaQueue::~CudaQueue() { cudaStreamDestroy(stream_); }
 
@@ -139,15 +148,51 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal) {
   SPILL_CUDA_CHECK(cudaGetDeviceProperties(&props, ordinal));
   device->description_ = std::string("cuda:") + std::to_string(ordinal) + " (" + props.name + ", " +
                          FormatBytes(static_cast<double>(props.totalGlobalMem)) + ")";
-  device->compute_ = std::make_unique<CudaQueue>();
-  device->copy_ = std::make_unique<CudaQueue>();
-  SPILL_CUBLAS_CHECK(cublasCreate(&device->cublas_));
-  SPILL_CUBLAS_CHECK(cublasSetStream(device->cublas_, device->compute_stream()));
-  // Exact float32 arithmetic: no TF32 tensor-core rounding.
-  SPILL_CUBLAS_CHECK(cublasSetMathMode(device->cublas_, CUBLAS_PEDANTIC_MATH));
-  SPILL_CUDNN_CHECK(cudnnCreate(&device->cudnn_));
-  SPILL_CUDNN_CHECK(cudnnSetStream(device->cudnn_, device->compute_stream()));
+  SPILL_ASSIGN_OR_RETURN(device->compute_, CudaQueue::Create());
+  SPILL_ASSIGN_OR_RETURN(device->copy_, CudaQueue::Create());
+  SPILL_RETURN_IF_ERROR(device->CreateHandles());
   return device;
+}
+
+namespace {
+
+// A library's handle could not be made: the GPU is out of memory, or the
+// library cannot use it. Either way the device cannot run; say which.
+Status HandleFailure(const char* call, const char* message, bool out_of_memory) {
+  const std::string text = std::string("cannot use the CUDA device: ") + call + " failed (" +
+                           message + ") [" + CudaLibrariesSeen() + "]";
+  return out_of_memory ? OutOfMemory(text + "; another process may hold the GPU's memory")
+                       : Internal(text);
+}
+
+}  // namespace
+
+// The cuBLAS and cuDNN handles, on the compute stream. A failure is an
+// error, not an abort: a GPU another process has filled fails here.
+Status CudaDevice::CreateHandles() {
+  cublasStatus_t blas = cublasCreate(&cublas_);
+  if (blas != CUBLAS_STATUS_SUCCESS) {
+    cublas_ = nullptr;
+    return HandleFailure("cublasCreate", cuda::CublasStatusName(blas),
+                         blas == CUBLAS_STATUS_ALLOC_FAILED);
+  }
+  blas = cublasSetStream(cublas_, compute_stream());
+  // Exact float32 arithmetic: no TF32 tensor-core rounding.
+  if (blas == CUBLAS_STATUS_SUCCESS) blas = cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH);
+  if (blas != CUBLAS_STATUS_SUCCESS) {
+    return HandleFailure("setting up the cuBLAS handle", cuda::CublasStatusName(blas), false);
+  }
+  cudnnStatus_t dnn = cudnnCreate(&cudnn_);
+  if (dnn != CUDNN_STATUS_SUCCESS) {
+    cudnn_ = nullptr;
+    cudaGetLastError();  // clear a sticky runtime error, if any
+    return HandleFailure("cudnnCreate", cudnnGetErrorString(dnn), dnn == CUDNN_STATUS_ALLOC_FAILED);
+  }
+  dnn = cudnnSetStream(cudnn_, compute_stream());
+  if (dnn != CUDNN_STATUS_SUCCESS) {
+    return HandleFailure("cudnnSetStream", cudnnGetErrorString(dnn), false);
+  }
+  return Status::Ok();
 }
 
 CudaDevice::~CudaDevice() {
@@ -314,11 +359,18 @@ void CudaDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind ki
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
   if (kind == CopyKind::kDeviceToDevice && d < s && d + bytes > s) {
-    // Overlapping downward move (compaction): chunks no longer than the gap
-    // never overlap, and in order they move the bytes as memmove would.
+    // Overlapping downward move (compaction): copies no longer than the gap
+    // never overlap and, in order, move the bytes as memmove would; where
+    // that takes many small copies, one kernel does it.
     const size_t gap = static_cast<size_t>(s - d);
-    for (size_t done = 0; done < bytes; done += gap) {
-      SPILL_CUDA_CHECK(cudaMemcpyAsync(d + done, s + done, std::min(gap, bytes - done),
+    const DownwardMove move = PlanDownwardMove(bytes, gap);
+    if (move.by_kernel) {
+      cuda::MoveDownAsync(d, s, bytes, stream);
+      SPILL_CUDA_CHECK(cudaGetLastError());
+      return;
+    }
+    for (size_t done = 0; done < bytes; done += move.piece) {
+      SPILL_CUDA_CHECK(cudaMemcpyAsync(d + done, s + done, std::min(move.piece, bytes - done),
                                        cudaMemcpyDeviceToDevice, stream));
     }
     return;

@@ -48,7 +48,8 @@ class CudaEvent : public Event {
 
 class CudaQueue : public Queue {
  public:
-  CudaQueue();
+  // A non-blocking stream; an error (not an abort) when none can be made.
+  static StatusOr<std::unique_ptr<CudaQueue>> Create();
   ~CudaQueue() override;
   std::shared_ptr<Event> Record() override;
   void Wait(const std::shared_ptr<Event>& event) override;
@@ -56,6 +57,7 @@ class CudaQueue : public Queue {
   cudaStream_t stream() const { return stream_; }
 
  private:
+  explicit CudaQueue(cudaStream_t stream) : stream_(stream) {}
   cudaStream_t stream_;
 };
 
@@ -95,6 +97,7 @@ class CudaDevice : public Device {
 
  private:
   explicit CudaDevice(int ordinal);
+  Status CreateHandles();
   // Enqueues one copy, split where the host side crosses a pinned chunk.
   void CopyPieces(char* dst, const char* src, size_t bytes, cudaMemcpyKind direction,
                   cudaStream_t stream);

@@ -1,27 +1,25 @@
 // Virtual memory on a GPU: CUDA's virtual memory management, as the window
-// paper's allocator uses it.
+// paper's allocator uses it, as a MemoryMappingDriver
+// (framework/virtual_memory_driver.h decides chunk sizes, alignment, when
+// physical memory is made and how its absence is reported):
 //
-//   physical memory  one cuMemCreate allocation per chunk, made the first
-//                    time the chunk is mapped and kept until the end;
-//   address space    one cuMemAddressReserve of the requested size;
-//   map              cuMemMap of a chunk's allocation at a slot, then
-//                    cuMemSetAccess (read and write from this GPU);
-//   unmap            cuMemUnmap, chunk by chunk (each chunk is its own
-//                    mapping). The caller has synchronised the queues.
+//   granularity      cuMemGetAllocationGranularity (minimum, usually 2 MiB);
+//   reserve          cuMemAddressReserve, aligned to the granularity;
+//   create           cuMemCreate of pinned device memory on this GPU;
+//   map              cuMemMap, then cuMemSetAccess (read and write from
+//                    this GPU); unmapped again if access cannot be set;
+//   unmap            cuMemUnmap. The caller has synchronised the queues.
 // The driver calls are looked up through the runtime
-// (cudaGetDriverEntryPointByVersion), so the build links no libcuda. The
-// chunk must be a multiple of the GPU's mapping granularity (usually 2 MiB).
-//
-// Compiled with --config=cuda; it has not yet run on a GPU.
+// (cudaGetDriverEntryPointByVersion), so the build links no libcuda.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
-#include <set>
 #include <string>
-#include <vector>
 
 #include "framework/cuda/cuda_device.h"
+#include "framework/units.h"
+#include "framework/virtual_memory_driver.h"
 
 namespace spill {
 namespace {
@@ -75,121 +73,100 @@ StatusOr<DriverCalls> LoadDriverCalls() {
   return d;
 }
 
-class CudaVirtualMemory : public VirtualMemory {
+class CudaMappingDriver : public MemoryMappingDriver {
  public:
-  static StatusOr<std::unique_ptr<VirtualMemory>> Create(int ordinal, size_t chunk_bytes,
-                                                         size_t chunks, size_t address_bytes);
-  ~CudaVirtualMemory() override;
+  CudaMappingDriver(const DriverCalls& calls, int ordinal) : d_(calls), ordinal_(ordinal) {}
 
-  char* base() const override { return reinterpret_cast<char*>(base_); }
-  size_t chunk_bytes() const override { return chunk_bytes_; }
-  size_t chunks() const override { return handles_.size(); }
-  size_t address_bytes() const override { return address_bytes_; }
-  Status Map(size_t offset, size_t chunk) override;
-  Status Unmap(size_t offset, size_t bytes) override;
+  std::string Describe() const override { return "GPU " + std::to_string(ordinal_); }
+
+  StatusOr<size_t> Granularity() override {
+    const CUmemAllocationProp prop = Properties();
+    size_t granularity = 0;
+    SPILL_RETURN_IF_ERROR(
+        Check(d_.granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+              "cuMemGetAllocationGranularity"));
+    return granularity;
+  }
+
+  StatusOr<uintptr_t> ReserveAddresses(size_t bytes, size_t alignment) override {
+    CUdeviceptr base = 0;
+    SPILL_RETURN_IF_ERROR(Check(d_.reserve(&base, bytes, alignment, 0, 0), "cuMemAddressReserve"));
+    return static_cast<uintptr_t>(base);
+  }
+
+  void FreeAddresses(uintptr_t base, size_t bytes) override {
+    d_.address_free(static_cast<CUdeviceptr>(base), bytes);
+  }
+
+  StatusOr<uint64_t> Create(size_t bytes) override {
+    const CUmemAllocationProp prop = Properties();
+    CUmemGenericAllocationHandle handle = 0;
+    SPILL_RETURN_IF_ERROR(Check(d_.create(&handle, bytes, &prop, 0), "cuMemCreate"));
+    return static_cast<uint64_t>(handle);
+  }
+
+  void Release(uint64_t handle) override {
+    d_.release(static_cast<CUmemGenericAllocationHandle>(handle));
+  }
+
+  Status Map(uintptr_t address, size_t bytes, uint64_t handle) override {
+    const CUdeviceptr at = static_cast<CUdeviceptr>(address);
+    SPILL_RETURN_IF_ERROR(Check(
+        d_.map(at, bytes, 0, static_cast<CUmemGenericAllocationHandle>(handle), 0), "cuMemMap"));
+    CUmemAccessDesc access = {};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = ordinal_;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    Status set = Check(d_.set_access(at, bytes, &access, 1), "cuMemSetAccess");
+    if (!set.ok()) d_.unmap(at, bytes);
+    return set;
+  }
+
+  Status Unmap(uintptr_t address, size_t bytes) override {
+    return Check(d_.unmap(static_cast<CUdeviceptr>(address), bytes), "cuMemUnmap");
+  }
+
+  std::string FreeMemory() override {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      cudaGetLastError();
+      return "";
+    }
+    return FormatBytes(static_cast<double>(free)) + " of its " +
+           FormatBytes(static_cast<double>(total)) + " free";
+  }
 
  private:
-  CudaVirtualMemory(const DriverCalls& calls, int ordinal, size_t chunk_bytes, size_t chunks,
-                    size_t address_bytes)
-      : d_(calls),
-        ordinal_(ordinal),
-        chunk_bytes_(chunk_bytes),
-        address_bytes_(address_bytes),
-        handles_(chunks, 0) {}
-  Status Check(CUresult result, const char* call) const;
-  CUmemAllocationProp Properties() const;
+  Status Check(CUresult result, const char* call) const {
+    if (result == CUDA_SUCCESS) return Status::Ok();
+    const char* text = nullptr;
+    d_.error_string(result, &text);
+    const std::string message =
+        std::string(call) + ": " + (text != nullptr ? text : "unknown error");
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) return OutOfMemory(message);
+    return Internal(message);
+  }
+
+  CUmemAllocationProp Properties() const {
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = ordinal_;
+    return prop;
+  }
 
   DriverCalls d_;
   int ordinal_;
-  size_t chunk_bytes_;
-  size_t address_bytes_;
-  CUdeviceptr base_ = 0;
-  std::vector<CUmemGenericAllocationHandle> handles_;  // 0: not created yet
-  std::set<size_t> mapped_;                            // offsets of mapped chunks
 };
-
-Status CudaVirtualMemory::Check(CUresult result, const char* call) const {
-  if (result == CUDA_SUCCESS) return Status::Ok();
-  const char* text = nullptr;
-  d_.error_string(result, &text);
-  const std::string message =
-      std::string(call) + " failed: " + (text != nullptr ? text : "unknown error");
-  if (result == CUDA_ERROR_OUT_OF_MEMORY) return OutOfMemory(message);
-  return Internal(message);
-}
-
-CUmemAllocationProp CudaVirtualMemory::Properties() const {
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = ordinal_;
-  return prop;
-}
-
-StatusOr<std::unique_ptr<VirtualMemory>> CudaVirtualMemory::Create(int ordinal, size_t chunk_bytes,
-                                                                   size_t chunks,
-                                                                   size_t address_bytes) {
-  SPILL_ASSIGN_OR_RETURN(DriverCalls calls, LoadDriverCalls());
-  std::unique_ptr<CudaVirtualMemory> vm(
-      new CudaVirtualMemory(calls, ordinal, chunk_bytes, chunks, address_bytes));
-  const CUmemAllocationProp prop = vm->Properties();
-  size_t granularity = 0;
-  SPILL_RETURN_IF_ERROR(
-      vm->Check(calls.granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-                "cuMemGetAllocationGranularity"));
-  if (granularity == 0 || chunk_bytes % granularity != 0) {
-    return InvalidArgument("memory.va_chunk: " + std::to_string(chunk_bytes) +
-                           " bytes is not a multiple of this GPU's mapping granularity (" +
-                           std::to_string(granularity) + " bytes)");
-  }
-  SPILL_RETURN_IF_ERROR(vm->Check(calls.reserve(&vm->base_, address_bytes, chunk_bytes, 0, 0),
-                                  "cuMemAddressReserve"));
-  return std::unique_ptr<VirtualMemory>(std::move(vm));
-}
-
-CudaVirtualMemory::~CudaVirtualMemory() {
-  for (size_t offset : mapped_) d_.unmap(base_ + offset, chunk_bytes_);
-  for (CUmemGenericAllocationHandle h : handles_) {
-    if (h != 0) d_.release(h);
-  }
-  if (base_ != 0) d_.address_free(base_, address_bytes_);
-}
-
-Status CudaVirtualMemory::Map(size_t offset, size_t chunk) {
-  if (chunk >= handles_.size() || offset % chunk_bytes_ != 0 ||
-      offset + chunk_bytes_ > address_bytes_ || mapped_.count(offset)) {
-    return Internal("virtual memory: chunk " + std::to_string(chunk) + " cannot be mapped at " +
-                    std::to_string(offset));
-  }
-  if (handles_[chunk] == 0) {
-    const CUmemAllocationProp prop = Properties();
-    SPILL_RETURN_IF_ERROR(
-        Check(d_.create(&handles_[chunk], chunk_bytes_, &prop, 0), "cuMemCreate"));
-  }
-  SPILL_RETURN_IF_ERROR(
-      Check(d_.map(base_ + offset, chunk_bytes_, 0, handles_[chunk], 0), "cuMemMap"));
-  mapped_.insert(offset);
-  CUmemAccessDesc access = {};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = ordinal_;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  return Check(d_.set_access(base_ + offset, chunk_bytes_, &access, 1), "cuMemSetAccess");
-}
-
-Status CudaVirtualMemory::Unmap(size_t offset, size_t bytes) {
-  for (size_t at = offset; at < offset + bytes; at += chunk_bytes_) {
-    if (mapped_.erase(at) == 0) continue;
-    SPILL_RETURN_IF_ERROR(Check(d_.unmap(base_ + at, chunk_bytes_), "cuMemUnmap"));
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
 StatusOr<std::unique_ptr<VirtualMemory>> CudaDevice::CreateVirtualMemory(size_t chunk_bytes,
                                                                          size_t chunks,
                                                                          size_t address_bytes) {
-  return CudaVirtualMemory::Create(ordinal_, chunk_bytes, chunks, address_bytes);
+  SPILL_ASSIGN_OR_RETURN(DriverCalls calls, LoadDriverCalls());
+  return CreateDriverVirtualMemory(std::make_unique<CudaMappingDriver>(calls, ordinal_),
+                                   chunk_bytes, chunks, address_bytes);
 }
 
 }  // namespace spill

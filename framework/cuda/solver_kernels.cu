@@ -1,5 +1,7 @@
 // Solver updates on the GPU: the same arithmetic as the CPU device's
 // (framework/solver_kernels_cpu.cc), one thread per element.
+#include <algorithm>
+
 #include "framework/cuda/solver_kernels_cuda.h"
 
 namespace spill {
@@ -32,20 +34,23 @@ __global__ void Adam(int64_t n, float* w, const float* g, float* m, float* s, fl
   }
 }
 
+// At least one block (a grid of none is a launch error), at most 4096.
 int Blocks(int64_t n) {
-  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 4096));
+  return static_cast<int>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 4096));
 }
 
 }  // namespace
 
 void LaunchSgd(int64_t n, float* w, const float* g, float* v, float lr, float momentum, float decay,
                bool nesterov, cudaStream_t stream) {
+  if (n <= 0) return;
   Sgd<<<Blocks(n), kThreads, 0, stream>>>(n, w, g, v, lr, momentum, decay, nesterov);
 }
 
 void LaunchAdam(int64_t n, float* w, const float* g, float* m, float* s, float lr, float beta1,
                 float beta2, float epsilon, float decay, float c1, float root_c2,
                 cudaStream_t stream) {
+  if (n <= 0) return;
   Adam<<<Blocks(n), kThreads, 0, stream>>>(n, w, g, m, s, lr, beta1, beta2, epsilon, decay, c1,
                                            root_c2);
 }

@@ -9,6 +9,7 @@
 
 #include "framework/checked_math.h"
 #include "framework/files.h"
+#include "framework/strings.h"
 
 namespace spill {
 namespace {
@@ -52,8 +53,7 @@ Status CheckOperators(const OnnxGraph& g) {
     if (count++ < kNodesListed) where += (where.empty() ? "" : ", ") + g.Where(i);
   }
   if (count == 0) return Status::Ok();
-  std::string ops;
-  for (const std::string& op : unknown_ops) ops += (ops.empty() ? "" : ", ") + op;
+  const std::string ops = Join(unknown_ops);
   if (count > kNodesListed) where += ", and " + std::to_string(count - kNodesListed) + " more";
   std::string known;
   for (const std::string& op : supported) known += (known.empty() ? "" : " ") + op;

@@ -1,38 +1,104 @@
 // Convolution on the GPU with cuDNN. Each operation (forward; backward: the
 // filter gradient and, when the input wants one, the data gradient) lists
-// the cuDNN algorithms that cuDNN's heuristics (cudnnGet*Algorithm_v7) find
-// usable for the layer's shape, in their order, with their workspace bytes
-// (cudnnGet*WorkspaceSize). Only deterministic algorithms are listed where
-// cuDNN offers any (recomputation must reproduce outputs bit for bit), and
-// the math is plain float32 FMA (CUDNN_FMA_MATH: no TF32 tensor cores), so
-// results stay comparable with the CPU layer.
+// the algorithms cuDNN finds usable for the layer's geometry
+// (layers/cuda/conv_cudnn_cuda.h: deterministic, plain float32 FMA math,
+// asked once per geometry and process), with their workspace bytes.
+//
+// Two ways of running, one candidate list:
+//   * the whole batch in one cuDNN call per operation (the default);
+//   * image by image (BatchSlice::in_image_order: a slice of the batch, or
+//     an algorithm pinned), each image its own call on one-image
+//     descriptors, the filter and bias gradients adding image after image
+//     into what the step's earlier images left. A step run slice by slice
+//     then makes exactly the calls of the step run whole, so its results
+//     are the same bits (layers/slice_plans.h). The candidates are the
+//     algorithms usable both ways, each with the larger workspace.
 //
 // A candidate's time is its measured time once CalibrateCudaConvolutions has
 // run, else an estimate from its rank in the heuristics' list (1 ms, 2 ms,
-// ...), which keeps cuDNN's own preference.
-//
-// Shapes are queried through a process-wide cuDNN handle of the current GPU
-// (made on first use), because layers are shaped before a device exists.
+// ...), which keeps cuDNN's own preference. Calibration drops candidates
+// cuDNN fails to run.
 #ifndef SPILL_LAYERS_CUDA_CONVOLUTION_CUDA_H_
 #define SPILL_LAYERS_CUDA_CONVOLUTION_CUDA_H_
+
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "framework/cuda/cuda_device.h"
 #include "framework/net.h"
 #include "framework/status.h"
+#include "layers/conv_candidates.h"
+#include "layers/convolution_layer.h"
+#include "layers/cuda/conv_cudnn_cuda.h"
 
 namespace spill {
+
+// Candidates not yet measured: cuDNN's heuristic order, 1 ms per rank.
+constexpr double kConvRankSeconds = 1e-3;
+
+class CudaConvolutionLayer : public ConvolutionLayer {
+ public:
+  explicit CudaConvolutionLayer(LayerParams& params) : ConvolutionLayer(params) {}
+
+  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
+  int num_algorithm_ops(Pass pass) const override {
+    return pass == Pass::kForward ? 1 : (propagate_down(0) ? 2 : 1);
+  }
+  std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const override;
+  // The workspace of the default (first) candidates.
+  size_t workspace_bytes(Pass pass) const override;
+  bool supports_slices() const override { return true; }
+
+  void Forward(const ForwardArgs& args) const override;
+  // Operation 0: the filter (and bias) gradient; 1: the data gradient.
+  void Backward(const BackwardArgs& args) const override;
+
+  // ---- Calibration (conv_calibration_cuda.cc) ----
+  // Times every candidate with cudnnFind*AlgorithmEx on scratch buffers.
+  Status Calibrate(CudaDevice& device) const;
+  std::string GeometryKey() const { return ConvGeometryKey(geom_); }
+  // Takes `other`'s candidates and times when both listed the same ones.
+  bool CopyTimesFrom(const CudaConvolutionLayer& other) const;
+
+ private:
+  static int OpIndex(Pass pass, int op) {
+    if (pass == Pass::kForward) return kConvForward;
+    return op == 0 ? kConvFilterGrad : kConvDataGrad;
+  }
+  void CheckPrepared() const;
+  // The algorithm chosen for argument slot `slot` (the default, the first
+  // candidate, when none is chosen), checked against the workspace given.
+  ConvCandidate Chosen(int op, const std::vector<int>& algorithms, int slot,
+                       const Workspace& workspace) const;
+  void BackwardWhole(const BackwardArgs& args, CudaDevice& device) const;
+  void BackwardByImage(const BackwardArgs& args, CudaDevice& device) const;
+  // Measured times of one operation, failed candidates dropped; under mutex_.
+  Status Record(int op, const std::vector<ConvMeasurement>& results, size_t workspace) const;
+
+  mutable std::mutex mutex_;  // guards the lists and times after shaping
+  bool prepared_ = false;     // descriptors and candidates come from cuDNN
+  std::string why_;           // why not, when not
+  // Calibration may drop candidates (before any runtime reads them).
+  mutable std::vector<ConvCandidate> algos_[kConvOps];
+  mutable std::vector<double> seconds_[kConvOps];
+  cuda::ConvDescriptors whole_;  // the layer's batch
+  cuda::ConvDescriptors image_;  // one image
+};
 
 // Measures every candidate algorithm of every CUDA convolution layer of
 // `net` with cudnnFind*AlgorithmEx on `device`'s handle, on scratch buffers
 // it cudaMallocs and frees again (workspace up to the largest candidate's,
 // capped by the free device memory), and stores the times in the layers.
 // Candidates that could not be measured (their workspace did not fit) keep
-// an estimate slower than every measured one. Layers of one geometry are
-// measured once; layers of other types are skipped. Call it before the
-// memory runtime reserves its device region: it is registered as the CUDA
-// backend's NetCalibration (framework/device_registry.h), so CalibrateNet
-// runs it. Where scratch memory cannot be had or a timing fails, the layer
-// keeps its estimates (with a warning); errors are failed cuDNN queries.
+// an estimate slower than every measured one; candidates cuDNN failed to
+// run are dropped (an error if an operation is left with none). Layers of
+// one geometry are measured once; layers of other types are skipped. Call
+// it before the memory runtime is created (it reads the candidates): it is
+// registered as the CUDA backend's NetCalibration
+// (framework/device_registry.h), so CalibrateNet runs it. Where scratch
+// memory cannot be had or a timing fails, the layer keeps its estimates
+// (with a warning).
 Status CalibrateCudaConvolutions(const Net& net, CudaDevice& device);
 
 }  // namespace spill

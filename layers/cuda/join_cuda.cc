@@ -14,6 +14,8 @@ class CudaConcatLayer : public ConcatLayer {
  public:
   using ConcatLayer::ConcatLayer;
 
+  bool supports_slices() const override { return true; }
+
   // Input i fills channels [offset, offset + C_i) of every sample: a 2-D
   // copy of N rows of C_i * H * W elements.
   void Forward(const ForwardArgs& args) const override {
@@ -51,6 +53,8 @@ class CudaConcatLayer : public ConcatLayer {
 class CudaAddLayer : public AddLayer {
  public:
   using AddLayer::AddLayer;
+
+  bool supports_slices() const override { return true; }
 
   void Forward(const ForwardArgs& args) const override {
     std::vector<const float*> inputs;

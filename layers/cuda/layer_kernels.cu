@@ -6,52 +6,14 @@
 #include <algorithm>
 #include <cfloat>
 
+#include "layers/cuda/kernel_util_cuda.cuh"
 #include "layers/cuda/layer_kernels_cuda.h"
 
 namespace spill {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;         // threads per block, a power of two
-constexpr int64_t kMaxBlocks = 8192;  // grid-stride loops cover the rest
-constexpr int kMaxAddInputs = 8;      // inputs summed per AddN pass
-
-int Blocks(int64_t n) {
-  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
-}
-
-#define SPILL_GRID_LOOP(i, n)                                                            \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
-// Sum over the block in a fixed tree; every thread gets the total. Needs
-// blockDim.x == kThreads and `shared` of kThreads entries.
-__device__ double BlockSum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double total = shared[0];
-  __syncthreads();
-  return total;
-}
-
-// std::max(a, b) exactly: a unless a < b.
-__device__ __forceinline__ float MaxOf(float a, float b) { return a < b ? b : a; }
-
-__device__ float BlockMax(float v, float* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] = MaxOf(shared[threadIdx.x], shared[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float top = shared[0];
-  __syncthreads();
-  return top;
-}
+constexpr int kMaxAddInputs = 8;  // inputs summed per AddN pass
 
 // ---- Elementwise ----
 
@@ -107,11 +69,11 @@ __device__ __forceinline__ float UniformAt(uint64_t seed, uint64_t index) {
 }
 
 __global__ void DropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,
-                               float ratio, float keep, bool draw) {
+                               int64_t first, float ratio, float keep, bool draw) {
   SPILL_GRID_LOOP(i, n) {
     float m;
     if (draw) {
-      m = UniformAt(seed, static_cast<uint64_t>(i)) < ratio ? 0.0f : keep;
+      m = UniformAt(seed, static_cast<uint64_t>(first + i)) < ratio ? 0.0f : keep;
       mask[i] = m;
     } else {
       m = mask[i];
@@ -139,6 +101,17 @@ __global__ void ColumnSums(int64_t rows, int64_t cols, const float* dy, float* d
     double sum = 0;
     for (int64_t i = 0; i < rows; ++i) sum += dy[i * cols + j];
     db[j] = static_cast<float>(sum);
+  }
+}
+
+// db[j] (=|+=) the column's values, row after row, in float: a call over
+// a slice continues the sum where the previous slice's left it.
+__global__ void ColumnSumsInOrder(int64_t rows, int64_t cols, const float* dy, float* db,
+                                  bool accumulate) {
+  SPILL_GRID_LOOP(j, cols) {
+    float sum = accumulate ? db[j] : 0.0f;
+    for (int64_t i = 0; i < rows; ++i) sum += dy[i * cols + j];
+    db[j] = sum;
   }
 }
 
@@ -260,95 +233,6 @@ __global__ void AvgPoolBackward(PoolShape s, const float* dy, float* dx, bool ac
   }
 }
 
-// ---- BatchNorm ----
-
-// One block per channel.
-__global__ void BatchNormStatistics(int64_t n, int64_t c, int64_t plane, const float* x, double eps,
-                                    double momentum, float* mean, float* inv_std,
-                                    float* running_mean, float* running_var) {
-  __shared__ double shared[kThreads];
-  const int64_t ch = blockIdx.x;
-  const int64_t count = n * plane;
-  double sum = 0;
-  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
-    const int64_t i = e / plane, j = e - i * plane;
-    sum += x[(i * c + ch) * plane + j];
-  }
-  sum = BlockSum(sum, shared);
-  const double mu = sum / static_cast<double>(count);
-  double sq = 0;
-  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
-    const int64_t i = e / plane, j = e - i * plane;
-    const double d = x[(i * c + ch) * plane + j] - mu;
-    sq += d * d;
-  }
-  sq = BlockSum(sq, shared);
-  if (threadIdx.x == 0) {
-    const double total = static_cast<double>(count);
-    const double var = sq / total;
-    mean[ch] = static_cast<float>(mu);
-    inv_std[ch] = static_cast<float>(1.0 / sqrt(var + eps));
-    const double unbiased = total > 1 ? var * total / (total - 1) : var;
-    running_mean[ch] = static_cast<float>((1 - momentum) * running_mean[ch] + momentum * mu);
-    running_var[ch] = static_cast<float>((1 - momentum) * running_var[ch] + momentum * unbiased);
-  }
-}
-
-__global__ void BatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var,
-                                     double eps, float* mean, float* inv_std) {
-  SPILL_GRID_LOOP(ch, c) {
-    mean[ch] = running_mean[ch];
-    inv_std[ch] = static_cast<float>(1.0 / sqrt(static_cast<double>(running_var[ch]) + eps));
-  }
-}
-
-__global__ void BatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x,
-                               const float* gamma, const float* beta, const float* mean,
-                               const float* inv_std, float* y) {
-  SPILL_GRID_LOOP(i, n * c * plane) {
-    const int64_t ch = (i / plane) % c;
-    const float scale = gamma[ch] * inv_std[ch];
-    y[i] = (x[i] - mean[ch]) * scale + beta[ch];
-  }
-}
-
-// One block per channel: dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
-__global__ void BatchNormBackward(int64_t n, int64_t c, int64_t plane, const float* x,
-                                  const float* dy, const float* gamma, const float* mean,
-                                  const float* inv_std, float* dgamma, float* dbeta, float* dx,
-                                  bool accumulate) {
-  __shared__ double shared[kThreads];
-  const int64_t ch = blockIdx.x;
-  const int64_t count = n * plane;
-  const float mu = mean[ch], istd = inv_std[ch];
-  double sum_dy = 0, sum_dy_xc = 0;  // xc = x - mu
-  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
-    const int64_t i = e / plane, j = e - i * plane;
-    const int64_t at = (i * c + ch) * plane + j;
-    const float g = dy[at];
-    sum_dy += g;
-    sum_dy_xc += static_cast<double>(g) * (x[at] - mu);
-  }
-  sum_dy = BlockSum(sum_dy, shared);
-  sum_dy_xc = BlockSum(sum_dy_xc, shared);
-  const double sum_dy_xhat = sum_dy_xc * istd;
-  if (threadIdx.x == 0) {
-    if (dgamma != nullptr) dgamma[ch] = static_cast<float>(sum_dy_xhat);
-    if (dbeta != nullptr) dbeta[ch] = static_cast<float>(sum_dy);
-  }
-  if (dx == nullptr) return;
-  const double total = static_cast<double>(count);
-  const float k = gamma[ch] * istd;
-  const float mean_dy = static_cast<float>(sum_dy / total);
-  const float coef = static_cast<float>(sum_dy_xhat / total) * istd;  // per unit of xc
-  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
-    const int64_t i = e / plane, j = e - i * plane;
-    const int64_t at = (i * c + ch) * plane + j;
-    const float v = k * (dy[at] - mean_dy - (x[at] - mu) * coef);
-    dx[at] = accumulate ? dx[at] + v : v;
-  }
-}
-
 // ---- LRN ----
 
 // k + alpha / size * sum of x^2 over the channels [ch - half, ch + half] of
@@ -458,9 +342,9 @@ void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cuda
 }
 
 void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,
-                          float ratio, float keep, bool draw, cudaStream_t stream) {
+                          int64_t first, float ratio, float keep, bool draw, cudaStream_t stream) {
   if (n <= 0) return;
-  DropoutForward<<<Blocks(n), kThreads, 0, stream>>>(n, x, y, mask, seed, ratio, keep, draw);
+  DropoutForward<<<Blocks(n), kThreads, 0, stream>>>(n, x, y, mask, seed, first, ratio, keep, draw);
 }
 
 void LaunchMulBackward(int64_t n, const float* dy, const float* mask, float* dx, bool accumulate,
@@ -477,6 +361,12 @@ void LaunchAddRowBias(int64_t rows, int64_t cols, const float* b, float* y, cuda
 void LaunchColumnSums(int64_t rows, int64_t cols, const float* dy, float* db, cudaStream_t stream) {
   if (cols <= 0) return;
   ColumnSums<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, dy, db);
+}
+
+void LaunchColumnSumsInOrder(int64_t rows, int64_t cols, const float* dy, float* db,
+                             bool accumulate, cudaStream_t stream) {
+  if (cols <= 0) return;
+  ColumnSumsInOrder<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, dy, db, accumulate);
 }
 
 void LaunchMaxPoolForward(const PoolShape& s, const float* x, float* y, cudaStream_t stream) {
@@ -503,39 +393,6 @@ void LaunchAvgPoolBackward(const PoolShape& s, const float* dy, float* dx, bool 
   const int64_t n = s.planes * s.height * s.width;
   if (n <= 0) return;
   AvgPoolBackward<<<Blocks(n), kThreads, 0, stream>>>(s, dy, dx, accumulate);
-}
-
-void LaunchBatchNormStatistics(int64_t n, int64_t c, int64_t plane, const float* x, double eps,
-                               double momentum, float* mean, float* inv_std, float* running_mean,
-                               float* running_var, cudaStream_t stream) {
-  if (c <= 0 || n * plane <= 0) return;
-  BatchNormStatistics<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
-      n, c, plane, x, eps, momentum, mean, inv_std, running_mean, running_var);
-}
-
-void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var,
-                                double eps, float* mean, float* inv_std, cudaStream_t stream) {
-  if (c <= 0) return;
-  BatchNormFromRunning<<<Blocks(c), kThreads, 0, stream>>>(c, running_mean, running_var, eps, mean,
-                                                           inv_std);
-}
-
-void LaunchBatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
-                          const float* beta, const float* mean, const float* inv_std, float* y,
-                          cudaStream_t stream) {
-  const int64_t total = n * c * plane;
-  if (total <= 0) return;
-  BatchNormApply<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, gamma, beta, mean, inv_std,
-                                                         y);
-}
-
-void LaunchBatchNormBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                             const float* gamma, const float* mean, const float* inv_std,
-                             float* dgamma, float* dbeta, float* dx, bool accumulate,
-                             cudaStream_t stream) {
-  if (c <= 0 || n * plane <= 0) return;
-  BatchNormBackward<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
-      n, c, plane, x, dy, gamma, mean, inv_std, dgamma, dbeta, dx, accumulate);
 }
 
 void LaunchLrnForward(int64_t n, int64_t c, int64_t plane, const float* x, float* y, int64_t size,

@@ -34,11 +34,12 @@ void LaunchCopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src
 // `inputs` is a host array of `count` device pointers.
 void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cudaStream_t stream);
 
-// Dropout in training: when `draw`, mask[i] = Uniform(seed, i) < ratio ? 0 :
-// keep (the CPU's counter-based generator, framework/random.h, bit for bit);
-// then y = x * mask.
+// Dropout in training: when `draw`, mask[i] = Uniform(seed, first + i) <
+// ratio ? 0 : keep (the CPU's counter-based generator, framework/random.h,
+// bit for bit; `first` is the element's place in the whole batch when x is
+// a slice of it); then y = x * mask.
 void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,
-                          float ratio, float keep, bool draw, cudaStream_t stream);
+                          int64_t first, float ratio, float keep, bool draw, cudaStream_t stream);
 // dx (=|+=) dy * mask
 void LaunchMulBackward(int64_t n, const float* dy, const float* mask, float* dx, bool accumulate,
                        cudaStream_t stream);
@@ -49,6 +50,10 @@ void LaunchMulBackward(int64_t n, const float* dy, const float* mask, float* dx,
 void LaunchAddRowBias(int64_t rows, int64_t cols, const float* b, float* y, cudaStream_t stream);
 // db[j] = sum_i dy[i * cols + j], accumulated in double in row order.
 void LaunchColumnSums(int64_t rows, int64_t cols, const float* dy, float* db, cudaStream_t stream);
+// db[j] (=|+=) dy[0][j] + dy[1][j] + ..., added row after row in float:
+// slices of the rows, one call each, give the bits of one call over all.
+void LaunchColumnSumsInOrder(int64_t rows, int64_t cols, const float* dy, float* db,
+                             bool accumulate, cudaStream_t stream);
 
 // ---- Pooling (max, average, global average) ----
 
@@ -70,13 +75,22 @@ void LaunchAvgPoolBackward(const PoolShape& s, const float* dy, float* dx, bool 
                            cudaStream_t stream);
 
 // ---- BatchNorm (spatial: per channel over N, H, W) ----
+// Reductions go image by image in batch order into per-channel double sums
+// carried in `carry` (2 * c doubles, the layer's workspace), so a batch run
+// slice by slice gives the bits of one call (layers/slice_plans.h). One
+// block per channel; each image's plane is summed by one warp in a fixed
+// order.
 
-// Batch statistics: mean and 1 / sqrt(biased var + eps) into `mean` and
-// `inv_std`, and the running statistics updated with `momentum` (unbiased
-// variance). One block per channel, double sums.
-void LaunchBatchNormStatistics(int64_t n, int64_t c, int64_t plane, const float* x, double eps,
-                               double momentum, float* mean, float* inv_std, float* running_mean,
-                               float* running_var, cudaStream_t stream);
+// carry[ch] (=|+=) the sum of each image's channel plane; with `squares`,
+// carry[c + ch] (=|+=) the squared deviations from carry[ch] / count.
+// `start`: the carried sum starts at zero.
+void LaunchBatchNormSums(int64_t n, int64_t c, int64_t plane, const float* x, double* carry,
+                         bool start, bool squares, double count, cudaStream_t stream);
+// From finished sums: mean and 1 / sqrt(biased var + eps), and the running
+// statistics updated with `momentum` (unbiased variance).
+void LaunchBatchNormFinish(int64_t c, const double* carry, double count, double eps,
+                           double momentum, float* mean, float* inv_std, float* running_mean,
+                           float* running_var, cudaStream_t stream);
 // Evaluation: mean = running_mean, inv_std = 1 / sqrt(running_var + eps).
 void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var,
                                 double eps, float* mean, float* inv_std, cudaStream_t stream);
@@ -84,11 +98,18 @@ void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const floa
 void LaunchBatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
                           const float* beta, const float* mean, const float* inv_std, float* y,
                           cudaStream_t stream);
-// dgamma, dbeta (either may be null) and dx (may be null; =|+=).
-void LaunchBatchNormBackward(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                             const float* gamma, const float* mean, const float* inv_std,
-                             float* dgamma, float* dbeta, float* dx, bool accumulate,
-                             cudaStream_t stream);
+// carry[ch] (=|+=) sum dy, carry[c + ch] (=|+=) sum dy * (x - mean).
+void LaunchBatchNormGradientSums(int64_t n, int64_t c, int64_t plane, const float* x,
+                                 const float* dy, const float* mean, double* carry, bool start,
+                                 cudaStream_t stream);
+// dgamma = carry[c + ch] * inv_std, dbeta = carry[ch] (either may be null).
+void LaunchBatchNormParamGrads(int64_t c, const double* carry, const float* inv_std, float* dgamma,
+                               float* dbeta, cudaStream_t stream);
+// dx (=|+=) gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
+void LaunchBatchNormInputGrad(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
+                              const float* gamma, const float* mean, const float* inv_std,
+                              const double* carry, double count, float* dx, bool accumulate,
+                              cudaStream_t stream);
 
 // ---- LRN across channels ----
 

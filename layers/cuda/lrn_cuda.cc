@@ -15,10 +15,12 @@ class CudaLrnLayer : public LrnLayer {
  public:
   using LrnLayer::LrnLayer;
 
+  bool supports_slices() const override { return true; }
+
   void Forward(const ForwardArgs& args) const override {
-    cuda::LaunchLrnForward(shape_.n(), shape_.c(), shape_.h() * shape_.w(), args.inputs[0].data(),
-                           args.outputs[0].data(), size_, alpha_ / size_, static_cast<float>(beta_),
-                           k_, cuda::StreamOf(args.device));
+    cuda::LaunchLrnForward(args.inputs[0].shape().n(), shape_.c(), shape_.h() * shape_.w(),
+                           args.inputs[0].data(), args.outputs[0].data(), size_, alpha_ / size_,
+                           static_cast<float>(beta_), k_, cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
@@ -27,10 +29,11 @@ class CudaLrnLayer : public LrnLayer {
     float* dx = cuda::InputGrad(args, 0);
     if (dx == nullptr) return;
     const float coeff = static_cast<float>(2.0 * alpha_ * beta_ / size_);
-    cuda::LaunchLrnBackward(shape_.n(), shape_.c(), shape_.h() * shape_.w(), args.inputs[0].data(),
-                            args.outputs[0].data(), args.output_grads[0].data(), dx, size_,
-                            alpha_ / size_, static_cast<float>(beta_), k_, coeff,
-                            cuda::Accumulates(args, 0), cuda::StreamOf(args.device));
+    cuda::LaunchLrnBackward(args.inputs[0].shape().n(), shape_.c(), shape_.h() * shape_.w(),
+                            args.inputs[0].data(), args.outputs[0].data(),
+                            args.output_grads[0].data(), dx, size_, alpha_ / size_,
+                            static_cast<float>(beta_), k_, coeff, cuda::Accumulates(args, 0),
+                            cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
 };

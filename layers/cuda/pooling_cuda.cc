@@ -17,8 +17,10 @@ class CudaPoolingLayer : public PoolingLayer {
  public:
   CudaPoolingLayer(LayerParams& params, Kind kind) : PoolingLayer(params, kind) {}
 
+  bool supports_slices() const override { return true; }
+
   void Forward(const ForwardArgs& args) const override {
-    const cuda::PoolShape s = ShapeOf();
+    const cuda::PoolShape s = ShapeOf(args.inputs[0].shape().n());
     cudaStream_t stream = cuda::StreamOf(args.device);
     if (kind_ == Kind::kMax) {
       cuda::LaunchMaxPoolForward(s, args.inputs[0].data(), args.outputs[0].data(), stream);
@@ -31,7 +33,7 @@ class CudaPoolingLayer : public PoolingLayer {
   void Backward(const BackwardArgs& args) const override {
     float* dx = cuda::InputGrad(args, 0);
     if (dx == nullptr) return;
-    const cuda::PoolShape s = ShapeOf();
+    const cuda::PoolShape s = ShapeOf(args.output_grads[0].shape().n());
     cudaStream_t stream = cuda::StreamOf(args.device);
     const bool accumulate = cuda::Accumulates(args, 0);
     if (kind_ == Kind::kMax) {
@@ -44,10 +46,11 @@ class CudaPoolingLayer : public PoolingLayer {
   }
 
  private:
-  cuda::PoolShape ShapeOf() const {
+  // The shape of a call over `images` images (a slice of the batch, or all).
+  cuda::PoolShape ShapeOf(int64_t images) const {
     const PoolGeometry& g = geom_;
     cuda::PoolShape s;
-    s.planes = g.batch * g.channels;
+    s.planes = images * g.channels;
     s.height = g.height;
     s.width = g.width;
     s.out_height = g.out_height;

@@ -12,6 +12,8 @@ class CudaReluLayer : public ReluLayer {
  public:
   using ReluLayer::ReluLayer;
 
+  bool supports_slices() const override { return true; }
+
   void Forward(const ForwardArgs& args) const override {
     cuda::LaunchReluForward(args.inputs[0].numel(), args.inputs[0].data(), args.outputs[0].data(),
                             negative_slope_, cuda::StreamOf(args.device));

@@ -13,18 +13,22 @@ class CudaSoftmaxLossLayer : public SoftmaxLossLayer {
  public:
   using SoftmaxLossLayer::SoftmaxLossLayer;
 
+  bool supports_slices() const override { return true; }
+
   void Forward(const ForwardArgs& args) const override {
-    cuda::LaunchSoftmaxForward(batch_size_, classes_, args.inputs[0].data(), args.outputs[0].data(),
-                               cuda::StreamOf(args.device));
+    cuda::LaunchSoftmaxForward(args.inputs[0].shape().n(), classes_, args.inputs[0].data(),
+                               args.outputs[0].data(), cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
   void Backward(const BackwardArgs& args) const override {
     float* dx = cuda::InputGrad(args, 0);
     if (dx == nullptr) return;
-    const float scale = weight_ / static_cast<float>(batch_size_);
-    cuda::LaunchSoftmaxLossBackward(batch_size_, classes_, args.outputs[0].data(),
-                                    args.inputs[1].data(), scale, dx, cuda::Accumulates(args, 0),
+    // The mean over the whole batch, a slice or not.
+    const int64_t rows = args.outputs[0].shape().n();
+    const float scale = weight_ / static_cast<float>(args.slice.total(rows));
+    cuda::LaunchSoftmaxLossBackward(rows, classes_, args.outputs[0].data(), args.inputs[1].data(),
+                                    scale, dx, cuda::Accumulates(args, 0),
                                     cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "framework/strings.h"
 #include "framework/units.h"
 
 namespace spill {
@@ -32,6 +33,9 @@ StatusOr<Allocation> DeviceAllocator::Allocate(const AllocRequest& request) {
     stats_.failures++;
     UpdateFreeStats();
     if (offset.status().code() != StatusCode::kOutOfMemory) return offset.status();
+    // Room enough, but the device refused memory (va's physical chunks): its
+    // report says why, and "no room" would not.
+    if (Fits(bytes)) return offset.status();
     return OutOfMemory("no room for " + FormatBytes(static_cast<double>(bytes)) + " (" +
                        FormatBytes(static_cast<double>(stats_.free_bytes)) +
                        " free, largest request that fits " +

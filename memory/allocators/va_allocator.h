@@ -43,6 +43,12 @@
 //   Eq. 2       at every moment, footprint <= live bytes + live requests x
 //               chunk (checked after every request; counted when broken).
 //
+// Physical memory: a chunk's memory is made when it is first mapped. A
+// device that refuses it (another process holds the memory) fails the
+// request with kOutOfMemory in the device's words, and the request is
+// undone: its addresses and chunks go back, nothing it mapped stays mapped.
+// The runtime reports it at the step that asked.
+//
 // Decisions depend only on the sequence of requests: with no device
 // (planning) the same ranges, offsets and chunks are chosen and nothing is
 // mapped. Offsets are from the reserved address range's base.
@@ -172,6 +178,7 @@ class VirtualAddressAllocator : public DeviceAllocator {
   Status Restore();
   Status FlushCache();
   Status MapChunks(size_t slot, const std::vector<size_t>& chunks, size_t from);
+  void UndoTake(size_t slot, std::vector<size_t>* chunks, size_t from);
   Status Unmap(const Range& run);
   void SyncDevice();
   // First-fit addresses in chunk slots.

@@ -83,18 +83,34 @@ size_t VirtualAddressAllocator::LargestSlotsAfterFlush() const {
 
 // ---- Mapping ----
 
+// Maps chunks[from..] at their slots. When the device refuses one (no
+// physical memory: kOutOfMemory, as the device reports it), what this call
+// mapped is unmapped again, so the caller can undo the request.
 Status VirtualAddressAllocator::MapChunks(size_t slot, const std::vector<size_t>& chunks,
                                           size_t from) {
-  stats_.maps += static_cast<int64_t>(chunks.size() - from);
-  if (vm_ == nullptr) return Status::Ok();
-  const auto start = std::chrono::steady_clock::now();
-  for (size_t i = from; i < chunks.size(); ++i) {
-    Status mapped = vm_->Map((slot + i) * chunk_, chunks[i]);
-    if (!mapped.ok()) return Internal("va: " + mapped.message());
+  if (vm_ != nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t i = from; i < chunks.size(); ++i) {
+      Status mapped = vm_->Map((slot + i) * chunk_, chunks[i]);
+      if (mapped.ok()) continue;
+      if (i > from) (void)vm_->Unmap((slot + from) * chunk_, (i - from) * chunk_);
+      const StatusCode code = mapped.code() == StatusCode::kOutOfMemory ? StatusCode::kOutOfMemory
+                                                                        : StatusCode::kInternal;
+      return Status(code, "va: " + mapped.message());
+    }
+    stats_.map_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  stats_.map_seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.maps += static_cast<int64_t>(chunks.size() - from);
   return Status::Ok();
+}
+
+// Gives back what a range placement took before its mapping failed: the
+// addresses from `slot` on and the chunks from `from` on.
+void VirtualAddressAllocator::UndoTake(size_t slot, std::vector<size_t>* chunks, size_t from) {
+  GiveSlots(slot, chunks->size() - from);
+  free_.insert(chunks->begin() + static_cast<std::ptrdiff_t>(from), chunks->end());
+  chunks->resize(from);
 }
 
 // Unmaps a run of chunks (lazily: only now that they are needed elsewhere)
@@ -238,7 +254,12 @@ StatusOr<VirtualAddressAllocator::Range> VirtualAddressAllocator::PlaceRange(siz
       SPILL_CHECK(TakeSlotsAt(range.slot + n, k - n)) << "va: addresses to grow into vanished";
       SPILL_ASSIGN_OR_RETURN(std::vector<size_t> more, TakeChunks(k - n));
       range.chunks.insert(range.chunks.end(), more.begin(), more.end());
-      SPILL_RETURN_IF_ERROR(MapChunks(range.slot, range.chunks, n));
+      Status mapped = MapChunks(range.slot, range.chunks, n);
+      if (!mapped.ok()) {
+        UndoTake(range.slot + n, &range.chunks, n);
+        Insert(std::move(range));
+        return mapped;
+      }
       stats_.grows++;
       return range;
     }
@@ -248,7 +269,10 @@ StatusOr<VirtualAddressAllocator::Range> VirtualAddressAllocator::PlaceRange(siz
     case How::kFresh:
       SPILL_CHECK(TakeSlots(k, &range.slot)) << "va: no addresses for " << k << " chunks";
       SPILL_ASSIGN_OR_RETURN(range.chunks, TakeChunks(k));
-      SPILL_RETURN_IF_ERROR(MapChunks(range.slot, range.chunks, 0));
+      if (Status mapped = MapChunks(range.slot, range.chunks, 0); !mapped.ok()) {
+        UndoTake(range.slot, &range.chunks, 0);
+        return mapped;
+      }
       stats_.fresh++;
       return range;
   }
@@ -264,7 +288,9 @@ void VirtualAddressAllocator::EndIteration() {
     return;
   }
   Status restored = Restore();
-  if (!restored.ok() && pending_.ok()) pending_ = restored;
+  if (!restored.ok() && pending_.ok()) {
+    pending_ = restored.WithContext("restoring the cached ranges at the end of an iteration");
+  }
 }
 
 // Back to the cached ranges the first iteration ended with. Cached chunks

@@ -93,15 +93,18 @@ std::string PoolSizingText(const PoolSizing& s) {
   return out.str();
 }
 
-std::string PoolSizingJson(const PoolSizing& s) {
-  std::ostringstream out;
-  out << "{\"init_bytes\":" << s.init << ",\"init_main_bytes\":" << s.init_main
-      << ",\"squeeze_gap_bytes\":" << s.squeeze_gap << ",\"incremental_bytes\":" << s.incremental
-      << ",\"beta_bytes\":" << s.beta << ",\"main_bytes\":" << s.main()
-      << ",\"pool_bytes\":" << s.pool() << ",\"runs\":" << (s.runs ? "true" : "false")
-      << ",\"squeezed_bytes\":" << s.squeezed() << ",\"minimum_budget_bytes\":" << s.minimum
-      << ",\"smallest_beta_bytes\":" << s.smallest_beta << "}";
-  return out.str();
+nlohmann::ordered_json PoolSizingJson(const PoolSizing& s) {
+  return {{"init_bytes", s.init},
+          {"init_main_bytes", s.init_main},
+          {"squeeze_gap_bytes", s.squeeze_gap},
+          {"incremental_bytes", s.incremental},
+          {"beta_bytes", s.beta},
+          {"main_bytes", s.main()},
+          {"pool_bytes", s.pool()},
+          {"runs", s.runs},
+          {"squeezed_bytes", s.squeezed()},
+          {"minimum_budget_bytes", s.minimum},
+          {"smallest_beta_bytes", s.smallest_beta}};
 }
 
 }  // namespace spill

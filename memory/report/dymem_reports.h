@@ -4,6 +4,7 @@
 #ifndef SPILL_MEMORY_REPORT_DYMEM_REPORTS_H_
 #define SPILL_MEMORY_REPORT_DYMEM_REPORTS_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@ StatusOr<FragmentationComparison> CompareFragmentation(const NetworkView& view,
 
 std::string FragmentationText(const FragmentationComparison& comparison);
 std::string PoolSizingText(const PoolSizing& sizing);
-std::string PoolSizingJson(const PoolSizing& sizing);
+nlohmann::ordered_json PoolSizingJson(const PoolSizing& sizing);
 
 }  // namespace spill
 

@@ -22,6 +22,8 @@
 
 #include <cstdio>
 
+#include "framework/strings.h"
+
 namespace spill {
 namespace {
 
@@ -83,12 +85,11 @@ std::vector<std::string> DeviceProfileNames() {
 }
 
 StatusOr<DeviceProfile> FindDeviceProfile(const std::string& name) {
-  std::string known;
   for (const DeviceProfile& p : GpuProfiles()) {
     if (p.name == name) return p;
   }
-  for (const std::string& n : DeviceProfileNames()) known += (known.empty() ? "" : ", ") + n;
-  return InvalidArgument("unknown device profile '" + name + "' (known: " + known + ")");
+  return InvalidArgument("unknown device profile '" + name +
+                         "' (known: " + Join(DeviceProfileNames()) + ")");
 }
 
 DeviceProfile CpuProfile(const CpuCalibration& c, double link_bytes_per_second) {

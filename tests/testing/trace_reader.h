@@ -1,14 +1,15 @@
-// Reads a Chrome trace-event file (memory/sim/trace_json.h) back for tests:
-// its tracks, its slices counted per track and category, and its counters.
+// Reads a Chrome trace-event file (memory/report/trace_json.h) back for
+// tests: its tracks, its slices counted per track and category, and its
+// counters.
 #ifndef SPILL_TESTS_TESTING_TRACE_READER_H_
 #define SPILL_TESTS_TESTING_TRACE_READER_H_
 
+#include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <utility>
-
-#include "tests/testing/json_reader.h"
 
 namespace spill {
 namespace testing {
@@ -22,7 +23,7 @@ struct TraceContents {
   int counter_samples = 0;
   double last_end_us = 0;       // latest end of any slice
   bool durations_valid = true;  // every slice has ts >= 0 and dur >= 0
-  JsonValue other;              // otherData
+  nlohmann::json other;         // otherData
 
   int Slices(const std::string& track, const std::string& category) const {
     auto it = slices.find({track, category});
@@ -32,32 +33,34 @@ struct TraceContents {
 
 inline TraceContents ReadTrace(const std::string& text) {
   TraceContents t;
-  JsonValue root;
-  if (!JsonReader::Parse(text, &root, &t.error)) return t;
-  if (root.kind != JsonValue::Kind::kObject || !root.Has("traceEvents") ||
-      root["traceEvents"].kind != JsonValue::Kind::kArray) {
+  const nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
+  if (root.is_discarded()) {
+    t.error = "not JSON";
+    return t;
+  }
+  if (!root.is_object() || !root.contains("traceEvents") || !root["traceEvents"].is_array()) {
     t.error = "no traceEvents array";
     return t;
   }
-  if (root.Has("otherData")) t.other = root["otherData"];
-  for (const JsonValue& e : root["traceEvents"].array) {
-    const std::string ph = e["ph"].string;
-    if (ph == "M" && e["name"].string == "thread_name") {
-      t.tracks[static_cast<int>(e["tid"].number)] = e["args"]["name"].string;
+  t.other = root.value("otherData", nlohmann::json::object());
+  const nlohmann::json& events = root["traceEvents"];
+  for (const nlohmann::json& e : events) {
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name") {
+      t.tracks[e.value("tid", 0)] = e["args"].value("name", "");
     }
   }
-  for (const JsonValue& e : root["traceEvents"].array) {
-    const std::string ph = e["ph"].string;
+  for (const nlohmann::json& e : events) {
+    const std::string ph = e.value("ph", "");
     if (ph == "X") {
-      const int tid = static_cast<int>(e["tid"].number);
-      t.slices[{t.tracks[tid], e["cat"].string}]++;
-      const double ts = e["ts"].number, dur = e["dur"].number;
+      t.slices[{t.tracks[e.value("tid", 0)], e.value("cat", "")}]++;
+      const double ts = e.value("ts", -1.0), dur = e.value("dur", -1.0);
       if (ts < 0 || dur < 0) t.durations_valid = false;
       t.last_end_us = std::max(t.last_end_us, ts + dur);
     } else if (ph == "C") {
       t.counter_samples++;
-      for (const auto& [series, value] : e["args"].object)
-        t.counters[e["name"].string].insert(series);
+      for (const auto& [series, value] : e["args"].items()) {
+        t.counters[e.value("name", "")].insert(series);
+      }
     }
   }
   t.valid = true;

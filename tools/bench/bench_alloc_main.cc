@@ -25,6 +25,7 @@
 #include "memory/allocators/allocator.h"
 #include "memory/allocators/dsa_solver.h"
 #include "memory/planner.h"
+#include "tools/common/cli.h"
 
 namespace spill {
 namespace {
@@ -130,25 +131,28 @@ Status Run(const Case& c) {
   return Status::Ok();
 }
 
-}  // namespace
-}  // namespace spill
-
-int main(int argc, char** argv) {
-  using spill::Case;
+int Main(int argc, char** argv) {
+  Flags flags("bench_alloc",
+              "The allocators compared on the model zoo (run from the repository root): "
+              "footprint and cost per request.");
+  if (const int code = flags.Parse(argc, argv); code >= 0) return code;
   const std::vector<Case> cases = {{"AlexNet", "models/alexnet.yaml", 200},
                                    {"ResNet-50", "models/resnet50.yaml", 32},
                                    {"Inception-v4", "models/inception_v4.yaml", 32},
                                    {"DenseNet-121", "models/densenet121.yaml", 32}};
-  if (argc > 1) {
-    std::fprintf(stderr, "usage: bench_alloc (no options; run from the repository root)\n");
-    return 2;
-  }
   for (const Case& c : cases) {
-    spill::Status status = spill::Run(c);
+    Status status = Run(c);
     if (!status.ok()) {
       std::fprintf(stderr, "bench_alloc: %s: %s\n", c.file, status.ToString().c_str());
       return 1;
     }
   }
   return 0;
+}
+
+}  // namespace
+}  // namespace spill
+
+int main(int argc, char** argv) {
+  return spill::RunTool("bench_alloc", [&] { return spill::Main(argc, argv); });
 }

@@ -14,7 +14,6 @@
 // so every run measures the same traces. The time is the best of kRepeats
 // solves; every solution is checked before it is reported.
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "memory/allocators/dsa_solver.h"
+#include "tools/common/cli.h"
 
 namespace spill {
 namespace {
@@ -178,40 +178,30 @@ bool Measure(const char* name, const std::vector<DsaBlock>& blocks) {
   return true;
 }
 
-int Usage(const char* problem) {
-  if (problem != nullptr) std::fprintf(stderr, "bench_dsa: %s\n", problem);
-  std::fprintf(stderr,
-               "usage: bench_dsa [BLOCKS ...]\n"
-               "  Solves synthetic training traces of about BLOCKS blocks each\n"
-               "  (default: 1000 10000 100000) and prints time and footprint / max load.\n");
-  return problem != nullptr ? 2 : 0;
+int Main(int argc, char** argv) {
+  Flags flags("bench_dsa",
+              "Solves synthetic training traces (plain, residual, random) of about BLOCKS blocks "
+              "each by dynamic storage allocation and prints time and footprint / max load.");
+  std::vector<int64_t> sizes = {1000, 10000, 100000};
+  flags.app()
+      .add_option("blocks", sizes, "block counts per trace")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+      ->type_name("BLOCKS");
+  if (const int code = flags.Parse(argc, argv); code >= 0) return code;
+  std::printf("%-9s %8s %12s %12s %8s %10s %9s\n", "trace", "blocks", "maxload_MiB",
+              "footprint_MiB", "ratio", "solve_ms", "check_ms");
+  bool ok = true;
+  for (int64_t blocks : sizes) {
+    ok = Measure("plain", PlainNet(blocks)) && ok;
+    ok = Measure("residual", ResidualNet(blocks)) && ok;
+    ok = Measure("random", Unstructured(blocks)) && ok;
+  }
+  return ok ? 0 : 1;
 }
 
 }  // namespace
 }  // namespace spill
 
 int main(int argc, char** argv) {
-  std::vector<size_t> sizes;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") return spill::Usage(nullptr);
-    size_t value = 0;
-    const auto [end, error] = std::from_chars(arg.data(), arg.data() + arg.size(), value);
-    if (error != std::errc() || end != arg.data() + arg.size() || value == 0 || value > 10000000) {
-      const std::string problem =
-          "'" + arg + "' is not a block count; expected an integer from 1 to 10000000";
-      return spill::Usage(problem.c_str());
-    }
-    sizes.push_back(value);
-  }
-  if (sizes.empty()) sizes = {1000, 10000, 100000};
-  std::printf("%-9s %8s %12s %12s %8s %10s %9s\n", "trace", "blocks", "maxload_MiB",
-              "footprint_MiB", "ratio", "solve_ms", "check_ms");
-  bool ok = true;
-  for (size_t blocks : sizes) {
-    ok = spill::Measure("plain", spill::PlainNet(blocks)) && ok;
-    ok = spill::Measure("residual", spill::ResidualNet(blocks)) && ok;
-    ok = spill::Measure("random", spill::Unstructured(blocks)) && ok;
-  }
-  return ok ? 0 : 1;
+  return spill::RunTool("bench_dsa", [&] { return spill::Main(argc, argv); });
 }

@@ -33,26 +33,12 @@
 #include "framework/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
-#include "memory/sim/trace_json.h"
+#include "memory/report/trace_json.h"
+#include "tools/common/cli.h"
 #include "tools/common/timeline_tools.h"
 
 namespace spill {
 namespace {
-
-const char kUsage[] = R"(usage: bench_timeline [options]
-  --networks LIST    resnet18 (CIFAR stem, batch 64) and/or vgg16 (32x32, batch 32)
-                     (default: resnet18,vgg16)
-  --modes LIST       memory modes, each at its smallest budget
-                     (default: liveness,offload,offload_recompute,superneurons)
-  --gbps LIST        link bandwidths to throttle copies to, GB/s (default: 0.2,1)
-  --iterations N     timed iterations per throttled run (default 5)
-  --calibrate        calibrate this CPU again (copy latency, rates) instead of reading the cache
-  --timelines DIR    also write each row's last measured iteration and its prediction as
-                     Chrome/Perfetto traces (NETWORK_MODE_GBPS_{measured,predicted}.json)
-  --workspace POLICY convolution workspace policy (default fastest: the fastest algorithm
-                     everywhere, its workspace part of the smallest budget; dynamic picks
-                     slow algorithms without workspace at the smallest budget)
-)";
 
 struct Args {
   std::vector<std::string> networks = {"resnet18", "vgg16"};
@@ -64,52 +50,30 @@ struct Args {
   bool calibrate = false;
 };
 
-std::vector<std::string> Split(const std::string& list) {
-  std::vector<std::string> items;
-  std::istringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
-}
-
-Status Parse(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (arg == "--calibrate") {
-      a->calibrate = true;
-      continue;
-    }
-    if (i + 1 >= argc) return InvalidArgument(arg + " needs a value\n" + kUsage);
-    const std::string value = argv[++i];
-    if (arg == "--networks") {
-      a->networks = Split(value);
-    } else if (arg == "--modes") {
-      a->modes = Split(value);
-    } else if (arg == "--gbps") {
-      a->gbps.clear();
-      for (const std::string& g : Split(value)) {
-        char* end = nullptr;
-        const double rate = std::strtod(g.c_str(), &end);
-        if (*end != '\0' || rate <= 0) return InvalidArgument("--gbps: '" + g + "' is not a rate");
-        a->gbps.push_back(rate);
-      }
-    } else if (arg == "--timelines") {
-      a->timelines = value;
-    } else if (arg == "--workspace") {
-      a->workspace = value;
-    } else if (arg == "--iterations") {
-      a->iterations = std::atoi(value.c_str());
-      if (a->iterations < 1) return InvalidArgument("--iterations needs a positive integer");
-    } else {
-      return InvalidArgument("unknown option '" + arg + "'\n" + kUsage);
-    }
-  }
-  return Status::Ok();
+// The flags; returns -1 when the benchmark goes on, else the exit code.
+int ParseFlags(int argc, char** argv, Args* a) {
+  Flags flags("bench_timeline",
+              "The timeline simulator against real runs: each network and memory mode at its "
+              "smallest budget, run with copies throttled to each link bandwidth, predicted "
+              "beside measured.");
+  flags.List("--networks", &a->networks,
+             "resnet18 (CIFAR stem, batch 64) and/or vgg16 (32x32, batch 32)");
+  flags.List("--modes", &a->modes, "memory modes, each at its smallest budget");
+  flags.FloatList("--gbps", &a->gbps, "link bandwidths to throttle copies to, GB/s", 1e-6, 1e6);
+  int64_t iterations = a->iterations;
+  flags.Int("--iterations", &iterations, "timed iterations per throttled run", 1, 1000000);
+  flags.Flag("--calibrate", &a->calibrate,
+             "calibrate this CPU again (copy latency, rates) instead of reading the cache");
+  flags.String("--timelines", &a->timelines,
+               "also write each row's last measured iteration and its prediction as "
+               "Chrome/Perfetto traces (NETWORK_MODE_GBPS_{measured,predicted}.json) here");
+  flags.String("--workspace", &a->workspace,
+               "convolution workspace policy (fastest: the fastest algorithm everywhere, its "
+               "workspace part of the smallest budget; dynamic picks slow algorithms without "
+               "workspace at the smallest budget)");
+  const int code = flags.Parse(argc, argv);
+  a->iterations = static_cast<int>(iterations);
+  return code;
 }
 
 struct Subject {
@@ -284,11 +248,7 @@ Status RunMode(const Args& args, const Subject& s, const std::string& mode,
 
 int Main(int argc, char** argv) {
   Args args;
-  Status status = Parse(argc, argv, &args);
-  if (!status.ok()) {
-    std::fprintf(stderr, "bench_timeline: %s\n", status.message().c_str());
-    return 2;
-  }
+  if (const int code = ParseFlags(argc, argv, &args); code >= 0) return code;
   // Runs and plans choose algorithms by the same measured times.
   cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
   auto calibration = CalibrateCpu(args.calibrate);
@@ -308,7 +268,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
     for (const std::string& mode : args.modes) {
-      status = RunMode(args, *subject, mode, *calibration);
+      Status status = RunMode(args, *subject, mode, *calibration);
       if (!status.ok()) {
         std::fprintf(stderr, "bench_timeline: %s, %s: %s\n", name.c_str(), mode.c_str(),
                      status.message().c_str());
@@ -322,4 +282,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace spill
 
-int main(int argc, char** argv) { return spill::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return spill::RunTool("bench_timeline", [&] { return spill::Main(argc, argv); });
+}

@@ -14,6 +14,11 @@ inputs to TF32 on tensor cores. The like-for-like figure therefore has TF32
 off for PyTorch's matrix products and convolutions; the TF32 figure is
 reported beside it, labelled, for what PyTorch gives by default
 (--tf32 off|on|both, both by default on a GPU).
+
+cuDNN's autotuner (cudnn.benchmark) may pick nondeterministic algorithms,
+which spill never runs; --deterministic adds a row, labelled, with TF32 off,
+cudnn.deterministic=True and the autotuner off: PyTorch under spill's rules.
+--repeat N times N runs of --steps steps each, after one warm-up.
 """
 import argparse
 import importlib.util
@@ -73,7 +78,8 @@ def tf32_state():
 
 
 def time_steps(args, spec, weights, crosscheck):
-    """Images per second over args.steps SGD steps after args.warmup, and the last loss."""
+    """Images per second of each of args.repeat runs of args.steps SGD steps
+    after args.warmup, with their seconds, and the last loss."""
     model = crosscheck.Replica(spec, weights, torch.float32, args.device)
     solver = torch.optim.SGD([{"params": model.groups["decay"], "weight_decay": 5e-4},
                               {"params": model.groups["no_decay"], "weight_decay": 0.0}],
@@ -83,17 +89,37 @@ def time_steps(args, spec, weights, crosscheck):
     classes = spec["layers"][-1]["outputs"][0][1]
     labels = (torch.arange(shape[0]) % classes).float().reshape(-1, 1, 1, 1).to(args.device)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-    for step in range(args.warmup + args.steps):
-        if step == args.warmup:
-            sync()
-            start = time.time()
+
+    def step():
         solver.zero_grad()
         loss = model(images, labels)
         loss.backward()
         solver.step()
-    sync()
-    seconds = time.time() - start
-    return args.steps * shape[0] / seconds, seconds, float(loss)
+        return loss
+
+    for _ in range(args.warmup):
+        step()
+    runs = []
+    for _ in range(args.repeat):
+        sync()
+        start = time.time()
+        for _ in range(args.steps):
+            loss = step()
+        sync()
+        seconds = time.time() - start
+        runs.append((args.steps * shape[0] / seconds, seconds))
+    return runs, float(loss)
+
+
+def settings_for(args):
+    """(tf32, deterministic) per row: TF32 off and on, as asked, on a GPU;
+    then, with --deterministic, TF32 off under cudnn.deterministic."""
+    if not args.device.startswith("cuda"):
+        return [(None, False)]
+    rows = [(tf32, False) for tf32 in {"off": [False], "on": [True], "both": [False, True]}[args.tf32]]
+    if args.deterministic:
+        rows.append((False, True))
+    return rows
 
 
 def main():
@@ -105,28 +131,34 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tf32", choices=["off", "on", "both"], default="both",
                         help="on a GPU: TF32 off (like for like with spill), on, or both")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="on a GPU: add a row with TF32 off and cudnn.deterministic=True")
+    parser.add_argument("--repeat", type=int, default=1, help="timed runs of --steps steps")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    torch.backends.cudnn.benchmark = True
     crosscheck = load_replica()
     with open(os.path.join(args.dir, "net.json")) as f:
         spec = json.load(f)
     weights = np.load(os.path.join(args.dir, "initial.npz"))
     batch = spec["layers"][0]["outputs"][0][0]
-    on_gpu = args.device.startswith("cuda")
-    settings = {"off": [False], "on": [True], "both": [False, True]}[args.tf32] if on_gpu else [None]
-    for tf32 in settings:
+    for tf32, deterministic in settings_for(args):
+        torch.backends.cudnn.benchmark = not deterministic
+        torch.backends.cudnn.deterministic = deterministic
         if tf32 is None:
             label = "float32"
         else:
             set_tf32(tf32)
             label = ("TF32 on (PyTorch's default for convolutions; not like for like)" if tf32
                      else "TF32 off (exact float32, like for like with spill)")
+            if deterministic:
+                label = "TF32 off, cudnn.deterministic=True (spill's rules)"
             label += f" [{tf32_state()}]"
-        rate, seconds, loss = time_steps(args, spec, weights, crosscheck)
-        print(f"pytorch {torch.__version__} {spec['name']} batch {batch}: "
-              f"{rate:.2f} images/s ({args.steps} steps in {seconds:.2f} s, {args.device}, "
-              f"{args.threads} threads, {label}, last loss {loss:.4f})", flush=True)
+        runs, loss = time_steps(args, spec, weights, crosscheck)
+        for i, (rate, seconds) in enumerate(runs):
+            print(f"pytorch {torch.__version__} {spec['name']} batch {batch}: "
+                  f"{rate:.2f} images/s ({args.steps} steps in {seconds:.2f} s, run {i + 1} of "
+                  f"{len(runs)}, {args.device}, {args.threads} threads, {label}, "
+                  f"last loss {loss:.4f})", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@
 //   bench_train ... --memory dymem --offload-set conv --link-gbps 1
 //                                   copies throttled as a PCIe link would carry
 //                                   them (CPU device; tools/bench/dymem_speed.py)
+//   bench_train ... --repeat 2      two timed runs of --steps steps, one line each
+//   bench_train ... --no-calibration
+//                                   keep estimated algorithm times (on a GPU under
+//                                   compute-sanitizer, timing every cuDNN algorithm
+//                                   takes minutes)
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -36,9 +41,9 @@ constexpr char kDefaultMode[] = "liveness";
 struct Args {
   std::string config, device = "cpu", export_dir;
   double link_gbps = 0;  // 0: copies at memcpy speed
-  bool minimum = false, profile = false;
+  bool minimum = false, profile = false, no_calibration = false;
   ParamOverrides sets;
-  int64_t batch = 64, steps = 20, warmup = 3;
+  int64_t batch = 64, steps = 20, warmup = 3, repeat = 1;
   MemoryFlags memory;  // as given
 };
 
@@ -54,6 +59,9 @@ void Declare(Flags& f, Args* a) {
   f.Int("--batch", &a->batch, "batch size (default 64)", 1, kMaxBatch);
   f.Int("--steps", &a->steps, "timed steps (default 20)", 1, 1000000);
   f.Int("--warmup", &a->warmup, "untimed steps first (default 3)", 0, 1000000);
+  f.Int("--repeat", &a->repeat, "timed runs of --steps steps, one line each (default 1)", 1, 1000);
+  f.Flag("--no-calibration", &a->no_calibration,
+         "keep the estimated algorithm times instead of timing every candidate (cuDNN's Find)");
   f.Device(&a->device, "cpu (default) or cuda (--config=cuda builds)");
   f.Flag("--minimum", &a->minimum, "run at the smallest budget the memory mode runs in");
   f.Float("--link-gbps", &a->link_gbps,
@@ -74,6 +82,23 @@ StatusOr<MemoryOptions> MemoryOptionsOf(const Args& args) {
   return memory;
 }
 
+// One line per timed run: throughput and what the memory runtime did.
+void PrintRun(const Args& args, const Net& net, const MemoryRuntime& runtime,
+              const MemoryOptions& memory, double seconds, double loss, int64_t run) {
+  std::printf(
+      "spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, run %ld of %ld, last loss "
+      "%.4f, peak %s of a %s budget, %s, workspace %s, %s moved to host per iteration, %d "
+      "recomputations, %d steps streamed)\n",
+      net.name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / seconds,
+      args.steps, seconds, run + 1, args.repeat, loss,
+      FormatBytes(static_cast<double>(runtime.run_peak())).c_str(),
+      FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
+      memory.workspace.ToString().c_str(),
+      FormatBytes(static_cast<double>(runtime.log().to_host)).c_str(), runtime.log().recomputed,
+      runtime.log().streamed);
+  std::fflush(stdout);
+}
+
 Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(MemoryOptions memory, MemoryOptionsOf(args));
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadNetFile(args.config, args.sets));
@@ -82,7 +107,7 @@ Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, device_config));
   Device& device = *owned;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {args.batch, device.type()}));
-  SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
+  if (!args.no_calibration) SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SolverConfig sc;
   sc.momentum = 0.9;
   sc.weight_decay = 5e-4;
@@ -115,30 +140,26 @@ Status Run(const Args& args) {
   for (int64_t i = 0; i < in.n(); ++i)
     labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
   HostBatch batch{images.data(), labels.data()};
-  std::chrono::steady_clock::time_point start;
   double loss = 0;
-  for (int64_t step = 0; step < args.warmup + args.steps; ++step) {
-    if (step == args.warmup) {
-      start = std::chrono::steady_clock::now();
-      executor.set_profiling(args.profile);
-    }
+  auto step = [&](int64_t index) -> Status {
     solver->BeginStep(*net, *runtime, device, 0.01);
-    SPILL_ASSIGN_OR_RETURN(LossResult r, executor.Run(batch, Phase::kTrain, step));
+    SPILL_ASSIGN_OR_RETURN(LossResult r, executor.Run(batch, Phase::kTrain, index));
     SPILL_RETURN_IF_ERROR(solver->FinishStep(*runtime));
     loss = r.loss;
-  }
+    return Status::Ok();
+  };
+  int64_t index = 0;
+  for (; index < args.warmup; ++index) SPILL_RETURN_IF_ERROR(step(index));
   device.compute_queue().Synchronize();
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf(
-      "spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, last loss %.4f, peak %s of a "
-      "%s budget, %s, "
-      "workspace %s, %s moved to host per iteration, %d recomputations, %d steps streamed)\n",
-      net->name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / seconds,
-      args.steps, seconds, loss, FormatBytes(static_cast<double>(runtime->run_peak())).c_str(),
-      FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
-      memory.workspace.ToString().c_str(),
-      FormatBytes(static_cast<double>(runtime->log().to_host)).c_str(), runtime->log().recomputed,
-      runtime->log().streamed);
+  executor.set_profiling(args.profile);
+  for (int64_t run = 0; run < args.repeat; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t s = 0; s < args.steps; ++s) SPILL_RETURN_IF_ERROR(step(index++));
+    device.compute_queue().Synchronize();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    PrintRun(args, *net, *runtime, memory, seconds, loss, run);
+  }
   if (args.profile) std::fputs(executor.ProfileTable().c_str(), stdout);
   return Status::Ok();
 }

@@ -29,16 +29,13 @@
 #include "layers/cpu/conv_timer.h"
 #include "memory/allocators/va_allocator.h"
 #include "memory/runtime.h"
+#include "tools/common/cli.h"
 
 namespace spill {
 namespace {
 
 constexpr int kCycles = 200;  // map/unmap cycles timed per chunk size
 constexpr size_t kCycleSlots = 16;
-
-constexpr char kUsage[] =
-    "usage: bench_va [--config MODEL.yaml] [--batch B] [--size S] [--device-memory SIZE]\n"
-    "                [--iterations N] [--chunks SIZE,SIZE,...]\n";
 
 struct Args {
   std::string model = "models/resnet50.yaml";
@@ -117,52 +114,27 @@ Status RunIterations(const Net& net, CpuDevice& device, size_t chunk, const Args
   return Status::Ok();
 }
 
-StatusOr<Args> Parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h" || i + 1 >= argc) {
-      return InvalidArgument(flag == "--help" || flag == "-h" ? "" : flag + " needs a value");
-    }
-    const std::string v = argv[i + 1];
-    if (flag == "--config") {
-      a.model = v;
-    } else if (flag == "--batch" || flag == "--size" || flag == "--iterations") {
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (*end != '\0' || n < 1) return InvalidArgument(flag + " needs a positive integer");
-      if (flag == "--batch") {
-        a.batch = n;
-      } else if (flag == "--size") {
-        a.size = n;
-      } else {
-        a.iterations = static_cast<int>(n);
-      }
-    } else if (flag == "--device-memory") {
-      SPILL_ASSIGN_OR_RETURN(a.budget, ParseBytes(v));
-    } else if (flag == "--chunks") {
-      a.chunks.clear();
-      std::stringstream list(v);
-      for (std::string item; std::getline(list, item, ',');) {
-        SPILL_ASSIGN_OR_RETURN(size_t chunk, ParseBytes(item));
-        a.chunks.push_back(chunk);
-      }
-    } else {
-      return InvalidArgument("unknown option '" + flag + "'");
-    }
-  }
-  return a;
+// The flags; returns -1 when the benchmark goes on, else the exit code.
+int ParseFlags(int argc, char** argv, Args* a) {
+  Flags flags("bench_va",
+              "Virtual addressing on the CPU device: the window scheduler with the va allocator "
+              "over a few iterations, per chunk size: maps, unmaps and their cost.");
+  flags.InputFile("--config", &a->model, "network (YAML)");
+  flags.Int("--batch", &a->batch, "batch size", 1, 1 << 20);
+  flags.Int("--size", &a->size, "image size", 1, 1 << 16);
+  flags.Bytes("--device-memory", &a->budget, "device budget", 1, size_t{1} << 50);
+  int64_t iterations = a->iterations;
+  flags.Int("--iterations", &iterations, "iterations per chunk size", 1, 1000000);
+  flags.BytesList("--chunks", &a->chunks, "chunk sizes to compare", 1, size_t{1} << 40);
+  const int code = flags.Parse(argc, argv);
+  a->iterations = static_cast<int>(iterations);
+  return code;
 }
 
 int Main(int argc, char** argv) {
-  auto args = Parse(argc, argv);
-  if (!args.ok()) {
-    if (!args.status().message().empty()) {
-      std::fprintf(stderr, "bench_va: %s\n", args.status().message().c_str());
-    }
-    std::fputs(kUsage, args.status().message().empty() ? stdout : stderr);
-    return args.status().message().empty() ? 0 : 2;
-  }
+  Args parsed;
+  if (const int code = ParseFlags(argc, argv, &parsed); code >= 0) return code;
+  const Args* args = &parsed;
   cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
   auto spec = LoadNetFile(args->model, {{"size", YAML::Load(std::to_string(args->size))}});
   if (!spec.ok()) {
@@ -199,4 +171,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace spill
 
-int main(int argc, char** argv) { return spill::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return spill::RunTool("bench_va", [&] { return spill::Main(argc, argv); });
+}

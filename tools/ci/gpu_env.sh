@@ -54,7 +54,8 @@ EOF
 # Prints the whole search path for the bundle at $1, ':'-separated.
 spill_cuda_library_path() {
   local bundle=$1 dirs=() d
-  dirs+=("$PWD/$bundle/lib")
+  [[ $bundle == /* ]] || bundle=$PWD/$bundle
+  dirs+=("$bundle/lib")
   while IFS= read -r d; do dirs+=("$d"); done < <(spill_wheel_library_dirs)
   for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 \
     /usr/local/cuda/targets/x86_64-linux/lib; do

@@ -10,7 +10,7 @@
 #   bash tools/ci/sanitize.sh --targets        # print the CI set
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-ci_targets=(//tests:memory_test //tests:net_parser_test //tests:data_test
+ci_targets=(//tests:memory_test //tests:net_parser_test //tests:data_test //tests:image_test //tests:loader_test
             //tests:trainer_test //tests:fuzz_test)
 if [[ "${1:-}" == "--targets" ]]; then
   printf '%s\n' "${ci_targets[@]}"

@@ -11,4 +11,4 @@ export OMP_NUM_THREADS=1
 suppressions="$(pwd)/tools/ci/tsan_suppressions.txt"
 bazel test --config=tsan --test_env=OMP_NUM_THREADS=1 \
   --test_env=TSAN_OPTIONS="halt_on_error=1 suppressions=$suppressions" \
-  --test_output=errors //tests:copy_engine_test //tests:memory_test //tests:data_test
+  --test_output=errors //tests:copy_engine_test //tests:memory_test //tests:data_test //tests:loader_test

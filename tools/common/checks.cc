@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "framework/strings.h"
+
 namespace spill {
 
 Status CheckPinnedAlgorithm(const Net& net, const WorkspacePolicy& policy) {
@@ -19,11 +21,9 @@ Status CheckPinnedAlgorithm(const Net& net, const WorkspacePolicy& policy) {
   }
   // A network without choices (no convolutions) has nothing to pin.
   if (names.empty() || names.count(policy.name)) return Status::Ok();
-  std::string known;
-  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
   return InvalidArgument("workspace policy 'pin:" + policy.name +
                          "' names no algorithm of network '" + net.name() +
-                         "'; its operations can run: " + known);
+                         "'; its operations can run: " + Join(names));
 }
 
 }  // namespace spill

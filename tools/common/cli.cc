@@ -6,6 +6,7 @@
 
 #include "framework/device_registry.h"
 #include "framework/files.h"
+#include "framework/strings.h"
 #include "framework/units.h"
 #include "framework/yaml_reader.h"
 
@@ -29,12 +30,6 @@ CLI::Validator Checked(const Parse& parse) {
 std::string Number(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.10g", value);
-  return text;
-}
-
-std::string Joined(const std::vector<std::string>& names) {
-  std::string text;
-  for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
   return text;
 }
 
@@ -110,33 +105,75 @@ CLI::Option* Flags::String(const std::string& name, std::string* out, const std:
   return app_.add_option(name, *out, help);
 }
 
+CLI::Option* Flags::List(const std::string& name, std::vector<std::string>* out,
+                         const std::string& help) {
+  return app_.add_option(name, *out, help)->delimiter(',')->type_name("LIST");
+}
+
+CLI::Option* Flags::FloatList(const std::string& name, std::vector<double>* out,
+                              const std::string& help, double min, double max) {
+  const std::string range = "[" + Number(min) + ", " + Number(max) + "]";
+  return app_.add_option(name, *out, help + ", each in " + range)
+      ->delimiter(',')
+      ->check(Checked([range, min, max](const std::string& text) {
+        auto value = ParseFiniteDouble(text);
+        if (value.ok() && *value >= min && *value <= max) return Status::Ok();
+        return InvalidArgument("'" + text + "' is not a number in " + range);
+      }))
+      ->type_name("LIST");
+}
+
+namespace {
+
+// A byte size within [min, max], or a CLI11 validation error naming `flag`.
+size_t CheckedBytes(const std::string& flag, const std::string& text, size_t min, size_t max) {
+  auto bytes = ParseBytes(text);
+  if (!bytes.ok()) throw CLI::ValidationError(flag, bytes.status().message());
+  if (*bytes < min || *bytes > max) {
+    throw CLI::ValidationError(flag, "'" + text + "' is outside [" +
+                                         FormatBytes(static_cast<double>(min)) + ", " +
+                                         FormatBytes(static_cast<double>(max)) + "]");
+  }
+  return *bytes;
+}
+
+}  // namespace
+
 CLI::Option* Flags::Bytes(const std::string& name, size_t* out, const std::string& help, size_t min,
                           size_t max) {
   return app_
       .add_option_function<std::string>(
           name,
           [name, out, min, max](const std::string& text) {
-            auto bytes = ParseBytes(text);
-            if (!bytes.ok()) throw CLI::ValidationError(name, bytes.status().message());
-            if (*bytes < min || *bytes > max) {
-              throw CLI::ValidationError(name, "'" + text + "' is outside [" +
-                                                   FormatBytes(static_cast<double>(min)) + ", " +
-                                                   FormatBytes(static_cast<double>(max)) + "]");
-            }
-            *out = *bytes;
+            *out = CheckedBytes(name, text, min, max);
           },
           help)
       ->type_name("SIZE");
 }
 
+CLI::Option* Flags::BytesList(const std::string& name, std::vector<size_t>* out,
+                              const std::string& help, size_t min, size_t max) {
+  return app_
+      .add_option_function<std::vector<std::string>>(
+          name,
+          [name, out, min, max](const std::vector<std::string>& texts) {
+            out->clear();
+            for (const std::string& text : texts)
+              out->push_back(CheckedBytes(name, text, min, max));
+          },
+          help)
+      ->delimiter(',')
+      ->type_name("SIZES");
+}
+
 CLI::Option* Flags::Choice(const std::string& name, std::string* out, const std::string& help,
                            const std::vector<std::string>& choices) {
-  return app_.add_option(name, *out, help + " (" + Joined(choices) + ")")
+  return app_.add_option(name, *out, help + " (" + Join(choices) + ")")
       ->check(Checked([choices](const std::string& value) {
         for (const auto& c : choices) {
           if (c == value) return Status::Ok();
         }
-        return InvalidArgument("'" + value + "' is not one of: " + Joined(choices));
+        return InvalidArgument("'" + value + "' is not one of: " + Join(choices));
       }))
       ->type_name("NAME");
 }

@@ -59,6 +59,16 @@ class Flags {
   // One of `choices`.
   CLI::Option* Choice(const std::string& name, std::string* out, const std::string& help,
                       const std::vector<std::string>& choices);
+  // A comma-separated list (or the flag given several times); replaces the
+  // default when given.
+  CLI::Option* List(const std::string& name, std::vector<std::string>* out,
+                    const std::string& help);
+  // A comma-separated list of numbers, each within [min, max].
+  CLI::Option* FloatList(const std::string& name, std::vector<double>* out, const std::string& help,
+                         double min, double max);
+  // A comma-separated list of byte sizes, each within [min, max].
+  CLI::Option* BytesList(const std::string& name, std::vector<size_t>* out, const std::string& help,
+                         size_t min, size_t max);
   // A file to read: must exist and be a regular file.
   CLI::Option* InputFile(const std::string& name, std::string* out, const std::string& help);
   // A file to write: its folder must exist and be writable.

@@ -9,7 +9,8 @@
 
 #include "framework/files.h"
 #include "framework/npz.h"
-#include "memory/sim/trace_json.h"
+#include "memory/report/step_records.h"
+#include "memory/report/trace_json.h"
 #include "tools/common/net_json.h"
 #include "tools/trainer/trainer.h"
 

@@ -2,8 +2,8 @@
 // slice, coloured by kind, with a tooltip), above the device memory in use
 // by category (stacked) and the host bytes holding offloaded tensors, on one
 // time axis.
-#ifndef SPILL_MEMORY_SIM_TIMELINE_SVG_H_
-#define SPILL_MEMORY_SIM_TIMELINE_SVG_H_
+#ifndef SPILL_MEMORY_REPORT_TIMELINE_SVG_H_
+#define SPILL_MEMORY_REPORT_TIMELINE_SVG_H_
 
 #include <string>
 
@@ -15,4 +15,4 @@ std::string TimelineSvg(const Timeline& timeline);
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_SIM_TIMELINE_SVG_H_
+#endif  // SPILL_MEMORY_REPORT_TIMELINE_SVG_H_

@@ -5,8 +5,8 @@
 // bytes holding offloaded tensors. Times are microseconds from the start of
 // the iteration. Simulated and real timelines use the same layout, so they
 // can be opened side by side.
-#ifndef SPILL_MEMORY_SIM_TRACE_JSON_H_
-#define SPILL_MEMORY_SIM_TRACE_JSON_H_
+#ifndef SPILL_MEMORY_REPORT_TRACE_JSON_H_
+#define SPILL_MEMORY_REPORT_TRACE_JSON_H_
 
 #include <string>
 
@@ -22,4 +22,4 @@ std::string TimelineTraceJson(const Timeline& timeline);
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_SIM_TRACE_JSON_H_
+#endif  // SPILL_MEMORY_REPORT_TRACE_JSON_H_

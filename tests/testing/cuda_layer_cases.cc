@@ -1,0 +1,103 @@
+// The layer configurations the CUDA tests run: every layer type, and the
+// shapes and options where a kernel or cuDNN could go wrong.
+#include "tests/testing/cuda_layer_harness.h"
+
+namespace spill {
+namespace testing {
+
+const std::vector<LayerCase>& CudaLayerCases() {
+  static const std::vector<LayerCase>* cases = new std::vector<LayerCase>{
+      // Convolution: every cuDNN candidate of every operation is compared.
+      LayerCase{"conv", "{type: convolution, filters: 4, kernel: 3, pad: 1}", {Shape(2, 3, 8, 8)}},
+      LayerCase{"conv_asymmetric",
+                "{type: convolution, filters: 6, kernel: [3, 5], stride: [2, 1], pad: [1, 2]}",
+                {Shape(2, 4, 9, 11)}},
+      LayerCase{"conv_dilation",
+                "{type: convolution, filters: 4, kernel: 3, dilation: [2, 3], pad: 2}",
+                {Shape(2, 3, 10, 12)}},
+      LayerCase{"conv_groups",
+                "{type: convolution, filters: 6, kernel: 3, groups: 3, pad: 1, bias: false}",
+                {Shape(2, 6, 7, 7)}},
+      LayerCase{"conv_depthwise",
+                "{type: convolution, filters: 8, kernel: 3, groups: 8, stride: 2, pad: 1}",
+                {Shape(2, 8, 9, 9)}},
+      LayerCase{"conv_1x1", "{type: convolution, filters: 5, kernel: 1}", {Shape(3, 7, 6, 6)}},
+      LayerCase{"conv_wide",
+                "{type: convolution, filters: 16, kernel: 3, pad: 1}",
+                {Shape(4, 16, 16, 16)}},
+      LayerCase{"conv_5x5_stride",
+                "{type: convolution, filters: 8, kernel: 5, stride: 2, pad: 2}",
+                {Shape(2, 3, 20, 20)}},
+      LayerCase{"conv_eval",
+                "{type: convolution, filters: 4, kernel: 3}",
+                {Shape(2, 2, 6, 6)},
+                Phase::kEval},
+      // Fully connected.
+      LayerCase{"fc", "{type: fully_connected, outputs: 7}", {Shape(3, 4, 3, 2)}},
+      LayerCase{
+          "fc_no_bias", "{type: fully_connected, outputs: 5, bias: false}", {Shape(4, 9, 1, 1)}},
+      LayerCase{"fc_wide", "{type: fully_connected, outputs: 300}", {Shape(5, 64, 2, 2)}},
+      // ReLU.
+      LayerCase{"relu", "{type: relu}", {Shape(2, 3, 5, 7)}},
+      LayerCase{"leaky_relu", "{type: relu, negative_slope: 0.1}", {Shape(2, 3, 5, 7)}},
+      // Pooling.
+      LayerCase{"max_pool", "{type: max_pool, kernel: 3, stride: 2}", {Shape(2, 3, 9, 9)}},
+      LayerCase{"max_pool_ceil_pad",
+                "{type: max_pool, kernel: 3, stride: 2, pad: 1, ceil_mode: true}",
+                {Shape(2, 3, 10, 10)}},
+      LayerCase{"max_pool_ties",
+                "{type: max_pool, kernel: 3, stride: 1, pad: 1}",
+                {Shape(2, 2, 6, 6)},
+                Phase::kTrain,
+                true},
+      LayerCase{"max_pool_asymmetric",
+                "{type: max_pool, kernel: [2, 3], stride: [2, 1], pad: [1, 1]}",
+                {Shape(2, 3, 7, 8)}},
+      LayerCase{"avg_pool", "{type: avg_pool, kernel: 3, stride: 2, pad: 1}", {Shape(2, 3, 9, 9)}},
+      LayerCase{"avg_pool_exclude_pad",
+                "{type: avg_pool, kernel: 3, stride: 2, pad: 1, count_include_pad: false}",
+                {Shape(2, 3, 9, 9)}},
+      LayerCase{"avg_pool_ceil",
+                "{type: avg_pool, kernel: 3, stride: 2, ceil_mode: true}",
+                {Shape(2, 3, 10, 10)}},
+      LayerCase{"avg_pool_ceil_pad_exclude",
+                "{type: avg_pool, kernel: [3, 2], stride: [2, 2], pad: [1, 1], ceil_mode: true, "
+                "count_include_pad: false}",
+                {Shape(2, 3, 8, 9)}},
+      LayerCase{"global_avg_pool", "{type: global_avg_pool}", {Shape(2, 5, 7, 6)}},
+      // BatchNorm: many elements per channel (several per thread), few, and
+      // evaluation with the running statistics.
+      LayerCase{"batch_norm", "{type: batch_norm}", {Shape(4, 3, 17, 19)}},
+      LayerCase{
+          "batch_norm_small", "{type: batch_norm, momentum: 0.2, eps: 0.001}", {Shape(2, 4, 3, 3)}},
+      LayerCase{"batch_norm_fc", "{type: batch_norm}", {Shape(8, 5, 1, 1)}},
+      LayerCase{"batch_norm_eval", "{type: batch_norm}", {Shape(3, 4, 5, 5)}, Phase::kEval},
+      // LRN: AlexNet's constants, and strong ones that exercise the formula.
+      LayerCase{
+          "lrn", "{type: lrn, size: 5, alpha: 0.0001, beta: 0.75, k: 1}", {Shape(2, 7, 4, 5)}},
+      LayerCase{"lrn_strong",
+                "{type: lrn, size: 3, alpha: 2.0, beta: 0.75, k: 1.5}",
+                {Shape(2, 6, 3, 4)}},
+      LayerCase{"lrn_wide_window",
+                "{type: lrn, size: 7, alpha: 1.0, beta: 0.5, k: 2}",
+                {Shape(2, 4, 3, 3)}},
+      // Softmax with loss (labels as the second input).
+      LayerCase{"softmax_loss",
+                "{type: softmax_loss, weight: 0.5}",
+                {Shape(3, 10, 1, 1), Shape(3, 1, 1, 1)}},
+      LayerCase{
+          "softmax_loss_many", "{type: softmax_loss}", {Shape(2, 1000, 1, 1), Shape(2, 1, 1, 1)}},
+      // Dropout: the CUDA mask matches the CPU's bit for bit.
+      LayerCase{"dropout", "{type: dropout, ratio: 0.3}", {Shape(2, 3, 5, 7)}},
+      LayerCase{"dropout_eval", "{type: dropout, ratio: 0.3}", {Shape(2, 3, 5, 7)}, Phase::kEval},
+      // Joins.
+      LayerCase{
+          "concat", "{type: concat}", {Shape(2, 3, 4, 5), Shape(2, 2, 4, 5), Shape(2, 1, 4, 5)}},
+      LayerCase{"concat_one", "{type: concat}", {Shape(2, 3, 4, 5)}},
+      LayerCase{"add", "{type: add}", {Shape(2, 3, 4, 5), Shape(2, 3, 4, 5), Shape(2, 3, 4, 5)}},
+      LayerCase{"add_many", "{type: add}", std::vector<Shape>(11, Shape(2, 3, 2, 3))}};
+  return *cases;
+}
+
+}  // namespace testing
+}  // namespace spill
