@@ -52,6 +52,12 @@ class Dataset {
   // Writes example `index` (C*H*W floats, NCHW) into `image` and returns its
   // label. `augment_seed` drives the random crop and flip.
   virtual StatusOr<int> Get(int64_t index, uint64_t augment_seed, float* image) const = 0;
+
+  // Segmentation datasets label every pixel: 1 x 1 x H x W classes per
+  // example (the others, one class: 1 x 1 x 1 x 1), which GetPixelLabels
+  // writes for example `index`.
+  virtual Shape label_shape() const { return Shape(1, 1, 1, 1); }
+  virtual Status GetPixelLabels(int64_t index, float* labels) const;
 };
 
 // Reads the idx files of `split` from `dir` (train-* or t10k-*), gzipped or
@@ -64,6 +70,21 @@ StatusOr<std::unique_ptr<Dataset>> OpenIdx(const std::string& dir, Split split,
 // (0.4914, 0.4822, 0.4465), std (0.2470, 0.2435, 0.2616).
 StatusOr<std::unique_ptr<Dataset>> OpenCifar10(const std::string& dir, Split split,
                                                const Augmentation& augment);
+
+// Segmentation on idx files: the images (and classes) of `images_dir` as
+// OpenIdx reads them, and a class per pixel from
+// `masks_dir`/{train,t10k}-masks-idx3-ubyte - idx files of unsigned bytes,
+// N x H x W, as many masks as images and of their size. When a split's mask
+// file is missing it is made from the images first (written to a temporary
+// file, then renamed): each pixel brighter than a quarter of full scale is
+// its garment's (or digit's) class + 1, the rest 0, background - 11
+// classes, the segmentation task of the U-Net config. The only augmentation
+// is `augment.pad`, which pads masks with background alike (28x28 images
+// padded by 2 give the 32x32 that four poolings halve evenly).
+StatusOr<std::unique_ptr<Dataset>> OpenIdxSegmentation(const std::string& images_dir,
+                                                       const std::string& masks_dir, Split split,
+                                                       const Augmentation& augment,
+                                                       bool fashion = true);
 
 // Lists `dir`/<class>/<image> (classes sorted by name; .jpg .jpeg .png).
 // Images are decoded when read. Defaults: ImageNet's mean (0.485, 0.456,

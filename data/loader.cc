@@ -170,13 +170,14 @@ StatusOr<Batch> Loader::Assemble(int64_t epoch, int64_t index,
   const int64_t slice = options_.batch / options_.shards;
   const int64_t first = index * options_.batch + options_.shard * slice;
   const int64_t sample = dataset_.example_shape().sample_size();
+  const int64_t labels = dataset_.label_shape().sample_size();  // per example
   Batch batch;
   batch.epoch = epoch;
   batch.index = index;
   batch.size = std::min(slice, dataset_.size() - first);
   try {  // on a worker thread: an exception here would end the process
     batch.images.resize(batch.size * sample);
-    batch.labels.resize(batch.size);
+    batch.labels.resize(batch.size * labels);
   } catch (const std::bad_alloc&) {
     return OutOfMemory("not enough host memory for a batch of " + std::to_string(batch.size) +
                        " examples of " + dataset_.example_shape().ToString());
@@ -193,7 +194,12 @@ StatusOr<Batch> Loader::Assemble(int64_t epoch, int64_t index,
                                         std::to_string(index) + " of epoch " +
                                         std::to_string(epoch) + ")");
     }
-    batch.labels[i] = static_cast<float>(*label);
+    if (labels == 1) {
+      batch.labels[i] = static_cast<float>(*label);
+      continue;
+    }
+    Status pixels = dataset_.GetPixelLabels(example, batch.labels.data() + i * labels);
+    if (!pixels.ok()) return pixels.WithContext("example " + std::to_string(example));
   }
   return batch;
 }

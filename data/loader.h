@@ -38,7 +38,7 @@ struct LoaderOptions {
 
 struct Batch {
   std::vector<float> images;  // batch x C x H x W
-  std::vector<float> labels;  // batch class indices
+  std::vector<float> labels;  // batch class indices (batch x H x W for a class per pixel)
   int64_t size = 0;           // examples in this batch
   int64_t epoch = 0;
   int64_t index = 0;  // batch number within the epoch

@@ -1,5 +1,7 @@
 #include "framework/checkpoint.h"
 
+#include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "framework/npz.h"
@@ -17,12 +19,31 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return text.empty() ? "a scalar" : text;
 }
 
-// Wherever the tensor lives: device or host memory.
+// Wherever the tensor lives: device or host memory. Only finite values are
+// saved.
 StatusOr<NpyArray> Fetch(TensorId id, const Net& net, TensorStore& store) {
   const TensorInfo& info = net.schedule().tensors[id];
   std::vector<float> host(info.shape.numel());
   SPILL_RETURN_IF_ERROR(store.ReadTensor(id, host.data()));
+  SPILL_RETURN_IF_ERROR(
+      CheckParameterValues(host.data(), info.shape.numel(), false, "'" + info.name + "'"));
   return NpyArray::Floats(Dims(info.shape), host.data());
+}
+
+// Whether parameter `id` of the network is declared non-negative (a variance).
+bool NonNegative(const Net& net, TensorId id) {
+  const int layer = net.schedule().tensors[id].layer;
+  const std::vector<TensorId>& params = net.schedule().layers[layer].params;
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (params[p] == id) return net.decl(layer).params[p].non_negative;
+  }
+  return false;
+}
+
+// The values of a float32 array about to be copied into tensor `id`.
+Status CheckArray(const NpyArray& array, const Net& net, TensorId id, const std::string& what) {
+  return CheckParameterValues(array.floats(), static_cast<int64_t>(array.data.size() / 4),
+                              NonNegative(net, id), what);
 }
 
 // One array to copy into one tensor, found and checked before any copy.
@@ -51,6 +72,7 @@ class CheckpointCheck {
                              ShapeText(array.shape) + " " + array.dtype + ", the network expects " +
                              info.shape.ToString() + " float32 (<f4)");
     }
+    SPILL_RETURN_IF_ERROR(CheckArray(array, net_, id, "checkpoint '" + path_ + "': '" + key + "'"));
     restores_.push_back({id, &array});
     return Status::Ok();
   }
@@ -64,10 +86,14 @@ class CheckpointCheck {
                              "' (the training position); it is incomplete");
     }
     const NpyArray& array = it->second;
-    if (array.dtype != "<i8" || array.shape != std::vector<int64_t>{1} || array.int64() < 0) {
+    if (array.dtype != "<i8" || array.shape != std::vector<int64_t>{1}) {
       return InvalidArgument("checkpoint '" + path_ + "': '" + key + "' must be one non-negative " +
                              "int64 (<i8, shape (1,)); it is " + ShapeText(array.shape) + " " +
                              array.dtype);
+    }
+    if (array.int64() < 0) {
+      return InvalidArgument("checkpoint '" + path_ + "': '" + key + "' must not be negative; " +
+                             "it is " + std::to_string(array.int64()));
     }
     *value = array.int64();
     return Status::Ok();
@@ -103,15 +129,23 @@ class CheckpointCheck {
   std::vector<Restore> restores_;
 };
 
-// Every check of the header's comment; fills `position` and `check`.
-Status CheckAll(CheckpointCheck& check, const Net& net, const Solver* solver,
-                const std::string& path, TrainingPosition* position) {
+// Every parameter of the network: present, float32, of its exact shape,
+// with values it can hold.
+Status CheckParams(CheckpointCheck& check, const Net& net) {
   const Schedule& schedule = net.schedule();
   for (int id = 0; id < net.num_layers(); ++id) {
     for (TensorId p : schedule.layers[id].params) {
       SPILL_RETURN_IF_ERROR(check.Tensor("params/" + schedule.tensors[p].name, p));
     }
   }
+  return Status::Ok();
+}
+
+// Every check of the header's comment; fills `position` and `check`.
+Status CheckAll(CheckpointCheck& check, const Net& net, const Solver* solver,
+                const std::string& path, TrainingPosition* position) {
+  const Schedule& schedule = net.schedule();
+  SPILL_RETURN_IF_ERROR(CheckParams(check, net));
   SPILL_RETURN_IF_ERROR(check.Counter("meta/step", &position->step));
   SPILL_RETURN_IF_ERROR(check.Counter("meta/epoch", &position->epoch));
   SPILL_RETURN_IF_ERROR(check.Counter("meta/batch", &position->batch));
@@ -148,6 +182,26 @@ void MatchParameter(const NpzArchive& archive, const Net& net, TensorId id,
 }
 
 }  // namespace
+
+Status CheckParameterArrays(const NpzArchive& archive, const std::string& path, const Net& net) {
+  CheckpointCheck check(archive, net, path);
+  SPILL_RETURN_IF_ERROR(CheckParams(check, net));
+  return check.NoExtras(/*with_state=*/false);
+}
+
+Status CheckParameterValues(const float* values, int64_t count, bool non_negative,
+                            const std::string& what) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float v = values[i];
+    if (std::isfinite(v) && (!non_negative || v >= 0)) continue;
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", static_cast<double>(v));
+    return InvalidArgument(what + " holds " + text + " at index " + std::to_string(i) + "; " +
+                           (std::isfinite(v) ? "a variance cannot be negative"
+                                             : "every value must be finite (a diverged run?)"));
+  }
+  return Status::Ok();
+}
 
 Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& store, Device& device,
                       const Solver* solver, const TrainingPosition& position,
@@ -214,6 +268,10 @@ StatusOr<PartialLoad> LoadMatchingArrays(const NpzArchive& archive, const std::s
   if (load.empty()) {
     return InvalidArgument("checkpoint '" + path + "' has no parameter that matches network '" +
                            net.name() + "' by name and shape (was it saved from another network?)");
+  }
+  for (const Restore& r : load) {
+    SPILL_RETURN_IF_ERROR(CheckArray(
+        *r.array, net, r.id, "'" + path + "': 'params/" + schedule.tensors[r.id].name + "'"));
   }
   for (const Restore& r : load) SPILL_RETURN_IF_ERROR(store.WriteTensor(r.id, r.array->floats()));
   return result;

@@ -13,10 +13,12 @@
 //
 // Loading trusts nothing: the archive's CRCs and structure are checked while
 // it is read (framework/npz.h), then every array the network and the solver
-// need is checked for presence, dtype and exact shape, every meta/ counter for
+// need is checked for presence, dtype, exact shape and values (finite, and
+// not negative where a layer declares a variance), every meta/ counter for
 // presence, type and range, and arrays the network does not have are errors -
 // all before a single value is copied, so a bad checkpoint never leaves a
-// half-restored network behind.
+// half-restored network behind. Saving refuses values that are not finite:
+// a diverged run keeps its last good checkpoint.
 #ifndef SPILL_FRAMEWORK_CHECKPOINT_H_
 #define SPILL_FRAMEWORK_CHECKPOINT_H_
 
@@ -38,7 +40,19 @@ struct TrainingPosition {
   int64_t solver_steps = 0;
 };
 
-// Writes atomically (temporary file, then rename).
+// The params/ arrays of `archive` (a checkpoint's, or arrays to export) hold
+// exactly `net`'s parameters, each as the loader checks it: present, float32,
+// of the parameter's exact shape, with finite values (a variance not
+// negative); an array the network lacks is an error too. `path` names them.
+Status CheckParameterArrays(const NpzArchive& archive, const std::string& path, const Net& net);
+
+// Every value finite, and none below zero when `non_negative` (a variance):
+// otherwise an error naming `what`, the first offending index and its value.
+Status CheckParameterValues(const float* values, int64_t count, bool non_negative,
+                            const std::string& what);
+
+// Writes atomically (temporary file, then rename), after checking that every
+// value is finite (an error naming the tensor otherwise; nothing is written).
 Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& store, Device& device,
                       const Solver* solver, const TrainingPosition& position,
                       const std::string& config_text);

@@ -43,8 +43,9 @@ struct ParamSpec {
   std::string name;  // "weight", "bias", "running_mean", ...
   Shape shape;
   Initializer init;
-  bool trainable = true;    // false: state saved in checkpoints, never updated by a solver
-  float decay_mult = 1.0f;  // weight decay multiplier (0 for biases and BatchNorm)
+  bool trainable = true;      // false: state saved in checkpoints, never updated by a solver
+  float decay_mult = 1.0f;    // weight decay multiplier (0 for biases and BatchNorm)
+  bool non_negative = false;  // a variance: a value below zero is refused where it is loaded
 };
 
 // A tensor the layer's forward saves for its own backward (dropout's mask,

@@ -20,13 +20,13 @@ Tensor Executor::View(TensorId id) {
   const TensorInfo& info = net_.schedule().tensors[id];
   const Shape& shape = info.shape;
   if (slice_images_ == 0 || !IsTransient(info.kind) || shape.n() != net_.batch()) {
-    return Tensor(shape, store_.computes() ? store_.Data(id) : nullptr);
+    return Tensor(shape, store_.computes() ? store_.Data(id) : nullptr, info.layout);
   }
   const Shape slice(slice_images_, shape.c(), shape.h(), shape.w());
-  if (!store_.computes()) return Tensor(slice, nullptr);
-  if (float* staged = store_.StagedData(id)) return Tensor(slice, staged);
-  // NCHW: a slice of the batch is a contiguous part of the tensor.
-  return Tensor(slice, store_.Data(id) + slice_begin_ * shape.sample_size());
+  if (!store_.computes()) return Tensor(slice, nullptr, info.layout);
+  if (float* staged = store_.StagedData(id)) return Tensor(slice, staged, info.layout);
+  // In either layout a slice of the batch is a contiguous part of the tensor.
+  return Tensor(slice, store_.Data(id) + slice_begin_ * shape.sample_size(), info.layout);
 }
 
 int64_t Executor::SliceImages() const {
@@ -82,8 +82,16 @@ std::vector<Tensor> Executor::Views(const std::vector<TensorId>& ids) {
   return views;
 }
 
+// With profiling on, the device's compute queue is drained first, so a span
+// is the device's work on the layer, not the host's enqueueing of it (on a
+// GPU, a layer's call returns once its kernels are queued).
+Executor::Stamp Executor::Now() const {
+  if (profiling_ && device_ != nullptr) device_->compute_queue().Synchronize();
+  return {MonotonicSeconds(), profiling_ ? ProcessCpuSeconds() : 0.0};
+}
+
 void Executor::RunForward(int layer, bool recompute) {
-  const double begin = Now();
+  const Stamp begin = Now();
   OverSlices(layer, Pass::kForward,
              [&](const BatchSlice& slice) { ForwardCall(layer, recompute, slice); });
   Finished(layer, Pass::kForward, recompute, begin);
@@ -107,31 +115,25 @@ void Executor::ForwardCall(int layer, bool recompute, const BatchSlice& slice) {
   net_.layer(layer).Forward(args);
 }
 
-// With profiling on, the device's compute queue is drained first, so a span
-// is the device's work on the layer, not the host's enqueueing of it (on a
-// GPU, a layer's call returns once its kernels are queued).
-double Executor::Now() const {
-  if (profiling_ && device_ != nullptr) device_->compute_queue().Synchronize();
-  return MonotonicSeconds();
-}
-
-void Executor::Finished(int layer, Pass pass, bool recompute, double begin) {
+void Executor::Finished(int layer, Pass pass, bool recompute, const Stamp& begin) {
   if (!profiling_ && !recording_) return;
-  const double end = Now();
+  const Stamp end = Now();
   if (profiling_) {
     ProfileEntry& e = profile_[net_.layer(layer).type()];
     if (pass == Pass::kForward) {
-      e.forward_seconds += end - begin;
+      e.forward_seconds += end.wall - begin.wall;
+      e.forward_cpu_seconds += end.cpu - begin.cpu;
       e.calls++;
     } else {
-      e.backward_seconds += end - begin;
+      e.backward_seconds += end.wall - begin.wall;
+      e.backward_cpu_seconds += end.cpu - begin.cpu;
     }
   }
-  if (recording_) spans_.push_back({step_, layer, pass, recompute, begin, end});
+  if (recording_) spans_.push_back({step_, layer, pass, recompute, begin.wall, end.wall});
 }
 
 void Executor::RunBackward(int layer) {
-  const double begin = Now();
+  const Stamp begin = Now();
   OverSlices(layer, Pass::kBackward, [&](const BatchSlice& slice) { BackwardCall(layer, slice); });
   Finished(layer, Pass::kBackward, false, begin);
 }
@@ -181,7 +183,8 @@ Status Executor::Recompute(int layer) {
 void Executor::ReadLoss(int layer, LossResult* result) {
   TensorId out = net_.schedule().layers[layer].outputs[0];
   const Shape& shape = net_.schedule().tensors[out].shape;
-  const int64_t n = shape.n(), classes = shape.sample_size();
+  // Scores are N x classes, or N x classes x H x W with a label per pixel.
+  const int64_t n = shape.n(), classes = shape.c(), pixels = shape.h() * shape.w();
   scores_.resize(shape.numel());
   if (store_.StreamImages() > 0) {  // the scores went to host memory slice by slice
     Status status = store_.ReadTensor(out, scores_.data());
@@ -191,17 +194,18 @@ void Executor::ReadLoss(int layer, LossResult* result) {
   }
   double total = 0;
   int64_t correct = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* p = scores_.data() + i * classes;
-    int64_t label = static_cast<int64_t>(batch_->labels[i]);
-    total -= std::log(std::max(p[label], FLT_MIN));
-    int64_t best = std::max_element(p, p + classes) - p;
+  for (int64_t r = 0; r < n * pixels; ++r) {
+    const float* p = scores_.data() + (r / pixels) * classes * pixels + r % pixels;
+    const int64_t label = static_cast<int64_t>(batch_->labels[r]);
+    total -= std::log(std::max(p[label * pixels], FLT_MIN));
+    int64_t best = 0;
+    for (int64_t j = 1; j < classes; ++j) best = p[j * pixels] > p[best * pixels] ? j : best;
     correct += best == label;
   }
-  result->loss += total / n;
+  result->loss += total / static_cast<double>(n * pixels);
   if (result->count == 0) {
     result->correct = correct;
-    result->count = n;
+    result->count = n * pixels;
   }
 }
 
@@ -234,16 +238,22 @@ StatusOr<LossResult> Executor::Run(const HostBatch& batch, Phase phase, uint64_t
 
 std::string Executor::ProfileTable() const {
   std::ostringstream out;
-  double total = 0;
-  for (const auto& [type, e] : profile_) total += e.forward_seconds + e.backward_seconds;
-  char line[160];
-  std::snprintf(line, sizeof(line), "%-18s %10s %10s %7s\n", "layer type", "forward s",
-                "backward s", "share");
+  double total = 0, total_cpu = 0;
+  for (const auto& [type, e] : profile_) {
+    total += e.forward_seconds + e.backward_seconds;
+    total_cpu += e.forward_cpu_seconds + e.backward_cpu_seconds;
+  }
+  char line[200];
+  std::snprintf(line, sizeof(line), "%-18s %10s %10s %7s %10s %10s %7s\n", "layer type",
+                "forward s", "backward s", "share", "fwd cpu s", "bwd cpu s", "share");
   out << line;
   for (const auto& [type, e] : profile_) {
-    std::snprintf(line, sizeof(line), "%-18s %10.3f %10.3f %6.1f%%\n", type.c_str(),
-                  e.forward_seconds, e.backward_seconds,
-                  100 * (e.forward_seconds + e.backward_seconds) / std::max(total, 1e-9));
+    const double cpu = e.forward_cpu_seconds + e.backward_cpu_seconds;
+    std::snprintf(line, sizeof(line), "%-18s %10.3f %10.3f %6.1f%% %10.3f %10.3f %6.1f%%\n",
+                  type.c_str(), e.forward_seconds, e.backward_seconds,
+                  100 * (e.forward_seconds + e.backward_seconds) / std::max(total, 1e-9),
+                  e.forward_cpu_seconds, e.backward_cpu_seconds,
+                  100 * cpu / std::max(total_cpu, 1e-9));
     out << line;
   }
   return out.str();

@@ -31,7 +31,7 @@ namespace spill {
 struct LossResult {
   double loss = 0;      // mean over the batch, summed over loss layers
   int64_t correct = 0;  // top-1 hits of the first loss layer
-  int64_t count = 0;    // samples
+  int64_t count = 0;    // samples (pixels, for a loss per pixel)
 };
 
 class Executor : public StepRunner {
@@ -54,10 +54,13 @@ class Executor : public StepRunner {
 
   // Per-layer-type compute time, when profiling is on: the device's time
   // (its compute queue drained around each layer, which serialises copies
-  // with compute - per-layer costs, not throughput).
+  // with compute - per-layer costs, not throughput), and the CPU seconds of
+  // the whole process meanwhile (ProcessCpuSeconds).
   struct ProfileEntry {
     double forward_seconds = 0;
     double backward_seconds = 0;
+    double forward_cpu_seconds = 0;
+    double backward_cpu_seconds = 0;
     int64_t calls = 0;
   };
   void set_profiling(bool on) { profiling_ = on; }
@@ -99,10 +102,14 @@ class Executor : public StepRunner {
   Tensor View(TensorId id);
   std::vector<Tensor> Views(const std::vector<TensorId>& ids);
   void ReadLoss(int layer, LossResult* result);
-  // The clock for spans: after the device's queued work, when profiling.
-  double Now() const;
+  // A moment on the wall clock and, when profiling, in the process's CPU
+  // time; after the device's queued work, when profiling.
+  struct Stamp {
+    double wall = 0, cpu = 0;
+  };
+  Stamp Now() const;
   // Adds the span of a computation that began at `begin` and ends now.
-  void Finished(int layer, Pass pass, bool recompute, double begin);
+  void Finished(int layer, Pass pass, bool recompute, const Stamp& begin);
 
   const Net& net_;
   Device* device_;

@@ -110,6 +110,7 @@ Status CheckOutputFile(const std::string& path, const std::string& what) {
     if (S_ISDIR(info.st_mode)) {
       return InvalidArgument(Named(what, path) + " is a folder; expected a file name");
     }
+    SPILL_RETURN_IF_ERROR(CheckReplaceable(path, what));
     if (::access(path.c_str(), W_OK) != 0) {
       return IoError("cannot write " + Named(what, path) + ": " + std::strerror(errno));
     }
@@ -127,7 +128,78 @@ Status CheckOutputFile(const std::string& path, const std::string& what) {
   return Status::Ok();
 }
 
+Status CheckReplaceable(const std::string& path, const std::string& what) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || S_ISREG(info.st_mode)) return Status::Ok();
+  return InvalidArgument(Named(what, path) + " is " + KindOf(info.st_mode) +
+                         "; an output must be a regular file (or a new name)");
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat x, y;
+  if (::stat(a.c_str(), &x) == 0 && ::stat(b.c_str(), &y) == 0) {
+    return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+  }
+  std::error_code e1, e2;
+  const fs::path p = fs::weakly_canonical(fs::absolute(a, e1), e1);
+  const fs::path q = fs::weakly_canonical(fs::absolute(b, e2), e2);
+  return !e1 && !e2 ? p == q : fs::path(a).lexically_normal() == fs::path(b).lexically_normal();
+}
+
+Status CheckDistinctFiles(const std::vector<NamedFile>& inputs,
+                          const std::vector<NamedFile>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const NamedFile& out = outputs[i];
+    if (out.path.empty()) continue;
+    for (const NamedFile& in : inputs) {
+      if (!in.path.empty() && SameFile(out.path, in.path)) {
+        return InvalidArgument(Named(out.what, out.path) + " is " + Named(in.what, in.path) +
+                               ", which the tool reads; writing it would destroy it (choose "
+                               "another file name)");
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (!outputs[j].path.empty() && SameFile(out.path, outputs[j].path)) {
+        return InvalidArgument(Named(out.what, out.path) + " and " +
+                               Named(outputs[j].what, outputs[j].path) +
+                               " are the same file; one would overwrite the other (choose "
+                               "different file names)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& bytes,
+                           const std::string& what) {
+  SPILL_RETURN_IF_ERROR(CheckReplaceable(path, what));
+  const std::string temp = path + ".tmp";
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("cannot create '" + temp + "': " + std::strerror(errno));
+  int error = 0;
+  for (size_t done = 0; done < bytes.size() && error == 0;) {
+    const ssize_t wrote = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) {
+      error = wrote < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(wrote);
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error == 0 && std::rename(temp.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0) {
+    ::unlink(temp.c_str());
+    return IoError("cannot write " + Named(what, path) + ": " + std::strerror(error) +
+                   (error == ENOSPC ? " (the disk is full; nothing was changed)" : ""));
+  }
+  return Status::Ok();
+}
+
 Status WriteTextFile(const std::string& path, const std::string& text, const std::string& what) {
+  // A FIFO would block the write until a reader came; a device is not a report.
+  SPILL_RETURN_IF_ERROR(CheckReplaceable(path, what));
   FILE* file = std::fopen(path.c_str(), "wb");
   if (file == nullptr) {
     return IoError("cannot write " + Named(what, path) + ": " + std::strerror(errno));

@@ -22,6 +22,7 @@
 
 #include "framework/declarations.h"
 #include "framework/device.h"
+#include "framework/layouts.h"
 #include "framework/net_spec.h"
 #include "framework/status.h"
 #include "framework/tensor.h"
@@ -125,6 +126,17 @@ class Layer {
     return input < static_cast<int>(propagate_down_.size()) ? propagate_down_[input] : true;
   }
 
+  // The layouts this implementation computes in (framework/layouts.h), and
+  // the ones the network chose, set before workspaces and candidates are
+  // read. Tensors arrive in these layouts (Tensor::layout()).
+  virtual LayoutRule layout_rule() const { return LayoutRule::kPlain; }
+  void set_layouts(std::vector<Layout> inputs, std::vector<Layout> outputs) {
+    input_layouts_ = std::move(inputs);
+    output_layouts_ = std::move(outputs);
+  }
+  Layout input_layout(int i) const { return LayoutAt(input_layouts_, i); }
+  Layout output_layout(int i) const { return LayoutAt(output_layouts_, i); }
+
   // ---- Declarations: from shapes alone ----
   virtual int min_inputs() const { return 1; }
   virtual int max_inputs() const { return 1; }
@@ -173,11 +185,16 @@ class Layer {
   virtual void Backward(const BackwardArgs& args) const = 0;
 
  private:
+  static Layout LayoutAt(const std::vector<Layout>& layouts, int i) {
+    return i < static_cast<int>(layouts.size()) ? layouts[i] : Layout::kPlain;
+  }
+
   std::string name_;
   std::string type_;
   SourceLocation where_;
   int64_t batch_ = 1;
   std::vector<bool> propagate_down_;
+  std::vector<Layout> input_layouts_, output_layouts_;
 };
 
 }  // namespace spill

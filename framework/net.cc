@@ -52,7 +52,8 @@ StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions&
   SPILL_RETURN_IF_ERROR(net->InferShapes(*route));
   SPILL_RETURN_IF_ERROR(net->CheckLosses());
   net->schedule_ = BuildSchedule(net->decls_, *route);
-  net->RefreshBackwardWorkspaces();
+  net->AssignLayouts(options.blocked_layouts);
+  net->RefreshWorkspaces();
   return net;
 }
 
@@ -156,8 +157,6 @@ Status Net::CheckLosses() const {
   return CheckLossesReachable(decls_, where, file_);
 }
 
-// Backward workspaces can depend on which input gradients are wanted, known
-// only once the schedule is built.
 NetworkView Net::view() const {
   NetworkView view;
   view.schedule = &schedule_;
@@ -188,14 +187,54 @@ std::vector<AlgorithmCandidate> Net::Algorithms::Candidates(int layer, Pass pass
   return net_.layer(layer).algorithm_candidates(pass, op);
 }
 
-void Net::RefreshBackwardWorkspaces() {
+void Net::AssignLayouts(bool blocked) {
+  // Activations by dense index; a layer's inputs and outputs in its terms.
+  std::vector<int> index(schedule_.tensors.size(), -1);
+  std::vector<Shape> shapes;
+  std::vector<TensorId> ids;
+  for (TensorId t = 0; t < static_cast<TensorId>(schedule_.tensors.size()); ++t) {
+    if (schedule_.tensors[t].kind != TensorKind::kActivation) continue;
+    index[t] = static_cast<int>(shapes.size());
+    shapes.push_back(schedule_.tensors[t].shape);
+    ids.push_back(t);
+  }
+  std::vector<LayoutNode> nodes(num_layers());
+  for (int id = 0; id < num_layers(); ++id) {
+    const LayerTensors& lt = schedule_.layers[id];
+    nodes[id].rule = blocked ? layers_[id]->layout_rule() : LayoutRule::kPlain;
+    for (TensorId t : lt.inputs) nodes[id].inputs.push_back(index[t]);
+    for (TensorId t : lt.outputs) nodes[id].outputs.push_back(index[t]);
+  }
+  const std::vector<Layout> layouts = ChooseLayouts(shapes, nodes);
+  for (size_t i = 0; i < ids.size(); ++i) schedule_.tensors[ids[i]].layout = layouts[i];
+  for (int id = 0; id < num_layers(); ++id) {
+    const LayerTensors& lt = schedule_.layers[id];
+    std::vector<Layout> in, out;
+    for (int i : nodes[id].inputs) in.push_back(layouts[i]);
+    for (int i : nodes[id].outputs) out.push_back(layouts[i]);
+    for (size_t k = 0; k < lt.output_grads.size(); ++k) {
+      if (lt.output_grads[k] != kNoTensor) schedule_.tensors[lt.output_grads[k]].layout = out[k];
+    }
+    layers_[id]->set_layouts(std::move(in), std::move(out));
+  }
+}
+
+void Net::RefreshWorkspaces() {
   for (int id = 0; id < num_layers(); ++id) {
     std::vector<bool> down;
     for (TensorId g : schedule_.layers[id].input_grads) down.push_back(g != kNoTensor);
     layers_[id]->set_propagate_down(down);
+    decls_[id].forward_workspace = layers_[id]->workspace_bytes(Pass::kForward);
     decls_[id].backward_workspace = layers_[id]->workspace_bytes(Pass::kBackward);
-    Step& step = schedule_.steps[schedule_.backward_step[id]];
-    if (step.active) step.workspace_bytes = decls_[id].backward_workspace;
+    for (const Pass pass : {Pass::kForward, Pass::kBackward}) {
+      const bool forward = pass == Pass::kForward;
+      Step& step =
+          schedule_.steps[forward ? schedule_.forward_step[id] : schedule_.backward_step[id]];
+      if (step.active) {
+        step.workspace_bytes =
+            forward ? decls_[id].forward_workspace : decls_[id].backward_workspace;
+      }
+    }
   }
 }
 
@@ -213,6 +252,8 @@ int Net::FindLayer(const std::string& name) const {
 }
 
 Shape Net::input_shape() const { return decls_[input_layers_[0]].output_shapes[0]; }
+
+Shape Net::label_shape() const { return decls_[input_layers_[0]].output_shapes[1]; }
 
 int64_t Net::num_classes() const {
   if (loss_layers_.empty()) return 0;

@@ -22,6 +22,9 @@ namespace spill {
 struct NetOptions {
   int64_t batch = 1;
   DeviceType device = DeviceType::kCpu;
+  // Let layers that compute faster in a blocked layout keep activations in
+  // it (framework/layouts.h); false: every tensor plain.
+  bool blocked_layouts = true;
 };
 
 class Net {
@@ -50,6 +53,9 @@ class Net {
   const std::vector<int>& loss_layers() const { return loss_layers_; }
   // Shape of one input layer's image output (N x C x H x W).
   Shape input_shape() const;
+  // The labels the input layer feeds: N x 1 x 1 x 1, or N x 1 x H x W (one
+  // class per pixel). A batch holds label_shape().numel() of them.
+  Shape label_shape() const;
   int64_t num_classes() const;  // width of the first loss layer's scores
 
  private:
@@ -59,7 +65,11 @@ class Net {
   Status InferShapes(const std::vector<int>& route);
   // A loss exists and every layer feeds one (framework/net_checks.h).
   Status CheckLosses() const;
-  void RefreshBackwardWorkspaces();
+  // Chooses the activations' layouts and tells the layers.
+  void AssignLayouts(bool blocked);
+  // Workspaces can depend on the layouts and on which input gradients are
+  // wanted, known only once the schedule is built.
+  void RefreshWorkspaces();
 
   // The layers' algorithm candidates, for the memory runtime.
   class Algorithms : public AlgorithmCatalog {

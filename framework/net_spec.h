@@ -38,7 +38,7 @@
 
 namespace spill {
 
-constexpr int64_t kMaxLayers = 1 << 18;  // layers of an expanded network (262,144)
+constexpr int64_t kMaxLayers = 1 << 19;  // layers of an expanded network (524,288)
 constexpr int kMaxBlockDepth = 16;       // blocks instantiated inside blocks
 constexpr int kMaxIncludeDepth = 16;     // files included from included files
 

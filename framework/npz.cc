@@ -190,6 +190,7 @@ Status WriteNpzAtomically(const std::string& path, const NpzArchive& arrays) {
   std::error_code ec;
   fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
+  SPILL_RETURN_IF_ERROR(CheckReplaceable(path, "npz archive"));
   const std::string temp = path + ".tmp";
   std::vector<Entry> entries;
   {

@@ -43,7 +43,8 @@ struct TensorInfo {
   TensorKind kind;
   Shape shape;
   size_t bytes = 0;
-  int layer = -1;  // the layer that owns it
+  int layer = -1;                  // the layer that owns it
+  Layout layout = Layout::kPlain;  // activations and their gradients (framework/layouts.h)
 };
 
 struct Step {

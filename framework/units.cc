@@ -84,10 +84,12 @@ StatusOr<size_t> ParseBytes(const std::string& text) {
                                 {"MB", 1e6},
                                 {"GB", 1e9},
                                 {"TB", 1e12},
+                                {"PB", 1e15},
                                 {"KiB", 1024.0},
                                 {"MiB", 1048576.0},
                                 {"GiB", 1073741824.0},
                                 {"TiB", 1099511627776.0},
+                                {"PiB", 1125899906842624.0},
                                 {"K", 1024.0},
                                 {"M", 1048576.0},
                                 {"G", 1073741824.0}};
@@ -99,13 +101,14 @@ StatusOr<size_t> ParseBytes(const std::string& text) {
     return static_cast<size_t>(std::llround(value * u.scale));
   }
   return InvalidArgument("'" + text + "': unknown unit '" + unit +
-                         "' (use B, KB, MB, GB, KiB, MiB or GiB)");
+                         "' (use B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB or PiB)");
 }
 
 std::string FormatBytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  constexpr int kLargest = sizeof(units) / sizeof(units[0]) - 1;
   int u = 0;
-  while (bytes >= 1024 && u < 4) {
+  while (bytes >= 1024 && u < kLargest) {
     bytes /= 1024;
     ++u;
   }

@@ -22,7 +22,8 @@ StatusOr<double> ParseFiniteDouble(const std::string& text);
 // true/false or yes/no, in lower case, Capitalized or UPPER case.
 StatusOr<bool> ParseBool(const std::string& text);
 
-// Accepts B, KB/MB/GB/TB (powers of 1000) and KiB/MiB/GiB/TiB (powers of 1024).
+// Accepts B, KB/MB/GB/TB/PB (powers of 1000) and KiB/MiB/GiB/TiB/PiB (powers
+// of 1024).
 StatusOr<size_t> ParseBytes(const std::string& text);
 // "1.50 GiB", "12.0 MiB", "512 B"
 std::string FormatBytes(double bytes);

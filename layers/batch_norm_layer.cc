@@ -12,6 +12,7 @@ std::vector<ParamSpec> BatchNormLayer::params() const {
   ParamSpec beta{"beta", s, Initializer::Constant(0)};
   ParamSpec mean{"running_mean", s, Initializer::Constant(0)};
   ParamSpec var{"running_var", s, Initializer::Constant(1)};
+  var.non_negative = true;
   gamma.decay_mult = beta.decay_mult = 0;
   mean.trainable = var.trainable = false;
   return {gamma, beta, mean, var};

@@ -22,6 +22,9 @@ struct ConvGeometry {
   int64_t filters = 0, out_height = 0, out_width = 0;      // output
   std::array<int64_t, 2> kernel{}, stride{}, pad{}, dilation{};
   int64_t groups = 1;
+  // How x and dx (input), y and dy (output) lie in memory; the weights are
+  // always plain. Set by CPU layers from the network's layouts.
+  Layout input_layout = Layout::kPlain, output_layout = Layout::kPlain;
 
   int64_t channels_per_group() const { return channels / groups; }
   int64_t filters_per_group() const { return filters / groups; }

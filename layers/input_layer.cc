@@ -10,10 +10,12 @@ InputLayer::InputLayer(LayerParams& params)
     params.Fail("shape", "must be [channels, height, width]");
     shape_ = {1, 1, 1};  // the layer is never used: Finish() reports the error
   }
+  pixel_labels_ = params.Choice("labels", {"image", "pixels"}, "image") == "pixels";
 }
 
 Status InputLayer::Reshape(const std::vector<Shape>&, std::vector<Shape>* outputs) {
-  *outputs = {Shape(batch(), shape_[0], shape_[1], shape_[2]), Shape(batch(), 1, 1, 1)};
+  *outputs = {Shape(batch(), shape_[0], shape_[1], shape_[2]),
+              pixel_labels_ ? Shape(batch(), 1, shape_[1], shape_[2]) : Shape(batch(), 1, 1, 1)};
   return Status::Ok();
 }
 
@@ -28,8 +30,8 @@ void InputLayer::Forward(const ForwardArgs& args) const {
   args.device->CopyAsync(images.data(), args.batch->images + first * images.shape().sample_size(),
                          images.bytes(), CopyKind::kHostToDevice, queue);
   if (args.batch->labels != nullptr) {
-    args.device->CopyAsync(labels.data(), args.batch->labels + first, labels.bytes(),
-                           CopyKind::kHostToDevice, queue);
+    args.device->CopyAsync(labels.data(), args.batch->labels + first * labels.shape().sample_size(),
+                           labels.bytes(), CopyKind::kHostToDevice, queue);
   }
 }
 

@@ -1,8 +1,11 @@
 // input: the network's entry point. Outputs the images (N x C x H x W) and
-// the labels (N x 1 x 1 x 1, as `name:1`) of the batch the executor feeds,
-// copied from host memory to the device on the compute queue.
+// the labels (as `name:1`) of the batch the executor feeds, copied from host
+// memory to the device on the compute queue. Labels are one class per image
+// (N x 1 x 1 x 1), or with `labels: pixels` one per pixel (N x 1 x H x W,
+// segmentation).
 //
 //   - {name: data, type: input, shape: [3, 224, 224]}
+//   - {name: data, type: input, shape: [1, 64, 64], labels: pixels}
 #ifndef SPILL_LAYERS_INPUT_LAYER_H_
 #define SPILL_LAYERS_INPUT_LAYER_H_
 
@@ -32,6 +35,7 @@ class InputLayer : public Layer {
 
  private:
   std::vector<int64_t> shape_;
+  bool pixel_labels_ = false;
 };
 
 }  // namespace spill

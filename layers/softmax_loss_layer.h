@@ -3,6 +3,11 @@
 // the loss value is read from them. When only the scores are named, the
 // labels of the network's input layer are wired in.
 //
+// Scores of a map (N x classes x H x W) with labels of one class per pixel
+// (N x 1 x H x W: an input layer with `labels: pixels`) give a per-pixel
+// loss, segmentation's: a softmax over the channels at every pixel, and the
+// mean cross-entropy over every pixel of the batch.
+//
 //   - {name: loss, type: softmax_loss}
 //   - {name: loss, type: softmax_loss, inputs: [fc8, data:1], weight: 1.0}
 #ifndef SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_
@@ -30,6 +35,7 @@ class SoftmaxLossLayer : public Layer {
  protected:
   int64_t batch_size_ = 0;
   int64_t classes_ = 0;
+  int64_t pixels_ = 1;  // scored pixels per image: H x W of a map, else 1
   float weight_ = 1.0f;
 };
 

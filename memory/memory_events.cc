@@ -36,8 +36,18 @@ const char* MemoryEventName(MemoryEventType type) {
       return "stream_in";
     case MemoryEventType::kStreamOut:
       return "stream_out";
+    case MemoryEventType::kResident:
+      return "resident";
+    case MemoryEventType::kMove:
+      return "move";
   }
   return "?";
+}
+
+size_t CountBlocks(const std::vector<MemoryEvent>& events) {
+  return static_cast<size_t>(std::count_if(events.begin(), events.end(), [](const MemoryEvent& e) {
+    return e.type == MemoryEventType::kAlloc || e.type == MemoryEventType::kResident;
+  }));
 }
 
 TraceMetrics MeasureTrace(const std::vector<MemoryEvent>& events, size_t base_load) {

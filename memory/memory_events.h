@@ -6,8 +6,12 @@
 //
 // Consumers read it as data: profile-guided allocators take the alloc/free
 // events as their profile (ProfileFromEvents), fragmentation metrics read
-// U_f per allocation, `plan --trace FILE` writes it as JSON lines, and the
-// timeline simulator replays it under a cost model.
+// U_f per allocation, `plan --trace FILE` writes it as JSON lines, the
+// timeline simulator replays it under a cost model, and the memory page
+// (memory/report/memory_page.h) draws every block of the address space from
+// it: the iteration opens with a kResident event per block already placed
+// and every compaction lists its moves, so the log alone says where every
+// byte is at every moment.
 #ifndef SPILL_MEMORY_MEMORY_EVENTS_H_
 #define SPILL_MEMORY_MEMORY_EVENTS_H_
 
@@ -42,6 +46,10 @@ enum class MemoryEventType {
                     // all its slices over every sweep); before the step's compute
   kStreamOut,       // a streamed step copied slices of a tensor it wrote out to host memory
                     // (bytes: the whole tensor); after the step's compute
+  kResident,        // a device block already placed when the iteration began (persistent
+                    // tensors, tensors kept without liveness): block, bytes, offset, category
+  kMove,            // compaction slid a block down (offset: its new place); the moves of
+                    // one compaction precede its kCompact
 };
 const char* MemoryEventName(MemoryEventType type);
 
@@ -50,9 +58,9 @@ struct MemoryEvent {
   int step = -1;                // the step being prepared, run or finished
   TensorId tensor = kNoTensor;  // kNoTensor: a workspace, a compute or a compaction
   int layer = -1;               // kCompute, kRecompute
-  AllocationId block = -1;      // kAlloc, kFree
+  AllocationId block = -1;      // kAlloc, kFree, kResident, kMove
   size_t bytes = 0;             // block, copy or moved bytes
-  size_t offset = 0;            // kAlloc, kFree
+  size_t offset = 0;            // kAlloc, kFree, kResident, kMove
   MemoryCategory category = MemoryCategory::kActivations;
   double unusable_free = 0;  // kAlloc: the U_f this request met (Dymem's Eq. 1)
   size_t extent = 0;         // kAlloc, kFree: the memory the placements span after it
@@ -82,6 +90,10 @@ class MemoryEventLog {
   int step_ = -1;
   std::function<double()> clock_;
 };
+
+// The device blocks an iteration's address space shows: those placed before
+// it began (kResident) and those it allocated (kAlloc).
+size_t CountBlocks(const std::vector<MemoryEvent>& events);
 
 // Allocation-trace metrics of one iteration.
 struct TraceMetrics {

@@ -42,6 +42,21 @@ const std::vector<MemoryMode>& MemoryModes() {
        "convolution inputs offloaded, every copy waited for at its step's end, prefetch one "
        "layer ahead; best fit, no compaction",
        true, true, false, false, "vdnn", "best_fit", false},
+      {"memonger",
+       "every output dropped but each sqrt(N)-th layer's, segments rerun in backward (MXNet "
+       "memonger)",
+       true, false, false, false, "memonger", nullptr, true},
+      {"greedy",
+       "the plan searched for under memory.planner.limit: the cheapest move per byte at the peak",
+       true, true, false, false, "greedy", nullptr, true},
+      {"dqn",
+       "the plan a deep Q-network learns under memory.planner.limit (trains for minutes, then "
+       "cached)",
+       true, true, false, false, "dqn", nullptr, true, /*planned_when_named=*/true},
+      {"milp",
+       "the exact mixed-integer program under memory.planner.limit (COIN-OR CBC, solves for "
+       "minutes)",
+       true, true, false, false, "milp", nullptr, true, /*planned_when_named=*/true},
   };
   return *modes;
 }

@@ -133,6 +133,9 @@ struct MemoryMode {
   const char* scheduler;
   const char* allocator;  // nullptr: keep the one chosen
   bool compact;
+  // It trains or solves for minutes: tools that compare every mode (plan)
+  // plan it only when it is named.
+  bool planned_when_named = false;
 };
 // Every mode, in the order tools list them.
 const std::vector<MemoryMode>& MemoryModes();

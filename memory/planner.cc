@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "memory/feasibility.h"
 #include "memory/runtime.h"
 #include "memory/sim/cost_model.h"
 #include "memory/sim/timeline.h"
@@ -189,6 +190,8 @@ StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, s
 Status ExplainOutOfMemory(const Status& status, const NetworkView& view,
                           const MemoryOptions& options) {
   if (status.code() != StatusCode::kOutOfMemory) return status;
+  const std::string host = HostShortage(view, options);  // memory/feasibility.h
+  if (!host.empty()) return Status(status.code(), "out of host memory " + status.message() + host);
   std::string advice;
   auto minimum = MinimumBudget(view, options);
   if (minimum.ok()) {
@@ -196,7 +199,8 @@ Status ExplainOutOfMemory(const Status& status, const NetworkView& view,
              FormatBytes(static_cast<double>(*minimum)) + " (" + std::to_string(*minimum) +
              " bytes) for this network at batch " + std::to_string(view.batch) +
              " (raise memory.device_budget or --device-memory, lower the batch, or use a mode that "
-             "frees more, such as superneurons)";
+             "frees more, such as superneurons)" +
+             WindowBudgetAdvice(view, options, *minimum);
   }
   return Status(status.code(), "out of device memory " + status.message() + advice);
 }

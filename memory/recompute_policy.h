@@ -15,6 +15,11 @@
 //     memory (its tensors plus the largest backward step among its layers)
 //     stays within l_peak, the largest single step's memory, and
 //     memory-centric otherwise.
+// A memory-centric segment of L tensors would rerun its chain for every
+// backward step: L(L+1)/2 recomputations. One longer than 64 tensors (a
+// chain of cheap layers) is cut instead into runs of ceil(sqrt(L)) tensors,
+// the last of each kept as a checkpoint and every run rebuilt speed-centric:
+// L recomputations and about 2 sqrt(L) of its tensors live at once.
 // A pure function of the schedule and sizes.
 #ifndef SPILL_MEMORY_RECOMPUTE_POLICY_H_
 #define SPILL_MEMORY_RECOMPUTE_POLICY_H_

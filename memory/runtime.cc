@@ -201,7 +201,11 @@ Status MemoryRuntime::BeginIteration(Phase phase) {
     SPILL_RETURN_IF_ERROR(status);
     all_allocated_ = true;
   }
-  return allocator_->BeginIteration(phase);
+  SPILL_RETURN_IF_ERROR(allocator_->BeginIteration(phase));
+  // The log opens with what is already placed, so that it alone tells where
+  // every block is (the memory page draws the address space from it).
+  if (options_.record_events) allocator_->RecordResident();
+  return Status::Ok();
 }
 
 Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
@@ -271,6 +275,10 @@ void MemoryRuntime::Retire(TensorId id) {
 
 void MemoryRuntime::Release(TensorId id) {
   Unreference(id);
+  FreeReleased(id);
+}
+
+void MemoryRuntime::FreeReleased(TensorId id) {
   residency_->Release(id);
   cache_.Remove(id);
   deferred_[id] = false;
@@ -285,11 +293,35 @@ void MemoryRuntime::Drop(TensorId id) {
 }
 
 // `id` will not be rebuilt again (it is kept, or dead): its sources may go.
+// A source released here unreferences its own sources first, then goes - a
+// chain as long as a segment of dropped tensors, so walked on an explicit
+// stack (in the order nested calls would take).
 void MemoryRuntime::Unreference(TensorId id) {
   if (!holds_sources_[id]) return;
   holds_sources_[id] = false;
-  for (TensorId x : RebuildSources(schedule_, id)) {
-    if (--rebuild_refs_[x] == 0 && deferred_[x]) Release(x);
+  struct Frame {
+    TensorId tensor;
+    std::vector<TensorId> sources;
+    size_t next;
+  };
+  std::vector<Frame> stack;
+  stack.push_back({id, RebuildSources(schedule_, id), 0});
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next == f.sources.size()) {
+      const TensorId done = f.tensor;
+      stack.pop_back();
+      if (!stack.empty()) FreeReleased(done);  // `id` itself stays
+      continue;
+    }
+    const TensorId x = f.sources[f.next++];
+    if (--rebuild_refs_[x] != 0 || !deferred_[x]) continue;
+    if (holds_sources_[x]) {  // Release(x): its sources first
+      holds_sources_[x] = false;
+      stack.push_back({x, RebuildSources(schedule_, x), 0});  // `f` dangles from here
+    } else {
+      FreeReleased(x);
+    }
   }
 }
 

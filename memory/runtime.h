@@ -159,6 +159,8 @@ class MemoryRuntime : public TensorStore {
   Status PrepareWrite(TensorId id);
   void RunAfterStep(const TransferAction& action);
   void Release(TensorId id);
+  // Release's frees, once the tensor's sources are unreferenced.
+  void FreeReleased(TensorId id);
   void Retire(TensorId id);
   void Drop(TensorId id);
   void Unreference(TensorId id);
@@ -194,10 +196,13 @@ class MemoryRuntime : public TensorStore {
   // Making tensors resident (runtime_residency.cc).
   Status EnsureOnDevice(TensorId id, StepRunner& runner);
   Status Rebuild(TensorId id, StepRunner& runner);
+  struct RebuildFrame;
+  RebuildFrame StartRebuild(TensorId id) const;
+  Status FinishRebuild(const RebuildFrame& f, const Status& on_device, StepRunner& runner);
   // Device memory for a rebuilt layer's outputs, listing those placed here
   // with the state each had.
   Status PlaceOutputs(const LayerTensors& lt, std::vector<std::pair<TensorId, Residency>>* placed);
-  Status RebuildOnDevice(int layer, StepRunner& runner, std::vector<TensorId>* rebuilt);
+  Status RecomputeOnDevice(const RebuildFrame& f, StepRunner& runner);
   Status RecomputeLayer(int layer, StepRunner& runner);
   Status AsideFromStep(const std::function<Status()>& body);
   void CountRecomputation(int layer);

@@ -285,25 +285,45 @@ void MemoryRuntime::ReleaseSources(TensorId id, const std::vector<TensorId>& reb
   }
 }
 
-// The inputs, then the outputs, whole on the device, and the layer rerun.
-// Outputs placed here hold nothing until the layer has run: if it cannot run
-// (no room for its workspace), they go back to where they were, so that no
-// tensor claims data it does not hold.
-Status MemoryRuntime::RebuildOnDevice(int layer, StepRunner& runner,
-                                      std::vector<TensorId>* rebuilt) {
-  const LayerTensors& lt = schedule_.layers[layer];
+// A layer being rebuilt: its inputs, aux and parameter tensors in order (as
+// many times as the layer lists them), how far they are on the device, and
+// those that were dropped (rebuilt for it).
+struct MemoryRuntime::RebuildFrame {
+  TensorId id = kNoTensor;
+  int layer = -1;
+  size_t pins = 0;  // the caller's pins, kept
+  std::vector<TensorId> sources;
+  size_t next = 0;
+  bool waiting = false;  // sources[next] is being rebuilt by the frame above
+  std::vector<TensorId> rebuilt;
+  // Overdraft is held back while the layer is tried whole on the device (it
+  // may still be rebuilt streamed): from the frame's start until its rerun
+  // on the device has succeeded or failed.
+  bool holds_overdraft = false;
+};
+
+MemoryRuntime::RebuildFrame MemoryRuntime::StartRebuild(TensorId id) const {
+  RebuildFrame f;
+  f.id = id;
+  f.layer = schedule_.tensors[id].layer;
+  f.pins = pinned_.size();
+  const LayerTensors& lt = schedule_.layers[f.layer];
   // Parameters kept in host memory come in too; the plan returns them after
   // the layer's own backward, which comes later.
   for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux, &lt.params}) {
-    for (TensorId in : *group) {
-      if (residency_->state(in) == Residency::kDropped) rebuilt->push_back(in);
-      SPILL_RETURN_IF_ERROR(EnsureOnDevice(in, runner));
-      Pin(in);
-    }
+    f.sources.insert(f.sources.end(), group->begin(), group->end());
   }
+  return f;
+}
+
+// The outputs whole on the device and the layer rerun, its sources in place.
+// Outputs placed here hold nothing until the layer has run: if it cannot run
+// (no room for its workspace), they go back to where they were, so that no
+// tensor claims data it does not hold.
+Status MemoryRuntime::RecomputeOnDevice(const RebuildFrame& f, StepRunner& runner) {
   std::vector<std::pair<TensorId, Residency>> placed;
-  Status status = PlaceOutputs(lt, &placed);
-  if (status.ok()) status = RecomputeLayer(layer, runner);
+  Status status = PlaceOutputs(schedule_.layers[f.layer], &placed);
+  if (status.ok()) status = RecomputeLayer(f.layer, runner);
   if (status.ok()) return status;
   for (const auto& [out, before] : placed) {
     if (before == Residency::kDropped) {
@@ -370,38 +390,87 @@ void MemoryRuntime::CountRecomputation(int layer) {
 }
 
 // Reruns the forward of the layer that produced `id`, rebuilding its dropped
-// inputs first. Inputs rebuilt only for this, in memory-centric segments,
-// are dropped again at once. A layer whose tensors do not fit whole is
-// recomputed streamed (runtime_streaming.cc); its outputs are then in host
-// memory.
+// sources first, deepest first. A chain of dropped tensors is as long as the
+// network (a segment of thousands of cheap layers), so the rebuilds that wait
+// for their sources are frames on an explicit stack, not calls: each frame
+// brings its sources to the device in order, pinning each, and one that is
+// dropped starts a frame above it; a frame whose sources are all in place
+// reruns its layer (FinishRebuild). A failure goes to the frame below as its
+// own source's failure, exactly as a nested call would return it.
 Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
-  const int layer = schedule_.tensors[id].layer;
-  const LayerTensors& lt = schedule_.layers[layer];
-  const size_t pins = pinned_.size();
-  std::vector<TensorId> rebuilt;
-  Status status;
-  {
-    HoldOverdraft hold(this, CanStreamRebuild(layer));
-    status = RebuildOnDevice(layer, runner, &rebuilt);
+  std::vector<RebuildFrame> stack;
+  auto start = [&](TensorId t) {
+    stack.push_back(StartRebuild(t));
+    stack.back().holds_overdraft = CanStreamRebuild(stack.back().layer);
+    if (stack.back().holds_overdraft) ++overdraft_held_;
+  };
+  // Overdraft back before the frame finishes: a streamed rebuild may overdraw.
+  auto finish = [&](const Status& on_device) {
+    if (stack.back().holds_overdraft) --overdraft_held_;
+    const Status finished = FinishRebuild(stack.back(), on_device, runner);
+    stack.pop_back();
+    return finished;
+  };
+  start(id);
+  Status status;  // of the frame that finished last
+  while (!stack.empty()) {
+    RebuildFrame& f = stack.back();
+    if (f.waiting) {  // the source's rebuild finished with `status`
+      f.waiting = false;
+      const TensorId in = f.sources[f.next];
+      // A streamed rebuild leaves it in host memory.
+      if (status.ok() && residency_->state(in) == Residency::kHost) {
+        status = EnsureOnDevice(in, runner);
+      }
+    } else if (f.next < f.sources.size()) {
+      const TensorId in = f.sources[f.next];
+      if (residency_->state(in) == Residency::kDropped) {
+        f.rebuilt.push_back(in);
+        f.waiting = true;
+        start(in);  // `f` dangles from here
+        continue;
+      }
+      status = EnsureOnDevice(in, runner);
+    } else {
+      status = finish(RecomputeOnDevice(f, runner));
+      continue;
+    }
+    if (status.ok()) {
+      Pin(f.sources[f.next++]);
+      continue;
+    }
+    status = finish(status);
   }
-  if (!status.ok()) {
-    if (status.code() != StatusCode::kOutOfMemory || !CanStreamRebuild(layer)) return status;
-    for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
-    pinned_.resize(pins);
-    SPILL_RETURN_IF_ERROR(RebuildStreamed(layer, runner));
+  return status;
+}
+
+// After the layer's rerun on the device (`on_device`): a layer whose tensors
+// do not fit whole is recomputed streamed (runtime_streaming.cc), its outputs
+// then in host memory. Inputs rebuilt only for this, in memory-centric
+// segments, are dropped again at once.
+Status MemoryRuntime::FinishRebuild(const RebuildFrame& f, const Status& on_device,
+                                    StepRunner& runner) {
+  const LayerTensors& lt = schedule_.layers[f.layer];
+  if (!on_device.ok()) {
+    if (on_device.code() != StatusCode::kOutOfMemory || !CanStreamRebuild(f.layer)) {
+      return on_device;
+    }
+    for (size_t i = f.pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
+    pinned_.resize(f.pins);
+    SPILL_RETURN_IF_ERROR(RebuildStreamed(f.layer, runner));
   }
   // A memory-centric tensor will be dropped and rebuilt again: it keeps its
   // sources until it dies.
-  const bool memory_centric = MemoryCentric(id);
-  if (!memory_centric) Unreference(id);
+  const bool memory_centric = MemoryCentric(f.id);
+  if (!memory_centric) Unreference(f.id);
   for (TensorId out : lt.outputs) residency_->MarkWritten(out);
   // Lift the pins of this rebuild; keep the caller's.
-  for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
-  pinned_.resize(pins);
-  if (memory_centric) ReleaseSources(id, rebuilt);
+  for (size_t i = f.pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
+  pinned_.resize(f.pins);
+  if (memory_centric) ReleaseSources(f.id, f.rebuilt);
   // Other outputs of the layer that nobody needs any more (dead tensors).
   for (TensorId out : lt.outputs) {
-    if (out != id && plan_->liveness.last_use[out] < step_ && !cache_.locked(out)) Release(out);
+    if (out != f.id && plan_->liveness.last_use[out] < step_ && !cache_.locked(out)) Release(out);
   }
   return Status::Ok();
 }

@@ -51,6 +51,7 @@ std::string SettingSpec::Flag() const {
   if (!flag.empty()) return flag;
   std::string name = key;
   std::replace(name.begin(), name.end(), '_', '-');
+  std::replace(name.begin(), name.end(), '.', '-');
   return "--" + name;
 }
 
@@ -67,6 +68,10 @@ std::string SettingSpec::TypeName() const {
       return "SIZE|MULTIPLE";
     case SettingKind::kChoice:
       return Join(choices, "|");
+    case SettingKind::kReal:
+      return "NUMBER";
+    case SettingKind::kText:
+      return "TEXT";
   }
   return "VALUE";
 }
@@ -103,6 +108,16 @@ Status SettingSpec::Check(const std::string& text) const {
       if (std::find(choices.begin(), choices.end(), text) == choices.end()) {
         return InvalidArgument("'" + text + "' is not one of: " + Join(choices));
       }
+      break;
+    case SettingKind::kReal: {
+      char* end = nullptr;
+      const double value = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) {
+        return InvalidArgument("'" + text + "' is not a number");
+      }
+      break;
+    }
+    case SettingKind::kText:
       break;
   }
   return check ? check(text) : Status::Ok();
@@ -201,6 +216,11 @@ bool PolicySettings::Bool(const SettingSpec& spec) const {
 int64_t PolicySettings::Int(const SettingSpec& spec) const {
   SPILL_CHECK(spec.kind == SettingKind::kInt) << "memory." << spec.key << " is not an integer";
   return *ParseInt64(Text(spec));
+}
+
+double PolicySettings::Real(const SettingSpec& spec) const {
+  SPILL_CHECK(spec.kind == SettingKind::kReal) << "memory." << spec.key << " is not a number";
+  return std::strtod(Text(spec).c_str(), nullptr);
 }
 
 size_t PolicySettings::Bytes(const SettingSpec& spec) const {

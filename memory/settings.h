@@ -49,10 +49,14 @@ enum class SettingKind {
   kBytes,   // a byte size in [min, max] ("64KiB")
   kSize,    // a multiple of a base or a byte size (SizeSetting)
   kChoice,  // one of `choices`
+  kReal,    // a finite number (its range: `check`)
+  kText,    // any text (a name, a file; `check` may refuse some)
 };
 
 struct SettingSpec {
-  std::string key;  // memory.<key>; the flag is --<key> with '-' for '_'
+  // memory.<key>; the flag is --<key> with '-' for '_' and '.'. A dotted
+  // key is one of a section: planner.limit is `memory: {planner: {limit}}`.
+  std::string key;
   SettingKind kind = SettingKind::kInt;
   std::string fallback;              // the default, as text
   std::string help;                  // one line for --help and Describe's readers
@@ -114,6 +118,7 @@ class PolicySettings {
   size_t Bytes(const SettingSpec& spec) const;
   SizeSetting Size(const SettingSpec& spec) const;
   std::string Choice(const SettingSpec& spec) const { return Text(spec); }
+  double Real(const SettingSpec& spec) const;
   // The same by key (tests, tools).
   bool Bool(const std::string& key) const;
   int64_t Int(const std::string& key) const;

@@ -273,6 +273,10 @@ TEST(CliTest, BadMemoryFlagValuesNameTheFlagInEveryTool) {
       {{"--release", "soon"}, "--release: 'soon' is not one of: lazy, eager"},
       {{"--host-tier", "disk"}, "--host-tier: memory: host_tier must be ram or file:"},
       {{"--chunk", "2MiB"}, "--chunk: "},
+      {{"--planner-gamma", "1.5"}, "--planner-gamma: memory.planner.gamma must be in [0, 1]"},
+      {{"--planner-profile", "cpu"}, "--planner-profile: 'cpu' is measured"},
+      {{"--planner-episodes", "0"}, "--planner-episodes: '0' is not an integer in [1, "},
+      {{"--lms-order", "biggest"}, "--lms-order: 'biggest' is not one of: largest, earliest"},
   };
   for (const char* tool : kMemoryTools) {
     for (const auto& [flags, message] : cases) {
@@ -397,6 +401,10 @@ TEST(CliTest, TrainAndEvalRefuseMemoryFlagsTheyCannotUse) {
       {{"--allocator", "ideal"}, "--allocator: 'ideal' is plan only"},
       {{"--memory", "nope"}, "--memory: unknown memory mode 'nope'"},
       {{"--chunk", "2MiB"}, "--chunk: "},
+      {{"--planner-gamma", "1.5"}, "--planner-gamma: memory.planner.gamma must be in [0, 1]"},
+      {{"--planner-profile", "cpu"}, "--planner-profile: 'cpu' is measured"},
+      {{"--planner-episodes", "0"}, "--planner-episodes: '0' is not an integer in [1, "},
+      {{"--lms-order", "biggest"}, "--lms-order: 'biggest' is not one of: largest, earliest"},
   };
   for (const auto& [flags, message] : both) {
     for (const Result& r : {Train(config, flags), Eval(config, checkpoint, flags)}) {

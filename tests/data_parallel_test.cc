@@ -160,6 +160,9 @@ struct RunSetup {
   bool sync_batch_norm = false;
   std::string data;     // "" = generated
   int min_buckets = 1;  // gradient buckets the run must report
+  int filters = 4;
+  double lr = 0.05;
+  int seed = 1;
 };
 
 // A tiny network, 64 training images, batch 16, 8 steps with momentum.
@@ -175,17 +178,18 @@ std::string WriteConfig(const std::string& dir, const std::string& output, const
   std::ofstream out(path);
   out << "model:\n  layers:\n"
       << "    - {name: data, type: input, shape: [1, 28, 28]}\n"
-      << "    - {name: conv, type: convolution, filters: 4, kernel: 3, stride: 2}\n";
+      << "    - {name: conv, type: convolution, filters: " << s.filters
+      << ", kernel: 3, stride: 2}\n";
   if (s.model == "bn") out << "    - {name: bn, type: batch_norm}\n";
   out << "    - {name: relu, type: relu}\n"
       << "    - {name: fc1, type: fully_connected, outputs: 16}\n"
       << "    - {name: fc2, type: fully_connected, outputs: 10}\n"
       << "    - {name: loss, type: softmax_loss}\n"
       << "data: {dataset: fashion_mnist, path: " << data << ", batch: 16, workers: 1}\n"
-      << "solver: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+      << "solver: {type: sgd, lr: " << s.lr << ", momentum: 0.9}\n"
       << "memory: " << s.memory << "\n"
-      << "run: {steps: 8, eval_every: 4, checkpoint_every: 4, output: " << dir << "/" << output
-      << "}\n"
+      << "run: {steps: 8, eval_every: 4, checkpoint_every: 4, seed: " << s.seed
+      << ", output: " << dir << "/" << output << "}\n"
       << "distributed: {bucket: " << s.bucket
       << ", check_replicas: true, sync_batch_norm: " << (s.sync_batch_norm ? "true" : "false")
       << "}\n";
@@ -335,6 +339,43 @@ TEST(DataParallelTest, ARankOutOfMemoryStopsTheJobWithItsMessage) {
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("train (rank 1 of 2): out of device memory"));
   EXPECT_LT(r.seconds, kMpiTimeoutSeconds / 2) << r.output;
+}
+
+// Ranks that would exchange tensors of different sizes (a heap corrupted, or
+// MPI_ERR_TRUNCATE), wait in a collective the other never reaches (a
+// deadlock), or train diverging replicas silently: each stops before the
+// first step with the first key that differs and both values.
+TEST(DataParallelTest, RanksThatDisagreeStopBeforeTheFirstStep) {
+  const std::string dir = Dir("disagree");
+  const std::string base = WriteConfig(dir, "base", RunSetup());
+  struct Case {
+    std::string name;
+    RunSetup setup;
+    std::vector<std::string> extra;
+    std::string key;
+  };
+  std::vector<Case> cases(5);
+  cases[0] = {"filters", RunSetup(), {}, "network layer 1 'conv'"};
+  cases[0].setup.filters = 8;
+  cases[1] = {"syncbn", RunSetup(), {}, "distributed.sync_batch_norm"};
+  cases[1].setup.sync_batch_norm = true;
+  cases[2] = {"steps", RunSetup(), {"--max-steps", "3"}, "--max-steps"};
+  cases[3] = {"lr", RunSetup(), {}, "solver.lr"};
+  cases[3].setup.lr = 0.1;
+  cases[4] = {"seed", RunSetup(), {}, "run.seed"};
+  cases[4].setup.seed = 7;
+  for (const Case& c : cases) {
+    const std::string other = WriteConfig(dir, c.name, c.setup);
+    Result r = RunJob(TwoRankJob(base, other, c.extra), dir + "/" + c.name + ".txt");
+    EXPECT_NE(r.code, 0) << c.name << ": " << r.output;
+    EXPECT_THAT(
+        r.output,
+        HasSubstr("the ranks do not train the same thing: they differ first at '" + c.key + "'"))
+        << c.name;
+    EXPECT_THAT(r.output, HasSubstr(" on rank 1 (every rank must read the same")) << c.name;
+    EXPECT_LT(r.seconds, kMpiTimeoutSeconds / 2) << c.name << ": " << r.output;
+    EXPECT_FALSE(fs::exists(dir + "/base/checkpoint.npz")) << c.name;  // no step was taken
+  }
 }
 
 TEST(DataParallelTest, GlobalBatchMustSplitEvenly) {

@@ -33,7 +33,6 @@ using ::testing::HasSubstr;
 using testing::IdxImages;
 using testing::IdxLabels;
 using testing::kCifarRecord;
-using testing::PutBigEndian;
 using testing::Ramp;
 using testing::Raw;
 using testing::TempDir;

@@ -4,13 +4,17 @@
 // run (parser, Net::Build, the planner, the data readers and loader, the
 // checkpoint loader) in-process and must end - accepted or rejected - without
 // a crash, an escaping exception or running past its time (fuzz_harness.h).
-// Cases whose right outcome is known are in fuzz_targeted_test.cc.
+// Cases whose right outcome is known are in fuzz_targeted_test.cc, except
+// checkpoint arrays with generated bad values or shapes, which must all be
+// refused.
 //
 // tools/ci/fuzz.sh runs more cases with a random seed (SPILL_FUZZ_SEED,
 // SPILL_FUZZ_SCALE).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 
 #include "framework/npz.h"
 #include "layers/cpu/conv_timer.h"
@@ -63,17 +67,22 @@ layers:
 // At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
 constexpr int kNetworkSources = 12 + 3;
 constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 195 at least
-constexpr int kConfigCases = 9 * kTextMutations;                 // 117
+constexpr int kConfigCases = 11 * kTextMutations;                // 143
 constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
 constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
 constexpr int kCheckpointCases = kByteMutations * 16;            // 80
 static_assert(kNetworkCases + kConfigCases + kIdxCases + kCifarCases + kCheckpointCases >= 500,
               "the fuzz test promises at least 500 generated cases");
 // ONNX models from PyTorch (tests/testdata/onnx): structural and byte mutations.
-const char* const kOnnxSources[] = {"dense_block", "inception"};
+// A dense block and an Inception block; ShuffleNetV2 (folded shape
+// arithmetic, channel shuffle and split) and ConvNeXt (the layer norm and
+// GELU chains, channels-last views).
+const char* const kOnnxSources[] = {"dense_block", "inception", "shufflenet_v2", "convnext"};
+constexpr int kOnnxSourceCount = static_cast<int>(sizeof(kOnnxSources) / sizeof(kOnnxSources[0]));
 constexpr int kOnnxMutations = static_cast<int>(OnnxMutation::kCount);
 constexpr int kOnnxDraws = 6, kOnnxByteDraws = 4;
-constexpr int kOnnxCases = 2 * (kOnnxMutations * kOnnxDraws + kByteMutations * kOnnxByteDraws);
+constexpr int kOnnxCases =
+    kOnnxSourceCount * (kOnnxMutations * kOnnxDraws + kByteMutations * kOnnxByteDraws);
 
 void Report(const char* what, const Tally& t) {
   std::printf("fuzz %s: %d cases (seed %llu): %d accepted, %d rejected\n", what, t.cases,
@@ -275,6 +284,51 @@ TEST_F(FuzzTest, Checkpoints) {
   }
   EXPECT_EQ(tally.cases, kCheckpointCases * Scale());
   Report("checkpoints", tally);
+}
+
+// Arrays that are valid .npz but wrong for the network: a value that is not
+// finite, a variance below zero, a transposed shape, an array the network
+// lacks. Every one must be refused before anything is copied.
+TEST_F(FuzzTest, CheckpointValues) {
+  const std::string dir = FreshDir("checkpoint_values");
+  auto bench = CheckpointBench::Create();
+  const std::string good = dir + "/good.npz", path = dir + "/mutated.npz";
+  ASSERT_TRUE(bench->Save(good).ok());
+  const NpzArchive original = *ReadNpz(good);
+  std::vector<std::string> params;
+  for (const auto& [key, array] : original) {
+    if (key.rfind("params/", 0) == 0) params.push_back(key);
+  }
+  const float kBad[] = {std::numeric_limits<float>::quiet_NaN(),
+                        std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity()};
+  constexpr int kKinds = 4, kDraws = 8;
+  Random rng(Seed() + 7);
+  Tally tally;
+  for (int round = 0; round < Scale(); ++round) {
+    for (int kind = 0; kind < kKinds; ++kind) {
+      for (int draw = 0; draw < kDraws; ++draw) {
+        NpzArchive archive = original;
+        const std::string key = kind == 1 ? "params/bn/running_var" : rng.Pick(params);
+        NpyArray& array = archive.at(key);
+        std::vector<float> values(array.floats(), array.floats() + array.numel());
+        const size_t at = rng.Below(values.size());
+        if (kind == 0) values[at] = kBad[rng.Below(3)];
+        if (kind == 1) values[at] = -1.0f - static_cast<float>(rng.Below(1000));
+        array = NpyArray::Floats(array.shape, values.data());
+        if (kind == 2) std::reverse(array.shape.begin(), array.shape.end());
+        if (kind == 3) archive["params/extra" + std::to_string(draw) + "/weight"] = array;
+        if (kind == 2 && array.shape == original.at(key).shape) continue;  // symmetric
+        ASSERT_TRUE(WriteNpzAtomically(path, archive).ok());
+        const Status loaded = RunCase(
+            "checkpoint values / kind " + std::to_string(kind), [&] { return bench->Load(path); },
+            &tally);
+        EXPECT_EQ(loaded.code(), StatusCode::kInvalidArgument) << kind << ": " << loaded.ToString();
+      }
+    }
+  }
+  EXPECT_EQ(tally.accepted, 0);
+  Report("checkpoint values", tally);
 }
 
 // An ONNX model is imported, built and planned; a rejection must be a

@@ -26,20 +26,8 @@ namespace spill {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::Bytes;
-using testing::CifarBatch;
-using testing::GetImage;
 using ::testing::HasSubstr;
-using testing::IdxImages;
-using testing::IdxLabels;
-using testing::kCifarRecord;
-using testing::PutBigEndian;
-using testing::Ramp;
-using testing::Raw;
-using testing::TempDir;
 using testing::WriteCifar;
-using testing::WriteFile;
-using testing::WriteGzip;
 
 // ------------------------------------------------------------------- loader
 

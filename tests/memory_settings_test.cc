@@ -128,7 +128,7 @@ TEST(MemorySettingsTest, KeysTheModeDoesNotReadAreErrorsNamingIt) {
   for (const char* entry :
        {"release: eager", "prefetch: ahead", "eviction: belady", "va_chunk: 64KiB", "window: 1.2x",
         "lms_threshold: 5", "window_budget: 0.9x", "barrier: true", "offload_set: conv",
-        "lms_ahead: 1", "min_offload: 64KiB"}) {
+        "lms_ahead: 1", "min_offload: 64KiB", "lms_count: 3", "lms_order: earliest"}) {
     auto config = ParseMemory(std::string("{mode: liveness, ") + entry + "}");
     ASSERT_FALSE(config.ok()) << entry;
     const std::string key = std::string(entry).substr(0, std::string(entry).find(':'));
@@ -137,14 +137,22 @@ TEST(MemorySettingsTest, KeysTheModeDoesNotReadAreErrorsNamingIt) {
         << entry;
   }
   // Read where the mode's policies read them.
-  for (const char* memory : {"{mode: dymem, release: eager, barrier: true, min_offload: 64KiB}",
-                             "{mode: superneurons, eviction: belady, prefetch_ahead: 2}",
-                             "{mode: liveness, allocator: va, va_chunk: 64KiB}",
-                             "{mode: liveness, allocator: gtbm, min_offload: 64KiB}",
-                             "{mode: window, window: 1.2x}", "{mode: lms, lms_threshold: 5}"}) {
+  for (const char* memory :
+       {"{mode: dymem, release: eager, barrier: true, min_offload: 64KiB}",
+        "{mode: superneurons, eviction: belady, prefetch_ahead: 2}",
+        "{mode: liveness, allocator: va, va_chunk: 64KiB}",
+        "{mode: liveness, allocator: gtbm, min_offload: 64KiB}", "{mode: window, window: 1.2x}",
+        "{mode: lms, lms_threshold: 5}", "{mode: lms, lms_count: 3, lms_order: earliest}",
+        "{mode: dqn, planner: {limit: 1GiB, episodes: 5}}",
+        "{mode: memonger, planner: {segment: 3}}"}) {
     auto config = ParseMemory(memory);
     EXPECT_TRUE(config.ok()) << memory << ": " << config.status().ToString();
   }
+  // A planner's section keys, by the same rule: memonger does not train.
+  auto config = ParseMemory("{mode: memonger, planner: {episodes: 5}}");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("memory.planner.episodes: mode 'memonger' does not read it"));
 }
 
 // One table of modes: every tool and test lists them from it.

@@ -50,7 +50,13 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"resnet50.yaml", 32, "imagenet"}, ModelCase{"resnet101.yaml", 32, "imagenet"},
         ModelCase{"resnet152.yaml", 32, "imagenet"}, ModelCase{"resnet152.yaml", 16, "cifar"},
         ModelCase{"resnet_deep.yaml", 32, "imagenet"}, ModelCase{"inception_v4.yaml", 75, nullptr},
-        ModelCase{"densenet121.yaml", 32, nullptr}, ModelCase{"resnet32_cifar.yaml", 32, nullptr}),
+        ModelCase{"densenet121.yaml", 32, nullptr}, ModelCase{"resnet32_cifar.yaml", 32, nullptr},
+        ModelCase{"mobilenet_v2.yaml", 32, nullptr},
+        ModelCase{"mobilenet_v3_small.yaml", 32, nullptr},
+        ModelCase{"efficientnet_b0.yaml", 32, nullptr},
+        ModelCase{"shufflenet_v2.yaml", 32, nullptr}, ModelCase{"regnet_y_400mf.yaml", 32, nullptr},
+        ModelCase{"convnext_tiny.yaml", 32, nullptr}, ModelCase{"unet.yaml", 32, nullptr},
+        ModelCase{"unet_like.yaml", 32, nullptr}),
     [](const ::testing::TestParamInfo<ModelCase>& info) {
       std::string name = info.param.file;
       name = name.substr(0, name.find('.'));
@@ -65,14 +71,22 @@ TEST(ModelShapesTest, ParameterCountsMatchTheReferenceImplementations) {
     int64_t params;  // trainable, as torchvision counts them
   };
   // torchvision: resnet18 11,689,512; resnet50 25,557,032; vgg16 138,357,544;
-  // densenet121 7,978,856. The CIFAR ResNet-32 of He et al. has 0.46 M
+  // densenet121 7,978,856; mobilenet_v2 3,504,872; mobilenet_v3_small
+  // 2,542,856; efficientnet_b0 5,288,548; shufflenet_v2_x1_0 2,278,604;
+  // regnet_y_400mf 4,344,144; convnext_tiny 28,589,128. The CIFAR ResNet-32 of He et al. has 0.46 M
   // (463,018 with biases and identity shortcuts); its two 1x1 projection
   // shortcuts here add 544 + 2,112.
   const Expected cases[] = {{"resnet18.yaml", 11689512},
                             {"resnet50.yaml", 25557032},
                             {"vgg16.yaml", 138357544},
                             {"densenet121.yaml", 7978856},
-                            {"resnet32_cifar.yaml", 463018 + 544 + 2112}};
+                            {"resnet32_cifar.yaml", 463018 + 544 + 2112},
+                            {"mobilenet_v2.yaml", 3504872},
+                            {"mobilenet_v3_small.yaml", 2542856},
+                            {"efficientnet_b0.yaml", 5288548},
+                            {"shufflenet_v2.yaml", 2278604},
+                            {"regnet_y_400mf.yaml", 4344144},
+                            {"convnext_tiny.yaml", 28589128}};
   for (const auto& c : cases) {
     auto spec = LoadNetFile(std::string("models/") + c.file);
     ASSERT_TRUE(spec.ok()) << spec.status().ToString();

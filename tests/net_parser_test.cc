@@ -152,10 +152,10 @@ TEST(NetErrorsTest, UnknownKeyListsKnownKeys) {
 }
 
 TEST(NetErrorsTest, UnknownTypeListsKnownTypes) {
-  std::string error = BuildError(std::string(kHeader) + "  - {name: act, type: relu6}\n");
+  std::string error = BuildError(std::string(kHeader) + "  - {name: act, type: relu7}\n");
   EXPECT_THAT(error, HasSubstr("net.yaml:3"));
   EXPECT_THAT(error, HasSubstr("layer 'act'"));
-  EXPECT_THAT(error, HasSubstr("unknown layer type 'relu6'"));
+  EXPECT_THAT(error, HasSubstr("unknown layer type 'relu7'"));
   EXPECT_THAT(error, HasSubstr("known types: "));
   EXPECT_THAT(error, HasSubstr("relu"));
   EXPECT_THAT(error, HasSubstr("softmax_loss"));

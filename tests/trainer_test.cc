@@ -7,14 +7,19 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
+#include "data/dataset.h"
 #include "framework/cpu_device.h"
 #include "framework/lr_schedule.h"
 #include "framework/npz.h"
 #include "framework/random.h"
 #include "memory/planner.h"
+#include "memory/planners/planner_settings.h"
 #include "tests/testing/trace_reader.h"
 
 namespace spill {
@@ -357,6 +362,48 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
   ASSERT_TRUE(sliced.ok()) << sliced.status().ToString();
   EXPECT_EQ(sliced->memory.batch_chunk, 8);
   EXPECT_EQ(sliced->memory.settings.Bytes("va_chunk"), size_t{64} * 1024);
+  // The searching planners' settings, and their ranges.
+  auto dqn = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\n"
+      "memory: {mode: dqn, planner: {limit: 1GiB, episodes: 40, seed: 7, embedding: 16, gamma: "
+      "0.9, lr: 0.01, profile: k40-pcie3, cache: runs/p}}\n",
+      "dqn.yaml", ".");
+  ASSERT_TRUE(dqn.ok()) << dqn.status().ToString();
+  EXPECT_EQ(dqn->memory.scheduler, "dqn");
+  const PlannerSettings p = ReadPlannerSettings(dqn->memory.settings);
+  EXPECT_EQ(p.limit, size_t{1} << 30);
+  EXPECT_EQ(p.episodes, 40);
+  EXPECT_EQ(p.seed, 7u);
+  EXPECT_EQ(p.embedding, 16);
+  EXPECT_DOUBLE_EQ(p.gamma, 0.9);
+  EXPECT_DOUBLE_EQ(p.lr, 0.01);
+  EXPECT_EQ(p.profile, "k40-pcie3");
+  EXPECT_EQ(p.cache, "runs/p");
+  auto memonger = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\n"
+      "memory: {mode: memonger, planner: {segment: 5}}\n",
+      "memonger.yaml", ".");
+  ASSERT_TRUE(memonger.ok()) << memonger.status().ToString();
+  EXPECT_EQ(ReadPlannerSettings(memonger->memory.settings).segment, 5);
+  auto lms = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\n"
+      "memory: {mode: lms, lms_count: 3, lms_order: earliest}\n",
+      "lms.yaml", ".");
+  ASSERT_TRUE(lms.ok()) << lms.status().ToString();
+  EXPECT_EQ(lms->memory.settings.Int("lms_count"), 3);
+  EXPECT_EQ(lms->memory.settings.Text("lms_order"), "earliest");
+  for (const auto& [section, message] : std::vector<std::pair<std::string, std::string>>{
+           {"planner: {gamma: 2}", "bad.yaml:4: memory.planner.gamma"},
+           {"planner: {profile: cpu}", "memory.planner.profile"},
+           {"planner: {episodes: 0}", "memory.planner.episodes"},
+           {"planner: {speed: 3}", "unknown key 'memory.planner.speed'"},
+           {"lms_order: biggest", "memory.lms_order"}}) {
+    bad = ParseTrainConfig(
+        "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {" + section + "}\n",
+        "bad.yaml", ".");
+    ASSERT_FALSE(bad.ok()) << section;
+    EXPECT_THAT(bad.status().message(), HasSubstr(message)) << section;
+  }
   auto dymem = ParseTrainConfig(
       "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\nmemory: {mode: dymem, release: "
       "eager, prefetch: ahead, offload_set: conv, barrier: true, min_offload: 64KiB}\n",
@@ -375,6 +422,67 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
   auto trainer = Trainer::Create(missing, Quiet());
   ASSERT_FALSE(trainer.ok());
   EXPECT_THAT(trainer.status().message(), HasSubstr((dir_ / "nowhere").string()));
+}
+
+// A small U-Net (models/unet.yaml) on the data of `dataset`, padded to 32x32.
+std::string UNetConfig(const fs::path& dir, const std::string& dataset) {
+  return "model: {file: " + fs::absolute("models/unet.yaml").string() +
+         ", params: {classes: 11, size: 32, width: 4}}\n"
+         "data: {dataset: " +
+         dataset + ", path: " + (dir / "data").string() + ", masks: " + (dir / "masks").string() +
+         ", batch: 32, augment: {pad: 2}, test_augment: {pad: 2}}\n"
+         "solver: {type: adam, lr: 0.01}\n"
+         "run: {epochs: 3, seed: 3, output: " +
+         (dir / "run").string() + "}\n";
+}
+
+// Segmentation end to end: the masks are made from the images on first use
+// (a class per pixel, background 0), the U-Net trains on them with its
+// softmax per pixel, its loss falls, and the test accuracy, counted per
+// pixel, beats calling every pixel the most frequent class.
+TEST_F(TrainerTest, UNetTrainsOnPixelLabels) {
+  auto config =
+      ParseTrainConfig(UNetConfig(dir_, "fashion_mnist_segmentation"), "unet.yaml", dir_.string());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto trainer = Trainer::Create(*config, Quiet());
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  const TrainReport& r = (*trainer)->report();
+  EXPECT_EQ(r.steps, 30);
+  EXPECT_TRUE(fs::exists(dir_ / "masks" / "train-masks-idx3-ubyte"));
+  EXPECT_TRUE(fs::exists(dir_ / "masks" / "t10k-masks-idx3-ubyte"));
+  EXPECT_LT(r.losses.back(), 0.5 * r.losses.front());
+
+  auto test = OpenIdxSegmentation((dir_ / "data").string(), (dir_ / "masks").string(), Split::kTest,
+                                  config->data.test_augment);
+  ASSERT_TRUE(test.ok()) << test.status().ToString();
+  std::vector<int64_t> counts(11, 0);
+  std::vector<float> labels((*test)->label_shape().sample_size());
+  for (int64_t i = 0; i < (*test)->size(); ++i) {
+    ASSERT_TRUE((*test)->GetPixelLabels(i, labels.data()).ok());
+    for (float label : labels) counts[static_cast<int>(label)]++;
+  }
+  const double majority = static_cast<double>(*std::max_element(counts.begin(), counts.end())) /
+                          static_cast<double>((*test)->size() * labels.size());
+  ASSERT_TRUE(r.evaluated);
+  EXPECT_GT(r.test_accuracy, majority);
+}
+
+// A classifier given per-pixel labels, or a U-Net given a class per image,
+// is refused before training, saying what the other expects.
+TEST_F(TrainerTest, PixelLabelsAndImageLabelsDoNotMix) {
+  TrainConfig config = Config();
+  config.data.dataset = "fashion_mnist_segmentation";
+  config.data.masks = (dir_ / "masks").string();
+  config.data.augment = Augmentation();
+  auto trainer = Trainer::Create(config, Quiet());
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_THAT(trainer.status().message(), HasSubstr("labels: pixels"));
+  auto unet = ParseTrainConfig(UNetConfig(dir_, "fashion_mnist"), "unet.yaml", dir_.string());
+  ASSERT_TRUE(unet.ok()) << unet.status().ToString();
+  trainer = Trainer::Create(*unet, Quiet());
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_THAT(trainer.status().message(), HasSubstr("labels: pixels"));
 }
 
 TEST(ConfigsTest, EveryShippedConfigParsesAndItsModelBuilds) {

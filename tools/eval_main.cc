@@ -3,6 +3,7 @@
 //
 //   eval --config configs/lenet_fashion.yaml --checkpoint runs/lenet/checkpoint.npz
 //   eval --config X --checkpoint Y --memory superneurons --device-memory 64MiB --json
+//   eval --config X --checkpoint Y --html memory.html   the memory page of the last batch
 //
 // The network, its batch and the data pipeline are the config's, so the
 // figures equal the ones `train` printed for the same checkpoint, under any
@@ -11,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "framework/files.h"
+#include "memory/report/memory_page.h"
 #include "tools/common/cli.h"
 #include "tools/common/memory_flags.h"
 #include "tools/trainer/inference.h"
@@ -19,7 +22,7 @@ namespace spill {
 namespace {
 
 struct Args {
-  std::string config, checkpoint, device;
+  std::string config, checkpoint, device, html;
   MemoryFlags memory;  // as given: each overrides the config's memory: section
   bool json = false;
 };
@@ -30,6 +33,9 @@ void Declare(Flags& f, Args* a) {
   f.InputFile("--checkpoint", &a->checkpoint, "checkpoint (.npz) written by train")->required();
   f.Device(&a->device, "override run.device");
   f.Flag("--json", &a->json, "print the figures as one JSON object");
+  f.OutputFile("--html", &a->html,
+               "write the memory page of the last test batch: one self-contained HTML file with "
+               "its curve per step, address space and step details");
   MemoryFlagsUse use = ConfigMemoryFlagsUse();
   use.trains = false;  // forward passes only
   a->memory.Declare(f, use);
@@ -38,6 +44,7 @@ void Declare(Flags& f, Args* a) {
 Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (!a.device.empty()) c->run.device = a.device;
   SPILL_RETURN_IF_ERROR(a.memory.Apply(&c->memory));
+  if (!a.html.empty()) c->memory.record_events = true;
   return c->memory.Validate();
 }
 
@@ -52,6 +59,18 @@ void Print(const Args& a, const TrainConfig& c, const EvalResult& r) {
   std::printf("%s: test loss %.4f, test accuracy %.2f%% (%ld of %ld images, memory %s)\n",
               a.checkpoint.c_str(), r.loss, 100 * r.accuracy, r.correct, r.count,
               c.memory.mode.c_str());
+}
+
+// The memory page of the last batch evaluated.
+Status WriteMemoryPage(const Args& a, const TrainConfig& c, const Inference& inference) {
+  const Net& net = inference.net();
+  const MemoryRuntime& runtime = inference.runtime();
+  MemoryPage page(PageSubject{net.name() + ", batch " + std::to_string(net.batch()),
+                              "eval: the last test batch, measured (" + a.checkpoint + ")",
+                              &net.schedule(), net.layer_names()});
+  page.AddMode(RunPageMode(c.memory, runtime.log(), runtime.events(),
+                           runtime.allocator().PeakFootprint(), nullptr));
+  return WriteTextFile(a.html, page.Html(), "--html");
 }
 
 int Main(int argc, char** argv) {
@@ -69,6 +88,10 @@ int Main(int argc, char** argv) {
   auto result = (*inference)->Evaluate();
   if (!result.ok()) return ReportStatus("eval", result.status());
   Print(args, *config, *result);
+  if (!args.html.empty()) {
+    status = WriteMemoryPage(args, *config, **inference);
+    if (!status.ok()) return ReportStatus("eval", status);
+  }
   return 0;
 }
 

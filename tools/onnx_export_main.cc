@@ -56,8 +56,13 @@ StatusOr<NpzArchive> Parameters(const Args& a, const TrainConfig& config, const 
   return archive;
 }
 
-Status Export(const Args& a) {
+Status Export(const Args& a, const Flags& flags) {
   SPILL_ASSIGN_OR_RETURN(TrainConfig config, LoadTrainConfig(a.config));
+  std::vector<NamedFile> inputs = flags.InputFiles();
+  inputs.push_back({"the model file", config.model_file});
+  inputs.push_back({"model.onnx", config.model_onnx});
+  inputs.push_back({"run.init", config.run.init});
+  SPILL_RETURN_IF_ERROR(CheckDistinctFiles(inputs, flags.OutputFiles()));
   std::unique_ptr<Dataset> train, test;
   SPILL_RETURN_IF_ERROR(OpenDatasets(config.data, &train, &test));
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config, *train));
@@ -81,7 +86,7 @@ int Main(int argc, char** argv) {
   flags.OutputFile("--output", &a.output, "where to write the ONNX model (.onnx)")->required();
   const int stop = flags.Parse(argc, argv);
   if (stop >= 0) return stop;
-  return ReportStatus("onnx_export", Export(a));
+  return ReportStatus("onnx_export", Export(a, flags));
 }
 
 }  // namespace

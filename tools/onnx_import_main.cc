@@ -9,9 +9,9 @@
 // this program writes what that import builds, so both start from the same
 // network and weights (see framework/onnx/onnx_import.h).
 #include <cstdio>
-#include <fstream>
 #include <string>
 
+#include "framework/files.h"
 #include "framework/net.h"
 #include "framework/npz.h"
 #include "framework/onnx/onnx_import.h"
@@ -45,10 +45,8 @@ int Main(int argc, char** argv) {
   if (!net.ok()) return ReportStatus("onnx_import", net.status());
   Status built = CheckBuilds(*net, a.yaml);
   if (!built.ok()) return ReportStatus("onnx_import", built.WithContext(a.onnx));
-  std::ofstream out(a.yaml, std::ios::trunc);
-  out << net->yaml;
-  out.close();
-  if (!out) return ReportStatus("onnx_import", IoError("cannot write '" + a.yaml + "'"));
+  Status written = WriteTextFile(a.yaml, net->yaml, "--yaml");
+  if (!written.ok()) return ReportStatus("onnx_import", written);
   if (!a.weights.empty()) {
     Status written = WriteNpzAtomically(a.weights, net->params);
     if (!written.ok()) return ReportStatus("onnx_import", written);

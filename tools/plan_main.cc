@@ -12,6 +12,9 @@
 //   plan --config X --memory superneurons --device-profile h100-pcie5 --timeline t.json
 //   plan --config X --memory dymem --size-pool            GTBM's pool, sized with beta
 //   plan --config X --fragmentation-svg frag.svg          footprint and U_f per step
+//   plan --config X --memory dqn --device-memory 2GiB     the learned planner: trains (or
+//                                                         reads its cache), then plans
+//   plan --config X --html memory.html                    the memory page of every mode
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -24,10 +27,14 @@
 #include "framework/units.h"
 #include "framework/yaml_reader.h"
 #include "layers/cpu/conv_timer.h"
+#include "memory/feasibility.h"
 #include "memory/planner.h"
+#include "memory/planners/dqn/dqn_planner.h"
+#include "memory/planners/planner_settings.h"
 #include "memory/report/dymem_reports.h"
 #include "memory/report/events_json.h"
 #include "memory/report/fragmentation_svg.h"
+#include "memory/report/memory_page.h"
 #include "memory/report/memory_plot.h"
 #include "memory/report/step_records.h"
 #include "memory/report/timeline_svg.h"
@@ -63,6 +70,14 @@ StatusOr<Subject> Load(const Args& a) {
   } else {
     SPILL_ASSIGN_OR_RETURN(TrainConfig c, LoadTrainConfig(a.config));
     for (const auto& [k, v] : a.sets) c.model_params[k] = v;
+    SPILL_RETURN_IF_ERROR(
+        CheckDistinctFiles({{"the model file", c.model_file}, {"model.onnx", c.model_onnx}},
+                           {{"--csv", a.csv},
+                            {"--svg", a.svg},
+                            {"--trace", a.trace},
+                            {"--timeline", a.timeline},
+                            {"--timeline-svg", a.timeline_svg},
+                            {"--fragmentation-svg", a.fragmentation_svg}}));
     if (!c.model_file.empty()) {
       SPILL_ASSIGN_OR_RETURN(spec, LoadNetFile(c.model_file, c.model_params));
     } else {
@@ -159,6 +174,7 @@ nlohmann::ordered_json JsonPlan(const std::string& mode, const MemoryPlan& plan,
   nlohmann::ordered_json live = nlohmann::ordered_json::array();
   for (TensorId t : plan.log.peak_live) live.push_back(net.schedule().tensors[t].name);
   out["peak_live"] = live;
+  if (!plan.events.empty()) out["blocks"] = CountBlocks(plan.events);
   if (!steps) return out;
   nlohmann::ordered_json records = nlohmann::ordered_json::array();
   for (const StepRecord& r : plan.log.steps) {
@@ -218,7 +234,7 @@ StatusOr<MemoryOptions> ModeOptions(const Args& args, const Subject& subject,
                            "' places with the " + options.allocator +
                            " allocator (use --memory dymem or --allocator gtbm)");
   }
-  options.record_events = !args.trace.empty() || !args.device_profile.empty();
+  options.record_events = !args.trace.empty() || !args.device_profile.empty() || !args.html.empty();
   SPILL_RETURN_IF_ERROR(options.Validate());
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*subject.net, options.workspace));
   return options;
@@ -299,6 +315,44 @@ StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject
   return predictor;
 }
 
+// The dqn planner's training for `options` (trained now or read from its
+// cache; Plan() then finds it in the cache), printed or added to the JSON.
+Status ReportDqn(const Args& args, const Net& net, const MemoryOptions& options,
+                 nlohmann::ordered_json* json) {
+  SPILL_ASSIGN_OR_RETURN(DqnPlan p, PlanDqn(net.view(), options));
+  int offloaded = 0, dropped = 0;
+  for (const TensorDecision& d : p.decisions) {
+    offloaded += d.choice == TensorChoice::kOffload;
+    dropped += d.choice == TensorChoice::kDrop;
+  }
+  if (args.json) {
+    *json = {{"limit_bytes", p.limit},
+             {"feasible", p.feasible},
+             {"predicted_peak_bytes", p.peak},
+             {"predicted_seconds", p.seconds},
+             {"profile", ReadPlannerSettings(options.settings).profile},
+             {"candidates", p.candidates},
+             {"offloaded", offloaded},
+             {"dropped", dropped},
+             {"episodes", p.episodes},
+             {"best_episode", p.best_episode},
+             {"updates", p.updates},
+             {"train_seconds", p.train_seconds},
+             {"from_cache", p.from_cache},
+             {"weights", p.weights_file}};
+    return Status::Ok();
+  }
+  std::printf(
+      "dqn planner: limit %s; %s %d of %d candidates offloaded, %d dropped; predicted peak %s, "
+      "%.3f ms per iteration on %s; %d episodes (best at %d), %d updates, trained in %.1f s%s\n",
+      Bytes(p.limit).c_str(), p.feasible ? "fits:" : "NO PLAN FITS:", offloaded, p.candidates,
+      dropped, Bytes(p.peak).c_str(), p.seconds * 1e3,
+      ReadPlannerSettings(options.settings).profile.c_str(), p.episodes, p.best_episode, p.updates,
+      p.train_seconds, p.from_cache ? " (read from the cache)" : "");
+  if (!p.weights_file.empty()) std::printf("  weights: %s\n", p.weights_file.c_str());
+  return Status::Ok();
+}
+
 // One mode planned, reported, and predicted on the device profile.
 struct ModeRun {
   const Args& args;
@@ -308,12 +362,18 @@ struct ModeRun {
   nlohmann::ordered_json* json;
   std::vector<MemoryLog>* logs;
   Timeline* timeline;  // the last prediction's
+  MemoryPage* page;    // --html; null without
 
   Status Run(const std::string& mode) {
     const Net& net = *subject.net;
     SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode, !single));
+    nlohmann::ordered_json planner;
+    if (options.scheduler == "dqn") SPILL_RETURN_IF_ERROR(ReportDqn(args, net, options, &planner));
     auto start = std::chrono::steady_clock::now();
-    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(net.view(), options));
+    // What a run at the budget does (memory/feasibility.h): the mode's own
+    // plan, or a smaller budget's layout where that one leaves no room.
+    SPILL_ASSIGN_OR_RETURN(RunnablePlan runnable, PlanRunnable(net.view(), options));
+    const MemoryPlan& plan = runnable.plan;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     size_t minimum = 0;
@@ -331,12 +391,23 @@ struct ModeRun {
       prediction = std::make_unique<Prediction>(std::move(p));
       *timeline = prediction->timeline;
     }
+    if (page != nullptr) {
+      page->AddMode(
+          PlannedPageMode(mode, options, plan, prediction ? &prediction->timeline : nullptr));
+    }
     if (args.json) {
       json->at("modes").push_back(JsonPlan(mode, plan, net, seconds, minimum, args.steps));
+      if (runnable.fallback() && plan.fits) {
+        json->at("modes").back()["layout_budget_bytes"] = runnable.layout_budget;
+      }
+      if (!planner.is_null()) json->at("modes").back()["planner"] = planner;
       if (prediction)
         json->at("modes").back()["prediction"] = JsonPrediction(*prediction, *predictor);
     } else {
       PrintPlan(args, mode, options, plan, net, seconds, minimum, single);
+      if (runnable.fallback() && plan.fits) {
+        std::printf("  %s\n", DescribeFallback(runnable).c_str());
+      }
       if (plan.fits) PrintMapping(plan);
       if (prediction) {
         std::printf("  predicted on %s: %s\n", predictor->profile().name.c_str(),
@@ -380,8 +451,13 @@ Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(Subject subject, Load(args));
   const Net& net = *subject.net;
   const std::string mode = args.memory.mode();
-  std::vector<std::string> modes =
-      mode.empty() ? MemoryModeNames() : std::vector<std::string>{mode};
+  // Every mode but those that search (they train or solve for minutes):
+  // those are planned when named.
+  std::vector<std::string> modes;
+  for (const MemoryMode& m : MemoryModes()) {
+    if (!m.planned_when_named) modes.push_back(m.name);
+  }
+  if (!mode.empty()) modes = {mode};
   if (!args.json) {
     const Shape in = net.input_shape();
     std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s\n",
@@ -394,8 +470,17 @@ Status Run(const Args& args) {
   std::vector<MemoryLog> logs;
   nlohmann::ordered_json json = {
       {"network", net.name()}, {"batch", net.batch()}, {"modes", nlohmann::ordered_json::array()}};
-  ModeRun run{args, subject, predictor.get(), modes.size() == 1, &json, &logs, &timeline};
+  std::unique_ptr<MemoryPage> page;
+  if (!args.html.empty()) {
+    page = std::make_unique<MemoryPage>(
+        PageSubject{net.name() + ", batch " + std::to_string(net.batch()),
+                    "plan: one training iteration, planned from shapes (" + args.config + ")",
+                    &net.schedule(), net.layer_names()});
+  }
+  ModeRun run{args,  subject, predictor.get(), modes.size() == 1,
+              &json, &logs,   &timeline,       page.get()};
   for (const std::string& mode : modes) SPILL_RETURN_IF_ERROR(run.Run(mode));
+  if (page) SPILL_RETURN_IF_ERROR(WriteTextFile(args.html, page->Html(), "--html"));
   if (!args.fragmentation_svg.empty()) {
     SPILL_ASSIGN_OR_RETURN(MemoryOptions options,
                            ModeOptions(args, subject, modes.back(), modes.size() > 1));

@@ -46,6 +46,44 @@ void Declare(Flags& f, Args* a) {
   f.InputFile("--labels", &a->labels, "class names, one per line (class 0 first)");
 }
 
+// The byte at which `text` stops being UTF-8 (shortest forms, no surrogates,
+// at most U+10FFFF), or npos.
+size_t InvalidUtf8(const std::string& text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const int length = b < 0x80           ? 1
+                       : (b >> 5) == 0x6  ? 2
+                       : (b >> 4) == 0xE  ? 3
+                       : (b >> 3) == 0x1E ? 4
+                                          : 0;
+    if (length == 0 || i + length > text.size()) return i;
+    uint32_t code = length == 1 ? b : b & (0x7F >> length);
+    for (int k = 1; k < length; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      if ((c >> 6) != 0x2) return i;
+      code = (code << 6) | (c & 0x3F);
+    }
+    constexpr uint32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kMinimum[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return i;
+    i += length;
+  }
+  return std::string::npos;
+}
+
+// A class name is shown and written as JSON: UTF-8 text, not blank.
+Status CheckClassName(const std::string& name, const std::string& path, size_t line) {
+  const std::string where = path + ":" + std::to_string(line) + ": ";
+  const size_t bad = InvalidUtf8(name);
+  if (bad != std::string::npos) {
+    return InvalidArgument(where + "the class name is not UTF-8 text (byte " +
+                           std::to_string(bad + 1) + "); save the labels file as UTF-8");
+  }
+  if (name.find_first_not_of(" \t") == std::string::npos) {
+    return InvalidArgument(where + "the class name is blank; give every class a name");
+  }
+  return Status::Ok();
+}
+
 // One name per class: the file's lines, a trailing empty line aside.
 StatusOr<std::vector<std::string>> ReadClassNames(const std::string& path, int64_t classes) {
   SPILL_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxLabelsBytes, "labels"));
@@ -56,6 +94,7 @@ StatusOr<std::vector<std::string>> ReadClassNames(const std::string& path, int64
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(start, end - start);
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    SPILL_RETURN_IF_ERROR(CheckClassName(line, path, names.size() + 1));
     names.push_back(line);
     start = end + 1;
   }
@@ -112,13 +151,10 @@ int Main(int argc, char** argv) {
   if (stop >= 0) return stop;
   auto config = LoadTrainConfig(args.config);
   if (!config.ok()) return ReportStatus("predict", config.status());
-  auto inference = Inference::Create(*config, args.checkpoint);
+  // Scoring images needs the network, not the training data.
+  auto inference = Inference::Create(*config, args.checkpoint, /*needs_data=*/false);
   if (!inference.ok()) return ReportStatus("predict", inference.status());
   const Net& net = (*inference)->net();
-  auto input = ReadPredictInput(args.input, config->data, net.input_shape());
-  if (!input.ok()) return ReportStatus("predict", input.status());
-  auto probabilities = (*inference)->Predict(input->images, input->count);
-  if (!probabilities.ok()) return ReportStatus("predict", probabilities.status());
   const int64_t classes = net.num_classes();
   std::vector<std::string> names;
   if (!args.labels.empty()) {
@@ -126,6 +162,10 @@ int Main(int argc, char** argv) {
     if (!read.ok()) return ReportStatus("predict", read.status());
     names = std::move(read).value();
   }
+  auto input = ReadPredictInput(args.input, config->data, net.input_shape());
+  if (!input.ok()) return ReportStatus("predict", input.status());
+  auto probabilities = (*inference)->Predict(input->images, input->count);
+  if (!probabilities.ok()) return ReportStatus("predict", probabilities.status());
   for (int64_t i = 0; i < input->count; ++i) {
     PrintExample(args, *input, i, probabilities->data() + i * classes, classes, names);
   }

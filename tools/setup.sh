@@ -26,14 +26,16 @@ packages=(
   clang-format             # the format check in tools/test.sh (tools/ci/format.sh --check)
   libonnx-dev              # ONNX import and export (the model format, its checker and shape inference)
   libprotobuf-dev          # the protobuf runtime ONNX's C++ classes are generated for
-  coinor-libcbc-dev        # CBC, the exact DSA reference in the tests (never on the training path)
+  coinor-libcbc-dev        # CBC: the exact DSA reference in the tests, the milp memory planner
   python3-numpy            # reading checkpoints from Python (tools/*.py)
   binutils                 # objdump: the GPU bundle's instruction-set check (tools/ci/check_isa.py)
   dataset-fashion-mnist    # the default training data: /usr/share/datasets/fashion-mnist
+  chromium                 # headless browser: the memory page test opens plan's pages in it
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch)  # the peer for benchmarks and cross-checks; never a dependency
   packages+=(python3-onnx)   # tests/testdata/onnx_fixtures.py: torch.onnx.export needs it
+  packages+=(python3-torchvision)  # tools/bench/torchvision_onnx.py: the model zoo to import
 fi
 
 missing=()

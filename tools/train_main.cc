@@ -3,6 +3,8 @@
 //   train                                   the built-in default (a CNN on Fashion-MNIST)
 //   train --config configs/resnet18_cifar.yaml
 //   train --config X --max-steps 100 --report report.json
+//   train --config X --max-steps 2 --html memory.html
+//                                           the memory page of the second iteration
 //   train --config X --resume               continue from <output>/checkpoint.npz
 //   train --config X --overwrite            start over, replacing <output>/checkpoint.npz
 //   train --config X --memory superneurons --device-memory 64MiB
@@ -64,7 +66,7 @@ void InstallSignalHandlers() {
 }
 
 struct Args {
-  std::string config, report, resume, init, output, memory_log, trace, device, log, timeline;
+  std::string config, report, resume, init, output, memory_log, trace, device, log, timeline, html;
   MemoryFlags memory;  // as given: each overrides the config's memory: section
   double link_gbps = 0;
   bool resume_default = false, no_progress = false, print_default = false, profile = false,
@@ -103,6 +105,9 @@ void Declare(Flags& f, Args* a) {
   f.OutputFile("--timeline", &a->timeline,
                "write one iteration (the second) as a Chrome/Perfetto trace: compute and copy "
                "queues, memory by category (open in ui.perfetto.dev)");
+  f.OutputFile("--html", &a->html,
+               "write the memory page of that iteration: one self-contained HTML file with its "
+               "curve per step, address space, step details and measured queues");
   f.String("--log", &a->log, "logging, e.g. info or info,memory:debug")
       ->check(CLI::Validator(
           [](std::string& spec) {
@@ -124,6 +129,23 @@ Status ApplyOverrides(const Args& a, TrainConfig* c) {
   }
   SPILL_RETURN_IF_ERROR(a.memory.Apply(&c->memory));
   return c->memory.Validate();
+}
+
+// The files the run reads and writes beyond its flags': no output may be an
+// input or another output (--report onto the run's own checkpoint, say).
+Status CheckRunFiles(const Flags& flags, const TrainConfig& c, const TrainOptions& o) {
+  std::vector<NamedFile> inputs = flags.InputFiles(), outputs = flags.OutputFiles();
+  inputs.push_back({"the model file", c.model_file});
+  inputs.push_back({"model.onnx", c.model_onnx});
+  inputs.push_back({"run.init", c.run.init});
+  inputs.push_back({"--resume", o.resume});
+  const std::string checkpoint = c.run.output + "/checkpoint.npz";
+  // A resumed run replaces the checkpoint it started from, by design.
+  if (o.resume.empty() || !SameFile(o.resume, checkpoint)) {
+    outputs.push_back({"the run's checkpoint", checkpoint});
+  }
+  outputs.push_back({"the run's log", c.run.output + "/log.jsonl"});
+  return CheckDistinctFiles(inputs, outputs);
 }
 
 void PrintSummary(const Trainer& trainer, const TrainConfig& c) {
@@ -189,11 +211,14 @@ int Main(int argc, char** argv) {
   options.link_gbps = args.link_gbps;
   options.overwrite = args.overwrite;
   options.timeline = args.timeline;
+  options.html = args.html;
   options.resume = args.resume_default ? config.run.output + "/checkpoint.npz" : args.resume;
+  status = CheckRunFiles(flags, config, options);
+  if (!status.ok()) return ReportStatus(ToolName().c_str(), status, 2);
   const Communicator& world = Communicator::World();
   if (world.rank() != 0) {  // rank 0 alone prints and writes
     options.progress = options.verbose = false;
-    options.memory_log = options.trace_dir = options.timeline = args.report = "";
+    options.memory_log = options.trace_dir = options.timeline = options.html = args.report = "";
   }
   auto created = Trainer::Create(config, options);
   if (!created.ok()) return ReportStatus(ToolName().c_str(), created.status());

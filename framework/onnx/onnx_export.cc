@@ -13,6 +13,8 @@
 #include <fstream>
 #include <map>
 
+#include "framework/checkpoint.h"
+#include "framework/files.h"
 #include "framework/layer_params.h"
 
 namespace spill {
@@ -326,6 +328,9 @@ StatusOr<onnx::ModelProto> Exporter::Run() {
 
 StatusOr<onnx::ModelProto> ExportOnnx(const Net& net, const NpzArchive& params,
                                       const std::string& label) {
+  // As the checkpoint loader does: a transposed or flattened weight has the
+  // right number of values in the wrong shape.
+  SPILL_RETURN_IF_ERROR(CheckParameterArrays(params, label, net));
   return Exporter(net, params, label).Run();
 }
 
@@ -339,18 +344,11 @@ Status CheckOnnx(const onnx::ModelProto& model) {
 }
 
 Status WriteOnnxFile(const std::string& path, const onnx::ModelProto& model) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) return IoError("cannot create '" + temp + "': " + std::strerror(errno));
-    if (!model.SerializeToOstream(&out)) return IoError("cannot write '" + temp + "'");
-    out.close();
-    if (!out) return IoError("cannot write '" + temp + "' (disk full?)");
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) {
+    return Internal("the exported model does not serialize (over 2 GiB?)");
   }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    return IoError("cannot rename '" + temp + "' to '" + path + "': " + std::strerror(errno));
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path, bytes, "ONNX model");
 }
 
 }  // namespace spill

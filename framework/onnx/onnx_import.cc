@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "framework/checkpoint.h"
 #include "framework/onnx/onnx_importer.h"
 
 namespace spill {
@@ -116,10 +117,15 @@ StatusOr<std::vector<int64_t>> Importer::DimsOf(int node, const std::string& val
                           "from static shapes (export with a fixed input size)");
   }
   for (size_t axis = 1; axis < it->second.size(); ++axis) {
-    if (it->second[axis] <= 0) {
+    const int64_t d = it->second[axis];
+    if (d == kDynamicOnnxDim) {
       return Fail(node, "'" + value + "' has a dynamic dimension (axis " + std::to_string(axis) +
                             "); spill plans memory from static shapes: only the batch axis may " +
                             "be dynamic");
+    }
+    if (d <= 0) {
+      return Fail(node, "'" + value + "' has the invalid dimension " + std::to_string(d) +
+                            " (axis " + std::to_string(axis) + "; a size is at least 1)");
     }
   }
   return std::vector<int64_t>(it->second.begin() + 1, it->second.end());
@@ -140,6 +146,7 @@ Status Importer::Produce(int node, const std::string& layer, const Value* like) 
   if (like != nullptr) {
     if (dims != like->dims) return Fail(node, "changes its input's shape unexpectedly");
     v.chw = like->chw;
+    v.layout = like->layout;
   }
   values_[out] = v;
   net_.shapes[layer] = v.chw;
@@ -187,6 +194,10 @@ Status Importer::Weight(int node, const std::string& layer, const std::string& p
     return Fail(node, "tensor '" + tensor.name() + "' holds " + std::to_string(values.size()) +
                           " values where " + std::to_string(n) + " were expected");
   }
+  // What spill's loader would refuse: values that are not finite, a negative variance.
+  Status values_ok = CheckParameterValues(values.data(), n, param == "running_var",
+                                          "tensor '" + tensor.name() + "'");
+  if (!values_ok.ok()) return Fail(node, values_ok.message());
   net_.params["params/" + layer + "/" + param] = NpyArray::Floats(shape, values.data());
   return Status::Ok();
 }
@@ -219,7 +230,12 @@ Status Importer::Input() {
   }
   const std::vector<int64_t>& d = it->second;
   for (int axis = 1; axis < 4; ++axis) {
-    if (d[axis] <= 0) {
+    if (d[axis] != kDynamicOnnxDim && d[axis] <= 0) {
+      return InvalidArgument(g_.label + ": input '" + in.name() + "' has the invalid dimension " +
+                             std::to_string(d[axis]) + " (axis " + std::to_string(axis) +
+                             "; a size is at least 1)");
+    }
+    if (d[axis] == kDynamicOnnxDim) {
       return InvalidArgument(
           g_.label + ": input '" + in.name() + "' has a dynamic dimension (axis " +
           std::to_string(axis) + "); spill plans memory from static shapes: export with a " +
@@ -271,7 +287,10 @@ Status Importer::Convert(int node) {
   if (op == "Dropout") return Dropout(node);
   if (op == "LRN") return Lrn(node);
   if (op == "Pad") return Pad(node);
-  if (op == "Flatten" || op == "Reshape" || op == "Identity") return ReadThrough(node);
+  if (op == "Reshape") return Reshape(node);
+  if (op == "Flatten" || op == "Identity") return ReadThrough(node);
+  SPILL_ASSIGN_OR_RETURN(bool converted, ConvertVision(node));
+  if (converted) return Status::Ok();
   return Fail(node, "unsupported operator");  // CheckOperators lets none through
 }
 

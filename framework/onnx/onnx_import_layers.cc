@@ -1,8 +1,10 @@
 // The ONNX importer's operator conversions: one function per operator, each
 // checking that spill's layer computes exactly what ONNX defines before it
 // writes the layer and its weights.
+#include <algorithm>
 #include <cstdlib>
 
+#include "framework/layer_params.h"
 #include "framework/onnx/onnx_importer.h"
 
 namespace spill {
@@ -15,39 +17,77 @@ int64_t Product(const std::vector<int64_t>& dims) {
   return n;
 }
 
-// Window attributes of Conv and the pools: 2-D, symmetric padding.
+// Window attributes of Conv and the pools: 2-D; pads as given, or as
+// auto_pad SAME_UPPER / SAME_LOWER computes them for an input of `size`.
 struct Window {
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  std::array<int64_t, 4> pads{};  // top, left, bottom, right
 };
 
 StatusOr<Window> ReadWindow(const onnx::NodeProto& n, const std::vector<int64_t>& kernel,
-                            const std::string& where) {
+                            const std::array<int64_t, 3>& chw, const std::string& where) {
   auto fail = [&](const std::string& m) { return InvalidArgument(where + ": " + m); };
   const std::string auto_pad = AttrString(n, "auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID") {
-    return fail("auto_pad " + auto_pad + " is not supported (export with explicit pads)");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER") {
+    return fail("auto_pad " + auto_pad + " is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
   }
   if (kernel.size() != 2) return fail("spill imports 2-D windows only (kernel_shape of rank 2)");
   const std::vector<int64_t> s = AttrInts(n, "strides", {1, 1});
   const std::vector<int64_t> d = AttrInts(n, "dilations", {1, 1});
-  const std::vector<int64_t> p = AttrInts(n, "pads", {0, 0, 0, 0});
+  std::vector<int64_t> p = AttrInts(n, "pads", {0, 0, 0, 0});
   if (s.size() != 2 || d.size() != 2 || p.size() != 4) {
     return fail("strides, dilations and pads must have 2, 2 and 4 values");
   }
-  if (p[0] != p[2] || p[1] != p[3]) {
-    return fail("asymmetric pads [" + std::to_string(p[0]) + ", " + std::to_string(p[1]) + ", " +
-                std::to_string(p[2]) + ", " + std::to_string(p[3]) +
-                "] are not supported (spill pads both sides alike)");
+  Window w{kernel[0], kernel[1], s[0], s[1], d[0], d[1], {p[0], p[1], p[2], p[3]}};
+  for (int64_t v : {w.kh, w.kw, w.sh, w.sw, w.dh, w.dw}) {
+    if (v < 1 || v > kMaxLayerExtent) {
+      return fail("kernel, strides and dilations must be in [1, " +
+                  std::to_string(kMaxLayerExtent) + "]");
+    }
   }
-  Window w{kernel[0], kernel[1], s[0], s[1], p[0], p[1], d[0], d[1]};
-  if (w.kh < 1 || w.kw < 1 || w.sh < 1 || w.sw < 1 || w.dh < 1 || w.dw < 1 || w.ph < 0 ||
-      w.pw < 0) {
-    return fail("kernel, strides and dilations must be positive and pads not negative");
+  for (int64_t v : w.pads) {
+    if (v < 0 || v > kMaxLayerStride) {
+      return fail("pads must be in [0, " + std::to_string(kMaxLayerStride) + "]");
+    }
+  }
+  if (auto_pad == "VALID") w.pads = {0, 0, 0, 0};
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    // The output is ceil(in / stride); the padding it needs goes to the end
+    // (UPPER) or the beginning (LOWER) when odd.
+    const int64_t size[2] = {chw[1], chw[2]}, stride[2] = {w.sh, w.sw};
+    const int64_t extent[2] = {(w.kh - 1) * w.dh + 1, (w.kw - 1) * w.dw + 1};
+    for (int i = 0; i < 2; ++i) {
+      const int64_t out = (size[i] + stride[i] - 1) / stride[i];
+      const int64_t total = std::max<int64_t>((out - 1) * stride[i] + extent[i] - size[i], 0);
+      const int64_t small = total / 2, large = total - small;
+      w.pads[i] = auto_pad == "SAME_UPPER" ? small : large;
+      w.pads[i + 2] = auto_pad == "SAME_UPPER" ? large : small;
+    }
   }
   return w;
 }
 
 }  // namespace
+
+std::string Importer::AsymmetricPad(const std::string& layer, const Value& x,
+                                    std::array<int64_t, 4>* pads, float value) {
+  std::array<int64_t, 4>& p = *pads;
+  if (p[0] == p[2] && p[1] == p[3]) return x.ref;
+  const int64_t h = std::min(p[0], p[2]), w = std::min(p[1], p[3]);
+  const std::array<int64_t, 4> excess = {p[0] - h, p[1] - w, p[2] - h, p[3] - w};
+  p = {h, w, h, w};
+  std::string name = layer + ".pad";
+  for (int k = 2; names_.count(name); ++k) name = layer + ".pad_" + std::to_string(k);
+  names_.insert(name);
+  Emit(name, "pad", {x.ref},
+       "pad: [" + std::to_string(excess[0]) + ", " + std::to_string(excess[1]) + ", " +
+           std::to_string(excess[2]) + ", " + std::to_string(excess[3]) +
+           "], value: " + ShortestFloat(value));
+  net_.shapes[name] = {x.chw[0], x.chw[1] + excess[0] + excess[2],
+                       x.chw[2] + excess[1] + excess[3]};
+  return name;
+}
 
 Status Importer::Conv(int node) {
   const onnx::NodeProto& n = g_.graph().node(node);
@@ -56,9 +96,9 @@ Status Importer::Conv(int node) {
   if (!x->Spatial() || w->dims_size() != 4) {
     return Fail(node, "spill imports 2-D convolutions of (N, C, H, W) tensors");
   }
-  SPILL_ASSIGN_OR_RETURN(Window win,
-                         ReadWindow(n, AttrInts(n, "kernel_shape", {w->dims(2), w->dims(3)}),
-                                    g_.label + ": " + g_.Where(node)));
+  SPILL_ASSIGN_OR_RETURN(
+      Window win, ReadWindow(n, AttrInts(n, "kernel_shape", {w->dims(2), w->dims(3)}), x->chw,
+                             g_.label + ": " + g_.Where(node)));
   const int64_t groups = AttrInt(n, "group", 1);
   const int64_t filters = w->dims(0);
   if (groups < 1 || x->chw[0] % groups != 0 || filters % groups != 0 ||
@@ -74,9 +114,10 @@ Status Importer::Conv(int node) {
     SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* b, ConstIn(node, 2));
     SPILL_RETURN_IF_ERROR(Weight(node, name, "bias", *b, {1, filters, 1, 1}));
   }
-  Emit(name, "convolution", {x->ref},
+  const std::string input = AsymmetricPad(name, *x, &win.pads, 0.0f);
+  Emit(name, "convolution", {input},
        "filters: " + std::to_string(filters) + ", kernel: " + Pair(win.kh, win.kw) +
-           ", stride: " + Pair(win.sh, win.sw) + ", pad: " + Pair(win.ph, win.pw) +
+           ", stride: " + Pair(win.sh, win.sw) + ", pad: " + Pair(win.pads[0], win.pads[1]) +
            ", dilation: " + Pair(win.dh, win.dw) + ", groups: " + std::to_string(groups) +
            ", bias: " + (bias ? "true" : "false"));
   return Produce(node, name);
@@ -143,26 +184,33 @@ Status Importer::Pool(int node) {
     SPILL_ASSIGN_OR_RETURN(x, In(node, 0));
   }
   if (!x->Spatial()) return Fail(node, "spill pools (N, C, H, W) tensors");
-  SPILL_ASSIGN_OR_RETURN(
-      Window w, ReadWindow(n, AttrInts(n, "kernel_shape", {}), g_.label + ": " + g_.Where(node)));
+  SPILL_ASSIGN_OR_RETURN(Window w, ReadWindow(n, AttrInts(n, "kernel_shape", {}), x->chw,
+                                              g_.label + ": " + g_.Where(node)));
   if (w.dh != 1 || w.dw != 1) return Fail(node, "dilated pooling is not supported");
   if (AttrInt(n, "storage_order", 0) != 0) return Fail(node, "storage_order must be 0");
   bool include_pad = AttrInt(n, "count_include_pad", 0) != 0;
   if (!pad.source.empty()) {
-    if (w.ph != 0 || w.pw != 0) return Fail(node, "a Pad before a padded AveragePool");
-    w.ph = pad.h;
-    w.pw = pad.w;
+    if (w.pads != std::array<int64_t, 4>{}) return Fail(node, "a Pad before a padded AveragePool");
+    w.pads = {pad.h, pad.w, pad.h, pad.w};
     include_pad = true;  // the padding's zeros count, as the explicit Pad made them
   }
-  if (2 * w.ph > w.kh || 2 * w.pw > w.kw) {
+  const bool symmetric = w.pads[0] == w.pads[2] && w.pads[1] == w.pads[3];
+  if (!max && !include_pad && !symmetric) {
+    return Fail(node, "asymmetric pads that do not count (count_include_pad 0) are not " +
+                          std::string("supported"));
+  }
+  // Max pooling ignores its padding: the excess side is padded below any value.
+  constexpr float kBelowAnyValue = -3.4e38f;
+  const std::string name = LayerName(node, "");
+  const std::string input = AsymmetricPad(name, *x, &w.pads, max ? kBelowAnyValue : 0.0f);
+  if (2 * w.pads[0] > w.kh || 2 * w.pads[1] > w.kw) {
     return Fail(node, "pads must be at most half the kernel");
   }
   std::string attributes = "kernel: " + Pair(w.kh, w.kw) + ", stride: " + Pair(w.sh, w.sw) +
-                           ", pad: " + Pair(w.ph, w.pw) +
+                           ", pad: " + Pair(w.pads[0], w.pads[1]) +
                            ", ceil_mode: " + (AttrInt(n, "ceil_mode", 0) ? "true" : "false");
   if (!max) attributes += std::string(", count_include_pad: ") + (include_pad ? "true" : "false");
-  const std::string name = LayerName(node, "");
-  Emit(name, max ? "max_pool" : "avg_pool", {x->ref}, attributes);
+  Emit(name, max ? "max_pool" : "avg_pool", {input}, attributes);
   return Produce(node, name);
 }
 
@@ -230,6 +278,7 @@ Status Importer::MatMul(int node) {
   const onnx::NodeProto& n = g_.graph().node(node);
   SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
   SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* w, ConstIn(node, 1));
+  if (x->ChannelsLast()) return ChannelsLastMatMul(node, *x, *w);
   const onnx::TensorProto* bias = nullptr;
   int out_node = node;
   const int add = SoleConsumer(n.output(0));
@@ -246,35 +295,62 @@ Status Importer::MatMul(int node) {
   return FullyConnected(node, *x, *w, /*transposed=*/true, bias, out_node);
 }
 
+// Two computed values (of one shape, or a map and per-channel values), or a
+// value and a per-channel constant (a scale layer's bias).
 Status Importer::Add(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  if (n.input_size() != 2) return Fail(node, "Add needs two inputs");
+  for (int k = 0; k < 2; ++k) {
+    const onnx::TensorProto* c = g_.Constant(n.input(k));
+    if (c == nullptr) continue;
+    SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 1 - k));
+    SPILL_ASSIGN_OR_RETURN(std::vector<float> beta, ChannelConstant(node, *x, *c));
+    return ScaleLayer(node, *x, std::vector<float>(beta.size(), 1.0f), &beta, node, "");
+  }
   SPILL_ASSIGN_OR_RETURN(const Value* a, In(node, 0));
   SPILL_ASSIGN_OR_RETURN(const Value* b, In(node, 1));
-  if (a->dims != b->dims || a->chw != b->chw) {
-    return Fail(node, "spill adds tensors of one shape (no broadcasting)");
-  }
-  const std::string name = LayerName(node, "");
-  Emit(name, "add", {a->ref, b->ref}, "");
-  return Produce(node, name, a);
+  return Broadcast(node, false, *a, *b);
 }
 
+// Along the channels of spatial, channels-last or N x C values; flattened
+// values join as their tensors' channels do when they share H and W (each
+// image's values of one input stay contiguous).
 Status Importer::Concat(int node) {
   const onnx::NodeProto& n = g_.graph().node(node);
   std::vector<std::string> refs;
-  size_t rank = 0;
+  std::vector<Value> in;
   for (int k = 0; k < n.input_size(); ++k) {
     SPILL_ASSIGN_OR_RETURN(const Value* v, In(node, k));
-    if (!v->Channels() || (k > 0 && v->dims.size() != rank)) {
-      return Fail(node, "spill concatenates (N, C, H, W) or (N, C) tensors along channels");
-    }
-    rank = v->dims.size();
+    in.push_back(*v);
     refs.push_back(v->ref);
   }
+  const Value& first = in[0];
+  const int64_t rank = static_cast<int64_t>(first.dims.size()) + 1;
   int64_t axis = AttrInt(n, "axis", 1);
-  if (axis < 0) axis += static_cast<int64_t>(rank) + 1;
-  if (axis != 1) return Fail(node, "spill concatenates along the channel axis (1) only");
+  if (axis < 0) axis += rank;
+  const bool flat = first.dims.size() == 1 && first.layout == Layout::kNchw;
+  Value out = first;
+  out.chw[0] = 0;
+  for (const Value& v : in) {
+    const bool joins = v.layout == first.layout && v.dims.size() == first.dims.size() &&
+                       v.chw[1] == first.chw[1] && v.chw[2] == first.chw[2] &&
+                       (flat ? axis == 1 : (v.ChannelAxis() >= 0 && axis == v.ChannelAxis() + 1));
+    if (!joins) {
+      return Fail(node, "a Concat along axis " + std::to_string(AttrInt(n, "axis", 1)) +
+                            ": spill concatenates along the channels (axis 1, or the last axis " +
+                            "of channels-last views) of tensors of one height and width");
+    }
+    out.chw[0] += v.chw[0];
+  }
   const std::string name = LayerName(node, "");
   Emit(name, "concat", refs, "");
-  return Produce(node, name);
+  out.ref = name;
+  if (flat) {
+    out.dims = {out.chw[0] * out.chw[1] * out.chw[2]};
+  } else {
+    out.dims[first.ChannelAxis()] = out.chw[0];
+  }
+  return ProduceValue(node, 0, out);
 }
 
 Status Importer::Dropout(int node) {
@@ -366,10 +442,44 @@ Status Importer::ReadThrough(int node) {
   if (dims.size() != x->dims.size() && !(dims.size() == 1 && dims[0] == Product(x->dims))) {
     return Fail(node, "changes the shape in a way spill does not import");
   }
+  if (x->layout != Layout::kNchw && !(x->chw[1] == 1 && x->chw[2] == 1)) {
+    return Fail(node, "flattens a channels-last view of an image; spill flattens channels-" +
+                          std::string("first tensors"));
+  }
   Value v = *x;
   v.dims = dims;
   values_[n.output(0)] = v;
   return Status::Ok();
+}
+
+// A Reshape: the two of a channel shuffle ((C, H, W) to (g, C / g, H, W),
+// and after the Transpose back), else a flattening read through.
+Status Importer::Reshape(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  SPILL_ASSIGN_OR_RETURN(std::vector<int64_t> dims, DimsOf(node, n.output(0)));
+  const std::array<int64_t, 3>& chw = x->chw;
+  if (x->Spatial() && dims.size() == 4 && dims[0] > 1 && dims[0] * dims[1] == chw[0] &&
+      dims[2] == chw[1] && dims[3] == chw[2]) {
+    Value v = *x;
+    v.layout = Layout::kGrouped;
+    v.dims = dims;
+    values_[n.output(0)] = v;
+    return Status::Ok();
+  }
+  if (x->layout == Layout::kGroupedTransposed) {
+    if (dims != std::vector<int64_t>{chw[0], chw[1], chw[2]}) {
+      return Fail(node, "a channel shuffle must end with the reshape back to (C, H, W)");
+    }
+    const std::string name = LayerName(node, "");
+    Emit(name, "channel_shuffle", {x->ref}, "groups: " + std::to_string(x->dims[1]));
+    return ProduceValue(node, 0, Value{name, dims, chw, Layout::kNchw});
+  }
+  if (x->layout == Layout::kGrouped) {
+    return Fail(node, "spill reads a reshape to (groups, C / groups, H, W) only as the start " +
+                          std::string("of a channel shuffle (then Transpose [0, 2, 1, 3, 4])"));
+  }
+  return ReadThrough(node);
 }
 
 }  // namespace onnx_import

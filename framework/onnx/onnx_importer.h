@@ -17,18 +17,39 @@
 namespace spill {
 namespace onnx_import {
 
+// How an ONNX value's axes map onto the spill tensor (N, C, H, W) holding it.
+enum class Layout {
+  kNchw,              // as spill: (C, H, W), or a flattened (features) view
+  kNhwc,              // channels last, (H, W, C): a Transpose [0, 2, 3, 1] of an NCHW value
+  kGrouped,           // (groups, C / groups, H, W): a channel shuffle's first Reshape
+  kGroupedTransposed  // (C / groups, groups, H, W): its Transpose, awaiting the last Reshape
+};
+
 // An ONNX value and where spill holds it.
 struct Value {
   std::string ref;               // the layer whose output it is
   std::vector<int64_t> dims;     // its ONNX shape after the batch axis
   std::array<int64_t, 3> chw{};  // the spill tensor's C, H, W
+  Layout layout = Layout::kNchw;
 
   // Laid out as ONNX says: C x H x W, not a flattened view of it.
   bool Spatial() const {
-    return dims.size() == 3 && dims[0] == chw[0] && dims[1] == chw[1] && dims[2] == chw[2];
+    return layout == Layout::kNchw && dims.size() == 3 && dims[0] == chw[0] && dims[1] == chw[1] &&
+           dims[2] == chw[2];
+  }
+  // Channels last: H x W x C of the tensor's C x H x W.
+  bool ChannelsLast() const {
+    return layout == Layout::kNhwc && dims.size() == 3 && dims[0] == chw[1] && dims[1] == chw[2] &&
+           dims[2] == chw[0];
   }
   // Channels where spill has them: spatial, or N x C with C the tensor's channels.
   bool Channels() const { return Spatial() || (dims.size() == 1 && chw[1] == 1 && chw[2] == 1); }
+  // The ONNX axis (after the batch) holding the channels, or -1 for none:
+  // spatial and N x C values have them first, channels-last values last.
+  int ChannelAxis() const {
+    if (Channels()) return 0;
+    return ChannelsLast() ? 2 : -1;
+  }
 };
 
 // A zero Pad folded into the AveragePool that reads it.
@@ -63,6 +84,64 @@ class Importer {
   Status Lrn(int node);
   Status Pad(int node);
   Status ReadThrough(int node);
+  Status Reshape(int node);
+
+  // onnx_import_vision.cc: the operators of mobile and modern networks;
+  // false when `node` is none of them.
+  StatusOr<bool> ConvertVision(int node);
+  Status Clip(int node);
+  Status HardSigmoid(int node);
+  Status Sigmoid(int node);
+  Status Mul(int node);
+  Status Transpose(int node);
+  Status ReduceMean(int node);
+  Status Slice(int node);
+  Status Split(int node);
+  Status Resize(int node);
+  Status ConvTranspose(int node);
+  Status LayerNormalization(int node);
+  // A layer of `type` reading one value, elementwise: its output keeps the
+  // input's layout.
+  Status Elementwise(int node, const std::string& type, const std::string& attributes,
+                     int out_node);
+  // Sub and Div by a constant (a per-channel shift or scale).
+  Status DivOrSub(int node);
+  // A product or sum of two computed values: of one shape, or a map and
+  // per-channel values (multiply, add, broadcast_add).
+  Status Broadcast(int node, bool multiply, const Value& a, const Value& b);
+  // A scale layer reading `x`: gamma per channel, and beta when given.
+  Status ScaleLayer(int node, const Value& x, const std::vector<float>& gamma,
+                    const std::vector<float>* beta, int out_node, const std::string& weight);
+  // Per-channel values of a constant broadcast against `x`, or an error.
+  StatusOr<std::vector<float>> ChannelConstant(int node, const Value& x,
+                                               const onnx::TensorProto& t) const;
+  // A 1x1 convolution from a channels-last MatMul by a constant.
+  Status ChannelsLastMatMul(int node, const Value& x, const onnx::TensorProto& w);
+  // For windows padded more on one side (asymmetric pads, auto_pad SAME):
+  // a pad layer (filled with `value`, named after `layer`) that takes the
+  // excess, leaving `pads` (top, left, bottom, right) symmetric; returns the
+  // layer to read.
+  std::string AsymmetricPad(const std::string& layer, const Value& x, std::array<int64_t, 4>* pads,
+                            float value);
+  // A slice layer of channels [begin, end) of `x` for output `k` of `node`.
+  Status ChannelSlice(int node, int k, const Value& x, int64_t begin, int64_t end);
+
+  // onnx_import_patterns.cc: the chains of elementwise operators PyTorch
+  // writes for one function, each recognized from its first node and
+  // converted as one layer (false: not the pattern).
+  StatusOr<bool> LayerNormPattern(int node);
+  StatusOr<bool> GeluPattern(int node);
+  // x * f(x) with f the node (Sigmoid: silu; HardSigmoid of 1/6, 1/2:
+  // hard_swish); the Mul reading both, or -1.
+  int SelfGate(int node) const;
+  // The one node reading `value`, if it is of operator `op`; else -1.
+  int OnlyReader(const std::string& value, const std::string& op) const;
+  // A float constant holding one value.
+  bool ScalarConstant(const std::string& value, float* out) const;
+  // The other input of a two-input node, given one of them.
+  std::string OtherInput(int node, const std::string& one) const;
+  // Registers output `k` of `node` as the tensor `v` (kept in its layout).
+  Status ProduceValue(int node, int k, Value v);
 
   // Helpers.
   Status Fail(int node, const std::string& message) const;

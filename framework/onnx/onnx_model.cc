@@ -9,6 +9,8 @@
 
 #include "framework/checked_math.h"
 #include "framework/files.h"
+#include "framework/onnx/onnx_attributes.h"
+#include "framework/onnx/onnx_shape_folding.h"
 #include "framework/strings.h"
 
 namespace spill {
@@ -82,22 +84,33 @@ void RecordDims(const onnx::ValueInfoProto& info, OnnxGraph* g) {
   std::vector<int64_t>& dims = g->dims[info.name()];
   dims.clear();
   for (const auto& d : info.type().tensor_type().shape().dim()) {
-    dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    dims.push_back(d.has_dim_value() ? d.dim_value() : kDynamicOnnxDim);
   }
 }
 
-// ONNX's checker and shape inference throw on a malformed model; their
-// messages name the node.
-Status CheckAndInferShapes(OnnxGraph* g) {
-  try {
-    onnx::checker::check_model(g->model);
-    onnx::shape_inference::InferShapes(g->model);
-  } catch (const std::exception& e) {
-    return InvalidArgument(g->label + ": not a valid ONNX model: " + e.what());
-  }
+void RecordAllDims(OnnxGraph* g) {
+  g->dims.clear();
   for (const auto& v : g->graph().input()) RecordDims(v, g);
   for (const auto& v : g->graph().value_info()) RecordDims(v, g);
   for (const auto& v : g->graph().output()) RecordDims(v, g);
+}
+
+// ONNX's checker and shape inference throw on a malformed model; their
+// messages name the node. Inference alternates with the folding of the
+// shape arithmetic it made evaluable (framework/onnx/onnx_shape_folding.h)
+// until nothing more folds: each pass reaches one reshape further.
+Status CheckAndInferShapes(OnnxGraph* g) {
+  constexpr int kMaxFoldingPasses = 1024;  // far more reshape stages than any network has
+  try {
+    onnx::checker::check_model(g->model);
+    for (int pass = 0;; ++pass) {
+      onnx::shape_inference::InferShapes(g->model);
+      RecordAllDims(g);
+      if (pass == kMaxFoldingPasses || !FoldShapeArithmetic(&g->model, g->dims)) break;
+    }
+  } catch (const std::exception& e) {
+    return InvalidArgument(g->label + ": not a valid ONNX model: " + e.what());
+  }
   return Status::Ok();
 }
 
@@ -123,24 +136,48 @@ Status SizeError(const onnx::TensorProto& t, const std::string& label) {
 }  // namespace
 
 const std::vector<std::string>& SupportedOnnxOperators() {
-  static const std::vector<std::string> kOps = {"AveragePool",
-                                                "BatchNormalization",
-                                                "Concat",
-                                                "Constant",
-                                                "Conv",
-                                                "Dropout",
-                                                "Flatten",
-                                                "Gemm",
-                                                "GlobalAveragePool",
-                                                "Identity",
-                                                "LRN",
-                                                "LeakyRelu",
-                                                "MatMul",
-                                                "MaxPool",
-                                                "Add",
-                                                "Pad",
-                                                "Relu",
-                                                "Reshape"};
+  static const std::vector<std::string> kOps = {
+      "AveragePool",
+      "BatchNormalization",
+      "Concat",
+      "Constant",
+      "Conv",
+      "Dropout",
+      "Flatten",
+      "Gemm",
+      "GlobalAveragePool",
+      "Identity",
+      "LRN",
+      "LeakyRelu",
+      "MatMul",
+      "MaxPool",
+      "Add",
+      "Pad",
+      "Relu",
+      "Reshape",
+      "Cast",
+      "Clip",
+      "ConvTranspose",
+      "Div",
+      "Erf",
+      "Gather",
+      "HardSigmoid",
+      "HardSwish",
+      "LayerNormalization",
+      "Mul",
+      "Pow",
+      "ReduceMean",
+      "Resize",
+      "Shape",
+      "Sigmoid",
+      "Slice",
+      "Split",
+      "Sqrt",
+      "Squeeze",
+      "Sub",
+      "Transpose",
+      "Unsqueeze",
+  };
   return kOps;
 }
 
@@ -167,6 +204,8 @@ StatusOr<std::unique_ptr<OnnxGraph>> ParseOnnxModel(const std::string& bytes,
   }
   SPILL_RETURN_IF_ERROR(CheckOpset(*g, &g->opset));
   SPILL_RETURN_IF_ERROR(CheckOperators(*g));
+  // Before ONNX's checker and shape inference compute with them.
+  SPILL_RETURN_IF_ERROR(CheckOnnxAttributes(g->model, label));
   SPILL_RETURN_IF_ERROR(CheckAndInferShapes(g.get()));
   CollectConstants(g.get());
   return g;

@@ -27,6 +27,9 @@ namespace spill {
 constexpr int kMinOnnxOpset = 11;  // the opsets the importer reads
 constexpr int kMaxOnnxOpset = 17;
 constexpr size_t kMaxOnnxFileBytes = size_t{1} << 31;  // protobuf's own limit (2 GiB)
+// A dimension that is symbolic or unknown after shape inference (a static
+// one that is zero or negative is invalid, not dynamic).
+constexpr int64_t kDynamicOnnxDim = INT64_MIN;
 
 // The operators the importer converts.
 const std::vector<std::string>& SupportedOnnxOperators();
@@ -37,7 +40,7 @@ struct OnnxGraph {
   int opset = 0;
   // Initializers, Constant nodes' values and Identity copies of either.
   std::map<std::string, const onnx::TensorProto*> constants;
-  // Every value's shape as inferred, -1 for an unknown dimension.
+  // Every value's shape as inferred, kDynamicOnnxDim for an unknown dimension.
   std::map<std::string, std::vector<int64_t>> dims;
   // Which nodes read a value.
   std::map<std::string, std::vector<int>> consumers;

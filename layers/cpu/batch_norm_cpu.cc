@@ -4,12 +4,15 @@
 // cancels heavily, and float accumulation loses digits there that every
 // earlier layer's gradient inherits. Every reduction adds image by image in
 // batch order, so a step run over slices of the batch (memory.chunk) gives
-// the same bits.
+// the same bits. Blocked tensors go through layers/cpu/batch_norm_blocked.h,
+// whose per-image partial sums live in the workspace.
 #include <cmath>
+#include <vector>
 
 #include "framework/distributed/replica_sum.h"
 #include "framework/layer_registry.h"
 #include "layers/batch_norm_layer.h"
+#include "layers/cpu/batch_norm_blocked.h"
 
 namespace spill {
 namespace {
@@ -32,6 +35,12 @@ inline double PlaneSquares(const float* p, int64_t n, double mean) {
 class CpuBatchNormLayer : public BatchNormLayer {
  public:
   using BatchNormLayer::BatchNormLayer;
+
+  LayoutRule layout_rule() const override { return LayoutRule::kTied; }
+  size_t workspace_bytes(Pass) const override {
+    if (input_layout(0) != Layout::kBlocked16) return 0;
+    return cpu::BlockedPartialDoubles(Shape(batch(), channels_, 1, 1)) * sizeof(double);
+  }
 
   bool supports_slices() const override { return true; }
   // Forward: sums, squares about the mean, normalization. Backward: the two
@@ -117,11 +126,17 @@ class CpuBatchNormLayer : public BatchNormLayer {
     InputGradient(args, sums, buffer[0]);
   }
 
+  // The blocked sweeps' per-image partial sums.
+  static double* Partial(const Workspace& workspace) {
+    return static_cast<double*>(workspace.data);
+  }
+
   // sums[ch] += the channel's values, image by image.
   void AddSums(const ForwardArgs& args, double* sums) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const float* x = args.inputs[0].data();
+    if (args.inputs[0].blocked()) return cpu::BlockedSums(x, s, Partial(args.workspace), sums);
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
       for (int64_t i = 0; i < n; ++i) sums[ch] += PlaneSum(x + (i * c + ch) * plane, plane);
@@ -133,6 +148,11 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const float* x = args.inputs[0].data();
+    if (args.inputs[0].blocked()) {
+      std::vector<double> mean(c);
+      for (int64_t ch = 0; ch < c; ++ch) mean[ch] = sums[ch] / count;
+      return cpu::BlockedSquares(x, s, mean.data(), Partial(args.workspace), sums + c);
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
       const double mu = sums[ch] / count;
@@ -149,6 +169,9 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const float* x = args.inputs[0].data();
     const float* dy = args.output_grads[0].data();
     const float* mean = args.aux[0].data();
+    if (args.inputs[0].blocked()) {
+      return cpu::BlockedGradientSums(x, dy, s, mean, Partial(args.workspace), sums, sums + c);
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
       const float mu = mean[ch];
@@ -207,6 +230,11 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const float* beta = args.params[1].data();
     const float* mean = args.aux[0].data();
     const float* inv_std = args.aux[1].data();
+    if (args.inputs[0].blocked()) {
+      std::vector<float> scale(c);
+      for (int64_t ch = 0; ch < c; ++ch) scale[ch] = gamma[ch] * inv_std[ch];
+      return cpu::BlockedNormalize(x, s, mean, scale.data(), beta, y);
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
       const float scale = gamma[ch] * inv_std[ch], shift = beta[ch], mu = mean[ch];
@@ -229,6 +257,17 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const float* inv_std = args.aux[1].data();
     float* dx = args.input_grads[0].data();
     const bool accumulate = args.accumulate[0];
+    if (args.inputs[0].blocked()) {
+      std::vector<float> k(c), mean_dy(c), coef(c);
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float istd = inv_std[ch];
+        k[ch] = gamma[ch] * istd;
+        mean_dy[ch] = static_cast<float>(sums[ch] / count);
+        coef[ch] = static_cast<float>(sums[c + ch] * istd / count) * istd;
+      }
+      return cpu::BlockedInputGradient(x, dy, s, mean, k.data(), mean_dy.data(), coef.data(), dx,
+                                       accumulate);
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
       const float mu = mean[ch], istd = inv_std[ch];

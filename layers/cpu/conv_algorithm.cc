@@ -56,8 +56,31 @@ void AddConvBias(const ConvGeometry& g, const float* bias, float* y) {
   }
 }
 
+// Each channel's sum adds in the same order in either layout: image by
+// image, then along the plane.
 void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db, double* bias_sums) {
   const int64_t plane = g.out_plane();
+  if (g.output_layout == Layout::kBlocked16) {
+    const int64_t blocks = g.filters / kChannelBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      double sum[kChannelBlock];
+      for (int64_t l = 0; l < kChannelBlock; ++l) {
+        sum[l] = bias_sums != nullptr ? bias_sums[b * kChannelBlock + l] : 0.0;
+      }
+      for (int64_t n = 0; n < g.batch; ++n) {
+        const float* p = dy + (n * blocks + b) * plane * kChannelBlock;
+        for (int64_t i = 0; i < plane; ++i) {
+          for (int64_t l = 0; l < kChannelBlock; ++l) sum[l] += p[i * kChannelBlock + l];
+        }
+      }
+      for (int64_t l = 0; l < kChannelBlock; ++l) {
+        if (bias_sums != nullptr) bias_sums[b * kChannelBlock + l] = sum[l];
+        db[b * kChannelBlock + l] = static_cast<float>(sum[l]);
+      }
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t f = 0; f < g.filters; ++f) {
     double sum = bias_sums != nullptr ? bias_sums[f] : 0.0;

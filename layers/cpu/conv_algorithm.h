@@ -20,6 +20,9 @@
 //     buffers, so the plan's numbers are what the run uses.
 //   * Deterministic: the same inputs give the same bits on every call.
 //   * Results agree with im2col_image within float rounding.
+//   * Operands are plain unless the algorithm computes_blocked(); then x, dx
+//     lie as g.input_layout says and y, dy as g.output_layout. Callers go
+//     through layers/cpu/conv_layouts.h, which gives the others plain copies.
 #ifndef SPILL_LAYERS_CPU_CONV_ALGORITHM_H_
 #define SPILL_LAYERS_CPU_CONV_ALGORITHM_H_
 
@@ -42,6 +45,8 @@ class ConvAlgorithm {
 
   virtual std::string name() const = 0;
   virtual bool Supports(const ConvGeometry&) const { return true; }
+  // Whether the algorithm takes blocked operands as they are.
+  virtual bool computes_blocked() const { return false; }
   virtual size_t WorkspaceBytes(const ConvGeometry& g, ConvOp op) const = 0;
 
   virtual void Forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
@@ -64,8 +69,9 @@ bool RegisterConvAlgorithm(const ConvAlgorithm* algorithm);
 
 // Shared helpers for the algorithms.
 void AddConvBias(const ConvGeometry& g, const float* bias, float* y);
-// db[f] = the sum of dy over the batch and plane, image by image, in double
-// from bias_sums[f] (zero when null), which then holds the new sum.
+// db[f] = the sum of dy (in g.output_layout) over the batch and plane, image
+// by image, in double from bias_sums[f] (zero when null), which then holds
+// the new sum.
 void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db, double* bias_sums);
 
 }  // namespace cpu

@@ -1,9 +1,17 @@
 // dnnl: oneDNN's convolution primitives: forward (with the bias), backward
 // data, and backward weights (with the bias gradient).
+// dnnl_winograd: the same with oneDNN's Winograd F(4x4, 3x3) kernels (3x3
+// kernels at stride 1 on AVX-512): about half the multiplications of the
+// direct method for wide layers, at the price of larger rounding errors
+// (still those of float32 training; cuDNN picks Winograd kernels the same
+// way) and slower than direct for narrow ones; the timings choose.
 // oneDNN picks the memory formats it computes fastest in (format_tag::any),
-// and tensors are reordered between those and the framework's plain NCHW and
-// (G)OIHW layouts through copies in the workspace. 1x1 kernels compute in the
-// plain layouts instead: there the reorders cost as much as the convolution.
+// and tensors are reordered between those and the framework's layouts (x and
+// y plain NCHW or blocked nChw16c, as the geometry says; weights (G)OIHW)
+// through copies in the workspace. Blocked activations are what oneDNN picks
+// on AVX-512, so between blocked layers only the small weights are
+// reordered. 1x1 kernels between plain tensors compute in the plain layouts:
+// there the reorders would cost as much as the convolution.
 // Workspace: a copy of every operand whose format is not plain, a buffer for
 // backward data's result (which an accumulating call adds into dx with a
 // summing reorder, since the primitive overwrites), and one scratch region
@@ -18,7 +26,9 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "framework/check.h"
@@ -49,6 +59,7 @@ memory::desc Desc(const memory::dims& dims, Tag tag) {
 // A geometry in oneDNN's terms.
 struct Shapes {
   memory::dims src, weights, bias, dst, strides, dilates, padding;
+  Tag src_tag = Tag::nchw, dst_tag = Tag::nchw;  // the framework's layouts of x and y
   Tag weights_tag = Tag::oihw;
   bool plain = false;  // compute in the plain layouts rather than oneDNN's choice
 };
@@ -69,7 +80,10 @@ Shapes MakeShapes(const ConvGeometry& g) {
   // Also the bottom/right padding: oneDNN checks it against the output size,
   // and padding that no output reaches is never read.
   s.padding = {g.pad[0], g.pad[1]};
-  s.plain = g.kernel[0] == 1 && g.kernel[1] == 1;
+  s.src_tag = g.input_layout == Layout::kBlocked16 ? Tag::nChw16c : Tag::nchw;
+  s.dst_tag = g.output_layout == Layout::kBlocked16 ? Tag::nChw16c : Tag::nchw;
+  s.plain =
+      g.kernel[0] == 1 && g.kernel[1] == 1 && s.src_tag == Tag::nchw && s.dst_tag == Tag::nchw;
   return s;
 }
 
@@ -164,9 +178,14 @@ class PlanBuilder {
 
 class Dnnl : public ConvAlgorithm {
  public:
-  Dnnl() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+  Dnnl(std::string name, dnnl::algorithm algorithm)
+      : name_(std::move(name)),
+        algorithm_(algorithm),
+        engine_(dnnl::engine::kind::cpu, 0),
+        stream_(engine_) {}
 
-  std::string name() const override { return "dnnl"; }
+  std::string name() const override { return name_; }
+  bool computes_blocked() const override { return true; }
 
   bool Supports(const ConvGeometry& g) const override { return Find(g).supported; }
 
@@ -218,12 +237,27 @@ class Dnnl : public ConvAlgorithm {
     std::array<Plan, kNumVariants> plans;
   };
   // Every field of ConvGeometry.
-  using Key = std::array<int64_t, 16>;
+  using Key = std::array<int64_t, 18>;
 
   static Key MakeKey(const ConvGeometry& g) {
-    return {g.batch,     g.channels,    g.height,      g.width,     g.filters,   g.out_height,
-            g.out_width, g.kernel[0],   g.kernel[1],   g.stride[0], g.stride[1], g.pad[0],
-            g.pad[1],    g.dilation[0], g.dilation[1], g.groups};
+    return {g.batch,
+            g.channels,
+            g.height,
+            g.width,
+            g.filters,
+            g.out_height,
+            g.out_width,
+            g.kernel[0],
+            g.kernel[1],
+            g.stride[0],
+            g.stride[1],
+            g.pad[0],
+            g.pad[1],
+            g.dilation[0],
+            g.dilation[1],
+            g.groups,
+            static_cast<int64_t>(g.input_layout),
+            static_cast<int64_t>(g.output_layout)};
   }
 
   // The cached plans of a geometry, built on first use. Entries are never
@@ -268,9 +302,9 @@ class Dnnl : public ConvAlgorithm {
   dnnl::convolution_forward::primitive_desc ForwardPd(const Shapes& s, bool bias,
                                                       const dnnl::primitive_attr& attr) const {
     const dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-        Inner(s, s.src, Tag::nchw), Inner(s, s.weights, s.weights_tag), Bias(s, bias),
-        Inner(s, s.dst, Tag::nchw), s.strides, s.dilates, s.padding, s.padding);
+        dnnl::prop_kind::forward_training, algorithm_, Inner(s, s.src, Tag::nchw),
+        Inner(s, s.weights, s.weights_tag), Bias(s, bias), Inner(s, s.dst, Tag::nchw), s.strides,
+        s.dilates, s.padding, s.padding);
     return dnnl::convolution_forward::primitive_desc(d, attr, engine_);
   }
 
@@ -278,9 +312,9 @@ class Dnnl : public ConvAlgorithm {
     const auto pd = ForwardPd(s, bias, UserScratchpad());
     PlanBuilder b(engine_);
     Plan p;
-    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, Tag::nchw), pd.src_desc()),
+    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, s.src_tag), pd.src_desc()),
                 b.Input(DNNL_ARG_WEIGHTS, Desc(s.weights, s.weights_tag), pd.weights_desc())};
-    p.output = b.Output(DNNL_ARG_DST, Desc(s.dst, Tag::nchw), pd.dst_desc(), false);
+    p.output = b.Output(DNNL_ARG_DST, Desc(s.dst, s.dst_tag), pd.dst_desc(), false);
     if (bias) {
       p.bias_arg = DNNL_ARG_BIAS;
       p.bias = pd.bias_desc();
@@ -292,17 +326,16 @@ class Dnnl : public ConvAlgorithm {
 
   Plan BuildBackwardData(const Shapes& s) const {
     const dnnl::convolution_backward_data::desc d(
-        dnnl::algorithm::convolution_direct, Inner(s, s.src, Tag::nchw),
-        Inner(s, s.weights, s.weights_tag), Inner(s, s.dst, Tag::nchw), s.strides, s.dilates,
-        s.padding, s.padding);
+        algorithm_, Inner(s, s.src, Tag::nchw), Inner(s, s.weights, s.weights_tag),
+        Inner(s, s.dst, Tag::nchw), s.strides, s.dilates, s.padding, s.padding);
     const dnnl::convolution_backward_data::primitive_desc pd(
         d, UserScratchpad(), engine_, ForwardPd(s, false, dnnl::primitive_attr()));
     PlanBuilder b(engine_);
     Plan p;
-    p.inputs = {b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, Tag::nchw), pd.diff_dst_desc()),
+    p.inputs = {b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, s.dst_tag), pd.diff_dst_desc()),
                 b.Input(DNNL_ARG_WEIGHTS, Desc(s.weights, s.weights_tag), pd.weights_desc())};
     // Buffered even when plain: an accumulating call computes there.
-    p.output = b.Output(DNNL_ARG_DIFF_SRC, Desc(s.src, Tag::nchw), pd.diff_src_desc(), true);
+    p.output = b.Output(DNNL_ARG_DIFF_SRC, Desc(s.src, s.src_tag), pd.diff_src_desc(), true);
     p.add_output = b.Reorder(p.output.inner, p.output.user, true, &p.add_scratch);
     p.conv = dnnl::convolution_backward_data(pd);
     b.Finish(pd.scratchpad_desc(), &p);
@@ -311,15 +344,14 @@ class Dnnl : public ConvAlgorithm {
 
   Plan BuildBackwardFilter(const Shapes& s, bool bias) const {
     const dnnl::convolution_backward_weights::desc d(
-        dnnl::algorithm::convolution_direct, Inner(s, s.src, Tag::nchw),
-        Inner(s, s.weights, s.weights_tag), Bias(s, bias), Inner(s, s.dst, Tag::nchw), s.strides,
-        s.dilates, s.padding, s.padding);
+        algorithm_, Inner(s, s.src, Tag::nchw), Inner(s, s.weights, s.weights_tag), Bias(s, bias),
+        Inner(s, s.dst, Tag::nchw), s.strides, s.dilates, s.padding, s.padding);
     const dnnl::convolution_backward_weights::primitive_desc pd(
         d, UserScratchpad(), engine_, ForwardPd(s, bias, dnnl::primitive_attr()));
     PlanBuilder b(engine_);
     Plan p;
-    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, Tag::nchw), pd.src_desc()),
-                b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, Tag::nchw), pd.diff_dst_desc())};
+    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, s.src_tag), pd.src_desc()),
+                b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, s.dst_tag), pd.diff_dst_desc())};
     p.output = b.Output(DNNL_ARG_DIFF_WEIGHTS, Desc(s.weights, s.weights_tag),
                         pd.diff_weights_desc(), false);
     if (bias) {
@@ -377,15 +409,28 @@ class Dnnl : public ConvAlgorithm {
     stream_.wait();
   }
 
+  const std::string name_;
+  const dnnl::algorithm algorithm_;
   const dnnl::engine engine_;
   mutable dnnl::stream stream_;
   mutable std::mutex mutex_;
   mutable std::map<Key, std::unique_ptr<Entry>> cache_;
 };
 
+class DnnlDirect : public Dnnl {
+ public:
+  DnnlDirect() : Dnnl("dnnl", dnnl::algorithm::convolution_direct) {}
+};
+
+class DnnlWinograd : public Dnnl {
+ public:
+  DnnlWinograd() : Dnnl("dnnl_winograd", dnnl::algorithm::convolution_winograd) {}
+};
+
 }  // namespace
 
-SPILL_REGISTER_CONV_ALGORITHM(Dnnl);
+SPILL_REGISTER_CONV_ALGORITHM(DnnlDirect);
+SPILL_REGISTER_CONV_ALGORITHM(DnnlWinograd);
 
 }  // namespace cpu
 }  // namespace spill

@@ -15,6 +15,7 @@
 #include "framework/logging.h"
 #include "framework/random.h"
 #include "framework/units.h"
+#include "layers/cpu/conv_layouts.h"
 
 namespace spill {
 namespace cpu {
@@ -22,10 +23,21 @@ namespace {
 
 constexpr int kTimedRuns = 3;
 constexpr size_t kBufferAlignment = 4096;
+// An algorithm whose first (warm-up) run takes this many times the fastest
+// time measured for the same operation is not timed further: its first run
+// is its time. Keeps timing from an empty cache short, and cannot change a
+// choice (even its best run would lose).
+constexpr double kHopelessFactor = 4;
+// Winograd pays for its transforms only on wide layers.
+constexpr int64_t kWinogradMinChannels = 32;
 
-// Rough sustained rates on two AVX-512 cores (tools/bench/bench_conv), in FLOP/s.
-double ModelRate(const std::string& algorithm, ConvOp op) {
+// Rough sustained rates on two AVX-512 cores (tools/bench/bench_conv), in
+// FLOP/s of the direct method.
+double ModelRate(const std::string& algorithm, const ConvGeometry& g, ConvOp op) {
   if (algorithm == "dnnl") return 190e9;
+  if (algorithm == "dnnl_winograd") {
+    return g.channels_per_group() >= kWinogradMinChannels ? 280e9 : 20e9;
+  }
   if (algorithm == "im2col_image") return 100e9;
   if (algorithm == "im2col_chunk") return 70e9;
   if (algorithm == "im2col_batch") return 55e9;
@@ -33,19 +45,31 @@ double ModelRate(const std::string& algorithm, ConvOp op) {
   return 20e9;
 }
 
-std::string Key(const std::string& algorithm, const ConvGeometry& g, ConvOp op) {
+// The operation and geometry, without the algorithm.
+std::string Problem(const ConvGeometry& g, ConvOp op) {
   std::ostringstream key;
-  key << algorithm << " " << ConvOpName(op) << " " << g.batch << "x" << g.channels << "x"
-      << g.height << "x" << g.width << " f" << g.filters << " k" << g.kernel[0] << "x"
-      << g.kernel[1] << " s" << g.stride[0] << "x" << g.stride[1] << " p" << g.pad[0] << "x"
-      << g.pad[1] << " d" << g.dilation[0] << "x" << g.dilation[1] << " g" << g.groups;
+  key << ConvOpName(op) << " " << g.batch << "x" << g.channels << "x" << g.height << "x" << g.width
+      << " f" << g.filters << " k" << g.kernel[0] << "x" << g.kernel[1] << " s" << g.stride[0]
+      << "x" << g.stride[1] << " p" << g.pad[0] << "x" << g.pad[1] << " d" << g.dilation[0] << "x"
+      << g.dilation[1] << " g" << g.groups;
+  // Plain operands have no suffix, so that caches written before layouts
+  // existed still read.
+  if (g.input_layout != Layout::kPlain || g.output_layout != Layout::kPlain) {
+    key << " " << LayoutName(g.input_layout) << ">" << LayoutName(g.output_layout);
+  }
   return key.str();
+}
+
+// "<algorithm> <operation>": the cache file's key.
+std::string Key(const std::string& algorithm, const ConvGeometry& g, ConvOp op) {
+  return algorithm + " " + Problem(g, op);
 }
 
 struct Cache {
   std::mutex mutex;
   ConvTimingSettings settings;
   std::map<std::string, double> seconds;
+  std::map<std::string, double> fastest;  // per Problem, over this process's measurements
   bool loaded = false;
 };
 
@@ -89,11 +113,14 @@ struct AlignedBuffer {
   float* data;
 };
 
-double Measure(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op) {
+// The fastest of kTimedRuns runs after a warm-up run, or the warm-up run's
+// time when that already exceeds kHopelessFactor times `fastest` (the best
+// time of another algorithm on the same operation; 0: none yet).
+double Measure(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op, double fastest) {
   const size_t x = g.batch * g.channels * g.in_plane(), y = g.batch * g.filters * g.out_plane();
   const size_t w = g.filters * g.channels_per_group() * g.kernel[0] * g.kernel[1];
   AlignedBuffer in(x * 4), out(y * 4), weights(w * 4), bias(g.filters * 4),
-      workspace(a.WorkspaceBytes(g, op) + 4);
+      workspace(ConvWorkspaceBytes(a, g, op) + 4);
   for (size_t i = 0; i < x; ++i) in.data[i] = UniformAt(1, i) - 0.5f;
   for (size_t i = 0; i < y; ++i) out.data[i] = UniformAt(2, i) - 0.5f;
   for (size_t i = 0; i < w; ++i) weights.data[i] = UniformAt(3, i) - 0.5f;
@@ -102,18 +129,19 @@ double Measure(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op) {
     auto start = std::chrono::steady_clock::now();
     switch (op) {
       case ConvOp::kForward:
-        a.Forward(g, in.data, weights.data, bias.data, out.data, workspace.data);
+        ConvForward(a, g, in.data, weights.data, bias.data, out.data, workspace.data);
         break;
       case ConvOp::kBackwardData:
-        a.BackwardData(g, out.data, weights.data, in.data, false, workspace.data);
+        ConvBackwardData(a, g, out.data, weights.data, in.data, false, workspace.data);
         break;
       case ConvOp::kBackwardFilter:
-        a.BackwardFilter(g, in.data, out.data, weights.data, bias.data, false, nullptr,
-                         workspace.data);
+        ConvBackwardFilter(a, g, in.data, out.data, weights.data, bias.data, false, nullptr,
+                           workspace.data);
         break;
     }
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (run == 0 && fastest > 0 && seconds > kHopelessFactor * fastest) return seconds;
     if (run > 0) best = std::min(best, seconds);  // the first run warms up
   }
   return best;
@@ -130,6 +158,7 @@ void SetConvTiming(const ConvTimingSettings& settings) {
     return;
   cache.settings = settings;
   cache.seconds.clear();
+  cache.fastest.clear();
   cache.loaded = false;
 }
 
@@ -148,11 +177,20 @@ double ConvSeconds(const ConvAlgorithm& algorithm, const ConvGeometry& g, ConvOp
     auto it = cache.seconds.find(key);
     if (it != cache.seconds.end()) return it->second;
     if (cache.settings.mode == ConvTimingMode::kModel)
-      return ConvFlops(g) / ModelRate(algorithm.name(), op);
+      return ConvFlops(g) / ModelRate(algorithm.name(), g, op);
   }
-  const double seconds = Measure(algorithm, g, op);
+  const std::string problem = Problem(g, op);
+  double fastest = 0;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.fastest.find(problem);
+    if (it != cache.fastest.end()) fastest = it->second;
+  }
+  const double seconds = Measure(algorithm, g, op, fastest);
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.seconds[key] = seconds;
+  double& best = cache.fastest[problem];
+  best = best > 0 ? std::min(best, seconds) : seconds;
   if (!cache.settings.cache_file.empty()) {
     // Every digit, so that a later process reads exactly the time this one
     // chose by, and chooses the same.

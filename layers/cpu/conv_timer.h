@@ -4,9 +4,11 @@
 //   model    an estimate from the operation's FLOPs and a fixed rate per
 //            algorithm: deterministic and instant (tests, first plans)
 //   measure  runs the algorithm once per shape, operation and algorithm
-//            (best of a few runs, on host buffers outside the device budget),
-//            remembers it, and appends it to a cache file when one is set;
-//            later processes - `plan` too - read the file instead.
+//            (best of a few runs, on host buffers outside the device budget;
+//            a single run when it is already several times slower than
+//            another algorithm on the same operation), remembers it, and
+//            appends it to a cache file when one is set; later processes -
+//            `plan` too - read the file instead.
 // Times found in the cache file are used in either mode.
 #ifndef SPILL_LAYERS_CPU_CONV_TIMER_H_
 #define SPILL_LAYERS_CPU_CONV_TIMER_H_

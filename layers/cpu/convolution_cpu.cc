@@ -7,6 +7,7 @@
 #include "framework/layer_registry.h"
 #include "layers/convolution_layer.h"
 #include "layers/cpu/conv_algorithm.h"
+#include "layers/cpu/conv_layouts.h"
 #include "layers/cpu/conv_timer.h"
 
 namespace spill {
@@ -29,12 +30,22 @@ class CpuConvolutionLayer : public ConvolutionLayer {
     }
     if (supported_.empty())
       return InvalidArgument("no convolution algorithm supports this geometry");
+    // oneDNN's first: usually the fastest, they are timed first, and the
+    // others' timing stops early when they clearly lose (conv_timer.h).
+    std::stable_partition(supported_.begin(), supported_.end(), [](const cpu::ConvAlgorithm* a) {
+      return a->name().rfind("dnnl", 0) == 0;
+    });
     // The default when no choice is made: oneDNN where available.
     default_ = 0;
     for (size_t i = 0; i < supported_.size(); ++i) {
       if (supported_[i]->name() == "dnnl") default_ = static_cast<int>(i);
     }
     return Status::Ok();
+  }
+
+  // Converts between layouts: x and y may each be plain or blocked.
+  LayoutRule layout_rule() const override {
+    return cpu::BlockedLayoutsPay() ? LayoutRule::kFree : LayoutRule::kPlain;
   }
 
   int num_algorithm_ops(Pass pass) const override {
@@ -44,9 +55,10 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const override {
     const cpu::ConvOp conv_op = Op(pass, op);
     std::vector<AlgorithmCandidate> candidates;
+    const ConvGeometry g = Geometry();
     for (const cpu::ConvAlgorithm* a : supported_) {
       candidates.push_back(
-          {a->name(), cpu::ConvSeconds(*a, geom_, conv_op), a->WorkspaceBytes(geom_, conv_op)});
+          {a->name(), cpu::ConvSeconds(*a, g, conv_op), cpu::ConvWorkspaceBytes(*a, g, conv_op)});
     }
     return candidates;
   }
@@ -54,7 +66,8 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   size_t workspace_bytes(Pass pass) const override {
     size_t bytes = 0;
     for (int op = 0; op < num_algorithm_ops(pass); ++op) {
-      bytes = std::max(bytes, supported_[default_]->WorkspaceBytes(geom_, Op(pass, op)));
+      bytes =
+          std::max(bytes, cpu::ConvWorkspaceBytes(*supported_[default_], Geometry(), Op(pass, op)));
     }
     return bytes;
   }
@@ -66,10 +79,9 @@ class CpuConvolutionLayer : public ConvolutionLayer {
 
   void Forward(const ForwardArgs& args) const override {
     const ConvGeometry g = Slice(args.inputs[0]);
-    Choice(args.algorithms, 0)
-        ->Forward(g, args.inputs[0].data(), args.params[0].data(),
-                  bias_ ? args.params[1].data() : nullptr, args.outputs[0].data(),
-                  args.workspace.data);
+    cpu::ConvForward(*Choice(args.algorithms, 0), g, args.inputs[0].data(), args.params[0].data(),
+                     bias_ ? args.params[1].data() : nullptr, args.outputs[0].data(),
+                     args.workspace.data);
   }
 
   // The filter gradient of a later slice adds into the earlier ones'; the
@@ -78,22 +90,29 @@ class CpuConvolutionLayer : public ConvolutionLayer {
     const ConvGeometry g = Slice(args.inputs[0]);
     if (args.param_grads[0].valid()) {
       float* db = bias_ && args.param_grads[1].valid() ? args.param_grads[1].data() : nullptr;
-      Choice(args.algorithms, 0)
-          ->BackwardFilter(g, args.inputs[0].data(), args.output_grads[0].data(),
-                           args.param_grads[0].data(), db, !args.slice.first(), args.slice.sums,
-                           args.workspace.data);
+      cpu::ConvBackwardFilter(*Choice(args.algorithms, 0), g, args.inputs[0].data(),
+                              args.output_grads[0].data(), args.param_grads[0].data(), db,
+                              !args.slice.first(), args.slice.sums, args.workspace.data);
     }
     if (args.input_grads[0].valid()) {
-      Choice(args.algorithms, 1)
-          ->BackwardData(g, args.output_grads[0].data(), args.params[0].data(),
-                         args.input_grads[0].data(), args.accumulate[0], args.workspace.data);
+      cpu::ConvBackwardData(*Choice(args.algorithms, 1), g, args.output_grads[0].data(),
+                            args.params[0].data(), args.input_grads[0].data(), args.accumulate[0],
+                            args.workspace.data);
     }
   }
 
  private:
+  // The geometry in the network's layouts.
+  ConvGeometry Geometry() const {
+    ConvGeometry g = geom_;
+    g.input_layout = input_layout(0);
+    g.output_layout = output_layout(0);
+    return g;
+  }
+
   // The geometry of the images `input` holds (a slice of the batch, or all).
   ConvGeometry Slice(const Tensor& input) const {
-    ConvGeometry g = geom_;
+    ConvGeometry g = Geometry();
     g.batch = input.shape().n();
     return g;
   }

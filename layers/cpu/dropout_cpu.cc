@@ -9,6 +9,8 @@ class CpuDropoutLayer : public DropoutLayer {
  public:
   using DropoutLayer::DropoutLayer;
 
+  // Elementwise: the same in any layout.
+  LayoutRule layout_rule() const override { return LayoutRule::kTied; }
   bool supports_slices() const override { return true; }
 
   // The mask holds 0 or 1 / (1 - ratio) per element, drawn at the element's

@@ -9,6 +9,9 @@ class CpuConcatLayer : public ConcatLayer {
  public:
   using ConcatLayer::ConcatLayer;
 
+  // A blocked tensor's channels fill whole blocks, so each image's channels
+  // from one input are one contiguous run in either layout.
+  LayoutRule layout_rule() const override { return LayoutRule::kTied; }
   bool supports_slices() const override { return true; }
 
   void Forward(const ForwardArgs& args) const override {
@@ -46,6 +49,8 @@ class CpuAddLayer : public AddLayer {
  public:
   using AddLayer::AddLayer;
 
+  // Elementwise: the same in any layout.
+  LayoutRule layout_rule() const override { return LayoutRule::kTied; }
   bool supports_slices() const override { return true; }
 
   void Forward(const ForwardArgs& args) const override {

@@ -1,7 +1,11 @@
-// Max, average and global average pooling on the CPU. Planes are spread over
-// threads; each output (and, in backward, each input plane) is computed by
-// one thread, so sums are deterministic. Window bounds are computed once
-// per row and column, not per output.
+// Max, average and global average pooling on the CPU, in either layout
+// (framework/tensor.h). A run is what one thread computes: a plane of one
+// channel (plain) or of a block of 16 channels, the lanes (blocked), element
+// (h, w, lane) at (h * W + w) * lanes + lane. Each output (and, in backward,
+// each input run) is computed by one thread, so sums are deterministic, and
+// both layouts add a window's elements in the same order. Window bounds are
+// computed once per row and column, not per output.
+#include <algorithm>
 #include <cfloat>
 #include <vector>
 
@@ -29,87 +33,121 @@ Ranges AxisRanges(int64_t out, int64_t in, int64_t kernel, int64_t stride, int64
   return r;
 }
 
-class CpuPoolingLayer : public PoolingLayer {
- public:
-  CpuPoolingLayer(LayerParams& params, Kind kind) : PoolingLayer(params, kind) {}
+struct Windows {
+  explicit Windows(const PoolGeometry& g)
+      : rows(AxisRanges(g.out_height, g.height, g.kernel[0], g.stride[0], g.pad[0],
+                        g.count_include_pad)),
+        cols(AxisRanges(g.out_width, g.width, g.kernel[1], g.stride[1], g.pad[1],
+                        g.count_include_pad)) {}
+  Ranges rows, cols;
+};
 
-  bool supports_slices() const override { return true; }
+template <int kLanes>
+void PoolRun(const PoolGeometry& g, const Windows& win, bool max, const float* in, float* out) {
+  for (int64_t oh = 0; oh < g.out_height; ++oh) {
+    for (int64_t ow = 0; ow < g.out_width; ++ow) {
+      float value[kLanes];
+      std::fill(value, value + kLanes, max ? -FLT_MAX : 0.0f);
+      for (int64_t h = win.rows.begin[oh]; h < win.rows.end[oh]; ++h) {
+        for (int64_t w = win.cols.begin[ow]; w < win.cols.end[ow]; ++w) {
+          const float* at = in + (h * g.width + w) * kLanes;
+#pragma omp simd
+          for (int l = 0; l < kLanes; ++l)
+            value[l] = max ? std::max(value[l], at[l]) : value[l] + at[l];
+        }
+      }
+      float* to = out + (oh * g.out_width + ow) * kLanes;
+      const float area = static_cast<float>(win.rows.span[oh] * win.cols.span[ow]);
+      for (int l = 0; l < kLanes; ++l) to[l] = max ? value[l] : value[l] / area;
+    }
+  }
+}
 
-  void Forward(const ForwardArgs& args) const override {
-    const PoolGeometry& g = geom_;
-    const Ranges rows =
-        AxisRanges(g.out_height, g.height, g.kernel[0], g.stride[0], g.pad[0], g.count_include_pad);
-    const Ranges cols =
-        AxisRanges(g.out_width, g.width, g.kernel[1], g.stride[1], g.pad[1], g.count_include_pad);
-    const float* x = args.inputs[0].data();
-    float* y = args.outputs[0].data();
-    const int64_t planes = args.inputs[0].shape().n() * g.channels;  // the images given
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < planes; ++p) {
-      const float* in = x + p * g.height * g.width;
-      float* out = y + p * g.out_height * g.out_width;
-      for (int64_t oh = 0; oh < g.out_height; ++oh) {
-        for (int64_t ow = 0; ow < g.out_width; ++ow) {
-          float value = kind_ == Kind::kMax ? -FLT_MAX : 0.0f;
-          for (int64_t h = rows.begin[oh]; h < rows.end[oh]; ++h) {
-            const float* line = in + h * g.width;
-            for (int64_t w = cols.begin[ow]; w < cols.end[ow]; ++w) {
-              value = kind_ == Kind::kMax ? std::max(value, line[w]) : value + line[w];
+// dx of one run; max pooling passes each output's gradient to the first
+// position of its window holding the maximum.
+template <int kLanes>
+void PoolRunBackward(const PoolGeometry& g, const Windows& win, const float* x, const float* y,
+                     const float* dy, float* dx) {
+  for (int64_t oh = 0; oh < g.out_height; ++oh) {
+    for (int64_t ow = 0; ow < g.out_width; ++ow) {
+      const int64_t o = (oh * g.out_width + ow) * kLanes;
+      const int64_t h0 = win.rows.begin[oh], h1 = win.rows.end[oh];
+      const int64_t w0 = win.cols.begin[ow], w1 = win.cols.end[ow];
+      for (int l = 0; l < kLanes; ++l) {
+        if (x != nullptr) {
+          bool found = false;
+          for (int64_t h = h0; h < h1 && !found; ++h) {
+            for (int64_t w = w0; w < w1 && !found; ++w) {
+              const int64_t i = (h * g.width + w) * kLanes + l;
+              if (x[i] == y[o + l]) {
+                dx[i] += dy[o + l];
+                found = true;
+              }
             }
           }
-          if (kind_ != Kind::kMax) value /= static_cast<float>(rows.span[oh] * cols.span[ow]);
-          out[oh * g.out_width + ow] = value;
+          continue;
+        }
+        const float share = dy[o + l] / static_cast<float>(win.rows.span[oh] * win.cols.span[ow]);
+        for (int64_t h = h0; h < h1; ++h) {
+          for (int64_t w = w0; w < w1; ++w) dx[(h * g.width + w) * kLanes + l] += share;
         }
       }
     }
   }
+}
+
+class CpuPoolingLayer : public PoolingLayer {
+ public:
+  CpuPoolingLayer(LayerParams& params, Kind kind) : PoolingLayer(params, kind) {}
+
+  LayoutRule layout_rule() const override { return LayoutRule::kTied; }
+  bool supports_slices() const override { return true; }
+
+  void Forward(const ForwardArgs& args) const override {
+    if (args.inputs[0].blocked()) return ForwardRuns<kChannelBlock>(args);
+    ForwardRuns<1>(args);
+  }
 
   void Backward(const BackwardArgs& args) const override {
+    if (args.input_grads[0].blocked()) return BackwardRuns<kChannelBlock>(args);
+    BackwardRuns<1>(args);
+  }
+
+ private:
+  template <int kLanes>
+  void ForwardRuns(const ForwardArgs& args) const {
     const PoolGeometry& g = geom_;
-    const Ranges rows =
-        AxisRanges(g.out_height, g.height, g.kernel[0], g.stride[0], g.pad[0], g.count_include_pad);
-    const Ranges cols =
-        AxisRanges(g.out_width, g.width, g.kernel[1], g.stride[1], g.pad[1], g.count_include_pad);
+    const Windows win(g);
+    const float* x = args.inputs[0].data();
+    float* y = args.outputs[0].data();
+    const bool max = kind_ == Kind::kMax;
+    const int64_t runs = args.inputs[0].shape().n() * g.channels / kLanes;  // the images given
+    const int64_t in_run = g.height * g.width * kLanes,
+                  out_run = g.out_height * g.out_width * kLanes;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < runs; ++r)
+      PoolRun<kLanes>(g, win, max, x + r * in_run, y + r * out_run);
+  }
+
+  template <int kLanes>
+  void BackwardRuns(const BackwardArgs& args) const {
+    const PoolGeometry& g = geom_;
+    const Windows win(g);
     const float* dy = args.output_grads[0].data();
     float* dx = args.input_grads[0].data();
     const bool accumulate = args.accumulate[0];
     const float* x = kind_ == Kind::kMax ? args.inputs[0].data() : nullptr;
     const float* y = kind_ == Kind::kMax ? args.outputs[0].data() : nullptr;
-    const int64_t planes = args.output_grads[0].shape().n() * g.channels;
-    const int64_t in_plane = g.height * g.width, out_plane = g.out_height * g.out_width;
+    const int64_t runs = args.output_grads[0].shape().n() * g.channels / kLanes;
+    const int64_t in_run = g.height * g.width * kLanes,
+                  out_run = g.out_height * g.out_width * kLanes;
 #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < planes; ++p) {
-      float* grad_in = dx + p * in_plane;
-      if (!accumulate) std::fill(grad_in, grad_in + in_plane, 0.0f);
-      const float* grad_out = dy + p * out_plane;
-      for (int64_t oh = 0; oh < g.out_height; ++oh) {
-        for (int64_t ow = 0; ow < g.out_width; ++ow) {
-          const int64_t o = oh * g.out_width + ow;
-          if (kind_ == Kind::kMax) {
-            const int64_t at = ArgMax(x + p * in_plane, rows.begin[oh], rows.end[oh],
-                                      cols.begin[ow], cols.end[ow], y[p * out_plane + o]);
-            if (at >= 0) grad_in[at] += grad_out[o];
-            continue;
-          }
-          const float share = grad_out[o] / static_cast<float>(rows.span[oh] * cols.span[ow]);
-          for (int64_t h = rows.begin[oh]; h < rows.end[oh]; ++h) {
-            float* line = grad_in + h * g.width;
-            for (int64_t w = cols.begin[ow]; w < cols.end[ow]; ++w) line[w] += share;
-          }
-        }
-      }
+    for (int64_t r = 0; r < runs; ++r) {
+      float* grad_in = dx + r * in_run;
+      if (!accumulate) std::fill(grad_in, grad_in + in_run, 0.0f);
+      PoolRunBackward<kLanes>(g, win, x ? x + r * in_run : nullptr, y ? y + r * out_run : nullptr,
+                              dy + r * out_run, grad_in);
     }
-  }
-
- private:
-  // The first position in the window holding the pooled maximum.
-  int64_t ArgMax(const float* in, int64_t h0, int64_t h1, int64_t w0, int64_t w1, float max) const {
-    for (int64_t h = h0; h < h1; ++h) {
-      for (int64_t w = w0; w < w1; ++w) {
-        if (in[h * geom_.width + w] == max) return h * geom_.width + w;
-      }
-    }
-    return -1;
   }
 };
 

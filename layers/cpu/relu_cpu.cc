@@ -8,6 +8,8 @@ class CpuReluLayer : public ReluLayer {
  public:
   using ReluLayer::ReluLayer;
 
+  // Elementwise: the same in any layout.
+  LayoutRule layout_rule() const override { return LayoutRule::kTied; }
   bool supports_slices() const override { return true; }
 
   void Forward(const ForwardArgs& args) const override {

@@ -7,6 +7,8 @@
 namespace spill {
 namespace {
 
+// The scores of one image and pixel are `classes_` values `pixels_` apart
+// (one apart, a row, for N x classes x 1 x 1 scores).
 class CpuSoftmaxLossLayer : public SoftmaxLossLayer {
  public:
   using SoftmaxLossLayer::SoftmaxLossLayer;
@@ -16,34 +18,39 @@ class CpuSoftmaxLossLayer : public SoftmaxLossLayer {
   void Forward(const ForwardArgs& args) const override {
     const float* x = args.inputs[0].data();
     float* p = args.outputs[0].data();
-    const int64_t c = classes_, n = args.inputs[0].shape().n();
+    const int64_t c = classes_, pixels = pixels_, n = args.inputs[0].shape().n();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const float* row = x + i * c;
-      float* out = p + i * c;
-      const float top = *std::max_element(row, row + c);
+    for (int64_t r = 0; r < n * pixels; ++r) {
+      const int64_t base = (r / pixels) * c * pixels + r % pixels;
+      float top = x[base];
+      for (int64_t j = 1; j < c; ++j) top = std::max(top, x[base + j * pixels]);
       double sum = 0;
-      for (int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(row[j] - top));
+      for (int64_t j = 0; j < c; ++j)
+        sum += std::exp(static_cast<double>(x[base + j * pixels] - top));
       for (int64_t j = 0; j < c; ++j) {
-        out[j] = static_cast<float>(std::exp(static_cast<double>(row[j] - top)) / sum);
+        const int64_t i = base + j * pixels;
+        p[i] = static_cast<float>(std::exp(static_cast<double>(x[i] - top)) / sum);
       }
     }
   }
 
-  // d(mean loss)/dx = weight * (p - onehot(label)) / N, N the whole batch
+  // d(mean loss)/dx = weight * (p - onehot(label)) / (N * pixels), N the
+  // whole batch
   void Backward(const BackwardArgs& args) const override {
     const float* p = args.outputs[0].data();
     const float* labels = args.inputs[1].data();
     float* dx = args.input_grads[0].data();
     const bool accumulate = args.accumulate[0];
-    const int64_t c = classes_, n = args.outputs[0].shape().n();
-    const float scale = weight_ / static_cast<float>(args.slice.total(n));
+    const int64_t c = classes_, pixels = pixels_, n = args.outputs[0].shape().n();
+    const float scale = weight_ / static_cast<float>(args.slice.total(n) * pixels);
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t label = static_cast<int64_t>(labels[i]);
+    for (int64_t r = 0; r < n * pixels; ++r) {
+      const int64_t base = (r / pixels) * c * pixels + r % pixels;
+      const int64_t label = static_cast<int64_t>(labels[r]);
       for (int64_t j = 0; j < c; ++j) {
-        const float g = (p[i * c + j] - (j == label ? 1.0f : 0.0f)) * scale;
-        dx[i * c + j] = accumulate ? dx[i * c + j] + g : g;
+        const int64_t i = base + j * pixels;
+        const float g = (p[i] - (j == label ? 1.0f : 0.0f)) * scale;
+        dx[i] = accumulate ? dx[i] + g : g;
       }
     }
   }

@@ -153,10 +153,39 @@ size_t DeviceAllocator::MoveDown(AllocationId id) {
   auto found = live_.find(id);
   SPILL_CHECK(found != live_.end()) << name() << ": move of unknown block " << id;
   const size_t offset = Slide(id, found->second.offset, found->second.bytes);
-  if (offset != found->second.offset) stats_.moves++;
+  const bool moved = offset != found->second.offset;
+  if (moved) stats_.moves++;
   found->second.offset = offset;
   UpdateFreeStats();
+  if (moved && log_ != nullptr) {
+    MemoryEvent e;
+    e.type = MemoryEventType::kMove;
+    e.tensor = found->second.tensor;
+    e.block = id;
+    e.bytes = found->second.bytes;
+    e.offset = offset;
+    e.category = found->second.category;
+    e.extent = Extent();
+    log_->Add(e);
+  }
   return offset;
+}
+
+void DeviceAllocator::RecordResident() {
+  if (log_ == nullptr) return;
+  const size_t extent = Extent();
+  for (const auto& [offset, id] : AllocationsByOffset()) {
+    const Live& block = live_.at(id);
+    MemoryEvent e;
+    e.type = MemoryEventType::kResident;
+    e.tensor = block.tensor;
+    e.block = id;
+    e.bytes = block.bytes;
+    e.offset = offset;
+    e.category = block.category;
+    e.extent = extent;
+    log_->Add(e);
+  }
 }
 
 size_t DeviceAllocator::Slide(AllocationId id, size_t offset, size_t bytes) {

@@ -193,6 +193,9 @@ class DeviceAllocator {
 
   // Appends alloc/free events to `log` (null: none).
   void set_event_log(MemoryEventLog* log) { log_ = log; }
+  // Adds a kResident event per live block to the event log, by offset: where
+  // the next iteration starts from (the runtime calls it as one begins).
+  void RecordResident();
   // Checks every invariant after every allocation and free, and stops the
   // program at the first that fails (a debugging aid for tests).
   void set_check_every_event(bool check) { check_every_event_ = check; }

@@ -44,6 +44,7 @@ GtbmAllocator::GtbmAllocator(size_t capacity, size_t incremental_bytes, const Ne
                  std::min(WholeBlocks(incremental_bytes), WholeBlocks(capacity))),
       incremental_size_(WholeBlocks(capacity) - main_size_),
       pool_(main_size_, FitPolicy::kBestFit),
+      incremental_(incremental_size_, FitPolicy::kBestFit),
       classes_(std::move(classes)),
       train_(AnalyzeLiveness(*view.schedule, Phase::kTrain)),
       eval_(AnalyzeLiveness(*view.schedule, Phase::kEval)),
@@ -95,20 +96,17 @@ void GtbmAllocator::NoteFrontiers() {
 
 size_t GtbmAllocator::Extent() const {
   const size_t low = LowFrontier(), high = HighFrontier();
-  return (high > low ? low + (main_size_ - high) : main_size_) + StackTop();
+  return (high > low ? low + (main_size_ - high) : main_size_) + incremental_.LiveEnd();
 }
 
 StatusOr<size_t> GtbmAllocator::Place(const AllocRequest& request, size_t bytes, AllocationId id) {
   const Mobility mobility = Classify(request);
   const int leave = LeaveStep(request);
   if (mobility == Mobility::kReclaimed) {
-    const size_t top = StackTop();
-    if (top + bytes <= incremental_size_) {
-      stack_index_[id] = stack_.size();
-      stack_.push_back({id, top, bytes, true});
-      blocks_[id] = {Arena::kIncremental, -1, top, bytes};
-      incremental_peak_ = std::max(incremental_peak_, top + bytes);
-      return main_size_ + top;
+    StatusOr<Allocation> block = incremental_.Allocate(bytes, request.category);
+    if (block.ok()) {
+      blocks_[id] = {Arena::kIncremental, block->id, block->offset, block->bytes};
+      return main_size_ + block->offset;
     }
     SPILL_ASSIGN_OR_RETURN(size_t offset,
                            PlaceInMain(Arena::kHigh, request.category, bytes, id, leave));
@@ -194,40 +192,39 @@ void GtbmAllocator::Unplace(AllocationId id, size_t, size_t) {
     NoteFrontiers();
     return;
   }
-  auto index = stack_index_.find(id);
-  stack_[index->second].live = false;
-  if (index->second + 1 != stack_.size()) ++deferred_frees_;
-  stack_index_.erase(index);
-  while (!stack_.empty() && !stack_.back().live) stack_.pop_back();
+  incremental_.Free(block.pool_id);
 }
 
 double GtbmAllocator::UnusableFree(size_t bytes) const {
   const size_t free = stats().free_bytes;
   if (free == 0) return 0.0;
   const size_t need = RoundToBlocks(std::max<size_t>(bytes, 1));
-  // Main segments too small, incremental blocks waiting for those above
-  // them, and the incremental space's room when too small.
-  size_t unusable = pool_.UnusableBytes(need);
-  for (const StackEntry& e : stack_) unusable += e.live ? 0 : e.bytes;
-  const size_t room = incremental_size_ - StackTop();
-  if (room < need) unusable += room;
+  // Segments too small in either space.
+  const size_t unusable = pool_.UnusableBytes(need) + incremental_.UnusableBytes(need);
   return static_cast<double>(unusable) / free;
 }
 
 size_t GtbmAllocator::FreeSegments() const {
-  return pool_.stats().free_segments + (StackTop() < incremental_size_ ? 1 : 0);
+  return pool_.stats().free_segments + incremental_.stats().free_segments;
 }
 
 std::string GtbmAllocator::CheckPlacement() const {
   const std::string pool = pool_.CheckInvariants();
   if (!pool.empty()) return "main space: " + pool;
+  const std::string incremental = incremental_.CheckInvariants();
+  if (!incremental.empty()) return "incremental space: " + incremental;
   if (!soft_ && LowFrontier() > HighFrontier()) {
     return "arenas interleave: a movable block ends at " + std::to_string(LowFrontier()) +
            ", above the lowest temporary at " + std::to_string(HighFrontier());
   }
   size_t main_blocks = 0;
   for (const auto& [id, block] : blocks_) {
-    if (block.arena == Arena::kIncremental) continue;
+    if (block.arena == Arena::kIncremental) {
+      if (block.offset + block.bytes > incremental_size_) {
+        return "a block ends beyond the incremental space";
+      }
+      continue;
+    }
     ++main_blocks;
     if (block.offset + block.bytes > main_size_) return "a main block ends beyond the main space";
     const auto& set = block.arena == Arena::kLow ? low_ : high_;
@@ -235,19 +232,10 @@ std::string GtbmAllocator::CheckPlacement() const {
   }
   if (main_blocks != low_.size() + high_.size()) return "the ends' indexes have extra blocks";
   if (high_leave_.size() != high_.size()) return "the high end's leave steps are stale";
-  size_t expected = 0;
-  for (size_t i = 0; i < stack_.size(); ++i) {
-    if (stack_[i].offset != expected) return "the incremental stack has a gap";
-    expected += stack_[i].bytes;
-    if (stack_[i].live && (!stack_index_.count(stack_[i].id) || stack_index_.at(stack_[i].id) != i))
-      return "the incremental stack's index is stale";
-  }
-  if (!stack_.empty() && !stack_.back().live) return "a freed block on top of the stack";
-  if (StackTop() > incremental_size_) return "the incremental stack overflows its space";
   return "";
 }
 
-size_t IncrementalStackPeak(const AllocationProfile& profile, const NetworkView& view,
+size_t IncrementalSpacePeak(const AllocationProfile& profile, const NetworkView& view,
                             const MobilityClasses& classes) {
   // Allocations and frees on the profile's clock: +1 + index, -1 - index.
   std::multimap<int64_t, int64_t> events;
@@ -257,28 +245,20 @@ size_t IncrementalStackPeak(const AllocationProfile& profile, const NetworkView&
     events.insert({r.alloc_time, static_cast<int64_t>(i) + 1});
     events.insert({r.free_time, -static_cast<int64_t>(i) - 1});
   }
-  struct Entry {
-    size_t request, bytes;
-    bool live;
-  };
-  std::vector<Entry> stack;
-  size_t top = 0, peak = 0;
+  HeapPool space(kReplayCapacity, FitPolicy::kBestFit);
+  std::vector<AllocationId> ids(profile.requests.size(), -1);
   for (const auto& [time, event] : events) {
-    if (event > 0) {
-      const size_t i = static_cast<size_t>(event - 1);
-      stack.push_back({i, profile.requests[i].bytes, true});
-      top += profile.requests[i].bytes;
-      peak = std::max(peak, top);
+    if (event < 0) {
+      const AllocationId id = ids[static_cast<size_t>(-event - 1)];
+      if (id >= 0) space.Free(id);
       continue;
     }
-    const size_t i = static_cast<size_t>(-event - 1);
-    for (Entry& e : stack) e.live = e.live && e.request != i;
-    while (!stack.empty() && !stack.back().live) {
-      top -= stack.back().bytes;
-      stack.pop_back();
-    }
+    const size_t i = static_cast<size_t>(event - 1);
+    StatusOr<Allocation> block =
+        space.Allocate(profile.requests[i].bytes, MemoryCategory::kActivations);
+    if (block.ok()) ids[i] = block->id;
   }
-  return peak;
+  return space.stats().high_water;
 }
 
 size_t GtbmReplayFootprint(const AllocationProfile& profile, const NetworkView& view,
@@ -316,7 +296,7 @@ namespace {
 // The stacking rule that packs the profiled iteration tightest.
 GtbmStacking ChooseStacking(const AllocationProfile& profile, const NetworkView& view,
                             const MobilityClasses& classes) {
-  const size_t incremental_bytes = IncrementalStackPeak(profile, view, classes);
+  const size_t incremental_bytes = IncrementalSpacePeak(profile, view, classes);
   GtbmStacking best = GtbmStacking::kNone;
   size_t best_footprint = SIZE_MAX;
   for (GtbmStacking stacking : kStackingRules) {
@@ -340,7 +320,7 @@ AllocatorFactory Factory(bool soft) {
     GtbmStacking stacking = GtbmStacking::kNone;
     if (c.profiler) {
       SPILL_ASSIGN_OR_RETURN(AllocationProfile profile, c.profiler(Phase::kTrain, c.capacity));
-      incremental = IncrementalStackPeak(profile, *c.view, classes);
+      incremental = IncrementalSpacePeak(profile, *c.view, classes);
       // Like Dymem's pool sizing, from an iteration in an oversized pool: in
       // a tight one the profile's prefetches follow another allocator's room.
       StatusOr<AllocationProfile> roomy = OutOfMemory("");

@@ -20,13 +20,19 @@
 //                 (its lowest) may join it, directly below that block: it
 //                 leaves first, so the stack stays last-in first-out and
 //                 leaves no hole (the stacking rule, below);
-//   [main_size, capacity)  the incremental space: reclaimed tensors on a
-//                 stack. A block's space comes back only when every block
-//                 above it has gone; a free out of order waits (counted).
+//   [main_size, capacity)  the incremental space: reclaimed tensors, each
+//                 in the best-fitting hole (lowest first). While they leave
+//                 last-in first-out this is the paper's stack, growing from
+//                 main_size; a tensor that leaves out of order leaves a hole
+//                 the next request of its size reuses, instead of stranding
+//                 its space until every block above it has gone (a chain of
+//                 small layers would otherwise grow the stack by a block per
+//                 layer).
 // The incremental space is sized from a profiled iteration: the allocator
 // plans one under the accounting-only allocator first (as the static
-// allocator does) and replays its reclaimed requests on a stack. A reclaimed
-// request that finds no room there goes to the high end (an overflow).
+// allocator does) and replays its reclaimed requests with the same best fit.
+// A reclaimed request that finds no room there goes to the high end (an
+// overflow).
 //
 // Stacking rule (GtbmStacking): which movables may join the high end's
 // stack. `none` is the paper's strict grouping. `prefetched`: forward
@@ -45,15 +51,16 @@
 // Invariants (CheckInvariants, after every event in the tests)
 //   * the arenas never interleave: no low-end block ends above the lowest
 //     high-end one - the low frontier stays at or below the high frontier;
-//   * main blocks lie in [0, main_size); incremental blocks are contiguous
-//     from main_size and the top one is live;
-//   * the main pool's own invariants hold (memory/heap_pool.h).
+//   * main blocks lie in [0, main_size), incremental ones in
+//     [main_size, capacity);
+//   * both pools' own invariants hold (memory/heap_pool.h).
 //
 // Sizing (Dymem §3.3.3): the squeeze gap is the smallest free gap between
 // the frontiers at any event. A main space of main_size - squeeze_gap would
 // have held every placement made (a block's place relative to its end of
 // the pool does not depend on the pool's size), so the footprint - what a
-// budget must cover - is that plus the incremental space's peak.
+// budget must cover - is that plus the incremental space's peak (the
+// highest end its blocks reached).
 //
 // gtbm_soft: the paper calls the grouping a "soft guarantee". A request that
 // finds no room in its own arena takes free space anywhere in the main space
@@ -89,7 +96,7 @@ class GtbmAllocator : public DeviceAllocator {
 
   const char* name() const override { return soft_ ? "gtbm_soft" : "gtbm"; }
   double UnusableFree(size_t bytes) const override;
-  size_t PeakFootprint() const override { return MainPeak() + incremental_peak_; }
+  size_t PeakFootprint() const override { return MainPeak() + incremental_peak(); }
   size_t Extent() const override;
   std::vector<TensorId> PlacementOrder(const Step& step) const override;
   Status BeginIteration(Phase phase) override;
@@ -105,12 +112,10 @@ class GtbmAllocator : public DeviceAllocator {
   size_t squeeze_gap() const { return squeeze_gap_; }
   // The most the two ends of the main space held at once.
   size_t MainPeak() const { return main_size_ - squeeze_gap_; }
-  // The highest the incremental stack reached.
-  size_t incremental_peak() const { return incremental_peak_; }
+  // The highest end the incremental space's blocks reached.
+  size_t incremental_peak() const { return incremental_.stats().high_water; }
   // Reclaimed requests placed at the high end for want of incremental room.
   int64_t overflows() const { return overflows_; }
-  // Incremental frees below the top, whose space waited for the blocks above.
-  int64_t deferred_frees() const { return deferred_frees_; }
   // gtbm_soft: requests placed in the other arena for want of room in theirs.
   int64_t crossings() const { return crossings_; }
   // The end of the highest movable block and the start of the lowest
@@ -133,15 +138,9 @@ class GtbmAllocator : public DeviceAllocator {
   enum class Arena { kLow, kHigh, kIncremental };
   struct Block {
     Arena arena;
-    AllocationId pool_id = -1;  // main space
-    size_t offset = 0;          // main: in the region; incremental: in the stack
+    AllocationId pool_id = -1;  // in its space's pool
+    size_t offset = 0;          // main: in the region; incremental: from main_size
     size_t bytes = 0;
-  };
-  struct StackEntry {
-    AllocationId id;
-    size_t offset;  // from main_size
-    size_t bytes;
-    bool live;
   };
 
   // `leave`: the step after which the block goes (LeaveStep).
@@ -154,9 +153,6 @@ class GtbmAllocator : public DeviceAllocator {
   // Places a movable directly below the high end's lowest block.
   StatusOr<size_t> PlaceOnStack(const AllocRequest& request, size_t bytes, AllocationId id,
                                 int leave);
-  size_t StackTop() const {
-    return stack_.empty() ? 0 : stack_.back().offset + stack_.back().bytes;
-  }
   void NoteFrontiers();
 
   const NetworkView& view_;
@@ -164,29 +160,26 @@ class GtbmAllocator : public DeviceAllocator {
   const GtbmStacking stacking_;
   const size_t main_size_;
   const size_t incremental_size_;
-  HeapPool pool_;  // the main space, best fit
+  HeapPool pool_;         // the main space, best fit
+  HeapPool incremental_;  // the incremental space, best fit
   MobilityClasses classes_;
   Liveness train_, eval_;  // for the order of same-step temporaries
   Phase phase_ = Phase::kTrain;
   std::unordered_map<AllocationId, Block> blocks_;
   std::set<std::pair<size_t, size_t>> low_, high_;  // (offset, bytes) of each end's blocks
   std::unordered_map<size_t, int> high_leave_;      // offset -> leave step, of high blocks
-  std::vector<StackEntry> stack_;
-  std::unordered_map<AllocationId, size_t> stack_index_;
   size_t squeeze_gap_;
-  size_t incremental_peak_ = 0;
   int64_t overflows_ = 0;
-  int64_t deferred_frees_ = 0;
   int64_t crossings_ = 0;
   int64_t stacked_ = 0;
 };
 
-// The most bytes the reclaimed requests of `profile` hold on a stack that
-// gives space back only from the top.
-size_t IncrementalStackPeak(const AllocationProfile& profile, const NetworkView& view,
+// The highest end the reclaimed requests of `profile` reach in the
+// incremental space's best fit: the space they need.
+size_t IncrementalSpacePeak(const AllocationProfile& profile, const NetworkView& view,
                             const MobilityClasses& classes);
 
-// The footprint (squeezed main space plus the stack's peak) of `profile`'s
+// The footprint (squeezed main space plus the incremental peak) of `profile`'s
 // requests replayed in a roomy pool under `stacking`.
 size_t GtbmReplayFootprint(const AllocationProfile& profile, const NetworkView& view,
                            const MobilityClasses& classes, size_t incremental_bytes,

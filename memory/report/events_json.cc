@@ -15,12 +15,17 @@ std::string MemoryEventsJson(const std::vector<MemoryEvent>& events, const Sched
       line["tensor_id"] = e.tensor;
     }
     if (e.layer >= 0) line["layer"] = e.layer;
-    if (e.type == MemoryEventType::kAlloc || e.type == MemoryEventType::kFree) {
+    if (e.type == MemoryEventType::kAlloc || e.type == MemoryEventType::kFree ||
+        e.type == MemoryEventType::kResident) {
       line["block"] = e.block;
       line["offset"] = e.offset;
       line["kind"] = e.tensor == kNoTensor ? "workspace" : "tensor";
       line["category"] = MemoryCategoryName(e.category);
       line["extent"] = e.extent;
+    }
+    if (e.type == MemoryEventType::kMove) {
+      line["block"] = e.block;
+      line["offset"] = e.offset;
     }
     if (e.type == MemoryEventType::kAlloc) line["unusable_free"] = e.unusable_free;
     if (e.maps > 0 || e.unmaps > 0) {

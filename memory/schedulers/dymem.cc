@@ -30,7 +30,6 @@
 // the barrier (its mode places with best fit, as the paper's baseline).
 // Evaluation: liveness releases only. Neither recomputes nor caches.
 #include <algorithm>
-#include <set>
 
 #include "memory/liveness.h"
 #include "memory/mobility.h"
@@ -139,23 +138,40 @@ bool IsConvolution(const NetworkView& view, int step) {
   return view.layer(view.schedule->steps[step].layer).type == "convolution";
 }
 
-// Algorithm 2 before every backward step: the window's saved tensors.
+// Algorithm 2 before every backward step k: the saved tensors of the
+// offload set read by the active steps after k, up to the second active
+// convolution after k when k is one, the third otherwise (exclusive), each
+// listed once, in backward order. Linear in the steps plus the actions
+// listed: the window's end moves forward with k (the convolutions are found
+// once), and steps that save nothing of the set are skipped in one jump.
 void AddWindowPrefetches(const NetworkView& view, const std::vector<bool>& set,
                          TransferPlan* plan) {
   const Schedule& schedule = *view.schedule;
-  const int n = schedule.num_layers();
-  for (int k = n; k < 2 * n; ++k) {
-    int convolutions = IsConvolution(view, k) ? 1 : 0;
-    std::set<TensorId> listed;
-    for (int j = k + 1; j < 2 * n; ++j) {
-      if (!schedule.steps[j].active) continue;
-      if (IsConvolution(view, j)) {
-        if (convolutions >= 2) break;  // the window ends before the third
-        ++convolutions;
-      }
+  const int n = schedule.num_layers(), end = 2 * n;
+  std::vector<int> convolutions;  // active backward steps of convolutions, in order
+  // Per step: the next active step at or after it that saves a tensor of the set.
+  std::vector<int> next_saving(end + 1, end);
+  for (int j = end - 1; j >= n; --j) {
+    next_saving[j] = next_saving[j + 1];
+    if (!schedule.steps[j].active) continue;
+    for (TensorId t : schedule.steps[j].saved) {
+      if (set[t]) next_saving[j] = j;
+    }
+  }
+  for (int j = n; j < end; ++j) {
+    if (schedule.steps[j].active && IsConvolution(view, j)) convolutions.push_back(j);
+  }
+  std::vector<int> listed(schedule.tensors.size(), -1);  // the last window listing each
+  size_t after = 0;                                      // the first convolution after k
+  for (int k = n; k < end; ++k) {
+    while (after < convolutions.size() && convolutions[after] <= k) ++after;
+    const size_t stop = after + (IsConvolution(view, k) ? 1 : 2);
+    const int window_end = stop < convolutions.size() ? convolutions[stop] : end;
+    for (int j = next_saving[k + 1]; j < window_end; j = next_saving[j + 1]) {
       for (TensorId t : schedule.steps[j].saved) {
-        if (set[t] && listed.insert(t).second)
-          plan->before[k].push_back({TransferOp::kPrefetch, t});
+        if (!set[t] || listed[t] == k) continue;
+        listed[t] = k;
+        plan->before[k].push_back({TransferOp::kPrefetch, t});
       }
     }
   }

@@ -65,6 +65,12 @@ std::vector<DeviceProfile> GpuProfiles() {
       // 336.5 GB/s GDDR5; PCIe 3.0 x16.
       Gpu("titanx-pcie3", "NVIDIA GeForce GTX TITAN X (Maxwell) over PCIe 3.0 x16", 6.6 * kTera,
           336.5 * kGiga, kPcie3BytesPerSecond * kPcieEfficiency),
+      // NVIDIA GeForce GTX 1080 Ti specifications (the card of the DQN
+      // planner's paper): 3584 cores at the 1582 MHz boost clock -> 2 x 3584
+      // x 1.582 GHz = 11.3 TFLOPS; 484 GB/s GDDR5X (11 Gbps on a 352-bit
+      // bus); PCIe 3.0 x16.
+      Gpu("gtx1080ti-pcie3", "NVIDIA GeForce GTX 1080 Ti over PCIe 3.0 x16", 11.34 * kTera,
+          484 * kGiga, kPcie3BytesPerSecond * kPcieEfficiency),
       // NVIDIA Tesla V100 datasheet (SXM2): 15.7 TFLOPS fp32, 900 GB/s HBM2.
       // Host link as in IBM POWER9 systems: two NVLink 2.0 links to the CPU.
       Gpu("v100-nvlink2", "NVIDIA Tesla V100 SXM2 over two NVLink 2.0 links to a POWER9 host",

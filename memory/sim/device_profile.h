@@ -58,8 +58,8 @@ struct DeviceProfile {
   }
 };
 
-// The spec-sheet profiles ("k40-pcie3", "titanx-pcie3", "v100-nvlink2",
-// "h100-pcie5"); "cpu" is listed too but built by CpuProfile.
+// The spec-sheet profiles ("k40-pcie3", "titanx-pcie3", "gtx1080ti-pcie3",
+// "v100-nvlink2", "h100-pcie5"); "cpu" is listed too but built by CpuProfile.
 std::vector<std::string> DeviceProfileNames();
 // A spec-sheet profile by name; an unknown name is an error that lists the
 // known ones.

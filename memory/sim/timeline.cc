@@ -191,6 +191,9 @@ void Simulator::Apply(const MemoryEvent& e) {
       HostWaits(pending_[e.tensor], TensorName(e.tensor), e.step);
       pending_[e.tensor] = kNoCopy;
       return;
+    case MemoryEventType::kResident:  // placed before the iteration: no work
+    case MemoryEventType::kMove:      // charged with its compaction (kCompact)
+      return;
     case MemoryEventType::kUpdate:
       // A parameter's solver step: on the device it is part of the
       // iteration's update time; in host memory it runs on the host beside

@@ -12,6 +12,16 @@ widths narrow, so all four together stay under two megabytes. (PyTorch
 writes LocalResponseNorm as a chain of elementwise operators, not ONNX's
 LRN, so LRN is covered by spill's own export instead.)
 
+Then torchvision's own mobile and modern networks, built by their
+constructors at a few narrow stages: MobileNetV2 (Clip as ReLU6),
+MobileNetV3 (HardSwish, HardSigmoid, squeeze-and-excitation's Mul),
+EfficientNet (SiLU as Sigmoid and Mul), ShuffleNetV2 (channel shuffle as
+Reshape-Transpose-Reshape, Split, ReduceMean), RegNet-Y (sigmoid gates) and
+ConvNeXt (layer norm over channels behind Transposes, GELU through Erf,
+layer scale); their layer scales and norms' affine terms drawn away from
+their initial values so that every term counts. These are exported with a
+dynamic batch axis, as torch.onnx.export users write it.
+
 For each network NAME it writes NAME.onnx and NAME.npz (arrays `input`, a
 batch of two images, and `output`, PyTorch's scores for it) into the output
 folder. Batch norm is exported as its own node with its running statistics
@@ -28,6 +38,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
+from functools import partial
+from torchvision.models.convnext import CNBlockConfig
+from torchvision.models.efficientnet import MBConvConfig
+from torchvision.models.mobilenetv3 import InvertedResidualConfig
+from torchvision.models.regnet import BlockParams
 
 BATCH = 2
 SIZE = 32
@@ -157,20 +173,65 @@ class DenseBlock(nn.Module):
         return x @ self.weight + self.bias
 
 
-def Export(name, model, folder, opset):
+MOBILE = ["mobilenet_v2", "mobilenet_v3", "efficientnet", "shufflenet_v2", "regnet_y", "convnext"]
+
+
+def Mobile(name):
+    """torchvision's mobile and modern networks at a few narrow stages."""
+    if name == "mobilenet_v2":
+        return torchvision.models.MobileNetV2(
+            num_classes=CLASSES, width_mult=0.25,
+            inverted_residual_setting=[[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 1, 2]])
+    if name == "mobilenet_v3":
+        c = partial(InvertedResidualConfig, width_mult=1.0)
+        return torchvision.models.MobileNetV3(
+            [c(16, 3, 16, 16, True, "RE", 2, 1), c(16, 3, 48, 24, False, "RE", 2, 1),
+             c(24, 5, 64, 24, True, "HS", 1, 1)], last_channel=64, num_classes=CLASSES)
+    if name == "efficientnet":
+        return torchvision.models.efficientnet.EfficientNet(
+            [MBConvConfig(1, 3, 1, 16, 16, 1), MBConvConfig(6, 3, 2, 16, 24, 2),
+             MBConvConfig(6, 5, 2, 24, 32, 1)], dropout=0.2, num_classes=CLASSES, last_channel=64)
+    if name == "shufflenet_v2":
+        return torchvision.models.ShuffleNetV2([2, 1, 1], [8, 16, 32, 48, 64], num_classes=CLASSES)
+    if name == "regnet_y":
+        params = BlockParams.from_init_params(depth=3, w_0=8, w_a=8.0, w_m=2.0, group_width=8,
+                                              se_ratio=0.25)
+        return torchvision.models.RegNet(params, num_classes=CLASSES, stem_width=8)
+    if name == "convnext":
+        return torchvision.models.ConvNeXt(
+            [CNBlockConfig(8, 16, 1), CNBlockConfig(16, 32, 1), CNBlockConfig(32, None, 1)],
+            num_classes=CLASSES)
+    raise ValueError(name)
+
+
+def Randomize(model):
+    """Layer scales and norms' affine terms away from their initial values."""
+    for m in model.modules():
+        if isinstance(m, nn.LayerNorm) and m.elementwise_affine:
+            with torch.no_grad():
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+        if isinstance(getattr(m, "layer_scale", None), nn.Parameter):
+            with torch.no_grad():
+                m.layer_scale.uniform_(0.5, 1.0)
+
+
+def Export(name, model, folder, opset, dynamic=False):
     torch.manual_seed(1)
     model.train()
     with torch.no_grad():
         for _ in range(3):  # move the batch norm statistics off their initial values
             model(torch.randn(8, 3, SIZE, SIZE) * 2 + 0.5)
     model.eval()
+    Randomize(model)
     x = torch.randn(BATCH, 3, SIZE, SIZE)
     with torch.no_grad():
         y = model(x)
     path = os.path.join(folder, name + ".onnx")
     torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"],
                       output_names=["scores"], training=torch.onnx.TrainingMode.PRESERVE,
-                      do_constant_folding=True)
+                      do_constant_folding=True,
+                      dynamic_axes={"input": {0: "batch"}, "scores": {0: "batch"}} if dynamic else None)
     np.savez(os.path.join(folder, name + ".npz"), input=x.numpy(), output=y.numpy())
     print(f"{path}: opset {opset}, {os.path.getsize(path)} bytes")
 
@@ -184,6 +245,8 @@ def main():
     Export("vgg11", Vgg11(), folder, 11)
     Export("inception", Inception(), folder, 17)
     Export("dense_block", DenseBlock(), folder, 15)
+    for name in MOBILE:
+        Export(name, Mobile(name), folder, 13, dynamic=True)
 
 
 if __name__ == "__main__":

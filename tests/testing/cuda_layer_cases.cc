@@ -95,7 +95,49 @@ const std::vector<LayerCase>& CudaLayerCases() {
           "concat", "{type: concat}", {Shape(2, 3, 4, 5), Shape(2, 2, 4, 5), Shape(2, 1, 4, 5)}},
       LayerCase{"concat_one", "{type: concat}", {Shape(2, 3, 4, 5)}},
       LayerCase{"add", "{type: add}", {Shape(2, 3, 4, 5), Shape(2, 3, 4, 5), Shape(2, 3, 4, 5)}},
-      LayerCase{"add_many", "{type: add}", std::vector<Shape>(11, Shape(2, 3, 2, 3))}};
+      LayerCase{"add_many", "{type: add}", std::vector<Shape>(11, Shape(2, 3, 2, 3))},
+      // The layers of mobile and modern networks (layers/activation_layers.h
+      // and the other vision layers).
+      LayerCase{"relu6", "{type: relu6}", {Shape(2, 3, 5, 7)}},
+      LayerCase{"clip", "{type: clip, min: -0.5, max: 0.25}", {Shape(2, 3, 5, 7)}},
+      LayerCase{"hard_sigmoid", "{type: hard_sigmoid}", {Shape(2, 3, 5, 7)}},
+      LayerCase{"hard_swish", "{type: hard_swish}", {Shape(2, 3, 5, 7)}},
+      LayerCase{"sigmoid", "{type: sigmoid}", {Shape(2, 3, 5, 7)}},
+      LayerCase{"silu", "{type: silu}", {Shape(2, 3, 5, 7)}},
+      LayerCase{"gelu", "{type: gelu}", {Shape(2, 3, 5, 7)}},
+      LayerCase{"multiply", "{type: multiply}", {Shape(2, 3, 4, 5), Shape(2, 3, 4, 5)}},
+      LayerCase{"multiply_se", "{type: multiply}", {Shape(2, 6, 9, 9), Shape(2, 6, 1, 1)}},
+      LayerCase{"multiply_se_first", "{type: multiply}", {Shape(2, 4, 1, 1), Shape(2, 4, 7, 3)}},
+      LayerCase{"broadcast_add", "{type: broadcast_add}", {Shape(2, 5, 6, 6), Shape(2, 5, 1, 1)}},
+      LayerCase{"channel_shuffle", "{type: channel_shuffle, groups: 3}", {Shape(2, 12, 4, 5)}},
+      LayerCase{"slice", "{type: slice, begin: 2, end: 5}", {Shape(2, 7, 3, 4)}},
+      LayerCase{"layer_norm", "{type: layer_norm, eps: 1e-6}", {Shape(3, 8, 5, 6)}},
+      LayerCase{"layer_norm_pooled", "{type: layer_norm}", {Shape(4, 16, 1, 1)}},
+      LayerCase{"scale", "{type: scale, value: 0.5}", {Shape(2, 5, 6, 7)}},
+      LayerCase{"scale_bias", "{type: scale, bias: true}", {Shape(3, 4, 5, 5)}},
+      LayerCase{"upsample_nearest", "{type: upsample, factor: [2, 3]}", {Shape(2, 3, 5, 4)}},
+      LayerCase{
+          "upsample_bilinear", "{type: upsample, factor: 2, mode: bilinear}", {Shape(2, 3, 5, 6)}},
+      LayerCase{"upsample_bilinear_corners",
+                "{type: upsample, factor: 3, mode: bilinear, align_corners: true}",
+                {Shape(2, 2, 4, 3)}},
+      LayerCase{"pad", "{type: pad, pad: [1, 0, 2, 3], value: -2}", {Shape(2, 3, 4, 5)}},
+      LayerCase{"transposed_convolution",
+                "{type: transposed_convolution, filters: 6, kernel: 3, stride: 2, pad: 1, "
+                "output_pad: 1}",
+                {Shape(2, 4, 5, 5)}},
+      LayerCase{"transposed_convolution_groups",
+                "{type: transposed_convolution, filters: 4, kernel: [2, 3], stride: [2, 1], "
+                "dilation: [1, 2], groups: 2, bias: false}",
+                {Shape(2, 6, 4, 5)}},
+      LayerCase{"transposed_convolution_unet",
+                "{type: transposed_convolution, filters: 8, kernel: 2, stride: 2}",
+                {Shape(2, 16, 6, 6)}},
+      // The loss per pixel: scores N x classes x H x W and a class per pixel,
+      // N x 1 x H x W (an input layer with labels: pixels).
+      LayerCase{"softmax_loss_pixels",
+                "{type: softmax_loss, weight: 0.5}",
+                {Shape(2, 4, 3, 5), Shape(2, 1, 3, 5)}}};
   return *cases;
 }
 

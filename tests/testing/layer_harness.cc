@@ -9,6 +9,7 @@
 
 #include "framework/layer_registry.h"
 #include "framework/random.h"
+#include "layers/cpu/blocked.h"
 
 namespace spill {
 namespace testing {
@@ -45,9 +46,47 @@ LayerHarness::LayerHarness(const std::string& entry, const std::vector<Shape>& i
     param_grads.emplace_back(p.shape.numel());
   }
   for (const AuxSpec& a : layer_->aux()) aux.emplace_back(a.shape.numel());
+  input_layouts_.assign(input_shapes.size(), Layout::kPlain);
+  output_layouts_.assign(output_shapes_.size(), Layout::kPlain);
   size_t ws =
       std::max(layer_->workspace_bytes(Pass::kForward), layer_->workspace_bytes(Pass::kBackward));
   workspace_.resize(ws / sizeof(float) + 1);
+}
+
+void LayerHarness::UseBlockedLayouts() {
+  std::vector<Shape> shapes = input_shapes_;
+  shapes.insert(shapes.end(), output_shapes_.begin(), output_shapes_.end());
+  std::vector<LayoutNode> nodes(1);
+  nodes[0].rule = layer_->layout_rule();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    (i < input_shapes_.size() ? nodes[0].inputs : nodes[0].outputs).push_back(static_cast<int>(i));
+  }
+  // As if blocked convolutions produced the inputs and consumed the outputs.
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    LayoutNode conv;
+    conv.rule = LayoutRule::kFree;
+    conv.inputs = {static_cast<int>(i)};
+    nodes.push_back(conv);
+  }
+  const std::vector<Layout> layouts = ChooseLayouts(shapes, nodes);
+  input_layouts_.assign(layouts.begin(), layouts.begin() + input_shapes_.size());
+  output_layouts_.assign(layouts.begin() + input_shapes_.size(), layouts.end());
+  layer_->set_layouts(input_layouts_, output_layouts_);
+  size_t ws =
+      std::max(layer_->workspace_bytes(Pass::kForward), layer_->workspace_bytes(Pass::kBackward));
+  workspace_.resize(ws / sizeof(float) + 1);
+}
+
+Tensor LayerHarness::Stage(const Shape& shape, Layout layout, std::vector<float>& values,
+                           std::vector<std::vector<float>>* staging) {
+  if (layout == Layout::kPlain) return Tensor(shape, values.data());
+  staging->emplace_back(values.size());
+  cpu::PlainToBlocked(values.data(), shape, staging->back().data());
+  return Tensor(shape, staging->back().data(), layout);
+}
+
+void LayerHarness::Unstage(const Tensor& staged, std::vector<float>& values) {
+  if (staged.blocked()) cpu::BlockedToPlain(staged.data(), staged.shape(), values.data());
 }
 
 void LayerHarness::Randomize(uint64_t seed) {
@@ -62,10 +101,12 @@ void LayerHarness::Randomize(uint64_t seed) {
 
 void LayerHarness::Forward(Phase phase, bool recompute, uint64_t seed) {
   ForwardArgs args;
+  std::vector<std::vector<float>> staging;
+  staging.reserve(inputs.size() + outputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
-    args.inputs.emplace_back(input_shapes_[i], inputs[i].data());
+    args.inputs.push_back(Stage(input_shapes_[i], input_layouts_[i], inputs[i], &staging));
   for (size_t i = 0; i < outputs.size(); ++i) {
-    args.outputs.emplace_back(output_shapes_[i], outputs[i].data());
+    args.outputs.push_back(Stage(output_shapes_[i], output_layouts_[i], outputs[i], &staging));
   }
   for (size_t i = 0; i < params.size(); ++i)
     args.params.emplace_back(param_specs[i].shape, params[i].data());
@@ -78,18 +119,23 @@ void LayerHarness::Forward(Phase phase, bool recompute, uint64_t seed) {
   args.device = &device_;
   args.slice.image_order = image_order;
   layer_->Forward(args);
+  for (size_t i = 0; i < outputs.size(); ++i) Unstage(args.outputs[i], outputs[i]);
 }
 
 void LayerHarness::Backward(const std::vector<bool>& accumulate) {
   BackwardArgs args;
+  std::vector<std::vector<float>> staging;
+  staging.reserve(2 * inputs.size() + 2 * outputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    args.inputs.emplace_back(input_shapes_[i], inputs[i].data());
+    args.inputs.push_back(Stage(input_shapes_[i], input_layouts_[i], inputs[i], &staging));
     bool wants = layer_->propagates_to(static_cast<int>(i));
-    args.input_grads.push_back(wants ? Tensor(input_shapes_[i], input_grads[i].data()) : Tensor());
+    args.input_grads.push_back(
+        wants ? Stage(input_shapes_[i], input_layouts_[i], input_grads[i], &staging) : Tensor());
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    args.outputs.emplace_back(output_shapes_[i], outputs[i].data());
-    args.output_grads.emplace_back(output_shapes_[i], output_grads[i].data());
+    args.outputs.push_back(Stage(output_shapes_[i], output_layouts_[i], outputs[i], &staging));
+    args.output_grads.push_back(
+        Stage(output_shapes_[i], output_layouts_[i], output_grads[i], &staging));
   }
   for (size_t i = 0; i < params.size(); ++i) {
     args.params.emplace_back(param_specs[i].shape, params[i].data());
@@ -103,6 +149,7 @@ void LayerHarness::Backward(const std::vector<bool>& accumulate) {
   args.slice.image_order = image_order;
   args.device = &device_;
   layer_->Backward(args);
+  for (size_t i = 0; i < inputs.size(); ++i) Unstage(args.input_grads[i], input_grads[i]);
 }
 
 namespace {
@@ -111,13 +158,17 @@ namespace {
 double Objective(LayerHarness& h, const std::vector<std::vector<float>>& weights, Phase phase) {
   h.Forward(phase);
   double total = 0;
-  if (h.layer().is_loss()) {
+  if (h.layer().is_loss()) {  // per image, or per pixel of a map
     const auto& p = h.outputs[0];
     const auto& labels = h.inputs[1];
-    const int64_t n = h.output_shapes()[0].n(), c = h.output_shapes()[0].c();
-    for (int64_t i = 0; i < n; ++i)
-      total -= std::log(std::max<double>(p[i * c + labels[i]], FLT_MIN));
-    return total / n;
+    const Shape& s = h.output_shapes()[0];
+    const int64_t n = s.n(), c = s.c(), pixels = s.h() * s.w();
+    for (int64_t r = 0; r < n * pixels; ++r) {
+      const int64_t label = static_cast<int64_t>(labels[r]);
+      total -=
+          std::log(std::max<double>(p[((r / pixels) * c + label) * pixels + r % pixels], FLT_MIN));
+    }
+    return total / static_cast<double>(n * pixels);
   }
   for (size_t o = 0; o < h.outputs.size(); ++o) {
     for (size_t j = 0; j < h.outputs[o].size(); ++j)

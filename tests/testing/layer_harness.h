@@ -10,6 +10,7 @@
 
 #include "framework/cpu_device.h"
 #include "framework/layer.h"
+#include "framework/tensor.h"
 
 namespace spill {
 namespace testing {
@@ -22,6 +23,14 @@ class LayerHarness {
 
   Layer& layer() { return *layer_; }
   const std::vector<Shape>& output_shapes() const { return output_shapes_; }
+
+  // Hands the layer its tensors in the blocked layout wherever a network
+  // would if blocked convolutions surrounded it (framework/layouts.h: the
+  // layer's rule allows it, channels in whole blocks, planes larger than
+  // 1x1). The buffers below stay plain:
+  // the harness converts on the way in and out, so every check reads the same
+  // values in either layout.
+  void UseBlockedLayouts();
 
   void Forward(Phase phase = Phase::kTrain, bool recompute = false, uint64_t seed = 7);
   // Uses output_grads as dy; writes input_grads and param_grads.
@@ -36,8 +45,15 @@ class LayerHarness {
   bool image_order = false;
 
  private:
+  // A view of `values` in the layer's layout: the buffer itself when plain,
+  // else a blocked copy in `staging` (copied back by Unstage).
+  Tensor Stage(const Shape& shape, Layout layout, std::vector<float>& values,
+               std::vector<std::vector<float>>* staging);
+  void Unstage(const Tensor& staged, std::vector<float>& values);
+
   std::unique_ptr<Layer> layer_;
   std::vector<Shape> input_shapes_, output_shapes_;
+  std::vector<Layout> input_layouts_, output_layouts_;
   std::vector<float> workspace_;
   CpuDevice device_;
 };

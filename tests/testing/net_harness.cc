@@ -50,8 +50,9 @@ SolverConfig HarnessSolver() {
 }  // namespace
 
 StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
-                                                DeviceType device) {
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, device}));
+                                                DeviceType device, bool blocked_layouts) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
+                         Net::Build(spec, {batch, device, blocked_layouts}));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
   solver->AddState(*net);
   return net;
@@ -71,7 +72,8 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
     SPILL_ASSIGN_OR_RETURN(owned, CreateDevice(run.device, config));
   }
   Device& device = run.use_device != nullptr ? *run.use_device : *owned;
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {run.batch, device.type()}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
+                         Net::Build(spec, {run.batch, device.type(), run.blocked_layouts}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
   solver->AddState(*net);
@@ -88,12 +90,12 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   const int64_t classes = std::max<int64_t>(net->num_classes(), 1);
   TrainTrace trace;
   for (int step = 0; step < run.steps; ++step) {
-    std::vector<float> images(input.numel()), labels(input.n());
+    std::vector<float> images(input.numel()), labels(net->label_shape().numel());
     const int batch_index = run.same_batch ? 0 : step;
     for (size_t i = 0; i < images.size(); ++i) {
       images[i] = 2 * UniformAt(run.seed + 1000 + batch_index, i) - 1;
     }
-    for (int64_t i = 0; i < input.n(); ++i) {
+    for (size_t i = 0; i < labels.size(); ++i) {
       labels[i] = static_cast<float>((i * 7 + batch_index) % classes);
     }
     HostBatch batch{images.data(), labels.data()};

@@ -45,6 +45,7 @@ struct SyntheticRun {
   bool same_batch = false;           // feed one batch every step instead of a new one
   double link_bytes_per_second = 0;  // throttle the CPU device's copies
   std::string device = "cpu";        // or "cuda" (--config=cuda builds)
+  bool blocked_layouts = true;       // NetOptions::blocked_layouts
   Device* use_device = nullptr;      // this one instead of a new `device`
   MemoryOptions memory;
   // Plans to run instead of memory.scheduler's (GivenPlans).
@@ -58,7 +59,8 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
 // The network TrainSynthetic trains, with its solver's state (momentum) in
 // the schedule: what a plan of the same run must be made from.
 StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
-                                                DeviceType device = DeviceType::kCpu);
+                                                DeviceType device = DeviceType::kCpu,
+                                                bool blocked_layouts = true);
 
 // Parses YAML text (label "test.yaml") or dies.
 NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides = {});

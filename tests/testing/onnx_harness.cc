@@ -15,6 +15,7 @@
 #include "memory/workspace_selector.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"
+#include "tools/common/scores.h"
 
 namespace spill {
 namespace testing {
@@ -54,29 +55,7 @@ StatusOr<OnnxFixture> LoadOnnxFixture(const std::string& name) {
 
 StatusOr<std::vector<float>> ForwardScores(const NetSpec& spec, const NpzArchive& params,
                                            const std::vector<float>& input, int64_t batch) {
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateDevice("cpu", DeviceConfig{}));
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, DeviceType::kCpu}));
-  SPILL_RETURN_IF_ERROR(CalibrateNet(*net, *device));
-  MemoryOptions memory;
-  SPILL_RETURN_IF_ERROR(ApplyMemoryMode("baseline", &memory));
-  SPILL_ASSIGN_OR_RETURN(memory.workspace, ParseWorkspacePolicy(kPinned));
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
-                         MemoryRuntime::Create(net->view(), memory, device.get()));
-  Executor executor(*net, device.get(), *runtime);
-  SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, 1));
-  SPILL_RETURN_IF_ERROR(LoadAll(params, *net, *runtime));
-  if (static_cast<int64_t>(input.size()) != net->input_shape().numel()) {
-    return InvalidArgument("the input has " + std::to_string(input.size()) + " values, the net " +
-                           net->input_shape().ToString());
-  }
-  std::vector<float> labels(batch, 0.0f);
-  HostBatch host{input.data(), labels.data()};
-  SPILL_RETURN_IF_ERROR(executor.Run(host, Phase::kEval, 0).status());
-  const int loss = net->loss_layers()[0];
-  const TensorId scores = net->schedule().layers[loss].inputs[0];
-  std::vector<float> out(net->schedule().tensors[scores].shape.numel());
-  SPILL_RETURN_IF_ERROR(runtime->ReadTensor(scores, out.data()));
-  return out;
+  return ScoreImages(spec, params, input, batch, kPinned);
 }
 
 void ExpectEveryModeBitIdentical(const NetSpec& spec, const NpzArchive& params) {

@@ -1,6 +1,7 @@
 // Small networks of every shape the memory runtime must handle - linear
-// (LeNet, AlexNet) and with fans and joins (ResNet, Inception, DenseNet) -
-// for the tests that train them in every memory mode, on each device.
+// (LeNet, AlexNet) and with fans and joins (ResNet, Inception, DenseNet), in
+// plain and in blocked layouts - for the tests that train them in every
+// memory mode, on each device.
 #ifndef SPILL_TESTS_TESTING_TEST_NETWORKS_H_
 #define SPILL_TESTS_TESTING_TEST_NETWORKS_H_
 
@@ -92,15 +93,55 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
+// Channels in whole blocks of 16: on CPUs where convolutions compute in
+// blocked layouts, activations stay blocked from the first convolution to the
+// classifier (framework/layouts.h) through every layer type that can keep
+// them - batch norm, ReLU, max pooling, a fan into an addition, a
+// concatenation, global average pooling.
+inline constexpr char kBlocked[] = R"(
+include: [models/blocks/resnet.yaml]
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: stem, block: cifar_stem, args: {width: 16}}
+  - {name: pool, type: max_pool, kernel: 3, stride: 2, pad: 1}
+  - {name: unit, block: basic, args: {filters: 16}}
+  - {name: side, type: convolution, inputs: [unit], filters: 16, kernel: 1, bias: false}
+  - {name: join, type: concat, inputs: [unit, side]}
+  - {name: down, block: basic_down, args: {filters: 32}}
+  - {name: head, block: head, args: {classes: 5}}
+)";
+
 struct Network {
   const char* name;
   const char* yaml;
 };
-inline constexpr Network kNetworks[] = {{"lenet", kLeNet},
-                                        {"resnet", kResNet},
-                                        {"inception", kInception},
-                                        {"alexnet", kAlexNet},
-                                        {"densenet", kDenseNet}};
+inline constexpr Network kNetworks[] = {{"lenet", kLeNet},         {"resnet", kResNet},
+                                        {"inception", kInception}, {"alexnet", kAlexNet},
+                                        {"densenet", kDenseNet},   {"blocked", kBlocked}};
+
+// The models of models/ that mobile and modern networks brought, at a
+// fraction of their width, depth and size: the same blocks and layers, in
+// networks small enough to train in every mode and allocator.
+struct SmallModel {
+  const char* name;
+  const char* file;
+  const char* params;  // a YAML map of the model's parameters to override
+};
+inline constexpr SmallModel kSmallModels[] = {
+    {"mobilenet_v2", "models/mobilenet_v2.yaml", "{width: 25, depth: 25, size: 16, classes: 5}"},
+    {"mobilenet_v3_small", "models/mobilenet_v3_small.yaml",
+     "{width: 25, residuals: 0, size: 16, classes: 5}"},
+    {"efficientnet_b0", "models/efficientnet_b0.yaml",
+     "{width: 25, depth: 25, size: 16, classes: 5}"},
+    {"shufflenet_v2", "models/shufflenet_v2.yaml",
+     "{c1: 8, c2: 16, c3: 16, c4: 32, c5: 32, r2: 2, r3: 1, r4: 1, size: 16, classes: 5}"},
+    {"regnet_y", "models/regnet_y_400mf.yaml",
+     "{stem: 8, w1: 8, w2: 16, w3: 16, w4: 24, d1: 1, d2: 2, d3: 1, d4: 1, size: 16, classes: 5}"},
+    {"convnext", "models/convnext_tiny.yaml",
+     "{dim: 8, d1: 1, d2: 2, d3: 1, d4: 1, size: 32, classes: 5, layer_scale: 0.5}"},
+    {"unet", "models/unet.yaml", "{width: 2, size: 16, classes: 3}"},
+    {"unet_bilinear", "models/unet.yaml", "{width: 2, size: 16, classes: 3, up: bilinear}"},
+};
 
 inline bool BitEqual(const std::vector<std::vector<float>>& a,
                      const std::vector<std::vector<float>>& b) {

@@ -79,8 +79,9 @@ def tf32_state():
 
 def time_steps(args, spec, weights, crosscheck):
     """Images per second of each of args.repeat runs of args.steps SGD steps
-    after args.warmup, with their seconds, and the last loss."""
-    model = crosscheck.Replica(spec, weights, torch.float32, args.device)
+    after args.warmup, with their seconds and CPU seconds (all threads), and
+    the last loss."""
+    model = crosscheck.Replica(spec, weights, torch.float32, args.device, random_dropout=True)
     solver = torch.optim.SGD([{"params": model.groups["decay"], "weight_decay": 5e-4},
                               {"params": model.groups["no_decay"], "weight_decay": 0.0}],
                              lr=0.01, momentum=0.9)
@@ -102,12 +103,12 @@ def time_steps(args, spec, weights, crosscheck):
     runs = []
     for _ in range(args.repeat):
         sync()
-        start = time.time()
+        start, cpu_start = time.time(), time.process_time()
         for _ in range(args.steps):
             loss = step()
         sync()
-        seconds = time.time() - start
-        runs.append((args.steps * shape[0] / seconds, seconds))
+        seconds, cpu_seconds = time.time() - start, time.process_time() - cpu_start
+        runs.append((args.steps * shape[0] / seconds, seconds, cpu_seconds))
     return runs, float(loss)
 
 
@@ -154,11 +155,11 @@ def main():
                 label = "TF32 off, cudnn.deterministic=True (spill's rules)"
             label += f" [{tf32_state()}]"
         runs, loss = time_steps(args, spec, weights, crosscheck)
-        for i, (rate, seconds) in enumerate(runs):
+        for i, (rate, seconds, cpu_seconds) in enumerate(runs):
             print(f"pytorch {torch.__version__} {spec['name']} batch {batch}: "
-                  f"{rate:.2f} images/s ({args.steps} steps in {seconds:.2f} s, run {i + 1} of "
-                  f"{len(runs)}, {args.device}, {args.threads} threads, {label}, "
-                  f"last loss {loss:.4f})", flush=True)
+                  f"{rate:.2f} images/s ({args.steps} steps in {seconds:.2f} s, "
+                  f"{cpu_seconds:.2f} cpu-s, run {i + 1} of {len(runs)}, {args.device}, "
+                  f"{args.threads} threads, {label}, last loss {loss:.4f})", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 //   bench_train --config models/resnet18.yaml --set stem=cifar --set size=32
 //       --set classes=10 --batch 64 --steps 20
 //   bench_train ... --export DIR    also write DIR/net.json and DIR/initial.npz
-//                                   for tools/bench/bench_torch.py
+//                                   for tools/bench/bench_torch.py (with
+//                                   --steps 0: only that)
 //   bench_train ... --memory dymem --offload-set conv --link-gbps 1
 //                                   copies throttled as a PCIe link would carry
 //                                   them (CPU device; tools/bench/dymem_speed.py)
@@ -16,8 +17,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "framework/checkpoint.h"
+#include "framework/clock.h"
 #include "framework/device_registry.h"
 #include "framework/executor.h"
 #include "framework/files.h"
@@ -41,7 +44,7 @@ constexpr char kDefaultMode[] = "liveness";
 struct Args {
   std::string config, device = "cpu", export_dir;
   double link_gbps = 0;  // 0: copies at memcpy speed
-  bool minimum = false, profile = false, no_calibration = false;
+  bool minimum = false, profile = false, no_calibration = false, plain_layouts = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3, repeat = 1;
   MemoryFlags memory;  // as given
@@ -57,7 +60,7 @@ void Declare(Flags& f, Args* a) {
   f.InputFile("--config", &a->config, "the network file")->required();
   f.Set(&a->sets);
   f.Int("--batch", &a->batch, "batch size (default 64)", 1, kMaxBatch);
-  f.Int("--steps", &a->steps, "timed steps (default 20)", 1, 1000000);
+  f.Int("--steps", &a->steps, "timed steps (default 20; 0 with --export: export only)", 0, 1000000);
   f.Int("--warmup", &a->warmup, "untimed steps first (default 3)", 0, 1000000);
   f.Int("--repeat", &a->repeat, "timed runs of --steps steps, one line each (default 1)", 1, 1000);
   f.Flag("--no-calibration", &a->no_calibration,
@@ -70,7 +73,42 @@ void Declare(Flags& f, Args* a) {
            "write net.json and initial.npz for tools/bench/bench_torch.py")
       ->type_name("DIR");
   f.Flag("--profile", &a->profile, "print compute seconds per layer type over the timed steps");
+  f.Flag("--plain-layouts", &a->plain_layouts,
+         "keep every activation in plain NCHW (default: blocked between convolutions where the "
+         "CPU computes them faster so)");
   a->memory.Declare(f, BenchMemoryUse());
+}
+
+// The profile's time per layer type against the work it did (LayerWork: the
+// arithmetic and memory traffic an efficient kernel needs), per second of
+// wall-clock time and per CPU-second (two cores give at most 2 CPU-seconds per
+// second): what tools/bench/roofline.sh compares with the machine's peaks.
+void PrintWork(const Net& net, const Executor& executor, int64_t steps) {
+  struct Work {
+    double flops = 0, bytes = 0;
+  };
+  std::map<std::string, Work> work;
+  double total = 0;
+  const NetworkView view = net.view();
+  for (int id = 0; id < net.num_layers(); ++id) {
+    const LayerSummary& l = view.layer(id);
+    const double flops = l.forward_work.flops + (l.is_input ? 0 : l.backward_work.flops);
+    const double bytes = l.forward_work.bytes + (l.is_input ? 0 : l.backward_work.bytes);
+    work[l.type].flops += flops * steps;
+    work[l.type].bytes += bytes * steps;
+    total += flops;
+  }
+  std::printf("training work: %.3f GFLOP per image\n", total / net.batch() * 1e-9);
+  std::printf("%-18s %10s %10s %10s %10s %12s\n", "layer type", "GFLOP/step", "GB/step", "GFLOP/s",
+              "GB/s", "GFLOP/cpu-s");
+  for (const auto& [type, e] : executor.profile()) {
+    const Work& w = work[type];
+    const double wall = std::max(e.forward_seconds + e.backward_seconds, 1e-9);
+    const double cpu = std::max(e.forward_cpu_seconds + e.backward_cpu_seconds, 1e-9);
+    std::printf("%-18s %10.3f %10.3f %10.1f %10.1f %12.1f\n", type.c_str(), w.flops / steps * 1e-9,
+                w.bytes / steps * 1e-9, w.flops / wall * 1e-9, w.bytes / wall * 1e-9,
+                w.flops / cpu * 1e-9);
+  }
 }
 
 // The memory options: the defaults, then the flags.
@@ -83,14 +121,20 @@ StatusOr<MemoryOptions> MemoryOptionsOf(const Args& args) {
 }
 
 // One line per timed run: throughput and what the memory runtime did.
+// The time one timed run took: on the wall clock and in the whole process's
+// CPU seconds (all threads).
+struct RunTime {
+  double seconds = 0, cpu_seconds = 0;
+};
+
 void PrintRun(const Args& args, const Net& net, const MemoryRuntime& runtime,
-              const MemoryOptions& memory, double seconds, double loss, int64_t run) {
+              const MemoryOptions& memory, const RunTime& time, double loss, int64_t run) {
   std::printf(
-      "spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, run %ld of %ld, last loss "
-      "%.4f, peak %s of a %s budget, %s, workspace %s, %s moved to host per iteration, %d "
-      "recomputations, %d steps streamed)\n",
-      net.name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / seconds,
-      args.steps, seconds, run + 1, args.repeat, loss,
+      "spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, %.2f cpu-s, run %ld of %ld, "
+      "last loss %.4f, peak %s of a %s budget, %s, workspace %s, %s moved to host per iteration, "
+      "%d recomputations, %d steps streamed)\n",
+      net.name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / time.seconds,
+      args.steps, time.seconds, time.cpu_seconds, run + 1, args.repeat, loss,
       FormatBytes(static_cast<double>(runtime.run_peak())).c_str(),
       FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
       memory.workspace.ToString().c_str(),
@@ -106,7 +150,8 @@ Status Run(const Args& args) {
   device_config.link_bytes_per_second = args.link_gbps * 1e9;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, device_config));
   Device& device = *owned;
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {args.batch, device.type()}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
+                         Net::Build(spec, {args.batch, device.type(), !args.plain_layouts}));
   if (!args.no_calibration) SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SolverConfig sc;
   sc.momentum = 0.9;
@@ -114,8 +159,14 @@ Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sc));
   solver->AddState(*net);
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net, memory.workspace));
-  // Times measured once per convolution shape, shared with train and plan.
-  cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
+  if (args.steps == 0 && args.export_dir.empty()) {
+    return InvalidArgument("--steps 0 runs nothing: give --export DIR, or steps to time");
+  }
+  // Times measured once per convolution shape, shared with train and plan
+  // (not for an export alone, which computes nothing).
+  if (args.steps > 0) {
+    cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
+  }
   if (args.minimum) {
     // Timing happens while planning here, before anything is reserved.
     SPILL_ASSIGN_OR_RETURN(memory.device_budget, MinimumBudget(net->view(), memory));
@@ -133,11 +184,12 @@ Status Run(const Args& args) {
     SPILL_RETURN_IF_ERROR(
         SaveCheckpoint((std::filesystem::path(args.export_dir) / "initial.npz").string(), *net,
                        *runtime, device, solver.get(), {}, ""));
+    if (args.steps == 0) return Status::Ok();
   }
   const Shape in = net->input_shape();
-  std::vector<float> images(in.numel()), labels(in.n());
+  std::vector<float> images(in.numel()), labels(net->label_shape().numel());
   for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(3, i) - 1;
-  for (int64_t i = 0; i < in.n(); ++i)
+  for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
   HostBatch batch{images.data(), labels.data()};
   double loss = 0;
@@ -154,13 +206,17 @@ Status Run(const Args& args) {
   executor.set_profiling(args.profile);
   for (int64_t run = 0; run < args.repeat; ++run) {
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = ProcessCpuSeconds();
     for (int64_t s = 0; s < args.steps; ++s) SPILL_RETURN_IF_ERROR(step(index++));
     device.compute_queue().Synchronize();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    PrintRun(args, *net, *runtime, memory, seconds, loss, run);
+    PrintRun(args, *net, *runtime, memory, {seconds, ProcessCpuSeconds() - cpu_start}, loss, run);
   }
-  if (args.profile) std::fputs(executor.ProfileTable().c_str(), stdout);
+  if (args.profile) {
+    std::fputs(executor.ProfileTable().c_str(), stdout);
+    PrintWork(*net, executor, args.steps * args.repeat);
+  }
   return Status::Ok();
 }
 

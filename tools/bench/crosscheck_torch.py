@@ -44,9 +44,12 @@ def pair(value):
 class Replica(torch.nn.Module):
     """The traced network as a PyTorch module, layer by layer in route order."""
 
-    def __init__(self, spec, weights, dtype, device="cpu"):
+    def __init__(self, spec, weights, dtype, device="cpu", random_dropout=False):
+        """random_dropout: drop units with masks of PyTorch's own drawing
+        (for timing; a cross-check cannot match spill's masks)."""
         super().__init__()
         self.spec = spec
+        self.random_dropout = random_dropout
         self.params = torch.nn.ParameterDict()
         self.buffers_ = {}
         self.groups = {"decay": [], "no_decay": []}
@@ -114,6 +117,8 @@ class Replica(torch.nn.Module):
             return F.local_response_norm(x, p.get("size", 5), p.get("alpha", 1e-4), p.get("beta", 0.75),
                                          p.get("k", 1.0))
         if kind == "dropout":
+            if p.get("ratio", 0.5) != 0 and self.random_dropout:
+                return F.dropout(x, p.get("ratio", 0.5), training=True)
             if p.get("ratio", 0.5) != 0:
                 raise SystemExit(f"crosscheck_torch: layer {name} drops units; masks cannot match")
             return x

@@ -70,7 +70,24 @@ int Flags::Parse(int argc, char** argv) {
                  tool_.c_str());
     return 2;
   }
+  const Status distinct = CheckDistinctFiles(InputFiles(), OutputFiles());
+  if (!distinct.ok()) {
+    std::fprintf(stderr, "%s: %s\n", tool_.c_str(), distinct.message().c_str());
+    return 2;
+  }
   return -1;
+}
+
+std::vector<NamedFile> Flags::InputFiles() const {
+  std::vector<NamedFile> files;
+  for (const auto& [name, value] : inputs_) files.push_back({name, *value});
+  return files;
+}
+
+std::vector<NamedFile> Flags::OutputFiles() const {
+  std::vector<NamedFile> files;
+  for (const auto& [name, value] : outputs_) files.push_back({name, *value});
+  return files;
 }
 
 CLI::Option* Flags::Int(const std::string& name, int64_t* out, const std::string& help, int64_t min,
@@ -179,12 +196,14 @@ CLI::Option* Flags::Choice(const std::string& name, std::string* out, const std:
 }
 
 CLI::Option* Flags::InputFile(const std::string& name, std::string* out, const std::string& help) {
+  inputs_.push_back({name, out});
   return app_.add_option(name, *out, help)
       ->check(Checked([](const std::string& path) { return CheckRegularFile(path, ""); }))
       ->type_name("FILE");
 }
 
 CLI::Option* Flags::OutputFile(const std::string& name, std::string* out, const std::string& help) {
+  outputs_.push_back({name, out});
   return app_.add_option(name, *out, help)
       ->check(Checked([](const std::string& path) { return CheckOutputFile(path, ""); }))
       ->type_name("FILE");

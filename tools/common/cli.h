@@ -22,6 +22,7 @@
 #include <functional>
 #include <string>
 
+#include "framework/files.h"
 #include "framework/net_spec.h"
 #include "framework/status.h"
 #include "memory/memory_options.h"
@@ -43,7 +44,8 @@ class Flags {
   const std::string& tool() const { return tool_; }
 
   // Parses argv. Returns -1 when the tool goes on, otherwise the exit code:
-  // 0 after printing --help, 2 after printing an error.
+  // 0 after printing --help, 2 after printing an error (also when an output
+  // file flag names an input file flag's file or another output's).
   int Parse(int argc, char** argv);
 
   // Typed flags with a range: one line each.
@@ -71,8 +73,13 @@ class Flags {
                          size_t min, size_t max);
   // A file to read: must exist and be a regular file.
   CLI::Option* InputFile(const std::string& name, std::string* out, const std::string& help);
-  // A file to write: its folder must exist and be writable.
+  // A file to write: its folder must exist and be writable, and it must not
+  // be a special file.
   CLI::Option* OutputFile(const std::string& name, std::string* out, const std::string& help);
+  // The files the InputFile and OutputFile flags named, after Parse: for a
+  // tool that adds the files its config names (CheckDistinctFiles).
+  std::vector<NamedFile> InputFiles() const;
+  std::vector<NamedFile> OutputFiles() const;
 
   // Options several tools share, parsed and checked once here (the memory
   // policy flags are memory_flags.h's).
@@ -83,6 +90,7 @@ class Flags {
  private:
   std::string tool_;
   CLI::App app_;
+  std::vector<std::pair<std::string, const std::string*>> inputs_, outputs_;  // flag, value
 };
 
 }  // namespace spill

@@ -1,7 +1,9 @@
 #include "tools/common/memory_flags.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "framework/units.h"

@@ -138,6 +138,14 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
   DeclareExperiment(f, default_model, o);
   const int stop = f.Parse(argc, argv);
   if (stop >= 0) return stop;
+  // --size is the model's `size` parameter, like --set size=N.
+  if (f.app().count("--size") > 0) {
+    if (o->sets.count("size")) {
+      return ReportStatus(
+          tool, InvalidArgument("--size and --set size both give the image side; give one"), 2);
+    }
+    o->sets.emplace("size", YAML::Node(o->size));
+  }
   Status status = ApplyExperimentMemory(o);
   if (!status.ok()) return ReportStatus(tool, status, 2);
   cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
@@ -248,9 +256,9 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
   SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, 1));
   SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
   const Shape in = net->input_shape();
-  std::vector<float> images(in.numel()), labels(in.n());
+  std::vector<float> images(in.numel()), labels(net->label_shape().numel());
   for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(4, i) - 1;
-  for (int64_t i = 0; i < in.n(); ++i)
+  for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
   HostBatch host{images.data(), labels.data()};
   auto start = std::chrono::steady_clock::now();

@@ -39,7 +39,7 @@ struct ExperimentOptions {
   std::string model;
   std::string device = "cpu";  // whose layers (and workspaces) are planned and run
   int64_t batch = 16;
-  int64_t size = 224;
+  int64_t size = 224;   // given: the model's `size` parameter (in `sets`)
   int64_t confirm = 0;  // training steps to confirm the result; 0: plan only
   // The device profile the result's iteration time is predicted on (the
   // paper's experiments ran on a 12 GB K40).

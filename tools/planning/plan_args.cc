@@ -77,6 +77,10 @@ void DeclarePlanFlags(Flags& f, PlanArgs* a) {
                "write the event log of one iteration as JSON lines: every allocation and free "
                "(block, bytes, offset, step, tensor), transfer, drop and compute (of the last "
                "mode planned)");
+  f.OutputFile("--html", &a->html,
+               "write the memory page: one self-contained HTML file with every mode planned "
+               "(curve per step, address space, step details, the queues with --device-profile, "
+               "a comparison of the modes)");
   a->memory.Declare(f, PlanMemoryUse());
   DeclareDymem(f, a);
   DeclareSimulation(f, a);

@@ -17,7 +17,7 @@ namespace spill {
 // Every option of plan, as given (empty or 0: the config's or the mode's).
 struct PlanArgs {
   std::string config, device, csv, svg, timing = "cache";
-  std::string trace, fragmentation_svg;
+  std::string trace, fragmentation_svg, html;
   std::string device_profile, timeline, timeline_svg;  // the simulator
   double link_gbps = 0, map_us = 0;
   bool size_pool = false;

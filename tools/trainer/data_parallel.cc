@@ -27,6 +27,10 @@ class ShardView : public Dataset {
   StatusOr<int> Get(int64_t index, uint64_t augment_seed, float* image) const override {
     return base_.Get(begin_ + index, augment_seed, image);
   }
+  Shape label_shape() const override { return base_.label_shape(); }
+  Status GetPixelLabels(int64_t index, float* labels) const override {
+    return base_.GetPixelLabels(begin_ + index, labels);
+  }
 
  private:
   const Dataset& base_;

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "data/augment.h"
 #include "data/loader.h"
 #include "framework/checkpoint.h"
 #include "framework/device_registry.h"
@@ -14,30 +15,37 @@
 namespace spill {
 namespace {
 
-// Mean cross-entropy and top-1 hits of the first `count` rows of `scores`.
-// Labels come from a dataset checked to have at most `classes` classes; a
-// label outside them is still an error here rather than a read past the row.
+// Mean cross-entropy and top-1 hits of the first `count` images' scores:
+// `classes` values per image, or per pixel of `pixels` (their values then
+// `pixels` apart), each pixel counted as a sample. Labels come from a
+// dataset checked to have at most `classes` classes; a label outside them is
+// still an error here rather than a read past the row.
 Status Score(const std::vector<float>& scores, const std::vector<float>& labels, int64_t count,
-             int64_t classes, EvalResult* result) {
-  for (int64_t i = 0; i < count; ++i) {
-    const float* p = scores.data() + i * classes;
-    const int64_t label = static_cast<int64_t>(labels[i]);
+             int64_t classes, int64_t pixels, EvalResult* result) {
+  for (int64_t r = 0; r < count * pixels; ++r) {
+    const float* p = scores.data() + (r / pixels) * classes * pixels + r % pixels;
+    const int64_t label = static_cast<int64_t>(labels[r]);
     if (label < 0 || label >= classes) {
       return InvalidArgument("test label " + std::to_string(label) + " is outside the " +
                              std::to_string(classes) + " classes the network scores");
     }
-    result->loss -= std::log(std::max(p[label], FLT_MIN));
-    result->correct += (std::max_element(p, p + classes) - p) == label;
+    result->loss -= std::log(std::max(p[label * pixels], FLT_MIN));
+    int64_t best = 0;
+    for (int64_t j = 1; j < classes; ++j) best = p[j * pixels] > p[best * pixels] ? j : best;
+    result->correct += best == label;
   }
-  result->count += count;
+  result->count += count * pixels;
   return Status::Ok();
 }
 
 // Fills a short batch up to the network's `n` rows with copies of its first
-// image (their scores are not counted).
-void PadBatch(int64_t n, int64_t image, Batch* batch) {
+// image and its labels (their scores are not counted); `labels` per image.
+void PadBatch(int64_t n, int64_t image, int64_t labels, Batch* batch) {
   batch->images.resize(n * image);
-  batch->labels.resize(n, batch->labels.empty() ? 0.0f : batch->labels[0]);
+  batch->labels.resize(n * labels, 0.0f);
+  for (int64_t i = batch->size; i < n; ++i) {
+    std::copy_n(batch->labels.begin(), labels, batch->labels.begin() + i * labels);
+  }
   for (int64_t i = batch->size; i < n; ++i) {
     std::copy_n(batch->images.begin(), image, batch->images.begin() + i * image);
   }
@@ -55,6 +63,15 @@ Status OpenDatasets(const DataConfig& d, std::unique_ptr<Dataset>* train,
     if (!d.test_path.empty()) {
       SPILL_ASSIGN_OR_RETURN(*test, OpenImageFolder(d.test_path, d.test_augment));
     }
+  } else if (d.dataset == "fashion_mnist_segmentation" || d.dataset == "mnist_segmentation") {
+    const bool fashion = d.dataset == "fashion_mnist_segmentation";
+    if (d.masks.empty()) {
+      return InvalidArgument(d.dataset + ": data.masks must name the folder of the masks");
+    }
+    SPILL_ASSIGN_OR_RETURN(*train,
+                           OpenIdxSegmentation(d.path, d.masks, Split::kTrain, d.augment, fashion));
+    SPILL_ASSIGN_OR_RETURN(
+        *test, OpenIdxSegmentation(d.path, d.masks, Split::kTest, d.test_augment, fashion));
   } else {
     const bool fashion = d.dataset == "fashion_mnist";
     SPILL_ASSIGN_OR_RETURN(*train, OpenIdx(d.path, Split::kTrain, d.augment, fashion));
@@ -73,14 +90,15 @@ StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const D
   Loader loader(data, lo);
   loader.Start(0, 0);
   const int64_t image = data.example_shape().sample_size();
+  const int64_t pixels = net.label_shape().sample_size();
   EvalResult result;
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     SPILL_ASSIGN_OR_RETURN(Batch batch, loader.Next());
-    PadBatch(net.batch(), image, &batch);
+    PadBatch(net.batch(), image, pixels, &batch);
     HostBatch host{batch.images.data(), batch.labels.data()};
     SPILL_RETURN_IF_ERROR(executor.Run(host, Phase::kEval, 0).status());
     SPILL_RETURN_IF_ERROR(
-        Score(executor.scores(), batch.labels, batch.size, net.num_classes(), &result));
+        Score(executor.scores(), batch.labels, batch.size, net.num_classes(), pixels, &result));
   }
   const int64_t count = std::max<int64_t>(result.count, 1);
   result.accuracy = static_cast<double>(result.correct) / count;
@@ -88,21 +106,64 @@ StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const D
   return result;
 }
 
+namespace {
+
+// The examples of the idx and CIFAR-10 kinds: 10 classes, images of a fixed size.
+constexpr int kFixedKindClasses = 10;
+constexpr int kIdxSide = 28, kCifarSide = 32, kCifarChannels = 3;
+
+// A dataset kind's shape and classes without its files (no examples).
+class GeometryOnly : public Dataset {
+ public:
+  GeometryOnly(Shape shape, std::string kind) : shape_(shape), kind_(std::move(kind)) {}
+  int64_t size() const override { return 0; }
+  int num_classes() const override { return kFixedKindClasses; }
+  Shape example_shape() const override { return shape_; }
+  std::string Describe() const override { return kind_ + " (geometry only, no examples)"; }
+  StatusOr<int> Get(int64_t, uint64_t, float*) const override {
+    return Internal("a geometry-only dataset has no examples");
+  }
+
+ private:
+  Shape shape_;
+  std::string kind_;
+};
+
+StatusOr<std::unique_ptr<Dataset>> Geometry(const DataConfig& d) {
+  if (d.dataset == "image_folder") return NotFound("image_folder takes its classes from its data");
+  const bool cifar = d.dataset == "cifar10";
+  const int side = cifar ? kCifarSide : kIdxSide;
+  SPILL_ASSIGN_OR_RETURN(
+      Augmenter augmenter,
+      Augmenter::Create(d.augment, cifar ? kCifarChannels : 1, side, side, {0.5f}, {0.5f}));
+  return std::unique_ptr<Dataset>(new GeometryOnly(augmenter.example_shape(), d.dataset));
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Inference>> Inference::Create(const TrainConfig& config,
-                                                       const std::string& checkpoint) {
+                                                       const std::string& checkpoint,
+                                                       bool needs_data) {
   std::unique_ptr<Inference> inference(new Inference(config));
-  SPILL_RETURN_IF_ERROR(inference->Setup(checkpoint));
+  SPILL_RETURN_IF_ERROR(inference->Setup(checkpoint, needs_data));
   return inference;
 }
 
-Status Inference::Setup(const std::string& checkpoint) {
+Status Inference::Setup(const std::string& checkpoint, bool needs_data) {
   DeviceConfig device_config;
   device_config.ordinal = config_.run.gpu;
   SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
   cpu::SetConvTiming(
       {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
        config_.timing.cache});
-  SPILL_RETURN_IF_ERROR(OpenDatasets(config_.data, &train_data_, &test_data_));
+  Status opened = OpenDatasets(config_.data, &train_data_, &test_data_);
+  if (!opened.ok()) {
+    if (needs_data) return opened;
+    auto geometry = Geometry(config_.data);
+    if (!geometry.ok()) return opened;
+    train_data_ = std::move(geometry).value();
+    test_data_.reset();
+  }
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
   SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, device_->type()}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
@@ -128,6 +189,10 @@ StatusOr<EvalResult> Inference::Evaluate() {
 }
 
 StatusOr<std::vector<float>> Inference::Predict(const std::vector<float>& images, int64_t count) {
+  if (net_->label_shape().sample_size() != 1) {
+    return InvalidArgument("predict: model '" + net_->name() + "' scores every pixel; predict " +
+                           "lists classes of whole images (evaluate it with eval)");
+  }
   const int64_t n = net_->batch(), image = net_->input_shape().sample_size();
   const int64_t classes = net_->num_classes();
   if (static_cast<int64_t>(images.size()) != count * image) {
@@ -141,7 +206,7 @@ StatusOr<std::vector<float>> Inference::Predict(const std::vector<float>& images
     batch.images.assign(images.begin() + first * image,
                         images.begin() + (first + batch.size) * image);
     batch.labels.assign(batch.size, 0.0f);  // unused: only the scores are read
-    PadBatch(n, image, &batch);
+    PadBatch(n, image, 1, &batch);
     HostBatch host{batch.images.data(), batch.labels.data()};
     SPILL_RETURN_IF_ERROR(executor_->Run(host, Phase::kEval, 0).status());
     const std::vector<float>& scores = executor_->scores();

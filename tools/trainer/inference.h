@@ -43,8 +43,13 @@ StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const D
 // A network of a training config with a checkpoint's parameters, ready to score.
 class Inference {
  public:
+  // `needs_data` false (predict): when the config's dataset cannot be
+  // opened, a kind of fixed geometry (idx: 1x28x28, CIFAR-10: 3x32x32, 10
+  // classes each, through data.augment) stands in for it to build the
+  // network; image_folder takes its classes from its folders and needs them.
   static StatusOr<std::unique_ptr<Inference>> Create(const TrainConfig& config,
-                                                     const std::string& checkpoint);
+                                                     const std::string& checkpoint,
+                                                     bool needs_data = true);
 
   // The test split of the config's dataset.
   StatusOr<EvalResult> Evaluate();
@@ -53,12 +58,14 @@ class Inference {
   StatusOr<std::vector<float>> Predict(const std::vector<float>& images, int64_t count);
 
   const Net& net() const { return *net_; }
+  // The memory runtime: its log and events are the last batch's.
+  const MemoryRuntime& runtime() const { return *runtime_; }
   const Dataset& train_data() const { return *train_data_; }
   const TrainConfig& config() const { return config_; }
 
  private:
   explicit Inference(const TrainConfig& config) : config_(config) {}
-  Status Setup(const std::string& checkpoint);
+  Status Setup(const std::string& checkpoint, bool needs_data);
 
   TrainConfig config_;
   std::unique_ptr<Device> device_;

@@ -65,6 +65,9 @@ StatusOr<PredictInput> ReadIdx(const std::string& path, const DataConfig& data,
   }
   const uint64_t count = ReadBigEndian32(&bytes[4]), rows = ReadBigEndian32(&bytes[8]),
                  cols = ReadBigEndian32(&bytes[12]);
+  if (count == 0) {
+    return InvalidArgument(path + ": the idx file holds no images (its header says 0)");
+  }
   if (rows != kIdxSide || cols != kIdxSide || bytes.size() != kIdxHeader + count * rows * cols) {
     return InvalidArgument(path + ": header says " + std::to_string(count) + " images of " +
                            std::to_string(rows) + "x" + std::to_string(cols) +
@@ -111,12 +114,48 @@ StatusOr<PredictInput> ReadCifar(const std::string& path, const DataConfig& data
   return out;
 }
 
+bool StartsWith(const std::vector<uint8_t>& bytes, const std::vector<uint8_t>& prefix) {
+  return bytes.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), bytes.begin());
+}
+
+// A JPEG or PNG whose end is there: decoders fill a truncated image's missing
+// part with grey and say nothing, so the end marker is looked for first (a
+// JPEG's EOI after its last scan, a PNG's IEND chunk).
+Status CheckComplete(const std::vector<uint8_t>& bytes, const std::string& path) {
+  const std::vector<uint8_t> kJpeg = {0xFF, 0xD8, 0xFF}, kPng = {0x89, 'P', 'N', 'G', '\r', '\n'};
+  if (StartsWith(bytes, kJpeg)) {
+    size_t scan = 0, end = std::string::npos;
+    for (size_t i = 0; i + 1 < bytes.size(); ++i) {
+      if (bytes[i] != 0xFF) continue;
+      if (bytes[i + 1] == 0xDA) scan = i;  // start of scan
+      if (bytes[i + 1] == 0xD9) end = i;   // end of image
+    }
+    if (end == std::string::npos || end < scan) {
+      return InvalidArgument(path + ": the JPEG is truncated (no end-of-image marker after its " +
+                             "last scan)");
+    }
+    return Status::Ok();
+  }
+  if (StartsWith(bytes, kPng)) {
+    const std::string kEnd = "IEND";
+    const auto it = std::search(bytes.begin(), bytes.end(), kEnd.begin(), kEnd.end());
+    if (it == bytes.end()) return InvalidArgument(path + ": the PNG is truncated (no IEND chunk)");
+    return Status::Ok();
+  }
+  return InvalidArgument(path +
+                         ": cannot decode image: not a JPEG or PNG (its first bytes say "
+                         "otherwise)");
+}
+
 // Decodes (gray for one channel, RGB for three) and resizes like the data
 // pipeline: the shorter side to data.test_augment.resize for class folders,
 // the dataset's fixed size otherwise.
 StatusOr<cv::Mat> DecodeImage(const std::string& path, const DataConfig& data, int channels) {
+  std::vector<uint8_t> bytes;
+  SPILL_RETURN_IF_ERROR(AppendFile(path, &bytes, kMaxInputBytes));
+  SPILL_RETURN_IF_ERROR(CheckComplete(bytes, path));
   try {
-    cv::Mat image = cv::imread(path, channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
+    cv::Mat image = cv::imdecode(bytes, channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
     if (image.empty()) {
       return InvalidArgument(path + ": cannot decode image; expected a readable JPEG or PNG");
     }

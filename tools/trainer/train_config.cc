@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "framework/files.h"
 #include "framework/net_checks.h"
@@ -114,10 +115,13 @@ Status ReadModel(YamlMap model, const YAML::Node& node, const std::string& base_
 }
 
 Status ReadData(YamlMap data, const std::string& base_dir, DataConfig* d) {
-  d->dataset =
-      data.Choice("dataset", {"fashion_mnist", "mnist", "cifar10", "image_folder"}, d->dataset);
+  d->dataset = data.Choice("dataset",
+                           {"fashion_mnist", "mnist", "cifar10", "image_folder",
+                            "fashion_mnist_segmentation", "mnist_segmentation"},
+                           d->dataset);
   d->path = Resolve(data.String("path", d->path), base_dir);
   d->test_path = Resolve(data.String("test_path", d->test_path), base_dir);
+  d->masks = Resolve(data.String("masks", d->masks), base_dir);
   d->batch = data.Int("batch", d->batch, 1, kMaxBatch);
   d->workers = static_cast<int>(data.Int("workers", d->workers, 1, kMaxWorkers));
   d->shuffle = data.Bool("shuffle", d->shuffle);
@@ -162,18 +166,35 @@ Status ReadSolver(YamlMap solver, TrainConfig* c) {
 
 // Every key of the memory schema (memory/memory_options.h): the shared ones
 // in order (mode first), then each policy's settings; a policy's key the
-// chosen mode does not read is an error naming the mode.
+// chosen mode does not read is an error naming the mode. A dotted key is
+// one of a section (planner.limit: `planner: {limit: ...}`), whose unknown
+// keys are errors too.
 Status ReadMemory(YamlMap memory, MemoryOptions* m, TimingConfig* timing) {
   std::vector<std::string> keys;
   for (const MemoryKey& k : MemoryKeys()) keys.push_back(k.spec.key);
   for (const std::string& key : PolicySettingRegistry().Names()) keys.push_back(key);
+  std::map<std::string, YamlMap> sections;
   for (const std::string& key : keys) {
-    if (!memory.Raw(key).IsDefined()) continue;
-    const std::string text = memory.String(key, "");
-    if (!memory.ok()) break;
-    Status set = SetMemoryKey(key, text, memory.Where(key), m);
-    if (!set.ok()) memory.Fail(key, set.message());
+    const size_t dot = key.find('.');
+    YamlMap* map = &memory;
+    if (dot != std::string::npos) {
+      const std::string section = key.substr(0, dot);
+      auto it = sections.find(section);
+      if (it == sections.end()) it = sections.emplace(section, memory.Section(section)).first;
+      map = &it->second;
+    }
+    const std::string leaf = dot == std::string::npos ? key : key.substr(dot + 1);
+    if (!map->Raw(leaf).IsDefined()) continue;
+    const std::string text = map->String(leaf, "");
+    if (!map->ok()) break;
+    Status set = SetMemoryKey(key, text, map->Where(leaf), m);
+    if (!set.ok()) {
+      map->Fail(leaf, set.message());
+      break;
+    }
   }
+  if (!memory.ok()) return memory.Finish();
+  for (const auto& [name, section] : sections) SPILL_RETURN_IF_ERROR(section.Finish());
   timing->measure = memory.Choice("conv_timing", {"measure", "model"},
                                   timing->measure ? "measure" : "model") == "measure";
   timing->cache = memory.String("conv_timing_cache", timing->cache);

@@ -61,6 +61,8 @@ struct DataConfig {
   std::string dataset = "fashion_mnist";
   std::string path;
   std::string test_path;
+  // The segmentation datasets' masks: a folder, made (with the masks) when missing.
+  std::string masks;
   int64_t batch = 64;
   int workers = 2;
   bool shuffle = true;

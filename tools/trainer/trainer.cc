@@ -24,10 +24,12 @@
 #include "framework/npz.h"
 #include "framework/random.h"
 #include "layers/cpu/conv_timer.h"
+#include "memory/feasibility.h"
 #include "memory/planner.h"
 #include "tools/common/checks.h"
 #include "tools/trainer/inference.h"
 #include "tools/trainer/model_source.h"
+#include "tools/trainer/rank_agreement.h"
 
 namespace spill {
 namespace {
@@ -157,6 +159,13 @@ Status Trainer::CheckData() const {
                              " images but the training split " + have.ToString() +
                              " (set data.test_augment)");
     }
+    if (net_->label_shape().sample_size() != data->label_shape().sample_size()) {
+      return InvalidArgument("model '" + net_->name() + "' takes labels of " +
+                             net_->label_shape().ToString() + " per batch but " + data->Describe() +
+                             " labels " + data->label_shape().ToString() +
+                             " per example (an input layer with labels: pixels takes a class " +
+                             "per pixel, of a segmentation dataset)");
+    }
     if (net_->num_classes() < data->num_classes()) {
       return InvalidArgument("model '" + net_->name() + "' scores " +
                              std::to_string(net_->num_classes()) + " classes but " +
@@ -210,13 +219,21 @@ Status Trainer::Setup() {
                             .WithContext(config_.file + ": memory.workspace"));
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
   solver_->AddState(*net_);
-  if (!options_.timeline.empty()) config_.memory.record_events = true;
+  if (Communicator::World().size() > 1) {  // before any collective
+    SPILL_ASSIGN_OR_RETURN(
+        auto agreement, RankAgreement(config_, options_.max_steps, !options_.resume.empty(), *net_,
+                                      *train_data_, test_data_.get()));
+    SPILL_RETURN_IF_ERROR(CheckRanksAgree(Communicator::World(), agreement));
+  }
+  const bool traced = !options_.timeline.empty() || !options_.html.empty();
+  if (traced) config_.memory.record_events = true;
+  SPILL_RETURN_IF_ERROR(ChooseLayoutBudget());
   auto runtime = MemoryRuntime::Create(net_->view(), config_.memory, device_.get());
   if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
   runtime_ = std::move(runtime).value();
   executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
   executor_->set_profiling(options_.profile);
-  if (!options_.timeline.empty()) {
+  if (traced) {
     recorder_ = std::make_unique<RunRecorder>(*executor_, *runtime_, *device_);
   }
   SPILL_ASSIGN_OR_RETURN(
@@ -241,6 +258,7 @@ Status Trainer::Setup() {
   if (!options_.resume.empty() && leader_) {  // rank 0 reads it for every rank
     SPILL_ASSIGN_OR_RETURN(
         position_, LoadCheckpoint(options_.resume, *net_, *runtime_, *device_, solver_.get()));
+    saved_step_ = position_.step;
     SPILL_RETURN_IF_ERROR(CheckPosition());
   } else {
     SPILL_RETURN_IF_ERROR(InitializeParameters(*net_, *runtime_, config_.run.seed));
@@ -256,6 +274,22 @@ Status Trainer::Setup() {
   // Other ranks write nowhere: rank 0's log has the global batch's figures.
   log_.open(leader_ ? log : "/dev/null", options_.resume.empty() ? std::ios::trunc : std::ios::app);
   if (!log_) return IoError("cannot write the training log '" + log + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+// More memory never fails (memory/feasibility.h): where the mode's own plan
+// at the budget does not fit but a smaller budget's does, the run uses that
+// layout inside the budget - the choice `plan --device-memory` shows.
+Status Trainer::ChooseLayoutBudget() {
+  auto runnable = PlanRunnable(net_->view(), config_.memory);
+  if (!runnable.ok()) return runnable.status();
+  if (!runnable->plan.fits) {
+    return ExplainOutOfMemory(OutOfMemory(runnable->plan.failure), net_->view(), config_.memory);
+  }
+  if (runnable->fallback() && leader_ && options_.verbose) {
+    std::fprintf(stderr, "memory: %s\n", DescribeFallback(*runnable).c_str());
+  }
+  config_.memory.device_budget = runnable->layout_budget;
   return Status::Ok();
 }
 
@@ -329,9 +363,8 @@ Status Trainer::TrainStep(Batch& batch) {
       executor_->Run(host, Phase::kTrain,
                      MixSeed(config_.run.seed, static_cast<uint64_t>(position_.step))));
   if (!std::isfinite(result.loss)) {
-    return InvalidArgument("the loss is " + std::to_string(result.loss) + " at step " +
-                           std::to_string(position_.step + 1) +
-                           ": training diverged (try a lower solver.lr)");
+    return Diverged("the loss of step " + std::to_string(position_.step + 1) + " is " +
+                    std::to_string(result.loss));
   }
   if (!options_.trace_dir.empty() && trace_loss_.empty()) {
     SPILL_RETURN_IF_ERROR(SaveGradients());
@@ -398,8 +431,24 @@ Status Trainer::Evaluate() {
 Status Trainer::SaveCheckpoint() {
   position_.solver_steps = solver_->steps();
   if (!leader_) return Status::Ok();  // every rank holds the same state
-  return spill::SaveCheckpoint(checkpoint_path(), *net_, *runtime_, *device_, solver_.get(),
-                               position_, config_.text);
+  Status saved = spill::SaveCheckpoint(checkpoint_path(), *net_, *runtime_, *device_, solver_.get(),
+                                       position_, config_.text);
+  // Values that are not finite are refused before anything is written.
+  if (saved.code() == StatusCode::kInvalidArgument) {
+    return Diverged("after step " + std::to_string(position_.step) + " " + saved.message());
+  }
+  if (saved.ok()) saved_step_ = position_.step;
+  return saved;
+}
+
+// Training cannot go on: it says so, and where the last good checkpoint is.
+Status Trainer::Diverged(const std::string& what) const {
+  std::string kept = "no checkpoint of this run was written";
+  if (saved_step_ >= 0) {
+    kept = "the checkpoint of step " + std::to_string(saved_step_) + " is kept in " +
+           checkpoint_path();
+  }
+  return InvalidArgument("training diverged: " + what + "; " + kept + " (try a lower solver.lr)");
 }
 
 std::string Trainer::ProfileTable() const { return executor_->ProfileTable(); }

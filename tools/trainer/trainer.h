@@ -48,6 +48,9 @@ struct TrainOptions {
   // the only one) as a Chrome/Perfetto trace here; on the CPU device its
   // step times also go to the step time cache.
   std::string timeline;
+  // Write the memory page of that iteration here (memory/report/memory_page.h):
+  // its step records, event log and measured queues.
+  std::string html;
 };
 
 struct TrainReport {
@@ -99,6 +102,7 @@ class Trainer {
   Status OpenData();
   Status CheckData() const;
   Status StartSchedule();
+  Status ChooseLayoutBudget();
   Status CheckPosition() const;
   Status InitFrom(const std::string& path);
   Status TrainStep(Batch& batch);
@@ -106,6 +110,7 @@ class Trainer {
   // Where the solver updates: the runtime, or its gradient-averaging wrapper.
   TensorStore& solver_store();
   Status SaveCheckpoint();
+  Status Diverged(const std::string& what) const;
   void LogStep(const LossResult& result, double lr, double seconds);
   Status WriteMemoryLog();
   Status StartTrace();
@@ -115,6 +120,7 @@ class Trainer {
   bool Tracing() const;
   Status FinishTimeline(double update_begin, double update_end);
   Status WriteTimeline();
+  std::string MemoryPageHtml() const;
   void AdvancePosition();
   bool EpochEnded() const { return position_.batch == 0; }
 
@@ -132,10 +138,12 @@ class Trainer {
   bool leader_ = true;                      // rank 0: prints, logs, checkpoints
   bool stop_agreed_ = false;                // some rank asked to stop (data parallel)
   Timeline traced_;
+  std::string traced_page_;      // its memory page (with TrainOptions::html)
   size_t traced_iteration_ = 0;  // of this run, from 1
   bool timeline_written_ = false;
   LrSchedule schedule_;
   TrainingPosition position_;
+  int64_t saved_step_ = -1;  // of this run's last checkpoint (-1: none yet)
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   std::ofstream log_;

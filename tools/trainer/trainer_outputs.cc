@@ -1,7 +1,8 @@
 // What a training run writes besides its checkpoints: the trace of its
 // first steps (--trace: the network, the solver, the initial state, every
 // batch, learning rate and loss, and the first step's gradients), the
-// memory log (--memory-log) and the measured timeline (--timeline).
+// memory log (--memory-log), the measured timeline (--timeline) and the
+// memory page of that iteration (--html).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 
 #include "framework/files.h"
 #include "framework/npz.h"
+#include "memory/report/memory_page.h"
 #include "memory/report/step_records.h"
 #include "memory/report/trace_json.h"
 #include "tools/common/net_json.h"
@@ -82,6 +84,7 @@ Status Trainer::FinishTimeline(double update_begin, double update_end) {
   traced_ = recorder_->Finish(*net_, net_->name() + ", batch " + std::to_string(net_->batch()) +
                                          ", " + config_.memory.mode + ", " + device_->Describe() +
                                          " (measured)");
+  if (!options_.html.empty()) traced_page_ = MemoryPageHtml();
   if (device_->type() == DeviceType::kCpu) {
     StepTimes times;
     recorder_->AddStepTimes(*net_, &times);
@@ -94,6 +97,14 @@ Status Trainer::FinishTimeline(double update_begin, double update_end) {
 Status Trainer::WriteTimeline() {
   if (timeline_written_ || traced_.slices.empty()) return Status::Ok();
   timeline_written_ = true;
+  if (!options_.html.empty()) {
+    SPILL_RETURN_IF_ERROR(WriteTextFile(options_.html, traced_page_, "--html"));
+    if (options_.verbose) {
+      std::fprintf(stderr, "memory page of iteration %zu written to %s\n", traced_iteration_,
+                   options_.html.c_str());
+    }
+  }
+  if (options_.timeline.empty()) return Status::Ok();
   std::ofstream out(options_.timeline);
   out << TimelineTraceJson(traced_);
   if (!out) return IoError("cannot write the timeline '" + options_.timeline + "'");
@@ -102,6 +113,18 @@ Status Trainer::WriteTimeline() {
                  options_.timeline.c_str());
   }
   return Status::Ok();
+}
+
+// The iteration just traced: its records and events (the runtime's last
+// iteration) and its measured queues.
+std::string Trainer::MemoryPageHtml() const {
+  MemoryPage page(PageSubject{net_->name() + ", batch " + std::to_string(net_->batch()),
+                              "train: training iteration " + std::to_string(traced_iteration_) +
+                                  " measured on " + device_->Describe() + " (" + config_.file + ")",
+                              &net_->schedule(), net_->layer_names()});
+  page.AddMode(RunPageMode(config_.memory, runtime_->log(), runtime_->events(),
+                           runtime_->allocator().PeakFootprint(), &traced_));
+  return page.Html();
 }
 
 }  // namespace spill

@@ -1,0 +1,103 @@
+// layer_norm and scale on the GPU. Per-pixel statistics are one thread's
+// double sums; the parameter gradients sum each image's plane in a block and
+// carry the double sums from image to image, and from slice to slice of the
+// batch, at the start of the workspace (2 doubles per channel).
+#include "framework/layer_registry.h"
+#include "layers/cuda/layer_util_cuda.h"
+#include "layers/cuda/vision_kernels_cuda.h"
+#include "layers/norm_layers.h"
+
+namespace spill {
+namespace {
+
+// The carried sums at the start of the workspace: 2 doubles per channel.
+double* Carry(const Workspace& workspace, int64_t channels) {
+  SPILL_CHECK(workspace.bytes >= 2 * static_cast<size_t>(channels) * sizeof(double))
+      << "workspace of " << workspace.bytes << " bytes for " << channels << " channels";
+  return static_cast<double*>(workspace.data);
+}
+
+class CudaLayerNormLayer : public LayerNormLayer {
+ public:
+  using LayerNormLayer::LayerNormLayer;
+
+  bool supports_slices() const override { return true; }
+  // The carried sums, then the statistics of every pixel.
+  size_t workspace_bytes(Pass pass) const override {
+    if (pass == Pass::kForward) return 0;
+    return CarryBytes() + LayerNormLayer::workspace_bytes(pass);
+  }
+
+  void Forward(const ForwardArgs& args) const override {
+    const Shape& s = args.inputs[0].shape();
+    cuda::LaunchLayerNormForward(s.n(), s.c(), s.h() * s.w(), args.inputs[0].data(),
+                                 args.params[0].data(), args.params[1].data(), eps_,
+                                 args.outputs[0].data(), cuda::StreamOf(args.device));
+    SPILL_CUDA_CHECK_LAUNCH();
+  }
+
+  void Backward(const BackwardArgs& args) const override {
+    const Shape& s = args.inputs[0].shape();
+    const int64_t plane = s.h() * s.w();
+    cudaStream_t stream = cuda::StreamOf(args.device);
+    double* carry = Carry(args.workspace, s.c());
+    double* stats = carry + 2 * s.c();
+    cuda::LaunchLayerNormInputGrad(s.n(), s.c(), plane, args.inputs[0].data(),
+                                   args.output_grads[0].data(), args.params[0].data(), eps_, stats,
+                                   cuda::InputGrad(args, 0), cuda::Accumulates(args, 0), stream);
+    SPILL_CUDA_CHECK_LAUNCH();
+    float* dgamma = cuda::ParamGrad(args, 0);
+    float* dbeta = cuda::ParamGrad(args, 1);
+    if (dgamma == nullptr && dbeta == nullptr) return;
+    cuda::LaunchChannelGradSums(s.n(), s.c(), plane, args.inputs[0].data(),
+                                args.output_grads[0].data(), stats, carry, args.slice.first(),
+                                dgamma, dbeta, stream);
+    SPILL_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  size_t CarryBytes() const { return 2 * static_cast<size_t>(shape_.c()) * sizeof(double); }
+};
+
+class CudaScaleLayer : public ScaleLayer {
+ public:
+  using ScaleLayer::ScaleLayer;
+
+  bool supports_slices() const override { return true; }
+  size_t workspace_bytes(Pass pass) const override {
+    return pass == Pass::kBackward ? 2 * static_cast<size_t>(channels_) * sizeof(double) : 0;
+  }
+
+  void Forward(const ForwardArgs& args) const override {
+    const Shape& s = args.inputs[0].shape();
+    cuda::LaunchScaleForward(s.n(), s.c(), s.h() * s.w(), args.inputs[0].data(),
+                             args.params[0].data(), bias_ ? args.params[1].data() : nullptr,
+                             args.outputs[0].data(), cuda::StreamOf(args.device));
+    SPILL_CUDA_CHECK_LAUNCH();
+  }
+
+  void Backward(const BackwardArgs& args) const override {
+    const Shape& s = args.inputs[0].shape();
+    const int64_t plane = s.h() * s.w();
+    cudaStream_t stream = cuda::StreamOf(args.device);
+    if (float* dx = cuda::InputGrad(args, 0)) {
+      cuda::LaunchScaleInputGrad(s.n(), s.c(), plane, args.output_grads[0].data(),
+                                 args.params[0].data(), dx, cuda::Accumulates(args, 0), stream);
+      SPILL_CUDA_CHECK_LAUNCH();
+    }
+    float* dgamma = cuda::ParamGrad(args, 0);
+    float* dbeta = bias_ ? cuda::ParamGrad(args, 1) : nullptr;
+    if (dgamma == nullptr && dbeta == nullptr) return;
+    cuda::LaunchChannelGradSums(s.n(), s.c(), plane, args.inputs[0].data(),
+                                args.output_grads[0].data(), nullptr, Carry(args.workspace, s.c()),
+                                args.slice.first(), dgamma, dbeta, stream);
+    SPILL_CUDA_CHECK_LAUNCH();
+  }
+};
+
+}  // namespace
+
+SPILL_REGISTER_LAYER(layer_norm, kCuda, CudaLayerNormLayer);
+SPILL_REGISTER_LAYER(scale, kCuda, CudaScaleLayer);
+
+}  // namespace spill

@@ -1,0 +1,33 @@
+// pad: surrounds each plane with a constant border, each side its own width
+// (the asymmetric padding of TensorFlow's and Keras's SAME convolutions and
+// pools, which spill's convolution and pooling pad symmetrically). Cheap to
+// recompute; backward reads neither input nor output.
+//
+//   - {name: p, type: pad, pad: [0, 0, 1, 1]}            top, left, bottom, right
+//   - {name: p, type: pad, pad: [1, 2], value: -1e30}    [h, w]: both sides alike
+#ifndef SPILL_LAYERS_PAD_LAYER_H_
+#define SPILL_LAYERS_PAD_LAYER_H_
+
+#include <array>
+
+#include "framework/layer.h"
+#include "framework/layer_params.h"
+
+namespace spill {
+
+class PadLayer : public Layer {
+ public:
+  explicit PadLayer(LayerParams& params);
+
+  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
+  BackwardNeeds backward_needs() const override { return {{false}, false}; }
+  LayerCost cost() const override { return LayerCost::kCheap; }
+
+ protected:
+  std::array<int64_t, 4> pad_{};  // top, left, bottom, right
+  float value_ = 0;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_LAYERS_PAD_LAYER_H_

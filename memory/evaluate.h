@@ -1,0 +1,167 @@
+// The fast evaluator: a pure, exact score of a candidate memory plan, for
+// planners that search over plans (memory/planners/).
+//
+// A plan is given as one decision per tensor:
+//   keep      the tensor lives from its first write to its last use;
+//   offload   its copy to host memory begins after the step that writes it,
+//             its device block is freed after step `out`, and it is
+//             prefetched before step `in` computes (in == its first
+//             backward use: it comes back when that step reads it);
+//   drop      its device block is freed after step `out`; it is rebuilt by
+//             rerunning its layer's forward before step `in` computes (in ==
+//             its first backward use: when that step reads it). Inputs of the
+//             layer that backward does not need otherwise (forward-only
+//             activations of layers that can be rerun) are dropped with it,
+//             at the end of their extended lives; every source lives at
+//             least until its dependents are dropped.
+// From it the evaluator gives the device bytes of every step under the
+// `ideal` allocator's accounting (no fragmentation), the iteration's time on
+// a device profile with the timeline simulator's waits, and the
+// TransferPlan the decisions stand for.
+//
+// It is a mirror of what the memory runtime does with that TransferPlan -
+// allocations, frees, on-demand loads and rebuilds, the deferred release of
+// a dropped tensor's sources - and of the simulator's clocks, over plain
+// data and in O(steps + tensors + actions): no runtime, no event log, no
+// strings. tests/evaluate_test.cc checks it against Plan() and
+// SimulateIteration on random decisions. The plan is played to the end
+// whatever the budget (a prefetch the runtime would skip for want of room is
+// made all the same), so with a plan that fits its budget it is exact.
+//
+// Assumptions, stated where a plan departs from them: parameters, their
+// gradients and solver state live on the device (memory.params: device);
+// each step's algorithms are those its workspace policy picks with no
+// memory pressure (so under a tight `dynamic` budget a run may pick smaller
+// workspaces: less memory, other times).
+#ifndef SPILL_MEMORY_EVALUATE_H_
+#define SPILL_MEMORY_EVALUATE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/network_view.h"
+#include "memory/liveness.h"
+#include "memory/memory_options.h"
+#include "memory/sim/cost_model.h"
+#include "memory/sim/device_profile.h"
+#include "memory/transfer_plan.h"
+
+namespace spill {
+
+enum class TensorChoice : uint8_t { kKeep, kOffload, kDrop };
+const char* TensorChoiceName(TensorChoice choice);
+
+struct TensorDecision {
+  TensorChoice choice = TensorChoice::kKeep;
+  int out = -1;  // the step after which the device block goes
+  int in = -1;   // the step before whose computation it is back
+};
+using Decisions = std::vector<TensorDecision>;  // per tensor id
+
+// What the evaluator knows of a network: plain data built once.
+struct EvalModel {
+  const Schedule* schedule = nullptr;
+  int num_layers = 0;  // N: steps 0..N-1 forward, N..2N-1 backward
+  size_t persistent = 0;
+  std::vector<size_t> bytes;      // per tensor, in pool blocks
+  std::vector<size_t> workspace;  // per step, in pool blocks (0: none)
+  IterationCosts costs;
+  DeviceProfile profile;
+  Liveness liveness;                           // training iteration
+  std::vector<int> last_forward_use;           // per tensor; -1 when none
+  std::vector<int> first_backward_use;         // per tensor; -1 when none
+  std::vector<bool> offloadable;               // written in forward, read in backward
+  std::vector<bool> droppable;                 // and its layer can be rerun to rebuild it
+  std::vector<bool> forward_only;              // a rerunnable activation backward never reads
+  std::vector<std::vector<TensorId>> sources;  // per tensor: its layer's inputs and saved tensors
+  // Tensors a planner decides on (offloadable or droppable and at least the
+  // minimum size), by the step that writes them, then by id.
+  std::vector<TensorId> candidates;
+  std::vector<TensorId> by_backward_use;  // tensors read in backward, by first such use, then id
+  double base_seconds = 0;                // the iteration with every tensor kept
+  size_t base_peak = 0;                   // and its peak (liveness's)
+  std::vector<size_t> base_step_peak;     // and every step's
+
+  int num_steps() const { return 2 * num_layers; }
+};
+
+// The model of `view` on `profile`: step times from the cost model (no
+// measured times), workspaces as the workspace policy of `options` picks
+// them without memory pressure, candidates of at least `min_bytes`.
+StatusOr<EvalModel> BuildEvalModel(const NetworkView& view, const MemoryOptions& options,
+                                   const DeviceProfile& profile, size_t min_bytes);
+
+// Decisions that keep everything.
+Decisions KeepAll(const EvalModel& model);
+// "" when `d` is a plan the evaluator and the runtime can run; otherwise
+// what is wrong, naming the tensor.
+std::string CheckDecisions(const EvalModel& model, const Decisions& d);
+
+struct Evaluation {
+  std::vector<size_t> step_peak;   // per step: the most bytes in use while it ran
+  std::vector<size_t> step_total;  // per step: bytes in use once its tensors were in place
+  size_t peak = 0;
+  int peak_step = -1;
+  double seconds = 0;  // the iteration on the model's profile
+  int64_t recomputations = 0;
+  size_t to_host = 0, to_device = 0;
+  std::vector<double> step_end;     // per step: when its computation ends
+  std::vector<double> offload_end;  // per tensor: when its copy to host ends (0: none)
+};
+
+// The per-step action lists a decision vector stands for, in the order the
+// runtime executes them.
+struct CompactPlan {
+  std::vector<TransferAction> before, after;   // every step's lists, one after another
+  std::vector<int> before_start, after_start;  // per step + 1: where each step's list starts
+  std::vector<int> keep_until;                 // per tensor: its last use, extended for rebuilds
+  std::vector<int> drop_at;                    // per tensor: the step after which it is dropped
+};
+void BuildCompactPlan(const EvalModel& model, const Decisions& d, CompactPlan* plan);
+
+// The first step whose actions a decision on `t` can change (the step that
+// writes it, or the last use of one of its sources, whose life a drop
+// extends): snapshots taken before it serve any decision on `t`.
+int FirstAffectedStep(const EvalModel& model, TensorId t);
+
+// The plans of both phases (evaluation: liveness releases only).
+PhasePlans ToPhasePlans(const EvalModel& model, const Decisions& d);
+
+// Evaluates decision vectors, reusing its buffers. Incremental along the
+// schedule: a snapshot taken at a step replays only the steps after it, for
+// decisions whose actions before that step are the snapshot's.
+class Evaluator {
+ public:
+  explicit Evaluator(const EvalModel& model);
+
+  // The state of the replay before a step: everything the rest depends on.
+  struct Snapshot {
+    int step = 0;
+    std::vector<uint8_t> state;
+    std::vector<int> refs;
+    std::vector<uint8_t> flags;
+    std::vector<double> pending;
+    size_t total = 0;
+    double host = 0, compute_end = 0, compute_ready = 0, copy_end = 0;
+    Evaluation partial;
+  };
+
+  // `d` must pass CheckDecisions.
+  const Evaluation& Run(const Decisions& d);
+  // Replays from `from` (null: the start); with `take`, also fills `*take`
+  // with the state before step `take_at`.
+  const Evaluation& Run(const Decisions& d, const Snapshot* from, int take_at, Snapshot* take);
+  const CompactPlan& plan() const { return plan_; }
+
+ private:
+  class Replay;
+  const EvalModel& model_;
+  CompactPlan plan_;
+  Evaluation result_;
+  Snapshot scratch_;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_EVALUATE_H_

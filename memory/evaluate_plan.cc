@@ -1,0 +1,281 @@
+// The evaluator's model of a network and the plans its decisions stand for
+// (evaluate.h).
+#include <algorithm>
+
+#include "memory/evaluate.h"
+#include "memory/heap_pool.h"
+#include "memory/recompute_policy.h"
+#include "memory/workspace_selector.h"
+
+namespace spill {
+namespace {
+
+// The workspace and algorithm names of an active step as the runtime's
+// ChooseWorkspace gives them with no memory pressure.
+size_t StepWorkspace(const NetworkView& view, const Step& step, const WorkspacePolicy& policy,
+                     std::string* choice) {
+  const int ops = view.algorithms ? view.algorithms->NumOps(step.layer, step.pass) : 0;
+  if (ops == 0) return step.workspace_bytes;
+  size_t bytes = 0;
+  for (int op = 0; op < ops; ++op) {
+    const std::vector<AlgorithmCandidate> candidates =
+        view.algorithms->Candidates(step.layer, step.pass, op);
+    const AlgorithmSelection s = SelectAlgorithm(candidates, kUnlimitedBudget, policy);
+    if (s.index < 0) continue;
+    bytes = std::max(bytes, candidates[s.index].workspace);
+    *choice += (choice->empty() ? "" : " ") + candidates[s.index].name;
+  }
+  return bytes;
+}
+
+size_t Blocks(size_t bytes) { return bytes == 0 ? 0 : RoundToBlocks(bytes); }
+
+void ClassifyTensors(const NetworkView& view, EvalModel* m) {
+  const Schedule& schedule = *m->schedule;
+  const size_t count = schedule.tensors.size();
+  const int n = m->num_layers;
+  m->last_forward_use.assign(count, -1);
+  m->first_backward_use.assign(count, -1);
+  for (int s = 0; s < m->num_steps(); ++s) {
+    for (const std::vector<TensorId>* ids : {&schedule.steps[s].reads, &schedule.steps[s].writes}) {
+      for (TensorId t : *ids) {
+        if (s < n) {
+          m->last_forward_use[t] = std::max(m->last_forward_use[t], s);
+        } else if (m->first_backward_use[t] < 0) {
+          m->first_backward_use[t] = s;
+        }
+      }
+    }
+  }
+  m->offloadable.assign(count, false);
+  m->droppable.assign(count, false);
+  m->forward_only.assign(count, false);
+  m->sources.assign(count, {});
+  for (TensorId t = 0; t < static_cast<TensorId>(count); ++t) {
+    const TensorInfo& info = schedule.tensors[t];
+    const bool forward = m->liveness.first_use[t] >= 0 && m->liveness.first_use[t] < n;
+    if (!forward || !IsTransient(info.kind) || info.kind == TensorKind::kActivationGrad) continue;
+    const bool backward = m->first_backward_use[t] >= 0;
+    m->offloadable[t] = backward;
+    const LayerSummary& layer = view.layer(info.layer);
+    // A layer is rerun to rebuild its only output (a second output would be
+    // rebuilt too, whatever its state); never the input or the loss.
+    const bool rerunnable = info.kind == TensorKind::kActivation && !layer.is_input &&
+                            !layer.is_loss && schedule.layers[info.layer].outputs.size() == 1;
+    if (!rerunnable) continue;
+    m->droppable[t] = backward;
+    m->forward_only[t] = !backward;
+    m->sources[t] = RebuildSources(schedule, t);
+  }
+  for (TensorId t = 0; t < static_cast<TensorId>(count); ++t) {
+    if (m->first_backward_use[t] >= 0) m->by_backward_use.push_back(t);
+  }
+  std::stable_sort(
+      m->by_backward_use.begin(), m->by_backward_use.end(),
+      [&](TensorId a, TensorId b) { return m->first_backward_use[a] < m->first_backward_use[b]; });
+}
+
+}  // namespace
+
+StatusOr<EvalModel> BuildEvalModel(const NetworkView& view, const MemoryOptions& options,
+                                   const DeviceProfile& profile, size_t min_bytes) {
+  const Schedule& schedule = *view.schedule;
+  EvalModel m;
+  m.schedule = &schedule;
+  m.num_layers = schedule.num_layers();
+  m.profile = profile;
+  if (m.num_layers == 0) return InvalidArgument("the network has no layers");
+  for (const TensorInfo& t : schedule.tensors) {
+    m.bytes.push_back(RoundToBlocks(std::max<size_t>(t.bytes, 1)));
+    if (!IsTransient(t.kind)) m.persistent += m.bytes.back();
+  }
+  MemoryLog log;  // the algorithms of each step, for the cost model
+  m.workspace.assign(m.num_steps(), 0);
+  for (int s = 0; s < m.num_steps(); ++s) {
+    StepRecord record;
+    record.step = s;
+    record.pass = schedule.steps[s].pass;
+    record.layer = schedule.steps[s].layer;
+    if (schedule.steps[s].active) {
+      m.workspace[s] =
+          Blocks(StepWorkspace(view, schedule.steps[s], options.workspace, &record.algorithm));
+    }
+    log.steps.push_back(record);
+  }
+  m.costs = ModelCosts(view, log, profile, nullptr);
+  m.liveness = AnalyzeLiveness(schedule, Phase::kTrain);
+  ClassifyTensors(view, &m);
+  for (TensorId t = 0; t < static_cast<TensorId>(schedule.tensors.size()); ++t) {
+    if ((m.offloadable[t] || m.droppable[t]) && schedule.tensors[t].bytes >= min_bytes) {
+      m.candidates.push_back(t);
+    }
+  }
+  std::stable_sort(m.candidates.begin(), m.candidates.end(), [&](TensorId a, TensorId b) {
+    return m.liveness.first_use[a] < m.liveness.first_use[b];
+  });
+  Evaluator evaluator(m);
+  const Evaluation& base = evaluator.Run(KeepAll(m));
+  m.base_seconds = base.seconds;
+  m.base_peak = base.peak;
+  m.base_step_peak = base.step_peak;
+  return m;
+}
+
+Decisions KeepAll(const EvalModel& model) { return Decisions(model.schedule->tensors.size()); }
+
+std::string CheckDecisions(const EvalModel& model, const Decisions& d) {
+  const Schedule& schedule = *model.schedule;
+  if (d.size() != schedule.tensors.size()) {
+    return "decisions for " + std::to_string(d.size()) + " tensors; the network has " +
+           std::to_string(schedule.tensors.size());
+  }
+  for (TensorId t = 0; t < static_cast<TensorId>(d.size()); ++t) {
+    const TensorDecision& x = d[t];
+    if (x.choice == TensorChoice::kKeep) continue;
+    const std::string name = "'" + schedule.tensors[t].name + "'";
+    const bool allowed =
+        x.choice == TensorChoice::kOffload ? model.offloadable[t] : model.droppable[t];
+    if (!allowed) {
+      return name + " cannot be " +
+             (x.choice == TensorChoice::kOffload ? "offloaded (not written in forward and read "
+                                                   "in backward)"
+                                                 : "dropped (its layer cannot rebuild it alone)");
+    }
+    const int lfu = model.last_forward_use[t], u = model.first_backward_use[t];
+    if (x.out < lfu || x.out >= x.in || x.in > u) {
+      return name + ": " + TensorChoiceName(x.choice) + " after step " + std::to_string(x.out) +
+             " and back before step " + std::to_string(x.in) + "; expected " + std::to_string(lfu) +
+             " <= out < in <= " + std::to_string(u);
+    }
+  }
+  return "";
+}
+
+void BuildCompactPlan(const EvalModel& model, const Decisions& d, CompactPlan* plan) {
+  const Schedule& schedule = *model.schedule;
+  const int steps = model.num_steps();
+  const TensorId count = static_cast<TensorId>(schedule.tensors.size());
+  plan->keep_until = model.liveness.last_use;
+  plan->drop_at.assign(count, -1);
+  std::vector<int>& keep = plan->keep_until;
+  std::vector<int>& drop = plan->drop_at;
+  // Dependents before their sources (a layer's outputs have larger ids than
+  // its inputs): a source lives until its last dependent is dropped, and a
+  // forward-only source is dropped then too.
+  for (TensorId t = count - 1; t >= 0; --t) {
+    if (d[t].choice == TensorChoice::kDrop) {
+      drop[t] = d[t].out;
+    } else if (drop[t] == -2) {  // a forward-only source of a dropped tensor
+      drop[t] = keep[t];
+    }
+    if (drop[t] < 0) continue;
+    for (TensorId x : model.sources[t]) {
+      keep[x] = std::max(keep[x], drop[t]);
+      if (model.forward_only[x] && d[x].choice == TensorChoice::kKeep) drop[x] = -2;
+    }
+  }
+  // Lists by counting: after a step, offloads begin, finish, tensors are
+  // dropped, then released; before it, prefetches, then rebuilds.
+  enum { kBegin, kFinish, kDropList, kRelease, kAfterKinds };
+  std::vector<int> count_after(static_cast<size_t>(steps) * kAfterKinds + 1, 0);
+  std::vector<int> count_before(static_cast<size_t>(steps) * 2 + 1, 0);
+  auto after_slot = [&](int s, int kind) { return s * kAfterKinds + kind; };
+  auto visit = [&](auto&& add_after, auto&& add_before) {
+    for (TensorId t = 0; t < count; ++t) {
+      if (d[t].choice == TensorChoice::kOffload) {
+        add_after(model.liveness.first_use[t], kBegin, TransferOp::kBeginOffload, t);
+      }
+    }
+    for (TensorId t = 0; t < count; ++t) {
+      if (d[t].choice == TensorChoice::kOffload) {
+        add_after(d[t].out, kFinish, TransferOp::kFinishOffload, t);
+      }
+    }
+    for (TensorId t = count - 1; t >= 0; --t) {
+      if (drop[t] >= 0) add_after(drop[t], kDropList, TransferOp::kDrop, t);
+    }
+    for (TensorId t = 0; t < count; ++t) {
+      if (keep[t] >= 0 && IsTransient(schedule.tensors[t].kind)) {
+        add_after(keep[t], kRelease, TransferOp::kRelease, t);
+      }
+    }
+    for (int kind = 0; kind < 2; ++kind) {
+      for (TensorId t : model.by_backward_use) {
+        const TensorChoice want = kind == 0 ? TensorChoice::kOffload : TensorChoice::kDrop;
+        if (d[t].choice != want || d[t].in >= model.first_backward_use[t]) continue;
+        add_before(d[t].in, kind, kind == 0 ? TransferOp::kPrefetch : TransferOp::kRebuild, t);
+      }
+    }
+  };
+  visit([&](int s, int kind, TransferOp, TensorId) { ++count_after[after_slot(s, kind) + 1]; },
+        [&](int s, int kind, TransferOp, TensorId) { ++count_before[s * 2 + kind + 1]; });
+  for (size_t i = 1; i < count_after.size(); ++i) count_after[i] += count_after[i - 1];
+  for (size_t i = 1; i < count_before.size(); ++i) count_before[i] += count_before[i - 1];
+  plan->after.resize(count_after.back());
+  plan->before.resize(count_before.back());
+  plan->after_start.resize(steps + 1);
+  plan->before_start.resize(steps + 1);
+  for (int s = 0; s <= steps; ++s) {
+    plan->after_start[s] = count_after[std::min(s * kAfterKinds, steps * kAfterKinds)];
+    plan->before_start[s] = count_before[std::min(s * 2, steps * 2)];
+  }
+  visit(
+      [&](int s, int kind, TransferOp op, TensorId t) {
+        plan->after[count_after[after_slot(s, kind)]++] = {op, t};
+      },
+      [&](int s, int kind, TransferOp op, TensorId t) {
+        plan->before[count_before[s * 2 + kind]++] = {op, t};
+      });
+}
+
+int FirstAffectedStep(const EvalModel& model, TensorId t) {
+  int step = model.liveness.first_use[t];
+  std::vector<TensorId> pending = model.sources[t];  // forward-only sources extend theirs
+  while (!pending.empty()) {
+    const TensorId x = pending.back();
+    pending.pop_back();
+    step = std::min(step, model.liveness.last_use[x]);
+    if (model.forward_only[x]) {
+      pending.insert(pending.end(), model.sources[x].begin(), model.sources[x].end());
+    }
+  }
+  return step;
+}
+
+PhasePlans ToPhasePlans(const EvalModel& model, const Decisions& d) {
+  const Schedule& schedule = *model.schedule;
+  CompactPlan compact;
+  BuildCompactPlan(model, d, &compact);
+  PhasePlans plans;
+  TransferPlan& train = plans.train;
+  train.phase = Phase::kTrain;
+  train.Resize(model.num_steps());
+  for (int s = 0; s < model.num_steps(); ++s) {
+    train.before[s].assign(compact.before.begin() + compact.before_start[s],
+                           compact.before.begin() + compact.before_start[s + 1]);
+    train.after[s].assign(compact.after.begin() + compact.after_start[s],
+                          compact.after.begin() + compact.after_start[s + 1]);
+  }
+  train.liveness = model.liveness;
+  train.liveness.last_use = compact.keep_until;
+  for (auto& list : train.liveness.dies_after) list.clear();
+  for (TensorId t = 0; t < static_cast<TensorId>(compact.keep_until.size()); ++t) {
+    if (compact.keep_until[t] >= 0) train.liveness.dies_after[compact.keep_until[t]].push_back(t);
+  }
+  // The runtime's own recomputation policy stays off: every drop and rebuild
+  // is in the lists.
+  train.recompute.droppable.assign(schedule.tensors.size(), false);
+  train.recompute.segment.assign(schedule.tensors.size(), -1);
+  TransferPlan& eval = plans.eval;
+  eval.phase = Phase::kEval;
+  eval.liveness = AnalyzeLiveness(schedule, Phase::kEval);
+  eval.Resize(eval.liveness.num_steps);
+  for (int s = 0; s < eval.num_steps(); ++s) {
+    for (TensorId t : eval.liveness.dies_after[s])
+      eval.after[s].push_back({TransferOp::kRelease, t});
+  }
+  eval.recompute = train.recompute;
+  return plans;
+}
+
+}  // namespace spill

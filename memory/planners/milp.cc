@@ -1,0 +1,518 @@
+// The program of milp.h on CBC's C interface. Time in microseconds, memory
+// in KiB (pool blocks), so that coefficients stay within a few decades.
+#include "memory/planners/milp.h"
+
+#include <Cbc_C_Interface.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "memory/planners/rules.h"
+
+namespace spill {
+namespace {
+
+constexpr double kMicroseconds = 1e6;
+constexpr double kMemoryUnit = 1024;  // bytes per unit of the memory rows
+constexpr int kMaxRounds = 4;         // solves with tightened rows
+constexpr double kHalf = 0.5;         // binaries read back
+
+using ModelPtr = std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)>;
+
+// A linear expression over columns plus a constant.
+struct Linear {
+  std::vector<int> cols;
+  std::vector<double> coefs;
+  double constant = 0;
+  void Add(int col, double coef) {
+    cols.push_back(col);
+    coefs.push_back(coef);
+  }
+};
+
+struct Candidate {
+  TensorId t = kNoTensor;
+  int p = 0, lfu = 0, u = 0, pstart = 0;
+  int o = -1, d = -1;     // columns; -1: not open to it
+  std::vector<int> f, q;  // F over [lfu+1, u-1], P over [pstart, u-1]
+  int a = -1, b = -1;     // starts of its copies out and in
+};
+
+// A tensor a rebuild reruns: a droppable candidate (its column is d) or a
+// forward-only input of one (y). It is rebuilt in the gap before one of
+// `positions` (z: one binary each, summing to the column); each trigger
+// says "rebuilt at or before `step` when every column of `cols` is 1".
+struct Rebuild {
+  TensorId t = kNoTensor;
+  int col = -1;
+  struct Trigger {
+    int step;
+    std::vector<int> cols;
+  };
+  std::vector<Trigger> triggers;
+  std::vector<int> positions, z;
+};
+
+class Program {
+ public:
+  Program(const EvalModel& m, const std::vector<double>& step_limit)
+      : m_(m), step_limit_(step_limit), model_(Cbc_newModel(), Cbc_deleteModel) {}
+
+  void Build();
+  Cbc_Model* cbc() { return model_.get(); }
+  int columns() const { return columns_; }
+  int rows() const { return rows_; }
+  // The plan `d` as CBC's first incumbent; with `fix`, the only plan (its
+  // binaries fixed: the program then gives its own time of that plan).
+  void Start(const Decisions& d, bool fix = false);
+  Decisions Read(const double* x) const;
+
+ private:
+  int Col(double lb, double ub, double obj, bool integer) {
+    Cbc_addCol(model_.get(), "", lb, ub, obj, integer ? 1 : 0, 0, nullptr, nullptr);
+    return columns_++;
+  }
+  void Row(const Linear& e, char sense, double rhs) {
+    Cbc_addRow(model_.get(), "", static_cast<int>(e.cols.size()), e.cols.data(), e.coefs.data(),
+               sense, rhs - e.constant);
+    ++rows_;
+  }
+  // F_is, P_is of candidate i into `e` with `coef` (nothing where they are 0).
+  void AddF(Linear* e, const Candidate& c, int s, double coef) const {
+    if (c.o < 0 || s <= c.lfu) return;
+    e->Add(s >= c.u ? c.o : c.f[s - c.lfu - 1], coef);
+  }
+  void AddP(Linear* e, const Candidate& c, int s, double coef) const {
+    if (c.o < 0 || s < c.pstart) return;
+    e->Add(s >= c.u ? c.o : c.q[s - c.pstart], coef);
+  }
+  double CopySeconds(TensorId t, bool to_host) const {
+    const LinkProfile& link = m_.profile.link;
+    const double bandwidth = to_host ? link.d2h_bytes_per_second : link.h2d_bytes_per_second;
+    return link.latency_seconds + (bandwidth > 0 ? m_.schedule->tensors[t].bytes / bandwidth : 0);
+  }
+  void AddCandidates();
+  void AddRebuilds();
+  void AddMemoryRows();
+  void AddTimeline();
+  // Bytes of `c` absent at step s (between its last forward use and its
+  // first backward one), into `e` with `coef` per byte unit.
+  void AddAbsent(Linear* e, const Candidate& c, int s, double coef) const;
+  // The rebuild of tensor `t`, or null.
+  const Rebuild* RebuildOf(TensorId t) const {
+    return rebuild_index_[t] >= 0 ? &rebuilds_[rebuild_index_[t]] : nullptr;
+  }
+
+  const EvalModel& m_;
+  const std::vector<double>& step_limit_;
+  ModelPtr model_;
+  int columns_ = 0, rows_ = 0;
+  std::vector<Candidate> cands_;
+  std::vector<int> index_;  // tensor -> candidate index, -1
+  std::vector<Rebuild> rebuilds_;
+  std::vector<int> rebuild_index_;  // tensor -> rebuilds_ index, -1
+  std::vector<int> start_;          // per step: the column of when its computation starts
+  int end_ = -1;                    // the column of when the iteration's computation ends
+};
+
+void Program::AddCandidates() {
+  const int n = m_.num_layers;
+  index_.assign(m_.schedule->tensors.size(), -1);
+  for (TensorId t : m_.candidates) {
+    Candidate c;
+    c.t = t;
+    c.p = m_.liveness.first_use[t];
+    c.lfu = m_.last_forward_use[t];
+    c.u = m_.first_backward_use[t];
+    c.pstart = std::max(c.lfu + 1, n);
+    if (m_.offloadable[t]) {
+      c.o = Col(0, 1, 0, true);
+      for (int s = c.lfu + 1; s < c.u; ++s) c.f.push_back(Col(0, 1, 0, true));
+      for (int s = c.pstart; s < c.u; ++s) c.q.push_back(Col(0, 1, 0, true));
+    }
+    if (m_.droppable[t]) {
+      c.d = Col(0, 1, 0, true);
+    }
+    index_[t] = static_cast<int>(cands_.size());
+    cands_.push_back(std::move(c));
+  }
+  for (const Candidate& c : cands_) {
+    if (c.o >= 0 && c.d >= 0) {
+      Linear e;
+      e.Add(c.o, 1);
+      e.Add(c.d, 1);
+      Row(e, 'L', 1);
+    }
+    if (c.o < 0) continue;
+    for (int s = c.lfu + 1; s < c.u; ++s) {  // F_is <= F_i,s+1
+      Linear e;
+      AddF(&e, c, s, 1);
+      AddF(&e, c, s + 1, -1);
+      Row(e, 'L', 0);
+    }
+    for (int s = c.pstart; s < c.u; ++s) {  // P_is <= P_i,s+1 and P_is <= F_is
+      Linear e;
+      AddP(&e, c, s, 1);
+      AddP(&e, c, s + 1, -1);
+      Row(e, 'L', 0);
+      Linear back;
+      AddP(&back, c, s, 1);
+      AddF(&back, c, s, -1);
+      Row(back, 'L', 0);
+    }
+  }
+}
+
+// Rebuild triggers, dependents first (larger ids): a droppable candidate is
+// rebuilt when backward first reads it, or earlier with a dropped tensor
+// rebuilt from it; a forward-only input, with the first such tensor. Chains
+// are followed through forward-only tensors, and two droppable tensors deep
+// (a trigger of at most kMaxTriggerColumns columns).
+void Program::AddRebuilds() {
+  constexpr size_t kMaxTriggerColumns = 3;
+  const TensorId count = static_cast<TensorId>(m_.schedule->tensors.size());
+  rebuild_index_.assign(count, -1);
+  std::vector<std::vector<Rebuild::Trigger>> inherited(count);
+  for (TensorId t = count - 1; t >= 0; --t) {
+    const bool candidate = index_[t] >= 0 && cands_[index_[t]].d >= 0;
+    if (!candidate && inherited[t].empty()) continue;
+    Rebuild r;
+    r.t = t;
+    if (candidate) {
+      const Candidate& c = cands_[index_[t]];
+      r.col = c.d;
+      r.triggers.push_back({c.u, {c.d}});
+      for (Rebuild::Trigger& g : inherited[t]) {
+        if (g.step >= c.u || g.cols.size() >= kMaxTriggerColumns) continue;
+        g.cols.push_back(c.d);
+        r.triggers.push_back(std::move(g));
+      }
+    } else {
+      if (!m_.forward_only[t]) continue;
+      r.col = Col(0, 1, 0, false);  // y: rerun with a dropped dependent (the triggers set it)
+      r.triggers = std::move(inherited[t]);
+    }
+    for (const Rebuild::Trigger& g : r.triggers) {
+      if (std::find(r.positions.begin(), r.positions.end(), g.step) == r.positions.end()) {
+        r.positions.push_back(g.step);
+      }
+    }
+    std::sort(r.positions.begin(), r.positions.end());
+    Linear sum;  // exactly one position when rebuilt
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+      r.z.push_back(Col(0, 1, 0, true));
+      sum.Add(r.z.back(), 1);
+    }
+    sum.Add(r.col, -1);
+    Row(sum, 'E', 0);
+    for (const Rebuild::Trigger& g : r.triggers) {  // at or before the trigger's step
+      Linear e;
+      for (size_t i = 0; i < r.positions.size() && r.positions[i] <= g.step; ++i) {
+        e.Add(r.z[i], 1);
+      }
+      for (int col : g.cols) e.Add(col, -1);
+      Row(e, 'G', 1.0 - static_cast<double>(g.cols.size()));
+    }
+    for (TensorId x : m_.sources[t]) {  // what this rebuild needs is rebuilt by then
+      for (const Rebuild::Trigger& g : r.triggers) inherited[x].push_back(g);
+    }
+    rebuild_index_[t] = static_cast<int>(rebuilds_.size());
+    rebuilds_.push_back(std::move(r));
+  }
+}
+
+void Program::AddAbsent(Linear* e, const Candidate& c, int s, double coef) const {
+  AddF(e, c, s, coef);
+  AddP(e, c, s, -coef);
+  if (c.d < 0) return;
+  e->Add(c.d, coef);  // dropped, until rebuilt
+  const Rebuild* r = RebuildOf(c.t);
+  for (size_t i = 0; i < r->positions.size() && r->positions[i] <= s; ++i) {
+    e->Add(r->z[i], -coef);
+  }
+}
+
+void Program::AddMemoryRows() {
+  for (int s = 0; s < m_.num_steps(); ++s) {
+    const double over = (static_cast<double>(m_.base_step_peak[s]) - step_limit_[s]) / kMemoryUnit;
+    if (over <= 0) continue;
+    Linear e;  // bytes absent at s >= what is over
+    for (const Candidate& c : cands_) {
+      if (s > c.lfu && s < c.u)
+        AddAbsent(&e, c, s, static_cast<double>(m_.bytes[c.t]) / kMemoryUnit);
+    }
+    Row(e, 'G', over);
+  }
+  // An offloaded source of a dropped tensor is on the device when that is
+  // rebuilt (still there, or brought back for it).
+  for (const Rebuild& r : rebuilds_) {
+    for (TensorId x : m_.sources[r.t]) {
+      if (index_[x] < 0 || cands_[index_[x]].o < 0) continue;
+      const Candidate& src = cands_[index_[x]];
+      for (size_t i = 0; i < r.positions.size(); ++i) {
+        if (r.positions[i] >= src.u) continue;
+        Linear e;  // F_x - P_x (absent) + z <= 1
+        AddF(&e, src, r.positions[i], 1);
+        AddP(&e, src, r.positions[i], -1);
+        e.Add(r.z[i], 1);
+        Row(e, 'L', 1);
+      }
+    }
+  }
+}
+
+// The timeline: when each step's computation starts (rebuilds run in the
+// gap before the step that reads them), when each copy starts. Copies out
+// are first in, first out in the order their writers run, copies in in the
+// order of their reads (the fixed rules never let one overtake another);
+// the two streams are not made to share the queue. A copy out ends before
+// the step after g starts (the host waits there), a copy in before its
+// reader starts (the computation waits).
+void Program::AddTimeline() {
+  const Schedule& schedule = *m_.schedule;
+  const int steps = m_.num_steps();
+  auto compute = [&](int s) { return m_.costs.step_seconds[s] * kMicroseconds; };
+  double horizon = 0;  // no time exceeds it (the big M)
+  for (int s = 0; s < steps; ++s) horizon += compute(s);
+  for (const Candidate& c : cands_) {
+    horizon += (CopySeconds(c.t, true) + CopySeconds(c.t, false)) * kMicroseconds;
+  }
+  for (const Rebuild& r : rebuilds_) {
+    horizon += m_.costs.recompute_seconds[schedule.tensors[r.t].layer] * kMicroseconds;
+  }
+  for (int s = 0; s < steps; ++s) start_.push_back(Col(0, horizon, 0, false));
+  end_ = Col(0, horizon, 1, false);
+  std::vector<Linear> gap(steps + 1);  // S_s - S_{s-1} - rebuilds >= compute_{s-1}
+  for (int s = 1; s <= steps; ++s) {
+    gap[s].Add(s < steps ? start_[s] : end_, 1);
+    gap[s].Add(start_[s - 1], -1);
+  }
+  for (const Rebuild& r : rebuilds_) {
+    const double seconds = m_.costs.recompute_seconds[schedule.tensors[r.t].layer] * kMicroseconds;
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+      if (r.positions[i] > 0) gap[r.positions[i]].Add(r.z[i], -seconds);
+    }
+  }
+  for (int s = 1; s <= steps; ++s) Row(gap[s], 'G', compute(s - 1));
+  std::vector<Candidate*> out, in;
+  for (Candidate& c : cands_) {
+    if (c.o < 0) continue;
+    c.a = Col(0, horizon, 0, false);
+    c.b = Col(0, horizon, 0, false);
+    out.push_back(&c);
+    in.push_back(&c);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Candidate* x, const Candidate* y) { return x->p < y->p; });
+  std::stable_sort(in.begin(), in.end(),
+                   [](const Candidate* x, const Candidate* y) { return x->u < y->u; });
+  for (size_t k = 0; k < out.size(); ++k) {
+    const Candidate& c = *out[k];
+    const double copy = CopySeconds(c.t, true) * kMicroseconds;
+    Linear begin;  // A >= end of its writer's computation, when offloaded
+    begin.Add(c.a, 1);
+    begin.Add(start_[c.p], -1);
+    begin.Add(c.o, -horizon);
+    Row(begin, 'G', compute(c.p) - horizon);
+    if (k + 1 < out.size()) {  // the next copy out starts after this one
+      Linear next;
+      next.Add(out[k + 1]->a, 1);
+      next.Add(c.a, -1);
+      next.Add(c.o, -copy);
+      Row(next, 'G', 0);
+    }
+    for (int s = c.lfu + 1; s <= c.u && s < steps; ++s) {  // S_s >= A + copy once freed by s
+      Linear done;
+      done.Add(start_[s], 1);
+      done.Add(c.a, -1);
+      AddF(&done, c, s, -horizon);
+      Row(done, 'G', copy - horizon);
+    }
+  }
+  for (size_t k = 0; k < in.size(); ++k) {
+    const Candidate& c = *in[k];
+    const double copy = CopySeconds(c.t, false) * kMicroseconds;
+    for (int s = c.pstart; s <= c.u; ++s) {  // B >= end of step s-1 while q >= s
+      Linear begin;
+      begin.Add(c.b, 1);
+      begin.Add(start_[s - 1], -1);
+      AddP(&begin, c, s - 1, horizon);
+      begin.Add(c.o, -horizon);
+      Row(begin, 'G', compute(s - 1) - horizon);
+    }
+    if (k + 1 < in.size()) {
+      Linear next;
+      next.Add(in[k + 1]->b, 1);
+      next.Add(c.b, -1);
+      next.Add(c.o, -copy);
+      Row(next, 'G', 0);
+    }
+    Linear done;  // the reader starts after the copy in
+    done.Add(start_[c.u], 1);
+    done.Add(c.b, -1);
+    done.Add(c.o, -copy);
+    Row(done, 'G', 0);
+  }
+}
+
+void Program::Build() {
+  Cbc_setObjSense(model_.get(), 1);
+  AddCandidates();
+  AddRebuilds();
+  AddMemoryRows();
+  AddTimeline();
+}
+
+void Program::Start(const Decisions& d, bool fix) {
+  std::vector<double> value(columns_, 0.0);
+  std::vector<int> cols;
+  for (const Candidate& c : cands_) {
+    const TensorDecision& x = d[c.t];
+    const bool off = x.choice == TensorChoice::kOffload, drop = x.choice == TensorChoice::kDrop;
+    if (c.d >= 0) {
+      cols.push_back(c.d);
+      value[c.d] = drop ? 1 : 0;
+    }
+    if (c.o < 0) continue;
+    cols.push_back(c.o);
+    value[c.o] = off ? 1 : 0;
+    for (int s = c.lfu + 1; s < c.u; ++s) {
+      cols.push_back(c.f[s - c.lfu - 1]);
+      value[cols.back()] = off && x.out < s ? 1 : 0;
+    }
+    for (int s = c.pstart; s < c.u; ++s) {
+      cols.push_back(c.q[s - c.pstart]);
+      value[cols.back()] = off && x.in <= s ? 1 : 0;
+    }
+  }
+  for (const Rebuild& r : rebuilds_) {  // dependents first: their columns are set
+    int first = -1;                     // the earliest trigger that fires
+    for (const Rebuild::Trigger& g : r.triggers) {
+      bool fires = true;
+      for (int col : g.cols) fires = fires && value[col] > kHalf;
+      if (fires && (first < 0 || g.step < first)) first = g.step;
+    }
+    if (index_[r.t] < 0) value[r.col] = first >= 0 ? 1 : 0;
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+      cols.push_back(r.z[i]);
+      value[r.z[i]] = value[r.col] > kHalf && r.positions[i] == first ? 1 : 0;
+    }
+    if (value[r.col] < kHalf) continue;
+    for (TensorId x : m_.sources[r.t]) {  // an offloaded source comes back for the rebuild
+      if (index_[x] < 0 || cands_[index_[x]].o < 0) continue;
+      const Candidate& src = cands_[index_[x]];
+      if (value[src.o] < kHalf) continue;
+      const int back = std::max({first, src.pstart, d[x].out + 1});  // once it has left
+      for (int s = back; s < src.u; ++s) value[src.q[s - src.pstart]] = 1;
+    }
+  }
+  std::vector<double> values;
+  for (int col : cols) {
+    values.push_back(value[col]);
+    if (fix) {
+      Cbc_setColLower(model_.get(), col, value[col]);
+      Cbc_setColUpper(model_.get(), col, value[col]);
+    }
+  }
+  Cbc_setMIPStartI(model_.get(), static_cast<int>(cols.size()), cols.data(), values.data());
+}
+
+Decisions Program::Read(const double* x) const {
+  Decisions d = KeepAll(m_);
+  for (const Candidate& c : cands_) {
+    if (c.d >= 0 && x[c.d] > kHalf) {
+      d[c.t] = {TensorChoice::kDrop, c.lfu, c.u};
+    } else if (c.o >= 0 && x[c.o] > kHalf) {
+      int g = c.lfu, q = c.u;
+      while (g + 1 < c.u && x[c.f[g + 1 - c.lfu - 1]] < kHalf) ++g;
+      for (int s = c.u - 1; s >= c.pstart && x[c.q[s - c.pstart]] > kHalf; --s) q = s;
+      d[c.t] = {TensorChoice::kOffload, g, std::max(q, g + 1)};
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+StatusOr<double> MilpOverheadOf(const EvalModel& model, size_t limit, const Decisions& d) {
+  double compute = 0;
+  for (int s = 0; s < model.num_steps(); ++s)
+    compute += model.costs.step_seconds[s] * kMicroseconds;
+  const std::vector<double> step_limit(model.num_steps(), static_cast<double>(limit));
+  Program program(model, step_limit);
+  program.Build();
+  Cbc_Model* m = program.cbc();
+  Cbc_setLogLevel(m, 0);
+  Cbc_setParameter(m, "threads", "1");
+  program.Start(d, /*fix=*/true);
+  Cbc_solve(m);
+  if (Cbc_bestSolution(m) == nullptr) {
+    return OutOfMemory("the plan is not a point of the program (its memory rows)");
+  }
+  return (Cbc_getObjValue(m) - compute) / kMicroseconds;
+}
+
+StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time_limit_seconds,
+                               const Decisions* start) {
+  const auto begin = std::chrono::steady_clock::now();
+  MilpResult result;
+  std::vector<double> step_limit(model.num_steps(), static_cast<double>(limit));
+  Evaluator evaluator(model);
+  PlanRules rules(model, limit);
+  double compute = 0;  // the iteration's computation with every tensor kept, in microseconds
+  for (int s = 0; s < model.num_steps(); ++s)
+    compute += model.costs.step_seconds[s] * kMicroseconds;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    Program program(model, step_limit);
+    program.Build();
+    Cbc_Model* m = program.cbc();
+    Cbc_setLogLevel(m, 0);
+    Cbc_setParameter(m, "threads", "1");
+    Cbc_setParameter(m, "timeMode", "elapsed");
+    Cbc_setParameter(m, "seconds", std::to_string(time_limit_seconds).c_str());
+    if (start != nullptr) program.Start(*start);
+    Cbc_solve(m);
+    result.rounds = round + 1;
+    result.columns = program.columns();
+    result.rows = program.rows();
+    if (round == 0) {
+      result.optimal = Cbc_isProvenOptimal(m) != 0;
+      result.lower_bound =
+          std::max(0.0, (Cbc_getBestPossibleObjValue(m) - compute) / kMicroseconds);
+      if (Cbc_isProvenInfeasible(m)) break;  // no plan of the space fits: the bound stands alone
+    }
+    const double* x = Cbc_bestSolution(m);
+    if (x == nullptr) break;
+    result.objective = (Cbc_getObjValue(m) - compute) / kMicroseconds;
+    result.decisions = program.Read(x);
+    const std::string wrong = CheckDecisions(model, result.decisions);
+    if (!wrong.empty()) return Internal("the MILP's plan is not a plan: " + wrong);
+    Evaluation e = evaluator.Run(result.decisions);
+    // The program times copies loosely; its choices timed by the fixed rules
+    // may do better.
+    Choices choices(model.schedule->tensors.size(), TensorChoice::kKeep);
+    for (TensorId t : model.candidates) choices[t] = result.decisions[t].choice;
+    Decisions timed;
+    const Evaluation& by_rules = rules.Evaluate(choices, &timed);
+    result.retimed = by_rules.peak <= limit && (e.peak > limit || by_rules.seconds < e.seconds);
+    if (result.retimed) {
+      result.decisions = timed;
+      e = by_rules;
+    }
+    result.seconds = e.seconds;
+    result.peak = e.peak;
+    result.feasible = e.peak <= limit;
+    if (result.feasible) break;
+    for (int s = 0; s < model.num_steps(); ++s) {  // what rebuilds add, taken off the limit
+      if (e.step_peak[s] > limit) step_limit[s] -= static_cast<double>(e.step_peak[s] - limit);
+    }
+  }
+  result.solve_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  return result;
+}
+
+}  // namespace spill

@@ -1,0 +1,81 @@
+// milp: the exact reference for the planners, a mixed-integer program on
+// COIN-OR CBC (in the manner of Checkmate and POET) over the planners'
+// decision space: per candidate tensor keep; drop, rebuilt when backward
+// first reads it; or offload, freed after a step g and prefetched before a
+// step q (any g >= its last forward use, any q > g, from backward on).
+//
+// Variables, per candidate i: o_i, d_i (offload, drop; o_i + d_i <= 1) and
+// the monotone binaries F_is = [g_i < s], P_is = [q_i <= s] over its window
+// (P_is <= F_is: back only after it left); i is absent from step s when
+// F_is - P_is = 1 or, dropped, for every step between its uses.
+// Rows:
+//   memory   one per step over the limit with every tensor kept: the keep-all
+//            peak (the evaluator's, exact but for what rebuilds add) less
+//            the absent tensors <= limit; a dropped tensor's offloaded or
+//            dropped sources are back when it is rebuilt.
+//   time     a timeline: S_s, when step s's computation starts, and E, when
+//            the last one ends; S_s >= S_{s-1} + step s-1's computation +
+//            the rebuilds run in the gap before s (a dropped tensor is
+//            rebuilt before backward first reads it, or before an earlier
+//            rebuild that needs it; forward-only inputs with the first
+//            rebuild that needs them: one binary per possible gap). Per
+//            offloaded tensor, A and B, when its copies out and in start:
+//            A after its writer computes, S_s >= A + copy for every step s
+//            it is absent at; B after step q-1 computes, and its reader
+//            starts after B + copy. Copies out are first in, first out in
+//            the order their writers run, copies in in the order of their
+//            reads - as the fixed rules issue them - but the two streams do
+//            not share the one copy queue, which makes the program a
+//            relaxation. The objective is E.
+// Every rule-completed plan (rules.h) is a point of this program and the
+// objective never exceeds its simulated overhead, so CBC's proven bound is a
+// lower bound on the overhead of every plan of the space: the exhaustive
+// optimum and every planner's. The plan CBC picks is replayed by the
+// evaluator, and so are its choices with frees and prefetches placed by the
+// fixed rules (rules.h) instead: the program lets copies in and out overlap,
+// so the rules often time its choices better. The faster of
+// the two that fits is the plan. Where what rebuilds add puts both over the
+// limit, the rows of the steps over are tightened by the excess and it is
+// solved again (the bound stays the first solve's).
+#ifndef SPILL_MEMORY_PLANNERS_MILP_H_
+#define SPILL_MEMORY_PLANNERS_MILP_H_
+
+#include "framework/network_view.h"
+#include "memory/evaluate.h"
+#include "memory/memory_options.h"
+
+namespace spill {
+
+struct MilpResult {
+  bool feasible = false;  // a plan within the limit (replayed by the evaluator)
+  Decisions decisions;
+  double seconds = 0;  // its simulated iteration time
+  size_t peak = 0;
+  // Proven: no plan of the space adds less than this to the keep-all
+  // iteration (seconds); valid even when `feasible` is false.
+  double lower_bound = 0;
+  double objective = 0;  // the program's own estimate of the plan's overhead
+  bool retimed = false;  // the plan is CBC's choices with frees and prefetches by the rules
+  bool optimal = false;  // CBC proved its first solve optimal within the time limit
+  double solve_seconds = 0;
+  int rounds = 0, columns = 0, rows = 0;
+};
+
+// `start` (may be null): a plan CBC starts from (e.g. greedy's).
+StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time_limit_seconds,
+                               const Decisions* start);
+
+// The program's own overhead of the plan `d` (every binary fixed to it):
+// never more than its simulated overhead when `d` keeps the fixed rules'
+// order of prefetches - what makes CBC's bound a bound. kOutOfMemory when
+// `d` breaks the program's memory rows.
+StatusOr<double> MilpOverheadOf(const EvalModel& model, size_t limit, const Decisions& d);
+
+// The `milp` mode's solve of `view` under `options` (memory.planner.limit or
+// the device budget, memory.planner.milp_seconds), started from greedy's
+// plan; solved once per network, limit and settings in a program.
+StatusOr<MilpResult> PlanMilp(const NetworkView& view, const MemoryOptions& options);
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_PLANNERS_MILP_H_

@@ -1,0 +1,88 @@
+#include "memory/planners/rules.h"
+
+#include <algorithm>
+
+#include "memory/mobility.h"
+
+namespace spill {
+
+StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& options) {
+  SPILL_ASSIGN_OR_RETURN(DeviceProfile profile,
+                         FindDeviceProfile(ReadPlannerSettings(options.settings).profile));
+  return BuildEvalModel(view, options, profile, options.settings.Bytes(MinOffloadSetting()));
+}
+
+size_t PlannerLimit(const MemoryOptions& options) {
+  return ReadPlannerSettings(options.settings).LimitUnder(options.device_budget);
+}
+
+Status NoPlanWithin(const std::string& planner, const EvalModel& model, size_t limit,
+                    size_t best_peak, const std::string& detail) {
+  return OutOfMemory(
+      planner + " found no plan within its limit of " + FormatBytes(static_cast<double>(limit)) +
+      " (" + std::to_string(limit) + " bytes): the lowest peak it reached is " +
+      FormatBytes(static_cast<double>(best_peak)) + ", liveness peaks at " +
+      FormatBytes(static_cast<double>(model.base_peak)) + " with " +
+      std::to_string(model.candidates.size()) + " tensors to offload or drop" +
+      (detail.empty() ? "" : "; " + detail) + " (raise memory.planner.limit or the device budget)");
+}
+
+PlanRules::PlanRules(const EvalModel& model, size_t limit)
+    : model_(model), limit_(limit), evaluator_(model) {}
+
+void PlanRules::Complete(const Choices& choices, Decisions* d) {
+  const EvalModel& m = model_;
+  *d = KeepAll(m);
+  bool offloads = false;
+  for (TensorId t : m.candidates) {
+    const int lfu = m.last_forward_use[t], u = m.first_backward_use[t];
+    if (choices[t] == TensorChoice::kDrop) {
+      (*d)[t] = {TensorChoice::kDrop, lfu, u};
+    } else if (choices[t] == TensorChoice::kOffload) {
+      (*d)[t] = {TensorChoice::kOffload, u - 1, u};  // held until backward: copy times
+      offloads = true;
+    }
+  }
+  if (!offloads) return;
+  // Every offloaded tensor held: when each copy ends, with no stall.
+  const Evaluation& held = evaluator_.Run(*d);
+  curve_ = held.step_peak;
+  for (TensorId t : m.candidates) {
+    if (choices[t] != TensorChoice::kOffload) continue;
+    for (int s = m.last_forward_use[t] + 1; s < m.first_backward_use[t]; ++s) {
+      curve_[s] -= m.bytes[t];
+    }
+  }
+  // Freed once the copy is done, or where the room is needed.
+  for (TensorId t : m.candidates) {
+    if (choices[t] != TensorChoice::kOffload) continue;
+    const int u = m.first_backward_use[t];
+    int g = m.last_forward_use[t];
+    while (g + 1 < u && held.step_end[g] < held.offload_end[t] &&
+           curve_[g + 1] + m.bytes[t] <= limit_) {
+      curve_[++g] += m.bytes[t];
+    }
+    (*d)[t].out = g;
+    (*d)[t].in = u;
+  }
+  // Back in order of use, each as early as the curve allows.
+  int earliest = m.num_layers;
+  for (TensorId t : m.by_backward_use) {
+    if (choices[t] != TensorChoice::kOffload) continue;
+    const int u = m.first_backward_use[t];
+    const int lower = std::max(earliest, (*d)[t].out + 1);
+    int q = u;
+    while (q - 1 >= lower && curve_[q - 1] + m.bytes[t] <= limit_) --q;
+    for (int s = q; s < u; ++s) curve_[s] += m.bytes[t];
+    (*d)[t].in = q;
+    earliest = std::max(earliest, q);
+  }
+}
+
+const Evaluation& PlanRules::Evaluate(const Choices& choices, Decisions* decisions) {
+  Complete(choices, &decisions_);
+  if (decisions != nullptr) *decisions = decisions_;
+  return evaluator_.Run(decisions_);
+}
+
+}  // namespace spill

@@ -1,0 +1,69 @@
+// The fixed rules of the DQN planner's paper (§4.5), shared by the planners
+// that choose per tensor only whether to keep, offload or drop it (dqn,
+// greedy, the exhaustive optimum): when a dropped tensor is rebuilt, when an
+// offloaded one leaves the device and when it comes back. Every rule reads
+// the projected memory curve of the plan (the evaluator's), never the pool
+// at run time, and emits explicit actions; nothing the runtime does then
+// depends on the budget.
+//
+//   drop      after the tensor's last forward use; rebuilt when its first
+//             backward step reads it (sources rebuilt on the way).
+//   offload   the copy begins after the step that writes it; the device
+//             block is freed after the first step at or past its last
+//             forward use that ends after the copy does (no stall), or
+//             earlier where holding it would put the curve over the limit.
+//   prefetch  in order of first backward use (no overtaking), each as early
+//             as bringing it back keeps the curve within the limit until its
+//             use, and not before backward begins; one that fits nowhere
+//             comes back when it is read.
+// The curve is the evaluator's per-step peak with every offloaded tensor
+// absent between its last forward use and its first backward use, each
+// freeing and prefetch then adding it back over the steps it covers - exact
+// inside those steps, an upper bound at the step a prefetch starts.
+#ifndef SPILL_MEMORY_PLANNERS_RULES_H_
+#define SPILL_MEMORY_PLANNERS_RULES_H_
+
+#include <string>
+#include <vector>
+
+#include "memory/evaluate.h"
+#include "memory/planners/planner_settings.h"
+
+namespace spill {
+
+using Choices = std::vector<TensorChoice>;  // per tensor
+
+// The evaluator's model a planner works on under `options`: times on the
+// profile memory.planner.profile, candidates of at least memory.min_offload.
+StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& options);
+// The limit a plan is made for: memory.planner.limit, or the device budget.
+size_t PlannerLimit(const MemoryOptions& options);
+// A planner's out-of-memory report: no plan it found keeps within `limit`;
+// `best_peak` is the lowest peak it reached.
+Status NoPlanWithin(const std::string& planner, const EvalModel& model, size_t limit,
+                    size_t best_peak, const std::string& detail);
+
+class PlanRules {
+ public:
+  PlanRules(const EvalModel& model, size_t limit);
+
+  // The decisions `choices` stand for under the rules.
+  void Complete(const Choices& choices, Decisions* decisions);
+  // Completes and evaluates; `decisions` (may be null) receives the plan.
+  const Evaluation& Evaluate(const Choices& choices, Decisions* decisions = nullptr);
+
+  const EvalModel& model() const { return model_; }
+  size_t limit() const { return limit_; }
+  bool Fits(const Evaluation& e) const { return e.peak <= limit_; }
+
+ private:
+  const EvalModel& model_;
+  size_t limit_;
+  Evaluator evaluator_;
+  Decisions decisions_;
+  std::vector<size_t> curve_;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_MEMORY_PLANNERS_RULES_H_

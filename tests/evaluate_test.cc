@@ -1,0 +1,177 @@
+// The fast evaluator against the exact check: on random decision vectors
+// over the test networks, its peak and per-step memory equal Plan()'s under
+// the `ideal` allocator, its iteration time equals the timeline simulator's
+// replay of Plan()'s event log (GPU-like and inline-compute profiles), and
+// the plans it emits run. Snapshots replay only the rest of the schedule.
+#include "memory/evaluate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "framework/net.h"
+#include "memory/planner.h"
+#include "memory/sim/timeline.h"
+#include "tests/testing/net_harness.h"
+#include "tests/testing/test_networks.h"
+
+namespace spill {
+namespace {
+
+constexpr int64_t kBatch = 32;
+constexpr int kVectorsPerNetwork = 200;  // 1,000 over the five networks
+constexpr double kRelativeTolerance = 1e-6;
+
+// The plans a test hands the runtime: a scheduler that returns them.
+PhasePlans* given_plans = nullptr;
+const bool kGiven =
+    RegisterScheduler({"evaluate_test_given", "the plans the evaluator test hands in",
+                       [](const NetworkView&, const MemoryOptions&) -> StatusOr<PhasePlans> {
+                         return *given_plans;
+                       }});
+
+MemoryOptions GivenPlanOptions() {
+  MemoryOptions options;
+  SPILL_CHECK(ApplyMemoryMode("offload", &options).ok());
+  options.scheduler = "evaluate_test_given";
+  options.allocator = "ideal";
+  options.device_budget = kUnlimitedBudget;
+  options.record_events = true;
+  options.workspace = *ParseWorkspacePolicy("pin:im2col_image");
+  return options;
+}
+
+// A valid random decision for every candidate: keep, offload or drop, with
+// random steps out and back.
+Decisions RandomDecisions(const EvalModel& model, std::mt19937_64& rng) {
+  Decisions d = KeepAll(model);
+  for (TensorId t : model.candidates) {
+    std::vector<TensorChoice> choices = {TensorChoice::kKeep};
+    if (model.offloadable[t]) choices.push_back(TensorChoice::kOffload);
+    if (model.droppable[t]) choices.push_back(TensorChoice::kDrop);
+    const TensorChoice c = choices[rng() % choices.size()];
+    if (c == TensorChoice::kKeep) continue;
+    const int lfu = model.last_forward_use[t], u = model.first_backward_use[t];
+    const int out = lfu + static_cast<int>(rng() % (u - lfu));
+    const int in = out + 1 + static_cast<int>(rng() % (u - out));
+    d[t] = {c, out, in};
+  }
+  return d;
+}
+
+DeviceProfile InlineProfile() {
+  CpuCalibration c{1e11, 2e10, 5e9, 1e-4};
+  return CpuProfile(c, 2e9);
+}
+
+class EvaluateTest : public ::testing::TestWithParam<testing::Network> {};
+
+TEST_P(EvaluateTest, PeakAndTimeEqualPlanAndSimulatorOnRandomDecisions) {
+  NetSpec spec = testing::MustParse(GetParam().yaml);
+  auto net = testing::BuildTrainingNet(spec, kBatch);
+  ASSERT_TRUE(net.ok());
+  const NetworkView& view = (*net)->view();
+  MemoryOptions options = GivenPlanOptions();
+  auto gpu = FindDeviceProfile("gtx1080ti-pcie3");
+  ASSERT_TRUE(gpu.ok());
+  for (const DeviceProfile& profile : {*gpu, InlineProfile()}) {
+    auto model = BuildEvalModel(view, options, profile, 0);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ASSERT_GT(model->candidates.size(), 2u);
+    Evaluator evaluator(*model);
+    std::mt19937_64 rng(7);
+    int moved = 0, recomputed = 0;
+    for (int i = 0; i < kVectorsPerNetwork / 2; ++i) {
+      const Decisions d = i == 0 ? KeepAll(*model) : RandomDecisions(*model, rng);
+      ASSERT_EQ(CheckDecisions(*model, d), "");
+      const Evaluation e = evaluator.Run(d);
+      PhasePlans plans = ToPhasePlans(*model, d);
+      given_plans = &plans;
+      auto plan = Plan(view, options);
+      ASSERT_TRUE(plan.ok() && plan->fits) << plan.status().ToString();
+      const std::string what = std::string(GetParam().name) + " vector " + std::to_string(i);
+      ASSERT_EQ(e.peak, plan->peak) << what;
+      for (size_t s = 0; s < plan->log.steps.size(); ++s) {
+        ASSERT_EQ(e.step_peak[s], plan->log.steps[s].peak) << what << " step " << s;
+        ASSERT_EQ(e.step_total[s], plan->log.steps[s].total) << what << " step " << s;
+      }
+      EXPECT_EQ(e.recomputations, plan->recomputations) << what;
+      EXPECT_EQ(e.to_host, plan->log.to_host) << what;
+      EXPECT_EQ(e.to_device, plan->log.to_device) << what;
+      const IterationCosts costs = ModelCosts(view, plan->log, profile, nullptr);
+      const Timeline timeline = SimulateIteration(view, plan->events, costs, profile,
+                                                  BaseDeviceBytes(plan->log, plan->events));
+      ASSERT_NEAR(e.seconds, timeline.seconds, kRelativeTolerance * timeline.seconds) << what;
+      moved += e.to_host > 0;
+      recomputed += e.recomputations > 0;
+    }
+    // Not vacuous: most vectors move and rebuild tensors.
+    EXPECT_GT(moved, kVectorsPerNetwork / 4);
+    EXPECT_GT(recomputed, kVectorsPerNetwork / 4);
+  }
+}
+
+TEST_P(EvaluateTest, SnapshotsReplayOnlyTheRestOfTheSchedule) {
+  NetSpec spec = testing::MustParse(GetParam().yaml);
+  auto net = testing::BuildTrainingNet(spec, kBatch);
+  ASSERT_TRUE(net.ok());
+  auto model =
+      BuildEvalModel((*net)->view(), GivenPlanOptions(), *FindDeviceProfile("gtx1080ti-pcie3"), 0);
+  ASSERT_TRUE(model.ok());
+  Evaluator evaluator(*model), fresh(*model);
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 20; ++i) {
+    Decisions d = RandomDecisions(*model, rng);
+    // Undecide the candidates written from a step on; the snapshot before
+    // it serves every vector that differs only there.
+    const TensorId pivot = model->candidates[rng() % model->candidates.size()];
+    const int from = model->liveness.first_use[pivot];
+    int at = from;
+    for (TensorId t : model->candidates) {
+      if (model->liveness.first_use[t] < from) continue;
+      d[t] = TensorDecision();
+      at = std::min(at, FirstAffectedStep(*model, t));
+    }
+    Evaluator::Snapshot snapshot;
+    evaluator.Run(d, nullptr, at, &snapshot);
+    Decisions changed = RandomDecisions(*model, rng);
+    for (TensorId t : model->candidates) {
+      if (model->liveness.first_use[t] < from) changed[t] = d[t];
+    }
+    const Evaluation incremental = evaluator.Run(changed, &snapshot, -1, nullptr);
+    const Evaluation& whole = fresh.Run(changed);
+    EXPECT_EQ(incremental.peak, whole.peak);
+    EXPECT_EQ(incremental.step_peak, whole.step_peak);
+    EXPECT_EQ(incremental.seconds, whole.seconds);
+    EXPECT_EQ(incremental.to_host, whole.to_host);
+  }
+}
+
+TEST(EvaluateChecksTest, BadDecisionsNameTheTensor) {
+  NetSpec spec = testing::MustParse(testing::kLeNet);
+  auto net = testing::BuildTrainingNet(spec, kBatch);
+  ASSERT_TRUE(net.ok());
+  auto model =
+      BuildEvalModel((*net)->view(), GivenPlanOptions(), *FindDeviceProfile("gtx1080ti-pcie3"), 0);
+  ASSERT_TRUE(model.ok());
+  const Schedule& schedule = (*net)->schedule();
+  Decisions d = KeepAll(*model);
+  const TensorId t = model->candidates.front();
+  d[t] = {TensorChoice::kOffload, model->last_forward_use[t] - 1, model->first_backward_use[t]};
+  EXPECT_NE(CheckDecisions(*model, d).find(schedule.tensors[t].name), std::string::npos);
+  d = KeepAll(*model);
+  const TensorId data = schedule.layers[schedule.route[0]].outputs[0];
+  d[data] = {TensorChoice::kDrop, model->last_forward_use[data], model->first_backward_use[data]};
+  EXPECT_NE(CheckDecisions(*model, d).find("cannot be dropped"), std::string::npos);
+  EXPECT_NE(CheckDecisions(*model, Decisions(3)).find("decisions for 3 tensors"),
+            std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Networks, EvaluateTest, ::testing::ValuesIn(testing::kNetworks),
+                         [](const ::testing::TestParamInfo<testing::Network>& i) {
+                           return std::string(i.param.name);
+                         });
+
+}  // namespace
+}  // namespace spill

@@ -1,0 +1,325 @@
+// The planners that search, judged on small networks where the exact answer
+// is known: at five limits from liveness's peak down to the smallest any plan
+// of the DQN planner's actions reaches, the exhaustive optimum over those
+// actions, the DQN planner's plan within 5% of its overhead, the MILP's
+// bound never above it, greedy's plan within the limit. Then what the
+// planners promise besides: the same seed gives the same plan, plans and
+// weights come back from the cache, a trained model is a starting point, no
+// plan is an out-of-memory report, and lms_count swaps that many tensors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "framework/net.h"
+#include "memory/planner.h"
+#include "memory/planners/baselines.h"
+#include "memory/planners/dqn/dqn_planner.h"
+#include "memory/planners/dqn/learner.h"
+#include "memory/planners/exhaustive.h"
+#include "memory/planners/milp.h"
+#include "tests/testing/net_harness.h"
+#include "tests/testing/test_networks.h"
+
+namespace spill {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kBatch = 32;
+constexpr int kLimits = 5;
+constexpr double kDqnGap = 0.05;        // of the optimum's overhead
+constexpr double kSlackSeconds = 1e-9;  // float noise in sums of microseconds
+constexpr double kMilpSeconds = 60;
+
+MemoryOptions PlannerOptions(const std::string& mode) {
+  MemoryOptions options;
+  SPILL_CHECK(ApplyMemoryMode(mode, &options).ok());
+  options.allocator = "ideal";
+  options.device_budget = kUnlimitedBudget;
+  SPILL_CHECK(options.settings.Set("min_offload", "0").ok());
+  options.workspace = *ParseWorkspacePolicy("pin:im2col_image");
+  return options;
+}
+
+// Sets memory.planner.KEY.
+void SetPlanner(MemoryOptions* options, const std::string& key, const std::string& value) {
+  const Status set = options->settings.Set("planner." + key, value);
+  SPILL_CHECK(set.ok()) << set.ToString();
+}
+void SetPlanner(MemoryOptions* options, const std::string& key, size_t value) {
+  SetPlanner(options, key, std::to_string(value));
+}
+PlannerSettings Planner(const MemoryOptions& options) {
+  return ReadPlannerSettings(options.settings);
+}
+
+struct Subject {
+  std::unique_ptr<Net> net;
+  EvalModel model;
+};
+
+Subject Load(const char* yaml) {
+  Subject s;
+  auto net = testing::BuildTrainingNet(testing::MustParse(yaml), kBatch);
+  SPILL_CHECK(net.ok());
+  s.net = std::move(*net);
+  auto model = PlannerModel(s.net->view(), PlannerOptions("dqn"));
+  SPILL_CHECK(model.ok()) << model.status().ToString();
+  s.model = std::move(*model);
+  return s;
+}
+
+// The lowest peak any combination of actions reaches (the rules at a limit
+// nothing meets are the most frugal).
+size_t SmallestPeak(const EvalModel& model) {
+  PlanRules rules(model, 0);
+  const int k = static_cast<int>(model.candidates.size());
+  size_t best = model.base_peak;
+  std::vector<int> digit(k, 0);
+  Choices choices(model.schedule->tensors.size(), TensorChoice::kKeep);
+  for (;;) {
+    bool valid = true;
+    for (int i = 0; i < k; ++i) {
+      const TensorId t = model.candidates[i];
+      const TensorChoice c = static_cast<TensorChoice>(digit[i]);
+      valid = valid && (c != TensorChoice::kOffload || model.offloadable[t]) &&
+              (c != TensorChoice::kDrop || model.droppable[t]);
+      choices[t] = c;
+    }
+    if (valid) best = std::min(best, rules.Evaluate(choices).peak);
+    int i = 0;
+    while (i < k && ++digit[i] == 3) digit[i++] = 0;
+    if (i == k) return best;
+  }
+}
+
+class SmallNetTest : public ::testing::TestWithParam<testing::Network> {};
+
+TEST_P(SmallNetTest, DqnNearTheOptimumAndTheMilpBoundBelowIt) {
+  Subject s = Load(GetParam().yaml);
+  const EvalModel& m = s.model;
+  ASSERT_GE(m.candidates.size(), 4u);
+  ASSERT_LE(m.candidates.size(), static_cast<size_t>(kMaxExhaustiveCandidates));
+  const size_t floor = SmallestPeak(m);
+  ASSERT_LT(floor, m.base_peak);
+  for (int i = 0; i < kLimits; ++i) {
+    const size_t limit = floor + (m.base_peak - floor) * i / (kLimits - 1);
+    const std::string what = std::string(GetParam().name) + " limit " + std::to_string(limit);
+    PlanRules rules(m, limit);
+    auto best = SolveExhaustive(rules);
+    ASSERT_TRUE(best.ok() && best->feasible) << what;
+    const double optimum = best->seconds - m.base_seconds;
+    EXPECT_GE(optimum, -kSlackSeconds) << what;
+    MemoryOptions options = PlannerOptions("dqn");
+    SetPlanner(&options, "limit", limit);
+    auto dqn = PlanDqn(s.net->view(), options);
+    ASSERT_TRUE(dqn.ok()) << dqn.status().ToString();
+    ASSERT_TRUE(dqn->feasible) << what;
+    EXPECT_LE(dqn->peak, limit) << what;
+    EXPECT_LE(dqn->seconds - m.base_seconds, optimum * (1 + kDqnGap) + kSlackSeconds)
+        << what << ": dqn " << dqn->seconds << " s, optimum " << best->seconds << " s";
+    auto milp = SolveMilp(m, limit, kMilpSeconds, &best->decisions);
+    ASSERT_TRUE(milp.ok()) << milp.status().ToString();
+    EXPECT_LE(milp->lower_bound, optimum + kSlackSeconds) << what;
+    if (milp->feasible) {
+      EXPECT_GE(milp->seconds - m.base_seconds, milp->lower_bound - kSlackSeconds) << what;
+      EXPECT_GE(milp->seconds, best->seconds - kSlackSeconds) << what;
+    }
+    auto greedy = PlanGreedy(rules);
+    if (greedy.ok()) {
+      Evaluator evaluator(m);
+      EXPECT_LE(evaluator.Run(*greedy).peak, limit) << what;
+    }
+  }
+}
+
+// The program is a relaxation: its time of any plan the fixed rules make is
+// at most the simulated time, and every such plan that fits is one of its
+// points.
+TEST_P(SmallNetTest, TheProgramNeverOverestimatesAPlan) {
+  Subject s = Load(GetParam().yaml);
+  const EvalModel& m = s.model;
+  const size_t limit = (SmallestPeak(m) + m.base_peak) / 2;
+  PlanRules rules(m, limit);
+  std::mt19937_64 rng(5);
+  int checked = 0;
+  for (int i = 0; i < 60; ++i) {
+    Choices choices(m.schedule->tensors.size(), TensorChoice::kKeep);
+    for (TensorId t : m.candidates) {
+      const int c = static_cast<int>(rng() % 3);
+      if (c == 1 && m.offloadable[t]) choices[t] = TensorChoice::kOffload;
+      if (c == 2 && m.droppable[t]) choices[t] = TensorChoice::kDrop;
+    }
+    Decisions d;
+    const Evaluation& e = rules.Evaluate(choices, &d);
+    if (!rules.Fits(e)) continue;
+    auto modelled = MilpOverheadOf(m, limit, d);
+    ASSERT_TRUE(modelled.ok()) << "plan " << i << ": " << modelled.status().ToString();
+    EXPECT_LE(*modelled, e.seconds - m.base_seconds + kSlackSeconds) << "plan " << i;
+    ++checked;
+  }
+  EXPECT_GT(checked, 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Networks, SmallNetTest,
+                         ::testing::Values(testing::kNetworks[0], testing::kNetworks[3]),
+                         [](const ::testing::TestParamInfo<testing::Network>& i) {
+                           return std::string(i.param.name);
+                         });
+
+// A limit between liveness's peak and the floor, where the planner must act.
+size_t MiddleLimit(const EvalModel& m) { return (SmallestPeak(m) + m.base_peak) / 2; }
+
+TEST(DqnPlannerTest, SameSeedSamePlanAndTheCacheGivesItBack) {
+  Subject s = Load(testing::kLeNet);
+  MemoryOptions options = PlannerOptions("dqn");
+  SetPlanner(&options, "limit", MiddleLimit(s.model));
+  SetPlanner(&options, "episodes", "30");
+  const std::string dir = ::testing::TempDir() + "/dqn_cache";
+  std::filesystem::remove_all(dir);
+  SetPlanner(&options, "cache", dir);
+  auto first = PlanDqn(s.net->view(), options);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->from_cache);
+  EXPECT_EQ(first->episodes, 30);
+  ASSERT_FALSE(first->weights_file.empty());
+  // Another seed trains anew; the first seed's plan comes back from memory
+  // and from the files alike.
+  SetPlanner(&options, "seed", "2");
+  auto other = PlanDqn(s.net->view(), options);
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->from_cache);
+  SetPlanner(&options, "seed", "1");
+  auto again = PlanDqn(s.net->view(), options);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->from_cache);
+  EXPECT_EQ(again->seconds, first->seconds);
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    files += entry.is_regular_file();
+  EXPECT_EQ(files, 4);  // a plan and weights per seed
+  // Training again from scratch (another program: nothing in memory) makes
+  // the same plan: same weights, same exploration.
+  auto model = PlannerModel(s.net->view(), options);
+  ASSERT_TRUE(model.ok());
+  std::unique_ptr<QNetwork> net1, net2;
+  std::unique_ptr<OpGraph> g1, g2;
+  auto t1 = TrainDqn(*model, Planner(options).limit, Planner(options), "", &net1, &g1);
+  auto t2 = TrainDqn(*model, Planner(options).limit, Planner(options), "", &net2, &g2);
+  ASSERT_TRUE(t1.ok() && t2.ok());
+  EXPECT_EQ(t1->seconds, t2->seconds);
+  EXPECT_EQ(t1->curve, t2->curve);
+  EXPECT_EQ(net1->weights().w2, net2->weights().w2);
+  EXPECT_EQ(t1->seconds, first->seconds);
+}
+
+TEST(DqnPlannerTest, ATrainedModelIsAStartAndBadModelsAreReported) {
+  Subject s = Load(testing::kAlexNet);
+  MemoryOptions options = PlannerOptions("dqn");
+  SetPlanner(&options, "limit", MiddleLimit(s.model));
+  SetPlanner(&options, "episodes", "20");
+  SetPlanner(&options, "cache", ::testing::TempDir() + "/dqn_models");
+  std::filesystem::remove_all(Planner(options).cache);
+  auto trained = PlanDqn(s.net->view(), options);
+  ASSERT_TRUE(trained.ok());
+  // One episode from the trained weights applies them: the plan of their
+  // greedy policy, which a rollout by hand reproduces.
+  SetPlanner(&options, "model", trained->weights_file);
+  SetPlanner(&options, "episodes", "1");
+  auto applied = PlanDqn(s.net->view(), options);
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_FALSE(applied->from_cache);
+  EXPECT_EQ(applied->episodes, 1);
+  EXPECT_EQ(applied->updates, 0);
+  const OpGraph graph = BuildOpGraph(s.model, Planner(options).limit);
+  QNetwork net(graph, Planner(options).embedding, /*seed=*/99);
+  ASSERT_TRUE(net.Load(trained->weights_file).ok());
+  DqnEnvironment env(s.model, Planner(options).limit, graph);
+  env.Reset();
+  std::vector<float> open;
+  Embedding e;
+  double best = -1;
+  while (!env.done()) {
+    env.OpenFeatures(env.prefix(), env.k(), &open);
+    net.Embed(open, env.CurrentNode(env.k()), &e);
+    TensorChoice choice = TensorChoice::kKeep;
+    float q = 0;
+    const std::vector<TensorChoice> actions = env.Actions(env.k());
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const float value = net.Q(e, env.ActionNode(env.k(), actions[i]));
+      if (i == 0 || value > q) {
+        q = value;
+        choice = actions[i];
+      }
+    }
+    env.Step(choice);
+    if (env.fits() && (best < 0 || env.seconds() < best)) best = env.seconds();
+  }
+  EXPECT_EQ(applied->feasible, best >= 0);
+  if (best >= 0) {
+    EXPECT_EQ(applied->seconds, best);
+  }
+  SetPlanner(&options, "embedding", "16");  // the file's is 32
+  EXPECT_THAT(PlanDqn(s.net->view(), options).status().message(),
+              HasSubstr("has embedding 32; memory.planner.embedding is 16"));
+  SetPlanner(&options, "embedding", "32");
+  const std::string bad = ::testing::TempDir() + "/not_weights.txt";
+  std::ofstream(bad) << "hello\n";
+  SetPlanner(&options, "model", bad);
+  EXPECT_THAT(PlanDqn(s.net->view(), options).status().message(),
+              HasSubstr("is not a DQN planner's weights file"));
+  SetPlanner(&options, "model", ::testing::TempDir() + "/missing");
+  EXPECT_THAT(PlanDqn(s.net->view(), options).status().message(), HasSubstr("cannot read"));
+}
+
+TEST(PlannerModesTest, NoPlanWithinTheLimitIsOutOfMemory) {
+  Subject s = Load(testing::kLeNet);
+  for (const char* mode : {"dqn", "greedy"}) {
+    MemoryOptions options = PlannerOptions(mode);
+    SetPlanner(&options, "episodes", "5");
+    options.device_budget = s.model.persistent + kPoolBlockBytes;  // nothing transient fits
+    auto plan = Plan(s.net->view(), options);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_FALSE(plan->fits) << mode;
+    EXPECT_THAT(plan->failure, HasSubstr(std::string(mode) + " found no plan within its limit"));
+  }
+}
+
+TEST(PlannerModesTest, MemongerDropsAllButSegmentBoundariesAndLmsCountsTensors) {
+  Subject s = Load(testing::kAlexNet);
+  const Decisions d = PlanMemonger(s.model, 3);
+  const Schedule& schedule = s.net->schedule();
+  int dropped = 0;
+  for (TensorId t : s.model.candidates) {
+    if (!s.model.droppable[t]) continue;
+    const bool boundary = (schedule.forward_step[schedule.tensors[t].layer] + 1) % 3 == 0;
+    EXPECT_EQ(d[t].choice == TensorChoice::kDrop, !boundary) << schedule.tensors[t].name;
+    dropped += d[t].choice == TensorChoice::kDrop;
+  }
+  EXPECT_GT(dropped, 0);
+  MemoryOptions lms = PlannerOptions("lms");
+  lms.record_events = true;
+  size_t all = 0;
+  for (int count : {0, 1, 2}) {
+    SPILL_CHECK(lms.settings.Set("lms_count", std::to_string(count)).ok());
+    auto plan = Plan(s.net->view(), lms);
+    ASSERT_TRUE(plan.ok() && plan->fits);
+    std::set<TensorId> swapped;
+    for (const MemoryEvent& e : plan->events) {
+      if (e.type == MemoryEventType::kBeginOffload) swapped.insert(e.tensor);
+    }
+    if (count == 0) {
+      all = swapped.size();
+      EXPECT_GT(all, 2u);
+    } else {
+      EXPECT_EQ(swapped.size(), static_cast<size_t>(count));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace spill

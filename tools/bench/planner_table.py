@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The DQN planner against the best heuristic at each limit, from the JSON
+that tools/bench/planner_frontier writes (--json).
+
+At each limit the searching planners were given, the heuristics that may
+claim it are every point of another planner whose peak is within the limit:
+greedy and window at that limit, memonger, lms, SuperNeurons' switches,
+vdnn and dymem at whichever setting fits. Overheads are relative to
+liveness's iteration; "dqn - best" is in points of that iteration time.
+
+    python3 tools/bench/planner_table.py r50.json [vgg16.json ...]
+
+Prints one Markdown table per file.
+"""
+import json
+import sys
+
+SEARCHING = ("dqn", "milp")
+MIB = 1 << 20
+
+
+def pct(x):
+    return "%.2f%%" % (100 * x)
+
+
+def best_heuristic(points, limit):
+    fitting = [p for p in points
+               if p["fits"] and p["planner"] not in SEARCHING and p["peak_bytes"] <= limit]
+    return min(fitting, key=lambda p: p["overhead"]) if fitting else None
+
+
+def at(points, planner, limit):
+    for p in points:
+        if p["planner"] == planner and p["limit_bytes"] == limit:
+            return p
+    return None
+
+
+def cell(p):
+    if p is None:
+        return "-"
+    return pct(p["overhead"]) if p["fits"] else "does not fit"
+
+
+def table(doc):
+    points = doc["points"]
+    live = doc["liveness"]
+    print("%s, batch %d, %s (simulated): liveness %.1f MiB, %.2f ms\n" %
+          (doc["network"], doc["batch"], doc["profile"], live["peak_bytes"] / MIB,
+           live["iteration_seconds"] * 1e3))
+    milp = any(p["planner"] == "milp" for p in points)
+    head = ["limit", "reduction", "dqn", "greedy", "window", "best heuristic", "dqn - best"]
+    if milp:
+        head += ["milp plan", "milp bound", "proven"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    limits = sorted({p["limit_bytes"] for p in points if p["planner"] == "dqn"})
+    for limit in limits:
+        dqn = at(points, "dqn", limit)
+        best = best_heuristic(points, limit)
+        row = ["%.1f MiB" % (limit / MIB), pct(1 - limit / live["peak_bytes"]), cell(dqn),
+               cell(at(points, "greedy", limit)), cell(at(points, "window", limit))]
+        if best is None:
+            row += ["none fits", "-"]
+        else:
+            name = best["planner"] + (" " + best["setting"] if best["setting"] else "")
+            row.append("%s: %s" % (name, pct(best["overhead"])))
+            if dqn is not None and dqn["fits"]:
+                row.append("%+.2f" % (100 * (dqn["overhead"] - best["overhead"])))
+            else:
+                row.append("-")
+        if milp:
+            m = at(points, "milp", limit)
+            row += [cell(m), pct(m["lower_bound_overhead"]) if m else "-",
+                    ("yes" if m["optimal"] else "no") if m else "-"]
+        print("| " + " | ".join(row) + " |")
+    print()
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit("usage: planner_table.py FRONTIER.json [...]")
+    for path in sys.argv[1:]:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            sys.exit("planner_table: %s: %s" % (path, e))
+        table(doc)
+
+
+if __name__ == "__main__":
+    main()
