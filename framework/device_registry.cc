@@ -1,49 +1,54 @@
 #include "framework/device_registry.h"
 
-#include <map>
 #include <new>
 #include <system_error>
 
 #include "framework/cpu_device.h"
+#include "framework/registry.h"
 
 namespace spill {
 namespace {
 
-struct Entry {
+struct DeviceEntry {
   DeviceType type;
   DeviceFactory factory;
 };
 
-std::map<std::string, Entry>& Registry() {
-  static auto* registry = new std::map<std::string, Entry>{
-      {"cpu", {DeviceType::kCpu, [](const DeviceConfig& c) -> StatusOr<std::unique_ptr<Device>> {
-                 return std::unique_ptr<Device>(
-                     new CpuDevice(CpuDeviceOptions{c.link_bytes_per_second}));
-               }}}};
+Registry<DeviceEntry>& Devices() {
+  static auto* registry = [] {
+    auto* r = new Registry<DeviceEntry>("device", "devices");
+    r->Add(
+        "cpu",
+        {DeviceType::kCpu, [](const DeviceConfig& c) -> StatusOr<std::unique_ptr<Device>> {
+           return std::unique_ptr<Device>(new CpuDevice(CpuDeviceOptions{c.link_bytes_per_second}));
+         }});
+    return r;
+  }();
   return *registry;
 }
 
 }  // namespace
 
 bool RegisterDeviceFactory(const std::string& name, DeviceType type, DeviceFactory factory) {
-  Registry()[name] = {type, std::move(factory)};
-  return true;
+  return Devices().Add(name, {type, std::move(factory)});
 }
 
 StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& name,
                                                const DeviceConfig& config) {
-  auto it = Registry().find(name);
-  if (it == Registry().end()) {
+  const DeviceEntry* entry = Devices().Find(name);
+  if (entry == nullptr) {
     if (name == "cuda") {
       return Unimplemented(
           "this build has no CUDA backend; build with: bazel build --config=cuda //tools:train");
     }
-    return InvalidArgument("unknown device '" + name + "'; expected cpu or cuda");
+    const bool cuda = Devices().Find("cuda") != nullptr;
+    return InvalidArgument(Devices().Unknown(name) +
+                           (cuda ? "" : " (cuda comes with --config=cuda)"));
   }
   // A device starts threads and reserves memory: failures of either are
   // errors to report, not reasons to end the process.
   try {
-    return it->second.factory(config);
+    return entry->factory(config);
   } catch (const std::system_error& e) {
     return OutOfMemory("cannot start the " + name + " device: " + e.what());
   } catch (const std::bad_alloc&) {
@@ -53,21 +58,21 @@ StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& name,
 
 namespace {
 
-std::map<DeviceType, NetCalibration>& Calibrations() {
-  static auto* calibrations = new std::map<DeviceType, NetCalibration>();
+// By device type name.
+Registry<NetCalibration>& Calibrations() {
+  static auto* calibrations = new Registry<NetCalibration>("device's calibration", "devices");
   return *calibrations;
 }
 
 }  // namespace
 
 bool RegisterNetCalibration(DeviceType type, NetCalibration calibration) {
-  Calibrations()[type] = std::move(calibration);
-  return true;
+  return Calibrations().Add(DeviceTypeName(type), std::move(calibration));
 }
 
 Status CalibrateNet(const Net& net, Device& device) {
-  auto it = Calibrations().find(device.type());
-  return it == Calibrations().end() ? Status::Ok() : it->second(net, device);
+  const NetCalibration* calibration = Calibrations().Find(DeviceTypeName(device.type()));
+  return calibration == nullptr ? Status::Ok() : (*calibration)(net, device);
 }
 
 StatusOr<DeviceType> DeviceTypeByName(const std::string& name) {

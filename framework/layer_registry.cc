@@ -1,6 +1,5 @@
 #include "framework/layer_registry.h"
 
-#include <algorithm>
 #include <set>
 
 #include "framework/layer_params.h"
@@ -20,49 +19,43 @@ LayerRegistry& LayerRegistry::Get() {
   return *registry;
 }
 
-bool LayerRegistry::Register(const std::string& type, DeviceType device, LayerFactory factory) {
-  for (const auto& entry : entries_) {
-    SPILL_CHECK(!(entry.first.first == type && entry.first.second == device))
-        << "layer type '" << type << "' registered twice for " << DeviceTypeName(device);
+LayerRegistry::LayerRegistry() {
+  for (DeviceType device : {DeviceType::kCpu, DeviceType::kCuda}) {
+    SPILL_CHECK(static_cast<int>(device) == static_cast<int>(devices_.size()));
+    devices_.push_back(std::make_unique<Registry<LayerFactory>>(
+        std::string(DeviceTypeName(device)) + " layer type", "types"));
   }
-  entries_.push_back({{type, device}, std::move(factory)});
-  return true;
+}
+
+bool LayerRegistry::Register(const std::string& type, DeviceType device, LayerFactory factory) {
+  return For(device).Add(type, std::move(factory));
 }
 
 std::vector<std::string> LayerRegistry::Types(DeviceType device) const {
-  std::vector<std::string> types;
-  for (const auto& entry : entries_) {
-    if (entry.first.second == device) types.push_back(entry.first.first);
-  }
-  std::sort(types.begin(), types.end());
-  return types;
+  return For(device).Names();
 }
 
 StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(const LayerSpec& spec,
                                                        DeviceType device) const {
   std::string context = spec.where.ToString() + ": layer '" + spec.name + "'";
-  bool other_device = false;
-  for (const auto& entry : entries_) {
-    if (entry.first.first != spec.type) continue;
-    if (entry.first.second != device) {
-      other_device = true;
-      continue;
-    }
+  if (const LayerFactory* factory = For(device).Find(spec.type)) {
     LayerParams params(spec);
-    std::unique_ptr<Layer> layer = entry.second(params);
+    std::unique_ptr<Layer> layer = (*factory)(params);
     SPILL_RETURN_IF_ERROR(params.Finish());
     layer->SetIdentity(spec);
     return layer;
   }
-  if (other_device) {
+  std::set<std::string> all;
+  for (const auto& registry : devices_) {
+    for (const std::string& type : registry->Names()) all.insert(type);
+  }
+  if (all.count(spec.type) > 0) {
     // Only --config=cuda builds link the CUDA layers.
     const std::string hint =
         device == DeviceType::kCuda ? " in this build (CUDA layers come with --config=cuda)" : "";
     return Unimplemented(context + ": type '" + spec.type + "' has no " + DeviceTypeName(device) +
                          " implementation" + hint);
   }
-  std::set<std::string> all;
-  for (const auto& entry : entries_) all.insert(entry.first.first);
   return InvalidArgument(context + ": unknown layer type '" + spec.type +
                          "'; known types: " + Join(all));
 }

@@ -16,6 +16,7 @@
 
 #include "framework/device.h"
 #include "framework/layer.h"
+#include "framework/registry.h"
 
 namespace spill {
 
@@ -32,7 +33,14 @@ class LayerRegistry {
   std::vector<std::string> Types(DeviceType device) const;
 
  private:
-  std::vector<std::pair<std::pair<std::string, DeviceType>, LayerFactory>> entries_;
+  LayerRegistry();
+  // One registry of types per device (DeviceType's values).
+  Registry<LayerFactory>& For(DeviceType device) { return *devices_[static_cast<int>(device)]; }
+  const Registry<LayerFactory>& For(DeviceType device) const {
+    return *devices_[static_cast<int>(device)];
+  }
+
+  std::vector<std::unique_ptr<Registry<LayerFactory>>> devices_;
 };
 
 }  // namespace spill

@@ -1,28 +1,29 @@
 #include "framework/solver.h"
 
 #include <algorithm>
-#include <map>
 #include <unordered_map>
+
+#include "framework/registry.h"
 
 namespace spill {
 namespace {
 
-std::map<DeviceType, SolverKernels*>& KernelRegistry() {
-  static auto* registry = new std::map<DeviceType, SolverKernels*>();
+// By device type name.
+Registry<SolverKernels*>& KernelRegistry() {
+  static auto* registry = new Registry<SolverKernels*>("device's solver kernels", "devices");
   return *registry;
 }
 
 }  // namespace
 
 bool RegisterSolverKernels(DeviceType device, SolverKernels* kernels) {
-  KernelRegistry()[device] = kernels;
-  return true;
+  return KernelRegistry().Add(DeviceTypeName(device), kernels);
 }
 
 SolverKernels& SolverKernelsFor(DeviceType device) {
-  auto it = KernelRegistry().find(device);
-  SPILL_CHECK(it != KernelRegistry().end()) << "no solver kernels for " << DeviceTypeName(device);
-  return *it->second;
+  SolverKernels* const* kernels = KernelRegistry().Find(DeviceTypeName(device));
+  SPILL_CHECK(kernels != nullptr) << "no solver kernels for " << DeviceTypeName(device);
+  return **kernels;
 }
 
 StatusOr<std::unique_ptr<Solver>> Solver::Create(const SolverConfig& config) {

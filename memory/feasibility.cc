@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "framework/units.h"
+#include "memory/schedulers/window.h"
 
 namespace spill {
 namespace {
@@ -86,15 +87,14 @@ std::string HostShortage(const NetworkView& view, const MemoryOptions& options) 
 
 std::string WindowBudgetAdvice(const NetworkView& view, const MemoryOptions& options,
                                size_t minimum) {
-  if (options.scheduler != "window" || options.window_budget.bytes != 0 ||
-      options.window_budget.factor >= 1) {
-    return "";
-  }
+  if (options.scheduler != "window") return "";
+  const SizeSetting budget = options.settings.Size(WindowBudgetSetting());
+  if (budget.bytes != 0 || budget.factor >= 1) return "";
   MemoryOptions whole = options;
-  whole.window_budget = SizeSetting{1.0, 0};
+  SPILL_CHECK(whole.settings.Set(WindowBudgetSetting().key, "1x").ok());
   auto at_one = MinimumBudget(view, whole);
   if (!at_one.ok() || *at_one >= minimum) return "";
-  return "; the window scheduler plans in " + options.window_budget.ToString() +
+  return "; the window scheduler plans in " + budget.ToString() +
          " of the device budget (memory.window_budget): with 1x this mode needs " +
          FormatBytes(static_cast<double>(*at_one)) + " (" + std::to_string(*at_one) + " bytes)";
 }

@@ -16,6 +16,7 @@ void MemoryLog::Clear() {
 void MemoryLog::Finish() {
   peak = 0;
   host_peak = 0;
+  overshoot = 0;
   peak_step = -1;
   to_host = to_device = compacted = 0;
   recomputed = streamed = 0;
@@ -27,6 +28,7 @@ void MemoryLog::Finish() {
     }
     to_host += r.to_host;
     host_peak = std::max(host_peak, r.host);
+    overshoot = std::max(overshoot, r.overshoot);
     to_device += r.to_device;
     recomputed += r.recomputed;
     streamed += r.slice_images > 0;

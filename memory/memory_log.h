@@ -22,8 +22,11 @@ struct StepRecord {
   int layer = -1;
   // Bytes in use by category once the step's tensors are in place.
   std::array<size_t, kNumCategories> in_use{};
-  size_t total = 0;            // sum of in_use
-  size_t peak = 0;             // highest total at any moment of the step
+  size_t total = 0;  // sum of in_use
+  size_t peak = 0;   // highest total at any moment of the step
+  // How far past the budget the step's placements reached (only when a
+  // plan that does not fit is played to the end: GivenPlans::overdraft).
+  size_t overshoot = 0;
   int live_tensors = 0;        // transient tensors with device memory
   std::vector<TensorId> live;  // only when live sets are recorded
   size_t to_host = 0;          // bytes offloaded during the step
@@ -50,6 +53,7 @@ struct MemoryLog {
   int streamed = 0;  // steps computed in slices through host memory
   size_t compacted = 0;
   size_t host_peak = 0;  // max over steps of StepRecord::host
+  size_t overshoot = 0;  // max over steps of StepRecord::overshoot
 
   void Clear();
   // Computes the peak and the totals from the step records.

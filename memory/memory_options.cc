@@ -1,10 +1,6 @@
 #include "memory/memory_options.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <initializer_list>
 
 #include "framework/strings.h"
@@ -14,40 +10,65 @@
 
 namespace spill {
 
-std::vector<std::string> MemoryModeNames() {
-  return {"baseline",     "liveness", "offload", "recompute", "offload_recompute",
-          "superneurons", "window",   "lms",     "dymem",     "vdnn",
-          "memonger",     "greedy",   "dqn",     "milp"};
-}
-
-Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
+const std::vector<MemoryMode>& MemoryModes() {
   // A mode sets the technique switches and names its scheduler; a mode that
   // comes with its own placement names its allocator (others keep the one
   // chosen) and may turn compaction off.
-  struct Preset {
-    const char* name;
-    bool liveness, offload, cache, recompute;
-    const char* scheduler;
-    const char* allocator;  // nullptr: keep
-    bool compact;
+  static const auto* modes = new std::vector<MemoryMode>{
+      {"baseline", "every tensor has its own block for the whole iteration", false, false, false,
+       false, "superneurons", nullptr, true},
+      {"liveness", "tensors are freed after their last reader (SuperNeurons 3.2)", true, false,
+       false, false, "superneurons", nullptr, true},
+      {"offload", "liveness + checkpoint outputs offloaded to host and prefetched", true, true,
+       false, false, "superneurons", nullptr, true},
+      {"recompute", "liveness + cheap layers' outputs dropped and recomputed", true, false, false,
+       true, "superneurons", nullptr, true},
+      {"offload_recompute", "liveness + offload + recompute, both on a schedule", true, true, false,
+       true, "superneurons", nullptr, true},
+      {"superneurons",
+       "liveness + offload + recompute + the LRU tensor cache: nothing moves while memory "
+       "suffices",
+       true, true, true, true, "superneurons", nullptr, true},
+      {"window",
+       "liveness + any transient tensor swapped by a byte window over the iteration under a "
+       "budget",
+       true, true, false, false, "window", nullptr, true},
+      {"lms", "liveness + swaps at fixed step distances (the LMS-like baseline)", true, true, false,
+       false, "lms", nullptr, true},
+      {"dymem",
+       "liveness + Dymem's offload set, lazy release, Algorithm 2 prefetch; GTBM, no compaction",
+       true, true, false, false, "dymem", "gtbm", false},
+      {"vdnn",
+       "convolution inputs offloaded, every copy waited for at its step's end, prefetch one "
+       "layer ahead; best fit, no compaction",
+       true, true, false, false, "vdnn", "best_fit", false},
+      {"memonger",
+       "every output dropped but each sqrt(N)-th layer's, segments rerun in backward (MXNet "
+       "memonger)",
+       true, false, false, false, "memonger", nullptr, true},
+      {"greedy",
+       "the plan searched for under memory.planner.limit: the cheapest move per byte at the peak",
+       true, true, false, false, "greedy", nullptr, true},
+      {"dqn",
+       "the plan a deep Q-network learns under memory.planner.limit (trains for minutes, then "
+       "cached)",
+       true, true, false, false, "dqn", nullptr, true, /*planned_when_named=*/true},
+      {"milp",
+       "the exact mixed-integer program under memory.planner.limit (COIN-OR CBC, solves for "
+       "minutes)",
+       true, true, false, false, "milp", nullptr, true, /*planned_when_named=*/true},
   };
-  static const Preset kPresets[] = {
-      {"baseline", false, false, false, false, "superneurons", nullptr, true},
-      {"liveness", true, false, false, false, "superneurons", nullptr, true},
-      {"offload", true, true, false, false, "superneurons", nullptr, true},
-      {"recompute", true, false, false, true, "superneurons", nullptr, true},
-      {"offload_recompute", true, true, false, true, "superneurons", nullptr, true},
-      {"superneurons", true, true, true, true, "superneurons", nullptr, true},
-      {"window", true, true, false, false, "window", nullptr, true},
-      {"lms", true, true, false, false, "lms", nullptr, true},
-      {"dymem", true, true, false, false, "dymem", "gtbm", false},
-      {"vdnn", true, true, false, false, "vdnn", "best_fit", false},
-      {"memonger", true, false, false, false, "memonger", nullptr, true},
-      {"greedy", true, true, false, false, "greedy", nullptr, true},
-      {"dqn", true, true, false, false, "dqn", nullptr, true},
-      {"milp", true, true, false, false, "milp", nullptr, true},
-  };
-  for (const Preset& p : kPresets) {
+  return *modes;
+}
+
+std::vector<std::string> MemoryModeNames() {
+  std::vector<std::string> names;
+  for (const MemoryMode& m : MemoryModes()) names.push_back(m.name);
+  return names;
+}
+
+Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
+  for (const MemoryMode& p : MemoryModes()) {
     if (mode != p.name) continue;
     options->mode = mode;
     options->liveness = p.liveness;
@@ -97,21 +118,6 @@ StatusOr<ParamPlacement> ParseParamPlacement(const std::string& text) {
                          "'; expected device, host, above:SIZE (e.g. above:1MiB) or cache");
 }
 
-size_t SizeSetting::Of(size_t base) const {
-  if (bytes > 0) return bytes;
-  const double scaled = factor * static_cast<double>(base);
-  // Multiples of an unlimited budget saturate instead of wrapping around.
-  if (scaled >= static_cast<double>(SIZE_MAX / 2)) return SIZE_MAX / 2;
-  return static_cast<size_t>(scaled);
-}
-
-std::string SizeSetting::ToString() const {
-  if (bytes > 0) return FormatBytes(static_cast<double>(bytes));
-  char text[32];
-  std::snprintf(text, sizeof(text), "%gx", factor);
-  return text;
-}
-
 StatusOr<int64_t> ParseBatchChunk(const std::string& text) {
   if (text == "off") return kBatchChunkOff;
   if (text == "auto") return kBatchChunkAuto;
@@ -140,28 +146,6 @@ std::string BatchChunkName(int64_t chunk) {
   return std::to_string(chunk);
 }
 
-StatusOr<SizeSetting> ParseSizeSetting(const std::string& text) {
-  SizeSetting setting;
-  if (!text.empty() && (text.back() == 'x' || text.back() == 'X')) {
-    const std::string number = text.substr(0, text.size() - 1);
-    char* end = nullptr;
-    const double factor = std::strtod(number.c_str(), &end);
-    if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(factor) ||
-        factor <= 0) {
-      return InvalidArgument("'" + text + "' is not a positive multiple such as 1.5x");
-    }
-    setting.factor = factor;
-    return setting;
-  }
-  auto bytes = ParseBytes(text);
-  if (!bytes.ok() || *bytes == 0) {
-    return InvalidArgument("'" + text +
-                           "' is neither a multiple such as 1.5x nor a size such as 8GiB");
-  }
-  setting.bytes = *bytes;
-  return setting;
-}
-
 Status MemoryOptions::Validate() const {
   if (!liveness && (offload || cache || recompute)) {
     return InvalidArgument("memory: offload, cache and recompute need liveness (mode '" + mode +
@@ -174,7 +158,6 @@ Status MemoryOptions::Validate() const {
     return InvalidArgument("memory: a device budget of " + std::to_string(device_budget) +
                            " bytes is below one pool block");
   }
-  if (prefetch_ahead < 0) return InvalidArgument("memory: prefetch_ahead must be >= 0");
   if (params.kind == ParamPlacement::Kind::kCache && !cache) {
     return InvalidArgument(
         "memory: params: cache needs the tensor cache (mode superneurons, or "
@@ -190,51 +173,15 @@ Status MemoryOptions::Validate() const {
     return InvalidArgument("memory: host_tier must be ram or file:DIRECTORY (got '" + host_tier +
                            "')");
   }
-  if (lms_threshold < 2) {
-    return InvalidArgument("memory: lms_threshold must be at least 2 steps (got " +
-                           std::to_string(lms_threshold) + ")");
-  }
-  if (lms_ahead < 0) return InvalidArgument("memory: lms_ahead must be >= 0");
-  if (lms_count < 0) {
-    return InvalidArgument("memory: lms_count must be >= 0 (got " + std::to_string(lms_count) +
-                           ")");
-  }
-  SPILL_RETURN_IF_ERROR(planner.Validate());
   if (batch_chunk != kBatchChunkAuto && (batch_chunk < 0 || batch_chunk > kMaxBatchChunk)) {
     return InvalidArgument("memory: chunk must be off, auto or in [1, " +
                            std::to_string(kMaxBatchChunk) + "] images");
   }
-  if (va_chunk < kChunkAlignmentBytes || va_chunk % kChunkAlignmentBytes != 0) {
-    return InvalidArgument("memory: va_chunk must be a positive multiple of 4 KiB (got " +
-                           std::to_string(va_chunk) + " bytes)");
-  }
-  auto one_of = [](const std::string& key, const std::string& value,
-                   std::initializer_list<const char*> choices) {
-    std::string text;
-    for (const char* c : choices) {
-      if (value == c) return Status::Ok();
-      text += (text.empty() ? "" : " or ") + std::string(c);
-    }
-    return InvalidArgument("memory: " + key + " '" + value + "'; expected " + text);
-  };
-  SPILL_RETURN_IF_ERROR(one_of("offload_set", offload_set, {"dymem", "conv"}));
-  SPILL_RETURN_IF_ERROR(one_of("release", release, {"lazy", "eager"}));
-  SPILL_RETURN_IF_ERROR(one_of("prefetch", prefetch, {"dymem", "ahead"}));
-  SPILL_RETURN_IF_ERROR(one_of("lms_order", lms_order, {"largest", "earliest"}));
-  auto known = [](const std::vector<std::string>& names, const std::string& name) {
-    return std::find(names.begin(), names.end(), name) != names.end();
-  };
-  if (FindAllocator(allocator) == nullptr) {
-    return InvalidArgument("memory: unknown allocator '" + allocator +
-                           "'; known allocators: " + Join(AllocatorNames()));
-  }
-  if (!known(EvictionNames(), eviction)) {
-    return InvalidArgument("memory: unknown eviction rule '" + eviction +
-                           "'; known rules: " + Join(EvictionNames()));
-  }
-  if (!known(SchedulerNames(), scheduler)) {
-    return InvalidArgument("memory: unknown scheduler '" + scheduler +
-                           "'; known schedulers: " + Join(SchedulerNames()));
+  for (const std::string& unknown :
+       {Allocators().Find(allocator) ? "" : Allocators().Unknown(allocator),
+        EvictionRules().Find(eviction) ? "" : EvictionRules().Unknown(eviction),
+        Schedulers().Find(scheduler) ? "" : Schedulers().Unknown(scheduler)}) {
+    if (!unknown.empty()) return InvalidArgument("memory: " + unknown);
   }
   return Status::Ok();
 }
@@ -247,27 +194,14 @@ std::string MemoryOptions::Describe() const {
   if (cache) parts += std::string(parts.empty() ? "" : " + ") + "cache";
   if (recompute) parts += std::string(parts.empty() ? "" : " + ") + "recompute";
   if (parts.empty()) parts = "no reuse";
-  text += parts + "), " + allocator + " allocator";
+  text +=
+      parts + "), " + allocator + " allocator" + DescribeSettings(*this, "allocator", allocator);
   if (cache) text += ", " + eviction + " eviction";
-  if (scheduler != "superneurons") text += ", " + scheduler + " scheduler";
-  if (scheduler == "window") {
-    text += " (budget " + window_budget.ToString() + ", window " + window.ToString() + ")";
+  const std::string scheduled = DescribeSettings(*this, "scheduler", scheduler);
+  if (scheduler != "superneurons" || !scheduled.empty()) {
+    text += ", " + scheduler + " scheduler" + scheduled;
   }
-  if (allocator == "va") text += " (chunk " + FormatBytes(static_cast<double>(va_chunk)) + ")";
   if (batch_chunk != kBatchChunkOff) text += ", batch slices of " + BatchChunkName(batch_chunk);
-  if (scheduler == "lms" && lms_count > 0) {
-    text += " (" + std::to_string(lms_count) + " " + lms_order + " tensors)";
-  }
-  if (scheduler == "dqn" || scheduler == "greedy" || scheduler == "milp") {
-    text += " (limit " +
-            (planner.limit > 0 ? FormatBytes(static_cast<double>(planner.limit))
-                               : std::string("the device budget")) +
-            ", " + planner.profile + (scheduler == "dqn" ? ", " + planner.Key() : "") + ")";
-  }
-  if (scheduler == "dymem") {
-    text += " (" + offload_set + " offload set, " + release + " release, " + prefetch +
-            " prefetch" + (barrier ? ", barrier" : "") + ")";
-  }
   if (!compact) text += ", no compaction";
   if (params.kind != ParamPlacement::Kind::kDevice) {
     text += ", parameters " + params.ToString() + ", updated on " +

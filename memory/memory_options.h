@@ -1,36 +1,24 @@
-// Memory settings: the device budget and which techniques are on.
+// Memory settings: the device budget, which techniques are on, which
+// policies run them, and the policies' own settings.
 //
-// Modes are presets of independent techniques, and each technique can also be
+// Modes are presets of independent techniques, listed once in MemoryModes()
+// (memory_options.cc) with what each turns on; each technique can also be
 // switched on its own (YAML `memory:` or flags), so comparing policies never
-// needs a rebuild:
-//   baseline      every tensor has its own block for the whole iteration
-//   liveness      tensors are freed after their last reader (SuperNeurons §3.2)
-//   offload       liveness + checkpoint outputs offloaded to host, prefetched
-//   recompute     liveness + cheap layers' outputs dropped and recomputed
-//   offload_recompute  liveness + offload + recompute, both on a schedule
-//   superneurons  liveness + offload + recompute + the LRU tensor cache, which
-//                 makes offloading and dropping lazy: nothing moves while
-//                 memory suffices
-//   window        liveness + any transient tensor swapped to host and back by
-//                 the window scheduler (a byte window over the iteration's
-//                 tensor sequence under a device budget)
-//   lms           liveness + swaps at fixed step distances (the LMS-like
-//                 baseline of the window scheduler)
-//   dymem         liveness + Dymem's offload set with lazy release and its
-//                 backward prefetch search (Algorithm 2), no barrier between
-//                 the queues; the GTBM allocator, no compaction
-//   vdnn          the vDNN-like baseline: convolution inputs offloaded, every
-//                 copy waited for at the end of its step, prefetch one layer
-//                 ahead; best fit, no compaction
-//   dqn, greedy, milp  a plan searched for under memory.planner.limit: a deep
-//                 Q-network, the cheapest move per byte at the peak, or the
-//                 exact mixed-integer program (memory/planners/)
-//   memonger      every output dropped but each sqrt(N)-th layer's, segments
-//                 rerun in backward (memory/planners/memonger.cc)
+// needs a rebuild.
+//
+// The keys of the `memory:` section come from one schema: MemoryKeys() for
+// the settings every policy shares (budgets, switches, which policy runs
+// each seam), and the settings each allocator and scheduler registers next
+// to its code (memory/settings.h), kept in MemoryOptions::settings. The
+// YAML reader, the flags, Validate, Describe and --help are made from it.
+// A key given (in a config or as a flag) that the chosen mode and policies
+// do not read is an error naming the mode.
 #ifndef SPILL_MEMORY_MEMORY_OPTIONS_H_
 #define SPILL_MEMORY_MEMORY_OPTIONS_H_
 
 #include <cstddef>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,8 +26,8 @@
 #include "framework/units.h"
 #include "memory/allocators/allocator.h"
 #include "memory/heap_pool.h"
-#include "memory/planners/planner_settings.h"
 #include "memory/recompute_policy.h"
+#include "memory/settings.h"
 #include "memory/workspace_selector.h"
 
 namespace spill {
@@ -68,18 +56,6 @@ struct ParamPlacement {
 // "device", "host", "above:SIZE" or "cache".
 StatusOr<ParamPlacement> ParseParamPlacement(const std::string& text);
 
-// A size given in bytes or as a multiple of a base the user does not have to
-// work out: "2GiB" or "1.5x".
-struct SizeSetting {
-  double factor = 1.0;  // used when bytes == 0
-  size_t bytes = 0;
-
-  size_t Of(size_t base) const;
-  std::string ToString() const;
-};
-// "1.5x" (a positive multiple) or a byte size ("8GiB").
-StatusOr<SizeSetting> ParseSizeSetting(const std::string& text);
-
 // Batch chunking (`memory.chunk`): images per slice of the batch a step
 // computes at a time. Off: the whole batch at once; auto: the planner
 // chooses the largest slice that fits (off when the whole batch fits).
@@ -90,12 +66,6 @@ constexpr int64_t kMaxBatchChunk = int64_t{1} << 20;
 // memory.va_chunk.
 StatusOr<int64_t> ParseBatchChunk(const std::string& text);
 std::string BatchChunkName(int64_t chunk);
-
-// The virtual-addressing allocator's default physical chunk: the CUDA
-// driver's usual mapping granularity.
-constexpr size_t kDefaultChunkBytes = 2 * kMiB;
-// Chunks are mapped with mmap on the CPU: whole pages.
-constexpr size_t kChunkAlignmentBytes = 4 * kKiB;
 
 struct MemoryOptions {
   std::string mode = "liveness";
@@ -121,39 +91,22 @@ struct MemoryOptions {
   bool cache = false;
   bool recompute = false;
 
-  // Offloaded tensors are prefetched this many checkpoint layers ahead.
-  int prefetch_ahead = 1;
-  RecomputeStrategy recompute_strategy = RecomputeStrategy::kCostAware;
   // When an allocation fails for want of a hole though enough bytes are
   // free, slide live tensors down to close the holes.
   bool compact = true;
   // How each step's algorithms and workspace are chosen.
   WorkspacePolicy workspace;
-
-  // The window scheduler (memory/schedulers/window.h): the device bytes its
-  // transfers may fill - a multiple of device budget - persistent tensors -
-  // the largest workspace a step needs, or bytes - and how far it looks
-  // ahead, in bytes of distinct tensors: a multiple of that budget or bytes.
-  SizeSetting window_budget{1.0, 0};
-  SizeSetting window{1.5, 0};
-  // The LMS-like scheduler: a tensor leaves the device after a use when its
-  // next use is at least `lms_threshold` steps away, and comes back
-  // `lms_ahead` steps before that use.
-  int lms_threshold = 4;
-  int lms_ahead = 2;
-  // At most this many tensors swap (0: every one the distances allow), the
-  // largest or the earliest written first: TFLMS's n_tensors.
-  int lms_count = 0;
-  std::string lms_order = "largest";
-  // The planners that search over plans (memory/planners/).
-  PlannerSettings planner;
-  // The virtual-addressing allocator (`va`): physical memory in chunks of
-  // this size, mapped into a fresh virtual range per request.
-  size_t va_chunk = kDefaultChunkBytes;
   // Images per slice of the batch (kBatchChunkOff, kBatchChunkAuto or a
   // count): every step computes slice by slice, bit for bit the whole
   // batch's results.
   int64_t batch_chunk = kBatchChunkOff;
+  // The chosen policies' own settings (memory/settings.h): the values
+  // given; a policy reads its keys with their defaults.
+  PolicySettings settings;
+  // Keys given by the user, and where ("--release", "run.yaml:7:
+  // memory.release"): each must be read by the chosen mode and policies.
+  std::map<std::string, std::string> given;
+
   // Record every live tensor at every step (for memory logs).
   bool record_live = false;
   // Fill freed device blocks with NaN so a read after free cannot go unnoticed.
@@ -164,35 +117,60 @@ struct MemoryOptions {
   // compute), for `plan --trace`, profile-guided allocators and simulation.
   bool record_events = false;
 
-  // The dymem scheduler's switches (memory/schedulers/dymem.cc):
-  // Tensors smaller than this are neither offloaded nor placed by mobility
-  // (GTBM's reclaimed class).
-  size_t min_offload_bytes = kDefaultMinOffloadBytes;
-  // What is offloaded: "dymem" (every large feature map backward needs, but
-  // fully connected, softmax and dropout outputs) or "conv" (the inputs of
-  // convolutions, as vDNN).
-  std::string offload_set = "dymem";
-  // When an offloaded tensor gives its device block back: "lazy" (when an
-  // allocation does not fit, oldest first, or at the end of forward) or
-  // "eager" (after its last forward use).
-  std::string release = "lazy";
-  // How offloaded tensors come back: "dymem" (Algorithm 2: everything up to
-  // the second convolution ahead, when it fits) or "ahead" (one layer ahead
-  // of first use, as vDNN).
-  std::string prefetch = "dymem";
-  // Wait for every copy at the end of the step it overlapped (vDNN's
-  // per-layer barrier).
-  bool barrier = false;
-
   std::string Describe() const;
   // The techniques build on liveness; the budgets must hold a block; the
-  // allocator, eviction rule and scheduler must be registered.
+  // allocator, eviction rule and scheduler must be registered. (That every
+  // key given is read is checked where input is read: CheckKeysRead.)
   Status Validate() const;
 };
 
+// A mode: a preset of the technique switches, the scheduler, and for modes
+// that come with their own placement the allocator and compaction.
+struct MemoryMode {
+  const char* name;
+  const char* summary;  // one line, for --help
+  bool liveness, offload, cache, recompute;
+  const char* scheduler;
+  const char* allocator;  // nullptr: keep the one chosen
+  bool compact;
+  // It trains or solves for minutes: tools that compare every mode (plan)
+  // plan it only when it is named.
+  bool planned_when_named = false;
+};
+// Every mode, in the order tools list them.
+const std::vector<MemoryMode>& MemoryModes();
 std::vector<std::string> MemoryModeNames();
 // Sets the technique switches for a named mode.
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options);
+
+// One key of the memory: section that every policy shares: its spec (key,
+// kind, default, help, flag) and how its text sets MemoryOptions.
+struct MemoryKey {
+  SettingSpec spec;
+  std::function<Status(const std::string& text, MemoryOptions* options)> apply;
+  // Whether options read the key (null: always): memory.eviction only
+  // matters with the tensor cache.
+  std::function<bool(const MemoryOptions& options)> read;
+};
+// The shared keys, in the order they are applied (mode first: it resets
+// the switches, the scheduler, the allocator and compaction).
+const std::vector<MemoryKey>& MemoryKeys();
+// Sets `key` - a shared key or a registered policy setting - from `text`
+// and records that it was given at `where`; an error says what is expected
+// (the caller names the key or flag).
+Status SetMemoryKey(const std::string& key, const std::string& text, const std::string& where,
+                    MemoryOptions* options);
+// Whether `key` names a shared key or a registered policy setting.
+bool IsMemoryKey(const std::string& key);
+// Every key in options.given is read by the chosen mode and policies; the
+// error names where the key was given and the mode. The YAML reader and the
+// flags check it once the mode is final; options derived inside a tool
+// (another mode to compare with) are not user input and are not checked.
+Status CheckKeysRead(const MemoryOptions& options);
+// " (window_budget 0.8x)": the settings of the `seam` policy `name` whose
+// values differ from their defaults (empty when none do).
+std::string DescribeSettings(const MemoryOptions& options, const std::string& seam,
+                             const std::string& name);
 
 }  // namespace spill
 

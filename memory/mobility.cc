@@ -99,6 +99,17 @@ const char* MobilityName(Mobility mobility) {
   return "?";
 }
 
+const SettingSpec& MinOffloadSetting() {
+  static const SettingSpec* spec =
+      new SettingSpec{"min_offload",
+                      SettingKind::kBytes,
+                      "1MiB",
+                      "offload no tensor smaller than this, nor place it by mobility",
+                      0,
+                      0};
+  return *spec;
+}
+
 MobilityClasses ClassifyMobility(const NetworkView& view, size_t min_offload_bytes) {
   const size_t count = view.schedule->tensors.size();
   MobilityClasses classes;

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "framework/network_view.h"
+#include "memory/settings.h"
 
 namespace spill {
 
@@ -48,6 +49,11 @@ struct MobilityClasses {
     return pass == Pass::kForward ? forward[id] : backward[id];
   }
 };
+
+// memory.min_offload: tensors smaller than this are neither offloaded (the
+// dymem and vdnn schedulers) nor placed by mobility (GTBM's reclaimed
+// class). Each policy that reads it lists this spec.
+const SettingSpec& MinOffloadSetting();
 
 MobilityClasses ClassifyMobility(const NetworkView& view, size_t min_offload_bytes);
 

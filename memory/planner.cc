@@ -4,6 +4,8 @@
 
 #include "memory/feasibility.h"
 #include "memory/runtime.h"
+#include "memory/sim/cost_model.h"
+#include "memory/sim/timeline.h"
 
 namespace spill {
 namespace {
@@ -37,16 +39,13 @@ Status RunIteration(MemoryRuntime& runtime, const Schedule& schedule, Phase phas
   return phase == Phase::kTrain ? runtime.FinishUpdate() : Status::Ok();
 }
 
-}  // namespace
-
-StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options) {
-  return Plan(view, options, nullptr);
-}
-
-StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
-                          const std::function<void(const MemoryRuntime&)>& inspect) {
+// Two training iterations of a fresh runtime without a device (the second
+// lists the tensors live at the peak and gives the records).
+StatusOr<MemoryPlan> PlanIterations(const NetworkView& view, const MemoryOptions& options,
+                                    const GivenPlans* given,
+                                    const std::function<void(const MemoryRuntime&)>& inspect) {
   MemoryPlan plan;
-  auto runtime = MemoryRuntime::Create(view, options, /*device=*/nullptr);
+  auto runtime = MemoryRuntime::Create(view, options, /*device=*/nullptr, given);
   if (!runtime.ok()) {
     if (runtime.status().code() != StatusCode::kOutOfMemory) return runtime.status();
     plan.fits = false;
@@ -73,8 +72,64 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
   plan.recomputations = runner.recomputations / 2;
   plan.mismatches = r.allocator().mismatches();
   plan.events = r.events();
+  plan.overshoot = plan.log.overshoot;
   if (inspect) inspect(r);
   return plan;
+}
+
+// "step 7 (backward conv2): 3.0 MiB past the budget" for the worst step.
+std::string DescribeOvershoot(const NetworkView& view, const MemoryLog& log) {
+  const StepRecord* worst = nullptr;
+  int steps = 0;
+  for (const StepRecord& r : log.steps) {
+    if (r.overshoot == 0) continue;
+    ++steps;
+    if (worst == nullptr || r.overshoot > worst->overshoot) worst = &r;
+  }
+  if (worst == nullptr) return "";
+  return std::to_string(steps) + " steps go past the budget, the most at step " +
+         std::to_string(worst->step + 1) + " (" +
+         (worst->pass == Pass::kForward ? "forward " : "backward ") +
+         view.layer(worst->layer).name +
+         "): " + FormatBytes(static_cast<double>(worst->overshoot)) + " past it";
+}
+
+}  // namespace
+
+StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options) {
+  return Plan(view, options, nullptr);
+}
+
+StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
+                          const std::function<void(const MemoryRuntime&)>& inspect) {
+  return PlanIterations(view, options, nullptr, inspect);
+}
+
+StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
+                          const PhasePlans& plans, const DeviceProfile& profile) {
+  MemoryOptions replay = options;
+  replay.record_events = true;
+  GivenPlans given;
+  given.plans = plans;
+  given.overdraft = true;
+  SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, PlanIterations(view, replay, &given, nullptr));
+  if (plan.overshoot > 0) {
+    plan.fits = false;
+    plan.failure = DescribeOvershoot(view, plan.log);
+  }
+  if (!plan.log.steps.empty()) {
+    const IterationCosts costs = ModelCosts(view, plan.log, profile, /*measured=*/nullptr);
+    plan.seconds =
+        SimulateIteration(view, plan.events, costs, profile, BaseDeviceBytes(plan.log, plan.events))
+            .seconds;
+  }
+  return plan;
+}
+
+StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
+                          const PhasePlans& plans) {
+  SPILL_ASSIGN_OR_RETURN(DeviceProfile profile, FindDeviceProfile("k40-pcie3"));
+  return Plan(view, options, plans, profile);
 }
 
 StatusOr<AllocationProfile> ProfileAllocations(const NetworkView& view, MemoryOptions options,

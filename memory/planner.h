@@ -5,7 +5,9 @@
 //
 //   Plan                per-step memory of one training iteration in a mode,
 //                       with the allocator's footprint and (on request) the
-//                       event log: allocation trace, transfers, compute
+//                       event log: allocation trace, transfers, compute; or
+//                       of a given plan, played to the end even when it does
+//                       not fit, with its overshoot and its simulated time
 //   MinimumBudget       the smallest device budget a mode runs in (bisection
 //                       over budgets, each checked by a plan)
 //   ExplainOutOfMemory  turns a runtime's kOutOfMemory into a report that
@@ -27,6 +29,8 @@
 #include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
+#include "memory/sim/device_profile.h"
+#include "memory/transfer_plan.h"
 
 namespace spill {
 
@@ -46,6 +50,11 @@ struct MemoryPlan {
   std::vector<MemoryEvent> events;  // with options.record_events
   bool fits = true;                 // false: the budget ran out (see `failure`)
   std::string failure;
+  // A given plan played to the end: how far past the budget its placements
+  // reached at the worst step (per step: log.steps[s].overshoot), and one
+  // iteration's time on the device profile it was simulated on.
+  size_t overshoot = 0;
+  double seconds = 0;
 
   size_t fragmentation() const { return footprint > peak ? footprint - peak : 0; }
 };
@@ -57,6 +66,28 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options)
 // (for what only the allocator knows, such as GTBM's squeeze gap).
 StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
                           const std::function<void(const MemoryRuntime&)>& inspect);
+
+// Scores a plan made elsewhere - by hand, or by a planner that searches -
+// exactly: runs `plans` (each step's before and after actions, in
+// memory/transfer_plan.h's vocabulary) under `options`' budget, allocator,
+// eviction rule and switches, without a device, instead of the plans of
+// `options.scheduler`. The parameter transfers of memory.params are added
+// as MakeTransferPlans adds them; what the plans leave empty is completed
+// (CompletePlans: lifetimes from the schedule, nothing droppable by the
+// tensor cache); malformed plans are InvalidArgument.
+//
+// A plan that needs more than the budget is still played to the end: where
+// the runtime would run out of memory (after every room its policies may
+// make), the request is placed past the budget, and each step's record
+// says how far past it reached (`fits` false, `overshoot` the worst step).
+// The log is the full memory curve; `seconds` is the iteration simulated
+// (memory/sim/timeline.h) on `profile`, with the cost model's roofline
+// times. Events are always recorded.
+StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
+                          const PhasePlans& plans, const DeviceProfile& profile);
+// The same on the `k40-pcie3` profile.
+StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
+                          const PhasePlans& plans);
 
 // The smallest budget, to `resolution` bytes, with which `options`' mode runs
 // an iteration. Fails when even an unlimited budget does not.

@@ -42,16 +42,21 @@ MemoryRuntime::~MemoryRuntime() {
 
 StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const NetworkView& view,
                                                                const MemoryOptions& options,
-                                                               Device* device) {
+                                                               Device* device,
+                                                               const GivenPlans* given) {
   SPILL_RETURN_IF_ERROR(options.Validate());
   const AllocatorInfo* allocator = FindAllocator(options.allocator);
   if (device != nullptr && allocator->plan_only) {
     return InvalidArgument("memory: the '" + options.allocator +
                            "' allocator only plans; it cannot place tensors on a device");
   }
+  if (device != nullptr && given != nullptr && given->overdraft) {
+    return InvalidArgument("memory: only a plan may place requests past the budget");
+  }
   std::unique_ptr<MemoryRuntime> runtime(new MemoryRuntime(view, options, device));
+  runtime->overdraft_ = given != nullptr && given->overdraft;
   SPILL_RETURN_IF_ERROR(runtime->Reserve());
-  SPILL_RETURN_IF_ERROR(runtime->PlanPolicies());
+  SPILL_RETURN_IF_ERROR(runtime->PlanPolicies(given));
   SPILL_RETURN_IF_ERROR(runtime->AllocatePersistent());
   return runtime;
 }
@@ -60,8 +65,7 @@ Status MemoryRuntime::Reserve() {
   AllocatorContext context;
   context.capacity = options_.device_budget;
   context.view = &view_;
-  context.chunk = options_.va_chunk;
-  context.min_offload_bytes = options_.min_offload_bytes;
+  context.settings = options_.settings;
   // Profile-guided allocators plan an iteration with an accounting-only
   // allocator first; the profiler runs this runtime's own code without a device.
   const NetworkView view = view_;
@@ -96,8 +100,14 @@ Status MemoryRuntime::Reserve() {
   return Status::Ok();
 }
 
-Status MemoryRuntime::PlanPolicies() {
-  SPILL_ASSIGN_OR_RETURN(plans_, MakeTransferPlans(view_, options_));
+Status MemoryRuntime::PlanPolicies(const GivenPlans* given) {
+  if (given == nullptr) {
+    SPILL_ASSIGN_OR_RETURN(plans_, MakeTransferPlans(view_, options_));
+  } else {
+    plans_ = given->plans;
+    AddParameterTransfers(schedule_, options_, &plans_);
+    SPILL_RETURN_IF_ERROR(CompletePlans(schedule_, options_, &plans_));
+  }
   SPILL_ASSIGN_OR_RETURN(eviction_, CreateEviction(options_.eviction, schedule_));
   return Status::Ok();
 }
@@ -163,6 +173,13 @@ Status MemoryRuntime::Fail(const Status& status, const std::string& what, size_t
                     (live.empty() ? "" : " (largest: " + live + ")"));
 }
 
+Status MemoryRuntime::Overdraw(const std::function<Status()>& allocate) {
+  allocator_->set_overdraft(true);
+  Status status = allocate();
+  allocator_->set_overdraft(false);
+  return status;
+}
+
 Status MemoryRuntime::BeginIteration(Phase phase) {
   phase_ = phase;
   plan_ = phase == Phase::kTrain ? &plans_.train : &plans_.eval;
@@ -205,7 +222,11 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
   if (MustStream(step)) {
     SPILL_RETURN_IF_ERROR(PrepareStreamed(step, runner, &choice));
   } else {
-    Status whole = PrepareOnDevice(step, runner, &choice);
+    Status whole;
+    {
+      HoldOverdraft hold(this, CanStream(step));
+      whole = PrepareOnDevice(step, runner, &choice);
+    }
     if (!whole.ok()) {
       if (whole.code() != StatusCode::kOutOfMemory || !CanStream(step)) return whole;
       // Whatever the attempt placed stays where it is; the staged tensors
@@ -380,6 +401,8 @@ void MemoryRuntime::FinishStep(const Step& step) {
     }
   }
   current_.steps.back().peak = std::max(current_.steps.back().peak, allocator_->stats().total_peak);
+  current_.steps.back().overshoot =
+      std::max(current_.steps.back().overshoot, allocator_->overshoot_peak());
   run_peak_ = std::max(run_peak_, current_.steps.back().peak);
   Status status = RunActions(plan_->after[step.index], nullptr);
   SPILL_CHECK(status.ok()) << status.ToString();  // after a step: no rebuilds, nothing fails
@@ -443,6 +466,7 @@ void MemoryRuntime::Record(const Step& step) {
   record.in_use = stats.in_use;
   record.total = stats.total_in_use;
   record.peak = stats.total_peak;
+  record.overshoot = allocator_->overshoot_peak();
   record.workspace = workspace_.bytes;
   record.live_tensors = residency_->resident_transient();
   record.host = host_pool_.stats().total_in_use;

@@ -60,13 +60,26 @@ struct OutOfMemoryInfo {
   std::vector<TensorId> live;
 };
 
+// A plan to run instead of the scheduler's (memory/transfer_plan.h), made
+// by hand or by a planner that searches; the parameter transfers of
+// memory.params are added to it as MakeTransferPlans adds them.
+struct GivenPlans {
+  PhasePlans plans;
+  // Planning only: a request no room can be made for is placed past the
+  // budget (DeviceAllocator::set_overdraft) and counted as the step's
+  // overshoot, so that a plan that does not fit still plays to the end.
+  bool overdraft = false;
+};
+
 class MemoryRuntime : public TensorStore {
  public:
   // `device` null: plan only (no memory is reserved, no kernel runs). The
   // view's schedule and algorithm catalog must outlive the runtime.
+  // `given`: the plans to run (null: the scheduler's).
   static StatusOr<std::unique_ptr<MemoryRuntime>> Create(const NetworkView& view,
                                                          const MemoryOptions& options,
-                                                         Device* device);
+                                                         Device* device,
+                                                         const GivenPlans* given = nullptr);
   ~MemoryRuntime() override;
 
   Status BeginIteration(Phase phase) override;
@@ -114,10 +127,29 @@ class MemoryRuntime : public TensorStore {
  private:
   MemoryRuntime(const NetworkView& view, const MemoryOptions& options, Device* device);
   Status Reserve();
-  Status PlanPolicies();
+  Status PlanPolicies(const GivenPlans* given);
   Status AllocatePersistent();
   Status AllocateAllTransient();
   Status Fail(const Status& status, const std::string& what, size_t bytes);
+  // Overdraft (GivenPlans::overdraft): whether a request no room can be
+  // made for may go past the budget now - not while a step or a rebuild is
+  // tried whole, or staging at a slice that may still shrink, since their
+  // failure decides to stream or to shrink - and `allocate` run so.
+  bool MayOverdraw() const { return overdraft_ && overdraft_held_ == 0; }
+  Status Overdraw(const std::function<Status()>& allocate);
+  // Holds overdraft back while alive (when `hold`).
+  class HoldOverdraft {
+   public:
+    HoldOverdraft(MemoryRuntime* runtime, bool hold) : runtime_(hold ? runtime : nullptr) {
+      if (runtime_ != nullptr) ++runtime_->overdraft_held_;
+    }
+    ~HoldOverdraft() {
+      if (runtime_ != nullptr) --runtime_->overdraft_held_;
+    }
+
+   private:
+    MemoryRuntime* runtime_;
+  };
   std::vector<TensorId> LiveTransient() const;
   void Record(const Step& step);
   Status RunActions(const std::vector<TransferAction>& actions, StepRunner* runner);
@@ -247,6 +279,8 @@ class MemoryRuntime : public TensorStore {
   // is needed, oldest first (kFinishOffloadLazily).
   std::deque<TensorId> lazy_offloads_;
   Phase phase_ = Phase::kTrain;
+  bool overdraft_ = false;
+  int overdraft_held_ = 0;
   bool all_allocated_ = false;
   bool allocating_all_ = false;
 

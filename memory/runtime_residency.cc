@@ -125,12 +125,20 @@ Status MemoryRuntime::AllocateWithRoom(TensorId id, const std::function<Status()
       if (Cached(id)) cache_.Touch(id);
       return status;
     }
-    if (status.code() != StatusCode::kOutOfMemory || !MakeRoom(schedule_.tensors[id].bytes)) {
+    if (status.code() == StatusCode::kOutOfMemory && MakeRoom(schedule_.tensors[id].bytes)) {
+      continue;
+    }
+    if (status.code() == StatusCode::kOutOfMemory && MayOverdraw()) {
+      status = Overdraw(allocate);
+      if (status.ok() && Cached(id)) cache_.Touch(id);
+    }
+    if (!status.ok()) {
       const TensorInfo& info = schedule_.tensors[id];
       return Fail(status,
                   "'" + info.name + "' (" + FormatBytes(static_cast<double>(info.bytes)) + ")",
                   info.bytes);
     }
+    return status;
   }
 }
 
@@ -141,21 +149,23 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
   request.bytes = bytes;
   request.category = MemoryCategory::kWorkspace;
   request.step = step_;
-  for (;;) {
-    auto allocation = allocator_->Allocate(request);
-    if (allocation.ok()) {
-      workspace_id_ = allocation->id;
-      workspace_.bytes = bytes;
-      workspace_.data =
-          device_base_ == nullptr ? nullptr : static_cast<char*>(device_base_) + allocation->offset;
-      if (device_ != nullptr) device_->AnnotateAllocation(workspace_.data, bytes);
-      return Status::Ok();
-    }
-    if (!MakeRoom(bytes)) {
-      return Fail(residency_->NoteRefusedOffloads(allocation).status(),
-                  what + " (" + FormatBytes(static_cast<double>(bytes)) + ")", bytes);
-    }
+  StatusOr<Allocation> allocation = allocator_->Allocate(request);
+  while (!allocation.ok() && MakeRoom(bytes)) allocation = allocator_->Allocate(request);
+  if (!allocation.ok() && MayOverdraw()) {
+    allocator_->set_overdraft(true);
+    allocation = allocator_->Allocate(request);
+    allocator_->set_overdraft(false);
   }
+  if (!allocation.ok()) {
+    return Fail(residency_->NoteRefusedOffloads(allocation).status(),
+                what + " (" + FormatBytes(static_cast<double>(bytes)) + ")", bytes);
+  }
+  workspace_id_ = allocation->id;
+  workspace_.bytes = bytes;
+  workspace_.data =
+      device_base_ == nullptr ? nullptr : static_cast<char*>(device_base_) + allocation->offset;
+  if (device_ != nullptr) device_->AnnotateAllocation(workspace_.data, bytes);
+  return Status::Ok();
 }
 
 Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice) {
@@ -231,13 +241,14 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
       for (;;) {
         Status status = residency_->BeginPrefetch(id);
         if (status.ok()) break;
-        if (!MakeRoom(schedule_.tensors[id].bytes)) {
-          const TensorInfo& info = schedule_.tensors[id];
-          return Fail(status,
-                      "'" + info.name + "' back from host memory (" +
-                          FormatBytes(static_cast<double>(info.bytes)) + ")",
-                      info.bytes);
-        }
+        if (MakeRoom(schedule_.tensors[id].bytes)) continue;
+        if (MayOverdraw()) status = Overdraw([&] { return residency_->BeginPrefetch(id); });
+        if (status.ok()) break;
+        const TensorInfo& info = schedule_.tensors[id];
+        return Fail(status,
+                    "'" + info.name + "' back from host memory (" +
+                        FormatBytes(static_cast<double>(info.bytes)) + ")",
+                    info.bytes);
       }
       residency_->FinishPrefetch(id);
       if (Cached(id)) cache_.Touch(id);
@@ -285,6 +296,10 @@ struct MemoryRuntime::RebuildFrame {
   size_t next = 0;
   bool waiting = false;  // sources[next] is being rebuilt by the frame above
   std::vector<TensorId> rebuilt;
+  // Overdraft is held back while the layer is tried whole on the device (it
+  // may still be rebuilt streamed): from the frame's start until its rerun
+  // on the device has succeeded or failed.
+  bool holds_overdraft = false;
 };
 
 MemoryRuntime::RebuildFrame MemoryRuntime::StartRebuild(TensorId id) const {
@@ -384,7 +399,19 @@ void MemoryRuntime::CountRecomputation(int layer) {
 // own source's failure, exactly as a nested call would return it.
 Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   std::vector<RebuildFrame> stack;
-  stack.push_back(StartRebuild(id));
+  auto start = [&](TensorId t) {
+    stack.push_back(StartRebuild(t));
+    stack.back().holds_overdraft = CanStreamRebuild(stack.back().layer);
+    if (stack.back().holds_overdraft) ++overdraft_held_;
+  };
+  // Overdraft back before the frame finishes: a streamed rebuild may overdraw.
+  auto finish = [&](const Status& on_device) {
+    if (stack.back().holds_overdraft) --overdraft_held_;
+    const Status finished = FinishRebuild(stack.back(), on_device, runner);
+    stack.pop_back();
+    return finished;
+  };
+  start(id);
   Status status;  // of the frame that finished last
   while (!stack.empty()) {
     RebuildFrame& f = stack.back();
@@ -400,21 +427,19 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
       if (residency_->state(in) == Residency::kDropped) {
         f.rebuilt.push_back(in);
         f.waiting = true;
-        stack.push_back(StartRebuild(in));  // `f` dangles from here
+        start(in);  // `f` dangles from here
         continue;
       }
       status = EnsureOnDevice(in, runner);
     } else {
-      status = FinishRebuild(f, RecomputeOnDevice(f, runner), runner);
-      stack.pop_back();
+      status = finish(RecomputeOnDevice(f, runner));
       continue;
     }
     if (status.ok()) {
       Pin(f.sources[f.next++]);
       continue;
     }
-    status = FinishRebuild(f, status, runner);
-    stack.pop_back();
+    status = finish(status);
   }
   return status;
 }

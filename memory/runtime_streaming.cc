@@ -213,15 +213,20 @@ Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std:
   int64_t images =
       fixed ? std::min(options_.batch_chunk, view_.batch) : AutoStreamImages(image_bytes);
   for (;;) {
-    Status status = TryStaging(images);
-    if (status.ok()) {
-      status = recompute ? ReuseForwardWorkspace(layer) : ChooseWorkspace(layer, pass, choice);
+    Status status;
+    {
+      // A slice that may still shrink does not overdraw.
+      HoldOverdraft hold(this, !fixed && images > 1);
+      status = TryStaging(images);
       if (status.ok()) {
-        stream_images_ = images;
-        return status;
+        status = recompute ? ReuseForwardWorkspace(layer) : ChooseWorkspace(layer, pass, choice);
+        if (status.ok()) {
+          stream_images_ = images;
+          return status;
+        }
+        FreeStaging();
+        if (choice != nullptr) choice->clear();
       }
-      FreeStaging();
-      if (choice != nullptr) choice->clear();
     }
     if (status.code() != StatusCode::kOutOfMemory) return status;
     if (MakeRoom(static_cast<size_t>(images) * image_bytes)) continue;
@@ -239,6 +244,11 @@ Status MemoryRuntime::TryStaging(int64_t images) {
     request.tensor = t.id;
     request.step = step_;
     auto block = allocator_->Allocate(request);
+    if (!block.ok() && block.status().code() == StatusCode::kOutOfMemory && MayOverdraw()) {
+      allocator_->set_overdraft(true);
+      block = allocator_->Allocate(request);
+      allocator_->set_overdraft(false);
+    }
     if (!block.ok()) {
       FreeStaging();
       return Fail(block.status(),

@@ -1,7 +1,6 @@
 #include "memory/transfer_plan.h"
 
 #include <algorithm>
-#include <map>
 #include <sstream>
 
 #include "framework/strings.h"
@@ -126,6 +125,8 @@ void AddLayerParameterTransfers(const Schedule& schedule, const MemoryOptions& o
   add(&train.after[next], TransferOp::kFinishOffload, states);
 }
 
+}  // namespace
+
 void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& options,
                            PhasePlans* plans) {
   if (options.params.kind != ParamPlacement::Kind::kHost &&
@@ -139,33 +140,90 @@ void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& option
   }
 }
 
-std::map<std::string, SchedulerInfo>& Registry() {
-  static auto* registry = new std::map<std::string, SchedulerInfo>();
-  return *registry;
+namespace {
+
+Status CompletePlan(const Schedule& schedule, const MemoryOptions& options, Phase phase,
+                    TransferPlan* plan) {
+  const char* name = phase == Phase::kTrain ? "train" : "eval";
+  const int steps = phase == Phase::kTrain ? 2 * schedule.num_layers() : schedule.num_layers();
+  const size_t tensors = schedule.tensors.size();
+  plan->phase = phase;
+  if (plan->before.empty() && plan->after.empty()) plan->Resize(steps);
+  if (plan->num_steps() != steps || static_cast<int>(plan->after.size()) != steps) {
+    return InvalidArgument("plan: the " + std::string(name) + " plan lists " +
+                           std::to_string(plan->before.size()) + " steps before and " +
+                           std::to_string(plan->after.size()) + " after; the schedule has " +
+                           std::to_string(steps));
+  }
+  for (int s = 0; s < steps; ++s) {
+    for (const auto& [when, list] :
+         {std::pair{"before", &plan->before[s]}, {"after", &plan->after[s]}}) {
+      for (const TransferAction& a : *list) {
+        const std::string where = "plan: " + std::string(name) + " step " + std::to_string(s + 1) +
+                                  " " + when + ": " + TransferOpName(a.op);
+        if (a.tensor < 0 || static_cast<size_t>(a.tensor) >= tensors) {
+          return InvalidArgument(where + " of tensor " + std::to_string(a.tensor) +
+                                 ", which the schedule does not have (" + std::to_string(tensors) +
+                                 " tensors)");
+        }
+        const bool before = std::string(when) == "before";
+        if ((a.op == TransferOp::kPrefetch || a.op == TransferOp::kRebuild) && !before) {
+          return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +
+                                 "': acts before a step only");
+        }
+        if (a.op == TransferOp::kUpdate &&
+            (!HomeOnHost(schedule, options, a.tensor) ||
+             std::none_of(schedule.parameters.begin(), schedule.parameters.end(),
+                          [&](const ParameterSlot& p) { return p.param == a.tensor; }))) {
+          return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +
+                                 "': updates only parameters that live in host memory");
+        }
+      }
+    }
+  }
+  if (plan->liveness.last_use.empty()) plan->liveness = AnalyzeLiveness(schedule, phase);
+  if (plan->liveness.last_use.size() != tensors || plan->liveness.num_steps != steps) {
+    return InvalidArgument("plan: the " + std::string(name) +
+                           " plan's lifetimes are not the schedule's tensors and steps");
+  }
+  RecomputePlan& r = plan->recompute;
+  if (r.droppable.empty()) r.droppable.assign(tensors, false);
+  if (r.segment.empty()) r.segment.assign(tensors, -1);
+  if (r.droppable.size() != tensors || r.segment.size() != tensors) {
+    return InvalidArgument("plan: the " + std::string(name) +
+                           " plan's recomputation sets are not the schedule's tensors");
+  }
+  for (int seg : r.segment) {
+    if (seg >= static_cast<int>(r.keep.size())) {
+      return InvalidArgument("plan: the " + std::string(name) + " plan names segment " +
+                             std::to_string(seg) + " of " + std::to_string(r.keep.size()));
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
 
-bool RegisterScheduler(SchedulerInfo info) {
-  const std::string name = info.name;
-  SPILL_CHECK(Registry().count(name) == 0) << "scheduler '" << name << "' registered twice";
-  Registry()[name] = std::move(info);
-  return true;
+Status CompletePlans(const Schedule& schedule, const MemoryOptions& options, PhasePlans* plans) {
+  SPILL_RETURN_IF_ERROR(CompletePlan(schedule, options, Phase::kTrain, &plans->train));
+  return CompletePlan(schedule, options, Phase::kEval, &plans->eval);
 }
 
-std::vector<std::string> SchedulerNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, info] : Registry()) names.push_back(name);
-  return names;
+Registry<SchedulerInfo>& Schedulers() {
+  static auto* registry = new Registry<SchedulerInfo>("scheduler", "schedulers");
+  return *registry;
 }
+
+bool RegisterScheduler(SchedulerInfo info) {
+  AddSettings("scheduler", info.name, info.settings);
+  return Schedulers().Add(std::move(info));
+}
+
+std::vector<std::string> SchedulerNames() { return Schedulers().Names(); }
 
 StatusOr<PhasePlans> MakeTransferPlans(const NetworkView& view, const MemoryOptions& options) {
-  auto it = Registry().find(options.scheduler);
-  if (it == Registry().end()) {
-    return InvalidArgument("unknown scheduler '" + options.scheduler +
-                           "'; known schedulers: " + Join(SchedulerNames()));
-  }
-  SPILL_ASSIGN_OR_RETURN(PhasePlans plans, it->second.plan(view, options));
+  SPILL_ASSIGN_OR_RETURN(const SchedulerInfo* info, Schedulers().Get(options.scheduler));
+  SPILL_ASSIGN_OR_RETURN(PhasePlans plans, info->plan(view, options));
   AddParameterTransfers(*view.schedule, options, &plans);
   return plans;
 }

@@ -31,7 +31,18 @@
 //                   gradient goes) or in host memory after the gradient's copy
 //
 // Plans are plain data, produced by pure functions of the schedule, the
-// sizes and the options (memory/schedulers/), one per phase. The runtime
+// sizes and the options (memory/schedulers/), one per phase - or by hand, or
+// by a planner that searches, and scored with Plan(view, options, plans)
+// (memory/planner.h). A plan made elsewhere needs only the action lists: one
+// `before` and one `after` list per step of its phase (2 x layers for
+// training, layers for evaluation); its lifetimes default to the schedule's
+// (AnalyzeLiveness) and nothing is droppable by the tensor cache
+// (CompletePlans). The runtime itself places every tensor a step reads or
+// writes, brings back what is on the host and rebuilds what is dropped, so a
+// plan lists only what it wants moved ahead, dropped or released: e.g.
+// [drop conv1 after step 3], [rebuild conv1 before step 9], [release X
+// after its last use]. A tensor never released stays until the iteration
+// ends, which the runtime reports as an error when liveness is on. The runtime
 // waits for a copy only at a kFinishOffload, at a first read, or when it
 // needs the memory, all fixed points of the schedule: so a plan executed
 // without a device makes exactly the decisions of a run.
@@ -44,10 +55,12 @@
 #include <vector>
 
 #include "framework/network_view.h"
+#include "framework/registry.h"
 #include "framework/schedule.h"
 #include "memory/liveness.h"
 #include "memory/memory_options.h"
 #include "memory/recompute_policy.h"
+#include "memory/settings.h"
 
 namespace spill {
 
@@ -112,12 +125,29 @@ struct SchedulerInfo {
   std::string name;
   std::string summary;
   TransferScheduler plan;
+  // Its keys of the memory: section (memory/settings.h), read from
+  // MemoryOptions::settings.
+  std::vector<SettingSpec> settings;
 };
 
+Registry<SchedulerInfo>& Schedulers();
 bool RegisterScheduler(SchedulerInfo info);
 // The scheduler's plans, plus the transfers of the parameters that live in
 // host memory (memory.params), whatever the scheduler.
 StatusOr<PhasePlans> MakeTransferPlans(const NetworkView& view, const MemoryOptions& options);
+
+// The transfers of the parameters that live in host memory (memory.params),
+// added to `plans` (MakeTransferPlans adds them to every scheduler's).
+void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& options,
+                           PhasePlans* plans);
+
+// Checks plans made elsewhere (by hand, or by a planner that searches)
+// before they are run: one list per step of each phase, tensors of the
+// schedule, prefetches and rebuilds before a step, updates of parameters
+// that live in host memory only; an error names the phase, the step and the
+// action. What a plan leaves empty is completed: its lifetimes from the
+// schedule (AnalyzeLiveness), nothing droppable by the tensor cache.
+Status CompletePlans(const Schedule& schedule, const MemoryOptions& options, PhasePlans* plans);
 
 // Whether a persistent tensor lives in host memory between uses under
 // `options` (parameters, their gradients and solver state; a gradient that

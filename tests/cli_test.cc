@@ -159,7 +159,10 @@ const char* const kMemoryTools[] = {"plan", "deepest", "widest", "bench_train"};
 
 using FlagValues = std::vector<std::pair<std::string, std::string>>;
 
-// Every memory flag with a value each tool that trains can use.
+// Every shared memory flag, and the superneurons scheduler's own, with a
+// value each tool that trains can use. (The other policies' flags are
+// errors under superneurons, which does not read them:
+// PolicyFlagsAreReadByTheirModesOnly.)
 FlagValues EveryMemoryFlag() {
   return {{"--memory", "superneurons"},
           {"--device-memory", "4MiB"},
@@ -170,18 +173,10 @@ FlagValues EveryMemoryFlag() {
           {"--allocator", "best_fit"},
           {"--compact", "false"},
           {"--eviction", "belady"},
-          {"--va-chunk", "64KiB"},
           {"--workspace", "memory_optimal"},
           {"--recompute-strategy", "speed"},
           {"--prefetch-ahead", "2"},
-          {"--chunk", "off"},
-          {"--window", "1.5x"},
-          {"--window-budget", "0.9x"},
-          {"--release", "eager"},
-          {"--prefetch", "ahead"},
-          {"--offload-set", "conv"},
-          {"--barrier", "true"},
-          {"--min-offload", "1MiB"}};
+          {"--chunk", "off"}};
 }
 
 std::vector<std::string> Flatten(const FlagValues& given) {
@@ -215,7 +210,7 @@ TEST(CliTest, MemoryFlagsAreSpelledAlikeInEveryTool) {
 // --barrier true; giving an alias and its flag together is an error.
 TEST(CliTest, OldSpellingsOfMemoryFlagsStillWork) {
   for (const char* tool : kMemoryTools) {
-    Result r = RunWith(tool, {"--memory", "liveness", "--device-memory", "16MiB", "--no-compact",
+    Result r = RunWith(tool, {"--memory", "dymem", "--device-memory", "16MiB", "--no-compact",
                               "--allocator", "best_fit", "--barrier"});
     EXPECT_EQ(r.code, 0) << tool << "\n" << r.output;
     if (std::string(tool) == "widest" || std::string(tool) == "deepest") {
@@ -225,6 +220,44 @@ TEST(CliTest, OldSpellingsOfMemoryFlagsStillWork) {
     EXPECT_EQ(r.code, 2) << tool;
     EXPECT_THAT(r.output, HasSubstr("--no-compact: is --compact false; give one of them")) << tool;
   }
+}
+
+// Each policy's flags work under the modes whose policies read them; under
+// a mode that does not read one it is an error naming the mode, in every
+// tool - never a value accepted and ignored.
+TEST(CliTest, PolicyFlagsAreReadByTheirModesOnly) {
+  const std::vector<std::pair<std::vector<std::string>, FlagValues>> owned = {
+      {{"--memory", "window"}, {{"--window", "1.2x"}, {"--window-budget", "0.9x"}}},
+      {{"--memory", "lms"}, {{"--lms-threshold", "5"}, {"--lms-ahead", "1"}}},
+      {{"--memory", "dymem"},
+       {{"--release", "eager"},
+        {"--prefetch", "ahead"},
+        {"--offload-set", "conv"},
+        {"--barrier", "true"},
+        {"--min-offload", "64KiB"}}},
+      {{"--memory", "liveness", "--allocator", "va"}, {{"--va-chunk", "64KiB"}}},
+      {{"--memory", "superneurons"}, {{"--eviction", "belady"}}},
+  };
+  for (const auto& [mode, flags] : owned) {
+    std::vector<std::string> args = mode;
+    for (const std::string& f : Flatten(flags)) args.push_back(f);
+    Result r = RunWith("plan", args);
+    EXPECT_EQ(r.code, 0) << mode[1] << "\n" << r.output;
+  }
+  for (const char* tool : {"plan", "bench_train"}) {
+    for (const auto& [mode, flags] : owned) {
+      for (const auto& [flag, value] : flags) {
+        Result r = RunWith(tool, {"--memory", "liveness", flag, value});
+        EXPECT_NE(r.code, 0) << tool << " " << flag;
+        EXPECT_THAT(r.output, HasSubstr(flag + ": mode 'liveness' does not read it")) << tool;
+      }
+    }
+  }
+  Result r = RunWith("plan", {"--memory", "liveness", "--size-pool"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--size-pool sizes the gtbm allocator's pool; mode 'liveness'"));
+  r = RunWith("plan", {"--memory", "dymem", "--size-pool"});
+  EXPECT_EQ(r.code, 0) << r.output;
 }
 
 // A bad value is refused by every tool alike, before any work, naming the flag.

@@ -73,7 +73,8 @@ testing::SyntheticRun GpuRun(const std::string& mode) {
   run.memory.host_budget = 64 << 20;  // page-locked as used; these networks use far less
   run.memory.poison_freed = true;
   run.memory.workspace = *ParseWorkspacePolicy("memory_optimal");
-  run.memory.min_offload_bytes = 0;  // offload and place by mobility even these small maps
+  // Offload and place by mobility even these small maps.
+  SPILL_CHECK(run.memory.settings.Set("min_offload", "0").ok());
   return run;
 }
 
@@ -126,7 +127,8 @@ testing::SyntheticRun PinnedRun(const std::string& mode, const GpuVariant& varia
   run.memory.params = *ParseParamPlacement(variant.params);
   run.memory.update_on_host = variant.update_on_host;
   run.memory.batch_chunk = variant.batch_chunk;
-  run.memory.va_chunk = size_t{2} << 20;  // the GPU's mapping granularity
+  // The GPU's mapping granularity.
+  SPILL_CHECK(run.memory.settings.Set("va_chunk", "2MiB").ok());
   const std::string allocator = variant.allocator;
   run.memory.check_allocator = allocator == "gtbm" || allocator == "caching";
   run.memory.record_events = true;

@@ -251,7 +251,8 @@ MemoryOptions Gtbm(const std::string& mode, size_t budget) {
   options.allocator = "gtbm";
   options.compact = false;
   options.device_budget = budget;
-  options.min_offload_bytes = 0;  // these maps are small: place every tensor by mobility
+  // These maps are small: place every tensor by mobility.
+  SPILL_CHECK(options.settings.Set("min_offload", "0").ok());
   options.record_events = true;
   options.check_allocator = true;  // every invariant after every allocation and free
   return options;
@@ -612,7 +613,7 @@ std::vector<std::pair<int, TransferOp>> ActionsOn(const TransferPlan& plan, Tens
 MemoryOptions Dymem(const std::string& mode = "dymem") {
   MemoryOptions options;
   SPILL_CHECK(ApplyMemoryMode(mode, &options).ok());
-  options.min_offload_bytes = 0;
+  SPILL_CHECK(options.settings.Set("min_offload", "0").ok());
   return options;
 }
 
@@ -639,11 +640,11 @@ TEST(DymemSchedulerTest, ReleaseAndBarrierSwitches) {
                            [&](const auto& a) { return a.second == TransferOp::kRelease; }),
             got.end());
   EXPECT_EQ(got, forward_lazy);
-  options.release = "eager";
+  ASSERT_TRUE(options.settings.Set("release", "eager").ok());
   auto eager = MakeTransferPlans(net->view, options);
   got = ActionsOn(eager->train, t, false);
   EXPECT_EQ(got[1], std::make_pair(add, TransferOp::kFinishOffload));
-  options.barrier = true;
+  ASSERT_TRUE(options.settings.Set("barrier", "true").ok());
   auto barrier = MakeTransferPlans(net->view, options);
   got = ActionsOn(barrier->train, t, false);
   const A forward_barrier = {{x, TransferOp::kBeginOffload},

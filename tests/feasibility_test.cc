@@ -81,7 +81,9 @@ TEST_P(FeasibilityTest, EveryBudgetFromTheMinimumToTwiceItRuns) {
   options.host_budget = kUnlimitedBudget;
   // The test networks' maps are a few KiB: offload them and place them by
   // mobility all the same, as memory_test does.
-  if (c.network != "resnet50") options.min_offload_bytes = 0;
+  if (c.network != "resnet50") {
+    ASSERT_TRUE(options.settings.Set("min_offload", "0").ok());
+  }
   ASSERT_TRUE(options.Validate().ok()) << options.Validate().ToString();
   auto minimum = MinimumBudget(net->view(), options);
   ASSERT_TRUE(minimum.ok()) << minimum.status().ToString();

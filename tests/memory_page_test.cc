@@ -51,16 +51,16 @@ MemoryOptions Options(const std::string& mode, const Variant& v) {
   o.compact = v.compact;
   o.params = *ParseParamPlacement(v.params);
   // These maps are a few KiB: offload them all the same.
-  o.min_offload_bytes = 0;
+  EXPECT_TRUE(o.settings.Set("min_offload", "0").ok());
   o.batch_chunk = v.batch_chunk;
-  o.va_chunk = 64 * kKiB;
+  EXPECT_TRUE(o.settings.Set("va_chunk", "64KiB").ok());
   o.device_budget = kUnlimitedBudget;
   o.record_events = true;
   o.record_live = true;
   // The learned planner trains briefly on these small graphs (a plan per
   // budget the minimum search tries; its default training takes minutes).
-  o.planner.episodes = 12;
-  o.planner.embedding = 8;
+  EXPECT_TRUE(o.settings.Set("planner.episodes", "12").ok());
+  EXPECT_TRUE(o.settings.Set("planner.embedding", "8").ok());
   return o;
 }
 

@@ -86,13 +86,13 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.host_budget = 16 << 20;  // locked as used on a GPU; these networks use far less
   run.memory.poison_freed = true;     // a read after free turns into NaN
   // These maps are a few KiB: offload them and place them by mobility all the same.
-  run.memory.min_offload_bytes = 0;
+  SPILL_CHECK(run.memory.settings.Set("min_offload", "0").ok());
   // Algorithms round differently: comparing modes bit for bit pins one.
   run.memory.workspace = *ParseWorkspacePolicy(variant.workspace);
   run.memory.allocator = variant.allocator;
   run.memory.eviction = variant.eviction;
   run.memory.compact = variant.compact;
-  run.memory.va_chunk = variant.chunk;
+  SPILL_CHECK(run.memory.settings.Set("va_chunk", std::to_string(variant.chunk)).ok());
   run.memory.params = *ParseParamPlacement(variant.params);
   run.memory.update_on_host = variant.update_on_host;
   run.memory.batch_chunk = variant.batch_chunk;
@@ -103,8 +103,8 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.check_allocator = allocator == "gtbm" || allocator == "caching";
   // The learned planner trains briefly on these small graphs (a plan per
   // budget the searches below try).
-  run.memory.planner.episodes = 12;
-  run.memory.planner.embedding = 8;
+  SPILL_CHECK(run.memory.settings.Set("planner.episodes", "12").ok());
+  SPILL_CHECK(run.memory.settings.Set("planner.embedding", "8").ok());
   return run;
 }
 
@@ -287,7 +287,7 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
   auto net = testing::BuildTrainingNet(spec, SmallRun("liveness").batch);
   ASSERT_TRUE(net.ok());
   testing::SyntheticRun r = SmallRun("superneurons");
-  r.memory.prefetch_ahead = 0;
+  ASSERT_TRUE(r.memory.settings.Set("prefetch_ahead", "0").ok());
   r.memory.device_budget = *MinimumBudget((*net)->view(), r.memory, kPoolBlockBytes);
   auto tight_run = testing::TrainSynthetic(spec, r);
   ASSERT_TRUE(tight_run.ok()) << tight_run.status().ToString();
@@ -553,7 +553,7 @@ TEST(WindowVaTest, VirtualAddressingRemovesFragmentationWithinItsBounds) {
   EXPECT_FALSE(best_fit->fits);
   options.allocator = "va";
   for (size_t chunk : {64 * kKiB, 2 * kMiB}) {
-    options.va_chunk = chunk;
+    ASSERT_TRUE(options.settings.Set("va_chunk", std::to_string(chunk)).ok());
     auto runtime = MemoryRuntime::Create((*net)->view(), options, nullptr);
     ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
     const auto& va = dynamic_cast<const VirtualAddressAllocator&>((*runtime)->allocator());

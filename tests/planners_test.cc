@@ -40,9 +40,21 @@ MemoryOptions PlannerOptions(const std::string& mode) {
   SPILL_CHECK(ApplyMemoryMode(mode, &options).ok());
   options.allocator = "ideal";
   options.device_budget = kUnlimitedBudget;
-  options.min_offload_bytes = 0;
+  SPILL_CHECK(options.settings.Set("min_offload", "0").ok());
   options.workspace = *ParseWorkspacePolicy("pin:im2col_image");
   return options;
+}
+
+// Sets memory.planner.KEY.
+void SetPlanner(MemoryOptions* options, const std::string& key, const std::string& value) {
+  const Status set = options->settings.Set("planner." + key, value);
+  SPILL_CHECK(set.ok()) << set.ToString();
+}
+void SetPlanner(MemoryOptions* options, const std::string& key, size_t value) {
+  SetPlanner(options, key, std::to_string(value));
+}
+PlannerSettings Planner(const MemoryOptions& options) {
+  return ReadPlannerSettings(options.settings);
 }
 
 struct Subject {
@@ -103,7 +115,7 @@ TEST_P(SmallNetTest, DqnNearTheOptimumAndTheMilpBoundBelowIt) {
     const double optimum = best->seconds - m.base_seconds;
     EXPECT_GE(optimum, -kSlackSeconds) << what;
     MemoryOptions options = PlannerOptions("dqn");
-    options.planner.limit = limit;
+    SetPlanner(&options, "limit", limit);
     auto dqn = PlanDqn(s.net->view(), options);
     ASSERT_TRUE(dqn.ok()) << dqn.status().ToString();
     ASSERT_TRUE(dqn->feasible) << what;
@@ -165,11 +177,11 @@ size_t MiddleLimit(const EvalModel& m) { return (SmallestPeak(m) + m.base_peak) 
 TEST(DqnPlannerTest, SameSeedSamePlanAndTheCacheGivesItBack) {
   Subject s = Load(testing::kLeNet);
   MemoryOptions options = PlannerOptions("dqn");
-  options.planner.limit = MiddleLimit(s.model);
-  options.planner.episodes = 30;
+  SetPlanner(&options, "limit", MiddleLimit(s.model));
+  SetPlanner(&options, "episodes", "30");
   const std::string dir = ::testing::TempDir() + "/dqn_cache";
   std::filesystem::remove_all(dir);
-  options.planner.cache = dir;
+  SetPlanner(&options, "cache", dir);
   auto first = PlanDqn(s.net->view(), options);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_FALSE(first->from_cache);
@@ -177,11 +189,11 @@ TEST(DqnPlannerTest, SameSeedSamePlanAndTheCacheGivesItBack) {
   ASSERT_FALSE(first->weights_file.empty());
   // Another seed trains anew; the first seed's plan comes back from memory
   // and from the files alike.
-  options.planner.seed = 2;
+  SetPlanner(&options, "seed", "2");
   auto other = PlanDqn(s.net->view(), options);
   ASSERT_TRUE(other.ok());
   EXPECT_FALSE(other->from_cache);
-  options.planner.seed = 1;
+  SetPlanner(&options, "seed", "1");
   auto again = PlanDqn(s.net->view(), options);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->from_cache);
@@ -196,8 +208,8 @@ TEST(DqnPlannerTest, SameSeedSamePlanAndTheCacheGivesItBack) {
   ASSERT_TRUE(model.ok());
   std::unique_ptr<QNetwork> net1, net2;
   std::unique_ptr<OpGraph> g1, g2;
-  auto t1 = TrainDqn(*model, options.planner.limit, options.planner, "", &net1, &g1);
-  auto t2 = TrainDqn(*model, options.planner.limit, options.planner, "", &net2, &g2);
+  auto t1 = TrainDqn(*model, Planner(options).limit, Planner(options), "", &net1, &g1);
+  auto t2 = TrainDqn(*model, Planner(options).limit, Planner(options), "", &net2, &g2);
   ASSERT_TRUE(t1.ok() && t2.ok());
   EXPECT_EQ(t1->seconds, t2->seconds);
   EXPECT_EQ(t1->curve, t2->curve);
@@ -208,25 +220,25 @@ TEST(DqnPlannerTest, SameSeedSamePlanAndTheCacheGivesItBack) {
 TEST(DqnPlannerTest, ATrainedModelIsAStartAndBadModelsAreReported) {
   Subject s = Load(testing::kAlexNet);
   MemoryOptions options = PlannerOptions("dqn");
-  options.planner.limit = MiddleLimit(s.model);
-  options.planner.episodes = 20;
-  options.planner.cache = ::testing::TempDir() + "/dqn_models";
-  std::filesystem::remove_all(options.planner.cache);
+  SetPlanner(&options, "limit", MiddleLimit(s.model));
+  SetPlanner(&options, "episodes", "20");
+  SetPlanner(&options, "cache", ::testing::TempDir() + "/dqn_models");
+  std::filesystem::remove_all(Planner(options).cache);
   auto trained = PlanDqn(s.net->view(), options);
   ASSERT_TRUE(trained.ok());
   // One episode from the trained weights applies them: the plan of their
   // greedy policy, which a rollout by hand reproduces.
-  options.planner.model = trained->weights_file;
-  options.planner.episodes = 1;
+  SetPlanner(&options, "model", trained->weights_file);
+  SetPlanner(&options, "episodes", "1");
   auto applied = PlanDqn(s.net->view(), options);
   ASSERT_TRUE(applied.ok()) << applied.status().ToString();
   EXPECT_FALSE(applied->from_cache);
   EXPECT_EQ(applied->episodes, 1);
   EXPECT_EQ(applied->updates, 0);
-  const OpGraph graph = BuildOpGraph(s.model, options.planner.limit);
-  QNetwork net(graph, options.planner.embedding, /*seed=*/99);
+  const OpGraph graph = BuildOpGraph(s.model, Planner(options).limit);
+  QNetwork net(graph, Planner(options).embedding, /*seed=*/99);
   ASSERT_TRUE(net.Load(trained->weights_file).ok());
-  DqnEnvironment env(s.model, options.planner.limit, graph);
+  DqnEnvironment env(s.model, Planner(options).limit, graph);
   env.Reset();
   std::vector<float> open;
   Embedding e;
@@ -251,16 +263,16 @@ TEST(DqnPlannerTest, ATrainedModelIsAStartAndBadModelsAreReported) {
   if (best >= 0) {
     EXPECT_EQ(applied->seconds, best);
   }
-  options.planner.embedding = 16;  // the file's is 32
+  SetPlanner(&options, "embedding", "16");  // the file's is 32
   EXPECT_THAT(PlanDqn(s.net->view(), options).status().message(),
               HasSubstr("has embedding 32; memory.planner.embedding is 16"));
-  options.planner.embedding = 32;
+  SetPlanner(&options, "embedding", "32");
   const std::string bad = ::testing::TempDir() + "/not_weights.txt";
   std::ofstream(bad) << "hello\n";
-  options.planner.model = bad;
+  SetPlanner(&options, "model", bad);
   EXPECT_THAT(PlanDqn(s.net->view(), options).status().message(),
               HasSubstr("is not a DQN planner's weights file"));
-  options.planner.model = ::testing::TempDir() + "/missing";
+  SetPlanner(&options, "model", ::testing::TempDir() + "/missing");
   EXPECT_THAT(PlanDqn(s.net->view(), options).status().message(), HasSubstr("cannot read"));
 }
 
@@ -268,7 +280,7 @@ TEST(PlannerModesTest, NoPlanWithinTheLimitIsOutOfMemory) {
   Subject s = Load(testing::kLeNet);
   for (const char* mode : {"dqn", "greedy"}) {
     MemoryOptions options = PlannerOptions(mode);
-    options.planner.episodes = 5;
+    SetPlanner(&options, "episodes", "5");
     options.device_budget = s.model.persistent + kPoolBlockBytes;  // nothing transient fits
     auto plan = Plan(s.net->view(), options);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -293,7 +305,7 @@ TEST(PlannerModesTest, MemongerDropsAllButSegmentBoundariesAndLmsCountsTensors) 
   lms.record_events = true;
   size_t all = 0;
   for (int count : {0, 1, 2}) {
-    lms.lms_count = count;
+    SPILL_CHECK(lms.settings.Set("lms_count", std::to_string(count)).ok());
     auto plan = Plan(s.net->view(), lms);
     ASSERT_TRUE(plan.ok() && plan->fits);
     std::set<TensorId> swapped;

@@ -373,8 +373,8 @@ TEST(LmsSchedulerTest, SwapsAtFixedDistances) {
   const NetworkView view = ViewOf(h.schedule());
   MemoryOptions options;
   ASSERT_TRUE(ApplyMemoryMode("lms", &options).ok());
-  options.lms_threshold = 4;
-  options.lms_ahead = 1;
+  ASSERT_TRUE(options.settings.Set("lms_threshold", "4").ok());
+  ASSERT_TRUE(options.settings.Set("lms_ahead", "1").ok());
   auto plans = MakeTransferPlans(view, options);
   ASSERT_TRUE(plans.ok());
   const TransferPlan& p = plans->train;

@@ -368,11 +368,14 @@ TEST(SimulatedScheduleTest, TheBarrierMakesComputeWaitForOffloads) {
   const auto simulate = [&](const char* mode, bool barrier) {
     MemoryOptions options;
     EXPECT_TRUE(ApplyMemoryMode(mode, &options).ok());
-    options.offload_set = "conv";  // vDNN's offload set and schedule
-    options.release = "eager";
-    options.prefetch = "ahead";
-    options.barrier = barrier;
-    options.min_offload_bytes = 0;  // the test network's feature maps are small
+    // vDNN's offload set and schedule; the test network's feature maps are small.
+    for (const auto& [key, value] : {std::pair<std::string, std::string>{"offload_set", "conv"},
+                                     {"release", "eager"},
+                                     {"prefetch", "ahead"},
+                                     {"barrier", barrier ? "true" : "false"},
+                                     {"min_offload", "0"}}) {
+      EXPECT_TRUE(options.settings.Set(key, value).ok()) << key;
+    }
     options.record_events = true;
     auto plan = Plan(view, options);
     EXPECT_TRUE(plan.ok() && plan->fits);
@@ -399,7 +402,7 @@ TEST(SimulatedPlanTest, VirtualAddressingChargesEveryChunkMapped) {
   MemoryOptions options;
   ASSERT_TRUE(ApplyMemoryMode("window", &options).ok());
   options.allocator = "va";
-  options.va_chunk = 4 * kKiB;
+  ASSERT_TRUE(options.settings.Set("va_chunk", "4KiB").ok());
   options.record_events = true;
   options.device_budget = *MinimumBudget(view, options, kPoolBlockBytes);
   auto plan = Plan(view, options);

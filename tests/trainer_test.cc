@@ -19,6 +19,7 @@
 #include "framework/npz.h"
 #include "framework/random.h"
 #include "memory/planner.h"
+#include "memory/planners/planner_settings.h"
 #include "tests/testing/trace_reader.h"
 
 namespace spill {
@@ -360,19 +361,16 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
       "sliced.yaml", ".");
   ASSERT_TRUE(sliced.ok()) << sliced.status().ToString();
   EXPECT_EQ(sliced->memory.batch_chunk, 8);
-  EXPECT_EQ(sliced->memory.va_chunk, size_t{64} * 1024);
+  EXPECT_EQ(sliced->memory.settings.Bytes("va_chunk"), size_t{64} * 1024);
   // The searching planners' settings, and their ranges.
   auto dqn = ParseTrainConfig(
       "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\n"
-      "memory: {mode: dqn, lms_count: 3, lms_order: earliest, planner: {limit: 1GiB, episodes: 40, "
-      "seed: 7, embedding: 16, gamma: 0.9, lr: 0.01, profile: k40-pcie3, cache: runs/p, segment: "
-      "5}}\n",
+      "memory: {mode: dqn, planner: {limit: 1GiB, episodes: 40, seed: 7, embedding: 16, gamma: "
+      "0.9, lr: 0.01, profile: k40-pcie3, cache: runs/p}}\n",
       "dqn.yaml", ".");
   ASSERT_TRUE(dqn.ok()) << dqn.status().ToString();
   EXPECT_EQ(dqn->memory.scheduler, "dqn");
-  EXPECT_EQ(dqn->memory.lms_count, 3);
-  EXPECT_EQ(dqn->memory.lms_order, "earliest");
-  const PlannerSettings& p = dqn->memory.planner;
+  const PlannerSettings p = ReadPlannerSettings(dqn->memory.settings);
   EXPECT_EQ(p.limit, size_t{1} << 30);
   EXPECT_EQ(p.episodes, 40);
   EXPECT_EQ(p.seed, 7u);
@@ -381,7 +379,19 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
   EXPECT_DOUBLE_EQ(p.lr, 0.01);
   EXPECT_EQ(p.profile, "k40-pcie3");
   EXPECT_EQ(p.cache, "runs/p");
-  EXPECT_EQ(p.segment, 5);
+  auto memonger = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\n"
+      "memory: {mode: memonger, planner: {segment: 5}}\n",
+      "memonger.yaml", ".");
+  ASSERT_TRUE(memonger.ok()) << memonger.status().ToString();
+  EXPECT_EQ(ReadPlannerSettings(memonger->memory.settings).segment, 5);
+  auto lms = ParseTrainConfig(
+      "model: {file: m.yaml}\ndata: {path: x}\nrun: {epochs: 1}\n"
+      "memory: {mode: lms, lms_count: 3, lms_order: earliest}\n",
+      "lms.yaml", ".");
+  ASSERT_TRUE(lms.ok()) << lms.status().ToString();
+  EXPECT_EQ(lms->memory.settings.Int("lms_count"), 3);
+  EXPECT_EQ(lms->memory.settings.Text("lms_order"), "earliest");
   for (const auto& [section, message] : std::vector<std::pair<std::string, std::string>>{
            {"planner: {gamma: 2}", "bad.yaml:4: memory.planner.gamma"},
            {"planner: {profile: cpu}", "memory.planner.profile"},
@@ -402,11 +412,11 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
   EXPECT_EQ(dymem->memory.scheduler, "dymem");
   EXPECT_EQ(dymem->memory.allocator, "gtbm");
   EXPECT_FALSE(dymem->memory.compact);
-  EXPECT_EQ(dymem->memory.release, "eager");
-  EXPECT_EQ(dymem->memory.prefetch, "ahead");
-  EXPECT_EQ(dymem->memory.offload_set, "conv");
-  EXPECT_TRUE(dymem->memory.barrier);
-  EXPECT_EQ(dymem->memory.min_offload_bytes, 64u << 10);
+  EXPECT_EQ(dymem->memory.settings.Text("release"), "eager");
+  EXPECT_EQ(dymem->memory.settings.Text("prefetch"), "ahead");
+  EXPECT_EQ(dymem->memory.settings.Text("offload_set"), "conv");
+  EXPECT_TRUE(dymem->memory.settings.Bool("barrier"));
+  EXPECT_EQ(dymem->memory.settings.Bytes("min_offload"), 64u << 10);
   TrainConfig missing = Config();
   missing.data.path = (dir_ / "nowhere").string();
   auto trainer = Trainer::Create(missing, Quiet());

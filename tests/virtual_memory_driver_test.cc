@@ -249,7 +249,7 @@ TEST(DriverVirtualMemoryTest, TrainingReportsARefusedChunkAtItsStep) {
     run.batch = 2;
     run.use_device = &device;
     run.memory.allocator = "va";
-    run.memory.va_chunk = 64 * 1024;
+    ASSERT_TRUE(run.memory.settings.Set("va_chunk", "64KiB").ok());
     run.memory.device_budget = 16 << 20;
     auto trace = testing::TrainSynthetic(spec, run);
     if (trace.ok()) {

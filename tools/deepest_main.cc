@@ -104,7 +104,9 @@ int Main(int argc, char** argv) {
       o.memory.host_tier == "ram" ? "" : " (on disk)", probes);
   auto spec = spec_for(*n3);
   // Predict and train with the scheduler budget the search settled on.
-  o.memory.window_budget = best->window_budget;
+  if (Status set = o.memory.settings.Set("window_budget", best->window_budget); !set.ok()) {
+    return ReportStatus("deepest", set);
+  }
   if (!spec.ok() || ReportPrediction(*spec, o.batch, o) != 0) return 1;
   if (o.confirm == 0) return 0;
   return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o, best->plan), o.confirm);

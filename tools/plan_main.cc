@@ -30,6 +30,7 @@
 #include "memory/feasibility.h"
 #include "memory/planner.h"
 #include "memory/planners/dqn/dqn_planner.h"
+#include "memory/planners/planner_settings.h"
 #include "memory/report/dymem_reports.h"
 #include "memory/report/events_json.h"
 #include "memory/report/fragmentation_svg.h"
@@ -199,7 +200,7 @@ Status WriteFragmentation(const Args& args, const Net& net, const MemoryOptions&
   if (!args.json) std::fputs(FragmentationText(comparison).c_str(), stdout);
   const std::string title =
       net.name() + ", batch " + std::to_string(net.batch()) + ", " + options.mode +
-      (options.scheduler == "dymem" ? ", " + options.release + " release" : "") +
+      (options.scheduler == "dymem" ? ", " + options.settings.Text("release") + " release" : "") +
       ", no compaction, pool " + FormatBytes(static_cast<double>(comparison.pool));
   return WriteTextFile(args.fragmentation_svg, FragmentationSvg(comparison.profiles, title),
                        "--fragmentation-svg");
@@ -219,12 +220,20 @@ Status ReportPoolSizing(const Args& args, const Net& net, const MemoryOptions& o
 }
 
 // The memory options of one mode with the flags applied.
+// `every`: every mode is planned (no --memory), so the settings given apply
+// where a mode reads them; with one mode, a setting it does not read is an
+// error naming it.
 StatusOr<MemoryOptions> ModeOptions(const Args& args, const Subject& subject,
-                                    const std::string& mode) {
+                                    const std::string& mode, bool every) {
   MemoryOptions options = subject.memory;
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &options));
   options.device_budget = kUnlimitedBudget;  // unless --device-memory says
-  SPILL_RETURN_IF_ERROR(args.memory.Apply(&options));
+  SPILL_RETURN_IF_ERROR(args.memory.Apply(&options, /*check_read=*/!every));
+  if (args.size_pool && options.allocator != "gtbm" && !every) {
+    return InvalidArgument("--size-pool sizes the gtbm allocator's pool; mode '" + mode +
+                           "' places with the " + options.allocator +
+                           " allocator (use --memory dymem or --allocator gtbm)");
+  }
   options.record_events = !args.trace.empty() || !args.device_profile.empty() || !args.html.empty();
   SPILL_RETURN_IF_ERROR(options.Validate());
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*subject.net, options.workspace));
@@ -321,7 +330,7 @@ Status ReportDqn(const Args& args, const Net& net, const MemoryOptions& options,
              {"feasible", p.feasible},
              {"predicted_peak_bytes", p.peak},
              {"predicted_seconds", p.seconds},
-             {"profile", options.planner.profile},
+             {"profile", ReadPlannerSettings(options.settings).profile},
              {"candidates", p.candidates},
              {"offloaded", offloaded},
              {"dropped", dropped},
@@ -337,8 +346,9 @@ Status ReportDqn(const Args& args, const Net& net, const MemoryOptions& options,
       "dqn planner: limit %s; %s %d of %d candidates offloaded, %d dropped; predicted peak %s, "
       "%.3f ms per iteration on %s; %d episodes (best at %d), %d updates, trained in %.1f s%s\n",
       Bytes(p.limit).c_str(), p.feasible ? "fits:" : "NO PLAN FITS:", offloaded, p.candidates,
-      dropped, Bytes(p.peak).c_str(), p.seconds * 1e3, options.planner.profile.c_str(), p.episodes,
-      p.best_episode, p.updates, p.train_seconds, p.from_cache ? " (read from the cache)" : "");
+      dropped, Bytes(p.peak).c_str(), p.seconds * 1e3,
+      ReadPlannerSettings(options.settings).profile.c_str(), p.episodes, p.best_episode, p.updates,
+      p.train_seconds, p.from_cache ? " (read from the cache)" : "");
   if (!p.weights_file.empty()) std::printf("  weights: %s\n", p.weights_file.c_str());
   return Status::Ok();
 }
@@ -356,7 +366,7 @@ struct ModeRun {
 
   Status Run(const std::string& mode) {
     const Net& net = *subject.net;
-    SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode));
+    SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode, !single));
     nlohmann::ordered_json planner;
     if (options.scheduler == "dqn") SPILL_RETURN_IF_ERROR(ReportDqn(args, net, options, &planner));
     auto start = std::chrono::steady_clock::now();
@@ -444,8 +454,8 @@ Status Run(const Args& args) {
   // Every mode but those that search (they train or solve for minutes):
   // those are planned when named.
   std::vector<std::string> modes;
-  for (const std::string& m : MemoryModeNames()) {
-    if (m != "dqn" && m != "milp") modes.push_back(m);
+  for (const MemoryMode& m : MemoryModes()) {
+    if (!m.planned_when_named) modes.push_back(m.name);
   }
   if (!mode.empty()) modes = {mode};
   if (!args.json) {
@@ -472,7 +482,8 @@ Status Run(const Args& args) {
   for (const std::string& mode : modes) SPILL_RETURN_IF_ERROR(run.Run(mode));
   if (page) SPILL_RETURN_IF_ERROR(WriteTextFile(args.html, page->Html(), "--html"));
   if (!args.fragmentation_svg.empty()) {
-    SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, modes.back()));
+    SPILL_ASSIGN_OR_RETURN(MemoryOptions options,
+                           ModeOptions(args, subject, modes.back(), modes.size() > 1));
     SPILL_RETURN_IF_ERROR(WriteFragmentation(args, net, options));
   }
   if (args.json) std::printf("%s\n", json.dump().c_str());

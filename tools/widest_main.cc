@@ -54,11 +54,13 @@ int Main(int argc, char** argv) {
               FormatBytes(static_cast<double>(best->plan.footprint)).c_str(),
               FormatBytes(static_cast<double>(best->plan.peak)).c_str());
   if (o.memory.scheduler == "window") {
-    std::printf("; window scheduler budget %s", best->window_budget.ToString().c_str());
+    std::printf("; window scheduler budget %s", best->window_budget.c_str());
   }
   std::printf("\n");
   // Predict and train with the scheduler budget the search settled on.
-  o.memory.window_budget = best->window_budget;
+  if (Status set = o.memory.settings.Set("window_budget", best->window_budget); !set.ok()) {
+    return ReportStatus("widest", set);
+  }
   if (ReportPrediction(*spec, *batch, o) != 0) return 1;
   if (o.confirm == 0) return 0;
   return ReportConfirmation(ConfirmByTraining(*spec, *batch, o, best->plan), o.confirm);

@@ -1,14 +1,16 @@
 #include "layers/cpu/conv_algorithm.h"
 
 #include "framework/check.h"
+#include "framework/registry.h"
 
 namespace spill {
 namespace cpu {
 namespace {
 
-std::vector<const ConvAlgorithm*>& Registry() {
-  static auto* algorithms = new std::vector<const ConvAlgorithm*>();
-  return *algorithms;
+Registry<const ConvAlgorithm*>& Algorithms() {
+  static auto* registry =
+      new Registry<const ConvAlgorithm*>("convolution algorithm", "convolution algorithms");
+  return *registry;
 }
 
 }  // namespace
@@ -25,20 +27,21 @@ const char* ConvOpName(ConvOp op) {
   return "?";
 }
 
-const std::vector<const ConvAlgorithm*>& ConvAlgorithms() { return Registry(); }
-
-const ConvAlgorithm* FindConvAlgorithm(const std::string& name) {
-  for (const ConvAlgorithm* a : Registry()) {
-    if (a->name() == name) return a;
-  }
-  return nullptr;
+std::vector<const ConvAlgorithm*> ConvAlgorithms() {
+  std::vector<const ConvAlgorithm*> algorithms;
+  for (const auto& [name, algorithm] : Algorithms().entries()) algorithms.push_back(algorithm);
+  return algorithms;
 }
 
+const ConvAlgorithm* FindConvAlgorithm(const std::string& name) {
+  const ConvAlgorithm* const* algorithm = Algorithms().Find(name);
+  return algorithm == nullptr ? nullptr : *algorithm;
+}
+
+std::string UnknownConvAlgorithm(const std::string& name) { return Algorithms().Unknown(name); }
+
 bool RegisterConvAlgorithm(const ConvAlgorithm* algorithm) {
-  SPILL_CHECK(FindConvAlgorithm(algorithm->name()) == nullptr)
-      << "convolution algorithm '" << algorithm->name() << "' registered twice";
-  Registry().push_back(algorithm);
-  return true;
+  return Algorithms().Add(algorithm->name(), algorithm);
 }
 
 void AddConvBias(const ConvGeometry& g, const float* bias, float* y) {

@@ -59,9 +59,11 @@ class ConvAlgorithm {
 };
 
 // Every registered algorithm, in registration order.
-const std::vector<const ConvAlgorithm*>& ConvAlgorithms();
+std::vector<const ConvAlgorithm*> ConvAlgorithms();
 // nullptr when no algorithm has that name.
 const ConvAlgorithm* FindConvAlgorithm(const std::string& name);
+// "unknown convolution algorithm 'x'; known convolution algorithms: ...".
+std::string UnknownConvAlgorithm(const std::string& name);
 // Registers an algorithm for the lifetime of the program.
 bool RegisterConvAlgorithm(const ConvAlgorithm* algorithm);
 

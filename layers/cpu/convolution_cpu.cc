@@ -6,7 +6,6 @@
 
 #include "framework/layer_params.h"
 #include "framework/layer_registry.h"
-#include "framework/strings.h"
 #include "layers/convolution_layer.h"
 #include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/conv_layouts.h"
@@ -20,9 +19,7 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   explicit CpuConvolutionLayer(LayerParams& params) : ConvolutionLayer(params) {
     pinned_ = params.String("algorithm", "");
     if (!pinned_.empty() && cpu::FindConvAlgorithm(pinned_) == nullptr) {
-      std::vector<std::string> known;
-      for (const auto* a : cpu::ConvAlgorithms()) known.push_back(a->name());
-      params.Fail("algorithm", "must be one of: " + Join(known) + " (got '" + pinned_ + "')");
+      params.Fail("algorithm", cpu::UnknownConvAlgorithm(pinned_));
     }
   }
 

@@ -7,6 +7,13 @@
 #include "framework/units.h"
 
 namespace spill {
+namespace {
+
+// The space past the region that an overdraft may place blocks in: more
+// than any plan here asks for.
+constexpr size_t kOverdraftSpaceBytes = size_t{1} << 50;  // 1 PiB
+
+}  // namespace
 
 DeviceAllocator::DeviceAllocator(size_t capacity)
     : capacity_(capacity / kPoolBlockBytes * kPoolBlockBytes) {
@@ -19,6 +26,9 @@ StatusOr<Allocation> DeviceAllocator::Allocate(const AllocRequest& request) {
   const double unusable = log_ != nullptr ? UnusableFree(bytes) : 0.0;
   const AllocationId id = next_id_;
   StatusOr<size_t> offset = Place(request, bytes, id);
+  if (!offset.ok() && overdraft_ && offset.status().code() == StatusCode::kOutOfMemory) {
+    offset = Overdraw(bytes, request.category, id);
+  }
   if (!offset.ok()) {
     stats_.failures++;
     UpdateFreeStats();
@@ -40,6 +50,7 @@ StatusOr<Allocation> DeviceAllocator::Allocate(const AllocRequest& request) {
   stats_.total_peak = std::max(stats_.total_peak, stats_.total_in_use);
   stats_.high_water = std::max(stats_.high_water, *offset + bytes);
   stats_.allocations++;
+  overshoot_peak_ = std::max(overshoot_peak_, overshoot());
   UpdateFreeStats();
   if (log_ != nullptr) {
     MemoryEvent e;
@@ -65,7 +76,14 @@ void DeviceAllocator::Free(AllocationId id) {
   SPILL_CHECK(found != live_.end()) << name() << ": free of unknown block " << id;
   const Live block = found->second;
   live_.erase(found);
-  Unplace(id, block.offset, block.bytes);
+  auto overdrawn = overdrawn_.find(id);
+  if (overdrawn != overdrawn_.end()) {
+    overdraft_pool_->Free(overdrawn->second);
+    overdrawn_bytes_ -= block.bytes;
+    overdrawn_.erase(overdrawn);
+  } else {
+    Unplace(id, block.offset, block.bytes);
+  }
   stats_.in_use[static_cast<int>(block.category)] -= block.bytes;
   stats_.total_in_use -= block.bytes;
   stats_.frees++;
@@ -82,6 +100,23 @@ void DeviceAllocator::Free(AllocationId id) {
     log_->Add(e);
   }
   CheckEvent("free");
+}
+
+size_t DeviceAllocator::Overdraw(size_t bytes, MemoryCategory category, AllocationId id) {
+  if (overdraft_pool_ == nullptr) {
+    overdraft_pool_ = std::make_unique<HeapPool>(kOverdraftSpaceBytes, FitPolicy::kFirstFit);
+  }
+  StatusOr<Allocation> block = overdraft_pool_->Allocate(bytes, category);
+  SPILL_CHECK(block.ok()) << name() << ": overdraft of " << bytes
+                          << " bytes: " << block.status().ToString();
+  overdrawn_[id] = block->id;
+  overdrawn_bytes_ += bytes;
+  return capacity_ + block->offset;
+}
+
+size_t DeviceAllocator::overshoot() const {
+  if (!places()) return stats_.total_in_use > capacity_ ? stats_.total_in_use - capacity_ : 0;
+  return overdraft_pool_ == nullptr ? 0 : overdraft_pool_->LiveEnd();
 }
 
 void DeviceAllocator::CheckEvent(const char* what) const {
@@ -161,7 +196,9 @@ size_t DeviceAllocator::Slide(AllocationId id, size_t offset, size_t bytes) {
 std::vector<std::pair<size_t, AllocationId>> DeviceAllocator::AllocationsByOffset() const {
   std::vector<std::pair<size_t, AllocationId>> out;
   out.reserve(live_.size());
-  for (const auto& [id, block] : live_) out.push_back({block.offset, id});
+  for (const auto& [id, block] : live_) {
+    if (overdrawn_.count(id) == 0) out.push_back({block.offset, id});
+  }
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -170,6 +207,7 @@ std::vector<DeviceAllocator::LiveBlock> DeviceAllocator::LiveBlocks() const {
   std::vector<LiveBlock> blocks;
   blocks.reserve(live_.size());
   for (const auto& [id, block] : live_) {
+    if (overdrawn_.count(id) > 0) continue;
     blocks.push_back({id, block.offset, block.bytes, block.category});
   }
   std::sort(blocks.begin(), blocks.end(),
@@ -180,10 +218,13 @@ std::vector<DeviceAllocator::LiveBlock> DeviceAllocator::LiveBlocks() const {
 void DeviceAllocator::ResetPeaks() {
   stats_.peak = stats_.in_use;
   stats_.total_peak = stats_.total_in_use;
+  overshoot_peak_ = overshoot();
 }
 
 void DeviceAllocator::UpdateFreeStats() {
-  stats_.free_bytes = capacity_ - stats_.total_in_use;
+  // Blocks placed past the region take nothing inside it.
+  const size_t inside = stats_.total_in_use - overdrawn_bytes_;
+  stats_.free_bytes = capacity_ > inside ? capacity_ - inside : 0;
   stats_.largest_free = Largest();
   stats_.free_segments = FreeSegments();
 }
@@ -194,7 +235,7 @@ std::string DeviceAllocator::CheckInvariants() const {
   for (const auto& [id, block] : live_) {
     used += block.bytes;
     per[static_cast<int>(block.category)] += block.bytes;
-    end = std::max(end, block.offset + block.bytes);
+    if (overdrawn_.count(id) == 0) end = std::max(end, block.offset + block.bytes);
   }
   if (used != stats_.total_in_use) return "in-use total disagrees with the live blocks";
   if (per != stats_.in_use) return "per-category in-use disagrees with the live blocks";
@@ -202,6 +243,7 @@ std::string DeviceAllocator::CheckInvariants() const {
   if (places()) {
     if (end > address_space()) return "a block ends beyond the address space";
     if (end > stats_.high_water) return "a block ends above the high-water mark";
+    // (Blocks placed past the region are not the policy's: they are left out.)
     const auto blocks = AllocationsByOffset();
     for (size_t i = 1; i < blocks.size(); ++i) {
       const Live& prev = live_.at(blocks[i - 1].second);
@@ -249,52 +291,36 @@ AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phas
 
 // ---- Registry ----
 
-namespace {
-
-std::map<std::string, AllocatorInfo>& Registry() {
-  static auto* registry = new std::map<std::string, AllocatorInfo>();
+Registry<AllocatorInfo>& Allocators() {
+  static auto* registry = new Registry<AllocatorInfo>("allocator", "allocators");
   return *registry;
 }
 
-}  // namespace
-
 bool RegisterAllocator(AllocatorInfo info) {
-  const std::string name = info.name;
-  SPILL_CHECK(Registry().count(name) == 0) << "allocator '" << name << "' registered twice";
-  Registry()[name] = std::move(info);
-  return true;
+  AddSettings("allocator", info.name, info.settings);
+  return Allocators().Add(std::move(info));
 }
 
-const AllocatorInfo* FindAllocator(const std::string& name) {
-  auto it = Registry().find(name);
-  return it == Registry().end() ? nullptr : &it->second;
-}
+const AllocatorInfo* FindAllocator(const std::string& name) { return Allocators().Find(name); }
 
-size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk, bool persistent) {
+size_t ChargedBytes(const std::string& name, size_t bytes, const PolicySettings& settings,
+                    bool persistent) {
   const AllocatorInfo* info = FindAllocator(name);
   if (info == nullptr || !info->charge) return RoundToBlocks(std::max<size_t>(bytes, 1));
-  return info->charge(bytes, chunk, persistent);
+  return info->charge(bytes, settings, persistent);
 }
 
-size_t UsableBytes(const std::string& name, size_t budget, size_t chunk) {
+size_t UsableBytes(const std::string& name, size_t budget, const PolicySettings& settings) {
   const AllocatorInfo* info = FindAllocator(name);
   if (info == nullptr || !info->usable) return budget;
-  return info->usable(budget, chunk);
+  return info->usable(budget, settings);
 }
 
-std::vector<std::string> AllocatorNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, info] : Registry()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> AllocatorNames() { return Allocators().Names(); }
 
 StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& name,
                                                            const AllocatorContext& context) {
-  const AllocatorInfo* info = FindAllocator(name);
-  if (info == nullptr) {
-    return InvalidArgument("unknown allocator '" + name +
-                           "'; known allocators: " + Join(AllocatorNames()));
-  }
+  SPILL_ASSIGN_OR_RETURN(const AllocatorInfo* info, Allocators().Get(name));
   return info->create(context);
 }
 

@@ -46,10 +46,12 @@
 #include "framework/declarations.h"
 #include "framework/device.h"
 #include "framework/network_view.h"
+#include "framework/registry.h"
 #include "framework/schedule.h"
 #include "framework/status.h"
 #include "memory/heap_pool.h"
 #include "memory/memory_events.h"
+#include "memory/settings.h"
 
 namespace spill {
 
@@ -91,18 +93,14 @@ AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phas
 // the planner; profile-guided allocators call it).
 using Profiler = std::function<StatusOr<AllocationProfile>(Phase phase, size_t budget)>;
 
-// Tensors smaller than this are not worth offloading (Dymem's offload set;
-// GTBM's reclaimed class).
-constexpr size_t kDefaultMinOffloadBytes = size_t{1} << 20;  // 1 MiB
-
 struct AllocatorContext {
   size_t capacity = 0;
   Profiler profiler;  // may be empty (then profile-guided allocators fail)
   // The network, for allocators that place by what a tensor is (may be null).
   const NetworkView* view = nullptr;
-  // The physical chunk of allocators that map memory (memory.va_chunk).
-  size_t chunk = 0;
-  size_t min_offload_bytes = kDefaultMinOffloadBytes;
+  // The values given for policy settings; an allocator reads its own
+  // (AllocatorInfo::settings).
+  PolicySettings settings;
 };
 
 class DeviceAllocator {
@@ -180,6 +178,19 @@ class DeviceAllocator {
   // Requests that had to be served differently from their profile (static).
   int64_t mismatches() const { return mismatches_; }
 
+  // Overdraft, for replaying a plan that may not fit (planning only): while
+  // on, a request the allocator cannot place is placed past the region
+  // instead - first fit above its end, in a space of its own that the
+  // allocator's policy never sees - and counts as in use like any other
+  // block. Off (the default): such a request is kOutOfMemory.
+  void set_overdraft(bool on) { overdraft_ = on; }
+  // How far past the budget the live placements reach now, and the most
+  // since ResetPeaks: the end of the highest block placed past the region;
+  // for allocators that place nothing (`ideal`), the live bytes beyond the
+  // budget. 0 while everything fits.
+  size_t overshoot() const;
+  size_t overshoot_peak() const { return overshoot_peak_; }
+
   // Appends alloc/free events to `log` (null: none).
   void set_event_log(MemoryEventLog* log) { log_ = log; }
   // Adds a kResident event per live block to the event log, by offset: where
@@ -222,6 +233,8 @@ class DeviceAllocator {
   };
   void UpdateFreeStats();
   void CheckEvent(const char* what) const;
+  // Places `bytes` past the region; returns the offset.
+  size_t Overdraw(size_t bytes, MemoryCategory category, AllocationId id);
 
   size_t capacity_;
   PoolStats stats_;
@@ -230,6 +243,12 @@ class DeviceAllocator {
   int64_t mismatches_ = 0;
   MemoryEventLog* log_ = nullptr;
   bool check_every_event_ = false;
+  bool overdraft_ = false;
+  // Blocks placed past the region: their allocations in `overdraft_pool_`.
+  std::unique_ptr<HeapPool> overdraft_pool_;
+  std::unordered_map<AllocationId, AllocationId> overdrawn_;
+  size_t overdrawn_bytes_ = 0;
+  size_t overshoot_peak_ = 0;
 };
 
 // ---- Registry: allocators register themselves next to their code. ----
@@ -238,21 +257,26 @@ using AllocatorFactory =
     std::function<StatusOr<std::unique_ptr<DeviceAllocator>>(const AllocatorContext& context)>;
 
 // The device bytes a request of `bytes` takes under an allocator, for
-// policies that plan ahead in bytes (the window scheduler); `chunk` is
-// memory.va_chunk; `persistent` for parameters, their gradients and solver
-// state.
-using AllocatorCharge = std::function<size_t(size_t bytes, size_t chunk, bool persistent)>;
+// policies that plan ahead in bytes (the window scheduler), under the
+// allocator's settings; `persistent` for parameters, their gradients and
+// solver state.
+using AllocatorCharge =
+    std::function<size_t(size_t bytes, const PolicySettings& settings, bool persistent)>;
 
 struct AllocatorInfo {
   std::string name;
   std::string summary;  // one line, for --help and errors
   bool plan_only = false;
   AllocatorFactory create;
+  // Its keys of the memory: section (memory/settings.h).
+  std::vector<SettingSpec> settings;
   AllocatorCharge charge;  // empty: whole pool blocks
   // Of a device budget, what charged requests can fill (empty: all of it).
-  std::function<size_t(size_t budget, size_t chunk)> usable;
+  std::function<size_t(size_t budget, const PolicySettings& settings)> usable;
 };
 
+// Every allocator, by name.
+Registry<AllocatorInfo>& Allocators();
 bool RegisterAllocator(AllocatorInfo info);
 // "unknown allocator 'x'; known: best_fit, first_fit, ..." for names not registered.
 StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& name,
@@ -260,9 +284,10 @@ StatusOr<std::unique_ptr<DeviceAllocator>> CreateAllocator(const std::string& na
 const AllocatorInfo* FindAllocator(const std::string& name);
 // What `bytes` take under the allocator `name` (pool blocks when it does
 // not say, or is unknown).
-size_t ChargedBytes(const std::string& name, size_t bytes, size_t chunk, bool persistent);
+size_t ChargedBytes(const std::string& name, size_t bytes, const PolicySettings& settings,
+                    bool persistent);
 // What charged requests can fill of `budget` under the allocator `name`.
-size_t UsableBytes(const std::string& name, size_t budget, size_t chunk);
+size_t UsableBytes(const std::string& name, size_t budget, const PolicySettings& settings);
 std::vector<std::string> AllocatorNames();
 
 }  // namespace spill

@@ -315,7 +315,7 @@ AllocatorFactory Factory(bool soft) {
     if (c.view == nullptr) {
       return InvalidArgument("the gtbm allocator places tensors by mobility: it needs the network");
     }
-    MobilityClasses classes = ClassifyMobility(*c.view, c.min_offload_bytes);
+    MobilityClasses classes = ClassifyMobility(*c.view, c.settings.Bytes(MinOffloadSetting()));
     size_t incremental = 0;
     GtbmStacking stacking = GtbmStacking::kNone;
     if (c.profiler) {
@@ -336,11 +336,16 @@ const bool kGtbm = RegisterAllocator(
     {"gtbm",
      "Dymem's arenas by tensor mobility: movable low, temporary high (top-down), reclaimed on "
      "a stack; no compaction",
-     false, Factory(false)});
+     false,
+     Factory(false),
+     {MinOffloadSetting()}});
 
-const bool kGtbmSoft = RegisterAllocator(
-    {"gtbm_soft", "gtbm, but a request that finds no room in its arena takes the other's", false,
-     Factory(true)});
+const bool kGtbmSoft =
+    RegisterAllocator({"gtbm_soft",
+                       "gtbm, but a request that finds no room in its arena takes the other's",
+                       false,
+                       Factory(true),
+                       {MinOffloadSetting()}});
 
 }  // namespace
 }  // namespace spill

@@ -25,7 +25,9 @@ class IdealAllocator : public DeviceAllocator {
   }
   void Unplace(AllocationId, size_t, size_t) override {}
   bool Fits(size_t bytes) const override { return stats().total_in_use + bytes <= capacity(); }
-  size_t Largest() const override { return capacity() - stats().total_in_use; }
+  size_t Largest() const override {
+    return stats().total_in_use < capacity() ? capacity() - stats().total_in_use : 0;
+  }
   size_t FreeSegments() const override { return Largest() > 0 ? 1 : 0; }
 };
 

@@ -231,29 +231,45 @@ std::string VirtualAddressAllocator::CheckPlacement() const {
 
 namespace {
 
+// The physical chunk: the CUDA driver's usual mapping granularity by
+// default; whole pages, since chunks are mapped with mmap on the CPU.
+const SettingSpec kChunkSetting = {
+    "va_chunk",
+    SettingKind::kBytes,
+    "2MiB",
+    "the va allocator's physical chunk, a multiple of 4KiB",
+    static_cast<int64_t>(kChunkAlignmentBytes),
+    0,
+    {},
+    [](const std::string& text) {
+      const size_t bytes = *ParseBytes(text);
+      if (bytes % kChunkAlignmentBytes == 0) return Status::Ok();
+      return InvalidArgument("memory: va_chunk must be a positive multiple of 4 KiB (got " +
+                             std::to_string(bytes) + " bytes)");
+    }};
+
 const bool kVa = RegisterAllocator(
     {"va",
      "virtual addressing: a fresh virtual range of memory.va_chunk-sized physical chunks per "
      "request, so memory never fragments externally; small requests share chunk arenas",
      false,
      [](const AllocatorContext& c) -> StatusOr<std::unique_ptr<DeviceAllocator>> {
-       if (c.chunk < kPoolBlockBytes || c.chunk % kPoolBlockBytes != 0) {
-         return InvalidArgument("memory.va_chunk: the va allocator needs whole KiB chunks (got " +
-                                std::to_string(c.chunk) + " bytes)");
-       }
-       return std::unique_ptr<DeviceAllocator>(new VirtualAddressAllocator(c.capacity, c.chunk));
+       return std::unique_ptr<DeviceAllocator>(
+           new VirtualAddressAllocator(c.capacity, c.settings.Bytes(kChunkSetting)));
      },
+     {kChunkSetting},
      // Small requests share arenas (counted at their blocks); the others
      // take whole chunks.
-     [](size_t bytes, size_t chunk, bool persistent) -> size_t {
+     [](size_t bytes, const PolicySettings& settings, bool persistent) -> size_t {
+       const size_t chunk = settings.Bytes(kChunkSetting);
        const size_t blocks = RoundToBlocks(std::max<size_t>(bytes, 1));
-       if (chunk == 0 || SharesArena(blocks, chunk, persistent)) return blocks;
+       if (SharesArena(blocks, chunk, persistent)) return blocks;
        return (blocks + chunk - 1) / chunk * chunk;
      },
      // Whole chunks, less what arenas may leave unused: small requests are
      // charged their blocks, but arenas take whole chunks.
-     [](size_t budget, size_t chunk) -> size_t {
-       if (chunk == 0) return budget;
+     [](size_t budget, const PolicySettings& settings) -> size_t {
+       const size_t chunk = settings.Bytes(kChunkSetting);
        const size_t chunks = budget / chunk;
        return chunks > kArenaSlackChunks ? (chunks - kArenaSlackChunks) * chunk : 0;
      }});

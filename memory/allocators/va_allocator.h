@@ -63,12 +63,18 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framework/units.h"
 #include "memory/allocators/allocator.h"
 
 namespace spill {
 
 // Addresses reserved per byte of budget: ranges are never short of them.
 constexpr size_t kAddressSpaceFactor = 8;
+// The default physical chunk: the CUDA driver's usual mapping granularity.
+constexpr size_t kDefaultChunkBytes = 2 * kMiB;
+// Chunks are mapped with mmap on the CPU: whole pages.
+constexpr size_t kChunkAlignmentBytes = 4 * kKiB;
+
 // Transient requests below this (and below a quarter chunk) share arenas.
 constexpr size_t kSmallTransientBytes = size_t{1} << 20;  // 1 MiB
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/registry.h"
 #include "framework/schedule.h"
 #include "framework/status.h"
 #include "memory/tensor_cache.h"
@@ -44,6 +45,7 @@ struct EvictionInfo {
   EvictionFactory create;
 };
 
+Registry<EvictionInfo>& EvictionRules();
 bool RegisterEviction(EvictionInfo info);
 StatusOr<std::unique_ptr<EvictionPolicy>> CreateEviction(const std::string& name,
                                                          const Schedule& schedule);

@@ -12,6 +12,7 @@
 // evaluations.
 #include <algorithm>
 
+#include "memory/mobility.h"
 #include "memory/planners/baselines.h"
 #include "memory/transfer_plan.h"
 
@@ -68,10 +69,11 @@ const bool kGreedy = RegisterScheduler(
      "byte it frees at the peak, until the plan fits memory.planner.limit",
      [](const NetworkView& view, const MemoryOptions& options) -> StatusOr<PhasePlans> {
        SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
-       PlanRules rules(model, options.planner.LimitUnder(options.device_budget));
+       PlanRules rules(model, PlannerLimit(options));
        SPILL_ASSIGN_OR_RETURN(Decisions d, PlanGreedy(rules));
        return ToPhasePlans(model, d);
-     }});
+     },
+     {PlannerSettingKeys().limit, PlannerSettingKeys().profile, MinOffloadSetting()}});
 
 }  // namespace
 }  // namespace spill

@@ -9,6 +9,7 @@
 // where an allocation fails.
 #include <cmath>
 
+#include "memory/mobility.h"
 #include "memory/planners/baselines.h"
 #include "memory/transfer_plan.h"
 
@@ -36,8 +37,10 @@ const bool kMemonger = RegisterScheduler(
      "sqrt(N) by default) and reruns segments in backward (MXNet memonger)",
      [](const NetworkView& view, const MemoryOptions& options) -> StatusOr<PhasePlans> {
        SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
-       return ToPhasePlans(model, PlanMemonger(model, options.planner.segment));
-     }});
+       return ToPhasePlans(model,
+                           PlanMemonger(model, ReadPlannerSettings(options.settings).segment));
+     },
+     {PlannerSettingKeys().segment, MinOffloadSetting()}});
 
 }  // namespace
 }  // namespace spill

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "memory/mobility.h"
 #include "memory/planners/baselines.h"
 #include "memory/planners/milp.h"
 #include "memory/sim/cost_model.h"
@@ -26,18 +27,19 @@ std::map<std::string, MilpResult>& Solved() {
 
 StatusOr<MilpResult> PlanMilp(const NetworkView& view, const MemoryOptions& options) {
   SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
-  const size_t limit = options.planner.LimitUnder(options.device_budget);
-  const std::string key =
-      NetworkSignature(view) + " " + std::to_string(view.batch) + " " +
-      std::to_string(model.persistent) + " " + std::to_string(limit) + " " +
-      options.planner.profile + " " + std::to_string(options.planner.milp_seconds) + " " +
-      std::to_string(options.min_offload_bytes) + " " + options.workspace.ToString();
+  const size_t limit = PlannerLimit(options);
+  const PlannerSettings planner = ReadPlannerSettings(options.settings);
+  const std::string key = NetworkSignature(view) + " " + std::to_string(view.batch) + " " +
+                          std::to_string(model.persistent) + " " + std::to_string(limit) + " " +
+                          planner.profile + " " + std::to_string(planner.milp_seconds) + " " +
+                          std::to_string(options.settings.Bytes(MinOffloadSetting())) + " " +
+                          options.workspace.ToString();
   std::lock_guard<std::mutex> lock(solved_mutex);
   auto found = Solved().find(key);
   if (found != Solved().end()) return found->second;
   PlanRules rules(model, limit);
   StatusOr<Decisions> greedy = PlanGreedy(rules);
-  SPILL_ASSIGN_OR_RETURN(MilpResult result, SolveMilp(model, limit, options.planner.milp_seconds,
+  SPILL_ASSIGN_OR_RETURN(MilpResult result, SolveMilp(model, limit, planner.milp_seconds,
                                                       greedy.ok() ? &*greedy : nullptr));
   Solved()[key] = result;
   return result;
@@ -50,14 +52,13 @@ StatusOr<PhasePlans> MilpPlans(const NetworkView& view, const MemoryOptions& opt
   if (model.candidates.empty()) {
     // Nothing to offload or drop: the program has no decision to make, and
     // keeping every tensor is the only plan.
-    const size_t limit = options.planner.LimitUnder(options.device_budget);
+    const size_t limit = PlannerLimit(options);
     if (model.base_peak <= limit) return ToPhasePlans(model, KeepAll(model));
     return NoPlanWithin("milp", model, limit, model.base_peak, "");
   }
   SPILL_ASSIGN_OR_RETURN(MilpResult result, PlanMilp(view, options));
   if (!result.feasible) {
-    return NoPlanWithin("milp", model, options.planner.LimitUnder(options.device_budget),
-                        result.peak,
+    return NoPlanWithin("milp", model, PlannerLimit(options), result.peak,
                         result.decisions.empty() ? "CBC found no plan of the program"
                                                  : "CBC's plan is over the limit when replayed");
   }
@@ -68,7 +69,9 @@ const bool kMilp = RegisterScheduler(
     {"milp",
      "the plan of least simulated overhead under memory.planner.limit by a mixed-integer program "
      "(COIN-OR CBC, memory.planner.milp_seconds)",
-     MilpPlans});
+     MilpPlans,
+     {PlannerSettingKeys().limit, PlannerSettingKeys().profile, PlannerSettingKeys().milp_seconds,
+      MinOffloadSetting()}});
 
 }  // namespace
 }  // namespace spill

@@ -1,7 +1,12 @@
 #include "memory/planners/planner_settings.h"
 
-#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+
+#include "memory/memory_options.h"
+#include "memory/sim/device_profile.h"
 
 namespace spill {
 
@@ -12,34 +17,99 @@ std::string PlannerSettings::Key() const {
   return std::string(text) + " profile=" + profile + " model=" + model;
 }
 
-Status PlannerSettings::Validate() const {
-  auto range = [](const char* key, const std::string& got, const std::string& expected) {
-    return InvalidArgument("memory.planner." + std::string(key) + " must be " + expected +
-                           " (got " + got + ")");
+namespace {
+
+double Number(const std::string& text) { return std::strtod(text.c_str(), nullptr); }
+
+// A number's range check, naming the key as the YAML reader names it.
+std::function<Status(const std::string&)> NumberIn(const std::string& key, double low,
+                                                   bool low_open, double high,
+                                                   const std::string& expected) {
+  return [key, low, low_open, high, expected](const std::string& text) {
+    const double value = Number(text);
+    if ((low_open ? value > low : value >= low) && value <= high) return Status::Ok();
+    return InvalidArgument("memory." + key + " must be " + expected + " (got " + text + ")");
   };
-  if (episodes < 1 || episodes > kMaxPlannerEpisodes) {
-    return range("episodes", std::to_string(episodes),
-                 "in [1, " + std::to_string(kMaxPlannerEpisodes) + "]");
-  }
-  if (embedding < kMinEmbedding || embedding > kMaxEmbedding) {
-    return range(
-        "embedding", std::to_string(embedding),
-        "in [" + std::to_string(kMinEmbedding) + ", " + std::to_string(kMaxEmbedding) + "]");
-  }
-  if (!(gamma >= 0 && gamma <= 1)) return range("gamma", std::to_string(gamma), "in [0, 1]");
-  if (!(lr > 0 && lr <= kMaxPlannerLearningRate)) {
-    return range("lr", std::to_string(lr), "in (0, 1]");
-  }
-  if (segment < 0 || segment > kMaxSegment) {
-    return range(
-        "segment", std::to_string(segment),
-        "0 (the square root of the layers) or a count in [1, " + std::to_string(kMaxSegment) + "]");
-  }
-  if (!(milp_seconds > 0 && milp_seconds <= kMaxMilpSeconds)) {
-    return range("milp_seconds", std::to_string(milp_seconds), "positive, at most a week");
-  }
-  if (profile.empty()) return range("profile", "''", "a device profile name");
-  return Status::Ok();
+}
+
+SettingSpec Spec(const char* key, SettingKind kind, std::string fallback, std::string help,
+                 int64_t min = 0, int64_t max = 0) {
+  SettingSpec spec;
+  spec.key = key;
+  spec.kind = kind;
+  spec.fallback = std::move(fallback);
+  spec.help = std::move(help);
+  spec.min = min;
+  spec.max = max;
+  return spec;
+}
+
+PlannerKeys MakeKeys() {
+  const PlannerSettings defaults;
+  PlannerKeys k;
+  k.limit = Spec("planner.limit", SettingKind::kBytes, "0",
+                 "greedy, dqn, milp: the most device memory the plan may use (0: the device "
+                 "budget)",
+                 0, static_cast<int64_t>(kUnlimitedBudget));
+  k.episodes = Spec("planner.episodes", SettingKind::kInt, std::to_string(defaults.episodes),
+                    "dqn: training episodes", 1, kMaxPlannerEpisodes);
+  k.seed =
+      Spec("planner.seed", SettingKind::kInt, std::to_string(defaults.seed),
+           "dqn: the seed of its exploration and weights", 0, std::numeric_limits<int64_t>::max());
+  k.embedding = Spec("planner.embedding", SettingKind::kInt, std::to_string(defaults.embedding),
+                     "dqn: node embedding width p", kMinEmbedding, kMaxEmbedding);
+  k.gamma = Spec("planner.gamma", SettingKind::kReal, "1", "dqn: reward decay in [0, 1]");
+  k.gamma.check = NumberIn("planner.gamma", 0, false, 1, "in [0, 1]");
+  k.lr = Spec("planner.lr", SettingKind::kReal, "0.001", "dqn: Adam's learning rate");
+  k.lr.check = NumberIn("planner.lr", 0, true, kMaxPlannerLearningRate, "in (0, 1]");
+  k.profile = Spec("planner.profile", SettingKind::kText, defaults.profile,
+                   "greedy, dqn, milp: the device profile plans are timed on");
+  k.profile.type_name = "NAME";
+  k.profile.check = [](const std::string& text) {
+    if (text == "cpu") {
+      return InvalidArgument("'cpu' is measured, not a spec sheet; name a GPU profile");
+    }
+    return FindDeviceProfile(text).status();
+  };
+  k.model =
+      Spec("planner.model", SettingKind::kText, "", "dqn: start from the weights a training saved");
+  k.model.type_name = "FILE";
+  k.cache = Spec("planner.cache", SettingKind::kText, "",
+                 "dqn: keep trained plans and weights in DIR, keyed by network, limit and "
+                 "settings");
+  k.cache.type_name = "DIR";
+  k.segment =
+      Spec("planner.segment", SettingKind::kInt, "0",
+           "memonger: layers per segment (0: the square root of the layers)", 0, kMaxSegment);
+  k.milp_seconds =
+      Spec("planner.milp_seconds", SettingKind::kReal, "600", "milp: CBC's time limit in seconds");
+  k.milp_seconds.check =
+      NumberIn("planner.milp_seconds", 0, true, kMaxMilpSeconds, "positive, at most a week");
+  return k;
+}
+
+}  // namespace
+
+const PlannerKeys& PlannerSettingKeys() {
+  static const auto* keys = new PlannerKeys(MakeKeys());
+  return *keys;
+}
+
+PlannerSettings ReadPlannerSettings(const PolicySettings& s) {
+  const PlannerKeys& k = PlannerSettingKeys();
+  PlannerSettings p;
+  p.limit = s.Bytes(k.limit);
+  p.episodes = static_cast<int>(s.Int(k.episodes));
+  p.seed = static_cast<uint64_t>(s.Int(k.seed));
+  p.embedding = static_cast<int>(s.Int(k.embedding));
+  p.gamma = s.Real(k.gamma);
+  p.lr = s.Real(k.lr);
+  p.profile = s.Text(k.profile);
+  p.model = s.Text(k.model);
+  p.cache = s.Text(k.cache);
+  p.segment = static_cast<int>(s.Int(k.segment));
+  p.milp_seconds = s.Real(k.milp_seconds);
+  return p;
 }
 
 }  // namespace spill

@@ -1,17 +1,20 @@
 // The settings of the planners that search over plans (memory/planners/):
 // `memory.planner: {limit, episodes, seed, embedding, gamma, lr, profile,
 // model, cache, segment, milp_seconds}` in YAML, --planner-* flags in the
-// tools. One struct, read and checked here.
+// tools. Their keys are declared once here (PlannerSettingKeys) and each
+// planner lists those it reads at its registration, so the YAML reader,
+// the flags, the checks and --help come from the settings schema
+// (memory/settings.h); PlannerSettings is the typed view a planner reads.
 //
 //   limit       the most device bytes the plan may use (parameters and
 //               workspaces included, the `ideal` allocator's accounting);
-//               0: the device budget
+//               0: the device budget                       (greedy, dqn, milp)
 //   episodes    dqn: training episodes (ε-greedy, P(random) = 1 - e/l)
 //   seed        dqn: the seed of exploration, replay sampling and weights
 //   embedding   dqn: p, the width of the structure2vec node embeddings
 //   gamma       dqn: the decay of future rewards (1: the return is -overhead)
 //   lr          dqn: Adam's learning rate
-//   profile     the device profile times are simulated on (dqn, greedy, milp)
+//   profile     the device profile times are simulated on (greedy, dqn, milp)
 //   model       dqn: weights to start from (a file a training wrote); with
 //               episodes 1, the model is applied as it is (one greedy
 //               episode, no update)
@@ -26,7 +29,7 @@
 #include <cstdint>
 #include <string>
 
-#include "framework/status.h"
+#include "memory/settings.h"
 
 namespace spill {
 
@@ -52,11 +55,20 @@ struct PlannerSettings {
   // The limit a plan is made for under `device_budget`.
   size_t LimitUnder(size_t device_budget) const { return limit > 0 ? limit : device_budget; }
   // Every setting that changes what the dqn planner learns, as text (the
-  // cache key's and Describe's).
+  // cache key's).
   std::string Key() const;
-  // An error naming `memory.planner.KEY` and the expected range.
-  Status Validate() const;
 };
+
+// The keys of memory.planner (the flag of planner.milp_seconds is
+// --planner-milp-seconds), with their defaults and ranges.
+struct PlannerKeys {
+  SettingSpec limit, episodes, seed, embedding, gamma, lr, profile, model, cache, segment,
+      milp_seconds;
+};
+const PlannerKeys& PlannerSettingKeys();
+
+// The planners' settings as given in `settings`, or their defaults.
+PlannerSettings ReadPlannerSettings(const PolicySettings& settings);
 
 }  // namespace spill
 

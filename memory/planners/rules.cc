@@ -2,12 +2,18 @@
 
 #include <algorithm>
 
+#include "memory/mobility.h"
+
 namespace spill {
 
 StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& options) {
-  SPILL_RETURN_IF_ERROR(options.planner.Validate());
-  SPILL_ASSIGN_OR_RETURN(DeviceProfile profile, FindDeviceProfile(options.planner.profile));
-  return BuildEvalModel(view, options, profile, options.min_offload_bytes);
+  SPILL_ASSIGN_OR_RETURN(DeviceProfile profile,
+                         FindDeviceProfile(ReadPlannerSettings(options.settings).profile));
+  return BuildEvalModel(view, options, profile, options.settings.Bytes(MinOffloadSetting()));
+}
+
+size_t PlannerLimit(const MemoryOptions& options) {
+  return ReadPlannerSettings(options.settings).LimitUnder(options.device_budget);
 }
 
 Status NoPlanWithin(const std::string& planner, const EvalModel& model, size_t limit,

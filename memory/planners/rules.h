@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "memory/evaluate.h"
+#include "memory/planners/planner_settings.h"
 
 namespace spill {
 
@@ -35,6 +36,8 @@ using Choices = std::vector<TensorChoice>;  // per tensor
 // The evaluator's model a planner works on under `options`: times on the
 // profile memory.planner.profile, candidates of at least memory.min_offload.
 StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& options);
+// The limit a plan is made for: memory.planner.limit, or the device budget.
+size_t PlannerLimit(const MemoryOptions& options);
 // A planner's out-of-memory report: no plan it found keeps within `limit`;
 // `best_peak` is the lowest peak it reached.
 Status NoPlanWithin(const std::string& planner, const EvalModel& model, size_t limit,

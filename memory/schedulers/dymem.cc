@@ -38,6 +38,43 @@
 namespace spill {
 namespace {
 
+const SettingSpec kOffloadSet = {
+    "offload_set",
+    SettingKind::kChoice,
+    "dymem",
+    "dymem: what is offloaded, dymem (large feature maps) or conv (convolution inputs, as vDNN)",
+    0,
+    0,
+    {"dymem", "conv"}};
+const SettingSpec kRelease = {
+    "release",
+    SettingKind::kChoice,
+    "lazy",
+    "dymem: when offloaded tensors give their block back, lazy (when room is needed) or eager",
+    0,
+    0,
+    {"lazy", "eager"}};
+const SettingSpec kPrefetch = {"prefetch",
+                               SettingKind::kChoice,
+                               "dymem",
+                               "dymem: how offloaded tensors come back, dymem (Algorithm 2) or "
+                               "ahead (one layer ahead, as vDNN)",
+                               0,
+                               0,
+                               {"dymem", "ahead"}};
+const SettingSpec kBarrier = {
+    "barrier", SettingKind::kBool, "false",
+    "dymem: wait for every copy at the end of the step it overlapped (vDNN's barrier)"};
+
+// The scheduler's switches, from the settings (dymem) or fixed (vdnn).
+struct Switches {
+  bool conv_set = false;  // offload_set: conv
+  bool lazy = true;       // release: lazy
+  bool window = true;     // prefetch: dymem (Algorithm 2)
+  bool barrier = false;
+  size_t min_offload = 0;
+};
+
 void AddReleases(const Liveness& liveness, TransferPlan* plan) {
   for (int s = 0; s < plan->num_steps(); ++s) {
     for (TensorId id : liveness.dies_after[s]) plan->after[s].push_back({TransferOp::kRelease, id});
@@ -55,7 +92,7 @@ TransferPlan EvalPlan(const Schedule& schedule) {
 
 // The forward copy of `t`, written at `producer` and last used in forward at
 // `last`, and when its device block goes.
-void AddOffload(TensorId t, int producer, int last, int n, const MemoryOptions& options,
+void AddOffload(TensorId t, int producer, int last, int n, const Switches& options,
                 TransferPlan* plan) {
   plan->after[producer].push_back({TransferOp::kBeginOffload, t});
   int release = last;
@@ -67,13 +104,12 @@ void AddOffload(TensorId t, int producer, int last, int n, const MemoryOptions& 
     plan->after[release].push_back({TransferOp::kBeginOffload, t});  // host copy current: no copy
   }
   plan->after[release].push_back(
-      {options.release == "lazy" ? TransferOp::kFinishOffloadLazily : TransferOp::kFinishOffload,
-       t});
+      {options.lazy ? TransferOp::kFinishOffloadLazily : TransferOp::kFinishOffload, t});
 }
 
 // Forward offloads, in the order the tensors are written.
-void AddOffloads(const Schedule& schedule, const std::vector<bool>& set,
-                 const MemoryOptions& options, TransferPlan* plan) {
+void AddOffloads(const Schedule& schedule, const std::vector<bool>& set, const Switches& options,
+                 TransferPlan* plan) {
   const int n = schedule.num_layers();
   std::vector<int> producer(schedule.tensors.size(), -1), last(schedule.tensors.size(), -1);
   std::vector<TensorId> order;
@@ -91,7 +127,7 @@ void AddOffloads(const Schedule& schedule, const std::vector<bool>& set,
     if (set[t]) AddOffload(t, producer[t], last[t], n, options, plan);
   }
   // The end of forward: every offload still in flight gives its block back.
-  if (options.release == "lazy") {
+  if (options.lazy) {
     for (TensorId t : order) {
       if (set[t]) plan->after[n - 1].push_back({TransferOp::kFinishOffload, t});
     }
@@ -156,7 +192,8 @@ void AddPrefetchesAhead(const Schedule& schedule, const std::vector<bool>& set,
   }
 }
 
-StatusOr<PhasePlans> Plans(const NetworkView& view, const MemoryOptions& options) {
+StatusOr<PhasePlans> Plans(const NetworkView& view, const MemoryOptions& options,
+                           const Switches& switches) {
   if (options.recompute || options.cache) {
     return InvalidArgument("memory: the " + options.scheduler +
                            " scheduler neither recomputes nor caches (recompute and cache must be "
@@ -170,11 +207,11 @@ StatusOr<PhasePlans> Plans(const NetworkView& view, const MemoryOptions& options
   plan.liveness = AnalyzeLiveness(schedule, Phase::kTrain);
   plan.Resize(plan.liveness.num_steps);
   if (options.offload) {
-    const std::vector<bool> set = options.offload_set == "conv"
-                                      ? ConvInputOffloadSet(view, options.min_offload_bytes)
-                                      : DymemOffloadSet(view, options.min_offload_bytes);
-    AddOffloads(schedule, set, options, &plan);
-    if (options.prefetch == "dymem") {
+    const std::vector<bool> set = switches.conv_set
+                                      ? ConvInputOffloadSet(view, switches.min_offload)
+                                      : DymemOffloadSet(view, switches.min_offload);
+    AddOffloads(schedule, set, switches, &plan);
+    if (switches.window) {
       AddWindowPrefetches(view, set, &plan);
     } else {
       AddPrefetchesAhead(schedule, set, &plan);
@@ -188,20 +225,32 @@ const bool kDymem = RegisterScheduler(
     {"dymem",
      "Dymem: large feature maps offloaded without barriers, lazy or eager release, prefetch by "
      "Algorithm 2 or one layer ahead",
-     Plans});
+     [](const NetworkView& view, const MemoryOptions& options) {
+       const PolicySettings& s = options.settings;
+       Switches dymem;
+       dymem.conv_set = s.Choice(kOffloadSet) == "conv";
+       dymem.lazy = s.Choice(kRelease) == "lazy";
+       dymem.window = s.Choice(kPrefetch) == "dymem";
+       dymem.barrier = s.Bool(kBarrier);
+       dymem.min_offload = s.Bytes(MinOffloadSetting());
+       return Plans(view, options, dymem);
+     },
+     {kOffloadSet, kRelease, kPrefetch, kBarrier, MinOffloadSetting()}});
 
 const bool kVdnn = RegisterScheduler(
     {"vdnn",
      "vDNN-like: convolution inputs offloaded, every copy waited for at the end of its step, "
      "prefetch one layer ahead",
      [](const NetworkView& view, const MemoryOptions& options) {
-       MemoryOptions vdnn = options;
-       vdnn.offload_set = "conv";
-       vdnn.release = "eager";
-       vdnn.prefetch = "ahead";
+       Switches vdnn;
+       vdnn.conv_set = true;
+       vdnn.lazy = false;
+       vdnn.window = false;
        vdnn.barrier = true;
-       return Plans(view, vdnn);
-     }});
+       vdnn.min_offload = options.settings.Bytes(MinOffloadSetting());
+       return Plans(view, options, vdnn);
+     },
+     {MinOffloadSetting()}});
 
 }  // namespace
 }  // namespace spill

@@ -23,6 +23,26 @@
 namespace spill {
 namespace {
 
+constexpr int64_t kMaxPrefetchAhead = 1024;  // checkpoint layers
+
+const SettingSpec kPrefetchAhead = {"prefetch_ahead",
+                                    SettingKind::kInt,
+                                    "1",
+                                    "prefetch offloaded tensors this many checkpoint layers ahead",
+                                    0,
+                                    kMaxPrefetchAhead};
+const SettingSpec kRecomputeStrategy = [] {
+  SettingSpec s = {"recompute_strategy",
+                   SettingKind::kChoice,
+                   "cost_aware",
+                   "which outputs recomputation drops: cost_aware, speed or memory",
+                   0,
+                   0,
+                   {"cost_aware", "speed", "memory"}};
+  s.training_only = true;
+  return s;
+}();
+
 void AddAll(const std::vector<TensorId>& ids, TransferOp op, std::vector<TransferAction>* list) {
   for (TensorId id : ids) list->push_back({op, id});
 }
@@ -65,13 +85,15 @@ TransferPlan TrainPlan(const NetworkView& view, const MemoryOptions& options) {
   plan.phase = Phase::kTrain;
   plan.evict_on_demand = lazy;
   const Liveness liveness = AnalyzeLiveness(schedule, Phase::kTrain);
-  plan.recompute = PlanRecompute(schedule, liveness, costs, is_loss, options.recompute_strategy,
-                                 options.recompute && !lazy);
+  const RecomputeStrategy strategy =
+      *ParseRecomputeStrategy(options.settings.Choice(kRecomputeStrategy));
+  plan.recompute =
+      PlanRecompute(schedule, liveness, costs, is_loss, strategy, options.recompute && !lazy);
   plan.liveness = ExtendLiveness(liveness, plan.recompute);
   const OffloadPlan offload =
       PlanOffload(schedule, plan.liveness, costs,
                   options.recompute ? plan.recompute.droppable : std::vector<bool>(),
-                  options.prefetch_ahead, options.offload && !lazy);
+                  static_cast<int>(options.settings.Int(kPrefetchAhead)), options.offload && !lazy);
   plan.Resize(plan.liveness.num_steps);
   const bool eager = !lazy && (options.offload || options.recompute);
   for (int s = 0; s < plan.num_steps(); ++s) {
@@ -100,7 +122,8 @@ const bool kSuperNeurons = RegisterScheduler(
        plans.train = TrainPlan(view, options);
        plans.eval = EvalPlan(*view.schedule, options);
        return plans;
-     }});
+     },
+     {kPrefetchAhead, kRecomputeStrategy}});
 
 }  // namespace
 }  // namespace spill

@@ -38,8 +38,7 @@ StatusOr<size_t> PersistentFootprint(const NetworkView& view, const MemoryOption
   AllocatorContext context;
   context.capacity = options.device_budget;
   context.view = &view;
-  context.chunk = options.va_chunk;
-  context.min_offload_bytes = options.min_offload_bytes;
+  context.settings = options.settings;
   SPILL_ASSIGN_OR_RETURN(auto allocator, CreateAllocator(options.allocator, context));
   for (TensorId id = 0; id < static_cast<TensorId>(schedule.tensors.size()); ++id) {
     const TensorInfo& t = schedule.tensors[id];

@@ -15,9 +15,10 @@ constexpr int kMaxBacktracks = 100000;
 
 // Tensors count as the chosen allocator takes them (whole chunks under va).
 Charge ChargeOf(const MemoryOptions& options) {
-  return [allocator = options.allocator, chunk = options.va_chunk](size_t bytes, bool persistent) {
-    return ChargedBytes(allocator, bytes, chunk, persistent);
-  };
+  return
+      [allocator = options.allocator, settings = options.settings](size_t bytes, bool persistent) {
+        return ChargedBytes(allocator, bytes, settings, persistent);
+      };
 }
 
 // Where the scheduler has put a tensor, as the runtime will find it.
@@ -275,6 +276,24 @@ StatusOr<TransferPlan> PlanWindow(const Schedule& schedule, Phase phase,
                   " backtracks");
 }
 
+const SettingSpec& WindowBudgetSetting() {
+  static const SettingSpec* spec = [] {
+    auto* s = new SettingSpec{"window_budget", SettingKind::kSize, "1x",
+                              "window: the device bytes its transfers may fill, a multiple of "
+                              "the budget less persistent tensors and workspace, or bytes"};
+    s->searchable = true;
+    return s;
+  }();
+  return *spec;
+}
+
+const SettingSpec& WindowSetting() {
+  static const SettingSpec* spec =
+      new SettingSpec{"window", SettingKind::kSize, "1.5x",
+                      "window: its look-ahead, a multiple of its budget or bytes"};
+  return *spec;
+}
+
 StatusOr<WindowSettings> WindowSettingsFor(const NetworkView& view, Phase phase,
                                            const MemoryOptions& options) {
   const Charge charge = ChargeOf(options);
@@ -289,7 +308,7 @@ StatusOr<WindowSettings> WindowSettingsFor(const NetworkView& view, Phase phase,
   }
   const size_t persistent = *footprint;
   const size_t reserve = WorkspaceReserve(view, phase, options.workspace, charge);
-  const size_t usable = UsableBytes(options.allocator, options.device_budget, options.va_chunk);
+  const size_t usable = UsableBytes(options.allocator, options.device_budget, options.settings);
   if (usable <= persistent + reserve) {
     return OutOfMemory("window scheduler: the persistent tensors (" +
                        FormatBytes(static_cast<double>(persistent)) +
@@ -298,8 +317,8 @@ StatusOr<WindowSettings> WindowSettingsFor(const NetworkView& view, Phase phase,
                        FormatBytes(static_cast<double>(options.device_budget)) + " device budget");
   }
   WindowSettings settings;
-  settings.budget = options.window_budget.Of(usable - persistent - reserve);
-  settings.window = options.window.Of(settings.budget);
+  settings.budget = options.settings.Size(WindowBudgetSetting()).Of(usable - persistent - reserve);
+  settings.window = options.settings.Size(WindowSetting()).Of(settings.budget);
   return settings;
 }
 
@@ -320,7 +339,8 @@ const bool kWindow = RegisterScheduler(
     {"window",
      "any transient tensor swapped in as it enters a byte window over the iteration and out "
      "after use, FIFO waits under a device budget (memory.window, memory.window_budget)",
-     PlanBothPhases});
+     PlanBothPhases,
+     {WindowBudgetSetting(), WindowSetting()}});
 
 }  // namespace
 }  // namespace spill

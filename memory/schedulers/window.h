@@ -68,6 +68,11 @@ StatusOr<TransferPlan> PlanWindow(const Schedule& schedule, Phase phase,
                                   const WindowSettings& settings, WindowStats* stats = nullptr,
                                   const Charge& charge = BlockCharge);
 
+// Its keys of the memory: section: the budget (window_budget, which the
+// tools that search step down themselves) and the look-ahead (window).
+const SettingSpec& WindowBudgetSetting();
+const SettingSpec& WindowSetting();
+
 // The settings `options` give for `view`: the budget is `window_budget` of
 // the device budget less the persistent tensors and the workspace reserve,
 // all counted as the allocator takes them; the window is `window` of that

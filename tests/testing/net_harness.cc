@@ -77,8 +77,11 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
   solver->AddState(*net);
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
-                         MemoryRuntime::Create(net->view(), run.memory, &device));
+  GivenPlans given;
+  if (run.plans) given.plans = *run.plans;
+  SPILL_ASSIGN_OR_RETURN(
+      std::unique_ptr<MemoryRuntime> runtime,
+      MemoryRuntime::Create(net->view(), run.memory, &device, run.plans ? &given : nullptr));
   Executor executor(*net, &device, *runtime);
   SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, run.seed));
   if (run.initialize) SPILL_RETURN_IF_ERROR(run.initialize(*net, *runtime));

@@ -5,6 +5,7 @@
 #define SPILL_TESTS_TESTING_NET_HARNESS_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
+#include "memory/transfer_plan.h"
 
 namespace spill {
 namespace testing {
@@ -46,6 +48,8 @@ struct SyntheticRun {
   bool blocked_layouts = true;       // NetOptions::blocked_layouts
   Device* use_device = nullptr;      // this one instead of a new `device`
   MemoryOptions memory;
+  // Plans to run instead of memory.scheduler's (GivenPlans).
+  std::optional<PhasePlans> plans;
   // Sets parameters after the seeded initialization (e.g. imported weights).
   std::function<Status(const Net&, TensorStore&)> initialize;
 };

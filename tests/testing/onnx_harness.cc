@@ -68,7 +68,7 @@ void ExpectEveryModeBitIdentical(const NetSpec& spec, const NpzArchive& params) 
     run.memory.device_budget = 64 << 20;
     run.memory.host_budget = 16 << 20;
     run.memory.poison_freed = true;  // a read after free turns into NaN
-    run.memory.min_offload_bytes = 0;
+    SPILL_CHECK(run.memory.settings.Set("min_offload", "0").ok());
     run.memory.workspace = *ParseWorkspacePolicy(kPinned);
     run.initialize = [&](const Net& net, TensorStore& store) {
       return LoadAll(params, net, store);

@@ -79,7 +79,7 @@ Status RunIterations(const Net& net, CpuDevice& device, size_t chunk, const Args
   MemoryOptions options;
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode("window", &options));
   options.allocator = "va";
-  options.va_chunk = chunk;
+  SPILL_RETURN_IF_ERROR(options.settings.Set("va_chunk", std::to_string(chunk)));
   options.device_budget = args.budget;
   options.host_budget = 64 * kGiB;
   SPILL_ASSIGN_OR_RETURN(auto runtime, MemoryRuntime::Create(net.view(), options, &device));

@@ -28,6 +28,7 @@
 #include "framework/solver.h"
 #include "framework/units.h"
 #include "layers/cpu/conv_timer.h"
+#include "memory/mobility.h"
 #include "memory/planner.h"
 #include "memory/planners/baselines.h"
 #include "memory/planners/dqn/dqn_planner.h"
@@ -52,7 +53,7 @@ struct Args {
   int64_t batch = 32, limits = 5, episodes = 300, embedding = 32, seed = 1;
   double milp_seconds = 600;
   bool milp = false;
-  size_t min_offload = kDefaultMinOffloadBytes;
+  size_t min_offload = *ParseBytes(MinOffloadSetting().fallback);
   ParamOverrides sets;
 };
 
@@ -89,16 +90,26 @@ class Frontier {
     o.allocator = "ideal";
     o.device_budget = kUnlimitedBudget;
     o.workspace = args_.workspace;
-    o.min_offload_bytes = args_.min_offload;
     o.record_events = true;
-    o.planner.profile = args_.profile;
-    o.planner.episodes = static_cast<int>(args_.episodes);
-    o.planner.embedding = static_cast<int>(args_.embedding);
-    o.planner.seed = static_cast<uint64_t>(args_.seed);
-    o.planner.cache = args_.cache;
-    o.planner.model = args_.model;
-    o.planner.milp_seconds = args_.milp_seconds;
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.17g", args_.milp_seconds);
+    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+             {"min_offload", std::to_string(args_.min_offload)},
+             {"planner.profile", args_.profile},
+             {"planner.episodes", std::to_string(args_.episodes)},
+             {"planner.embedding", std::to_string(args_.embedding)},
+             {"planner.seed", std::to_string(args_.seed)},
+             {"planner.cache", args_.cache},
+             {"planner.model", args_.model},
+             {"planner.milp_seconds", seconds}}) {
+      Set(&o, key, value);
+    }
     return o;
+  }
+  // Sets a policy setting the flags checked already.
+  static void Set(MemoryOptions* o, const std::string& key, const std::string& value) {
+    const Status set = o->settings.Set(key, value);
+    SPILL_CHECK(set.ok()) << set.ToString();
   }
   // Plans and simulates; the point's wall time counts from `start`.
   Point Measure(const std::string& planner, const std::string& setting, size_t limit,
@@ -217,7 +228,7 @@ void Frontier::RunKnobs() {
     points_.push_back(Measure("memonger", "sqrt(N)", 0, o, std::chrono::steady_clock::now()));
     for (int segment : kMemongerSegments) {
       if (segment >= layers) break;
-      o.planner.segment = segment;
+      Set(&o, "planner.segment", std::to_string(segment));
       points_.push_back(Measure("memonger", "segment " + std::to_string(segment), 0, o,
                                 std::chrono::steady_clock::now()));
     }
@@ -227,7 +238,7 @@ void Frontier::RunKnobs() {
     Point all = Measure("lms", "all", 0, o, std::chrono::steady_clock::now());
     points_.push_back(all);
     for (int count = 1; count < kMaxLmsCount; count *= 2) {
-      o.lms_count = count;
+      Set(&o, "lms_count", std::to_string(count));
       Point p = Measure("lms", std::to_string(count) + " tensors", 0, o,
                         std::chrono::steady_clock::now());
       const bool same = p.fits && p.peak == all.peak && p.seconds == all.seconds;

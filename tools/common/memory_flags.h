@@ -1,18 +1,21 @@
 // The memory-policy flags, declared once for every tool that plans or runs a
 // training iteration (plan, deepest, widest, bench_train, train, eval): one
 // spelling per option, the same check and the same --help line in every tool, and one
-// function that applies them to MemoryOptions. Each flag is one entry of the
-// table in memory_flags.cc - its name, its help, how its value sets
-// MemoryOptions, and which tools cannot use which values - so a new memory
-// option is one entry there and every tool has it.
+// function that applies them to MemoryOptions. The flags are made from the
+// memory schema (memory/memory_options.h MemoryKeys, and the settings each
+// policy registers next to its code): a key `window_budget` is the flag
+// --window-budget, with the key's help, default and check, so a policy's
+// new setting is a flag in every tool without an edit here.
 //
 // Invariants:
 //  * A value is checked when the flags are parsed: a bad one is an error that
 //    names the flag and what was expected, before any work is done.
-//  * A value a tool cannot use is refused, never ignored: `--window-budget
-//    search` outside the tools that search, a plan-only allocator in a tool
-//    that always places tensors on a device, --update and
-//    --recompute-strategy in eval, which runs no backward pass or update.
+//  * A value a tool cannot use is refused, never ignored: `search` for a
+//    searchable setting outside the tools that search, a plan-only
+//    allocator in a tool that always places tensors on a device, settings
+//    that act on training only in eval, which runs no backward pass or
+//    update. A flag the chosen mode does not read is an error naming the
+//    mode (MemoryOptions::Validate).
 //  * Old spellings stay as hidden aliases (--no-compact is --compact false);
 //    the canonical flag's --help names them.
 //  * Apply() sets only what was given, in the table's order (--memory first,
@@ -38,8 +41,9 @@ struct MemoryFlagsUse {
   std::string mode_default;           // --memory
   std::string device_memory_default;  // --device-memory
   std::string host_memory_default;    // --host-memory
-  // The tool searches the window scheduler's budget (--window-budget search).
-  bool searches_window_budget = false;
+  // The tool searches the settings that can be searched (the window
+  // scheduler's budget: --window-budget search).
+  bool searches = false;
   // The tool always places tensors on a device: plan-only allocators are refused.
   bool places_tensors = false;
   // The tool runs backward passes and solver updates; one that only
@@ -66,12 +70,14 @@ class MemoryFlags {
   std::string Value(const std::string& flag) const;
   // --memory as given; empty: the tool's default.
   std::string mode() const { return Value("--memory"); }
-  // --window-budget search.
-  bool search_window_budget() const { return Value("--window-budget") == "search"; }
+  // Whether the searchable setting `key` was given as "search".
+  bool Searched(const std::string& key) const;
 
-  // Sets in `options` what the flags gave, nothing else. Does not validate
-  // the combination: call options->Validate() after the tool's own settings.
-  Status Apply(MemoryOptions* options) const;
+  // Sets in `options` what the flags gave, nothing else, then (with
+  // `check_read`) checks that the mode reads every key given, by flag or by
+  // the config before (CheckKeysRead). Does not validate the combination:
+  // call options->Validate() after the tool's own settings.
+  Status Apply(MemoryOptions* options, bool check_read = true) const;
 
  private:
   std::map<std::string, std::string> values_;

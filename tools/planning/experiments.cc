@@ -77,7 +77,9 @@ std::string ExperimentOptions::Describe() const {
                      FormatBytes(static_cast<double>(memory.host_budget)) +
                      (memory.host_tier == "ram" ? "" : " on disk") + "), memory " + memory.mode +
                      ", " + memory.allocator;
-  if (memory.allocator == "va") text += " " + FormatBytes(static_cast<double>(memory.va_chunk));
+  if (memory.allocator == "va") {
+    text += " " + FormatBytes(static_cast<double>(memory.settings.Bytes("va_chunk")));
+  }
   if (!memory.compact) text += " without compaction";
   if (memory.batch_chunk != kBatchChunkOff)
     text += ", batch slices " + BatchChunkName(memory.batch_chunk);
@@ -97,7 +99,7 @@ constexpr size_t kHostBudget = 64 * kGiB;
 
 MemoryFlagsUse ExperimentMemoryUse() {
   MemoryFlagsUse use = ToolMemoryFlagsUse(kDefaultMode, kDeviceBudget, kHostBudget);
-  use.searches_window_budget = true;
+  use.searches = true;
   return use;
 }
 
@@ -122,7 +124,7 @@ Status ApplyExperimentMemory(ExperimentOptions* o) {
   o->memory.device_budget = kDeviceBudget;
   o->memory.host_budget = kHostBudget;
   SPILL_RETURN_IF_ERROR(o->memory_flags.Apply(&o->memory));
-  o->search_window_budget = o->memory_flags.search_window_budget();
+  o->search_window_budget = o->memory_flags.Searched("window_budget");
   SPILL_RETURN_IF_ERROR(o->memory.Validate());
   if (o->confirm > 0) SPILL_RETURN_IF_ERROR(CheckAllocatorPlaces(o->memory, "--confirm"));
   return LoadDeviceProfile(o->device_profile, 0).status();
@@ -181,10 +183,14 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
   // The window scheduler's budget, searched from the whole budget down.
   const int tries = options.search_window_budget ? kWindowBudgetSteps : 1;
   for (int i = 0; i < tries; ++i) {
-    if (options.search_window_budget) memory.window_budget = {1.0 - i * kWindowBudgetStep, 0};
+    if (options.search_window_budget) {
+      char multiple[32];
+      std::snprintf(multiple, sizeof(multiple), "%gx", 1.0 - i * kWindowBudgetStep);
+      SPILL_RETURN_IF_ERROR(memory.settings.Set("window_budget", multiple));
+    }
     SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), memory));
     probe.fits = probe.plan.fits;
-    probe.window_budget = memory.window_budget;
+    probe.window_budget = memory.settings.Text("window_budget");
     if (probe.fits) break;
   }
   return probe;

@@ -19,7 +19,7 @@ namespace spill {
 struct Probe {
   bool fits = false;
   MemoryPlan plan;
-  SizeSetting window_budget;  // the window scheduler's budget the plan used
+  std::string window_budget;  // the window scheduler's budget the plan used ("0.95x")
 };
 
 // Largest x in [low, limit] with fits(x), for a predicate that holds up to

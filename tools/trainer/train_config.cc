@@ -3,16 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "framework/files.h"
 #include "framework/net_checks.h"
 #include "framework/units.h"
 #include "framework/yaml_reader.h"
 #include "layers/cpu/conv_timer.h"
-#include "memory/allocators/allocator.h"
-#include "memory/eviction/eviction.h"
-#include "memory/sim/device_profile.h"
-#include "memory/transfer_plan.h"
+#include "memory/settings.h"
 #include "tools/trainer/model_source.h"
 
 namespace spill {
@@ -57,16 +55,14 @@ run:
 )";
 
 // Ceilings of the configuration's numbers (see README, "Limits").
-constexpr int64_t kMaxWorkers = 64;                // data loading threads
-constexpr int64_t kMaxImageSide = 1 << 16;         // resize and crop, pixels
-constexpr int64_t kMaxPad = 1 << 12;               // pixels of padding
-constexpr size_t kMaxChannels = 64;                // normalization values
-constexpr int64_t kMaxEpochs = 1000000;            // run.epochs
-constexpr int64_t kMaxSteps = 1000000000000;       // steps, intervals, schedule lengths
-constexpr size_t kMaxMilestones = 1000;            // multistep milestones
-constexpr int64_t kMaxPrefetchAhead = 1024;        // checkpoint layers
-constexpr int64_t kMaxScheduleDistance = 1 << 20;  // steps (lms_threshold, lms_ahead)
-constexpr int64_t kMaxGpu = 63;                    // device ordinal
+constexpr int64_t kMaxWorkers = 64;           // data loading threads
+constexpr int64_t kMaxImageSide = 1 << 16;    // resize and crop, pixels
+constexpr int64_t kMaxPad = 1 << 12;          // pixels of padding
+constexpr size_t kMaxChannels = 64;           // normalization values
+constexpr int64_t kMaxEpochs = 1000000;       // run.epochs
+constexpr int64_t kMaxSteps = 1000000000000;  // steps, intervals, schedule lengths
+constexpr size_t kMaxMilestones = 1000;       // multistep milestones
+constexpr int64_t kMaxGpu = 63;               // device ordinal
 constexpr double kMaxLearningRate = 1000;
 constexpr size_t kMinBucketBytes = 4 * kKiB;  // distributed.bucket
 constexpr size_t kMaxBucketBytes = 1 * kGiB;
@@ -168,85 +164,42 @@ Status ReadSolver(YamlMap solver, TrainConfig* c) {
   return solver.Finish();
 }
 
-// Applies a policy parsed from `key` by `parse`, or records its error there.
-template <typename T, typename Parse>
-void ReadPolicy(YamlMap& memory, const std::string& key, const std::string& current,
-                const Parse& parse, T* out) {
-  StatusOr<T> parsed = parse(memory.String(key, current));
-  if (parsed.ok()) {
-    *out = *parsed;
-  } else {
-    memory.Fail(key, parsed.status().message());
-  }
-}
-
-// memory.planner: the searching planners' settings (planner_settings.h).
-Status ReadPlanner(YamlMap planner, PlannerSettings* p) {
-  p->limit = planner.Bytes("limit", p->limit, 0, kUnlimitedBudget);
-  p->episodes = static_cast<int>(planner.Int("episodes", p->episodes, 1, kMaxPlannerEpisodes));
-  p->seed = static_cast<uint64_t>(
-      planner.Int("seed", static_cast<int64_t>(p->seed), 0, std::numeric_limits<int64_t>::max()));
-  p->embedding =
-      static_cast<int>(planner.Int("embedding", p->embedding, kMinEmbedding, kMaxEmbedding));
-  p->gamma = planner.Float("gamma", p->gamma, Bounds::Closed(0, 1));
-  p->lr = planner.Float("lr", p->lr, Bounds::AboveTo(0, kMaxPlannerLearningRate));
-  std::vector<std::string> profiles = DeviceProfileNames();  // spec sheets: not this CPU
-  profiles.erase(std::remove(profiles.begin(), profiles.end(), "cpu"), profiles.end());
-  p->profile = planner.Choice("profile", profiles, p->profile);
-  p->model = planner.String("model", p->model);
-  p->cache = planner.String("cache", p->cache);
-  p->segment = static_cast<int>(planner.Int("segment", p->segment, 0, kMaxSegment));
-  p->milp_seconds =
-      planner.Float("milp_seconds", p->milp_seconds, Bounds::AboveTo(0, kMaxMilpSeconds));
-  return planner.Finish();
-}
-
+// Every key of the memory schema (memory/memory_options.h): the shared ones
+// in order (mode first), then each policy's settings; a policy's key the
+// chosen mode does not read is an error naming the mode. A dotted key is
+// one of a section (planner.limit: `planner: {limit: ...}`), whose unknown
+// keys are errors too.
 Status ReadMemory(YamlMap memory, MemoryOptions* m, TimingConfig* timing) {
-  const std::string mode = memory.String("mode", m->mode);
-  Status applied = ApplyMemoryMode(mode, m);
-  if (!applied.ok()) memory.Fail("mode", applied.message());
-  m->device_budget =
-      memory.Bytes("device_budget", m->device_budget, kPoolBlockBytes, kUnlimitedBudget);
-  m->host_budget = memory.Bytes("host_budget", m->host_budget, kPoolBlockBytes, kUnlimitedBudget);
-  m->allocator = memory.Choice("allocator", AllocatorNames(), m->allocator);
-  m->eviction = memory.Choice("eviction", EvictionNames(), m->eviction);
-  m->scheduler = memory.Choice("scheduler", SchedulerNames(), m->scheduler);
-  ReadPolicy(memory, "params", m->params.ToString(), ParseParamPlacement, &m->params);
-  m->update_on_host =
-      memory.Choice("update", {"device", "host"}, m->update_on_host ? "host" : "device") == "host";
-  m->host_tier = memory.String("host_tier", m->host_tier);
-  m->liveness = memory.Bool("liveness", m->liveness);
-  m->offload = memory.Bool("offload", m->offload);
-  m->cache = memory.Bool("cache", m->cache);
-  m->recompute = memory.Bool("recompute", m->recompute);
-  m->prefetch_ahead =
-      static_cast<int>(memory.Int("prefetch_ahead", m->prefetch_ahead, 0, kMaxPrefetchAhead));
-  m->compact = memory.Bool("compact", m->compact);
-  // The window scheduler, its LMS-like baseline and the va allocator.
-  ReadPolicy(memory, "window", m->window.ToString(), ParseSizeSetting, &m->window);
-  ReadPolicy(memory, "window_budget", m->window_budget.ToString(), ParseSizeSetting,
-             &m->window_budget);
-  m->lms_threshold =
-      static_cast<int>(memory.Int("lms_threshold", m->lms_threshold, 2, kMaxScheduleDistance));
-  m->lms_ahead = static_cast<int>(memory.Int("lms_ahead", m->lms_ahead, 0, kMaxScheduleDistance));
-  m->lms_count = static_cast<int>(memory.Int("lms_count", m->lms_count, 0, kMaxScheduleDistance));
-  m->lms_order = memory.Choice("lms_order", {"largest", "earliest"}, m->lms_order);
-  SPILL_RETURN_IF_ERROR(ReadPlanner(memory.Section("planner"), &m->planner));
-  m->va_chunk = memory.Bytes("va_chunk", m->va_chunk, kChunkAlignmentBytes, kUnlimitedBudget);
-  ReadPolicy(memory, "chunk", BatchChunkName(m->batch_chunk), ParseBatchChunk, &m->batch_chunk);
-  // The dymem scheduler's switches.
-  m->min_offload_bytes = memory.Bytes("min_offload", m->min_offload_bytes, 0, kUnlimitedBudget);
-  m->offload_set = memory.Choice("offload_set", {"dymem", "conv"}, m->offload_set);
-  m->release = memory.Choice("release", {"lazy", "eager"}, m->release);
-  m->prefetch = memory.Choice("prefetch", {"dymem", "ahead"}, m->prefetch);
-  m->barrier = memory.Bool("barrier", m->barrier);
-  ReadPolicy(memory, "recompute_strategy", RecomputeStrategyName(m->recompute_strategy),
-             ParseRecomputeStrategy, &m->recompute_strategy);
-  ReadPolicy(memory, "workspace", m->workspace.ToString(), ParseWorkspacePolicy, &m->workspace);
+  std::vector<std::string> keys;
+  for (const MemoryKey& k : MemoryKeys()) keys.push_back(k.spec.key);
+  for (const std::string& key : PolicySettingRegistry().Names()) keys.push_back(key);
+  std::map<std::string, YamlMap> sections;
+  for (const std::string& key : keys) {
+    const size_t dot = key.find('.');
+    YamlMap* map = &memory;
+    if (dot != std::string::npos) {
+      const std::string section = key.substr(0, dot);
+      auto it = sections.find(section);
+      if (it == sections.end()) it = sections.emplace(section, memory.Section(section)).first;
+      map = &it->second;
+    }
+    const std::string leaf = dot == std::string::npos ? key : key.substr(dot + 1);
+    if (!map->Raw(leaf).IsDefined()) continue;
+    const std::string text = map->String(leaf, "");
+    if (!map->ok()) break;
+    Status set = SetMemoryKey(key, text, map->Where(leaf), m);
+    if (!set.ok()) {
+      map->Fail(leaf, set.message());
+      break;
+    }
+  }
+  if (!memory.ok()) return memory.Finish();
+  for (const auto& [name, section] : sections) SPILL_RETURN_IF_ERROR(section.Finish());
   timing->measure = memory.Choice("conv_timing", {"measure", "model"},
                                   timing->measure ? "measure" : "model") == "measure";
   timing->cache = memory.String("conv_timing_cache", timing->cache);
   SPILL_RETURN_IF_ERROR(memory.Finish());
+  SPILL_RETURN_IF_ERROR(CheckKeysRead(*m));
   return m->Validate().WithContext(memory.Where("mode"));
 }
 

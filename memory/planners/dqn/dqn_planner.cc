@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "framework/logging.h"
+#include "memory/mobility.h"
 #include "memory/planners/dqn/learner.h"
 #include "memory/planners/rules.h"
 #include "memory/sim/cost_model.h"
@@ -32,14 +33,15 @@ std::string Hex(uint64_t value) {
 // Everything the plan depends on, as one line.
 StatusOr<std::string> CacheKey(const NetworkView& view, const MemoryOptions& options,
                                const EvalModel& model, size_t limit) {
+  const PlannerSettings planner = ReadPlannerSettings(options.settings);
   std::string key = "network=" + NetworkSignature(view) + " batch=" + std::to_string(view.batch) +
                     " persistent=" + std::to_string(model.persistent) +
-                    " limit=" + std::to_string(limit) + " " + options.planner.Key() +
-                    " min_offload=" + std::to_string(options.min_offload_bytes) +
+                    " limit=" + std::to_string(limit) + " " + planner.Key() +
+                    " min_offload=" + std::to_string(options.settings.Bytes(MinOffloadSetting())) +
                     " workspace=" + options.workspace.ToString();
-  if (!options.planner.model.empty()) {
-    std::ifstream in(options.planner.model, std::ios::binary);
-    if (!in) return NotFound("memory.planner.model: cannot read '" + options.planner.model + "'");
+  if (!planner.model.empty()) {
+    std::ifstream in(planner.model, std::ios::binary);
+    if (!in) return NotFound("memory.planner.model: cannot read '" + planner.model + "'");
     std::ostringstream bytes;
     bytes << in.rdbuf();
     key += " model_bytes=" + Hex(Fnv1a(bytes.str()));
@@ -101,6 +103,13 @@ bool ReadPlan(const std::string& path, const std::string& key, const EvalModel& 
   return CheckDecisions(model, p->decisions).empty();
 }
 
+// The settings the dqn planner reads.
+std::vector<SettingSpec> DqnSettingKeys() {
+  const PlannerKeys& k = PlannerSettingKeys();
+  return {k.limit, k.episodes, k.seed,  k.embedding, k.gamma,
+          k.lr,    k.profile,  k.model, k.cache,     MinOffloadSetting()};
+}
+
 std::mutex cache_mutex;
 std::map<std::string, DqnPlan>& Cache() {
   static auto* cache = new std::map<std::string, DqnPlan>();
@@ -111,8 +120,9 @@ StatusOr<DqnPlan> Train(const EvalModel& model, size_t limit, const MemoryOption
                         const std::string& file_base) {
   std::unique_ptr<QNetwork> net;
   std::unique_ptr<OpGraph> graph;
-  SPILL_ASSIGN_OR_RETURN(
-      DqnTraining t, TrainDqn(model, limit, options.planner, options.planner.model, &net, &graph));
+  const PlannerSettings planner = ReadPlannerSettings(options.settings);
+  SPILL_ASSIGN_OR_RETURN(DqnTraining t,
+                         TrainDqn(model, limit, planner, planner.model, &net, &graph));
   DqnPlan p;
   p.decisions = std::move(t.decisions);
   p.feasible = t.feasible;
@@ -139,7 +149,8 @@ StatusOr<DqnPlan> Train(const EvalModel& model, size_t limit, const MemoryOption
 
 StatusOr<DqnPlan> PlanDqn(const NetworkView& view, const MemoryOptions& options) {
   SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
-  const size_t limit = options.planner.LimitUnder(options.device_budget);
+  const size_t limit = PlannerLimit(options);
+  const std::string cache_dir = ReadPlannerSettings(options.settings).cache;
   SPILL_ASSIGN_OR_RETURN(std::string key, CacheKey(view, options, model, limit));
   std::lock_guard<std::mutex> lock(cache_mutex);
   auto found = Cache().find(key);
@@ -150,14 +161,14 @@ StatusOr<DqnPlan> PlanDqn(const NetworkView& view, const MemoryOptions& options)
   }
   std::string base;
   DqnPlan p;
-  if (!options.planner.cache.empty()) {
+  if (!cache_dir.empty()) {
     std::error_code error;
-    std::filesystem::create_directories(options.planner.cache, error);
+    std::filesystem::create_directories(cache_dir, error);
     if (error) {
-      return InvalidArgument("memory.planner.cache: cannot create '" + options.planner.cache +
+      return InvalidArgument("memory.planner.cache: cannot create '" + cache_dir +
                              "': " + error.message());
     }
-    base = options.planner.cache + "/dqn-" + Hex(Fnv1a(key));
+    base = cache_dir + "/dqn-" + Hex(Fnv1a(key));
     if (ReadPlan(base + ".plan", key, model, &p)) {
       p.from_cache = true;
       if (std::filesystem::exists(base + ".weights")) p.weights_file = base + ".weights";
@@ -193,7 +204,8 @@ const bool kDqn = RegisterScheduler(
                              "after " + std::to_string(plan.episodes) + " episodes");
        }
        return ToPhasePlans(model, plan.decisions);
-     }});
+     },
+     DqnSettingKeys()});
 
 }  // namespace
 }  // namespace spill

@@ -1,0 +1,252 @@
+// The schema of the memory: section: the keys every policy shares
+// (MemoryKeys), then the settings each policy registers next to its code
+// (memory/settings.h). The YAML reader, the flags, Validate and Describe
+// are made from it, so a policy's keys are never listed here.
+#include <algorithm>
+
+#include "memory/allocators/allocator.h"
+#include "memory/eviction/eviction.h"
+#include "memory/memory_options.h"
+#include "memory/transfer_plan.h"
+
+namespace spill {
+namespace {
+
+StatusOr<size_t> BytesIn(const std::string& text, size_t min, size_t max) {
+  SPILL_ASSIGN_OR_RETURN(size_t bytes, ParseBytes(text));
+  if (bytes < min || bytes > max) {
+    return InvalidArgument("'" + text + "' is outside [" + FormatBytes(static_cast<double>(min)) +
+                           ", " + FormatBytes(static_cast<double>(max)) + "]");
+  }
+  return bytes;
+}
+
+Status OneOf(const std::string& text, const std::vector<std::string>& choices) {
+  if (std::find(choices.begin(), choices.end(), text) != choices.end()) return Status::Ok();
+  return InvalidArgument("'" + text + "' is not one of: " + Join(choices));
+}
+
+using Apply = std::function<Status(const std::string& text, MemoryOptions* options)>;
+
+// A switch: true or false.
+Apply SwitchOf(bool MemoryOptions::*field) {
+  return [field](const std::string& text, MemoryOptions* o) {
+    if (text != "true" && text != "false") {
+      return InvalidArgument("'" + text + "' is not true or false");
+    }
+    o->*field = text == "true";
+    return Status::Ok();
+  };
+}
+
+// A name among `names()` (a registry's, read when the key is set).
+Apply NameOf(std::string MemoryOptions::*field, std::vector<std::string> (*names)()) {
+  return [field, names](const std::string& text, MemoryOptions* o) {
+    SPILL_RETURN_IF_ERROR(OneOf(text, names()));
+    o->*field = text;
+    return Status::Ok();
+  };
+}
+
+// A byte size of at least a pool block.
+Apply BudgetOf(size_t MemoryOptions::*field) {
+  return [field](const std::string& text, MemoryOptions* o) {
+    SPILL_ASSIGN_OR_RETURN(o->*field, BytesIn(text, kPoolBlockBytes, kUnlimitedBudget));
+    return Status::Ok();
+  };
+}
+
+// A value parsed by `parse` into `field`.
+template <typename T>
+Apply ParsedOf(T MemoryOptions::*field, StatusOr<T> (*parse)(const std::string&)) {
+  return [field, parse](const std::string& text, MemoryOptions* o) {
+    SPILL_ASSIGN_OR_RETURN(o->*field, parse(text));
+    return Status::Ok();
+  };
+}
+
+SettingSpec Spec(const char* key, SettingKind kind, const char* fallback, std::string help,
+                 const char* flag = "", const char* type_name = "") {
+  SettingSpec spec;
+  spec.key = key;
+  spec.kind = kind;
+  spec.fallback = fallback;
+  spec.help = std::move(help);
+  spec.flag = flag;
+  spec.type_name = type_name;
+  return spec;
+}
+
+std::string ModeHelp() {
+  std::string text = "the memory mode:";
+  for (const MemoryMode& m : MemoryModes())
+    text += "\n    " + std::string(m.name) + ": " + m.summary;
+  return text;
+}
+
+std::string AllocatorHelp() {
+  std::string text = "how device requests are placed (dymem: gtbm, vdnn: best_fit):";
+  for (const std::string& name : AllocatorNames()) {
+    text += "\n    " + name + ": " + FindAllocator(name)->summary;
+  }
+  return text;
+}
+
+// The mode, the budgets and where persistent state lives.
+void AddBudgets(std::vector<MemoryKey>* k) {
+  k->push_back({Spec("mode", SettingKind::kChoice, "liveness", ModeHelp(), "--memory", "MODE"),
+                [](const std::string& t, MemoryOptions* o) { return ApplyMemoryMode(t, o); }});
+  k->push_back(
+      {Spec("device_budget", SettingKind::kBytes, "8GiB", "the device budget", "--device-memory"),
+       BudgetOf(&MemoryOptions::device_budget)});
+  k->push_back({Spec("host_budget", SettingKind::kBytes, "32GiB",
+                     "host memory for what leaves the device", "--host-memory"),
+                BudgetOf(&MemoryOptions::host_budget)});
+  k->push_back({Spec("host_tier", SettingKind::kChoice, "ram",
+                     "what backs host memory: ram or file:DIR (a memory-mapped file in DIR, so "
+                     "that host memory may exceed RAM)",
+                     "", "TIER"),
+                [](const std::string& t, MemoryOptions* o) {
+                  if (t != "ram" && (t.rfind("file:", 0) != 0 || t.size() <= 5)) {
+                    return InvalidArgument(
+                        "memory: host_tier must be ram or file:DIRECTORY (got '" + t + "')");
+                  }
+                  o->host_tier = t;
+                  return Status::Ok();
+                }});
+  k->push_back({Spec("params", SettingKind::kChoice, "device",
+                     "where parameters, gradients and solver state live: device, host, "
+                     "above:SIZE or cache",
+                     "", "PLACE"),
+                ParsedOf(&MemoryOptions::params, ParseParamPlacement)});
+  SettingSpec update =
+      Spec("update", SettingKind::kChoice, "device",
+           "where parameters kept in host memory are updated: device or host", "", "WHERE");
+  update.training_only = true;
+  k->push_back({update, [](const std::string& t, MemoryOptions* o) {
+                  SPILL_RETURN_IF_ERROR(OneOf(t, {"device", "host"}));
+                  o->update_on_host = t == "host";
+                  return Status::Ok();
+                }});
+}
+
+// Which policy runs each seam, and the technique switches.
+void AddPolicies(std::vector<MemoryKey>* k) {
+  k->push_back({Spec("allocator", SettingKind::kChoice, "first_fit", AllocatorHelp(), "", "NAME"),
+                NameOf(&MemoryOptions::allocator, AllocatorNames)});
+  k->push_back({Spec("compact", SettingKind::kBool, "true",
+                     "slide live tensors down to close holes when an allocation finds none "
+                     "(dymem, vdnn: false); false compares allocators by their footprint alone"),
+                SwitchOf(&MemoryOptions::compact)});
+  k->push_back({Spec("eviction", SettingKind::kChoice, "lru",
+                     "the tensor cache's victim rule: " + Join(EvictionNames()), "", "NAME"),
+                NameOf(&MemoryOptions::eviction, EvictionNames),
+                [](const MemoryOptions& o) { return o.cache; }});
+  k->push_back({Spec("scheduler", SettingKind::kChoice, "superneurons",
+                     "who plans the transfers around each step: " + Join(SchedulerNames()) +
+                         " (each mode names its own)",
+                     "", "NAME"),
+                NameOf(&MemoryOptions::scheduler, SchedulerNames)});
+  for (auto [key, field] : {std::pair{"liveness", &MemoryOptions::liveness},
+                            {"offload", &MemoryOptions::offload},
+                            {"cache", &MemoryOptions::cache},
+                            {"recompute", &MemoryOptions::recompute}}) {
+    k->push_back({Spec(key, SettingKind::kBool, "",
+                       std::string("the ") + key + " technique on or off (the mode sets it)"),
+                  SwitchOf(field)});
+  }
+}
+
+// Workspace and batch slices.
+void AddSteps(std::vector<MemoryKey>* k) {
+  k->push_back({Spec("workspace", SettingKind::kChoice, "dynamic",
+                     "convolution algorithms and workspace: dynamic, fastest, memory_optimal, "
+                     "cap:SIZE or pin:NAME",
+                     "", "POLICY"),
+                ParsedOf(&MemoryOptions::workspace, ParseWorkspacePolicy)});
+  k->push_back({Spec("chunk", SettingKind::kChoice, "off",
+                     "compute each step over slices of N images of the batch; auto: slice only "
+                     "the steps that do not fit, streamed through host memory",
+                     "", "off|auto|N"),
+                ParsedOf(&MemoryOptions::batch_chunk, ParseBatchChunk)});
+}
+
+const MemoryKey* FindMemoryKey(const std::string& key) {
+  for (const MemoryKey& k : MemoryKeys()) {
+    if (k.spec.key == key) return &k;
+  }
+  return nullptr;
+}
+
+// Whether the chosen policies read a registered policy setting.
+bool PolicyReads(const MemoryOptions& options, const RegisteredSetting& setting) {
+  for (const SettingReader& r : setting.readers) {
+    if ((r.seam == "scheduler" && r.name == options.scheduler) ||
+        (r.seam == "allocator" && r.name == options.allocator)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::vector<MemoryKey>& MemoryKeys() {
+  static const auto* keys = [] {
+    auto* k = new std::vector<MemoryKey>();
+    AddBudgets(k);
+    AddPolicies(k);
+    AddSteps(k);
+    return k;
+  }();
+  return *keys;
+}
+
+bool IsMemoryKey(const std::string& key) {
+  return FindMemoryKey(key) != nullptr || FindSetting(key) != nullptr;
+}
+
+Status SetMemoryKey(const std::string& key, const std::string& text, const std::string& where,
+                    MemoryOptions* options) {
+  if (const MemoryKey* shared = FindMemoryKey(key)) {
+    SPILL_RETURN_IF_ERROR(shared->apply(text, options));
+  } else {
+    SPILL_RETURN_IF_ERROR(options->settings.Set(key, text));
+  }
+  options->given[key] = where;
+  return Status::Ok();
+}
+
+Status CheckKeysRead(const MemoryOptions& options) {
+  for (const auto& [key, where] : options.given) {
+    const MemoryKey* shared = FindMemoryKey(key);
+    if (shared != nullptr) {
+      if (!shared->read || shared->read(options)) continue;
+      return InvalidArgument(where + ": mode '" + options.mode +
+                             "' does not read it (it chooses the tensor cache's victims, and "
+                             "this mode has no tensor cache)");
+    }
+    const RegisteredSetting* setting = PolicySettingRegistry().Find(key);
+    if (setting == nullptr || PolicyReads(options, *setting)) continue;
+    return InvalidArgument(where + ": mode '" + options.mode + "' does not read it (it is a " +
+                           "setting of " + DescribeReaders(*setting) + "; this mode plans with " +
+                           "the " + options.scheduler + " scheduler and places with the " +
+                           options.allocator + " allocator)");
+  }
+  return Status::Ok();
+}
+
+std::string DescribeSettings(const MemoryOptions& options, const std::string& seam,
+                             const std::string& name) {
+  std::string text;
+  for (const auto& [key, setting] : PolicySettingRegistry().entries()) {
+    bool reads = false;
+    for (const SettingReader& r : setting.readers) reads |= r.seam == seam && r.name == name;
+    const std::string value = options.settings.Text(setting.spec);
+    if (!reads || value == setting.spec.fallback) continue;
+    text += (text.empty() ? "" : ", ") + key + " " + value;
+  }
+  return text.empty() ? "" : " (" + text + ")";
+}
+
+}  // namespace spill
