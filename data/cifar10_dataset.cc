@@ -11,6 +11,7 @@
 #include "data/augment.h"
 #include "data/dataset.h"
 #include "data/io.h"
+#include "data/planar_dataset.h"
 
 namespace spill {
 namespace {
@@ -62,32 +63,20 @@ Status ReadBatch(const std::string& path, std::vector<uint8_t>* records) {
   return Status::Ok();
 }
 
-class Cifar10Dataset : public Dataset {
+class Cifar10Dataset : public PlanarDataset {
  public:
   Cifar10Dataset(std::vector<uint8_t> records, Augmenter augmenter, std::string description)
-      : records_(std::move(records)),
-        size_(static_cast<int64_t>(records_.size()) / kRecord),
-        augmenter_(std::move(augmenter)),
-        description_(std::move(description)) {}
-
-  int64_t size() const override { return size_; }
-  int num_classes() const override { return kClasses; }
-  Shape example_shape() const override { return augmenter_.example_shape(); }
-  std::string Describe() const override { return description_; }
-
-  StatusOr<int> Get(int64_t index, uint64_t augment_seed, float* image) const override {
-    SPILL_RETURN_IF_ERROR(CheckExampleIndex(index, size_, description_));
-    const uint8_t* record = records_.data() + index * kRecord;
-    SPILL_RETURN_IF_ERROR(
-        augmenter_.Apply(PixelView::Planar(record + 1, kSide, kSide), augment_seed, image));
-    return static_cast<int>(record[0]);
-  }
+      : PlanarDataset(static_cast<int64_t>(records.size()) / kRecord, kClasses, kSide, kSide,
+                      std::move(augmenter), description, description),
+        records_(std::move(records)) {}
 
  private:
+  PlanarExample Example(int64_t index) const override {
+    const uint8_t* record = records_.data() + index * kRecord;
+    return {record + 1, static_cast<int>(record[0])};
+  }
+
   std::vector<uint8_t> records_;
-  int64_t size_;
-  Augmenter augmenter_;
-  std::string description_;
 };
 
 }  // namespace

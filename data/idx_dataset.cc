@@ -15,6 +15,7 @@
 #include "data/augment.h"
 #include "data/dataset.h"
 #include "data/io.h"
+#include "data/planar_dataset.h"
 #include "framework/checked_math.h"
 
 namespace spill {
@@ -121,39 +122,25 @@ StatusOr<uint64_t> LabelPayload(const IdxFile& file) {
   return static_cast<uint64_t>(ReadBigEndian32(file.bytes.data() + 4));
 }
 
-class IdxDataset : public Dataset {
+class IdxDataset : public PlanarDataset {
  public:
   IdxDataset(IdxFile images, IdxFile labels, int rows, int cols, Augmenter augmenter,
              std::string description)
-      : images_(std::move(images)),
+      : PlanarDataset(static_cast<int64_t>(labels.bytes.size() - kLabelHeader), kClasses, rows,
+                      cols, std::move(augmenter), std::move(description), images.path),
+        images_(std::move(images)),
         labels_(std::move(labels)),
-        rows_(rows),
-        cols_(cols),
-        size_(static_cast<int64_t>(labels_.bytes.size() - kLabelHeader)),
-        augmenter_(std::move(augmenter)),
-        description_(std::move(description)) {}
-
-  int64_t size() const override { return size_; }
-  int num_classes() const override { return kClasses; }
-  Shape example_shape() const override { return augmenter_.example_shape(); }
-  std::string Describe() const override { return description_; }
-
-  StatusOr<int> Get(int64_t index, uint64_t augment_seed, float* image) const override {
-    SPILL_RETURN_IF_ERROR(CheckExampleIndex(index, size_, images_.path));
-    const uint8_t* pixels =
-        images_.bytes.data() + kImageHeader + index * static_cast<int64_t>(rows_) * cols_;
-    SPILL_RETURN_IF_ERROR(
-        augmenter_.Apply(PixelView::Planar(pixels, rows_, cols_), augment_seed, image));
-    return static_cast<int>(labels_.bytes[kLabelHeader + index]);
-  }
+        image_bytes_(static_cast<int64_t>(rows) * cols) {}
 
  private:
+  PlanarExample Example(int64_t index) const override {
+    return {images_.bytes.data() + kImageHeader + index * image_bytes_,
+            static_cast<int>(labels_.bytes[kLabelHeader + index])};
+  }
+
   IdxFile images_;
   IdxFile labels_;
-  int rows_, cols_;
-  int64_t size_;
-  Augmenter augmenter_;
-  std::string description_;
+  int64_t image_bytes_;
 };
 
 // Validates the image file; sets `count`, `rows` and `cols` from its header.

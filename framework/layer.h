@@ -23,11 +23,17 @@
 #include "framework/declarations.h"
 #include "framework/device.h"
 #include "framework/layouts.h"
-#include "framework/net_spec.h"
+#include "framework/source_location.h"
 #include "framework/status.h"
 #include "framework/tensor.h"
 
 namespace spill {
+
+// A layer is built from its entry in a network file (framework/net_spec.h)
+// through the typed reader of its keys (framework/layer_params.h); neither
+// is needed to declare or run one, so layers do not see the YAML types.
+struct LayerSpec;
+class LayerParams;
 
 // One batch in host memory, consumed by input layers.
 struct HostBatch {

@@ -29,21 +29,16 @@ constexpr int64_t kMaxLayerStride = 1 << 16;  // strides, dilations, padding
 // 1 TiB of float32, beyond any device budget.
 constexpr int64_t kMaxTensorElements = int64_t{1} << 38;
 
-class LayerParams {
+// A layer's entry read as a YamlMap (Int, RequiredInt, Float, Bool, String,
+// Choice, Fail, ok: the one reader's accessors and messages), with the forms
+// layers use for pairs and lists, and errors that name the layer.
+class LayerParams : public YamlMap {
  public:
   explicit LayerParams(const LayerSpec& spec);
 
   const LayerSpec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name; }
 
-  int64_t Int(const std::string& key, int64_t fallback, int64_t min, int64_t max);
-  int64_t RequiredInt(const std::string& key, int64_t min, int64_t max);
-  double Float(const std::string& key, double fallback, const Bounds& bounds);
-  bool Bool(const std::string& key, bool fallback);
-  std::string String(const std::string& key, const std::string& fallback);
-  // One of `choices`; anything else is an error listing them.
-  std::string Choice(const std::string& key, const std::vector<std::string>& choices,
-                     const std::string& fallback);
   // An integer or a list [h, w] in [min, max]; an integer n means [n, n].
   std::array<int64_t, 2> Pair(const std::string& key, std::array<int64_t, 2> fallback, int64_t min,
                               int64_t max);
@@ -51,18 +46,14 @@ class LayerParams {
   std::vector<int64_t> RequiredIntList(const std::string& key, int64_t min, int64_t max,
                                        size_t max_items);
 
-  // Records a problem found by the layer itself (e.g. values that disagree).
-  void Fail(const std::string& key, const std::string& message);
-  bool ok() const { return map_.ok(); }
-
-  // The first error, or an unknown-key error, or OK.
+  // The first error, or an unknown-key error listing the keys the layer
+  // type takes, or OK.
   Status Finish() const;
   // "models/x.yaml:12: layer 'conv1' (convolution)"
   std::string Context() const;
 
  private:
   const LayerSpec& spec_;
-  YamlMap map_;
 };
 
 }  // namespace spill

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "framework/layer_params.h"
+#include "framework/net_spec.h"
 #include "framework/strings.h"
 
 namespace spill {

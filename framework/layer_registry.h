@@ -2,9 +2,10 @@
 //
 //   SPILL_REGISTER_LAYER(convolution, kCpu, CpuConvolutionLayer);
 //
-// The class needs a constructor taking LayerParams&. There is no central list
-// of names; an unknown type is an error listing the registered ones. Bazel
-// libraries holding registrations need `alwayslink = True`.
+// The class needs a constructor taking LayerParams& (framework/layer_params.h).
+// There is no central list of names; an unknown type is an error listing the
+// registered ones. Bazel libraries holding registrations need
+// `alwayslink = True`.
 #ifndef SPILL_FRAMEWORK_LAYER_REGISTRY_H_
 #define SPILL_FRAMEWORK_LAYER_REGISTRY_H_
 
@@ -15,7 +16,6 @@
 
 #include "framework/device.h"
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

@@ -25,14 +25,6 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-std::string SourceLocation::FileLine() const {
-  return line > 0 ? file + ":" + std::to_string(line) : file;
-}
-
-std::string SourceLocation::ToString() const {
-  return instantiated.empty() ? FileLine() : FileLine() + " (" + instantiated + ")";
-}
-
 void SplitReference(const std::string& ref, std::string* layer, int* output) {
   size_t colon = ref.rfind(':');
   *output = 0;

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/source_location.h"
 #include "framework/status.h"
 
 namespace spill {
@@ -41,19 +42,6 @@ namespace spill {
 constexpr int64_t kMaxLayers = 1 << 19;  // layers of an expanded network (524,288)
 constexpr int kMaxBlockDepth = 16;       // blocks instantiated inside blocks
 constexpr int kMaxIncludeDepth = 16;     // files included from included files
-
-// Where a layer was written: the file and line of its entry, and the chain of
-// block instantiations that produced it.
-struct SourceLocation {
-  std::string file;
-  int line = 0;              // 1-based; 0 when unknown
-  std::string instantiated;  // "block 'basic' instantiated as 'res2.1' at f.yaml:20"
-
-  // "models/resnet18.yaml:14"
-  std::string FileLine() const;
-  // FileLine() plus the instantiation chain, for error messages.
-  std::string ToString() const;
-};
 
 struct LayerSpec {
   std::string name;                 // fully qualified: "res2.1/conv1"

@@ -1,6 +1,7 @@
 #include "layers/activation_layers.h"
 
 #include "framework/check.h"
+#include "framework/layer_params.h"
 
 namespace spill {
 

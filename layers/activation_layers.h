@@ -17,7 +17,6 @@
 #define SPILL_LAYERS_ACTIVATION_LAYERS_H_
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 #include "layers/activation_math.h"
 
 namespace spill {

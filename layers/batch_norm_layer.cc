@@ -1,5 +1,7 @@
 #include "layers/batch_norm_layer.h"
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 BatchNormLayer::BatchNormLayer(LayerParams& params)

@@ -13,7 +13,6 @@
 #define SPILL_LAYERS_BATCH_NORM_LAYER_H_
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

@@ -1,5 +1,7 @@
 #include "layers/broadcast_layers.h"
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 BroadcastLayer::BroadcastLayer(LayerParams& params) : multiply_(params.spec().type == "multiply") {}

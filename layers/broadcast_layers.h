@@ -13,7 +13,6 @@
 #define SPILL_LAYERS_BROADCAST_LAYERS_H_
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

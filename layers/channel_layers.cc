@@ -1,5 +1,7 @@
 #include "layers/channel_layers.h"
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 ChannelShuffleLayer::ChannelShuffleLayer(LayerParams& params)

@@ -12,7 +12,6 @@
 #define SPILL_LAYERS_CHANNEL_LAYERS_H_
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

@@ -1,6 +1,7 @@
 #include "layers/convolution_layer.h"
 
 #include "framework/checked_math.h"
+#include "framework/layer_params.h"
 
 namespace spill {
 

@@ -12,7 +12,6 @@
 #include <array>
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

@@ -1,5 +1,7 @@
 #include "layers/dropout_layer.h"
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 DropoutLayer::DropoutLayer(LayerParams& params)

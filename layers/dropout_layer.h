@@ -9,7 +9,6 @@
 #define SPILL_LAYERS_DROPOUT_LAYER_H_
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

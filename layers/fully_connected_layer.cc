@@ -1,5 +1,7 @@
 #include "layers/fully_connected_layer.h"
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 FullyConnectedLayer::FullyConnectedLayer(LayerParams& params)

@@ -7,7 +7,6 @@
 #define SPILL_LAYERS_FULLY_CONNECTED_LAYER_H_
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

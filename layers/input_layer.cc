@@ -1,5 +1,6 @@
 #include "layers/input_layer.h"
 
+#include "framework/layer_params.h"
 #include "framework/layer_registry.h"
 
 namespace spill {

@@ -10,7 +10,6 @@
 #define SPILL_LAYERS_INPUT_LAYER_H_
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

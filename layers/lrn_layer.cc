@@ -1,5 +1,7 @@
 #include "layers/lrn_layer.h"
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 LrnLayer::LrnLayer(LayerParams& params)

@@ -1,5 +1,7 @@
 #include "layers/norm_layers.h"
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 LayerNormLayer::LayerNormLayer(LayerParams& params)

@@ -16,7 +16,6 @@
 #define SPILL_LAYERS_NORM_LAYERS_H_
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

@@ -1,5 +1,7 @@
 #include "layers/pad_layer.h"
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 PadLayer::PadLayer(LayerParams& params) {

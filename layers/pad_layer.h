@@ -11,7 +11,6 @@
 #include <array>
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 void PoolGeometry::Window(int64_t oh, int64_t ow, int64_t* h0, int64_t* h1, int64_t* w0,

@@ -1,5 +1,7 @@
 #include "layers/relu_layer.h"
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 ReluLayer::ReluLayer(LayerParams& params)

@@ -1,5 +1,7 @@
 #include "layers/softmax_loss_layer.h"
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 SoftmaxLossLayer::SoftmaxLossLayer(LayerParams& params)

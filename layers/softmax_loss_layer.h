@@ -14,7 +14,6 @@
 #define SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 
 namespace spill {
 

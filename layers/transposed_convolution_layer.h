@@ -21,7 +21,6 @@
 #include <string>
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 #include "layers/convolution_layer.h"
 
 namespace spill {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "framework/layer_params.h"
+
 namespace spill {
 
 constexpr int64_t kMaxUpsampleFactor = 1024;

@@ -17,7 +17,6 @@
 #include <array>
 
 #include "framework/layer.h"
-#include "framework/layer_params.h"
 #include "layers/upsample_math.h"
 
 namespace spill {

@@ -101,37 +101,15 @@ size_t BruteMaxLoad(const std::vector<DsaBlock>& blocks) {
   return peak;
 }
 
-// A profile as the paper records it: one clock tick per allocation or free.
-class Trace {
- public:
-  int Alloc(size_t kib) {
-    blocks_.push_back({kib * kKiB, clock_++, -1});
-    return static_cast<int>(blocks_.size()) - 1;
-  }
-  void Free(int id) { blocks_[id].free_time = clock_++; }
-  // Blocks never freed live until the last event.
-  std::vector<DsaBlock> Finish() const {
-    std::vector<DsaBlock> blocks = blocks_;
-    for (DsaBlock& block : blocks) {
-      if (block.free_time < 0) block.free_time = clock_ - 1;
-    }
-    return blocks;
-  }
-
- private:
-  std::vector<DsaBlock> blocks_;
-  int64_t clock_ = 1;
-};
-
 // Random profile: `n` allocations interleaved with frees of random live
 // blocks; sizes are 1 to `max_kib` KiB.
 std::vector<DsaBlock> RandomProfile(std::mt19937_64& rng, int n, size_t max_kib) {
-  Trace trace;
+  DsaTrace trace;  // as the paper profiles: one tick per allocation or free
   std::vector<int> live;
   std::uniform_int_distribution<size_t> kib(1, max_kib);
   for (int allocated = 0; allocated < n || !live.empty();) {
     if (allocated < n && (live.empty() || rng() % 2 == 0)) {
-      live.push_back(trace.Alloc(kib(rng)));
+      live.push_back(trace.Alloc(kib(rng) * kKiB));
       ++allocated;
     } else {
       const size_t k = rng() % live.size();
@@ -279,17 +257,17 @@ std::vector<DsaBlock> LinearNetIteration() {
   const size_t act_kib[] = {48, 96, 96, 24, 48, 48, 8, 1};  // [0] is the input batch
   const size_t workspace_kib[] = {0, 32, 64, 0, 40, 16, 0, 0};
   const int layers = 7;
-  Trace trace;
-  std::vector<int> act = {trace.Alloc(act_kib[0])};
+  DsaTrace trace;
+  std::vector<int> act = {trace.Alloc(act_kib[0] * kKiB)};
   for (int k = 1; k <= layers; ++k) {
-    const int ws = workspace_kib[k] > 0 ? trace.Alloc(workspace_kib[k]) : -1;
-    act.push_back(trace.Alloc(act_kib[k]));
+    const int ws = workspace_kib[k] > 0 ? trace.Alloc(workspace_kib[k] * kKiB) : -1;
+    act.push_back(trace.Alloc(act_kib[k] * kKiB));
     if (ws >= 0) trace.Free(ws);
   }
-  int grad = trace.Alloc(act_kib[layers]);  // of the loss
+  int grad = trace.Alloc(act_kib[layers] * kKiB);  // of the loss
   for (int k = layers; k >= 1; --k) {
-    const int ws = workspace_kib[k] > 0 ? trace.Alloc(workspace_kib[k]) : -1;
-    const int grad_in = k > 1 ? trace.Alloc(act_kib[k - 1]) : -1;  // none for the input
+    const int ws = workspace_kib[k] > 0 ? trace.Alloc(workspace_kib[k] * kKiB) : -1;
+    const int grad_in = k > 1 ? trace.Alloc(act_kib[k - 1] * kKiB) : -1;  // none for the input
     if (ws >= 0) trace.Free(ws);
     trace.Free(grad);
     trace.Free(act[k]);
@@ -304,10 +282,10 @@ std::vector<DsaBlock> LinearNetIteration() {
 // classifier. The unit input fans out to the branch and the join; in the
 // backward pass the join's gradient is the sum of the skip and the branch.
 std::vector<DsaBlock> ResidualNetIteration() {
-  Trace trace;
-  const int input = trace.Alloc(96);
-  int ws = trace.Alloc(24);
-  int x = trace.Alloc(64);  // stem output, the first unit's input
+  DsaTrace trace;
+  const int input = trace.Alloc(96 * kKiB);
+  int ws = trace.Alloc(24 * kKiB);
+  int x = trace.Alloc(64 * kKiB);  // stem output, the first unit's input
   trace.Free(ws);
   struct Unit {
     int in, h1, h2, out;
@@ -316,43 +294,43 @@ std::vector<DsaBlock> ResidualNetIteration() {
   const size_t unit_kib[] = {64, 32};
   for (size_t kib : unit_kib) {
     Unit unit{x, -1, -1, -1};
-    ws = trace.Alloc(kib / 2);
-    unit.h1 = trace.Alloc(kib);
+    ws = trace.Alloc(kib / 2 * kKiB);
+    unit.h1 = trace.Alloc(kib * kKiB);
     trace.Free(ws);
-    ws = trace.Alloc(kib);
-    unit.h2 = trace.Alloc(kib);
+    ws = trace.Alloc(kib * kKiB);
+    unit.h2 = trace.Alloc(kib * kKiB);
     trace.Free(ws);
-    unit.out = trace.Alloc(kib);  // in + h2 (same shapes)
+    unit.out = trace.Alloc(kib * kKiB);  // in + h2 (same shapes)
     units.push_back(unit);
     x = unit.out;
   }
-  const int pooled = trace.Alloc(4);
-  const int logits = trace.Alloc(1);
-  int grad_logits = trace.Alloc(1);
-  int grad = trace.Alloc(4);  // of pooled
+  const int pooled = trace.Alloc(4 * kKiB);
+  const int logits = trace.Alloc(kKiB);
+  int grad_logits = trace.Alloc(kKiB);
+  int grad = trace.Alloc(4 * kKiB);  // of pooled
   trace.Free(grad_logits);
   trace.Free(logits);
-  int grad_x = trace.Alloc(unit_kib[1]);  // of the last unit's output
+  int grad_x = trace.Alloc(unit_kib[1] * kKiB);  // of the last unit's output
   trace.Free(grad);
   trace.Free(pooled);
   for (int u = 1; u >= 0; --u) {
     const size_t kib = unit_kib[u];
-    ws = trace.Alloc(kib);
-    const int grad_h1 = trace.Alloc(kib);  // through conv 2
+    ws = trace.Alloc(kib * kKiB);
+    const int grad_h1 = trace.Alloc(kib * kKiB);  // through conv 2
     trace.Free(ws);
     trace.Free(units[u].h2);
-    ws = trace.Alloc(kib / 2);
-    const int grad_branch = trace.Alloc(kib);  // through conv 1
+    ws = trace.Alloc(kib / 2 * kKiB);
+    const int grad_branch = trace.Alloc(kib * kKiB);  // through conv 1
     trace.Free(ws);
     trace.Free(grad_h1);
     trace.Free(units[u].h1);
-    const int grad_in = trace.Alloc(kib);  // skip + branch
+    const int grad_in = trace.Alloc(kib * kKiB);  // skip + branch
     trace.Free(grad_branch);
     trace.Free(grad_x);
     trace.Free(units[u].out);
     grad_x = grad_in;
   }
-  ws = trace.Alloc(24);  // stem backward: weights only, no input gradient
+  ws = trace.Alloc(24 * kKiB);  // stem backward: weights only, no input gradient
   trace.Free(ws);
   trace.Free(grad_x);
   trace.Free(units[0].in);

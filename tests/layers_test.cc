@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "framework/layer_registry.h"
+#include "framework/net_spec.h"
 #include "framework/random.h"
 #include "tests/testing/layer_harness.h"
 

@@ -169,39 +169,28 @@ void PrintSummary(const Trainer& trainer, const TrainConfig& c) {
   std::fprintf(stderr, "\n  checkpoint: %s\n", trainer.checkpoint_path().c_str());
 }
 
-int Main(int argc, char** argv) {
-  Flags flags("train", "Trains a network from a YAML configuration (see README, Training).");
-  Args args;
-  Declare(flags, &args);
-  const int stop = flags.Parse(argc, argv);
-  if (stop >= 0) return stop;
-  args.resume_default = flags.app().count("--resume") > 0 && args.resume.empty();
-  if (!args.log.empty()) ConfigureLogging(args.log);
-  TrainConfig config = DefaultTrainConfig();
-  if (args.print_default) {
-    std::fputs(config.text.c_str(), stdout);
-    return 0;
-  }
-  if (!args.config.empty()) {
-    auto loaded = LoadTrainConfig(args.config);
-    if (!loaded.ok()) return ReportStatus(ToolName().c_str(), loaded.status());
-    config = *loaded;
-  }
+// The built-in default configuration, or --config's file.
+StatusOr<TrainConfig> LoadConfig(const Args& args) {
+  if (args.config.empty()) return DefaultTrainConfig();
+  return LoadTrainConfig(args.config);
+}
+
+// --resume continues a run; --overwrite and --init start a new one.
+Status CheckRunMode(const Args& args) {
   const bool resuming = args.resume_default || !args.resume.empty();
   if (resuming && args.overwrite) {
-    return ReportStatus(ToolName().c_str(),
-                        InvalidArgument("--resume continues a run and --overwrite "
-                                        "replaces it; give one of them"),
-                        2);
+    return InvalidArgument(
+        "--resume continues a run and --overwrite replaces it; give one of them");
   }
   if (resuming && !args.init.empty()) {
-    return ReportStatus(ToolName().c_str(),
-                        InvalidArgument("--resume continues a run from its checkpoint and --init "
-                                        "starts a new one from another's parameters; give one"),
-                        2);
+    return InvalidArgument(
+        "--resume continues a run from its checkpoint and --init starts a new one from another's "
+        "parameters; give one");
   }
-  Status status = ApplyOverrides(args, &config);
-  if (!status.ok()) return ReportStatus(ToolName().c_str(), status);
+  return Status::Ok();
+}
+
+TrainOptions OptionsFor(const Args& args, const TrainConfig& config) {
   TrainOptions options;
   options.max_steps = args.max_steps;
   options.memory_log = args.memory_log;
@@ -213,28 +202,31 @@ int Main(int argc, char** argv) {
   options.timeline = args.timeline;
   options.html = args.html;
   options.resume = args.resume_default ? config.run.output + "/checkpoint.npz" : args.resume;
-  status = CheckRunFiles(flags, config, options);
-  if (!status.ok()) return ReportStatus(ToolName().c_str(), status, 2);
-  const Communicator& world = Communicator::World();
-  if (world.rank() != 0) {  // rank 0 alone prints and writes
-    options.progress = options.verbose = false;
-    options.memory_log = options.trace_dir = options.timeline = options.html = args.report = "";
-  }
-  auto created = Trainer::Create(config, options);
-  if (!created.ok()) return ReportStatus(ToolName().c_str(), created.status());
-  Trainer& trainer = **created;
-  if (world.rank() == 0) {
-    std::fprintf(stderr, "training %s on %s (%s), batch %ld, memory %s\n",
-                 trainer.net().name().c_str(), config.data.dataset.c_str(),
-                 config.data.path.c_str(), config.data.batch, config.memory.Describe().c_str());
-  }
-  if (world.rank() == 0 && world.size() > 1) {
+  return options;
+}
+
+// Rank 0 alone prints and writes files.
+void QuietOtherRanks(const Communicator& world, TrainOptions* options, Args* args) {
+  if (world.rank() == 0) return;
+  options->progress = options->verbose = false;
+  options->memory_log = options->trace_dir = options->timeline = options->html = args->report = "";
+}
+
+void PrintStart(const Communicator& world, const Trainer& trainer, const TrainConfig& c) {
+  if (world.rank() != 0) return;
+  std::fprintf(stderr, "training %s on %s (%s), batch %ld, memory %s\n",
+               trainer.net().name().c_str(), c.data.dataset.c_str(), c.data.path.c_str(),
+               c.data.batch, c.memory.Describe().c_str());
+  if (world.size() > 1) {
     std::fprintf(stderr, "data parallel: %d ranks of batch %ld, gradients via host memory%s\n",
                  world.size(), trainer.net().batch(),
                  world.cuda_aware() ? " (the MPI library is CUDA-aware)" : "");
   }
-  InstallSignalHandlers();
-  status = trainer.Run();
+}
+
+// Prints and writes what the run ended with; the exit code.
+int Finish(const Communicator& world, const Args& args, const TrainConfig& config,
+           const Trainer& trainer, Status status) {
   if (world.rank() == 0 && (status.ok() || status.code() == StatusCode::kCancelled)) {
     PrintSummary(trainer, config);
   }
@@ -253,6 +245,37 @@ int Main(int argc, char** argv) {
     return kStoppedExitCode;
   }
   return ReportStatus(ToolName().c_str(), status);
+}
+
+int Main(int argc, char** argv) {
+  Flags flags("train", "Trains a network from a YAML configuration (see README, Training).");
+  Args args;
+  Declare(flags, &args);
+  const int stop = flags.Parse(argc, argv);
+  if (stop >= 0) return stop;
+  args.resume_default = flags.app().count("--resume") > 0 && args.resume.empty();
+  if (!args.log.empty()) ConfigureLogging(args.log);
+  if (args.print_default) {
+    std::fputs(DefaultTrainConfig().text.c_str(), stdout);
+    return 0;
+  }
+  StatusOr<TrainConfig> config = LoadConfig(args);
+  if (!config.ok()) return ReportStatus(ToolName().c_str(), config.status());
+  Status status = CheckRunMode(args);
+  if (!status.ok()) return ReportStatus(ToolName().c_str(), status, 2);
+  status = ApplyOverrides(args, &*config);
+  if (!status.ok()) return ReportStatus(ToolName().c_str(), status);
+  TrainOptions options = OptionsFor(args, *config);
+  status = CheckRunFiles(flags, *config, options);
+  if (!status.ok()) return ReportStatus(ToolName().c_str(), status, 2);
+  const Communicator& world = Communicator::World();
+  QuietOtherRanks(world, &options, &args);
+  auto created = Trainer::Create(*config, options);
+  if (!created.ok()) return ReportStatus(ToolName().c_str(), created.status());
+  Trainer& trainer = **created;
+  PrintStart(world, trainer, *config);
+  InstallSignalHandlers();
+  return Finish(world, args, *config, trainer, trainer.Run());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // parameter pins one (and leaves the runtime no other choice).
 #include <algorithm>
 
+#include "framework/layer_params.h"
 #include "framework/layer_registry.h"
 #include "framework/strings.h"
 #include "layers/convolution_layer.h"

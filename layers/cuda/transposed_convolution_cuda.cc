@@ -12,6 +12,7 @@
 // carried sums, backward).
 #include <climits>
 
+#include "framework/layer_params.h"
 #include "framework/layer_registry.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/cuda/vision_kernels_cuda.h"

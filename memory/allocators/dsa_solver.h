@@ -55,6 +55,30 @@ struct DsaBlock {
   int64_t free_time = 0;   // inclusive, >= alloc_time; blocks never freed use the last event time
 };
 
+// Blocks recorded as a profile records them: one clock tick per allocation
+// or free, from tick 0. Blocks never freed live until the last event. For
+// building instances (tests, benchmarks) event by event.
+class DsaTrace {
+ public:
+  // A block of `bytes`, allocated now; returns its index.
+  int Alloc(size_t bytes) {
+    blocks_.push_back({bytes, clock_++, -1});
+    return static_cast<int>(blocks_.size()) - 1;
+  }
+  void Free(int block) { blocks_[block].free_time = clock_++; }
+  std::vector<DsaBlock> Finish() const {
+    std::vector<DsaBlock> blocks = blocks_;
+    for (DsaBlock& block : blocks) {
+      if (block.free_time < 0) block.free_time = clock_ - 1;
+    }
+    return blocks;
+  }
+
+ private:
+  std::vector<DsaBlock> blocks_;
+  int64_t clock_ = 0;
+};
+
 struct DsaSolution {
   std::vector<size_t> offsets;  // one per block, same order
   size_t footprint = 0;         // max(offset + bytes), 0 for no blocks

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "framework/layer_registry.h"
+#include "framework/net_spec.h"
 #include "framework/random.h"
 #include "layers/cpu/blocked.h"
 

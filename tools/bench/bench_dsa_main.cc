@@ -32,14 +32,12 @@ constexpr int kStages = 4;
 constexpr size_t kFirstStageKiB = 3136;  // 56x56x64 floats, batch 4
 constexpr uint64_t kSeed = 1804;
 
+// A DsaTrace in whole KiB, with the seeded jitter of the synthetic networks.
 class Trace {
  public:
   explicit Trace(uint64_t seed) : rng_(seed) {}
-  int Alloc(size_t kib) {
-    blocks_.push_back({std::max<size_t>(kib, 1) * kKiB, clock_++, -1});
-    return static_cast<int>(blocks_.size()) - 1;
-  }
-  void Free(int id) { blocks_[id].free_time = clock_++; }
+  int Alloc(size_t kib) { return trace_.Alloc(std::max<size_t>(kib, 1) * kKiB); }
+  void Free(int id) { trace_.Free(id); }
   // A convolution workspace of 0 to 2 activations, freed after its step.
   void Workspace(size_t act_kib) {
     const size_t quarters = rng_() % 9;  // 0, 1/4, ..., 2 activations
@@ -47,18 +45,11 @@ class Trace {
   }
   // An activation size with +-12.5% jitter, as layer widths vary.
   size_t Jitter(size_t kib) { return kib - kib / 8 + rng_() % (kib / 4 + 1); }
-  std::vector<DsaBlock> Finish() const {
-    std::vector<DsaBlock> blocks = blocks_;
-    for (DsaBlock& block : blocks) {
-      if (block.free_time < 0) block.free_time = clock_ - 1;
-    }
-    return blocks;
-  }
+  std::vector<DsaBlock> Finish() const { return trace_.Finish(); }
 
  private:
   std::mt19937_64 rng_;
-  std::vector<DsaBlock> blocks_;
-  int64_t clock_ = 0;
+  DsaTrace trace_;
 };
 
 size_t StageKiB(int layer, int layers) { return kFirstStageKiB >> (kStages * layer / layers); }
