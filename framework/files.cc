@@ -114,8 +114,8 @@ Status CheckOutputFile(const std::string& path, const std::string& what) {
     if (::access(path.c_str(), W_OK) != 0) {
       return IoError("cannot write " + Named(what, path) + ": " + std::strerror(errno));
     }
-    return Status::Ok();
   }
+  // The file is replaced by renaming a new one over it, made in its folder.
   const std::string parent = ParentOf(path);
   if (::stat(parent.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
     return NotFound("cannot write " + Named(what, path) + ": the folder '" + parent +
@@ -170,6 +170,15 @@ Status CheckDistinctFiles(const std::vector<NamedFile>& inputs,
   return Status::Ok();
 }
 
+Status WriteError(const std::string& path, const std::string& what, int error) {
+  std::string why = std::strerror(error);
+  if (error == ENOSPC) why += " (the disk is full)";
+  if (error == EDQUOT) why += " (the disk quota is used up)";
+  if (error == EFBIG) why += " (larger than this process may write: see `ulimit -f`)";
+  return IoError("cannot write " + Named(what, path) + ": " + why + "; '" + path +
+                 "' was left as it was");
+}
+
 Status WriteFileAtomically(const std::string& path, const std::string& bytes,
                            const std::string& what) {
   SPILL_RETURN_IF_ERROR(CheckReplaceable(path, what));
@@ -191,28 +200,52 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes,
   if (error == 0 && std::rename(temp.c_str(), path.c_str()) != 0) error = errno;
   if (error != 0) {
     ::unlink(temp.c_str());
-    return IoError("cannot write " + Named(what, path) + ": " + std::strerror(error) +
-                   (error == ENOSPC ? " (the disk is full; nothing was changed)" : ""));
+    return WriteError(path, what, error);
   }
   return Status::Ok();
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text, const std::string& what) {
-  // A FIFO would block the write until a reader came; a device is not a report.
-  SPILL_RETURN_IF_ERROR(CheckReplaceable(path, what));
-  FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) {
-    return IoError("cannot write " + Named(what, path) + ": " + std::strerror(errno));
-  }
-  bool good = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  good = std::fflush(file) == 0 && good;
-  const int error = errno;
-  good = std::fclose(file) == 0 && good;
-  if (!good) {
-    return IoError("cannot write " + Named(what, path) + ": " +
-                   std::strerror(error != 0 ? error : EIO));
-  }
+  return WriteFileAtomically(path, text, what);
+}
+
+LineLog::~LineLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status LineLog::Open(const std::string& path, bool append, const std::string& what) {
+  path_ = path;
+  what_ = what;
+  if (path.empty()) return Status::Ok();
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? 0 : O_TRUNC), 0644);
+  if (fd_ < 0) return IoError("cannot write " + Named(what, path) + ": " + std::strerror(errno));
+  const off_t end = ::lseek(fd_, 0, SEEK_END);
+  if (end < 0) return IoError("cannot write " + Named(what, path) + ": " + std::strerror(errno));
+  size_ = end;
   return Status::Ok();
+}
+
+Status LineLog::Append(const std::string& line) {
+  if (fd_ < 0) return Status::Ok();
+  const std::string text = line + "\n";
+  int error = 0;
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t wrote = ::pwrite(fd_, text.data() + done, text.size() - done, size_ + done);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) {
+      error = wrote < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(wrote);
+  }
+  if (error == 0) {
+    size_ += static_cast<int64_t>(text.size());
+    return Status::Ok();
+  }
+  // No half line: a resumed run's lines must follow whole ones.
+  const bool cut = ::ftruncate(fd_, size_) == 0;
+  return IoError("cannot write " + Named(what_, path_) + ": " + std::strerror(error) +
+                 (cut ? "; its lines up to the last whole one are kept" : ""));
 }
 
 Status CreateOutputFolder(const std::string& path, const std::string& what) {

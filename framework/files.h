@@ -16,6 +16,7 @@
 #define SPILL_FRAMEWORK_FILES_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -51,18 +52,45 @@ bool SameFile(const std::string& a, const std::string& b);
 Status CheckDistinctFiles(const std::vector<NamedFile>& inputs,
                           const std::vector<NamedFile>& outputs);
 
-// Writes `text` to `path` (replacing it) and reports any failure, including
-// one that only shows when the file is closed (a full disk).
+// Writes `text` to `path` as WriteFileAtomically does: a report or a log
+// that cannot be written completely leaves the previous one as it was.
 Status WriteTextFile(const std::string& path, const std::string& text, const std::string& what);
 
 // Writes `bytes` to `path` through `path`.tmp, synced and renamed over it, so
 // that `path` holds either its old content or all of the new. On failure the
-// temporary file is removed and the error says why (a full disk: ENOSPC).
+// temporary file is removed and the error says why (WriteError).
 Status WriteFileAtomically(const std::string& path, const std::string& bytes,
                            const std::string& what);
+// The error of an atomic write of `path` that failed with `error` (an errno
+// value): names the file and the reason - a full disk (ENOSPC), a file larger
+// than the process may write (EFBIG, `ulimit -f`), a quota - and says that the
+// file was left as it was.
+Status WriteError(const std::string& path, const std::string& what, int error);
 // Ok when an atomic writer may rename a file over `path`: nothing is there or
 // a regular file is (a rename would replace a FIFO or a device node itself).
 Status CheckReplaceable(const std::string& path, const std::string& what);
+
+// A log that grows a line at a time (train's log.jsonl). Each line reaches
+// the file whole or not at all: a write that fails (a full disk) is cut back
+// to the end of the previous line and reported at once, naming the file and
+// the reason, so the lines already there stay readable and a resumed run
+// appends after them.
+class LineLog {
+ public:
+  LineLog() = default;
+  LineLog(const LineLog&) = delete;
+  LineLog& operator=(const LineLog&) = delete;
+  ~LineLog();
+  // Opens `path`, emptied or (`append`) kept; an empty path writes nowhere.
+  Status Open(const std::string& path, bool append, const std::string& what);
+  // Appends `line` and a newline.
+  Status Append(const std::string& line);
+
+ private:
+  int fd_ = -1;
+  std::string path_, what_;
+  int64_t size_ = 0;  // bytes of whole lines
+};
 
 // Creates `path` and its parents as folders; an error when something else is
 // in the way or the location is not writable.

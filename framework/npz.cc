@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -125,31 +126,38 @@ std::string EndRecords(uint64_t entries, uint64_t directory_size, uint64_t direc
 class FileWriter {
  public:
   explicit FileWriter(const std::string& path)
-      : path_(path), file_(std::fopen(path.c_str(), "wb")) {}
+      : path_(path), file_(std::fopen(path.c_str(), "wb")) {
+    if (file_ == nullptr) error_ = errno;
+  }
   ~FileWriter() {
     if (file_) std::fclose(file_);
   }
-  bool ok() const { return file_ != nullptr && !failed_; }
+  bool ok() const { return file_ != nullptr && error_ == 0; }
+  // The errno of the first failure (0 while none).
+  int error() const { return error_; }
   uint64_t position() const { return position_; }
   void Write(const void* data, size_t bytes) {
-    if (!file_ || failed_) return;
-    failed_ = std::fwrite(data, 1, bytes, file_) != bytes;
+    if (!ok()) return;
+    if (std::fwrite(data, 1, bytes, file_) != bytes) Fail();
     position_ += bytes;
   }
   void Write(const std::string& s) { Write(s.data(), s.size()); }
   // Flushes to the disk and closes.
   bool Close() {
     if (!file_) return false;
-    bool good = !failed_ && std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
-    good = std::fclose(file_) == 0 && good;
+    if (ok() && std::fflush(file_) != 0) Fail();
+    if (ok() && fsync(fileno(file_)) != 0) Fail();
+    if (std::fclose(file_) != 0 && error_ == 0) Fail();
     file_ = nullptr;
-    return good;
+    return error_ == 0;
   }
 
  private:
+  void Fail() { error_ = errno != 0 ? errno : EIO; }
+
   std::string path_;
   FILE* file_;
-  bool failed_ = false;
+  int error_ = 0;
   uint64_t position_ = 0;
 };
 
@@ -195,7 +203,7 @@ Status WriteNpzAtomically(const std::string& path, const NpzArchive& arrays) {
   std::vector<Entry> entries;
   {
     FileWriter out(temp);
-    if (!out.ok()) return IoError("cannot create '" + temp + "': " + std::strerror(errno));
+    if (!out.ok()) return IoError("cannot create '" + temp + "': " + std::strerror(out.error()));
     for (const auto& [name, array] : arrays) {
       std::string header = NpyHeader(array);
       Entry e{name + ".npy", 0, header.size() + array.data.size(), out.position()};
@@ -218,11 +226,13 @@ Status WriteNpzAtomically(const std::string& path, const NpzArchive& arrays) {
     out.Write(EndRecords(entries.size(), directory_size, directory_offset));
     if (!out.Close()) {
       fs::remove(temp, ec);
-      return IoError("cannot write '" + temp + "' (disk full?)");
+      return WriteError(path, "npz archive", out.error());
     }
   }
   if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    return IoError("cannot rename '" + temp + "' to '" + path + "': " + std::strerror(errno));
+    const int error = errno;
+    fs::remove(temp, ec);
+    return WriteError(path, "npz archive", error);
   }
   return Status::Ok();
 }

@@ -1,6 +1,8 @@
 // Hostile input, generated: mutated network files, training configs, idx and
 // CIFAR-10 datasets, checkpoints and ONNX models, from the model zoo, the shipped configs
-// and valid fixtures, with a fixed seed. Every case runs the code the tools
+// and valid fixtures; predict's inputs (images, idx and CIFAR-10 files),
+// networks exported to ONNX and read back, and the host tier under budgets
+// from zero to huge; with a fixed seed. Every case runs the code the tools
 // run (parser, Net::Build, the planner, the data readers and loader, the
 // checkpoint loader) in-process and must end - accepted or rejected - without
 // a crash, an escaping exception or running past its time (fuzz_harness.h).
@@ -14,6 +16,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <iterator>
 #include <limits>
 
 #include "framework/npz.h"
@@ -21,6 +25,7 @@
 #include "tests/testing/fuzz_harness.h"
 #include "tests/testing/fuzz_mutations.h"
 #include "tests/testing/fuzz_onnx.h"
+#include "tests/testing/fuzz_tools.h"
 
 namespace spill {
 namespace fuzz {
@@ -50,7 +55,7 @@ blocks:
 layers:
   - {name: data, type: input, shape: [4, 8, 8]}
   - {name: res, block: unit, repeat: $depth, args: {filters: $width}}
-  - {name: gap, type: global_average_pool}
+  - {name: gap, type: global_avg_pool}
   - {name: fc, type: fully_connected, outputs: "${width * 2 + 1}"}
   - {name: loss, type: softmax_loss}
 )",
@@ -83,6 +88,19 @@ constexpr int kOnnxMutations = static_cast<int>(OnnxMutation::kCount);
 constexpr int kOnnxDraws = 6, kOnnxByteDraws = 4;
 constexpr int kOnnxCases =
     kOnnxSourceCount * (kOnnxMutations * kOnnxDraws + kByteMutations * kOnnxByteDraws);
+
+// predict's inputs: images of both formats and both channel counts, raw and
+// gzipped idx image files, a CIFAR-10 batch (name, file name, config kind).
+constexpr int kPredictDraws = 3;
+// Exports read back: each fixture network under each text mutation.
+constexpr int kExportDraws = 2, kExportByteDraws = 2;
+// The host tier: memory sections drawn from these values.
+constexpr int kHostCases = 48;
+const char* const kHostModes[] = {"offload", "superneurons",     "vdnn", "window", "lms",
+                                  "dymem",   "offload_recompute"};
+const char* const kHostBudgets[] = {"0",    "1",    "4KiB", "64KiB",
+                                    "1MiB", "1GiB", "1PiB", "18446744073709551615"};
+const char* const kDeviceBudgets[] = {"8KiB", "32KiB", "256KiB", "1GiB"};
 
 void Report(const char* what, const Tally& t) {
   std::printf("fuzz %s: %d cases (seed %llu): %d accepted, %d rejected\n", what, t.cases,
@@ -368,6 +386,111 @@ TEST_F(FuzzTest, OnnxModels) {
   }
   EXPECT_EQ(tally.cases, kOnnxCases * Scale());
   Report("onnx models", tally);
+}
+
+// predict --input: every accepted file gives examples of the network's size
+// with finite values (PredictInputPipeline); every refusal is a clean error.
+TEST_F(FuzzTest, PredictInputs) {
+  struct Source {
+    std::string file, dataset;
+    std::vector<uint8_t> bytes;
+  };
+  const std::vector<Source> sources = {
+      {"gray.png", "fashion_mnist", EncodedImage(".png", 28, 28, 1)},
+      {"color.png", "cifar10", EncodedImage(".png", 32, 32, 3)},
+      {"photo.jpg", "fashion_mnist", EncodedImage(".jpg", 30, 40, 3)},
+      {"photo.jpeg", "cifar10", EncodedImage(".jpg", 48, 36, 3)},
+      {"t10k-images-idx3-ubyte", "fashion_mnist", IdxImages(3, 28, 28)},
+      {"t10k-images-idx3-ubyte.gz", "fashion_mnist", Gzip(IdxImages(2, 28, 28))},
+      {"test_batch.bin", "cifar10", CifarRecords(3, 1)},
+  };
+  const std::string dir = FreshDir("predict");
+  Random rng(Seed() + 8);
+  Tally tally;
+  for (int round = 0; round < Scale(); ++round) {
+    for (const Source& source : sources) {
+      const std::string path = dir + "/" + source.file;
+      WriteBytes(path, source.bytes);
+      ASSERT_TRUE(PredictInputPipeline(path, source.dataset).ok()) << source.file;
+      for (int m = 0; m < kByteMutations; ++m) {
+        for (int draw = 0; draw < kPredictDraws; ++draw) {
+          const auto mutation = static_cast<ByteMutation>(m);
+          WriteBytes(path, MutateBytes(source.bytes, mutation, 32, rng));
+          const std::string name = source.file + " / " + ByteMutationName(mutation);
+          const Status s = RunCase(
+              name, [&] { return PredictInputPipeline(path, source.dataset); }, &tally);
+          EXPECT_NE(s.code(), StatusCode::kInternal) << name << ": " << s.ToString();
+        }
+      }
+    }
+  }
+  EXPECT_EQ(tally.cases,
+            static_cast<int>(sources.size()) * kByteMutations * kPredictDraws * Scale());
+  Report("predict inputs", tally);
+}
+
+// onnx_export of mutated networks: refused cleanly, or read back as the same
+// network (ExportPipeline); the exported file with its bytes mutated is an
+// ONNX input like any other.
+TEST_F(FuzzTest, ExportsReadBack) {
+  const std::string dir = FreshDir("export");
+  const std::string net = dir + "/net.yaml", onnx = dir + "/net.onnx";
+  Random rng(Seed() + 9);
+  Tally tally;
+  auto run = [&](const std::string& name, const std::function<Status()>& body) {
+    const Status s = RunCase(name, body, &tally);
+    EXPECT_NE(s.code(), StatusCode::kInternal) << name << ": " << s.ToString();
+  };
+  for (int round = 0; round < Scale(); ++round) {
+    for (size_t i = 0; i < sizeof(kFixtureNets) / sizeof(kFixtureNets[0]); ++i) {
+      const std::string source = "fixture" + std::to_string(i);
+      WriteText(net, kFixtureNets[i]);
+      const Status original = ExportPipeline(net, onnx);
+      ASSERT_TRUE(original.ok()) << source << ": " << original.ToString();
+      const std::vector<uint8_t> exported = ReadBytes(onnx);
+      for (int m = 0; m < kTextMutations; ++m) {
+        for (int draw = 0; draw < kExportDraws; ++draw) {
+          const auto mutation = static_cast<TextMutation>(m);
+          WriteText(net, MutateText(kFixtureNets[i], mutation, rng));
+          run(source + " / " + TextMutationName(mutation),
+              [&] { return ExportPipeline(net, onnx); });
+        }
+      }
+      for (int m = 0; m < kByteMutations; ++m) {
+        for (int draw = 0; draw < kExportByteDraws; ++draw) {
+          const auto mutation = static_cast<ByteMutation>(m);
+          WriteBytes(onnx, MutateBytes(exported, mutation, exported.size(), rng));
+          run(source + " exported / bytes " + ByteMutationName(mutation),
+              [&] { return OnnxPipeline(onnx); });
+        }
+      }
+    }
+  }
+  Report("exports read back", tally);
+}
+
+// The host tier: offloading modes under host budgets from zero to the
+// largest size, in RAM or in a file, at device budgets from tiny to roomy.
+// A run either computes the baseline's losses and weights bit for bit or
+// ends in a clean error; none crashes (no SIGBUS from a full file tier).
+TEST_F(FuzzTest, HostTier) {
+  const std::string dir = FreshDir("host_tier");
+  Random rng(Seed() + 10);
+  Tally tally;
+  for (int round = 0; round < Scale(); ++round) {
+    for (int c = 0; c < kHostCases; ++c) {
+      const std::string memory =
+          std::string("mode: ") + kHostModes[rng.Below(std::size(kHostModes))] +
+          ", device_budget: " + kDeviceBudgets[rng.Below(std::size(kDeviceBudgets))] +
+          ", host_budget: " + kHostBudgets[rng.Below(std::size(kHostBudgets))] +
+          (rng.Below(2) ? ", host_tier: \"file:" + dir + "\"" : "");
+      const Status s = RunCase(
+          memory, [&] { return HostTierPipeline(memory); }, &tally);
+      EXPECT_NE(s.code(), StatusCode::kInternal) << memory << ": " << s.ToString();
+    }
+  }
+  EXPECT_GT(tally.accepted, 0);
+  Report("host tier", tally);
 }
 
 }  // namespace

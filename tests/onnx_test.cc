@@ -199,26 +199,6 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
-NpzArchive SeededParams(const Net& net) {
-  NpzArchive archive;
-  const Schedule& s = net.schedule();
-  for (int id = 0; id < net.num_layers(); ++id) {
-    for (size_t p = 0; p < net.decl(id).params.size(); ++p) {
-      const TensorInfo& info = s.tensors[s.layers[id].params[p]];
-      std::vector<float> v = InitialValues(net.decl(id).params[p], 7, info.name);
-      for (size_t i = 0; i < v.size(); ++i) {  // statistics, scales and shifts of all sorts
-        const float u = static_cast<float>((i * 37 + p * 11) % 17) / 17.0f;
-        if (info.name.find("running_var") != std::string::npos) v[i] = 0.5f + u;
-        if (info.name.find("running_mean") != std::string::npos) v[i] = u - 0.5f;
-        if (info.name.find("gamma") != std::string::npos) v[i] = 0.75f + u;
-        if (info.name.find("beta") != std::string::npos) v[i] = 0.2f * u;
-      }
-      archive["params/" + info.name] = NpyArray::Floats(
-          {info.shape.n(), info.shape.c(), info.shape.h(), info.shape.w()}, v.data());
-    }
-  }
-  return archive;
-}
 
 std::vector<float> SomeImages(int64_t count) {
   std::vector<float> x(count);
@@ -256,7 +236,7 @@ TEST(OnnxExportTest, EveryLayerTypeRoundTripsBitIdentically) {
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   auto net = Net::Build(*spec, {1, DeviceType::kCpu});
   ASSERT_TRUE(net.ok()) << net.status().ToString();
-  ExpectRoundTripBitIdentical(*spec, SeededParams(**net));
+  ExpectRoundTripBitIdentical(*spec, testing::SeededParams(**net));
 }
 
 TEST(OnnxExportTest, EveryNewLayerTypeRoundTripsBitIdentically) {
@@ -264,7 +244,7 @@ TEST(OnnxExportTest, EveryNewLayerTypeRoundTripsBitIdentically) {
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   auto net = Net::Build(*spec, {1, DeviceType::kCpu});
   ASSERT_TRUE(net.ok()) << net.status().ToString();
-  ExpectRoundTripBitIdentical(*spec, SeededParams(**net));
+  ExpectRoundTripBitIdentical(*spec, testing::SeededParams(**net));
 }
 
 // The small versions of models/ (MobileNetV2 and V3, EfficientNet,
@@ -279,7 +259,7 @@ TEST(OnnxExportTest, SmallModelsRoundTripBitIdentically) {
     ASSERT_TRUE(spec.ok()) << spec.status().ToString();
     auto net = Net::Build(*spec, {1, DeviceType::kCpu});
     ASSERT_TRUE(net.ok()) << net.status().ToString();
-    ExpectRoundTripBitIdentical(*spec, SeededParams(**net));
+    ExpectRoundTripBitIdentical(*spec, testing::SeededParams(**net));
   }
 }
 
@@ -298,7 +278,7 @@ TEST(OnnxExportTest, MissingParametersAreNamed) {
   ASSERT_TRUE(spec.ok());
   auto net = Net::Build(*spec, {1, DeviceType::kCpu});
   ASSERT_TRUE(net.ok());
-  NpzArchive params = SeededParams(**net);
+  NpzArchive params = testing::SeededParams(**net);
   params.erase("params/bn2/running_var");
   auto model = ExportOnnx(**net, params, "ckpt.npz");
   ASSERT_FALSE(model.ok());

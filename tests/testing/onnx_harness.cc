@@ -53,6 +53,27 @@ StatusOr<OnnxFixture> LoadOnnxFixture(const std::string& name) {
   return f;
 }
 
+NpzArchive SeededParams(const Net& net) {
+  NpzArchive archive;
+  const Schedule& s = net.schedule();
+  for (int id = 0; id < net.num_layers(); ++id) {
+    for (size_t p = 0; p < net.decl(id).params.size(); ++p) {
+      const TensorInfo& info = s.tensors[s.layers[id].params[p]];
+      std::vector<float> v = InitialValues(net.decl(id).params[p], 7, info.name);
+      for (size_t i = 0; i < v.size(); ++i) {  // statistics, scales and shifts of all sorts
+        const float u = static_cast<float>((i * 37 + p * 11) % 17) / 17.0f;
+        if (info.name.find("running_var") != std::string::npos) v[i] = 0.5f + u;
+        if (info.name.find("running_mean") != std::string::npos) v[i] = u - 0.5f;
+        if (info.name.find("gamma") != std::string::npos) v[i] = 0.75f + u;
+        if (info.name.find("beta") != std::string::npos) v[i] = 0.2f * u;
+      }
+      archive["params/" + info.name] = NpyArray::Floats(
+          {info.shape.n(), info.shape.c(), info.shape.h(), info.shape.w()}, v.data());
+    }
+  }
+  return archive;
+}
+
 StatusOr<std::vector<float>> ForwardScores(const NetSpec& spec, const NpzArchive& params,
                                            const std::vector<float>& input, int64_t batch) {
   return ScoreImages(spec, params, input, batch, kPinned);

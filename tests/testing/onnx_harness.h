@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/net.h"
 #include "framework/net_spec.h"
 #include "framework/npz.h"
 #include "framework/status.h"
@@ -27,6 +28,11 @@ StatusOr<OnnxFixture> LoadOnnxFixture(const std::string& name);
 // parameter must be there), one convolution algorithm pinned.
 StatusOr<std::vector<float>> ForwardScores(const NetSpec& spec, const NpzArchive& params,
                                            const std::vector<float>& input, int64_t batch);
+
+// Every parameter of `net` as a checkpoint holds it ("params/<tensor>",
+// N x C x H x W), seeded, with batch norm statistics, scales and shifts of
+// all sorts of plausible values.
+NpzArchive SeededParams(const Net& net);
 
 // Two training steps at batch 2 from `params` in every memory mode, each at
 // a roomy budget and at the smallest that runs: the baseline's losses and

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -43,7 +45,14 @@ std::string ReadAll(const std::string& path) {
   return text.str();
 }
 
-pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+void LimitFileSize(int64_t max_bytes) {
+  std::signal(SIGXFSZ, SIG_IGN);
+  const rlimit limit{static_cast<rlim_t>(max_bytes), static_cast<rlim_t>(max_bytes)};
+  if (setrlimit(RLIMIT_FSIZE, &limit) != 0) std::perror("setrlimit(RLIMIT_FSIZE)");
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
+            int64_t max_file_bytes) {
   const pid_t pid = fork();
   if (pid == 0) {
     if (std::freopen(out.c_str(), "w", stdout) == nullptr) _exit(127);
@@ -51,6 +60,7 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const 
     if (same ? dup2(fileno(stdout), 2) < 0 : std::freopen(err.c_str(), "w", stderr) == nullptr) {
       _exit(127);
     }
+    if (max_file_bytes > 0) LimitFileSize(max_file_bytes);
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -75,12 +85,13 @@ int Wait(pid_t pid, int limit_seconds) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-ToolResult RunTool(const std::vector<std::string>& args, int limit_seconds, bool with_stderr) {
+ToolResult RunTool(const std::vector<std::string>& args, int limit_seconds, bool with_stderr,
+                   int64_t max_file_bytes) {
   const std::string dir = FreshDir("tool_output");
   const std::string out = dir + "/out.txt", err = dir + "/err.txt";
   const auto start = std::chrono::steady_clock::now();
   ToolResult r;
-  r.code = Wait(Spawn(args, out, err), limit_seconds);
+  r.code = Wait(Spawn(args, out, err, max_file_bytes), limit_seconds);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.output = ReadAll(out) + (with_stderr ? ReadAll(err) : "");
   return r;

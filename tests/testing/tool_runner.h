@@ -25,15 +25,23 @@ struct ToolResult {
 std::string FreshDir(const std::string& name);
 std::string ReadAll(const std::string& path);
 
+// Limits the calling process (and what it starts) to files of at most
+// `max_bytes`: a write past it fails with EFBIG, as one on a full disk fails
+// with ENOSPC (SIGXFSZ, which would end the process instead, is ignored). A
+// real failing write for tests, without root or a separate filesystem.
+void LimitFileSize(int64_t max_bytes);
+
 // Starts `args` (argv[0] relative to the runfiles root) with stdout into
-// `out` and stderr into `err` (the same file when equal).
-pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err);
+// `out` and stderr into `err` (the same file when equal); `max_file_bytes`
+// > 0 limits it as LimitFileSize does.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
+            int64_t max_file_bytes = 0);
 // Waits for `pid`; past `limit_seconds` kills it, records a test failure and
 // returns -1. Otherwise the exit code, or 128 + the signal.
 int Wait(pid_t pid, int limit_seconds);
 // Spawn and Wait: stdout, then stderr unless `with_stderr` is false.
-ToolResult RunTool(const std::vector<std::string>& args, int limit_seconds,
-                   bool with_stderr = true);
+ToolResult RunTool(const std::vector<std::string>& args, int limit_seconds, bool with_stderr = true,
+                   int64_t max_file_bytes = 0);
 
 // The pixel of `image` at `index` (0..783).
 using PixelFn = std::function<uint8_t(uint32_t image, uint32_t index)>;

@@ -272,9 +272,7 @@ Status Trainer::Setup() {
   if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(StartTrace());
   const std::string log = (std::filesystem::path(config_.run.output) / "log.jsonl").string();
   // Other ranks write nowhere: rank 0's log has the global batch's figures.
-  log_.open(leader_ ? log : "/dev/null", options_.resume.empty() ? std::ios::trunc : std::ios::app);
-  if (!log_) return IoError("cannot write the training log '" + log + "': " + std::strerror(errno));
-  return Status::Ok();
+  return log_.Open(leader_ ? log : "", !options_.resume.empty(), "the training log");
 }
 
 // More memory never fails (memory/feasibility.h): where the mode's own plan
@@ -339,7 +337,7 @@ void Trainer::AdvancePosition() {
   }
 }
 
-void Trainer::LogStep(const LossResult& result, double lr, double seconds) {
+Status Trainer::LogStep(const LossResult& result, double lr, double seconds) {
   const Json line = {
       {"kind", "train"},
       {"step", position_.step},
@@ -348,7 +346,7 @@ void Trainer::LogStep(const LossResult& result, double lr, double seconds) {
       {"accuracy", static_cast<double>(result.correct) / std::max<int64_t>(result.count, 1)},
       {"lr", lr},
       {"seconds", seconds}};
-  log_ << line.dump() << "\n";
+  return log_.Append(line.dump());
 }
 
 Status Trainer::TrainStep(Batch& batch) {
@@ -396,7 +394,7 @@ Status Trainer::TrainStep(Batch& batch) {
   epoch_count_ += static_cast<double>(result.count);
   epoch_steps_++;
   AdvancePosition();
-  LogStep(result, lr, seconds);
+  SPILL_RETURN_IF_ERROR(LogStep(result, lr, seconds));
   if (report_.losses.size() == 2 && !options_.memory_log.empty()) {
     SPILL_RETURN_IF_ERROR(WriteMemoryLog());
   }
@@ -419,8 +417,7 @@ Status Trainer::Evaluate() {
                      {"step", position_.step},
                      {"test_loss", report_.test_loss},
                      {"test_accuracy", report_.test_accuracy}};
-  log_ << line.dump() << "\n";
-  log_.flush();
+  SPILL_RETURN_IF_ERROR(log_.Append(line.dump()));
   if (options_.verbose) {
     std::fprintf(stderr, "step %ld: test loss %.4f, test accuracy %.2f%% (%ld images)\n",
                  position_.step, report_.test_loss, 100 * report_.test_accuracy, count);
@@ -510,8 +507,6 @@ Status Trainer::Run() {
     if (!evaluated_last) SPILL_RETURN_IF_ERROR(Evaluate());
     SPILL_RETURN_IF_ERROR(SaveCheckpoint());
   }
-  log_.flush();
-  if (!log_) return IoError("cannot write the training log in '" + config_.run.output + "'");
   if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(FinishTrace());
   report_.steps = position_.step;
   report_.epochs = static_cast<double>(position_.step) / steps_per_epoch_;

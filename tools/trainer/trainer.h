@@ -21,6 +21,7 @@
 #include "data/loader.h"
 #include "framework/checkpoint.h"
 #include "framework/executor.h"
+#include "framework/files.h"
 #include "framework/solver.h"
 #include "memory/runtime.h"
 #include "tools/common/timeline_tools.h"
@@ -111,7 +112,7 @@ class Trainer {
   TensorStore& solver_store();
   Status SaveCheckpoint();
   Status Diverged(const std::string& what) const;
-  void LogStep(const LossResult& result, double lr, double seconds);
+  Status LogStep(const LossResult& result, double lr, double seconds);
   Status WriteMemoryLog();
   Status StartTrace();
   Status FinishTrace();
@@ -146,7 +147,7 @@ class Trainer {
   int64_t saved_step_ = -1;  // of this run's last checkpoint (-1: none yet)
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
-  std::ofstream log_;
+  LineLog log_;       // <output>/log.jsonl
   int lock_fd_ = -1;  // <output>/train.lock, held while the trainer lives
   Progress progress_;
   TrainReport report_;

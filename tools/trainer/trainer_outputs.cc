@@ -5,7 +5,6 @@
 // memory page of that iteration (--html).
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "framework/files.h"
@@ -105,9 +104,7 @@ Status Trainer::WriteTimeline() {
     }
   }
   if (options_.timeline.empty()) return Status::Ok();
-  std::ofstream out(options_.timeline);
-  out << TimelineTraceJson(traced_);
-  if (!out) return IoError("cannot write the timeline '" + options_.timeline + "'");
+  SPILL_RETURN_IF_ERROR(WriteTextFile(options_.timeline, TimelineTraceJson(traced_), "--timeline"));
   if (options_.verbose) {
     std::fprintf(stderr, "timeline of iteration %zu written to %s\n", traced_iteration_,
                  options_.timeline.c_str());
