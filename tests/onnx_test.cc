@@ -199,7 +199,6 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
-
 std::vector<float> SomeImages(int64_t count) {
   std::vector<float> x(count);
   for (int64_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1;
