@@ -186,7 +186,7 @@ data: {dataset: fashion_mnist, path: /nowhere, batch: 8}
 solver: {type: sgd, lr: 0.01, momentum: 0.9}
 memory: {mode: window, device_budget: 64MiB, host_budget: 1GiB, allocator: va, va_chunk: 64KiB,
          window: 1.5x, window_budget: 1x, params: above:1KiB, update: host, host_tier: ram,
-         chunk: 2, workspace: pin:im2col_image, eviction: belady, compact: false}
+         chunk: 2, workspace: pin:im2col_image, compact: false}
 run: {steps: 4, seed: 5, init: /nowhere/init.npz}
 distributed: {bucket: 256KiB, sync_batch_norm: false, check_replicas: true}
 )"});
