@@ -199,12 +199,6 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
-std::vector<float> SomeImages(int64_t count) {
-  std::vector<float> x(count);
-  for (int64_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1;
-  return x;
-}
-
 // Exports (checked by onnx::checker inside ExportOnnx), serializes, parses
 // and imports again: the same scores, bit for bit.
 void ExpectRoundTripBitIdentical(const NetSpec& spec, const NpzArchive& params) {
@@ -220,7 +214,8 @@ void ExpectRoundTripBitIdentical(const NetSpec& spec, const NpzArchive& params) 
   ASSERT_TRUE(imported.ok()) << imported.status().ToString();
   auto spec2 = ParseNetString(imported->yaml, "exported.onnx");
   ASSERT_TRUE(spec2.ok()) << spec2.status().ToString() << "\n" << imported->yaml;
-  const std::vector<float> images = SomeImages(kBatch * (*net)->input_shape().sample_size());
+  const std::vector<float> images =
+      testing::SomeImages(kBatch * (*net)->input_shape().sample_size());
   auto before = testing::ForwardScores(spec, params, images, kBatch);
   auto after = testing::ForwardScores(*spec2, imported->params, images, kBatch);
   ASSERT_TRUE(before.ok()) << before.status().ToString();

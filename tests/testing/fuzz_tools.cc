@@ -32,12 +32,6 @@ const char kHostNet[] = R"(
     - {name: loss, type: softmax_loss}
 )";
 
-std::vector<float> SomeImages(int64_t count) {
-  std::vector<float> x(count);
-  for (int64_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1;
-  return x;
-}
-
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -124,7 +118,7 @@ Status ExportPipeline(const std::string& net_path, const std::string& onnx_path)
     return Internal("the export holds " + std::to_string(imported->params.size()) +
                     " weights, the network " + std::to_string(params.size()));
   }
-  const std::vector<float> images = SomeImages(net->input_shape().sample_size());
+  const std::vector<float> images = testing::SomeImages(net->input_shape().sample_size());
   SPILL_ASSIGN_OR_RETURN(std::vector<float> before,
                          testing::ForwardScores(spec, params, images, 1));
   auto after = testing::ForwardScores(*spec_back, imported->params, images, 1);

@@ -53,6 +53,12 @@ StatusOr<OnnxFixture> LoadOnnxFixture(const std::string& name) {
   return f;
 }
 
+std::vector<float> SomeImages(int64_t count) {
+  std::vector<float> x(count);
+  for (int64_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1;
+  return x;
+}
+
 NpzArchive SeededParams(const Net& net) {
   NpzArchive archive;
   const Schedule& s = net.schedule();

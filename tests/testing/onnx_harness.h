@@ -34,6 +34,9 @@ StatusOr<std::vector<float>> ForwardScores(const NetSpec& spec, const NpzArchive
 // all sorts of plausible values.
 NpzArchive SeededParams(const Net& net);
 
+// `count` input values spread over [-1, 1), the same every call.
+std::vector<float> SomeImages(int64_t count);
+
 // Two training steps at batch 2 from `params` in every memory mode, each at
 // a roomy budget and at the smallest that runs: the baseline's losses and
 // weights bit for bit (gtest expectations).
