@@ -7,16 +7,17 @@
 
 namespace spill {
 
-MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& options, Device* device)
+MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& options,
+                             std::unique_ptr<Backing> backing)
     : view_(view),
       schedule_(*view.schedule),
       options_(options),
-      device_(device),
       host_pool_(options.offload || options.params.kind != ParamPlacement::Kind::kDevice ||
                          options.batch_chunk != kBatchChunkOff
                      ? options.host_budget
                      : 0,
                  FitPolicy::kFirstFit),
+      backing_(std::move(backing)),
       cache_(view.schedule->tensors.size()),
       home_host_(view.schedule->tensors.size(), false),
       updated_(view.schedule->parameters.size(), false),
@@ -32,13 +33,7 @@ MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& optio
   }
 }
 
-MemoryRuntime::~MemoryRuntime() {
-  if (device_ != nullptr) {
-    device_->copy_queue().Synchronize();
-    if (device_base_ != nullptr) allocator_->Release(*device_, device_base_);
-    if (host_base_ != nullptr) device_->ReleaseHostRegion(host_base_);
-  }
-}
+MemoryRuntime::~MemoryRuntime() = default;
 
 StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const NetworkView& view,
                                                                const MemoryOptions& options,
@@ -53,7 +48,10 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const NetworkView
   if (device != nullptr && given != nullptr && given->overdraft) {
     return InvalidArgument("memory: only a plan may place requests past the budget");
   }
-  std::unique_ptr<MemoryRuntime> runtime(new MemoryRuntime(view, options, device));
+  // The one place where running and planning differ: what the decisions
+  // do to memory (memory/backing.h).
+  std::unique_ptr<MemoryRuntime> runtime(new MemoryRuntime(
+      view, options, device != nullptr ? MakeDeviceBacking(*device) : MakePlanningBacking()));
   runtime->overdraft_ = given != nullptr && given->overdraft;
   SPILL_RETURN_IF_ERROR(runtime->Reserve());
   SPILL_RETURN_IF_ERROR(runtime->PlanPolicies(given));
@@ -76,21 +74,10 @@ Status MemoryRuntime::Reserve() {
   SPILL_ASSIGN_OR_RETURN(allocator_, CreateAllocator(options_.allocator, context));
   if (options_.record_events) allocator_->set_event_log(&log_events_);
   allocator_->set_check_every_event(options_.check_allocator);
-  if (device_ != nullptr) {
-    SPILL_ASSIGN_OR_RETURN(device_base_, allocator_->Reserve(*device_));
-    if (host_pool_.capacity() > 0) {
-      if (options_.host_tier == "ram") {
-        SPILL_ASSIGN_OR_RETURN(host_base_, device_->ReserveHostRegion(host_pool_.capacity()));
-      } else {
-        SPILL_ASSIGN_OR_RETURN(
-            host_base_,
-            device_->ReserveFileHostRegion(host_pool_.capacity(), options_.host_tier.substr(5)));
-      }
-    }
-  }
-  residency_ = std::make_unique<ResidencyManager>(schedule_, allocator_.get(), &host_pool_, device_,
-                                                  device_base_, host_base_,
-                                                  options_.record_events ? &log_events_ : nullptr);
+  SPILL_RETURN_IF_ERROR(backing_->Reserve(*allocator_, host_pool_.capacity(), options_.host_tier));
+  residency_ =
+      std::make_unique<ResidencyManager>(schedule_, allocator_.get(), &host_pool_, backing_.get(),
+                                         options_.record_events ? &log_events_ : nullptr);
   residency_->set_poison(options_.poison_freed);
   const std::string budget = FormatBytes(static_cast<double>(host_pool_.capacity()));
   residency_->set_host_tier_name(options_.host_tier == "ram"

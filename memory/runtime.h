@@ -40,6 +40,7 @@
 #include "framework/network_view.h"
 #include "framework/tensor_store.h"
 #include "memory/allocators/allocator.h"
+#include "memory/backing.h"
 #include "memory/eviction/eviction.h"
 #include "memory/heap_pool.h"
 #include "memory/memory_events.h"
@@ -93,7 +94,7 @@ class MemoryRuntime : public TensorStore {
   Status FinishUpdate() override;
   Workspace StepWorkspace() override { return workspace_; }
   std::vector<int> StepAlgorithms() override { return algorithms_; }
-  bool computes() const override { return device_ != nullptr; }
+  bool computes() const override { return backing_->computes(); }
   int64_t BatchChunk() const override {
     return options_.batch_chunk > 0 ? options_.batch_chunk : 0;
   }
@@ -125,7 +126,8 @@ class MemoryRuntime : public TensorStore {
   int64_t recomputations() const { return recomputations_; }
 
  private:
-  MemoryRuntime(const NetworkView& view, const MemoryOptions& options, Device* device);
+  MemoryRuntime(const NetworkView& view, const MemoryOptions& options,
+                std::unique_ptr<Backing> backing);
   Status Reserve();
   Status PlanPolicies(const GivenPlans* given);
   Status AllocatePersistent();
@@ -247,11 +249,10 @@ class MemoryRuntime : public TensorStore {
   const NetworkView view_;
   const Schedule& schedule_;
   MemoryOptions options_;
-  Device* device_;
-  void* device_base_ = nullptr;
-  void* host_base_ = nullptr;
   std::unique_ptr<DeviceAllocator> allocator_;
   HeapPool host_pool_;
+  // Releases its regions through the allocator: declared after it.
+  std::unique_ptr<Backing> backing_;
   std::unique_ptr<ResidencyManager> residency_;
   PhasePlans plans_;
   const TransferPlan* plan_ = nullptr;  // of the current phase
@@ -288,6 +289,7 @@ class MemoryRuntime : public TensorStore {
   std::vector<TensorId> pinned_;  // locked for the current step
   Workspace workspace_;
   AllocationId workspace_id_ = -1;
+  size_t workspace_offset_ = 0;
   std::vector<int> algorithms_;  // of the step (or recomputation) being run
   // Per layer: the algorithms its forward ran with in this iteration.
   std::vector<std::vector<int>> forward_algorithms_;
@@ -301,6 +303,7 @@ class MemoryRuntime : public TensorStore {
     bool accumulated = false;  // added into: copied in before each call of the last sweep
     bool written = false;      // copied out after each call of the last sweep
     AllocationId block = -1;
+    size_t offset = 0;     // of the staging block
     char* data = nullptr;  // the staging block; null when planning
   };
   std::vector<StagedTensor> staged_;

@@ -36,11 +36,9 @@ void MemoryRuntime::ApplyUpdate(int slot) {
   e.offset = options_.update_on_host ? 1 : 0;
   if (options_.record_events) log_events_.Add(e);
   updated_[slot] = true;
-  if (device_ != nullptr && !update_) {
-    failure_ = InvalidArgument(
-        "the solver step of '" + schedule_.tensors[p.param].name +
-        "' is due during backward (its parameters live in host memory): hand the store the "
-        "update (Solver::BeginStep) before running the iteration");
+  Status given = backing_->RequireUpdate(update_, schedule_.tensors[p.param].name);
+  if (!given.ok()) {
+    failure_ = given;
     return;
   }
   if (options_.update_on_host) {
@@ -64,11 +62,9 @@ Status MemoryRuntime::UpdateOnDevice(int slot) {
     SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, no_runner_));
     Pin(id);
   }
-  if (device_ != nullptr && update_) {
-    std::vector<float*> state;
-    for (TensorId t : p.state) state.push_back(residency_->data(t));
-    update_(p, residency_->data(p.param), residency_->data(p.grad), state, /*host=*/false);
-  }
+  std::vector<float*> state;
+  for (TensorId t : p.state) state.push_back(residency_->data(t));
+  backing_->Update(update_, p, residency_->data(p.param), residency_->data(p.grad), state);
   residency_->MarkWritten(p.param);
   for (TensorId t : p.state) residency_->MarkWritten(t);
   for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
@@ -86,16 +82,10 @@ void MemoryRuntime::UpdateInHostMemory(int slot) {
                            "' could not go to host memory for its update there");
     return;
   }
-  if (device_ == nullptr) return;
-  float* w = residency_->host_data(p.param);
-  float* g = residency_->host_data(p.grad);
   std::vector<float*> state;
   for (TensorId t : p.state) state.push_back(residency_->host_data(t));
-  SlotUpdate update = update_;
-  const ParameterSlot copy = p;
-  device_->EnqueueHostTask(device_->copy_queue(), [update, copy, w, g, state] {
-    update(copy, w, g, state, /*host=*/true);
-  });
+  backing_->UpdateInHostMemory(update_, p, residency_->host_data(p.param),
+                               residency_->host_data(p.grad), state);
 }
 
 Status MemoryRuntime::FinishUpdate() {
@@ -112,13 +102,13 @@ Status MemoryRuntime::FinishUpdate() {
 
 Status MemoryRuntime::ReadTensor(TensorId id, void* out) {
   const TensorInfo& info = schedule_.tensors[id];
-  if (device_ == nullptr) return Internal("no tensor holds data while planning");
+  SPILL_RETURN_IF_ERROR(backing_->HoldsData());
   // Copies and host updates in flight may still fill it.
-  device_->copy_queue().Synchronize();
+  backing_->SynchronizeCopies();
   residency_->WaitForCopy(id);
   if (residency_->state(id) == Residency::kPrefetching) residency_->FinishPrefetch(id);
   if (residency_->on_device(id)) {
-    device_->CopySync(out, residency_->data(id), info.bytes, CopyKind::kDeviceToHost);
+    backing_->CopySync(out, residency_->data(id), info.bytes, CopyKind::kDeviceToHost);
     return Status::Ok();
   }
   if (residency_->state(id) == Residency::kHost && residency_->host_copy_current(id)) {
@@ -131,13 +121,13 @@ Status MemoryRuntime::ReadTensor(TensorId id, void* out) {
 
 Status MemoryRuntime::WriteTensor(TensorId id, const void* in) {
   const TensorInfo& info = schedule_.tensors[id];
-  if (device_ == nullptr) return Internal("no tensor holds data while planning");
-  device_->copy_queue().Synchronize();
+  SPILL_RETURN_IF_ERROR(backing_->HoldsData());
+  backing_->SynchronizeCopies();
   residency_->WaitForCopy(id);
   if (residency_->state(id) == Residency::kPrefetching) residency_->FinishPrefetch(id);
   if (residency_->state(id) == Residency::kOffloading) residency_->CancelOffload(id);
   if (residency_->state(id) == Residency::kDevice) {
-    device_->CopySync(residency_->data(id), in, info.bytes, CopyKind::kHostToDevice);
+    backing_->CopySync(residency_->data(id), in, info.bytes, CopyKind::kHostToDevice);
     residency_->MarkWritten(id);
     return Status::Ok();
   }

@@ -162,9 +162,9 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
   }
   workspace_id_ = allocation->id;
   workspace_.bytes = bytes;
-  workspace_.data =
-      device_base_ == nullptr ? nullptr : static_cast<char*>(device_base_) + allocation->offset;
-  if (device_ != nullptr) device_->AnnotateAllocation(workspace_.data, bytes);
+  workspace_offset_ = allocation->offset;
+  workspace_.data = backing_->device_address(allocation->offset);
+  backing_->AnnotateAllocation(allocation->offset, bytes);
   return Status::Ok();
 }
 
@@ -213,7 +213,7 @@ Status MemoryRuntime::ReuseForwardWorkspace(int layer) {
 
 void MemoryRuntime::FreeWorkspace() {
   if (workspace_id_ < 0) return;
-  if (device_ != nullptr) device_->AnnotateFree(workspace_.data);
+  backing_->AnnotateFree(workspace_offset_);
   allocator_->Free(workspace_id_);
   workspace_id_ = -1;
   workspace_ = Workspace();
@@ -355,6 +355,7 @@ Status MemoryRuntime::PlaceOutputs(const LayerTensors& lt,
 Status MemoryRuntime::AsideFromStep(const std::function<Status()>& body) {
   const Workspace outer = workspace_;
   const AllocationId outer_id = workspace_id_;
+  const size_t outer_offset = workspace_offset_;
   const std::vector<int> outer_algorithms = algorithms_;
   std::vector<StagedTensor> outer_staged;
   outer_staged.swap(staged_);
@@ -365,6 +366,7 @@ Status MemoryRuntime::AsideFromStep(const std::function<Status()>& body) {
   FreeWorkspace();
   workspace_ = outer;
   workspace_id_ = outer_id;
+  workspace_offset_ = outer_offset;
   algorithms_ = outer_algorithms;
   staged_.swap(outer_staged);
   stream_images_ = outer_images;

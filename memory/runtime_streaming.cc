@@ -257,10 +257,9 @@ Status MemoryRuntime::TryStaging(int64_t images) {
                   request.bytes);
     }
     t.block = block->id;
-    if (device_base_ != nullptr) {
-      t.data = static_cast<char*>(device_base_) + block->offset;
-      device_->AnnotateAllocation(t.data, request.bytes);
-    }
+    t.offset = block->offset;
+    t.data = backing_->device_address(block->offset);
+    backing_->AnnotateAllocation(block->offset, request.bytes);
   }
   return Status::Ok();
 }
@@ -268,7 +267,7 @@ Status MemoryRuntime::TryStaging(int64_t images) {
 void MemoryRuntime::FreeStaging() {
   for (StagedTensor& t : staged_) {
     if (t.block < 0) continue;
-    if (t.data != nullptr) device_->AnnotateFree(t.data);
+    backing_->AnnotateFree(t.offset);
     allocator_->Free(t.block);
     t.block = -1;
     t.data = nullptr;
@@ -280,7 +279,7 @@ void MemoryRuntime::FinishStreamed() {
   for (const StagedTensor& t : staged_) {
     if (!t.written) continue;
     // The staging block is given back once its last copy out is done.
-    if (device_ != nullptr) residency_->WaitForCopy(t.id);
+    residency_->WaitForCopy(t.id);
     residency_->CountStreamOut(t.id, schedule_.tensors[t.id].bytes);
   }
   FreeStaging();
