@@ -23,8 +23,18 @@
 #include "memory/runtime.h"
 
 namespace spill {
+namespace {
 
-void MemoryRuntime::BeginUpdate(SlotUpdate update) { update_ = std::move(update); }
+// The runner of a solver step outside any step: a parameter it needs is
+// never dropped, so nothing is recomputed.
+class NoRunner : public StepRunner {
+ public:
+  Status Recompute(int) override { return Internal("no recomputation outside a step"); }
+};
+
+}  // namespace
+
+void MemoryRuntime::BeginUpdate(SlotUpdate update) { params_.Begin(std::move(update)); }
 
 void MemoryRuntime::ApplyUpdate(int slot) {
   const ParameterSlot& p = schedule_.parameters[slot];
@@ -35,10 +45,10 @@ void MemoryRuntime::ApplyUpdate(int slot) {
   e.bytes = schedule_.tensors[p.param].bytes;
   e.offset = options_.update_on_host ? 1 : 0;
   if (options_.record_events) log_events_.Add(e);
-  updated_[slot] = true;
-  Status given = backing_->RequireUpdate(update_, schedule_.tensors[p.param].name);
+  params_.MarkUpdated(slot);
+  Status given = backing_->RequireUpdate(params_.update(), schedule_.tensors[p.param].name);
   if (!given.ok()) {
-    failure_ = given;
+    params_.set_failure(given);
     return;
   }
   if (options_.update_on_host) {
@@ -47,7 +57,7 @@ void MemoryRuntime::ApplyUpdate(int slot) {
   }
   Status status = UpdateOnDevice(slot);
   if (!status.ok()) {
-    failure_ = status;
+    params_.set_failure(status);
     return;
   }
   residency_->Release(p.grad);  // used up
@@ -57,18 +67,18 @@ Status MemoryRuntime::UpdateOnDevice(int slot) {
   const ParameterSlot& p = schedule_.parameters[slot];
   std::vector<TensorId> tensors = {p.param, p.grad};
   tensors.insert(tensors.end(), p.state.begin(), p.state.end());
-  const size_t pins = pinned_.size();
+  const size_t pins = cache_.pins();
+  NoRunner no_runner;
   for (TensorId id : tensors) {
-    SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, no_runner_));
+    SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, no_runner));
     Pin(id);
   }
   std::vector<float*> state;
   for (TensorId t : p.state) state.push_back(residency_->data(t));
-  backing_->Update(update_, p, residency_->data(p.param), residency_->data(p.grad), state);
+  backing_->Update(params_.update(), p, residency_->data(p.param), residency_->data(p.grad), state);
   residency_->MarkWritten(p.param);
   for (TensorId t : p.state) residency_->MarkWritten(t);
-  for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
-  pinned_.resize(pins);
+  cache_.UnpinTo(pins);
   return Status::Ok();
 }
 
@@ -78,25 +88,23 @@ void MemoryRuntime::UpdateInHostMemory(int slot) {
   const ParameterSlot& p = schedule_.parameters[slot];
   if (residency_->state(p.grad) != Residency::kOffloading ||
       !residency_->host_copy_current(p.grad)) {
-    failure_ = OutOfMemory("the gradient of '" + schedule_.tensors[p.param].name +
-                           "' could not go to host memory for its update there");
+    params_.set_failure(OutOfMemory("the gradient of '" + schedule_.tensors[p.param].name +
+                                    "' could not go to host memory for its update there"));
     return;
   }
   std::vector<float*> state;
   for (TensorId t : p.state) state.push_back(residency_->host_data(t));
-  backing_->UpdateInHostMemory(update_, p, residency_->host_data(p.param),
+  backing_->UpdateInHostMemory(params_.update(), p, residency_->host_data(p.param),
                                residency_->host_data(p.grad), state);
 }
 
 Status MemoryRuntime::FinishUpdate() {
-  Status status = failure_;
+  Status status = params_.failure();
   for (size_t slot = 0; slot < schedule_.parameters.size() && status.ok(); ++slot) {
-    if (updated_[slot]) continue;
+    if (params_.updated(static_cast<int>(slot))) continue;
     status = UpdateOnDevice(static_cast<int>(slot));
   }
-  update_ = nullptr;
-  updated_.assign(updated_.size(), false);
-  failure_ = Status::Ok();
+  params_.Finish();
   return status;
 }
 
