@@ -39,18 +39,12 @@ MemoryCategory CategoryOf(TensorKind kind) {
   return MemoryCategory::kActivations;
 }
 
-// Byte value whose float pattern is a quiet NaN (0xFFFFFFFF).
-constexpr int kPoisonByte = 0xFF;
-
 ResidencyManager::ResidencyManager(const Schedule& schedule, DeviceAllocator* allocator,
-                                   HeapPool* host_pool, Device* device, void* device_base,
-                                   void* host_base, MemoryEventLog* log)
+                                   HeapPool* host_pool, Backing* backing, MemoryEventLog* log)
     : schedule_(schedule),
       allocator_(allocator),
       host_pool_(host_pool),
-      device_(device),
-      device_base_(static_cast<char*>(device_base)),
-      host_base_(static_cast<char*>(host_base)),
+      backing_(backing),
       slots_(schedule.tensors.size()),
       log_(log) {
   for (size_t id = 0; id < slots_.size(); ++id) {
@@ -67,8 +61,7 @@ float* ResidencyManager::data(TensorId id) const {
   const Slot& slot = slots_[id];
   SPILL_CHECK(slot.has_device) << "tensor '" << schedule_.tensors[id].name << "' is "
                                << ResidencyName(slot.state) << ", not on the device";
-  if (device_base_ == nullptr) return nullptr;
-  return reinterpret_cast<float*>(device_base_ + slot.device.offset);
+  return reinterpret_cast<float*>(backing_->device_address(slot.device.offset));
 }
 
 void ResidencyManager::WaitForCopy(Slot& slot) {
@@ -77,9 +70,8 @@ void ResidencyManager::WaitForCopy(Slot& slot) {
 }
 
 void ResidencyManager::Poison(const Slot& slot) {
-  if (!poison_ || device_ == nullptr || !slot.has_device) return;
-  device_->MemsetAsync(device_base_ + slot.device.offset, kPoisonByte, slot.device.bytes,
-                       device_->compute_queue());
+  if (!poison_ || !slot.has_device) return;
+  backing_->Poison(slot.device.offset, slot.device.bytes);
 }
 
 void ResidencyManager::Record(MemoryEventType type, TensorId id, size_t bytes) {
@@ -95,7 +87,7 @@ void ResidencyManager::Record(MemoryEventType type, TensorId id, size_t bytes) {
 void ResidencyManager::FreeDevice(Slot& slot) {
   if (!slot.has_device) return;
   Poison(slot);
-  if (device_ != nullptr) device_->AnnotateFree(device_base_ + slot.device.offset);
+  backing_->AnnotateFree(slot.device.offset);
   allocator_->Free(slot.device.id);
   owner_[slot.device.id] = kNoTensor;
   slot.has_device = false;
@@ -115,7 +107,7 @@ void ResidencyManager::SetOwner(AllocationId allocation, TensorId id) {
 }
 
 size_t ResidencyManager::Compact() {
-  if (device_ != nullptr) device_->copy_queue().Synchronize();
+  backing_->SynchronizeCopies();
   size_t moved = 0;
   for (const auto& [offset, allocation] : allocator_->AllocationsByOffset()) {
     const TensorId id =
@@ -124,19 +116,7 @@ size_t ResidencyManager::Compact() {
     Slot& slot = slots_[id];
     const size_t target = allocator_->MoveDown(allocation);
     if (target == offset) continue;
-    if (device_ != nullptr) {
-      // Downward and possibly overlapping: the device copies as memmove does.
-      // A memory checker sees the move's whole span as one block while the
-      // copy runs (it reads the old place and writes the new one), then the
-      // tensor's block at its new place.
-      const size_t bytes = schedule_.tensors[id].bytes;
-      device_->AnnotateFree(device_base_ + offset);
-      device_->AnnotateAllocation(device_base_ + target, offset + bytes - target);
-      device_->CopyAsync(device_base_ + target, device_base_ + offset, bytes,
-                         CopyKind::kDeviceToDevice, device_->compute_queue());
-      device_->AnnotateFree(device_base_ + target);
-      device_->AnnotateAllocation(device_base_ + target, bytes);
-    }
+    backing_->MoveDown(target, offset, schedule_.tensors[id].bytes);
     slot.device.offset = target;
     moved += schedule_.tensors[id].bytes;
   }
@@ -155,9 +135,7 @@ Status ResidencyManager::AllocateDevice(TensorId id, int hint) {
   request.step = step_;
   request.hint = hint;
   SPILL_ASSIGN_OR_RETURN(slot.device, NoteRefusedOffloads(allocator_->Allocate(request)));
-  if (device_ != nullptr) {
-    device_->AnnotateAllocation(device_base_ + slot.device.offset, info.bytes);
-  }
+  backing_->AnnotateAllocation(slot.device.offset, info.bytes);
   SetOwner(slot.device.id, id);
   slot.has_device = true;
   if (slot.transient) resident_transient_++;
@@ -177,9 +155,7 @@ Status ResidencyManager::AllocateHost(TensorId id) {
   }
   slot.host = *block;
   slot.has_host = true;
-  Status pinned = device_ == nullptr
-                      ? Status::Ok()
-                      : device_->EnsureHostPinned(host_base_, slot.host.offset + slot.host.bytes);
+  Status pinned = backing_->PinHost(slot.host.offset + slot.host.bytes);
   if (!pinned.ok()) {
     FreeHost(slot);
     if (pin_failure_.empty()) {
@@ -215,8 +191,8 @@ Status ResidencyManager::AllocateForWrite(TensorId id, int hint) {
 
 float* ResidencyManager::host_data(TensorId id) const {
   const Slot& slot = slots_[id];
-  if (!slot.has_host || host_base_ == nullptr) return nullptr;
-  return reinterpret_cast<float*>(host_base_ + slot.host.offset);
+  if (!slot.has_host) return nullptr;
+  return reinterpret_cast<float*>(backing_->host_address(slot.host.offset));
 }
 
 Status ResidencyManager::Allocate(TensorId id, int hint) {
@@ -244,13 +220,7 @@ Status ResidencyManager::BeginOffload(TensorId id) {
   if (!slot.host_valid) {
     const TensorInfo& info = schedule_.tensors[id];
     if (!slot.has_host) SPILL_RETURN_IF_ERROR(AllocateHost(id));
-    if (device_ != nullptr) {
-      Queue& copy = device_->copy_queue();
-      copy.Wait(device_->compute_queue().Record());  // after the compute that wrote it
-      device_->CopyAsync(host_base_ + slot.host.offset, device_base_ + slot.device.offset,
-                         info.bytes, CopyKind::kDeviceToHost, copy);
-      slot.event = copy.Record();
-    }
+    slot.event = backing_->CopyOut(slot.host.offset, slot.device.offset, info.bytes);
     counters_.to_host_bytes += info.bytes;
     slot.host_valid = true;
     Record(MemoryEventType::kBeginOffload, id, info.bytes);
@@ -276,7 +246,7 @@ void ResidencyManager::CancelOffload(TensorId id) {
   SPILL_CHECK(slot.state == Residency::kOffloading) << schedule_.tensors[id].name;
   Record(MemoryEventType::kCancelOffload, id, 0);
   // The copy may still read the block: later compute that writes it waits.
-  if (slot.event && device_ != nullptr) device_->compute_queue().Wait(slot.event);
+  backing_->ComputeWaits(slot.event);
   slot.state = Residency::kDevice;
 }
 
@@ -287,14 +257,7 @@ Status ResidencyManager::BeginPrefetch(TensorId id) {
   const TensorInfo& info = schedule_.tensors[id];
   SPILL_RETURN_IF_ERROR(AllocateDevice(id, 0));
   Record(MemoryEventType::kBeginPrefetch, id, info.bytes);
-  if (device_ != nullptr) {
-    Queue& copy = device_->copy_queue();
-    // The block may have been freed by compute enqueued before now.
-    copy.Wait(device_->compute_queue().Record());
-    device_->CopyAsync(device_base_ + slot.device.offset, host_base_ + slot.host.offset, info.bytes,
-                       CopyKind::kHostToDevice, copy);
-    slot.event = copy.Record();
-  }
+  slot.event = backing_->CopyIn(slot.device.offset, slot.host.offset, info.bytes);
   counters_.to_device_bytes += info.bytes;
   counters_.prefetches++;
   slot.state = Residency::kPrefetching;
@@ -305,7 +268,7 @@ void ResidencyManager::FinishPrefetch(TensorId id) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.state == Residency::kPrefetching) << schedule_.tensors[id].name;
   Record(MemoryEventType::kFinishPrefetch, id, schedule_.tensors[id].bytes);
-  if (slot.event && device_ != nullptr) device_->compute_queue().Wait(slot.event);
+  backing_->ComputeWaits(slot.event);
   slot.event.reset();
   slot.state = Residency::kDevice;
 }
@@ -329,21 +292,13 @@ void ResidencyManager::MarkWritten(TensorId id) {
 void ResidencyManager::CopySliceIn(TensorId id, void* staging, size_t offset, size_t bytes) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.has_host && slot.host_valid) << schedule_.tensors[id].name;
-  Queue& copy = device_->copy_queue();
-  copy.Wait(device_->compute_queue().Record());  // the previous slice is done with `staging`
-  device_->CopyAsync(staging, host_base_ + slot.host.offset + offset, bytes,
-                     CopyKind::kHostToDevice, copy);
-  device_->compute_queue().Wait(copy.Record());
+  backing_->CopySliceIn(staging, slot.host.offset + offset, bytes);
 }
 
 void ResidencyManager::CopySliceOut(TensorId id, const void* staging, size_t offset, size_t bytes) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.has_host) << schedule_.tensors[id].name;
-  Queue& copy = device_->copy_queue();
-  copy.Wait(device_->compute_queue().Record());  // after the compute that wrote the slice
-  device_->CopyAsync(host_base_ + slot.host.offset + offset, staging, bytes,
-                     CopyKind::kDeviceToHost, copy);
-  slot.event = copy.Record();
+  slot.event = backing_->CopySliceOut(slot.host.offset + offset, staging, bytes);
   slot.host_valid = true;
 }
 

@@ -25,8 +25,9 @@
 //     device reproduces the run's memory exactly.
 //
 // Device blocks come from the allocator seam (memory/allocators/), host
-// blocks from a HeapPool. Without a device (planning) the same transitions
-// run on offsets and no bytes move. Every transition is recorded in the
+// blocks from a HeapPool; copies, waits and annotations go through the
+// Backing (memory/backing.h). When planning the same transitions run on
+// offsets and no bytes move. Every transition is recorded in the
 // event log when one is attached.
 #ifndef SPILL_MEMORY_RESIDENCY_H_
 #define SPILL_MEMORY_RESIDENCY_H_
@@ -38,6 +39,7 @@
 #include "framework/device.h"
 #include "framework/schedule.h"
 #include "memory/allocators/allocator.h"
+#include "memory/backing.h"
 #include "memory/heap_pool.h"
 #include "memory/memory_events.h"
 
@@ -59,10 +61,10 @@ struct TransferCounters {
 
 class ResidencyManager {
  public:
-  // `device`, `device_base` and `host_base` are null when planning; `log`
-  // may be null.
+  // `backing` moves the bytes, or only accounts for them when planning;
+  // `log` may be null.
   ResidencyManager(const Schedule& schedule, DeviceAllocator* allocator, HeapPool* host_pool,
-                   Device* device, void* device_base, void* host_base, MemoryEventLog* log);
+                   Backing* backing, MemoryEventLog* log);
 
   // The step whose requests follow (for the allocator's records).
   void set_step(int step) { step_ = step; }
@@ -158,9 +160,7 @@ class ResidencyManager {
   const Schedule& schedule_;
   DeviceAllocator* allocator_;
   HeapPool* host_pool_;
-  Device* device_;
-  char* device_base_;
-  char* host_base_;
+  Backing* backing_;
   std::vector<Slot> slots_;
   std::vector<TensorId> owner_;  // device allocation id -> tensor, for compaction
   TransferCounters counters_;

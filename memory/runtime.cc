@@ -7,38 +7,23 @@
 
 namespace spill {
 
-MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& options, Device* device)
+MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& options,
+                             std::unique_ptr<Backing> backing)
     : view_(view),
       schedule_(*view.schedule),
       options_(options),
-      device_(device),
       host_pool_(options.offload || options.params.kind != ParamPlacement::Kind::kDevice ||
                          options.batch_chunk != kBatchChunkOff
                      ? options.host_budget
                      : 0,
                  FitPolicy::kFirstFit),
+      backing_(std::move(backing)),
       cache_(view.schedule->tensors.size()),
-      home_host_(view.schedule->tensors.size(), false),
-      updated_(view.schedule->parameters.size(), false),
-      rebuild_refs_(view.schedule->tensors.size(), 0),
-      holds_sources_(view.schedule->tensors.size(), false),
-      deferred_(view.schedule->tensors.size(), false),
-      forward_algorithms_(view.schedule->num_layers()) {
-  for (TensorId id = 0; id < static_cast<TensorId>(home_host_.size()); ++id) {
-    home_host_[id] = HomeOnHost(schedule_, options_, id);
-  }
-  for (size_t i = 0; i < schedule_.parameters.size(); ++i) {
-    slot_of_[schedule_.parameters[i].param] = static_cast<int>(i);
-  }
-}
+      params_(*view.schedule, options),
+      releases_(*view.schedule),
+      workspace_(view.schedule->num_layers()) {}
 
-MemoryRuntime::~MemoryRuntime() {
-  if (device_ != nullptr) {
-    device_->copy_queue().Synchronize();
-    if (device_base_ != nullptr) allocator_->Release(*device_, device_base_);
-    if (host_base_ != nullptr) device_->ReleaseHostRegion(host_base_);
-  }
-}
+MemoryRuntime::~MemoryRuntime() = default;
 
 StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const NetworkView& view,
                                                                const MemoryOptions& options,
@@ -53,8 +38,11 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const NetworkView
   if (device != nullptr && given != nullptr && given->overdraft) {
     return InvalidArgument("memory: only a plan may place requests past the budget");
   }
-  std::unique_ptr<MemoryRuntime> runtime(new MemoryRuntime(view, options, device));
-  runtime->overdraft_ = given != nullptr && given->overdraft;
+  // The one place where running and planning differ: what the decisions
+  // do to memory (memory/backing.h).
+  std::unique_ptr<MemoryRuntime> runtime(new MemoryRuntime(
+      view, options, device != nullptr ? MakeDeviceBacking(*device) : MakePlanningBacking()));
+  runtime->overdraft_.set_allowed(given != nullptr && given->overdraft);
   SPILL_RETURN_IF_ERROR(runtime->Reserve());
   SPILL_RETURN_IF_ERROR(runtime->PlanPolicies(given));
   SPILL_RETURN_IF_ERROR(runtime->AllocatePersistent());
@@ -76,21 +64,10 @@ Status MemoryRuntime::Reserve() {
   SPILL_ASSIGN_OR_RETURN(allocator_, CreateAllocator(options_.allocator, context));
   if (options_.record_events) allocator_->set_event_log(&log_events_);
   allocator_->set_check_every_event(options_.check_allocator);
-  if (device_ != nullptr) {
-    SPILL_ASSIGN_OR_RETURN(device_base_, allocator_->Reserve(*device_));
-    if (host_pool_.capacity() > 0) {
-      if (options_.host_tier == "ram") {
-        SPILL_ASSIGN_OR_RETURN(host_base_, device_->ReserveHostRegion(host_pool_.capacity()));
-      } else {
-        SPILL_ASSIGN_OR_RETURN(
-            host_base_,
-            device_->ReserveFileHostRegion(host_pool_.capacity(), options_.host_tier.substr(5)));
-      }
-    }
-  }
-  residency_ = std::make_unique<ResidencyManager>(schedule_, allocator_.get(), &host_pool_, device_,
-                                                  device_base_, host_base_,
-                                                  options_.record_events ? &log_events_ : nullptr);
+  SPILL_RETURN_IF_ERROR(backing_->Reserve(*allocator_, host_pool_.capacity(), options_.host_tier));
+  residency_ =
+      std::make_unique<ResidencyManager>(schedule_, allocator_.get(), &host_pool_, backing_.get(),
+                                         options_.record_events ? &log_events_ : nullptr);
   residency_->set_poison(options_.poison_freed);
   const std::string budget = FormatBytes(static_cast<double>(host_pool_.capacity()));
   residency_->set_host_tier_name(options_.host_tier == "ram"
@@ -116,7 +93,7 @@ Status MemoryRuntime::AllocatePersistent() {
   for (TensorId id = 0; id < static_cast<TensorId>(schedule_.tensors.size()); ++id) {
     const TensorInfo& info = schedule_.tensors[id];
     if (IsTransient(info.kind)) continue;
-    if (home_host_[id]) {
+    if (params_.home_host(id)) {
       Status status = residency_->AllocateOnHost(id);
       if (!status.ok()) {
         return Fail(status, "'" + info.name + "' in host memory", info.bytes);
@@ -128,8 +105,7 @@ Status MemoryRuntime::AllocatePersistent() {
     if (info.kind == TensorKind::kParamGrad && options_.params.HomeOnHost(info.bytes)) continue;
     SPILL_RETURN_IF_ERROR(AllocateTensor(id));
   }
-  log_.persistent = current_.persistent = allocator_->stats().total_in_use;
-  run_peak_ = allocator_->stats().total_peak;
+  records_.SetPersistent(allocator_->stats().total_in_use, allocator_->stats().total_peak);
   return Status::Ok();
 }
 
@@ -143,12 +119,13 @@ Status MemoryRuntime::AllocateAllTransient() {
 }
 
 Status MemoryRuntime::Fail(const Status& status, const std::string& what, size_t bytes) {
-  oom_.step = step_;
-  oom_.what = what;
-  oom_.requested = bytes;
-  oom_.in_use = allocator_->stats().total_in_use;
-  oom_.live = LiveTransient();
-  std::string where = allocating_all_
+  OutOfMemoryInfo& oom = records_.oom();
+  oom.step = step_;
+  oom.what = what;
+  oom.requested = bytes;
+  oom.in_use = allocator_->stats().total_in_use;
+  oom.live = LiveTransient();
+  std::string where = all_transient_ == AllTransient::kAllocating
                           ? "while allocating every tensor of the iteration (no liveness)"
                           : "while allocating parameters and solver state";
   if (step_ >= 0) {
@@ -156,7 +133,7 @@ Status MemoryRuntime::Fail(const Status& status, const std::string& what, size_t
     where = "at step " + std::to_string(step_ + 1) + " (" +
             (s.pass == Pass::kForward ? "forward " : "backward ") + view_.layer(s.layer).name + ")";
   }
-  std::vector<TensorId> largest = oom_.live;
+  std::vector<TensorId> largest = oom.live;
   std::sort(largest.begin(), largest.end(), [&](TensorId a, TensorId b) {
     return schedule_.tensors[a].bytes > schedule_.tensors[b].bytes;
   });
@@ -167,9 +144,9 @@ Status MemoryRuntime::Fail(const Status& status, const std::string& what, size_t
   }
   return Status(status.code(),
                 where + ": cannot allocate " + what + " (" + status.message() + "); " +
-                    FormatBytes(static_cast<double>(oom_.in_use)) + " of the " +
+                    FormatBytes(static_cast<double>(oom.in_use)) + " of the " +
                     FormatBytes(static_cast<double>(allocator_->capacity())) + " budget in use, " +
-                    std::to_string(oom_.live.size()) + " transient tensors live" +
+                    std::to_string(oom.live.size()) + " transient tensors live" +
                     (live.empty() ? "" : " (largest: " + live + ")"));
 }
 
@@ -182,24 +159,20 @@ Status MemoryRuntime::Overdraw(const std::function<Status()>& allocate) {
 
 Status MemoryRuntime::BeginIteration(Phase phase) {
   phase_ = phase;
-  plan_ = phase == Phase::kTrain ? &plans_.train : &plans_.eval;
-  current_.Clear();
-  current_.mode = options_.mode;
-  current_.persistent = log_.persistent;
+  records_.BeginIteration(options_.mode);
   log_events_.Clear();
   log_events_.set_step(-1);
-  lazy_offloads_.clear();
-  for (auto& chosen : forward_algorithms_) chosen.clear();
-  SPILL_RETURN_IF_ERROR(failure_);
+  releases_.ClearLazyOffloads();
+  workspace_.BeginIteration();
+  SPILL_RETURN_IF_ERROR(params_.failure());
   // Without liveness every tensor is allocated once, before the first
   // iteration's steps, and kept: like the persistent tensors, outside the
   // iteration the allocator sees.
-  if (!options_.liveness && !all_allocated_) {
-    allocating_all_ = true;
+  if (!options_.liveness && all_transient_ == AllTransient::kNotYet) {
+    all_transient_ = AllTransient::kAllocating;
     Status status = AllocateAllTransient();
-    allocating_all_ = false;
+    all_transient_ = status.ok() ? AllTransient::kAllocated : AllTransient::kNotYet;
     SPILL_RETURN_IF_ERROR(status);
-    all_allocated_ = true;
   }
   SPILL_RETURN_IF_ERROR(allocator_->BeginIteration(phase));
   // The log opens with what is already placed, so that it alone tells where
@@ -213,18 +186,15 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
   residency_->set_step(step_);
   log_events_.set_step(step_);
   allocator_->ResetPeaks();
-  step_to_host_ = residency_->counters().to_host_bytes;
-  step_to_device_ = residency_->counters().to_device_bytes;
-  step_compacted_ = residency_->counters().compacted_bytes;
-  step_recomputed_ = recomputations_;
-  SPILL_RETURN_IF_ERROR(failure_);
+  records_.BeginStep(residency_->counters());
+  SPILL_RETURN_IF_ERROR(params_.failure());
   std::string choice;
   if (MustStream(step)) {
     SPILL_RETURN_IF_ERROR(PrepareStreamed(step, runner, &choice));
   } else {
     Status whole;
     {
-      HoldOverdraft hold(this, CanStream(step));
+      Overdraft::Scope hold(&overdraft_, CanStream(step));
       whole = PrepareOnDevice(step, runner, &choice);
     }
     if (!whole.ok()) {
@@ -239,9 +209,9 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
   }
   // Upcoming tensors come back into whatever room the step leaves; the copies
   // overlap this step's computation.
-  SPILL_RETURN_IF_ERROR(RunActions(plan_->before[step.index], &runner));
+  SPILL_RETURN_IF_ERROR(RunActions(plan().before[step.index], &runner));
   Record(step);
-  current_.steps.back().algorithm = choice;
+  records_.step().algorithm = choice;
   return Status::Ok();
 }
 
@@ -266,11 +236,7 @@ Status MemoryRuntime::PrepareWrite(TensorId id) {
 // A tensor's life is over: everything goes, unless a dropped tensor still
 // needs it to be rebuilt (it then goes when the last such tensor does).
 void MemoryRuntime::Retire(TensorId id) {
-  if (rebuild_refs_[id] > 0) {
-    deferred_[id] = true;
-  } else {
-    Release(id);
-  }
+  if (!releases_.Defer(id)) Release(id);
 }
 
 void MemoryRuntime::Release(TensorId id) {
@@ -281,48 +247,18 @@ void MemoryRuntime::Release(TensorId id) {
 void MemoryRuntime::FreeReleased(TensorId id) {
   residency_->Release(id);
   cache_.Remove(id);
-  deferred_[id] = false;
+  releases_.Freed(id);
 }
 
 void MemoryRuntime::Drop(TensorId id) {
   residency_->Drop(id);
   cache_.Remove(id);
-  if (holds_sources_[id]) return;
-  holds_sources_[id] = true;
-  for (TensorId x : RebuildSources(schedule_, id)) ++rebuild_refs_[x];
+  releases_.HoldSources(id);
 }
 
 // `id` will not be rebuilt again (it is kept, or dead): its sources may go.
-// A source released here unreferences its own sources first, then goes - a
-// chain as long as a segment of dropped tensors, so walked on an explicit
-// stack (in the order nested calls would take).
 void MemoryRuntime::Unreference(TensorId id) {
-  if (!holds_sources_[id]) return;
-  holds_sources_[id] = false;
-  struct Frame {
-    TensorId tensor;
-    std::vector<TensorId> sources;
-    size_t next;
-  };
-  std::vector<Frame> stack;
-  stack.push_back({id, RebuildSources(schedule_, id), 0});
-  while (!stack.empty()) {
-    Frame& f = stack.back();
-    if (f.next == f.sources.size()) {
-      const TensorId done = f.tensor;
-      stack.pop_back();
-      if (!stack.empty()) FreeReleased(done);  // `id` itself stays
-      continue;
-    }
-    const TensorId x = f.sources[f.next++];
-    if (--rebuild_refs_[x] != 0 || !deferred_[x]) continue;
-    if (holds_sources_[x]) {  // Release(x): its sources first
-      holds_sources_[x] = false;
-      stack.push_back({x, RebuildSources(schedule_, x), 0});  // `f` dangles from here
-    } else {
-      FreeReleased(x);
-    }
-  }
+  releases_.Unreference(id, [this](TensorId source) { FreeReleased(source); });
 }
 
 // Applies a plan's actions in order; each acts only on a tensor in the state
@@ -332,7 +268,7 @@ Status MemoryRuntime::RunActions(const std::vector<TransferAction>& actions, Ste
   for (const TransferAction& a : actions) {
     if (a.op == TransferOp::kPrefetch) {
       if (held_back) continue;
-      held_back = !Prefetch(a.tensor) && plan_->prefetch_in_order;
+      held_back = !Prefetch(a.tensor) && plan().prefetch_in_order;
     } else if (a.op == TransferOp::kRebuild) {
       if (runner != nullptr && residency_->state(a.tensor) == Residency::kDropped) {
         SPILL_RETURN_IF_ERROR(Rebuild(a.tensor, *runner));
@@ -360,7 +296,7 @@ void MemoryRuntime::RunAfterStep(const TransferAction& a) {
       cache_.Remove(id);
       return;
     case TransferOp::kFinishOffloadLazily:
-      if (state == Residency::kOffloading) lazy_offloads_.push_back(id);
+      if (state == Residency::kOffloading) releases_.AddLazyOffload(id);
       return;
     case TransferOp::kCancelOffload:
       if (state == Residency::kOffloading) residency_->CancelOffload(id);
@@ -372,7 +308,7 @@ void MemoryRuntime::RunAfterStep(const TransferAction& a) {
       Retire(id);
       return;
     case TransferOp::kUpdate:
-      ApplyUpdate(slot_of_.at(id));
+      ApplyUpdate(params_.slot_of(id));
       return;
     case TransferOp::kPrefetch:
     case TransferOp::kRebuild:
@@ -389,7 +325,7 @@ void MemoryRuntime::FinishStep(const Step& step) {
   }
   FinishStreamed();
   FreeWorkspace();
-  algorithms_.clear();
+  workspace_.set_algorithms({});
   UnpinAll();
   for (TensorId id : step.writes) residency_->MarkWritten(id);
   // A training forward updates a layer's non-trainable parameters (batch
@@ -400,17 +336,10 @@ void MemoryRuntime::FinishStep(const Step& step) {
       if (lt.param_grads[p] == kNoTensor) residency_->MarkWritten(lt.params[p]);
     }
   }
-  current_.steps.back().peak = std::max(current_.steps.back().peak, allocator_->stats().total_peak);
-  current_.steps.back().overshoot =
-      std::max(current_.steps.back().overshoot, allocator_->overshoot_peak());
-  run_peak_ = std::max(run_peak_, current_.steps.back().peak);
-  Status status = RunActions(plan_->after[step.index], nullptr);
+  records_.PeakOfStep(allocator_->stats().total_peak, allocator_->overshoot_peak());
+  Status status = RunActions(plan().after[step.index], nullptr);
   SPILL_CHECK(status.ok()) << status.ToString();  // after a step: no rebuilds, nothing fails
-  StepRecord& record = current_.steps.back();
-  record.to_host = residency_->counters().to_host_bytes - step_to_host_;
-  record.to_device = residency_->counters().to_device_bytes - step_to_device_;
-  record.recomputed = static_cast<int>(recomputations_ - step_recomputed_);
-  record.compacted = residency_->counters().compacted_bytes - step_compacted_;
+  records_.FinishStep(residency_->counters());
 }
 
 Status MemoryRuntime::EndIteration() {
@@ -435,15 +364,8 @@ Status MemoryRuntime::EndIteration() {
     e.unmaps = static_cast<int>(remapped.unmaps);
     log_events_.Add(e);
   }
-  SPILL_RETURN_IF_ERROR(failure_);
-  current_.Finish();
-  // The next iteration repeats this one; it lists what is live at the peak.
-  if (capture_step_ == current_.peak_step && current_.peak_step >= 0) {
-    current_.peak_live = current_.steps[current_.peak_step].live;
-  }
-  capture_step_ = current_.peak_step;
-  log_ = current_;
-  events_ = log_events_.events();
+  SPILL_RETURN_IF_ERROR(params_.failure());
+  records_.EndIteration(log_events_.events());
   return Status::Ok();
 }
 
@@ -467,12 +389,12 @@ void MemoryRuntime::Record(const Step& step) {
   record.total = stats.total_in_use;
   record.peak = stats.total_peak;
   record.overshoot = allocator_->overshoot_peak();
-  record.workspace = workspace_.bytes;
+  record.workspace = workspace_.workspace().bytes;
   record.live_tensors = residency_->resident_transient();
   record.host = host_pool_.stats().total_in_use;
-  record.slice_images = stream_images_;
-  if (options_.record_live || step.index == capture_step_) record.live = LiveTransient();
-  current_.steps.push_back(std::move(record));
+  record.slice_images = staging_.images();
+  if (records_.CapturesLive(step.index, options_.record_live)) record.live = LiveTransient();
+  records_.Add(std::move(record));
 }
 
 }  // namespace spill

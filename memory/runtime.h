@@ -21,6 +21,13 @@
 // Persistent tensors (parameters, gradients, solver state) are allocated when
 // the runtime is created and stay for its lifetime.
 //
+// The runtime is an orchestrator: its state lives in parts it owns, each
+// with its own file (the tensor cache and pins, deferred releases, parameter
+// updates, the step's workspace, staging, the records, overdraft; see
+// memory/README.md), and what its decisions do to memory goes through the
+// Backing chosen when it is created (memory/backing.h): a device, or
+// accounting only when planning.
+//
 // Every decision is made from the schedule and the pools alone, never from
 // timing: copies run asynchronously, but the runtime waits for a copy at a
 // fixed point of the schedule before reusing its memory. So running it
@@ -29,36 +36,32 @@
 #ifndef SPILL_MEMORY_RUNTIME_H_
 #define SPILL_MEMORY_RUNTIME_H_
 
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "framework/device.h"
 #include "framework/network_view.h"
 #include "framework/tensor_store.h"
 #include "memory/allocators/allocator.h"
+#include "memory/backing.h"
+#include "memory/chosen_workspace.h"
+#include "memory/deferred_releases.h"
 #include "memory/eviction/eviction.h"
 #include "memory/heap_pool.h"
 #include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
+#include "memory/overdraft.h"
+#include "memory/parameter_updates.h"
 #include "memory/residency.h"
+#include "memory/runtime_records.h"
+#include "memory/staging.h"
 #include "memory/tensor_cache.h"
 #include "memory/transfer_plan.h"
 
 namespace spill {
-
-// What was live when an allocation failed.
-struct OutOfMemoryInfo {
-  int step = -1;
-  std::string what;  // the request that failed
-  size_t requested = 0;
-  size_t in_use = 0;
-  std::vector<TensorId> live;
-};
 
 // A plan to run instead of the scheduler's (memory/transfer_plan.h), made
 // by hand or by a planner that searches; the parameter transfers of
@@ -91,9 +94,9 @@ class MemoryRuntime : public TensorStore {
   Status WriteTensor(TensorId id, const void* in) override;
   void BeginUpdate(SlotUpdate update) override;
   Status FinishUpdate() override;
-  Workspace StepWorkspace() override { return workspace_; }
-  std::vector<int> StepAlgorithms() override { return algorithms_; }
-  bool computes() const override { return device_ != nullptr; }
+  Workspace StepWorkspace() override { return workspace_.workspace(); }
+  std::vector<int> StepAlgorithms() override { return workspace_.algorithms(); }
+  bool computes() const override { return backing_->computes(); }
   int64_t BatchChunk() const override {
     return options_.batch_chunk > 0 ? options_.batch_chunk : 0;
   }
@@ -101,55 +104,39 @@ class MemoryRuntime : public TensorStore {
     return options_.workspace.kind == WorkspacePolicy::Kind::kPin;
   }
   // Streamed steps (runtime_streaming.cc).
-  int64_t StreamImages() const override { return stream_images_; }
+  int64_t StreamImages() const override { return staging_.images(); }
   void BeginSlice(int64_t begin, int64_t images, bool last_sweep) override;
   void EndSlice(int64_t begin, int64_t images, bool last_sweep) override;
   float* StagedData(TensorId id) override;
 
   const MemoryOptions& options() const { return options_; }
   // Records of the last completed iteration.
-  const MemoryLog& log() const { return log_; }
+  const MemoryLog& log() const { return records_.log(); }
   const DeviceAllocator& allocator() const { return *allocator_; }
   const HeapPool& host_pool() const { return host_pool_; }
   const ResidencyManager& residency() const { return *residency_; }
   const PhasePlans& plans() const { return plans_; }
   // Events of the last completed iteration (with options.record_events).
-  const std::vector<MemoryEvent>& events() const { return events_; }
+  const std::vector<MemoryEvent>& events() const { return records_.events(); }
   // Timestamps every recorded event with `clock` (timelines of real runs).
   void set_event_clock(std::function<double()> clock) { log_events_.set_clock(std::move(clock)); }
   // Set when a step failed with kOutOfMemory.
-  const OutOfMemoryInfo& oom() const { return oom_; }
+  const OutOfMemoryInfo& oom() const { return records_.oom(); }
   // Highest device bytes in use at any moment since creation.
-  size_t run_peak() const { return run_peak_; }
+  size_t run_peak() const { return records_.run_peak(); }
   // Forward computations rerun to rebuild dropped tensors, since creation.
-  int64_t recomputations() const { return recomputations_; }
+  int64_t recomputations() const { return records_.recomputations(); }
 
  private:
-  MemoryRuntime(const NetworkView& view, const MemoryOptions& options, Device* device);
+  MemoryRuntime(const NetworkView& view, const MemoryOptions& options,
+                std::unique_ptr<Backing> backing);
   Status Reserve();
   Status PlanPolicies(const GivenPlans* given);
   Status AllocatePersistent();
   Status AllocateAllTransient();
   Status Fail(const Status& status, const std::string& what, size_t bytes);
-  // Overdraft (GivenPlans::overdraft): whether a request no room can be
-  // made for may go past the budget now - not while a step or a rebuild is
-  // tried whole, or staging at a slice that may still shrink, since their
-  // failure decides to stream or to shrink - and `allocate` run so.
-  bool MayOverdraw() const { return overdraft_ && overdraft_held_ == 0; }
+  // `allocate` run past the budget (memory/overdraft.h), when that may be.
   Status Overdraw(const std::function<Status()>& allocate);
-  // Holds overdraft back while alive (when `hold`).
-  class HoldOverdraft {
-   public:
-    HoldOverdraft(MemoryRuntime* runtime, bool hold) : runtime_(hold ? runtime : nullptr) {
-      if (runtime_ != nullptr) ++runtime_->overdraft_held_;
-    }
-    ~HoldOverdraft() {
-      if (runtime_ != nullptr) --runtime_->overdraft_held_;
-    }
-
-   private:
-    MemoryRuntime* runtime_;
-  };
   std::vector<TensorId> LiveTransient() const;
   void Record(const Step& step);
   Status RunActions(const std::vector<TransferAction>& actions, StepRunner* runner);
@@ -176,7 +163,6 @@ class MemoryRuntime : public TensorStore {
   Status PrepareStreamed(const Step& step, StepRunner& runner, std::string* choice);
   Status StageRead(TensorId id, bool accumulated, StepRunner& runner);
   Status StageWrite(TensorId id);
-  bool Staged(TensorId id) const;
   // The tensor's value in host memory alone (rebuilt first if dropped).
   Status MoveToHost(TensorId id, StepRunner& runner);
   // Staging blocks for the largest slice that fits (memory.chunk: auto) or
@@ -191,7 +177,6 @@ class MemoryRuntime : public TensorStore {
   Status TryStaging(int64_t images);
   int64_t AutoStreamImages(size_t image_bytes) const;
   void FinishStreamed();
-  void FreeStaging();
 
   // Making tensors resident (runtime_residency.cc).
   Status EnsureOnDevice(TensorId id, StepRunner& runner);
@@ -243,75 +228,34 @@ class MemoryRuntime : public TensorStore {
   bool FinishOldestLazyOffload();
   void Pin(TensorId id);
   void UnpinAll();
+  const RecomputePlan& recompute() const { return plans_.train.recompute; }
+  // The plan of the current phase.
+  const TransferPlan& plan() const { return phase_ == Phase::kTrain ? plans_.train : plans_.eval; }
 
   const NetworkView view_;
   const Schedule& schedule_;
   MemoryOptions options_;
-  Device* device_;
-  void* device_base_ = nullptr;
-  void* host_base_ = nullptr;
   std::unique_ptr<DeviceAllocator> allocator_;
   HeapPool host_pool_;
+  // Releases its regions through the allocator: declared after it.
+  std::unique_ptr<Backing> backing_;
   std::unique_ptr<ResidencyManager> residency_;
   PhasePlans plans_;
-  const TransferPlan* plan_ = nullptr;  // of the current phase
-  const RecomputePlan& recompute() const { return plans_.train.recompute; }
   std::unique_ptr<EvictionPolicy> eviction_;
-  TensorCache cache_;
+  TensorCache cache_;  // with the pins of the step being prepared or run
   MemoryEventLog log_events_;
-  std::vector<MemoryEvent> events_;
-  // Parameters, gradients and state that live in host memory between uses.
-  std::vector<bool> home_host_;
-  std::unordered_map<TensorId, int> slot_of_;  // parameter -> Schedule::parameters index
-  SlotUpdate update_;                          // this iteration's solver step, if any
-  std::vector<bool> updated_;                  // per slot, in this iteration
-  Status failure_;  // a failure after a step (FinishStep returns none), reported next
-  class NoRunner : public StepRunner {
-   public:
-    Status Recompute(int) override { return Internal("no recomputation outside a step"); }
-  } no_runner_;
-  // Dropped tensors that will be rebuilt from each tensor; a tensor past its
-  // last use stays (deferred) until none are left.
-  std::vector<int> rebuild_refs_;
-  std::vector<bool> holds_sources_;  // a dropped tensor counts in its sources' refs
-  std::vector<bool> deferred_;
-  // Offloads past their last forward use whose device block goes when room
-  // is needed, oldest first (kFinishOffloadLazily).
-  std::deque<TensorId> lazy_offloads_;
+  ParameterUpdates params_;
+  DeferredReleases releases_;
+  ChosenWorkspace workspace_;
+  Staging staging_;
+  RuntimeRecords records_;
+  Overdraft overdraft_;
   Phase phase_ = Phase::kTrain;
-  bool overdraft_ = false;
-  int overdraft_held_ = 0;
-  bool all_allocated_ = false;
-  bool allocating_all_ = false;
-
-  int step_ = -1;                 // the step being prepared or run
-  std::vector<TensorId> pinned_;  // locked for the current step
-  Workspace workspace_;
-  AllocationId workspace_id_ = -1;
-  std::vector<int> algorithms_;  // of the step (or recomputation) being run
-  // Per layer: the algorithms its forward ran with in this iteration.
-  std::vector<std::vector<int>> forward_algorithms_;
-  int64_t recomputations_ = 0;
-  // The streamed step being run: its staged tensors and images per slice
-  // (0: the step is not streamed).
-  struct StagedTensor {
-    TensorId id = kNoTensor;
-    size_t image_bytes = 0;
-    bool read = false;         // copied in before each call
-    bool accumulated = false;  // added into: copied in before each call of the last sweep
-    bool written = false;      // copied out after each call of the last sweep
-    AllocationId block = -1;
-    char* data = nullptr;  // the staging block; null when planning
-  };
-  std::vector<StagedTensor> staged_;
-  int64_t stream_images_ = 0;
-  int capture_step_ = -1;  // step whose live tensors are listed
-  size_t run_peak_ = 0;
-  size_t step_to_host_ = 0, step_to_device_ = 0, step_compacted_ = 0;
-  int64_t step_recomputed_ = 0;
-  MemoryLog current_;
-  MemoryLog log_;
-  OutOfMemoryInfo oom_;
+  int step_ = -1;  // the step being prepared or run
+  // Without liveness every transient tensor is allocated once, before the
+  // first iteration's steps, and kept.
+  enum class AllTransient { kNotYet, kAllocating, kAllocated };
+  AllTransient all_transient_ = AllTransient::kNotYet;
 };
 
 }  // namespace spill

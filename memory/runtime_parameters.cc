@@ -23,8 +23,18 @@
 #include "memory/runtime.h"
 
 namespace spill {
+namespace {
 
-void MemoryRuntime::BeginUpdate(SlotUpdate update) { update_ = std::move(update); }
+// The runner of a solver step outside any step: a parameter it needs is
+// never dropped, so nothing is recomputed.
+class NoRunner : public StepRunner {
+ public:
+  Status Recompute(int) override { return Internal("no recomputation outside a step"); }
+};
+
+}  // namespace
+
+void MemoryRuntime::BeginUpdate(SlotUpdate update) { params_.Begin(std::move(update)); }
 
 void MemoryRuntime::ApplyUpdate(int slot) {
   const ParameterSlot& p = schedule_.parameters[slot];
@@ -35,12 +45,10 @@ void MemoryRuntime::ApplyUpdate(int slot) {
   e.bytes = schedule_.tensors[p.param].bytes;
   e.offset = options_.update_on_host ? 1 : 0;
   if (options_.record_events) log_events_.Add(e);
-  updated_[slot] = true;
-  if (device_ != nullptr && !update_) {
-    failure_ = InvalidArgument(
-        "the solver step of '" + schedule_.tensors[p.param].name +
-        "' is due during backward (its parameters live in host memory): hand the store the "
-        "update (Solver::BeginStep) before running the iteration");
+  params_.MarkUpdated(slot);
+  Status given = backing_->RequireUpdate(params_.update(), schedule_.tensors[p.param].name);
+  if (!given.ok()) {
+    params_.set_failure(given);
     return;
   }
   if (options_.update_on_host) {
@@ -49,7 +57,7 @@ void MemoryRuntime::ApplyUpdate(int slot) {
   }
   Status status = UpdateOnDevice(slot);
   if (!status.ok()) {
-    failure_ = status;
+    params_.set_failure(status);
     return;
   }
   residency_->Release(p.grad);  // used up
@@ -59,20 +67,18 @@ Status MemoryRuntime::UpdateOnDevice(int slot) {
   const ParameterSlot& p = schedule_.parameters[slot];
   std::vector<TensorId> tensors = {p.param, p.grad};
   tensors.insert(tensors.end(), p.state.begin(), p.state.end());
-  const size_t pins = pinned_.size();
+  const size_t pins = cache_.pins();
+  NoRunner no_runner;
   for (TensorId id : tensors) {
-    SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, no_runner_));
+    SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, no_runner));
     Pin(id);
   }
-  if (device_ != nullptr && update_) {
-    std::vector<float*> state;
-    for (TensorId t : p.state) state.push_back(residency_->data(t));
-    update_(p, residency_->data(p.param), residency_->data(p.grad), state, /*host=*/false);
-  }
+  std::vector<float*> state;
+  for (TensorId t : p.state) state.push_back(residency_->data(t));
+  backing_->Update(params_.update(), p, residency_->data(p.param), residency_->data(p.grad), state);
   residency_->MarkWritten(p.param);
   for (TensorId t : p.state) residency_->MarkWritten(t);
-  for (size_t i = pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
-  pinned_.resize(pins);
+  cache_.UnpinTo(pins);
   return Status::Ok();
 }
 
@@ -82,43 +88,35 @@ void MemoryRuntime::UpdateInHostMemory(int slot) {
   const ParameterSlot& p = schedule_.parameters[slot];
   if (residency_->state(p.grad) != Residency::kOffloading ||
       !residency_->host_copy_current(p.grad)) {
-    failure_ = OutOfMemory("the gradient of '" + schedule_.tensors[p.param].name +
-                           "' could not go to host memory for its update there");
+    params_.set_failure(OutOfMemory("the gradient of '" + schedule_.tensors[p.param].name +
+                                    "' could not go to host memory for its update there"));
     return;
   }
-  if (device_ == nullptr) return;
-  float* w = residency_->host_data(p.param);
-  float* g = residency_->host_data(p.grad);
   std::vector<float*> state;
   for (TensorId t : p.state) state.push_back(residency_->host_data(t));
-  SlotUpdate update = update_;
-  const ParameterSlot copy = p;
-  device_->EnqueueHostTask(device_->copy_queue(), [update, copy, w, g, state] {
-    update(copy, w, g, state, /*host=*/true);
-  });
+  backing_->UpdateInHostMemory(params_.update(), p, residency_->host_data(p.param),
+                               residency_->host_data(p.grad), state);
 }
 
 Status MemoryRuntime::FinishUpdate() {
-  Status status = failure_;
+  Status status = params_.failure();
   for (size_t slot = 0; slot < schedule_.parameters.size() && status.ok(); ++slot) {
-    if (updated_[slot]) continue;
+    if (params_.updated(static_cast<int>(slot))) continue;
     status = UpdateOnDevice(static_cast<int>(slot));
   }
-  update_ = nullptr;
-  updated_.assign(updated_.size(), false);
-  failure_ = Status::Ok();
+  params_.Finish();
   return status;
 }
 
 Status MemoryRuntime::ReadTensor(TensorId id, void* out) {
   const TensorInfo& info = schedule_.tensors[id];
-  if (device_ == nullptr) return Internal("no tensor holds data while planning");
+  SPILL_RETURN_IF_ERROR(backing_->HoldsData());
   // Copies and host updates in flight may still fill it.
-  device_->copy_queue().Synchronize();
+  backing_->SynchronizeCopies();
   residency_->WaitForCopy(id);
   if (residency_->state(id) == Residency::kPrefetching) residency_->FinishPrefetch(id);
   if (residency_->on_device(id)) {
-    device_->CopySync(out, residency_->data(id), info.bytes, CopyKind::kDeviceToHost);
+    backing_->CopySync(out, residency_->data(id), info.bytes, CopyKind::kDeviceToHost);
     return Status::Ok();
   }
   if (residency_->state(id) == Residency::kHost && residency_->host_copy_current(id)) {
@@ -131,13 +129,13 @@ Status MemoryRuntime::ReadTensor(TensorId id, void* out) {
 
 Status MemoryRuntime::WriteTensor(TensorId id, const void* in) {
   const TensorInfo& info = schedule_.tensors[id];
-  if (device_ == nullptr) return Internal("no tensor holds data while planning");
-  device_->copy_queue().Synchronize();
+  SPILL_RETURN_IF_ERROR(backing_->HoldsData());
+  backing_->SynchronizeCopies();
   residency_->WaitForCopy(id);
   if (residency_->state(id) == Residency::kPrefetching) residency_->FinishPrefetch(id);
   if (residency_->state(id) == Residency::kOffloading) residency_->CancelOffload(id);
   if (residency_->state(id) == Residency::kDevice) {
-    device_->CopySync(residency_->data(id), in, info.bytes, CopyKind::kHostToDevice);
+    backing_->CopySync(residency_->data(id), in, info.bytes, CopyKind::kHostToDevice);
     residency_->MarkWritten(id);
     return Status::Ok();
   }

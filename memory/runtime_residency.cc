@@ -17,16 +17,10 @@ bool MemoryRuntime::Cached(TensorId id) const {
 }
 
 void MemoryRuntime::Pin(TensorId id) {
-  if (!Cached(id)) return;
-  cache_.Lock(id);
-  cache_.Touch(id);
-  pinned_.push_back(id);
+  if (Cached(id)) cache_.Pin(id);
 }
 
-void MemoryRuntime::UnpinAll() {
-  for (TensorId id : pinned_) cache_.Unlock(id);
-  pinned_.clear();
-}
+void MemoryRuntime::UnpinAll() { cache_.UnpinAll(); }
 
 bool MemoryRuntime::Droppable(TensorId id) const {
   if (!options_.recompute || !recompute().droppable[id] || phase_ != Phase::kTrain) return false;
@@ -46,7 +40,7 @@ bool MemoryRuntime::Evictable(TensorId id) const {
 }
 
 bool MemoryRuntime::MemoryCentric(TensorId id) const {
-  if (phase_ != Phase::kTrain || !options_.recompute || plan_->evict_on_demand) return false;
+  if (phase_ != Phase::kTrain || !options_.recompute || plan().evict_on_demand) return false;
   const int seg = recompute().segment[id];
   return seg >= 0 && !recompute().keep[seg];
 }
@@ -83,9 +77,8 @@ bool MemoryRuntime::EvictOne() {
 }
 
 bool MemoryRuntime::FinishOldestLazyOffload() {
-  while (!lazy_offloads_.empty()) {
-    const TensorId id = lazy_offloads_.front();
-    lazy_offloads_.pop_front();
+  for (TensorId id = releases_.TakeOldestLazyOffload(); id != kNoTensor;
+       id = releases_.TakeOldestLazyOffload()) {
     if (residency_->state(id) != Residency::kOffloading) continue;  // already finished
     residency_->FinishOffload(id);
     cache_.Remove(id);
@@ -128,7 +121,7 @@ Status MemoryRuntime::AllocateWithRoom(TensorId id, const std::function<Status()
     if (status.code() == StatusCode::kOutOfMemory && MakeRoom(schedule_.tensors[id].bytes)) {
       continue;
     }
-    if (status.code() == StatusCode::kOutOfMemory && MayOverdraw()) {
+    if (status.code() == StatusCode::kOutOfMemory && overdraft_.may()) {
       status = Overdraw(allocate);
       if (status.ok() && Cached(id)) cache_.Touch(id);
     }
@@ -143,7 +136,7 @@ Status MemoryRuntime::AllocateWithRoom(TensorId id, const std::function<Status()
 }
 
 Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
-  workspace_ = Workspace();
+  workspace_.Clear();
   if (bytes == 0) return Status::Ok();
   AllocRequest request;
   request.bytes = bytes;
@@ -151,7 +144,7 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
   request.step = step_;
   StatusOr<Allocation> allocation = allocator_->Allocate(request);
   while (!allocation.ok() && MakeRoom(bytes)) allocation = allocator_->Allocate(request);
-  if (!allocation.ok() && MayOverdraw()) {
+  if (!allocation.ok() && overdraft_.may()) {
     allocator_->set_overdraft(true);
     allocation = allocator_->Allocate(request);
     allocator_->set_overdraft(false);
@@ -160,17 +153,13 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
     return Fail(residency_->NoteRefusedOffloads(allocation).status(),
                 what + " (" + FormatBytes(static_cast<double>(bytes)) + ")", bytes);
   }
-  workspace_id_ = allocation->id;
-  workspace_.bytes = bytes;
-  workspace_.data =
-      device_base_ == nullptr ? nullptr : static_cast<char*>(device_base_) + allocation->offset;
-  if (device_ != nullptr) device_->AnnotateAllocation(workspace_.data, bytes);
+  workspace_.Place(*allocation, bytes, *backing_);
   return Status::Ok();
 }
 
 Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice) {
   const std::string what = "the workspace of " + view_.layer(layer).name;
-  algorithms_.clear();
+  workspace_.set_algorithms({});
   const int ops = view_.algorithms ? view_.algorithms->NumOps(layer, pass) : 0;
   if (ops == 0) {
     const Step& step =
@@ -181,23 +170,23 @@ Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice)
   // contiguous segment.
   const size_t free = allocator_->LargestFree();
   size_t bytes = 0;
+  std::vector<int> chosen;
   for (int op = 0; op < ops; ++op) {
     std::vector<AlgorithmCandidate> candidates = view_.algorithms->Candidates(layer, pass, op);
     AlgorithmSelection s = SelectAlgorithm(candidates, free, options_.workspace);
-    algorithms_.push_back(s.index);
+    chosen.push_back(s.index);
     if (s.index < 0) continue;
     bytes = std::max(bytes, candidates[s.index].workspace);
     if (choice) *choice += (choice->empty() ? "" : " ") + candidates[s.index].name;
   }
-  std::vector<int> chosen = algorithms_;
+  workspace_.set_algorithms(chosen);
   SPILL_RETURN_IF_ERROR(AllocateWorkspace(bytes, what));
-  algorithms_ = chosen;
-  if (pass == Pass::kForward) forward_algorithms_[layer] = chosen;
+  if (pass == Pass::kForward) workspace_.set_forward(layer, chosen);
   return Status::Ok();
 }
 
 Status MemoryRuntime::ReuseForwardWorkspace(int layer) {
-  const std::vector<int> chosen = forward_algorithms_[layer];
+  const std::vector<int> chosen = workspace_.forward(layer);
   if (chosen.empty()) return ChooseWorkspace(layer, Pass::kForward, nullptr);
   size_t bytes = 0;
   for (int op = 0; op < static_cast<int>(chosen.size()); ++op) {
@@ -207,17 +196,11 @@ Status MemoryRuntime::ReuseForwardWorkspace(int layer) {
   }
   SPILL_RETURN_IF_ERROR(
       AllocateWorkspace(bytes, "the workspace of " + view_.layer(layer).name + " (recomputed)"));
-  algorithms_ = chosen;
+  workspace_.set_algorithms(chosen);
   return Status::Ok();
 }
 
-void MemoryRuntime::FreeWorkspace() {
-  if (workspace_id_ < 0) return;
-  if (device_ != nullptr) device_->AnnotateFree(workspace_.data);
-  allocator_->Free(workspace_id_);
-  workspace_id_ = -1;
-  workspace_ = Workspace();
-}
+void MemoryRuntime::FreeWorkspace() { workspace_.Free(*allocator_, *backing_); }
 
 // Brings an offloaded tensor back ahead of use, where there is room without
 // evicting anything; what does not fit comes back when it is needed.
@@ -242,7 +225,7 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
         Status status = residency_->BeginPrefetch(id);
         if (status.ok()) break;
         if (MakeRoom(schedule_.tensors[id].bytes)) continue;
-        if (MayOverdraw()) status = Overdraw([&] { return residency_->BeginPrefetch(id); });
+        if (overdraft_.may()) status = Overdraw([&] { return residency_->BeginPrefetch(id); });
         if (status.ok()) break;
         const TensorInfo& info = schedule_.tensors[id];
         return Fail(status,
@@ -306,7 +289,7 @@ MemoryRuntime::RebuildFrame MemoryRuntime::StartRebuild(TensorId id) const {
   RebuildFrame f;
   f.id = id;
   f.layer = schedule_.tensors[id].layer;
-  f.pins = pinned_.size();
+  f.pins = cache_.pins();
   const LayerTensors& lt = schedule_.layers[f.layer];
   // Parameters kept in host memory come in too; the plan returns them after
   // the layer's own backward, which comes later.
@@ -353,21 +336,11 @@ Status MemoryRuntime::PlaceOutputs(const LayerTensors& lt,
 // being prepared kept aside: a rebuild ahead of a later step may come after
 // the step's own workspace, or staging, was set up.
 Status MemoryRuntime::AsideFromStep(const std::function<Status()>& body) {
-  const Workspace outer = workspace_;
-  const AllocationId outer_id = workspace_id_;
-  const std::vector<int> outer_algorithms = algorithms_;
-  std::vector<StagedTensor> outer_staged;
-  outer_staged.swap(staged_);
-  const int64_t outer_images = stream_images_;
-  stream_images_ = 0;
-  workspace_id_ = -1;
+  const ChosenWorkspace::Aside outer = workspace_.TakeAside();
+  Staging outer_staging = staging_.TakeAside();
   Status status = body();
-  FreeWorkspace();
-  workspace_ = outer;
-  workspace_id_ = outer_id;
-  algorithms_ = outer_algorithms;
-  staged_.swap(outer_staged);
-  stream_images_ = outer_images;
+  workspace_.Restore(outer, *allocator_, *backing_);
+  staging_.Restore(std::move(outer_staging));
   return status;
 }
 
@@ -381,7 +354,7 @@ Status MemoryRuntime::RecomputeLayer(int layer, StepRunner& runner) {
 }
 
 void MemoryRuntime::CountRecomputation(int layer) {
-  ++recomputations_;
+  records_.CountRecomputation();
   if (!options_.record_events) return;
   MemoryEvent e;
   e.type = MemoryEventType::kRecompute;
@@ -402,11 +375,11 @@ Status MemoryRuntime::Rebuild(TensorId id, StepRunner& runner) {
   auto start = [&](TensorId t) {
     stack.push_back(StartRebuild(t));
     stack.back().holds_overdraft = CanStreamRebuild(stack.back().layer);
-    if (stack.back().holds_overdraft) ++overdraft_held_;
+    if (stack.back().holds_overdraft) overdraft_.Hold();
   };
   // Overdraft back before the frame finishes: a streamed rebuild may overdraw.
   auto finish = [&](const Status& on_device) {
-    if (stack.back().holds_overdraft) --overdraft_held_;
+    if (stack.back().holds_overdraft) overdraft_.Unhold();
     const Status finished = FinishRebuild(stack.back(), on_device, runner);
     stack.pop_back();
     return finished;
@@ -455,8 +428,7 @@ Status MemoryRuntime::FinishRebuild(const RebuildFrame& f, const Status& on_devi
     if (on_device.code() != StatusCode::kOutOfMemory || !CanStreamRebuild(f.layer)) {
       return on_device;
     }
-    for (size_t i = f.pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
-    pinned_.resize(f.pins);
+    cache_.UnpinTo(f.pins);
     SPILL_RETURN_IF_ERROR(RebuildStreamed(f.layer, runner));
   }
   // A memory-centric tensor will be dropped and rebuilt again: it keeps its
@@ -465,12 +437,11 @@ Status MemoryRuntime::FinishRebuild(const RebuildFrame& f, const Status& on_devi
   if (!memory_centric) Unreference(f.id);
   for (TensorId out : lt.outputs) residency_->MarkWritten(out);
   // Lift the pins of this rebuild; keep the caller's.
-  for (size_t i = f.pins; i < pinned_.size(); ++i) cache_.Unlock(pinned_[i]);
-  pinned_.resize(f.pins);
+  cache_.UnpinTo(f.pins);
   if (memory_centric) ReleaseSources(f.id, f.rebuilt);
   // Other outputs of the layer that nobody needs any more (dead tensors).
   for (TensorId out : lt.outputs) {
-    if (out != f.id && plan_->liveness.last_use[out] < step_ && !cache_.locked(out)) Release(out);
+    if (out != f.id && plan().liveness.last_use[out] < step_ && !cache_.locked(out)) Release(out);
   }
   return Status::Ok();
 }

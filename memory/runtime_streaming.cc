@@ -68,11 +68,11 @@ bool MemoryRuntime::MustStream(const Step& step) const {
       bytes += schedule_.tensors[id].bytes;
     }
   }
-  return bytes + log_.persistent > allocator_->capacity();
+  return bytes + records_.persistent() > allocator_->capacity();
 }
 
 Status MemoryRuntime::PrepareStreamed(const Step& step, StepRunner& runner, std::string* choice) {
-  staged_.clear();
+  staging_.Begin();
   for (TensorId id : step.reads) {
     if (BatchMajor(id)) {
       SPILL_RETURN_IF_ERROR(StageRead(id, Contains(step.accumulates, id), runner));
@@ -91,7 +91,7 @@ Status MemoryRuntime::PrepareStreamed(const Step& step, StepRunner& runner, std:
 }
 
 void MemoryRuntime::CountStagedIn(int sweeps) {
-  for (const StagedTensor& t : staged_) {
+  for (const StagedTensor& t : staging_.tensors()) {
     const size_t bytes = schedule_.tensors[t.id].bytes;
     const size_t in = t.read ? static_cast<size_t>(sweeps) * bytes : t.accumulated ? bytes : 0;
     if (in > 0) residency_->CountStreamIn(t.id, in);
@@ -116,7 +116,7 @@ Status MemoryRuntime::RebuildStreamed(int layer, StepRunner& runner) {
   return AsideFromStep([&] {
     for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux, &lt.params}) {
       for (TensorId in : *group) {
-        if (Staged(in) || Contains(lt.outputs, in)) continue;
+        if (staging_.Contains(in) || Contains(lt.outputs, in)) continue;
         if (BatchMajor(in)) {
           SPILL_RETURN_IF_ERROR(StageRead(in, /*accumulated=*/false, runner));
         } else {
@@ -148,19 +148,12 @@ Status MemoryRuntime::StageRead(TensorId id, bool accumulated, StepRunner& runne
   t.image_bytes = schedule_.tensors[id].bytes / static_cast<size_t>(view_.batch);
   t.read = !accumulated;
   t.accumulated = t.written = accumulated;
-  staged_.push_back(t);
+  staging_.Add(t);
   return Status::Ok();
 }
 
-bool MemoryRuntime::Staged(TensorId id) const {
-  for (const StagedTensor& t : staged_) {
-    if (t.id == id) return true;
-  }
-  return false;
-}
-
 Status MemoryRuntime::StageWrite(TensorId id) {
-  if (Staged(id)) return Status::Ok();  // a gradient added into: staged as read
+  if (staging_.Contains(id)) return Status::Ok();  // a gradient added into: staged as read
   const TensorInfo& info = schedule_.tensors[id];
   if (residency_->state(id) != Residency::kUnallocated) {
     // Placed by the attempt to run the step whole; it holds nothing yet.
@@ -176,7 +169,7 @@ Status MemoryRuntime::StageWrite(TensorId id) {
   t.id = id;
   t.image_bytes = info.bytes / static_cast<size_t>(view_.batch);
   t.written = true;
-  staged_.push_back(t);
+  staging_.Add(t);
   return Status::Ok();
 }
 
@@ -200,15 +193,15 @@ Status MemoryRuntime::MoveToHost(TensorId id, StepRunner& runner) {
 
 int64_t MemoryRuntime::AutoStreamImages(size_t image_bytes) const {
   const size_t capacity = allocator_->capacity();
-  const size_t room = capacity > log_.persistent ? capacity - log_.persistent : 0;
+  const size_t persistent = records_.persistent();
+  const size_t room = capacity > persistent ? capacity - persistent : 0;
   const double images =
       kStagingShare * static_cast<double>(room) / static_cast<double>(image_bytes);
   return std::clamp<int64_t>(static_cast<int64_t>(images), 1, view_.batch);
 }
 
 Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std::string* choice) {
-  size_t image_bytes = 0;
-  for (const StagedTensor& t : staged_) image_bytes += t.image_bytes;
+  const size_t image_bytes = staging_.image_bytes();
   const bool fixed = options_.batch_chunk > 0;
   int64_t images =
       fixed ? std::min(options_.batch_chunk, view_.batch) : AutoStreamImages(image_bytes);
@@ -216,15 +209,15 @@ Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std:
     Status status;
     {
       // A slice that may still shrink does not overdraw.
-      HoldOverdraft hold(this, !fixed && images > 1);
+      Overdraft::Scope hold(&overdraft_, !fixed && images > 1);
       status = TryStaging(images);
       if (status.ok()) {
         status = recompute ? ReuseForwardWorkspace(layer) : ChooseWorkspace(layer, pass, choice);
         if (status.ok()) {
-          stream_images_ = images;
+          staging_.set_images(images);
           return status;
         }
-        FreeStaging();
+        staging_.FreeBlocks(*allocator_, *backing_);
         if (choice != nullptr) choice->clear();
       }
     }
@@ -236,7 +229,7 @@ Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std:
 }
 
 Status MemoryRuntime::TryStaging(int64_t images) {
-  for (StagedTensor& t : staged_) {
+  for (StagedTensor& t : staging_.tensors()) {
     const TensorInfo& info = schedule_.tensors[t.id];
     AllocRequest request;
     request.bytes = static_cast<size_t>(images) * t.image_bytes;
@@ -244,75 +237,45 @@ Status MemoryRuntime::TryStaging(int64_t images) {
     request.tensor = t.id;
     request.step = step_;
     auto block = allocator_->Allocate(request);
-    if (!block.ok() && block.status().code() == StatusCode::kOutOfMemory && MayOverdraw()) {
+    if (!block.ok() && block.status().code() == StatusCode::kOutOfMemory && overdraft_.may()) {
       allocator_->set_overdraft(true);
       block = allocator_->Allocate(request);
       allocator_->set_overdraft(false);
     }
     if (!block.ok()) {
-      FreeStaging();
+      staging_.FreeBlocks(*allocator_, *backing_);
       return Fail(block.status(),
                   "a staging block for " + std::to_string(images) + " images of '" + info.name +
                       "' (" + FormatBytes(static_cast<double>(request.bytes)) + ")",
                   request.bytes);
     }
     t.block = block->id;
-    if (device_base_ != nullptr) {
-      t.data = static_cast<char*>(device_base_) + block->offset;
-      device_->AnnotateAllocation(t.data, request.bytes);
-    }
+    t.offset = block->offset;
+    t.data = backing_->device_address(block->offset);
+    backing_->AnnotateAllocation(block->offset, request.bytes);
   }
   return Status::Ok();
 }
 
-void MemoryRuntime::FreeStaging() {
-  for (StagedTensor& t : staged_) {
-    if (t.block < 0) continue;
-    if (t.data != nullptr) device_->AnnotateFree(t.data);
-    allocator_->Free(t.block);
-    t.block = -1;
-    t.data = nullptr;
-  }
-}
-
 void MemoryRuntime::FinishStreamed() {
-  if (stream_images_ == 0) return;
-  for (const StagedTensor& t : staged_) {
+  if (staging_.images() == 0) return;
+  for (const StagedTensor& t : staging_.tensors()) {
     if (!t.written) continue;
     // The staging block is given back once its last copy out is done.
-    if (device_ != nullptr) residency_->WaitForCopy(t.id);
+    residency_->WaitForCopy(t.id);
     residency_->CountStreamOut(t.id, schedule_.tensors[t.id].bytes);
   }
-  FreeStaging();
-  staged_.clear();
-  stream_images_ = 0;
+  staging_.Clear(*allocator_, *backing_);
 }
 
 void MemoryRuntime::BeginSlice(int64_t begin, int64_t images, bool last_sweep) {
-  for (const StagedTensor& t : staged_) {
-    // The previous slice's copy out has left the block before it is refilled.
-    if (t.written) residency_->WaitForCopy(t.id);
-    if (t.read || (t.accumulated && last_sweep)) {
-      residency_->CopySliceIn(t.id, t.data, static_cast<size_t>(begin) * t.image_bytes,
-                              static_cast<size_t>(images) * t.image_bytes);
-    }
-  }
+  staging_.BeginSlice(*residency_, begin, images, last_sweep);
 }
 
 void MemoryRuntime::EndSlice(int64_t begin, int64_t images, bool last_sweep) {
-  if (!last_sweep) return;
-  for (const StagedTensor& t : staged_) {
-    if (!t.written) continue;
-    residency_->CopySliceOut(t.id, t.data, static_cast<size_t>(begin) * t.image_bytes,
-                             static_cast<size_t>(images) * t.image_bytes);
-  }
+  staging_.EndSlice(*residency_, begin, images, last_sweep);
 }
 
-float* MemoryRuntime::StagedData(TensorId id) {
-  for (const StagedTensor& t : staged_) {
-    if (t.id == id) return reinterpret_cast<float*>(t.data);
-  }
-  return nullptr;
-}
+float* MemoryRuntime::StagedData(TensorId id) { return staging_.Data(id); }
 
 }  // namespace spill

@@ -25,4 +25,15 @@ void TensorCache::Unlock(TensorId id) {
   --locks_[id];
 }
 
+void TensorCache::Pin(TensorId id) {
+  Lock(id);
+  Touch(id);
+  pinned_.push_back(id);
+}
+
+void TensorCache::UnpinTo(size_t mark) {
+  for (size_t i = mark; i < pinned_.size(); ++i) Unlock(pinned_[i]);
+  pinned_.resize(mark);
+}
+
 }  // namespace spill

@@ -31,6 +31,14 @@ class TensorCache {
   void Unlock(TensorId id);
   bool locked(TensorId id) const { return locks_[id] > 0; }
 
+  // Pins: the tensors a step (or a rebuild inside it) is using, locked and
+  // touched, in the order pinned. A rebuild lifts its own pins and keeps
+  // those before `mark` (pins() when it started).
+  void Pin(TensorId id);
+  size_t pins() const { return pinned_.size(); }
+  void UnpinTo(size_t mark);
+  void UnpinAll() { UnpinTo(0); }
+
   // Cached tensors, least recently used first, as (stamp, id).
   const std::set<std::pair<int64_t, TensorId>>& order() const { return order_; }
 
@@ -39,6 +47,7 @@ class TensorCache {
   std::vector<int> locks_;
   std::set<std::pair<int64_t, TensorId>> order_;  // (stamp, id), oldest first
   int64_t clock_ = 0;
+  std::vector<TensorId> pinned_;
 };
 
 }  // namespace spill

@@ -12,6 +12,7 @@
 
 #include "framework/cpu_device.h"
 #include "framework/net.h"
+#include "memory/backing.h"
 #include "memory/heap_pool.h"
 #include "memory/planner.h"
 #include "memory/residency.h"
@@ -128,9 +129,11 @@ layers:
   ASSERT_TRUE(created.ok());
   std::unique_ptr<DeviceAllocator> device_pool = std::move(*created);
   HeapPool host_pool(4 * bytes);
-  void* device_base = *device.ReserveDeviceRegion(device_pool->capacity());
-  void* host_base = *device.ReserveHostRegion(host_pool.capacity());
-  ResidencyManager r(s, device_pool.get(), &host_pool, &device, device_base, host_base, nullptr);
+  // The regions go with the backing, before the pool and the device.
+  std::unique_ptr<Backing> backing = MakeDeviceBacking(device);
+  ASSERT_TRUE(backing->Reserve(*device_pool, host_pool.capacity(), "ram").ok());
+  char* device_base = backing->device_address(0);
+  ResidencyManager r(s, device_pool.get(), &host_pool, backing.get(), nullptr);
   r.set_poison(true);
   ASSERT_TRUE(r.Allocate(data).ok());
   float* p = r.data(data);
@@ -145,7 +148,7 @@ layers:
   request.bytes = bytes;
   auto other = device_pool->Allocate(request);
   ASSERT_TRUE(other.ok());
-  std::memset(static_cast<char*>(device_base) + other->offset, 0x7F, bytes);
+  std::memset(device_base + other->offset, 0x7F, bytes);
   ASSERT_TRUE(r.BeginPrefetch(data).ok());
   r.FinishPrefetch(data);
   const float* back = r.data(data);
@@ -158,8 +161,6 @@ layers:
   EXPECT_EQ(r.counters().to_host_bytes, bytes);
   r.Release(data);
   EXPECT_EQ(host_pool.stats().total_in_use, 0u);
-  device.ReleaseDeviceRegion(device_base);
-  device.ReleaseHostRegion(host_base);
 }
 
 // Training with the tensor cache under a tight budget while every copy

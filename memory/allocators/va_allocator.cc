@@ -32,8 +32,10 @@ void VirtualAddressAllocator::Release(Device& device, void* base) {
   device_ = nullptr;
 }
 
+// Called only with a reservation (Release, and unmapping where vm_ is set):
+// planning never maps, so it never syncs.
 void VirtualAddressAllocator::SyncDevice() {
-  if (device_ == nullptr) return;
+  SPILL_CHECK(vm_ != nullptr) << "va: synchronized without a reservation";
   device_->compute_queue().Synchronize();
   device_->copy_queue().Synchronize();
 }
