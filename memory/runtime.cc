@@ -79,13 +79,17 @@ Status MemoryRuntime::Reserve() {
   if (device_ != nullptr) {
     SPILL_ASSIGN_OR_RETURN(device_base_, allocator_->Reserve(*device_));
     if (host_pool_.capacity() > 0) {
-      if (options_.host_tier == "ram") {
-        SPILL_ASSIGN_OR_RETURN(host_base_, device_->ReserveHostRegion(host_pool_.capacity()));
-      } else {
-        SPILL_ASSIGN_OR_RETURN(
-            host_base_,
-            device_->ReserveFileHostRegion(host_pool_.capacity(), options_.host_tier.substr(5)));
+      StatusOr<void*> host =
+          options_.host_tier == "ram"
+              ? device_->ReserveHostRegion(host_pool_.capacity())
+              : device_->ReserveFileHostRegion(host_pool_.capacity(), options_.host_tier.substr(5));
+      if (!host.ok()) {
+        return Status(host.status().code(),
+                      "memory.host_budget " +
+                          FormatBytes(static_cast<double>(host_pool_.capacity())) + ": " +
+                          host.status().message() + " (lower memory.host_budget or --host-memory)");
       }
+      host_base_ = *host;
     }
   }
   residency_ = std::make_unique<ResidencyManager>(schedule_, allocator_.get(), &host_pool_, device_,
