@@ -1,5 +1,7 @@
 #include "memory/backing.h"
 
+#include "framework/units.h"
+
 namespace spill {
 namespace {
 
@@ -24,14 +26,16 @@ class DeviceBacking : public Backing {
     device_base_ = static_cast<char*>(base);
     allocator_ = &allocator;
     if (host_bytes == 0) return Status::Ok();
-    void* host = nullptr;
-    if (host_tier == "ram") {
-      SPILL_ASSIGN_OR_RETURN(host, device_.ReserveHostRegion(host_bytes));
-    } else {
-      const std::string directory = host_tier.substr(sizeof(kFileTierPrefix) - 1);
-      SPILL_ASSIGN_OR_RETURN(host, device_.ReserveFileHostRegion(host_bytes, directory));
+    StatusOr<void*> host = host_tier == "ram"
+                               ? device_.ReserveHostRegion(host_bytes)
+                               : device_.ReserveFileHostRegion(
+                                     host_bytes, host_tier.substr(sizeof(kFileTierPrefix) - 1));
+    if (!host.ok()) {  // name the setting, not only the region it failed on
+      return Status(host.status().code(),
+                    "memory.host_budget " + FormatBytes(static_cast<double>(host_bytes)) + ": " +
+                        host.status().message() + " (lower memory.host_budget or --host-memory)");
     }
-    host_base_ = static_cast<char*>(host);
+    host_base_ = static_cast<char*>(*host);
     return Status::Ok();
   }
 

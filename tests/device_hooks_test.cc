@@ -6,6 +6,7 @@
 //   * every block carved out of the device region, and every block given
 //     back (tensors, workspaces, compaction's moves), is announced once, as
 //     compute-sanitizer needs to see overruns between tensors.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -96,6 +97,19 @@ TEST(HostPinningTest, TheRuntimePinsOnlyWhatOffloadingUses) {
   auto trace = testing::TrainSynthetic(spec, RunOn(&device, "liveness"));
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   EXPECT_EQ(device.pinned_peak(), 0u);
+}
+
+// A host budget no address space holds (1 PiB: more than the 128 TiB of a
+// process's) is an error naming the setting, not the region it failed on.
+TEST(HostPinningTest, AHostBudgetBeyondTheAddressSpaceNamesTheSetting) {
+  NetSpec spec = testing::MustParse(testing::kResNet);
+  CpuDevice device;
+  testing::SyntheticRun run = RunOn(&device, "offload");
+  run.memory.host_budget = size_t{1} << 50;
+  auto trace = testing::TrainSynthetic(spec, run);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_THAT(trace.status().message(), ::testing::HasSubstr("memory.host_budget 1.00 PiB"));
+  EXPECT_THAT(trace.status().message(), ::testing::HasSubstr("lower memory.host_budget"));
 }
 
 // At the smallest budget that runs with offloading, a device that cannot

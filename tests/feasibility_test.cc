@@ -3,6 +3,12 @@
 // budgets from the minimum to twice it all run - the policy's own plan, or
 // a smaller budget's layout inside the budget - with a footprint within the
 // budget. Plans only: tests/memory_test.cc shows that plans equal runs.
+//
+// The planners that search plan anew at every budget: greedy and memonger
+// in milliseconds, so on every network; the learned and the exact planner
+// train or solve at each budget the minimum search and the sweep probe, so
+// they run on the test networks, briefly trained (as memory_test trains
+// them) and with CBC given a second per limit.
 #include "memory/feasibility.h"
 
 #include <gmock/gmock.h>
@@ -21,7 +27,13 @@ namespace {
 constexpr int kBudgets = 40;  // from the minimum to twice it, both ends included
 const char* const kModes[] = {
     "baseline",     "liveness", "offload", "recompute", "offload_recompute",
-    "superneurons", "window",   "lms",     "dymem",     "vdnn"};
+    "superneurons", "window",   "lms",     "dymem",     "vdnn",
+    "memonger",     "greedy",   "dqn",     "milp"};
+
+// Modes that train or solve a program per budget: seconds a budget on
+// ResNet-50 (minutes for the learned planner), milliseconds on the test
+// networks.
+bool Costly(const std::string& mode) { return mode == "dqn" || mode == "milp"; }
 
 struct Case {
   std::string network;  // a test network's name, or "resnet50"
@@ -39,6 +51,7 @@ std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (const std::string& network : networks) {
     for (const char* mode : kModes) {
+      if (network == "resnet50" && Costly(mode)) continue;
       for (const std::string& allocator : AllocatorNames()) {
         cases.push_back({network, mode, allocator});
       }
@@ -84,6 +97,11 @@ TEST_P(FeasibilityTest, EveryBudgetFromTheMinimumToTwiceItRuns) {
   if (c.network != "resnet50") {
     ASSERT_TRUE(options.settings.Set("min_offload", "0").ok());
   }
+  if (c.mode == "dqn") {
+    ASSERT_TRUE(options.settings.Set("planner.episodes", "12").ok());
+    ASSERT_TRUE(options.settings.Set("planner.embedding", "8").ok());
+  }
+  if (c.mode == "milp") ASSERT_TRUE(options.settings.Set("planner.milp_seconds", "1").ok());
   ASSERT_TRUE(options.Validate().ok()) << options.Validate().ToString();
   auto minimum = MinimumBudget(net->view(), options);
   ASSERT_TRUE(minimum.ok()) << minimum.status().ToString();

@@ -473,6 +473,12 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
     Cbc_setParameter(m, "threads", "1");
     Cbc_setParameter(m, "timeMode", "elapsed");
     Cbc_setParameter(m, "seconds", std::to_string(time_limit_seconds).c_str());
+    // No CGL preprocessing: CBC 2.10 crashes in CglPreProcess::postProcess
+    // when the time limit ends a solve after a starting plan was accepted
+    // but before the root relaxation was solved (the residual test network
+    // at one second, tests/feasibility_test.cc). The solves are slower to
+    // prove optimality without it, but a time limit is then a result.
+    Cbc_setParameter(m, "preprocess", "off");
     if (start != nullptr) program.Start(*start);
     Cbc_solve(m);
     result.rounds = round + 1;
