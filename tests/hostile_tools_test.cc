@@ -25,13 +25,9 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kLimitSeconds = 120;
 using Result = testing::ToolResult;
 using testing::ReadAll;
-
-Result RunTool(const std::vector<std::string>& args) {
-  return testing::RunTool(args, kLimitSeconds);
-}
+using testing::RunTool;
 
 // A tiny network with BatchNorm (a variance to refuse when negative) trained
 // on generated idx files in `dir`/data, its checkpoint every `every` steps.
