@@ -247,6 +247,19 @@ TEST_F(HostileToolsTest, ANanLossStopsTrainingAndKeepsTheLastGoodCheckpoint) {
             0);
 }
 
+// A checkpoint that cannot be written (its path is a folder) is reported as
+// that, not as a diverged run.
+TEST_F(HostileToolsTest, AnUnwritableCheckpointIsNotReportedAsDivergence) {
+  const std::string config = WriteConfig(*dir_, "blocked", 0.05, 1);
+  fs::create_directories(Path("blocked/checkpoint.npz"));
+  const Result r = RunTool(
+      {"tools/train", "--config", config, "--overwrite", "--max-steps", "2", "--no-progress"});
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("checkpoint.npz"));
+  EXPECT_THAT(r.output, HasSubstr("is a folder"));
+  EXPECT_THAT(r.output, Not(HasSubstr("diverged")));
+}
+
 // An out-of-memory report says what is short: host memory rather than the
 // device budget, or the window scheduler's tiny fraction of the budget.
 TEST_F(HostileToolsTest, OutOfMemoryReportsNameWhatIsShort) {
