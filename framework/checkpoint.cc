@@ -203,9 +203,9 @@ Status CheckParameterValues(const float* values, int64_t count, bool non_negativ
   return Status::Ok();
 }
 
-Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& store, Device& device,
-                      const Solver* solver, const TrainingPosition& position,
-                      const std::string& config_text) {
+StatusOr<NpzArchive> CheckpointArchive(const Net& net, TensorStore& store, const Solver* solver,
+                                       const TrainingPosition& position,
+                                       const std::string& config_text) {
   NpzArchive archive;
   const Schedule& schedule = net.schedule();
   for (int id = 0; id < net.num_layers(); ++id) {
@@ -226,6 +226,14 @@ Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& stor
   archive["meta/solver_steps"] = NpyArray::Int64(position.solver_steps);
   archive["meta/config"] = NpyArray::Text(config_text);
   archive["meta/network"] = NpyArray::Text(net.name());
+  return archive;
+}
+
+Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& store, Device& device,
+                      const Solver* solver, const TrainingPosition& position,
+                      const std::string& config_text) {
+  SPILL_ASSIGN_OR_RETURN(NpzArchive archive,
+                         CheckpointArchive(net, store, solver, position, config_text));
   return WriteNpzAtomically(path, archive);
 }
 

@@ -51,8 +51,16 @@ Status CheckParameterArrays(const NpzArchive& archive, const std::string& path, 
 Status CheckParameterValues(const float* values, int64_t count, bool non_negative,
                             const std::string& what);
 
-// Writes atomically (temporary file, then rename), after checking that every
-// value is finite (an error naming the tensor otherwise; nothing is written).
+// What SaveCheckpoint writes: the parameters (and the solver's state), the
+// position, the configuration and the network's name. A value that is not
+// finite is an InvalidArgument naming the tensor, the only one this returns
+// (a diverged run); reading a tensor may fail otherwise.
+StatusOr<NpzArchive> CheckpointArchive(const Net& net, TensorStore& store, const Solver* solver,
+                                       const TrainingPosition& position,
+                                       const std::string& config_text);
+
+// Writes CheckpointArchive atomically (temporary file, then rename); nothing
+// is written when a value is not finite.
 Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& store, Device& device,
                       const Solver* solver, const TrainingPosition& position,
                       const std::string& config_text);

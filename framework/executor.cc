@@ -180,6 +180,18 @@ Status Executor::Recompute(int layer) {
   return Status::Ok();
 }
 
+void AddScoreLosses(const float* scores, const float* labels, int64_t images, int64_t classes,
+                    int64_t pixels, double* loss, int64_t* correct) {
+  for (int64_t r = 0; r < images * pixels; ++r) {
+    const float* p = scores + (r / pixels) * classes * pixels + r % pixels;
+    const int64_t label = static_cast<int64_t>(labels[r]);
+    *loss -= std::log(std::max(p[label * pixels], FLT_MIN));
+    int64_t best = 0;
+    for (int64_t j = 1; j < classes; ++j) best = p[j * pixels] > p[best * pixels] ? j : best;
+    *correct += best == label;
+  }
+}
+
 void Executor::ReadLoss(int layer, LossResult* result) {
   TensorId out = net_.schedule().layers[layer].outputs[0];
   const Shape& shape = net_.schedule().tensors[out].shape;
@@ -194,14 +206,7 @@ void Executor::ReadLoss(int layer, LossResult* result) {
   }
   double total = 0;
   int64_t correct = 0;
-  for (int64_t r = 0; r < n * pixels; ++r) {
-    const float* p = scores_.data() + (r / pixels) * classes * pixels + r % pixels;
-    const int64_t label = static_cast<int64_t>(batch_->labels[r]);
-    total -= std::log(std::max(p[label * pixels], FLT_MIN));
-    int64_t best = 0;
-    for (int64_t j = 1; j < classes; ++j) best = p[j * pixels] > p[best * pixels] ? j : best;
-    correct += best == label;
-  }
+  AddScoreLosses(scores_.data(), batch_->labels, n, classes, pixels, &total, &correct);
   result->loss += total / static_cast<double>(n * pixels);
   if (result->count == 0) {
     result->correct = correct;

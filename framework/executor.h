@@ -34,6 +34,13 @@ struct LossResult {
   int64_t count = 0;    // samples (pixels, for a loss per pixel)
 };
 
+// Adds the cross-entropy (-log p[label], p floored at FLT_MIN) of `images`
+// images' scores to `*loss` and their top-1 hits to `*correct`: `classes`
+// scores per image, or per pixel of `pixels` (each pixel a sample, its
+// scores `pixels` apart). One label per sample, each within the classes.
+void AddScoreLosses(const float* scores, const float* labels, int64_t images, int64_t classes,
+                    int64_t pixels, double* loss, int64_t* correct);
+
 class Executor : public StepRunner {
  public:
   // `device` is null when planning (the store then computes nothing).

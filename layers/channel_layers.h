@@ -11,16 +11,14 @@
 #ifndef SPILL_LAYERS_CHANNEL_LAYERS_H_
 #define SPILL_LAYERS_CHANNEL_LAYERS_H_
 
-#include "framework/layer.h"
+#include "layers/rearranging_layer.h"
 
 namespace spill {
 
-class ChannelShuffleLayer : public Layer {
+class ChannelShuffleLayer : public RearrangingLayer {
  public:
   explicit ChannelShuffleLayer(LayerParams& params);
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
-  BackwardNeeds backward_needs() const override { return {{false}, false}; }
-  LayerCost cost() const override { return LayerCost::kCheap; }
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
 
@@ -28,12 +26,10 @@ class ChannelShuffleLayer : public Layer {
   int64_t groups_ = 1;
 };
 
-class SliceLayer : public Layer {
+class SliceLayer : public RearrangingLayer {
  public:
   explicit SliceLayer(LayerParams& params);
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
-  BackwardNeeds backward_needs() const override { return {{false}, false}; }
-  LayerCost cost() const override { return LayerCost::kCheap; }
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
 

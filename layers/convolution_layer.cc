@@ -5,15 +5,53 @@
 
 namespace spill {
 
-ConvolutionLayer::ConvolutionLayer(LayerParams& params) {
-  geom_.filters = params.RequiredInt("filters", 1, kMaxLayerExtent);
+void ConvolutionBaseLayer::ReadWindow(LayerParams& params) {
   geom_.kernel = params.RequiredPair("kernel", 1, kMaxLayerExtent);
   geom_.stride = params.Pair("stride", {1, 1}, 1, kMaxLayerStride);
   geom_.pad = params.Pair("pad", {0, 0}, 0, kMaxLayerStride);
+}
+
+void ConvolutionBaseLayer::ReadOptions(LayerParams& params) {
   geom_.dilation = params.Pair("dilation", {1, 1}, 1, kMaxLayerStride);
   geom_.groups = params.Int("groups", 1, 1, kMaxLayerExtent);
   bias_ = params.Bool("bias", true);
   weight_init_ = params.Choice("weight_init", {"he", "xavier"}, "he");
+}
+
+std::vector<ParamSpec> ConvolutionBaseLayer::WeightAndBias(int64_t fan_in, int64_t fan_out,
+                                                           int64_t bias_channels) const {
+  ParamSpec weight{
+      "weight", Shape(geom_.filters, geom_.channels_per_group(), geom_.kernel[0], geom_.kernel[1]),
+      weight_init_ == "he" ? Initializer::HeNormal(fan_in)
+                           : Initializer::XavierUniform(fan_in, fan_out)};
+  std::vector<ParamSpec> specs = {weight};
+  if (bias_) {
+    ParamSpec bias{"bias", Shape(1, bias_channels, 1, 1), Initializer::Constant(0)};
+    bias.decay_mult = 0;
+    specs.push_back(bias);
+  }
+  return specs;
+}
+
+LayerWork ConvolutionBaseLayer::Work(Pass pass, double in, double out, double products) const {
+  const double weights = static_cast<double>(geom_.filters * geom_.col_rows());
+  const double bias = bias_ ? out : 0;
+  LayerWork w;
+  if (pass == Pass::kForward) {
+    w.flops = products + bias;
+    w.bytes = sizeof(float) * (in + out + weights);
+  } else {
+    const bool data_grad = propagate_down(0);
+    w.flops = (data_grad ? 2 : 1) * products + bias;
+    w.bytes = sizeof(float) * ((data_grad ? 2 : 1) * in + out + 2 * weights);
+  }
+  return w;
+}
+
+ConvolutionLayer::ConvolutionLayer(LayerParams& params) {
+  geom_.filters = params.RequiredInt("filters", 1, kMaxLayerExtent);
+  ReadWindow(params);
+  ReadOptions(params);
   // The ranges above hold even after an error (the defaults are kept), so
   // groups is never 0 here.
   if (geom_.filters % geom_.groups != 0) params.Fail("groups", "must divide filters");
@@ -65,17 +103,7 @@ Status ConvolutionLayer::Reshape(const std::vector<Shape>& inputs, std::vector<S
 std::vector<ParamSpec> ConvolutionLayer::params() const {
   const int64_t fan_in = geom_.col_rows();
   const int64_t fan_out = geom_.filters_per_group() * geom_.kernel[0] * geom_.kernel[1];
-  ParamSpec weight{
-      "weight", Shape(geom_.filters, geom_.channels_per_group(), geom_.kernel[0], geom_.kernel[1]),
-      weight_init_ == "he" ? Initializer::HeNormal(fan_in)
-                           : Initializer::XavierUniform(fan_in, fan_out)};
-  std::vector<ParamSpec> specs = {weight};
-  if (bias_) {
-    ParamSpec bias{"bias", Shape(1, geom_.filters, 1, 1), Initializer::Constant(0)};
-    bias.decay_mult = 0;
-    specs.push_back(bias);
-  }
-  return specs;
+  return WeightAndBias(fan_in, fan_out, geom_.filters);
 }
 
 // Forward: 2*N*K*C/G*R*S*H'*W' (a multiply-add per filter tap and output).
@@ -83,21 +111,8 @@ std::vector<ParamSpec> ConvolutionLayer::params() const {
 // gradient where one is wanted.
 LayerWork ConvolutionLayer::work(Pass pass, const std::vector<Shape>& inputs,
                                  const std::vector<Shape>& outputs) const {
-  const ConvGeometry& g = geom_;
-  const double out = TotalElements(outputs), in = TotalElements(inputs);
-  const double weights = static_cast<double>(g.filters * g.col_rows());
-  const double products = 2.0 * out * static_cast<double>(g.col_rows());
-  const double bias = bias_ ? out : 0;
-  LayerWork w;
-  if (pass == Pass::kForward) {
-    w.flops = products + bias;
-    w.bytes = sizeof(float) * (in + out + weights);
-  } else {
-    const bool data_grad = propagate_down(0);
-    w.flops = (data_grad ? 2 : 1) * products + bias;
-    w.bytes = sizeof(float) * ((data_grad ? 2 : 1) * in + out + 2 * weights);
-  }
-  return w;
+  const double out = TotalElements(outputs);
+  return Work(pass, TotalElements(inputs), out, 2.0 * out * static_cast<double>(geom_.col_rows()));
 }
 
 }  // namespace spill

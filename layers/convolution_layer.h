@@ -10,6 +10,8 @@
 #define SPILL_LAYERS_CONVOLUTION_LAYER_H_
 
 #include <array>
+#include <string>
+#include <vector>
 
 #include "framework/layer.h"
 
@@ -33,24 +35,44 @@ struct ConvGeometry {
   int64_t in_plane() const { return height * width; }
 };
 
-class ConvolutionLayer : public Layer {
+// What a convolution and a transposed convolution (the convolution run
+// backwards) share: the convolution's geometry, the weight, an optional bias,
+// the parameters that shape the window, and the arithmetic of their work.
+class ConvolutionBaseLayer : public Layer {
  public:
-  explicit ConvolutionLayer(LayerParams& params);
-
-  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
-  std::vector<ParamSpec> params() const override;
   BackwardNeeds backward_needs() const override { return {{true}, false}; }
   LayerCost cost() const override { return LayerCost::kCheckpoint; }
-  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
-                 const std::vector<Shape>& outputs) const override;
 
   const ConvGeometry& geometry() const { return geom_; }
   bool has_bias() const { return bias_; }
 
  protected:
+  // Reads kernel, stride and pad.
+  void ReadWindow(LayerParams& params);
+  // Reads dilation, groups, bias and weight_init.
+  void ReadOptions(LayerParams& params);
+  // The weight, filters x C/G x kh x kw, initialized for these fans, and the
+  // bias over `bias_channels` where the layer has one.
+  std::vector<ParamSpec> WeightAndBias(int64_t fan_in, int64_t fan_out,
+                                       int64_t bias_channels) const;
+  // The work of a pass with `products` flops of multiply-adds: forward reads
+  // the input and weights and writes the output; backward computes the
+  // weight gradient and, where one is wanted, the data gradient.
+  LayerWork Work(Pass pass, double in, double out, double products) const;
+
   ConvGeometry geom_;
   bool bias_ = true;
   std::string weight_init_;
+};
+
+class ConvolutionLayer : public ConvolutionBaseLayer {
+ public:
+  explicit ConvolutionLayer(LayerParams& params);
+
+  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
+  std::vector<ParamSpec> params() const override;
+  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                 const std::vector<Shape>& outputs) const override;
 };
 
 }  // namespace spill

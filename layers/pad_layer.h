@@ -10,17 +10,15 @@
 
 #include <array>
 
-#include "framework/layer.h"
+#include "layers/rearranging_layer.h"
 
 namespace spill {
 
-class PadLayer : public Layer {
+class PadLayer : public RearrangingLayer {
  public:
   explicit PadLayer(LayerParams& params);
 
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
-  BackwardNeeds backward_needs() const override { return {{false}, false}; }
-  LayerCost cost() const override { return LayerCost::kCheap; }
 
  protected:
   std::array<int64_t, 4> pad_{};  // top, left, bottom, right

@@ -7,14 +7,9 @@ namespace spill {
 
 TransposedConvolutionLayer::TransposedConvolutionLayer(LayerParams& params) {
   out_channels_ = params.RequiredInt("filters", 1, kMaxLayerExtent);
-  geom_.kernel = params.RequiredPair("kernel", 1, kMaxLayerExtent);
-  geom_.stride = params.Pair("stride", {1, 1}, 1, kMaxLayerStride);
-  geom_.pad = params.Pair("pad", {0, 0}, 0, kMaxLayerStride);
+  ReadWindow(params);
   output_pad_ = params.Pair("output_pad", {0, 0}, 0, kMaxLayerStride);
-  geom_.dilation = params.Pair("dilation", {1, 1}, 1, kMaxLayerStride);
-  geom_.groups = params.Int("groups", 1, 1, kMaxLayerExtent);
-  bias_ = params.Bool("bias", true);
-  weight_init_ = params.Choice("weight_init", {"he", "xavier"}, "he");
+  ReadOptions(params);
   if (out_channels_ % geom_.groups != 0) params.Fail("groups", "must divide filters");
   for (int i = 0; i < 2; ++i) {
     if (output_pad_[i] >= geom_.stride[i]) {
@@ -70,37 +65,15 @@ std::vector<ParamSpec> TransposedConvolutionLayer::params() const {
   const int64_t taps = geom_.kernel[0] * geom_.kernel[1];
   const int64_t fan_in = geom_.filters_per_group() * taps;
   const int64_t fan_out = geom_.channels_per_group() * taps;
-  ParamSpec weight{
-      "weight", Shape(geom_.filters, geom_.channels_per_group(), geom_.kernel[0], geom_.kernel[1]),
-      weight_init_ == "he" ? Initializer::HeNormal(fan_in)
-                           : Initializer::XavierUniform(fan_in, fan_out)};
-  std::vector<ParamSpec> specs = {weight};
-  if (bias_) {
-    ParamSpec bias{"bias", Shape(1, out_channels_, 1, 1), Initializer::Constant(0)};
-    bias.decay_mult = 0;
-    specs.push_back(bias);
-  }
-  return specs;
+  return WeightAndBias(fan_in, fan_out, out_channels_);
 }
 
 // The convolution's work with the passes exchanged: a multiply-add per
 // weight tap and input element, forward and for each gradient.
 LayerWork TransposedConvolutionLayer::work(Pass pass, const std::vector<Shape>& inputs,
                                            const std::vector<Shape>& outputs) const {
-  const double in = TotalElements(inputs), out = TotalElements(outputs);
-  const double weights = static_cast<double>(geom_.filters * geom_.col_rows());
-  const double products = 2.0 * in * static_cast<double>(geom_.col_rows());
-  const double bias = bias_ ? out : 0;
-  LayerWork w;
-  if (pass == Pass::kForward) {
-    w.flops = products + bias;
-    w.bytes = sizeof(float) * (in + out + weights);
-  } else {
-    const bool data_grad = propagate_down(0);
-    w.flops = (data_grad ? 2 : 1) * products + bias;
-    w.bytes = sizeof(float) * ((data_grad ? 2 : 1) * in + out + 2 * weights);
-  }
-  return w;
+  const double in = TotalElements(inputs);
+  return Work(pass, in, TotalElements(outputs), 2.0 * in * static_cast<double>(geom_.col_rows()));
 }
 
 }  // namespace spill

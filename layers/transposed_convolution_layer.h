@@ -18,35 +18,26 @@
 #define SPILL_LAYERS_TRANSPOSED_CONVOLUTION_LAYER_H_
 
 #include <array>
-#include <string>
 
-#include "framework/layer.h"
 #include "layers/convolution_layer.h"
 
 namespace spill {
 
-class TransposedConvolutionLayer : public Layer {
+class TransposedConvolutionLayer : public ConvolutionBaseLayer {
  public:
   explicit TransposedConvolutionLayer(LayerParams& params);
 
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
   std::vector<ParamSpec> params() const override;
-  BackwardNeeds backward_needs() const override { return {{true}, false}; }
-  LayerCost cost() const override { return LayerCost::kCheckpoint; }
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
 
-  // The convolution this layer transposes: its input is this layer's output
-  // (channels = filters), its output this layer's input (filters = C_in).
-  const ConvGeometry& geometry() const { return geom_; }
-  bool has_bias() const { return bias_; }
-
  protected:
-  ConvGeometry geom_;
+  // geometry() is the convolution this layer transposes: its input is this
+  // layer's output (channels = filters), its output this layer's input
+  // (filters = C_in).
   int64_t out_channels_ = 0;
   std::array<int64_t, 2> output_pad_{0, 0};
-  bool bias_ = true;
-  std::string weight_init_;
 };
 
 }  // namespace spill

@@ -16,18 +16,16 @@
 
 #include <array>
 
-#include "framework/layer.h"
+#include "layers/rearranging_layer.h"
 #include "layers/upsample_math.h"
 
 namespace spill {
 
-class UpsampleLayer : public Layer {
+class UpsampleLayer : public RearrangingLayer {
  public:
   explicit UpsampleLayer(LayerParams& params);
 
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
-  BackwardNeeds backward_needs() const override { return {{false}, false}; }
-  LayerCost cost() const override { return LayerCost::kCheap; }
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
 

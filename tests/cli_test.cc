@@ -29,16 +29,13 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kLimitSeconds = 120;
+constexpr int kLimitSeconds = testing::kToolLimitSeconds;
 
 using Result = testing::ToolResult;
 using testing::ReadAll;
+using testing::RunTool;
 
 std::string Dir(const std::string& name) { return testing::FreshDir("spill_cli_" + name); }
-
-Result RunTool(const std::vector<std::string>& args) {
-  return testing::RunTool(args, kLimitSeconds);
-}
 
 void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count) {
   testing::WriteIdx(dir, prefix, count, [](uint32_t i, uint32_t p) {

@@ -16,6 +16,7 @@
 
 #include "memory/planner.h"
 #include "tests/testing/net_harness.h"
+#include "tools/bench/relu_chain.h"
 
 namespace spill {
 namespace {
@@ -23,36 +24,7 @@ namespace {
 // `n` ReLUs after a convolution: backward runs through every one, and each
 // output is droppable (cheap) and needed by its own backward.
 std::string TrainedChain(int n) {
-  return R"(
-blocks:
-  unit:
-    layers:
-      - {name: relu, type: relu}
-layers:
-  - {name: data, type: input, shape: [1, 8, 8]}
-  - {name: conv, type: convolution, filters: 1, kernel: 3, pad: 1}
-  - {name: chain, block: unit, repeat: )" +
-         std::to_string(n) + R"(}
-  - {name: fc, type: fully_connected, outputs: 4}
-  - {name: loss, type: softmax_loss}
-)";
-}
-
-// The depth benchmark's chain: 8x8 input, n ReLUs, a fully connected layer
-// and a loss.
-std::string BenchChain(int n) {
-  return R"(
-blocks:
-  unit:
-    layers:
-      - {name: relu, type: relu}
-layers:
-  - {name: data, type: input, shape: [1, 8, 8]}
-  - {name: chain, block: unit, repeat: )" +
-         std::to_string(n) + R"(}
-  - {name: fc, type: fully_connected, outputs: 10}
-  - {name: loss, type: softmax_loss}
-)";
+  return ReluChainYaml(n, /*classes=*/4, /*convolution_first=*/true);
 }
 
 MemoryOptions Mode(const std::string& mode) {
@@ -103,7 +75,7 @@ TEST(DeepChainTest, TenThousandLayersTrainUnderRecomputationBitIdentically) {
 
 // Per mode, the process time of a plan of the chain at `n` layers.
 double PlanSeconds(const std::string& mode, int n, MemoryPlan* out) {
-  auto net = testing::BuildTrainingNet(testing::MustParse(BenchChain(n)), 32);
+  auto net = testing::BuildTrainingNet(testing::MustParse(ReluChainYaml(n)), 32);
   SPILL_CHECK(net.ok()) << net.status().ToString();
   const std::clock_t start = std::clock();
   auto plan = Plan((*net)->view(), Mode(mode));

@@ -31,12 +31,8 @@ DsaSolution NaiveBestFit(const std::vector<DsaBlock>& blocks) {
   DsaSolution solution;
   solution.offsets.assign(blocks.size(), 0);
   if (blocks.empty()) return solution;
-  int64_t first = blocks[0].alloc_time, last = blocks[0].free_time;
-  for (const DsaBlock& block : blocks) {
-    first = std::min(first, block.alloc_time);
-    last = std::max(last, block.free_time);
-  }
-  std::vector<Line> lines = {{first, last, 0}};
+  const DsaTimeSpan span = DsaBlockSpan(blocks);
+  std::vector<Line> lines = {{span.first, span.last, 0}};
   std::vector<bool> placed(blocks.size(), false);
   for (size_t left = blocks.size(); left > 0;) {
     size_t l = 0;

@@ -26,6 +26,7 @@
 #include "tests/testing/fuzz_mutations.h"
 #include "tests/testing/fuzz_onnx.h"
 #include "tests/testing/fuzz_tools.h"
+#include "tests/testing/test_networks.h"
 
 namespace spill {
 namespace fuzz {
@@ -36,30 +37,25 @@ namespace fs = std::filesystem;
 constexpr int kTextMutations = static_cast<int>(TextMutation::kCount);
 constexpr int kByteMutations = static_cast<int>(ByteMutation::kCount);
 
-// Sources and case counts at scale 1.
-const char* const kFixtureNets[] = {
-    R"(layers:
+// Sources and case counts at scale 1: small networks of every construct
+// the parser reads, beside the zoo's.
+std::vector<std::string> FixtureNets() {
+  return {
+      R"(layers:
   - {name: data, type: input, shape: [1, 8, 8]}
   - {name: conv, type: convolution, filters: 2, kernel: 3, pad: 1, groups: 1}
   - {name: pool, type: max_pool, kernel: 2, stride: 2}
   - {name: fc, type: fully_connected, outputs: 3}
   - {name: loss, type: softmax_loss}
 )",
-    R"(params: {width: 4, depth: 2}
-blocks:
-  unit:
-    params: {filters: null}
-    layers:
-      - {name: conv, type: convolution, filters: $filters, kernel: 3, pad: 1}
-      - {name: add, type: add, inputs: [conv, $in]}
-layers:
+      "params: {width: 4, depth: 2}\n" + std::string(testing::kResidualUnitBlock) + R"(layers:
   - {name: data, type: input, shape: [4, 8, 8]}
   - {name: res, block: unit, repeat: $depth, args: {filters: $width}}
   - {name: gap, type: global_avg_pool}
   - {name: fc, type: fully_connected, outputs: "${width * 2 + 1}"}
   - {name: loss, type: softmax_loss}
 )",
-    R"(layers:
+      R"(layers:
   - {name: data, type: input, shape: [3, 8, 8]}
   - {name: a, type: convolution, filters: 4, kernel: 1}
   - {name: b, type: convolution, filters: 4, kernel: 3, pad: 1, inputs: [data]}
@@ -68,7 +64,9 @@ layers:
   - {name: fc, type: fully_connected, outputs: 2}
   - {name: loss, type: softmax_loss, inputs: [fc, data:1]}
 )",
-};
+  };
+}
+
 // At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
 constexpr int kNetworkSources = 12 + 3;
 constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 195 at least
@@ -124,8 +122,9 @@ TEST_F(FuzzTest, Networks) {
   }
   std::sort(sources.begin(), sources.end());
   sources.push_back({"blocks/resnet.yaml", ReadText("models/blocks/resnet.yaml")});
-  for (size_t i = 0; i < sizeof(kFixtureNets) / sizeof(kFixtureNets[0]); ++i) {
-    sources.push_back({"fixture" + std::to_string(i), kFixtureNets[i]});
+  const std::vector<std::string> fixtures = FixtureNets();
+  for (size_t i = 0; i < fixtures.size(); ++i) {
+    sources.push_back({"fixture" + std::to_string(i), fixtures[i]});
   }
   ASSERT_GE(static_cast<int>(sources.size()), kNetworkSources);
   const std::string dir = FreshDir("networks");
@@ -441,17 +440,18 @@ TEST_F(FuzzTest, ExportsReadBack) {
     const Status s = RunCase(name, body, &tally);
     EXPECT_NE(s.code(), StatusCode::kInternal) << name << ": " << s.ToString();
   };
+  const std::vector<std::string> fixtures = FixtureNets();
   for (int round = 0; round < Scale(); ++round) {
-    for (size_t i = 0; i < sizeof(kFixtureNets) / sizeof(kFixtureNets[0]); ++i) {
+    for (size_t i = 0; i < fixtures.size(); ++i) {
       const std::string source = "fixture" + std::to_string(i);
-      WriteText(net, kFixtureNets[i]);
+      WriteText(net, fixtures[i]);
       const Status original = ExportPipeline(net, onnx);
       ASSERT_TRUE(original.ok()) << source << ": " << original.ToString();
       const std::vector<uint8_t> exported = ReadBytes(onnx);
       for (int m = 0; m < kTextMutations; ++m) {
         for (int draw = 0; draw < kExportDraws; ++draw) {
           const auto mutation = static_cast<TextMutation>(m);
-          WriteText(net, MutateText(kFixtureNets[i], mutation, rng));
+          WriteText(net, MutateText(fixtures[i], mutation, rng));
           run(source + " / " + TextMutationName(mutation),
               [&] { return ExportPipeline(net, onnx); });
         }

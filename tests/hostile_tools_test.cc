@@ -25,13 +25,9 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kLimitSeconds = 120;
 using Result = testing::ToolResult;
 using testing::ReadAll;
-
-Result RunTool(const std::vector<std::string>& args) {
-  return testing::RunTool(args, kLimitSeconds);
-}
+using testing::RunTool;
 
 // A tiny network with BatchNorm (a variance to refuse when negative) trained
 // on generated idx files in `dir`/data, its checkpoint every `every` steps.
@@ -249,6 +245,19 @@ TEST_F(HostileToolsTest, ANanLossStopsTrainingAndKeepsTheLastGoodCheckpoint) {
   EXPECT_THAT(r.output, HasSubstr("is kept in " + kept));
   EXPECT_EQ(RunTool({"tools/eval", "--config", Path("diverge.yaml"), "--checkpoint", kept}).code,
             0);
+}
+
+// A checkpoint that cannot be written (its path is a folder) is reported as
+// that, not as a diverged run.
+TEST_F(HostileToolsTest, AnUnwritableCheckpointIsNotReportedAsDivergence) {
+  const std::string config = WriteConfig(*dir_, "blocked", 0.05, 1);
+  fs::create_directories(Path("blocked/checkpoint.npz"));
+  const Result r = RunTool(
+      {"tools/train", "--config", config, "--overwrite", "--max-steps", "2", "--no-progress"});
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("checkpoint.npz"));
+  EXPECT_THAT(r.output, HasSubstr("is a folder"));
+  EXPECT_THAT(r.output, Not(HasSubstr("diverged")));
 }
 
 // An out-of-memory report says what is short: host memory rather than the

@@ -13,6 +13,7 @@
 #include "framework/yaml_reader.h"
 #include "layers/input_layer.h"
 #include "tests/testing/net_harness.h"
+#include "tests/testing/test_networks.h"
 
 namespace spill {
 namespace {
@@ -41,15 +42,8 @@ TEST(NetParserTest, LinearChainDefaultsToPreviousLayer) {
 }
 
 TEST(NetParserTest, BlocksRepeatAndChain) {
-  NetSpec spec = testing::MustParse(R"(
-params: {width: 4}
-blocks:
-  unit:
-    params: {filters: null}
-    layers:
-      - {name: conv, type: convolution, filters: $filters, kernel: 3, pad: 1}
-      - {name: add, type: add, inputs: [conv, $in]}
-layers:
+  NetSpec spec = testing::MustParse("params: {width: 4}\n" +
+                                    std::string(testing::kResidualUnitBlock) + R"(layers:
   - {name: data, type: input, shape: [4, 8, 8]}
   - {name: res, block: unit, repeat: 3, args: {filters: $width}}
   - {name: out, type: relu}

@@ -7,9 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "framework/net.h"
 #include "framework/onnx/onnx_attributes.h"
@@ -22,25 +20,8 @@ namespace spill {
 namespace {
 
 using ::testing::HasSubstr;
-
-onnx::ModelProto LoadProto(const std::string& name) {
-  auto fixture = testing::LoadOnnxFixture(name);
-  SPILL_CHECK(fixture.ok());
-  std::ifstream in(fixture->onnx, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  onnx::ModelProto model;
-  SPILL_CHECK(model.ParseFromString(bytes.str()));
-  return model;
-}
-
-// The import's error ("" when it succeeds).
-std::string ImportError(const onnx::ModelProto& model) {
-  auto graph = ParseOnnxModel(model.SerializeAsString(), "net.onnx");
-  if (!graph.ok()) return graph.status().ToString();
-  auto net = ImportOnnx(**graph);
-  return net.ok() ? "" : net.status().ToString();
-}
+using testing::LoadOnnxProto;
+using testing::OnnxImportError;
 
 onnx::AttributeProto* SetInts(onnx::NodeProto* node, const std::string& name,
                               const std::vector<int64_t>& values) {
@@ -78,7 +59,7 @@ TEST(OnnxAttributesTest, WindowAttributesAreCheckedBeforeShapeInference) {
   for (const char* op : {"Conv", "MaxPool", "AveragePool"}) {
     for (const char* attribute : {"strides", "kernel_shape", "dilations"}) {
       for (int64_t value : kHostile) {
-        onnx::ModelProto model = LoadProto("vgg11");
+        onnx::ModelProto model = LoadOnnxProto("vgg11");
         onnx::NodeProto* node = FirstNode(&model, op);
         ASSERT_NE(node, nullptr) << op;
         std::vector<int64_t> values = {value, 1};
@@ -86,7 +67,7 @@ TEST(OnnxAttributesTest, WindowAttributesAreCheckedBeforeShapeInference) {
           values = {value, 3};
         }
         SetInts(node, attribute, values);
-        const std::string error = ImportError(model);
+        const std::string error = OnnxImportError(model);
         EXPECT_THAT(error, HasSubstr("net.onnx: node ")) << op << " " << attribute << value;
         EXPECT_THAT(error, HasSubstr("(" + std::string(op) + "): attribute '" + attribute + "'"))
             << op << " " << attribute << value;
@@ -96,33 +77,33 @@ TEST(OnnxAttributesTest, WindowAttributesAreCheckedBeforeShapeInference) {
 }
 
 TEST(OnnxAttributesTest, PadsFlagsAndListLengthsAreChecked) {
-  onnx::ModelProto model = LoadProto("vgg11");
+  onnx::ModelProto model = LoadOnnxProto("vgg11");
   SetInts(FirstNode(&model, "Conv"), "pads", {-1, -1, -1, -1});
-  EXPECT_THAT(ImportError(model), HasSubstr("attribute 'pads' must hold values in [0, "));
-  model = LoadProto("vgg11");
+  EXPECT_THAT(OnnxImportError(model), HasSubstr("attribute 'pads' must hold values in [0, "));
+  model = LoadOnnxProto("vgg11");
   SetInts(FirstNode(&model, "Conv"), "pads", {1, 1, 1});
-  EXPECT_THAT(ImportError(model), HasSubstr("'pads' must hold a begin and an end per axis"));
-  model = LoadProto("vgg11");
+  EXPECT_THAT(OnnxImportError(model), HasSubstr("'pads' must hold a begin and an end per axis"));
+  model = LoadOnnxProto("vgg11");
   SetInts(FirstNode(&model, "MaxPool"), "strides", {2, 2, 2});
-  EXPECT_THAT(ImportError(model), HasSubstr("describe different numbers of axes"));
-  model = LoadProto("vgg11");
+  EXPECT_THAT(OnnxImportError(model), HasSubstr("describe different numbers of axes"));
+  model = LoadOnnxProto("vgg11");
   onnx::NodeProto* pool = FirstNode(&model, "MaxPool");
   onnx::AttributeProto* ceil = pool->add_attribute();
   ceil->set_name("ceil_mode");
   ceil->set_type(onnx::AttributeProto::INT);
   ceil->set_i(7);
-  EXPECT_THAT(ImportError(model), HasSubstr("attribute 'ceil_mode' must be 0 or 1; it is 7"));
-  model = LoadProto("vgg11");
+  EXPECT_THAT(OnnxImportError(model), HasSubstr("attribute 'ceil_mode' must be 0 or 1; it is 7"));
+  model = LoadOnnxProto("vgg11");
   onnx::NodeProto* conv = FirstNode(&model, "Conv");
   onnx::AttributeProto* group = conv->add_attribute();
   group->set_name("group");
   group->set_type(onnx::AttributeProto::INT);
   group->set_i(0);
-  EXPECT_THAT(ImportError(model), HasSubstr("attribute 'group' must hold values in [1, "));
+  EXPECT_THAT(OnnxImportError(model), HasSubstr("attribute 'group' must hold values in [1, "));
 }
 
 TEST(OnnxAttributesTest, NonFiniteFloatAttributesAreRefused) {
-  onnx::ModelProto model = LoadProto("resnet18");
+  onnx::ModelProto model = LoadOnnxProto("resnet18");
   for (auto& node : *model.mutable_graph()->mutable_node()) {
     if (node.op_type() != "BatchNormalization") continue;
     onnx::AttributeProto* eps = node.add_attribute();
@@ -131,13 +112,13 @@ TEST(OnnxAttributesTest, NonFiniteFloatAttributesAreRefused) {
     eps->set_f(std::numeric_limits<float>::quiet_NaN());
     break;
   }
-  EXPECT_THAT(ImportError(model),
+  EXPECT_THAT(OnnxImportError(model),
               HasSubstr("(BatchNormalization): attribute 'epsilon' must be finite"));
 }
 
 // A static dimension of 0 or below is invalid, not "dynamic".
 TEST(OnnxAttributesTest, InvalidStaticDimensionsAreNotCalledDynamic) {
-  onnx::ModelProto model = LoadProto("vgg11");
+  onnx::ModelProto model = LoadOnnxProto("vgg11");
   model.mutable_graph()
       ->mutable_input(0)
       ->mutable_type()
@@ -145,7 +126,7 @@ TEST(OnnxAttributesTest, InvalidStaticDimensionsAreNotCalledDynamic) {
       ->mutable_shape()
       ->mutable_dim(2)
       ->set_dim_value(-4);
-  const std::string error = ImportError(model);
+  const std::string error = OnnxImportError(model);
   EXPECT_THAT(error, HasSubstr("has the invalid static dimension -4 (axis 2)"));
   EXPECT_THAT(error, ::testing::Not(HasSubstr("dynamic")));
 }

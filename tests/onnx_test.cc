@@ -18,8 +18,7 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <utility>
 
 #include "framework/initializer.h"
 #include "framework/net.h"
@@ -33,6 +32,8 @@ namespace spill {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::LoadOnnxProto;
+using testing::OnnxImportError;
 
 const char* const kFixtures[] = {"resnet18",     "vgg11",        "inception",      "dense_block",
                                  "mobilenet_v2", "mobilenet_v3", "efficientnet",   "shufflenet_v2",
@@ -117,17 +118,26 @@ TEST(OnnxImportTest, AsymmetricPadsBecomeAPadLayerAndASymmetricWindow) {
   EXPECT_EQ(pad_layers, 6u) << yaml;  // every window of the fixture is asymmetric
 }
 
+// The resnet18 fixture imported, and the network it became.
+void ImportResNet18(ImportedNet* imported, NetSpec* spec) {
+  auto fixture = testing::LoadOnnxFixture("resnet18");
+  ASSERT_TRUE(fixture.ok()) << fixture.status().ToString();
+  auto net = ImportOnnxFile(fixture->onnx);
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  auto parsed = ParseNetString(net->yaml, "resnet18");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  *imported = std::move(*net);
+  *spec = std::move(*parsed);
+}
+
 // Two steps at batch 2 in every memory mode, each at the smallest budget
 // that runs and a roomy one: the losses and weights of the baseline, bit for
 // bit, starting from the imported weights.
 TEST(OnnxImportTest, ImportedResNet18TrainsBitIdenticallyInEveryMode) {
-  auto fixture = testing::LoadOnnxFixture("resnet18");
-  ASSERT_TRUE(fixture.ok());
-  auto imported = ImportOnnxFile(fixture->onnx);
-  ASSERT_TRUE(imported.ok());
-  auto spec = ParseNetString(imported->yaml, "resnet18");
-  ASSERT_TRUE(spec.ok());
-  testing::ExpectEveryModeBitIdentical(*spec, imported->params);
+  ImportedNet imported;
+  NetSpec spec;
+  ASSERT_NO_FATAL_FAILURE(ImportResNet18(&imported, &spec));
+  testing::ExpectEveryModeBitIdentical(spec, imported.params);
 }
 
 // ---- Export ----
@@ -225,20 +235,20 @@ void ExpectRoundTripBitIdentical(const NetSpec& spec, const NpzArchive& params) 
   EXPECT_EQ(imported->params.size(), params.size());
 }
 
-TEST(OnnxExportTest, EveryLayerTypeRoundTripsBitIdentically) {
-  auto spec = ParseNetString(kEveryLayer, "every_layer.yaml");
+// `spec` built at batch 1 with seeded weights, round-tripped.
+void ExpectSeededRoundTrip(const StatusOr<NetSpec>& spec) {
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   auto net = Net::Build(*spec, {1, DeviceType::kCpu});
   ASSERT_TRUE(net.ok()) << net.status().ToString();
   ExpectRoundTripBitIdentical(*spec, testing::SeededParams(**net));
 }
 
+TEST(OnnxExportTest, EveryLayerTypeRoundTripsBitIdentically) {
+  ExpectSeededRoundTrip(ParseNetString(kEveryLayer, "every_layer.yaml"));
+}
+
 TEST(OnnxExportTest, EveryNewLayerTypeRoundTripsBitIdentically) {
-  auto spec = ParseNetString(kEveryNewLayer, "every_new_layer.yaml");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  auto net = Net::Build(*spec, {1, DeviceType::kCpu});
-  ASSERT_TRUE(net.ok()) << net.status().ToString();
-  ExpectRoundTripBitIdentical(*spec, testing::SeededParams(**net));
+  ExpectSeededRoundTrip(ParseNetString(kEveryNewLayer, "every_new_layer.yaml"));
 }
 
 // The small versions of models/ (MobileNetV2 and V3, EfficientNet,
@@ -249,22 +259,15 @@ TEST(OnnxExportTest, SmallModelsRoundTripBitIdentically) {
     SCOPED_TRACE(model.name);
     ParamOverrides overrides;
     for (const auto& item : YAML::Load(model.params)) overrides[item.first.Scalar()] = item.second;
-    auto spec = LoadNetFile(model.file, overrides);
-    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-    auto net = Net::Build(*spec, {1, DeviceType::kCpu});
-    ASSERT_TRUE(net.ok()) << net.status().ToString();
-    ExpectRoundTripBitIdentical(*spec, testing::SeededParams(**net));
+    ExpectSeededRoundTrip(LoadNetFile(model.file, overrides));
   }
 }
 
 TEST(OnnxExportTest, ImportedResNet18RoundTripsBitIdentically) {
-  auto fixture = testing::LoadOnnxFixture("resnet18");
-  ASSERT_TRUE(fixture.ok());
-  auto imported = ImportOnnxFile(fixture->onnx);
-  ASSERT_TRUE(imported.ok());
-  auto spec = ParseNetString(imported->yaml, "resnet18");
-  ASSERT_TRUE(spec.ok());
-  ExpectRoundTripBitIdentical(*spec, imported->params);
+  ImportedNet imported;
+  NetSpec spec;
+  ASSERT_NO_FATAL_FAILURE(ImportResNet18(&imported, &spec));
+  ExpectRoundTripBitIdentical(spec, imported.params);
 }
 
 TEST(OnnxExportTest, MissingParametersAreNamed) {
@@ -282,26 +285,8 @@ TEST(OnnxExportTest, MissingParametersAreNamed) {
 
 // ---- Errors ----
 
-onnx::ModelProto LoadProto(const std::string& name) {
-  auto fixture = testing::LoadOnnxFixture(name);
-  SPILL_CHECK(fixture.ok());
-  std::ifstream in(fixture->onnx, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  onnx::ModelProto model;
-  SPILL_CHECK(model.ParseFromString(bytes.str()));
-  return model;
-}
-
-std::string ImportError(const onnx::ModelProto& model) {
-  auto graph = ParseOnnxModel(model.SerializeAsString(), "net.onnx");
-  if (!graph.ok()) return graph.status().ToString();
-  auto net = ImportOnnx(**graph);
-  return net.ok() ? "" : net.status().ToString();
-}
-
 TEST(OnnxErrorsTest, TruncatedFile) {
-  const std::string bytes = LoadProto("vgg11").SerializeAsString();
+  const std::string bytes = LoadOnnxProto("vgg11").SerializeAsString();
   for (size_t keep : {size_t{0}, size_t{3}, bytes.size() / 2, bytes.size() - 1}) {
     auto graph = ParseOnnxModel(bytes.substr(0, keep), "net.onnx");
     ASSERT_FALSE(graph.ok()) << keep;
@@ -310,14 +295,14 @@ TEST(OnnxErrorsTest, TruncatedFile) {
 }
 
 TEST(OnnxErrorsTest, UnsupportedOperatorsAreListedWithTheirNodes) {
-  onnx::ModelProto model = LoadProto("vgg11");
+  onnx::ModelProto model = LoadOnnxProto("vgg11");
   int changed = 0;
   for (auto& node : *model.mutable_graph()->mutable_node()) {
     if (node.op_type() != "Relu") continue;
     node.set_op_type(changed == 0 ? "Softplus" : "Tanh");
     if (++changed == 2) break;
   }
-  const std::string error = ImportError(model);
+  const std::string error = OnnxImportError(model);
   EXPECT_THAT(error, HasSubstr("net.onnx: unsupported operators: Softplus, Tanh"));
   EXPECT_THAT(error, HasSubstr("'/features/features.1/Relu' (Softplus)"));
   EXPECT_THAT(error, HasSubstr("'/features/features.4/Relu' (Tanh)"));
@@ -325,7 +310,7 @@ TEST(OnnxErrorsTest, UnsupportedOperatorsAreListedWithTheirNodes) {
 }
 
 TEST(OnnxErrorsTest, DynamicImageSize) {
-  onnx::ModelProto model = LoadProto("vgg11");
+  onnx::ModelProto model = LoadOnnxProto("vgg11");
   auto* dim = model.mutable_graph()
                   ->mutable_input(0)
                   ->mutable_type()
@@ -333,11 +318,11 @@ TEST(OnnxErrorsTest, DynamicImageSize) {
                   ->mutable_shape()
                   ->mutable_dim(2);
   dim->set_dim_param("height");
-  EXPECT_THAT(ImportError(model), HasSubstr("input 'input' has a dynamic dimension (axis 2)"));
+  EXPECT_THAT(OnnxImportError(model), HasSubstr("input 'input' has a dynamic dimension (axis 2)"));
 }
 
 TEST(OnnxErrorsTest, DynamicBatchIsFine) {
-  onnx::ModelProto model = LoadProto("resnet18");
+  onnx::ModelProto model = LoadOnnxProto("resnet18");
   model.mutable_graph()
       ->mutable_input(0)
       ->mutable_type()
@@ -345,20 +330,20 @@ TEST(OnnxErrorsTest, DynamicBatchIsFine) {
       ->mutable_shape()
       ->mutable_dim(0)
       ->set_dim_param("batch");
-  EXPECT_EQ(ImportError(model), "");
+  EXPECT_EQ(OnnxImportError(model), "");
 }
 
 TEST(OnnxErrorsTest, OpsetOutOfRange) {
   for (int version : {9, 18}) {
-    onnx::ModelProto model = LoadProto("resnet18");
+    onnx::ModelProto model = LoadOnnxProto("resnet18");
     model.mutable_opset_import(0)->set_version(version);
-    EXPECT_THAT(ImportError(model), HasSubstr("net.onnx: opset " + std::to_string(version) +
-                                              "; spill reads opsets 11 to 17"));
+    EXPECT_THAT(OnnxImportError(model), HasSubstr("net.onnx: opset " + std::to_string(version) +
+                                                  "; spill reads opsets 11 to 17"));
   }
 }
 
 TEST(OnnxErrorsTest, LayerFeaturesSpillLacksAreNamed) {
-  onnx::ModelProto model = LoadProto("vgg11");
+  onnx::ModelProto model = LoadOnnxProto("vgg11");
   for (auto& node : *model.mutable_graph()->mutable_node()) {
     if (node.op_type() != "MaxPool") continue;
     auto* order = node.add_attribute();
@@ -367,7 +352,7 @@ TEST(OnnxErrorsTest, LayerFeaturesSpillLacksAreNamed) {
     order->set_i(1);  // column-major indices
     break;
   }
-  EXPECT_THAT(ImportError(model), HasSubstr("(MaxPool): storage_order must be 0"));
+  EXPECT_THAT(OnnxImportError(model), HasSubstr("(MaxPool): storage_order must be 0"));
 }
 
 // A ceil-mode window that starts in the right padding: ONNX keeps it (4x4),

@@ -8,6 +8,7 @@
 #include "framework/layer_registry.h"
 #include "layers/convolution_layer.h"
 #include "layers/cpu/conv_algorithm.h"
+#include "layers/cpu/conv_choice.h"
 #include "layers/cpu/conv_layouts.h"
 #include "layers/cpu/conv_timer.h"
 
@@ -16,32 +17,14 @@ namespace {
 
 class CpuConvolutionLayer : public ConvolutionLayer {
  public:
-  explicit CpuConvolutionLayer(LayerParams& params) : ConvolutionLayer(params) {
-    pinned_ = params.String("algorithm", "");
-    if (!pinned_.empty() && cpu::FindConvAlgorithm(pinned_) == nullptr) {
-      params.Fail("algorithm", cpu::UnknownConvAlgorithm(pinned_));
-    }
-  }
+  explicit CpuConvolutionLayer(LayerParams& params)
+      : ConvolutionLayer(params), algorithms_(params) {}
 
+  // oneDNN's first: usually the fastest, they are timed first, and the
+  // others' timing stops early when they clearly lose (conv_timer.h).
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override {
     SPILL_RETURN_IF_ERROR(ConvolutionLayer::Reshape(inputs, outputs));
-    supported_.clear();
-    for (const cpu::ConvAlgorithm* a : cpu::ConvAlgorithms()) {
-      if (a->Supports(geom_) && (pinned_.empty() || a->name() == pinned_)) supported_.push_back(a);
-    }
-    if (supported_.empty())
-      return InvalidArgument("no convolution algorithm supports this geometry");
-    // oneDNN's first: usually the fastest, they are timed first, and the
-    // others' timing stops early when they clearly lose (conv_timer.h).
-    std::stable_partition(supported_.begin(), supported_.end(), [](const cpu::ConvAlgorithm* a) {
-      return a->name().rfind("dnnl", 0) == 0;
-    });
-    // The default when no choice is made: oneDNN where available.
-    default_ = 0;
-    for (size_t i = 0; i < supported_.size(); ++i) {
-      if (supported_[i]->name() == "dnnl") default_ = static_cast<int>(i);
-    }
-    return Status::Ok();
+    return algorithms_.Select(geom_, /*dnnl_first=*/true);
   }
 
   // Converts between layouts: x and y may each be plain or blocked.
@@ -57,7 +40,7 @@ class CpuConvolutionLayer : public ConvolutionLayer {
     const cpu::ConvOp conv_op = Op(pass, op);
     std::vector<AlgorithmCandidate> candidates;
     const ConvGeometry g = Geometry();
-    for (const cpu::ConvAlgorithm* a : supported_) {
+    for (const cpu::ConvAlgorithm* a : algorithms_.supported()) {
       candidates.push_back(
           {a->name(), cpu::ConvSeconds(*a, g, conv_op), cpu::ConvWorkspaceBytes(*a, g, conv_op)});
     }
@@ -67,8 +50,8 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   size_t workspace_bytes(Pass pass) const override {
     size_t bytes = 0;
     for (int op = 0; op < num_algorithm_ops(pass); ++op) {
-      bytes =
-          std::max(bytes, cpu::ConvWorkspaceBytes(*supported_[default_], Geometry(), Op(pass, op)));
+      bytes = std::max(bytes,
+                       cpu::ConvWorkspaceBytes(algorithms_.fallback(), Geometry(), Op(pass, op)));
     }
     return bytes;
   }
@@ -125,14 +108,10 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   }
 
   const cpu::ConvAlgorithm* Choice(const std::vector<int>& algorithms, int op) const {
-    if (op < static_cast<int>(algorithms.size()) && algorithms[op] >= 0)
-      return supported_[algorithms[op]];
-    return supported_[default_];
+    return algorithms_.Chosen(algorithms, op);
   }
 
-  std::string pinned_;
-  std::vector<const cpu::ConvAlgorithm*> supported_;
-  int default_ = 0;
+  cpu::ConvAlgorithmChoice algorithms_;
 };
 
 }  // namespace

@@ -2,34 +2,37 @@
 // parameter gradients are summed in double in a fixed order; the parameter
 // gradients add image by image into sums carried from slice to slice, so a
 // step over slices of the batch gives the bits of the whole batch.
-#include <cmath>
 #include <vector>
 
 #include "framework/layer_registry.h"
+#include "layers/layer_norm_math.h"
 #include "layers/norm_layers.h"
 
 namespace spill {
 namespace {
 
-struct PixelStats {
-  double mean = 0, inv_std = 0;
-};
-
-// The statistics of the C values at `x`, `stride` apart.
-PixelStats Statistics(const float* x, int64_t c, int64_t stride, double eps) {
-  double sum = 0;
-  for (int64_t k = 0; k < c; ++k) sum += x[k * stride];
-  const double mean = sum / static_cast<double>(c);
-  double squares = 0;
+// dgamma[k] = the sum of dy * xhat(e, pixel), dbeta[k] the sum of dy, over
+// channel k's values e (pixel: the image's pixel index), image by image in
+// double from the slice's carried sums (2c: gamma's, then beta's), which
+// then hold the new sums. Null gradients are not written.
+template <typename Xhat>
+void AffineParamGradients(int64_t n, int64_t c, int64_t plane, const float* dy, Xhat xhat,
+                          double* sums, float* dgamma, float* dbeta) {
+#pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < c; ++k) {
-    const double d = x[k * stride] - mean;
-    squares += d * d;
+    double sum_gamma = sums[k], sum_beta = sums[c + k];
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t base = (i * c + k) * plane;
+      for (int64_t q = 0; q < plane; ++q) {
+        sum_gamma += dy[base + q] * xhat(base + q, i * plane + q);
+        sum_beta += dy[base + q];
+      }
+    }
+    sums[k] = sum_gamma;
+    sums[c + k] = sum_beta;
+    if (dgamma != nullptr) dgamma[k] = static_cast<float>(sum_gamma);
+    if (dbeta != nullptr) dbeta[k] = static_cast<float>(sum_beta);
   }
-  return {mean, 1.0 / std::sqrt(squares / static_cast<double>(c) + eps)};
-}
-
-inline float Normalized(float x, const PixelStats& s) {
-  return static_cast<float>((x - s.mean) * s.inv_std);
 }
 
 class CpuLayerNormLayer : public LayerNormLayer {
@@ -52,11 +55,7 @@ class CpuLayerNormLayer : public LayerNormLayer {
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < s.n() * plane; ++p) {
       const int64_t offset = (p / plane) * c * plane + p % plane;
-      const PixelStats st = Statistics(x + offset, c, plane, eps);
-      for (int64_t k = 0; k < c; ++k) {
-        const int64_t i = offset + k * plane;
-        y[i] = Normalized(x[i], st) * gamma[k] + beta[k];
-      }
+      LayerNormPixel(x + offset, gamma, beta, c, plane, eps, y + offset);
     }
   }
 
@@ -84,24 +83,10 @@ class CpuLayerNormLayer : public LayerNormLayer {
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < s.n() * plane; ++p) {
       const int64_t offset = (p / plane) * c * plane + p % plane;
-      const PixelStats st = Statistics(x + offset, c, plane, eps);
+      const PixelStats st = PixelStatistics(x + offset, c, plane, eps);
       stats[p] = st;
-      if (dx == nullptr) continue;
-      double sum_g = 0, sum_gx = 0;
-      for (int64_t k = 0; k < c; ++k) {
-        const int64_t i = offset + k * plane;
-        const float g = dy[i] * gamma[k];
-        sum_g += g;
-        sum_gx += static_cast<double>(g) * Normalized(x[i], st);
-      }
-      const double mean_g = sum_g / static_cast<double>(c);
-      const double mean_gx = sum_gx / static_cast<double>(c);
-      for (int64_t k = 0; k < c; ++k) {
-        const int64_t i = offset + k * plane;
-        const float g = dy[i] * gamma[k];
-        const float v =
-            static_cast<float>(st.inv_std * (g - mean_g - Normalized(x[i], st) * mean_gx));
-        dx[i] = accumulate ? dx[i] + v : v;
+      if (dx != nullptr) {
+        LayerNormPixelGrad(x + offset, dy + offset, gamma, c, plane, st, dx + offset, accumulate);
       }
     }
   }
@@ -116,21 +101,10 @@ class CpuLayerNormLayer : public LayerNormLayer {
     double* sums = SliceSums(args.slice, 2 * c, &local);
     float* dgamma = args.param_grads[0].valid() ? args.param_grads[0].data() : nullptr;
     float* dbeta = args.param_grads[1].valid() ? args.param_grads[1].data() : nullptr;
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < c; ++k) {
-      double sum_gamma = sums[k], sum_beta = sums[c + k];
-      for (int64_t n = 0; n < s.n(); ++n) {
-        const int64_t base = (n * c + k) * plane;
-        for (int64_t q = 0; q < plane; ++q) {
-          sum_gamma += dy[base + q] * Normalized(x[base + q], stats[n * plane + q]);
-          sum_beta += dy[base + q];
-        }
-      }
-      sums[k] = sum_gamma;
-      sums[c + k] = sum_beta;
-      if (dgamma != nullptr) dgamma[k] = static_cast<float>(sum_gamma);
-      if (dbeta != nullptr) dbeta[k] = static_cast<float>(sum_beta);
-    }
+    AffineParamGradients(
+        s.n(), c, plane, dy,
+        [x, stats](int64_t e, int64_t pixel) { return Normalized(x[e], stats[pixel]); }, sums,
+        dgamma, dbeta);
   }
 };
 
@@ -181,21 +155,8 @@ class CpuScaleLayer : public ScaleLayer {
     double* sums = SliceSums(args.slice, 2 * c, &local);
     float* dgamma = args.param_grads[0].valid() ? args.param_grads[0].data() : nullptr;
     float* dbeta = bias_ && args.param_grads[1].valid() ? args.param_grads[1].data() : nullptr;
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < c; ++k) {
-      double sum_gamma = sums[k], sum_beta = sums[c + k];
-      for (int64_t n = 0; n < s.n(); ++n) {
-        const int64_t base = (n * c + k) * plane;
-        for (int64_t q = 0; q < plane; ++q) {
-          sum_gamma += dy[base + q] * x[base + q];
-          sum_beta += dy[base + q];
-        }
-      }
-      sums[k] = sum_gamma;
-      sums[c + k] = sum_beta;
-      if (dgamma != nullptr) dgamma[k] = static_cast<float>(sum_gamma);
-      if (dbeta != nullptr) dbeta[k] = static_cast<float>(sum_beta);
-    }
+    AffineParamGradients(
+        s.n(), c, plane, dy, [x](int64_t e, int64_t) { return x[e]; }, sums, dgamma, dbeta);
   }
 };
 

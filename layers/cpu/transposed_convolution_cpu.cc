@@ -8,6 +8,7 @@
 #include "framework/layer_params.h"
 #include "framework/layer_registry.h"
 #include "layers/cpu/conv_algorithm.h"
+#include "layers/cpu/conv_choice.h"
 #include "layers/cpu/conv_timer.h"
 #include "layers/cpu/cpu_math.h"
 #include "layers/transposed_convolution_layer.h"
@@ -17,29 +18,12 @@ namespace {
 
 class CpuTransposedConvolutionLayer : public TransposedConvolutionLayer {
  public:
-  explicit CpuTransposedConvolutionLayer(LayerParams& params) : TransposedConvolutionLayer(params) {
-    pinned_ = params.String("algorithm", "");
-    if (!pinned_.empty() && cpu::FindConvAlgorithm(pinned_) == nullptr) {
-      std::string known;
-      for (const auto* a : cpu::ConvAlgorithms()) known += (known.empty() ? "" : ", ") + a->name();
-      params.Fail("algorithm", "must be one of: " + known + " (got '" + pinned_ + "')");
-    }
-  }
+  explicit CpuTransposedConvolutionLayer(LayerParams& params)
+      : TransposedConvolutionLayer(params), algorithms_(params) {}
 
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override {
     SPILL_RETURN_IF_ERROR(TransposedConvolutionLayer::Reshape(inputs, outputs));
-    supported_.clear();
-    for (const cpu::ConvAlgorithm* a : cpu::ConvAlgorithms()) {
-      if (a->Supports(geom_) && (pinned_.empty() || a->name() == pinned_)) supported_.push_back(a);
-    }
-    if (supported_.empty()) {
-      return InvalidArgument("no convolution algorithm supports this geometry");
-    }
-    default_ = 0;
-    for (size_t i = 0; i < supported_.size(); ++i) {
-      if (supported_[i]->name() == "dnnl") default_ = static_cast<int>(i);
-    }
-    return Status::Ok();
+    return algorithms_.Select(geom_, /*dnnl_first=*/false);
   }
 
   int num_algorithm_ops(Pass pass) const override {
@@ -48,7 +32,7 @@ class CpuTransposedConvolutionLayer : public TransposedConvolutionLayer {
 
   std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const override {
     std::vector<AlgorithmCandidate> candidates;
-    for (const cpu::ConvAlgorithm* a : supported_) {
+    for (const cpu::ConvAlgorithm* a : algorithms_.supported()) {
       candidates.push_back(
           {a->name(), cpu::ConvSeconds(*a, geom_, Op(pass, op)), Workspace(*a, pass, op)});
     }
@@ -58,7 +42,7 @@ class CpuTransposedConvolutionLayer : public TransposedConvolutionLayer {
   size_t workspace_bytes(Pass pass) const override {
     size_t bytes = 0;
     for (int op = 0; op < num_algorithm_ops(pass); ++op) {
-      bytes = std::max(bytes, Workspace(*supported_[default_], pass, op));
+      bytes = std::max(bytes, Workspace(algorithms_.fallback(), pass, op));
     }
     return bytes;
   }
@@ -70,7 +54,7 @@ class CpuTransposedConvolutionLayer : public TransposedConvolutionLayer {
 
   void Forward(const ForwardArgs& args) const override {
     const ConvGeometry g = Slice(args.inputs[0]);
-    Choice(args.algorithms, 0)
+    algorithms_.Chosen(args.algorithms, 0)
         ->BackwardData(g, args.inputs[0].data(), args.params[0].data(), args.outputs[0].data(),
                        false, args.workspace.data);
     if (bias_) cpu::AddConvBias(BiasGeometry(g), args.params[1].data(), args.outputs[0].data());
@@ -80,7 +64,7 @@ class CpuTransposedConvolutionLayer : public TransposedConvolutionLayer {
     const ConvGeometry g = Slice(args.inputs[0]);
     const float* dy = args.output_grads[0].data();
     if (args.param_grads[0].valid()) {
-      Choice(args.algorithms, 0)
+      algorithms_.Chosen(args.algorithms, 0)
           ->BackwardFilter(g, dy, args.inputs[0].data(), args.param_grads[0].data(), nullptr,
                            !args.slice.first(), nullptr, args.workspace.data);
     }
@@ -94,7 +78,7 @@ class CpuTransposedConvolutionLayer : public TransposedConvolutionLayer {
   // dx = conv(dy): overwritten by the algorithm, or, when accumulating,
   // computed one image at a time into the end of the workspace and added.
   void DataGradient(const BackwardArgs& args, const ConvGeometry& g) const {
-    const cpu::ConvAlgorithm* a = Choice(args.algorithms, 1);
+    const cpu::ConvAlgorithm* a = algorithms_.Chosen(args.algorithms, 1);
     const float* dy = args.output_grads[0].data();
     const float* w = args.params[0].data();
     float* dx = args.input_grads[0].data();
@@ -152,15 +136,7 @@ class CpuTransposedConvolutionLayer : public TransposedConvolutionLayer {
     return b;
   }
 
-  const cpu::ConvAlgorithm* Choice(const std::vector<int>& algorithms, int op) const {
-    if (op < static_cast<int>(algorithms.size()) && algorithms[op] >= 0)
-      return supported_[algorithms[op]];
-    return supported_[default_];
-  }
-
-  std::string pinned_;
-  std::vector<const cpu::ConvAlgorithm*> supported_;
-  int default_ = 0;
+  cpu::ConvAlgorithmChoice algorithms_;
 };
 
 }  // namespace

@@ -143,13 +143,25 @@ __device__ __forceinline__ void Covering(int64_t h, int64_t out, int64_t kernel,
   *hi = min((h + pad) / stride, out - 1);
 }
 
+// The window of forward output i: its rows and columns, and the plane it
+// reads.
+struct OutputWindow {
+  AxisWindow r, c;
+  int64_t plane;
+};
+
+__device__ __forceinline__ OutputWindow WindowOf(const PoolShape& s, int64_t i) {
+  const int64_t ow = i % s.out_width, t = i / s.out_width;
+  const int64_t oh = t % s.out_height, p = t / s.out_height;
+  return {Window(oh, s.height, s.kernel_h, s.stride_h, s.pad_h, s.count_include_pad),
+          Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, s.count_include_pad), p};
+}
+
 __global__ void MaxPoolForward(PoolShape s, const float* x, float* y) {
   SPILL_GRID_LOOP(i, s.planes * s.out_height * s.out_width) {
-    const int64_t ow = i % s.out_width, t = i / s.out_width;
-    const int64_t oh = t % s.out_height, p = t / s.out_height;
-    const AxisWindow r = Window(oh, s.height, s.kernel_h, s.stride_h, s.pad_h, s.count_include_pad);
-    const AxisWindow c = Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, s.count_include_pad);
-    const float* in = x + p * s.height * s.width;
+    const OutputWindow win = WindowOf(s, i);
+    const AxisWindow &r = win.r, &c = win.c;
+    const float* in = x + win.plane * s.height * s.width;
     float v = -FLT_MAX;
     for (int64_t h = r.begin; h < r.end; ++h) {
       for (int64_t w = c.begin; w < c.end; ++w) v = MaxOf(v, in[h * s.width + w]);
@@ -160,11 +172,9 @@ __global__ void MaxPoolForward(PoolShape s, const float* x, float* y) {
 
 __global__ void AvgPoolForward(PoolShape s, const float* x, float* y) {
   SPILL_GRID_LOOP(i, s.planes * s.out_height * s.out_width) {
-    const int64_t ow = i % s.out_width, t = i / s.out_width;
-    const int64_t oh = t % s.out_height, p = t / s.out_height;
-    const AxisWindow r = Window(oh, s.height, s.kernel_h, s.stride_h, s.pad_h, s.count_include_pad);
-    const AxisWindow c = Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, s.count_include_pad);
-    const float* in = x + p * s.height * s.width;
+    const OutputWindow win = WindowOf(s, i);
+    const AxisWindow &r = win.r, &c = win.c;
+    const float* in = x + win.plane * s.height * s.width;
     float v = 0.0f;
     for (int64_t h = r.begin; h < r.end; ++h) {
       for (int64_t w = c.begin; w < c.end; ++w) v = v + in[h * s.width + w];

@@ -43,6 +43,20 @@ inline float* ParamGrad(const BackwardArgs& args, size_t param) {
              : nullptr;
 }
 
+// Copies the sides, kernel, stride and padding of a layer's window geometry
+// (PoolGeometry, ConvGeometry) into a kernel's shape (PoolShape, WindowShape).
+template <typename KernelShape, typename Geometry>
+void CopyWindow(const Geometry& g, KernelShape* s) {
+  s->height = g.height;
+  s->width = g.width;
+  s->kernel_h = g.kernel[0];
+  s->kernel_w = g.kernel[1];
+  s->stride_h = g.stride[0];
+  s->stride_w = g.stride[1];
+  s->pad_h = g.pad[0];
+  s->pad_w = g.pad[1];
+}
+
 }  // namespace cuda
 }  // namespace spill
 

@@ -51,16 +51,9 @@ class CudaPoolingLayer : public PoolingLayer {
     const PoolGeometry& g = geom_;
     cuda::PoolShape s;
     s.planes = images * g.channels;
-    s.height = g.height;
-    s.width = g.width;
+    cuda::CopyWindow(g, &s);
     s.out_height = g.out_height;
     s.out_width = g.out_width;
-    s.kernel_h = g.kernel[0];
-    s.kernel_w = g.kernel[1];
-    s.stride_h = g.stride[0];
-    s.stride_w = g.stride[1];
-    s.pad_h = g.pad[0];
-    s.pad_w = g.pad[1];
     s.count_include_pad = g.count_include_pad;
     return s;
   }

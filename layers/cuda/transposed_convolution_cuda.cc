@@ -135,16 +135,9 @@ class CudaTransposedConvolutionLayer : public TransposedConvolutionLayer {
     const ConvGeometry& g = geom_;
     cuda::WindowShape s;
     s.channels = g.channels;
-    s.height = g.height;
-    s.width = g.width;
+    cuda::CopyWindow(g, &s);
     s.out_h = g.out_height;
     s.out_w = g.out_width;
-    s.kernel_h = g.kernel[0];
-    s.kernel_w = g.kernel[1];
-    s.stride_h = g.stride[0];
-    s.stride_w = g.stride[1];
-    s.pad_h = g.pad[0];
-    s.pad_w = g.pad[1];
     s.dilation_h = g.dilation[0];
     s.dilation_w = g.dilation[1];
     return s;

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "layers/cuda/vision_kernels_cuda.h"
+#include "layers/layer_norm_math.h"
 #include "layers/upsample_math.h"
 
 namespace spill {
@@ -114,33 +115,11 @@ __global__ void ChannelShuffle(int64_t n, int64_t c, int64_t plane, int64_t grou
 
 // ---- Layer norm and scale ----
 
-__device__ void PixelStatistics(const float* x, int64_t c, int64_t plane, double eps, double* mean,
-                                double* inv_std) {
-  double sum = 0;
-  for (int64_t k = 0; k < c; ++k) sum += x[k * plane];
-  *mean = sum / static_cast<double>(c);
-  double squares = 0;
-  for (int64_t k = 0; k < c; ++k) {
-    const double d = x[k * plane] - *mean;
-    squares += d * d;
-  }
-  *inv_std = 1.0 / sqrt(squares / static_cast<double>(c) + eps);
-}
-
-__device__ __forceinline__ float Normalized(float x, double mean, double inv_std) {
-  return static_cast<float>((x - mean) * inv_std);
-}
-
 __global__ void LayerNormForward(int64_t n, int64_t c, int64_t plane, const float* x,
                                  const float* gamma, const float* beta, double eps, float* y) {
   SPILL_VISION_LOOP(r, n * plane) {
     const int64_t offset = (r / plane) * c * plane + r % plane;
-    double mean, inv_std;
-    PixelStatistics(x + offset, c, plane, eps, &mean, &inv_std);
-    for (int64_t k = 0; k < c; ++k) {
-      const int64_t i = offset + k * plane;
-      y[i] = Normalized(x[i], mean, inv_std) * gamma[k] + beta[k];
-    }
+    LayerNormPixel(x + offset, gamma, beta, c, plane, eps, y + offset);
   }
 }
 
@@ -149,26 +128,11 @@ __global__ void LayerNormInputGrad(int64_t n, int64_t c, int64_t plane, const fl
                                    float* dx, bool accumulate) {
   SPILL_VISION_LOOP(r, n * plane) {
     const int64_t offset = (r / plane) * c * plane + r % plane;
-    double mean, inv_std;
-    PixelStatistics(x + offset, c, plane, eps, &mean, &inv_std);
-    stats[2 * r] = mean;
-    stats[2 * r + 1] = inv_std;
-    if (dx == nullptr) continue;
-    double sum_g = 0, sum_gx = 0;
-    for (int64_t k = 0; k < c; ++k) {
-      const int64_t i = offset + k * plane;
-      const float g = dy[i] * gamma[k];
-      sum_g += g;
-      sum_gx += static_cast<double>(g) * Normalized(x[i], mean, inv_std);
-    }
-    const double mean_g = sum_g / static_cast<double>(c);
-    const double mean_gx = sum_gx / static_cast<double>(c);
-    for (int64_t k = 0; k < c; ++k) {
-      const int64_t i = offset + k * plane;
-      const float g = dy[i] * gamma[k];
-      const float v =
-          static_cast<float>(inv_std * (g - mean_g - Normalized(x[i], mean, inv_std) * mean_gx));
-      dx[i] = Store(dx[i], v, accumulate);
+    const PixelStats st = PixelStatistics(x + offset, c, plane, eps);
+    stats[2 * r] = st.mean;
+    stats[2 * r + 1] = st.inv_std;
+    if (dx != nullptr) {
+      LayerNormPixelGrad(x + offset, dy + offset, gamma, c, plane, st, dx + offset, accumulate);
     }
   }
 }
@@ -186,7 +150,7 @@ __global__ void ChannelGradSums(int64_t n, int64_t c, int64_t plane, const float
         const int64_t e = (i * c + k) * plane + q;
         if (stats != nullptr) {
           const int64_t pixel = 2 * (i * plane + q);
-          a += dy[e] * Normalized(x[e], stats[pixel], stats[pixel + 1]);
+          a += dy[e] * Normalized(x[e], PixelStats{stats[pixel], stats[pixel + 1]});
         } else if (x != nullptr) {
           a += dy[e] * x[e];
         }

@@ -110,18 +110,23 @@ class Skyline {
 
 }  // namespace
 
+DsaTimeSpan DsaBlockSpan(const std::vector<DsaBlock>& blocks) {
+  DsaTimeSpan span{blocks[0].alloc_time, blocks[0].free_time};
+  for (const DsaBlock& block : blocks) {
+    span.first = std::min(span.first, block.alloc_time);
+    span.last = std::max(span.last, block.free_time);
+  }
+  return span;
+}
+
 DsaSolution SolveDsaBestFit(const std::vector<DsaBlock>& blocks) {
   CheckBlocks(blocks);
   DsaSolution solution;
   solution.offsets.assign(blocks.size(), 0);
   if (blocks.empty()) return solution;
 
-  int64_t first = blocks[0].alloc_time, last = blocks[0].free_time;
-  for (const DsaBlock& block : blocks) {
-    first = std::min(first, block.alloc_time);
-    last = std::max(last, block.free_time);
-  }
-  Skyline skyline(first, last);
+  const DsaTimeSpan span = DsaBlockSpan(blocks);
+  Skyline skyline(span.first, span.last);
   DsaCandidateIndex candidates(blocks);
   for (size_t unplaced = blocks.size(); unplaced > 0;) {
     Skyline::Iterator line = skyline.Lowest();

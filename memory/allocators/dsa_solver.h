@@ -84,6 +84,13 @@ struct DsaSolution {
   size_t footprint = 0;         // max(offset + bytes), 0 for no blocks
 };
 
+// The first allocation time and the last free time of non-empty `blocks`:
+// the span of event times the skyline starts as one line over.
+struct DsaTimeSpan {
+  int64_t first = 0, last = 0;
+};
+DsaTimeSpan DsaBlockSpan(const std::vector<DsaBlock>& blocks);
+
 // The paper's best-fit skyline heuristic, with the tie-breaks above.
 DsaSolution SolveDsaBestFit(const std::vector<DsaBlock>& blocks);
 

@@ -7,6 +7,7 @@
 #include "memory/report/address_map.h"
 #include "memory/report/page/page_assets.h"
 #include "memory/report/page_encoding.h"
+#include "memory/report/svg.h"
 #include "memory/residency.h"
 
 namespace spill {
@@ -277,29 +278,6 @@ Json TimelineColumns(const Timeline& timeline, const Schedule& schedule,
   return out;
 }
 
-std::string HtmlEscaped(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 PageMode PlannedPageMode(const std::string& mode, const MemoryOptions& options,
@@ -403,7 +381,7 @@ std::string MemoryPage::Html() const {
   std::string html;
   html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  html += "<title>" + HtmlEscaped(title) + " - device memory</title>\n<style>\n";
+  html += "<title>" + XmlEscaped(title) + " - device memory</title>\n<style>\n";
   html += kMemoryPageStyle;
   html +=
       "</style>\n</head>\n<body>\n<div id=\"app\"><noscript>This page draws with "

@@ -13,7 +13,7 @@
 
 namespace spill {
 
-// Text safe inside an SVG (XML) element or attribute.
+// Text safe inside an SVG (XML) or HTML element or attribute.
 std::string XmlEscaped(const std::string& text);
 
 // A linear map from the data interval [lo, hi] to pixels [from, to]; for a

@@ -3,12 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "framework/checkpoint.h"
 #include "framework/device_registry.h"
 #include "framework/executor.h"
 #include "framework/initializer.h"
 #include "framework/net.h"
+#include "framework/onnx/onnx_import.h"
+#include "framework/onnx/onnx_model.h"
 #include "memory/heap_pool.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
@@ -51,6 +55,24 @@ StatusOr<OnnxFixture> LoadOnnxFixture(const std::string& name) {
   f.output.assign(out.floats(), out.floats() + out.numel());
   f.batch = in.shape[0];
   return f;
+}
+
+onnx::ModelProto LoadOnnxProto(const std::string& name) {
+  auto fixture = LoadOnnxFixture(name);
+  SPILL_CHECK(fixture.ok()) << fixture.status().ToString();
+  std::ifstream in(fixture->onnx, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  onnx::ModelProto model;
+  SPILL_CHECK(model.ParseFromString(bytes.str())) << fixture->onnx << " is not an ONNX model";
+  return model;
+}
+
+std::string OnnxImportError(const onnx::ModelProto& model) {
+  auto graph = ParseOnnxModel(model.SerializeAsString(), "net.onnx");
+  if (!graph.ok()) return graph.status().ToString();
+  auto net = ImportOnnx(**graph);
+  return net.ok() ? "" : net.status().ToString();
 }
 
 std::vector<float> SomeImages(int64_t count) {

@@ -4,6 +4,8 @@
 #ifndef SPILL_TESTS_TESTING_ONNX_HARNESS_H_
 #define SPILL_TESTS_TESTING_ONNX_HARNESS_H_
 
+#include <onnx/onnx_pb.h>
+
 #include <string>
 #include <vector>
 
@@ -23,6 +25,10 @@ struct OnnxFixture {
   int64_t batch = 0;
 };
 StatusOr<OnnxFixture> LoadOnnxFixture(const std::string& name);
+// The fixture's model as a protobuf, for tests to edit.
+onnx::ModelProto LoadOnnxProto(const std::string& name);
+// The error of parsing and importing `model` ("" when both succeed).
+std::string OnnxImportError(const onnx::ModelProto& model);
 
 // The scores of `input` in the evaluation phase, with `params` loaded (every
 // parameter must be there), one convolution algorithm pinned.

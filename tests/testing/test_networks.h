@@ -11,6 +11,17 @@
 namespace spill {
 namespace testing {
 
+// A block `unit`: a convolution of $filters filters and a residual add of
+// its input ($in) - the block of the parser's tests and the fuzzer's
+// fixtures, which put their own parameters and layers around it.
+inline constexpr char kResidualUnitBlock[] = R"(blocks:
+  unit:
+    params: {filters: null}
+    layers:
+      - {name: conv, type: convolution, filters: $filters, kernel: 3, pad: 1}
+      - {name: add, type: add, inputs: [conv, $in]}
+)";
+
 inline constexpr char kLeNet[] = R"(
 layers:
   - {name: data, type: input, shape: [1, 12, 12]}

@@ -42,6 +42,12 @@ int Wait(pid_t pid, int limit_seconds);
 // Spawn and Wait: stdout, then stderr unless `with_stderr` is false.
 ToolResult RunTool(const std::vector<std::string>& args, int limit_seconds, bool with_stderr = true,
                    int64_t max_file_bytes = 0);
+// The limit of most tool tests: a tool on a tiny network, on a loaded machine.
+constexpr int kToolLimitSeconds = 120;
+// RunTool within kToolLimitSeconds, stdout then stderr.
+inline ToolResult RunTool(const std::vector<std::string>& args) {
+  return RunTool(args, kToolLimitSeconds);
+}
 
 // The pixel of `image` at `index` (0..783).
 using PixelFn = std::function<uint8_t(uint32_t image, uint32_t index)>;

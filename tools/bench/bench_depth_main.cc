@@ -1,12 +1,12 @@
 // bench_depth: planning time against depth, every memory mode.
 //
 // The network is a chain of ReLUs on an 8x8 input with a fully connected
-// layer and a loss at the end (batch 32): thousands of steps whose tensors
-// are tiny, so what grows is the planner's own work per step. For each
-// depth it builds the network once and plans one training iteration in each
-// mode, printing the process (CPU) seconds of the plan alone - what other
-// work on a loaded machine does not inflate - and its wall seconds, with the
-// max load and the allocator's footprint.
+// layer and a loss at the end (batch 32; tools/bench/relu_chain.h):
+// thousands of steps whose tensors are tiny, so what grows is the planner's
+// own work per step. For each depth it builds the network once and plans one
+// training iteration in each mode, printing the process (CPU) seconds of the
+// plan alone - what other work on a loaded machine does not inflate - and
+// its wall seconds, with the max load and the allocator's footprint.
 //
 //   bazel-bin/tools/bench/bench_depth                       10k, 30k, 100k, 300k layers
 //   bazel-bin/tools/bench/bench_depth --depth 1000 --depth 5000 --memory dymem
@@ -19,6 +19,7 @@
 #include "framework/net.h"
 #include "framework/units.h"
 #include "memory/planner.h"
+#include "tools/bench/relu_chain.h"
 #include "tools/common/cli.h"
 
 namespace spill {
@@ -26,26 +27,11 @@ namespace {
 
 constexpr int64_t kBatch = 32;
 
-std::string Chain(int64_t depth) {
-  return R"(name: relu_chain
-blocks:
-  unit:
-    layers:
-      - {name: relu, type: relu}
-layers:
-  - {name: data, type: input, shape: [1, 8, 8]}
-  - {name: chain, block: unit, repeat: )" +
-         std::to_string(depth) + R"(}
-  - {name: fc, type: fully_connected, outputs: 10}
-  - {name: loss, type: softmax_loss}
-)";
-}
-
 Status Run(const std::vector<int64_t>& depths, const std::vector<std::string>& modes) {
   std::printf("%9s %-18s %10s %10s %12s %12s\n", "layers", "mode", "cpu s", "wall s", "max load",
               "footprint");
   for (int64_t depth : depths) {
-    SPILL_ASSIGN_OR_RETURN(NetSpec spec, ParseNetString(Chain(depth), "relu_chain"));
+    SPILL_ASSIGN_OR_RETURN(NetSpec spec, ParseNetString(ReluChainYaml(depth), "relu_chain"));
     SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {kBatch, DeviceType::kCpu}));
     for (const std::string& mode : modes) {
       MemoryOptions options;

@@ -1,8 +1,6 @@
 #include "tools/trainer/inference.h"
 
 #include <algorithm>
-#include <cfloat>
-#include <cmath>
 
 #include "data/augment.h"
 #include "data/loader.h"
@@ -15,25 +13,21 @@
 namespace spill {
 namespace {
 
-// Mean cross-entropy and top-1 hits of the first `count` images' scores:
-// `classes` values per image, or per pixel of `pixels` (their values then
-// `pixels` apart), each pixel counted as a sample. Labels come from a
-// dataset checked to have at most `classes` classes; a label outside them is
-// still an error here rather than a read past the row.
+// Adds the cross-entropy and top-1 hits of the first `count` images'
+// scores (AddScoreLosses). Labels come from a dataset checked to have at
+// most `classes` classes; a label outside them is still an error here rather
+// than a read past the row.
 Status Score(const std::vector<float>& scores, const std::vector<float>& labels, int64_t count,
              int64_t classes, int64_t pixels, EvalResult* result) {
   for (int64_t r = 0; r < count * pixels; ++r) {
-    const float* p = scores.data() + (r / pixels) * classes * pixels + r % pixels;
     const int64_t label = static_cast<int64_t>(labels[r]);
     if (label < 0 || label >= classes) {
       return InvalidArgument("test label " + std::to_string(label) + " is outside the " +
                              std::to_string(classes) + " classes the network scores");
     }
-    result->loss -= std::log(std::max(p[label * pixels], FLT_MIN));
-    int64_t best = 0;
-    for (int64_t j = 1; j < classes; ++j) best = p[j * pixels] > p[best * pixels] ? j : best;
-    result->correct += best == label;
   }
+  AddScoreLosses(scores.data(), labels.data(), count, classes, pixels, &result->loss,
+                 &result->correct);
   result->count += count * pixels;
   return Status::Ok();
 }

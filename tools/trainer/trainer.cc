@@ -428,14 +428,18 @@ Status Trainer::Evaluate() {
 Status Trainer::SaveCheckpoint() {
   position_.solver_steps = solver_->steps();
   if (!leader_) return Status::Ok();  // every rank holds the same state
-  Status saved = spill::SaveCheckpoint(checkpoint_path(), *net_, *runtime_, *device_, solver_.get(),
-                                       position_, config_.text);
-  // Values that are not finite are refused before anything is written.
-  if (saved.code() == StatusCode::kInvalidArgument) {
-    return Diverged("after step " + std::to_string(position_.step) + " " + saved.message());
+  StatusOr<NpzArchive> archive =
+      CheckpointArchive(*net_, *runtime_, solver_.get(), position_, config_.text);
+  // Values that are not finite are refused before anything is written; a
+  // path that cannot be written is the writer's error, not a divergence.
+  if (archive.status().code() == StatusCode::kInvalidArgument) {
+    return Diverged("after step " + std::to_string(position_.step) + " " +
+                    archive.status().message());
   }
-  if (saved.ok()) saved_step_ = position_.step;
-  return saved;
+  SPILL_RETURN_IF_ERROR(archive.status());
+  SPILL_RETURN_IF_ERROR(WriteNpzAtomically(checkpoint_path(), *archive));
+  saved_step_ = position_.step;
+  return Status::Ok();
 }
 
 // Training cannot go on: it says so, and where the last good checkpoint is.

@@ -1,0 +1,40 @@
+#include "layers/cpu/conv_choice.h"
+
+#include <algorithm>
+
+namespace spill {
+namespace cpu {
+
+ConvAlgorithmChoice::ConvAlgorithmChoice(LayerParams& params) {
+  pinned_ = params.String("algorithm", "");
+  if (!pinned_.empty() && FindConvAlgorithm(pinned_) == nullptr) {
+    params.Fail("algorithm", UnknownConvAlgorithm(pinned_));
+  }
+}
+
+Status ConvAlgorithmChoice::Select(const ConvGeometry& g, bool dnnl_first) {
+  supported_.clear();
+  for (const ConvAlgorithm* a : ConvAlgorithms()) {
+    if (a->Supports(g) && (pinned_.empty() || a->name() == pinned_)) supported_.push_back(a);
+  }
+  if (supported_.empty()) return InvalidArgument("no convolution algorithm supports this geometry");
+  if (dnnl_first) {
+    std::stable_partition(supported_.begin(), supported_.end(),
+                          [](const ConvAlgorithm* a) { return a->name().rfind("dnnl", 0) == 0; });
+  }
+  default_ = 0;
+  for (size_t i = 0; i < supported_.size(); ++i) {
+    if (supported_[i]->name() == "dnnl") default_ = static_cast<int>(i);
+  }
+  return Status::Ok();
+}
+
+const ConvAlgorithm* ConvAlgorithmChoice::Chosen(const std::vector<int>& algorithms, int op) const {
+  if (op < static_cast<int>(algorithms.size()) && algorithms[op] >= 0) {
+    return supported_[algorithms[op]];
+  }
+  return supported_[default_];
+}
+
+}  // namespace cpu
+}  // namespace spill

@@ -1,0 +1,45 @@
+// The CPU convolution algorithms one layer may run, for the convolution and
+// the transposed convolution alike: every registered algorithm that supports
+// the layer's geometry, or only the one its `algorithm` parameter pins. The
+// memory runtime chooses among them per operation and step; where it makes
+// no choice, oneDNN's runs when it is available.
+#ifndef SPILL_LAYERS_CPU_CONV_CHOICE_H_
+#define SPILL_LAYERS_CPU_CONV_CHOICE_H_
+
+#include <string>
+#include <vector>
+
+#include "framework/layer_params.h"
+#include "framework/status.h"
+#include "layers/convolution_layer.h"
+#include "layers/cpu/conv_algorithm.h"
+
+namespace spill {
+namespace cpu {
+
+class ConvAlgorithmChoice {
+ public:
+  // Reads `algorithm`; an unknown name is an error that lists the known ones.
+  explicit ConvAlgorithmChoice(LayerParams& params);
+
+  // Keeps the algorithms that support `g`, in registration order, oneDNN's
+  // first where `dnnl_first`. An error when none does.
+  Status Select(const ConvGeometry& g, bool dnnl_first);
+
+  const std::vector<const ConvAlgorithm*>& supported() const { return supported_; }
+  // The algorithm that runs where the runtime chose none.
+  const ConvAlgorithm& fallback() const { return *supported_[default_]; }
+  // The algorithm chosen for operation `op` of a pass (an index into
+  // supported(), or -1 for none), else the fallback.
+  const ConvAlgorithm* Chosen(const std::vector<int>& algorithms, int op) const;
+
+ private:
+  std::string pinned_;
+  std::vector<const ConvAlgorithm*> supported_;
+  int default_ = 0;
+};
+
+}  // namespace cpu
+}  // namespace spill
+
+#endif  // SPILL_LAYERS_CPU_CONV_CHOICE_H_
