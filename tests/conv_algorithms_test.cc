@@ -79,6 +79,14 @@ std::vector<Case> Cases() {
       {"wide", Geometry(2, 32, 8, 8, 48, {3, 3}, {1, 1}, {1, 1})},
       {"wide_padded_stride2", Geometry(2, 20, 9, 9, 24, {3, 3}, {2, 2}, {1, 1})},
       {"wide_groups2", Geometry(2, 32, 6, 6, 64, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 2)},
+      // MobileNet's depthwise convolutions: strided, odd sizes, planes
+      // smaller than the kernel, and wider or dilated kernels.
+      {"depthwise_stride2", Geometry(3, 5, 9, 8, 5, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 5)},
+      {"depthwise_tiny", Geometry(4, 24, 2, 2, 24, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 24)},
+      {"depthwise_tiny1x1", Geometry(3, 20, 1, 1, 20, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 20)},
+      {"depthwise_tiny_stride2", Geometry(3, 16, 2, 2, 16, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 16)},
+      {"depthwise_5x5_dilation2", Geometry(2, 6, 11, 9, 6, {5, 5}, {1, 2}, {4, 3}, {2, 2}, 6)},
+      {"depthwise_wide", Geometry(2, 48, 14, 14, 48, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 48)},
   };
 }
 
@@ -255,10 +263,24 @@ const ConvAlgorithm& Reference() {
 }
 
 TEST(ConvAlgorithmsTest, AllAreRegistered) {
-  for (const char* name :
-       {"im2col_image", "im2col_batch", "im2col_chunk", "direct", "dnnl", "dnnl_winograd"}) {
+  for (const char* name : {"im2col_image", "im2col_batch", "im2col_chunk", "direct", "depthwise",
+                           "dnnl", "dnnl_winograd"}) {
     EXPECT_NE(FindConvAlgorithm(name), nullptr) << name;
   }
+}
+
+// depthwise takes one filter per channel and nothing else: a grouped
+// convolution with several channels or filters per group is left to the
+// general algorithms.
+TEST(ConvAlgorithmsTest, DepthwiseTakesOneFilterPerChannelOnly) {
+  const ConvAlgorithm* a = FindConvAlgorithm("depthwise");
+  ASSERT_NE(a, nullptr);
+  for (const Case& c : Cases()) {
+    const ConvGeometry& g = c.g;
+    EXPECT_EQ(a->Supports(g), g.groups == g.channels && g.filters == g.channels) << c.name;
+  }
+  // Two filters per channel (a depth multiplier of 2).
+  EXPECT_FALSE(a->Supports(Geometry(2, 4, 6, 6, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 4)));
 }
 
 class ConvCaseTest : public ::testing::TestWithParam<Case> {};
@@ -310,9 +332,10 @@ INSTANTIATE_TEST_SUITE_P(Geometries, ConvCaseTest, ::testing::ValuesIn(Cases()),
                            return std::string(info.param.name);
                          });
 
-// Winograd's kernels exist for 3x3 kernels at stride 1 only; every other
-// algorithm computes every geometry.
+// Winograd's kernels exist for 3x3 kernels at stride 1 only, depthwise for
+// one filter per channel only; every other algorithm computes every geometry.
 bool MustSupport(const ConvAlgorithm& a, const ConvGeometry& g) {
+  if (a.name() == "depthwise") return g.groups == g.channels && g.filters == g.channels;
   if (a.name() != "dnnl_winograd") return true;
   return g.kernel == std::array<int64_t, 2>{3, 3} && g.stride == std::array<int64_t, 2>{1, 1} &&
          g.dilation == std::array<int64_t, 2>{1, 1} && g.groups == 1;

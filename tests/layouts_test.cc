@@ -199,6 +199,11 @@ const LayerCase kLayerCases[] = {
      "{type: convolution, filters: 32, kernel: 1, stride: 2, algorithm: dnnl}",
      {kImages},
      1e-5},
+    {"depthwise",
+     "{type: convolution, filters: 32, kernel: 3, stride: 2, pad: 1, groups: 32, "
+     "algorithm: depthwise}",
+     {kImages},
+     0},
     {"dnnl_groups",
      "{type: convolution, filters: 16, kernel: 3, groups: 2, algorithm: dnnl}",
      {kImages},

@@ -6,6 +6,8 @@
 //   im2col_batch   im2col of the whole batch, one GEMM per group (largest workspace)
 //   im2col_chunk   im2col of a few images at a time (between the two)
 //   direct         loops over the kernel window, no workspace
+//   depthwise      one filter per channel only (groups == channels == filters):
+//                  plane by plane, no workspace
 //   dnnl           oneDNN's convolution primitives
 //
 // Contract for every algorithm:
