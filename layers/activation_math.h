@@ -34,15 +34,29 @@ constexpr bool ActivationReadsOutput(ActivationFunction f) {
 
 SPILL_HOST_DEVICE inline float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// min(max(x, lo), hi) as compares and selects, which vectorize (fminf and
+// fmaxf compile to a library call per element on the CPU): the same value
+// for every x, NaN included (NaN > lo is false, so NaN gives lo, as fmaxf's
+// NaN-ignoring maximum does); a -0 below lo = 0 gives +0.
+SPILL_HOST_DEVICE inline float Clamp(float x, float lo, float hi) {
+  const float low = x > lo ? x : lo;
+  return low < hi ? low : hi;
+}
+
+// clip's gradient: 0 at the kinks, as PyTorch's is.
+SPILL_HOST_DEVICE inline float ClipGrad(float y, float dy, float lo, float hi) {
+  return y > lo && y < hi ? dy : 0.0f;
+}
+
 SPILL_HOST_DEVICE inline float Activate(const ActivationConstants& k, float x) {
   constexpr float kSqrtHalf = 0.70710678118654752f;
   switch (k.function) {
     case ActivationFunction::kClip:
-      return fminf(fmaxf(x, k.min), k.max);
+      return Clamp(x, k.min, k.max);
     case ActivationFunction::kHardSigmoid:
-      return fminf(fmaxf(k.alpha * x + k.beta, 0.0f), 1.0f);
+      return Clamp(k.alpha * x + k.beta, 0.0f, 1.0f);
     case ActivationFunction::kHardSwish:  // x * relu6(x + 3) / 6, as PyTorch writes it
-      return x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+      return x * Clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f;
     case ActivationFunction::kSigmoid:
       return Sigmoid(x);
     case ActivationFunction::kSilu:
@@ -61,7 +75,7 @@ SPILL_HOST_DEVICE inline float ActivationGrad(const ActivationConstants& k, floa
   constexpr float kInvSqrt2Pi = 0.39894228040143268f;
   switch (k.function) {
     case ActivationFunction::kClip:
-      return v > k.min && v < k.max ? dy : 0.0f;
+      return ClipGrad(v, dy, k.min, k.max);
     case ActivationFunction::kHardSigmoid:
       return v > 0.0f && v < 1.0f ? dy * k.alpha : 0.0f;
     case ActivationFunction::kHardSwish:

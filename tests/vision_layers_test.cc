@@ -142,6 +142,18 @@ std::vector<float> Outputs(const char* entry, const Shape& shape, const std::vec
   return h.outputs[0];
 }
 
+// clip's vectorized form gives what min(max(x, lo), hi) gives, at the
+// kinks, at the infinities and for NaN (which clips to the minimum).
+TEST(ActivationTest, ClipMatchesMinOfMaxEverywhere) {
+  const Shape s(1, 1, 1, 9);
+  const float nan = std::nanf(""), inf = INFINITY;
+  const std::vector<float> x = {-inf, -7.5f, -0.0f, 0.0f, 1e-30f, 3.25f, 6.0f, inf, nan};
+  const std::vector<float> y = Outputs("{type: clip, min: -2, max: 6}", s, x);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(y[i], std::fmin(std::fmax(x[i], -2.0f), 6.0f)) << x[i];
+  }
+}
+
 TEST(ActivationTest, KnownValues) {
   const Shape s(1, 1, 1, 5);
   const std::vector<float> x = {-4, -1, 0, 1, 7};

@@ -17,6 +17,12 @@ class CpuActivationLayer : public ActivationLayer {
     float* y = args.outputs[0].data();
     const int64_t n = args.inputs[0].numel();
     const ActivationConstants k = constants_;
+    if (k.function == ActivationFunction::kClip) {  // a loop of its own vectorizes
+      const float lo = k.min, hi = k.max;
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) y[i] = Clamp(x[i], lo, hi);
+      return;
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) y[i] = Activate(k, x[i]);
   }
@@ -29,6 +35,17 @@ class CpuActivationLayer : public ActivationLayer {
     float* dx = args.input_grads[0].data();
     const int64_t n = args.output_grads[0].numel();
     const ActivationConstants k = constants_;
+    if (k.function == ActivationFunction::kClip) {
+      const float lo = k.min, hi = k.max;
+      if (args.accumulate[0]) {
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < n; ++i) dx[i] += ClipGrad(v[i], dy[i], lo, hi);
+      } else {
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < n; ++i) dx[i] = ClipGrad(v[i], dy[i], lo, hi);
+      }
+      return;
+    }
     if (args.accumulate[0]) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) dx[i] += ActivationGrad(k, v[i], dy[i]);
