@@ -37,6 +37,7 @@
 #define SPILL_MEMORY_EVALUATE_H_
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,9 @@ StatusOr<EvalModel> BuildEvalModel(const NetworkView& view, const MemoryOptions&
 
 // Decisions that keep everything.
 Decisions KeepAll(const EvalModel& model);
+// A valid random decision for every candidate - keep, offload or drop, with
+// random steps out and back - for checking evaluators and planners.
+Decisions RandomDecisions(const EvalModel& model, std::mt19937_64& rng);
 // "" when `d` is a plan the evaluator and the runtime can run; otherwise
 // what is wrong, naming the tensor.
 std::string CheckDecisions(const EvalModel& model, const Decisions& d);

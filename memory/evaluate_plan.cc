@@ -123,6 +123,22 @@ StatusOr<EvalModel> BuildEvalModel(const NetworkView& view, const MemoryOptions&
 
 Decisions KeepAll(const EvalModel& model) { return Decisions(model.schedule->tensors.size()); }
 
+Decisions RandomDecisions(const EvalModel& model, std::mt19937_64& rng) {
+  Decisions d = KeepAll(model);
+  for (TensorId t : model.candidates) {
+    std::vector<TensorChoice> choices = {TensorChoice::kKeep};
+    if (model.offloadable[t]) choices.push_back(TensorChoice::kOffload);
+    if (model.droppable[t]) choices.push_back(TensorChoice::kDrop);
+    const TensorChoice c = choices[rng() % choices.size()];
+    if (c == TensorChoice::kKeep) continue;
+    const int lfu = model.last_forward_use[t], u = model.first_backward_use[t];
+    const int out = lfu + static_cast<int>(rng() % (u - lfu));
+    const int in = out + 1 + static_cast<int>(rng() % (u - out));
+    d[t] = {c, out, in};
+  }
+  return d;
+}
+
 std::string CheckDecisions(const EvalModel& model, const Decisions& d) {
   const Schedule& schedule = *model.schedule;
   if (d.size() != schedule.tensors.size()) {

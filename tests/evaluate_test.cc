@@ -42,24 +42,6 @@ MemoryOptions GivenPlanOptions() {
   return options;
 }
 
-// A valid random decision for every candidate: keep, offload or drop, with
-// random steps out and back.
-Decisions RandomDecisions(const EvalModel& model, std::mt19937_64& rng) {
-  Decisions d = KeepAll(model);
-  for (TensorId t : model.candidates) {
-    std::vector<TensorChoice> choices = {TensorChoice::kKeep};
-    if (model.offloadable[t]) choices.push_back(TensorChoice::kOffload);
-    if (model.droppable[t]) choices.push_back(TensorChoice::kDrop);
-    const TensorChoice c = choices[rng() % choices.size()];
-    if (c == TensorChoice::kKeep) continue;
-    const int lfu = model.last_forward_use[t], u = model.first_backward_use[t];
-    const int out = lfu + static_cast<int>(rng() % (u - lfu));
-    const int in = out + 1 + static_cast<int>(rng() % (u - out));
-    d[t] = {c, out, in};
-  }
-  return d;
-}
-
 DeviceProfile InlineProfile() {
   CpuCalibration c{1e11, 2e10, 5e9, 1e-4};
   return CpuProfile(c, 2e9);

@@ -77,14 +77,7 @@ constexpr Variant kVariants[] = {
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
-  testing::SyntheticRun run;
-  run.batch = 3;
-  run.steps = 3;
-  run.learning_rate = 0.05f;
-  SPILL_CHECK(ApplyMemoryMode(mode, &run.memory).ok());
-  run.memory.device_budget = 64 << 20;
-  run.memory.host_budget = 16 << 20;  // locked as used on a GPU; these networks use far less
-  run.memory.poison_freed = true;     // a read after free turns into NaN
+  testing::SyntheticRun run = testing::SmallMemoryRun(mode);
   // These maps are a few KiB: offload them and place them by mobility all the same.
   SPILL_CHECK(run.memory.settings.Set("min_offload", "0").ok());
   // Algorithms round differently: comparing modes bit for bit pins one.

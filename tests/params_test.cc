@@ -24,14 +24,7 @@ using ::testing::HasSubstr;
 
 testing::SyntheticRun MakeRun(const std::string& mode, const std::string& params,
                               bool update_on_host) {
-  testing::SyntheticRun run;
-  run.batch = 3;
-  run.steps = 3;
-  run.learning_rate = 0.05f;
-  SPILL_CHECK(ApplyMemoryMode(mode, &run.memory).ok());
-  run.memory.device_budget = 64 << 20;
-  run.memory.host_budget = 16 << 20;
-  run.memory.poison_freed = true;
+  testing::SyntheticRun run = testing::SmallMemoryRun(mode);
   run.memory.workspace = *ParseWorkspacePolicy("pin:im2col_image");
   run.memory.params = *ParseParamPlacement(params);
   run.memory.update_on_host = update_on_host;

@@ -58,6 +58,18 @@ StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t bat
   return net;
 }
 
+SyntheticRun SmallMemoryRun(const std::string& mode) {
+  SyntheticRun run;
+  run.batch = 3;
+  run.steps = 3;
+  run.learning_rate = 0.05f;
+  SPILL_CHECK(ApplyMemoryMode(mode, &run.memory).ok()) << mode;
+  run.memory.device_budget = 64 << 20;
+  run.memory.host_budget = 16 << 20;
+  run.memory.poison_freed = true;
+  return run;
+}
+
 NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides) {
   auto spec = ParseNetString(yaml, "test.yaml", overrides);
   SPILL_CHECK(spec.ok()) << spec.status().ToString();

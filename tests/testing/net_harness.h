@@ -62,6 +62,12 @@ StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t bat
                                                 DeviceType device = DeviceType::kCpu,
                                                 bool blocked_layouts = true);
 
+// The memory tests' run: three steps of batch 3 under memory mode `mode`,
+// 64 MiB of device memory and 16 MiB of host memory (page-locked as used
+// on a GPU; these networks use far less), freed memory poisoned with NaN so
+// that a read after free shows.
+SyntheticRun SmallMemoryRun(const std::string& mode);
+
 // Parses YAML text (label "test.yaml") or dies.
 NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides = {});
 

@@ -48,21 +48,6 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-Decisions RandomDecisions(const EvalModel& model, std::mt19937_64& rng) {
-  Decisions d = KeepAll(model);
-  for (TensorId t : model.candidates) {
-    std::vector<TensorChoice> choices = {TensorChoice::kKeep};
-    if (model.offloadable[t]) choices.push_back(TensorChoice::kOffload);
-    if (model.droppable[t]) choices.push_back(TensorChoice::kDrop);
-    const TensorChoice c = choices[rng() % choices.size()];
-    if (c == TensorChoice::kKeep) continue;
-    const int lfu = model.last_forward_use[t], u = model.first_backward_use[t];
-    const int out = lfu + static_cast<int>(rng() % (u - lfu));
-    d[t] = {c, out, out + 1 + static_cast<int>(rng() % (u - out))};
-  }
-  return d;
-}
-
 Status Run(const std::string& file, int64_t batch, int vectors) {
   cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadNetFile(file));
