@@ -101,7 +101,9 @@ TEST_P(FeasibilityTest, EveryBudgetFromTheMinimumToTwiceItRuns) {
     ASSERT_TRUE(options.settings.Set("planner.episodes", "12").ok());
     ASSERT_TRUE(options.settings.Set("planner.embedding", "8").ok());
   }
-  if (c.mode == "milp") ASSERT_TRUE(options.settings.Set("planner.milp_seconds", "1").ok());
+  if (c.mode == "milp") {
+    ASSERT_TRUE(options.settings.Set("planner.milp_seconds", "1").ok());
+  }
   ASSERT_TRUE(options.Validate().ok()) << options.Validate().ToString();
   auto minimum = MinimumBudget(net->view(), options);
   ASSERT_TRUE(minimum.ok()) << minimum.status().ToString();
