@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <utility>
 
 #include "framework/initializer.h"
@@ -25,12 +26,14 @@
 #include "framework/onnx/onnx_export.h"
 #include "framework/onnx/onnx_import.h"
 #include "framework/onnx/onnx_model.h"
+#include "tests/testing/data_files.h"
 #include "tests/testing/onnx_harness.h"
 #include "tests/testing/test_networks.h"
 
 namespace spill {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::LoadOnnxProto;
 using testing::OnnxImportError;
@@ -422,6 +425,104 @@ TEST(OnnxErrorsTest, ShapesSpillComputesDifferentlyAreNamed) {
   EXPECT_THAT(CheckImportedShapes(*imported, **net).ToString(),
               HasSubstr("ceil.onnx: layer 'pool' (max_pool) computes 1x3x3 where ONNX infers "
                         "1x4x4"));
+}
+
+// `model` with every initializer moved to external data in `dir`, as
+// torch.onnx.export writes a model over 2 GiB: the first half of the tensors
+// one file each, the rest one after another in weights.bin. Returns the
+// model's path, dir/NAME.onnx.
+std::string WriteWithExternalData(onnx::ModelProto model, const std::string& dir,
+                                  const std::string& name = "net") {
+  std::ofstream shared(dir + "/weights.bin", std::ios::binary);
+  auto* inits = model.mutable_graph()->mutable_initializer();
+  int64_t offset = 0;
+  for (int i = 0; i < inits->size(); ++i) {
+    onnx::TensorProto& t = (*inits)[i];
+    const std::string bytes = t.raw_data();
+    auto add = [&t](const std::string& key, const std::string& value) {
+      auto* entry = t.add_external_data();
+      entry->set_key(key);
+      entry->set_value(value);
+    };
+    if (i < inits->size() / 2) {
+      const std::string file = "tensor_" + std::to_string(i);
+      std::ofstream(dir + "/" + file, std::ios::binary) << bytes;
+      add("location", file);
+    } else {
+      shared << bytes;
+      add("location", "weights.bin");
+      add("offset", std::to_string(offset));
+      add("length", std::to_string(bytes.size()));
+      offset += static_cast<int64_t>(bytes.size());
+    }
+    t.clear_raw_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+  }
+  const std::string path = dir + "/" + name + ".onnx";
+  std::ofstream(path, std::ios::binary) << model.SerializeAsString();
+  return path;
+}
+
+// A model whose tensors live in files beside it imports as the same
+// network with the same weights, bit for bit.
+TEST(OnnxImportTest, ExternalDataGivesTheSameNetwork) {
+  auto fixture = testing::LoadOnnxFixture("resnet18");
+  ASSERT_TRUE(fixture.ok());
+  auto inline_net = ImportOnnxFile(fixture->onnx);
+  ASSERT_TRUE(inline_net.ok()) << inline_net.status().ToString();
+  const std::string path = WriteWithExternalData(LoadOnnxProto("resnet18"),
+                                                 testing::TempDir("onnx_external"), "resnet18");
+  auto external_net = ImportOnnxFile(path);
+  ASSERT_TRUE(external_net.ok()) << external_net.status().ToString();
+  auto without_source = [](const std::string& yaml) {  // the first line names the file
+    return yaml.substr(yaml.find('\n'));
+  };
+  EXPECT_THAT(external_net->yaml, HasSubstr("Imported from " + path));
+  EXPECT_EQ(without_source(external_net->yaml), without_source(inline_net->yaml));
+  ASSERT_EQ(external_net->params.size(), inline_net->params.size());
+  for (const auto& [name, array] : inline_net->params) {
+    ASSERT_EQ(external_net->params.count(name), 1u) << name;
+    EXPECT_EQ(external_net->params.at(name).data, array.data) << name;
+  }
+}
+
+// The external data's errors name the model, the tensor and the file.
+TEST(OnnxErrorsTest, ExternalDataThatCannotBeRead) {
+  const std::string dir = testing::TempDir("onnx_external_errors");
+  const std::string path = WriteWithExternalData(LoadOnnxProto("resnet18"), dir);
+  onnx::ModelProto model;
+  {
+    std::ifstream in(path, std::ios::binary);
+    ASSERT_TRUE(model.ParseFromIstream(&in));
+  }
+  auto import_with = [&](const std::string& key, const std::string& value) {
+    onnx::ModelProto edited = model;
+    onnx::TensorProto* t = edited.mutable_graph()->mutable_initializer(0);
+    for (auto& entry : *t->mutable_external_data()) {
+      if (entry.key() == key) entry.set_value(value);
+    }
+    if (key == "length") {
+      auto* entry = t->add_external_data();
+      entry->set_key("length");
+      entry->set_value(value);
+    }
+    std::ofstream(dir + "/edited.onnx", std::ios::binary) << edited.SerializeAsString();
+    auto net = ImportOnnxFile(dir + "/edited.onnx");
+    return net.ok() ? std::string() : net.status().ToString();
+  };
+  const std::string tensor = model.graph().initializer(0).name();
+  EXPECT_THAT(import_with("location", "missing.bin"),
+              AllOf(HasSubstr("edited.onnx: tensor '" + tensor + "'"),
+                    HasSubstr("cannot read " + dir + "/missing.bin")));
+  EXPECT_THAT(import_with("location", "../tensor_0"), HasSubstr("outside the model's folder"));
+  EXPECT_THAT(import_with("location", "/etc/passwd"), HasSubstr("outside the model's folder"));
+  EXPECT_THAT(import_with("length", "1000000000"), HasSubstr("past the end of " + dir));
+  EXPECT_THAT(import_with("length", "-4"), HasSubstr("length '-4' is not a byte count"));
+  EXPECT_THAT(import_with("length", "4"), HasSubstr("different number of values"));
+  // A model given as bytes has no folder to read from.
+  auto graph = ParseOnnxModel(model.SerializeAsString(), "net.onnx");
+  ASSERT_FALSE(graph.ok());
+  EXPECT_THAT(graph.status().ToString(), HasSubstr("read the model from its file"));
 }
 
 TEST(OnnxErrorsTest, MissingFile) {

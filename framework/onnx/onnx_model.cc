@@ -10,6 +10,7 @@
 #include "framework/checked_math.h"
 #include "framework/files.h"
 #include "framework/onnx/onnx_attributes.h"
+#include "framework/onnx/onnx_external_data.h"
 #include "framework/onnx/onnx_shape_folding.h"
 #include "framework/strings.h"
 
@@ -121,9 +122,8 @@ StatusOr<int64_t> CountValues(const onnx::TensorProto& t, const std::string& lab
       return InvalidArgument(label + ": tensor '" + t.name() + "' has an invalid shape");
     }
   }
-  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    return InvalidArgument(label + ": tensor '" + t.name() +
-                           "' is stored outside the file (external data is not supported)");
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {  // ParseOnnxModel loads it
+    return InvalidArgument(label + ": tensor '" + t.name() + "' is stored outside the file");
   }
   return n;
 }
@@ -192,7 +192,8 @@ const onnx::TensorProto* OnnxGraph::Constant(const std::string& value) const {
 }
 
 StatusOr<std::unique_ptr<OnnxGraph>> ParseOnnxModel(const std::string& bytes,
-                                                    const std::string& label) {
+                                                    const std::string& label,
+                                                    const std::string& model_dir) {
   auto g = std::make_unique<OnnxGraph>();
   g->label = label;
   if (!g->model.ParseFromString(bytes)) {
@@ -206,6 +207,7 @@ StatusOr<std::unique_ptr<OnnxGraph>> ParseOnnxModel(const std::string& bytes,
   SPILL_RETURN_IF_ERROR(CheckOperators(*g));
   // Before ONNX's checker and shape inference compute with them.
   SPILL_RETURN_IF_ERROR(CheckOnnxAttributes(g->model, label));
+  SPILL_RETURN_IF_ERROR(LoadOnnxExternalData(&g->model, model_dir, label));
   SPILL_RETURN_IF_ERROR(CheckAndInferShapes(g.get()));
   CollectConstants(g.get());
   return g;
@@ -214,7 +216,8 @@ StatusOr<std::unique_ptr<OnnxGraph>> ParseOnnxModel(const std::string& bytes,
 StatusOr<std::unique_ptr<OnnxGraph>> ReadOnnxFile(const std::string& path) {
   SPILL_ASSIGN_OR_RETURN(std::string bytes,
                          ReadFileToString(path, kMaxOnnxFileBytes, "ONNX model"));
-  return ParseOnnxModel(bytes, path);
+  const size_t slash = path.rfind('/');
+  return ParseOnnxModel(bytes, path, slash == std::string::npos ? "." : path.substr(0, slash + 1));
 }
 
 StatusOr<std::vector<float>> OnnxFloats(const onnx::TensorProto& t, const std::string& label) {

@@ -5,8 +5,9 @@
 // protobuf parses (a truncated or foreign file does not), the default-domain
 // opset is one spill reads (11 to 17), every node's operator is one the
 // importer converts (all the others are listed in one error, each with its
-// node's name and position), tensors hold float32 (or int64 shape) data
-// inside the file, and ONNX's shape inference gives every value a static
+// node's name and position), tensors hold float32 (or int64 shape) data,
+// in the file or in external data files beside it
+// (framework/onnx/onnx_external_data.h), and ONNX's shape inference gives every value a static
 // shape apart from the batch axis - spill plans memory from shapes, so a
 // dimension that is symbolic or unknown is an error naming the value.
 #ifndef SPILL_FRAMEWORK_ONNX_ONNX_MODEL_H_
@@ -52,12 +53,14 @@ struct OnnxGraph {
 };
 
 StatusOr<std::unique_ptr<OnnxGraph>> ReadOnnxFile(const std::string& path);
-// `bytes` is a serialized ModelProto; `label` names it in messages.
+// `bytes` is a serialized ModelProto; `label` names it in messages;
+// external data is read from `model_dir` (none without one).
 StatusOr<std::unique_ptr<OnnxGraph>> ParseOnnxModel(const std::string& bytes,
-                                                    const std::string& label);
+                                                    const std::string& label,
+                                                    const std::string& model_dir = "");
 
 // A tensor's values as floats (FLOAT) or integers (INT64 / INT32); other
-// types and data stored outside the file are errors naming the tensor.
+// types are errors naming the tensor.
 StatusOr<std::vector<float>> OnnxFloats(const onnx::TensorProto& tensor, const std::string& label);
 StatusOr<std::vector<int64_t>> OnnxInts(const onnx::TensorProto& tensor, const std::string& label);
 

@@ -1,10 +1,13 @@
 #include "tools/common/scores.h"
 
+#include <algorithm>
+
 #include "framework/checkpoint.h"
 #include "framework/device_registry.h"
 #include "framework/executor.h"
 #include "framework/initializer.h"
 #include "framework/net.h"
+#include "memory/planner.h"
 #include "memory/runtime.h"
 #include "memory/workspace_selector.h"
 
@@ -17,8 +20,15 @@ StatusOr<std::vector<float>> ScoreImages(const NetSpec& spec, const NpzArchive& 
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, DeviceType::kCpu}));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net, *device));
   MemoryOptions memory;
+  // Every tensor kept (the scores are read after the pass), in a budget
+  // large enough for them all: the device here is a mapped arena whose
+  // untouched pages cost nothing.
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode("baseline", &memory));
   SPILL_ASSIGN_OR_RETURN(memory.workspace, ParseWorkspacePolicy(workspace));
+  const size_t fallback = memory.device_budget;
+  memory.device_budget = kUnlimitedBudget;
+  SPILL_ASSIGN_OR_RETURN(const size_t needed, MinimumBudget(net->view(), memory, kPoolBlockBytes));
+  memory.device_budget = std::max(fallback, needed + needed / 4);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
                          MemoryRuntime::Create(net->view(), memory, device.get()));
   Executor executor(*net, device.get(), *runtime);
