@@ -17,6 +17,7 @@
 #include "tests/testing/layer_harness.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"
+#include "tools/common/net_options.h"
 
 namespace spill {
 namespace {
@@ -99,6 +100,30 @@ TEST_F(BlockedTest, NetworkKeepsActivationsBlockedBetweenConvolutions) {
     }
     EXPECT_EQ(blocked_tensors > 0, blocked);
   }
+}
+
+// Blocked layouts serve the algorithms that compute on them: a pinned
+// algorithm that computes on plain tensors would only convert every blocked
+// tensor to a whole-batch plain copy and back, so the programs then build
+// the network plain (tools/common/net_options.h).
+TEST_F(BlockedTest, APinnedPlainAlgorithmKeepsEveryLayoutPlain) {
+  const NetSpec spec = testing::MustParse(testing::kBlocked);
+  auto blocked_tensors = [&](const char* workspace) {
+    auto net =
+        Net::Build(spec, NetOptionsFor(3, DeviceType::kCpu, *ParseWorkspacePolicy(workspace)));
+    SPILL_CHECK(net.ok()) << net.status().ToString();
+    int blocked = 0;
+    for (const TensorInfo& t : (*net)->schedule().tensors) blocked += t.layout == kBlocked;
+    return blocked;
+  };
+  EXPECT_EQ(blocked_tensors("pin:im2col_image"), 0);
+  EXPECT_EQ(blocked_tensors("pin:direct"), 0);
+  EXPECT_GT(blocked_tensors("pin:dnnl"), 0);
+  EXPECT_GT(blocked_tensors("dynamic"), 0);
+  EXPECT_GT(blocked_tensors("memory_optimal"), 0);
+  // Layouts are the CPU's: a CUDA network's options are left as they are.
+  EXPECT_TRUE(NetOptionsFor(3, DeviceType::kCuda, *ParseWorkspacePolicy("pin:im2col_image"))
+                  .blocked_layouts);
 }
 
 // One layer, the same inputs, in both layouts: outputs, input and parameter

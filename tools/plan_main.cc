@@ -41,6 +41,7 @@
 #include "memory/report/trace_json.h"
 #include "tools/common/checks.h"
 #include "tools/common/cli.h"
+#include "tools/common/net_options.h"
 #include "tools/common/timeline_tools.h"
 #include "tools/planning/plan_args.h"
 #include "tools/trainer/train_config.h"
@@ -91,7 +92,9 @@ StatusOr<Subject> Load(const Args& a) {
   }
   if (!a.device.empty()) device = a.device;
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(device));
-  SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, {batch, type}));
+  MemoryOptions flagged = s.memory;  // the layouts follow the workspace policy given
+  SPILL_RETURN_IF_ERROR(a.memory.Apply(&flagged, /*check_read=*/false));
+  SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, NetOptionsFor(batch, type, flagged.workspace)));
   s.spec = spec;
   if (s.has_solver) {
     SPILL_ASSIGN_OR_RETURN(auto solver, Solver::Create(s.solver));
@@ -250,10 +253,12 @@ void PrintStreamed(const MemoryPlan& plan, const Net& net) {
     if (r.slice_images == 0 || ++listed > 4) continue;
     steps += std::string(listed > 1 ? ", " : "") + net.layer(r.layer).name() +
              (r.pass == Pass::kForward ? " forward (" : " backward (") +
-             std::to_string(r.slice_images) + ")";
+             std::to_string(r.slice_images) + (r.stream_buffers == 2 ? " x 2" : "") + ")";
   }
-  std::printf("  %d steps streamed through host memory, images per slice: %s%s\n",
-              plan.log.streamed, steps.c_str(), plan.log.streamed > 4 ? ", ..." : "");
+  std::printf(
+      "  %d steps streamed through host memory, images per slice (x 2: double-buffered): "
+      "%s%s\n",
+      plan.log.streamed, steps.c_str(), plan.log.streamed > 4 ? ", ..." : "");
 }
 
 void PrintPlan(const Args& args, const std::string& mode, const MemoryOptions& options,

@@ -35,6 +35,7 @@
 #include "tools/common/cli.h"
 #include "tools/common/memory_flags.h"
 #include "tools/common/net_json.h"
+#include "tools/common/net_options.h"
 
 namespace spill {
 namespace {
@@ -150,8 +151,12 @@ Status Run(const Args& args) {
   device_config.link_bytes_per_second = args.link_gbps * 1e9;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, device_config));
   Device& device = *owned;
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
-                         Net::Build(spec, {args.batch, device.type(), !args.plain_layouts}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, [&] {
+                           NetOptions o =
+                               NetOptionsFor(args.batch, device.type(), memory.workspace);
+                           o.blocked_layouts &= !args.plain_layouts;
+                           return o;
+                         }()));
   if (!args.no_calibration) SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SolverConfig sc;
   sc.momentum = 0.9;

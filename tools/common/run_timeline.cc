@@ -10,6 +10,7 @@
 #include "framework/initializer.h"
 #include "framework/random.h"
 #include "framework/solver.h"
+#include "tools/common/net_options.h"
 #include "tools/common/timeline_tools.h"
 
 namespace spill {
@@ -133,7 +134,8 @@ StatusOr<std::unique_ptr<TracedRun>> TracedRun::Create(const NetSpec& spec, int6
                                                        const MemoryOptions& memory) {
   std::unique_ptr<TracedRun> r(new TracedRun());
   r->device_ = &device;
-  SPILL_ASSIGN_OR_RETURN(r->net_, Net::Build(spec, {batch, device.type()}));
+  SPILL_ASSIGN_OR_RETURN(r->net_,
+                         Net::Build(spec, NetOptionsFor(batch, device.type(), memory.workspace)));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*r->net_, device));
   SolverConfig sgd;
   sgd.momentum = 0.9;

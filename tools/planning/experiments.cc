@@ -18,6 +18,7 @@
 #include "memory/runtime.h"
 #include "tools/common/checks.h"
 #include "tools/common/cli.h"
+#include "tools/common/net_options.h"
 #include "tools/common/timeline_tools.h"
 
 namespace spill {
@@ -169,7 +170,7 @@ int ReportConfirmation(const StatusOr<Confirmation>& c, int64_t steps) {
 
 StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
-  auto built = Net::Build(spec, {batch, type});
+  auto built = Net::Build(spec, NetOptionsFor(batch, type, options.memory.workspace));
   // A tensor too large for any budget (kOutOfMemory) means "does not fit",
   // which is what the search wants to know.
   if (built.status().code() == StatusCode::kOutOfMemory) return Probe();
@@ -199,7 +200,8 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
 int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
   auto predicted = [&]() -> StatusOr<std::string> {
     SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
-    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, type}));
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
+                           Net::Build(spec, NetOptionsFor(batch, type, options.memory.workspace)));
     SolverConfig sgd;
     SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
     solver->AddState(*net);
@@ -245,7 +247,9 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
     c.reason = why.str();
     return c;
   }
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, {batch, device.type()}));
+  SPILL_ASSIGN_OR_RETURN(
+      std::unique_ptr<Net> net,
+      Net::Build(spec, NetOptionsFor(batch, device.type(), options.memory.workspace)));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SolverConfig sgd;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));

@@ -9,6 +9,7 @@
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "tools/common/checks.h"
+#include "tools/common/net_options.h"
 
 namespace spill {
 namespace {
@@ -159,7 +160,8 @@ Status Inference::Setup(const std::string& checkpoint, bool needs_data) {
     test_data_.reset();
   }
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
-  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {config_.data.batch, device_->type()}));
+  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, NetOptionsFor(config_.data.batch, device_->type(),
+                                                              config_.memory.workspace)));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net_, config_.memory.workspace)
                             .WithContext(config_.file + ": memory.workspace"));

@@ -27,6 +27,7 @@
 #include "memory/feasibility.h"
 #include "memory/planner.h"
 #include "tools/common/checks.h"
+#include "tools/common/net_options.h"
 #include "tools/trainer/inference.h"
 #include "tools/trainer/model_source.h"
 #include "tools/trainer/rank_agreement.h"
@@ -212,7 +213,8 @@ Status Trainer::Setup() {
   SPILL_RETURN_IF_ERROR(OpenData());
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
   SPILL_ASSIGN_OR_RETURN(const int64_t rank_batch, DataParallel::RankBatch(config_));
-  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, {rank_batch, device_->type()}));
+  SPILL_ASSIGN_OR_RETURN(
+      net_, Net::Build(spec, NetOptionsFor(rank_batch, device_->type(), config_.memory.workspace)));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
   SPILL_RETURN_IF_ERROR(CheckData());
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net_, config_.memory.workspace)
