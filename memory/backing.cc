@@ -68,11 +68,11 @@ class DeviceBacking : public Backing {
     return copy.Record();
   }
 
-  void CopySliceIn(void* staging, size_t host_offset, size_t bytes) override {
+  std::shared_ptr<Event> CopySliceIn(void* staging, size_t host_offset, size_t bytes) override {
     Queue& copy = device_.copy_queue();
-    copy.Wait(device_.compute_queue().Record());  // the previous slice is done with `staging`
+    copy.Wait(device_.compute_queue().Record());  // the last slice in `staging` is done with it
     device_.CopyAsync(staging, host_base_ + host_offset, bytes, CopyKind::kHostToDevice, copy);
-    device_.compute_queue().Wait(copy.Record());
+    return copy.Record();
   }
 
   std::shared_ptr<Event> CopySliceOut(size_t host_offset, const void* staging,
@@ -146,7 +146,7 @@ class PlanningBacking : public Backing {
   Status PinHost(size_t) override { return Status::Ok(); }
   std::shared_ptr<Event> CopyOut(size_t, size_t, size_t) override { return nullptr; }
   std::shared_ptr<Event> CopyIn(size_t, size_t, size_t) override { return nullptr; }
-  void CopySliceIn(void*, size_t, size_t) override {}
+  std::shared_ptr<Event> CopySliceIn(void*, size_t, size_t) override { return nullptr; }
   std::shared_ptr<Event> CopySliceOut(size_t, const void*, size_t) override { return nullptr; }
   void MoveDown(size_t, size_t, size_t) override {}
   void ComputeWaits(const std::shared_ptr<Event>&) override {}

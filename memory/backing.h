@@ -63,10 +63,11 @@ class Backing {
   virtual std::shared_ptr<Event> CopyOut(size_t host_offset, size_t device_offset,
                                          size_t bytes) = 0;
   virtual std::shared_ptr<Event> CopyIn(size_t device_offset, size_t host_offset, size_t bytes) = 0;
-  // A streamed step's slice into a staging block: after the compute queued
-  // so far, and compute waits for it. Out: after the compute that wrote it;
-  // returns the copy's event.
-  virtual void CopySliceIn(void* staging, size_t host_offset, size_t bytes) = 0;
+  // A streamed step's slice into a staging block, after the compute queued
+  // so far (the last compute that used the block); compute that reads it
+  // waits for the returned event (ComputeWaits). Out: after the compute that
+  // wrote it. Both return the copy's event (null when planning).
+  virtual std::shared_ptr<Event> CopySliceIn(void* staging, size_t host_offset, size_t bytes) = 0;
   virtual std::shared_ptr<Event> CopySliceOut(size_t host_offset, const void* staging,
                                               size_t bytes) = 0;
   // Compaction's move of a block down to `target` (the spans may overlap).

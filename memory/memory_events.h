@@ -44,8 +44,9 @@ enum class MemoryEventType {
                     // from the same ranges (allocators that map memory: va)
   kStreamIn,        // a streamed step copies slices of a tensor in from host memory (bytes:
                     // all its slices over every sweep); before the step's compute
-  kStreamOut,       // a streamed step copied slices of a tensor it wrote out to host memory
-                    // (bytes: the whole tensor); after the step's compute
+  kStreamOut,       // a streamed step copies slices of a tensor it writes out to host memory
+                    // (bytes: the whole tensor); before the step's compute, after its
+                    // kStreamIn: the copies interleave with the compute's slices
   kResident,        // a device block already placed when the iteration began (persistent
                     // tensors, tensors kept without liveness): block, bytes, offset, category
   kMove,            // compaction slid a block down (offset: its new place); the moves of
@@ -68,6 +69,9 @@ struct MemoryEvent {
   // that map memory). An unmap first drains the device's queues, so that
   // nothing queued still touches the chunk.
   int maps = 0, unmaps = 0;
+  // kCompute, kRecompute of a streamed step: its slice calls (over every
+  // sweep) and slices per staging block (2: double-buffered); 0 otherwise.
+  int slices = 0, buffers = 0;
   double time = 0;  // seconds on the log's clock when recorded (0 without one)
 };
 

@@ -169,6 +169,17 @@ void AddSteps(std::vector<MemoryKey>* k) {
                      "the steps that do not fit, streamed through host memory",
                      "", "off|auto|N"),
                 ParsedOf(&MemoryOptions::batch_chunk, ParseBatchChunk)});
+  k->push_back({Spec("stream_buffers", SettingKind::kChoice, "2",
+                     "slices per staging block of a streamed step: 2 copies the next slice in "
+                     "and the last one out while a slice computes, 1 alternates copies and "
+                     "compute",
+                     "", "1|2"),
+                [](const std::string& t, MemoryOptions* o) {
+                  SPILL_RETURN_IF_ERROR(OneOf(t, {"1", "2"}));
+                  o->stream_buffers = t == "1" ? 1 : 2;
+                  return Status::Ok();
+                },
+                [](const MemoryOptions& o) { return o.batch_chunk != kBatchChunkOff; }});
 }
 
 const MemoryKey* FindMemoryKey(const std::string& key) {

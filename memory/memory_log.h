@@ -37,6 +37,7 @@ struct StepRecord {
   size_t host = 0;             // bytes in host memory (offloaded tensors, parameters kept there)
   std::string algorithm;       // convolution algorithm chosen, if any
   int64_t slice_images = 0;    // streamed: images per slice (0: the batch on the device at once)
+  int stream_buffers = 0;      // streamed: slices per staging block (2: double-buffered)
 };
 
 struct MemoryLog {

@@ -177,6 +177,10 @@ Status MemoryOptions::Validate() const {
     return InvalidArgument("memory: chunk must be off, auto or in [1, " +
                            std::to_string(kMaxBatchChunk) + "] images");
   }
+  if (stream_buffers != 1 && stream_buffers != 2) {
+    return InvalidArgument("memory: stream_buffers must be 1 or 2 (got " +
+                           std::to_string(stream_buffers) + ")");
+  }
   for (const std::string& unknown :
        {Allocators().Find(allocator) ? "" : Allocators().Unknown(allocator),
         EvictionRules().Find(eviction) ? "" : EvictionRules().Unknown(eviction),
@@ -201,7 +205,10 @@ std::string MemoryOptions::Describe() const {
   if (scheduler != "superneurons" || !scheduled.empty()) {
     text += ", " + scheduler + " scheduler" + scheduled;
   }
-  if (batch_chunk != kBatchChunkOff) text += ", batch slices of " + BatchChunkName(batch_chunk);
+  if (batch_chunk != kBatchChunkOff) {
+    text += ", batch slices of " + BatchChunkName(batch_chunk);
+    if (stream_buffers == 1) text += " (streamed single-buffered)";
+  }
   if (!compact) text += ", no compaction";
   if (params.kind != ParamPlacement::Kind::kDevice) {
     text += ", parameters " + params.ToString() + ", updated on " +

@@ -100,6 +100,9 @@ struct MemoryOptions {
   // count): every step computes slice by slice, bit for bit the whole
   // batch's results.
   int64_t batch_chunk = kBatchChunkOff;
+  // Slices per staging block of a streamed step: 2 copies the next slice in
+  // (and the previous out) while one computes; 1 alternates copy and compute.
+  int stream_buffers = 2;
   // The chosen policies' own settings (memory/settings.h): the values
   // given; a policy reads its keys with their defaults.
   PolicySettings settings;

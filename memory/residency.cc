@@ -289,17 +289,20 @@ void ResidencyManager::MarkWritten(TensorId id) {
   if (slots_[id].state != Residency::kHost) slots_[id].host_valid = false;
 }
 
-void ResidencyManager::CopySliceIn(TensorId id, void* staging, size_t offset, size_t bytes) {
+std::shared_ptr<Event> ResidencyManager::CopySliceIn(TensorId id, void* staging, size_t offset,
+                                                     size_t bytes) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.has_host && slot.host_valid) << schedule_.tensors[id].name;
-  backing_->CopySliceIn(staging, slot.host.offset + offset, bytes);
+  return backing_->CopySliceIn(staging, slot.host.offset + offset, bytes);
 }
 
-void ResidencyManager::CopySliceOut(TensorId id, const void* staging, size_t offset, size_t bytes) {
+std::shared_ptr<Event> ResidencyManager::CopySliceOut(TensorId id, const void* staging,
+                                                      size_t offset, size_t bytes) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.has_host) << schedule_.tensors[id].name;
   slot.event = backing_->CopySliceOut(slot.host.offset + offset, staging, bytes);
   slot.host_valid = true;
+  return slot.event;
 }
 
 void ResidencyManager::CountStreamIn(TensorId id, size_t bytes) {

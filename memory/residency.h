@@ -100,14 +100,17 @@ class ResidencyManager {
   void MarkWritten(TensorId id);
   // Streamed steps (the tensor stays kHost; slices of it pass through a
   // staging block the caller owns). CopySliceIn copies `bytes` at `offset` of
-  // its host copy into `staging` after the compute queued so far, and
-  // compute waits for it; CopySliceOut copies back after the compute that
-  // wrote the slice (WaitForCopy before `staging` is written again).
+  // its host copy into `staging` after the compute queued so far; compute
+  // that reads the slice waits for the returned event (ComputeWaits).
+  // CopySliceOut copies back after the compute that wrote the slice; compute
+  // that writes `staging` again waits for its event.
   // CountStreamIn (before the step's compute) and CountStreamOut (after it)
   // count a streamed step's copies of one tensor and record them, in plans
   // and runs alike (the copies themselves happen only in runs).
-  void CopySliceIn(TensorId id, void* staging, size_t offset, size_t bytes);
-  void CopySliceOut(TensorId id, const void* staging, size_t offset, size_t bytes);
+  std::shared_ptr<Event> CopySliceIn(TensorId id, void* staging, size_t offset, size_t bytes);
+  std::shared_ptr<Event> CopySliceOut(TensorId id, const void* staging, size_t offset,
+                                      size_t bytes);
+  void ComputeWaits(const std::shared_ptr<Event>& event) { backing_->ComputeWaits(event); }
   void CountStreamIn(TensorId id, size_t bytes);
   void CountStreamOut(TensorId id, size_t bytes);
   // Slides every device block down into the holes below it, moving the

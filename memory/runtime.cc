@@ -321,6 +321,7 @@ void MemoryRuntime::FinishStep(const Step& step) {
     MemoryEvent e;
     e.type = MemoryEventType::kCompute;
     e.layer = step.layer;
+    NoteSlices(&e);
     log_events_.Add(e);
   }
   FinishStreamed();
@@ -393,6 +394,7 @@ void MemoryRuntime::Record(const Step& step) {
   record.live_tensors = residency_->resident_transient();
   record.host = host_pool_.stats().total_in_use;
   record.slice_images = staging_.images();
+  if (record.slice_images > 0) record.stream_buffers = staging_.buffers();
   if (records_.CapturesLive(step.index, options_.record_live)) record.live = LiveTransient();
   records_.Add(std::move(record));
 }

@@ -170,13 +170,18 @@ class MemoryRuntime : public TensorStore {
   // `recompute`: the layer's forward rerun, in the workspace and algorithms
   // its forward step had.
   Status AllocateStaging(int layer, Pass pass, bool recompute, std::string* choice);
-  void CountStagedIn(int sweeps);
+  int Sweeps(int layer, Pass pass) const;
+  // Records the step's copies in and out (all its slices, `sweeps` sweeps).
+  void CountStaged(int sweeps);
   bool CanStreamRebuild(int layer) const;
   // Recomputes `layer` streamed: its outputs end in host memory.
   Status RebuildStreamed(int layer, StepRunner& runner);
-  Status TryStaging(int64_t images);
+  // Staging blocks of `buffers` slices of `images` images each.
+  Status TryStaging(int64_t images, int buffers);
   int64_t AutoStreamImages(size_t image_bytes) const;
   void FinishStreamed();
+  // A compute event of a streamed step: its slices and buffers.
+  void NoteSlices(MemoryEvent* e) const;
 
   // Making tensors resident (runtime_residency.cc).
   Status EnsureOnDevice(TensorId id, StepRunner& runner);

@@ -359,6 +359,7 @@ void MemoryRuntime::CountRecomputation(int layer) {
   MemoryEvent e;
   e.type = MemoryEventType::kRecompute;
   e.layer = layer;
+  NoteSlices(&e);
   log_events_.Add(e);
 }
 

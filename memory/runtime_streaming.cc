@@ -17,9 +17,13 @@
 // The slice is the configured one, or under `auto` the largest for which the
 // staging blocks take at most half of the memory the persistent tensors
 // leave (the rest stays for tensors later steps reuse), shrunk until the
-// blocks and a workspace fit. Like every other decision, this depends on the
-// schedule and the pools alone, so a plan streams exactly the steps a run
-// streams, with the same slices and the same bytes moved.
+// blocks and a workspace fit. Double-buffered (memory.stream_buffers: 2,
+// the default) a block holds two slices, so that the copies of the next and
+// the previous slice overlap the compute of this one (memory/staging.h);
+// where no slice fits twice, the step streams single-buffered. Like every
+// other decision, this depends on the schedule and the pools alone, so a
+// plan streams exactly the steps a run streams, with the same slices and the
+// same bytes moved.
 #include <algorithm>
 
 #include "framework/logging.h"
@@ -85,16 +89,25 @@ Status MemoryRuntime::PrepareStreamed(const Step& step, StepRunner& runner, std:
     SPILL_RETURN_IF_ERROR(BatchMajor(id) ? StageWrite(id) : PrepareWrite(id));
   }
   SPILL_RETURN_IF_ERROR(AllocateStaging(step.layer, step.pass, /*recompute=*/false, choice));
-  const LayerSummary& layer = view_.layer(step.layer);
-  CountStagedIn(step.pass == Pass::kForward ? layer.forward_sweeps : layer.backward_sweeps);
+  CountStaged(Sweeps(step.layer, step.pass));
   return Status::Ok();
 }
 
-void MemoryRuntime::CountStagedIn(int sweeps) {
+int MemoryRuntime::Sweeps(int layer, Pass pass) const {
+  const LayerSummary& summary = view_.layer(layer);
+  return pass == Pass::kForward ? summary.forward_sweeps : summary.backward_sweeps;
+}
+
+// Both directions are counted before the compute: the copies interleave with
+// its slices.
+void MemoryRuntime::CountStaged(int sweeps) {
   for (const StagedTensor& t : staging_.tensors()) {
     const size_t bytes = schedule_.tensors[t.id].bytes;
     const size_t in = t.read ? static_cast<size_t>(sweeps) * bytes : t.accumulated ? bytes : 0;
     if (in > 0) residency_->CountStreamIn(t.id, in);
+  }
+  for (const StagedTensor& t : staging_.tensors()) {
+    if (t.written) residency_->CountStreamOut(t.id, schedule_.tensors[t.id].bytes);
   }
 }
 
@@ -129,7 +142,7 @@ Status MemoryRuntime::RebuildStreamed(int layer, StepRunner& runner) {
       SPILL_RETURN_IF_ERROR(BatchMajor(out) ? StageWrite(out) : PrepareWrite(out));
     }
     SPILL_RETURN_IF_ERROR(AllocateStaging(layer, Pass::kForward, /*recompute=*/true, nullptr));
-    CountStagedIn(view_.layer(layer).forward_sweeps);
+    CountStaged(Sweeps(layer, Pass::kForward));
     Status status = runner.Recompute(layer);
     if (status.ok()) CountRecomputation(layer);
     FinishStreamed();
@@ -200,21 +213,27 @@ int64_t MemoryRuntime::AutoStreamImages(size_t image_bytes) const {
   return std::clamp<int64_t>(static_cast<int64_t>(images), 1, view_.batch);
 }
 
+// Double buffering needs a step of more than one slice; a slice that does not
+// fit twice shrinks, and at its smallest streams single-buffered.
 Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std::string* choice) {
   const size_t image_bytes = staging_.image_bytes();
   const bool fixed = options_.batch_chunk > 0;
+  int buffers = options_.stream_buffers;
   int64_t images =
-      fixed ? std::min(options_.batch_chunk, view_.batch) : AutoStreamImages(image_bytes);
+      fixed ? std::min(options_.batch_chunk, view_.batch) : AutoStreamImages(buffers * image_bytes);
+  const int sweeps = Sweeps(layer, recompute ? Pass::kForward : pass);
   for (;;) {
+    const int depth = images < view_.batch || sweeps > 1 ? buffers : 1;
     Status status;
     {
-      // A slice that may still shrink does not overdraw.
-      Overdraft::Scope hold(&overdraft_, !fixed && images > 1);
-      status = TryStaging(images);
+      // A slice that may still shrink, or fall back to one buffer, does not
+      // overdraw.
+      Overdraft::Scope hold(&overdraft_, (!fixed && images > 1) || depth > 1);
+      status = TryStaging(images, depth);
       if (status.ok()) {
         status = recompute ? ReuseForwardWorkspace(layer) : ChooseWorkspace(layer, pass, choice);
         if (status.ok()) {
-          staging_.set_images(images);
+          staging_.SetSlices(view_.batch, images, sweeps, depth);
           return status;
         }
         staging_.FreeBlocks(*allocator_, *backing_);
@@ -222,17 +241,22 @@ Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std:
       }
     }
     if (status.code() != StatusCode::kOutOfMemory) return status;
-    if (MakeRoom(static_cast<size_t>(images) * image_bytes)) continue;
-    if (fixed || images == 1) return status;
-    images = std::max<int64_t>(1, images * 3 / 4);
+    if (MakeRoom(static_cast<size_t>(depth * images) * image_bytes)) continue;
+    if (!fixed && images > 1) {
+      images = std::max<int64_t>(1, images * 3 / 4);
+    } else if (depth > 1) {
+      buffers = 1;
+    } else {
+      return status;
+    }
   }
 }
 
-Status MemoryRuntime::TryStaging(int64_t images) {
+Status MemoryRuntime::TryStaging(int64_t images, int buffers) {
   for (StagedTensor& t : staging_.tensors()) {
     const TensorInfo& info = schedule_.tensors[t.id];
     AllocRequest request;
-    request.bytes = static_cast<size_t>(images) * t.image_bytes;
+    request.bytes = Staging::BlockBytes(images, t.image_bytes, buffers);
     request.category = CategoryOf(info.kind);
     request.tensor = t.id;
     request.step = step_;
@@ -245,8 +269,9 @@ Status MemoryRuntime::TryStaging(int64_t images) {
     if (!block.ok()) {
       staging_.FreeBlocks(*allocator_, *backing_);
       return Fail(block.status(),
-                  "a staging block for " + std::to_string(images) + " images of '" + info.name +
-                      "' (" + FormatBytes(static_cast<double>(request.bytes)) + ")",
+                  "a staging block for " + std::to_string(buffers) + " x " +
+                      std::to_string(images) + " images of '" + info.name + "' (" +
+                      FormatBytes(static_cast<double>(request.bytes)) + ")",
                   request.bytes);
     }
     t.block = block->id;
@@ -260,10 +285,9 @@ Status MemoryRuntime::TryStaging(int64_t images) {
 void MemoryRuntime::FinishStreamed() {
   if (staging_.images() == 0) return;
   for (const StagedTensor& t : staging_.tensors()) {
-    if (!t.written) continue;
-    // The staging block is given back once its last copy out is done.
-    residency_->WaitForCopy(t.id);
-    residency_->CountStreamOut(t.id, schedule_.tensors[t.id].bytes);
+    // The staging block is given back once its last copy out is done (the
+    // copy queue runs in order: every earlier one is done too).
+    if (t.written) residency_->WaitForCopy(t.id);
   }
   staging_.Clear(*allocator_, *backing_);
 }
@@ -277,5 +301,11 @@ void MemoryRuntime::EndSlice(int64_t begin, int64_t images, bool last_sweep) {
 }
 
 float* MemoryRuntime::StagedData(TensorId id) { return staging_.Data(id); }
+
+void MemoryRuntime::NoteSlices(MemoryEvent* e) const {
+  if (staging_.images() == 0) return;
+  e->slices = staging_.slice_calls();
+  e->buffers = staging_.buffers();
+}
 
 }  // namespace spill

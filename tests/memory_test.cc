@@ -8,12 +8,14 @@
 
 #include <cstring>
 #include <iterator>
+#include <set>
 #include <tuple>
 #include <vector>
 
 #include "framework/net.h"
 #include "framework/net_spec.h"
 #include "memory/allocators/va_allocator.h"
+#include "memory/feasibility.h"
 #include "memory/liveness.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
@@ -43,6 +45,7 @@ struct Variant {
   bool update_on_host = false;
   int64_t batch_chunk = kBatchChunkOff;  // images per slice of the batch
   const char* workspace = "pin:im2col_image";
+  int stream_buffers = 2;  // slices per staging block of a streamed step
 };
 constexpr Variant kDefault = {"first_fit", "first_fit", "lru", true};
 constexpr Variant kVariants[] = {
@@ -69,6 +72,10 @@ constexpr Variant kVariants[] = {
     {"chunk_2", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, 2},
     {"chunk_auto", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkAuto},
     {"chunk_auto_gtbm", "gtbm", "lru", false, kDefaultChunkBytes, "device", false, kBatchChunkAuto},
+    // Streamed steps alternate copies and compute in one buffer per tensor
+    // instead of overlapping them in two (memory.stream_buffers).
+    {"chunk_auto_single", "best_fit", "lru", true, kDefaultChunkBytes, "device", false,
+     kBatchChunkAuto, "pin:im2col_image", 1},
     // oneDNN's convolutions, the fast path, on blocked tensors where the
     // network has them (whole batches only: oneDNN's filter gradient of a
     // slice rounds differently from the whole batch's).
@@ -89,6 +96,7 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.params = *ParseParamPlacement(variant.params);
   run.memory.update_on_host = variant.update_on_host;
   run.memory.batch_chunk = variant.batch_chunk;
+  run.memory.stream_buffers = variant.stream_buffers;
   // GTBM's arenas and stack, and the caching allocator's segments, are
   // checked after every allocation and free (the other allocators'
   // invariants, gtbm_soft's too, after every step: memory_seams_test).
@@ -305,6 +313,55 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
   ASSERT_TRUE(streamed.ok()) << streamed.status().ToString();
   EXPECT_LT(streamed->log.peak, tight.log.persistent + l_peak);
   EXPECT_GT(streamed->log.streamed, 0);
+}
+
+// Streamed steps keep two slices per staging block (memory.stream_buffers:
+// 2, the default) where both fit, and one where they do not: the smallest
+// budget is single buffering's, and above it steps double-buffer, training
+// the same losses and weights bit for bit.
+TEST_P(ModeTest, DoubleBufferedStreamingFallsBackToOneBufferAtTheSmallestBudget) {
+  NetSpec spec = testing::MustParse(GetParam().yaml);
+  testing::SyntheticRun doubled = SmallRun("liveness");
+  doubled.batch = 8;
+  doubled.memory.batch_chunk = kBatchChunkAuto;
+  doubled.memory.record_events = true;
+  testing::SyntheticRun single = doubled;
+  single.memory.stream_buffers = 1;
+  auto net = testing::BuildTrainingNet(spec, doubled.batch);
+  ASSERT_TRUE(net.ok());
+  auto minimum = MinimumBudget((*net)->view(), doubled.memory, kPoolBlockBytes);
+  ASSERT_TRUE(minimum.ok()) << minimum.status().ToString();
+  EXPECT_EQ(*minimum, *MinimumBudget((*net)->view(), single.memory, kPoolBlockBytes));
+  auto buffers_of = [](const testing::TrainTrace& trace) {
+    std::set<int> buffers;
+    for (const MemoryEvent& e : trace.events) {
+      if (e.slices > 0) buffers.insert(e.buffers);
+    }
+    return buffers;
+  };
+  int double_buffered = 0;
+  for (double scale : {1.0, 1.05, 1.1, 1.2, 1.3}) {
+    // The budget runs (memory/feasibility.h), with the layout of a smaller
+    // one where the policy's own does not fit.
+    for (testing::SyntheticRun* run : {&doubled, &single}) {
+      run->memory.device_budget =
+          RoundToBlocks(static_cast<size_t>(scale * static_cast<double>(*minimum)));
+      auto runnable = RunnableBudget((*net)->view(), run->memory);
+      ASSERT_TRUE(runnable.ok()) << scale << ": " << runnable.status().ToString();
+      run->memory.device_budget = *runnable;
+    }
+    auto a = testing::TrainSynthetic(spec, doubled);
+    auto b = testing::TrainSynthetic(spec, single);
+    ASSERT_TRUE(b.ok()) << scale << ", single-buffered: " << b.status().ToString();
+    ASSERT_TRUE(a.ok()) << scale << ", double-buffered: " << a.status().ToString();
+    testing::ExpectBitIdentical(*b, *a, "double-buffered");
+    if (scale == 1.0) EXPECT_GT(a->log.streamed, 0);
+    EXPECT_LE(a->log.peak, doubled.memory.device_budget);
+    const std::set<int> single_buffers = buffers_of(*b);
+    EXPECT_TRUE(single_buffers.empty() || single_buffers == std::set<int>{1}) << scale;
+    double_buffered += buffers_of(*a).count(2);
+  }
+  EXPECT_GT(double_buffered, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, VariantTest,

@@ -219,20 +219,37 @@ TEST_F(HandMadeLogTest, ReleaseWaitsForCopyInFlightDropDoesNot) {
   EXPECT_NEAR(s.host_wait_seconds, 0, kTolerance);
 }
 
-// A streamed step's slices are modelled without overlap: all of them come in
-// (0.5 s) before its compute, and go out (1 s) after it, before the staging
-// blocks are given back.
-TEST_F(HandMadeLogTest, StreamedStepCopiesSurroundItsCompute) {
+// A streamed step's copies (0.5 s in, 1 s out in all) interleave with its
+// slices. In one slice, or single-buffered in four, nothing overlaps: each
+// slice comes in, computes and goes out before the next comes in (4.5 s).
+// Double-buffered, slice k+1 comes in while slice k computes and slice k-1
+// goes out: the step is bound by its 1.5 s of copies, the copy queue idle
+// only while slice 0 computes before it can go out (1 + 1.625 + 1 = 3.625 s).
+TEST_F(HandMadeLogTest, StreamedStepOverlapsCopiesWhenDoubleBuffered) {
   using T = MemoryEventType;
-  const std::vector<MemoryEvent> events = {
-      Event(T::kCompute, 0), Event(T::kStreamIn, 1, t_, 500000000), Event(T::kCompute, 1),
-      Event(T::kStreamOut, 1, t_, 1000000000), Event(T::kCompute, 2)};
+  auto events = [&](int slices, int buffers) {
+    MemoryEvent step = Event(T::kCompute, 1);
+    step.slices = slices;
+    step.buffers = buffers;
+    return std::vector<MemoryEvent>{Event(T::kCompute, 0), Event(T::kStreamIn, 1, t_, 500000000),
+                                    Event(T::kStreamOut, 1, t_, 1000000000), step,
+                                    Event(T::kCompute, 2)};
+  };
   for (bool inline_compute : {true, false}) {
-    const TimelineSummary s = Run(events, inline_compute);
-    EXPECT_NEAR(s.iteration_seconds, 4.5, kTolerance) << inline_compute;
-    EXPECT_NEAR(s.copy_seconds, 1.5, kTolerance);
-    EXPECT_NEAR(s.overlap(), 0.0, kTolerance);
+    for (int slices : {1, 4}) {
+      const TimelineSummary s = Run(events(slices, 1), inline_compute);
+      EXPECT_NEAR(s.iteration_seconds, 4.5, kTolerance) << inline_compute << " " << slices;
+      EXPECT_NEAR(s.copy_seconds, 1.5, kTolerance);
+      EXPECT_NEAR(s.overlap(), 0.0, kTolerance);
+    }
+    const TimelineSummary single = Run(events(4, 1), inline_compute);
+    const TimelineSummary doubled = Run(events(4, 2), inline_compute);
+    EXPECT_NEAR(doubled.copy_seconds, 1.5, kTolerance);
+    EXPECT_GT(doubled.overlap(), 0.0) << inline_compute;
+    EXPECT_LT(doubled.iteration_seconds, single.iteration_seconds) << inline_compute;
+    EXPECT_GE(doubled.iteration_seconds, 2 + 1.5 - kTolerance);  // the copies bind the step
   }
+  EXPECT_NEAR(Run(events(4, 2), false).iteration_seconds, 3.625, kTolerance);
 }
 
 // A recomputation costs its layer's forward; the update runs last.

@@ -28,6 +28,10 @@ std::string MemoryEventsJson(const std::vector<MemoryEvent>& events, const Sched
       line["offset"] = e.offset;
     }
     if (e.type == MemoryEventType::kAlloc) line["unusable_free"] = e.unusable_free;
+    if (e.slices > 0) {
+      line["slices"] = e.slices;
+      line["buffers"] = e.buffers;
+    }
     if (e.maps > 0 || e.unmaps > 0) {
       line["maps"] = e.maps;
       line["unmaps"] = e.unmaps;

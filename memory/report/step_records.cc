@@ -31,7 +31,8 @@ Json StepRecordJson(const StepRecord& r, const Schedule& schedule,
                {"compacted", r.compacted},
                {"workspace", r.workspace},
                {"algorithm", r.algorithm},
-               {"slice_images", r.slice_images}};
+               {"slice_images", r.slice_images},
+               {"stream_buffers", r.stream_buffers}};
   if (!r.live.empty()) {
     Json live = Json::array();
     for (TensorId t : r.live) live.push_back(schedule.tensors[t].name);
@@ -50,7 +51,7 @@ std::string MemoryLogCsv(const MemoryLog& log, const Schedule& schedule,
     out << "," << name;
   }
   out << ",total,peak,live_tensors,to_host,to_device,recomputed,compacted,workspace,algorithm,"
-         "slice_images";
+         "slice_images,stream_buffers";
   if (!log.steps.empty() && !log.steps[0].live.empty()) out << ",live";
   out << "\n";
   for (const StepRecord& r : log.steps) {
@@ -58,7 +59,7 @@ std::string MemoryLogCsv(const MemoryLog& log, const Schedule& schedule,
     for (size_t bytes : r.in_use) out << "," << bytes;
     out << "," << r.total << "," << r.peak << "," << r.live_tensors << "," << r.to_host << ","
         << r.to_device << "," << r.recomputed << "," << r.compacted << "," << r.workspace << ","
-        << r.algorithm << "," << r.slice_images;
+        << r.algorithm << "," << r.slice_images << "," << r.stream_buffers;
     if (!r.live.empty()) {
       out << ",";
       for (size_t i = 0; i < r.live.size(); ++i)

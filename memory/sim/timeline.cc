@@ -102,6 +102,25 @@ class Simulator {
           to_host ? "offload" : "prefetch", start, copy_end_, e.step, e.bytes);
   }
 
+  double CopySeconds(double bytes, int copies, bool to_host) const {
+    const double bandwidth =
+        to_host ? profile_.link.d2h_bytes_per_second : profile_.link.h2d_bytes_per_second;
+    return copies * profile_.link.latency_seconds + (bandwidth > 0 ? bytes / bandwidth : 0);
+  }
+
+  // One copy of a streamed slice, on the copy queue in order, after `after`.
+  double StreamCopy(double seconds, double after, bool to_host, const std::string& name, int step,
+                    double bytes) {
+    const double start = std::max({copy_end_, after, host_});
+    copy_end_ = start + seconds;
+    Slice(Lane::kCopy, (to_host ? "stream out " : "stream in ") + name,
+          to_host ? "offload" : "prefetch", start, copy_end_, step, static_cast<size_t>(bytes));
+    return copy_end_;
+  }
+
+  void StreamedCompute(double seconds, const std::string& name, const char* category,
+                       const MemoryEvent& e);
+
   const std::string& TensorName(TensorId id) const { return schedule_.tensors[id].name; }
 
   std::string StepName(int step) const {
@@ -119,6 +138,12 @@ class Simulator {
   double host_ = 0, compute_end_ = 0, compute_ready_ = 0, copy_end_ = 0;
   std::vector<double> pending_;  // by tensor: the end of its copy in flight
   std::vector<bool> dropping_;   // its next free is a drop's (no wait)
+  // The copies of the streamed step whose compute comes next (kStreamIn and
+  // kStreamOut precede it): bytes and tensors each way.
+  struct {
+    double in = 0, out = 0;
+    int in_tensors = 0, out_tensors = 0;
+  } stream_;
   Timeline timeline_;
 };
 
@@ -127,15 +152,15 @@ void Simulator::Apply(const MemoryEvent& e) {
     case MemoryEventType::kCompute: {
       const Step& step = schedule_.steps[e.step];
       host_ += costs_.host_step_seconds;  // the runtime's bookkeeping before it
-      Compute(costs_.step_seconds[e.step], StepName(e.step),
-              step.pass == Pass::kForward ? "forward" : "backward", e.step);
+      StreamedCompute(costs_.step_seconds[e.step], StepName(e.step),
+                      step.pass == Pass::kForward ? "forward" : "backward", e);
       if (costs_.sync_after[e.step]) host_ = std::max(host_, ComputeTail());
       return;
     }
     case MemoryEventType::kRecompute:
       host_ += costs_.host_step_seconds;
-      Compute(costs_.recompute_seconds[e.layer], view_.layer(e.layer).name + " recompute",
-              "recompute", e.step);
+      StreamedCompute(costs_.recompute_seconds[e.layer], view_.layer(e.layer).name + " recompute",
+                      "recompute", e);
       return;
     case MemoryEventType::kBeginOffload:
       if (e.bytes > 0) Copy(e, /*to_host=*/true);
@@ -181,15 +206,13 @@ void Simulator::Apply(const MemoryEvent& e) {
     case MemoryEventType::kRemap:
       Remap(e);
       return;
-    case MemoryEventType::kStreamIn:  // modelled without overlap: all slices before the step
-      Copy(e, /*to_host=*/false);
-      ComputeWaits(pending_[e.tensor], TensorName(e.tensor), e.step);
-      pending_[e.tensor] = kNoCopy;
+    case MemoryEventType::kStreamIn:  // copied slice by slice with the step's compute
+      stream_.in += static_cast<double>(e.bytes);
+      stream_.in_tensors++;
       return;
-    case MemoryEventType::kStreamOut:  // and all after it; the staging blocks wait for them
-      Copy(e, /*to_host=*/true);
-      HostWaits(pending_[e.tensor], TensorName(e.tensor), e.step);
-      pending_[e.tensor] = kNoCopy;
+    case MemoryEventType::kStreamOut:
+      stream_.out += static_cast<double>(e.bytes);
+      stream_.out_tensors++;
       return;
     case MemoryEventType::kResident:  // placed before the iteration: no work
     case MemoryEventType::kMove:      // charged with its compaction (kCompact)
@@ -200,6 +223,49 @@ void Simulator::Apply(const MemoryEvent& e) {
       // the copies, which the profiles do not model (not charged).
       return;
   }
+}
+
+// A step's compute, and when it streams, its slices with their copies as
+// the runtime queues them (memory/staging.h): the copy queue runs in order;
+// slice k's copy in follows the compute of the last slice in its half
+// (single-buffered: slice k-1, queued before slice k computes;
+// double-buffered: slice k-1's half is slice k+1's, queued while slice k
+// computes), its copy out follows its compute, and slice k computes after
+// its copy in and the copy out of the slice before it in its half. The
+// bytes are spread evenly over the slices. The staging blocks are given back
+// once the last copy out is done (the host waits).
+void Simulator::StreamedCompute(double seconds, const std::string& name, const char* category,
+                                const MemoryEvent& e) {
+  const bool streamed = stream_.in_tensors + stream_.out_tensors > 0;
+  if (!streamed) {
+    Compute(seconds, name, category, e.step);
+    return;
+  }
+  const int slices = std::max(1, e.slices), buffers = std::clamp(e.buffers, 1, 2);
+  const double in_bytes = stream_.in / slices, out_bytes = stream_.out / slices;
+  const double in = CopySeconds(in_bytes, stream_.in_tensors, /*to_host=*/false);
+  const double out = CopySeconds(out_bytes, stream_.out_tensors, /*to_host=*/true);
+  const bool copies_in = stream_.in_tensors > 0, copies_out = stream_.out_tensors > 0;
+  std::vector<double> in_done(slices, kNoCopy), out_done(slices, kNoCopy);
+  auto copy_in = [&](int k, double after) {
+    if (copies_in) in_done[k] = StreamCopy(in, after, false, name, e.step, in_bytes);
+  };
+  copy_in(0, ComputeTail());
+  for (int k = 0; k < slices; ++k) {
+    const double last_compute = ComputeTail();
+    if (buffers == 1 && k > 0) copy_in(k, last_compute);
+    if (in_done[k] != kNoCopy) ComputeWaits(in_done[k], "slice in", e.step);
+    if (k >= buffers && out_done[k - buffers] != kNoCopy) {
+      ComputeWaits(out_done[k - buffers], "slice out", e.step);
+    }
+    if (buffers == 2 && k + 1 < slices) copy_in(k + 1, last_compute);
+    Compute(seconds / slices, name, category, e.step);
+    if (copies_out) {
+      out_done[k] = StreamCopy(out, ComputeTail(), true, name, e.step, out_bytes);
+    }
+  }
+  HostWaits(copy_end_, "the last slice out", e.step);
+  stream_ = {};
 }
 
 // Chunks mapped for a request or between iterations (va): an unmap first

@@ -36,6 +36,7 @@ void ExpectRunAsPlanned(const NetSpec& spec, const SyntheticRun& run, const Trai
     ASSERT_EQ(p.to_device, r.to_device) << what << " step " << s + 1;
     ASSERT_EQ(p.recomputed, r.recomputed) << what << " step " << s + 1;
     ASSERT_EQ(p.slice_images, r.slice_images) << what << " step " << s + 1;
+    ASSERT_EQ(p.stream_buffers, r.stream_buffers) << what << " step " << s + 1;
   }
   EXPECT_EQ(plan->peak, m.peak) << what;
   EXPECT_LE(plan->peak, run.memory.device_budget) << what;
