@@ -6,6 +6,25 @@
 #include "framework/units.h"
 
 namespace spill {
+namespace {
+
+// Planning's mappings: addresses only, every map and unmap succeeds.
+class PlannedMappings : public VirtualMemory {
+ public:
+  PlannedMappings(size_t chunk_bytes, size_t chunks, size_t address_bytes)
+      : chunk_bytes_(chunk_bytes), chunks_(chunks), address_bytes_(address_bytes) {}
+  char* base() const override { return nullptr; }
+  size_t chunk_bytes() const override { return chunk_bytes_; }
+  size_t chunks() const override { return chunks_; }
+  size_t address_bytes() const override { return address_bytes_; }
+  Status Map(size_t, size_t) override { return Status::Ok(); }
+  Status Unmap(size_t, size_t) override { return Status::Ok(); }
+
+ private:
+  size_t chunk_bytes_, chunks_, address_bytes_;
+};
+
+}  // namespace
 
 VirtualAddressAllocator::VirtualAddressAllocator(size_t capacity, size_t chunk_bytes)
     : DeviceAllocator(capacity),
@@ -15,6 +34,12 @@ VirtualAddressAllocator::VirtualAddressAllocator(size_t capacity, size_t chunk_b
   stats_.chunk = chunk_;
   stats_.chunks = chunks_;
   GiveSlots(0, slots_);
+  Unreserve();
+}
+
+void VirtualAddressAllocator::Unreserve() {
+  vm_ = std::make_unique<PlannedMappings>(chunk_, chunks_, slots_ * chunk_);
+  drain_ = [] {};
 }
 
 VirtualAddressAllocator::~VirtualAddressAllocator() = default;
@@ -22,22 +47,16 @@ VirtualAddressAllocator::~VirtualAddressAllocator() = default;
 StatusOr<void*> VirtualAddressAllocator::Reserve(Device& device) {
   SPILL_CHECK(live_.empty() && cache_.empty()) << "va: requests placed before the reservation";
   SPILL_ASSIGN_OR_RETURN(vm_, device.CreateVirtualMemory(chunk_, chunks_, slots_ * chunk_));
-  device_ = &device;
+  drain_ = [&device] {
+    device.compute_queue().Synchronize();
+    device.copy_queue().Synchronize();
+  };
   return static_cast<void*>(vm_->base());
 }
 
 void VirtualAddressAllocator::Release(Device& device, void* base) {
-  SyncDevice();
-  vm_.reset();
-  device_ = nullptr;
-}
-
-// Called only with a reservation (Release, and unmapping where vm_ is set):
-// planning never maps, so it never syncs.
-void VirtualAddressAllocator::SyncDevice() {
-  SPILL_CHECK(vm_ != nullptr) << "va: synchronized without a reservation";
-  device_->compute_queue().Synchronize();
-  device_->copy_queue().Synchronize();
+  drain_();
+  Unreserve();
 }
 
 // ---- The allocator seam ----

@@ -57,6 +57,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -180,7 +181,8 @@ class VirtualAddressAllocator : public DeviceAllocator {
   Status MapChunks(size_t slot, const std::vector<size_t>& chunks, size_t from);
   void UndoTake(size_t slot, std::vector<size_t>* chunks, size_t from);
   Status Unmap(const Range& run);
-  void SyncDevice();
+  // Back to planning's mappings (no reservation).
+  void Unreserve();
   // First-fit addresses in chunk slots.
   bool TakeSlots(size_t n, size_t* slot);
   bool TakeSlotsAt(size_t slot, size_t n);
@@ -208,8 +210,12 @@ class VirtualAddressAllocator : public DeviceAllocator {
   int next_arena_ = 0;
   std::unordered_map<AllocationId, Live> live_;
   VaStats stats_;
-  Device* device_ = nullptr;
+  // The mappings: the device's virtual memory once reserved, and while
+  // planning a stand-in that maps nothing (the same decisions either way).
   std::unique_ptr<VirtualMemory> vm_;
+  // Waits until nothing queued on the device touches memory (nothing to
+  // wait for while planning).
+  std::function<void()> drain_;
 };
 
 }  // namespace spill

@@ -88,19 +88,17 @@ size_t VirtualAddressAllocator::LargestSlotsAfterFlush() const {
 // mapped is unmapped again, so the caller can undo the request.
 Status VirtualAddressAllocator::MapChunks(size_t slot, const std::vector<size_t>& chunks,
                                           size_t from) {
-  if (vm_ != nullptr) {
-    const auto start = std::chrono::steady_clock::now();
-    for (size_t i = from; i < chunks.size(); ++i) {
-      Status mapped = vm_->Map((slot + i) * chunk_, chunks[i]);
-      if (mapped.ok()) continue;
-      if (i > from) (void)vm_->Unmap((slot + from) * chunk_, (i - from) * chunk_);
-      const StatusCode code = mapped.code() == StatusCode::kOutOfMemory ? StatusCode::kOutOfMemory
-                                                                        : StatusCode::kInternal;
-      return Status(code, "va: " + mapped.message());
-    }
-    stats_.map_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = from; i < chunks.size(); ++i) {
+    Status mapped = vm_->Map((slot + i) * chunk_, chunks[i]);
+    if (mapped.ok()) continue;
+    if (i > from) (void)vm_->Unmap((slot + from) * chunk_, (i - from) * chunk_);
+    const StatusCode code = mapped.code() == StatusCode::kOutOfMemory ? StatusCode::kOutOfMemory
+                                                                      : StatusCode::kInternal;
+    return Status(code, "va: " + mapped.message());
   }
+  stats_.map_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.maps += static_cast<int64_t>(chunks.size() - from);
   return Status::Ok();
 }
@@ -118,14 +116,12 @@ void VirtualAddressAllocator::UndoTake(size_t slot, std::vector<size_t>* chunks,
 Status VirtualAddressAllocator::Unmap(const Range& run) {
   const size_t n = run.chunks.size();
   stats_.unmaps += static_cast<int64_t>(n);
-  if (vm_ != nullptr) {
-    SyncDevice();  // nothing queued may still touch it
-    const auto start = std::chrono::steady_clock::now();
-    Status unmapped = vm_->Unmap(run.slot * chunk_, n * chunk_);
-    if (!unmapped.ok()) return Internal("va: " + unmapped.message());
-    stats_.map_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
+  drain_();  // nothing queued may still touch it
+  const auto start = std::chrono::steady_clock::now();
+  Status unmapped = vm_->Unmap(run.slot * chunk_, n * chunk_);
+  if (!unmapped.ok()) return Internal("va: " + unmapped.message());
+  stats_.map_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   GiveSlots(run.slot, n);
   free_.insert(run.chunks.begin(), run.chunks.end());
   return Status::Ok();
