@@ -10,11 +10,12 @@
 namespace spill {
 
 // Blocked activation layouts (framework/layouts.h) unless the workspace
-// policy pins a CPU convolution algorithm that computes on plain tensors:
-// blocked layouts serve the algorithms that read them, and every other one
-// would convert each blocked tensor to a plain copy and back, the copies as
-// large as the batch (a streamed step's slices would still reserve them
-// whole). The copies are exact, so the results are those of plain layouts.
+// policy pins a CPU convolution algorithm that computes on plain tensors, or
+// asks for the least memory (memory_optimal): blocked layouts serve the
+// algorithms that read them, and every other one would convert each blocked
+// tensor to a plain copy and back, the copies as large as the batch (a
+// streamed step's slices would still reserve them whole). The copies are
+// exact, so a pinned algorithm's results are those of plain layouts.
 NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy& workspace);
 
 }  // namespace spill
