@@ -21,9 +21,7 @@ size_t Staging::image_bytes() const {
 
 float* Staging::Data(TensorId id) const {
   for (const StagedTensor& t : tensors_) {
-    if (t.id != id) continue;
-    if (t.data == nullptr) return nullptr;
-    return reinterpret_cast<float*>(t.data + half(call_) * slice_bytes(t));
+    if (t.id == id) return reinterpret_cast<float*>(HalfOf(t, call_));
   }
   return nullptr;
 }
@@ -83,10 +81,9 @@ void Staging::CopyIn(ResidencyManager& residency, int call) {
   const StreamSlice& slice = slices_[call];
   for (StagedTensor& t : tensors_) {
     if (!t.read && !(t.accumulated && slice.last_sweep)) continue;
-    char* data = t.data == nullptr ? nullptr : t.data + half(call) * slice_bytes(t);
-    t.copied_in[half(call)] =
-        residency.CopySliceIn(t.id, data, static_cast<size_t>(slice.begin) * t.image_bytes,
-                              static_cast<size_t>(slice.images) * t.image_bytes);
+    t.copied_in[half(call)] = residency.CopySliceIn(
+        t.id, HalfOf(t, call), static_cast<size_t>(slice.begin) * t.image_bytes,
+        static_cast<size_t>(slice.images) * t.image_bytes);
   }
 }
 
@@ -110,13 +107,13 @@ void Staging::BeginSlice(ResidencyManager& residency, int64_t begin, int64_t ima
 
 void Staging::EndSlice(ResidencyManager& residency, int64_t begin, int64_t images,
                        bool last_sweep) {
-  const int h = half(call_++);
+  const int call = call_++;
   if (!last_sweep) return;
   for (StagedTensor& t : tensors_) {
     if (!t.written) continue;
-    const char* data = t.data == nullptr ? nullptr : t.data + h * slice_bytes(t);
-    t.copied_out[h] = residency.CopySliceOut(t.id, data, static_cast<size_t>(begin) * t.image_bytes,
-                                             static_cast<size_t>(images) * t.image_bytes);
+    t.copied_out[half(call)] =
+        residency.CopySliceOut(t.id, HalfOf(t, call), static_cast<size_t>(begin) * t.image_bytes,
+                               static_cast<size_t>(images) * t.image_bytes);
   }
 }
 

@@ -88,6 +88,10 @@ class Staging {
   // Where the second half of a double buffer starts.
   static size_t HalfStride(int64_t images, size_t image_bytes);
   size_t slice_bytes(const StagedTensor& t) const { return HalfStride(images_, t.image_bytes); }
+  // Where slice call `call` lies in `t`'s staging block (null when planning).
+  char* HalfOf(const StagedTensor& t, int call) const {
+    return t.data == nullptr ? nullptr : t.data + half(call) * slice_bytes(t);
+  }
   // Slice call `call`'s copies in, into its half.
   void CopyIn(ResidencyManager& residency, int call);
 

@@ -91,15 +91,9 @@ class Simulator {
   }
 
   void Copy(const MemoryEvent& e, bool to_host) {
-    const double bandwidth =
-        to_host ? profile_.link.d2h_bytes_per_second : profile_.link.h2d_bytes_per_second;
-    const double seconds =
-        profile_.link.latency_seconds + (bandwidth > 0 ? e.bytes / bandwidth : 0);
-    const double start = std::max({copy_end_, ComputeTail(), host_});
-    copy_end_ = start + seconds;
-    pending_[e.tensor] = copy_end_;
-    Slice(Lane::kCopy, std::string(to_host ? "offload " : "prefetch ") + TensorName(e.tensor),
-          to_host ? "offload" : "prefetch", start, copy_end_, e.step, e.bytes);
+    pending_[e.tensor] = QueueCopy(
+        CopySeconds(static_cast<double>(e.bytes), 1, to_host), ComputeTail(), to_host,
+        std::string(to_host ? "offload " : "prefetch ") + TensorName(e.tensor), e.step, e.bytes);
   }
 
   double CopySeconds(double bytes, int copies, bool to_host) const {
@@ -108,13 +102,14 @@ class Simulator {
     return copies * profile_.link.latency_seconds + (bandwidth > 0 ? bytes / bandwidth : 0);
   }
 
-  // One copy of a streamed slice, on the copy queue in order, after `after`.
-  double StreamCopy(double seconds, double after, bool to_host, const std::string& name, int step,
-                    double bytes) {
+  // A copy on the copy queue, in order, not before `after` (nor before the
+  // host enqueues it); returns its end.
+  double QueueCopy(double seconds, double after, bool to_host, std::string name, int step,
+                   size_t bytes) {
     const double start = std::max({copy_end_, after, host_});
     copy_end_ = start + seconds;
-    Slice(Lane::kCopy, (to_host ? "stream out " : "stream in ") + name,
-          to_host ? "offload" : "prefetch", start, copy_end_, step, static_cast<size_t>(bytes));
+    Slice(Lane::kCopy, std::move(name), to_host ? "offload" : "prefetch", start, copy_end_, step,
+          bytes);
     return copy_end_;
   }
 
@@ -248,7 +243,10 @@ void Simulator::StreamedCompute(double seconds, const std::string& name, const c
   const bool copies_in = stream_.in_tensors > 0, copies_out = stream_.out_tensors > 0;
   std::vector<double> in_done(slices, kNoCopy), out_done(slices, kNoCopy);
   auto copy_in = [&](int k, double after) {
-    if (copies_in) in_done[k] = StreamCopy(in, after, false, name, e.step, in_bytes);
+    if (copies_in) {
+      in_done[k] =
+          QueueCopy(in, after, false, "stream in " + name, e.step, static_cast<size_t>(in_bytes));
+    }
   };
   copy_in(0, ComputeTail());
   for (int k = 0; k < slices; ++k) {
@@ -261,7 +259,8 @@ void Simulator::StreamedCompute(double seconds, const std::string& name, const c
     if (buffers == 2 && k + 1 < slices) copy_in(k + 1, last_compute);
     Compute(seconds / slices, name, category, e.step);
     if (copies_out) {
-      out_done[k] = StreamCopy(out, ComputeTail(), true, name, e.step, out_bytes);
+      out_done[k] = QueueCopy(out, ComputeTail(), true, "stream out " + name, e.step,
+                              static_cast<size_t>(out_bytes));
     }
   }
   HostWaits(copy_end_, "the last slice out", e.step);

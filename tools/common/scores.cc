@@ -27,8 +27,8 @@ StatusOr<std::vector<float>> ScoreImages(const NetSpec& spec, const NpzArchive& 
   SPILL_ASSIGN_OR_RETURN(memory.workspace, ParseWorkspacePolicy(workspace));
   const size_t fallback = memory.device_budget;
   memory.device_budget = kUnlimitedBudget;
-  SPILL_ASSIGN_OR_RETURN(const size_t needed, MinimumBudget(net->view(), memory, kPoolBlockBytes));
-  memory.device_budget = std::max(fallback, needed + needed / 4);
+  SPILL_ASSIGN_OR_RETURN(const MemoryPlan needed, Plan(net->view(), memory));
+  memory.device_budget = std::max(fallback, needed.peak + needed.peak / 4);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<MemoryRuntime> runtime,
                          MemoryRuntime::Create(net->view(), memory, device.get()));
   Executor executor(*net, device.get(), *runtime);
