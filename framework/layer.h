@@ -168,8 +168,12 @@ class Layer {
   // operation forward, two backward) list the candidates of each; the
   // runtime chooses per step and passes the choice in the args. The
   // workspace of a pass is the largest among its chosen candidates.
+  // `images` is how many images one call computes: the batch, or the slice
+  // of a streamed step (memory.chunk), whose workspace may be smaller. The
+  // seconds are the whole batch's either way (a step's slices add up to it).
   virtual int num_algorithm_ops(Pass pass) const { return 0; }
-  virtual std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const {
+  virtual std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op,
+                                                               int64_t images) const {
     return {};
   }
   // The work of a pass over these input and output shapes (the ones Reshape

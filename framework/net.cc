@@ -183,8 +183,9 @@ int Net::Algorithms::NumOps(int layer, Pass pass) const {
   return net_.layer(layer).num_algorithm_ops(pass);
 }
 
-std::vector<AlgorithmCandidate> Net::Algorithms::Candidates(int layer, Pass pass, int op) const {
-  return net_.layer(layer).algorithm_candidates(pass, op);
+std::vector<AlgorithmCandidate> Net::Algorithms::Candidates(int layer, Pass pass, int op,
+                                                            int64_t images) const {
+  return net_.layer(layer).algorithm_candidates(pass, op, images);
 }
 
 void Net::AssignLayouts(bool blocked) {

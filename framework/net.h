@@ -76,7 +76,8 @@ class Net {
    public:
     explicit Algorithms(const Net& net) : net_(net) {}
     int NumOps(int layer, Pass pass) const override;
-    std::vector<AlgorithmCandidate> Candidates(int layer, Pass pass, int op) const override;
+    std::vector<AlgorithmCandidate> Candidates(int layer, Pass pass, int op,
+                                               int64_t images) const override;
 
    private:
     const Net& net_;

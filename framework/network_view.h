@@ -34,12 +34,15 @@ struct LayerSummary {
 
 // The algorithms each operation of a layer can run with (convolution: one
 // operation forward, two backward). Candidates may change while a program
-// runs (timings measured once per shape), so they are asked for per step.
+// runs (timings measured once per shape), so they are asked for per step,
+// for calls of `images` images (the batch, or a streamed step's slice:
+// Layer::algorithm_candidates).
 class AlgorithmCatalog {
  public:
   virtual ~AlgorithmCatalog() = default;
   virtual int NumOps(int layer, Pass pass) const = 0;
-  virtual std::vector<AlgorithmCandidate> Candidates(int layer, Pass pass, int op) const = 0;
+  virtual std::vector<AlgorithmCandidate> Candidates(int layer, Pass pass, int op,
+                                                     int64_t images) const = 0;
 };
 
 struct NetworkView {

@@ -19,7 +19,7 @@ size_t StepWorkspace(const NetworkView& view, const Step& step, const WorkspaceP
   size_t bytes = 0;
   for (int op = 0; op < ops; ++op) {
     const std::vector<AlgorithmCandidate> candidates =
-        view.algorithms->Candidates(step.layer, step.pass, op);
+        view.algorithms->Candidates(step.layer, step.pass, op, view.batch);
     const AlgorithmSelection s = SelectAlgorithm(candidates, kUnlimitedBudget, policy);
     if (s.index < 0) continue;
     bytes = std::max(bytes, candidates[s.index].workspace);

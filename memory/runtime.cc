@@ -221,7 +221,9 @@ Status MemoryRuntime::PrepareOnDevice(const Step& step, StepRunner& runner, std:
     Pin(id);
   }
   for (TensorId id : allocator_->PlacementOrder(step)) SPILL_RETURN_IF_ERROR(PrepareWrite(id));
-  if (step.active) SPILL_RETURN_IF_ERROR(ChooseWorkspace(step.layer, step.pass, choice));
+  if (step.active) {
+    SPILL_RETURN_IF_ERROR(ChooseWorkspace(step.layer, step.pass, view_.batch, choice));
+  }
   return Status::Ok();
 }
 

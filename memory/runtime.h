@@ -214,11 +214,16 @@ class MemoryRuntime : public TensorStore {
   void UpdateInHostMemory(int slot);
   Status AllocateWorkspace(size_t bytes, const std::string& what);
   // Chooses the algorithms of `layer`'s `pass` under the free memory and
-  // allocates their workspace (workspace_selector.h).
-  Status ChooseWorkspace(int layer, Pass pass, std::string* choice);
+  // allocates their workspace (workspace_selector.h), for calls of `images`
+  // images (the batch, or a streamed step's slices).
+  Status ChooseWorkspace(int layer, Pass pass, int64_t images, std::string* choice);
   // Allocates the workspace of `layer`'s forward as its forward step chose
   // it (for a recomputation), or chooses anew when it never ran.
-  Status ReuseForwardWorkspace(int layer);
+  Status ReuseForwardWorkspace(int layer, int64_t images);
+  // The candidates of an operation for calls of `images` images; when the
+  // batch does not divide by it, each workspace is also enough for the
+  // last, smaller slice.
+  std::vector<AlgorithmCandidate> CandidatesFor(int layer, Pass pass, int op, int64_t images) const;
   void FreeWorkspace();
   bool EvictOne();
   bool MakeRoom(size_t bytes);

@@ -157,7 +157,20 @@ Status MemoryRuntime::AllocateWorkspace(size_t bytes, const std::string& what) {
   return Status::Ok();
 }
 
-Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice) {
+std::vector<AlgorithmCandidate> MemoryRuntime::CandidatesFor(int layer, Pass pass, int op,
+                                                             int64_t images) const {
+  std::vector<AlgorithmCandidate> candidates =
+      view_.algorithms->Candidates(layer, pass, op, images);
+  const int64_t rest = view_.batch % images;
+  if (rest == 0) return candidates;
+  const std::vector<AlgorithmCandidate> last = view_.algorithms->Candidates(layer, pass, op, rest);
+  for (size_t i = 0; i < candidates.size() && i < last.size(); ++i) {
+    candidates[i].workspace = std::max(candidates[i].workspace, last[i].workspace);
+  }
+  return candidates;
+}
+
+Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, int64_t images, std::string* choice) {
   const std::string what = "the workspace of " + view_.layer(layer).name;
   workspace_.set_algorithms({});
   const int ops = view_.algorithms ? view_.algorithms->NumOps(layer, pass) : 0;
@@ -172,7 +185,7 @@ Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice)
   size_t bytes = 0;
   std::vector<int> chosen;
   for (int op = 0; op < ops; ++op) {
-    std::vector<AlgorithmCandidate> candidates = view_.algorithms->Candidates(layer, pass, op);
+    std::vector<AlgorithmCandidate> candidates = CandidatesFor(layer, pass, op, images);
     AlgorithmSelection s = SelectAlgorithm(candidates, free, options_.workspace);
     chosen.push_back(s.index);
     if (s.index < 0) continue;
@@ -185,13 +198,13 @@ Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, std::string* choice)
   return Status::Ok();
 }
 
-Status MemoryRuntime::ReuseForwardWorkspace(int layer) {
+Status MemoryRuntime::ReuseForwardWorkspace(int layer, int64_t images) {
   const std::vector<int> chosen = workspace_.forward(layer);
-  if (chosen.empty()) return ChooseWorkspace(layer, Pass::kForward, nullptr);
+  if (chosen.empty()) return ChooseWorkspace(layer, Pass::kForward, images, nullptr);
   size_t bytes = 0;
   for (int op = 0; op < static_cast<int>(chosen.size()); ++op) {
     if (chosen[op] < 0) continue;
-    const auto candidates = view_.algorithms->Candidates(layer, Pass::kForward, op);
+    const auto candidates = CandidatesFor(layer, Pass::kForward, op, images);
     bytes = std::max(bytes, candidates[chosen[op]].workspace);
   }
   SPILL_RETURN_IF_ERROR(
@@ -346,7 +359,7 @@ Status MemoryRuntime::AsideFromStep(const std::function<Status()>& body) {
 
 Status MemoryRuntime::RecomputeLayer(int layer, StepRunner& runner) {
   return AsideFromStep([&] {
-    SPILL_RETURN_IF_ERROR(ReuseForwardWorkspace(layer));
+    SPILL_RETURN_IF_ERROR(ReuseForwardWorkspace(layer, view_.batch));
     SPILL_RETURN_IF_ERROR(runner.Recompute(layer));
     CountRecomputation(layer);
     return Status::Ok();

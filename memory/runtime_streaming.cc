@@ -231,7 +231,8 @@ Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std:
       Overdraft::Scope hold(&overdraft_, (!fixed && images > 1) || depth > 1);
       status = TryStaging(images, depth);
       if (status.ok()) {
-        status = recompute ? ReuseForwardWorkspace(layer) : ChooseWorkspace(layer, pass, choice);
+        status = recompute ? ReuseForwardWorkspace(layer, images)
+                           : ChooseWorkspace(layer, pass, images, choice);
         if (status.ok()) {
           staging_.SetSlices(view_.batch, images, sweeps, depth);
           return status;

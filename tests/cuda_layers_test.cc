@@ -184,7 +184,8 @@ layers:
     ++convolutions;
     for (Pass pass : {Pass::kForward, Pass::kBackward}) {
       for (int op = 0; op < layer.num_algorithm_ops(pass); ++op) {
-        const std::vector<AlgorithmCandidate> candidates = layer.algorithm_candidates(pass, op);
+        const std::vector<AlgorithmCandidate> candidates =
+            layer.algorithm_candidates(pass, op, layer.batch());
         ASSERT_FALSE(candidates.empty()) << layer.name();
         bool measured = false;
         for (size_t r = 0; r < candidates.size(); ++r) {
@@ -203,7 +204,8 @@ layers:
   const Layer& b = (*net)->layer((*net)->FindLayer("conv1b"));
   for (Pass pass : {Pass::kForward, Pass::kBackward}) {
     for (int op = 0; op < a.num_algorithm_ops(pass); ++op) {
-      const auto ca = a.algorithm_candidates(pass, op), cb = b.algorithm_candidates(pass, op);
+      const auto ca = a.algorithm_candidates(pass, op, a.batch()),
+                 cb = b.algorithm_candidates(pass, op, b.batch());
       ASSERT_EQ(ca.size(), cb.size());
       for (size_t r = 0; r < ca.size(); ++r) {
         EXPECT_EQ(ca[r].name, cb[r].name);

@@ -472,7 +472,7 @@ TEST(CostModelTest, MeasuredTimesWinAndOtherAlgorithmsAreAdjusted) {
   EXPECT_EQ(costs.measured, 1);
   EXPECT_GT(costs.modelled, 0);
   // Measured under another algorithm: adjusted by the candidates' times.
-  const auto candidates = view.algorithms->Candidates(conv1, Pass::kForward, 0);
+  const auto candidates = view.algorithms->Candidates(conv1, Pass::kForward, 0, view.batch);
   ASSERT_GT(candidates.size(), 1u);
   const auto other = std::find_if(candidates.begin(), candidates.end(),
                                   [&](const auto& c) { return c.name != chosen; });

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "framework/logging.h"
 #include "framework/net.h"
 #include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/conv_timer.h"
@@ -146,16 +147,22 @@ TEST(ConvTimingTest, MeasuredTimesSurviveResettingAndTheCacheFile) {
 // No step goes over the budget because of its workspace: from a roomy budget
 // down to the smallest that runs, the dynamic policy trades speed for
 // memory, and the plan agrees with the run.
-TEST(DynamicWorkspaceTest, NoStepExceedsTheBudgetFromRoomyToMinimal) {
+// Two steps of kNet at batch 8 under liveness, in plain layouts (oneDNN's
+// convolutions then reorder in their workspace, so the fastest choice costs
+// memory a tight budget cannot give), with modelled convolution times.
+testing::SyntheticRun PlainRun() {
   cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
-  NetSpec spec = testing::MustParse(kNet);
   testing::SyntheticRun run;
   run.batch = 8;
   run.steps = 2;
-  // Plain layouts: oneDNN's convolutions then reorder in their workspace,
-  // so the fastest choice costs memory a tight budget cannot give.
   run.blocked_layouts = false;
-  ASSERT_TRUE(ApplyMemoryMode("liveness", &run.memory).ok());
+  SPILL_CHECK(ApplyMemoryMode("liveness", &run.memory).ok());
+  return run;
+}
+
+TEST(DynamicWorkspaceTest, NoStepExceedsTheBudgetFromRoomyToMinimal) {
+  NetSpec spec = testing::MustParse(kNet);
+  testing::SyntheticRun run = PlainRun();
   auto net = testing::BuildTrainingNet(spec, run.batch, DeviceType::kCpu, false);
   ASSERT_TRUE(net.ok());
   MemoryOptions roomy = run.memory;
@@ -183,6 +190,63 @@ TEST(DynamicWorkspaceTest, NoStepExceedsTheBudgetFromRoomyToMinimal) {
   }
   EXPECT_NE(roomy_choice, tight_choice);
   EXPECT_NE(roomy_choice.find("dnnl"), std::string::npos);
+}
+
+// A streamed step computes its batch slice by slice, and its workspace is a
+// slice's: with im2col_batch, whose column matrix holds every image of a
+// call, the smallest budget under memory.chunk auto is below the workspace
+// one call on the whole batch needs, each streamed step gets the workspace
+// of its slices (the larger of a full slice and the last), and the run
+// agrees with the plan.
+TEST(DynamicWorkspaceTest, StreamedStepsGetTheWorkspaceOfTheirSlices) {
+  NetSpec spec = testing::MustParse(kNet);
+  testing::SyntheticRun run = PlainRun();
+  run.memory.workspace = Policy("pin:im2col_batch");
+  run.memory.batch_chunk = kBatchChunkAuto;
+  run.memory.host_budget = 64 * kMiB;
+  auto net = testing::BuildTrainingNet(spec, run.batch, DeviceType::kCpu, false);
+  ASSERT_TRUE(net.ok());
+  const NetworkView view = (*net)->view();
+  // The im2col_batch workspace of each step with algorithms, for calls of n images.
+  auto workspace = [&](const Step& step, int64_t n) {
+    size_t bytes = 0;
+    for (int op = 0; op < view.algorithms->NumOps(step.layer, step.pass); ++op) {
+      for (const AlgorithmCandidate& c :
+           view.algorithms->Candidates(step.layer, step.pass, op, n)) {
+        if (c.name == "im2col_batch") bytes = std::max(bytes, c.workspace);
+      }
+    }
+    return bytes;
+  };
+  const Schedule& schedule = (*net)->schedule();
+  size_t whole = 0;
+  for (const Step& step : schedule.steps) whole = std::max(whole, workspace(step, run.batch));
+  auto minimum = MinimumBudget(view, run.memory, kPoolBlockBytes);
+  ASSERT_TRUE(minimum.ok()) << minimum.status().ToString();
+  EXPECT_LT(*minimum, whole);
+  run.memory.device_budget = *minimum;
+  auto planned = Plan(view, run.memory);
+  ASSERT_TRUE(planned.ok() && planned->fits);
+  int streamed = 0;
+  for (const StepRecord& r : planned->log.steps) {
+    const Step& step = schedule.steps[r.step];
+    if (r.slice_images == 0 || view.algorithms->NumOps(step.layer, step.pass) == 0) continue;
+    ++streamed;
+    const int64_t last = run.batch % r.slice_images;
+    EXPECT_EQ(r.workspace,
+              std::max(workspace(step, r.slice_images), last ? workspace(step, last) : 0))
+        << "step " << r.step + 1;
+    EXPECT_LT(r.workspace, workspace(step, run.batch)) << "step " << r.step + 1;
+  }
+  EXPECT_GT(streamed, 0);
+  auto trace = testing::TrainSynthetic(spec, run);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ASSERT_EQ(trace->log.steps.size(), planned->log.steps.size());
+  for (size_t s = 0; s < trace->log.steps.size(); ++s) {
+    EXPECT_EQ(trace->log.steps[s].workspace, planned->log.steps[s].workspace) << "step " << s + 1;
+    EXPECT_EQ(trace->log.steps[s].peak, planned->log.steps[s].peak) << "step " << s + 1;
+  }
+  EXPECT_LE(trace->log.peak, *minimum);
 }
 
 TEST(DynamicWorkspaceTest, FastestPolicyNeedsMoreMemoryThanDynamic) {

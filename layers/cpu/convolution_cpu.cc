@@ -36,13 +36,16 @@ class CpuConvolutionLayer : public ConvolutionLayer {
     return pass == Pass::kForward ? 1 : (propagate_down(0) ? 2 : 1);
   }
 
-  std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const override {
+  std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op,
+                                                       int64_t images) const override {
     const cpu::ConvOp conv_op = Op(pass, op);
     std::vector<AlgorithmCandidate> candidates;
     const ConvGeometry g = Geometry();
+    ConvGeometry call = g;
+    call.batch = images;
     for (const cpu::ConvAlgorithm* a : algorithms_.supported()) {
-      candidates.push_back(
-          {a->name(), cpu::ConvSeconds(*a, g, conv_op), cpu::ConvWorkspaceBytes(*a, g, conv_op)});
+      candidates.push_back({a->name(), cpu::ConvSeconds(*a, g, conv_op),
+                            cpu::ConvWorkspaceBytes(*a, call, conv_op)});
     }
     return candidates;
   }

@@ -30,11 +30,12 @@ class CpuTransposedConvolutionLayer : public TransposedConvolutionLayer {
     return pass == Pass::kForward ? 1 : (propagate_down(0) ? 2 : 1);
   }
 
-  std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const override {
+  std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op,
+                                                       int64_t images) const override {
     std::vector<AlgorithmCandidate> candidates;
     for (const cpu::ConvAlgorithm* a : algorithms_.supported()) {
       candidates.push_back(
-          {a->name(), cpu::ConvSeconds(*a, geom_, Op(pass, op)), Workspace(*a, pass, op)});
+          {a->name(), cpu::ConvSeconds(*a, geom_, Op(pass, op)), Workspace(*a, pass, op, images)});
     }
     return candidates;
   }
@@ -42,7 +43,7 @@ class CpuTransposedConvolutionLayer : public TransposedConvolutionLayer {
   size_t workspace_bytes(Pass pass) const override {
     size_t bytes = 0;
     for (int op = 0; op < num_algorithm_ops(pass); ++op) {
-      bytes = std::max(bytes, Workspace(algorithms_.fallback(), pass, op));
+      bytes = std::max(bytes, Workspace(algorithms_.fallback(), pass, op, geom_.batch));
     }
     return bytes;
   }
@@ -111,9 +112,11 @@ class CpuTransposedConvolutionLayer : public TransposedConvolutionLayer {
   }
 
   // The data gradient also holds one image of the input gradient, to add
-  // into one that accumulates.
-  size_t Workspace(const cpu::ConvAlgorithm& a, Pass pass, int op) const {
-    const size_t bytes = a.WorkspaceBytes(geom_, Op(pass, op));
+  // into one that accumulates. For calls of `images` images.
+  size_t Workspace(const cpu::ConvAlgorithm& a, Pass pass, int op, int64_t images) const {
+    ConvGeometry call = geom_;
+    call.batch = images;
+    const size_t bytes = a.WorkspaceBytes(call, Op(pass, op));
     if (pass == Pass::kForward || op == 0) return bytes;
     ConvGeometry one = geom_;
     one.batch = 1;

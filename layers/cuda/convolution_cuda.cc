@@ -65,8 +65,10 @@ Status CudaConvolutionLayer::Reshape(const std::vector<Shape>& inputs,
   return Status::Ok();
 }
 
-std::vector<AlgorithmCandidate> CudaConvolutionLayer::algorithm_candidates(Pass pass,
-                                                                           int op) const {
+// cuDNN's workspace sizes are the whole batch's (found for its descriptors);
+// a slice's calls get that much.
+std::vector<AlgorithmCandidate> CudaConvolutionLayer::algorithm_candidates(Pass pass, int op,
+                                                                           int64_t) const {
   if (op < 0 || op >= num_algorithm_ops(pass)) return {};
   const int index = OpIndex(pass, op);
   std::lock_guard<std::mutex> lock(mutex_);

@@ -45,7 +45,8 @@ class CudaConvolutionLayer : public ConvolutionLayer {
   int num_algorithm_ops(Pass pass) const override {
     return pass == Pass::kForward ? 1 : (propagate_down(0) ? 2 : 1);
   }
-  std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op) const override;
+  std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op,
+                                                       int64_t images) const override;
   // The workspace of the default (first) candidates.
   size_t workspace_bytes(Pass pass) const override;
   bool supports_slices() const override { return true; }

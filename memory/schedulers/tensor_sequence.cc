@@ -65,7 +65,7 @@ size_t WorkspaceReserve(const NetworkView& view, Phase phase, const WorkspacePol
     const int ops = view.algorithms ? view.algorithms->NumOps(step.layer, step.pass) : 0;
     size_t bytes = ops == 0 ? step.workspace_bytes : 0;
     for (int op = 0; op < ops; ++op) {
-      const auto candidates = view.algorithms->Candidates(step.layer, step.pass, op);
+      const auto candidates = view.algorithms->Candidates(step.layer, step.pass, op, view.batch);
       const AlgorithmSelection chosen = SelectAlgorithm(candidates, 0, policy);
       if (chosen.index >= 0) bytes = std::max(bytes, candidates[chosen.index].workspace);
     }

@@ -27,7 +27,7 @@ std::vector<int> ParseChoice(const NetworkView& view, int layer, Pass pass,
   std::vector<int> chosen(ops, -1);
   size_t next = 0;
   for (int op = 0; op < ops && next < names.size(); ++op) {
-    const auto candidates = view.algorithms->Candidates(layer, pass, op);
+    const auto candidates = view.algorithms->Candidates(layer, pass, op, view.batch);
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (candidates[i].name == names[next]) {
         chosen[op] = static_cast<int>(i);
@@ -46,7 +46,7 @@ void AlgorithmSeconds(const NetworkView& view, int layer, Pass pass, const std::
   *chosen_seconds = *fastest_seconds = 0;
   const std::vector<int> chosen = ParseChoice(view, layer, pass, choice);
   for (int op = 0; op < static_cast<int>(chosen.size()); ++op) {
-    const auto candidates = view.algorithms->Candidates(layer, pass, op);
+    const auto candidates = view.algorithms->Candidates(layer, pass, op, view.batch);
     if (candidates.empty()) continue;
     double fastest = std::numeric_limits<double>::max();
     for (const auto& c : candidates) fastest = std::min(fastest, c.seconds);

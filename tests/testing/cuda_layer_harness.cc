@@ -66,7 +66,7 @@ DeviceTensors::DeviceTensors(CudaDevice& device, LayerHarness& h,
       std::max(layer.workspace_bytes(Pass::kForward), layer.workspace_bytes(Pass::kBackward));
   for (Pass pass : {Pass::kForward, Pass::kBackward}) {
     for (int op = 0; op < layer.num_algorithm_ops(pass); ++op) {
-      for (const AlgorithmCandidate& c : layer.algorithm_candidates(pass, op)) {
+      for (const AlgorithmCandidate& c : layer.algorithm_candidates(pass, op, layer.batch())) {
         workspace_bytes_ = std::max(workspace_bytes_, c.workspace);
       }
     }
@@ -228,7 +228,7 @@ std::vector<std::vector<std::string>> CandidateNames(const Layer& layer, Pass pa
   std::vector<std::vector<std::string>> names;
   for (int op = 0; op < layer.num_algorithm_ops(pass); ++op) {
     names.emplace_back();
-    for (const AlgorithmCandidate& c : layer.algorithm_candidates(pass, op))
+    for (const AlgorithmCandidate& c : layer.algorithm_candidates(pass, op, layer.batch()))
       names.back().push_back(c.name);
   }
   return names;

@@ -13,7 +13,7 @@ Status CheckPinnedAlgorithm(const Net& net, const WorkspacePolicy& policy) {
     const Layer& layer = net.layer(id);
     for (Pass pass : {Pass::kForward, Pass::kBackward}) {
       for (int op = 0; op < layer.num_algorithm_ops(pass); ++op) {
-        for (const AlgorithmCandidate& c : layer.algorithm_candidates(pass, op)) {
+        for (const AlgorithmCandidate& c : layer.algorithm_candidates(pass, op, layer.batch())) {
           names.insert(c.name);
         }
       }
