@@ -10,6 +10,10 @@
 //                                   copies throttled as a PCIe link would carry
 //                                   them (CPU device; tools/bench/dymem_speed.py)
 //   bench_train ... --repeat 2      two timed runs of --steps steps, one line each
+//   bench_train ... --versus '--stream-buffers 1'
+//                                   A (these flags) against B (these plus
+//                                   the --versus flags), taking turns
+//                                   iteration by iteration in one process
 //   bench_train ... --no-calibration
 //                                   keep estimated algorithm times (on a GPU under
 //                                   compute-sanitizer, timing every cuDNN algorithm
@@ -31,6 +35,7 @@
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
+#include "tools/bench/versus.h"
 #include "tools/common/checks.h"
 #include "tools/common/cli.h"
 #include "tools/common/memory_flags.h"
@@ -44,6 +49,8 @@ constexpr char kDefaultMode[] = "liveness";
 
 struct Args {
   std::string config, device = "cpu", export_dir;
+  std::string versus;    // memory flags of a second run to compare with
+  std::string command;   // the flags given, to label the runs
   double link_gbps = 0;  // 0: copies at memcpy speed
   bool minimum = false, profile = false, no_calibration = false, plain_layouts = false;
   ParamOverrides sets;
@@ -74,6 +81,12 @@ void Declare(Flags& f, Args* a) {
            "write net.json and initial.npz for tools/bench/bench_torch.py")
       ->type_name("DIR");
   f.Flag("--profile", &a->profile, "print compute seconds per layer type over the timed steps");
+  f.String("--versus", &a->versus,
+           "compare with a second run B: these flags' options with the given memory flags on top "
+           "(e.g. '--stream-buffers 1'); A and B take turns iteration by iteration, --steps "
+           "pairs after --warmup each, and the tool prints both, B/A per pair, the copies' "
+           "overlap and the streamed steps' time from each iteration's measured queues")
+      ->type_name("FLAGS");
   f.Flag("--plain-layouts", &a->plain_layouts,
          "keep every activation in plain NCHW (default: blocked between convolutions where the "
          "CPU computes them faster so)");
@@ -144,6 +157,25 @@ void PrintRun(const Args& args, const Net& net, const MemoryRuntime& runtime,
   std::fflush(stdout);
 }
 
+Status RunVersus(const Args& args, NetSpec spec, const MemoryOptions& memory, Device& device) {
+  if (args.minimum || args.profile || !args.export_dir.empty() || args.repeat != 1 ||
+      args.plain_layouts) {
+    return InvalidArgument(
+        "--versus measures --steps pairs after --warmup: --minimum, --profile, --export, "
+        "--repeat and --plain-layouts do not combine with it");
+  }
+  SPILL_ASSIGN_OR_RETURN(MemoryOptions b, VersusOptions(memory, args.versus, BenchMemoryUse()));
+  VersusArgs v;
+  v.spec = std::move(spec);
+  v.batch = args.batch;
+  v.warmup = args.warmup;
+  v.pairs = args.steps;
+  v.a = memory;
+  v.a_label = args.command;
+  cpu::SetConvTiming({cpu::ConvTimingMode::kMeasure, cpu::DefaultConvTimingCache()});
+  return RunVersus(v, b, args.versus, device);
+}
+
 Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(MemoryOptions memory, MemoryOptionsOf(args));
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadNetFile(args.config, args.sets));
@@ -151,6 +183,7 @@ Status Run(const Args& args) {
   device_config.link_bytes_per_second = args.link_gbps * 1e9;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, device_config));
   Device& device = *owned;
+  if (!args.versus.empty()) return RunVersus(args, std::move(spec), memory, device);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, [&] {
                            NetOptions o =
                                NetOptionsFor(args.batch, device.type(), memory.workspace);
@@ -233,6 +266,12 @@ int Main(int argc, char** argv) {
   spill::Declare(flags, &args);
   const int stop = flags.Parse(argc, argv);
   if (stop >= 0) return stop;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--versus") ++i;  // and its value
+    if (arg == "--versus" || arg.rfind("--versus=", 0) == 0) continue;
+    args.command += (args.command.empty() ? "" : " ") + arg;
+  }
   return spill::ReportStatus("bench_train", spill::Run(args));
 }
 

@@ -164,9 +164,14 @@ Status TracedRun::Iterate(bool keep) {
   const HostBatch host{images_.data(), labels_.data()};
   recorder_->Begin();
   const double begin = MonotonicSeconds();
-  SPILL_RETURN_IF_ERROR(executor_->Run(host, Phase::kTrain, iterations_++).status());
+  // As train runs it: parameters kept in host memory are updated during
+  // backward, as soon as their gradients are complete.
+  solver_->BeginStep(*net_, *runtime_, *device_, kLearningRate);
+  SPILL_ASSIGN_OR_RETURN(const LossResult result,
+                         executor_->Run(host, Phase::kTrain, iterations_++));
+  last_loss_ = result.loss;
   const double update = MonotonicSeconds();
-  SPILL_RETURN_IF_ERROR(solver_->Update(*net_, *runtime_, *device_, kLearningRate));
+  SPILL_RETURN_IF_ERROR(solver_->FinishStep(*runtime_));
   device_->compute_queue().Synchronize();
   const double end = MonotonicSeconds();
   recorder_->Update(update, end);

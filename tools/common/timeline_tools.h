@@ -132,6 +132,8 @@ class TracedRun {
   Status Iterate(bool keep);
 
   const Net& net() const { return *net_; }
+  const MemoryRuntime& runtime() const { return *runtime_; }
+  double last_loss() const { return last_loss_; }
   const StepTimes& steps() const { return steps_; }
   const Timeline& last() const { return last_; }  // the last iteration
   int kept() const { return kept_; }
@@ -159,6 +161,7 @@ class TracedRun {
   StepTimes steps_;
   Timeline last_;
   int iterations_ = 0, kept_ = 0;
+  double last_loss_ = 0;
   double iteration_seconds_ = 0, compute_seconds_ = 0;
   std::vector<std::pair<double, double>> history_;
   std::vector<Sample> samples_;
