@@ -24,8 +24,6 @@ namespace {
 
 using testing::BitIdentical;
 using testing::Compare;
-using testing::CudaLayerCases;
-using testing::CudaTest;
 using testing::DeviceTensors;
 using testing::LayerCase;
 using testing::LayerHarness;
@@ -147,7 +145,7 @@ void ExpectNear(const Result& gpu, const Result& cpu, LayerHarness& h, double to
   }
 }
 
-class CudaSlicesTest : public CudaTest, public ::testing::WithParamInterface<LayerCase> {};
+class CudaSlicesTest : public testing::CudaTest, public ::testing::WithParamInterface<LayerCase> {};
 
 TEST_P(CudaSlicesTest, SlicesGiveTheBitsOfTheWholeBatchInImageOrder) {
   const LayerCase& c = GetParam();
@@ -176,7 +174,7 @@ TEST_P(CudaSlicesTest, SlicesGiveTheBitsOfTheWholeBatchInImageOrder) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layers, CudaSlicesTest, ::testing::ValuesIn(CudaLayerCases()),
+INSTANTIATE_TEST_SUITE_P(Layers, CudaSlicesTest, ::testing::ValuesIn(testing::CudaLayerCases()),
                          [](const ::testing::TestParamInfo<LayerCase>& info) {
                            return std::string(info.param.name);
                          });

@@ -105,6 +105,22 @@ void Report(const char* what, const Tally& t) {
               static_cast<unsigned long long>(Seed()), t.accepted, t.rejected);
 }
 
+using TextSources = std::vector<std::pair<std::string, std::string>>;  // name, text
+
+// Scale() rounds of every source under every text mutation, drawn from
+// `rng` in that order: each(name, mutation, mutated text).
+template <typename Each>
+void ForEachMutatedText(const TextSources& sources, Random& rng, Each each) {
+  for (int round = 0; round < Scale(); ++round) {
+    for (const auto& [name, text] : sources) {
+      for (int m = 0; m < kTextMutations; ++m) {
+        const auto mutation = static_cast<TextMutation>(m);
+        each(name, mutation, MutateText(text, mutation, rng));
+      }
+    }
+  }
+}
+
 class FuzzTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -114,7 +130,7 @@ class FuzzTest : public ::testing::Test {
 };
 
 TEST_F(FuzzTest, Networks) {
-  std::vector<std::pair<std::string, std::string>> sources;  // name, text
+  TextSources sources;
   for (const auto& entry : fs::directory_iterator("models")) {
     if (entry.path().extension() == ".yaml") {
       sources.push_back({entry.path().filename().string(), ReadText(entry.path().string())});
@@ -131,30 +147,26 @@ TEST_F(FuzzTest, Networks) {
   fs::create_directories(dir + "/blocks");
   Random rng(Seed());
   Tally tally;
-  for (int round = 0; round < Scale(); ++round) {
-    for (const auto& [name, text] : sources) {
-      for (int m = 0; m < kTextMutations; ++m) {
-        const auto mutation = static_cast<TextMutation>(m);
-        const std::string mutated = MutateText(text, mutation, rng);
+  ForEachMutatedText(
+      sources, rng,
+      [&](const std::string& name, TextMutation mutation, const std::string& mutated) {
         // A mutated block library is read through the networks that include it.
         const bool library = name == "blocks/resnet.yaml";
         WriteText(dir + "/blocks/resnet.yaml",
                   library ? mutated : ReadText("models/blocks/resnet.yaml"));
         WriteText(dir + "/net.yaml", library ? ReadText("models/resnet50.yaml") : mutated);
-        const std::string mode = m % 2 ? "superneurons" : "liveness";
+        const std::string mode = static_cast<int>(mutation) % 2 ? "superneurons" : "liveness";
         RunCase(
             name + " / " + TextMutationName(mutation),
             [&] { return NetworkPipeline(dir + "/net.yaml", mode); }, &tally);
-      }
-    }
-  }
+      });
   EXPECT_EQ(tally.cases, static_cast<int>(sources.size()) * kTextMutations * Scale());
   EXPECT_GE(tally.cases, kNetworkCases * Scale());
   Report("networks", tally);
 }
 
 TEST_F(FuzzTest, Configs) {
-  std::vector<std::pair<std::string, std::string>> sources;
+  TextSources sources;
   for (const auto& entry : fs::directory_iterator("configs")) {
     if (entry.path().extension() == ".yaml") {
       sources.push_back({entry.path().string(), ReadText(entry.path().string())});
@@ -185,7 +197,7 @@ data: {dataset: fashion_mnist, path: /nowhere, batch: 8}
 solver: {type: sgd, lr: 0.01, momentum: 0.9}
 memory: {mode: window, device_budget: 64MiB, host_budget: 1GiB, allocator: va, va_chunk: 64KiB,
          window: 1.5x, window_budget: 1x, params: above:1KiB, update: host, host_tier: ram,
-         chunk: 2, workspace: pin:im2col_image, compact: false}
+         chunk: 2, stream_buffers: 1, workspace: pin:im2col_image, compact: false}
 run: {steps: 4, seed: 5, init: /nowhere/init.npz}
 distributed: {bucket: 256KiB, sync_batch_norm: false, check_replicas: true}
 )"});
@@ -198,17 +210,13 @@ distributed: {bucket: 256KiB, sync_batch_norm: false, check_replicas: true}
   ASSERT_EQ(static_cast<int>(sources.size()) * kTextMutations, kConfigCases);
   Random rng(Seed() + 1);
   Tally tally;
-  for (int round = 0; round < Scale(); ++round) {
-    for (const auto& [name, text] : sources) {
-      for (int m = 0; m < kTextMutations; ++m) {
-        const auto mutation = static_cast<TextMutation>(m);
-        const std::string mutated = MutateText(text, mutation, rng);
+  ForEachMutatedText(
+      sources, rng,
+      [&](const std::string& name, TextMutation mutation, const std::string& mutated) {
         RunCase(
             name + " / " + TextMutationName(mutation),
             [&] { return ConfigPipeline(mutated, name); }, &tally);
-      }
-    }
-  }
+      });
   EXPECT_EQ(tally.cases, kConfigCases * Scale());
   Report("configs", tally);
 }
@@ -352,7 +360,7 @@ TEST_F(FuzzTest, CheckpointValues) {
 // user-facing error (never kInternal: the pipeline reports a weight that
 // does not fit its layer as one).
 TEST_F(FuzzTest, OnnxModels) {
-  const std::string dir = FreshDir("onnx");
+  const std::string path = FreshDir("onnx") + "/mutated.onnx";
   Random rng(Seed() + 5);
   Tally tally;
   for (int round = 0; round < Scale(); ++round) {
@@ -361,7 +369,6 @@ TEST_F(FuzzTest, OnnxModels) {
       ASSERT_TRUE(OnnxPipeline(original).ok()) << source;
       const std::vector<uint8_t> bytes = ReadBytes(original);
       const std::string text(bytes.begin(), bytes.end());
-      const std::string path = dir + "/mutated.onnx";
       auto run = [&](const std::string& name) {
         Status s = RunCase(
             name, [&] { return OnnxPipeline(path); }, &tally);

@@ -10,6 +10,18 @@
 namespace spill {
 namespace {
 
+// A call's operand as the kernels see it: images, channels, pixels per
+// channel plane, and the stream they run on.
+struct Planes {
+  int64_t n, c, plane;
+  cudaStream_t stream;
+};
+
+Planes PlanesOf(const Tensor& x, Device* device) {
+  const Shape& s = x.shape();
+  return {s.n(), s.c(), s.h() * s.w(), cuda::StreamOf(device)};
+}
+
 // The carried sums at the start of the workspace: 2 doubles per channel.
 double* Carry(const Workspace& workspace, int64_t channels) {
   SPILL_CHECK(workspace.bytes >= 2 * static_cast<size_t>(channels) * sizeof(double))
@@ -29,29 +41,26 @@ class CudaLayerNormLayer : public LayerNormLayer {
   }
 
   void Forward(const ForwardArgs& args) const override {
-    const Shape& s = args.inputs[0].shape();
-    cuda::LaunchLayerNormForward(s.n(), s.c(), s.h() * s.w(), args.inputs[0].data(),
-                                 args.params[0].data(), args.params[1].data(), eps_,
-                                 args.outputs[0].data(), cuda::StreamOf(args.device));
+    const Planes p = PlanesOf(args.inputs[0], args.device);
+    cuda::LaunchLayerNormForward(p.n, p.c, p.plane, args.inputs[0].data(), args.params[0].data(),
+                                 args.params[1].data(), eps_, args.outputs[0].data(), p.stream);
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
   void Backward(const BackwardArgs& args) const override {
-    const Shape& s = args.inputs[0].shape();
-    const int64_t plane = s.h() * s.w();
-    cudaStream_t stream = cuda::StreamOf(args.device);
-    double* carry = Carry(args.workspace, s.c());
-    double* stats = carry + 2 * s.c();
-    cuda::LaunchLayerNormInputGrad(s.n(), s.c(), plane, args.inputs[0].data(),
+    const Planes p = PlanesOf(args.inputs[0], args.device);
+    double* carry = Carry(args.workspace, p.c);
+    double* stats = carry + 2 * p.c;
+    cuda::LaunchLayerNormInputGrad(p.n, p.c, p.plane, args.inputs[0].data(),
                                    args.output_grads[0].data(), args.params[0].data(), eps_, stats,
-                                   cuda::InputGrad(args, 0), cuda::Accumulates(args, 0), stream);
+                                   cuda::InputGrad(args, 0), cuda::Accumulates(args, 0), p.stream);
     SPILL_CUDA_CHECK_LAUNCH();
     float* dgamma = cuda::ParamGrad(args, 0);
     float* dbeta = cuda::ParamGrad(args, 1);
     if (dgamma == nullptr && dbeta == nullptr) return;
-    cuda::LaunchChannelGradSums(s.n(), s.c(), plane, args.inputs[0].data(),
+    cuda::LaunchChannelGradSums(p.n, p.c, p.plane, args.inputs[0].data(),
                                 args.output_grads[0].data(), stats, carry, args.slice.first(),
-                                dgamma, dbeta, stream);
+                                dgamma, dbeta, p.stream);
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
@@ -69,28 +78,26 @@ class CudaScaleLayer : public ScaleLayer {
   }
 
   void Forward(const ForwardArgs& args) const override {
-    const Shape& s = args.inputs[0].shape();
-    cuda::LaunchScaleForward(s.n(), s.c(), s.h() * s.w(), args.inputs[0].data(),
-                             args.params[0].data(), bias_ ? args.params[1].data() : nullptr,
-                             args.outputs[0].data(), cuda::StreamOf(args.device));
+    const Planes p = PlanesOf(args.inputs[0], args.device);
+    cuda::LaunchScaleForward(p.n, p.c, p.plane, args.inputs[0].data(), args.params[0].data(),
+                             bias_ ? args.params[1].data() : nullptr, args.outputs[0].data(),
+                             p.stream);
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
   void Backward(const BackwardArgs& args) const override {
-    const Shape& s = args.inputs[0].shape();
-    const int64_t plane = s.h() * s.w();
-    cudaStream_t stream = cuda::StreamOf(args.device);
+    const Planes p = PlanesOf(args.inputs[0], args.device);
     if (float* dx = cuda::InputGrad(args, 0)) {
-      cuda::LaunchScaleInputGrad(s.n(), s.c(), plane, args.output_grads[0].data(),
-                                 args.params[0].data(), dx, cuda::Accumulates(args, 0), stream);
+      cuda::LaunchScaleInputGrad(p.n, p.c, p.plane, args.output_grads[0].data(),
+                                 args.params[0].data(), dx, cuda::Accumulates(args, 0), p.stream);
       SPILL_CUDA_CHECK_LAUNCH();
     }
     float* dgamma = cuda::ParamGrad(args, 0);
     float* dbeta = bias_ ? cuda::ParamGrad(args, 1) : nullptr;
     if (dgamma == nullptr && dbeta == nullptr) return;
-    cuda::LaunchChannelGradSums(s.n(), s.c(), plane, args.inputs[0].data(),
-                                args.output_grads[0].data(), nullptr, Carry(args.workspace, s.c()),
-                                args.slice.first(), dgamma, dbeta, stream);
+    cuda::LaunchChannelGradSums(p.n, p.c, p.plane, args.inputs[0].data(),
+                                args.output_grads[0].data(), nullptr, Carry(args.workspace, p.c),
+                                args.slice.first(), dgamma, dbeta, p.stream);
     SPILL_CUDA_CHECK_LAUNCH();
   }
 };
