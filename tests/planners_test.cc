@@ -217,6 +217,42 @@ TEST(DqnPlannerTest, SameSeedSamePlanAndTheCacheGivesItBack) {
   EXPECT_EQ(t1->seconds, first->seconds);
 }
 
+// Learning from greedy's plan (memory.planner.demonstrations: greedy): at
+// every limit where greedy finds a plan, the DQN's is at least as fast and
+// within the limit, its episode 0 is the demonstration, and the setting is
+// part of what the plan is cached by.
+TEST(DqnPlannerTest, ADemonstrationIsAPlanToBeatAndPartOfTheKey) {
+  Subject s = Load(testing::kAlexNet);
+  const EvalModel& m = s.model;
+  const size_t floor = SmallestPeak(m);
+  int demonstrated = 0;
+  for (int i = 0; i < kLimits; ++i) {
+    const size_t limit = floor + (m.base_peak - floor) * i / (kLimits - 1);
+    PlanRules rules(m, limit);
+    auto greedy = PlanGreedy(rules);
+    if (!greedy.ok()) continue;
+    ++demonstrated;
+    Evaluator evaluator(m);
+    const Evaluation g = evaluator.Run(*greedy);
+    MemoryOptions options = PlannerOptions("dqn");
+    SetPlanner(&options, "limit", limit);
+    SetPlanner(&options, "episodes", "20");
+    SetPlanner(&options, "demonstrations", "greedy");
+    auto dqn = PlanDqn(s.net->view(), options);
+    ASSERT_TRUE(dqn.ok()) << dqn.status().ToString();
+    ASSERT_TRUE(dqn->feasible) << limit;
+    EXPECT_LE(dqn->peak, limit);
+    EXPECT_LE(dqn->seconds, g.seconds + kSlackSeconds) << limit;
+    if (dqn->seconds == g.seconds) EXPECT_EQ(dqn->best_episode, 0) << limit;
+    // From scratch is another training, not the cached one.
+    SetPlanner(&options, "demonstrations", "none");
+    auto scratch = PlanDqn(s.net->view(), options);
+    ASSERT_TRUE(scratch.ok());
+    EXPECT_FALSE(scratch->from_cache);
+  }
+  EXPECT_GT(demonstrated, 1);
+}
+
 TEST(DqnPlannerTest, ATrainedModelIsAStartAndBadModelsAreReported) {
   Subject s = Load(testing::kAlexNet);
   MemoryOptions options = PlannerOptions("dqn");

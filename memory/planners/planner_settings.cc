@@ -14,7 +14,8 @@ std::string PlannerSettings::Key() const {
   char text[256];
   std::snprintf(text, sizeof(text), "episodes=%d seed=%llu embedding=%d gamma=%.17g lr=%.17g",
                 episodes, static_cast<unsigned long long>(seed), embedding, gamma, lr);
-  return std::string(text) + " profile=" + profile + " model=" + model;
+  return std::string(text) + " profile=" + profile + " demonstrations=" + demonstrations +
+         " model=" + model;
 }
 
 namespace {
@@ -71,6 +72,10 @@ PlannerKeys MakeKeys() {
     }
     return FindDeviceProfile(text).status();
   };
+  k.demonstrations =
+      Spec("planner.demonstrations", SettingKind::kChoice, defaults.demonstrations,
+           "dqn: learn from the greedy planner's plan first (greedy), or from scratch (none)");
+  k.demonstrations.choices = {"none", "greedy"};
   k.model =
       Spec("planner.model", SettingKind::kText, "", "dqn: start from the weights a training saved");
   k.model.type_name = "FILE";
@@ -105,6 +110,7 @@ PlannerSettings ReadPlannerSettings(const PolicySettings& s) {
   p.gamma = s.Real(k.gamma);
   p.lr = s.Real(k.lr);
   p.profile = s.Text(k.profile);
+  p.demonstrations = s.Choice(k.demonstrations);
   p.model = s.Text(k.model);
   p.cache = s.Text(k.cache);
   p.segment = static_cast<int>(s.Int(k.segment));

@@ -1,6 +1,6 @@
 // The settings of the planners that search over plans (memory/planners/):
 // `memory.planner: {limit, episodes, seed, embedding, gamma, lr, profile,
-// model, cache, segment, milp_seconds}` in YAML, --planner-* flags in the
+// demonstrations, model, cache, segment, milp_seconds}` in YAML, --planner-* flags in the
 // tools. Their keys are declared once here (PlannerSettingKeys) and each
 // planner lists those it reads at its registration, so the YAML reader,
 // the flags, the checks and --help come from the settings schema
@@ -15,6 +15,11 @@
 //   gamma       dqn: the decay of future rewards (1: the return is -overhead)
 //   lr          dqn: Adam's learning rate
 //   profile     the device profile times are simulated on (greedy, dqn, milp)
+//   demonstrations  dqn: `greedy` learns from the greedy planner's plan first
+//               (its transitions stay in the replay buffer, and exploration
+//               follows the best plan so far half of the time: deep
+//               Q-learning from demonstrations); `none` learns from
+//               scratch, as the paper does
 //   model       dqn: weights to start from (a file a training wrote); with
 //               episodes 1, the model is applied as it is (one greedy
 //               episode, no update)
@@ -47,6 +52,7 @@ struct PlannerSettings {
   double gamma = 1.0;
   double lr = 1e-3;
   std::string profile = "gtx1080ti-pcie3";
+  std::string demonstrations = "none";
   std::string model;
   std::string cache;
   int segment = 0;
@@ -62,8 +68,8 @@ struct PlannerSettings {
 // The keys of memory.planner (the flag of planner.milp_seconds is
 // --planner-milp-seconds), with their defaults and ranges.
 struct PlannerKeys {
-  SettingSpec limit, episodes, seed, embedding, gamma, lr, profile, model, cache, segment,
-      milp_seconds;
+  SettingSpec limit, episodes, seed, embedding, gamma, lr, profile, demonstrations, model, cache,
+      segment, milp_seconds;
 };
 const PlannerKeys& PlannerSettingKeys();
 

@@ -115,6 +115,8 @@ class Frontier {
   Point Measure(const std::string& planner, const std::string& setting, size_t limit,
                 const MemoryOptions& options, std::chrono::steady_clock::time_point start);
   Status FindFloor();
+  Status MeasureDqn(const std::string& name, const std::string& demonstrations,
+                    const std::string& setting, size_t limit);
   Status RunLimits();
   void RunKnobs();
   bool Wants(const std::string& planner) const {
@@ -175,6 +177,23 @@ Status Frontier::FindFloor() {
   return Status::Ok();
 }
 
+// The dqn planner trained under `limit`, learning from `demonstrations`.
+Status Frontier::MeasureDqn(const std::string& name, const std::string& demonstrations,
+                            const std::string& setting, size_t limit) {
+  MemoryOptions o = Options("dqn");
+  o.device_budget = limit;
+  Set(&o, "planner.demonstrations", demonstrations);
+  const auto start = std::chrono::steady_clock::now();
+  SPILL_ASSIGN_OR_RETURN(DqnPlan trained, PlanDqn(view_, o));
+  Point p = Measure(name, setting, limit, o, start);
+  p.extra["episodes"] = trained.episodes;
+  p.extra["best_episode"] = trained.best_episode;
+  p.extra["train_seconds"] = trained.train_seconds;
+  p.extra["predicted_seconds"] = trained.seconds;
+  points_.push_back(std::move(p));
+  return Status::Ok();
+}
+
 Status Frontier::RunLimits() {
   const size_t top = liveness_.peak;
   for (int i = 0; i < args_.limits; ++i) {
@@ -191,17 +210,9 @@ Status Frontier::RunLimits() {
       o.device_budget = limit;
       points_.push_back(Measure("window", setting, limit, o, std::chrono::steady_clock::now()));
     }
-    if (Wants("dqn")) {
-      MemoryOptions o = Options("dqn");
-      o.device_budget = limit;
-      const auto start = std::chrono::steady_clock::now();
-      SPILL_ASSIGN_OR_RETURN(DqnPlan trained, PlanDqn(view_, o));
-      Point p = Measure("dqn", setting, limit, o, start);
-      p.extra["episodes"] = trained.episodes;
-      p.extra["best_episode"] = trained.best_episode;
-      p.extra["train_seconds"] = trained.train_seconds;
-      p.extra["predicted_seconds"] = trained.seconds;
-      points_.push_back(std::move(p));
+    if (Wants("dqn")) SPILL_RETURN_IF_ERROR(MeasureDqn("dqn", "none", setting, limit));
+    if (Wants("dqn+greedy")) {
+      SPILL_RETURN_IF_ERROR(MeasureDqn("dqn+greedy", "greedy", setting, limit));
     }
     if (args_.milp) {
       MemoryOptions o = Options("milp");
@@ -366,7 +377,8 @@ int Main(int argc, char** argv) {
   f.Choice("--profile", &a.profile, "the device profile (default gtx1080ti-pcie3)", profiles);
   f.Int("--limits", &a.limits, "limits for the planners that search (default 5)", 1, kMaxLimits);
   f.String("--planners", &a.planners,
-           std::string("which planners, comma-separated (default ") + kAllPlanners + ")");
+           std::string("which planners, comma-separated (default ") + kAllPlanners +
+               "; also dqn+greedy: the dqn planner learning from greedy's plan first)");
   f.Int("--episodes", &a.episodes, "dqn: training episodes (default 300)", 1, kMaxPlannerEpisodes);
   f.Int("--embedding", &a.embedding, "dqn: embedding width (default 32)", kMinEmbedding,
         kMaxEmbedding);

@@ -15,7 +15,7 @@ Prints one Markdown table per file.
 import json
 import sys
 
-SEARCHING = ("dqn", "milp")
+SEARCHING = ("dqn", "dqn+greedy", "milp")
 MIB = 1 << 20
 
 
@@ -49,7 +49,10 @@ def table(doc):
           (doc["network"], doc["batch"], doc["profile"], live["peak_bytes"] / MIB,
            live["iteration_seconds"] * 1e3))
     milp = any(p["planner"] == "milp" for p in points)
+    demo = any(p["planner"] == "dqn+greedy" for p in points)
     head = ["limit", "reduction", "dqn", "greedy", "window", "best heuristic", "dqn - best"]
+    if demo:
+        head += ["dqn+greedy", "dqn+greedy - best", "its best episode"]
     if milp:
         head += ["milp plan", "milp bound", "proven"]
     print("| " + " | ".join(head) + " |")
@@ -69,6 +72,14 @@ def table(doc):
                 row.append("%+.2f" % (100 * (dqn["overhead"] - best["overhead"])))
             else:
                 row.append("-")
+        if demo:
+            d = at(points, "dqn+greedy", limit)
+            row.append(cell(d))
+            if best is not None and d is not None and d["fits"]:
+                row.append("%+.2f" % (100 * (d["overhead"] - best["overhead"])))
+            else:
+                row.append("-")
+            row.append(str(d.get("best_episode", "-")) if d else "-")
         if milp:
             m = at(points, "milp", limit)
             row += [cell(m), pct(m["lower_bound_overhead"]) if m else "-",

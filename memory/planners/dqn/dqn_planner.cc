@@ -5,10 +5,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "framework/logging.h"
 #include "memory/mobility.h"
+#include "memory/planners/baselines.h"
 #include "memory/planners/dqn/learner.h"
 #include "memory/planners/rules.h"
 #include "memory/sim/cost_model.h"
@@ -106,8 +108,8 @@ bool ReadPlan(const std::string& path, const std::string& key, const EvalModel& 
 // The settings the dqn planner reads.
 std::vector<SettingSpec> DqnSettingKeys() {
   const PlannerKeys& k = PlannerSettingKeys();
-  return {k.limit, k.episodes, k.seed,  k.embedding, k.gamma,
-          k.lr,    k.profile,  k.model, k.cache,     MinOffloadSetting()};
+  return {k.limit,          k.episodes, k.seed,  k.embedding,        k.gamma, k.lr, k.profile,
+          k.demonstrations, k.model,    k.cache, MinOffloadSetting()};
 }
 
 std::mutex cache_mutex;
@@ -121,8 +123,15 @@ StatusOr<DqnPlan> Train(const EvalModel& model, size_t limit, const MemoryOption
   std::unique_ptr<QNetwork> net;
   std::unique_ptr<OpGraph> graph;
   const PlannerSettings planner = ReadPlannerSettings(options.settings);
-  SPILL_ASSIGN_OR_RETURN(DqnTraining t,
-                         TrainDqn(model, limit, planner, planner.model, &net, &graph));
+  std::optional<Decisions> demonstration;
+  if (planner.demonstrations == "greedy") {
+    // Greedy's plan, or, where it finds none, no demonstration.
+    PlanRules rules(model, limit);
+    StatusOr<Decisions> greedy = PlanGreedy(rules);
+    if (greedy.ok()) demonstration = std::move(*greedy);
+  }
+  SPILL_ASSIGN_OR_RETURN(DqnTraining t, TrainDqn(model, limit, planner, planner.model, &net, &graph,
+                                                 demonstration ? &*demonstration : nullptr));
   DqnPlan p;
   p.decisions = std::move(t.decisions);
   p.feasible = t.feasible;

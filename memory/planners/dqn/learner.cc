@@ -12,6 +12,10 @@ constexpr int kBatch = 16;
 constexpr int kUpdatesPerEpisode = 16;
 constexpr size_t kReplayCapacity = 50000;
 constexpr uint64_t kExplorationStream = 0x9e3779b97f4a7c15ULL;  // apart from the weights' seed
+// With a demonstration: the share of a minibatch drawn from its transitions,
+// and of random actions that follow the best plan so far instead.
+constexpr double kDemonstrationShare = 0.25;
+constexpr double kFollowBest = 0.5;
 
 struct Transition {
   Prefix prefix;  // decisions before it; its length is the candidate decided
@@ -24,10 +28,11 @@ class Learner {
  public:
   // `learn` false: one greedy episode with the weights as they are.
   Learner(const EvalModel& model, size_t limit, const PlannerSettings& settings,
-          const OpGraph& graph, QNetwork& net, bool learn)
+          const OpGraph& graph, QNetwork& net, bool learn, const Decisions* demonstration)
       : model_(model),
         settings_(settings),
         learn_(learn),
+        demonstration_(demonstration),
         env_(model, limit, graph),
         net_(net),
         rng_(settings.seed ^ kExplorationStream) {}
@@ -43,11 +48,12 @@ class Learner {
       Keep(0, &out);
       return out;
     }
+    if (demonstration_ != nullptr) Demonstrate(&out);
     for (int episode = 1; episode <= settings_.episodes; ++episode) {
       env_.Reset();
       const double explore = 1.0 - static_cast<double>(episode) / settings_.episodes;
       while (!env_.done()) {
-        const TensorChoice a = Choose(explore);
+        const TensorChoice a = Choose(explore, out);
         Transition t{env_.prefix(), static_cast<uint8_t>(a), 0, false};
         t.reward = static_cast<float>(env_.Step(a));
         t.terminal = env_.done();
@@ -78,10 +84,37 @@ class Learner {
     out->best_episode = episode;
   }
 
-  TensorChoice Choose(double explore) {
+  // Episode 0: the demonstration's choice for every candidate (keep where
+  // the choice is not open to the agent).
+  void Demonstrate(DqnTraining* out) {
+    env_.Reset();
+    while (!env_.done()) {
+      const TensorChoice a = OpenOrKeep(env_.k(), (*demonstration_)[Candidate(env_.k())].choice);
+      Transition t{env_.prefix(), static_cast<uint8_t>(a), 0, false};
+      t.reward = static_cast<float>(env_.Step(a));
+      t.terminal = env_.done();
+      demonstrations_.push_back(std::move(t));
+      Keep(0, out);
+    }
+  }
+
+  TensorId Candidate(int k) const { return model_.candidates[k]; }
+
+  TensorChoice OpenOrKeep(int k, TensorChoice choice) const {
+    const std::vector<TensorChoice> actions = env_.Actions(k);
+    return std::find(actions.begin(), actions.end(), choice) != actions.end() ? choice
+                                                                              : TensorChoice::kKeep;
+  }
+
+  TensorChoice Choose(double explore, const DqnTraining& best) {
     const int k = env_.k();
     const std::vector<TensorChoice> actions = env_.Actions(k);
-    if (Uniform() < explore) return actions[rng_() % actions.size()];
+    if (Uniform() < explore) {
+      if (demonstration_ != nullptr && Uniform() < kFollowBest) {
+        return OpenOrKeep(k, best.decisions[Candidate(k)].choice);
+      }
+      return actions[rng_() % actions.size()];
+    }
     env_.OpenFeatures(env_.prefix(), k, &open_);
     net_.Embed(open_, env_.CurrentNode(k), &embedding_);
     return Best(embedding_, k, actions, nullptr);
@@ -113,7 +146,9 @@ class Learner {
 
   void Update(int* updates) {
     for (int b = 0; b < kBatch; ++b) {
-      const Transition& t = replay_[rng_() % replay_.size()];
+      const bool demonstrated = !demonstrations_.empty() && Uniform() < kDemonstrationShare;
+      const Transition& t = demonstrated ? demonstrations_[rng_() % demonstrations_.size()]
+                                         : replay_[rng_() % replay_.size()];
       const int k = static_cast<int>(t.prefix.size());
       float y = t.reward;
       if (!t.terminal) {
@@ -140,6 +175,8 @@ class Learner {
   const EvalModel& model_;
   const PlannerSettings& settings_;
   const bool learn_;
+  const Decisions* demonstration_;
+  std::vector<Transition> demonstrations_;  // episode 0's, kept
   DqnEnvironment env_;
   QNetwork& net_;
   std::mt19937_64 rng_;
@@ -154,14 +191,15 @@ class Learner {
 StatusOr<DqnTraining> TrainDqn(const EvalModel& model, size_t limit,
                                const PlannerSettings& settings, const std::string& start,
                                std::unique_ptr<QNetwork>* net_out,
-                               std::unique_ptr<OpGraph>* graph_out) {
+                               std::unique_ptr<OpGraph>* graph_out,
+                               const Decisions* demonstration) {
   SPILL_CHECK((net_out == nullptr) == (graph_out == nullptr)) << "the network reads its graph";
   auto graph = std::make_unique<OpGraph>(BuildOpGraph(model, limit));
   auto net = std::make_unique<QNetwork>(*graph, settings.embedding, settings.seed);
   if (!start.empty()) SPILL_RETURN_IF_ERROR(net->Load(start));
   // A trained model given one episode is applied, not trained further.
   const bool apply = !start.empty() && settings.episodes == 1;
-  Learner learner(model, limit, settings, *graph, *net, !apply);
+  Learner learner(model, limit, settings, *graph, *net, !apply, apply ? nullptr : demonstration);
   DqnTraining training = learner.Run();
   if (net_out != nullptr) *net_out = std::move(net);
   if (graph_out != nullptr) *graph_out = std::move(graph);

@@ -44,9 +44,18 @@ struct DqnTraining {
 // weights from the seed); `net` and `graph` (both or neither) receive the
 // trained network. With `start` and one episode, the model is applied: one
 // greedy episode, no update.
+//
+// With a `demonstration` (another planner's plan; memory.planner.
+// demonstrations), deep Q-learning from demonstrations: before the first
+// episode the demonstration is played as episode 0, its plan becomes the
+// best so far, and its transitions stay in a buffer of their own from which
+// a quarter of every minibatch is drawn; a random action is then, half of
+// the time, the best plan's choice for the tensor instead (exploration
+// around the best plan). Without one, training is the paper's.
 StatusOr<DqnTraining> TrainDqn(const EvalModel& model, size_t limit,
                                const PlannerSettings& settings, const std::string& start,
-                               std::unique_ptr<QNetwork>* net, std::unique_ptr<OpGraph>* graph);
+                               std::unique_ptr<QNetwork>* net, std::unique_ptr<OpGraph>* graph,
+                               const Decisions* demonstration = nullptr);
 
 }  // namespace spill
 
