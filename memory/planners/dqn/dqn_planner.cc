@@ -163,7 +163,9 @@ StatusOr<DqnPlan> PlanDqn(const NetworkView& view, const MemoryOptions& options)
   SPILL_ASSIGN_OR_RETURN(std::string key, CacheKey(view, options, model, limit));
   std::lock_guard<std::mutex> lock(cache_mutex);
   auto found = Cache().find(key);
-  if (found != Cache().end()) {
+  // A plan trained in this process without a cache folder has no files to
+  // give where one is asked for now: it is trained again (to the same plan).
+  if (found != Cache().end() && (cache_dir.empty() || !found->second.weights_file.empty())) {
     DqnPlan p = found->second;
     p.from_cache = true;
     return p;
