@@ -11,8 +11,10 @@ namespace {
 constexpr double kWidth = 720, kHeight = 460;
 constexpr double kLeft = 70, kRight = 190, kTop = 40, kBottom = 55;  // margins, px
 constexpr int kTicks = 5;
+// One per planner frontier_main measures (eleven), so that none share one.
 constexpr const char* kColors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e",
-                                   "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+                                   "#9467bd", "#8c564b", "#e377c2", "#17becf",
+                                   "#7f7f7f", "#bcbd22", "#000000", "#aec7e8"};
 
 // A round axis maximum at or above `value` (1, 2 or 5 times a power of ten).
 double NiceCeiling(double value) {
