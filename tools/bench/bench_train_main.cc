@@ -49,9 +49,10 @@ constexpr char kDefaultMode[] = "liveness";
 
 struct Args {
   std::string config, device = "cpu", export_dir;
-  std::string versus;    // memory flags of a second run to compare with
-  std::string command;   // the flags given, to label the runs
-  double link_gbps = 0;  // 0: copies at memcpy speed
+  std::string versus;                        // memory flags of a second run to compare with
+  const CLI::Option* versus_flag = nullptr;  // given (empty: an error)
+  std::string command;                       // the flags given, to label the runs
+  double link_gbps = 0;                      // 0: copies at memcpy speed
   bool minimum = false, profile = false, no_calibration = false, plain_layouts = false;
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3, repeat = 1;
@@ -81,12 +82,14 @@ void Declare(Flags& f, Args* a) {
            "write net.json and initial.npz for tools/bench/bench_torch.py")
       ->type_name("DIR");
   f.Flag("--profile", &a->profile, "print compute seconds per layer type over the timed steps");
-  f.String("--versus", &a->versus,
+  a->versus_flag =
+      f.String(
+           "--versus", &a->versus,
            "compare with a second run B: these flags' options with the given memory flags on top "
            "(e.g. '--stream-buffers 1'); A and B take turns iteration by iteration, --steps "
-           "pairs after --warmup each, and the tool prints both, B/A per pair, the copies' "
-           "overlap and the streamed steps' time from each iteration's measured queues")
-      ->type_name("FLAGS");
+           "pairs after --warmup each, and the tool prints both, B/A per pair, the copy "
+           "queue's time and the streamed steps' time from each iteration's measured queues")
+          ->type_name("FLAGS");
   f.Flag("--plain-layouts", &a->plain_layouts,
          "keep every activation in plain NCHW (default: blocked between convolutions where the "
          "CPU computes them faster so)");
@@ -183,7 +186,7 @@ Status Run(const Args& args) {
   device_config.link_bytes_per_second = args.link_gbps * 1e9;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, device_config));
   Device& device = *owned;
-  if (!args.versus.empty()) return RunVersus(args, std::move(spec), memory, device);
+  if (args.versus_flag->count() > 0) return RunVersus(args, std::move(spec), memory, device);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, [&] {
                            NetOptions o =
                                NetOptionsFor(args.batch, device.type(), memory.workspace);

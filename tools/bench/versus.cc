@@ -112,13 +112,13 @@ int FirstDifference(const std::vector<Measured>& a, const std::vector<Measured>&
 
 StatusOr<MemoryOptions> VersusOptions(const MemoryOptions& a, const std::string& flags,
                                       const MemoryFlagsUse& use) {
-  std::vector<std::string> tokens = {"bench_train --versus"};
+  std::vector<std::string> tokens = {"bench_train"};
   std::istringstream in(flags);
   for (std::string t; in >> t;) tokens.push_back(t);
   if (tokens.size() == 1) return InvalidArgument("--versus: expected memory flags, got none");
   std::vector<char*> argv;
   for (std::string& t : tokens) argv.push_back(t.data());
-  Flags parser("bench_train --versus", "The memory flags of the run B.");
+  Flags parser("bench_train", "The memory flags of the run B (--versus).");
   MemoryFlags memory;
   memory.Declare(parser, use);
   if (parser.Parse(static_cast<int>(argv.size()), argv.data()) != -1) {

@@ -53,11 +53,7 @@ class Learner {
       env_.Reset();
       const double explore = 1.0 - static_cast<double>(episode) / settings_.episodes;
       while (!env_.done()) {
-        const TensorChoice a = Choose(explore, out);
-        Transition t{env_.prefix(), static_cast<uint8_t>(a), 0, false};
-        t.reward = static_cast<float>(env_.Step(a));
-        t.terminal = env_.done();
-        Remember(std::move(t));
+        Remember(Play(Choose(explore, out)));
         Keep(episode, &out);
         if (learn_ && ++steps % every == 0 && replay_.size() >= kBatch) Update(&out.updates);
       }
@@ -89,13 +85,18 @@ class Learner {
   void Demonstrate(DqnTraining* out) {
     env_.Reset();
     while (!env_.done()) {
-      const TensorChoice a = OpenOrKeep(env_.k(), (*demonstration_)[Candidate(env_.k())].choice);
-      Transition t{env_.prefix(), static_cast<uint8_t>(a), 0, false};
-      t.reward = static_cast<float>(env_.Step(a));
-      t.terminal = env_.done();
-      demonstrations_.push_back(std::move(t));
+      demonstrations_.push_back(
+          Play(OpenOrKeep(env_.k(), (*demonstration_)[Candidate(env_.k())].choice)));
       Keep(0, out);
     }
+  }
+
+  // Takes action `a` in the current state: the transition it made.
+  Transition Play(TensorChoice a) {
+    Transition t{env_.prefix(), static_cast<uint8_t>(a), 0, false};
+    t.reward = static_cast<float>(env_.Step(a));
+    t.terminal = env_.done();
+    return t;
   }
 
   TensorId Candidate(int k) const { return model_.candidates[k]; }
