@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ constexpr double kMicroseconds = 1e6;
 constexpr double kMemoryUnit = 1024;  // bytes per unit of the memory rows
 constexpr int kMaxRounds = 4;         // solves with tightened rows
 constexpr double kHalf = 0.5;         // binaries read back
+constexpr double kUpperSlack = 1;     // microseconds over the start's time still sought
 
 using ModelPtr = std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)>;
 
@@ -36,9 +38,11 @@ struct Linear {
 struct Candidate {
   TensorId t = kNoTensor;
   int p = 0, lfu = 0, u = 0, pstart = 0;
-  int o = -1, d = -1;     // columns; -1: not open to it
-  std::vector<int> f, q;  // F over [lfu+1, u-1], P over [pstart, u-1]
-  int a = -1, b = -1;     // starts of its copies out and in
+  int o = -1, d = -1;  // columns; -1: not open to it
+  // F over [lfu+1, u-1], P over [pstart, u-1]: a column per step where it
+  // may change (-1: 0 there), repeated over the steps where it may not.
+  std::vector<int> f, q;
+  int a = -1, b = -1;  // starts of its copies out and in
 };
 
 // A tensor a rebuild reruns: a droppable candidate (its column is d) or a
@@ -58,8 +62,11 @@ struct Rebuild {
 
 class Program {
  public:
-  Program(const EvalModel& m, const std::vector<double>& step_limit)
-      : m_(m), step_limit_(step_limit), model_(Cbc_newModel(), Cbc_deleteModel) {}
+  // `upper`: the program's time of a plan known to be its point (in
+  // microseconds); only plans no slower are sought, and it bounds every time.
+  Program(const EvalModel& m, const std::vector<double>& step_limit,
+          double upper = std::numeric_limits<double>::infinity())
+      : m_(m), step_limit_(step_limit), model_(Cbc_newModel(), Cbc_deleteModel), upper_(upper) {}
 
   void Build();
   Cbc_Model* cbc() { return model_.get(); }
@@ -75,19 +82,38 @@ class Program {
     Cbc_addCol(model_.get(), "", lb, ub, obj, integer ? 1 : 0, 0, nullptr, nullptr);
     return columns_++;
   }
+  // A row of `e` (a column named twice is one entry: CBC takes each once).
   void Row(const Linear& e, char sense, double rhs) {
-    Cbc_addRow(model_.get(), "", static_cast<int>(e.cols.size()), e.cols.data(), e.coefs.data(),
-               sense, rhs - e.constant);
+    std::vector<int> cols;
+    std::vector<double> coefs;
+    for (size_t i = 0; i < e.cols.size(); ++i) {
+      const auto at = std::find(cols.begin(), cols.end(), e.cols[i]);
+      if (at == cols.end()) {
+        cols.push_back(e.cols[i]);
+        coefs.push_back(e.coefs[i]);
+      } else {
+        coefs[at - cols.begin()] += e.coefs[i];
+      }
+    }
+    Cbc_addRow(model_.get(), "", static_cast<int>(cols.size()), cols.data(), coefs.data(), sense,
+               rhs - e.constant);
     ++rows_;
   }
-  // F_is, P_is of candidate i into `e` with `coef` (nothing where they are 0).
-  void AddF(Linear* e, const Candidate& c, int s, double coef) const {
-    if (c.o < 0 || s <= c.lfu) return;
-    e->Add(s >= c.u ? c.o : c.f[s - c.lfu - 1], coef);
+  // The columns of F_is, P_is of candidate i (-1 where they are 0).
+  static int ColF(const Candidate& c, int s) {
+    if (c.o < 0 || s <= c.lfu) return -1;
+    return s >= c.u ? c.o : c.f[s - c.lfu - 1];
   }
-  void AddP(Linear* e, const Candidate& c, int s, double coef) const {
-    if (c.o < 0 || s < c.pstart) return;
-    e->Add(s >= c.u ? c.o : c.q[s - c.pstart], coef);
+  static int ColP(const Candidate& c, int s) {
+    if (c.o < 0 || s < c.pstart) return -1;
+    return s >= c.u ? c.o : c.q[s - c.pstart];
+  }
+  // F_is, P_is of candidate i into `e` with `coef` (nothing where they are 0).
+  static void AddF(Linear* e, const Candidate& c, int s, double coef) {
+    if (ColF(c, s) >= 0) e->Add(ColF(c, s), coef);
+  }
+  static void AddP(Linear* e, const Candidate& c, int s, double coef) {
+    if (ColP(c, s) >= 0) e->Add(ColP(c, s), coef);
   }
   double CopySeconds(TensorId t, bool to_host) const {
     const LinkProfile& link = m_.profile.link;
@@ -98,6 +124,7 @@ class Program {
   void AddRebuilds();
   void AddMemoryRows();
   void AddTimeline();
+  void AddQueueRows();
   // Bytes of `c` absent at step s (between its last forward use and its
   // first backward one), into `e` with `coef` per byte unit.
   void AddAbsent(Linear* e, const Candidate& c, int s, double coef) const;
@@ -112,14 +139,28 @@ class Program {
   int columns_ = 0, rows_ = 0;
   std::vector<Candidate> cands_;
   std::vector<int> index_;  // tensor -> candidate index, -1
+  std::vector<bool> over_;  // per step: over the limit with every tensor kept
   std::vector<Rebuild> rebuilds_;
-  std::vector<int> rebuild_index_;  // tensor -> rebuilds_ index, -1
-  std::vector<int> start_;          // per step: the column of when its computation starts
-  int end_ = -1;                    // the column of when the iteration's computation ends
+  std::vector<int> rebuild_index_;         // tensor -> rebuilds_ index, -1
+  std::vector<int> start_;                 // per step: the column of when its computation starts
+  std::vector<double> earliest_, latest_;  // per step: bounds of its start
+  double upper_;
+  int end_ = -1;  // the column of when the iteration's computation ends
 };
 
+// A plan is no worse for freeing an offloaded tensor later, up to the first
+// step over the limit it is absent at, and prefetching it earlier, back to
+// just after the last such step (or the first backward step), and for
+// keeping it when it is absent at none: its memory rows are the same, its
+// copies' rows weaker, and it is present wherever it was. So F changes only
+// at steps over the limit, P only after them, and the optimum is the same.
 void Program::AddCandidates() {
   const int n = m_.num_layers;
+  const int steps = m_.num_steps();
+  over_.assign(steps, false);
+  for (int s = 0; s < steps; ++s) {
+    over_[s] = static_cast<double>(m_.base_step_peak[s]) > step_limit_[s];
+  }
   index_.assign(m_.schedule->tensors.size(), -1);
   for (TensorId t : m_.candidates) {
     Candidate c;
@@ -130,8 +171,16 @@ void Program::AddCandidates() {
     c.pstart = std::max(c.lfu + 1, n);
     if (m_.offloadable[t]) {
       c.o = Col(0, 1, 0, true);
-      for (int s = c.lfu + 1; s < c.u; ++s) c.f.push_back(Col(0, 1, 0, true));
-      for (int s = c.pstart; s < c.u; ++s) c.q.push_back(Col(0, 1, 0, true));
+      int col = -1;
+      for (int s = c.lfu + 1; s < c.u; ++s) {
+        if (over_[s]) col = Col(0, 1, 0, true);
+        c.f.push_back(col);
+      }
+      col = -1;
+      for (int s = c.pstart; s < c.u; ++s) {
+        if (s == c.pstart || over_[s - 1]) col = Col(0, 1, 0, true);
+        c.q.push_back(col);
+      }
     }
     if (m_.droppable[t]) {
       c.d = Col(0, 1, 0, true);
@@ -148,16 +197,21 @@ void Program::AddCandidates() {
     }
     if (c.o < 0) continue;
     for (int s = c.lfu + 1; s < c.u; ++s) {  // F_is <= F_i,s+1
+      if (ColF(c, s) < 0 || ColF(c, s) == ColF(c, s + 1)) continue;
       Linear e;
       AddF(&e, c, s, 1);
       AddF(&e, c, s + 1, -1);
       Row(e, 'L', 0);
     }
     for (int s = c.pstart; s < c.u; ++s) {  // P_is <= P_i,s+1 and P_is <= F_is
-      Linear e;
-      AddP(&e, c, s, 1);
-      AddP(&e, c, s + 1, -1);
-      Row(e, 'L', 0);
+      if (ColP(c, s) < 0) continue;
+      if (ColP(c, s) != ColP(c, s + 1)) {
+        Linear e;
+        AddP(&e, c, s, 1);
+        AddP(&e, c, s + 1, -1);
+        Row(e, 'L', 0);
+      }
+      if (s > c.pstart && ColP(c, s) == ColP(c, s - 1) && ColF(c, s) == ColF(c, s - 1)) continue;
       Linear back;
       AddP(&back, c, s, 1);
       AddF(&back, c, s, -1);
@@ -268,14 +322,14 @@ void Program::AddMemoryRows() {
 // gap before the step that reads them), when each copy starts. Copies out
 // are first in, first out in the order their writers run, copies in in the
 // order of their reads (the fixed rules never let one overtake another);
-// the two streams are not made to share the queue. A copy out ends before
+// that they share the queue is the queue rows' (AddQueueRows). A copy out ends before
 // the step after g starts (the host waits there), a copy in before its
 // reader starts (the computation waits).
 void Program::AddTimeline() {
   const Schedule& schedule = *m_.schedule;
   const int steps = m_.num_steps();
   auto compute = [&](int s) { return m_.costs.step_seconds[s] * kMicroseconds; };
-  double horizon = 0;  // no time exceeds it (the big M)
+  double horizon = 0;  // no plan's iteration takes longer
   for (int s = 0; s < steps; ++s) horizon += compute(s);
   for (const Candidate& c : cands_) {
     horizon += (CopySeconds(c.t, true) + CopySeconds(c.t, false)) * kMicroseconds;
@@ -283,8 +337,16 @@ void Program::AddTimeline() {
   for (const Rebuild& r : rebuilds_) {
     horizon += m_.costs.recompute_seconds[schedule.tensors[r.t].layer] * kMicroseconds;
   }
-  for (int s = 0; s < steps; ++s) start_.push_back(Col(0, horizon, 0, false));
-  end_ = Col(0, horizon, 1, false);
+  // Every time lies within [0, upper]; step s starts once the steps before
+  // it have computed (earliest_) and early enough for the rest to end by
+  // `upper` (latest_). The big Ms below are these spans, not the horizon.
+  const double upper = std::min(horizon, upper_);
+  earliest_.assign(steps + 1, 0);
+  latest_.assign(steps + 1, upper);
+  for (int s = 1; s <= steps; ++s) earliest_[s] = earliest_[s - 1] + compute(s - 1);
+  for (int s = steps - 1; s >= 0; --s) latest_[s] = latest_[s + 1] - compute(s);
+  for (int s = 0; s < steps; ++s) start_.push_back(Col(earliest_[s], latest_[s], 0, false));
+  end_ = Col(earliest_[steps], upper, 1, false);
   std::vector<Linear> gap(steps + 1);  // S_s - S_{s-1} - rebuilds >= compute_{s-1}
   for (int s = 1; s <= steps; ++s) {
     gap[s].Add(s < steps ? start_[s] : end_, 1);
@@ -300,8 +362,8 @@ void Program::AddTimeline() {
   std::vector<Candidate*> out, in;
   for (Candidate& c : cands_) {
     if (c.o < 0) continue;
-    c.a = Col(0, horizon, 0, false);
-    c.b = Col(0, horizon, 0, false);
+    c.a = Col(0, upper, 0, false);
+    c.b = Col(0, upper, 0, false);
     out.push_back(&c);
     in.push_back(&c);
   }
@@ -312,11 +374,12 @@ void Program::AddTimeline() {
   for (size_t k = 0; k < out.size(); ++k) {
     const Candidate& c = *out[k];
     const double copy = CopySeconds(c.t, true) * kMicroseconds;
-    Linear begin;  // A >= end of its writer's computation, when offloaded
+    // A >= end of its writer's computation (kept: a copy of no length, in
+    // the queue's order of writers, that delays no other).
+    Linear begin;
     begin.Add(c.a, 1);
     begin.Add(start_[c.p], -1);
-    begin.Add(c.o, -horizon);
-    Row(begin, 'G', compute(c.p) - horizon);
+    Row(begin, 'G', compute(c.p));
     if (k + 1 < out.size()) {  // the next copy out starts after this one
       Linear next;
       next.Add(out[k + 1]->a, 1);
@@ -325,23 +388,27 @@ void Program::AddTimeline() {
       Row(next, 'G', 0);
     }
     for (int s = c.lfu + 1; s <= c.u && s < steps; ++s) {  // S_s >= A + copy once freed by s
+      if (ColF(c, s) < 0 || ColF(c, s) == ColF(c, s - 1)) continue;  // its first step binds
+      const double big = upper + copy - earliest_[s];
       Linear done;
       done.Add(start_[s], 1);
       done.Add(c.a, -1);
-      AddF(&done, c, s, -horizon);
-      Row(done, 'G', copy - horizon);
+      AddF(&done, c, s, -big);
+      Row(done, 'G', copy - big);
     }
   }
   for (size_t k = 0; k < in.size(); ++k) {
     const Candidate& c = *in[k];
     const double copy = CopySeconds(c.t, false) * kMicroseconds;
-    for (int s = c.pstart; s <= c.u; ++s) {  // B >= end of step s-1 while q >= s
+    for (int s = c.pstart; s <= c.u; ++s) {                   // B >= end of step s-1 while q >= s
+      if (s < c.u && ColP(c, s) == ColP(c, s - 1)) continue;  // its last step binds
+      const double big = latest_[s - 1] + compute(s - 1);
       Linear begin;
       begin.Add(c.b, 1);
       begin.Add(start_[s - 1], -1);
-      AddP(&begin, c, s - 1, horizon);
-      begin.Add(c.o, -horizon);
-      Row(begin, 'G', compute(s - 1) - horizon);
+      AddP(&begin, c, s - 1, big);
+      begin.Add(c.o, -big);
+      Row(begin, 'G', compute(s - 1) - big);
     }
     if (k + 1 < in.size()) {
       Linear next;
@@ -358,35 +425,64 @@ void Program::AddTimeline() {
   }
 }
 
+// The one copy queue: every copy whose window lies between the starts of
+// steps a and b runs in that span, after step a computes. A copy out of i
+// is in it when its writer runs at or after a and it is freed before b
+// (F_ib); a copy in, when it is prefetched after step a (q_i > a:
+// o_i - P_ia) and read by b. A row is written only where a and b are steps
+// at which some term starts or stops counting or changes its column: any
+// other row is implied by one of a shorter span with the same terms.
+void Program::AddQueueRows() {
+  const int steps = m_.num_steps();
+  std::vector<bool> from(steps, false), to(steps, false);
+  for (const Candidate& c : cands_) {
+    if (c.o < 0) continue;
+    for (int s = 0; s < steps; ++s) {
+      from[s] = from[s] || s == c.p || s == c.u - 1 || ColP(c, s) != ColP(c, s + 1);
+      to[s] = to[s] || s == c.u || (s > 0 && ColF(c, s) != ColF(c, s - 1));
+    }
+  }
+  for (int a = 0; a < steps; ++a) {
+    for (int b = a + 1; b < steps && from[a]; ++b) {
+      if (!to[b]) continue;
+      Linear e;
+      for (const Candidate& c : cands_) {
+        if (c.o < 0) continue;
+        if (c.p >= a) AddF(&e, c, b, -CopySeconds(c.t, true) * kMicroseconds);
+        if (c.u <= b && a < c.u) {
+          const double copy = CopySeconds(c.t, false) * kMicroseconds;
+          e.Add(c.o, -copy);
+          AddP(&e, c, a, copy);
+        }
+      }
+      if (e.cols.empty()) continue;
+      e.Add(start_[b], 1);
+      e.Add(start_[a], -1);
+      Row(e, 'G', m_.costs.step_seconds[a] * kMicroseconds);
+    }
+  }
+}
+
 void Program::Build() {
   Cbc_setObjSense(model_.get(), 1);
   AddCandidates();
   AddRebuilds();
   AddMemoryRows();
   AddTimeline();
+  AddQueueRows();
 }
 
 void Program::Start(const Decisions& d, bool fix) {
   std::vector<double> value(columns_, 0.0);
   std::vector<int> cols;
+  std::vector<int> back(m_.schedule->tensors.size(), -1);  // offloaded: when it is back
   for (const Candidate& c : cands_) {
     const TensorDecision& x = d[c.t];
-    const bool off = x.choice == TensorChoice::kOffload, drop = x.choice == TensorChoice::kDrop;
     if (c.d >= 0) {
       cols.push_back(c.d);
-      value[c.d] = drop ? 1 : 0;
+      value[c.d] = x.choice == TensorChoice::kDrop ? 1 : 0;
     }
-    if (c.o < 0) continue;
-    cols.push_back(c.o);
-    value[c.o] = off ? 1 : 0;
-    for (int s = c.lfu + 1; s < c.u; ++s) {
-      cols.push_back(c.f[s - c.lfu - 1]);
-      value[cols.back()] = off && x.out < s ? 1 : 0;
-    }
-    for (int s = c.pstart; s < c.u; ++s) {
-      cols.push_back(c.q[s - c.pstart]);
-      value[cols.back()] = off && x.in <= s ? 1 : 0;
-    }
+    if (c.o >= 0 && x.choice == TensorChoice::kOffload) back[c.t] = x.in;
   }
   for (const Rebuild& r : rebuilds_) {  // dependents first: their columns are set
     int first = -1;                     // the earliest trigger that fires
@@ -402,11 +498,34 @@ void Program::Start(const Decisions& d, bool fix) {
     }
     if (value[r.col] < kHalf) continue;
     for (TensorId x : m_.sources[r.t]) {  // an offloaded source comes back for the rebuild
-      if (index_[x] < 0 || cands_[index_[x]].o < 0) continue;
-      const Candidate& src = cands_[index_[x]];
-      if (value[src.o] < kHalf) continue;
-      const int back = std::max({first, src.pstart, d[x].out + 1});  // once it has left
-      for (int s = back; s < src.u; ++s) value[src.q[s - src.pstart]] = 1;
+      if (index_[x] < 0 || back[x] < 0) continue;
+      const int when = std::max({first, cands_[index_[x]].pstart, d[x].out + 1});
+      back[x] = std::min(back[x], when);
+    }
+  }
+  // Offloaded: absent over [out + 1, back - 1]; as the program's columns
+  // have it, from the first step over the limit there to just after the
+  // last (kept when there is none).
+  for (const Candidate& c : cands_) {
+    if (c.o < 0) continue;
+    cols.push_back(c.o);
+    int first = -1, last = -1;
+    for (int s = d[c.t].out + 1; back[c.t] >= 0 && s < back[c.t]; ++s) {
+      if (!over_[s]) continue;
+      if (first < 0) first = s;
+      last = s;
+    }
+    value[c.o] = first >= 0 ? 1 : 0;
+    const int g = first - 1, q = std::max(last + 1, c.pstart);
+    for (int s = c.lfu + 1; s < c.u; ++s) {
+      if (ColF(c, s) < 0 || ColF(c, s) == ColF(c, s - 1)) continue;
+      cols.push_back(ColF(c, s));
+      value[cols.back()] = first >= 0 && g < s ? 1 : 0;
+    }
+    for (int s = c.pstart; s < c.u; ++s) {
+      if (ColP(c, s) < 0 || (s > c.pstart && ColP(c, s) == ColP(c, s - 1))) continue;
+      cols.push_back(ColP(c, s));
+      value[cols.back()] = first >= 0 && q <= s ? 1 : 0;
     }
   }
   std::vector<double> values;
@@ -426,22 +545,20 @@ Decisions Program::Read(const double* x) const {
     if (c.d >= 0 && x[c.d] > kHalf) {
       d[c.t] = {TensorChoice::kDrop, c.lfu, c.u};
     } else if (c.o >= 0 && x[c.o] > kHalf) {
+      auto one = [&](int col) { return col >= 0 && x[col] > kHalf; };
       int g = c.lfu, q = c.u;
-      while (g + 1 < c.u && x[c.f[g + 1 - c.lfu - 1]] < kHalf) ++g;
-      for (int s = c.u - 1; s >= c.pstart && x[c.q[s - c.pstart]] > kHalf; --s) q = s;
+      while (g + 1 < c.u && !one(ColF(c, g + 1))) ++g;
+      for (int s = c.u - 1; s >= c.pstart && one(ColP(c, s)); --s) q = s;
       d[c.t] = {TensorChoice::kOffload, g, std::max(q, g + 1)};
     }
   }
   return d;
 }
 
-}  // namespace
-
-StatusOr<double> MilpOverheadOf(const EvalModel& model, size_t limit, const Decisions& d) {
-  double compute = 0;
-  for (int s = 0; s < model.num_steps(); ++s)
-    compute += model.costs.step_seconds[s] * kMicroseconds;
-  const std::vector<double> step_limit(model.num_steps(), static_cast<double>(limit));
+// The program's time of the plan `d` (every binary fixed to it), in
+// microseconds; kOutOfMemory when `d` breaks its memory rows.
+StatusOr<double> ProgramTime(const EvalModel& model, const std::vector<double>& step_limit,
+                             const Decisions& d) {
   Program program(model, step_limit);
   program.Build();
   Cbc_Model* m = program.cbc();
@@ -452,7 +569,23 @@ StatusOr<double> MilpOverheadOf(const EvalModel& model, size_t limit, const Deci
   if (Cbc_bestSolution(m) == nullptr) {
     return OutOfMemory("the plan is not a point of the program (its memory rows)");
   }
-  return (Cbc_getObjValue(m) - compute) / kMicroseconds;
+  return Cbc_getObjValue(m);
+}
+
+double ComputeMicroseconds(const EvalModel& model) {
+  double compute = 0;
+  for (int s = 0; s < model.num_steps(); ++s) {
+    compute += model.costs.step_seconds[s] * kMicroseconds;
+  }
+  return compute;
+}
+
+}  // namespace
+
+StatusOr<double> MilpOverheadOf(const EvalModel& model, size_t limit, const Decisions& d) {
+  const std::vector<double> step_limit(model.num_steps(), static_cast<double>(limit));
+  SPILL_ASSIGN_OR_RETURN(const double time, ProgramTime(model, step_limit, d));
+  return (time - ComputeMicroseconds(model)) / kMicroseconds;
 }
 
 StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time_limit_seconds,
@@ -462,11 +595,18 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
   std::vector<double> step_limit(model.num_steps(), static_cast<double>(limit));
   Evaluator evaluator(model);
   PlanRules rules(model, limit);
-  double compute = 0;  // the iteration's computation with every tensor kept, in microseconds
-  for (int s = 0; s < model.num_steps(); ++s)
-    compute += model.costs.step_seconds[s] * kMicroseconds;
+  // The iteration's computation with every tensor kept, in microseconds.
+  const double compute = ComputeMicroseconds(model);
+  // The starting plan's own time bounds the first solve's (its big Ms too).
+  double upper = std::numeric_limits<double>::infinity();
+  if (start != nullptr) {
+    const StatusOr<double> time = ProgramTime(model, step_limit, *start);
+    if (time.ok()) upper = *time + kUpperSlack;
+  }
   for (int round = 0; round < kMaxRounds; ++round) {
-    Program program(model, step_limit);
+    // Later rounds tighten the memory rows: the start may no longer be a point.
+    Program program(model, step_limit,
+                    round == 0 ? upper : std::numeric_limits<double>::infinity());
     program.Build();
     Cbc_Model* m = program.cbc();
     Cbc_setLogLevel(m, 0);

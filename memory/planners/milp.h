@@ -7,7 +7,11 @@
 // Variables, per candidate i: o_i, d_i (offload, drop; o_i + d_i <= 1) and
 // the monotone binaries F_is = [g_i < s], P_is = [q_i <= s] over its window
 // (P_is <= F_is: back only after it left); i is absent from step s when
-// F_is - P_is = 1 or, dropped, for every step between its uses.
+// F_is - P_is = 1 or, dropped, for every step between its uses. F changes
+// only at steps over the limit and P only after them: freeing later, up to
+// the first such step the tensor is absent at, and prefetching earlier, to
+// just after the last, never makes a plan slower or larger where it counts,
+// so the optimum is the same with far fewer binaries.
 // Rows:
 //   memory   one per step over the limit with every tensor kept: the keep-all
 //            peak (the evaluator's, exact but for what rebuilds add) less
@@ -24,19 +28,24 @@
 //            it is absent at; B after step q-1 computes, and its reader
 //            starts after B + copy. Copies out are first in, first out in
 //            the order their writers run, copies in in the order of their
-//            reads - as the fixed rules issue them - but the two streams do
-//            not share the one copy queue, which makes the program a
-//            relaxation. The objective is E.
-// Every rule-completed plan (rules.h) is a point of this program and the
-// objective never exceeds its simulated overhead, so CBC's proven bound is a
-// lower bound on the overhead of every plan of the space: the exhaustive
-// optimum and every planner's. The plan CBC picks is replayed by the
-// evaluator, and so are its choices with frees and prefetches placed by the
-// fixed rules (rules.h) instead: the program lets copies in and out overlap,
-// so the rules often time its choices better. The faster of
-// the two that fits is the plan. Where what rebuilds add puts both over the
-// limit, the rows of the steps over are tightened by the excess and it is
-// solved again (the bound stays the first solve's).
+//            reads, as the fixed rules issue them.
+//   queue    both streams share the one copy queue: every copy whose window
+//            (writer to free, or prefetch to reader) lies between the starts
+//            of steps a and b fits in S_b - S_a after step a computes. The
+//            order within the queue is free, which keeps the program a
+//            relaxation; these rows are what make copies cost time in its
+//            linear relaxation, so that CBC's bound moves.
+// The objective is E. Every rule-completed plan (rules.h) is a point of this
+// program and the objective never exceeds its simulated overhead, so CBC's
+// proven bound is a lower bound on the overhead of every plan of the space:
+// the exhaustive optimum and every planner's. Given a starting plan, its own
+// time in the program caps every time (E and the starts S_s), which keeps
+// the big Ms of the conditional rows small. The plan CBC picks is replayed
+// by the evaluator, and so are its choices with frees and prefetches placed
+// by the fixed rules (rules.h) instead; the faster of the two that fits is
+// the plan. Where what rebuilds add puts both over the limit, the rows of the
+// steps over are tightened by the excess and it is solved again (the bound
+// stays the first solve's).
 #ifndef SPILL_MEMORY_PLANNERS_MILP_H_
 #define SPILL_MEMORY_PLANNERS_MILP_H_
 
@@ -65,10 +74,11 @@ struct MilpResult {
 StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time_limit_seconds,
                                const Decisions* start);
 
-// The program's own overhead of the plan `d` (every binary fixed to it):
-// never more than its simulated overhead when `d` keeps the fixed rules'
-// order of prefetches - what makes CBC's bound a bound. kOutOfMemory when
-// `d` breaks the program's memory rows.
+// The program's own overhead of the plan `d` (every binary fixed to it, its
+// frees and prefetches moved to the steps over the limit as the program
+// has them): never more than its simulated overhead when `d` keeps the fixed
+// rules' order of prefetches - what makes CBC's bound a bound. kOutOfMemory
+// when `d` breaks the program's memory rows.
 StatusOr<double> MilpOverheadOf(const EvalModel& model, size_t limit, const Decisions& d);
 
 // The `milp` mode's solve of `view` under `options` (memory.planner.limit or
