@@ -656,6 +656,17 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
       if (e.step_peak[s] > limit) step_limit[s] -= static_cast<double>(e.step_peak[s] - limit);
     }
   }
+  if (start != nullptr) {  // the plan CBC started from may still be the faster one
+    const Evaluation& e = evaluator.Run(*start);
+    if (e.peak <= limit && (!result.feasible || e.seconds < result.seconds)) {
+      result.decisions = *start;
+      result.seconds = e.seconds;
+      result.peak = e.peak;
+      result.feasible = true;
+      result.retimed = false;
+      result.kept_start = true;
+    }
+  }
   result.solve_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   return result;

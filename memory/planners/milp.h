@@ -43,8 +43,8 @@
 // the big Ms of the conditional rows small. The plan CBC picks is replayed
 // by the evaluator, and so are its choices with frees and prefetches placed
 // by the fixed rules (rules.h) instead; the faster of the two that fits is
-// the plan. Where what rebuilds add puts both over the limit, the rows of the
-// steps over are tightened by the excess and it is solved again (the bound
+// the plan, unless the starting plan is faster still. Where what rebuilds add puts both over the
+// limit, the rows of the steps over are tightened by the excess and it is solved again (the bound
 // stays the first solve's).
 #ifndef SPILL_MEMORY_PLANNERS_MILP_H_
 #define SPILL_MEMORY_PLANNERS_MILP_H_
@@ -65,12 +65,16 @@ struct MilpResult {
   double lower_bound = 0;
   double objective = 0;  // the program's own estimate of the plan's overhead
   bool retimed = false;  // the plan is CBC's choices with frees and prefetches by the rules
+  // The plan is the starting plan: replayed, it is faster than CBC's (the
+  // program's optimum is not the simulator's where the program relaxes it).
+  bool kept_start = false;
   bool optimal = false;  // CBC proved its first solve optimal within the time limit
   double solve_seconds = 0;
   int rounds = 0, columns = 0, rows = 0;
 };
 
-// `start` (may be null): a plan CBC starts from (e.g. greedy's).
+// `start` (may be null): a plan CBC starts from (e.g. greedy's); the result
+// is never slower than it.
 StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time_limit_seconds,
                                const Decisions* start);
 

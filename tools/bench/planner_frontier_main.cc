@@ -223,6 +223,7 @@ Status Frontier::RunLimits() {
       p.extra["lower_bound_overhead"] = solved.lower_bound / liveness_.seconds;
       p.extra["optimal"] = solved.optimal;
       p.extra["retimed"] = solved.retimed;
+      p.extra["kept_start"] = solved.kept_start;
       p.extra["solve_seconds"] = solved.solve_seconds;
       p.extra["columns"] = solved.columns;
       p.extra["rows"] = solved.rows;

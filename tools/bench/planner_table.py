@@ -7,6 +7,9 @@ claim it are every point of another planner whose peak is within the limit:
 greedy and window at that limit, memonger, lms, SuperNeurons' switches,
 vdnn and dymem at whichever setting fits. Overheads are relative to
 liveness's iteration; "dqn - best" is in points of that iteration time.
+With --milp points, the MILP's plan (marked "greedy's" where the plan CBC
+started from replays faster than its own), its proven lower bound, and
+greedy's and the DQN's distance above that bound in the same points.
 
     python3 tools/bench/planner_table.py r50.json [vgg16.json ...]
 
@@ -54,7 +57,7 @@ def table(doc):
     if demo:
         head += ["dqn+greedy", "dqn+greedy - best", "its best episode"]
     if milp:
-        head += ["milp plan", "milp bound", "proven"]
+        head += ["milp plan", "milp bound", "proven", "greedy - bound", "dqn - bound"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     limits = sorted({p["limit_bytes"] for p in points if p["planner"] == "dqn"})
@@ -82,8 +85,17 @@ def table(doc):
             row.append(str(d.get("best_episode", "-")) if d else "-")
         if milp:
             m = at(points, "milp", limit)
-            row += [cell(m), pct(m["lower_bound_overhead"]) if m else "-",
+            plan = cell(m)
+            if m is not None and m["fits"] and m.get("kept_start"):
+                plan += " (greedy's)"
+            row += [plan, pct(m["lower_bound_overhead"]) if m else "-",
                     ("yes" if m["optimal"] else "no") if m else "-"]
+            for other in ("greedy", "dqn"):
+                o = at(points, other, limit)
+                if m is not None and o is not None and o["fits"]:
+                    row.append("%+.2f" % (100 * (o["overhead"] - m["lower_bound_overhead"])))
+                else:
+                    row.append("-")
         print("| " + " | ".join(row) + " |")
     print()
 
