@@ -328,15 +328,25 @@ void PrintTable(const Frontier& f) {
   }
 }
 
+// One series per planner, and the MILP's proven bound at each limit where it
+// has a plan: no plan within that limit is below it.
 std::vector<FrontierSeries> Series(const Frontier& f) {
   std::vector<FrontierSeries> series;
+  auto add = [&](const std::string& name, FrontierPoint point) {
+    auto it = std::find_if(series.begin(), series.end(),
+                           [&](const FrontierSeries& s) { return s.name == name; });
+    if (it == series.end()) it = series.insert(series.end(), FrontierSeries{name, {}});
+    it->points.push_back(point);
+  };
   for (const Point& p : f.points()) {
     if (!p.fits) continue;
-    auto it = std::find_if(series.begin(), series.end(),
-                           [&](const FrontierSeries& s) { return s.name == p.planner; });
-    if (it == series.end()) it = series.insert(series.end(), FrontierSeries{p.planner, {}});
-    it->points.push_back({1.0 - static_cast<double>(p.peak) / f.liveness_peak(),
-                          p.seconds / f.liveness_seconds() - 1.0});
+    add(p.planner, {1.0 - static_cast<double>(p.peak) / f.liveness_peak(),
+                    p.seconds / f.liveness_seconds() - 1.0});
+  }
+  for (const Point& p : f.points()) {
+    if (!p.fits || p.planner != "milp") continue;
+    add("milp bound", {1.0 - static_cast<double>(p.limit) / f.liveness_peak(),
+                       p.extra["lower_bound_overhead"].get<double>()});
   }
   return series;
 }

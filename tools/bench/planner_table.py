@@ -60,7 +60,7 @@ def table(doc):
         head += ["milp plan", "milp bound", "proven", "greedy - bound", "dqn - bound"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
-    limits = sorted({p["limit_bytes"] for p in points if p["planner"] == "dqn"})
+    limits = sorted({p["limit_bytes"] for p in points if p["planner"] in SEARCHING + ("greedy",)})
     for limit in limits:
         dqn = at(points, "dqn", limit)
         best = best_heuristic(points, limit)
