@@ -84,15 +84,18 @@ class Program {
   }
   // A row of `e` (a column named twice is one entry: CBC takes each once).
   void Row(const Linear& e, char sense, double rhs) {
+    std::vector<std::pair<int, double>> terms;
+    for (size_t i = 0; i < e.cols.size(); ++i) terms.emplace_back(e.cols[i], e.coefs[i]);
+    std::sort(terms.begin(), terms.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
     std::vector<int> cols;
     std::vector<double> coefs;
-    for (size_t i = 0; i < e.cols.size(); ++i) {
-      const auto at = std::find(cols.begin(), cols.end(), e.cols[i]);
-      if (at == cols.end()) {
-        cols.push_back(e.cols[i]);
-        coefs.push_back(e.coefs[i]);
+    for (const auto& [col, coef] : terms) {
+      if (!cols.empty() && cols.back() == col) {
+        coefs.back() += coef;
       } else {
-        coefs[at - cols.begin()] += e.coefs[i];
+        cols.push_back(col);
+        coefs.push_back(coef);
       }
     }
     Cbc_addRow(model_.get(), "", static_cast<int>(cols.size()), cols.data(), coefs.data(), sense,
@@ -430,10 +433,16 @@ void Program::AddTimeline() {
 // is in it when its writer runs at or after a and it is freed before b
 // (F_ib); a copy in, when it is prefetched after step a (q_i > a:
 // o_i - P_ia) and read by b. A row is written only where a and b are steps
-// at which some term starts or stops counting or changes its column: any
-// other row is implied by one of a shorter span with the same terms.
+// at which some term starts or stops counting or changes its column (any
+// other is implied by one of a shorter span with the same terms), and where
+// its copies could outlast the span's computation (or the timeline's gap
+// rows imply it).
 void Program::AddQueueRows() {
   const int steps = m_.num_steps();
+  std::vector<double> computed(steps + 1, 0);  // computation before each step
+  for (int s = 0; s < steps; ++s) {
+    computed[s + 1] = computed[s] + m_.costs.step_seconds[s] * kMicroseconds;
+  }
   std::vector<bool> from(steps, false), to(steps, false);
   for (const Candidate& c : cands_) {
     if (c.o < 0) continue;
@@ -446,19 +455,26 @@ void Program::AddQueueRows() {
     for (int b = a + 1; b < steps && from[a]; ++b) {
       if (!to[b]) continue;
       Linear e;
+      double most = 0;  // every copy the row counts
       for (const Candidate& c : cands_) {
         if (c.o < 0) continue;
-        if (c.p >= a) AddF(&e, c, b, -CopySeconds(c.t, true) * kMicroseconds);
+        if (c.p >= a && ColF(c, b) >= 0) {
+          const double copy = CopySeconds(c.t, true) * kMicroseconds;
+          AddF(&e, c, b, -copy);
+          most += copy;
+        }
         if (c.u <= b && a < c.u) {
           const double copy = CopySeconds(c.t, false) * kMicroseconds;
           e.Add(c.o, -copy);
           AddP(&e, c, a, copy);
+          most += copy;
         }
       }
-      if (e.cols.empty()) continue;
+      const double rhs = m_.costs.step_seconds[a] * kMicroseconds;
+      if (e.cols.empty() || rhs + most <= computed[b] - computed[a]) continue;
       e.Add(start_[b], 1);
       e.Add(start_[a], -1);
-      Row(e, 'G', m_.costs.step_seconds[a] * kMicroseconds);
+      Row(e, 'G', rhs);
     }
   }
 }
