@@ -21,6 +21,7 @@ constexpr double kMemoryUnit = 1024;  // bytes per unit of the memory rows
 constexpr int kMaxRounds = 4;         // solves with tightened rows
 constexpr double kHalf = 0.5;         // binaries read back
 constexpr double kUpperSlack = 1;     // microseconds over the start's time still sought
+constexpr double kInfinity = std::numeric_limits<double>::max();
 
 using ModelPtr = std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)>;
 
@@ -78,8 +79,13 @@ class Program {
   Decisions Read(const double* x) const;
 
  private:
+  // Columns and rows are gathered here and handed to CBC at once (Load):
+  // CBC's matrix grows by a copy per row added singly.
   int Col(double lb, double ub, double obj, bool integer) {
-    Cbc_addCol(model_.get(), "", lb, ub, obj, integer ? 1 : 0, 0, nullptr, nullptr);
+    col_lower_.push_back(lb);
+    col_upper_.push_back(ub);
+    objective_.push_back(obj);
+    integer_.push_back(integer);
     return columns_++;
   }
   // A row of `e` (a column named twice is one entry: CBC takes each once).
@@ -98,8 +104,10 @@ class Program {
         coefs.push_back(coef);
       }
     }
-    Cbc_addRow(model_.get(), "", static_cast<int>(cols.size()), cols.data(), coefs.data(), sense,
-               rhs - e.constant);
+    for (size_t i = 0; i < cols.size(); ++i) entries_.push_back({cols[i], rows_, coefs[i]});
+    rhs -= e.constant;
+    row_lower_.push_back(sense == 'L' ? -kInfinity : rhs);
+    row_upper_.push_back(sense == 'G' ? kInfinity : rhs);
     ++rows_;
   }
   // The columns of F_is, P_is of candidate i (-1 where they are 0).
@@ -128,6 +136,7 @@ class Program {
   void AddMemoryRows();
   void AddTimeline();
   void AddQueueRows();
+  void Load();  // the gathered columns and rows into CBC
   // Bytes of `c` absent at step s (between its last forward use and its
   // first backward one), into `e` with `coef` per byte unit.
   void AddAbsent(Linear* e, const Candidate& c, int s, double coef) const;
@@ -139,6 +148,13 @@ class Program {
   const EvalModel& m_;
   const std::vector<double>& step_limit_;
   ModelPtr model_;
+  struct Entry {
+    int col, row;
+    double value;
+  };
+  std::vector<double> col_lower_, col_upper_, objective_, row_lower_, row_upper_;
+  std::vector<bool> integer_;
+  std::vector<Entry> entries_;
   int columns_ = 0, rows_ = 0;
   std::vector<Candidate> cands_;
   std::vector<int> index_;  // tensor -> candidate index, -1
@@ -480,12 +496,32 @@ void Program::AddQueueRows() {
 }
 
 void Program::Build() {
-  Cbc_setObjSense(model_.get(), 1);
   AddCandidates();
   AddRebuilds();
   AddMemoryRows();
   AddTimeline();
   AddQueueRows();
+  Load();
+}
+
+void Program::Load() {
+  std::vector<CoinBigIndex> start(columns_ + 1, 0);
+  for (const Entry& e : entries_) ++start[e.col + 1];
+  for (int c = 0; c < columns_; ++c) start[c + 1] += start[c];
+  std::vector<CoinBigIndex> next(start.begin(), start.end() - 1);
+  std::vector<int> index(entries_.size());
+  std::vector<double> value(entries_.size());
+  for (const Entry& e : entries_) {
+    index[next[e.col]] = e.row;
+    value[next[e.col]++] = e.value;
+  }
+  Cbc_loadProblem(model_.get(), columns_, rows_, start.data(), index.data(), value.data(),
+                  col_lower_.data(), col_upper_.data(), objective_.data(), row_lower_.data(),
+                  row_upper_.data());
+  for (int c = 0; c < columns_; ++c) {
+    if (integer_[c]) Cbc_setInteger(model_.get(), c);
+  }
+  Cbc_setObjSense(model_.get(), 1);
 }
 
 void Program::Start(const Decisions& d, bool fix) {
