@@ -685,6 +685,11 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
     const double* x = Cbc_bestSolution(m);
     if (x == nullptr) break;
     result.objective = (Cbc_getObjValue(m) - compute) / kMicroseconds;
+    // Proven optimal, the program's optimum is the bound (CBC's best
+    // possible value can be one from before the search closed).
+    if (round == 0 && result.optimal) {
+      result.lower_bound = std::max(result.lower_bound, result.objective);
+    }
     result.decisions = program.Read(x);
     const std::string wrong = CheckDecisions(model, result.decisions);
     if (!wrong.empty()) return Internal("the MILP's plan is not a plan: " + wrong);

@@ -221,6 +221,7 @@ Status Frontier::RunLimits() {
       SPILL_ASSIGN_OR_RETURN(MilpResult solved, PlanMilp(view_, o));
       Point p = Measure("milp", setting, limit, o, start);
       p.extra["lower_bound_overhead"] = solved.lower_bound / liveness_.seconds;
+      p.extra["program_overhead"] = solved.objective / liveness_.seconds;
       p.extra["optimal"] = solved.optimal;
       p.extra["retimed"] = solved.retimed;
       p.extra["kept_start"] = solved.kept_start;
