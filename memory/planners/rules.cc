@@ -20,9 +20,11 @@ Status NoPlanWithin(const std::string& planner, const EvalModel& model, size_t l
                     size_t best_peak, const std::string& detail) {
   return OutOfMemory(
       planner + " found no plan within its limit of " + FormatBytes(static_cast<double>(limit)) +
-      " (" + std::to_string(limit) + " bytes): the lowest peak it reached is " +
-      FormatBytes(static_cast<double>(best_peak)) + ", liveness peaks at " +
-      FormatBytes(static_cast<double>(model.base_peak)) + " with " +
+      " (" + std::to_string(limit) + " bytes): " +
+      (best_peak > 0
+           ? "the lowest peak it reached is " + FormatBytes(static_cast<double>(best_peak)) + ", "
+           : "") +
+      "liveness peaks at " + FormatBytes(static_cast<double>(model.base_peak)) + " with " +
       std::to_string(model.candidates.size()) + " tensors to offload or drop" +
       (detail.empty() ? "" : "; " + detail) + " (raise memory.planner.limit or the device budget)");
 }

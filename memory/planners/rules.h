@@ -39,7 +39,7 @@ StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& o
 // The limit a plan is made for: memory.planner.limit, or the device budget.
 size_t PlannerLimit(const MemoryOptions& options);
 // A planner's out-of-memory report: no plan it found keeps within `limit`;
-// `best_peak` is the lowest peak it reached.
+// `best_peak` is the lowest peak it reached (0: it reached no plan at all).
 Status NoPlanWithin(const std::string& planner, const EvalModel& model, size_t limit,
                     size_t best_peak, const std::string& detail);
 
