@@ -79,6 +79,10 @@ class Program {
   Decisions Read(const double* x) const;
 
  private:
+  // Start's values of offloaded candidate `c` (back: when it is back, -1
+  // when it is not offloaded).
+  void StartOffload(const Candidate& c, int out, int back, std::vector<double>* value,
+                    std::vector<int>* cols) const;
   // Columns and rows are gathered here and handed to CBC at once (Load):
   // CBC's matrix grows by a copy per row added singly.
   int Col(double lb, double ub, double obj, bool integer) {
@@ -136,6 +140,9 @@ class Program {
   void AddMemoryRows();
   void AddTimeline();
   void AddQueueRows();
+  // The copies of the span from step a to b into `e` (minus their seconds),
+  // returning the most they can add up to.
+  double QueueTerms(int a, int b, Linear* e) const;
   void Load();  // the gathered columns and rows into CBC
   // Bytes of `c` absent at step s (between its last forward use and its
   // first backward one), into `e` with `coef` per byte unit.
@@ -453,6 +460,25 @@ void Program::AddTimeline() {
 // other is implied by one of a shorter span with the same terms), and where
 // its copies could outlast the span's computation (or the timeline's gap
 // rows imply it).
+double Program::QueueTerms(int a, int b, Linear* e) const {
+  double most = 0;
+  for (const Candidate& c : cands_) {
+    if (c.o < 0) continue;
+    if (c.p >= a && ColF(c, b) >= 0) {
+      const double copy = CopySeconds(c.t, true) * kMicroseconds;
+      AddF(e, c, b, -copy);
+      most += copy;
+    }
+    if (c.u <= b && a < c.u) {
+      const double copy = CopySeconds(c.t, false) * kMicroseconds;
+      e->Add(c.o, -copy);
+      AddP(e, c, a, copy);
+      most += copy;
+    }
+  }
+  return most;
+}
+
 void Program::AddQueueRows() {
   const int steps = m_.num_steps();
   std::vector<double> computed(steps + 1, 0);  // computation before each step
@@ -471,21 +497,7 @@ void Program::AddQueueRows() {
     for (int b = a + 1; b < steps && from[a]; ++b) {
       if (!to[b]) continue;
       Linear e;
-      double most = 0;  // every copy the row counts
-      for (const Candidate& c : cands_) {
-        if (c.o < 0) continue;
-        if (c.p >= a && ColF(c, b) >= 0) {
-          const double copy = CopySeconds(c.t, true) * kMicroseconds;
-          AddF(&e, c, b, -copy);
-          most += copy;
-        }
-        if (c.u <= b && a < c.u) {
-          const double copy = CopySeconds(c.t, false) * kMicroseconds;
-          e.Add(c.o, -copy);
-          AddP(&e, c, a, copy);
-          most += copy;
-        }
-      }
+      const double most = QueueTerms(a, b, &e);
       const double rhs = m_.costs.step_seconds[a] * kMicroseconds;
       if (e.cols.empty() || rhs + most <= computed[b] - computed[a]) continue;
       e.Add(start_[b], 1);
@@ -555,31 +567,7 @@ void Program::Start(const Decisions& d, bool fix) {
       back[x] = std::min(back[x], when);
     }
   }
-  // Offloaded: absent over [out + 1, back - 1]; as the program's columns
-  // have it, from the first step over the limit there to just after the
-  // last (kept when there is none).
-  for (const Candidate& c : cands_) {
-    if (c.o < 0) continue;
-    cols.push_back(c.o);
-    int first = -1, last = -1;
-    for (int s = d[c.t].out + 1; back[c.t] >= 0 && s < back[c.t]; ++s) {
-      if (!over_[s]) continue;
-      if (first < 0) first = s;
-      last = s;
-    }
-    value[c.o] = first >= 0 ? 1 : 0;
-    const int g = first - 1, q = std::max(last + 1, c.pstart);
-    for (int s = c.lfu + 1; s < c.u; ++s) {
-      if (ColF(c, s) < 0 || ColF(c, s) == ColF(c, s - 1)) continue;
-      cols.push_back(ColF(c, s));
-      value[cols.back()] = first >= 0 && g < s ? 1 : 0;
-    }
-    for (int s = c.pstart; s < c.u; ++s) {
-      if (ColP(c, s) < 0 || (s > c.pstart && ColP(c, s) == ColP(c, s - 1))) continue;
-      cols.push_back(ColP(c, s));
-      value[cols.back()] = first >= 0 && q <= s ? 1 : 0;
-    }
-  }
+  for (const Candidate& c : cands_) StartOffload(c, d[c.t].out, back[c.t], &value, &cols);
   std::vector<double> values;
   for (int col : cols) {
     values.push_back(value[col]);
@@ -589,6 +577,33 @@ void Program::Start(const Decisions& d, bool fix) {
     }
   }
   Cbc_setMIPStartI(model_.get(), static_cast<int>(cols.size()), cols.data(), values.data());
+}
+
+// Offloaded (back >= 0): absent over [out + 1, back - 1]; as the program's
+// columns have it, from the first step over the limit there to just after
+// the last (kept when there is none).
+void Program::StartOffload(const Candidate& c, int out, int back, std::vector<double>* value,
+                           std::vector<int>* cols) const {
+  if (c.o < 0) return;
+  cols->push_back(c.o);
+  int first = -1, last = -1;
+  for (int s = out + 1; back >= 0 && s < back; ++s) {
+    if (!over_[s]) continue;
+    if (first < 0) first = s;
+    last = s;
+  }
+  (*value)[c.o] = first >= 0 ? 1 : 0;
+  const int g = first - 1, q = std::max(last + 1, c.pstart);
+  for (int s = c.lfu + 1; s < c.u; ++s) {
+    if (ColF(c, s) < 0 || ColF(c, s) == ColF(c, s - 1)) continue;
+    cols->push_back(ColF(c, s));
+    (*value)[cols->back()] = first >= 0 && g < s ? 1 : 0;
+  }
+  for (int s = c.pstart; s < c.u; ++s) {
+    if (ColP(c, s) < 0 || (s > c.pstart && ColP(c, s) == ColP(c, s - 1))) continue;
+    cols->push_back(ColP(c, s));
+    (*value)[cols->back()] = first >= 0 && q <= s ? 1 : 0;
+  }
 }
 
 Decisions Program::Read(const double* x) const {
