@@ -317,8 +317,8 @@ void Program::AddAbsent(Linear* e, const Candidate& c, int s, double coef) const
 
 void Program::AddMemoryRows() {
   for (int s = 0; s < m_.num_steps(); ++s) {
+    if (!over_[s]) continue;
     const double over = (static_cast<double>(m_.base_step_peak[s]) - step_limit_[s]) / kMemoryUnit;
-    if (over <= 0) continue;
     Linear e;  // bytes absent at s >= what is over
     for (const Candidate& c : cands_) {
       if (s > c.lfu && s < c.u)
@@ -451,15 +451,6 @@ void Program::AddTimeline() {
   }
 }
 
-// The one copy queue: every copy whose window lies between the starts of
-// steps a and b runs in that span, after step a computes. A copy out of i
-// is in it when its writer runs at or after a and it is freed before b
-// (F_ib); a copy in, when it is prefetched after step a (q_i > a:
-// o_i - P_ia) and read by b. A row is written only where a and b are steps
-// at which some term starts or stops counting or changes its column (any
-// other is implied by one of a shorter span with the same terms), and where
-// its copies could outlast the span's computation (or the timeline's gap
-// rows imply it).
 double Program::QueueTerms(int a, int b, Linear* e) const {
   double most = 0;
   for (const Candidate& c : cands_) {
@@ -479,12 +470,17 @@ double Program::QueueTerms(int a, int b, Linear* e) const {
   return most;
 }
 
+// The one copy queue: every copy whose window lies between the starts of
+// steps a and b runs in that span, after step a computes. A copy out of i
+// is in it when its writer runs at or after a and it is freed before b
+// (F_ib); a copy in, when it is prefetched after step a (q_i > a:
+// o_i - P_ia) and read by b. A row is written only where a and b are steps
+// at which some term starts or stops counting or changes its column (any
+// other is implied by one of a shorter span with the same terms), and where
+// its copies could outlast the span's computation (or the timeline's gap
+// rows imply it: the span computes for earliest_[b] - earliest_[a] at least).
 void Program::AddQueueRows() {
   const int steps = m_.num_steps();
-  std::vector<double> computed(steps + 1, 0);  // computation before each step
-  for (int s = 0; s < steps; ++s) {
-    computed[s + 1] = computed[s] + m_.costs.step_seconds[s] * kMicroseconds;
-  }
   std::vector<bool> from(steps, false), to(steps, false);
   for (const Candidate& c : cands_) {
     if (c.o < 0) continue;
@@ -499,7 +495,7 @@ void Program::AddQueueRows() {
       Linear e;
       const double most = QueueTerms(a, b, &e);
       const double rhs = m_.costs.step_seconds[a] * kMicroseconds;
-      if (e.cols.empty() || rhs + most <= computed[b] - computed[a]) continue;
+      if (e.cols.empty() || rhs + most <= earliest_[b] - earliest_[a]) continue;
       e.Add(start_[b], 1);
       e.Add(start_[a], -1);
       Row(e, 'G', rhs);
