@@ -134,8 +134,10 @@ Status Net::InferShapes(const std::vector<int>& route) {
         inputs +=
             (i ? ", " : "") + layers_[decl.inputs[i].layer]->name() + " is " + in[i].ToString();
       }
-      return InvalidArgument(Context(layer) + ": " + status.message() +
-                             (inputs.empty() ? "" : " (inputs: " + inputs + ")"));
+      // The layer's code stays: a size no budget holds is kOutOfMemory, which
+      // the tools that search (widest, deepest) read as "does not fit".
+      return Status(status.code(), Context(layer) + ": " + status.message() +
+                                       (inputs.empty() ? "" : " (inputs: " + inputs + ")"));
     }
     SPILL_CHECK_EQ(static_cast<int>(shapes[id].size()), layer.num_outputs()) << layer.name();
     SPILL_RETURN_IF_ERROR(CheckTensorSizes(layer, shapes[id], layer.params(), layer.aux()));

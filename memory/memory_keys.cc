@@ -189,7 +189,21 @@ const MemoryKey* FindMemoryKey(const std::string& key) {
   return nullptr;
 }
 
-// Whether the chosen policies read a registered policy setting.
+// Whether the techniques `options` turns on are those the setting is read under.
+bool TechniqueOn(const MemoryOptions& options, SettingUse use) {
+  switch (use) {
+    case SettingUse::kAlways:
+      return true;
+    case SettingUse::kWithOffload:
+      return options.offload;
+    case SettingUse::kWithRecompute:
+      return options.recompute;
+  }
+  return true;
+}
+
+// Whether a chosen policy reads a registered policy setting (whatever the
+// technique switches).
 bool PolicyReads(const MemoryOptions& options, const RegisteredSetting& setting) {
   for (const SettingReader& r : setting.readers) {
     if ((r.seam == "scheduler" && r.name == options.scheduler) ||
@@ -198,6 +212,21 @@ bool PolicyReads(const MemoryOptions& options, const RegisteredSetting& setting)
     }
   }
   return false;
+}
+
+// Why `options` leave a registered setting unread; empty when they read it.
+std::string WhyUnread(const MemoryOptions& options, const RegisteredSetting& setting) {
+  if (!PolicyReads(options, setting)) {
+    return "it is a setting of " + DescribeReaders(setting) + "; this mode plans with the " +
+           options.scheduler + " scheduler and places with the " + options.allocator + " allocator";
+  }
+  if (TechniqueOn(options, setting.spec.use)) return "";
+  const bool offload = setting.spec.use == SettingUse::kWithOffload;
+  return "the " + options.scheduler + " scheduler reads it only when it " +
+         (offload ? "offloads" : "recomputes") + ", and this mode " +
+         (offload ? "offloads nothing" : "recomputes nothing") + "; " +
+         (offload ? "offload" : "recompute") + ": true or a mode that " +
+         (offload ? "offloads" : "recomputes") + " does";
 }
 
 }  // namespace
@@ -238,11 +267,10 @@ Status CheckKeysRead(const MemoryOptions& options) {
                              "this mode has no tensor cache)");
     }
     const RegisteredSetting* setting = PolicySettingRegistry().Find(key);
-    if (setting == nullptr || PolicyReads(options, *setting)) continue;
-    return InvalidArgument(where + ": mode '" + options.mode + "' does not read it (it is a " +
-                           "setting of " + DescribeReaders(*setting) + "; this mode plans with " +
-                           "the " + options.scheduler + " scheduler and places with the " +
-                           options.allocator + " allocator)");
+    if (setting == nullptr) continue;
+    const std::string why = WhyUnread(options, *setting);
+    if (why.empty()) continue;
+    return InvalidArgument(where + ": mode '" + options.mode + "' does not read it (" + why + ")");
   }
   return Status::Ok();
 }

@@ -132,7 +132,7 @@ namespace {
 
 bool SameSpec(const SettingSpec& a, const SettingSpec& b) {
   return a.kind == b.kind && a.fallback == b.fallback && a.min == b.min && a.max == b.max &&
-         a.choices == b.choices && a.Flag() == b.Flag();
+         a.choices == b.choices && a.Flag() == b.Flag() && a.use == b.use;
 }
 
 }  // namespace

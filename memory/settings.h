@@ -53,6 +53,12 @@ enum class SettingKind {
   kText,    // any text (a name, a file; `check` may refuse some)
 };
 
+// When a policy reads one of its settings: always, or only with a technique
+// on (the superneurons scheduler's prefetch distance means nothing where
+// nothing is offloaded, its recomputation strategy nothing where nothing is
+// recomputed; a mode whose switches leave it unread refuses it).
+enum class SettingUse { kAlways, kWithOffload, kWithRecompute };
+
 struct SettingSpec {
   // memory.<key>; the flag is --<key> with '-' for '_' and '.'. A dotted
   // key is one of a section: planner.limit is `memory: {planner: {limit}}`.
@@ -73,6 +79,7 @@ struct SettingSpec {
   // It acts on backward passes or solver updates only: tools that only
   // evaluate refuse it.
   bool training_only = false;
+  SettingUse use = SettingUse::kAlways;
 
   std::string Flag() const;
   // The flag's value placeholder for --help: "INT", "SIZE", "a|b", ...

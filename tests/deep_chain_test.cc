@@ -7,12 +7,11 @@
 // stack, and the long memory-centric segment is cut into speed-centric runs
 // (recomputations linear in depth, memory about 2 sqrt(n) tensors instead of
 // n). The chain of the depth benchmark (tools/bench/RESULTS.md) plans in
-// every mode with GTBM's footprint within twice the max load, and planning
-// time grows linearly.
+// every mode with GTBM's footprint within twice the max load. Nothing here
+// measures time: the suite runs this test again beside a load on every core
+// (deep_chain_loaded_test.sh).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <ctime>
 
 #include "memory/planner.h"
 #include "tests/testing/net_harness.h"
@@ -73,37 +72,26 @@ TEST(DeepChainTest, TenThousandLayersTrainUnderRecomputationBitIdentically) {
   }
 }
 
-// Per mode, the process time of a plan of the chain at `n` layers.
-double PlanSeconds(const std::string& mode, int n, MemoryPlan* out) {
-  auto net = testing::BuildTrainingNet(testing::MustParse(ReluChainYaml(n)), 32);
-  SPILL_CHECK(net.ok()) << net.status().ToString();
-  const std::clock_t start = std::clock();
-  auto plan = Plan((*net)->view(), Mode(mode));
-  const double seconds = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
-  SPILL_CHECK(plan.ok()) << plan.status().ToString();
-  *out = *plan;
-  return seconds;
-}
-
-// Eight times the depth costs about eight times the planning time, not 64
-// (the dymem schedule's window scan and GTBM's sizing were quadratic).
-// Process time, so that other work on the machine does not count; the bound
-// leaves room for cache and heap effects (a plan's data outgrows the caches
-// between these depths).
-TEST(DeepChainTest, PlanningTimeIsLinearInDepthAndGtbmReusesFreedSpace) {
+// Every mode plans the chain of the depth benchmark at two depths, and the
+// allocator's footprint stays within twice the max load (GTBM's sizing
+// reuses the space freed by earlier tensors). How planning time grows with
+// depth is measured by tools/bench/bench_depth (tools/bench/RESULTS.md,
+// "Planning time against depth"), not asserted here: a time ratio depends
+// on what else the machine runs.
+TEST(DeepChainTest, EveryModePlansTheDepthBenchmarksChainAndGtbmReusesFreedSpace) {
   constexpr int kShallow = 2500, kFactor = 8;
-  constexpr double kMaxRatio = 3.0 * kFactor;
   for (const std::string& mode : MemoryModeNames()) {
     if (mode == "baseline") continue;  // nothing is freed: its footprint is the chain
-    MemoryPlan shallow, deep;
-    const double t1 = PlanSeconds(mode, kShallow, &shallow);
-    const double t2 = PlanSeconds(mode, kShallow * kFactor, &deep);
-    ASSERT_TRUE(shallow.fits && deep.fits) << mode;
-    std::printf("%s: %.3f s at %d layers, %.3f s at %d\n", mode.c_str(), t1, kShallow, t2,
-                kShallow * kFactor);
-    EXPECT_LT(t2, kMaxRatio * std::max(t1, 0.01)) << mode << ": " << t1 << " s, then " << t2;
-    EXPECT_LE(deep.footprint, 2 * deep.peak)
-        << mode << ": footprint " << deep.footprint << " for a max load of " << deep.peak;
+    for (int depth : {kShallow, kShallow * kFactor}) {
+      auto net = testing::BuildTrainingNet(testing::MustParse(ReluChainYaml(depth)), 32);
+      ASSERT_TRUE(net.ok()) << net.status().ToString();
+      auto plan = Plan((*net)->view(), Mode(mode));
+      ASSERT_TRUE(plan.ok()) << mode << ": " << plan.status().ToString();
+      ASSERT_TRUE(plan->fits) << mode << " at " << depth << ": " << plan->failure;
+      EXPECT_LE(plan->footprint, 2 * plan->peak)
+          << mode << " at " << depth << ": footprint " << plan->footprint << " for a max load of "
+          << plan->peak;
+    }
   }
 }
 

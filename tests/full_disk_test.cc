@@ -177,7 +177,9 @@ TEST(FullDiskTest, TrainingStopsWhenItsCheckpointCannotBeWrittenAndResumes) {
   auto run = [&](std::vector<std::string> extra, int64_t max_file_bytes) {
     std::vector<std::string> args = {"tools/train", "--config", config, "--no-progress"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return testing::RunTool(args, kToolSeconds, true, max_file_bytes);
+    testing::ChildLimits limits;
+    limits.max_file_bytes = max_file_bytes;
+    return testing::RunTool(args, kToolSeconds, true, limits);
   };
   testing::ToolResult r = run({"--max-steps", "2"}, 0);
   ASSERT_EQ(r.code, 0) << r.output;

@@ -12,6 +12,7 @@
 //
 // tools/ci/fuzz.sh runs more cases with a random seed (SPILL_FUZZ_SEED,
 // SPILL_FUZZ_SCALE).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 
 #include "framework/npz.h"
 #include "layers/cpu/conv_timer.h"
+#include "memory/memory_options.h"
 #include "tests/testing/fuzz_harness.h"
 #include "tests/testing/fuzz_mutations.h"
 #include "tests/testing/fuzz_onnx.h"
@@ -33,6 +35,7 @@ namespace fuzz {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::HasSubstr;
 
 constexpr int kTextMutations = static_cast<int>(TextMutation::kCount);
 constexpr int kByteMutations = static_cast<int>(ByteMutation::kCount);
@@ -70,7 +73,7 @@ std::vector<std::string> FixtureNets() {
 // At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
 constexpr int kNetworkSources = 12 + 3;
 constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 195 at least
-constexpr int kConfigCases = 11 * kTextMutations;                // 143
+constexpr int kConfigCases = 12 * kTextMutations;                // 156
 constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
 constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
 constexpr int kCheckpointCases = kByteMutations * 16;            // 80
@@ -94,15 +97,20 @@ constexpr int kPredictDraws = 3;
 constexpr int kExportDraws = 2, kExportByteDraws = 2;
 // The host tier: memory sections drawn from these values.
 constexpr int kHostCases = 48;
-const char* const kHostModes[] = {"offload", "superneurons",     "vdnn", "window", "lms",
-                                  "dymem",   "offload_recompute"};
+const char* const kHostModes[] = {"offload", "superneurons",      "vdnn",     "window",   "lms",
+                                  "dymem",   "offload_recompute", "liveness", "recompute"};
+// Settings of the superneurons scheduler that only some modes read (each
+// with the switch it needs): the others must refuse them, naming the key.
+const char* const kMootKeys[][2] = {{"prefetch_ahead: 2", "offload"},
+                                    {"recompute_strategy: memory", "recompute"}};
 const char* const kHostBudgets[] = {"0",    "1",    "4KiB", "64KiB",
                                     "1MiB", "1GiB", "1PiB", "18446744073709551615"};
 const char* const kDeviceBudgets[] = {"8KiB", "32KiB", "256KiB", "1GiB"};
 
 void Report(const char* what, const Tally& t) {
-  std::printf("fuzz %s: %d cases (seed %llu): %d accepted, %d rejected\n", what, t.cases,
-              static_cast<unsigned long long>(Seed()), t.accepted, t.rejected);
+  std::printf("fuzz %s: %d cases (seed %llu): %d accepted, %d rejected; slowest %.2f s (%s)\n",
+              what, t.cases, static_cast<unsigned long long>(Seed()), t.accepted, t.rejected,
+              t.slowest_seconds, t.slowest.c_str());
 }
 
 using TextSources = std::vector<std::pair<std::string, std::string>>;  // name, text
@@ -201,12 +209,24 @@ memory: {mode: window, device_budget: 64MiB, host_budget: 1GiB, allocator: va, v
 run: {steps: 4, seed: 5, init: /nowhere/init.npz}
 distributed: {bucket: 256KiB, sync_batch_norm: false, check_replicas: true}
 )"});
+  // Settings the mode makes moot: refused unmutated, mutated as the rest.
+  sources.push_back({"configs/moot_keys.yaml", std::string("model:\n") + R"(
+  layers:
+    - {name: data, type: input, shape: [1, 28, 28]}
+    - {name: fc, type: fully_connected, outputs: 10}
+    - {name: loss, type: softmax_loss}
+data: {dataset: fashion_mnist, path: /nowhere, batch: 8}
+memory: {mode: liveness, prefetch_ahead: 3, recompute_strategy: memory}
+run: {steps: 2}
+)"});
   for (const auto& [name, text] : sources) {
     if (name.rfind("configs/inline", 0) == 0) {
       const Status unmutated = ConfigPipeline(text, name);
       EXPECT_TRUE(unmutated.ok()) << name << ": " << unmutated.ToString();
     }
   }
+  const Status moot = ConfigPipeline(sources.back().second, sources.back().first);
+  EXPECT_THAT(moot.message(), HasSubstr("memory.prefetch_ahead: mode 'liveness' does not read it"));
   ASSERT_EQ(static_cast<int>(sources.size()) * kTextMutations, kConfigCases);
   Random rng(Seed() + 1);
   Tally tally;
@@ -479,23 +499,43 @@ TEST_F(FuzzTest, ExportsReadBack) {
 // The host tier: offloading modes under host budgets from zero to the
 // largest size, in RAM or in a file, at device budgets from tiny to roomy.
 // A run either computes the baseline's losses and weights bit for bit or
-// ends in a clean error; none crashes (no SIGBUS from a full file tier).
+// ends in a clean error; none crashes (no SIGBUS from a full file tier). A
+// third of the draws add a setting that only some modes read: the others
+// refuse it, naming the key and the mode.
 TEST_F(FuzzTest, HostTier) {
   const std::string dir = FreshDir("host_tier");
   Random rng(Seed() + 10);
   Tally tally;
+  int moot = 0;
   for (int round = 0; round < Scale(); ++round) {
     for (int c = 0; c < kHostCases; ++c) {
+      const std::string mode = kHostModes[rng.Below(std::size(kHostModes))];
+      const auto* extra = rng.Below(3) == 0 ? kMootKeys[rng.Below(std::size(kMootKeys))] : nullptr;
       const std::string memory =
-          std::string("mode: ") + kHostModes[rng.Below(std::size(kHostModes))] +
+          "mode: " + mode +
           ", device_budget: " + kDeviceBudgets[rng.Below(std::size(kDeviceBudgets))] +
           ", host_budget: " + kHostBudgets[rng.Below(std::size(kHostBudgets))] +
-          (rng.Below(2) ? ", host_tier: \"file:" + dir + "\"" : "");
+          (rng.Below(2) ? ", host_tier: \"file:" + dir + "\"" : "") +
+          (extra != nullptr ? std::string(", ") + extra[0] : "");
       const Status s = RunCase(
           memory, [&] { return HostTierPipeline(memory); }, &tally);
       EXPECT_NE(s.code(), StatusCode::kInternal) << memory << ": " << s.ToString();
+      MemoryOptions preset;
+      ASSERT_TRUE(ApplyMemoryMode(mode, &preset).ok());
+      const bool reads =
+          preset.scheduler == "superneurons" &&
+          (std::string(extra == nullptr ? "" : extra[1]) == "offload" ? preset.offload
+                                                                      : preset.recompute);
+      if (extra != nullptr && !reads) {
+        // Refused; for this key unless another value was refused first.
+        EXPECT_FALSE(s.ok()) << memory;
+        const std::string key = std::string(extra[0]).substr(0, std::string(extra[0]).find(':'));
+        moot += s.message().find("memory." + key + ": mode '" + mode + "' does not read it") !=
+                std::string::npos;
+      }
     }
   }
+  EXPECT_GT(moot, 0);  // refused for the key itself, naming it and the mode
   EXPECT_GT(tally.accepted, 0);
   Report("host tier", tally);
 }

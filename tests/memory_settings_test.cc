@@ -128,7 +128,8 @@ TEST(MemorySettingsTest, KeysTheModeDoesNotReadAreErrorsNamingIt) {
   for (const char* entry :
        {"release: eager", "prefetch: ahead", "eviction: belady", "va_chunk: 64KiB", "window: 1.2x",
         "lms_threshold: 5", "window_budget: 0.9x", "barrier: true", "offload_set: conv",
-        "lms_ahead: 1", "min_offload: 64KiB", "lms_count: 3", "lms_order: earliest"}) {
+        "lms_ahead: 1", "min_offload: 64KiB", "lms_count: 3", "lms_order: earliest",
+        "prefetch_ahead: 5", "recompute_strategy: memory"}) {
     auto config = ParseMemory(std::string("{mode: liveness, ") + entry + "}");
     ASSERT_FALSE(config.ok()) << entry;
     const std::string key = std::string(entry).substr(0, std::string(entry).find(':'));
@@ -147,6 +148,23 @@ TEST(MemorySettingsTest, KeysTheModeDoesNotReadAreErrorsNamingIt) {
         "{mode: memonger, planner: {segment: 3}}"}) {
     auto config = ParseMemory(memory);
     EXPECT_TRUE(config.ok()) << memory << ": " << config.status().ToString();
+  }
+  // The superneurons scheduler reads its prefetch distance only where it
+  // offloads and its strategy only where it recomputes, in presets and in
+  // switches given alike.
+  for (const char* memory :
+       {"{mode: recompute, prefetch_ahead: 2}", "{mode: offload, recompute_strategy: speed}",
+        "{mode: liveness, offload: false, prefetch_ahead: 2}"}) {
+    auto moot = ParseMemory(memory);
+    ASSERT_FALSE(moot.ok()) << memory;
+    EXPECT_THAT(moot.status().message(), HasSubstr("the superneurons scheduler reads it only when"))
+        << memory;
+  }
+  for (const char* memory :
+       {"{mode: offload, prefetch_ahead: 2}", "{mode: recompute, recompute_strategy: speed}",
+        "{mode: liveness, recompute: true, recompute_strategy: memory}"}) {
+    auto read = ParseMemory(memory);
+    EXPECT_TRUE(read.ok()) << memory << ": " << read.status().ToString();
   }
   // A planner's section keys, by the same rule: memonger does not train.
   auto config = ParseMemory("{mode: memonger, planner: {episodes: 5}}");

@@ -5,8 +5,9 @@
 //
 //   deepest --device-memory 12GiB --batch 16 [--memory superneurons] [--size 224]
 //           [--host-memory 64GiB] [--device cpu|cuda] [--confirm 2]
-// --confirm N also trains that deep a network for N steps, where this
-// machine has the memory.
+// --confirm N also trains that deep a network for N steps; where this
+// machine lacks the memory for it, the result is printed and the exit code
+// is 1.
 #include <array>
 #include <cstdio>
 
@@ -22,7 +23,7 @@ constexpr int64_t kUnitsLimit = 1 << 14;
 constexpr char kDescription[] =
     "The deepest ResNet (n1 = 6, n2 = 32, n4 = 6, n3 grown; depth = 3 * units + 2) whose\n"
     "training iteration fits the device budget, found from plans; --confirm N also trains\n"
-    "it for N steps where this machine has the memory. It also\n"
+    "it for N steps (exit code 1 where it cannot: the reason is printed). It also\n"
     "prints the iteration time simulated on --device-profile (k40-pcie3, titanx-pcie3,\n"
     "v100-nvlink2, h100-pcie5, cpu).";
 
@@ -109,7 +110,9 @@ int Main(int argc, char** argv) {
   }
   if (!spec.ok() || ReportPrediction(*spec, o.batch, o) != 0) return 1;
   if (o.confirm == 0) return 0;
-  return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o, best->plan), o.confirm);
+  const std::string found = "depth " + std::to_string(3 * (n1 + n2 + *n3 + n4) + 2) + " at batch " +
+                            std::to_string(o.batch);
+  return ReportConfirmation(ConfirmByTraining(*spec, o.batch, o, best->plan), o.confirm, found);
 }
 
 }  // namespace

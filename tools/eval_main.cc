@@ -81,8 +81,8 @@ int Main(int argc, char** argv) {
   if (stop >= 0) return stop;
   auto config = LoadTrainConfig(args.config);
   if (!config.ok()) return ReportStatus("eval", config.status());
-  Status status = ApplyOverrides(args, &*config);
-  if (!status.ok()) return ReportStatus("eval", status);
+  Status status = ApplyOverrides(args, &*config);  // the config alone is valid: a flag is wrong
+  if (!status.ok()) return ReportStatus("eval", status, 2);
   auto inference = Inference::Create(*config, args.checkpoint);
   if (!inference.ok()) return ReportStatus("eval", inference.status());
   auto result = (*inference)->Evaluate();

@@ -263,8 +263,8 @@ int Main(int argc, char** argv) {
   if (!config.ok()) return ReportStatus(ToolName().c_str(), config.status());
   Status status = CheckRunMode(args);
   if (!status.ok()) return ReportStatus(ToolName().c_str(), status, 2);
-  status = ApplyOverrides(args, &*config);
-  if (!status.ok()) return ReportStatus(ToolName().c_str(), status);
+  status = ApplyOverrides(args, &*config);  // the config alone is valid: a flag is wrong
+  if (!status.ok()) return ReportStatus(ToolName().c_str(), status, 2);
   TrainOptions options = OptionsFor(args, *config);
   status = CheckRunFiles(flags, *config, options);
   if (!status.ok()) return ReportStatus(ToolName().c_str(), status, 2);

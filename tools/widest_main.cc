@@ -16,7 +16,8 @@ namespace {
 constexpr int64_t kBatchLimit = 1 << 20;
 constexpr char kDescription[] =
     "The largest batch whose training iteration fits the device budget, found from\n"
-    "plans; --confirm N also trains it for N steps where this machine has the memory. It also\n"
+    "plans; --confirm N also trains it for N steps (exit code 1 where it cannot: the reason\n"
+    "is printed). It also\n"
     "prints the iteration time simulated on --device-profile (k40-pcie3, titanx-pcie3,\n"
     "v100-nvlink2, h100-pcie5, cpu).";
 
@@ -63,7 +64,8 @@ int Main(int argc, char** argv) {
   }
   if (ReportPrediction(*spec, *batch, o) != 0) return 1;
   if (o.confirm == 0) return 0;
-  return ReportConfirmation(ConfirmByTraining(*spec, *batch, o, best->plan), o.confirm);
+  const std::string found = spec->name + " at batch " + std::to_string(*batch);
+  return ReportConfirmation(ConfirmByTraining(*spec, *batch, o, best->plan), o.confirm, found);
 }
 
 }  // namespace

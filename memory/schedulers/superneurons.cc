@@ -25,12 +25,16 @@ namespace {
 
 constexpr int64_t kMaxPrefetchAhead = 1024;  // checkpoint layers
 
-const SettingSpec kPrefetchAhead = {"prefetch_ahead",
-                                    SettingKind::kInt,
-                                    "1",
-                                    "prefetch offloaded tensors this many checkpoint layers ahead",
-                                    0,
-                                    kMaxPrefetchAhead};
+const SettingSpec kPrefetchAhead = [] {
+  SettingSpec s = {"prefetch_ahead",
+                   SettingKind::kInt,
+                   "1",
+                   "prefetch offloaded tensors this many checkpoint layers ahead",
+                   0,
+                   kMaxPrefetchAhead};
+  s.use = SettingUse::kWithOffload;
+  return s;
+}();
 const SettingSpec kRecomputeStrategy = [] {
   SettingSpec s = {"recompute_strategy",
                    SettingKind::kChoice,
@@ -40,6 +44,7 @@ const SettingSpec kRecomputeStrategy = [] {
                    0,
                    {"cost_aware", "speed", "memory"}};
   s.training_only = true;
+  s.use = SettingUse::kWithRecompute;
   return s;
 }();
 

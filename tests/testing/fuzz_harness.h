@@ -1,11 +1,12 @@
 // What the fuzz tests run on each input, in-process: the same code the tools
 // run, from reading a file to a memory plan or a restored checkpoint.
 //
-// A case passes when it ends - accepted or rejected - within its time, with
-// no exception escaping and no crash. RunCase enforces that: it catches any
-// exception (a failure), times the case (one slower than kCaseSeconds fails)
-// and arms a watchdog that ends the whole process, naming the case, if one
-// runs past kHangSeconds - a hang must fail the test, not stall it.
+// A case passes when it ends - accepted or rejected - with no exception
+// escaping and no crash. RunCase enforces that: it catches any exception (a
+// failure) and arms a watchdog that ends the whole process, naming the case,
+// if one runs past kHangSeconds - a hang must fail the test, not stall it.
+// It also keeps the slowest case, which the tests print; how long a case
+// takes is never asserted (that depends on what else the machine runs).
 #ifndef SPILL_TESTS_TESTING_FUZZ_HARNESS_H_
 #define SPILL_TESTS_TESTING_FUZZ_HARNESS_H_
 
@@ -29,7 +30,6 @@ constexpr double kSlowdown = 6;  // AddressSanitizer at -O1
 #else
 constexpr double kSlowdown = 1;
 #endif
-constexpr double kCaseSeconds = 20 * kSlowdown;
 constexpr double kHangSeconds = 120 * kSlowdown;
 
 // SPILL_FUZZ_SEED (default: a fixed seed) and SPILL_FUZZ_SCALE (default 1:
@@ -42,6 +42,8 @@ struct Tally {
   int cases = 0;
   int accepted = 0;
   int rejected = 0;
+  double slowest_seconds = 0;  // wall seconds of the slowest case, and its name
+  std::string slowest;
 };
 
 // Runs `body` as described above and returns its status (kInternal when it

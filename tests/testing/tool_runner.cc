@@ -52,7 +52,7 @@ void LimitFileSize(int64_t max_bytes) {
 }
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
-            int64_t max_file_bytes) {
+            const ChildLimits& limits) {
   const pid_t pid = fork();
   if (pid == 0) {
     if (std::freopen(out.c_str(), "w", stdout) == nullptr) _exit(127);
@@ -60,7 +60,12 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const 
     if (same ? dup2(fileno(stdout), 2) < 0 : std::freopen(err.c_str(), "w", stderr) == nullptr) {
       _exit(127);
     }
-    if (max_file_bytes > 0) LimitFileSize(max_file_bytes);
+    if (limits.max_file_bytes > 0) LimitFileSize(limits.max_file_bytes);
+    if (limits.cpu_seconds > 0) {
+      const rlimit cpu{static_cast<rlim_t>(limits.cpu_seconds),
+                       static_cast<rlim_t>(limits.cpu_seconds) + 1};
+      if (setrlimit(RLIMIT_CPU, &cpu) != 0) _exit(127);
+    }
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -70,13 +75,15 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const 
   return pid;
 }
 
-int Wait(pid_t pid, int limit_seconds) {
+int Wait(pid_t pid, int limit_seconds, rusage* usage) {
   int status = 0;
+  rusage ignored;
+  if (usage == nullptr) usage = &ignored;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_seconds);
-  while (waitpid(pid, &status, WNOHANG) == 0) {
+  while (wait4(pid, &status, WNOHANG, usage) == 0) {
     if (std::chrono::steady_clock::now() > deadline) {
       kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      wait4(pid, &status, 0, usage);
       ADD_FAILURE() << "a tool ran past " << limit_seconds << " s";
       return -1;
     }
@@ -86,13 +93,17 @@ int Wait(pid_t pid, int limit_seconds) {
 }
 
 ToolResult RunTool(const std::vector<std::string>& args, int limit_seconds, bool with_stderr,
-                   int64_t max_file_bytes) {
+                   const ChildLimits& limits) {
   const std::string dir = FreshDir("tool_output");
   const std::string out = dir + "/out.txt", err = dir + "/err.txt";
   const auto start = std::chrono::steady_clock::now();
   ToolResult r;
-  r.code = Wait(Spawn(args, out, err, max_file_bytes), limit_seconds);
+  rusage usage{};
+  r.code = Wait(Spawn(args, out, err, limits), limit_seconds, &usage);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // kilobytes on Linux
+  r.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                  1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
   r.output = ReadAll(out) + (with_stderr ? ReadAll(err) : "");
   return r;
 }

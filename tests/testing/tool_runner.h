@@ -5,6 +5,7 @@
 #ifndef SPILL_TESTS_TESTING_TOOL_RUNNER_H_
 #define SPILL_TESTS_TESTING_TOOL_RUNNER_H_
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -19,6 +20,18 @@ struct ToolResult {
   int code = -1;       // exit code, or 128 + signal; -1 when killed at the limit
   std::string output;  // stdout, then stderr (when kept)
   double seconds = 0;
+  // What the kernel counted for the child (wait4): its largest resident
+  // set, and its processor time (user + system, every thread).
+  int64_t peak_rss_bytes = 0;
+  double cpu_seconds = 0;
+};
+
+// Limits a child is started under (0: none). A child past `cpu_seconds` of
+// processor time is ended by the kernel (SIGXCPU, then SIGKILL): a limit on
+// work done, which other load on the machine does not use up.
+struct ChildLimits {
+  int64_t max_file_bytes = 0;
+  int cpu_seconds = 0;
 };
 
 // `name` under the test's temporary directory, emptied and created.
@@ -32,16 +45,17 @@ std::string ReadAll(const std::string& path);
 void LimitFileSize(int64_t max_bytes);
 
 // Starts `args` (argv[0] relative to the runfiles root) with stdout into
-// `out` and stderr into `err` (the same file when equal); `max_file_bytes`
-// > 0 limits it as LimitFileSize does.
+// `out` and stderr into `err` (the same file when equal), under `limits`
+// (max_file_bytes as LimitFileSize does).
 pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
-            int64_t max_file_bytes = 0);
-// Waits for `pid`; past `limit_seconds` kills it, records a test failure and
-// returns -1. Otherwise the exit code, or 128 + the signal.
-int Wait(pid_t pid, int limit_seconds);
+            const ChildLimits& limits = {});
+// Waits for `pid`; past `limit_seconds` (a watchdog against hangs) kills it,
+// records a test failure and returns -1. Otherwise the exit code, or 128 +
+// the signal; `usage`, when given, receives what the kernel counted.
+int Wait(pid_t pid, int limit_seconds, rusage* usage = nullptr);
 // Spawn and Wait: stdout, then stderr unless `with_stderr` is false.
 ToolResult RunTool(const std::vector<std::string>& args, int limit_seconds, bool with_stderr = true,
-                   int64_t max_file_bytes = 0);
+                   const ChildLimits& limits = {});
 // The limit of most tool tests: a tool on a tiny network, on a loaded machine.
 constexpr int kToolLimitSeconds = 120;
 // RunTool within kToolLimitSeconds, stdout then stderr.

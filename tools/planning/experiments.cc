@@ -153,18 +153,22 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
   return -1;
 }
 
-int ReportConfirmation(const StatusOr<Confirmation>& c, int64_t steps) {
+int ReportConfirmation(const StatusOr<Confirmation>& c, int64_t steps, const std::string& found) {
   if (!c.ok()) {
-    std::printf("confirmation failed: %s\n", c.status().message().c_str());
+    std::printf("confirmation failed: %s was found by planning, but training it failed: %s\n",
+                found.c_str(), c.status().message().c_str());
     return 1;
   }
   if (!c->ran) {
-    std::printf("not confirmed by training: %s\n", c->reason.c_str());
-  } else {
-    std::printf("confirmed: trained %ld steps, %.1f s per step, peak %s, last loss %.4f\n",
-                static_cast<long>(steps), c->seconds_per_step,
-                FormatBytes(static_cast<double>(c->peak)).c_str(), c->loss);
+    std::printf(
+        "not confirmed: %s was found by planning, but --confirm %ld could not train it "
+        "here: it %s\n",
+        found.c_str(), static_cast<long>(steps), c->reason.c_str());
+    return 1;
   }
+  std::printf("confirmed: trained %ld steps, %.1f s per step, peak %s, last loss %.4f\n",
+              static_cast<long>(steps), c->seconds_per_step,
+              FormatBytes(static_cast<double>(c->peak)).c_str(), c->loss);
   return 0;
 }
 

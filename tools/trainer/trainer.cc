@@ -144,6 +144,15 @@ Status Trainer::ClaimOutput() {
   return Status::Ok();
 }
 
+// What needs only the config and the data's size, checked before anything
+// that grows with the batch (building, calibrating and planning the network).
+Status Trainer::CheckDataSize() const {
+  if (train_data_->size() >= config_.data.batch) return Status::Ok();
+  return InvalidArgument("the training set (" + std::to_string(train_data_->size()) +
+                         " examples) is smaller than one batch of " +
+                         std::to_string(config_.data.batch));
+}
+
 Status Trainer::CheckData() const {
   const Shape want = net_->input_shape(), have = train_data_->example_shape();
   if (want.c() != have.c() || want.h() != have.h() || want.w() != have.w()) {
@@ -211,6 +220,7 @@ Status Trainer::Setup() {
       {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
        config_.timing.cache});
   SPILL_RETURN_IF_ERROR(OpenData());
+  SPILL_RETURN_IF_ERROR(CheckDataSize());
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
   SPILL_ASSIGN_OR_RETURN(const int64_t rank_batch, DataParallel::RankBatch(config_));
   SPILL_ASSIGN_OR_RETURN(
@@ -252,10 +262,6 @@ Status Trainer::Setup() {
   }
   train_loader_ = std::make_unique<Loader>(*train_data_, lo);
   steps_per_epoch_ = train_loader_->batches_per_epoch();
-  if (steps_per_epoch_ == 0) {
-    return InvalidArgument("the training set (" + std::to_string(train_data_->size()) +
-                           " examples) is smaller than one batch of " + std::to_string(lo.batch));
-  }
   SPILL_RETURN_IF_ERROR(StartSchedule());
   if (!options_.resume.empty() && leader_) {  // rank 0 reads it for every rank
     SPILL_ASSIGN_OR_RETURN(

@@ -101,6 +101,7 @@ class Trainer {
   Status Setup();
   Status ClaimOutput();
   Status OpenData();
+  Status CheckDataSize() const;
   Status CheckData() const;
   Status StartSchedule();
   Status ChooseLayoutBudget();
