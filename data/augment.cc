@@ -8,7 +8,7 @@
 #include <cmath>
 #include <string>
 
-#include "framework/random.h"
+#include "framework/base/random.h"
 
 namespace spill {
 namespace {

@@ -4,7 +4,7 @@
 // crop (random or centre) -> horizontal flip -> scale to [0, 1] ->
 // (x - mean) / std. Padding inserts raw pixel value 0, so a padded pixel
 // normalizes to -mean / std (as torchvision's RandomCrop(padding=...) does).
-// Random choices come only from the augment seed through framework/random.h:
+// Random choices come only from the augment seed through framework/base/random.h:
 // the same (image, seed) always gives the same floats. Scaling and
 // normalization are one 256-entry table per channel, so applying costs one
 // lookup per output value and allocates nothing.
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "framework/status.h"
-#include "framework/tensor.h"
+#include "framework/base/status.h"
+#include "framework/device/tensor.h"
 
 namespace spill {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/status.h"
-#include "framework/tensor.h"
+#include "framework/base/status.h"
+#include "framework/device/tensor.h"
 
 namespace spill {
 

@@ -16,7 +16,7 @@
 #include "data/dataset.h"
 #include "data/io.h"
 #include "data/planar_dataset.h"
-#include "framework/checked_math.h"
+#include "framework/base/checked_math.h"
 
 namespace spill {
 namespace {

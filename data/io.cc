@@ -1,4 +1,4 @@
-// File helpers: a file is opened through OpenRegularFile (framework/files.h),
+// File helpers: a file is opened through OpenRegularFile (framework/base/files.h),
 // so anything but a regular file is refused before a byte is read. Plain
 // files are read with read(2) into a buffer reserved from the file size;
 // gzipped ones stream through zlib, with the gzip trailer's uncompressed size
@@ -17,7 +17,7 @@
 #include <filesystem>
 #include <new>
 
-#include "framework/files.h"
+#include "framework/base/files.h"
 
 namespace spill {
 namespace {

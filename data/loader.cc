@@ -16,7 +16,7 @@
 #include <system_error>
 #include <utility>
 
-#include "framework/random.h"
+#include "framework/base/random.h"
 
 namespace spill {
 namespace {

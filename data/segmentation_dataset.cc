@@ -14,7 +14,7 @@
 
 #include "data/dataset.h"
 #include "data/io.h"
-#include "framework/files.h"
+#include "framework/base/files.h"
 
 namespace spill {
 

@@ -1,7 +1,7 @@
 #include "layers/activation_layers.h"
 
-#include "framework/check.h"
-#include "framework/layer_params.h"
+#include "framework/base/check.h"
+#include "framework/config/layer_params.h"
 
 namespace spill {
 

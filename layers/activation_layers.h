@@ -16,7 +16,7 @@
 #ifndef SPILL_LAYERS_ACTIVATION_LAYERS_H_
 #define SPILL_LAYERS_ACTIVATION_LAYERS_H_
 
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 #include "layers/activation_math.h"
 
 namespace spill {

@@ -1,6 +1,6 @@
 #include "layers/batch_norm_layer.h"
 
-#include "framework/layer_params.h"
+#include "framework/config/layer_params.h"
 
 namespace spill {
 

@@ -1,6 +1,6 @@
 #include "layers/broadcast_layers.h"
 
-#include "framework/layer_params.h"
+#include "framework/config/layer_params.h"
 
 namespace spill {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "framework/tensor.h"
+#include "framework/device/tensor.h"
 
 namespace spill {
 

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 #include "layers/convolution_layer.h"
 
 namespace spill {

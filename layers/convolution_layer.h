@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 
 namespace spill {
 

@@ -1,6 +1,6 @@
 #include "layers/fully_connected_layer.h"
 
-#include "framework/layer_params.h"
+#include "framework/config/layer_params.h"
 
 namespace spill {
 

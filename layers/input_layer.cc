@@ -1,7 +1,7 @@
 #include "layers/input_layer.h"
 
-#include "framework/layer_params.h"
-#include "framework/layer_registry.h"
+#include "framework/config/layer_params.h"
+#include "framework/graph/layer_registry.h"
 
 namespace spill {
 

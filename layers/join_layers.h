@@ -10,7 +10,7 @@
 
 #include <limits>
 
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 
 namespace spill {
 

@@ -8,7 +8,7 @@
 #ifndef SPILL_LAYERS_LRN_LAYER_H_
 #define SPILL_LAYERS_LRN_LAYER_H_
 
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 
 namespace spill {
 

@@ -15,7 +15,7 @@
 #ifndef SPILL_LAYERS_NORM_LAYERS_H_
 #define SPILL_LAYERS_NORM_LAYERS_H_
 
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 
 namespace spill {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "framework/layer_params.h"
+#include "framework/config/layer_params.h"
 
 namespace spill {
 

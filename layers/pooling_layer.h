@@ -15,7 +15,7 @@
 
 #include <array>
 
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 
 namespace spill {
 

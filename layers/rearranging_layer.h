@@ -5,7 +5,7 @@
 #ifndef SPILL_LAYERS_REARRANGING_LAYER_H_
 #define SPILL_LAYERS_REARRANGING_LAYER_H_
 
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 
 namespace spill {
 

@@ -1,4 +1,4 @@
-// How a device layer computes a slice of the batch (framework/layer.h's
+// How a device layer computes a slice of the batch (framework/graph/layer.h's
 // BatchSlice), decided on the host in plain C++ so that tests without a GPU
 // check it; layers/cuda/ enqueues what these return.
 //
@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 
 namespace spill {
 

@@ -13,7 +13,7 @@
 #ifndef SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_
 #define SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_
 
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 
 namespace spill {
 

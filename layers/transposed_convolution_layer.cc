@@ -1,7 +1,7 @@
 #include "layers/transposed_convolution_layer.h"
 
-#include "framework/checked_math.h"
-#include "framework/layer_params.h"
+#include "framework/base/checked_math.h"
+#include "framework/config/layer_params.h"
 
 namespace spill {
 

@@ -1,6 +1,6 @@
 #include "memory/backing.h"
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 
 namespace spill {
 namespace {

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/device.h"
-#include "framework/status.h"
-#include "framework/tensor_store.h"
+#include "framework/base/status.h"
+#include "framework/device/device.h"
+#include "framework/schedule/tensor_store.h"
 #include "memory/allocators/allocator.h"
 
 namespace spill {

@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "framework/tensor_store.h"
+#include "framework/schedule/tensor_store.h"
 #include "memory/allocators/allocator.h"
 #include "memory/backing.h"
 

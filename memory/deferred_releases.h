@@ -15,7 +15,7 @@
 #include <functional>
 #include <vector>
 
-#include "framework/schedule.h"
+#include "framework/schedule/schedule.h"
 
 namespace spill {
 

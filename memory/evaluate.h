@@ -41,7 +41,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/network_view.h"
+#include "framework/schedule/network_view.h"
 #include "memory/liveness.h"
 #include "memory/memory_options.h"
 #include "memory/sim/cost_model.h"

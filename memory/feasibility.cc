@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 #include "memory/schedulers/window.h"
 
 namespace spill {

@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 
 namespace spill {
 

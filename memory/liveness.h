@@ -16,8 +16,8 @@
 
 #include <vector>
 
-#include "framework/declarations.h"
-#include "framework/schedule.h"
+#include "framework/schedule/declarations.h"
+#include "framework/schedule/schedule.h"
 
 namespace spill {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/schedule.h"
+#include "framework/schedule/schedule.h"
 #include "memory/heap_pool.h"
 
 namespace spill {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 
-#include "framework/strings.h"
+#include "framework/base/strings.h"
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
 #include "memory/transfer_plan.h"

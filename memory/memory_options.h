@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/status.h"
-#include "framework/units.h"
+#include "framework/base/status.h"
+#include "framework/base/units.h"
 #include "memory/allocators/allocator.h"
 #include "memory/heap_pool.h"
 #include "memory/recompute_policy.h"

@@ -33,7 +33,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "framework/network_view.h"
+#include "framework/schedule/network_view.h"
 #include "memory/settings.h"
 
 namespace spill {

@@ -19,8 +19,8 @@
 
 #include <vector>
 
-#include "framework/declarations.h"
-#include "framework/schedule.h"
+#include "framework/schedule/declarations.h"
+#include "framework/schedule/schedule.h"
 #include "memory/liveness.h"
 
 namespace spill {

@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "framework/status.h"
-#include "framework/tensor_store.h"
+#include "framework/base/status.h"
+#include "framework/schedule/tensor_store.h"
 #include "memory/memory_options.h"
 
 namespace spill {

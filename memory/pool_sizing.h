@@ -15,7 +15,7 @@
 
 #include <cstddef>
 
-#include "framework/network_view.h"
+#include "framework/schedule/network_view.h"
 #include "memory/memory_options.h"
 
 namespace spill {

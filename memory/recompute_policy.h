@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/declarations.h"
-#include "framework/schedule.h"
-#include "framework/status.h"
+#include "framework/base/status.h"
+#include "framework/schedule/declarations.h"
+#include "framework/schedule/schedule.h"
 #include "memory/liveness.h"
 
 namespace spill {

@@ -1,6 +1,6 @@
 #include "memory/residency.h"
 
-#include "framework/logging.h"
+#include "framework/base/logging.h"
 
 namespace spill {
 

@@ -36,8 +36,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/device.h"
-#include "framework/schedule.h"
+#include "framework/device/device.h"
+#include "framework/schedule/schedule.h"
 #include "memory/allocators/allocator.h"
 #include "memory/backing.h"
 #include "memory/heap_pool.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "framework/logging.h"
+#include "framework/base/logging.h"
 #include "memory/planner.h"
 
 namespace spill {

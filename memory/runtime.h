@@ -41,9 +41,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/device.h"
-#include "framework/network_view.h"
-#include "framework/tensor_store.h"
+#include "framework/device/device.h"
+#include "framework/schedule/network_view.h"
+#include "framework/schedule/tensor_store.h"
 #include "memory/allocators/allocator.h"
 #include "memory/backing.h"
 #include "memory/chosen_workspace.h"

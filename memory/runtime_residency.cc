@@ -6,7 +6,7 @@
 // progress) is never evicted, dropped or released until the pin is lifted.
 #include <algorithm>
 
-#include "framework/logging.h"
+#include "framework/base/logging.h"
 #include "memory/runtime.h"
 
 namespace spill {

@@ -26,7 +26,7 @@
 // same bytes moved.
 #include <algorithm>
 
-#include "framework/logging.h"
+#include "framework/base/logging.h"
 #include "memory/runtime.h"
 
 namespace spill {

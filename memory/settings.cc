@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 
 namespace spill {
 

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/registry.h"
-#include "framework/status.h"
+#include "framework/base/registry.h"
+#include "framework/base/status.h"
 
 namespace spill {
 

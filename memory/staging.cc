@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "framework/check.h"
+#include "framework/base/check.h"
 
 namespace spill {
 

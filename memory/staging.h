@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "framework/device.h"
+#include "framework/device/device.h"
 #include "memory/allocators/allocator.h"
 #include "memory/backing.h"
 #include "memory/residency.h"

@@ -1,6 +1,6 @@
 #include "memory/tensor_cache.h"
 
-#include "framework/check.h"
+#include "framework/base/check.h"
 
 namespace spill {
 

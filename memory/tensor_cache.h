@@ -15,7 +15,7 @@
 #include <set>
 #include <vector>
 
-#include "framework/schedule.h"
+#include "framework/schedule/schedule.h"
 
 namespace spill {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "framework/strings.h"
+#include "framework/base/strings.h"
 
 namespace spill {
 

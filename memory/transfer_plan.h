@@ -54,9 +54,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/network_view.h"
-#include "framework/registry.h"
-#include "framework/schedule.h"
+#include "framework/base/registry.h"
+#include "framework/schedule/network_view.h"
+#include "framework/schedule/schedule.h"
 #include "memory/liveness.h"
 #include "memory/memory_options.h"
 #include "memory/recompute_policy.h"

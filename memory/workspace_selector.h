@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/declarations.h"
-#include "framework/status.h"
+#include "framework/base/status.h"
+#include "framework/schedule/declarations.h"
 
 namespace spill {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "framework/cpu_device.h"
+#include "framework/device/cpu_device.h"
 
 namespace spill {
 namespace {

@@ -11,8 +11,8 @@
 #include <future>
 #include <thread>
 
-#include "framework/cpu_device.h"
-#include "framework/net.h"
+#include "framework/device/cpu_device.h"
+#include "framework/graph/net.h"
 #include "memory/backing.h"
 #include "memory/heap_pool.h"
 #include "memory/planner.h"

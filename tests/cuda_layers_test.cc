@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/device_registry.h"
-#include "framework/layer_registry.h"
-#include "framework/net.h"
+#include "framework/device/device_registry.h"
+#include "framework/graph/layer_registry.h"
+#include "framework/graph/net.h"
 #include "tests/testing/cuda_layer_harness.h"
 
 namespace spill {

@@ -27,7 +27,7 @@
 #include "framework/cuda/cuda_device.h"
 #include "framework/cuda/cuda_versions.h"
 #include "framework/cuda/memcheck_annotations.h"
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"

@@ -30,7 +30,7 @@
 #include <sstream>
 #include <thread>
 
-#include "framework/npz.h"
+#include "framework/io/npz.h"
 #include "tests/testing/tool_runner.h"
 
 namespace spill {

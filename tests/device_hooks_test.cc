@@ -11,8 +11,8 @@
 
 #include <string>
 
-#include "framework/cpu_device.h"
-#include "framework/net.h"
+#include "framework/device/cpu_device.h"
+#include "framework/graph/net.h"
 #include "memory/planner.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/downward_move.h"
+#include "framework/device/downward_move.h"
 #include "layers/conv_candidates.h"
 #include "layers/slice_plans.h"
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "framework/schedule.h"
+#include "framework/schedule/schedule.h"
 #include "memory/allocators/gtbm_allocator.h"
 #include "memory/fragmentation.h"
 #include "memory/liveness.h"

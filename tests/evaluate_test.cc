@@ -10,7 +10,7 @@
 #include <cmath>
 #include <random>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "memory/planner.h"
 #include "memory/sim/timeline.h"
 #include "tests/testing/net_harness.h"

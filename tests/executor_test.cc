@@ -1,15 +1,15 @@
 // The executor end to end: a whole-network gradient check through fans and
 // joins (so accumulation of a fanned-out tensor's gradient is verified by
 // finite differences), and training that lowers the loss.
-#include "framework/executor.h"
+#include "framework/graph/executor.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "framework/cpu_device.h"
-#include "framework/initializer.h"
-#include "framework/random.h"
+#include "framework/base/random.h"
+#include "framework/device/cpu_device.h"
+#include "framework/graph/initializer.h"
 #include "memory/runtime.h"
 #include "tests/testing/net_harness.h"
 

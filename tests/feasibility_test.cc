@@ -16,7 +16,7 @@
 
 #include <cstdio>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "layers/cpu/conv_timer.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"

@@ -17,8 +17,8 @@
 #include <fstream>
 #include <functional>
 
-#include "framework/files.h"
-#include "framework/npz.h"
+#include "framework/base/files.h"
+#include "framework/io/npz.h"
 #include "tests/testing/tool_runner.h"
 
 namespace spill {

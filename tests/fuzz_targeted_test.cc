@@ -8,8 +8,8 @@
 
 #include <filesystem>
 
-#include "framework/net.h"
-#include "framework/npz.h"
+#include "framework/graph/net.h"
+#include "framework/io/npz.h"
 #include "layers/cpu/conv_timer.h"
 #include "tests/testing/fuzz_harness.h"
 

@@ -21,7 +21,7 @@
 #include <iterator>
 #include <limits>
 
-#include "framework/npz.h"
+#include "framework/io/npz.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/memory_options.h"
 #include "tests/testing/fuzz_harness.h"

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <map>
 
-#include "framework/random.h"
+#include "framework/base/random.h"
 
 namespace spill {
 namespace {

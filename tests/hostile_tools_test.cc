@@ -14,8 +14,8 @@
 #include <limits>
 #include <opencv2/imgcodecs.hpp>
 
-#include "framework/npz.h"
-#include "framework/units.h"
+#include "framework/base/units.h"
+#include "framework/io/npz.h"
 #include "tests/testing/tool_runner.h"
 
 namespace spill {

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <numeric>
 
-#include "framework/layer_registry.h"
-#include "framework/net_spec.h"
-#include "framework/random.h"
+#include "framework/base/random.h"
+#include "framework/config/net_spec.h"
+#include "framework/graph/layer_registry.h"
 #include "tests/testing/layer_harness.h"
 
 namespace spill {

@@ -1,17 +1,17 @@
-// Blocked layouts (framework/tensor.h, framework/layouts.h): which tensors a
+// Blocked layouts (framework/device/tensor.h, framework/graph/layouts.h): which tensors a
 // network keeps blocked, and that every layer that takes blocked tensors
 // computes what it computes on plain ones - exactly where the arithmetic is
 // the same (copies, maxima, sums in the same order: every convolution
 // algorithm but oneDNN's computes on plain copies), within float rounding
 // where only the order of a sum differs (batch norm's reductions, oneDNN) -
 // and that a network trains the same in either layout.
-#include "framework/layouts.h"
+#include "framework/graph/layouts.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "layers/cpu/conv_layouts.h"
 #include "memory/workspace_selector.h"
 #include "tests/testing/layer_harness.h"

@@ -12,7 +12,7 @@
 #include <map>
 #include <set>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 #include "memory/planner.h"
 #include "memory/report/address_map.h"
 #include "memory/report/page_encoding.h"

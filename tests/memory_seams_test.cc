@@ -9,8 +9,8 @@
 #include <climits>
 #include <map>
 
-#include "framework/cpu_device.h"
-#include "framework/schedule.h"
+#include "framework/device/cpu_device.h"
+#include "framework/schedule/schedule.h"
 #include "memory/allocators/allocator.h"
 #include "memory/allocators/dsa_exact.h"
 #include "memory/allocators/dsa_solver.h"

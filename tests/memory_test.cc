@@ -12,8 +12,8 @@
 #include <tuple>
 #include <vector>
 
-#include "framework/net.h"
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
+#include "framework/graph/net.h"
 #include "memory/allocators/va_allocator.h"
 #include "memory/feasibility.h"
 #include "memory/liveness.h"

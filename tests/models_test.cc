@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "tests/testing/net_harness.h"
 
 namespace spill {

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "framework/expr.h"
-#include "framework/net.h"
-#include "framework/units.h"
-#include "framework/yaml_reader.h"
+#include "framework/base/units.h"
+#include "framework/config/expr.h"
+#include "framework/config/yaml_reader.h"
+#include "framework/graph/net.h"
 #include "layers/input_layer.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"

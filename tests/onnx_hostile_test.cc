@@ -9,7 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "framework/onnx/onnx_attributes.h"
 #include "framework/onnx/onnx_export.h"
 #include "framework/onnx/onnx_import.h"

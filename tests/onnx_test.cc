@@ -21,8 +21,8 @@
 #include <fstream>
 #include <utility>
 
-#include "framework/initializer.h"
-#include "framework/net.h"
+#include "framework/graph/initializer.h"
+#include "framework/graph/net.h"
 #include "framework/onnx/onnx_export.h"
 #include "framework/onnx/onnx_import.h"
 #include "framework/onnx/onnx_model.h"

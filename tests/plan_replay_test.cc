@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "memory/liveness.h"
 #include "memory/planner.h"
 #include "memory/transfer_plan.h"

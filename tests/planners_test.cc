@@ -15,7 +15,7 @@
 #include <random>
 #include <set>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "memory/planner.h"
 #include "memory/planners/baselines.h"
 #include "memory/planners/dqn/dqn_planner.h"

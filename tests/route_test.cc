@@ -1,15 +1,15 @@
 // The execution route (SuperNeurons Algorithm 1) and the step schedule, on
 // the nonlinear examples of the paper: a fan (Fig. 3c / Fig. 5), a join
 // (Fig. 3b) and nested fans (Fig. 6).
-#include "framework/route.h"
+#include "framework/graph/route.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 
-#include "framework/net.h"
-#include "framework/random.h"
+#include "framework/base/random.h"
+#include "framework/graph/net.h"
 #include "tests/testing/net_harness.h"
 
 namespace spill {

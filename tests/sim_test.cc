@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "framework/cpu_device.h"
-#include "framework/net.h"
-#include "framework/solver.h"
+#include "framework/device/cpu_device.h"
+#include "framework/graph/net.h"
+#include "framework/solver/solver.h"
 #include "layers/convolution_layer.h"
 #include "memory/planner.h"
 #include "memory/report/events_json.h"

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "framework/cpu_device.h"
-#include "framework/lr_schedule.h"
-#include "framework/npz.h"
-#include "framework/random.h"
+#include "framework/base/random.h"
+#include "framework/device/cpu_device.h"
+#include "framework/io/npz.h"
+#include "framework/solver/lr_schedule.h"
 #include "memory/planner.h"
 #include "memory/planners/planner_settings.h"
 #include "tests/testing/trace_reader.h"

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <random>
 
-#include "framework/cpu_device.h"
+#include "framework/device/cpu_device.h"
 
 namespace spill {
 namespace {

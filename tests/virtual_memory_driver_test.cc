@@ -1,4 +1,4 @@
-// Virtual memory over a driver (framework/virtual_memory_driver.h), the code
+// Virtual memory over a driver (framework/device/virtual_memory_driver.h), the code
 // a GPU's va allocator runs, with the driver replaced by one that records
 // every call and backs each physical allocation with a memory file of its
 // own - real memory, so networks train on it:
@@ -11,7 +11,7 @@
 //     kOutOfMemory in its own words, the va allocator undoes the request
 //     (its invariants hold, a cached range still serves), and a training
 //     run reports it at the step that asked.
-#include "framework/virtual_memory_driver.h"
+#include "framework/device/virtual_memory_driver.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@
 #include <map>
 #include <memory>
 
-#include "framework/cpu_device.h"
+#include "framework/device/cpu_device.h"
 #include "memory/allocators/va_allocator.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <numeric>
 
-#include "framework/net.h"
-#include "framework/random.h"
+#include "framework/base/random.h"
+#include "framework/graph/net.h"
 #include "tests/testing/layer_harness.h"
 
 namespace spill {

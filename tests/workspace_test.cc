@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "framework/logging.h"
-#include "framework/net.h"
+#include "framework/base/logging.h"
+#include "framework/graph/net.h"
 #include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"

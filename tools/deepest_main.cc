@@ -11,7 +11,7 @@
 #include <array>
 #include <cstdio>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 #include "tools/common/cli.h"
 #include "tools/planning/experiments.h"
 

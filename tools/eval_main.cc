@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "framework/files.h"
+#include "framework/base/files.h"
 #include "memory/report/memory_page.h"
 #include "tools/common/cli.h"
 #include "tools/common/memory_flags.h"

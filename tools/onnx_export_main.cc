@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-#include "framework/initializer.h"
+#include "framework/graph/initializer.h"
 #include "framework/onnx/onnx_export.h"
 #include "framework/onnx/onnx_import.h"
 #include "tools/common/cli.h"

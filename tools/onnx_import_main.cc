@@ -11,9 +11,9 @@
 #include <cstdio>
 #include <string>
 
-#include "framework/files.h"
-#include "framework/net.h"
-#include "framework/npz.h"
+#include "framework/base/files.h"
+#include "framework/graph/net.h"
+#include "framework/io/npz.h"
 #include "framework/onnx/onnx_import.h"
 #include "tools/common/cli.h"
 

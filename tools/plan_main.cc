@@ -19,13 +19,13 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "framework/device_registry.h"
-#include "framework/files.h"
-#include "framework/net.h"
-#include "framework/net_checks.h"
-#include "framework/solver.h"
-#include "framework/units.h"
-#include "framework/yaml_reader.h"
+#include "framework/base/files.h"
+#include "framework/base/units.h"
+#include "framework/config/yaml_reader.h"
+#include "framework/device/device_registry.h"
+#include "framework/graph/net.h"
+#include "framework/graph/net_checks.h"
+#include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/feasibility.h"
 #include "memory/planner.h"

@@ -16,8 +16,8 @@
 #include <numeric>
 #include <string>
 
-#include "framework/files.h"
-#include "framework/units.h"
+#include "framework/base/files.h"
+#include "framework/base/units.h"
 #include "tools/common/cli.h"
 #include "tools/trainer/inference.h"
 #include "tools/trainer/predict_input.h"

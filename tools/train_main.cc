@@ -18,11 +18,11 @@
 #include <cstdio>
 #include <string>
 
-#include "framework/device_registry.h"
+#include "framework/base/files.h"
+#include "framework/base/logging.h"
+#include "framework/base/units.h"
+#include "framework/device/device_registry.h"
 #include "framework/distributed/distributed.h"
-#include "framework/files.h"
-#include "framework/logging.h"
-#include "framework/units.h"
 #include "memory/planner.h"
 #include "tools/common/cli.h"
 #include "tools/common/memory_flags.h"

@@ -9,14 +9,14 @@
 #include <cstdlib>
 #include <vector>
 
+#include "framework/base/logging.h"
+#include "framework/base/units.h"
 #include "framework/cuda/cuda_check.h"
 #include "framework/cuda/cuda_versions.h"
 #include "framework/cuda/memcheck_annotations.h"
 #include "framework/cuda/move_kernel_cuda.h"
-#include "framework/device_registry.h"
-#include "framework/downward_move.h"
-#include "framework/logging.h"
-#include "framework/units.h"
+#include "framework/device/device_registry.h"
+#include "framework/device/downward_move.h"
 
 namespace spill {
 namespace cuda {

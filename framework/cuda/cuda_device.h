@@ -29,8 +29,8 @@
 #include <mutex>
 #include <string>
 
-#include "framework/device.h"
-#include "framework/file_region.h"
+#include "framework/device/device.h"
+#include "framework/device/file_region.h"
 
 namespace spill {
 

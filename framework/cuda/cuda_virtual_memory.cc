@@ -1,6 +1,6 @@
 // Virtual memory on a GPU: CUDA's virtual memory management, as the window
 // paper's allocator uses it, as a MemoryMappingDriver
-// (framework/virtual_memory_driver.h decides chunk sizes, alignment, when
+// (framework/device/virtual_memory_driver.h decides chunk sizes, alignment, when
 // physical memory is made and how its absence is reported):
 //
 //   granularity      cuMemGetAllocationGranularity (minimum, usually 2 MiB);
@@ -17,9 +17,9 @@
 
 #include <string>
 
+#include "framework/base/units.h"
 #include "framework/cuda/cuda_device.h"
-#include "framework/units.h"
-#include "framework/virtual_memory_driver.h"
+#include "framework/device/virtual_memory_driver.h"
 
 namespace spill {
 namespace {

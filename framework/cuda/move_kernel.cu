@@ -1,4 +1,4 @@
-// A block moved down over itself by one kernel (framework/downward_move.h):
+// A block moved down over itself by one kernel (framework/device/downward_move.h):
 // one thread block walks the block in waves; each wave its threads load a
 // wave's bytes into registers, synchronise, and store them. A wave's stores
 // land below the source bytes still to be loaded (the destination is below

@@ -1,6 +1,6 @@
 // Moves `bytes` from `src` down to `dst` (dst < src; the ranges may
 // overlap) on `stream`, as memmove would, with one kernel
-// (framework/downward_move.h says when a device uses it).
+// (framework/device/downward_move.h says when a device uses it).
 #ifndef SPILL_FRAMEWORK_CUDA_MOVE_KERNEL_CUDA_H_
 #define SPILL_FRAMEWORK_CUDA_MOVE_KERNEL_CUDA_H_
 

@@ -1,5 +1,5 @@
 // Solver updates on the GPU: the same arithmetic as the CPU device's
-// (framework/solver_kernels_cpu.cc), one thread per element.
+// (framework/solver/solver_kernels_cpu.cc), one thread per element.
 #include <algorithm>
 
 #include "framework/cuda/solver_kernels_cuda.h"

@@ -5,7 +5,7 @@
 
 #include "framework/cuda/cuda_check.h"
 #include "framework/cuda/cuda_device.h"
-#include "framework/solver.h"
+#include "framework/solver/solver.h"
 
 namespace spill {
 namespace {

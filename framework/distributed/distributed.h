@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 
 namespace spill {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "framework/checked_math.h"
+#include "framework/base/checked_math.h"
 
 namespace spill {
 namespace {

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <string>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 
 namespace spill {
 

@@ -15,9 +15,9 @@
 #include <map>
 #include <set>
 
-#include "framework/checkpoint.h"
-#include "framework/files.h"
-#include "framework/layer_params.h"
+#include "framework/base/files.h"
+#include "framework/config/layer_params.h"
+#include "framework/io/checkpoint.h"
 #include "framework/onnx/onnx_exporter.h"
 
 namespace spill {

@@ -30,9 +30,9 @@
 
 #include <string>
 
-#include "framework/net.h"
-#include "framework/npz.h"
-#include "framework/status.h"
+#include "framework/base/status.h"
+#include "framework/graph/net.h"
+#include "framework/io/npz.h"
 
 namespace spill {
 

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "framework/net.h"
-#include "framework/npz.h"
-#include "framework/status.h"
+#include "framework/base/status.h"
+#include "framework/graph/net.h"
+#include "framework/io/npz.h"
 
 namespace spill {
 namespace onnx_export {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <vector>
 
-#include "framework/checked_math.h"
+#include "framework/base/checked_math.h"
 
 namespace spill {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 
 namespace spill {
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/onnx/onnx_importer.h"
 
 namespace spill {

@@ -28,10 +28,10 @@
 #include <map>
 #include <string>
 
-#include "framework/net.h"
-#include "framework/npz.h"
+#include "framework/base/status.h"
+#include "framework/graph/net.h"
+#include "framework/io/npz.h"
 #include "framework/onnx/onnx_model.h"
-#include "framework/status.h"
 
 namespace spill {
 

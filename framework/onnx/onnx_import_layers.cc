@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "framework/layer_params.h"
+#include "framework/config/layer_params.h"
 #include "framework/onnx/onnx_importer.h"
 
 namespace spill {

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "framework/layer_params.h"
+#include "framework/config/layer_params.h"
 #include "framework/onnx/onnx_importer.h"
 #include "framework/onnx/onnx_shape_folding.h"
 

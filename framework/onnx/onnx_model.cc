@@ -7,12 +7,12 @@
 #include <cstring>
 #include <set>
 
-#include "framework/checked_math.h"
-#include "framework/files.h"
+#include "framework/base/checked_math.h"
+#include "framework/base/files.h"
+#include "framework/base/strings.h"
 #include "framework/onnx/onnx_attributes.h"
 #include "framework/onnx/onnx_external_data.h"
 #include "framework/onnx/onnx_shape_folding.h"
-#include "framework/strings.h"
 
 namespace spill {
 namespace {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 
 namespace spill {
 

@@ -1,6 +1,6 @@
 // The elementwise activations on the CPU (layers/activation_math.h holds the
 // formulas the CUDA kernels share).
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/activation_layers.h"
 
 namespace spill {

@@ -1,4 +1,4 @@
-// Batch norm's sweeps over tensors in the blocked layout (framework/tensor.h),
+// Batch norm's sweeps over tensors in the blocked layout (framework/device/tensor.h),
 // for layers/cpu/batch_norm_cpu.cc. Each (image, channel block) is one run of
 // plane x 16 floats, and the 16 channels of a block are the vector lanes, so
 // every sweep vectorizes across channels with no reduction between lanes.
@@ -13,7 +13,7 @@
 
 #include <cstddef>
 
-#include "framework/tensor.h"
+#include "framework/device/tensor.h"
 
 namespace spill {
 namespace cpu {

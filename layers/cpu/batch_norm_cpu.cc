@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "framework/distributed/replica_sum.h"
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/batch_norm_layer.h"
 #include "layers/cpu/batch_norm_blocked.h"
 

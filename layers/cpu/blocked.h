@@ -1,4 +1,4 @@
-// Helpers for tensors in the blocked layout (framework/tensor.h): conversions
+// Helpers for tensors in the blocked layout (framework/device/tensor.h): conversions
 // to and from the plain layout, for code that computes in only one of them.
 // Plain copies; the values are exactly the same.
 #ifndef SPILL_LAYERS_CPU_BLOCKED_H_
@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "framework/tensor.h"
+#include "framework/device/tensor.h"
 
 namespace spill {
 namespace cpu {

@@ -1,7 +1,7 @@
 // multiply and broadcast_add on the CPU. Each image and channel is one plane;
 // a spread input contributes one value to the whole plane, and its gradient
 // is the plane's sum (in double, in element order).
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/broadcast_layers.h"
 
 namespace spill {

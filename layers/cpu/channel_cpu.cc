@@ -1,5 +1,5 @@
 // channel_shuffle and slice on the CPU: plane copies.
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/channel_layers.h"
 #include "layers/cpu/cpu_math.h"
 

@@ -1,7 +1,7 @@
 #include "layers/cpu/conv_algorithm.h"
 
-#include "framework/check.h"
-#include "framework/registry.h"
+#include "framework/base/check.h"
+#include "framework/base/registry.h"
 
 namespace spill {
 namespace cpu {

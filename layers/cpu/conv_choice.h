@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/layer_params.h"
-#include "framework/status.h"
+#include "framework/base/status.h"
+#include "framework/config/layer_params.h"
 #include "layers/convolution_layer.h"
 #include "layers/cpu/conv_algorithm.h"
 

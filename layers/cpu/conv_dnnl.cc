@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "framework/check.h"
+#include "framework/base/check.h"
 #include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/cpu_math.h"
 

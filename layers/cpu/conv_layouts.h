@@ -1,4 +1,4 @@
-// Convolutions between tensors in either layout (framework/tensor.h). An
+// Convolutions between tensors in either layout (framework/device/tensor.h). An
 // algorithm that computes in blocked layouts itself (dnnl) gets the operands
 // as they are; the others compute on plain copies of the blocked operands in
 // the workspace, ahead of their own workspace, so each of them gives the

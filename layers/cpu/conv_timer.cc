@@ -11,10 +11,10 @@
 #include <mutex>
 #include <sstream>
 
-#include "framework/files.h"
-#include "framework/logging.h"
-#include "framework/random.h"
-#include "framework/units.h"
+#include "framework/base/files.h"
+#include "framework/base/logging.h"
+#include "framework/base/random.h"
+#include "framework/base/units.h"
 #include "layers/cpu/conv_layouts.h"
 
 namespace spill {

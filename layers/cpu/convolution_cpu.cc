@@ -4,8 +4,8 @@
 // parameter pins one (and leaves the runtime no other choice).
 #include <algorithm>
 
-#include "framework/layer_params.h"
-#include "framework/layer_registry.h"
+#include "framework/config/layer_params.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/convolution_layer.h"
 #include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/conv_choice.h"

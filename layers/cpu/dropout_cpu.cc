@@ -1,5 +1,5 @@
-#include "framework/layer_registry.h"
-#include "framework/random.h"
+#include "framework/base/random.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/dropout_layer.h"
 
 namespace spill {

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cpu/cpu_math.h"
 #include "layers/fully_connected_layer.h"
 

@@ -3,7 +3,7 @@
 // backward, one image's dy * y / scale).
 #include <cmath>
 
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/lrn_layer.h"
 
 namespace spill {

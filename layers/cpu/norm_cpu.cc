@@ -4,7 +4,7 @@
 // step over slices of the batch gives the bits of the whole batch.
 #include <vector>
 
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/layer_norm_math.h"
 #include "layers/norm_layers.h"
 

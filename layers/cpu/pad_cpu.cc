@@ -1,7 +1,7 @@
 // pad on the CPU: row copies into the border, and back for the gradient.
 #include <algorithm>
 
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/pad_layer.h"
 
 namespace spill {

@@ -1,5 +1,5 @@
 // Max, average and global average pooling on the CPU, in either layout
-// (framework/tensor.h). A run is what one thread computes: a plane of one
+// (framework/device/tensor.h). A run is what one thread computes: a plane of one
 // channel (plain) or of a block of 16 channels, the lanes (blocked), element
 // (h, w, lane) at (h * W + w) * lanes + lane. Each output (and, in backward,
 // each input run) is computed by one thread, so sums are deterministic, and
@@ -9,7 +9,7 @@
 #include <cfloat>
 #include <vector>
 
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/pooling_layer.h"
 
 namespace spill {

@@ -1,4 +1,4 @@
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/relu_layer.h"
 
 namespace spill {

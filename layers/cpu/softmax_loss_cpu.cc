@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/softmax_loss_layer.h"
 
 namespace spill {

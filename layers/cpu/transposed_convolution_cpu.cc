@@ -5,8 +5,8 @@
 // algorithm per operation from the candidates; `algorithm` pins one.
 #include <algorithm>
 
-#include "framework/layer_params.h"
-#include "framework/layer_registry.h"
+#include "framework/config/layer_params.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/conv_choice.h"
 #include "layers/cpu/conv_timer.h"

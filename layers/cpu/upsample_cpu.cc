@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/upsample_layer.h"
 
 namespace spill {

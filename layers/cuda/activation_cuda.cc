@@ -1,6 +1,6 @@
 // The elementwise activations on the GPU: one kernel each way over the
 // formulas the CPU layer shares (layers/activation_math.h).
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/activation_layers.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/cuda/vision_kernels_cuda.h"

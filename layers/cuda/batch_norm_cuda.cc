@@ -14,7 +14,7 @@
 // slice by slice, the workspace staying with the step - gives the bits of
 // the step over the whole batch (layers/slice_plans.h says which kernels a
 // call enqueues).
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/batch_norm_layer.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"

@@ -1,6 +1,6 @@
 // multiply and broadcast_add on the GPU: elementwise kernels, and one block
 // per plane for the gradient of a spread input (its plane's sum, in double).
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/broadcast_layers.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/cuda/vision_kernels_cuda.h"

@@ -1,6 +1,6 @@
 // channel_shuffle and slice on the GPU: a permuting copy, and strided row
 // copies (the slice's gradient zeroes the rest of the input's first).
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/channel_layers.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"

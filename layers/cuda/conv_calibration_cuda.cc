@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/device_registry.h"
-#include "framework/logging.h"
+#include "framework/base/logging.h"
+#include "framework/device/device_registry.h"
 #include "layers/cuda/convolution_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 

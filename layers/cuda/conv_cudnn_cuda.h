@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 #include "layers/conv_candidates.h"
 
 // For code that reports a cuDNN failure as a Status instead of aborting.

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/slice_plans.h"
 

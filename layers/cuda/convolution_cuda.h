@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "framework/base/status.h"
 #include "framework/cuda/cuda_device.h"
-#include "framework/net.h"
-#include "framework/status.h"
+#include "framework/graph/net.h"
 #include "layers/conv_candidates.h"
 #include "layers/convolution_layer.h"
 #include "layers/cuda/conv_cudnn_cuda.h"
@@ -97,7 +97,7 @@ class CudaConvolutionLayer : public ConvolutionLayer {
 // one geometry are measured once; layers of other types are skipped. Call
 // it before the memory runtime is created (it reads the candidates): it is
 // registered as the CUDA backend's NetCalibration
-// (framework/device_registry.h), so CalibrateNet runs it. Where scratch
+// (framework/device/device_registry.h), so CalibrateNet runs it. Where scratch
 // memory cannot be had or a timing fails, the layer keeps its estimates
 // (with a warning).
 Status CalibrateCudaConvolutions(const Net& net, CudaDevice& device);

@@ -1,8 +1,8 @@
 // dropout on the GPU. The mask is drawn by a kernel from the same
-// counter-based generator as the CPU's (framework/random.h: a value depends
+// counter-based generator as the CPU's (framework/base/random.h: a value depends
 // only on the layer's seed and the element's index), so it matches the CPU
 // mask bit for bit; a recomputing forward reuses the saved mask.
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/dropout_layer.h"

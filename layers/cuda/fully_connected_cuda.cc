@@ -17,7 +17,7 @@
 // (N x K) read as x^T (K x N, ld K).
 #include <climits>
 
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/fully_connected_layer.h"

@@ -2,7 +2,7 @@
 // `accumulate`, and a left-to-right sum for add (the CPU's association).
 #include <vector>
 
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/join_layers.h"

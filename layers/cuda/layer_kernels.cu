@@ -56,7 +56,7 @@ __global__ void AddChunk(int64_t n, AddInputs in, int count, float* y, bool firs
   }
 }
 
-// framework/random.h, on the device: SplitMix64 and a 24-bit uniform.
+// framework/base/random.h, on the device: SplitMix64 and a 24-bit uniform.
 __device__ __forceinline__ uint64_t Mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;

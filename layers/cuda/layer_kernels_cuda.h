@@ -35,7 +35,7 @@ void LaunchCopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src
 void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cudaStream_t stream);
 
 // Dropout in training: when `draw`, mask[i] = Uniform(seed, first + i) <
-// ratio ? 0 : keep (the CPU's counter-based generator, framework/random.h,
+// ratio ? 0 : keep (the CPU's counter-based generator, framework/base/random.h,
 // bit for bit; `first` is the element's place in the whole batch when x is
 // a slice of it); then y = x * mask.
 void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,

@@ -7,10 +7,10 @@
 #include <cstddef>
 #include <vector>
 
-#include "framework/check.h"
+#include "framework/base/check.h"
 #include "framework/cuda/cuda_check.h"
 #include "framework/cuda/cuda_device.h"
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 
 namespace spill {
 namespace cuda {

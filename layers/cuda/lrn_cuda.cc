@@ -3,7 +3,7 @@
 // needed; backward recomputes the neighbours' scales instead of storing
 // them. (cuDNN's LRNCrossChannel uses the same alpha / size convention but
 // limits the window to 16 channels and k to >= 1e-5.)
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/lrn_layer.h"

@@ -2,7 +2,7 @@
 // double sums; the parameter gradients sum each image's plane in a block and
 // carry the double sums from image to image, and from slice to slice of the
 // batch, at the start of the workspace (2 doubles per channel).
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/cuda/vision_kernels_cuda.h"
 #include "layers/norm_layers.h"

@@ -5,7 +5,7 @@
 // forward; in backward each input element gathers from the windows that
 // cover it, in the CPU's order, so no atomics are needed and the result is
 // deterministic.
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/pooling_layer.h"

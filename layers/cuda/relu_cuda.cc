@@ -1,6 +1,6 @@
 // relu on the GPU: its own elementwise kernels (leaky or not), computing
 // exactly what the CPU layer computes. Backward reads the output.
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/relu_layer.h"

@@ -2,7 +2,7 @@
 // double sum of exponentials, as the CPU layer) whose output is the
 // probabilities, and a kernel for the gradient weight * (p - onehot) / N.
 // Scores per pixel take one thread per pixel (vision_kernels_cuda.h).
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/cuda/vision_kernels_cuda.h"

@@ -12,8 +12,8 @@
 // carried sums, backward).
 #include <climits>
 
-#include "framework/layer_params.h"
-#include "framework/layer_registry.h"
+#include "framework/config/layer_params.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/cuda/vision_kernels_cuda.h"
 #include "layers/transposed_convolution_layer.h"

@@ -1,7 +1,7 @@
 // upsample and pad on the GPU: one thread per output forward; backward,
 // nearest and pad gather per input, bilinear adds plane by plane in the CPU
 // layer's order.
-#include "framework/layer_registry.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/cuda/vision_kernels_cuda.h"
 #include "layers/pad_layer.h"

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "framework/strings.h"
-#include "framework/units.h"
+#include "framework/base/strings.h"
+#include "framework/base/units.h"
 
 namespace spill {
 namespace {

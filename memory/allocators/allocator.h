@@ -43,12 +43,12 @@
 #include <utility>
 #include <vector>
 
-#include "framework/declarations.h"
-#include "framework/device.h"
-#include "framework/network_view.h"
-#include "framework/registry.h"
-#include "framework/schedule.h"
-#include "framework/status.h"
+#include "framework/base/registry.h"
+#include "framework/base/status.h"
+#include "framework/device/device.h"
+#include "framework/schedule/declarations.h"
+#include "framework/schedule/network_view.h"
+#include "framework/schedule/schedule.h"
 #include "memory/heap_pool.h"
 #include "memory/memory_events.h"
 #include "memory/settings.h"

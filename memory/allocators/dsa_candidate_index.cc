@@ -7,7 +7,7 @@
 #include <climits>
 #include <numeric>
 
-#include "framework/check.h"
+#include "framework/base/check.h"
 
 namespace spill {
 namespace {

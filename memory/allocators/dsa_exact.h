@@ -36,7 +36,7 @@
 
 #include <vector>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 #include "memory/allocators/dsa_solver.h"
 
 namespace spill {

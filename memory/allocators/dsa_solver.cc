@@ -16,7 +16,7 @@
 #include <tuple>
 #include <utility>
 
-#include "framework/check.h"
+#include "framework/base/check.h"
 #include "memory/allocators/dsa_candidate_index.h"
 
 namespace spill {

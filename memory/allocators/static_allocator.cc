@@ -36,7 +36,7 @@
 // differs, before a block is placed by it. No compaction: offsets are the plan.
 #include <unordered_map>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 #include "memory/allocators/allocator.h"
 #include "memory/allocators/dsa_solver.h"
 

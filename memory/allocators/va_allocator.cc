@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 
 namespace spill {
 namespace {

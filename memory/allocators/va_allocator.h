@@ -64,7 +64,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 #include "memory/allocators/allocator.h"
 
 namespace spill {

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/registry.h"
-#include "framework/schedule.h"
-#include "framework/status.h"
+#include "framework/base/registry.h"
+#include "framework/base/status.h"
+#include "framework/schedule/schedule.h"
 #include "memory/tensor_cache.h"
 
 namespace spill {

@@ -49,7 +49,7 @@
 #ifndef SPILL_MEMORY_PLANNERS_MILP_H_
 #define SPILL_MEMORY_PLANNERS_MILP_H_
 
-#include "framework/network_view.h"
+#include "framework/schedule/network_view.h"
 #include "memory/evaluate.h"
 #include "memory/memory_options.h"
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "framework/schedule.h"
+#include "framework/schedule/schedule.h"
 #include "memory/memory_events.h"
 
 namespace spill {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 #include "memory/planner.h"
 
 namespace spill {

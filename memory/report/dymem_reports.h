@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/network_view.h"
+#include "framework/schedule/network_view.h"
 #include "memory/fragmentation.h"
 #include "memory/memory_options.h"
 #include "memory/pool_sizing.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/schedule.h"
+#include "framework/schedule/schedule.h"
 #include "memory/memory_events.h"
 
 namespace spill {

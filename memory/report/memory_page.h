@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/schedule.h"
+#include "framework/schedule/schedule.h"
 #include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"

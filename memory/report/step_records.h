@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/schedule.h"
+#include "framework/schedule/schedule.h"
 #include "memory/memory_log.h"
 
 namespace spill {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 #include "memory/report/svg.h"
 
 namespace spill {

@@ -15,8 +15,8 @@
 #include <functional>
 #include <vector>
 
-#include "framework/network_view.h"
-#include "framework/schedule.h"
+#include "framework/schedule/network_view.h"
+#include "framework/schedule/schedule.h"
 #include "memory/memory_options.h"
 #include "memory/workspace_selector.h"
 

@@ -39,8 +39,8 @@
 
 #include <cstddef>
 
-#include "framework/network_view.h"
-#include "framework/schedule.h"
+#include "framework/schedule/network_view.h"
+#include "framework/schedule/schedule.h"
 #include "memory/memory_options.h"
 #include "memory/schedulers/tensor_sequence.h"
 #include "memory/transfer_plan.h"

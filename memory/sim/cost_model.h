@@ -22,7 +22,7 @@
 #include <tuple>
 #include <vector>
 
-#include "framework/network_view.h"
+#include "framework/schedule/network_view.h"
 #include "memory/memory_log.h"
 #include "memory/sim/device_profile.h"
 

@@ -22,7 +22,7 @@
 
 #include <cstdio>
 
-#include "framework/strings.h"
+#include "framework/base/strings.h"
 
 namespace spill {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 
 namespace spill {
 

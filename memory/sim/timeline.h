@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/network_view.h"
+#include "framework/schedule/network_view.h"
 #include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/sim/cost_model.h"

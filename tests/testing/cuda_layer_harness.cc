@@ -7,8 +7,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "framework/base/random.h"
 #include "framework/cuda/cuda_check.h"
-#include "framework/random.h"
 #include "tests/testing/gpu_required.h"
 
 namespace spill {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "framework/cuda/cuda_device.h"
-#include "framework/layer.h"
+#include "framework/graph/layer.h"
 #include "tests/testing/layer_harness.h"
 
 namespace spill {

@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "framework/device.h"
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
+#include "framework/device/device.h"
 #include "tests/testing/net_harness.h"
 
 namespace spill {

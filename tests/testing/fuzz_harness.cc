@@ -15,10 +15,10 @@
 #include <thread>
 
 #include "data/loader.h"
-#include "framework/checkpoint.h"
-#include "framework/device_registry.h"
-#include "framework/initializer.h"
-#include "framework/units.h"
+#include "framework/base/units.h"
+#include "framework/device/device_registry.h"
+#include "framework/graph/initializer.h"
+#include "framework/io/checkpoint.h"
 #include "memory/planner.h"
 #include "tools/common/checks.h"
 #include "tools/trainer/train_config.h"

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "framework/net.h"
-#include "framework/solver.h"
-#include "framework/status.h"
+#include "framework/base/status.h"
+#include "framework/graph/net.h"
+#include "framework/solver/solver.h"
 #include "memory/runtime.h"
 
 namespace spill {

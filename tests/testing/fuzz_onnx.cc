@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "framework/onnx/onnx_import.h"
 #include "memory/planner.h"
 

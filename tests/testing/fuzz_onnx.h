@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 #include "tests/testing/fuzz_mutations.h"
 
 namespace spill {

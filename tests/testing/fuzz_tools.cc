@@ -4,7 +4,7 @@
 #include <cstring>
 #include <opencv2/imgcodecs.hpp>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "framework/onnx/onnx_export.h"
 #include "framework/onnx/onnx_import.h"
 #include "tests/testing/net_harness.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 
 namespace spill {
 namespace fuzz {

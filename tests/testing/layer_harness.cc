@@ -7,9 +7,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "framework/layer_registry.h"
-#include "framework/net_spec.h"
-#include "framework/random.h"
+#include "framework/base/random.h"
+#include "framework/config/net_spec.h"
+#include "framework/graph/layer_registry.h"
 #include "layers/cpu/blocked.h"
 
 namespace spill {

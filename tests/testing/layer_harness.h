@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/cpu_device.h"
-#include "framework/layer.h"
-#include "framework/tensor.h"
+#include "framework/device/cpu_device.h"
+#include "framework/device/tensor.h"
+#include "framework/graph/layer.h"
 
 namespace spill {
 namespace testing {
@@ -25,7 +25,7 @@ class LayerHarness {
   const std::vector<Shape>& output_shapes() const { return output_shapes_; }
 
   // Hands the layer its tensors in the blocked layout wherever a network
-  // would if blocked convolutions surrounded it (framework/layouts.h: the
+  // would if blocked convolutions surrounded it (framework/graph/layouts.h: the
   // layer's rule allows it, channels in whole blocks, planes larger than
   // 1x1). The buffers below stay plain:
   // the harness converts on the way in and out, so every check reads the same

@@ -1,12 +1,12 @@
 #include "tests/testing/net_harness.h"
 
-#include "framework/cpu_device.h"
-#include "framework/device_registry.h"
-#include "framework/executor.h"
-#include "framework/initializer.h"
-#include "framework/net.h"
-#include "framework/random.h"
-#include "framework/solver.h"
+#include "framework/base/random.h"
+#include "framework/device/cpu_device.h"
+#include "framework/device/device_registry.h"
+#include "framework/graph/executor.h"
+#include "framework/graph/initializer.h"
+#include "framework/graph/net.h"
+#include "framework/solver/solver.h"
 #include "memory/runtime.h"
 
 namespace spill {

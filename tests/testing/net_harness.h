@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/device.h"
-#include "framework/net.h"
-#include "framework/net_spec.h"
-#include "framework/tensor_store.h"
+#include "framework/config/net_spec.h"
+#include "framework/device/device.h"
+#include "framework/graph/net.h"
+#include "framework/schedule/tensor_store.h"
 #include "memory/heap_pool.h"
 #include "memory/memory_events.h"
 #include "memory/memory_log.h"

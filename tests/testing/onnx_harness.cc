@@ -6,11 +6,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "framework/checkpoint.h"
-#include "framework/device_registry.h"
-#include "framework/executor.h"
-#include "framework/initializer.h"
-#include "framework/net.h"
+#include "framework/device/device_registry.h"
+#include "framework/graph/executor.h"
+#include "framework/graph/initializer.h"
+#include "framework/graph/net.h"
+#include "framework/io/checkpoint.h"
 #include "framework/onnx/onnx_import.h"
 #include "framework/onnx/onnx_model.h"
 #include "memory/heap_pool.h"

@@ -106,7 +106,7 @@ layers:
 
 // Channels in whole blocks of 16: on CPUs where convolutions compute in
 // blocked layouts, activations stay blocked from the first convolution to the
-// classifier (framework/layouts.h) through every layer type that can keep
+// classifier (framework/graph/layouts.h) through every layer type that can keep
 // them - batch norm, ReLU, max pooling, a fan into an addition, a
 // concatenation, global average pooling.
 inline constexpr char kBlocked[] = R"(

@@ -19,9 +19,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "framework/net.h"
-#include "framework/net_spec.h"
-#include "framework/units.h"
+#include "framework/base/units.h"
+#include "framework/config/net_spec.h"
+#include "framework/graph/net.h"
 #include "memory/allocators/allocator.h"
 #include "memory/allocators/dsa_solver.h"
 #include "memory/planner.h"

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/net.h"
-#include "framework/units.h"
+#include "framework/base/units.h"
+#include "framework/graph/net.h"
 #include "memory/planner.h"
 #include "tools/bench/relu_chain.h"
 #include "tools/common/cli.h"

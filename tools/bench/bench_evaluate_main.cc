@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/net.h"
-#include "framework/net_spec.h"
-#include "framework/units.h"
+#include "framework/base/units.h"
+#include "framework/config/net_spec.h"
+#include "framework/graph/net.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/evaluate.h"
 #include "memory/planner.h"

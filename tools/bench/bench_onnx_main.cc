@@ -16,8 +16,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "framework/net.h"
-#include "framework/npz.h"
+#include "framework/graph/net.h"
+#include "framework/io/npz.h"
 #include "framework/onnx/onnx_import.h"
 #include "tools/common/cli.h"
 #include "tools/common/scores.h"

@@ -28,9 +28,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "framework/clock.h"
-#include "framework/cpu_device.h"
-#include "framework/solver.h"
+#include "framework/base/clock.h"
+#include "framework/device/cpu_device.h"
+#include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "memory/report/trace_json.h"

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/cpu_device.h"
-#include "framework/net.h"
-#include "framework/net_spec.h"
-#include "framework/units.h"
+#include "framework/base/units.h"
+#include "framework/config/net_spec.h"
+#include "framework/device/cpu_device.h"
+#include "framework/graph/net.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/allocators/va_allocator.h"
 #include "memory/runtime.h"

@@ -22,11 +22,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "framework/files.h"
-#include "framework/net.h"
-#include "framework/net_checks.h"
-#include "framework/solver.h"
-#include "framework/units.h"
+#include "framework/base/files.h"
+#include "framework/base/units.h"
+#include "framework/graph/net.h"
+#include "framework/graph/net_checks.h"
+#include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/mobility.h"
 #include "memory/planner.h"

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <vector>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 #include "memory/runtime.h"
 #include "memory/sim/timeline.h"
 #include "tools/common/cli.h"

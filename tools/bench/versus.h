@@ -11,9 +11,9 @@
 
 #include <string>
 
-#include "framework/device.h"
-#include "framework/net_spec.h"
-#include "framework/status.h"
+#include "framework/base/status.h"
+#include "framework/config/net_spec.h"
+#include "framework/device/device.h"
 #include "memory/memory_options.h"
 #include "tools/common/memory_flags.h"
 

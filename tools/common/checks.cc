@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "framework/strings.h"
+#include "framework/base/strings.h"
 
 namespace spill {
 

@@ -6,8 +6,8 @@
 #ifndef SPILL_TOOLS_COMMON_CHECKS_H_
 #define SPILL_TOOLS_COMMON_CHECKS_H_
 
-#include "framework/net.h"
-#include "framework/status.h"
+#include "framework/base/status.h"
+#include "framework/graph/net.h"
 #include "memory/workspace_selector.h"
 
 namespace spill {

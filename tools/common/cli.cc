@@ -4,11 +4,11 @@
 #include <exception>
 #include <new>
 
-#include "framework/device_registry.h"
-#include "framework/files.h"
-#include "framework/strings.h"
-#include "framework/units.h"
-#include "framework/yaml_reader.h"
+#include "framework/base/files.h"
+#include "framework/base/strings.h"
+#include "framework/base/units.h"
+#include "framework/config/yaml_reader.h"
+#include "framework/device/device_registry.h"
 
 namespace spill {
 namespace {

@@ -22,9 +22,9 @@
 #include <functional>
 #include <string>
 
-#include "framework/files.h"
-#include "framework/net_spec.h"
-#include "framework/status.h"
+#include "framework/base/files.h"
+#include "framework/base/status.h"
+#include "framework/config/net_spec.h"
 #include "memory/memory_options.h"
 
 namespace spill {

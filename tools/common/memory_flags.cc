@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 #include "memory/allocators/allocator.h"
 #include "memory/settings.h"
 

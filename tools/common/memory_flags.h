@@ -28,7 +28,7 @@
 #include <map>
 #include <string>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 #include "memory/memory_options.h"
 #include "tools/common/cli.h"
 

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "framework/units.h"
+#include "framework/base/units.h"
 
 namespace spill {
 namespace {

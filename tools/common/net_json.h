@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 
 namespace spill {
 

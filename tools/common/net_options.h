@@ -4,12 +4,12 @@
 
 #include <cstdint>
 
-#include "framework/net.h"
+#include "framework/graph/net.h"
 #include "memory/workspace_selector.h"
 
 namespace spill {
 
-// Blocked activation layouts (framework/layouts.h) unless the workspace
+// Blocked activation layouts (framework/graph/layouts.h) unless the workspace
 // policy pins a CPU convolution algorithm that computes on plain tensors, or
 // asks for the least memory (memory_optimal): blocked layouts serve the
 // algorithms that read them, and every other one would convert each blocked

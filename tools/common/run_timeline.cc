@@ -4,12 +4,12 @@
 // runtime's event timestamps, all relative to the iteration's start.
 #include <algorithm>
 
-#include "framework/clock.h"
-#include "framework/cpu_device.h"
-#include "framework/device_registry.h"
-#include "framework/initializer.h"
-#include "framework/random.h"
-#include "framework/solver.h"
+#include "framework/base/clock.h"
+#include "framework/base/random.h"
+#include "framework/device/cpu_device.h"
+#include "framework/device/device_registry.h"
+#include "framework/graph/initializer.h"
+#include "framework/solver/solver.h"
 #include "tools/common/net_options.h"
 #include "tools/common/timeline_tools.h"
 

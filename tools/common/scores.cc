@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "framework/checkpoint.h"
-#include "framework/device_registry.h"
-#include "framework/executor.h"
-#include "framework/initializer.h"
-#include "framework/net.h"
+#include "framework/device/device_registry.h"
+#include "framework/graph/executor.h"
+#include "framework/graph/initializer.h"
+#include "framework/graph/net.h"
+#include "framework/io/checkpoint.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
 #include "memory/workspace_selector.h"

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/net_spec.h"
-#include "framework/npz.h"
-#include "framework/status.h"
+#include "framework/base/status.h"
+#include "framework/config/net_spec.h"
+#include "framework/io/npz.h"
 
 namespace spill {
 

@@ -11,12 +11,12 @@
 #include <memory>
 #include <sstream>
 
-#include "framework/clock.h"
-#include "framework/cpu_device.h"
-#include "framework/device_registry.h"
-#include "framework/initializer.h"
-#include "framework/random.h"
-#include "framework/solver.h"
+#include "framework/base/clock.h"
+#include "framework/base/random.h"
+#include "framework/device/cpu_device.h"
+#include "framework/device/device_registry.h"
+#include "framework/graph/initializer.h"
+#include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "layers/cpu/cpu_math.h"
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/device.h"
-#include "framework/executor.h"
-#include "framework/net.h"
-#include "framework/solver.h"
+#include "framework/device/device.h"
+#include "framework/graph/executor.h"
+#include "framework/graph/net.h"
+#include "framework/solver/solver.h"
 #include "memory/planner.h"
 #include "memory/runtime.h"
 #include "memory/sim/cost_model.h"

@@ -7,13 +7,13 @@
 #include <sstream>
 #include <utility>
 
-#include "framework/device_registry.h"
-#include "framework/executor.h"
-#include "framework/initializer.h"
-#include "framework/layer_params.h"
-#include "framework/net_checks.h"
-#include "framework/random.h"
-#include "framework/solver.h"
+#include "framework/base/random.h"
+#include "framework/config/layer_params.h"
+#include "framework/device/device_registry.h"
+#include "framework/graph/executor.h"
+#include "framework/graph/initializer.h"
+#include "framework/graph/net_checks.h"
+#include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/runtime.h"
 #include "tools/common/checks.h"

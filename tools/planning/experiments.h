@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
 #include "memory/memory_options.h"
 #include "memory/planner.h"
 #include "tools/common/memory_flags.h"

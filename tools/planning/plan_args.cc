@@ -1,7 +1,7 @@
 #include "tools/planning/plan_args.h"
 
-#include "framework/net_checks.h"
-#include "framework/units.h"
+#include "framework/base/units.h"
+#include "framework/graph/net_checks.h"
 #include "tools/common/timeline_tools.h"
 
 namespace spill {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
 #include "memory/pool_sizing.h"
 #include "tools/common/cli.h"
 #include "tools/common/memory_flags.h"

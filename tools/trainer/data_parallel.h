@@ -24,10 +24,10 @@
 #include <memory>
 
 #include "data/dataset.h"
-#include "framework/checkpoint.h"
 #include "framework/distributed/distributed.h"
-#include "framework/executor.h"
-#include "framework/solver.h"
+#include "framework/graph/executor.h"
+#include "framework/io/checkpoint.h"
+#include "framework/solver/solver.h"
 #include "tools/trainer/gradient_reducer.h"
 #include "tools/trainer/inference.h"
 #include "tools/trainer/train_config.h"

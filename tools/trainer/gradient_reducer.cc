@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "framework/clock.h"
+#include "framework/base/clock.h"
 
 namespace spill {
 namespace {

@@ -34,10 +34,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "framework/device.h"
+#include "framework/device/device.h"
 #include "framework/distributed/distributed.h"
-#include "framework/net.h"
-#include "framework/tensor_store.h"
+#include "framework/graph/net.h"
+#include "framework/schedule/tensor_store.h"
 
 namespace spill {
 

@@ -4,8 +4,8 @@
 
 #include "data/augment.h"
 #include "data/loader.h"
-#include "framework/checkpoint.h"
-#include "framework/device_registry.h"
+#include "framework/device/device_registry.h"
+#include "framework/io/checkpoint.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/planner.h"
 #include "tools/common/checks.h"

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "framework/executor.h"
-#include "framework/net.h"
+#include "framework/graph/executor.h"
+#include "framework/graph/net.h"
 #include "memory/runtime.h"
 #include "tools/trainer/train_config.h"
 

@@ -12,10 +12,10 @@
 
 #include <string>
 
-#include "framework/checkpoint.h"
-#include "framework/net.h"
-#include "framework/net_spec.h"
-#include "framework/tensor_store.h"
+#include "framework/config/net_spec.h"
+#include "framework/graph/net.h"
+#include "framework/io/checkpoint.h"
+#include "framework/schedule/tensor_store.h"
 
 namespace spill {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/status.h"
-#include "framework/tensor.h"
+#include "framework/base/status.h"
+#include "framework/device/tensor.h"
 #include "tools/trainer/train_config.h"
 
 namespace spill {

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "framework/base/status.h"
 #include "framework/distributed/distributed.h"
-#include "framework/net.h"
-#include "framework/status.h"
+#include "framework/graph/net.h"
 #include "tools/trainer/train_config.h"
 
 namespace spill {

@@ -5,10 +5,10 @@
 #include <limits>
 #include <map>
 
-#include "framework/files.h"
-#include "framework/net_checks.h"
-#include "framework/units.h"
-#include "framework/yaml_reader.h"
+#include "framework/base/files.h"
+#include "framework/base/units.h"
+#include "framework/config/yaml_reader.h"
+#include "framework/graph/net_checks.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/settings.h"
 #include "tools/trainer/model_source.h"

@@ -39,7 +39,7 @@
 // Model parameters named `classes`, `channels` and `size` are filled from the
 // dataset unless the config sets them.
 //
-// The file is read by the strict YAML reader (framework/yaml_reader.h): an
+// The file is read by the strict YAML reader (framework/config/yaml_reader.h): an
 // unknown or duplicate key at any level, a value of the wrong type, a number
 // outside its range (the ceilings are named constants in train_config.cc) or
 // a key without a value is an error naming the file, the line and the dotted
@@ -50,9 +50,9 @@
 #include <string>
 
 #include "data/dataset.h"
-#include "framework/lr_schedule.h"
-#include "framework/net_spec.h"
-#include "framework/solver.h"
+#include "framework/config/net_spec.h"
+#include "framework/solver/lr_schedule.h"
+#include "framework/solver/solver.h"
 #include "memory/memory_options.h"
 
 namespace spill {

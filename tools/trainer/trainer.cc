@@ -15,14 +15,14 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "framework/checked_math.h"
-#include "framework/clock.h"
-#include "framework/cpu_device.h"
-#include "framework/device_registry.h"
-#include "framework/files.h"
-#include "framework/initializer.h"
-#include "framework/npz.h"
-#include "framework/random.h"
+#include "framework/base/checked_math.h"
+#include "framework/base/clock.h"
+#include "framework/base/files.h"
+#include "framework/base/random.h"
+#include "framework/device/cpu_device.h"
+#include "framework/device/device_registry.h"
+#include "framework/graph/initializer.h"
+#include "framework/io/npz.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/feasibility.h"
 #include "memory/planner.h"

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "data/loader.h"
-#include "framework/checkpoint.h"
-#include "framework/executor.h"
-#include "framework/files.h"
-#include "framework/solver.h"
+#include "framework/base/files.h"
+#include "framework/graph/executor.h"
+#include "framework/io/checkpoint.h"
+#include "framework/solver/solver.h"
 #include "memory/runtime.h"
 #include "tools/common/timeline_tools.h"
 #include "tools/trainer/data_parallel.h"

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "framework/files.h"
-#include "framework/npz.h"
+#include "framework/base/files.h"
+#include "framework/io/npz.h"
 #include "memory/report/memory_page.h"
 #include "memory/report/step_records.h"
 #include "memory/report/trace_json.h"

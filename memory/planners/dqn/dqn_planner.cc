@@ -8,7 +8,7 @@
 #include <optional>
 #include <sstream>
 
-#include "framework/logging.h"
+#include "framework/base/logging.h"
 #include "memory/mobility.h"
 #include "memory/planners/baselines.h"
 #include "memory/planners/dqn/learner.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/network_view.h"
+#include "framework/schedule/network_view.h"
 #include "memory/evaluate.h"
 #include "memory/memory_options.h"
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/status.h"
+#include "framework/base/status.h"
 #include "memory/planners/dqn/op_graph.h"
 
 namespace spill {

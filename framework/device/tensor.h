@@ -1,0 +1,79 @@
+// Shapes and tensors. Every tensor is float32, in NCHW layout unless the
+// network chose a blocked layout for it (Layout below); fully connected
+// outputs are N x C x 1 x 1 and labels are N x 1 x 1 x 1 (class indices
+// stored as exact small integers in float).
+//
+// A Tensor is a non-owning view: the bytes belong to the memory runtime
+// (memory/), which decides where they live and when. Layers only ever see
+// views that the runtime made resident for the step being computed.
+#ifndef SPILL_FRAMEWORK_DEVICE_TENSOR_H_
+#define SPILL_FRAMEWORK_DEVICE_TENSOR_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace spill {
+
+// How a tensor's elements lie in memory.
+//   kPlain      NCHW: element (n, c, h, w) at ((n * C + c) * H + h) * W + w.
+//   kBlocked16  oneDNN's nChw16c: channels in blocks of 16, the block
+//               innermost: (n, c, h, w) at ((n * C/16 + c/16) * H * W +
+//               h * W + w) * 16 + c % 16. The layout oneDNN's AVX-512
+//               convolutions compute in, so that activations pass from one
+//               convolution to the next without reordering.
+// Only tensors whose channels fill whole blocks are blocked, so a blocked
+// tensor has exactly the bytes of its plain form (no padding), and each image
+// is still one contiguous run of C*H*W elements: a slice of the batch is a
+// contiguous range in either layout. Tensors of 1x1 planes (fully connected
+// outputs, pooled features) are the same bytes in both and are always plain.
+// Only the layers see layouts; the memory runtime moves bytes.
+enum class Layout { kPlain, kBlocked16 };
+constexpr int64_t kChannelBlock = 16;  // channels per block of kBlocked16
+const char* LayoutName(Layout layout);
+
+struct Shape {
+  std::array<int64_t, 4> dims = {0, 0, 0, 0};
+
+  Shape() = default;
+  Shape(int64_t n, int64_t c, int64_t h, int64_t w) : dims{n, c, h, w} {}
+
+  int64_t n() const { return dims[0]; }
+  int64_t c() const { return dims[1]; }
+  int64_t h() const { return dims[2]; }
+  int64_t w() const { return dims[3]; }
+  int64_t numel() const { return dims[0] * dims[1] * dims[2] * dims[3]; }
+  // Elements of one sample: C*H*W.
+  int64_t sample_size() const { return dims[1] * dims[2] * dims[3]; }
+  size_t bytes() const { return static_cast<size_t>(numel()) * sizeof(float); }
+
+  bool operator==(const Shape& o) const { return dims == o.dims; }
+  bool operator!=(const Shape& o) const { return dims != o.dims; }
+  // "2x64x56x56"
+  std::string ToString() const;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(const Shape& shape, float* data, Layout layout = Layout::kPlain)
+      : shape_(shape), data_(data), layout_(layout) {}
+
+  const Shape& shape() const { return shape_; }
+  Layout layout() const { return layout_; }
+  bool blocked() const { return layout_ == Layout::kBlocked16; }
+  float* data() const { return data_; }
+  int64_t numel() const { return shape_.numel(); }
+  size_t bytes() const { return shape_.bytes(); }
+  bool valid() const { return data_ != nullptr; }
+
+ private:
+  Shape shape_;
+  float* data_ = nullptr;
+  Layout layout_ = Layout::kPlain;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_DEVICE_TENSOR_H_

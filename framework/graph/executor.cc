@@ -1,0 +1,267 @@
+#include "framework/graph/executor.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "framework/base/check.h"
+#include "framework/base/clock.h"
+#include "framework/base/random.h"
+
+namespace spill {
+
+Executor::Executor(const Net& net, Device* device, TensorStore& store)
+    : net_(net), device_(device), store_(store) {}
+
+Tensor Executor::View(TensorId id) {
+  if (id == kNoTensor) return Tensor();
+  const TensorInfo& info = net_.schedule().tensors[id];
+  const Shape& shape = info.shape;
+  if (slice_images_ == 0 || !IsTransient(info.kind) || shape.n() != net_.batch()) {
+    return Tensor(shape, store_.computes() ? store_.Data(id) : nullptr, info.layout);
+  }
+  const Shape slice(slice_images_, shape.c(), shape.h(), shape.w());
+  if (!store_.computes()) return Tensor(slice, nullptr, info.layout);
+  if (float* staged = store_.StagedData(id)) return Tensor(slice, staged, info.layout);
+  // In either layout a slice of the batch is a contiguous part of the tensor.
+  return Tensor(slice, store_.Data(id) + slice_begin_ * shape.sample_size(), info.layout);
+}
+
+int64_t Executor::SliceImages() const {
+  const int64_t streamed = store_.StreamImages();
+  if (streamed > 0) return streamed;
+  const int64_t chunk = store_.BatchChunk();
+  return chunk > 0 && chunk < net_.batch() ? chunk : 0;
+}
+
+Status Executor::CheckSlices() const {
+  if (SliceImages() == 0) return Status::Ok();
+  for (int id : net_.schedule().route) {
+    const Layer& layer = net_.layer(id);
+    if (!layer.supports_slices()) {
+      return InvalidArgument("memory.chunk: layer '" + layer.name() + "' (" + layer.type() +
+                             ") cannot compute slices of the batch on this device; use "
+                             "memory.chunk: off");
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename Call>
+void Executor::OverSlices(int layer, Pass pass, Call call) {
+  const int64_t chunk = SliceImages(), batch = net_.batch();
+  const bool streamed = store_.StreamImages() > 0;
+  if (chunk == 0) {
+    BatchSlice whole;
+    whole.image_order = store_.ImageOrder();
+    call(whole);
+    return;
+  }
+  const Layer& l = net_.layer(layer);
+  slice_sums_.assign(l.slice_sums(pass), 0.0);
+  const int sweeps = l.slice_sweeps(pass);
+  for (int sweep = 0; sweep < sweeps; ++sweep) {
+    for (int64_t begin = 0; begin < batch; begin += chunk) {
+      slice_begin_ = begin;
+      slice_images_ = std::min(chunk, batch - begin);
+      if (streamed) store_.BeginSlice(begin, slice_images_, sweep + 1 == sweeps);
+      call(BatchSlice{begin, batch, sweep, slice_sums_.data()});
+      if (streamed) store_.EndSlice(begin, slice_images_, sweep + 1 == sweeps);
+    }
+  }
+  slice_begin_ = 0;
+  slice_images_ = 0;
+}
+
+std::vector<Tensor> Executor::Views(const std::vector<TensorId>& ids) {
+  std::vector<Tensor> views;
+  views.reserve(ids.size());
+  for (TensorId id : ids) views.push_back(View(id));
+  return views;
+}
+
+// With profiling on, the device's compute queue is drained first, so a span
+// is the device's work on the layer, not the host's enqueueing of it (on a
+// GPU, a layer's call returns once its kernels are queued).
+Executor::Stamp Executor::Now() const {
+  if (profiling_ && device_ != nullptr) device_->compute_queue().Synchronize();
+  return {MonotonicSeconds(), profiling_ ? ProcessCpuSeconds() : 0.0};
+}
+
+void Executor::RunForward(int layer, bool recompute) {
+  const Stamp begin = Now();
+  OverSlices(layer, Pass::kForward,
+             [&](const BatchSlice& slice) { ForwardCall(layer, recompute, slice); });
+  Finished(layer, Pass::kForward, recompute, begin);
+}
+
+void Executor::ForwardCall(int layer, bool recompute, const BatchSlice& slice) {
+  const LayerTensors& lt = net_.schedule().layers[layer];
+  ForwardArgs args;
+  args.inputs = Views(lt.inputs);
+  args.outputs = Views(lt.outputs);
+  args.params = Views(lt.params);
+  args.aux = Views(lt.aux);
+  args.workspace = store_.StepWorkspace();
+  args.algorithms = store_.StepAlgorithms();
+  args.phase = phase_;
+  args.recompute = recompute;
+  args.seed = MixSeed(seed_, static_cast<uint64_t>(layer));
+  args.batch = batch_;
+  args.device = device_;
+  args.slice = slice;
+  net_.layer(layer).Forward(args);
+}
+
+void Executor::Finished(int layer, Pass pass, bool recompute, const Stamp& begin) {
+  if (!profiling_ && !recording_) return;
+  const Stamp end = Now();
+  if (profiling_) {
+    ProfileEntry& e = profile_[net_.layer(layer).type()];
+    if (pass == Pass::kForward) {
+      e.forward_seconds += end.wall - begin.wall;
+      e.forward_cpu_seconds += end.cpu - begin.cpu;
+      e.calls++;
+    } else {
+      e.backward_seconds += end.wall - begin.wall;
+      e.backward_cpu_seconds += end.cpu - begin.cpu;
+    }
+  }
+  if (recording_) spans_.push_back({step_, layer, pass, recompute, begin.wall, end.wall});
+}
+
+void Executor::RunBackward(int layer) {
+  const Stamp begin = Now();
+  OverSlices(layer, Pass::kBackward, [&](const BatchSlice& slice) { BackwardCall(layer, slice); });
+  Finished(layer, Pass::kBackward, false, begin);
+}
+
+void Executor::BackwardCall(int layer, const BatchSlice& slice) {
+  const LayerTensors& lt = net_.schedule().layers[layer];
+  const BackwardNeeds& needs = net_.decl(layer).needs;
+  BackwardArgs args;
+  for (size_t i = 0; i < lt.inputs.size(); ++i) {
+    args.inputs.push_back(needs.inputs[i] ? View(lt.inputs[i]) : Tensor());
+  }
+  for (TensorId out : lt.outputs) args.outputs.push_back(needs.outputs ? View(out) : Tensor());
+  args.output_grads = Views(lt.output_grads);
+  args.input_grads = Views(lt.input_grads);
+  args.accumulate = lt.accumulate;
+  args.params = Views(lt.params);
+  args.param_grads = Views(lt.param_grads);
+  args.aux = Views(lt.aux);
+  args.workspace = store_.StepWorkspace();
+  args.algorithms = store_.StepAlgorithms();
+  args.device = device_;
+  args.slice = slice;
+  net_.layer(layer).Backward(args);
+}
+
+Status Executor::RunStep(const Step& step) {
+  step_ = step.index;
+  SPILL_RETURN_IF_ERROR(store_.PrepareStep(step, *this));
+  if (step.active && store_.computes()) {
+    if (step.pass == Pass::kForward) {
+      RunForward(step.layer, /*recompute=*/false);
+    } else {
+      RunBackward(step.layer);
+      if (backward_hook_) backward_hook_(step.layer);
+    }
+  }
+  store_.FinishStep(step);
+  return Status::Ok();
+}
+
+Status Executor::Recompute(int layer) {
+  ++recomputations_;
+  if (store_.computes()) RunForward(layer, /*recompute=*/true);
+  return Status::Ok();
+}
+
+void AddScoreLosses(const float* scores, const float* labels, int64_t images, int64_t classes,
+                    int64_t pixels, double* loss, int64_t* correct) {
+  for (int64_t r = 0; r < images * pixels; ++r) {
+    const float* p = scores + (r / pixels) * classes * pixels + r % pixels;
+    const int64_t label = static_cast<int64_t>(labels[r]);
+    *loss -= std::log(std::max(p[label * pixels], FLT_MIN));
+    int64_t best = 0;
+    for (int64_t j = 1; j < classes; ++j) best = p[j * pixels] > p[best * pixels] ? j : best;
+    *correct += best == label;
+  }
+}
+
+void Executor::ReadLoss(int layer, LossResult* result) {
+  TensorId out = net_.schedule().layers[layer].outputs[0];
+  const Shape& shape = net_.schedule().tensors[out].shape;
+  // Scores are N x classes, or N x classes x H x W with a label per pixel.
+  const int64_t n = shape.n(), classes = shape.c(), pixels = shape.h() * shape.w();
+  scores_.resize(shape.numel());
+  if (store_.StreamImages() > 0) {  // the scores went to host memory slice by slice
+    Status status = store_.ReadTensor(out, scores_.data());
+    SPILL_CHECK(status.ok()) << status.ToString();
+  } else {
+    device_->CopySync(scores_.data(), store_.Data(out), shape.bytes(), CopyKind::kDeviceToHost);
+  }
+  double total = 0;
+  int64_t correct = 0;
+  AddScoreLosses(scores_.data(), batch_->labels, n, classes, pixels, &total, &correct);
+  result->loss += total / static_cast<double>(n * pixels);
+  if (result->count == 0) {
+    result->correct = correct;
+    result->count = n * pixels;
+  }
+}
+
+StatusOr<LossResult> Executor::Run(const HostBatch& batch, Phase phase, uint64_t iteration_seed) {
+  batch_ = &batch;
+  phase_ = phase;
+  seed_ = iteration_seed;
+  LossResult result;
+  const Schedule& schedule = net_.schedule();
+  const int n = schedule.num_layers();
+  spans_.clear();
+  SPILL_RETURN_IF_ERROR(CheckSlices());
+  SPILL_RETURN_IF_ERROR(store_.BeginIteration(phase));
+  for (int s = 0; s < n; ++s) {
+    const Step& step = schedule.steps[s];
+    step_ = s;
+    SPILL_RETURN_IF_ERROR(store_.PrepareStep(step, *this));
+    if (store_.computes()) {
+      RunForward(step.layer, /*recompute=*/false);
+      if (net_.decl(step.layer).is_loss) ReadLoss(step.layer, &result);
+    }
+    store_.FinishStep(step);
+  }
+  if (phase == Phase::kTrain) {
+    for (int s = n; s < 2 * n; ++s) SPILL_RETURN_IF_ERROR(RunStep(schedule.steps[s]));
+  }
+  SPILL_RETURN_IF_ERROR(store_.EndIteration());
+  return result;
+}
+
+std::string Executor::ProfileTable() const {
+  std::ostringstream out;
+  double total = 0, total_cpu = 0;
+  for (const auto& [type, e] : profile_) {
+    total += e.forward_seconds + e.backward_seconds;
+    total_cpu += e.forward_cpu_seconds + e.backward_cpu_seconds;
+  }
+  char line[200];
+  std::snprintf(line, sizeof(line), "%-18s %10s %10s %7s %10s %10s %7s\n", "layer type",
+                "forward s", "backward s", "share", "fwd cpu s", "bwd cpu s", "share");
+  out << line;
+  for (const auto& [type, e] : profile_) {
+    const double cpu = e.forward_cpu_seconds + e.backward_cpu_seconds;
+    std::snprintf(line, sizeof(line), "%-18s %10.3f %10.3f %6.1f%% %10.3f %10.3f %6.1f%%\n",
+                  type.c_str(), e.forward_seconds, e.backward_seconds,
+                  100 * (e.forward_seconds + e.backward_seconds) / std::max(total, 1e-9),
+                  e.forward_cpu_seconds, e.backward_cpu_seconds,
+                  100 * cpu / std::max(total_cpu, 1e-9));
+    out << line;
+  }
+  return out.str();
+}
+
+}  // namespace spill

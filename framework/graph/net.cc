@@ -1,0 +1,267 @@
+#include "framework/graph/net.h"
+
+#include <unordered_map>
+
+#include "framework/graph/layer_registry.h"
+#include "framework/graph/net_checks.h"
+#include "framework/graph/route.h"
+
+namespace spill {
+namespace {
+
+std::string Context(const Layer& layer) {
+  return layer.where().ToString() + ": layer '" + layer.name() + "' (" + layer.type() + ")";
+}
+
+std::string Plural(int n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions& options) {
+  if (options.batch < 1 || options.batch > kMaxBatch) {
+    return InvalidArgument("batch size " + std::to_string(options.batch) + " is outside [1, " +
+                           std::to_string(kMaxBatch) + "]");
+  }
+  if (spec.layers.size() > static_cast<size_t>(kMaxLayers)) {
+    return InvalidArgument(spec.file + ": " + std::to_string(spec.layers.size()) +
+                           " layers; the limit is " + std::to_string(kMaxLayers));
+  }
+  std::unique_ptr<Net> net(new Net());
+  net->name_ = spec.name;
+  net->file_ = spec.file;
+  net->batch_ = options.batch;
+  SPILL_RETURN_IF_ERROR(net->CreateLayers(spec, options.device));
+  SPILL_RETURN_IF_ERROR(net->WireInputs(spec));
+
+  RouteGraph graph;
+  graph.Resize(net->num_layers());
+  for (int id = 0; id < net->num_layers(); ++id) {
+    for (const auto& in : net->decls_[id].inputs) graph.AddEdge(in.layer, id);
+  }
+  std::vector<int> cycle = FindCycle(graph);
+  if (!cycle.empty()) {
+    std::string path;
+    for (int id : cycle) path += (path.empty() ? "" : " -> ") + net->layers_[id]->name();
+    return InvalidArgument(net->layers_[cycle[0]]->where().ToString() +
+                           ": the network has a cycle: " + path);
+  }
+  auto route = ConstructRoute(graph, net->layer_names());
+  if (!route.ok()) return route.status().WithContext(spec.file);
+  SPILL_RETURN_IF_ERROR(net->InferShapes(*route));
+  SPILL_RETURN_IF_ERROR(net->CheckLosses());
+  net->schedule_ = BuildSchedule(net->decls_, *route);
+  net->AssignLayouts(options.blocked_layouts);
+  net->RefreshWorkspaces();
+  return net;
+}
+
+Status Net::CreateLayers(const NetSpec& spec, DeviceType device) {
+  for (const LayerSpec& ls : spec.layers) {
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Layer> layer, LayerRegistry::Get().Create(ls, device));
+    layer->set_batch(batch_);
+    LayerDecl decl;
+    decl.name = ls.name;
+    decl.is_input = layer->is_input();
+    decl.is_loss = layer->is_loss();
+    if (decl.is_input) input_layers_.push_back(num_layers());
+    if (decl.is_loss) loss_layers_.push_back(num_layers());
+    layers_.push_back(std::move(layer));
+    decls_.push_back(std::move(decl));
+    specs_.push_back(ls);
+  }
+  if (input_layers_.empty()) {
+    return InvalidArgument(spec.file + ": the network has no input layer (type: input)");
+  }
+  return Status::Ok();
+}
+
+Status Net::WireInputs(const NetSpec& spec) {
+  std::unordered_map<std::string, int> ids;
+  for (int id = 0; id < num_layers(); ++id) ids[layers_[id]->name()] = id;
+  for (int id = 0; id < num_layers(); ++id) {
+    const Layer& layer = *layers_[id];
+    LayerDecl& decl = decls_[id];
+    for (const std::string& ref : spec.layers[id].inputs) {
+      std::string name;
+      int output;
+      SplitReference(ref, &name, &output);
+      auto it = ids.find(name);
+      if (it == ids.end()) {
+        return InvalidArgument(Context(layer) + ": input '" + ref + "' is not defined");
+      }
+      const Layer& producer = *layers_[it->second];
+      if (output >= producer.num_outputs()) {
+        return InvalidArgument(Context(layer) + ": reads '" + ref + "' but '" + name + "' has " +
+                               Plural(producer.num_outputs(), "output"));
+      }
+      decl.inputs.push_back({it->second, output});
+    }
+    int given = static_cast<int>(decl.inputs.size());
+    if (layer.wants_labels() && given == layer.min_inputs() - 1) {
+      if (input_layers_.size() != 1) {
+        return InvalidArgument(Context(layer) +
+                               ": name the labels as the last input (e.g. data:1); "
+                               "the network has several input layers");
+      }
+      decl.inputs.push_back({input_layers_[0], 1});
+      given++;
+    }
+    if (given < layer.min_inputs() || given > layer.max_inputs()) {
+      std::string expected = layer.min_inputs() == layer.max_inputs()
+                                 ? Plural(layer.min_inputs(), "input")
+                                 : "from " + std::to_string(layer.min_inputs()) + " to " +
+                                       Plural(layer.max_inputs(), "input");
+      return InvalidArgument(Context(layer) + ": takes " + expected + ", got " +
+                             std::to_string(given));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Net::InferShapes(const std::vector<int>& route) {
+  std::vector<std::vector<Shape>> shapes(num_layers());
+  for (int id : route) {
+    Layer& layer = *layers_[id];
+    LayerDecl& decl = decls_[id];
+    std::vector<Shape> in;
+    for (const auto& i : decl.inputs) in.push_back(shapes[i.layer][i.output]);
+    Status status = layer.Reshape(in, &shapes[id]);
+    if (!status.ok()) {
+      std::string inputs;
+      for (size_t i = 0; i < in.size(); ++i) {
+        inputs +=
+            (i ? ", " : "") + layers_[decl.inputs[i].layer]->name() + " is " + in[i].ToString();
+      }
+      // The layer's code stays: a size no budget holds is kOutOfMemory, which
+      // the tools that search (widest, deepest) read as "does not fit".
+      return Status(status.code(), Context(layer) + ": " + status.message() +
+                                       (inputs.empty() ? "" : " (inputs: " + inputs + ")"));
+    }
+    SPILL_CHECK_EQ(static_cast<int>(shapes[id].size()), layer.num_outputs()) << layer.name();
+    SPILL_RETURN_IF_ERROR(CheckTensorSizes(layer, shapes[id], layer.params(), layer.aux()));
+    decl.output_shapes = shapes[id];
+    decl.params = layer.params();
+    decl.aux = layer.aux();
+    decl.needs = layer.backward_needs();
+    SPILL_CHECK_EQ(decl.needs.inputs.size(), in.size()) << layer.name();
+    for (size_t i = 0; i < in.size(); ++i) decl.propagates.push_back(layer.propagates_to(i));
+    decl.forward_workspace = layer.workspace_bytes(Pass::kForward);
+    decl.backward_workspace = layer.workspace_bytes(Pass::kBackward);
+  }
+  return Status::Ok();
+}
+
+Status Net::CheckLosses() const {
+  std::vector<SourceLocation> where;
+  for (const auto& layer : layers_) where.push_back(layer->where());
+  return CheckLossesReachable(decls_, where, file_);
+}
+
+NetworkView Net::view() const {
+  NetworkView view;
+  view.schedule = &schedule_;
+  view.algorithms = &algorithms_;
+  view.batch = batch_;
+  for (int id = 0; id < num_layers(); ++id) {
+    const Layer& l = *layers_[id];
+    LayerSummary summary{l.name(), l.type(), l.cost(), decls_[id].is_loss, decls_[id].is_input};
+    std::vector<Shape> inputs;
+    for (const auto& in : decls_[id].inputs) {
+      inputs.push_back(decls_[in.layer].output_shapes[in.output]);
+    }
+    summary.forward_work = l.work(Pass::kForward, inputs, decls_[id].output_shapes);
+    summary.backward_work = l.work(Pass::kBackward, inputs, decls_[id].output_shapes);
+    summary.slices = l.supports_slices();
+    summary.forward_sweeps = l.slice_sweeps(Pass::kForward);
+    summary.backward_sweeps = l.slice_sweeps(Pass::kBackward);
+    view.layers.push_back(std::move(summary));
+  }
+  return view;
+}
+
+int Net::Algorithms::NumOps(int layer, Pass pass) const {
+  return net_.layer(layer).num_algorithm_ops(pass);
+}
+
+std::vector<AlgorithmCandidate> Net::Algorithms::Candidates(int layer, Pass pass, int op,
+                                                            int64_t images) const {
+  return net_.layer(layer).algorithm_candidates(pass, op, images);
+}
+
+void Net::AssignLayouts(bool blocked) {
+  // Activations by dense index; a layer's inputs and outputs in its terms.
+  std::vector<int> index(schedule_.tensors.size(), -1);
+  std::vector<Shape> shapes;
+  std::vector<TensorId> ids;
+  for (TensorId t = 0; t < static_cast<TensorId>(schedule_.tensors.size()); ++t) {
+    if (schedule_.tensors[t].kind != TensorKind::kActivation) continue;
+    index[t] = static_cast<int>(shapes.size());
+    shapes.push_back(schedule_.tensors[t].shape);
+    ids.push_back(t);
+  }
+  std::vector<LayoutNode> nodes(num_layers());
+  for (int id = 0; id < num_layers(); ++id) {
+    const LayerTensors& lt = schedule_.layers[id];
+    nodes[id].rule = blocked ? layers_[id]->layout_rule() : LayoutRule::kPlain;
+    for (TensorId t : lt.inputs) nodes[id].inputs.push_back(index[t]);
+    for (TensorId t : lt.outputs) nodes[id].outputs.push_back(index[t]);
+  }
+  const std::vector<Layout> layouts = ChooseLayouts(shapes, nodes);
+  for (size_t i = 0; i < ids.size(); ++i) schedule_.tensors[ids[i]].layout = layouts[i];
+  for (int id = 0; id < num_layers(); ++id) {
+    const LayerTensors& lt = schedule_.layers[id];
+    std::vector<Layout> in, out;
+    for (int i : nodes[id].inputs) in.push_back(layouts[i]);
+    for (int i : nodes[id].outputs) out.push_back(layouts[i]);
+    for (size_t k = 0; k < lt.output_grads.size(); ++k) {
+      if (lt.output_grads[k] != kNoTensor) schedule_.tensors[lt.output_grads[k]].layout = out[k];
+    }
+    layers_[id]->set_layouts(std::move(in), std::move(out));
+  }
+}
+
+void Net::RefreshWorkspaces() {
+  for (int id = 0; id < num_layers(); ++id) {
+    std::vector<bool> down;
+    for (TensorId g : schedule_.layers[id].input_grads) down.push_back(g != kNoTensor);
+    layers_[id]->set_propagate_down(down);
+    decls_[id].forward_workspace = layers_[id]->workspace_bytes(Pass::kForward);
+    decls_[id].backward_workspace = layers_[id]->workspace_bytes(Pass::kBackward);
+    for (const Pass pass : {Pass::kForward, Pass::kBackward}) {
+      const bool forward = pass == Pass::kForward;
+      Step& step =
+          schedule_.steps[forward ? schedule_.forward_step[id] : schedule_.backward_step[id]];
+      if (step.active) {
+        step.workspace_bytes =
+            forward ? decls_[id].forward_workspace : decls_[id].backward_workspace;
+      }
+    }
+  }
+}
+
+std::vector<std::string> Net::layer_names() const {
+  std::vector<std::string> names;
+  for (const auto& layer : layers_) names.push_back(layer->name());
+  return names;
+}
+
+int Net::FindLayer(const std::string& name) const {
+  for (int id = 0; id < num_layers(); ++id) {
+    if (layers_[id]->name() == name) return id;
+  }
+  return -1;
+}
+
+Shape Net::input_shape() const { return decls_[input_layers_[0]].output_shapes[0]; }
+
+Shape Net::label_shape() const { return decls_[input_layers_[0]].output_shapes[1]; }
+
+int64_t Net::num_classes() const {
+  if (loss_layers_.empty()) return 0;
+  const LayerDecl& loss = decls_[loss_layers_[0]];
+  return decls_[loss.inputs[0].layer].output_shapes[loss.inputs[0].output].c();
+}
+
+}  // namespace spill

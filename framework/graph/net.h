@@ -1,0 +1,100 @@
+// A network ready to run: layers instantiated for a device, wired, routed and
+// shaped, with its step schedule. Building a Net runs no compute and touches
+// no device memory, so tools can plan from it alone.
+//
+// Build phases: create layers (types and parameters checked) -> wire inputs
+// (missing references, arity, implicit labels) -> route (cycles, reachability)
+// -> shapes in route order (mismatches) -> schedule.
+#ifndef SPILL_FRAMEWORK_GRAPH_NET_H_
+#define SPILL_FRAMEWORK_GRAPH_NET_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/config/net_spec.h"
+#include "framework/graph/layer.h"
+#include "framework/schedule/network_view.h"
+#include "framework/schedule/schedule.h"
+
+namespace spill {
+
+struct NetOptions {
+  int64_t batch = 1;
+  DeviceType device = DeviceType::kCpu;
+  // Let layers that compute faster in a blocked layout keep activations in
+  // it (framework/graph/layouts.h); false: every tensor plain.
+  bool blocked_layouts = true;
+};
+
+class Net {
+ public:
+  static StatusOr<std::unique_ptr<Net>> Build(const NetSpec& spec, const NetOptions& options);
+
+  const std::string& name() const { return name_; }
+  const std::string& file() const { return file_; }
+  int64_t batch() const { return batch_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  Layer& layer(int id) { return *layers_[id]; }
+  const Layer& layer(int id) const { return *layers_[id]; }
+  const LayerDecl& decl(int id) const { return decls_[id]; }
+  const LayerSpec& spec(int id) const { return specs_[id]; }
+  std::vector<std::string> layer_names() const;
+  int FindLayer(const std::string& name) const;  // -1 if absent
+
+  const Schedule& schedule() const { return schedule_; }
+  Schedule& mutable_schedule() { return schedule_; }
+  // What the memory runtime sees of this network: the schedule, a summary of
+  // each layer and the layers' algorithm candidates. Valid while the Net lives.
+  NetworkView view() const;
+
+  // The layers that feed data and compute losses.
+  const std::vector<int>& input_layers() const { return input_layers_; }
+  const std::vector<int>& loss_layers() const { return loss_layers_; }
+  // Shape of one input layer's image output (N x C x H x W).
+  Shape input_shape() const;
+  // The labels the input layer feeds: N x 1 x 1 x 1, or N x 1 x H x W (one
+  // class per pixel). A batch holds label_shape().numel() of them.
+  Shape label_shape() const;
+  int64_t num_classes() const;  // width of the first loss layer's scores
+
+ private:
+  Net() = default;
+  Status CreateLayers(const NetSpec& spec, DeviceType device);
+  Status WireInputs(const NetSpec& spec);
+  Status InferShapes(const std::vector<int>& route);
+  // A loss exists and every layer feeds one (framework/graph/net_checks.h).
+  Status CheckLosses() const;
+  // Chooses the activations' layouts and tells the layers.
+  void AssignLayouts(bool blocked);
+  // Workspaces can depend on the layouts and on which input gradients are
+  // wanted, known only once the schedule is built.
+  void RefreshWorkspaces();
+
+  // The layers' algorithm candidates, for the memory runtime.
+  class Algorithms : public AlgorithmCatalog {
+   public:
+    explicit Algorithms(const Net& net) : net_(net) {}
+    int NumOps(int layer, Pass pass) const override;
+    std::vector<AlgorithmCandidate> Candidates(int layer, Pass pass, int op,
+                                               int64_t images) const override;
+
+   private:
+    const Net& net_;
+  };
+
+  std::string name_;
+  std::string file_;
+  int64_t batch_ = 1;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<LayerDecl> decls_;
+  std::vector<LayerSpec> specs_;
+  std::vector<int> input_layers_;
+  std::vector<int> loss_layers_;
+  Schedule schedule_;
+  Algorithms algorithms_{*this};
+};
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_GRAPH_NET_H_

@@ -1,0 +1,93 @@
+// Solvers: SGD (momentum, Nesterov, weight decay) and Adam, with PyTorch's
+// update rules so results can be cross-checked against it:
+//
+//   SGD   d = g + wd * w;  v = momentum * v + d;  w -= lr * (nesterov ? d + momentum * v : v)
+//   Adam  d = g + wd * w;  m = b1 m + (1 - b1) d;  s = b2 s + (1 - b2) d^2;
+//         w -= lr * (m / (1 - b1^t)) / (sqrt(s / (1 - b2^t)) + eps)
+//
+// Weight decay is scaled per parameter by ParamSpec::decay_mult (0 for biases
+// and BatchNorm). Solver state (momentum, moments) lives in device memory as
+// kOptimizerState tensors added to the schedule before the memory runtime is
+// created, so it is planned and counted like everything else. The arithmetic
+// runs per device through SolverKernels.
+#ifndef SPILL_FRAMEWORK_SOLVER_SOLVER_H_
+#define SPILL_FRAMEWORK_SOLVER_SOLVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/device/device.h"
+#include "framework/graph/net.h"
+#include "framework/schedule/tensor_store.h"
+
+namespace spill {
+
+struct SolverConfig {
+  std::string type = "sgd";  // sgd | adam
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+};
+
+// Per-device update arithmetic over n elements.
+class SolverKernels {
+ public:
+  virtual ~SolverKernels() = default;
+  // Updates run on `device`'s compute queue.
+  virtual void Sgd(Device& device, int64_t n, float* w, const float* g, float* v, float lr,
+                   float momentum, float decay, bool nesterov) = 0;
+  virtual void Adam(Device& device, int64_t n, float* w, const float* g, float* m, float* s,
+                    float lr, float beta1, float beta2, float epsilon, float decay, int64_t t) = 0;
+};
+
+SolverKernels& SolverKernelsFor(DeviceType device);
+bool RegisterSolverKernels(DeviceType device, SolverKernels* kernels);
+
+class Solver {
+ public:
+  static StatusOr<std::unique_ptr<Solver>> Create(const SolverConfig& config);
+
+  const SolverConfig& config() const { return config_; }
+  // Adds the state tensors to `net`'s schedule. Call before creating the
+  // memory runtime.
+  void AddState(Net& net);
+  // Zeroes the state (a fresh start), wherever the store keeps it.
+  Status ResetState(const Net& net, TensorStore& store) const;
+  // One update of every trainable parameter with learning rate `lr`, in two
+  // halves: BeginStep hands the store the step before the iteration runs, so
+  // that it can update each parameter where it lives as soon as its gradient
+  // is complete (with parameters kept in host memory, during backward);
+  // FinishStep completes it after the iteration.
+  void BeginStep(const Net& net, TensorStore& store, Device& device, double lr);
+  Status FinishStep(TensorStore& store);
+  // Both halves at once, after the iteration.
+  Status Update(const Net& net, TensorStore& store, Device& device, double lr);
+
+  // Updates applied so far (Adam's t); restored from checkpoints.
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }
+
+  // One entry per trainable parameter.
+  struct Slot {
+    TensorId param;
+    TensorId grad;
+    float decay_mult;
+    std::vector<TensorId> state;  // SGD: velocity; Adam: first, second moment
+  };
+  const std::vector<Slot>& slots() const { return slots_; }
+
+ private:
+  explicit Solver(const SolverConfig& config) : config_(config) {}
+
+  SolverConfig config_;
+  std::vector<Slot> slots_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace spill
+
+#endif  // SPILL_FRAMEWORK_SOLVER_SOLVER_H_
