@@ -7,7 +7,7 @@
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
 #include "memory/memory_options.h"
-#include "memory/transfer_plan.h"
+#include "memory/scheduler_registry.h"
 
 namespace spill {
 namespace {

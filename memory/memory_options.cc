@@ -6,7 +6,7 @@
 #include "framework/base/strings.h"
 #include "memory/allocators/allocator.h"
 #include "memory/eviction/eviction.h"
-#include "memory/transfer_plan.h"
+#include "memory/scheduler_registry.h"
 
 namespace spill {
 

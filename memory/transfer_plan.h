@@ -33,7 +33,7 @@
 // Plans are plain data, produced by pure functions of the schedule, the
 // sizes and the options (memory/schedulers/), one per phase - or by hand, or
 // by a planner that searches, and scored with Plan(view, options, plans)
-// (memory/planner.h). A plan made elsewhere needs only the action lists: one
+// (memory/planning/planner.h). A plan made elsewhere needs only the action lists: one
 // `before` and one `after` list per step of its phase (2 x layers for
 // training, layers for evaluation); its lifetimes default to the schedule's
 // (AnalyzeLiveness) and nothing is droppable by the tensor cache
@@ -49,18 +49,12 @@
 #ifndef SPILL_MEMORY_TRANSFER_PLAN_H_
 #define SPILL_MEMORY_TRANSFER_PLAN_H_
 
-#include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "framework/base/registry.h"
-#include "framework/schedule/network_view.h"
 #include "framework/schedule/schedule.h"
 #include "memory/liveness.h"
-#include "memory/memory_options.h"
 #include "memory/recompute_policy.h"
-#include "memory/settings.h"
 
 namespace spill {
 
@@ -107,53 +101,12 @@ struct TransferPlan {
   std::string ToString(const Schedule& schedule) const;
 };
 
-// ---- The scheduler seam ----
-//
-// A scheduler turns a network and the memory options into the plans of both
-// phases. `superneurons` (the default) composes liveness, eager offload with
-// prefetch ahead, cost-aware recomputation and the tensor cache from the
-// option switches. Others register themselves next to their code.
+// The plans of both phases: what a scheduler makes (memory/scheduler_registry.h)
+// and the runtime executes.
 struct PhasePlans {
   TransferPlan train;
   TransferPlan eval;
 };
-
-using TransferScheduler =
-    std::function<StatusOr<PhasePlans>(const NetworkView& view, const MemoryOptions& options)>;
-
-struct SchedulerInfo {
-  std::string name;
-  std::string summary;
-  TransferScheduler plan;
-  // Its keys of the memory: section (memory/settings.h), read from
-  // MemoryOptions::settings.
-  std::vector<SettingSpec> settings;
-};
-
-Registry<SchedulerInfo>& Schedulers();
-bool RegisterScheduler(SchedulerInfo info);
-// The scheduler's plans, plus the transfers of the parameters that live in
-// host memory (memory.params), whatever the scheduler.
-StatusOr<PhasePlans> MakeTransferPlans(const NetworkView& view, const MemoryOptions& options);
-
-// The transfers of the parameters that live in host memory (memory.params),
-// added to `plans` (MakeTransferPlans adds them to every scheduler's).
-void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& options,
-                           PhasePlans* plans);
-
-// Checks plans made elsewhere (by hand, or by a planner that searches)
-// before they are run: one list per step of each phase, tensors of the
-// schedule, prefetches and rebuilds before a step, updates of parameters
-// that live in host memory only; an error names the phase, the step and the
-// action. What a plan leaves empty is completed: its lifetimes from the
-// schedule (AnalyzeLiveness), nothing droppable by the tensor cache.
-Status CompletePlans(const Schedule& schedule, const MemoryOptions& options, PhasePlans* plans);
-
-// Whether a persistent tensor lives in host memory between uses under
-// `options` (parameters, their gradients and solver state; a gradient that
-// is consumed on the device by the update has no home at all).
-bool HomeOnHost(const Schedule& schedule, const MemoryOptions& options, TensorId id);
-std::vector<std::string> SchedulerNames();
 
 }  // namespace spill
 

@@ -15,7 +15,7 @@
 #include "framework/graph/net.h"
 #include "memory/backing.h"
 #include "memory/heap_pool.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "memory/residency.h"
 #include "memory/workspace_selector.h"
 #include "tests/testing/net_harness.h"

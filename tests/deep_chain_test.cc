@@ -13,7 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "tests/testing/net_harness.h"
 #include "tools/bench/relu_chain.h"
 

@@ -13,7 +13,7 @@
 
 #include "framework/device/cpu_device.h"
 #include "framework/graph/net.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"
 

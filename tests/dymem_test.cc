@@ -13,12 +13,14 @@
 #include "memory/allocators/gtbm_allocator.h"
 #include "memory/fragmentation.h"
 #include "memory/liveness.h"
+#include "memory/memory_options.h"
 #include "memory/mobility.h"
-#include "memory/planner.h"
-#include "memory/pool_sizing.h"
+#include "memory/phase_plans.h"
+#include "memory/planning/planner.h"
+#include "memory/planning/pool_sizing.h"
 #include "memory/report/dymem_reports.h"
 #include "memory/report/fragmentation_svg.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 #include "memory/transfer_plan.h"
 
 namespace spill {

@@ -11,7 +11,8 @@
 #include <random>
 
 #include "framework/graph/net.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
+#include "memory/scheduler_registry.h"
 #include "memory/sim/timeline.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"

@@ -10,7 +10,7 @@
 #include "framework/base/random.h"
 #include "framework/device/cpu_device.h"
 #include "framework/graph/initializer.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 #include "tests/testing/net_harness.h"
 
 namespace spill {

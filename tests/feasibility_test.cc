@@ -1,4 +1,4 @@
-// More memory never fails (memory/feasibility.h): for every memory mode and
+// More memory never fails (memory/planning/feasibility.h): for every memory mode and
 // every allocator, on the test networks and on ResNet-50 at batch 32, 40
 // budgets from the minimum to twice it all run - the policy's own plan, or
 // a smaller budget's layout inside the budget - with a footprint within the
@@ -9,7 +9,7 @@
 // train or solve at each budget the minimum search and the sweep probe, so
 // they run on the test networks, briefly trained (as memory_test trains
 // them) and with CBC given a second per limit.
-#include "memory/feasibility.h"
+#include "memory/planning/feasibility.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

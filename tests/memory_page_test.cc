@@ -13,7 +13,7 @@
 #include <set>
 
 #include "framework/base/units.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "memory/report/address_map.h"
 #include "memory/report/page_encoding.h"
 #include "memory/residency.h"

@@ -15,9 +15,11 @@
 #include "memory/allocators/dsa_exact.h"
 #include "memory/allocators/dsa_solver.h"
 #include "memory/eviction/eviction.h"
-#include "memory/planner.h"
+#include "memory/memory_options.h"
+#include "memory/phase_plans.h"
+#include "memory/planning/planner.h"
 #include "memory/report/events_json.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 #include "memory/transfer_plan.h"
 
 namespace spill {

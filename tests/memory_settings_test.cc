@@ -11,7 +11,10 @@
 #include <set>
 
 #include "memory/allocators/allocator.h"
-#include "memory/planner.h"
+#include "memory/memory_options.h"
+#include "memory/phase_plans.h"
+#include "memory/planning/planner.h"
+#include "memory/scheduler_registry.h"
 #include "memory/transfer_plan.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"

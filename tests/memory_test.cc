@@ -15,10 +15,10 @@
 #include "framework/config/net_spec.h"
 #include "framework/graph/net.h"
 #include "memory/allocators/va_allocator.h"
-#include "memory/feasibility.h"
 #include "memory/liveness.h"
-#include "memory/planner.h"
-#include "memory/runtime.h"
+#include "memory/planning/feasibility.h"
+#include "memory/planning/planner.h"
+#include "memory/runtime/runtime.h"
 #include "tests/testing/equivalence.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"
@@ -341,7 +341,7 @@ TEST_P(ModeTest, DoubleBufferedStreamingFallsBackToOneBufferAtTheSmallestBudget)
   };
   int double_buffered = 0;
   for (double scale : {1.0, 1.05, 1.1, 1.2, 1.3}) {
-    // The budget runs (memory/feasibility.h), with the layout of a smaller
+    // The budget runs (memory/planning/feasibility.h), with the layout of a smaller
     // one where the policy's own does not fit.
     for (testing::SyntheticRun* run : {&doubled, &single}) {
       run->memory.device_budget =

@@ -16,12 +16,12 @@
 #include <set>
 
 #include "framework/graph/net.h"
-#include "memory/planner.h"
 #include "memory/planners/baselines.h"
 #include "memory/planners/dqn/dqn_planner.h"
 #include "memory/planners/dqn/learner.h"
 #include "memory/planners/exhaustive.h"
 #include "memory/planners/milp.h"
+#include "memory/planning/planner.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"
 

@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "memory/planner.h"
-#include "memory/runtime.h"
+#include "memory/phase_plans.h"
+#include "memory/planning/planner.h"
+#include "memory/runtime/runtime.h"
 #include "memory/schedulers/window.h"
 
 namespace spill {

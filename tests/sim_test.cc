@@ -15,7 +15,7 @@
 #include "framework/graph/net.h"
 #include "framework/solver/solver.h"
 #include "layers/convolution_layer.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "memory/report/events_json.h"
 #include "memory/report/timeline_svg.h"
 #include "memory/report/trace_json.h"

@@ -18,8 +18,8 @@
 #include "framework/device/cpu_device.h"
 #include "framework/io/npz.h"
 #include "framework/solver/lr_schedule.h"
-#include "memory/planner.h"
 #include "memory/planners/planner_settings.h"
+#include "memory/planning/planner.h"
 #include "tests/testing/trace_reader.h"
 
 namespace spill {

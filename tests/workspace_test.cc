@@ -11,7 +11,7 @@
 #include "framework/graph/net.h"
 #include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/conv_timer.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "memory/workspace_selector.h"
 #include "tests/testing/net_harness.h"
 

@@ -27,10 +27,10 @@
 #include "framework/graph/net_checks.h"
 #include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
-#include "memory/feasibility.h"
-#include "memory/planner.h"
 #include "memory/planners/dqn/dqn_planner.h"
 #include "memory/planners/planner_settings.h"
+#include "memory/planning/feasibility.h"
+#include "memory/planning/planner.h"
 #include "memory/report/dymem_reports.h"
 #include "memory/report/events_json.h"
 #include "memory/report/fragmentation_svg.h"
@@ -375,7 +375,7 @@ struct ModeRun {
     nlohmann::ordered_json planner;
     if (options.scheduler == "dqn") SPILL_RETURN_IF_ERROR(ReportDqn(args, net, options, &planner));
     auto start = std::chrono::steady_clock::now();
-    // What a run at the budget does (memory/feasibility.h): the mode's own
+    // What a run at the budget does (memory/planning/feasibility.h): the mode's own
     // plan, or a smaller budget's layout where that one leaves no room.
     SPILL_ASSIGN_OR_RETURN(RunnablePlan runnable, PlanRunnable(net.view(), options));
     const MemoryPlan& plan = runnable.plan;

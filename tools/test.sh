@@ -6,7 +6,8 @@
 # packed and its compressed size printed (//tests:gpu_bundle_test).
 #
 # The full run (no arguments) also checks the format of every source
-# (tools/ci/format.sh --check) and runs the memory, parser, data, checkpoint and
+# (tools/ci/format.sh --check), that no two source files include each other
+# (tools/ci/include_cycles.py) and runs the memory, parser, data, checkpoint and
 # fuzz tests again under AddressSanitizer and UndefinedBehaviorSanitizer
 # (tools/ci/sanitize.sh). Ends with "N passed, M failed", counting test cases of
 # both runs and the format check as one case, so a failure in any makes M > 0.
@@ -47,12 +48,20 @@ fi
 if [[ $full -eq 1 ]]; then
   bash tools/ci/format.sh --check
   format=$?
+  # Every source folder but framework/onnx (whose importer has a private
+  # header of its own) as one graph: no two units include each other.
+  /usr/bin/python3 tools/ci/include_cycles.py --self-test &&
+    /usr/bin/python3 tools/ci/include_cycles.py memory layers data tools framework/base \
+      framework/device framework/schedule framework/config framework/graph framework/io \
+      framework/solver framework/cuda framework/distributed
+  cycles=$?
   bash tools/ci/sanitize.sh --no-setup
   sanitized=$?
   [[ $status -eq 0 ]] && status=$sanitized
   summary+=(--logs "asan" "$(bazel info --config=asan bazel-testlogs 2>/dev/null)"
             $(bash tools/ci/sanitize.sh --targets))
   summary+=(--check "format check (tools/ci/format.sh --check)" "$format")
+  summary+=(--check "include cycles (tools/ci/include_cycles.py)" "$cycles")
 fi
 /usr/bin/python3 tools/ci/test_summary.py "${summary[@]}"
 summary_status=$?

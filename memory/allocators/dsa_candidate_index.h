@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "memory/allocators/dsa_solver.h"
+#include "memory/allocators/dsa_block.h"
 
 namespace spill {
 

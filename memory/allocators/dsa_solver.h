@@ -47,13 +47,9 @@
 #include <string>
 #include <vector>
 
-namespace spill {
+#include "memory/allocators/dsa_block.h"
 
-struct DsaBlock {
-  size_t bytes = 0;        // > 0; callers round to 1 KiB pool blocks, the solver does not assume it
-  int64_t alloc_time = 0;  // event clock, inclusive
-  int64_t free_time = 0;   // inclusive, >= alloc_time; blocks never freed use the last event time
-};
+namespace spill {
 
 // Blocks recorded as a profile records them: one clock tick per allocation
 // or free, from tick 0. Blocks never freed live until the last event. For

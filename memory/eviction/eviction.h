@@ -23,7 +23,7 @@
 #include "framework/base/registry.h"
 #include "framework/base/status.h"
 #include "framework/schedule/schedule.h"
-#include "memory/tensor_cache.h"
+#include "memory/runtime/tensor_cache.h"
 
 namespace spill {
 

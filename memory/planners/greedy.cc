@@ -12,8 +12,10 @@
 // evaluations.
 #include <algorithm>
 
+#include "memory/memory_options.h"
 #include "memory/mobility.h"
 #include "memory/planners/baselines.h"
+#include "memory/scheduler_registry.h"
 #include "memory/transfer_plan.h"
 
 namespace spill {

@@ -9,8 +9,10 @@
 // where an allocation fails.
 #include <cmath>
 
+#include "memory/memory_options.h"
 #include "memory/mobility.h"
 #include "memory/planners/baselines.h"
+#include "memory/scheduler_registry.h"
 #include "memory/transfer_plan.h"
 
 namespace spill {

@@ -8,9 +8,11 @@
 #include <map>
 #include <mutex>
 
+#include "memory/memory_options.h"
 #include "memory/mobility.h"
 #include "memory/planners/baselines.h"
 #include "memory/planners/milp.h"
+#include "memory/scheduler_registry.h"
 #include "memory/sim/cost_model.h"
 #include "memory/transfer_plan.h"
 

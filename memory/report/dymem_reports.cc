@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "framework/base/units.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 
 namespace spill {
 namespace {

@@ -1,6 +1,6 @@
 // What `plan` reports for Dymem's questions: fragmentation per step under
 // several allocators in one pool (footprint and U_f, like the paper's
-// Fig. 15), and GTBM's pool sizing with beta (memory/pool_sizing.h).
+// Fig. 15), and GTBM's pool sizing with beta (memory/planning/pool_sizing.h).
 #ifndef SPILL_MEMORY_REPORT_DYMEM_REPORTS_H_
 #define SPILL_MEMORY_REPORT_DYMEM_REPORTS_H_
 
@@ -11,7 +11,7 @@
 #include "framework/schedule/network_view.h"
 #include "memory/fragmentation.h"
 #include "memory/memory_options.h"
-#include "memory/pool_sizing.h"
+#include "memory/planning/pool_sizing.h"
 
 namespace spill {
 

@@ -34,7 +34,7 @@
 #include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "memory/sim/timeline.h"
 
 namespace spill {

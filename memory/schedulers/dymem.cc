@@ -32,7 +32,9 @@
 #include <algorithm>
 
 #include "memory/liveness.h"
+#include "memory/memory_options.h"
 #include "memory/mobility.h"
+#include "memory/scheduler_registry.h"
 #include "memory/transfer_plan.h"
 
 namespace spill {

@@ -18,6 +18,8 @@
 #include <algorithm>
 
 #include "memory/liveness.h"
+#include "memory/memory_options.h"
+#include "memory/scheduler_registry.h"
 #include "memory/schedulers/tensor_sequence.h"
 #include "memory/transfer_plan.h"
 

@@ -16,8 +16,10 @@
 // With the cache on, nothing leaves on a schedule: the cache evicts on demand.
 // Evaluation: liveness releases only.
 #include "memory/liveness.h"
+#include "memory/memory_options.h"
 #include "memory/offload_policy.h"
 #include "memory/recompute_policy.h"
+#include "memory/scheduler_registry.h"
 #include "memory/transfer_plan.h"
 
 namespace spill {

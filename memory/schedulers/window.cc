@@ -4,6 +4,7 @@
 
 #include "memory/allocators/allocator.h"
 #include "memory/liveness.h"
+#include "memory/scheduler_registry.h"
 #include "memory/schedulers/tensor_sequence.h"
 
 namespace spill {

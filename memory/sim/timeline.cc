@@ -221,7 +221,7 @@ void Simulator::Apply(const MemoryEvent& e) {
 }
 
 // A step's compute, and when it streams, its slices with their copies as
-// the runtime queues them (memory/staging.h): the copy queue runs in order;
+// the runtime queues them (memory/runtime/staging.h): the copy queue runs in order;
 // slice k's copy in follows the compute of the last slice in its half
 // (single-buffered: slice k-1, queued before slice k computes;
 // double-buffered: slice k-1's half is slice k+1's, queued while slice k

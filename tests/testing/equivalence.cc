@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "tests/testing/test_networks.h"
 
 namespace spill {

@@ -19,7 +19,7 @@
 #include "framework/device/device_registry.h"
 #include "framework/graph/initializer.h"
 #include "framework/io/checkpoint.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "tools/common/checks.h"
 #include "tools/trainer/train_config.h"
 

@@ -20,7 +20,7 @@
 #include "framework/base/status.h"
 #include "framework/graph/net.h"
 #include "framework/solver/solver.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 
 namespace spill {
 namespace fuzz {

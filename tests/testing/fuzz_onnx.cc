@@ -7,7 +7,7 @@
 
 #include "framework/graph/net.h"
 #include "framework/onnx/onnx_import.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 
 namespace spill {
 namespace fuzz {

@@ -10,6 +10,8 @@
 // before the step ahead of its next use; every tensor is released after its
 // last use.
 #include "memory/liveness.h"
+#include "memory/memory_options.h"
+#include "memory/scheduler_registry.h"
 #include "memory/schedulers/tensor_sequence.h"
 #include "memory/transfer_plan.h"
 

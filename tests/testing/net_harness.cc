@@ -7,7 +7,7 @@
 #include "framework/graph/initializer.h"
 #include "framework/graph/net.h"
 #include "framework/solver/solver.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 
 namespace spill {
 namespace testing {

@@ -24,7 +24,7 @@
 #include "framework/graph/net.h"
 #include "memory/allocators/allocator.h"
 #include "memory/allocators/dsa_solver.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "tools/common/cli.h"
 
 namespace spill {

@@ -18,7 +18,7 @@
 
 #include "framework/base/units.h"
 #include "framework/graph/net.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "tools/bench/relu_chain.h"
 #include "tools/common/cli.h"
 

@@ -23,7 +23,8 @@
 #include "framework/graph/net.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/evaluate.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
+#include "memory/scheduler_registry.h"
 #include "memory/sim/timeline.h"
 
 namespace spill {

@@ -32,7 +32,7 @@
 #include "framework/device/cpu_device.h"
 #include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "memory/report/trace_json.h"
 #include "tools/common/cli.h"
 #include "tools/common/timeline_tools.h"

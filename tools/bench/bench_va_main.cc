@@ -28,7 +28,7 @@
 #include "framework/graph/net.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/allocators/va_allocator.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 #include "tools/common/cli.h"
 
 namespace spill {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "framework/base/units.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 #include "memory/sim/timeline.h"
 #include "tools/common/cli.h"
 #include "tools/common/timeline_tools.h"

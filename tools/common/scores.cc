@@ -7,8 +7,8 @@
 #include "framework/graph/initializer.h"
 #include "framework/graph/net.h"
 #include "framework/io/checkpoint.h"
-#include "memory/planner.h"
-#include "memory/runtime.h"
+#include "memory/planning/planner.h"
+#include "memory/runtime/runtime.h"
 #include "memory/workspace_selector.h"
 
 namespace spill {

@@ -15,7 +15,7 @@
 #include "framework/graph/net_checks.h"
 #include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 #include "tools/common/checks.h"
 #include "tools/common/cli.h"
 #include "tools/common/net_options.h"

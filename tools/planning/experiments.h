@@ -11,7 +11,7 @@
 
 #include "framework/config/net_spec.h"
 #include "memory/memory_options.h"
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 #include "tools/common/memory_flags.h"
 
 namespace spill {

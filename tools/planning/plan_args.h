@@ -8,7 +8,7 @@
 #include <string>
 
 #include "framework/config/net_spec.h"
-#include "memory/pool_sizing.h"
+#include "memory/planning/pool_sizing.h"
 #include "tools/common/cli.h"
 #include "tools/common/memory_flags.h"
 

@@ -7,7 +7,8 @@
 #include "framework/device/device_registry.h"
 #include "framework/io/checkpoint.h"
 #include "layers/cpu/conv_timer.h"
-#include "memory/planner.h"
+#include "memory/planning/feasibility.h"
+#include "memory/planning/planner.h"
 #include "tools/common/checks.h"
 #include "tools/common/net_options.h"
 

@@ -20,7 +20,7 @@
 #include "data/dataset.h"
 #include "framework/graph/executor.h"
 #include "framework/graph/net.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 #include "tools/trainer/train_config.h"
 
 namespace spill {

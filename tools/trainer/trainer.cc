@@ -24,8 +24,8 @@
 #include "framework/graph/initializer.h"
 #include "framework/io/npz.h"
 #include "layers/cpu/conv_timer.h"
-#include "memory/feasibility.h"
-#include "memory/planner.h"
+#include "memory/planning/feasibility.h"
+#include "memory/planning/planner.h"
 #include "tools/common/checks.h"
 #include "tools/common/net_options.h"
 #include "tools/trainer/inference.h"
@@ -283,7 +283,7 @@ Status Trainer::Setup() {
   return log_.Open(leader_ ? log : "", !options_.resume.empty(), "the training log");
 }
 
-// More memory never fails (memory/feasibility.h): where the mode's own plan
+// More memory never fails (memory/planning/feasibility.h): where the mode's own plan
 // at the budget does not fit but a smaller budget's does, the run uses that
 // layout inside the budget - the choice `plan --device-memory` shows.
 Status Trainer::ChooseLayoutBudget() {

@@ -23,7 +23,7 @@
 #include "framework/graph/executor.h"
 #include "framework/io/checkpoint.h"
 #include "framework/solver/solver.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 #include "tools/common/timeline_tools.h"
 #include "tools/trainer/data_parallel.h"
 #include "tools/trainer/progress.h"

@@ -9,10 +9,12 @@
 #include <sstream>
 
 #include "framework/base/logging.h"
+#include "memory/memory_options.h"
 #include "memory/mobility.h"
 #include "memory/planners/baselines.h"
 #include "memory/planners/dqn/learner.h"
 #include "memory/planners/rules.h"
+#include "memory/scheduler_registry.h"
 #include "memory/sim/cost_model.h"
 #include "memory/transfer_plan.h"
 

@@ -1,10 +1,10 @@
-#include "memory/pool_sizing.h"
+#include "memory/planning/pool_sizing.h"
 
 #include <algorithm>
 
 #include "memory/allocators/gtbm_allocator.h"
-#include "memory/planner.h"
-#include "memory/runtime.h"
+#include "memory/planning/planner.h"
+#include "memory/runtime/runtime.h"
 
 namespace spill {
 namespace {

@@ -5,8 +5,8 @@
 // Not while a step or a rebuild is tried whole, or staging is tried at a
 // slice that may still shrink: their failure decides to stream or to
 // shrink. Those attempts hold overdraft back while they run.
-#ifndef SPILL_MEMORY_OVERDRAFT_H_
-#define SPILL_MEMORY_OVERDRAFT_H_
+#ifndef SPILL_MEMORY_RUNTIME_OVERDRAFT_H_
+#define SPILL_MEMORY_RUNTIME_OVERDRAFT_H_
 
 namespace spill {
 
@@ -41,4 +41,4 @@ class Overdraft {
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_OVERDRAFT_H_
+#endif  // SPILL_MEMORY_RUNTIME_OVERDRAFT_H_

@@ -1,4 +1,4 @@
-#include "memory/staging.h"
+#include "memory/runtime/staging.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "memory/chosen_workspace.h"
+#include "memory/runtime/chosen_workspace.h"
 
 namespace spill {
 

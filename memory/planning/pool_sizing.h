@@ -10,8 +10,8 @@
 // before training - and so are the numbers the paper's trial and error
 // stands for: whether the sized pool runs, the planner's exact minimum
 // budget for GTBM, and the smallest beta' with which the pool runs.
-#ifndef SPILL_MEMORY_POOL_SIZING_H_
-#define SPILL_MEMORY_POOL_SIZING_H_
+#ifndef SPILL_MEMORY_PLANNING_POOL_SIZING_H_
+#define SPILL_MEMORY_PLANNING_POOL_SIZING_H_
 
 #include <cstddef>
 
@@ -47,4 +47,4 @@ StatusOr<PoolSizing> SizeGtbmPool(const NetworkView& view, const MemoryOptions& 
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_POOL_SIZING_H_
+#endif  // SPILL_MEMORY_PLANNING_POOL_SIZING_H_

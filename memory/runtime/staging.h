@@ -10,8 +10,8 @@
 // instead of alternating with it. Slice k's compute waits for its own copy
 // in and for the copy out of slice k-2, which left the same half; the copy
 // queue runs in order.
-#ifndef SPILL_MEMORY_STAGING_H_
-#define SPILL_MEMORY_STAGING_H_
+#ifndef SPILL_MEMORY_RUNTIME_STAGING_H_
+#define SPILL_MEMORY_RUNTIME_STAGING_H_
 
 #include <cstdint>
 #include <memory>
@@ -104,4 +104,4 @@ class Staging {
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_STAGING_H_
+#endif  // SPILL_MEMORY_RUNTIME_STAGING_H_

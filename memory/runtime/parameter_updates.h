@@ -1,8 +1,8 @@
 // ParameterUpdates: where each parameter tensor lives between uses and the
 // state of this iteration's solver step (see runtime_parameters.cc for how
 // the runtime places parameters and runs the step where the plan says).
-#ifndef SPILL_MEMORY_PARAMETER_UPDATES_H_
-#define SPILL_MEMORY_PARAMETER_UPDATES_H_
+#ifndef SPILL_MEMORY_RUNTIME_PARAMETER_UPDATES_H_
+#define SPILL_MEMORY_RUNTIME_PARAMETER_UPDATES_H_
 
 #include <unordered_map>
 #include <vector>
@@ -44,4 +44,4 @@ class ParameterUpdates {
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_PARAMETER_UPDATES_H_
+#endif  // SPILL_MEMORY_RUNTIME_PARAMETER_UPDATES_H_

@@ -1,5 +1,7 @@
-#include "memory/parameter_updates.h"
+#include "memory/runtime/parameter_updates.h"
 
+#include "memory/memory_options.h"
+#include "memory/phase_plans.h"
 #include "memory/transfer_plan.h"
 
 namespace spill {

@@ -8,8 +8,8 @@
 // This class is only the bookkeeping (recency and locks); an eviction policy
 // (memory/eviction/) picks the victim, the runtime decides what eviction
 // means and the residency state machine performs it.
-#ifndef SPILL_MEMORY_TENSOR_CACHE_H_
-#define SPILL_MEMORY_TENSOR_CACHE_H_
+#ifndef SPILL_MEMORY_RUNTIME_TENSOR_CACHE_H_
+#define SPILL_MEMORY_RUNTIME_TENSOR_CACHE_H_
 
 #include <cstdint>
 #include <set>
@@ -52,4 +52,4 @@ class TensorCache {
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_TENSOR_CACHE_H_
+#endif  // SPILL_MEMORY_RUNTIME_TENSOR_CACHE_H_

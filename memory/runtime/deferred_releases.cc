@@ -1,4 +1,4 @@
-#include "memory/deferred_releases.h"
+#include "memory/runtime/deferred_releases.h"
 
 #include "memory/recompute_policy.h"
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "framework/base/logging.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 
 namespace spill {
 

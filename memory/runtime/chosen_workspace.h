@@ -6,8 +6,8 @@
 // Which algorithms and how many bytes is the workspace selector's decision
 // (memory/workspace_selector.h), made by the runtime; this part holds the
 // result and gives the block back.
-#ifndef SPILL_MEMORY_CHOSEN_WORKSPACE_H_
-#define SPILL_MEMORY_CHOSEN_WORKSPACE_H_
+#ifndef SPILL_MEMORY_RUNTIME_CHOSEN_WORKSPACE_H_
+#define SPILL_MEMORY_RUNTIME_CHOSEN_WORKSPACE_H_
 
 #include <vector>
 
@@ -59,4 +59,4 @@ class ChosenWorkspace {
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_CHOSEN_WORKSPACE_H_
+#endif  // SPILL_MEMORY_RUNTIME_CHOSEN_WORKSPACE_H_

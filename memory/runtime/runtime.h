@@ -33,8 +33,8 @@
 // fixed point of the schedule before reusing its memory. So running it
 // without a device (`plan`) yields exactly the per-step memory, transfers and
 // recomputations of a real run.
-#ifndef SPILL_MEMORY_RUNTIME_H_
-#define SPILL_MEMORY_RUNTIME_H_
+#ifndef SPILL_MEMORY_RUNTIME_RUNTIME_H_
+#define SPILL_MEMORY_RUNTIME_RUNTIME_H_
 
 #include <functional>
 #include <memory>
@@ -46,19 +46,20 @@
 #include "framework/schedule/tensor_store.h"
 #include "memory/allocators/allocator.h"
 #include "memory/backing.h"
-#include "memory/chosen_workspace.h"
-#include "memory/deferred_releases.h"
 #include "memory/eviction/eviction.h"
 #include "memory/heap_pool.h"
 #include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
-#include "memory/overdraft.h"
-#include "memory/parameter_updates.h"
+#include "memory/phase_plans.h"
 #include "memory/residency.h"
-#include "memory/runtime_records.h"
-#include "memory/staging.h"
-#include "memory/tensor_cache.h"
+#include "memory/runtime/chosen_workspace.h"
+#include "memory/runtime/deferred_releases.h"
+#include "memory/runtime/overdraft.h"
+#include "memory/runtime/parameter_updates.h"
+#include "memory/runtime/runtime_records.h"
+#include "memory/runtime/staging.h"
+#include "memory/runtime/tensor_cache.h"
 #include "memory/transfer_plan.h"
 
 namespace spill {
@@ -110,6 +111,7 @@ class MemoryRuntime : public TensorStore {
   float* StagedData(TensorId id) override;
 
   const MemoryOptions& options() const { return options_; }
+  const NetworkView& view() const { return view_; }
   // Records of the last completed iteration.
   const MemoryLog& log() const { return records_.log(); }
   const DeviceAllocator& allocator() const { return *allocator_; }
@@ -135,7 +137,7 @@ class MemoryRuntime : public TensorStore {
   Status AllocatePersistent();
   Status AllocateAllTransient();
   Status Fail(const Status& status, const std::string& what, size_t bytes);
-  // `allocate` run past the budget (memory/overdraft.h), when that may be.
+  // `allocate` run past the budget (memory/runtime/overdraft.h), when that may be.
   Status Overdraw(const std::function<Status()>& allocate);
   std::vector<TensorId> LiveTransient() const;
   void Record(const Step& step);
@@ -268,6 +270,20 @@ class MemoryRuntime : public TensorStore {
   AllTransient all_transient_ = AllTransient::kNotYet;
 };
 
+// One iteration of `phase` as the executor runs it, without computing: the
+// runtime's every decision on its backing (the planning backing makes no
+// device call), the solver step's moves included. What planning and
+// profiling run (memory/runtime/runtime_without_device.cc); `recomputations` counts
+// the rebuilds the runtime asked for.
+Status RunWithoutDevice(MemoryRuntime& runtime, Phase phase, int64_t* recomputations);
+
+// The device requests of the first iteration of `phase` in a fresh runtime
+// under the accounting-only `ideal` allocator at `budget`: the decisions
+// (evictions, algorithms) a placement must then reproduce. Profile-guided
+// allocators are handed it through AllocatorContext::profiler.
+StatusOr<AllocationProfile> ProfileAllocations(const NetworkView& view, MemoryOptions options,
+                                               Phase phase, size_t budget);
+
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_RUNTIME_H_
+#endif  // SPILL_MEMORY_RUNTIME_RUNTIME_H_

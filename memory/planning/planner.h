@@ -10,15 +10,11 @@
 //                       not fit, with its overshoot and its simulated time
 //   MinimumBudget       the smallest device budget a mode runs in (bisection
 //                       over budgets, each checked by a plan)
-//   ExplainOutOfMemory  turns a runtime's kOutOfMemory into a report that
-//                       adds that minimum
-//   ProfileAllocations  one iteration's requests under the accounting-only
-//                       allocator, for profile-guided allocators
 //
 // Everything takes a NetworkView: the planner needs no layers and no network
 // format.
-#ifndef SPILL_MEMORY_PLANNER_H_
-#define SPILL_MEMORY_PLANNER_H_
+#ifndef SPILL_MEMORY_PLANNING_PLANNER_H_
+#define SPILL_MEMORY_PLANNING_PLANNER_H_
 
 #include <functional>
 #include <string>
@@ -29,6 +25,7 @@
 #include "memory/memory_events.h"
 #include "memory/memory_log.h"
 #include "memory/memory_options.h"
+#include "memory/phase_plans.h"
 #include "memory/sim/device_profile.h"
 #include "memory/transfer_plan.h"
 
@@ -94,17 +91,6 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
 StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options,
                                size_t resolution = 0);
 
-// For kOutOfMemory, appends the smallest budget that would work to the
-// message; other statuses pass through.
-Status ExplainOutOfMemory(const Status& status, const NetworkView& view,
-                          const MemoryOptions& options);
-
-// The device requests of the first iteration of `phase` in a fresh runtime
-// under the accounting-only `ideal` allocator at `budget`: the decisions
-// (evictions, algorithms) a placement must then reproduce.
-StatusOr<AllocationProfile> ProfileAllocations(const NetworkView& view, MemoryOptions options,
-                                               Phase phase, size_t budget);
-
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_PLANNER_H_
+#endif  // SPILL_MEMORY_PLANNING_PLANNER_H_

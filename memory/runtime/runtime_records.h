@@ -6,8 +6,8 @@
 // Only bookkeeping: the runtime hands it the allocator's and the residency
 // state machine's counters at fixed points of each step (BeginStep,
 // FinishStep), and it keeps the differences.
-#ifndef SPILL_MEMORY_RUNTIME_RECORDS_H_
-#define SPILL_MEMORY_RUNTIME_RECORDS_H_
+#ifndef SPILL_MEMORY_RUNTIME_RUNTIME_RECORDS_H_
+#define SPILL_MEMORY_RUNTIME_RUNTIME_RECORDS_H_
 
 #include <cstdint>
 #include <string>
@@ -72,4 +72,4 @@ class RuntimeRecords {
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_RUNTIME_RECORDS_H_
+#endif  // SPILL_MEMORY_RUNTIME_RUNTIME_RECORDS_H_

@@ -1,9 +1,9 @@
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 
 #include <algorithm>
 
 #include "framework/base/logging.h"
-#include "memory/planner.h"
+#include "memory/phase_plans.h"
 
 namespace spill {
 

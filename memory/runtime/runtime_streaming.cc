@@ -19,7 +19,7 @@
 // leave (the rest stays for tensors later steps reuse), shrunk until the
 // blocks and a workspace fit. Double-buffered (memory.stream_buffers: 2,
 // the default) a block holds two slices, so that the copies of the next and
-// the previous slice overlap the compute of this one (memory/staging.h);
+// the previous slice overlap the compute of this one (memory/runtime/staging.h);
 // where no slice fits twice, the step streams single-buffered. Like every
 // other decision, this depends on the schedule and the pools alone, so a
 // plan streams exactly the steps a run streams, with the same slices and the
@@ -27,7 +27,7 @@
 #include <algorithm>
 
 #include "framework/base/logging.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 
 namespace spill {
 namespace {

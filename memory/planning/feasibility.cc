@@ -1,9 +1,9 @@
-#include "memory/feasibility.h"
+#include "memory/planning/feasibility.h"
 
 #include <algorithm>
 
 #include "framework/base/units.h"
-#include "memory/schedulers/window.h"
+#include "memory/scheduler_registry.h"
 
 namespace spill {
 namespace {
@@ -85,18 +85,19 @@ std::string HostShortage(const NetworkView& view, const MemoryOptions& options) 
          " (raise memory.host_budget or --host-memory)";
 }
 
-std::string WindowBudgetAdvice(const NetworkView& view, const MemoryOptions& options,
-                               size_t minimum) {
-  if (options.scheduler != "window") return "";
-  const SizeSetting budget = options.settings.Size(WindowBudgetSetting());
-  if (budget.bytes != 0 || budget.factor >= 1) return "";
-  MemoryOptions whole = options;
-  SPILL_CHECK(whole.settings.Set(WindowBudgetSetting().key, "1x").ok());
-  auto at_one = MinimumBudget(view, whole);
-  if (!at_one.ok() || *at_one >= minimum) return "";
-  return "; the window scheduler plans in " + budget.ToString() +
-         " of the device budget (memory.window_budget): with 1x this mode needs " +
-         FormatBytes(static_cast<double>(*at_one)) + " (" + std::to_string(*at_one) + " bytes)";
+std::string ShareAdvice(const NetworkView& view, const MemoryOptions& options, size_t minimum) {
+  for (const SettingSpec& spec : SearchableSettings(options.scheduler)) {
+    const SizeSetting share = options.settings.Size(spec);
+    if (share.bytes != 0 || share.factor >= 1) continue;
+    MemoryOptions whole = options;
+    SPILL_CHECK(whole.settings.Set(spec.key, "1x").ok());
+    auto at_one = MinimumBudget(view, whole);
+    if (!at_one.ok() || *at_one >= minimum) continue;
+    return "; the " + options.scheduler + " scheduler plans in " + share.ToString() +
+           " of the device budget (memory." + spec.key + "): with 1x this mode needs " +
+           FormatBytes(static_cast<double>(*at_one)) + " (" + std::to_string(*at_one) + " bytes)";
+  }
+  return "";
 }
 
 std::string DescribeFallback(const RunnablePlan& runnable) {
@@ -106,6 +107,24 @@ std::string DescribeFallback(const RunnablePlan& runnable) {
          " leaves no room where a smaller budget's does: it runs with the layout of " +
          FormatBytes(static_cast<double>(runnable.layout_budget)) + " (" +
          std::to_string(runnable.layout_budget) + " bytes) inside the budget";
+}
+
+Status ExplainOutOfMemory(const Status& status, const NetworkView& view,
+                          const MemoryOptions& options) {
+  if (status.code() != StatusCode::kOutOfMemory) return status;
+  const std::string host = HostShortage(view, options);
+  if (!host.empty()) return Status(status.code(), "out of host memory " + status.message() + host);
+  std::string advice;
+  auto minimum = MinimumBudget(view, options);
+  if (minimum.ok()) {
+    advice = "; memory mode '" + options.mode + "' needs a device budget of at least " +
+             FormatBytes(static_cast<double>(*minimum)) + " (" + std::to_string(*minimum) +
+             " bytes) for this network at batch " + std::to_string(view.batch) +
+             " (raise memory.device_budget or --device-memory, lower the batch, or use a mode that "
+             "frees more, such as superneurons)" +
+             ShareAdvice(view, options, *minimum);
+  }
+  return Status(status.code(), "out of device memory " + status.message() + advice);
 }
 
 }  // namespace spill

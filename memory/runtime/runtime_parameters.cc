@@ -20,7 +20,7 @@
 // current value, after the copies and host updates in flight.
 #include <cstring>
 
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 
 namespace spill {
 namespace {

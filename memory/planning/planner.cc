@@ -1,9 +1,8 @@
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 
 #include <algorithm>
 
-#include "memory/feasibility.h"
-#include "memory/runtime.h"
+#include "memory/runtime/runtime.h"
 #include "memory/sim/cost_model.h"
 #include "memory/sim/timeline.h"
 
@@ -13,31 +12,6 @@ namespace {
 constexpr double kRelativeResolution = 1e-4;  // bisection stops at 0.01% of the budget
 // An upper end that does not fit grows by 1/16, then by steps that double.
 constexpr size_t kGrowthDivisor = 16;
-
-// Stands in for the executor: with no device nothing runs, but the runtime
-// still counts its recomputations.
-class PlanningRunner : public StepRunner {
- public:
-  Status Recompute(int) override {
-    ++recomputations;
-    return Status::Ok();
-  }
-  int64_t recomputations = 0;
-};
-
-// One iteration of `phase` as the executor runs it, without computing.
-Status RunIteration(MemoryRuntime& runtime, const Schedule& schedule, Phase phase,
-                    PlanningRunner& runner) {
-  SPILL_RETURN_IF_ERROR(runtime.BeginIteration(phase));
-  const int steps = phase == Phase::kTrain ? 2 * schedule.num_layers() : schedule.num_layers();
-  for (int s = 0; s < steps; ++s) {
-    SPILL_RETURN_IF_ERROR(runtime.PrepareStep(schedule.steps[s], runner));
-    runtime.FinishStep(schedule.steps[s]);
-  }
-  SPILL_RETURN_IF_ERROR(runtime.EndIteration());
-  // The solver step moves what a run's moves (no arithmetic without a device).
-  return phase == Phase::kTrain ? runtime.FinishUpdate() : Status::Ok();
-}
 
 // Two training iterations of a fresh runtime without a device (the second
 // lists the tensors live at the peak and gives the records).
@@ -52,9 +26,9 @@ StatusOr<MemoryPlan> PlanIterations(const NetworkView& view, const MemoryOptions
     plan.failure = runtime.status().message();
     return plan;
   }
-  PlanningRunner runner;
+  int64_t recomputations = 0;
   for (int iteration = 0; iteration < 2; ++iteration) {
-    Status status = RunIteration(**runtime, *view.schedule, Phase::kTrain, runner);
+    Status status = RunWithoutDevice(**runtime, Phase::kTrain, &recomputations);
     if (!status.ok()) {
       if (status.code() != StatusCode::kOutOfMemory) return status;
       plan.fits = false;
@@ -69,7 +43,7 @@ StatusOr<MemoryPlan> PlanIterations(const NetworkView& view, const MemoryOptions
   plan.persistent = plan.log.persistent;
   plan.footprint = r.allocator().PeakFootprint();
   plan.compacted = plan.log.compacted;
-  plan.recomputations = runner.recomputations / 2;
+  plan.recomputations = recomputations / 2;
   plan.mismatches = r.allocator().mismatches();
   plan.events = r.events();
   plan.overshoot = plan.log.overshoot;
@@ -132,18 +106,6 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
   return Plan(view, options, plans, profile);
 }
 
-StatusOr<AllocationProfile> ProfileAllocations(const NetworkView& view, MemoryOptions options,
-                                               Phase phase, size_t budget) {
-  options.allocator = "ideal";
-  options.device_budget = budget;
-  options.record_events = true;
-  options.record_live = false;
-  SPILL_ASSIGN_OR_RETURN(auto runtime, MemoryRuntime::Create(view, options, /*device=*/nullptr));
-  PlanningRunner runner;
-  SPILL_RETURN_IF_ERROR(RunIteration(*runtime, *view.schedule, phase, runner));
-  return ProfileFromEvents(runtime->events(), phase, budget);
-}
-
 StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, size_t resolution) {
   MemoryOptions roomy = options;
   roomy.device_budget = kUnlimitedBudget;
@@ -185,24 +147,6 @@ StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, s
     }
   }
   return hi;
-}
-
-Status ExplainOutOfMemory(const Status& status, const NetworkView& view,
-                          const MemoryOptions& options) {
-  if (status.code() != StatusCode::kOutOfMemory) return status;
-  const std::string host = HostShortage(view, options);  // memory/feasibility.h
-  if (!host.empty()) return Status(status.code(), "out of host memory " + status.message() + host);
-  std::string advice;
-  auto minimum = MinimumBudget(view, options);
-  if (minimum.ok()) {
-    advice = "; memory mode '" + options.mode + "' needs a device budget of at least " +
-             FormatBytes(static_cast<double>(*minimum)) + " (" + std::to_string(*minimum) +
-             " bytes) for this network at batch " + std::to_string(view.batch) +
-             " (raise memory.device_budget or --device-memory, lower the batch, or use a mode that "
-             "frees more, such as superneurons)" +
-             WindowBudgetAdvice(view, options, *minimum);
-  }
-  return Status(status.code(), "out of device memory " + status.message() + advice);
 }
 
 }  // namespace spill

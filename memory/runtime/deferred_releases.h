@@ -8,8 +8,8 @@
 //     last forward use whose device block goes when room is needed, oldest
 //     first.
 // Bookkeeping only: the runtime frees, through the callback it passes.
-#ifndef SPILL_MEMORY_DEFERRED_RELEASES_H_
-#define SPILL_MEMORY_DEFERRED_RELEASES_H_
+#ifndef SPILL_MEMORY_RUNTIME_DEFERRED_RELEASES_H_
+#define SPILL_MEMORY_RUNTIME_DEFERRED_RELEASES_H_
 
 #include <deque>
 #include <functional>
@@ -52,4 +52,4 @@ class DeferredReleases {
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_DEFERRED_RELEASES_H_
+#endif  // SPILL_MEMORY_RUNTIME_DEFERRED_RELEASES_H_

@@ -1,4 +1,4 @@
-#include "memory/runtime_records.h"
+#include "memory/runtime/runtime_records.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "memory/tensor_cache.h"
+#include "memory/runtime/tensor_cache.h"
 
 #include "framework/base/check.h"
 

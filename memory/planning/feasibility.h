@@ -22,10 +22,10 @@
 // Plans equal runs, so the planner, `train` and `plan --device-memory` make
 // the same choice: they all go through PlanRunnable. The guarantee covers
 // training iterations (what a plan plans); evaluation runs as before.
-#ifndef SPILL_MEMORY_FEASIBILITY_H_
-#define SPILL_MEMORY_FEASIBILITY_H_
+#ifndef SPILL_MEMORY_PLANNING_FEASIBILITY_H_
+#define SPILL_MEMORY_PLANNING_FEASIBILITY_H_
 
-#include "memory/planner.h"
+#include "memory/planning/planner.h"
 
 namespace spill {
 
@@ -60,12 +60,17 @@ std::string DescribeFallback(const RunnablePlan& runnable);
 // fits as it is, so the host tier itself failed - a full disk under
 // `file:DIR`): what is needed and what to raise; "" otherwise.
 std::string HostShortage(const NetworkView& view, const MemoryOptions& options);
-// The budget advice for a window scheduler given a fraction of the device
-// budget (memory.window_budget below 1x): the minimum at 1x as well, since
-// a tiny fraction is what is short, not the budget ("" otherwise).
-std::string WindowBudgetAdvice(const NetworkView& view, const MemoryOptions& options,
-                               size_t minimum);
+// The advice for a scheduler that plans in a share of the device budget
+// below 1x (a `searchable` setting: memory.window_budget): the minimum at 1x
+// as well, since a tiny share is what is short, not the budget ("" otherwise).
+std::string ShareAdvice(const NetworkView& view, const MemoryOptions& options, size_t minimum);
+
+// For kOutOfMemory, a report for users: host memory short (HostShortage), or
+// the smallest device budget that would work and the advice above; other
+// statuses pass through.
+Status ExplainOutOfMemory(const Status& status, const NetworkView& view,
+                          const MemoryOptions& options);
 
 }  // namespace spill
 
-#endif  // SPILL_MEMORY_FEASIBILITY_H_
+#endif  // SPILL_MEMORY_PLANNING_FEASIBILITY_H_

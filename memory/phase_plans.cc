@@ -1,0 +1,167 @@
+#include "memory/phase_plans.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "memory/memory_options.h"
+#include "memory/scheduler_registry.h"
+
+namespace spill {
+
+bool HomeOnHost(const Schedule& schedule, const MemoryOptions& options, TensorId id) {
+  const TensorInfo& info = schedule.tensors[id];
+  if (IsTransient(info.kind) || !options.params.HomeOnHost(info.bytes)) return false;
+  // Updated on the device, a gradient is used up there and never kept.
+  return !(info.kind == TensorKind::kParamGrad && !options.update_on_host);
+}
+
+namespace {
+
+// Parameters that live in host memory come in for each step of their layer
+// and go back after it: prefetched one step ahead, given back after the step
+// (a copy only when the step changed them), the copy waited for one step
+// later. After the layer's backward the solver updates them where the memory
+// policy says: on the device (the gradient is then used up and its state
+// copied back), or in host memory, once the gradient's copy has arrived.
+void AddLayerParameterTransfers(const Schedule& schedule, const MemoryOptions& options, int layer,
+                                const std::vector<const ParameterSlot*>& layer_slots,
+                                PhasePlans* plans) {
+  std::vector<TensorId> params, states;
+  std::vector<const ParameterSlot*> slots;  // trainable parameters living on the host
+  for (TensorId p : schedule.layers[layer].params) {
+    if (HomeOnHost(schedule, options, p)) params.push_back(p);
+  }
+  for (const ParameterSlot* slot : layer_slots) {
+    if (!HomeOnHost(schedule, options, slot->param)) continue;
+    slots.push_back(slot);
+    for (TensorId t : slot->state) states.push_back(t);
+  }
+  if (params.empty()) return;
+  auto add = [](std::vector<TransferAction>* list, TransferOp op,
+                const std::vector<TensorId>& ids) {
+    for (TensorId id : ids) list->push_back({op, id});
+  };
+  for (TransferPlan* plan : {&plans->train, &plans->eval}) {
+    const int f = schedule.forward_step[layer];
+    const int next = std::min(f + 1, plan->num_steps() - 1);
+    if (f > 0) add(&plan->before[f - 1], TransferOp::kPrefetch, params);
+    add(&plan->after[f], TransferOp::kBeginOffload, params);
+    add(&plan->after[next], TransferOp::kFinishOffload, params);
+  }
+  TransferPlan& train = plans->train;
+  const int b = schedule.backward_step[layer];
+  if (!schedule.steps[b].active) return;
+  const int next = std::min(b + 1, train.num_steps() - 1);
+  add(&train.before[b - 1], TransferOp::kPrefetch, params);
+  if (options.update_on_host) {
+    add(&train.after[b], TransferOp::kBeginOffload, params);  // unchanged: no copy
+    add(&train.after[b], TransferOp::kFinishOffload, params);
+    for (const ParameterSlot* slot : slots) {
+      train.after[b].push_back({TransferOp::kBeginOffload, slot->grad});
+      train.after[b].push_back({TransferOp::kUpdate, slot->param});
+      train.after[next].push_back({TransferOp::kFinishOffload, slot->grad});
+    }
+    return;
+  }
+  add(&train.before[b - 1], TransferOp::kPrefetch, states);
+  for (const ParameterSlot* slot : slots)
+    train.after[b].push_back({TransferOp::kUpdate, slot->param});
+  add(&train.after[b], TransferOp::kBeginOffload, params);
+  add(&train.after[b], TransferOp::kBeginOffload, states);
+  add(&train.after[next], TransferOp::kFinishOffload, params);
+  add(&train.after[next], TransferOp::kFinishOffload, states);
+}
+
+}  // namespace
+
+void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& options,
+                           PhasePlans* plans) {
+  if (options.params.kind != ParamPlacement::Kind::kHost &&
+      options.params.kind != ParamPlacement::Kind::kAbove) {
+    return;
+  }
+  std::vector<std::vector<const ParameterSlot*>> by_layer(schedule.layers.size());
+  for (const ParameterSlot& slot : schedule.parameters) by_layer[slot.layer].push_back(&slot);
+  for (int layer : schedule.route) {
+    AddLayerParameterTransfers(schedule, options, layer, by_layer[layer], plans);
+  }
+}
+
+namespace {
+
+Status CompletePlan(const Schedule& schedule, const MemoryOptions& options, Phase phase,
+                    TransferPlan* plan) {
+  const char* name = phase == Phase::kTrain ? "train" : "eval";
+  const int steps = phase == Phase::kTrain ? 2 * schedule.num_layers() : schedule.num_layers();
+  const size_t tensors = schedule.tensors.size();
+  plan->phase = phase;
+  if (plan->before.empty() && plan->after.empty()) plan->Resize(steps);
+  if (plan->num_steps() != steps || static_cast<int>(plan->after.size()) != steps) {
+    return InvalidArgument("plan: the " + std::string(name) + " plan lists " +
+                           std::to_string(plan->before.size()) + " steps before and " +
+                           std::to_string(plan->after.size()) + " after; the schedule has " +
+                           std::to_string(steps));
+  }
+  for (int s = 0; s < steps; ++s) {
+    for (const auto& [when, list] :
+         {std::pair{"before", &plan->before[s]}, {"after", &plan->after[s]}}) {
+      for (const TransferAction& a : *list) {
+        const std::string where = "plan: " + std::string(name) + " step " + std::to_string(s + 1) +
+                                  " " + when + ": " + TransferOpName(a.op);
+        if (a.tensor < 0 || static_cast<size_t>(a.tensor) >= tensors) {
+          return InvalidArgument(where + " of tensor " + std::to_string(a.tensor) +
+                                 ", which the schedule does not have (" + std::to_string(tensors) +
+                                 " tensors)");
+        }
+        const bool before = std::string(when) == "before";
+        if ((a.op == TransferOp::kPrefetch || a.op == TransferOp::kRebuild) && !before) {
+          return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +
+                                 "': acts before a step only");
+        }
+        if (a.op == TransferOp::kUpdate &&
+            (!HomeOnHost(schedule, options, a.tensor) ||
+             std::none_of(schedule.parameters.begin(), schedule.parameters.end(),
+                          [&](const ParameterSlot& p) { return p.param == a.tensor; }))) {
+          return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +
+                                 "': updates only parameters that live in host memory");
+        }
+      }
+    }
+  }
+  if (plan->liveness.last_use.empty()) plan->liveness = AnalyzeLiveness(schedule, phase);
+  if (plan->liveness.last_use.size() != tensors || plan->liveness.num_steps != steps) {
+    return InvalidArgument("plan: the " + std::string(name) +
+                           " plan's lifetimes are not the schedule's tensors and steps");
+  }
+  RecomputePlan& r = plan->recompute;
+  if (r.droppable.empty()) r.droppable.assign(tensors, false);
+  if (r.segment.empty()) r.segment.assign(tensors, -1);
+  if (r.droppable.size() != tensors || r.segment.size() != tensors) {
+    return InvalidArgument("plan: the " + std::string(name) +
+                           " plan's recomputation sets are not the schedule's tensors");
+  }
+  for (int seg : r.segment) {
+    if (seg >= static_cast<int>(r.keep.size())) {
+      return InvalidArgument("plan: the " + std::string(name) + " plan names segment " +
+                             std::to_string(seg) + " of " + std::to_string(r.keep.size()));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CompletePlans(const Schedule& schedule, const MemoryOptions& options, PhasePlans* plans) {
+  SPILL_RETURN_IF_ERROR(CompletePlan(schedule, options, Phase::kTrain, &plans->train));
+  return CompletePlan(schedule, options, Phase::kEval, &plans->eval);
+}
+
+StatusOr<PhasePlans> MakeTransferPlans(const NetworkView& view, const MemoryOptions& options) {
+  SPILL_ASSIGN_OR_RETURN(const SchedulerInfo* info, Schedulers().Get(options.scheduler));
+  SPILL_ASSIGN_OR_RETURN(PhasePlans plans, info->plan(view, options));
+  AddParameterTransfers(*view.schedule, options, &plans);
+  return plans;
+}
+
+}  // namespace spill
