@@ -29,6 +29,7 @@ class BatchNormLayer : public Layer {
   std::vector<AuxSpec> aux() const override;
   BackwardNeeds backward_needs() const override { return {{true}, false}; }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  MemoryTraits memory_traits() const override { return MemoryTraits::FeatureMaps(); }
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
 

@@ -68,6 +68,7 @@ class ConvolutionBaseLayer : public Layer {
 class ConvolutionLayer : public ConvolutionBaseLayer {
  public:
   explicit ConvolutionLayer(LayerParams& params);
+  MemoryTraits memory_traits() const override { return MemoryTraits::Convolution(); }
 
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
   std::vector<ParamSpec> params() const override;

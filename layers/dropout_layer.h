@@ -24,6 +24,7 @@ class DropoutLayer : public Layer {
   std::vector<AuxSpec> aux() const override { return {{"mask", shape_}}; }
   BackwardNeeds backward_needs() const override { return {{false}, false}; }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  MemoryTraits memory_traits() const override { return MemoryTraits::SmallOutputs(); }
 
  protected:
   Shape shape_;

@@ -23,6 +23,7 @@ class FullyConnectedLayer : public Layer {
   std::vector<ParamSpec> params() const override;
   BackwardNeeds backward_needs() const override { return {{true}, false}; }
   LayerCost cost() const override { return LayerCost::kCheckpoint; }
+  MemoryTraits memory_traits() const override { return MemoryTraits::SmallOutputs(); }
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
 

@@ -24,6 +24,7 @@ class ConcatLayer : public Layer {
     return {std::vector<bool>(inputs_.size(), false), false};
   }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  MemoryTraits memory_traits() const override { return MemoryTraits::FeatureMaps(); }
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
 

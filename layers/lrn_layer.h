@@ -23,6 +23,7 @@ class LrnLayer : public Layer {
   }
   BackwardNeeds backward_needs() const override { return {{true}, true}; }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  MemoryTraits memory_traits() const override { return MemoryTraits::FeatureMaps(); }
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
 

@@ -41,6 +41,7 @@ class PoolingLayer : public Layer {
     return kind_ == Kind::kMax ? BackwardNeeds{{true}, true} : BackwardNeeds{{false}, false};
   }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  MemoryTraits memory_traits() const override { return MemoryTraits::FeatureMaps(); }
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
 

@@ -19,6 +19,7 @@ class ReluLayer : public Layer {
   }
   BackwardNeeds backward_needs() const override { return {{false}, true}; }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  MemoryTraits memory_traits() const override { return MemoryTraits::FeatureMaps(); }
 
  protected:
   float negative_slope_ = 0;

@@ -30,6 +30,7 @@ class SoftmaxLossLayer : public Layer {
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
   BackwardNeeds backward_needs() const override { return {{false, true}, true}; }
   LayerCost cost() const override { return LayerCost::kCheap; }
+  MemoryTraits memory_traits() const override { return MemoryTraits::SmallOutputs(); }
 
  protected:
   int64_t batch_size_ = 0;

@@ -65,12 +65,46 @@ Apply ParsedOf(T MemoryOptions::*field, StatusOr<T> (*parse)(const std::string&)
   };
 }
 
+// A shared key's default is what a default MemoryOptions holds
+// (memory_options.h), read back by DefaultText: stated once.
+constexpr const char* kFromOptions = nullptr;
+
+// Bytes as the shortest exact text: "8GiB", "1536MiB", "1000B".
+std::string ExactBytes(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int unit = 0;
+  while (unit < 5 && bytes != 0 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return std::to_string(bytes) + units[unit];
+}
+
+// The default of each shared key whose default MemoryOptions states it.
+std::string DefaultText(const std::string& key) {
+  const MemoryOptions o;
+  if (key == "mode") return o.mode;
+  if (key == "device_budget") return ExactBytes(o.device_budget);
+  if (key == "host_budget") return ExactBytes(o.host_budget);
+  if (key == "host_tier") return o.host_tier;
+  if (key == "params") return o.params.ToString();
+  if (key == "update") return o.update_on_host ? "host" : "device";
+  if (key == "allocator") return o.allocator;
+  if (key == "compact") return o.compact ? "true" : "false";
+  if (key == "eviction") return o.eviction;
+  if (key == "scheduler") return o.scheduler;
+  if (key == "workspace") return o.workspace.ToString();
+  if (key == "chunk") return BatchChunkName(o.batch_chunk);
+  if (key == "stream_buffers") return std::to_string(o.stream_buffers);
+  return "";  // the technique switches: the mode sets them
+}
+
 SettingSpec Spec(const char* key, SettingKind kind, const char* fallback, std::string help,
                  const char* flag = "", const char* type_name = "") {
   SettingSpec spec;
   spec.key = key;
   spec.kind = kind;
-  spec.fallback = fallback;
+  spec.fallback = fallback == nullptr ? DefaultText(key) : fallback;
   spec.help = std::move(help);
   spec.flag = flag;
   spec.type_name = type_name;
@@ -94,33 +128,30 @@ std::string AllocatorHelp() {
 
 // The mode, the budgets and where persistent state lives.
 void AddBudgets(std::vector<MemoryKey>* k) {
-  k->push_back({Spec("mode", SettingKind::kChoice, "liveness", ModeHelp(), "--memory", "MODE"),
+  k->push_back({Spec("mode", SettingKind::kChoice, kFromOptions, ModeHelp(), "--memory", "MODE"),
                 [](const std::string& t, MemoryOptions* o) { return ApplyMemoryMode(t, o); }});
-  k->push_back(
-      {Spec("device_budget", SettingKind::kBytes, "8GiB", "the device budget", "--device-memory"),
-       BudgetOf(&MemoryOptions::device_budget)});
-  k->push_back({Spec("host_budget", SettingKind::kBytes, "32GiB",
+  k->push_back({Spec("device_budget", SettingKind::kBytes, kFromOptions, "the device budget",
+                     "--device-memory"),
+                BudgetOf(&MemoryOptions::device_budget)});
+  k->push_back({Spec("host_budget", SettingKind::kBytes, kFromOptions,
                      "host memory for what leaves the device", "--host-memory"),
                 BudgetOf(&MemoryOptions::host_budget)});
-  k->push_back({Spec("host_tier", SettingKind::kChoice, "ram",
+  k->push_back({Spec("host_tier", SettingKind::kChoice, kFromOptions,
                      "what backs host memory: ram or file:DIR (a memory-mapped file in DIR, so "
                      "that host memory may exceed RAM)",
                      "", "TIER"),
                 [](const std::string& t, MemoryOptions* o) {
-                  if (t != "ram" && (t.rfind("file:", 0) != 0 || t.size() <= 5)) {
-                    return InvalidArgument(
-                        "memory: host_tier must be ram or file:DIRECTORY (got '" + t + "')");
-                  }
+                  SPILL_RETURN_IF_ERROR(CheckHostTier(t));
                   o->host_tier = t;
                   return Status::Ok();
                 }});
-  k->push_back({Spec("params", SettingKind::kChoice, "device",
+  k->push_back({Spec("params", SettingKind::kChoice, kFromOptions,
                      "where parameters, gradients and solver state live: device, host, "
                      "above:SIZE or cache",
                      "", "PLACE"),
                 ParsedOf(&MemoryOptions::params, ParseParamPlacement)});
   SettingSpec update =
-      Spec("update", SettingKind::kChoice, "device",
+      Spec("update", SettingKind::kChoice, kFromOptions,
            "where parameters kept in host memory are updated: device or host", "", "WHERE");
   update.training_only = true;
   k->push_back({update, [](const std::string& t, MemoryOptions* o) {
@@ -132,17 +163,17 @@ void AddBudgets(std::vector<MemoryKey>* k) {
 
 // Which policy runs each seam, and the technique switches.
 void AddPolicies(std::vector<MemoryKey>* k) {
-  k->push_back({Spec("allocator", SettingKind::kChoice, "first_fit", AllocatorHelp(), "", "NAME"),
+  k->push_back({Spec("allocator", SettingKind::kChoice, kFromOptions, AllocatorHelp(), "", "NAME"),
                 NameOf(&MemoryOptions::allocator, AllocatorNames)});
-  k->push_back({Spec("compact", SettingKind::kBool, "true",
+  k->push_back({Spec("compact", SettingKind::kBool, kFromOptions,
                      "slide live tensors down to close holes when an allocation finds none "
                      "(dymem, vdnn: false); false compares allocators by their footprint alone"),
                 SwitchOf(&MemoryOptions::compact)});
-  k->push_back({Spec("eviction", SettingKind::kChoice, "lru",
+  k->push_back({Spec("eviction", SettingKind::kChoice, kFromOptions,
                      "the tensor cache's victim rule: " + Join(EvictionNames()), "", "NAME"),
                 NameOf(&MemoryOptions::eviction, EvictionNames),
                 [](const MemoryOptions& o) { return o.cache; }});
-  k->push_back({Spec("scheduler", SettingKind::kChoice, "superneurons",
+  k->push_back({Spec("scheduler", SettingKind::kChoice, kFromOptions,
                      "who plans the transfers around each step: " + Join(SchedulerNames()) +
                          " (each mode names its own)",
                      "", "NAME"),
@@ -159,24 +190,26 @@ void AddPolicies(std::vector<MemoryKey>* k) {
 
 // Workspace and batch slices.
 void AddSteps(std::vector<MemoryKey>* k) {
-  k->push_back({Spec("workspace", SettingKind::kChoice, "dynamic",
+  k->push_back({Spec("workspace", SettingKind::kChoice, kFromOptions,
                      "convolution algorithms and workspace: dynamic, fastest, memory_optimal, "
                      "cap:SIZE or pin:NAME",
                      "", "POLICY"),
                 ParsedOf(&MemoryOptions::workspace, ParseWorkspacePolicy)});
-  k->push_back({Spec("chunk", SettingKind::kChoice, "off",
+  k->push_back({Spec("chunk", SettingKind::kChoice, kFromOptions,
                      "compute each step over slices of N images of the batch; auto: slice only "
                      "the steps that do not fit, streamed through host memory",
                      "", "off|auto|N"),
                 ParsedOf(&MemoryOptions::batch_chunk, ParseBatchChunk)});
-  k->push_back({Spec("stream_buffers", SettingKind::kChoice, "2",
+  k->push_back({Spec("stream_buffers", SettingKind::kChoice, kFromOptions,
                      "slices per staging block of a streamed step: 2 copies the next slice in "
                      "and the last one out while a slice computes, 1 alternates copies and "
                      "compute",
                      "", "1|2"),
                 [](const std::string& t, MemoryOptions* o) {
-                  SPILL_RETURN_IF_ERROR(OneOf(t, {"1", "2"}));
-                  o->stream_buffers = t == "1" ? 1 : 2;
+                  auto buffers = ParseInt64(t);
+                  if (!buffers.ok()) return InvalidArgument("'" + t + "' is not 1 or 2");
+                  SPILL_RETURN_IF_ERROR(CheckStreamBuffers(*buffers));
+                  o->stream_buffers = static_cast<int>(*buffers);
                   return Status::Ok();
                 },
                 [](const MemoryOptions& o) { return o.batch_chunk != kBatchChunkOff; }});
@@ -275,14 +308,20 @@ Status CheckKeysRead(const MemoryOptions& options) {
   return Status::Ok();
 }
 
+bool ReadsKey(const MemoryOptions& options, const std::string& key) {
+  if (const MemoryKey* shared = FindMemoryKey(key)) return !shared->read || shared->read(options);
+  const RegisteredSetting* setting = PolicySettingRegistry().Find(key);
+  return setting != nullptr && WhyUnread(options, *setting).empty();
+}
+
 std::string DescribeSettings(const MemoryOptions& options, const std::string& seam,
-                             const std::string& name) {
+                             const std::string& name, bool every) {
   std::string text;
   for (const auto& [key, setting] : PolicySettingRegistry().entries()) {
     bool reads = false;
     for (const SettingReader& r : setting.readers) reads |= r.seam == seam && r.name == name;
     const std::string value = options.settings.Text(setting.spec);
-    if (!reads || value == setting.spec.fallback) continue;
+    if (!reads || (!every && value == setting.spec.fallback)) continue;
     text += (text.empty() ? "" : ", ") + key + " " + value;
   }
   return text.empty() ? "" : " (" + text + ")";

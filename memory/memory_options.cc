@@ -48,15 +48,15 @@ const std::vector<MemoryMode>& MemoryModes() {
        true, false, false, false, "memonger", nullptr, true},
       {"greedy",
        "the plan searched for under memory.planner.limit: the cheapest move per byte at the peak",
-       true, true, false, false, "greedy", nullptr, true},
+       true, true, false, false, "greedy", nullptr, true, /*searches=*/true},
       {"dqn",
        "the plan a deep Q-network learns under memory.planner.limit (trains for minutes, then "
        "cached)",
-       true, true, false, false, "dqn", nullptr, true, /*planned_when_named=*/true},
+       true, true, false, false, "dqn", nullptr, true, /*searches=*/true, /*costly=*/true},
       {"milp",
        "the exact mixed-integer program under memory.planner.limit (COIN-OR CBC, solves for "
        "minutes)",
-       true, true, false, false, "milp", nullptr, true, /*planned_when_named=*/true},
+       true, true, false, false, "milp", nullptr, true, /*searches=*/true, /*costly=*/true},
   };
   return *modes;
 }
@@ -65,6 +65,13 @@ std::vector<std::string> MemoryModeNames() {
   std::vector<std::string> names;
   for (const MemoryMode& m : MemoryModes()) names.push_back(m.name);
   return names;
+}
+
+const MemoryMode* FindMemoryMode(const std::string& name) {
+  for (const MemoryMode& m : MemoryModes()) {
+    if (name == m.name) return &m;
+  }
+  return nullptr;
 }
 
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
@@ -146,6 +153,17 @@ std::string BatchChunkName(int64_t chunk) {
   return std::to_string(chunk);
 }
 
+Status CheckHostTier(const std::string& tier) {
+  if (tier == "ram" || (tier.rfind("file:", 0) == 0 && tier.size() > 5)) return Status::Ok();
+  return InvalidArgument("memory: host_tier must be ram or file:DIRECTORY (got '" + tier + "')");
+}
+
+Status CheckStreamBuffers(int64_t buffers) {
+  if (buffers == 1 || buffers == 2) return Status::Ok();
+  return InvalidArgument("memory: stream_buffers must be 1 or 2 (got " + std::to_string(buffers) +
+                         ")");
+}
+
 Status MemoryOptions::Validate() const {
   if (!liveness && (offload || cache || recompute)) {
     return InvalidArgument("memory: offload, cache and recompute need liveness (mode '" + mode +
@@ -169,18 +187,12 @@ Status MemoryOptions::Validate() const {
         "memory: update: host needs parameters in host memory (params: host "
         "or above:SIZE)");
   }
-  if (host_tier != "ram" && (host_tier.rfind("file:", 0) != 0 || host_tier.size() <= 5)) {
-    return InvalidArgument("memory: host_tier must be ram or file:DIRECTORY (got '" + host_tier +
-                           "')");
-  }
+  SPILL_RETURN_IF_ERROR(CheckHostTier(host_tier));
   if (batch_chunk != kBatchChunkAuto && (batch_chunk < 0 || batch_chunk > kMaxBatchChunk)) {
     return InvalidArgument("memory: chunk must be off, auto or in [1, " +
                            std::to_string(kMaxBatchChunk) + "] images");
   }
-  if (stream_buffers != 1 && stream_buffers != 2) {
-    return InvalidArgument("memory: stream_buffers must be 1 or 2 (got " +
-                           std::to_string(stream_buffers) + ")");
-  }
+  SPILL_RETURN_IF_ERROR(CheckStreamBuffers(stream_buffers));
   for (const std::string& unknown :
        {Allocators().Find(allocator) ? "" : Allocators().Unknown(allocator),
         EvictionRules().Find(eviction) ? "" : EvictionRules().Unknown(eviction),
@@ -202,7 +214,7 @@ std::string MemoryOptions::Describe() const {
       parts + "), " + allocator + " allocator" + DescribeSettings(*this, "allocator", allocator);
   if (cache) text += ", " + eviction + " eviction";
   const std::string scheduled = DescribeSettings(*this, "scheduler", scheduler);
-  if (scheduler != "superneurons" || !scheduled.empty()) {
+  if (scheduler != MemoryOptions().scheduler || !scheduled.empty()) {
     text += ", " + scheduler + " scheduler" + scheduled;
   }
   if (batch_chunk != kBatchChunkOff) {

@@ -67,6 +67,11 @@ constexpr int64_t kMaxBatchChunk = int64_t{1} << 20;
 StatusOr<int64_t> ParseBatchChunk(const std::string& text);
 std::string BatchChunkName(int64_t chunk);
 
+// memory.host_tier: "ram" or "file:DIRECTORY".
+Status CheckHostTier(const std::string& tier);
+// memory.stream_buffers: 1 or 2.
+Status CheckStreamBuffers(int64_t buffers);
+
 struct MemoryOptions {
   std::string mode = "liveness";
   size_t device_budget = kDefaultDeviceBudget;
@@ -136,13 +141,18 @@ struct MemoryMode {
   const char* scheduler;
   const char* allocator;  // nullptr: keep the one chosen
   bool compact;
+  // It searches for its plan under memory.planner.limit (memory/planners/).
+  bool searches = false;
   // It trains or solves for minutes: tools that compare every mode (plan)
-  // plan it only when it is named.
-  bool planned_when_named = false;
+  // plan it only when it is named, and what plans it at many budgets (tests,
+  // searches for a minimum) gives it its quick settings or leaves it out.
+  bool costly = false;
 };
 // Every mode, in the order tools list them.
 const std::vector<MemoryMode>& MemoryModes();
 std::vector<std::string> MemoryModeNames();
+// The mode of that name, or null.
+const MemoryMode* FindMemoryMode(const std::string& name);
 // Sets the technique switches for a named mode.
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options);
 
@@ -170,10 +180,14 @@ bool IsMemoryKey(const std::string& key);
 // flags check it once the mode is final; options derived inside a tool
 // (another mode to compare with) are not user input and are not checked.
 Status CheckKeysRead(const MemoryOptions& options);
+// Whether the chosen mode and policies read `key` (a shared key or a
+// registered policy setting): tests and tools set a setting only where it
+// is read.
+bool ReadsKey(const MemoryOptions& options, const std::string& key);
 // " (window_budget 0.8x)": the settings of the `seam` policy `name` whose
-// values differ from their defaults (empty when none do).
+// values differ from their defaults, or `every` one (empty when none are).
 std::string DescribeSettings(const MemoryOptions& options, const std::string& seam,
-                             const std::string& name);
+                             const std::string& name, bool every = false);
 
 }  // namespace spill
 

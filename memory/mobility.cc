@@ -1,25 +1,15 @@
 #include "memory/mobility.h"
 
-#include <algorithm>
 #include <string>
 
 namespace spill {
 namespace {
 
 // Algorithm 3's reclaimed layers: small outputs, not worth offloading.
-bool ReclaimedType(const LayerSummary& layer) {
-  return layer.is_loss || layer.type == "fully_connected" || layer.type == "softmax_loss" ||
-         layer.type == "dropout";
-}
+bool Reclaimed(const LayerSummary& layer) { return layer.is_loss || layer.traits.small_outputs; }
 
 // Layers whose feature maps make up most of the memory (Dymem Fig. 8).
-bool OffloadType(const std::string& type) {
-  static const char* const kTypes[] = {"convolution",     "max_pool", "avg_pool",
-                                       "global_avg_pool", "relu",     "swish",
-                                       "batch_norm",      "lrn",      "concat"};
-  return std::find_if(std::begin(kTypes), std::end(kTypes),
-                      [&](const char* t) { return type == t; }) != std::end(kTypes);
-}
+bool FeatureMaps(const LayerSummary& layer) { return layer.traits.feature_maps; }
 
 // Per tensor, in one pass: how many of its steps read it (a backward step's
 // reads include what it saved and the gradients it adds into), the first of
@@ -55,7 +45,7 @@ Mobility Classify(const NetworkView& view, TensorId id, Pass pass, const Uses& u
   const TensorInfo& info = schedule.tensors[id];
   if (!IsTransient(info.kind)) return Mobility::kPersistent;
   // A gradient belongs to the layer that produced its activation.
-  if (ReclaimedType(view.layer(info.layer)) || info.bytes < min_offload_bytes) {
+  if (Reclaimed(view.layer(info.layer)) || info.bytes < min_offload_bytes) {
     return Mobility::kReclaimed;
   }
   // Allocated in backward, a forward tensor was prefetched or rebuilt for its
@@ -135,10 +125,10 @@ std::vector<bool> DymemOffloadSet(const NetworkView& view, size_t min_offload_by
     if (!set[t]) continue;
     const TensorInfo& info = schedule.tensors[t];
     const LayerSummary& producer = view.layer(info.layer);
-    const bool heavy = OffloadType(producer.type) ||
-                       (first_reader[t] >= 0 && OffloadType(view.layer(first_reader[t]).type));
+    const bool heavy =
+        FeatureMaps(producer) || (first_reader[t] >= 0 && FeatureMaps(view.layer(first_reader[t])));
     set[t] = (info.kind == TensorKind::kActivation || info.kind == TensorKind::kAux) &&
-             info.bytes >= min_offload_bytes && !ReclaimedType(producer) && heavy;
+             info.bytes >= min_offload_bytes && !Reclaimed(producer) && heavy;
   }
   return set;
 }
@@ -149,7 +139,7 @@ std::vector<bool> ConvInputOffloadSet(const NetworkView& view, size_t min_offloa
   std::vector<bool> set(schedule.tensors.size(), false);
   for (int s = 0; s < schedule.num_layers(); ++s) {
     const Step& step = schedule.steps[s];
-    if (view.layer(step.layer).type != "convolution") continue;
+    if (!view.layer(step.layer).traits.convolution) continue;
     for (TensorId t : schedule.layers[step.layer].inputs) {
       set[t] = needed[t] && schedule.tensors[t].bytes >= min_offload_bytes;
     }

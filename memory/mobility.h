@@ -1,5 +1,6 @@
 // Tensor mobility (Dymem §3.3.2, Algorithm 3) and Dymem's offload set: pure
-// functions of the step schedule and the layer types.
+// functions of the step schedule and what each layer declares of its outputs
+// (MemoryTraits, framework/schedule/declarations.h) - no list of layer types.
 //
 // Mobility says how long a tensor stays and so where the GTBM allocator
 // (memory/allocators/gtbm_allocator.h) puts it:
@@ -11,10 +12,10 @@
 //               single consumer that is a join not run next (a branch output
 //               waiting for the other branches): it outlives the movables
 //               around it (high end, freed last-in first-out);
-//   reclaimed   the outputs of fully connected, softmax (loss) and dropout
-//               layers and their gradients, and every tensor smaller than
-//               `min_offload_bytes`: small and never offloaded (the
-//               incremental space, a stack);
+//   reclaimed   the outputs of layers whose outputs are small (fully
+//               connected, softmax loss, dropout) and their gradients, and
+//               every tensor smaller than `min_offload_bytes`: small and
+//               never offloaded (the incremental space, a stack);
 //   persistent  parameters, their gradients and solver state (low end, first).
 // The class depends on the pass a tensor is allocated in: an Inception
 // branch's output waits for the concat in forward (temporary), while its
@@ -58,12 +59,14 @@ const SettingSpec& MinOffloadSetting();
 MobilityClasses ClassifyMobility(const NetworkView& view, size_t min_offload_bytes);
 
 // Dymem's offload set (§3.2.1): forward tensors that backward needs, of at
-// least `min_offload_bytes`, produced or first read by a convolution,
-// pooling, activation, normalization or concat layer - never the outputs of
-// fully connected, softmax or dropout layers (under 1 % of the memory).
+// least `min_offload_bytes`, produced or first read by a layer of feature
+// maps (a convolution, pooling, activation, normalization or concat layer) -
+// never the outputs of layers with small outputs (fully connected, softmax,
+// dropout: under 1 % of the memory).
 std::vector<bool> DymemOffloadSet(const NetworkView& view, size_t min_offload_bytes);
 
-// vDNN's (vDNN_conv): the inputs of convolutions, where backward needs them
+// vDNN's (vDNN_conv): the inputs of convolutions (MemoryTraits::convolution),
+// where backward needs them
 // and they are at least `min_offload_bytes`.
 std::vector<bool> ConvInputOffloadSet(const NetworkView& view, size_t min_offload_bytes);
 

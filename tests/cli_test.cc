@@ -270,7 +270,11 @@ TEST(CliTest, PolicyFlagsAreReadByTheirModesOnly) {
   }
   Result r = RunWith("plan", {"--memory", "liveness", "--size-pool"});
   EXPECT_NE(r.code, 0);
-  EXPECT_THAT(r.output, HasSubstr("--size-pool sizes the gtbm allocator's pool; mode 'liveness'"));
+  EXPECT_THAT(
+      r.output,
+      HasSubstr("--size-pool sizes the pool of an allocator that sizes its own (gtbm); mode "
+                "'liveness' places with the first_fit allocator (use --memory "
+                "dymem or --allocator gtbm)"));
   r = RunWith("plan", {"--memory", "dymem", "--size-pool"});
   EXPECT_EQ(r.code, 0) << r.output;
 }
@@ -315,7 +319,7 @@ TEST(CliTest, MemoryFlagValuesAToolCannotUseAreRefused) {
   Result r = RunWith(
       "widest", {"--memory", "window", "--device-memory", "16MiB", "--window-budget", "search"});
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("window scheduler budget"));
+  EXPECT_THAT(r.output, HasSubstr("the window scheduler's window_budget"));
   r = RunWith("bench_train", {"--allocator", "ideal"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.output, HasSubstr("--allocator: 'ideal' is plan only"));

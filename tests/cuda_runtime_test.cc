@@ -45,9 +45,15 @@ namespace {
     if (!CudaAvailable(&why)) SPILL_GPU_UNAVAILABLE(why); \
   } while (0)
 
-const char* const kModes[] = {
-    "baseline",     "liveness", "offload", "recompute", "offload_recompute",
-    "superneurons", "window",   "lms",     "dymem",     "vdnn"};
+// Every mode but the costly ones (memory/memory_options.h), which train or
+// solve for each budget the smallest-budget searches below probe.
+std::vector<std::string> Modes() {
+  std::vector<std::string> modes;
+  for (const MemoryMode& m : MemoryModes()) {
+    if (!m.costly) modes.push_back(m.name);
+  }
+  return modes;
+}
 
 // One device for the many training runs: making a CUDA device (streams,
 // cuBLAS and cuDNN handles) for each would take much of their time. Called
@@ -328,12 +334,12 @@ TEST_P(CudaModeTest, EveryModeTrainsBitIdenticallyToBaseline) {
   NetSpec spec = testing::MustParse(GetParam().yaml);
   auto baseline = testing::TrainSynthetic(spec, GpuRun("baseline"));
   ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
-  for (const char* mode : kModes) {
+  for (const std::string& mode : Modes()) {
     for (bool tight : {false, true}) {
       testing::SyntheticRun run = GpuRun(mode);
       if (tight) run.memory.device_budget = SmallestBudget(spec, run);
       auto trace = testing::TrainSynthetic(spec, run);
-      const std::string what = std::string(mode) + (tight ? " at its smallest budget" : "");
+      const std::string what = mode + (tight ? " at its smallest budget" : "");
       ASSERT_TRUE(trace.ok()) << what << ": " << trace.status().ToString();
       ASSERT_EQ(trace->losses.size(), baseline->losses.size());
       for (size_t i = 0; i < trace->losses.size(); ++i) {
@@ -348,7 +354,7 @@ TEST_P(CudaModeTest, EveryModeTrainsBitIdenticallyToBaseline) {
 TEST_P(CudaModeTest, PlannedPeakEqualsMeasuredPeak) {
   SKIP_WITHOUT_GPU();
   NetSpec spec = testing::MustParse(GetParam().yaml);
-  for (const char* mode : kModes) {
+  for (const std::string& mode : Modes()) {
     testing::SyntheticRun run = GpuRun(mode);
     run.memory.device_budget = SmallestBudget(spec, run);
     auto measured = testing::TrainSynthetic(spec, run);
@@ -410,7 +416,7 @@ TEST_P(CudaVariantTest, EveryModeTrainsBitIdenticallyAndAsPlanned) {
   NetSpec spec = testing::MustParse(testing::kResNet);
   auto baseline = testing::TrainSynthetic(spec, PinnedRun("baseline", kFirstFit));
   ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
-  for (const char* mode : kModes) {
+  for (const std::string& mode : Modes()) {
     for (bool tight : {false, true}) {
       const std::string what = std::string(variant.name) + ", " + mode + (tight ? " tight" : "");
       testing::SyntheticRun run = PinnedRun(mode, variant);

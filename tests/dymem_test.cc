@@ -98,6 +98,11 @@ std::unique_ptr<HandNet> Build(const std::vector<LayerSpec>& specs, int64_t batc
     net->view.layers.push_back({specs[i].name, t,
                                 heavy ? LayerCost::kCheckpoint : LayerCost::kCheap,
                                 decls[i].is_loss, decls[i].is_input});
+    // As the layers declare themselves (Layer::memory_traits).
+    MemoryTraits& traits = net->view.layers.back().traits;
+    if (t == "convolution") traits = MemoryTraits::Convolution();
+    if (t == "relu" || t == "concat") traits = MemoryTraits::FeatureMaps();
+    if (t == "fully_connected" || t == "softmax_loss") traits = MemoryTraits::SmallOutputs();
   }
   return net;
 }
@@ -899,7 +904,8 @@ TEST(PoolSizingTest, SizedPoolRunsAndTheSmallestBetaIsExact) {
   }
   MemoryOptions best_fit = Gtbm("liveness", 64 << 20);
   best_fit.allocator = "best_fit";
-  EXPECT_THAT(SizeGtbmPool(net->view, best_fit, 0).status().message(), HasSubstr("GTBM's"));
+  EXPECT_THAT(SizeGtbmPool(net->view, best_fit, 0).status().message(),
+              HasSubstr("the best_fit allocator does not size its pool"));
 }
 
 }  // namespace

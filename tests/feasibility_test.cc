@@ -25,15 +25,15 @@ namespace spill {
 namespace {
 
 constexpr int kBudgets = 40;  // from the minimum to twice it, both ends included
-const char* const kModes[] = {
-    "baseline",     "liveness", "offload", "recompute", "offload_recompute",
-    "superneurons", "window",   "lms",     "dymem",     "vdnn",
-    "memonger",     "greedy",   "dqn",     "milp"};
+// Costly modes (memory/memory_options.h) train or solve a program per
+// budget: seconds a budget on ResNet-50 (minutes for the learned planner),
+// milliseconds on the test networks with their quick settings.
+bool Costly(const std::string& mode) { return FindMemoryMode(mode)->costly; }
 
-// Modes that train or solve a program per budget: seconds a budget on
-// ResNet-50 (minutes for the learned planner), milliseconds on the test
-// networks.
-bool Costly(const std::string& mode) { return mode == "dqn" || mode == "milp"; }
+// Settings that make a costly planner quick on the test networks, each set
+// where the mode reads it.
+const std::pair<const char*, const char*> kQuickSettings[] = {
+    {"planner.episodes", "12"}, {"planner.embedding", "8"}, {"planner.milp_seconds", "1"}};
 
 struct Case {
   std::string network;  // a test network's name, or "resnet50"
@@ -50,7 +50,7 @@ std::vector<Case> Cases() {
   for (const testing::Network& n : testing::kNetworks) networks.push_back(n.name);
   std::vector<Case> cases;
   for (const std::string& network : networks) {
-    for (const char* mode : kModes) {
+    for (const std::string& mode : MemoryModeNames()) {
       if (network == "resnet50" && Costly(mode)) continue;
       for (const std::string& allocator : AllocatorNames()) {
         cases.push_back({network, mode, allocator});
@@ -97,12 +97,8 @@ TEST_P(FeasibilityTest, EveryBudgetFromTheMinimumToTwiceItRuns) {
   if (c.network != "resnet50") {
     ASSERT_TRUE(options.settings.Set("min_offload", "0").ok());
   }
-  if (c.mode == "dqn") {
-    ASSERT_TRUE(options.settings.Set("planner.episodes", "12").ok());
-    ASSERT_TRUE(options.settings.Set("planner.embedding", "8").ok());
-  }
-  if (c.mode == "milp") {
-    ASSERT_TRUE(options.settings.Set("planner.milp_seconds", "1").ok());
+  for (const auto& [key, value] : kQuickSettings) {
+    if (ReadsKey(options, key)) ASSERT_TRUE(options.settings.Set(key, value).ok()) << key;
   }
   ASSERT_TRUE(options.Validate().ok()) << options.Validate().ToString();
   auto minimum = MinimumBudget(net->view(), options);

@@ -68,7 +68,7 @@ MemoryOptions Options(const std::string& mode, const Variant& v) {
 // probes (training, or a CBC solve: minutes on these networks); here they
 // run with room to spare, and memory_test and planners_test run them at
 // their smallest budgets.
-bool PlansAnewPerBudget(const std::string& mode) { return mode == "dqn" || mode == "milp"; }
+bool PlansAnewPerBudget(const std::string& mode) { return FindMemoryMode(mode)->costly; }
 
 // What the checks saw, over every case: each kind of cause must occur.
 struct Seen {

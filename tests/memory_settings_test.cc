@@ -8,9 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "memory/allocators/allocator.h"
+#include "memory/eviction/eviction.h"
 #include "memory/memory_options.h"
 #include "memory/phase_plans.h"
 #include "memory/planning/planner.h"
@@ -192,6 +195,42 @@ TEST(MemorySettingsTest, ModesAreOneTable) {
   }
   EXPECT_EQ(names, MemoryModeNames());
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The text of the Markdown section that starts with `heading`, up to the
+// next heading of its level.
+std::string Section(const std::string& text, const std::string& heading) {
+  const size_t begin = text.find("\n" + heading + "\n");
+  if (begin == std::string::npos) return "";
+  const size_t end = text.find("\n## ", begin + heading.size() + 2);
+  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// The README names every mode in its mode table and every allocator and
+// eviction rule in its policy table, and the programs' manual has a row per
+// mode: a mode or policy registered and not documented fails here.
+TEST(MemorySettingsTest, EveryModeAndPolicyIsInTheReadmeAndTheManual) {
+  const std::string readme = ReadText("README.md"), manual = ReadText("tools/README.md");
+  const std::string modes = Section(readme, "## Memory modes");
+  const std::string policies = Section(readme, "## Memory policies");
+  ASSERT_FALSE(modes.empty() || policies.empty() || manual.empty());
+  for (const std::string& mode : MemoryModeNames()) {
+    EXPECT_THAT(modes, HasSubstr("`" + mode + "`")) << "README.md, Memory modes";
+    EXPECT_THAT(manual, HasSubstr("\n| `" + mode + "` |")) << "tools/README.md's mode table";
+  }
+  for (const std::string& name : AllocatorNames()) {
+    EXPECT_THAT(policies, HasSubstr("`" + name + "`")) << "README.md, Memory policies";
+  }
+  for (const std::string& name : EvictionNames()) {
+    EXPECT_THAT(policies, HasSubstr("`" + name + "`")) << "README.md, Memory policies";
+  }
 }
 
 }  // namespace

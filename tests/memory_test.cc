@@ -115,7 +115,7 @@ const char* const kModes[] = {
     "memonger",     "greedy",   "dqn"};
 
 // Modes whose plan is searched for under the device budget (memory/planners/).
-bool Searches(const std::string& mode) { return mode == "greedy" || mode == "dqn"; }
+bool Searches(const std::string& mode) { return FindMemoryMode(mode)->searches; }
 
 // The budget for a mode: the smallest that runs (forcing every technique to
 // act), or a roomy one.

@@ -104,9 +104,11 @@ int Main(int argc, char** argv) {
       FormatBytes(static_cast<double>(best->plan.log.host_peak)).c_str(),
       o.memory.host_tier == "ram" ? "" : " (on disk)", probes);
   auto spec = spec_for(*n3);
-  // Predict and train with the scheduler budget the search settled on.
-  if (Status set = o.memory.settings.Set("window_budget", best->window_budget); !set.ok()) {
-    return ReportStatus("deepest", set);
+  // Predict and train with the scheduler's share the search settled on.
+  if (!o.searched_share.empty()) {
+    if (Status set = o.memory.settings.Set(o.searched_share, best->share); !set.ok()) {
+      return ReportStatus("deepest", set);
+    }
   }
   if (!spec.ok() || ReportPrediction(*spec, o.batch, o) != 0) return 1;
   if (o.confirm == 0) return 0;

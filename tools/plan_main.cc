@@ -27,8 +27,6 @@
 #include "framework/graph/net_checks.h"
 #include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
-#include "memory/planners/dqn/dqn_planner.h"
-#include "memory/planners/planner_settings.h"
 #include "memory/planning/feasibility.h"
 #include "memory/planning/planner.h"
 #include "memory/report/dymem_reports.h"
@@ -39,6 +37,7 @@
 #include "memory/report/step_records.h"
 #include "memory/report/timeline_svg.h"
 #include "memory/report/trace_json.h"
+#include "memory/scheduler_registry.h"
 #include "tools/common/checks.h"
 #include "tools/common/cli.h"
 #include "tools/common/net_options.h"
@@ -187,10 +186,37 @@ nlohmann::ordered_json JsonPlan(const std::string& mode, const MemoryPlan& plan,
   return out;
 }
 
+// The allocators that size their own pool, and the flags that choose one.
+std::vector<std::string> PoolSizingAllocators() {
+  std::vector<std::string> names;
+  for (const std::string& name : AllocatorNames()) {
+    if (FindAllocator(name)->sizes_pool) names.push_back(name);
+  }
+  return names;
+}
+
+std::string PoolSizingHint() {
+  std::vector<std::string> ways;
+  for (const MemoryMode& m : MemoryModes()) {
+    if (m.allocator != nullptr && FindAllocator(m.allocator)->sizes_pool) {
+      ways.push_back("--memory " + std::string(m.name));
+    }
+  }
+  for (const std::string& name : PoolSizingAllocators()) ways.push_back("--allocator " + name);
+  std::string text;
+  for (size_t i = 0; i < ways.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == ways.size() ? " or " : ", ") + ways[i];
+  }
+  return text;
+}
+
 // The fragmentation of `mode` under first fit, best fit, GTBM and the chosen
 // allocator, in one pool.
 Status WriteFragmentation(const Args& args, const Net& net, const MemoryOptions& options) {
-  std::vector<std::string> allocators = {"first_fit", "best_fit", "gtbm"};
+  std::vector<std::string> allocators;
+  for (const std::string& name : AllocatorNames()) {
+    if (FindAllocator(name)->fragmentation_reference) allocators.push_back(name);
+  }
   const std::string allocator = args.memory.Value("--allocator");
   if (!allocator.empty() &&
       std::find(allocators.begin(), allocators.end(), allocator) == allocators.end()) {
@@ -203,8 +229,8 @@ Status WriteFragmentation(const Args& args, const Net& net, const MemoryOptions&
   if (!args.json) std::fputs(FragmentationText(comparison).c_str(), stdout);
   const std::string title =
       net.name() + ", batch " + std::to_string(net.batch()) + ", " + options.mode +
-      (options.scheduler == "dymem" ? ", " + options.settings.Text("release") + " release" : "") +
-      ", no compaction, pool " + FormatBytes(static_cast<double>(comparison.pool));
+      DescribeSettings(options, "scheduler", options.scheduler) + ", no compaction, pool " +
+      FormatBytes(static_cast<double>(comparison.pool));
   return WriteTextFile(args.fragmentation_svg, FragmentationSvg(comparison.profiles, title),
                        "--fragmentation-svg");
 }
@@ -232,10 +258,11 @@ StatusOr<MemoryOptions> ModeOptions(const Args& args, const Subject& subject,
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &options));
   options.device_budget = kUnlimitedBudget;  // unless --device-memory says
   SPILL_RETURN_IF_ERROR(args.memory.Apply(&options, /*check_read=*/!every));
-  if (args.size_pool && options.allocator != "gtbm" && !every) {
-    return InvalidArgument("--size-pool sizes the gtbm allocator's pool; mode '" + mode +
-                           "' places with the " + options.allocator +
-                           " allocator (use --memory dymem or --allocator gtbm)");
+  if (args.size_pool && !FindAllocator(options.allocator)->sizes_pool && !every) {
+    return InvalidArgument("--size-pool sizes the pool of an allocator that sizes its own (" +
+                           Join(PoolSizingAllocators()) + "); mode '" + mode +
+                           "' places with the " + options.allocator + " allocator (use " +
+                           PoolSizingHint() + ")");
   }
   options.record_events = !args.trace.empty() || !args.device_profile.empty() || !args.html.empty();
   SPILL_RETURN_IF_ERROR(options.Validate());
@@ -322,39 +349,17 @@ StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject
 
 // The dqn planner's training for `options` (trained now or read from its
 // cache; Plan() then finds it in the cache), printed or added to the JSON.
-Status ReportDqn(const Args& args, const Net& net, const MemoryOptions& options,
-                 nlohmann::ordered_json* json) {
-  SPILL_ASSIGN_OR_RETURN(DqnPlan p, PlanDqn(net.view(), options));
-  int offloaded = 0, dropped = 0;
-  for (const TensorDecision& d : p.decisions) {
-    offloaded += d.choice == TensorChoice::kOffload;
-    dropped += d.choice == TensorChoice::kDrop;
-  }
+// What a planner that searches says of its search (memory/scheduler_registry.h).
+Status ReportSearch(const Args& args, const Net& net, const MemoryOptions& options,
+                    nlohmann::ordered_json* json) {
+  const SchedulerInfo* info = Schedulers().Find(options.scheduler);
+  if (info == nullptr || !info->report) return Status::Ok();
+  SPILL_ASSIGN_OR_RETURN(SearchReport report, info->report(net.view(), options));
   if (args.json) {
-    *json = {{"limit_bytes", p.limit},
-             {"feasible", p.feasible},
-             {"predicted_peak_bytes", p.peak},
-             {"predicted_seconds", p.seconds},
-             {"profile", ReadPlannerSettings(options.settings).profile},
-             {"candidates", p.candidates},
-             {"offloaded", offloaded},
-             {"dropped", dropped},
-             {"episodes", p.episodes},
-             {"best_episode", p.best_episode},
-             {"updates", p.updates},
-             {"train_seconds", p.train_seconds},
-             {"from_cache", p.from_cache},
-             {"weights", p.weights_file}};
-    return Status::Ok();
+    *json = nlohmann::ordered_json::parse(report.json);
+  } else {
+    std::fputs(report.text.c_str(), stdout);
   }
-  std::printf(
-      "dqn planner: limit %s; %s %d of %d candidates offloaded, %d dropped; predicted peak %s, "
-      "%.3f ms per iteration on %s; %d episodes (best at %d), %d updates, trained in %.1f s%s\n",
-      Bytes(p.limit).c_str(), p.feasible ? "fits:" : "NO PLAN FITS:", offloaded, p.candidates,
-      dropped, Bytes(p.peak).c_str(), p.seconds * 1e3,
-      ReadPlannerSettings(options.settings).profile.c_str(), p.episodes, p.best_episode, p.updates,
-      p.train_seconds, p.from_cache ? " (read from the cache)" : "");
-  if (!p.weights_file.empty()) std::printf("  weights: %s\n", p.weights_file.c_str());
   return Status::Ok();
 }
 
@@ -373,7 +378,7 @@ struct ModeRun {
     const Net& net = *subject.net;
     SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode, !single));
     nlohmann::ordered_json planner;
-    if (options.scheduler == "dqn") SPILL_RETURN_IF_ERROR(ReportDqn(args, net, options, &planner));
+    SPILL_RETURN_IF_ERROR(ReportSearch(args, net, options, &planner));
     auto start = std::chrono::steady_clock::now();
     // What a run at the budget does (memory/planning/feasibility.h): the mode's own
     // plan, or a smaller budget's layout where that one leaves no room.
@@ -426,7 +431,7 @@ struct ModeRun {
   Status WriteModeOutputs(const MemoryOptions& options, const MemoryPlan& plan) {
     if (!plan.fits) return Status::Ok();
     const Net& net = *subject.net;
-    if (args.size_pool && options.allocator == "gtbm") {
+    if (args.size_pool && FindAllocator(options.allocator)->sizes_pool) {
       SPILL_RETURN_IF_ERROR(
           ReportPoolSizing(args, net, options, args.json ? &json->at("modes").back() : nullptr));
     }
@@ -456,11 +461,11 @@ Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(Subject subject, Load(args));
   const Net& net = *subject.net;
   const std::string mode = args.memory.mode();
-  // Every mode but those that search (they train or solve for minutes):
+  // Every mode but the costly ones (they train or solve for minutes):
   // those are planned when named.
   std::vector<std::string> modes;
   for (const MemoryMode& m : MemoryModes()) {
-    if (!m.planned_when_named) modes.push_back(m.name);
+    if (!m.costly) modes.push_back(m.name);
   }
   if (!mode.empty()) modes = {mode};
   if (!args.json) {

@@ -7,6 +7,7 @@
 //          [--chunk auto]   (steps that do not fit stream through host memory)
 #include <cstdio>
 
+#include "memory/scheduler_registry.h"
 #include "tools/common/cli.h"
 #include "tools/planning/experiments.h"
 
@@ -54,13 +55,17 @@ int Main(int argc, char** argv) {
   std::printf("footprint %s (max load %s)",
               FormatBytes(static_cast<double>(best->plan.footprint)).c_str(),
               FormatBytes(static_cast<double>(best->plan.peak)).c_str());
-  if (o.memory.scheduler == "window") {
-    std::printf("; window scheduler budget %s", best->window_budget.c_str());
+  const std::vector<SettingSpec> shares = SearchableSettings(o.memory.scheduler);
+  if (!shares.empty()) {
+    std::printf("; the %s scheduler's %s %s", o.memory.scheduler.c_str(),
+                shares.front().key.c_str(), best->share.c_str());
   }
   std::printf("\n");
-  // Predict and train with the scheduler budget the search settled on.
-  if (Status set = o.memory.settings.Set("window_budget", best->window_budget); !set.ok()) {
-    return ReportStatus("widest", set);
+  // Predict and train with the scheduler's share the search settled on.
+  if (!o.searched_share.empty()) {
+    if (Status set = o.memory.settings.Set(o.searched_share, best->share); !set.ok()) {
+      return ReportStatus("widest", set);
+    }
   }
   if (ReportPrediction(*spec, *batch, o) != 0) return 1;
   if (o.confirm == 0) return 0;

@@ -162,6 +162,8 @@ class Layer {
   virtual std::vector<AuxSpec> aux() const { return {}; }
   virtual BackwardNeeds backward_needs() const = 0;
   virtual LayerCost cost() const = 0;
+  // What the memory policies may know of its outputs (declarations.h).
+  virtual MemoryTraits memory_traits() const { return {}; }
   // Workspace of the layer's default algorithms.
   virtual size_t workspace_bytes(Pass pass) const { return 0; }
   // Layers whose operations can be computed several ways (convolution: one

@@ -167,6 +167,7 @@ NetworkView Net::view() const {
   for (int id = 0; id < num_layers(); ++id) {
     const Layer& l = *layers_[id];
     LayerSummary summary{l.name(), l.type(), l.cost(), decls_[id].is_loss, decls_[id].is_input};
+    summary.traits = l.memory_traits();
     std::vector<Shape> inputs;
     for (const auto& in : decls_[id].inputs) {
       inputs.push_back(decls_[in.layer].output_shapes[in.output]);

@@ -24,6 +24,25 @@ enum class Phase { kTrain, kEval };
 // offloading. Cheap layers' outputs are cheaper to recompute than to move.
 enum class LayerCost { kCheckpoint, kCheap };
 
+// What the memory policies may know of a layer type's outputs, declared by
+// the layer (Layer::memory_traits), so that no policy keeps a list of layer
+// types and a new type needs no edit outside its own files.
+struct MemoryTraits {
+  // Its outputs are feature maps: large, read again by backward, worth a
+  // copy to host memory (convolutions, pooling, activations, normalization,
+  // concatenation: Dymem's offload set, Fig. 8).
+  bool feature_maps = false;
+  // Its outputs are small and never worth a copy (fully connected layers,
+  // dropout, losses: Dymem's reclaimed class, Algorithm 3).
+  bool small_outputs = false;
+  // A convolution: vDNN offloads the inputs of these.
+  bool convolution = false;
+
+  static MemoryTraits FeatureMaps() { return {true, false, false}; }
+  static MemoryTraits SmallOutputs() { return {false, true, false}; }
+  static MemoryTraits Convolution() { return {true, false, true}; }
+};
+
 struct Initializer {
   enum class Kind { kConstant, kHeNormal, kXavierUniform, kUniform };
   Kind kind = Kind::kConstant;

@@ -22,6 +22,7 @@ struct LayerSummary {
   LayerCost cost = LayerCost::kCheap;
   bool is_loss = false;
   bool is_input = false;
+  MemoryTraits traits;  // Layer::memory_traits
   // Work of each pass, for time models (memory/sim/).
   LayerWork forward_work;
   LayerWork backward_work;

@@ -8,6 +8,7 @@
 
 #include "framework/base/logging.h"
 #include "framework/device/device_registry.h"
+#include "layers/cuda/conv_search_cuda.h"
 #include "layers/cuda/convolution_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 
@@ -169,33 +170,17 @@ Status CudaConvolutionLayer::Calibrate(CudaDevice& device) const {
     }
     if (recorded.ok()) recorded = Record(op, results, workspace.bytes);
   };
-  {
-    SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &count));
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(count, 1));
+  const cuda::ConvBuffers timed{x.data, y.data, w.data};
+  SPILL_RETURN_IF_ERROR(cuda::ForEachConvSearch([&](auto search) -> Status {
+    using Search = decltype(search);
+    SPILL_CUDNN_RETURN_IF_ERROR(Search::MaxCount(handle, &count));
+    std::vector<typename Search::Perf> perf(std::max(count, 1));
     int returned = 0;
-    const cudnnStatus_t status = cudnnFindConvolutionForwardAlgorithmEx(
-        handle, d.x, x.data, d.w, w.data, d.conv, d.y, y.data, count, &returned, perf.data(),
-        workspace.data, workspace.bytes);
-    record(kConvForward, status, Measurements(perf.data(), returned, workspace.bytes));
-  }
-  {
-    SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &count));
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(count, 1));
-    int returned = 0;
-    const cudnnStatus_t status = cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        handle, d.x, x.data, d.y, y.data, d.conv, d.w, w.data, count, &returned, perf.data(),
-        workspace.data, workspace.bytes);
-    record(kConvFilterGrad, status, Measurements(perf.data(), returned, workspace.bytes));
-  }
-  {
-    SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &count));
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(count, 1));
-    int returned = 0;
-    const cudnnStatus_t status = cudnnFindConvolutionBackwardDataAlgorithmEx(
-        handle, d.w, w.data, d.y, y.data, d.conv, d.x, x.data, count, &returned, perf.data(),
-        workspace.data, workspace.bytes);
-    record(kConvDataGrad, status, Measurements(perf.data(), returned, workspace.bytes));
-  }
+    const cudnnStatus_t status = Search::Find(handle, d, timed, count, &returned, perf.data(),
+                                              workspace.data, workspace.bytes);
+    record(Search::kOp, status, Measurements(perf.data(), returned, workspace.bytes));
+    return Status::Ok();
+  }));
   // The scratch buffers are freed on return; nothing may still use them.
   SPILL_CUDA_CHECK(cudaStreamSynchronize(stream));
   return recorded;

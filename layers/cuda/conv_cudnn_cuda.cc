@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "framework/cuda/cuda_device.h"
+#include "layers/cuda/conv_search_cuda.h"
 
 namespace spill {
 namespace cuda {
@@ -187,45 +188,19 @@ Status ConvDescriptors::Set(const ConvGeometry& g, const std::string& layer) {
 
 StatusOr<ConvCandidates> QueryConvCandidates(cudnnHandle_t handle, const ConvDescriptors& d) {
   ConvCandidates found;
-  int count = 0;
-  {
-    SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &count));
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(count, 1));
+  SPILL_RETURN_IF_ERROR(ForEachConvSearch([&](auto search) -> Status {
+    using Search = decltype(search);
+    int count = 0;
+    SPILL_CUDNN_RETURN_IF_ERROR(Search::MaxCount(handle, &count));
+    std::vector<typename Search::Perf> perf(std::max(count, 1));
     int returned = 0;
-    SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(
-        handle, d.x, d.w, d.conv, d.y, count, &returned, perf.data()));
-    found.ops[kConvForward] = UsableAlgorithms(
-        kConvForward, perf.data(), returned, [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
-          return cudnnGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo,
-                                                         bytes) == CUDNN_STATUS_SUCCESS;
+    SPILL_CUDNN_RETURN_IF_ERROR(Search::Heuristics(handle, d, count, &returned, perf.data()));
+    found.ops[Search::kOp] = UsableAlgorithms(
+        Search::kOp, perf.data(), returned, [&](typename Search::Algo algo, size_t* bytes) {
+          return Search::Workspace(handle, d, algo, bytes) == CUDNN_STATUS_SUCCESS;
         });
-  }
-  {
-    SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &count));
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(count, 1));
-    int returned = 0;
-    SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        handle, d.x, d.y, d.conv, d.w, count, &returned, perf.data()));
-    found.ops[kConvFilterGrad] = UsableAlgorithms(
-        kConvFilterGrad, perf.data(), returned,
-        [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, d.x, d.y, d.conv, d.w, algo,
-                                                                bytes) == CUDNN_STATUS_SUCCESS;
-        });
-  }
-  {
-    SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &count));
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(count, 1));
-    int returned = 0;
-    SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        handle, d.w, d.y, d.conv, d.x, count, &returned, perf.data()));
-    found.ops[kConvDataGrad] = UsableAlgorithms(
-        kConvDataGrad, perf.data(), returned,
-        [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.w, d.y, d.conv, d.x, algo,
-                                                              bytes) == CUDNN_STATUS_SUCCESS;
-        });
-  }
+    return Status::Ok();
+  }));
   return found;
 }
 

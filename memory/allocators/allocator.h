@@ -273,6 +273,12 @@ struct AllocatorInfo {
   AllocatorCharge charge;  // empty: whole pool blocks
   // Of a device budget, what charged requests can fill (empty: all of it).
   std::function<size_t(size_t budget, const PolicySettings& settings)> usable;
+  // Its pool is sized from a profiled plan (Dymem's init + beta:
+  // memory/planning/pool_sizing.h, `plan --size-pool`).
+  bool sizes_pool = false;
+  // One of the placements `plan --fragmentation-svg` compares any allocator
+  // with (Dymem's figure: first fit, best fit, GTBM).
+  bool fragmentation_reference = false;
 };
 
 // Every allocator, by name.

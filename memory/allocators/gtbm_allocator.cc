@@ -332,13 +332,19 @@ AllocatorFactory Factory(bool soft) {
   };
 }
 
-const bool kGtbm = RegisterAllocator(
-    {"gtbm",
-     "Dymem's arenas by tensor mobility: movable low, temporary high (top-down), reclaimed on "
-     "a stack; no compaction",
-     false,
-     Factory(false),
-     {MinOffloadSetting()}});
+AllocatorInfo GtbmInfo() {
+  AllocatorInfo info{"gtbm",
+                     "Dymem's arenas by tensor mobility: movable low, temporary high (top-down), "
+                     "reclaimed on a stack; no compaction",
+                     false,
+                     Factory(false),
+                     {MinOffloadSetting()}};
+  info.sizes_pool = true;
+  info.fragmentation_reference = true;
+  return info;
+}
+
+const bool kGtbm = RegisterAllocator(GtbmInfo());
 
 const bool kGtbmSoft =
     RegisterAllocator({"gtbm_soft",

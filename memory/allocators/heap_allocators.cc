@@ -41,17 +41,23 @@ class HeapAllocator : public DeviceAllocator {
   std::unordered_map<AllocationId, AllocationId> pool_id_;  // seam id -> pool id
 };
 
-const bool kFirstFit = RegisterAllocator(
-    {"first_fit", "lowest-addressed free segment that fits (coalescing, compaction)", false,
-     [](const AllocatorContext& c) -> StatusOr<std::unique_ptr<DeviceAllocator>> {
-       return std::unique_ptr<DeviceAllocator>(new HeapAllocator(c.capacity, FitPolicy::kFirstFit));
-     }});
+// First fit and best fit are the placements every allocator is compared
+// with in Dymem's fragmentation figure.
+AllocatorInfo HeapInfo(const char* name, const char* summary, FitPolicy fit) {
+  AllocatorInfo info{
+      name, summary, false,
+      [fit](const AllocatorContext& c) -> StatusOr<std::unique_ptr<DeviceAllocator>> {
+        return std::unique_ptr<DeviceAllocator>(new HeapAllocator(c.capacity, fit));
+      }};
+  info.fragmentation_reference = true;
+  return info;
+}
 
-const bool kBestFit = RegisterAllocator(
-    {"best_fit", "smallest free segment that fits (coalescing, compaction)", false,
-     [](const AllocatorContext& c) -> StatusOr<std::unique_ptr<DeviceAllocator>> {
-       return std::unique_ptr<DeviceAllocator>(new HeapAllocator(c.capacity, FitPolicy::kBestFit));
-     }});
+const bool kFirstFit = RegisterAllocator(
+    HeapInfo("first_fit", "lowest-addressed free segment that fits (coalescing, compaction)",
+             FitPolicy::kFirstFit));
+const bool kBestFit = RegisterAllocator(HeapInfo(
+    "best_fit", "smallest free segment that fits (coalescing, compaction)", FitPolicy::kBestFit));
 
 }  // namespace
 }  // namespace spill

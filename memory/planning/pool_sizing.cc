@@ -46,8 +46,9 @@ StatusOr<size_t> SmallestExtra(const NetworkView& view, const MemoryOptions& opt
 
 StatusOr<PoolSizing> SizeGtbmPool(const NetworkView& view, const MemoryOptions& options,
                                   size_t beta) {
-  if (options.allocator != "gtbm") {
-    return InvalidArgument("pool sizing is GTBM's: the allocator is '" + options.allocator + "'");
+  const AllocatorInfo* info = FindAllocator(options.allocator);
+  if (info == nullptr || !info->sizes_pool) {
+    return InvalidArgument("the " + options.allocator + " allocator does not size its pool");
   }
   PoolSizing sizing;
   sizing.init = options.device_budget;

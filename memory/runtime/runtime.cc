@@ -368,7 +368,7 @@ Status MemoryRuntime::EndIteration() {
     log_events_.Add(e);
   }
   SPILL_RETURN_IF_ERROR(params_.failure());
-  records_.EndIteration(log_events_.events());
+  records_.EndIteration(log_events_.events(), options_.record_live);
   return Status::Ok();
 }
 

@@ -35,10 +35,12 @@ void RuntimeRecords::FinishStep(const TransferCounters& transfers) {
   record.compacted = transfers.compacted_bytes - step_start_.compacted_bytes;
 }
 
-void RuntimeRecords::EndIteration(const std::vector<MemoryEvent>& events) {
+void RuntimeRecords::EndIteration(const std::vector<MemoryEvent>& events, bool every_step) {
   current_.Finish();
   // The next iteration repeats this one; it lists what is live at the peak.
-  if (capture_step_ == current_.peak_step && current_.peak_step >= 0) {
+  // (Where an iteration decides differently from the last - a profile-guided
+  // allocator re-profiling - only a record of every step has its peak's.)
+  if (current_.peak_step >= 0 && (every_step || capture_step_ == current_.peak_step)) {
     current_.peak_live = current_.steps[current_.peak_step].live;
   }
   capture_step_ = current_.peak_step;

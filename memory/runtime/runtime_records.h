@@ -46,8 +46,9 @@ class RuntimeRecords {
   // After the step's actions: the bytes moved and layers recomputed in it.
   void FinishStep(const TransferCounters& transfers);
   void CountRecomputation() { ++recomputations_; }
-  // The iteration's records (and `events`) become the last completed one's.
-  void EndIteration(const std::vector<MemoryEvent>& events);
+  // The iteration's records (and `events`) become the last completed one's;
+  // `every_step`: every step's record listed its live tensors.
+  void EndIteration(const std::vector<MemoryEvent>& events, bool every_step);
   OutOfMemoryInfo& oom() { return oom_; }
 
   const MemoryLog& log() const { return log_; }

@@ -137,7 +137,7 @@ void AddOffloads(const Schedule& schedule, const std::vector<bool>& set, const S
 }
 
 bool IsConvolution(const NetworkView& view, int step) {
-  return view.layer(view.schedule->steps[step].layer).type == "convolution";
+  return view.layer(view.schedule->steps[step].layer).traits.convolution;
 }
 
 // Algorithm 2 before every backward step k: the saved tensors of the

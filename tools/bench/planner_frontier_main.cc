@@ -344,10 +344,11 @@ std::vector<FrontierSeries> Series(const Frontier& f) {
     add(p.planner, {1.0 - static_cast<double>(p.peak) / f.liveness_peak(),
                     p.seconds / f.liveness_seconds() - 1.0});
   }
+  // A planner that proves a bound (the MILP) draws it as a series of its own.
   for (const Point& p : f.points()) {
-    if (!p.fits || p.planner != "milp") continue;
-    add("milp bound", {1.0 - static_cast<double>(p.limit) / f.liveness_peak(),
-                       p.extra["lower_bound_overhead"].get<double>()});
+    if (!p.fits || !p.extra.contains("lower_bound_overhead")) continue;
+    add(p.planner + " bound", {1.0 - static_cast<double>(p.limit) / f.liveness_peak(),
+                               p.extra["lower_bound_overhead"].get<double>()});
   }
   return series;
 }

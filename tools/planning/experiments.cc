@@ -16,6 +16,7 @@
 #include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "memory/runtime/runtime.h"
+#include "memory/scheduler_registry.h"
 #include "tools/common/checks.h"
 #include "tools/common/cli.h"
 #include "tools/common/net_options.h"
@@ -25,8 +26,8 @@ namespace spill {
 namespace {
 
 // --window-budget search: 1x, 0.95x, ..., 0.30x.
-constexpr double kWindowBudgetStep = 0.05;
-constexpr int kWindowBudgetSteps = 15;
+constexpr double kShareStep = 0.05;  // a scheduler's share of the budget, searched
+constexpr int kShareSteps = 15;
 
 // Host memory this machine can give a run, from /proc/meminfo.
 size_t AvailableHostBytes() {
@@ -78,9 +79,7 @@ std::string ExperimentOptions::Describe() const {
                      FormatBytes(static_cast<double>(memory.host_budget)) +
                      (memory.host_tier == "ram" ? "" : " on disk") + "), memory " + memory.mode +
                      ", " + memory.allocator;
-  if (memory.allocator == "va") {
-    text += " " + FormatBytes(static_cast<double>(memory.settings.Bytes("va_chunk")));
-  }
+  text += DescribeSettings(memory, "allocator", memory.allocator, /*every=*/true);
   if (!memory.compact) text += " without compaction";
   if (memory.batch_chunk != kBatchChunkOff)
     text += ", batch slices " + BatchChunkName(memory.batch_chunk);
@@ -125,7 +124,9 @@ Status ApplyExperimentMemory(ExperimentOptions* o) {
   o->memory.device_budget = kDeviceBudget;
   o->memory.host_budget = kHostBudget;
   SPILL_RETURN_IF_ERROR(o->memory_flags.Apply(&o->memory));
-  o->search_window_budget = o->memory_flags.Searched("window_budget");
+  for (const SettingSpec& spec : SearchableSettings(o->memory.scheduler)) {
+    if (o->memory_flags.Searched(spec.key)) o->searched_share = spec.key;
+  }
   SPILL_RETURN_IF_ERROR(o->memory.Validate());
   if (o->confirm > 0) SPILL_RETURN_IF_ERROR(CheckAllocatorPlaces(o->memory, "--confirm"));
   return LoadDeviceProfile(o->device_profile, 0).status();
@@ -185,17 +186,19 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
   solver->AddState(*net);
   Probe probe;
   MemoryOptions memory = options.memory;
-  // The window scheduler's budget, searched from the whole budget down.
-  const int tries = options.search_window_budget ? kWindowBudgetSteps : 1;
+  // The scheduler's share of the budget, searched from the whole budget down.
+  const std::string& searched = options.searched_share;
+  const int tries = searched.empty() ? 1 : kShareSteps;
+  const std::vector<SettingSpec> shares = SearchableSettings(memory.scheduler);
   for (int i = 0; i < tries; ++i) {
-    if (options.search_window_budget) {
+    if (!searched.empty()) {
       char multiple[32];
-      std::snprintf(multiple, sizeof(multiple), "%gx", 1.0 - i * kWindowBudgetStep);
-      SPILL_RETURN_IF_ERROR(memory.settings.Set("window_budget", multiple));
+      std::snprintf(multiple, sizeof(multiple), "%gx", 1.0 - i * kShareStep);
+      SPILL_RETURN_IF_ERROR(memory.settings.Set(searched, multiple));
     }
     SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), memory));
     probe.fits = probe.plan.fits;
-    probe.window_budget = memory.settings.Text("window_budget");
+    if (!shares.empty()) probe.share = memory.settings.Text(shares.front());
     if (probe.fits) break;
   }
   return probe;

@@ -19,7 +19,9 @@ namespace spill {
 struct Probe {
   bool fits = false;
   MemoryPlan plan;
-  std::string window_budget;  // the window scheduler's budget the plan used ("0.95x")
+  // The value of the scheduler's share of the budget the plan used
+  // (memory.window_budget "0.95x"; empty when the scheduler has none).
+  std::string share;
 };
 
 // Largest x in [low, limit] with fits(x), for a predicate that holds up to
@@ -32,9 +34,10 @@ StatusOr<int64_t> LargestFitting(int64_t low, int64_t limit,
 // --size S --set KEY=VALUE --device-profile NAME --confirm STEPS, and the
 // memory flags every planning tool shares (tools/common/memory_flags.h: --memory,
 // --device-memory, --host-memory, --allocator, --compact, --window-budget,
-// ...). Only these tools take --window-budget search: the largest multiple,
-// from 1x down in steps of 0.05x, with which the window scheduler's plan
-// fits - what the window paper's authors set by hand.
+// ...). Only these tools take "search" for a scheduler's share of the budget
+// (a searchable setting: --window-budget search): the largest multiple, from
+// 1x down in steps of 0.05x, with which the scheduler's plan fits - what the
+// window paper's authors set by hand.
 struct ExperimentOptions {
   std::string model;
   std::string device = "cpu";  // whose layers (and workspaces) are planned and run
@@ -44,7 +47,7 @@ struct ExperimentOptions {
   // The device profile the result's iteration time is predicted on (the
   // paper's experiments ran on a 12 GB K40).
   std::string device_profile = "k40-pcie3";
-  bool search_window_budget = false;
+  std::string searched_share;  // the key given as "search" (window_budget), or empty
   ParamOverrides sets;
   MemoryFlags memory_flags;  // as given
   MemoryOptions memory;      // the tool's defaults with the memory flags applied

@@ -5,10 +5,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "framework/base/logging.h"
+#include "framework/base/units.h"
 #include "memory/memory_options.h"
 #include "memory/mobility.h"
 #include "memory/planners/baselines.h"
@@ -205,6 +207,47 @@ StatusOr<DqnPlan> PlanDqn(const NetworkView& view, const MemoryOptions& options)
 
 namespace {
 
+// What `plan` prints of the search before the plan: the limit, the moves,
+// the predicted peak and time, and how the network was trained.
+StatusOr<SearchReport> ReportDqn(const NetworkView& view, const MemoryOptions& options) {
+  SPILL_ASSIGN_OR_RETURN(DqnPlan p, PlanDqn(view, options));
+  int offloaded = 0, dropped = 0;
+  for (const TensorDecision& d : p.decisions) {
+    offloaded += d.choice == TensorChoice::kOffload;
+    dropped += d.choice == TensorChoice::kDrop;
+  }
+  const std::string profile = ReadPlannerSettings(options.settings).profile;
+  auto bytes = [](size_t b) { return FormatBytes(static_cast<double>(b)); };
+  SearchReport report;
+  report.json = nlohmann::ordered_json{{"limit_bytes", p.limit},
+                                       {"feasible", p.feasible},
+                                       {"predicted_peak_bytes", p.peak},
+                                       {"predicted_seconds", p.seconds},
+                                       {"profile", profile},
+                                       {"candidates", p.candidates},
+                                       {"offloaded", offloaded},
+                                       {"dropped", dropped},
+                                       {"episodes", p.episodes},
+                                       {"best_episode", p.best_episode},
+                                       {"updates", p.updates},
+                                       {"train_seconds", p.train_seconds},
+                                       {"from_cache", p.from_cache},
+                                       {"weights", p.weights_file}}
+                    .dump();
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "dqn planner: limit %s; %s %d of %d candidates offloaded, %d dropped; predicted "
+                "peak %s, %.3f ms per iteration on %s; %d episodes (best at %d), %d updates, "
+                "trained in %.1f s%s\n",
+                bytes(p.limit).c_str(), p.feasible ? "fits:" : "NO PLAN FITS:", offloaded,
+                p.candidates, dropped, bytes(p.peak).c_str(), p.seconds * 1e3, profile.c_str(),
+                p.episodes, p.best_episode, p.updates, p.train_seconds,
+                p.from_cache ? " (read from the cache)" : "");
+  report.text = line;
+  if (!p.weights_file.empty()) report.text += "  weights: " + p.weights_file + "\n";
+  return report;
+}
+
 const bool kDqn = RegisterScheduler(
     {"dqn",
      "a deep Q-network over the iteration's graph decides, tensor by tensor, what to offload or "
@@ -218,7 +261,7 @@ const bool kDqn = RegisterScheduler(
        }
        return ToPhasePlans(model, plan.decisions);
      },
-     DqnSettingKeys()});
+     DqnSettingKeys(), ReportDqn});
 
 }  // namespace
 }  // namespace spill
