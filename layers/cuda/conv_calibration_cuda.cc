@@ -8,7 +8,7 @@
 
 #include "framework/base/logging.h"
 #include "framework/device/device_registry.h"
-#include "layers/cuda/conv_search_cuda.h"
+#include "layers/cuda/conv_cudnn_cuda.h"
 #include "layers/cuda/convolution_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
 

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "framework/cuda/cuda_device.h"
-#include "layers/cuda/conv_search_cuda.h"
 
 namespace spill {
 namespace cuda {
