@@ -304,7 +304,11 @@ void MemoryRuntime::RunAfterStep(const TransferAction& a) {
       if (state == Residency::kOffloading) residency_->CancelOffload(id);
       return;
     case TransferOp::kDrop:
-      if (state == Residency::kDevice) Drop(id);
+      // A tensor whose sources are gone stays: it could not be rebuilt. (A
+      // plan drops a tensor after its forward use and releases its sources
+      // then; one that was in host memory at that moment - a streamed
+      // step's output - was not dropped, and a later drop of it would be.)
+      if (state == Residency::kDevice && SourcesKept(id)) Drop(id);
       return;
     case TransferOp::kRelease:
       Retire(id);

@@ -231,6 +231,8 @@ class MemoryRuntime : public TensorStore {
   bool MakeRoom(size_t bytes);
   bool Evictable(TensorId id) const;
   bool Droppable(TensorId id) const;
+  // Every tensor `id` is rebuilt from still holds its data (or can be rebuilt).
+  bool SourcesKept(TensorId id) const;
   // A rebuilt tensor of a memory-centric segment: dropped again after use.
   bool MemoryCentric(TensorId id) const;
   // False when `id` is on the host and there is no room for it.

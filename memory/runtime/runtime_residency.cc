@@ -24,6 +24,10 @@ void MemoryRuntime::UnpinAll() { cache_.UnpinAll(); }
 
 bool MemoryRuntime::Droppable(TensorId id) const {
   if (!options_.recompute || !recompute().droppable[id] || phase_ != Phase::kTrain) return false;
+  return SourcesKept(id);
+}
+
+bool MemoryRuntime::SourcesKept(TensorId id) const {
   for (TensorId x : RebuildSources(schedule_, id)) {
     if (residency_->state(x) == Residency::kUnallocated) return false;  // already gone
   }
