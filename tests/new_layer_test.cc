@@ -78,8 +78,10 @@ TEST_F(NewLayerTest, EveryModeTrainsItBitIdenticallyAsPlanned) {
   baseline_run.memory.workspace = *ParseWorkspacePolicy("pin:im2col_image");
   auto baseline = testing::TrainSynthetic(spec, baseline_run);
   ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
+  int runs = 0;
   for (const MemoryMode& mode : MemoryModes()) {
     if (mode.costly) continue;
+    ++runs;
     testing::SyntheticRun run = testing::SmallMemoryRun(mode.name);
     run.memory.workspace = baseline_run.memory.workspace;
     ASSERT_TRUE(run.memory.settings.Set("min_offload", "0").ok());  // maps of a few KiB
@@ -95,7 +97,10 @@ TEST_F(NewLayerTest, EveryModeTrainsItBitIdenticallyAsPlanned) {
     EXPECT_EQ(trace->losses, baseline->losses) << mode.name;
     EXPECT_TRUE(testing::BitEqual(trace->params, baseline->params)) << mode.name;
     EXPECT_EQ(trace->log.peak, plan->peak) << mode.name;
+    // At its smallest budget Dymem moves the feature maps, the softsign's too.
+    if (std::string(mode.name) == "dymem") EXPECT_GT(trace->to_host, 0u);
   }
+  EXPECT_GE(runs, 10);
 }
 
 }  // namespace
