@@ -65,10 +65,6 @@ Apply ParsedOf(T MemoryOptions::*field, StatusOr<T> (*parse)(const std::string&)
   };
 }
 
-// A shared key's default is what a default MemoryOptions holds
-// (memory_options.h), read back by DefaultText: stated once.
-constexpr const char* kFromOptions = nullptr;
-
 // Bytes as the shortest exact text: "8GiB", "1536MiB", "1000B".
 std::string ExactBytes(size_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -80,31 +76,19 @@ std::string ExactBytes(size_t bytes) {
   return std::to_string(bytes) + units[unit];
 }
 
-// The default of each shared key whose default MemoryOptions states it.
-std::string DefaultText(const std::string& key) {
-  const MemoryOptions o;
-  if (key == "mode") return o.mode;
-  if (key == "device_budget") return ExactBytes(o.device_budget);
-  if (key == "host_budget") return ExactBytes(o.host_budget);
-  if (key == "host_tier") return o.host_tier;
-  if (key == "params") return o.params.ToString();
-  if (key == "update") return o.update_on_host ? "host" : "device";
-  if (key == "allocator") return o.allocator;
-  if (key == "compact") return o.compact ? "true" : "false";
-  if (key == "eviction") return o.eviction;
-  if (key == "scheduler") return o.scheduler;
-  if (key == "workspace") return o.workspace.ToString();
-  if (key == "chunk") return BatchChunkName(o.batch_chunk);
-  if (key == "stream_buffers") return std::to_string(o.stream_buffers);
-  return "";  // the technique switches: the mode sets them
+// The shared keys' defaults are a default MemoryOptions' values
+// (memory_options.h states them once).
+const MemoryOptions& Defaults() {
+  static const MemoryOptions* defaults = new MemoryOptions();
+  return *defaults;
 }
 
-SettingSpec Spec(const char* key, SettingKind kind, const char* fallback, std::string help,
+SettingSpec Spec(const char* key, SettingKind kind, std::string fallback, std::string help,
                  const char* flag = "", const char* type_name = "") {
   SettingSpec spec;
   spec.key = key;
   spec.kind = kind;
-  spec.fallback = fallback == nullptr ? DefaultText(key) : fallback;
+  spec.fallback = std::move(fallback);
   spec.help = std::move(help);
   spec.flag = flag;
   spec.type_name = type_name;
@@ -128,15 +112,15 @@ std::string AllocatorHelp() {
 
 // The mode, the budgets and where persistent state lives.
 void AddBudgets(std::vector<MemoryKey>* k) {
-  k->push_back({Spec("mode", SettingKind::kChoice, kFromOptions, ModeHelp(), "--memory", "MODE"),
+  k->push_back({Spec("mode", SettingKind::kChoice, Defaults().mode, ModeHelp(), "--memory", "MODE"),
                 [](const std::string& t, MemoryOptions* o) { return ApplyMemoryMode(t, o); }});
-  k->push_back({Spec("device_budget", SettingKind::kBytes, kFromOptions, "the device budget",
-                     "--device-memory"),
+  k->push_back({Spec("device_budget", SettingKind::kBytes, ExactBytes(Defaults().device_budget),
+                     "the device budget", "--device-memory"),
                 BudgetOf(&MemoryOptions::device_budget)});
-  k->push_back({Spec("host_budget", SettingKind::kBytes, kFromOptions,
+  k->push_back({Spec("host_budget", SettingKind::kBytes, ExactBytes(Defaults().host_budget),
                      "host memory for what leaves the device", "--host-memory"),
                 BudgetOf(&MemoryOptions::host_budget)});
-  k->push_back({Spec("host_tier", SettingKind::kChoice, kFromOptions,
+  k->push_back({Spec("host_tier", SettingKind::kChoice, Defaults().host_tier,
                      "what backs host memory: ram or file:DIR (a memory-mapped file in DIR, so "
                      "that host memory may exceed RAM)",
                      "", "TIER"),
@@ -145,13 +129,13 @@ void AddBudgets(std::vector<MemoryKey>* k) {
                   o->host_tier = t;
                   return Status::Ok();
                 }});
-  k->push_back({Spec("params", SettingKind::kChoice, kFromOptions,
+  k->push_back({Spec("params", SettingKind::kChoice, Defaults().params.ToString(),
                      "where parameters, gradients and solver state live: device, host, "
                      "above:SIZE or cache",
                      "", "PLACE"),
                 ParsedOf(&MemoryOptions::params, ParseParamPlacement)});
   SettingSpec update =
-      Spec("update", SettingKind::kChoice, kFromOptions,
+      Spec("update", SettingKind::kChoice, Defaults().update_on_host ? "host" : "device",
            "where parameters kept in host memory are updated: device or host", "", "WHERE");
   update.training_only = true;
   k->push_back({update, [](const std::string& t, MemoryOptions* o) {
@@ -163,17 +147,18 @@ void AddBudgets(std::vector<MemoryKey>* k) {
 
 // Which policy runs each seam, and the technique switches.
 void AddPolicies(std::vector<MemoryKey>* k) {
-  k->push_back({Spec("allocator", SettingKind::kChoice, kFromOptions, AllocatorHelp(), "", "NAME"),
-                NameOf(&MemoryOptions::allocator, AllocatorNames)});
-  k->push_back({Spec("compact", SettingKind::kBool, kFromOptions,
+  k->push_back(
+      {Spec("allocator", SettingKind::kChoice, Defaults().allocator, AllocatorHelp(), "", "NAME"),
+       NameOf(&MemoryOptions::allocator, AllocatorNames)});
+  k->push_back({Spec("compact", SettingKind::kBool, Defaults().compact ? "true" : "false",
                      "slide live tensors down to close holes when an allocation finds none "
                      "(dymem, vdnn: false); false compares allocators by their footprint alone"),
                 SwitchOf(&MemoryOptions::compact)});
-  k->push_back({Spec("eviction", SettingKind::kChoice, kFromOptions,
+  k->push_back({Spec("eviction", SettingKind::kChoice, Defaults().eviction,
                      "the tensor cache's victim rule: " + Join(EvictionNames()), "", "NAME"),
                 NameOf(&MemoryOptions::eviction, EvictionNames),
                 [](const MemoryOptions& o) { return o.cache; }});
-  k->push_back({Spec("scheduler", SettingKind::kChoice, kFromOptions,
+  k->push_back({Spec("scheduler", SettingKind::kChoice, Defaults().scheduler,
                      "who plans the transfers around each step: " + Join(SchedulerNames()) +
                          " (each mode names its own)",
                      "", "NAME"),
@@ -190,29 +175,30 @@ void AddPolicies(std::vector<MemoryKey>* k) {
 
 // Workspace and batch slices.
 void AddSteps(std::vector<MemoryKey>* k) {
-  k->push_back({Spec("workspace", SettingKind::kChoice, kFromOptions,
+  k->push_back({Spec("workspace", SettingKind::kChoice, Defaults().workspace.ToString(),
                      "convolution algorithms and workspace: dynamic, fastest, memory_optimal, "
                      "cap:SIZE or pin:NAME",
                      "", "POLICY"),
                 ParsedOf(&MemoryOptions::workspace, ParseWorkspacePolicy)});
-  k->push_back({Spec("chunk", SettingKind::kChoice, kFromOptions,
+  k->push_back({Spec("chunk", SettingKind::kChoice, BatchChunkName(Defaults().batch_chunk),
                      "compute each step over slices of N images of the batch; auto: slice only "
                      "the steps that do not fit, streamed through host memory",
                      "", "off|auto|N"),
                 ParsedOf(&MemoryOptions::batch_chunk, ParseBatchChunk)});
-  k->push_back({Spec("stream_buffers", SettingKind::kChoice, kFromOptions,
-                     "slices per staging block of a streamed step: 2 copies the next slice in "
-                     "and the last one out while a slice computes, 1 alternates copies and "
-                     "compute",
-                     "", "1|2"),
-                [](const std::string& t, MemoryOptions* o) {
-                  auto buffers = ParseInt64(t);
-                  if (!buffers.ok()) return InvalidArgument("'" + t + "' is not 1 or 2");
-                  SPILL_RETURN_IF_ERROR(CheckStreamBuffers(*buffers));
-                  o->stream_buffers = static_cast<int>(*buffers);
-                  return Status::Ok();
-                },
-                [](const MemoryOptions& o) { return o.batch_chunk != kBatchChunkOff; }});
+  k->push_back(
+      {Spec("stream_buffers", SettingKind::kChoice, std::to_string(Defaults().stream_buffers),
+            "slices per staging block of a streamed step: 2 copies the next slice in "
+            "and the last one out while a slice computes, 1 alternates copies and "
+            "compute",
+            "", "1|2"),
+       [](const std::string& t, MemoryOptions* o) {
+         auto buffers = ParseInt64(t);
+         if (!buffers.ok()) return InvalidArgument("'" + t + "' is not 1 or 2");
+         SPILL_RETURN_IF_ERROR(CheckStreamBuffers(*buffers));
+         o->stream_buffers = static_cast<int>(*buffers);
+         return Status::Ok();
+       },
+       [](const MemoryOptions& o) { return o.batch_chunk != kBatchChunkOff; }});
 }
 
 const MemoryKey* FindMemoryKey(const std::string& key) {
@@ -255,11 +241,10 @@ std::string WhyUnread(const MemoryOptions& options, const RegisteredSetting& set
   }
   if (TechniqueOn(options, setting.spec.use)) return "";
   const bool offload = setting.spec.use == SettingUse::kWithOffload;
-  return "the " + options.scheduler + " scheduler reads it only when it " +
-         (offload ? "offloads" : "recomputes") + ", and this mode " +
-         (offload ? "offloads nothing" : "recomputes nothing") + "; " +
-         (offload ? "offload" : "recompute") + ": true or a mode that " +
-         (offload ? "offloads" : "recomputes") + " does";
+  const std::string does = offload ? "offloads" : "recomputes";
+  return "the " + options.scheduler + " scheduler reads it only when it " + does +
+         ", and this mode " + does + " nothing; " + (offload ? "offload" : "recompute") +
+         ": true or a mode that " + does + " does";
 }
 
 }  // namespace

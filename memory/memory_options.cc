@@ -75,20 +75,20 @@ const MemoryMode* FindMemoryMode(const std::string& name) {
 }
 
 Status ApplyMemoryMode(const std::string& mode, MemoryOptions* options) {
-  for (const MemoryMode& p : MemoryModes()) {
-    if (mode != p.name) continue;
-    options->mode = mode;
-    options->liveness = p.liveness;
-    options->offload = p.offload;
-    options->cache = p.cache;
-    options->recompute = p.recompute;
-    options->scheduler = p.scheduler;
-    if (p.allocator != nullptr) options->allocator = p.allocator;
-    options->compact = p.compact;
-    return Status::Ok();
+  const MemoryMode* p = FindMemoryMode(mode);
+  if (p == nullptr) {
+    return InvalidArgument("unknown memory mode '" + mode +
+                           "'; known modes: " + Join(MemoryModeNames()));
   }
-  return InvalidArgument("unknown memory mode '" + mode +
-                         "'; known modes: " + Join(MemoryModeNames()));
+  options->mode = mode;
+  options->liveness = p->liveness;
+  options->offload = p->offload;
+  options->cache = p->cache;
+  options->recompute = p->recompute;
+  options->scheduler = p->scheduler;
+  if (p->allocator != nullptr) options->allocator = p->allocator;
+  options->compact = p->compact;
+  return Status::Ok();
 }
 
 std::string ParamPlacement::ToString() const {

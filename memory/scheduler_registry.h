@@ -14,6 +14,7 @@
 #define SPILL_MEMORY_SCHEDULER_REGISTRY_H_
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,10 @@ using TransferScheduler =
     std::function<StatusOr<PhasePlans>(const NetworkView& view, const MemoryOptions& options)>;
 
 // What a scheduler that searches says of its search, for `plan`: a line of
-// text and the same as a JSON object (text).
+// text and the same as a JSON object.
 struct SearchReport {
   std::string text;
-  std::string json;
+  nlohmann::ordered_json json;
 };
 using SearchReporter =
     std::function<StatusOr<SearchReport>(const NetworkView& view, const MemoryOptions& options)>;

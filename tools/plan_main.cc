@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "framework/base/files.h"
 #include "framework/base/units.h"
@@ -356,7 +357,7 @@ Status ReportSearch(const Args& args, const Net& net, const MemoryOptions& optio
   if (info == nullptr || !info->report) return Status::Ok();
   SPILL_ASSIGN_OR_RETURN(SearchReport report, info->report(net.view(), options));
   if (args.json) {
-    *json = nlohmann::ordered_json::parse(report.json);
+    *json = std::move(report.json);
   } else {
     std::fputs(report.text.c_str(), stdout);
   }

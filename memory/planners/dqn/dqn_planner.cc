@@ -232,8 +232,7 @@ StatusOr<SearchReport> ReportDqn(const NetworkView& view, const MemoryOptions& o
                                        {"updates", p.updates},
                                        {"train_seconds", p.train_seconds},
                                        {"from_cache", p.from_cache},
-                                       {"weights", p.weights_file}}
-                    .dump();
+                                       {"weights", p.weights_file}};
   char line[512];
   std::snprintf(line, sizeof(line),
                 "dqn planner: limit %s; %s %d of %d candidates offloaded, %d dropped; predicted "
