@@ -13,7 +13,7 @@ class DeviceBacking : public Backing {
  public:
   explicit DeviceBacking(Device& device) : device_(device) {}
   ~DeviceBacking() override {
-    device_.copy_queue().Synchronize();
+    device_.SynchronizeCopies();
     if (device_base_ != nullptr) allocator_->Release(device_, device_base_);
     if (host_base_ != nullptr) device_.ReleaseHostRegion(host_base_);
   }
@@ -52,35 +52,22 @@ class DeviceBacking : public Backing {
   Status PinHost(size_t bytes) override { return device_.EnsureHostPinned(host_base_, bytes); }
 
   std::shared_ptr<Event> CopyOut(size_t host_offset, size_t device_offset, size_t bytes) override {
-    Queue& copy = device_.copy_queue();
-    copy.Wait(device_.compute_queue().Record());  // after the compute that wrote it
-    device_.CopyAsync(host_base_ + host_offset, device_base_ + device_offset, bytes,
-                      CopyKind::kDeviceToHost, copy);
-    return copy.Record();
+    return ToHost(host_base_ + host_offset, device_base_ + device_offset, bytes);
   }
 
-  std::shared_ptr<Event> CopyIn(size_t device_offset, size_t host_offset, size_t bytes) override {
-    Queue& copy = device_.copy_queue();
-    // The block may have been freed by compute enqueued before now.
-    copy.Wait(device_.compute_queue().Record());
-    device_.CopyAsync(device_base_ + device_offset, host_base_ + host_offset, bytes,
-                      CopyKind::kHostToDevice, copy);
-    return copy.Record();
+  std::shared_ptr<Event> CopyIn(size_t device_offset, size_t host_offset, size_t bytes,
+                                const std::shared_ptr<Event>& after) override {
+    return ToDevice(device_base_ + device_offset, host_base_ + host_offset, bytes, after);
   }
 
-  std::shared_ptr<Event> CopySliceIn(void* staging, size_t host_offset, size_t bytes) override {
-    Queue& copy = device_.copy_queue();
-    copy.Wait(device_.compute_queue().Record());  // the last slice in `staging` is done with it
-    device_.CopyAsync(staging, host_base_ + host_offset, bytes, CopyKind::kHostToDevice, copy);
-    return copy.Record();
+  std::shared_ptr<Event> CopySliceIn(void* staging, size_t host_offset, size_t bytes,
+                                     const std::shared_ptr<Event>& after) override {
+    return ToDevice(staging, host_base_ + host_offset, bytes, after);
   }
 
   std::shared_ptr<Event> CopySliceOut(size_t host_offset, const void* staging,
                                       size_t bytes) override {
-    Queue& copy = device_.copy_queue();
-    copy.Wait(device_.compute_queue().Record());  // after the compute that wrote the slice
-    device_.CopyAsync(host_base_ + host_offset, staging, bytes, CopyKind::kDeviceToHost, copy);
-    return copy.Record();
+    return ToHost(host_base_ + host_offset, staging, bytes);
   }
 
   // Downward and possibly overlapping: the device copies as memmove does. A
@@ -99,7 +86,7 @@ class DeviceBacking : public Backing {
   void ComputeWaits(const std::shared_ptr<Event>& event) override {
     if (event) device_.compute_queue().Wait(event);
   }
-  void SynchronizeCopies() override { device_.copy_queue().Synchronize(); }
+  void SynchronizeCopies() override { device_.SynchronizeCopies(); }
 
   Status HoldsData() const override { return Status::Ok(); }
   void CopySync(void* dst, const void* src, size_t bytes, CopyKind kind) override {
@@ -119,15 +106,36 @@ class DeviceBacking : public Backing {
     if (update) update(slot, w, g, state, /*host=*/false);
   }
 
-  void UpdateInHostMemory(const SlotUpdate& update, const ParameterSlot& slot, float* w, float* g,
-                          const std::vector<float*>& state) override {
+  std::shared_ptr<Event> UpdateInHostMemory(const SlotUpdate& update, const ParameterSlot& slot,
+                                            float* w, float* g,
+                                            const std::vector<float*>& state) override {
     const ParameterSlot copy = slot;
-    device_.EnqueueHostTask(device_.copy_queue(), [update, copy, w, g, state] {
-      update(copy, w, g, state, /*host=*/true);
-    });
+    Queue& to_host = device_.device_to_host_queue();  // behind the gradient's copy
+    device_.EnqueueHostTask(
+        to_host, [update, copy, w, g, state] { update(copy, w, g, state, /*host=*/true); });
+    return to_host.Record();
   }
 
  private:
+  // A device-to-host copy after the compute that wrote its source.
+  std::shared_ptr<Event> ToHost(void* host, const void* device, size_t bytes) {
+    Queue& queue = device_.device_to_host_queue();
+    queue.Wait(device_.compute_queue().Record());
+    device_.CopyAsync(host, device, bytes, CopyKind::kDeviceToHost, queue);
+    return queue.Record();
+  }
+
+  // A host-to-device copy after the compute queued so far (which may have
+  // freed or last read the destination) and `after`.
+  std::shared_ptr<Event> ToDevice(void* device, const void* host, size_t bytes,
+                                  const std::shared_ptr<Event>& after) {
+    Queue& queue = device_.host_to_device_queue();
+    queue.Wait(device_.compute_queue().Record());
+    if (after) queue.Wait(after);
+    device_.CopyAsync(device, host, bytes, CopyKind::kHostToDevice, queue);
+    return queue.Record();
+  }
+
   Device& device_;
   DeviceAllocator* allocator_ = nullptr;  // that reserved the device region
   char* device_base_ = nullptr;
@@ -145,8 +153,13 @@ class PlanningBacking : public Backing {
   void Poison(size_t, size_t) override {}
   Status PinHost(size_t) override { return Status::Ok(); }
   std::shared_ptr<Event> CopyOut(size_t, size_t, size_t) override { return nullptr; }
-  std::shared_ptr<Event> CopyIn(size_t, size_t, size_t) override { return nullptr; }
-  std::shared_ptr<Event> CopySliceIn(void*, size_t, size_t) override { return nullptr; }
+  std::shared_ptr<Event> CopyIn(size_t, size_t, size_t, const std::shared_ptr<Event>&) override {
+    return nullptr;
+  }
+  std::shared_ptr<Event> CopySliceIn(void*, size_t, size_t,
+                                     const std::shared_ptr<Event>&) override {
+    return nullptr;
+  }
   std::shared_ptr<Event> CopySliceOut(size_t, const void*, size_t) override { return nullptr; }
   void MoveDown(size_t, size_t, size_t) override {}
   void ComputeWaits(const std::shared_ptr<Event>&) override {}
@@ -158,8 +171,10 @@ class PlanningBacking : public Backing {
   }
   void Update(const SlotUpdate&, const ParameterSlot&, float*, float*,
               const std::vector<float*>&) override {}
-  void UpdateInHostMemory(const SlotUpdate&, const ParameterSlot&, float*, float*,
-                          const std::vector<float*>&) override {}
+  std::shared_ptr<Event> UpdateInHostMemory(const SlotUpdate&, const ParameterSlot&, float*, float*,
+                                            const std::vector<float*>&) override {
+    return nullptr;
+  }
 };
 
 }  // namespace

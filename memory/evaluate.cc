@@ -57,7 +57,7 @@ class Evaluator::Replay {
     }
     s_.step = steps;
     Compute(m_.costs.update_seconds);  // the solver's update
-    out_.seconds = std::max({s_.host, s_.compute_end, s_.copy_end});
+    out_.seconds = std::max({s_.host, s_.compute_end, s_.copies.latest()});
     for (int step = 0; step < steps; ++step) {
       if (out_.peak_step < 0 || out_.step_peak[step] > out_.peak) {
         out_.peak = out_.step_peak[step];
@@ -112,9 +112,10 @@ class Evaluator::Replay {
     const LinkProfile& link = m_.profile.link;
     const double bandwidth = to_host ? link.d2h_bytes_per_second : link.h2d_bytes_per_second;
     const double seconds = link.latency_seconds + (bandwidth > 0 ? bytes / bandwidth : 0);
-    const double start = std::max({s_.copy_end, ComputeTail(), s_.host});
-    s_.copy_end = start + seconds;
-    s_.pending[t] = s_.copy_end;
+    double& clock = s_.copies.of(to_host);
+    const double start = std::max({clock, ComputeTail(), s_.host});
+    clock = start + seconds;
+    s_.pending[t] = clock;
   }
   void ComputeEvent(int step) {
     s_.host += m_.costs.host_step_seconds;
@@ -138,7 +139,7 @@ class Evaluator::Replay {
     if (!has(t, kHostValid)) {
       set(t, kHasHost);
       Copy(t, schedule_.tensors[t].bytes, /*to_host=*/true);
-      out_.offload_end[t] = s_.copy_end;
+      out_.offload_end[t] = s_.pending[t];
       out_.to_host += schedule_.tensors[t].bytes;
       set(t, kHostValid);
     }
@@ -316,7 +317,8 @@ const Evaluation& Evaluator::Run(const Decisions& d, const Snapshot* from, int t
     scratch_.flags.assign(tensors, 0);
     scratch_.pending.assign(tensors, kNoCopy);
     scratch_.total = model_.persistent;
-    scratch_.host = scratch_.compute_end = scratch_.compute_ready = scratch_.copy_end = 0;
+    scratch_.host = scratch_.compute_end = scratch_.compute_ready = 0;
+    scratch_.copies = CopyClocks(model_.profile.link);
     result_ = Evaluation();
     result_.step_peak.assign(model_.num_steps(), 0);
     result_.step_total.assign(model_.num_steps(), 0);

@@ -147,7 +147,8 @@ class Evaluator {
     std::vector<uint8_t> flags;
     std::vector<double> pending;
     size_t total = 0;
-    double host = 0, compute_end = 0, compute_ready = 0, copy_end = 0;
+    double host = 0, compute_end = 0, compute_ready = 0;
+    CopyClocks copies{LinkProfile()};
     Evaluation partial;
   };
 

@@ -257,7 +257,9 @@ Status ResidencyManager::BeginPrefetch(TensorId id) {
   const TensorInfo& info = schedule_.tensors[id];
   SPILL_RETURN_IF_ERROR(AllocateDevice(id, 0));
   Record(MemoryEventType::kBeginPrefetch, id, info.bytes);
-  slot.event = backing_->CopyIn(slot.device.offset, slot.host.offset, info.bytes);
+  // After the last work of the other copy queue on its host bytes (a
+  // solver step run there; slot.event is otherwise done or null).
+  slot.event = backing_->CopyIn(slot.device.offset, slot.host.offset, info.bytes, slot.event);
   counters_.to_device_bytes += info.bytes;
   counters_.prefetches++;
   slot.state = Residency::kPrefetching;
@@ -293,7 +295,9 @@ std::shared_ptr<Event> ResidencyManager::CopySliceIn(TensorId id, void* staging,
                                                      size_t bytes) {
   Slot& slot = slots_[id];
   SPILL_CHECK(slot.has_host && slot.host_valid) << schedule_.tensors[id].name;
-  return backing_->CopySliceIn(staging, slot.host.offset + offset, bytes);
+  // After its last slice out, which may still read the staging half this
+  // slice goes to (a tensor read and written slice by slice).
+  return backing_->CopySliceIn(staging, slot.host.offset + offset, bytes, slot.event);
 }
 
 std::shared_ptr<Event> ResidencyManager::CopySliceOut(TensorId id, const void* staging,

@@ -15,9 +15,13 @@
 //   * A tensor has a device block exactly in kDevice, kOffloading and
 //     kPrefetching, and a host block in kOffloading, kHost and kPrefetching
 //     (and in kDevice after a prefetch, while the host copy stays current).
-//   * A copy is ordered after the compute that produced its source (the copy
+//   * A copy is ordered after the compute that produced its source (its copy
 //     queue waits on a compute event), and compute that reads a prefetched
-//     tensor waits on the prefetch's event. No barrier after every layer.
+//     tensor waits on the prefetch's event. Offloads and prefetches go on
+//     separate queues (one per direction), so a copy in of host bytes that
+//     the device-to-host queue may still write (a slice out, a solver step
+//     in host memory) waits for that work's event. No barrier after every
+//     layer.
 //   * A device block given up by an offload is freed only after its copy has
 //     completed; the host waits for that event at the moment it frees, which
 //     is a fixed point of the schedule. So every allocation decision depends
@@ -100,8 +104,9 @@ class ResidencyManager {
   void MarkWritten(TensorId id);
   // Streamed steps (the tensor stays kHost; slices of it pass through a
   // staging block the caller owns). CopySliceIn copies `bytes` at `offset` of
-  // its host copy into `staging` after the compute queued so far; compute
-  // that reads the slice waits for the returned event (ComputeWaits).
+  // its host copy into `staging` after the compute queued so far and the
+  // tensor's last slice out (which may still read that staging half);
+  // compute that reads the slice waits for the returned event (ComputeWaits).
   // CopySliceOut copies back after the compute that wrote the slice; compute
   // that writes `staging` again waits for its event.
   // CountStreamIn (before the step's compute) and CountStreamOut (after it)
@@ -131,6 +136,12 @@ class ResidencyManager {
   void WaitForCopy(TensorId id) { WaitForCopy(slots_[id]); }
   // The host copy now holds the tensor's value (host arithmetic wrote it).
   void MarkHostCurrent(TensorId id) { slots_[id].host_valid = true; }
+  // Host work on the device-to-host queue writes the tensor's host copy
+  // until `event`: a copy in of it waits for the event, a free or a write
+  // waits for it on the host. Call with no copy of the tensor in flight.
+  void HostWrites(TensorId id, std::shared_ptr<Event> event) {
+    slots_[id].event = std::move(event);
+  }
   size_t device_bytes(TensorId id) const { return slots_[id].device.bytes; }
   const TransferCounters& counters() const { return counters_; }
   // Transient tensors (activations, aux, activation gradients) on the device.
@@ -148,7 +159,9 @@ class ResidencyManager {
     bool has_host = false;
     bool host_valid = false;
     bool transient = false;
-    std::shared_ptr<Event> event;  // the copy in flight, if any
+    // The copy in flight, or the last work of the device-to-host queue on
+    // its host copy (a slice out, a solver step there), if any.
+    std::shared_ptr<Event> event;
   };
 
   Status AllocateDevice(TensorId id, int hint);

@@ -35,7 +35,8 @@ TEST(BackingTest, PlanningMovesNothingAndMakesNoEvents) {
   EXPECT_EQ(backing->device_address(0), nullptr);
   EXPECT_EQ(backing->host_address(kBlockBytes), nullptr);
   EXPECT_EQ(backing->CopyOut(0, 0, kBlockBytes), nullptr);
-  EXPECT_EQ(backing->CopyIn(0, 0, kBlockBytes), nullptr);
+  EXPECT_EQ(backing->CopyIn(0, 0, kBlockBytes, nullptr), nullptr);
+  EXPECT_EQ(backing->CopySliceIn(nullptr, 0, kBlockBytes, nullptr), nullptr);
   EXPECT_EQ(backing->CopySliceOut(0, nullptr, kBlockBytes), nullptr);
   EXPECT_TRUE(backing->PinHost(kHostBytes).ok());
   EXPECT_EQ(backing->HoldsData().code(), StatusCode::kInternal);
@@ -58,13 +59,15 @@ TEST(BackingTest, DeviceCopiesOutAndInOnItsQueues) {
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
   std::memcpy(backing->device_address(0), values.data(), kBlockBytes);
 
+  // Out on one queue, straight back in on the other: the copy in waits for
+  // the copy out it names, so it reads the bytes the copy out wrote.
   std::shared_ptr<Event> out = backing->CopyOut(kBlockBytes, 0, kBlockBytes);
   ASSERT_NE(out, nullptr);
-  out->Synchronize();
-  EXPECT_EQ(std::memcmp(backing->host_address(kBlockBytes), values.data(), kBlockBytes), 0);
-
-  std::shared_ptr<Event> in = backing->CopyIn(2 * kBlockBytes, kBlockBytes, kBlockBytes);
+  std::shared_ptr<Event> in = backing->CopyIn(2 * kBlockBytes, kBlockBytes, kBlockBytes, out);
   ASSERT_NE(in, nullptr);
+  in->Synchronize();
+  EXPECT_TRUE(out->IsComplete());
+  EXPECT_EQ(std::memcmp(backing->host_address(kBlockBytes), values.data(), kBlockBytes), 0);
   backing->ComputeWaits(in);
   backing->SynchronizeCopies();
   EXPECT_EQ(std::memcmp(backing->device_address(2 * kBlockBytes), values.data(), kBlockBytes), 0);

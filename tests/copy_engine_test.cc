@@ -1,4 +1,4 @@
-// The copy engine (the CPU device's copy queue and its events) and the
+// The copy engines (the CPU device's two copy queues and their events) and the
 // residency state machine under real asynchrony: copies run on their own
 // thread, throttled to a slow link so that they are still in flight when
 // the runtime reaches the points where it must wait for them. Run under
@@ -73,10 +73,10 @@ TEST(CopyQueueTest, ThrottledCopiesOverlapHostWork) {
   std::shared_future<void> opened = open.get_future().share();
   CpuWorkerQueue gate;  // a queue of its own: the test thread must not block
   gate.Enqueue([opened] { opened.wait(); });
-  device.copy_queue().Wait(gate.Record());
+  device.host_to_device_queue().Wait(gate.Record());
   device.CopyAsync(dst.data(), src.data(), src.size() * 4, CopyKind::kHostToDevice,
-                   device.copy_queue());
-  auto event = device.copy_queue().Record();
+                   device.host_to_device_queue());
+  auto event = device.host_to_device_queue().Record();
   EXPECT_FALSE(event->IsComplete());  // returned before the copy could start
   EXPECT_EQ(dst[12345], 0.0f);
   open.set_value();
@@ -86,6 +86,43 @@ TEST(CopyQueueTest, ThrottledCopiesOverlapHostWork) {
   const std::vector<CopySpan> spans = device.TakeCopySpans();
   ASSERT_EQ(spans.size(), 1u);
   EXPECT_GE(spans[0].end - spans[0].begin, src.size() * 4 / kRate);  // load only lengthens it
+}
+
+// The two directions have a queue each, as a GPU has a copy engine each way:
+// a copy to the host held behind a gate does not hold up a copy to the
+// device enqueued after it, which completes while the gate is still shut;
+// an event of one queue orders the other only where it is waited for.
+TEST(CopyQueueTest, EachDirectionHasAQueueOfItsOwn) {
+  CpuDevice device;
+  std::vector<float> a(1 << 16, 1.0f), b(1 << 16, 2.0f), out(1 << 16, 0.0f), in(1 << 16, 0.0f);
+  std::promise<void> open;
+  std::shared_future<void> opened = open.get_future().share();
+  CpuWorkerQueue gate;
+  gate.Enqueue([opened] { opened.wait(); });
+  Queue& to_host = device.device_to_host_queue();
+  Queue& to_device = device.host_to_device_queue();
+  ASSERT_NE(&to_host, &to_device);
+  EXPECT_EQ(&device.copy_queue(CopyKind::kHostToDevice), &to_device);
+  EXPECT_EQ(&device.copy_queue(CopyKind::kDeviceToHost), &to_host);
+  to_host.Wait(gate.Record());
+  device.CopyAsync(out.data(), a.data(), a.size() * 4, CopyKind::kDeviceToHost, to_host);
+  std::shared_ptr<Event> offloaded = to_host.Record();
+  device.CopyAsync(in.data(), b.data(), b.size() * 4, CopyKind::kHostToDevice, to_device);
+  to_device.Record()->Synchronize();  // would hang with one queue for both
+  EXPECT_EQ(in[777], 2.0f);
+  EXPECT_FALSE(offloaded->IsComplete());
+  EXPECT_EQ(out[777], 0.0f);
+  // A copy in of what the copy out writes waits for its event.
+  std::vector<float> back(1 << 16, 0.0f);
+  to_device.Wait(offloaded);
+  device.CopyAsync(back.data(), out.data(), out.size() * 4, CopyKind::kHostToDevice, to_device);
+  std::shared_ptr<Event> fetched = to_device.Record();
+  EXPECT_FALSE(fetched->IsComplete());
+  open.set_value();
+  fetched->Synchronize();
+  EXPECT_TRUE(offloaded->IsComplete());
+  EXPECT_EQ(back[777], 1.0f);
+  device.SynchronizeCopies();
 }
 
 double ProcessCpuSeconds() {
@@ -106,8 +143,8 @@ TEST(CopyQueueTest, ThrottleSleepsRatherThanSpins) {
   std::vector<float> src(1 << 20, 1.0f), dst(1 << 20, 0.0f);
   const double cpu_before = ProcessCpuSeconds();
   device.CopyAsync(dst.data(), src.data(), src.size() * 4, CopyKind::kDeviceToHost,
-                   device.copy_queue());
-  device.copy_queue().Synchronize();
+                   device.device_to_host_queue());
+  device.device_to_host_queue().Synchronize();
   const double cpu = ProcessCpuSeconds() - cpu_before;
   const std::vector<CopySpan> spans = device.TakeCopySpans();
   ASSERT_EQ(spans.size(), 1u);

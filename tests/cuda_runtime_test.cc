@@ -159,12 +159,13 @@ TEST(CudaCopyTest, EventsOrderCopiesAcrossStreams) {
   for (size_t i = 0; i < bytes; ++i) h[i] = static_cast<char>(i * 131 + 7);
   std::memset(h + bytes, 0, bytes);
 
-  device.CopyAsync(d, h, bytes, CopyKind::kHostToDevice, device.copy_queue());
-  device.compute_queue().Wait(device.copy_queue().Record());
+  device.CopyAsync(d, h, bytes, CopyKind::kHostToDevice, device.host_to_device_queue());
+  device.compute_queue().Wait(device.host_to_device_queue().Record());
   device.CopyAsync(d + bytes, d, bytes, CopyKind::kDeviceToDevice, device.compute_queue());
-  device.copy_queue().Wait(device.compute_queue().Record());
-  device.CopyAsync(h + bytes, d + bytes, bytes, CopyKind::kDeviceToHost, device.copy_queue());
-  std::shared_ptr<Event> done = device.copy_queue().Record();
+  device.device_to_host_queue().Wait(device.compute_queue().Record());
+  device.CopyAsync(h + bytes, d + bytes, bytes, CopyKind::kDeviceToHost,
+                   device.device_to_host_queue());
+  std::shared_ptr<Event> done = device.device_to_host_queue().Record();
   done->Synchronize();
   EXPECT_TRUE(done->IsComplete());
   EXPECT_EQ(std::memcmp(h, h + bytes, bytes), 0);
@@ -205,12 +206,12 @@ TEST(CudaCopyTest, CopiesAcrossPinnedChunks) {
   ASSERT_TRUE(device.EnsureHostPinned(*host, start + bytes).ok());
   char* h = static_cast<char*>(*host);
   for (size_t i = 0; i < bytes; ++i) h[start + i] = static_cast<char>(i * 37 + 11);
-  device.CopyAsync(*dev, h + start, bytes, CopyKind::kHostToDevice, device.copy_queue());
-  device.copy_queue().Synchronize();
+  device.CopyAsync(*dev, h + start, bytes, CopyKind::kHostToDevice, device.host_to_device_queue());
+  device.host_to_device_queue().Synchronize();
   std::vector<char> expected(h + start, h + start + bytes);
   std::memset(h + start, 0, bytes);
-  device.CopyAsync(h + start, *dev, bytes, CopyKind::kDeviceToHost, device.copy_queue());
-  device.copy_queue().Synchronize();
+  device.CopyAsync(h + start, *dev, bytes, CopyKind::kDeviceToHost, device.device_to_host_queue());
+  device.device_to_host_queue().Synchronize();
   EXPECT_EQ(std::memcmp(h + start, expected.data(), bytes), 0);
   device.ReleaseDeviceRegion(*dev);
   device.ReleaseHostRegion(*host);

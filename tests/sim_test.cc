@@ -223,33 +223,50 @@ TEST_F(HandMadeLogTest, ReleaseWaitsForCopyInFlightDropDoesNot) {
 // slices. In one slice, or single-buffered in four, nothing overlaps: each
 // slice comes in, computes and goes out before the next comes in (4.5 s).
 // Double-buffered, slice k+1 comes in while slice k computes and slice k-1
-// goes out: the step is bound by its 1.5 s of copies, the copy queue idle
-// only while slice 0 computes before it can go out (1 + 1.625 + 1 = 3.625 s).
+// goes out. Over a link that carries one way at a time the step is bound by
+// its 1.5 s of copies, the copy queue idle only while slice 0 computes
+// before it can go out (1 + 1.625 + 1 = 3.625 s). Over a duplex link a slice
+// in and a slice out run at once: 3.5 s when the tensor read is the one
+// written (slice k+1 comes into the half that slice k-1 is still going out
+// of, so it waits for that copy out), 3.375 s when they are two tensors.
 TEST_F(HandMadeLogTest, StreamedStepOverlapsCopiesWhenDoubleBuffered) {
   using T = MemoryEventType;
-  auto events = [&](int slices, int buffers) {
+  auto events = [&](int slices, int buffers, TensorId written) {
     MemoryEvent step = Event(T::kCompute, 1);
     step.slices = slices;
     step.buffers = buffers;
     return std::vector<MemoryEvent>{Event(T::kCompute, 0), Event(T::kStreamIn, 1, t_, 500000000),
-                                    Event(T::kStreamOut, 1, t_, 1000000000), step,
+                                    Event(T::kStreamOut, 1, written, 1000000000), step,
                                     Event(T::kCompute, 2)};
   };
-  for (bool inline_compute : {true, false}) {
-    for (int slices : {1, 4}) {
-      const TimelineSummary s = Run(events(slices, 1), inline_compute);
-      EXPECT_NEAR(s.iteration_seconds, 4.5, kTolerance) << inline_compute << " " << slices;
-      EXPECT_NEAR(s.copy_seconds, 1.5, kTolerance);
-      EXPECT_NEAR(s.overlap(), 0.0, kTolerance);
+  for (bool duplex : {false, true}) {
+    profile_.link.duplex = duplex;
+    for (bool inline_compute : {true, false}) {
+      for (int slices : {1, 4}) {
+        const TimelineSummary s = Run(events(slices, 1, t_), inline_compute);
+        EXPECT_NEAR(s.iteration_seconds, 4.5, kTolerance) << inline_compute << " " << slices;
+        EXPECT_NEAR(s.copy_seconds, 1.5, kTolerance);
+        EXPECT_NEAR(s.overlap(), 0.0, kTolerance);
+      }
+      const TimelineSummary single = Run(events(4, 1, t_), inline_compute);
+      const TimelineSummary doubled = Run(events(4, 2, t_), inline_compute);
+      EXPECT_NEAR(doubled.to_device_seconds, 0.5, kTolerance);
+      EXPECT_NEAR(doubled.to_host_seconds, 1.0, kTolerance);
+      EXPECT_NEAR(doubled.copy_seconds, 1.5 - doubled.duplex_seconds, kTolerance);
+      EXPECT_GT(doubled.overlap(), 0.0) << inline_compute;
+      EXPECT_LT(doubled.iteration_seconds, single.iteration_seconds) << inline_compute;
+      EXPECT_GE(doubled.iteration_seconds, 2 + 1 - kTolerance);  // the copies out bind the step
     }
-    const TimelineSummary single = Run(events(4, 1), inline_compute);
-    const TimelineSummary doubled = Run(events(4, 2), inline_compute);
-    EXPECT_NEAR(doubled.copy_seconds, 1.5, kTolerance);
-    EXPECT_GT(doubled.overlap(), 0.0) << inline_compute;
-    EXPECT_LT(doubled.iteration_seconds, single.iteration_seconds) << inline_compute;
-    EXPECT_GE(doubled.iteration_seconds, 2 + 1.5 - kTolerance);  // the copies bind the step
   }
-  EXPECT_NEAR(Run(events(4, 2), false).iteration_seconds, 3.625, kTolerance);
+  profile_.link.duplex = false;
+  const TimelineSummary simplex = Run(events(4, 2, t_), false);
+  EXPECT_NEAR(simplex.iteration_seconds, 3.625, kTolerance);
+  EXPECT_NEAR(simplex.duplex_seconds, 0, kTolerance);
+  profile_.link.duplex = true;
+  const TimelineSummary duplex = Run(events(4, 2, t_), false);
+  EXPECT_NEAR(duplex.iteration_seconds, 3.5, kTolerance);
+  EXPECT_NEAR(duplex.duplex_seconds, 0.125, kTolerance);
+  EXPECT_NEAR(Run(events(4, 2, t_ + 1), false).iteration_seconds, 3.375, kTolerance);
 }
 
 // A recomputation costs its layer's forward; the update runs last.
@@ -343,12 +360,15 @@ TEST_P(SimulatedPlanTest, TimelineMatchesThePlan) {
   const testing::TraceContents trace = testing::ReadTrace(TimelineTraceJson(timeline));
   ASSERT_TRUE(trace.valid) << trace.error;
   EXPECT_EQ(trace.tracks.at(1), "compute queue");
-  EXPECT_EQ(trace.tracks.at(2), "copy queue");
+  EXPECT_EQ(trace.tracks.at(2), "copy queue to device");
+  EXPECT_EQ(trace.tracks.at(3), "copy queue to host");
   EXPECT_EQ(trace.Slices("compute queue", "forward") + trace.Slices("compute queue", "backward"),
             active);
   EXPECT_EQ(trace.Slices("compute queue", "recompute"), plan->recomputations);
   EXPECT_EQ(trace.Slices("compute queue", "update"), 1);
-  EXPECT_EQ(trace.Slices("copy queue", "offload") + trace.Slices("copy queue", "prefetch"), copies);
+  EXPECT_EQ(trace.Slices("copy queue to host", "offload") +
+                trace.Slices("copy queue to device", "prefetch"),
+            copies);
   EXPECT_TRUE(trace.durations_valid);
   EXPECT_NEAR(trace.last_end_us, timeline.seconds * 1e6, 1.0);
   EXPECT_EQ(trace.counters.at(kDeviceMemoryCounter).count("activations"), 1u);
@@ -528,9 +548,14 @@ TEST(TracedRunTest, RealTimelineMatchesThePlan) {
   EXPECT_EQ(trace.Slices("compute queue", "forward") + trace.Slices("compute queue", "backward"),
             active);
   EXPECT_EQ(trace.Slices("compute queue", "recompute"), plan->recomputations);
-  EXPECT_EQ(trace.Slices("copy queue", "offload") + trace.Slices("copy queue", "prefetch"), copies);
+  EXPECT_EQ(trace.Slices("copy queue to host", "offload") +
+                trace.Slices("copy queue to device", "prefetch"),
+            copies);
+  EXPECT_EQ(trace.Slices("copy queue to host", "prefetch") +
+                trace.Slices("copy queue to device", "offload"),
+            0);
   for (const TimelineSlice& slice : run->last.slices) {
-    if (slice.lane == Lane::kCopy) {
+    if (IsCopyLane(slice.lane)) {
       EXPECT_NE(slice.name.back(), ' ') << "an unnamed copy";
     }
   }

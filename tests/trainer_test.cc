@@ -149,8 +149,9 @@ TEST_F(TrainerTest, TimelineTracesTheSecondIteration) {
   EXPECT_EQ(trace.Slices("compute queue", "forward") + trace.Slices("compute queue", "backward"),
             active);
   EXPECT_EQ(trace.Slices("compute queue", "update"), 1);
-  EXPECT_GT(trace.Slices("copy queue", "offload"), 0);
-  EXPECT_EQ(trace.Slices("copy queue", "offload"), trace.Slices("copy queue", "prefetch"));
+  EXPECT_GT(trace.Slices("copy queue to host", "offload"), 0);
+  EXPECT_EQ(trace.Slices("copy queue to host", "offload"),
+            trace.Slices("copy queue to device", "prefetch"));
   EXPECT_TRUE(trace.durations_valid);
   EXPECT_GT(trace.counter_samples, 2 * active);
   EXPECT_EQ(trace.counters.at("device memory").count("activations"), 1u);

@@ -149,7 +149,8 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal) {
   device->description_ = std::string("cuda:") + std::to_string(ordinal) + " (" + props.name + ", " +
                          FormatBytes(static_cast<double>(props.totalGlobalMem)) + ")";
   SPILL_ASSIGN_OR_RETURN(device->compute_, CudaQueue::Create());
-  SPILL_ASSIGN_OR_RETURN(device->copy_, CudaQueue::Create());
+  SPILL_ASSIGN_OR_RETURN(device->to_device_, CudaQueue::Create());
+  SPILL_ASSIGN_OR_RETURN(device->to_host_, CudaQueue::Create());
   SPILL_RETURN_IF_ERROR(device->CreateHandles());
   return device;
 }
@@ -197,7 +198,8 @@ Status CudaDevice::CreateHandles() {
 
 CudaDevice::~CudaDevice() {
   if (compute_) compute_->Synchronize();
-  if (copy_) copy_->Synchronize();
+  if (to_device_) to_device_->Synchronize();
+  if (to_host_) to_host_->Synchronize();
   if (cudnn_) cudnnDestroy(cudnn_);
   if (cublas_) cublasDestroy(cublas_);
 }
@@ -278,7 +280,7 @@ void CudaDevice::EnqueueHostTask(Queue& queue, std::function<void()> task) {
 void CudaDevice::ReleaseHostRegion(void* base) {
   if (base == nullptr) return;
   // Copies in flight may still read or write the region.
-  copy_->Synchronize();
+  SynchronizeCopies();
   compute_->Synchronize();
   char* begin = static_cast<char*>(base);
   HostRegion region;

@@ -84,7 +84,8 @@ class CudaDevice : public Device {
   void AnnotateFree(void* p) override;
 
   Queue& compute_queue() override { return *compute_; }
-  Queue& copy_queue() override { return *copy_; }
+  Queue& host_to_device_queue() override { return *to_device_; }
+  Queue& device_to_host_queue() override { return *to_host_; }
 
   void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) override;
   void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) override;
@@ -118,7 +119,8 @@ class CudaDevice : public Device {
   int ordinal_;
   std::string description_;
   std::unique_ptr<CudaQueue> compute_;
-  std::unique_ptr<CudaQueue> copy_;
+  std::unique_ptr<CudaQueue> to_device_;  // a stream each way: the two copy engines
+  std::unique_ptr<CudaQueue> to_host_;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   std::atomic<size_t> copied_[4] = {};

@@ -163,10 +163,17 @@ std::shared_ptr<Event> CpuInlineQueue::Record() { return std::make_shared<Comple
 
 CpuDevice::CpuDevice(CpuDeviceOptions options) : options_(options) {}
 
-CpuDevice::~CpuDevice() { copy_.Synchronize(); }
+CpuDevice::~CpuDevice() { SynchronizeCopies(); }
+
+CpuWorkerQueue* CpuDevice::CopyWorker(Queue& queue) {
+  if (&queue == &to_device_) return &to_device_;
+  if (&queue == &to_host_) return &to_host_;
+  return nullptr;
+}
 
 std::string CpuDevice::Describe() const {
-  std::string text = "cpu (arena device memory, inline compute queue, threaded copy queue";
+  std::string text =
+      "cpu (arena device memory, inline compute queue, a threaded copy queue each way";
   if (options_.link_bytes_per_second > 0) {
     text += ", link throttled to " + std::to_string(options_.link_bytes_per_second / 1e9) + " GB/s";
   }
@@ -217,15 +224,15 @@ StatusOr<void*> CpuDevice::ReserveFileHostRegion(size_t bytes, const std::string
 }
 
 void CpuDevice::EnqueueHostTask(Queue& queue, std::function<void()> task) {
-  if (&queue == &copy_) {
-    copy_.Enqueue(std::move(task));
+  if (CpuWorkerQueue* worker = CopyWorker(queue)) {
+    worker->Enqueue(std::move(task));
   } else {
     task();  // the compute queue runs inline: everything before it is done
   }
 }
 
 void CpuDevice::ReleaseHostRegion(void* base) {
-  copy_.Synchronize();  // copies and host tasks may still touch the region
+  SynchronizeCopies();  // copies and host tasks may still touch the region
   {
     std::lock_guard<std::mutex> lock(hooks_mutex_);
     auto file = file_regions_.find(base);
@@ -379,8 +386,9 @@ void CpuDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kin
     std::memmove(dst, src, bytes);
     return;
   }
-  SPILL_CHECK(&queue == &copy_) << "queue does not belong to this device";
-  copy_.Enqueue([this, dst, src, bytes, kind] {
+  CpuWorkerQueue* worker = CopyWorker(queue);
+  SPILL_CHECK(worker != nullptr) << "queue does not belong to this device";
+  worker->Enqueue([this, dst, src, bytes, kind] {
     const double begin = MonotonicSeconds();
     std::memmove(dst, src, bytes);
     Throttle(bytes, kind, begin);
@@ -393,7 +401,9 @@ void CpuDevice::MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) {
     std::memset(dst, value, bytes);
     return;
   }
-  copy_.Enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
+  CpuWorkerQueue* worker = CopyWorker(queue);
+  SPILL_CHECK(worker != nullptr) << "queue does not belong to this device";
+  worker->Enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
 }
 
 size_t CpuDevice::bytes_copied(CopyKind kind) const { return copied_[static_cast<int>(kind)]; }

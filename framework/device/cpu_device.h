@@ -3,12 +3,12 @@
 // Its "device memory" is an arena of fixed capacity, allocated separately
 // from the host region used for offloading, so every memory technique runs and
 // is measured exactly as it would be on a GPU. Compute runs inline on the
-// calling thread (kernels use OpenMP across the cores); copies run on a
-// dedicated worker thread, optionally throttled to a link bandwidth so that
-// overlap of copies and compute can be studied without a PCIe bus. The
-// throttle sleeps: a copy of B bytes at rate R ends B / R seconds after it
-// began (or when the memcpy ends, if later), and the worker holds no core
-// while it waits, so compute keeps every core but the memcpy's.
+// calling thread (kernels use OpenMP across the cores); copies run on two
+// worker threads, one per direction like a GPU's copy engines, optionally throttled to a link
+// bandwidth so that overlap of copies and compute can be studied without a PCIe bus. The throttle
+// sleeps: a copy of B bytes at rate R ends B / R seconds after it began (or when the memcpy ends,
+// if later), and the worker holds no core while it waits, so compute keeps every core but the
+// memcpy's.
 //
 // Two stand-ins let CPU tests check what a GPU would be told: pinning counts
 // the host bytes that would be page-locked and fails past a limit that a test
@@ -120,7 +120,8 @@ class CpuDevice : public Device {
   void AnnotateFree(void* p) override;
 
   Queue& compute_queue() override { return compute_; }
-  Queue& copy_queue() override { return copy_; }
+  Queue& host_to_device_queue() override { return to_device_; }
+  Queue& device_to_host_queue() override { return to_host_; }
 
   void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) override;
   void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) override;
@@ -128,8 +129,9 @@ class CpuDevice : public Device {
 
   void set_link_bytes_per_second(double rate) { options_.link_bytes_per_second = rate; }
 
-  // Records the span of every host<->device copy on the copy queue from now
-  // on (for traces); TakeCopySpans hands them over in queue order.
+  // Records the span of every host<->device copy on the copy queues from
+  // now on (for traces); TakeCopySpans hands them over in order of their
+  // ends.
   void set_record_copies(bool on);
   std::vector<CopySpan> TakeCopySpans();
 
@@ -142,6 +144,8 @@ class CpuDevice : public Device {
   AnnotationStats annotations() const;
 
  private:
+  // One of the two copy queues, or null for another queue.
+  CpuWorkerQueue* CopyWorker(Queue& queue);
   // Sleeps until the link would have carried `bytes`, counted from `begin`.
   void Throttle(size_t bytes, CopyKind kind, double begin) const;
   void RecordCopy(CopyKind kind, size_t bytes, double begin);
@@ -151,7 +155,8 @@ class CpuDevice : public Device {
 
   CpuDeviceOptions options_;
   CpuInlineQueue compute_;
-  CpuWorkerQueue copy_;
+  CpuWorkerQueue to_device_;
+  CpuWorkerQueue to_host_;
   std::atomic<size_t> copied_[4] = {};
   std::mutex spans_mutex_;
   bool record_copies_ = false;

@@ -6,8 +6,10 @@
 //   * a host memory region for offloaded tensors: its address space is
 //     reserved up front, and it is page-locked (pinned, on CUDA) only as far as
 //     the memory runtime uses it, in chunks of kHostPinChunkBytes;
-//   * two queues, compute and copy, with events, so host<->device copies
-//     overlap computation and each queue waits only on the events it needs;
+//   * three queues with events: compute, and one copy queue per direction
+//     (host to device, device to host), as a GPU has a copy engine each way,
+//     so prefetches, offloads and computation all overlap and each queue
+//     waits only on the events it needs;
 //   * optionally, virtual memory: physical memory in chunks that can be
 //     mapped anywhere in a reserved range of addresses, for allocators that
 //     place every request in a fresh virtual range (memory.allocator: va).
@@ -16,7 +18,8 @@
 // order; Record() returns an event that completes when everything enqueued
 // before it has finished; Wait(event) makes later work on the queue wait for
 // the event. The CPU device runs compute inline on the calling thread (its
-// compute queue is always caught up) and copies on a worker thread.
+// compute queue is always caught up) and each copy queue on a worker thread
+// of its own.
 #ifndef SPILL_FRAMEWORK_DEVICE_DEVICE_H_
 #define SPILL_FRAMEWORK_DEVICE_DEVICE_H_
 
@@ -130,7 +133,20 @@ class Device {
   virtual void AnnotateFree(void* p) {}
 
   virtual Queue& compute_queue() = 0;
-  virtual Queue& copy_queue() = 0;
+  // Prefetches and slices in; offloads, slices out and host tasks that
+  // follow them (a solver step on an offloaded gradient). Work on one copy
+  // queue is ordered only against the other's through events.
+  virtual Queue& host_to_device_queue() = 0;
+  virtual Queue& device_to_host_queue() = 0;
+  // The copy queue for `kind` (host to device or device to host).
+  Queue& copy_queue(CopyKind kind) {
+    return kind == CopyKind::kHostToDevice ? host_to_device_queue() : device_to_host_queue();
+  }
+  // Blocks until both copy queues have finished their work.
+  void SynchronizeCopies() {
+    host_to_device_queue().Synchronize();
+    device_to_host_queue().Synchronize();
+  }
 
   // Enqueues a copy on `queue`. Both buffers must stay valid until an event
   // recorded after the copy has completed. Device-to-device copies may

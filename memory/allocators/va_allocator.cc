@@ -49,7 +49,7 @@ StatusOr<void*> VirtualAddressAllocator::Reserve(Device& device) {
   SPILL_ASSIGN_OR_RETURN(vm_, device.CreateVirtualMemory(chunk_, chunks_, slots_ * chunk_));
   drain_ = [&device] {
     device.compute_queue().Synchronize();
-    device.copy_queue().Synchronize();
+    device.SynchronizeCopies();
   };
   return static_cast<void*>(vm_->base());
 }

@@ -140,9 +140,12 @@ class Program {
   void AddMemoryRows();
   void AddTimeline();
   void AddQueueRows();
+  void AddQueueRow(int a, int b, bool outs, bool ins);
   // The copies of the span from step a to b into `e` (minus their seconds),
   // returning the most they can add up to.
-  double QueueTerms(int a, int b, Linear* e) const;
+  // `outs` / `ins`: whether the copies out / in count (both on a link that
+  // carries one way at a time, each alone on a duplex one).
+  double QueueTerms(int a, int b, bool outs, bool ins, Linear* e) const;
   void Load();  // the gathered columns and rows into CBC
   // Bytes of `c` absent at step s (between its last forward use and its
   // first backward one), into `e` with `coef` per byte unit.
@@ -348,7 +351,7 @@ void Program::AddMemoryRows() {
 // gap before the step that reads them), when each copy starts. Copies out
 // are first in, first out in the order their writers run, copies in in the
 // order of their reads (the fixed rules never let one overtake another);
-// that they share the queue is the queue rows' (AddQueueRows). A copy out ends before
+// that they share a queue is the queue rows' (AddQueueRows). A copy out ends before
 // the step after g starts (the host waits there), a copy in before its
 // reader starts (the computation waits).
 void Program::AddTimeline() {
@@ -451,16 +454,16 @@ void Program::AddTimeline() {
   }
 }
 
-double Program::QueueTerms(int a, int b, Linear* e) const {
+double Program::QueueTerms(int a, int b, bool outs, bool ins, Linear* e) const {
   double most = 0;
   for (const Candidate& c : cands_) {
     if (c.o < 0) continue;
-    if (c.p >= a && ColF(c, b) >= 0) {
+    if (outs && c.p >= a && ColF(c, b) >= 0) {
       const double copy = CopySeconds(c.t, true) * kMicroseconds;
       AddF(e, c, b, -copy);
       most += copy;
     }
-    if (c.u <= b && a < c.u) {
+    if (ins && c.u <= b && a < c.u) {
       const double copy = CopySeconds(c.t, false) * kMicroseconds;
       e->Add(c.o, -copy);
       AddP(e, c, a, copy);
@@ -470,8 +473,10 @@ double Program::QueueTerms(int a, int b, Linear* e) const {
   return most;
 }
 
-// The one copy queue: every copy whose window lies between the starts of
-// steps a and b runs in that span, after step a computes. A copy out of i
+// The copy queues: every copy whose window lies between the starts of steps
+// a and b runs in that span, after step a computes, on its direction's
+// queue; over a link that carries one way at a time both directions share
+// the span (one row), over a duplex link each has it (a row each way). A copy out of i
 // is in it when its writer runs at or after a and it is freed before b
 // (F_ib); a copy in, when it is prefetched after step a (q_i > a:
 // o_i - P_ia) and read by b. A row is written only where a and b are steps
@@ -479,6 +484,16 @@ double Program::QueueTerms(int a, int b, Linear* e) const {
 // other is implied by one of a shorter span with the same terms), and where
 // its copies could outlast the span's computation (or the timeline's gap
 // rows imply it: the span computes for earliest_[b] - earliest_[a] at least).
+void Program::AddQueueRow(int a, int b, bool outs, bool ins) {
+  Linear e;
+  const double most = QueueTerms(a, b, outs, ins, &e);
+  const double rhs = m_.costs.step_seconds[a] * kMicroseconds;
+  if (e.cols.empty() || rhs + most <= earliest_[b] - earliest_[a]) return;
+  e.Add(start_[b], 1);
+  e.Add(start_[a], -1);
+  Row(e, 'G', rhs);
+}
+
 void Program::AddQueueRows() {
   const int steps = m_.num_steps();
   std::vector<bool> from(steps, false), to(steps, false);
@@ -492,13 +507,12 @@ void Program::AddQueueRows() {
   for (int a = 0; a < steps; ++a) {
     for (int b = a + 1; b < steps && from[a]; ++b) {
       if (!to[b]) continue;
-      Linear e;
-      const double most = QueueTerms(a, b, &e);
-      const double rhs = m_.costs.step_seconds[a] * kMicroseconds;
-      if (e.cols.empty() || rhs + most <= earliest_[b] - earliest_[a]) continue;
-      e.Add(start_[b], 1);
-      e.Add(start_[a], -1);
-      Row(e, 'G', rhs);
+      if (m_.profile.link.duplex) {
+        AddQueueRow(a, b, /*outs=*/true, /*ins=*/false);
+        AddQueueRow(a, b, /*outs=*/false, /*ins=*/true);
+      } else {
+        AddQueueRow(a, b, /*outs=*/true, /*ins=*/true);
+      }
     }
   }
 }

@@ -95,6 +95,7 @@ Json Summary(const PageMode& m) {
     s["seconds"] = t.iteration_seconds;
     s["compute_seconds"] = t.compute_seconds;
     s["copy_seconds"] = t.copy_seconds;
+    s["duplex_seconds"] = t.duplex_seconds;
     s["overlap"] = t.overlap();
     s["compute_wait_seconds"] = t.compute_wait_seconds;
     s["host_wait_seconds"] = t.host_wait_seconds;
@@ -265,9 +266,10 @@ Json TimelineColumns(const Timeline& timeline, const Schedule& schedule,
   Json out = {{"title", timeline.title},
               {"seconds", timeline.seconds},
               {"count", timeline.slices.size()},
-              {"lanes", {LaneName(Lane::kCompute), LaneName(Lane::kCopy), LaneName(Lane::kHost)}},
+              {"lanes", Json::array()},
               {"categories", categories.Strings()},
               {"names", names.Strings()}};
+  for (Lane l : kLanes) out["lanes"].push_back(LaneName(l));
   PutColumn(out, "lane", lane);
   PutColumn(out, "category", category);
   PutColumn(out, "start", start);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <vector>
 
 #include "framework/base/units.h"
@@ -11,7 +12,7 @@
 namespace spill {
 namespace {
 
-constexpr double kWidth = 1200, kLeft = 110, kRight = 20, kTop = 40, kRightAxis = 100;
+constexpr double kWidth = 1200, kLeft = 150, kRight = 20, kTop = 40, kRightAxis = 100;
 constexpr double kLaneHeight = 26, kLaneGap = 6, kMemoryHeight = 220, kAxisHeight = 40;
 constexpr double kLegendRow = 20, kLegendKind = 100, kLegendCategory = 160;
 constexpr double kMillisecondsPerSecond = 1e3;
@@ -35,7 +36,7 @@ const char* const kCategoryColours[kNumCategories] = {"#5f5f5f", "#8f8f8f", "#bd
                                                       "#edc948", "#ff9da7", "#9d7660"};
 
 void DrawLanes(SvgDocument& svg, const Timeline& timeline, const Scale& x) {
-  for (Lane lane : {Lane::kCompute, Lane::kCopy, Lane::kHost}) {
+  for (Lane lane : kLanes) {
     const double y = kTop + static_cast<int>(lane) * (kLaneHeight + kLaneGap);
     svg.Text(kLeft - 8, y + kLaneHeight * 0.65, LaneName(lane), "text-anchor=\"end\"");
     svg.Rect(kLeft, y, x.to - x.from, kLaneHeight, "#f4f4f4");
@@ -123,7 +124,7 @@ void DrawLegend(SvgDocument& svg, double top) {
 std::string TimelineSvg(const Timeline& timeline) {
   const double seconds = std::max(timeline.seconds, 1e-9);
   const Scale x{0, seconds, kLeft, kWidth - kRight};
-  const double memory_top = kTop + 3 * (kLaneHeight + kLaneGap) + 10;
+  const double memory_top = kTop + std::size(kLanes) * (kLaneHeight + kLaneGap) + 10;
   const double axis_top = memory_top + kMemoryHeight + 4;
   const double height = axis_top + kAxisHeight + 2 * kLegendRow + 10;
   SvgDocument svg(kWidth + kRightAxis, height);

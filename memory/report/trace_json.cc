@@ -40,7 +40,7 @@ Json Counter(const char* name, double time, Json args) {
 Json Events(const Timeline& timeline) {
   Json events = Json::array();
   events.push_back(Metadata("process_name", 0, {{"name", timeline.title}}));
-  for (Lane lane : {Lane::kCompute, Lane::kCopy, Lane::kHost}) {
+  for (Lane lane : kLanes) {
     events.push_back(Metadata("thread_name", Track(lane), {{"name", LaneName(lane)}}));
     events.push_back(Metadata("thread_sort_index", Track(lane), {{"sort_index", Track(lane)}}));
   }
@@ -64,6 +64,9 @@ std::string TimelineTraceJson(const Timeline& timeline) {
                         {"iteration_seconds", s.iteration_seconds},
                         {"compute_seconds", s.compute_seconds},
                         {"copy_seconds", s.copy_seconds},
+                        {"to_device_seconds", s.to_device_seconds},
+                        {"to_host_seconds", s.to_host_seconds},
+                        {"duplex_seconds", s.duplex_seconds},
                         {"hidden_copy_seconds", s.hidden_copy_seconds},
                         {"compute_wait_seconds", s.compute_wait_seconds},
                         {"host_wait_seconds", s.host_wait_seconds}};

@@ -9,9 +9,10 @@
 //     prefetched: the step runs on the compute queue; the gradient is then
 //     used up, the parameter and its state go back to host memory;
 //   * update: host - the gradient's copy to host memory has been enqueued; the
-//     step is enqueued behind it on the copy queue as host arithmetic, so it
-//     runs as soon as the gradient arrives, overlapping the rest of backward,
-//     and the next prefetch of the parameter (same queue) comes after it.
+//     step is enqueued behind it on the device-to-host queue as host
+//     arithmetic, so it runs as soon as the gradient arrives, overlapping the
+//     rest of backward, and the next prefetch of the parameter (on the other
+//     copy queue) waits for its event.
 // Parameters kept on the device are updated in FinishUpdate, after the
 // iteration, as before. Either way the arithmetic is the solver's, so on the
 // CPU device every placement gives bit-identical parameters.
@@ -94,8 +95,11 @@ void MemoryRuntime::UpdateInHostMemory(int slot) {
   }
   std::vector<float*> state;
   for (TensorId t : p.state) state.push_back(residency_->host_data(t));
-  backing_->UpdateInHostMemory(params_.update(), p, residency_->host_data(p.param),
-                               residency_->host_data(p.grad), state);
+  residency_->WaitForCopy(p.param);  // nothing in flight may read it while the step writes it
+  std::shared_ptr<Event> done = backing_->UpdateInHostMemory(
+      params_.update(), p, residency_->host_data(p.param), residency_->host_data(p.grad), state);
+  residency_->HostWrites(p.param, done);
+  for (TensorId t : p.state) residency_->HostWrites(t, done);
 }
 
 Status MemoryRuntime::FinishUpdate() {

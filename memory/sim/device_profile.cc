@@ -132,11 +132,11 @@ std::string DescribeDeviceProfile(const DeviceProfile& p) {
   char line[320];
   std::snprintf(line, sizeof(line),
                 "%s (%s): %.2f TFLOP/s x %.2f, memory %.0f GB/s x %.2f, link %.2f GB/s to device, "
-                "%.2f GB/s to host, %.0f us per copy%s%s",
+                "%.2f GB/s to host, %s, %.0f us per copy%s%s",
                 p.name.c_str(), p.description.c_str(), p.peak_flops / 1e12, p.flops_efficiency,
                 p.memory_bytes_per_second / 1e9, p.memory_efficiency,
                 p.link.h2d_bytes_per_second / 1e9, p.link.d2h_bytes_per_second / 1e9,
-                p.link.latency_seconds * 1e6,
+                p.link.duplex ? "both at once" : "one way at a time", p.link.latency_seconds * 1e6,
                 p.inline_compute ? ", compute inline on the host thread" : "", MapCost(p).c_str());
   return line;
 }

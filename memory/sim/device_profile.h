@@ -11,6 +11,7 @@
 #ifndef SPILL_MEMORY_SIM_DEVICE_PROFILE_H_
 #define SPILL_MEMORY_SIM_DEVICE_PROFILE_H_
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,31 @@
 namespace spill {
 
 // The host<->device link, per direction. A copy of B bytes takes
-// latency + B / bandwidth.
+// latency + B / bandwidth. Duplex: a copy engine each way, so a copy to the
+// device and one to the host run at once, each at its direction's rate
+// (every GPU since Kepler; PCIe and NVLink carry both ways at full rate);
+// otherwise one copy at a time.
 struct LinkProfile {
   double h2d_bytes_per_second = 0;
   double d2h_bytes_per_second = 0;
   double latency_seconds = 0;
+  bool duplex = true;
+};
+
+// When each copy queue is next free. A duplex link has an engine each way,
+// so the two directions run at once; otherwise both wait for one engine.
+// The simulator and the evaluator (memory/evaluate.cc) share it.
+class CopyClocks {
+ public:
+  explicit CopyClocks(const LinkProfile& link) : duplex_(link.duplex) {}
+  // The clock a copy in this direction runs on.
+  double& of(bool to_host) { return to_host && duplex_ ? to_host_ : to_device_; }
+  // When every copy queued so far has finished.
+  double latest() const { return std::max(to_device_, to_host_); }
+
+ private:
+  bool duplex_;
+  double to_device_ = 0, to_host_ = 0;
 };
 
 struct DeviceProfile {

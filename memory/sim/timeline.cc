@@ -8,8 +8,10 @@ const char* LaneName(Lane lane) {
   switch (lane) {
     case Lane::kCompute:
       return "compute queue";
-    case Lane::kCopy:
-      return "copy queue";
+    case Lane::kToDevice:
+      return "copy queue to device";
+    case Lane::kToHost:
+      return "copy queue to host";
     case Lane::kHost:
       return "host";
   }
@@ -20,8 +22,8 @@ namespace {
 
 constexpr double kNoCopy = -1;
 
-// The discrete-event simulation: three clocks (host, compute queue, copy
-// queue) advanced event by event.
+// The discrete-event simulation: four clocks (host, compute queue, the copy
+// queue each way) advanced event by event.
 class Simulator {
  public:
   Simulator(const NetworkView& view, const IterationCosts& costs, const DeviceProfile& profile)
@@ -29,6 +31,7 @@ class Simulator {
         schedule_(*view.schedule),
         costs_(costs),
         profile_(profile),
+        copies_(profile.link),
         pending_(schedule_.tensors.size(), kNoCopy),
         dropping_(schedule_.tensors.size(), false) {}
 
@@ -45,7 +48,7 @@ class Simulator {
   }
 
   Timeline Finish() {
-    timeline_.seconds = std::max({host_, compute_end_, copy_end_});
+    timeline_.seconds = std::max({host_, compute_end_, copies_.latest()});
     return std::move(timeline_);
   }
 
@@ -102,15 +105,16 @@ class Simulator {
     return copies * profile_.link.latency_seconds + (bandwidth > 0 ? bytes / bandwidth : 0);
   }
 
-  // A copy on the copy queue, in order, not before `after` (nor before the
-  // host enqueues it); returns its end.
+  // A copy on its direction's queue, in order, not before `after` (nor
+  // before the host enqueues it); returns its end.
   double QueueCopy(double seconds, double after, bool to_host, std::string name, int step,
                    size_t bytes) {
-    const double start = std::max({copy_end_, after, host_});
-    copy_end_ = start + seconds;
-    Slice(Lane::kCopy, std::move(name), to_host ? "offload" : "prefetch", start, copy_end_, step,
-          bytes);
-    return copy_end_;
+    double& clock = copies_.of(to_host);
+    const double start = std::max({clock, after, host_});
+    clock = start + seconds;
+    Slice(to_host ? Lane::kToHost : Lane::kToDevice, std::move(name),
+          to_host ? "offload" : "prefetch", start, clock, step, bytes);
+    return clock;
   }
 
   void StreamedCompute(double seconds, const std::string& name, const char* category,
@@ -130,14 +134,19 @@ class Simulator {
   const Schedule& schedule_;
   const IterationCosts& costs_;
   const DeviceProfile& profile_;
-  double host_ = 0, compute_end_ = 0, compute_ready_ = 0, copy_end_ = 0;
+  double host_ = 0, compute_end_ = 0, compute_ready_ = 0;
+  CopyClocks copies_;
   std::vector<double> pending_;  // by tensor: the end of its copy in flight
   std::vector<bool> dropping_;   // its next free is a drop's (no wait)
   // The copies of the streamed step whose compute comes next (kStreamIn and
-  // kStreamOut precede it): bytes and tensors each way.
+  // kStreamOut precede it): bytes and tensors each way, and whether a
+  // tensor goes both ways (read and written slice by slice: its slice in
+  // waits for the slice out that last read its staging half).
   struct {
     double in = 0, out = 0;
     int in_tensors = 0, out_tensors = 0;
+    std::vector<TensorId> ins;
+    bool both_ways = false;
   } stream_;
   Timeline timeline_;
 };
@@ -191,7 +200,7 @@ void Simulator::Apply(const MemoryEvent& e) {
       dropping_[e.tensor] = false;
       return;
     case MemoryEventType::kCompact: {
-      HostWaits(copy_end_, "every copy", e.step);
+      HostWaits(copies_.latest(), "every copy", e.step);
       const double bandwidth = profile_.move_bandwidth();
       Compute(bandwidth > 0 ? e.bytes / bandwidth : 0, "compaction", "compact", e.step);
       timeline_.slices.back().bytes = e.bytes;
@@ -204,10 +213,14 @@ void Simulator::Apply(const MemoryEvent& e) {
     case MemoryEventType::kStreamIn:  // copied slice by slice with the step's compute
       stream_.in += static_cast<double>(e.bytes);
       stream_.in_tensors++;
+      stream_.ins.push_back(e.tensor);
       return;
     case MemoryEventType::kStreamOut:
       stream_.out += static_cast<double>(e.bytes);
       stream_.out_tensors++;
+      if (std::find(stream_.ins.begin(), stream_.ins.end(), e.tensor) != stream_.ins.end()) {
+        stream_.both_ways = true;
+      }
       return;
     case MemoryEventType::kResident:  // placed before the iteration: no work
     case MemoryEventType::kMove:      // charged with its compaction (kCompact)
@@ -221,14 +234,15 @@ void Simulator::Apply(const MemoryEvent& e) {
 }
 
 // A step's compute, and when it streams, its slices with their copies as
-// the runtime queues them (memory/runtime/staging.h): the copy queue runs in order;
-// slice k's copy in follows the compute of the last slice in its half
-// (single-buffered: slice k-1, queued before slice k computes;
+// the runtime queues them (memory/runtime/staging.h): each copy queue runs
+// in order; slice k's copy in follows the compute of the last slice in its
+// half (single-buffered: slice k-1, queued before slice k computes;
 // double-buffered: slice k-1's half is slice k+1's, queued while slice k
-// computes), its copy out follows its compute, and slice k computes after
-// its copy in and the copy out of the slice before it in its half. The
-// bytes are spread evenly over the slices. The staging blocks are given back
-// once the last copy out is done (the host waits).
+// computes) and, for a tensor read and written, that slice's copy out; its
+// copy out follows its compute, and slice k computes after its copy in and
+// the copy out of the slice before it in its half. The bytes are spread
+// evenly over the slices. The staging blocks are given back once the last
+// copy out is done (the host waits).
 void Simulator::StreamedCompute(double seconds, const std::string& name, const char* category,
                                 const MemoryEvent& e) {
   const bool streamed = stream_.in_tensors + stream_.out_tensors > 0;
@@ -243,6 +257,9 @@ void Simulator::StreamedCompute(double seconds, const std::string& name, const c
   const bool copies_in = stream_.in_tensors > 0, copies_out = stream_.out_tensors > 0;
   std::vector<double> in_done(slices, kNoCopy), out_done(slices, kNoCopy);
   auto copy_in = [&](int k, double after) {
+    if (stream_.both_ways && k >= buffers && out_done[k - buffers] != kNoCopy) {
+      after = std::max(after, out_done[k - buffers]);
+    }
     if (copies_in) {
       in_done[k] =
           QueueCopy(in, after, false, "stream in " + name, e.step, static_cast<size_t>(in_bytes));
@@ -263,7 +280,7 @@ void Simulator::StreamedCompute(double seconds, const std::string& name, const c
                               static_cast<size_t>(out_bytes));
     }
   }
-  HostWaits(copy_end_, "the last slice out", e.step);
+  if (copies_out) HostWaits(out_done[slices - 1], "the last slice out", e.step);
   stream_ = {};
 }
 
@@ -271,7 +288,9 @@ void Simulator::StreamedCompute(double seconds, const std::string& name, const c
 // drains both queues, then the host makes the driver calls.
 void Simulator::Remap(const MemoryEvent& e) {
   if (e.maps == 0 && e.unmaps == 0) return;
-  if (e.unmaps > 0) HostWaits(std::max(ComputeTail(), copy_end_), "the queues to drain", e.step);
+  if (e.unmaps > 0) {
+    HostWaits(std::max(ComputeTail(), copies_.latest()), "the queues to drain", e.step);
+  }
   const double seconds = (e.maps + e.unmaps) * profile_.map_seconds_per_chunk;
   if (seconds <= 0) return;
   Slice(Lane::kHost,
@@ -297,28 +316,50 @@ double Intersection(std::vector<std::pair<double, double>> a,
   return total;
 }
 
+// The union of two sets of disjoint intervals, as disjoint intervals.
+std::vector<std::pair<double, double>> Union(std::vector<std::pair<double, double>> a,
+                                             const std::vector<std::pair<double, double>>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  std::sort(a.begin(), a.end());
+  std::vector<std::pair<double, double>> merged;
+  for (const auto& span : a) {
+    if (!merged.empty() && span.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, span.second);
+    } else {
+      merged.push_back(span);
+    }
+  }
+  return merged;
+}
+
 }  // namespace
 
 TimelineSummary Summarize(const Timeline& timeline) {
   TimelineSummary s;
   s.iteration_seconds = timeline.seconds;
-  std::vector<std::pair<double, double>> compute, copy;
+  std::vector<std::pair<double, double>> compute, to_device, to_host;
   for (const TimelineSlice& slice : timeline.slices) {
     const bool wait = slice.category == "wait";
     const std::pair<double, double> span(slice.start, slice.start + slice.duration);
     if (slice.lane == Lane::kCompute) {
       (wait ? s.compute_wait_seconds : s.compute_seconds) += slice.duration;
       if (!wait) compute.push_back(span);
-    } else if (slice.lane == Lane::kCopy) {
-      s.copy_seconds += slice.duration;
-      copy.push_back(span);
+    } else if (slice.lane == Lane::kToDevice) {
+      s.to_device_seconds += slice.duration;
+      to_device.push_back(span);
+    } else if (slice.lane == Lane::kToHost) {
+      s.to_host_seconds += slice.duration;
+      to_host.push_back(span);
     } else if (wait) {
       s.host_wait_seconds += slice.duration;
     } else if (slice.category == "map") {
       s.map_seconds += slice.duration;
     }
   }
-  s.hidden_copy_seconds = Intersection(compute, copy);
+  s.duplex_seconds = Intersection(to_device, to_host);
+  s.copy_seconds = s.to_device_seconds + s.to_host_seconds - s.duplex_seconds;
+  std::vector<std::pair<double, double>> copies = Union(to_device, to_host);
+  s.hidden_copy_seconds = Intersection(compute, copies);
   return s;
 }
 

@@ -1,13 +1,15 @@
-// The timeline of one training iteration: what the compute queue, the copy
-// queue and the host thread did when, and the device and host memory in use
-// over time. Two sources produce the same data: SimulateIteration replays a
-// plan's event log under a cost model and a device profile (a discrete-event
-// simulation), and a traced real run records it (tools/common/timeline_tools.h).
-// trace_json.h and timeline_svg.h draw either.
+// The timeline of one training iteration: what the compute queue, the two
+// copy queues (to the device, to the host) and the host thread did when, and the device and host
+// memory in use over time. Two sources produce the same data: SimulateIteration replays a plan's
+// event log under a cost model and a device profile (a discrete-event simulation), and a traced
+// real run records it (tools/common/timeline_tools.h). trace_json.h and timeline_svg.h draw either.
 //
 // The simulation models exactly the waits memory/residency.cc performs:
-//   begin offload / prefetch  the copy queue waits for the compute enqueued
-//                             so far, then copies (latency + bytes/bandwidth)
+//   begin offload / prefetch  the copy queue of its direction waits for the
+//                             compute enqueued so far, then copies (latency +
+//                             bytes/bandwidth); on a duplex link the two
+//                             directions run at once, otherwise in turn
+//                             (CopyClocks)
 //   finish offload            the host waits for the copy, then frees
 //   finish prefetch, cancel   the compute queue waits for the copy
 //   free of a tensor with a   the host waits for it (Release); a drop does not
@@ -36,8 +38,10 @@
 
 namespace spill {
 
-enum class Lane { kCompute, kCopy, kHost };
+enum class Lane { kCompute, kToDevice, kToHost, kHost };
 const char* LaneName(Lane lane);
+constexpr Lane kLanes[] = {Lane::kCompute, Lane::kToDevice, Lane::kToHost, Lane::kHost};
+inline bool IsCopyLane(Lane lane) { return lane == Lane::kToDevice || lane == Lane::kToHost; }
 
 struct TimelineSlice {
   Lane lane = Lane::kCompute;
@@ -69,7 +73,10 @@ struct Timeline {
 struct TimelineSummary {
   double iteration_seconds = 0;
   double compute_seconds = 0;       // compute lane busy
-  double copy_seconds = 0;          // copy lane busy
+  double copy_seconds = 0;          // either copy queue busy
+  double to_device_seconds = 0;     // the host-to-device queue busy
+  double to_host_seconds = 0;       // the device-to-host queue busy
+  double duplex_seconds = 0;        // both copy queues busy at once
   double hidden_copy_seconds = 0;   // copy time while compute was busy
   double compute_wait_seconds = 0;  // compute waiting for copies
   double host_wait_seconds = 0;     // the host blocked on copies (or on drains before unmaps)

@@ -95,7 +95,7 @@ Status RunIterations(const Net& net, CpuDevice& device, size_t chunk, const Args
       runtime->FinishStep(step);
     }
     SPILL_RETURN_IF_ERROR(runtime->EndIteration());
-    device.copy_queue().Synchronize();
+    device.SynchronizeCopies();
     if (i > 0) seconds += Seconds(start);
     if (i == 0) first = va.va_stats();
   }

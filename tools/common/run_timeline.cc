@@ -23,26 +23,31 @@ bool IsCopy(const MemoryEvent& e) {
          e.type == MemoryEventType::kBeginPrefetch;
 }
 
-// Copy slices from the copy worker's spans, named after the transfers the
-// runtime began (the copy queue runs them in that order).
+// Copy slices from the copy workers' spans, on the lane of their direction,
+// named after the transfers the runtime began (each copy queue runs its
+// direction's in that order).
 void AddCopies(const std::vector<CopySpan>& spans, const std::vector<MemoryEvent>& events,
                const Schedule& schedule, double t0, Timeline* timeline) {
-  std::vector<const MemoryEvent*> copies;
+  std::vector<const MemoryEvent*> copies[2];  // by direction: to the device, to the host
   for (const MemoryEvent& e : events) {
-    if (IsCopy(e)) copies.push_back(&e);
+    if (IsCopy(e)) copies[e.type == MemoryEventType::kBeginOffload].push_back(&e);
   }
-  const bool named = copies.size() == spans.size();
-  for (size_t i = 0; i < spans.size(); ++i) {
-    const bool to_host = spans[i].kind == CopyKind::kDeviceToHost;
+  size_t spans_each_way[2] = {0, 0};
+  for (const CopySpan& span : spans) spans_each_way[span.kind == CopyKind::kDeviceToHost]++;
+  size_t next[2] = {0, 0};
+  for (const CopySpan& span : spans) {
+    const bool to_host = span.kind == CopyKind::kDeviceToHost;
+    const bool named = copies[to_host].size() == spans_each_way[to_host];
+    const MemoryEvent* e = named ? copies[to_host][next[to_host]++] : nullptr;
     TimelineSlice s;
-    s.lane = Lane::kCopy;
+    s.lane = to_host ? Lane::kToHost : Lane::kToDevice;
     s.category = to_host ? "offload" : "prefetch";
     s.name = std::string(to_host ? "offload " : "prefetch ") +
-             (named ? schedule.tensors[copies[i]->tensor].name : "");
-    s.start = spans[i].begin - t0;
-    s.duration = spans[i].end - spans[i].begin;
-    s.step = named ? copies[i]->step : -1;
-    s.bytes = spans[i].bytes;
+             (e != nullptr ? schedule.tensors[e->tensor].name : "");
+    s.start = span.begin - t0;
+    s.duration = span.end - span.begin;
+    s.step = e != nullptr ? e->step : -1;
+    s.bytes = span.bytes;
     timeline->slices.push_back(s);
   }
 }

@@ -85,8 +85,8 @@ double MeasureCopyLatency() {
   const double begin = MonotonicSeconds();
   for (int i = 0; i < kLatencyProbes; ++i) {
     device.CopyAsync(dst.data(), src.data(), kLatencyProbeBytes, CopyKind::kHostToDevice,
-                     device.copy_queue());
-    device.copy_queue().Record()->Synchronize();
+                     device.host_to_device_queue());
+    device.host_to_device_queue().Record()->Synchronize();
   }
   const double each = (MonotonicSeconds() - begin) / kLatencyProbes;
   return std::max(0.0, each - kLatencyProbeBytes / kLatencyProbeLinkBytesPerSecond);

@@ -175,8 +175,9 @@ bool GradientReducer::Progress(std::unique_lock<std::mutex>& lock) {
 }
 
 Status GradientReducer::FinishIteration() {
-  // Updates in host memory run on the copy queue: let them read their buckets.
-  device_->copy_queue().Synchronize();
+  // Updates in host memory run on the device-to-host queue: let them read
+  // their buckets.
+  device_->device_to_host_queue().Synchronize();
   std::lock_guard<std::mutex> lock(mutex_);
   SPILL_RETURN_IF_ERROR(error_);
   for (const Bucket& bucket : buckets_) {
