@@ -1,8 +1,38 @@
 #!/usr/bin/env bash
 # Checks spill on a GPU machine, from the repository root, with the bundle
 # that tools/ci/gpu_bundle.sh made (.carry/gpu.tar.xz, unpacked here into
-# .carry/gpu/ on first use). The work comes in parts, each made to fit one
-# device call of eight minutes with room to spare:
+# .carry/gpu/ on first use).
+#
+# The one command to run when a GPU is lent is the window (what the script
+# runs without an argument): one device call of at most 8 minutes, its
+# unpacking and margin included, that does the most valuable work first,
+# because a lent machine comes rarely, for about a quarter of an hour, and
+# starts bare:
+#
+#   1. the CUDA tests, SPILL_REQUIRE_GPU=1, about 4 minutes of limits in all:
+#      cuda_runtime_test (every memory mode bit-identical, plan == run),
+#      then cuda_layers_test's layers against the CPU, then its slices of
+#      the batch (the same binary, split by gtest filter);
+#   2. ResNet-50 at scale against in core, under a 12 GiB budget: batch 147
+#      under liveness (nothing leaves the device), widest's superneurons
+#      batch (964 on the H200) with its iteration simulated on the h200
+#      device profile (h100-pcie5 where widest does not know h200), then
+#      that batch trained for real: images per second of both runs, their
+#      ratio and the simulated rate, in window.json's "at_scale";
+#   3. in what is left of the window: the sanitize part's steps, then the
+#      bench part's spill against PyTorch at TF32 off only.
+#
+# Every step is time-limited, its limit cut to what is left of the window,
+# and a step stopped at its limit still leaves its entry (status "timeout",
+# its seconds and the numbers its log has so far). Everything the window
+# writes - window.summary, window.json, one log per step, the gtest XML -
+# goes into one archive, window.tar.gz, with window.json also beside it, in
+# $OUT (the files a lent machine sends back: at most 8 per call) or
+# gpu_results/. The window's status is ok, FAILED, or partial (a step
+# skipped, or one of step 3's stopped because the window ran out).
+#
+# The same work also comes in parts, each made to fit one device call of
+# eight minutes with room to spare, for when more time is lent:
 #
 #   tests          the CUDA layer and runtime tests, with SPILL_REQUIRE_GPU=1
 #                  so that a test which cannot use the GPU fails instead of
@@ -24,6 +54,7 @@
 #                  then trained for two steps, under two memory modes
 #   scale_deepest  the deepest ResNet under 12 GiB at batch 16, likewise
 #
+#   bash tools/ci/gpu_check.sh              # there: the window (also: window)
 #   bash tools/ci/gpu_check.sh PART...      # there: run these parts in order
 #   bash tools/ci/gpu_check.sh all          # every part (far over one call)
 #   bash tools/ci/gpu_check.sh --dry-run    # here: the device calls to make
@@ -39,16 +70,30 @@
 # status is non-zero when any step failed. Where compute-sanitizer cannot
 # watch the GPU (under gVisor it refuses the device), the sanitize part is
 # SKIPPED, saying so - neither passed nor failed.
+#
+# For tests of this script: SPILL_GPU_WINDOW_SECONDS shortens the window and
+# SPILL_GPU_STEP_SECONDS caps every step's limit.
+
+# The parts' functions are called by name ("part_$p"), which shellcheck
+# cannot follow.
+# shellcheck disable=SC2317
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 
 bundle=${SPILL_GPU_BUNDLE:-.carry/gpu}  # another place for the bundle (tests)
 results=${OUT:-gpu_results}
 kPartSeconds=420     # each part's own deadline: 7 minutes
 kPartLimit=480       # what a part must fit, with its deadline's margin: 8 minutes
 kCallSeconds=600     # the device call's limit (timeout_s)
+window_seconds=${SPILL_GPU_WINDOW_SECONDS:-480}  # the window, from the script's start
+# Of the window, kept from its steps: unpacking the bundle, the preamble, the
+# 15 s a stopped step has to die, and the archive.
+kWindowMargin=30
+kStepLeast=15        # a step given less than this is not started
+step_cap=${SPILL_GPU_STEP_SECONDS:-0}  # every step's limit at most this (0: none)
 parts=(tests sanitize bench scale_widest scale_deepest)
 declare -A about=(
+  [window]="CUDA tests, ResNet-50 at scale against in core, then sanitize and bench in what is left"
   [tests]="CUDA layer and runtime tests, SPILL_REQUIRE_GPU=1"
   [sanitize]="compute-sanitizer memcheck: a planted pool overrun, then a clean training run"
   [bench]="ResNet-50 speed in three memory modes against PyTorch (TF32 off, on, deterministic)"
@@ -58,20 +103,46 @@ declare -A about=(
 # Estimates, not measurements: no GPU has run these yet. From the CPU runs of
 # the same work and the H100's speed; the step limits bound them either way.
 declare -A expected=([tests]=300 [sanitize]=300 [bench]=330 [scale_widest]=240 [scale_deepest]=330)
+# The window's steps, in seconds. Estimates, not measurements: no GPU has run
+# the window yet. From the parts' times on one H200 where a part did the same
+# work (tools/ci/README.md: tests 29 s, sanitize 6 s, 25 s per spill mode of
+# bench, some 15 s per PyTorch setting), and for the ResNet-50 runs at 12 GiB
+# from tools/bench/RESULTS.md (about 600 images/s in core; 18.2 s per step
+# at batch 964, 64 GiB through host memory), plus each tool's start.
+declare -A step_expected=(
+  [cuda_runtime_test]=20 [cuda_layers_test]=10 [cuda_slices_test]=10
+  [resnet50_in_core]=20 [widest_superneurons]=15 [resnet50_at_scale]=75
+  [planted_overrun]=5 [memcheck_training]=10 [resnet50_liveness]=25 [resnet50_pytorch]=20
+)
 
 # What compute-sanitizer says where it cannot watch the GPU.
 kUnsupported="Device not supported"
+# Where bench_train exports the network and weights for bench_torch.py.
+kExport=/tmp/spill_resnet50_export
+# ResNet-50's largest batches under 12 GiB (tools/bench/RESULTS.md): under
+# liveness nothing leaves the device (the in-core run); under superneurons
+# widest's search gives the batch at scale - a search of about twenty plans,
+# seconds, in the call that also simulates it - and 964, what it found on
+# the H200, where the search gives none.
+kInCoreBatch=147
+kWidestBatch=964
 
 dry_run=""
 outer_library_path=${LD_LIBRARY_PATH:-}
 failed=0
 skipped=0
+short=0       # a step of the window's last group stopped for want of time
+optional=0    # in the window's last group: running out of time is no failure
 deadline=0
 part=""
 steps_json=()
+step_extra=""  # more fields for the next step's JSON entry
+part_extra=""  # more fields for the part's JSON
+dry_fixed=0    # the dry run's sum of the window's fixed limits
 
 usage() {
-  echo "usage: bash tools/ci/gpu_check.sh PART... | all | --dry-run   (parts: ${parts[*]})" >&2
+  echo "usage: bash tools/ci/gpu_check.sh [window | PART... | all | --dry-run]" \
+    "  (no argument: the window; parts: ${parts[*]})" >&2
   exit 2
 }
 
@@ -88,9 +159,18 @@ json_string() {  # json_string TEXT: TEXT as a JSON string
   printf '"%s"' "$s"
 }
 
+json_number() {  # json_number TEXT: TEXT, or null when it is empty
+  printf '%s' "${1:-null}"
+}
+
+step_log() {  # step_log NAME: the log of the part's step NAME
+  echo "$results/$part.$1.log"
+}
+
 # numbers_of LOG: the numbers a step's log reports, as a JSON array of
-# {"line", "value"}: images per second (bench), the batch or depth found
-# (scale), the counts of a gtest XML report beside it (tests).
+# {"line", "value"}: images per second (bench, and simulated by widest), the
+# batch or depth found (scale), the counts of a gtest XML report beside it
+# (tests).
 numbers_of() {
   local log=$1 line value first=1
   printf '['
@@ -123,6 +203,7 @@ write_json() {
   {
     printf '{\n  "part": %s,\n  "status": %s,\n  "seconds": %s,\n  "machine": %s,\n' \
       "$(json_string "$part")" "$(json_string "$status")" "$seconds" "$(json_string "$machine")"
+    [[ -n $part_extra ]] && printf '%s\n' "$part_extra"
     printf '  "steps": [\n'
     for ((i = 0; i < ${#steps_json[@]}; ++i)); do
       printf '    %s%s\n' "${steps_json[$i]}" "$( ((i + 1 < ${#steps_json[@]})) && echo ,)"
@@ -132,19 +213,31 @@ write_json() {
 }
 
 # run_step NAME LIMIT_S COMMAND...: runs COMMAND under a time limit (cut to
-# what is left of the part), its output in PART.NAME.log; sets step_rc
-# (124: out of time) and step_seconds.
+# what is left of the part), its output in PART.NAME.log; sets step_ran (0:
+# too little time was left to start it), step_rc (124: out of time),
+# step_seconds, step_limit (the limit it ran under) and step_cut (1: the
+# limit was cut to what was left).
 run_step() {
   local name=$1 limit=$2
   shift 2
-  local left=$((deadline - SECONDS))
-  if ((left < 15)); then
+  ((step_cap > 0 && limit > step_cap)) && limit=$step_cap
+  local left=$((deadline - SECONDS)) log
+  log=$(step_log "$name")
+  step_cut=0
+  ((limit > left)) && step_cut=1
+  if ((left < kStepLeast)); then
+    step_ran=0
+    step_cut=1
     step_rc=124
     step_seconds=0
+    step_limit=$((left > 0 ? left : 0))
+    echo "--- $name: not run, $step_limit s left of the $part's time: $*" | tee "$log"
     return
   fi
-  ((limit > left)) && limit=$left
-  local log="$results/$part.$name.log" start=$SECONDS
+  ((step_cut)) && limit=$left
+  step_ran=1
+  step_limit=$limit
+  local start=$SECONDS
   echo "--- $name (limit $limit s): $*" | tee "$log"
   timeout --kill-after=15 "$limit" "$@" >>"$log" 2>&1
   step_rc=$?
@@ -153,23 +246,66 @@ run_step() {
   ((step_rc == 137)) && step_rc=124
 }
 
-# Notes a finished step: its summary line and its JSON entry.
+# run_status: the status of run_step's run of a step that must succeed.
+run_status() {
+  if ((!step_ran)); then
+    echo "not run: no time left"
+  elif ((step_rc == 124)); then
+    echo "timeout"
+  elif ((step_rc != 0)); then
+    echo "FAILED: exit $step_rc"
+  else
+    echo "ok"
+  fi
+}
+
+# Notes a finished step: its summary line and its JSON entry. In the
+# window's last group, a step stopped because the window ran out is neither
+# passed nor failed (that group has only what is left).
 note_step() {
-  local name=$1 status=$2 log="$results/$part.$1.log"
+  local name=$1 status=$2 log
+  log=$(step_log "$1")
   if [[ $status == SKIPPED* ]]; then
     skipped=1
-  elif [[ $status != ok* ]]; then
+  elif [[ $status == ok* ]]; then
+    :
+  elif ((optional && step_cut)) && [[ $status == timeout || $status == "not run"* ]]; then
+    short=1
+  else
     failed=1
   fi
-  record "$(printf '%-22s %-36s %4d s' "$name" "$status" "$step_seconds")"
-  local entry
-  entry=$(printf '{"name": %s, "status": %s, "seconds": %d, "exit": %d, "numbers": %s' \
-    "$(json_string "$name")" "$(json_string "$status")" "$step_seconds" "$step_rc" \
-    "$(numbers_of "$log")")
-  if [[ -f $results/tests.$name.xml ]]; then
-    entry+=", \"gtest\": $(tests_of "$results/tests.$name.xml")"
+  local shown=$status
+  ((step_ran && step_cut)) && [[ $status == timeout ]] && shown="timeout (cut to $step_limit s)"
+  record "$(printf '%-22s %-36s %4d s' "$name" "$shown" "$step_seconds")"
+  local entry code=null cut=false
+  ((step_ran)) && code=$step_rc
+  ((step_cut)) && cut=true
+  entry=$(printf '{"name": %s, "status": %s, "seconds": %d, "limit": %d, "cut": %s, ' \
+    "$(json_string "$name")" "$(json_string "$status")" "$step_seconds" "$step_limit" "$cut")
+  entry+=$(printf '"exit": %s, "numbers": %s' "$code" "$(numbers_of "$log")")
+  if [[ -f $results/$part.$name.xml ]]; then
+    entry+=", \"gtest\": $(tests_of "$results/$part.$name.xml")"
   fi
-  steps_json+=("$entry}")
+  steps_json+=("$entry$step_extra}")
+  step_extra=""
+}
+
+# dry_step NAME LIMIT_S COMMAND...: a step as the dry run shows it; in the
+# window also its estimate, and, in its last group, that its limit is cut to
+# what is left ("up to").
+dry_step() {
+  local name=$1 limit=$2
+  shift 2
+  if [[ $part != window ]]; then
+    printf '       %-22s limit %3d s: %s\n' "$name" "$limit" "$*"
+  elif ((optional)); then
+    printf '       %-22s up to %3d s, about %3d s: %s\n' "$name" "$limit" \
+      "${step_expected[$name]}" "$*"
+  else
+    printf '       %-22s limit %3d s, about %3d s: %s\n' "$name" "$limit" \
+      "${step_expected[$name]}" "$*"
+    dry_fixed=$((dry_fixed + limit))
+  fi
 }
 
 # step NAME LIMIT_S COMMAND...: a step that must succeed.
@@ -177,17 +313,11 @@ step() {
   local name=$1 limit=$2
   shift 2
   if [[ -n $dry_run ]]; then
-    printf '       %-22s limit %3d s: %s\n' "$name" "$limit" "$*"
+    dry_step "$name" "$limit" "$@"
     return 0
   fi
   run_step "$name" "$limit" "$@"
-  local status=ok
-  if ((step_rc == 124)); then
-    status="FAILED: no result within its limit"
-  elif ((step_rc != 0)); then
-    status="FAILED: exit $step_rc"
-  fi
-  note_step "$name" "$status"
+  note_step "$name" "$(run_status)"
 }
 
 # expect_report NAME LIMIT_S PATTERN COMMAND...: a step that must fail with
@@ -196,19 +326,20 @@ expect_report() {
   local name=$1 limit=$2 pattern=$3
   shift 3
   if [[ -n $dry_run ]]; then
-    printf '       %-22s limit %3d s: %s\n%33s(must fail, reporting "%s")\n' "$name" "$limit" \
-      "$*" "" "$pattern"
+    dry_step "$name" "$limit" "$@"
+    printf '%33s(must fail, reporting "%s")\n' "" "$pattern"
     return 0
   fi
   run_step "$name" "$limit" "$@"
-  local status
-  if ((step_rc == 124)); then
-    status="FAILED: no result within its limit"
-  elif grep -q "$kUnsupported" "$results/$part.$name.log"; then
+  local status log
+  log=$(step_log "$name")
+  if ((!step_ran || step_rc == 124)); then
+    status=$(run_status)
+  elif grep -q "$kUnsupported" "$log"; then
     status="SKIPPED: the checker cannot run on this machine"
   elif ((step_rc == 0)); then
     status="FAILED: the planted error went unreported"
-  elif grep -q "$pattern" "$results/$part.$name.log"; then
+  elif grep -q "$pattern" "$log"; then
     status="ok: reported as planted"
   else
     status="FAILED: exit $step_rc without \"$pattern\""
@@ -216,13 +347,21 @@ expect_report() {
   note_step "$name" "$status"
 }
 
+# gtest_step NAME LIMIT_S BINARY [FILTER]: a CUDA test binary of the bundle
+# with SPILL_REQUIRE_GPU=1, its report in PART.NAME.xml.
+gtest_step() {
+  local name=$1 limit=$2 binary=$3 filter=${4:-}
+  local args=("--gtest_output=xml:$results/$part.$name.xml")
+  [[ -n $filter ]] && args+=("--gtest_filter=$filter")
+  step "$name" "$limit" env SPILL_REQUIRE_GPU=1 "$bundle/bin/$binary" "${args[@]}"
+}
+
 part_tests() {
   local t limit
   for t in cuda_layers_test cuda_runtime_test; do
     limit=150
     [[ $t == cuda_runtime_test ]] && limit=250
-    step "$t" "$limit" env SPILL_REQUIRE_GPU=1 "$bundle/bin/$t" \
-      "--gtest_output=xml:$results/tests.$t.xml"
+    gtest_step "$t" "$limit" "$t"
   done
 }
 
@@ -246,17 +385,29 @@ part_sanitize() {
     --warmup 1 --no-calibration
 }
 
+# bench_spill NAME LIMIT_S MODE: ResNet-50, batch 64, in MODE, 100 steps
+# twice after a warm-up, its network and initial weights exported for
+# bench_torch (each figure twice, so a reader sees how well it repeats).
+bench_spill() {
+  step "$1" "$2" "$bundle/bin/bench_train" --config models/resnet50.yaml \
+    --device cuda --device-memory 40GiB --memory "$3" --batch 64 --warmup 5 --steps 100 \
+    --repeat 2 --export "$kExport"
+}
+
+# bench_torch LIMIT_S FLAG...: PyTorch on the same network and initial weights.
+bench_torch() {
+  local limit=$1
+  shift
+  step resnet50_pytorch "$limit" env PYTHONUNBUFFERED=1 python3 tools/bench/bench_torch.py \
+    "$kExport" --warmup 5 --steps 100 --repeat 2 --device cuda "$@"
+}
+
 part_bench() {
-  # The same network and initial weights for both frameworks; each figure
-  # twice, after a warm-up, so a reader sees how well it repeats.
-  local export=/tmp/spill_resnet50_export mode
+  local mode
   for mode in baseline liveness superneurons; do
-    step "resnet50_$mode" 75 "$bundle/bin/bench_train" --config models/resnet50.yaml \
-      --device cuda --device-memory 40GiB --memory "$mode" --batch 64 --warmup 5 --steps 100 \
-      --repeat 2 --export "$export"
+    bench_spill "resnet50_$mode" 75 "$mode"
   done
-  step resnet50_pytorch 150 env PYTHONUNBUFFERED=1 python3 tools/bench/bench_torch.py "$export" \
-    --warmup 5 --steps 100 --repeat 2 --device cuda --tf32 both --deterministic
+  bench_torch 150 --tf32 both --deterministic
 }
 
 part_scale_widest() {
@@ -272,6 +423,122 @@ part_scale_deepest() {
     --memory liveness --confirm 2
   step deepest_superneurons 270 "$bundle/bin/deepest" --device cuda --device-memory 12GiB \
     --batch 16 --memory superneurons --confirm 2
+}
+
+# The window: the tests, most valuable first, within 240 s of limits.
+window_tests() {
+  gtest_step cuda_runtime_test 110 cuda_runtime_test
+  gtest_step cuda_layers_test 70 cuda_layers_test "-*CudaSlicesTest.*"
+  gtest_step cuda_slices_test 60 cuda_layers_test "*CudaSlicesTest.*"
+}
+
+# widest_step LIMIT_S FLAG...: widest's superneurons batch, planned (no
+# --confirm: the next step trains it), and its iteration simulated on the
+# h200 profile - or on h100-pcie5 where this widest does not know h200 (a
+# profile being added), which it refuses at once, before any planning. The
+# simulation is widest's: the bundle has no `plan` (it links OpenCV through
+# the training library, some 170 MiB of libraries, over the bundle's limit),
+# and widest runs the same simulator (memory/sim) on the very plan it found.
+# Sets wide_batch, wide_from, sim_profile and sim_note.
+widest_step() {
+  local limit=$1
+  shift
+  local command=("$bundle/bin/widest" "$@" --device-profile)
+  wide_batch=$kWidestBatch
+  wide_from="fixed: widest found none"
+  sim_profile=h200
+  sim_note=""
+  if [[ -n $dry_run ]]; then
+    dry_step widest_superneurons "$limit" "${command[@]}" h200
+    printf '%33s(h100-pcie5 instead where widest does not know h200)\n' ""
+    return 0
+  fi
+  run_step widest_superneurons "$limit" "${command[@]}" h200
+  local log refusal
+  log=$(step_log widest_superneurons)
+  refusal=$(grep -m1 "unknown device profile 'h200'" "$log")
+  if ((step_rc == 2)) && [[ -n $refusal ]]; then
+    sim_profile=h100-pcie5
+    sim_note="h200 refused ($refusal); simulated on h100-pcie5"
+    run_step widest_superneurons "$limit" "${command[@]}" "$sim_profile"
+  fi
+  step_extra=", \"device_profile\": $(json_string "$sim_profile")"
+  [[ -n $sim_note ]] && step_extra+=", \"note\": $(json_string "$sim_note")"
+  note_step widest_superneurons "$(run_status)"
+  local found
+  found=$(grep -m1 '^largest batch of' "$log" | grep -oE ': [0-9]+; peak' | grep -oE '[0-9]+')
+  if [[ -n $found ]]; then
+    wide_batch=$found
+    wide_from="widest"
+  fi
+}
+
+# The window: ResNet-50 at 224x224 under 12 GiB, trained at the in-core
+# batch and at widest's batch (bench_train's flags as the bench part gives
+# them; the host pool widest plans with, 64 GiB, for what leaves the device).
+window_scale() {
+  local net=(--config models/resnet50.yaml --device cuda --device-memory 12GiB)
+  step resnet50_in_core 40 "$bundle/bin/bench_train" "${net[@]}" --memory liveness \
+    --batch "$kInCoreBatch" --warmup 3 --steps 20 --repeat 2
+  widest_step 30 "${net[@]}" --memory superneurons
+  step resnet50_at_scale 120 "$bundle/bin/bench_train" "${net[@]}" --memory superneurons \
+    --host-memory 64GiB --batch "$wide_batch" --warmup 1 --steps 2
+  if [[ -n $dry_run ]]; then
+    printf '%33s(--batch: what widest_superneurons found, %d where it found none)\n' "" \
+      "$kWidestBatch"
+    return 0
+  fi
+  note_scale
+}
+
+mean_rate() {  # mean_rate LOG: the mean of bench_train's images per second in LOG
+  grep -E '^spill .* images/s' "$1" 2>/dev/null | grep -oE '[0-9]+(\.[0-9]+)? images/s' |
+    awk '{ s += $1; n++ } END { if (n) printf "%.2f", s / n }'
+}
+
+# The at-scale run against the in-core run, and the simulated iteration:
+# window.json's "at_scale" and a line of the summary.
+note_scale() {
+  local in_core at_scale ratio="" predicted ms rate
+  in_core=$(mean_rate "$(step_log resnet50_in_core)")
+  at_scale=$(mean_rate "$(step_log resnet50_at_scale)")
+  if [[ -n $in_core && -n $at_scale ]]; then
+    ratio=$(awk -v a="$at_scale" -v b="$in_core" 'BEGIN { if (b > 0) printf "%.4f", a / b }')
+  fi
+  predicted=$(grep -m1 '^predicted on ' "$(step_log widest_superneurons)" 2>/dev/null)
+  ms=$(echo "$predicted" | grep -oE '[0-9]+(\.[0-9]+)? ms per iteration' | grep -oE '^[0-9.]+')
+  rate=$(echo "$predicted" | grep -oE '[0-9]+(\.[0-9]+)? images/s' | grep -oE '^[0-9.]+')
+  part_extra=$(printf '  "at_scale": {"model": "models/resnet50.yaml", "device_memory": "12GiB",'
+    printf ' "in_core": {"batch": %d, "memory": "liveness", "images_per_s": %s},' \
+      "$kInCoreBatch" "$(json_number "$in_core")"
+    printf ' "at_scale": {"batch": %d, "batch_from": %s, "memory": "superneurons",' \
+      "$wide_batch" "$(json_string "$wide_from")"
+    printf ' "host_memory": "64GiB", "images_per_s": %s},' "$(json_number "$at_scale")"
+    printf ' "ratio": %s,' "$(json_number "$ratio")"
+    printf ' "simulated": {"by": "widest", "device_profile": %s, "ms_per_iteration": %s,' \
+      "$(json_string "$sim_profile")" "$(json_number "$ms")"
+    printf ' "images_per_s": %s, "note": %s}},' "$(json_number "$rate")" \
+      "$(json_string "${sim_note:-simulated, not measured}")")
+  local scale="at scale, batch $wide_batch ($wide_from): ${at_scale:-no} images/s"
+  local core="in core, batch $kInCoreBatch: ${in_core:-no} images/s"
+  record "$scale; $core; ratio ${ratio:-none}; simulated on $sim_profile: ${rate:-no} images/s"
+}
+
+# The window's last group: what is left of it, sanitize first, then spill
+# against PyTorch at TF32 off (like for like).
+window_rest() {
+  optional=1
+  part_sanitize
+  bench_spill resnet50_liveness 75 liveness
+  bench_torch 90 --tf32 off
+  optional=0
+}
+
+part_window() {
+  window_tests
+  window_scale
+  [[ -n $dry_run ]] && echo "     then what is left of the window, each limit cut to it:"
+  window_rest
 }
 
 # The bundle as gpu_bundle.sh compressed it, unpacked once.
@@ -292,6 +559,7 @@ unpack_bundle() {
 # binary of the bundle would not load.
 machine=""
 preamble() {
+  # shellcheck source=tools/ci/gpu_env.sh disable=SC1091
   source tools/ci/gpu_env.sh
   LD_LIBRARY_PATH=$(LD_LIBRARY_PATH=$outer_library_path spill_cuda_library_path "$bundle")
   export LD_LIBRARY_PATH
@@ -313,11 +581,40 @@ preamble() {
   fi
 }
 
+minutes() {  # minutes SECONDS: "M min S s"
+  echo "$(($1 / 60)) min $(($1 % 60)) s"
+}
+
+# The window in the dry run: its call, its steps in order with their limits
+# and estimates, and its limits against the window.
+window_report() {
+  local estimate=0 s
+  for s in "${step_expected[@]}"; do estimate=$((estimate + s)); done
+  part=window
+  echo "  1. window: the one command to run when a GPU is lent - ${about[window]}"
+  echo "     run(command=\"bash tools/ci/gpu_check.sh\", carry=[\"$bundle.tar.xz\"]," \
+    "timeout_s=$kCallSeconds)"
+  echo "     expected about $(minutes "$estimate") (an estimate; under $((window_seconds / 60))" \
+    "min); the window stops itself at $window_seconds s, unpacking included"
+  echo "     steps, most valuable first (limit: the most a step may take, cut to what is left;"
+  echo "     about: its estimate, not a measurement - no GPU has run the window yet):"
+  dry_fixed=0
+  # shellcheck disable=SC2016  # shown as written: the folder packed into window.tar.gz
+  results='$WORK'
+  part_window
+  local rest=$((window_seconds - kWindowMargin - dry_fixed))
+  echo "     limits $dry_fixed s + margin $kWindowMargin s = $((dry_fixed + kWindowMargin)) s of" \
+    "the $window_seconds s window; sanitize and bench share the rest, at least $rest s"
+  echo "     results: \$WORK (window.summary, window.json, every step's log and gtest XML)" \
+    "packed into \$OUT/window.tar.gz, and window.json beside it"
+  part=""
+  ((estimate < window_seconds && rest >= 0))
+}
+
 dry_run_report() {
   dry_run=1
-  results='$OUT'
-  echo "Device calls for one GPU session, in this order; each one is its own call of the"
-  echo "device tool, with the compressed bundle carried in (no Bazel there):"
+  echo "When a GPU is lent: one device call, the window, with the compressed bundle carried in"
+  echo "(no Bazel there). With more time, the parts, one device call each, in this order."
   echo
   if [[ -f $bundle.tar.xz ]]; then
     echo "  bundle: $bundle.tar.xz, $(du -h "$bundle.tar.xz" | cut -f1), built" \
@@ -326,12 +623,18 @@ dry_run_report() {
     echo "  bundle: $bundle.tar.xz is missing; make it first: bash tools/ci/gpu_bundle.sh"
   fi
   echo
-  local total=0 n=1 p over=0
+  local over=0
+  window_report || over=1
+  echo
+  # shellcheck disable=SC2016  # shown as written, for the device call
+  results='$OUT'
+  local total=0 n=2 p
   for p in "${parts[@]}"; do
+    part=$p
     echo "  $n. $p: ${about[$p]}"
     echo "     run(command=\"bash tools/ci/gpu_check.sh $p\", carry=[\"$bundle.tar.xz\"]," \
       "timeout_s=$kCallSeconds)"
-    echo "     expected about $((expected[$p] / 60)) min $((expected[$p] % 60)) s (an estimate;" \
+    echo "     expected about $(minutes "${expected[$p]}") (an estimate;" \
       "under $((kPartLimit / 60)) min); the part stops itself at $kPartSeconds s"
     ((expected[$p] < kPartLimit && expected[$p] <= kPartSeconds)) || over=1
     "part_$p"
@@ -339,23 +642,47 @@ dry_run_report() {
     n=$((n + 1))
     echo
   done
-  echo "  expected in all: about $((total / 60)) min of device time, plus a minute or two to start"
-  echo "  the machine; results come back as PART.summary, PART.json and one log per step."
+  echo "  the parts in all: about $((total / 60)) min of device time, plus a minute or two to"
+  echo "  start the machine; results come back as PART.summary, PART.json and one log per step."
   if ((over)); then
-    echo "gpu_check: a part's estimate does not fit $kPartSeconds s" >&2
+    echo "gpu_check: an estimate or the window's limits do not fit their deadline" >&2
     return 1
   fi
 }
 
+# The window's files, packed: window.tar.gz, and window.json beside it, in
+# DEST (a lent machine sends back at most 8 files).
+archive_window() {
+  local staging=$1 dest=$2 files
+  files=("$staging"/*)
+  mkdir -p "$dest"
+  tar -C "$staging" -czf "$dest/window.tar.gz" "${files[@]##*/}" &&
+    cp "$staging/window.json" "$dest/window.json" &&
+    echo "window: ${#files[@]} files in $dest/window.tar.gz; window.json beside it" &&
+    rm -rf "$staging"
+}
+
+# run_part PART FROM: the part. The window's deadline and time count from
+# FROM: the script's start when it runs first, so that unpacking counts.
 run_part() {
   part=$1
+  local start=$SECONDS dest=$results
   failed=0
   skipped=0
+  short=0
   steps_json=()
+  part_extra=""
+  if [[ $part == window ]]; then
+    # Its files gather apart, then travel as one archive.
+    results=$(mktemp -d "${TMPDIR:-/tmp}/spill_window.XXXXXX") || results=$dest/window.work
+    start=$2
+    deadline=$((start + window_seconds - kWindowMargin))
+  else
+    deadline=$((SECONDS + kPartSeconds))
+  fi
   mkdir -p "$results"
   : >"$results/$part.summary"
-  deadline=$((SECONDS + kPartSeconds))
-  local start=$SECONDS status
+  local status
   if preamble; then
     "part_$part"
   else
@@ -363,6 +690,8 @@ run_part() {
   fi
   if ((failed)); then
     status="FAILED"
+  elif [[ $part == window ]] && ((skipped || short)); then
+    status="partial"
   elif ((skipped)); then
     status="SKIPPED"
   else
@@ -370,9 +699,13 @@ run_part() {
   fi
   record "part $part: $status in $((SECONDS - start)) s"
   write_json "$status" "$machine" "$((SECONDS - start))"
+  if [[ $part == window ]]; then
+    archive_window "$results" "$dest" || failed=1
+    results=$dest
+  fi
 }
 
-[[ $# -gt 0 ]] || usage
+(($# > 0)) || set -- window
 if [[ $1 == --dry-run ]]; then
   dry_run_report
   exit $?
@@ -389,8 +722,10 @@ for arg in "$@"; do
 done
 unpack_bundle || exit 2
 any_failed=0
+from=0
 for p in "${selected[@]}"; do
-  run_part "$p"
+  run_part "$p" "$from"
   ((failed)) && any_failed=1
+  from=$SECONDS
 done
 exit $any_failed
