@@ -2,15 +2,18 @@
 // (the baseline "(d)" the DQN planner is judged against).
 //
 // From the plan that keeps everything, repeatedly: find the step at which
-// the projected memory peaks; for every tensor still kept that is live there
-// and could be gone (written before it, read again in backward after it),
-// try offloading it and dropping it, each completed by the fixed rules of
+// the projected memory peaks; try every move that may free bytes there
+// (MovesAt: offload or drop a tensor kept there that could be gone, turn a
+// dropped tensor into an offloaded one, offload a tensor with the dropped
+// ones whose rebuilds hold it), each completed by the fixed rules of
 // rules.h and scored by the evaluator; take the one that adds the least
 // simulated time per byte it frees at that step. Stop when the peak is
 // within memory.planner.limit (or the device budget); when nothing frees a
 // byte there, it is out of memory. Deterministic; O(moves x candidates)
 // evaluations.
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "memory/memory_options.h"
 #include "memory/mobility.h"
@@ -20,8 +23,56 @@
 
 namespace spill {
 
+namespace {
+
+// A move: tensors and the choice each takes.
+using Move = std::vector<std::pair<TensorId, TensorChoice>>;
+
+// The moves that may free bytes at step `peak` of a plan: offloading or
+// dropping a tensor kept there that could be gone (written before it, read
+// again after it); turning a dropped tensor into an offloaded one (its
+// rebuild brings its sources back with it, and they stay until they are
+// read); and
+// offloading a kept tensor together with the dropped ones whose rebuilds
+// hold it on the device (neither frees a byte alone).
+std::vector<Move> MovesAt(const EvalModel& m, const Choices& choices, int peak,
+                          const std::vector<std::vector<TensorId>>& dependents) {
+  std::vector<Move> moves;
+  for (TensorId t : m.candidates) {
+    if (choices[t] == TensorChoice::kOffload || m.last_forward_use[t] >= peak) continue;
+    // A dropped tensor's rebuild, even before the peak, may have brought
+    // sources back that are still there.
+    if (choices[t] == TensorChoice::kKeep && m.first_backward_use[t] <= peak) continue;
+    if (m.offloadable[t]) moves.push_back({{t, TensorChoice::kOffload}});
+    if (m.droppable[t] && choices[t] != TensorChoice::kDrop) {
+      moves.push_back({{t, TensorChoice::kDrop}});
+    }
+    if (!m.offloadable[t] || choices[t] != TensorChoice::kKeep) continue;
+    Move together = {{t, TensorChoice::kOffload}};
+    for (TensorId d : dependents[t]) {
+      if (choices[d] == TensorChoice::kDrop && m.offloadable[d]) {
+        together.push_back({d, TensorChoice::kOffload});
+      }
+    }
+    if (together.size() > 1) moves.push_back(together);
+  }
+  return moves;
+}
+
+// Per tensor: the candidates whose rebuild reads it.
+std::vector<std::vector<TensorId>> Dependents(const EvalModel& m) {
+  std::vector<std::vector<TensorId>> dependents(m.schedule->tensors.size());
+  for (TensorId t : m.candidates) {
+    for (TensorId x : m.sources[t]) dependents[x].push_back(t);
+  }
+  return dependents;
+}
+
+}  // namespace
+
 StatusOr<Decisions> PlanGreedy(PlanRules& rules) {
   const EvalModel& m = rules.model();
+  const std::vector<std::vector<TensorId>> dependents = Dependents(m);
   Choices choices(m.schedule->tensors.size(), TensorChoice::kKeep);
   Decisions decisions;
   for (;;) {
@@ -30,36 +81,26 @@ StatusOr<Decisions> PlanGreedy(PlanRules& rules) {
     const int peak = now.peak_step;
     double best_score = 0;
     size_t best_freed = 0;
-    TensorId best = kNoTensor;
-    TensorChoice best_choice = TensorChoice::kKeep;
-    for (TensorId t : m.candidates) {
-      if (choices[t] != TensorChoice::kKeep || m.last_forward_use[t] >= peak ||
-          m.first_backward_use[t] <= peak) {
-        continue;
-      }
-      for (TensorChoice c : {TensorChoice::kOffload, TensorChoice::kDrop}) {
-        if (!(c == TensorChoice::kOffload ? m.offloadable[t] : m.droppable[t])) continue;
-        choices[t] = c;
-        const Evaluation& e = rules.Evaluate(choices);
-        choices[t] = TensorChoice::kKeep;
-        if (e.step_peak[peak] >= now.step_peak[peak]) continue;
-        const size_t freed = now.step_peak[peak] - e.step_peak[peak];
-        const double score = std::max(0.0, e.seconds - now.seconds) / static_cast<double>(freed);
-        if (best == kNoTensor || score < best_score ||
-            (score == best_score && freed > best_freed)) {
-          best = t;
-          best_choice = c;
-          best_score = score;
-          best_freed = freed;
-        }
+    Move best;
+    for (const Move& move : MovesAt(m, choices, peak, dependents)) {
+      Choices tried = choices;
+      for (const auto& [t, c] : move) tried[t] = c;
+      const Evaluation& e = rules.Evaluate(tried);
+      if (e.step_peak[peak] >= now.step_peak[peak]) continue;
+      const size_t freed = now.step_peak[peak] - e.step_peak[peak];
+      const double score = std::max(0.0, e.seconds - now.seconds) / static_cast<double>(freed);
+      if (best.empty() || score < best_score || (score == best_score && freed > best_freed)) {
+        best = move;
+        best_score = score;
+        best_freed = freed;
       }
     }
-    if (best == kNoTensor) {
+    if (best.empty()) {
       return NoPlanWithin("greedy", m, rules.limit(), now.peak,
                           "nothing kept at its peak step " + std::to_string(peak + 1) +
                               " can leave the device there");
     }
-    choices[best] = best_choice;
+    for (const auto& [t, c] : best) choices[t] = c;
   }
 }
 
