@@ -107,7 +107,10 @@ void ResidencyManager::SetOwner(AllocationId allocation, TensorId id) {
 }
 
 size_t ResidencyManager::Compact() {
-  backing_->SynchronizeCopies();
+  // The moves run on the compute queue behind every copy in flight (which
+  // may read or fill a block about to move); copies queued later wait for
+  // the compute queued before them, moves included.
+  backing_->ComputeWaitsForCopies();
   size_t moved = 0;
   for (const auto& [offset, allocation] : allocator_->AllocationsByOffset()) {
     const TensorId id =

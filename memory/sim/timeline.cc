@@ -200,7 +200,7 @@ void Simulator::Apply(const MemoryEvent& e) {
       dropping_[e.tensor] = false;
       return;
     case MemoryEventType::kCompact: {
-      HostWaits(copies_.latest(), "every copy", e.step);
+      ComputeWaits(copies_.latest(), "every copy", e.step);
       const double bandwidth = profile_.move_bandwidth();
       Compute(bandwidth > 0 ? e.bytes / bandwidth : 0, "compaction", "compact", e.step);
       timeline_.slices.back().bytes = e.bytes;
