@@ -75,8 +75,10 @@ TEST(DeviceProfileTest, NamedProfilesAndAClearErrorForUnknownOnes) {
     ASSERT_TRUE(p.ok()) << name;
     EXPECT_GT(p->achieved_flops(), 1e12);
     EXPECT_GT(p->link.h2d_bytes_per_second, 1e9);
+    EXPECT_TRUE(p->link.duplex) << name << ": a copy engine each way since Kepler";
     EXPECT_FALSE(p->inline_compute);
   }
+  EXPECT_TRUE(FindDeviceProfile("h200").ok());
   auto missing = FindDeviceProfile("tpu");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("titanx-pcie3"), std::string::npos);

@@ -4,10 +4,11 @@
 // one of them.
 //
 // The GPU profiles are public spec-sheet values (cited next to each in
-// device_profile.cc) times stated efficiency factors; spill has not run on
-// those GPUs, so every time computed from them is a simulation, not a
-// measurement. The "cpu" profile is this machine, calibrated when it is
-// first asked for (tools/common/timeline_tools.h): its numbers are measured.
+// device_profile.cc) times stated efficiency factors, so every time computed
+// from them is a simulation, not a measurement; "h200" alone has its
+// compute efficiency calibrated from a measured run of spill on that GPU. The "cpu" profile is this
+// machine, calibrated when it is first asked for (tools/common/timeline_tools.h): its numbers are
+// measured.
 #ifndef SPILL_MEMORY_SIM_DEVICE_PROFILE_H_
 #define SPILL_MEMORY_SIM_DEVICE_PROFILE_H_
 
@@ -80,7 +81,8 @@ struct DeviceProfile {
 };
 
 // The spec-sheet profiles ("k40-pcie3", "titanx-pcie3", "gtx1080ti-pcie3",
-// "v100-nvlink2", "h100-pcie5"); "cpu" is listed too but built by CpuProfile.
+// "v100-nvlink2", "h100-pcie5", "h200"); "cpu" is listed too but built by
+// CpuProfile.
 std::vector<std::string> DeviceProfileNames();
 // A spec-sheet profile by name; an unknown name is an error that lists the
 // known ones.
