@@ -83,7 +83,8 @@ void PrintSummary(const std::vector<Measured>& a, const std::vector<Measured>& b
   std::printf("\n%-34s %10s %10s %8s\n", "medians over the pairs", "A", "B", "B/A");
   PrintRow("iteration, s", a, b, [](const Measured& m) { return m.seconds; });
   PrintRow("streamed steps, s", a, b, [](const Measured& m) { return m.streamed_seconds; });
-  PrintRow("copies (copy queue busy), s", a, b, [](const Measured& m) { return m.copy_seconds; });
+  PrintRow("copies (either copy queue busy), s", a, b,
+           [](const Measured& m) { return m.copy_seconds; });
   const auto fastest = [](const std::vector<Measured>& v) {
     double best = 1e300;
     for (const Measured& m : v) best = std::min(best, m.seconds);
