@@ -265,6 +265,7 @@ class Evaluator::Replay {
 
   void RunStep(int s) {
     const Step& step = schedule_.steps[s];
+    s_.total += m_.visiting[s];  // parameters living in host memory, brought in
     peak_ = s_.total;
     for (TensorId t : step.reads) {
       if (IsTransient(schedule_.tensors[t].kind)) EnsureOnDevice(t);
@@ -289,6 +290,7 @@ class Evaluator::Replay {
     for (int i = plan_.after_start[s]; i < plan_.after_start[s + 1]; ++i) {
       RunAfter(plan_.after[i]);
     }
+    s_.total -= m_.visiting[s];
   }
 
   const EvalModel& m_;

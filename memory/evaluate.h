@@ -29,8 +29,10 @@
 // made all the same), so with a plan that fits its budget it is exact.
 //
 // Assumptions, stated where a plan departs from them: parameters, their
-// gradients and solver state live on the device (memory.params: device);
-// each step's algorithms are those its workspace policy picks with no
+// gradients and solver state that live in host memory (memory.params: host
+// or above:SIZE) are on the device over the steps the parameter transfers
+// bring them in for (phase_plans.cc), and their copies are not timed; each
+// step's algorithms are those its workspace policy picks with no
 // memory pressure (so under a tight `dynamic` budget a run may pick smaller
 // workspaces: less memory, other times).
 #ifndef SPILL_MEMORY_EVALUATE_H_
@@ -63,8 +65,11 @@ using Decisions = std::vector<TensorDecision>;  // per tensor id
 // What the evaluator knows of a network: plain data built once.
 struct EvalModel {
   const Schedule* schedule = nullptr;
-  int num_layers = 0;  // N: steps 0..N-1 forward, N..2N-1 backward
-  size_t persistent = 0;
+  int num_layers = 0;     // N: steps 0..N-1 forward, N..2N-1 backward
+  size_t persistent = 0;  // on the device all iteration
+  // Per step: parameters, gradients and solver state living in host memory
+  // that are on the device while the step runs (not in `persistent`).
+  std::vector<size_t> visiting;
   std::vector<size_t> bytes;      // per tensor, in pool blocks
   std::vector<size_t> workspace;  // per step, in pool blocks (0: none)
   IterationCosts costs;

@@ -75,6 +75,46 @@ void ClassifyTensors(const NetworkView& view, EvalModel* m) {
       [&](TensorId a, TensorId b) { return m->first_backward_use[a] < m->first_backward_use[b]; });
 }
 
+// Adds `bytes` to the steps [first, last] of `visiting`, clamped.
+void Visit(size_t bytes, int first, int last, std::vector<size_t>* visiting) {
+  const int steps = static_cast<int>(visiting->size());
+  for (int s = std::max(first, 0); s <= std::min(last, steps - 1); ++s) (*visiting)[s] += bytes;
+}
+
+// Persistent tensors on the device all iteration, and those that live in
+// host memory (memory.params) on the device over the steps their layer's
+// transfers bring them in for (AddLayerParameterTransfers): parameters and
+// solver state from the step before each of the layer's steps to the step
+// after it; a gradient from its backward step, to the step after it where
+// it is updated in host memory.
+void CountPersistent(const Schedule& schedule, const MemoryOptions& options, EvalModel* m) {
+  m->visiting.assign(m->num_steps(), 0);
+  std::vector<bool> visits(schedule.tensors.size(), false);
+  for (TensorId t = 0; t < static_cast<TensorId>(schedule.tensors.size()); ++t) {
+    const TensorInfo& info = schedule.tensors[t];
+    if (IsTransient(info.kind)) continue;
+    visits[t] = options.params.HomeOnHost(info.bytes);
+    if (!visits[t]) m->persistent += m->bytes[t];
+  }
+  for (int layer = 0; layer < schedule.num_layers(); ++layer) {
+    const int f = schedule.forward_step[layer], b = schedule.backward_step[layer];
+    for (TensorId p : schedule.layers[layer].params) {
+      if (!visits[p]) continue;
+      Visit(m->bytes[p], f - 1, f + 1, &m->visiting);
+      if (schedule.steps[b].active) {
+        Visit(m->bytes[p], b - 1, options.update_on_host ? b : b + 1, &m->visiting);
+      }
+    }
+  }
+  for (const ParameterSlot& slot : schedule.parameters) {
+    const int b = schedule.backward_step[slot.layer];
+    if (!visits[slot.param] || !schedule.steps[b].active) continue;
+    Visit(m->bytes[slot.grad], b, options.update_on_host ? b + 1 : b, &m->visiting);
+    if (options.update_on_host) continue;
+    for (TensorId s : slot.state) Visit(m->bytes[s], b - 1, b + 1, &m->visiting);
+  }
+}
+
 }  // namespace
 
 StatusOr<EvalModel> BuildEvalModel(const NetworkView& view, const MemoryOptions& options,
@@ -87,8 +127,8 @@ StatusOr<EvalModel> BuildEvalModel(const NetworkView& view, const MemoryOptions&
   if (m.num_layers == 0) return InvalidArgument("the network has no layers");
   for (const TensorInfo& t : schedule.tensors) {
     m.bytes.push_back(RoundToBlocks(std::max<size_t>(t.bytes, 1)));
-    if (!IsTransient(t.kind)) m.persistent += m.bytes.back();
   }
+  CountPersistent(schedule, options, &m);
   MemoryLog log;  // the algorithms of each step, for the cost model
   m.workspace.assign(m.num_steps(), 0);
   for (int s = 0; s < m.num_steps(); ++s) {
