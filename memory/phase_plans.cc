@@ -103,6 +103,18 @@ Status CompletePlan(const Schedule& schedule, const MemoryOptions& options, Phas
                            std::to_string(plan->after.size()) + " after; the schedule has " +
                            std::to_string(steps));
   }
+  if (!plan->streamed.empty() && static_cast<int>(plan->streamed.size()) != steps) {
+    return InvalidArgument("plan: the " + std::string(name) + " plan streams " +
+                           std::to_string(plan->streamed.size()) + " steps; the schedule has " +
+                           std::to_string(steps) + " (one entry per step, or none)");
+  }
+  for (int s = 0; s < static_cast<int>(plan->streamed.size()); ++s) {
+    if (plan->streamed[s].images < 0) {
+      return InvalidArgument("plan: step " + std::to_string(s + 1) + " of the " + name +
+                             " plan is streamed in slices of " +
+                             std::to_string(plan->streamed[s].images) + " images");
+    }
+  }
   for (int s = 0; s < steps; ++s) {
     for (const auto& [when, list] :
          {std::pair{"before", &plan->before[s]}, {"after", &plan->after[s]}}) {

@@ -78,6 +78,14 @@ struct TransferAction {
   bool operator==(const TransferAction& o) const { return op == o.op && tensor == o.tensor; }
 };
 
+// A step the plan streams through host memory (memory/runtime/staging.h):
+// its batch in slices of `images`, `buffers` slices per staging block (1 or
+// 2). images 0: the runtime's own choice at the step (memory.chunk).
+struct StreamedStep {
+  int64_t images = 0;
+  int buffers = 0;
+};
+
 struct TransferPlan {
   Phase phase = Phase::kTrain;
   std::vector<std::vector<TransferAction>> before;  // per step
@@ -92,8 +100,18 @@ struct TransferPlan {
   // A prefetch that does not fit stops the scan of its list: the tensors
   // after it are needed later and wait for the next step's list.
   bool prefetch_in_order = false;
+  // Per step, or empty: the steps the plan streams, with the slice and the
+  // buffers it gives them. The runtime streams them as told, neither
+  // shrinking the slice nor dropping a buffer; a step it cannot stream that
+  // way is an error.
+  std::vector<StreamedStep> streamed;
 
   int num_steps() const { return static_cast<int>(before.size()); }
+  // The plan's streaming of `step`, or null where it leaves it to the runtime.
+  const StreamedStep* StreamedAt(int step) const {
+    if (step < 0 || step >= static_cast<int>(streamed.size())) return nullptr;
+    return streamed[step].images > 0 ? &streamed[step] : nullptr;
+  }
   void Resize(int steps);
   // Counts of each action (for reports and tests).
   int Count(TransferOp op) const;

@@ -213,6 +213,69 @@ TEST(PlanReplayTest, HandBuiltDropAndRebuildTrainsBitIdenticallyAndAsPlanned) {
   }
 }
 
+// By hand: liveness releases, and two convolutions' steps streamed through
+// host memory with the slice and the buffers given: the forward of the
+// first in slices of one image, double-buffered, the backward of the last
+// in slices of two, single-buffered.
+PhasePlans Streamed(const NetworkView& view, int* forward, int* backward) {
+  const Schedule& schedule = *view.schedule;
+  PhasePlans plans = DropAndRebuild(schedule, DropCandidate{});
+  plans.train.streamed.assign(plans.train.num_steps(), StreamedStep{});
+  *forward = *backward = -1;
+  for (int layer : schedule.route) {
+    if (view.layer(layer).type != "convolution") continue;
+    if (*forward < 0) *forward = schedule.forward_step[layer];
+    *backward = schedule.backward_step[layer];
+  }
+  plans.train.streamed[*forward] = {1, 2};
+  plans.train.streamed[*backward] = {2, 1};
+  return plans;
+}
+
+// A plan says which steps stream, in which slices, with how many buffers;
+// the run does exactly that - neither the runtime's own choice (memory.chunk
+// is off) nor a smaller slice - computes bit-identically to the baseline,
+// and the plan of the same plan is the run, event by event.
+TEST(PlanReplayTest, HandBuiltStreamedStepsRunWithTheGivenSliceAndBuffers) {
+  const NetSpec spec = testing::MustParse(testing::kResNet);
+  auto baseline = testing::TrainSynthetic(spec, SmallRun("baseline"));
+  ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
+  auto net = testing::BuildTrainingNet(spec, kBatch);
+  ASSERT_TRUE(net.ok());
+  const NetworkView view = (*net)->view();
+  testing::SyntheticRun run = SmallRun("liveness");
+  int forward = -1, backward = -1;
+  run.plans = Streamed(view, &forward, &backward);
+  ASSERT_GE(forward, 0);
+  ASSERT_GT(backward, forward);
+  auto trace = testing::TrainSynthetic(spec, run);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ASSERT_EQ(trace->losses.size(), baseline->losses.size());
+  for (size_t i = 0; i < trace->losses.size(); ++i) {
+    EXPECT_EQ(trace->losses[i], baseline->losses[i]) << "step " << i;
+  }
+  EXPECT_TRUE(testing::BitEqual(baseline->params, trace->params));
+  EXPECT_EQ(trace->log.streamed, 2);
+  const StepRecord& f = trace->log.steps[forward];
+  const StepRecord& b = trace->log.steps[backward];
+  EXPECT_EQ(f.slice_images, 1);
+  EXPECT_EQ(f.stream_buffers, 2);
+  EXPECT_EQ(b.slice_images, 2);
+  EXPECT_EQ(b.stream_buffers, 1);
+  auto plan = Plan(view, run.memory, *run.plans);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->fits);
+  EXPECT_EQ(plan->log.steps[forward].slice_images, 1);
+  EXPECT_EQ(plan->log.steps[backward].stream_buffers, 1);
+  ExpectSameEvents(plan->events, trace->events);
+  // Streaming needs host memory: without it the plan is an error naming the step.
+  MemoryOptions no_host = run.memory;
+  no_host.host_budget = 0;
+  auto refused = Plan(view, no_host, *run.plans);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("step " + std::to_string(forward + 1) + " ("));
+}
+
 TEST(PlanReplayTest, MalformedPlansAreErrorsNamingTheStepAndAction) {
   auto net = testing::BuildTrainingNet(testing::MustParse(testing::kLeNet), kBatch);
   ASSERT_TRUE(net.ok());

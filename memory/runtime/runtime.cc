@@ -7,16 +7,32 @@
 
 namespace spill {
 
+namespace {
+
+// Whether a run under `options` and `given` plans puts anything in host
+// memory: offloads, parameters kept there, or streamed steps.
+bool UsesHostMemory(const MemoryOptions& options, const GivenPlans* given) {
+  if (options.offload || options.params.kind != ParamPlacement::Kind::kDevice ||
+      options.batch_chunk != kBatchChunkOff) {
+    return true;
+  }
+  if (given == nullptr) return false;
+  for (const TransferPlan* plan : {&given->plans.train, &given->plans.eval}) {
+    for (int s = 0; s < static_cast<int>(plan->streamed.size()); ++s) {
+      if (plan->StreamedAt(s) != nullptr) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 MemoryRuntime::MemoryRuntime(const NetworkView& view, const MemoryOptions& options,
-                             std::unique_ptr<Backing> backing)
+                             std::unique_ptr<Backing> backing, bool host_memory)
     : view_(view),
       schedule_(*view.schedule),
       options_(options),
-      host_pool_(options.offload || options.params.kind != ParamPlacement::Kind::kDevice ||
-                         options.batch_chunk != kBatchChunkOff
-                     ? options.host_budget
-                     : 0,
-                 FitPolicy::kFirstFit),
+      host_pool_(host_memory ? options.host_budget : 0, FitPolicy::kFirstFit),
       backing_(std::move(backing)),
       cache_(view.schedule->tensors.size()),
       params_(*view.schedule, options),
@@ -41,7 +57,8 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const NetworkView
   // The one place where running and planning differ: what the decisions
   // do to memory (memory/backing.h).
   std::unique_ptr<MemoryRuntime> runtime(new MemoryRuntime(
-      view, options, device != nullptr ? MakeDeviceBacking(*device) : MakePlanningBacking()));
+      view, options, device != nullptr ? MakeDeviceBacking(*device) : MakePlanningBacking(),
+      UsesHostMemory(options, given)));
   runtime->overdraft_.set_allowed(given != nullptr && given->overdraft);
   SPILL_RETURN_IF_ERROR(runtime->Reserve());
   SPILL_RETURN_IF_ERROR(runtime->PlanPolicies(given));
@@ -189,7 +206,10 @@ Status MemoryRuntime::PrepareStep(const Step& step, StepRunner& runner) {
   records_.BeginStep(residency_->counters());
   SPILL_RETURN_IF_ERROR(params_.failure());
   std::string choice;
-  if (MustStream(step)) {
+  if (plan().StreamedAt(step.index) != nullptr) {
+    SPILL_RETURN_IF_ERROR(CheckPlannedStream(step));
+    SPILL_RETURN_IF_ERROR(PrepareStreamed(step, runner, &choice));
+  } else if (MustStream(step)) {
     SPILL_RETURN_IF_ERROR(PrepareStreamed(step, runner, &choice));
   } else {
     Status whole;

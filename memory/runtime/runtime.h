@@ -130,8 +130,10 @@ class MemoryRuntime : public TensorStore {
   int64_t recomputations() const { return records_.recomputations(); }
 
  private:
+  // `host_memory`: whether anything goes to host memory (the host pool
+  // gets memory.host_budget, else nothing).
   MemoryRuntime(const NetworkView& view, const MemoryOptions& options,
-                std::unique_ptr<Backing> backing);
+                std::unique_ptr<Backing> backing, bool host_memory);
   Status Reserve();
   Status PlanPolicies(const GivenPlans* given);
   Status AllocatePersistent();
@@ -162,6 +164,8 @@ class MemoryRuntime : public TensorStore {
   // The step's transient tensors alone exceed the memory the persistent ones
   // leave: no point in trying it whole.
   bool MustStream(const Step& step) const;
+  // Whether the plan's streaming of `step` can run (an error naming it).
+  Status CheckPlannedStream(const Step& step) const;
   Status PrepareStreamed(const Step& step, StepRunner& runner, std::string* choice);
   Status StageRead(TensorId id, bool accumulated, StepRunner& runner);
   Status StageWrite(TensorId id);

@@ -61,6 +61,24 @@ bool MemoryRuntime::CanStream(const Step& step) const {
   return false;
 }
 
+Status MemoryRuntime::CheckPlannedStream(const Step& step) const {
+  const StreamedStep& planned = *plan().StreamedAt(step.index);
+  const std::string where = "plan: step " + std::to_string(step.index + 1) + " (" +
+                            view_.layer(step.layer).name + ") streamed in slices of " +
+                            std::to_string(planned.images) + " images: ";
+  if (planned.buffers != 1 && planned.buffers != 2) {
+    return InvalidArgument(where + std::to_string(planned.buffers) +
+                           " buffers per staging block (expected 1 or 2)");
+  }
+  if (!options_.liveness || !step.active || host_pool_.capacity() == 0 ||
+      !view_.layer(step.layer).slices) {
+    return InvalidArgument(where +
+                           "the step cannot stream (it needs liveness, host memory, a computing "
+                           "step and a layer that computes in slices of the batch)");
+  }
+  return Status::Ok();
+}
+
 bool MemoryRuntime::MustStream(const Step& step) const {
   if (!CanStream(step)) return false;
   std::vector<TensorId> tensors;
@@ -217,10 +235,12 @@ int64_t MemoryRuntime::AutoStreamImages(size_t image_bytes) const {
 // fit twice shrinks, and at its smallest streams single-buffered.
 Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std::string* choice) {
   const size_t image_bytes = staging_.image_bytes();
-  const bool fixed = options_.batch_chunk > 0;
-  int buffers = options_.stream_buffers;
-  int64_t images =
-      fixed ? std::min(options_.batch_chunk, view_.batch) : AutoStreamImages(buffers * image_bytes);
+  const StreamedStep* planned = recompute ? nullptr : plan().StreamedAt(step_);
+  const bool fixed = planned != nullptr || options_.batch_chunk > 0;
+  int buffers = planned != nullptr ? planned->buffers : options_.stream_buffers;
+  int64_t images = planned != nullptr ? std::min(planned->images, view_.batch)
+                   : fixed            ? std::min(options_.batch_chunk, view_.batch)
+                                      : AutoStreamImages(buffers * image_bytes);
   const int sweeps = Sweeps(layer, recompute ? Pass::kForward : pass);
   for (;;) {
     const int depth = images < view_.batch || sweeps > 1 ? buffers : 1;
@@ -228,7 +248,8 @@ Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std:
     {
       // A slice that may still shrink, or fall back to one buffer, does not
       // overdraw.
-      Overdraft::Scope hold(&overdraft_, (!fixed && images > 1) || depth > 1);
+      Overdraft::Scope hold(&overdraft_,
+                            planned == nullptr && ((!fixed && images > 1) || depth > 1));
       status = TryStaging(images, depth);
       if (status.ok()) {
         status = recompute ? ReuseForwardWorkspace(layer, images)
@@ -243,6 +264,7 @@ Status MemoryRuntime::AllocateStaging(int layer, Pass pass, bool recompute, std:
     }
     if (status.code() != StatusCode::kOutOfMemory) return status;
     if (MakeRoom(static_cast<size_t>(depth * images) * image_bytes)) continue;
+    if (planned != nullptr) return status;  // as the plan says, or not at all
     if (!fixed && images > 1) {
       images = std::max<int64_t>(1, images * 3 / 4);
     } else if (depth > 1) {
