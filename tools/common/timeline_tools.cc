@@ -256,9 +256,11 @@ std::string DescribePrediction(const Prediction& p, int64_t batch, const Predict
     text += line;
   }
   std::snprintf(line, sizeof(line),
-                "); compute %.1f ms, copies %.1f ms (%.0f%% hidden under compute), compute waits "
-                "%.1f ms, host waits %.1f ms; step costs: %s",
-                s.compute_seconds * 1e3, s.copy_seconds * 1e3, 100 * s.overlap(),
+                "); compute %.1f ms, copies %.1f ms (%.1f to the device, %.1f to the host, %.1f "
+                "both at once; %.0f%% hidden under compute), compute waits %.1f ms, host waits "
+                "%.1f ms; step costs: %s",
+                s.compute_seconds * 1e3, s.copy_seconds * 1e3, s.to_device_seconds * 1e3,
+                s.to_host_seconds * 1e3, s.duplex_seconds * 1e3, 100 * s.overlap(),
                 s.compute_wait_seconds * 1e3, s.host_wait_seconds * 1e3, p.costs.Source().c_str());
   text += line;
   if (s.map_seconds > 0) {
