@@ -86,11 +86,6 @@ class DeviceBacking : public Backing {
   void ComputeWaits(const std::shared_ptr<Event>& event) override {
     if (event) device_.compute_queue().Wait(event);
   }
-  void ComputeWaitsForCopies() override {
-    Queue& compute = device_.compute_queue();
-    compute.Wait(device_.host_to_device_queue().Record());
-    compute.Wait(device_.device_to_host_queue().Record());
-  }
   void SynchronizeCopies() override { device_.SynchronizeCopies(); }
 
   Status HoldsData() const override { return Status::Ok(); }
@@ -168,7 +163,6 @@ class PlanningBacking : public Backing {
   std::shared_ptr<Event> CopySliceOut(size_t, const void*, size_t) override { return nullptr; }
   void MoveDown(size_t, size_t, size_t) override {}
   void ComputeWaits(const std::shared_ptr<Event>&) override {}
-  void ComputeWaitsForCopies() override {}
   void SynchronizeCopies() override {}
   Status HoldsData() const override { return Internal("no tensor holds data while planning"); }
   void CopySync(void*, const void*, size_t, CopyKind) override {}

@@ -81,9 +81,6 @@ class Backing {
   virtual void MoveDown(size_t target, size_t offset, size_t bytes) = 0;
   // Later compute waits for `event` (a copy in flight; may be null).
   virtual void ComputeWaits(const std::shared_ptr<Event>& event) = 0;
-  // Later compute waits for every copy queued so far, on both queues (no
-  // host wait: compaction moves blocks a copy may still read or fill).
-  virtual void ComputeWaitsForCopies() = 0;
   // Blocks until every copy and host task queued on either copy queue is
   // done.
   virtual void SynchronizeCopies() = 0;

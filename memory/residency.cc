@@ -107,10 +107,12 @@ void ResidencyManager::SetOwner(AllocationId allocation, TensorId id) {
 }
 
 size_t ResidencyManager::Compact() {
-  // The moves run on the compute queue behind every copy in flight (which
-  // may read or fill a block about to move); copies queued later wait for
-  // the compute queued before them, moves included.
-  backing_->ComputeWaitsForCopies();
+  // The moves run on the compute queue, each behind the copy in flight on
+  // the block it moves, if any (an offload still reading it, a prefetch
+  // still filling it); copies queued later wait for the compute queued
+  // before them, moves included. No other copy touches a block: one that
+  // was freed had its copy waited for, or the compute queue waits for it
+  // already (a cancelled offload).
   size_t moved = 0;
   for (const auto& [offset, allocation] : allocator_->AllocationsByOffset()) {
     const TensorId id =
@@ -119,6 +121,7 @@ size_t ResidencyManager::Compact() {
     Slot& slot = slots_[id];
     const size_t target = allocator_->MoveDown(allocation);
     if (target == offset) continue;
+    backing_->ComputeWaits(slot.event);
     backing_->MoveDown(target, offset, schedule_.tensors[id].bytes);
     slot.device.offset = target;
     moved += schedule_.tensors[id].bytes;

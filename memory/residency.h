@@ -119,8 +119,8 @@ class ResidencyManager {
   void CountStreamIn(TensorId id, size_t bytes);
   void CountStreamOut(TensorId id, size_t bytes);
   // Slides every device block down into the holes below it, moving the
-  // bytes, so that the free device memory becomes one segment. The moves
-  // wait for the copies in flight on the device's queues, not on the host. Returns the bytes moved.
+  // bytes, so that the free device memory becomes one segment. Each move
+  // waits, on the compute queue, for the copy in flight on its block. Returns the bytes moved.
   // Only where the allocator can compact.
   size_t Compact();
 

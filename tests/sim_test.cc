@@ -210,24 +210,31 @@ TEST_F(HandMadeLogTest, ComputeWaitsForPrefetch) {
 // Freeing a tensor whose copy is in flight waits for it (a release), unless
 // the free is a drop's: dropped tensors are rebuilt, not copied back.
 // Compaction moves blocks a copy in flight may still read or fill: the
-// compute queue waits for both copy queues before it moves (a 2 s offload
-// and, beside it on the other queue, a 1 s prefetch), but a GPU host does
-// not block there.
-TEST_F(HandMadeLogTest, CompactionWaitsOnTheComputeQueueNotTheHost) {
+// compute queue waits for the copies on the blocks it moves - here a 1 s
+// offload of the tensor that moves, not the 2 s prefetch beside it on the
+// other queue - and a GPU host does not block there.
+TEST_F(HandMadeLogTest, CompactionWaitsOnTheComputeQueueForWhatItMoves) {
   using T = MemoryEventType;
   MemoryEvent compact = Event(T::kCompact, 1);
   compact.bytes = 500000000;  // 1 s at the move rate (half the memory bandwidth)
-  const std::vector<MemoryEvent> events = {
-      Event(T::kCompute, 0), Event(T::kBeginOffload, 0, t_, 2000000000),
-      Event(T::kBeginPrefetch, 0, t_ + 1, 1000000000), compact, Event(T::kCompute, 1)};
+  const std::vector<MemoryEvent> events = {Event(T::kCompute, 0),
+                                           Event(T::kBeginOffload, 0, t_, 1000000000),
+                                           Event(T::kBeginPrefetch, 0, t_ + 1, 2000000000),
+                                           Event(T::kMove, 1, t_, 1024),
+                                           compact,
+                                           Event(T::kCompute, 1)};
   for (bool inline_compute : {false, true}) {
     const TimelineSummary s = Run(events, inline_compute);
-    EXPECT_NEAR(s.compute_wait_seconds, 2.0, kTolerance) << inline_compute;  // 1 s to 3 s
-    EXPECT_NEAR(s.duplex_seconds, 1.0, kTolerance);  // the prefetch beside the offload
-    EXPECT_NEAR(s.iteration_seconds, 1 + 2 + 1 + 1, kTolerance);
+    EXPECT_NEAR(s.compute_wait_seconds, 1.0, kTolerance) << inline_compute;  // 1 s to 2 s
+    EXPECT_NEAR(s.duplex_seconds, 1.0, kTolerance);  // the offload beside the prefetch
+    EXPECT_NEAR(s.iteration_seconds, 1 + 1 + 1 + 1, kTolerance);
     // The CPU computes on the host thread; a GPU host goes on enqueueing.
     EXPECT_NEAR(s.host_wait_seconds, 0, kTolerance);
   }
+  // Nothing moved that a copy touches: no wait at all.
+  std::vector<MemoryEvent> unmoved = events;
+  unmoved.erase(unmoved.begin() + 3);
+  EXPECT_NEAR(Run(unmoved, false).compute_wait_seconds, 0, kTolerance);
 }
 
 TEST_F(HandMadeLogTest, ReleaseWaitsForCopyInFlightDropDoesNot) {

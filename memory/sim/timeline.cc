@@ -138,6 +138,7 @@ class Simulator {
   CopyClocks copies_;
   std::vector<double> pending_;  // by tensor: the end of its copy in flight
   std::vector<bool> dropping_;   // its next free is a drop's (no wait)
+  double moves_wait_ = kNoCopy;  // the last copy in flight on a block moved since the last kCompact
   // The copies of the streamed step whose compute comes next (kStreamIn and
   // kStreamOut precede it): bytes and tensors each way, and whether a
   // tensor goes both ways (read and written slice by slice: its slice in
@@ -200,7 +201,8 @@ void Simulator::Apply(const MemoryEvent& e) {
       dropping_[e.tensor] = false;
       return;
     case MemoryEventType::kCompact: {
-      ComputeWaits(copies_.latest(), "every copy", e.step);
+      if (moves_wait_ != kNoCopy) ComputeWaits(moves_wait_, "the copies of moved tensors", e.step);
+      moves_wait_ = kNoCopy;
       const double bandwidth = profile_.move_bandwidth();
       Compute(bandwidth > 0 ? e.bytes / bandwidth : 0, "compaction", "compact", e.step);
       timeline_.slices.back().bytes = e.bytes;
@@ -222,8 +224,10 @@ void Simulator::Apply(const MemoryEvent& e) {
         stream_.both_ways = true;
       }
       return;
+    case MemoryEventType::kMove:  // charged with its compaction (kCompact), after its copy
+      if (e.tensor != kNoTensor) moves_wait_ = std::max(moves_wait_, pending_[e.tensor]);
+      return;
     case MemoryEventType::kResident:  // placed before the iteration: no work
-    case MemoryEventType::kMove:      // charged with its compaction (kCompact)
       return;
     case MemoryEventType::kUpdate:
       // A parameter's solver step: on the device it is part of the

@@ -14,8 +14,9 @@
 //   finish prefetch, cancel   the compute queue waits for the copy
 //   free of a tensor with a   the host waits for it (Release); a drop does not
 //   copy in flight
-//   compaction                the compute queue waits for every copy, then
-//                             moves the bytes (read + write)
+//   compaction                the compute queue waits for the copies in
+//                             flight on the blocks it moves, then moves the
+//                             bytes (read + write)
 //   loss layers               the host reads the scores back (waits for compute)
 //   chunks unmapped (va)      the host waits for both queues to drain, then
 //                             maps and unmaps at the profile's cost per chunk
