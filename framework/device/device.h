@@ -138,10 +138,6 @@ class Device {
   // queue is ordered only against the other's through events.
   virtual Queue& host_to_device_queue() = 0;
   virtual Queue& device_to_host_queue() = 0;
-  // The copy queue for `kind` (host to device or device to host).
-  Queue& copy_queue(CopyKind kind) {
-    return kind == CopyKind::kHostToDevice ? host_to_device_queue() : device_to_host_queue();
-  }
   // Blocks until both copy queues have finished their work.
   void SynchronizeCopies() {
     host_to_device_queue().Synchronize();

@@ -161,6 +161,10 @@ class MemoryRuntime : public TensorStore {
   // slices through staging blocks.
   bool BatchMajor(TensorId id) const;
   bool CanStream(const Step& step) const;
+  // Whether `step` could stream at all, whoever decides it (memory.chunk
+  // aside): liveness, host memory, a computing step of a layer that
+  // computes in slices, a tensor over the batch.
+  bool Streamable(const Step& step) const;
   // The step's transient tensors alone exceed the memory the persistent ones
   // leave: no point in trying it whole.
   bool MustStream(const Step& step) const;

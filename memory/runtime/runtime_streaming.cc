@@ -48,8 +48,12 @@ bool MemoryRuntime::BatchMajor(TensorId id) const {
 }
 
 bool MemoryRuntime::CanStream(const Step& step) const {
-  if (options_.batch_chunk == kBatchChunkOff || !options_.liveness || !step.active ||
-      host_pool_.capacity() == 0 || !view_.layer(step.layer).slices) {
+  return options_.batch_chunk != kBatchChunkOff && Streamable(step);
+}
+
+bool MemoryRuntime::Streamable(const Step& step) const {
+  if (!options_.liveness || !step.active || host_pool_.capacity() == 0 ||
+      !view_.layer(step.layer).slices) {
     return false;
   }
   for (TensorId id : step.reads) {
@@ -70,11 +74,11 @@ Status MemoryRuntime::CheckPlannedStream(const Step& step) const {
     return InvalidArgument(where + std::to_string(planned.buffers) +
                            " buffers per staging block (expected 1 or 2)");
   }
-  if (!options_.liveness || !step.active || host_pool_.capacity() == 0 ||
-      !view_.layer(step.layer).slices) {
+  if (!Streamable(step)) {
     return InvalidArgument(where +
                            "the step cannot stream (it needs liveness, host memory, a computing "
-                           "step and a layer that computes in slices of the batch)");
+                           "step with a tensor over the batch and a layer that computes in "
+                           "slices of it)");
   }
   return Status::Ok();
 }

@@ -34,11 +34,13 @@ void AddCopies(const std::vector<CopySpan>& spans, const std::vector<MemoryEvent
   }
   size_t spans_each_way[2] = {0, 0};
   for (const CopySpan& span : spans) spans_each_way[span.kind == CopyKind::kDeviceToHost]++;
+  // Named where each direction's spans and transfers pair up one to one.
+  const bool named[2] = {copies[0].size() == spans_each_way[0],
+                         copies[1].size() == spans_each_way[1]};
   size_t next[2] = {0, 0};
   for (const CopySpan& span : spans) {
     const bool to_host = span.kind == CopyKind::kDeviceToHost;
-    const bool named = copies[to_host].size() == spans_each_way[to_host];
-    const MemoryEvent* e = named ? copies[to_host][next[to_host]++] : nullptr;
+    const MemoryEvent* e = named[to_host] ? copies[to_host][next[to_host]++] : nullptr;
     TimelineSlice s;
     s.lane = to_host ? Lane::kToHost : Lane::kToDevice;
     s.category = to_host ? "offload" : "prefetch";
