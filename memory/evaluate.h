@@ -33,9 +33,9 @@
 // or above:SIZE) are on the device over the steps the parameter transfers
 // bring them in for (phase_plans.cc) - exact with every activation kept, an
 // approximation where activations move as well (within 8 % at the peak on
-// the test networks) - and their copies are not timed; each step's algorithms are those its
-// workspace policy picks with no memory pressure (so under a tight `dynamic` budget a run may pick
-// smaller workspaces: less memory, other times).
+// the test networks) - and their copies are not timed; each step's
+// algorithms are those its workspace policy picks with no memory pressure,
+// and the plans name them, so that the run computes with exactly those.
 #ifndef SPILL_MEMORY_EVALUATE_H_
 #define SPILL_MEMORY_EVALUATE_H_
 
@@ -73,6 +73,19 @@ struct EvalModel {
   std::vector<size_t> visiting;
   std::vector<size_t> bytes;      // per tensor, in pool blocks
   std::vector<size_t> workspace;  // per step, in pool blocks (0: none)
+  // Per step: the algorithm of each operation, an index into its candidates
+  // (empty: no choice to make), as the plans give them to the runtime.
+  std::vector<std::vector<int>> algorithms;
+  // Per step: the algorithms of least workspace (memory_optimal; under a
+  // pinned policy the pinned ones) - what a planner may give a step instead,
+  // trading time for memory - with their workspace and time. A forward
+  // step's time is also its layer's recomputation time.
+  struct Alternative {
+    size_t workspace = 0;
+    double seconds = 0;
+    std::vector<int> algorithms;
+  };
+  std::vector<Alternative> lean;
   IterationCosts costs;
   DeviceProfile profile;
   Liveness liveness;                           // training iteration

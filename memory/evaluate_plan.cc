@@ -13,7 +13,7 @@ namespace {
 // The workspace and algorithm names of an active step as the runtime's
 // ChooseWorkspace gives them with no memory pressure.
 size_t StepWorkspace(const NetworkView& view, const Step& step, const WorkspacePolicy& policy,
-                     std::string* choice) {
+                     std::string* choice, std::vector<int>* indices) {
   const int ops = view.algorithms ? view.algorithms->NumOps(step.layer, step.pass) : 0;
   if (ops == 0) return step.workspace_bytes;
   size_t bytes = 0;
@@ -21,6 +21,7 @@ size_t StepWorkspace(const NetworkView& view, const Step& step, const WorkspaceP
     const std::vector<AlgorithmCandidate> candidates =
         view.algorithms->Candidates(step.layer, step.pass, op, view.batch);
     const AlgorithmSelection s = SelectAlgorithm(candidates, kUnlimitedBudget, policy);
+    indices->push_back(s.index);
     if (s.index < 0) continue;
     bytes = std::max(bytes, candidates[s.index].workspace);
     *choice += (choice->empty() ? "" : " ") + candidates[s.index].name;
@@ -29,6 +30,30 @@ size_t StepWorkspace(const NetworkView& view, const Step& step, const WorkspaceP
 }
 
 size_t Blocks(size_t bytes) { return bytes == 0 ? 0 : RoundToBlocks(bytes); }
+
+// Every step's algorithms of least workspace, as EvalModel::lean.
+void SetLeanAlternatives(const NetworkView& view, const MemoryOptions& options,
+                         const DeviceProfile& profile, EvalModel* m) {
+  const Schedule& schedule = *m->schedule;
+  WorkspacePolicy lean;
+  lean.kind = WorkspacePolicy::Kind::kMemoryOptimal;
+  if (options.workspace.kind == WorkspacePolicy::Kind::kPin) lean = options.workspace;
+  MemoryLog log;
+  m->lean.assign(m->num_steps(), {});
+  for (int s = 0; s < m->num_steps(); ++s) {
+    StepRecord record;
+    record.step = s;
+    record.pass = schedule.steps[s].pass;
+    record.layer = schedule.steps[s].layer;
+    if (schedule.steps[s].active) {
+      m->lean[s].workspace = Blocks(
+          StepWorkspace(view, schedule.steps[s], lean, &record.algorithm, &m->lean[s].algorithms));
+    }
+    log.steps.push_back(record);
+  }
+  const IterationCosts costs = ModelCosts(view, log, profile, nullptr);
+  for (int s = 0; s < m->num_steps(); ++s) m->lean[s].seconds = costs.step_seconds[s];
+}
 
 void ClassifyTensors(const NetworkView& view, EvalModel* m) {
   const Schedule& schedule = *m->schedule;
@@ -131,18 +156,20 @@ StatusOr<EvalModel> BuildEvalModel(const NetworkView& view, const MemoryOptions&
   CountPersistent(schedule, options, &m);
   MemoryLog log;  // the algorithms of each step, for the cost model
   m.workspace.assign(m.num_steps(), 0);
+  m.algorithms.assign(m.num_steps(), {});
   for (int s = 0; s < m.num_steps(); ++s) {
     StepRecord record;
     record.step = s;
     record.pass = schedule.steps[s].pass;
     record.layer = schedule.steps[s].layer;
     if (schedule.steps[s].active) {
-      m.workspace[s] =
-          Blocks(StepWorkspace(view, schedule.steps[s], options.workspace, &record.algorithm));
+      m.workspace[s] = Blocks(StepWorkspace(view, schedule.steps[s], options.workspace,
+                                            &record.algorithm, &m.algorithms[s]));
     }
     log.steps.push_back(record);
   }
   m.costs = ModelCosts(view, log, profile, nullptr);
+  SetLeanAlternatives(view, options, profile, &m);
   m.liveness = AnalyzeLiveness(schedule, Phase::kTrain);
   ClassifyTensors(view, &m);
   for (TensorId t = 0; t < static_cast<TensorId>(schedule.tensors.size()); ++t) {
@@ -318,6 +345,8 @@ PhasePlans ToPhasePlans(const EvalModel& model, const Decisions& d) {
   for (TensorId t = 0; t < static_cast<TensorId>(compact.keep_until.size()); ++t) {
     if (compact.keep_until[t] >= 0) train.liveness.dies_after[compact.keep_until[t]].push_back(t);
   }
+  // The algorithms the times and workspaces were modelled with.
+  train.algorithms = model.algorithms;
   // The runtime's own recomputation policy stays off: every drop and rebuild
   // is in the lists.
   train.recompute.droppable.assign(schedule.tensors.size(), false);

@@ -49,6 +49,10 @@ const std::vector<MemoryMode>& MemoryModes() {
       {"greedy",
        "the plan searched for under memory.planner.limit: the cheapest move per byte at the peak",
        true, true, false, false, "greedy", nullptr, true, /*searches=*/true},
+      {"search",
+       "the plan searched for under memory.planner.limit: greedy's, improved by descent and "
+       "annealing to the least simulated time (searches for seconds)",
+       true, true, false, false, "search", nullptr, true, /*searches=*/true, /*costly=*/true},
       {"dqn",
        "the plan a deep Q-network learns under memory.planner.limit (trains for minutes, then "
        "cached)",

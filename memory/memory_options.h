@@ -143,7 +143,8 @@ struct MemoryMode {
   bool compact;
   // It searches for its plan under memory.planner.limit (memory/planners/).
   bool searches = false;
-  // It trains or solves for minutes: tools that compare every mode (plan)
+  // It trains, solves or searches for seconds to minutes: tools that compare
+  // every mode (plan)
   // plan it only when it is named, and what plans it at many budgets (tests,
   // searches for a minimum) gives it its quick settings or leaves it out.
   bool costly = false;

@@ -108,6 +108,11 @@ Status CompletePlan(const Schedule& schedule, const MemoryOptions& options, Phas
                            std::to_string(plan->streamed.size()) + " steps; the schedule has " +
                            std::to_string(steps) + " (one entry per step, or none)");
   }
+  if (!plan->algorithms.empty() && static_cast<int>(plan->algorithms.size()) != steps) {
+    return InvalidArgument("plan: the " + std::string(name) + " plan gives algorithms for " +
+                           std::to_string(plan->algorithms.size()) + " steps; the schedule has " +
+                           std::to_string(steps) + " (one entry per step, or none)");
+  }
   for (int s = 0; s < static_cast<int>(plan->streamed.size()); ++s) {
     if (plan->streamed[s].images < 0) {
       return InvalidArgument("plan: step " + std::to_string(s + 1) + " of the " + name +

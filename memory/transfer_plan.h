@@ -105,12 +105,24 @@ struct TransferPlan {
   // shrinking the slice nor dropping a buffer; a step it cannot stream that
   // way is an error.
   std::vector<StreamedStep> streamed;
+  // Per step, or empty: the algorithm of each of the step's operations, as
+  // an index into its candidates (the backend's list, AlgorithmRegistry),
+  // and so its workspace. The runtime runs them as given (a recomputation
+  // reruns its forward's); a step with none listed gets what its workspace
+  // policy picks under the free memory (memory.workspace).
+  std::vector<std::vector<int>> algorithms;
 
   int num_steps() const { return static_cast<int>(before.size()); }
   // The plan's streaming of `step`, or null where it leaves it to the runtime.
   const StreamedStep* StreamedAt(int step) const {
     if (step < 0 || step >= static_cast<int>(streamed.size())) return nullptr;
     return streamed[step].images > 0 ? &streamed[step] : nullptr;
+  }
+  // The algorithms the plan gives `step`, or null where it leaves them to the
+  // workspace policy.
+  const std::vector<int>* AlgorithmsAt(int step) const {
+    if (step < 0 || step >= static_cast<int>(algorithms.size())) return nullptr;
+    return algorithms[step].empty() ? nullptr : &algorithms[step];
   }
   void Resize(int steps);
   // Counts of each action (for reports and tests).

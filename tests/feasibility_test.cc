@@ -32,8 +32,10 @@ bool Costly(const std::string& mode) { return FindMemoryMode(mode)->costly; }
 
 // Settings that make a costly planner quick on the test networks, each set
 // where the mode reads it.
-const std::pair<const char*, const char*> kQuickSettings[] = {
-    {"planner.episodes", "12"}, {"planner.embedding", "8"}, {"planner.milp_seconds", "1"}};
+const std::pair<const char*, const char*> kQuickSettings[] = {{"planner.episodes", "12"},
+                                                              {"planner.embedding", "8"},
+                                                              {"planner.milp_seconds", "1"},
+                                                              {"planner.evaluations", "200"}};
 
 struct Case {
   std::string network;  // a test network's name, or "resnet50"

@@ -106,13 +106,14 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   // budget the searches below try).
   SPILL_CHECK(run.memory.settings.Set("planner.episodes", "12").ok());
   SPILL_CHECK(run.memory.settings.Set("planner.embedding", "8").ok());
+  SPILL_CHECK(run.memory.settings.Set("planner.evaluations", "300").ok());
   return run;
 }
 
 const char* const kModes[] = {
     "baseline",     "liveness", "offload", "recompute", "offload_recompute",
     "superneurons", "window",   "lms",     "dymem",     "vdnn",
-    "memonger",     "greedy",   "dqn"};
+    "memonger",     "greedy",   "search",  "dqn"};
 
 // Modes whose plan is searched for under the device budget (memory/planners/).
 bool Searches(const std::string& mode) { return FindMemoryMode(mode)->searches; }
@@ -276,7 +277,7 @@ TEST_P(ModeTest, TechniquesActUnderTightBudgetsAndNotWithRoom) {
   EXPECT_LT(run("window", true).log.peak, liveness->log.peak);
   // The planners that search move or drop tensors at their smallest budgets
   // and peak below liveness; memonger drops tensors at any budget.
-  for (const char* mode : {"greedy", "dqn"}) {
+  for (const char* mode : {"greedy", "search", "dqn"}) {
     const testing::TrainTrace planned = run(mode, true);
     EXPECT_GT(planned.to_host + static_cast<size_t>(planned.recomputations), 0u) << mode;
     EXPECT_LT(planned.log.peak, liveness->log.peak) << mode;

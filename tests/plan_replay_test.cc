@@ -156,7 +156,7 @@ DropCandidate FindConvolutionOutput(const NetworkView& view) {
 
 // By hand: liveness releases, and one convolution output dropped after its
 // last forward reader and rebuilt by recomputation the step before backward
-// reads it.
+// reads it (none with no candidate: liveness releases alone).
 PhasePlans DropAndRebuild(const Schedule& schedule, const DropCandidate& c) {
   PhasePlans plans;
   plans.train.liveness = AnalyzeLiveness(schedule, Phase::kTrain);
@@ -167,7 +167,9 @@ PhasePlans DropAndRebuild(const Schedule& schedule, const DropCandidate& c) {
       plans.train.after[s].push_back({TransferOp::kRelease, id});
     }
   }
-  plans.train.before[c.first_backward - 1].push_back({TransferOp::kRebuild, c.tensor});
+  if (c.tensor != kNoTensor) {
+    plans.train.before[c.first_backward - 1].push_back({TransferOp::kRebuild, c.tensor});
+  }
   plans.eval.liveness = AnalyzeLiveness(schedule, Phase::kEval);
   plans.eval.Resize(plans.eval.liveness.num_steps);
   for (int s = 0; s < plans.eval.num_steps(); ++s) {
@@ -274,6 +276,56 @@ TEST(PlanReplayTest, HandBuiltStreamedStepsRunWithTheGivenSliceAndBuffers) {
   auto refused = Plan(view, no_host, *run.plans);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("step " + std::to_string(forward + 1) + " ("));
+}
+
+// A plan names a step's algorithms: the run computes with exactly those,
+// whatever the workspace policy would pick (here it pins another), and the
+// plan of the same plan is the run, event by event. An algorithm the step
+// does not have is an error naming the step.
+TEST(PlanReplayTest, HandBuiltAlgorithmsRunAsGiven) {
+  auto net = testing::BuildTrainingNet(testing::MustParse(testing::kResNet), kBatch);
+  ASSERT_TRUE(net.ok());
+  const NetworkView view = (*net)->view();
+  const Schedule& schedule = *view.schedule;
+  testing::SyntheticRun run = SmallRun("liveness");
+  PhasePlans plans = DropAndRebuild(schedule, DropCandidate{});
+  plans.train.algorithms.assign(plans.train.num_steps(), {});
+  int given = -1;
+  std::string name;
+  for (int layer : schedule.route) {
+    const int step = schedule.backward_step[layer];
+    if (view.layer(layer).type != "convolution" || given >= 0) continue;
+    const int ops = view.algorithms->NumOps(layer, Pass::kBackward);
+    ASSERT_GT(ops, 0);
+    for (int op = 0; op < ops; ++op) {
+      const auto candidates = view.algorithms->Candidates(layer, Pass::kBackward, op, kBatch);
+      ASSERT_GE(candidates.size(), 2u) << view.layer(layer).name;
+      const int last = static_cast<int>(candidates.size()) - 1;
+      ASSERT_NE(candidates[last].name, "im2col_image");
+      plans.train.algorithms[step].push_back(last);
+      name += (name.empty() ? "" : " ") + candidates[last].name;
+    }
+    given = step;
+  }
+  ASSERT_GE(given, 0);
+  run.plans = plans;
+  auto trace = testing::TrainSynthetic(testing::MustParse(testing::kResNet), run);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  EXPECT_EQ(trace->log.steps[given].algorithm, name);
+  auto plan = Plan(view, run.memory, plans);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->fits);
+  EXPECT_EQ(plan->log.steps[given].algorithm, name);
+  ExpectSameEvents(plan->events, trace->events);
+
+  plans.train.algorithms[given].assign(plans.train.algorithms[given].size(), 99);
+  auto refused = Plan(view, run.memory, plans);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr(" backward operation 0 has "));
+  plans.train.algorithms.resize(3);
+  refused = Plan(view, run.memory, plans);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("gives algorithms for 3 steps"));
 }
 
 TEST(PlanReplayTest, MalformedPlansAreErrorsNamingTheStepAndAction) {

@@ -71,9 +71,13 @@ std::vector<std::vector<TensorId>> Dependents(const EvalModel& m) {
 }  // namespace
 
 StatusOr<Decisions> PlanGreedy(PlanRules& rules) {
+  return PlanGreedyFrom(rules,
+                        Choices(rules.model().schedule->tensors.size(), TensorChoice::kKeep));
+}
+
+StatusOr<Decisions> PlanGreedyFrom(PlanRules& rules, Choices choices, const char* planner) {
   const EvalModel& m = rules.model();
   const std::vector<std::vector<TensorId>> dependents = Dependents(m);
-  Choices choices(m.schedule->tensors.size(), TensorChoice::kKeep);
   Decisions decisions;
   for (;;) {
     const Evaluation now = rules.Evaluate(choices, &decisions);
@@ -96,7 +100,7 @@ StatusOr<Decisions> PlanGreedy(PlanRules& rules) {
       }
     }
     if (best.empty()) {
-      return NoPlanWithin("greedy", m, rules.limit(), now.peak,
+      return NoPlanWithin(planner, m, rules.limit(), now.peak,
                           "nothing kept at its peak step " + std::to_string(peak + 1) +
                               " can leave the device there");
     }

@@ -49,8 +49,8 @@ PlannerKeys MakeKeys() {
   const PlannerSettings defaults;
   PlannerKeys k;
   k.limit = Spec("planner.limit", SettingKind::kBytes, "0",
-                 "greedy, dqn, milp: the most device memory the plan may use (0: the device "
-                 "budget)",
+                 "greedy, search, dqn, milp: the most device memory the plan may use (0: the "
+                 "device budget)",
                  0, static_cast<int64_t>(kUnlimitedBudget));
   k.episodes = Spec("planner.episodes", SettingKind::kInt, std::to_string(defaults.episodes),
                     "dqn: training episodes", 1, kMaxPlannerEpisodes);
@@ -64,7 +64,7 @@ PlannerKeys MakeKeys() {
   k.lr = Spec("planner.lr", SettingKind::kReal, "0.001", "dqn: Adam's learning rate");
   k.lr.check = NumberIn("planner.lr", 0, true, kMaxPlannerLearningRate, "in (0, 1]");
   k.profile = Spec("planner.profile", SettingKind::kText, defaults.profile,
-                   "greedy, dqn, milp: the device profile plans are timed on");
+                   "greedy, search, dqn, milp: the device profile plans are timed on");
   k.profile.type_name = "NAME";
   k.profile.check = [](const std::string& text) {
     if (text == "cpu") {
@@ -90,6 +90,9 @@ PlannerKeys MakeKeys() {
       Spec("planner.milp_seconds", SettingKind::kReal, "600", "milp: CBC's time limit in seconds");
   k.milp_seconds.check =
       NumberIn("planner.milp_seconds", 0, true, kMaxMilpSeconds, "positive, at most a week");
+  k.evaluations =
+      Spec("planner.evaluations", SettingKind::kInt, std::to_string(defaults.evaluations),
+           "search: plans the local search evaluates after its seeds", 0, kMaxSearchEvaluations);
   return k;
 }
 
@@ -115,6 +118,7 @@ PlannerSettings ReadPlannerSettings(const PolicySettings& s) {
   p.cache = s.Text(k.cache);
   p.segment = static_cast<int>(s.Int(k.segment));
   p.milp_seconds = s.Real(k.milp_seconds);
+  p.evaluations = static_cast<int>(s.Int(k.evaluations));
   return p;
 }
 

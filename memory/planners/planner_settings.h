@@ -1,20 +1,20 @@
 // The settings of the planners that search over plans (memory/planners/):
 // `memory.planner: {limit, episodes, seed, embedding, gamma, lr, profile,
-// demonstrations, model, cache, segment, milp_seconds}` in YAML, --planner-* flags in the
-// tools. Their keys are declared once here (PlannerSettingKeys) and each
-// planner lists those it reads at its registration, so the YAML reader,
-// the flags, the checks and --help come from the settings schema
-// (memory/settings.h); PlannerSettings is the typed view a planner reads.
+// demonstrations, model, cache, segment, milp_seconds, evaluations}` in YAML, --planner-* flags in
+// the tools. Their keys are declared once here (PlannerSettingKeys) and each planner lists those it
+// reads at its registration, so the YAML reader, the flags, the checks and --help come from the
+// settings schema (memory/settings.h); PlannerSettings is the typed view a planner reads.
 //
 //   limit       the most device bytes the plan may use (parameters and
 //               workspaces included, the `ideal` allocator's accounting);
-//               0: the device budget                       (greedy, dqn, milp)
+//               0: the device budget               (greedy, search, dqn, milp)
 //   episodes    dqn: training episodes (ε-greedy, P(random) = 1 - e/l)
 //   seed        dqn: the seed of exploration, replay sampling and weights
 //   embedding   dqn: p, the width of the structure2vec node embeddings
 //   gamma       dqn: the decay of future rewards (1: the return is -overhead)
 //   lr          dqn: Adam's learning rate
-//   profile     the device profile times are simulated on (greedy, dqn, milp)
+//   profile     the device profile times are simulated on (greedy, search,
+//               dqn, milp)
 //   demonstrations  dqn: `greedy` learns from the greedy planner's plan first
 //               (its transitions stay in the replay buffer, and exploration
 //               follows the best plan so far half of the time: deep
@@ -27,6 +27,7 @@
 //               network, the limit and these settings ("": in memory only)
 //   segment     memonger: layers per segment on the route (0: ceil(sqrt(N)))
 //   milp_seconds  milp: CBC's time limit
+//   evaluations search: plans the local search evaluates after its seeds
 #ifndef SPILL_MEMORY_PLANNERS_PLANNER_SETTINGS_H_
 #define SPILL_MEMORY_PLANNERS_PLANNER_SETTINGS_H_
 
@@ -43,6 +44,7 @@ constexpr int kMinEmbedding = 2, kMaxEmbedding = 512;
 constexpr int kMaxSegment = 1 << 20;
 constexpr double kMaxPlannerLearningRate = 1.0;
 constexpr double kMaxMilpSeconds = 7 * 24 * 3600.0;  // a week
+constexpr int kMaxSearchEvaluations = 100000000;
 
 struct PlannerSettings {
   size_t limit = 0;
@@ -57,6 +59,7 @@ struct PlannerSettings {
   std::string cache;
   int segment = 0;
   double milp_seconds = 600;
+  int evaluations = 20000;
 
   // The limit a plan is made for under `device_budget`.
   size_t LimitUnder(size_t device_budget) const { return limit > 0 ? limit : device_budget; }
@@ -69,7 +72,7 @@ struct PlannerSettings {
 // --planner-milp-seconds), with their defaults and ranges.
 struct PlannerKeys {
   SettingSpec limit, episodes, seed, embedding, gamma, lr, profile, demonstrations, model, cache,
-      segment, milp_seconds;
+      segment, milp_seconds, evaluations;
 };
 const PlannerKeys& PlannerSettingKeys();
 

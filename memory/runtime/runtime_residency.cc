@@ -174,6 +174,23 @@ std::vector<AlgorithmCandidate> MemoryRuntime::CandidatesFor(int layer, Pass pas
   return candidates;
 }
 
+namespace {
+
+// The candidate a plan names for operation `op` of a step, checked against
+// the step's `candidates` (-1: none, as SelectAlgorithm gives for none).
+StatusOr<int> PlannedAlgorithm(const std::vector<int>& planned, int op, size_t candidates,
+                               const std::string& step_name) {
+  const int index = planned[op];
+  if (index < -1 || index >= static_cast<int>(candidates)) {
+    return InvalidArgument("plan: " + step_name + " operation " + std::to_string(op) + " has " +
+                           std::to_string(candidates) +
+                           " candidate algorithms; the plan names number " + std::to_string(index));
+  }
+  return index;
+}
+
+}  // namespace
+
 Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, int64_t images, std::string* choice) {
   const std::string what = "the workspace of " + view_.layer(layer).name;
   workspace_.set_algorithms({});
@@ -184,13 +201,27 @@ Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, int64_t images, std:
     return AllocateWorkspace(step.workspace_bytes, what);
   }
   // Functional tensors are in place: the workspace gets what remains, in one
-  // contiguous segment.
+  // contiguous segment - unless the plan names the algorithms.
+  const std::vector<int>* planned = plan().AlgorithmsAt(
+      pass == Pass::kForward ? schedule_.forward_step[layer] : schedule_.backward_step[layer]);
+  const std::string step_name =
+      view_.layer(layer).name + (pass == Pass::kForward ? " forward" : " backward");
+  if (planned != nullptr && static_cast<int>(planned->size()) != ops) {
+    return InvalidArgument("plan: " + step_name + " has " + std::to_string(ops) +
+                           " operations; the plan gives algorithms for " +
+                           std::to_string(planned->size()));
+  }
   const size_t free = allocator_->LargestFree();
   size_t bytes = 0;
   std::vector<int> chosen;
   for (int op = 0; op < ops; ++op) {
     std::vector<AlgorithmCandidate> candidates = CandidatesFor(layer, pass, op, images);
-    AlgorithmSelection s = SelectAlgorithm(candidates, free, options_.workspace);
+    AlgorithmSelection s;
+    if (planned != nullptr) {
+      SPILL_ASSIGN_OR_RETURN(s.index, PlannedAlgorithm(*planned, op, candidates.size(), step_name));
+    } else {
+      s = SelectAlgorithm(candidates, free, options_.workspace);
+    }
     chosen.push_back(s.index);
     if (s.index < 0) continue;
     bytes = std::max(bytes, candidates[s.index].workspace);
