@@ -51,8 +51,8 @@ const std::vector<MemoryMode>& MemoryModes() {
        true, true, false, false, "greedy", nullptr, true, /*searches=*/true},
       {"search",
        "the plan searched for under memory.planner.limit: greedy's, improved by descent and "
-       "annealing to the least simulated time (searches for seconds)",
-       true, true, false, false, "search", nullptr, true, /*searches=*/true, /*costly=*/true},
+       "annealing to the least simulated time (searches for seconds); best fit",
+       true, true, false, false, "search", "best_fit", true, /*searches=*/true, /*costly=*/true},
       {"dqn",
        "the plan a deep Q-network learns under memory.planner.limit (trains for minutes, then "
        "cached)",

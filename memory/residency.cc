@@ -106,25 +106,38 @@ void ResidencyManager::SetOwner(AllocationId allocation, TensorId id) {
   owner_[allocation] = id;
 }
 
-size_t ResidencyManager::Compact() {
+size_t ResidencyManager::Compact(size_t bytes) {
   // The moves run on the compute queue, each behind the copy in flight on
   // the block it moves, if any (an offload still reading it, a prefetch
   // still filling it); copies queued later wait for the compute queued
   // before them, moves included. No other copy touches a block: one that
   // was freed had its copy waited for, or the compute queue waits for it
-  // already (a cancelled offload).
+  // already (a cancelled offload). Blocks slide from the bottom up, and the
+  // free space below the next block grows with each move: once a hole holds
+  // `bytes` the rest stay. First the blocks without a copy in flight move,
+  // so that nothing waits for the link; only if that leaves no such hole do
+  // the others move as well. Where a hole holds `bytes` already, the caller
+  // needs more than one block of that size (a streamed step's staging
+  // blocks and workspace): every hole is closed.
+  const bool whole = allocator_->CanAllocate(bytes);
   size_t moved = 0;
-  for (const auto& [offset, allocation] : allocator_->AllocationsByOffset()) {
-    const TensorId id =
-        allocation < static_cast<AllocationId>(owner_.size()) ? owner_[allocation] : kNoTensor;
-    if (id == kNoTensor) continue;  // not a tensor's block: it stays where it is
-    Slot& slot = slots_[id];
-    const size_t target = allocator_->MoveDown(allocation);
-    if (target == offset) continue;
-    backing_->ComputeWaits(slot.event);
-    backing_->MoveDown(target, offset, schedule_.tensors[id].bytes);
-    slot.device.offset = target;
-    moved += schedule_.tensors[id].bytes;
+  for (bool in_flight : {false, true}) {
+    for (const auto& [offset, allocation] : allocator_->AllocationsByOffset()) {
+      if (!whole && allocator_->CanAllocate(bytes)) break;
+      const TensorId id =
+          allocation < static_cast<AllocationId>(owner_.size()) ? owner_[allocation] : kNoTensor;
+      if (id == kNoTensor) continue;  // not a tensor's block: it stays where it is
+      Slot& slot = slots_[id];
+      const bool copying =
+          slot.state == Residency::kOffloading || slot.state == Residency::kPrefetching;
+      if (copying && !in_flight) continue;
+      const size_t target = allocator_->MoveDown(allocation);
+      if (target == offset) continue;
+      backing_->ComputeWaits(slot.event);
+      backing_->MoveDown(target, offset, schedule_.tensors[id].bytes);
+      slot.device.offset = target;
+      moved += schedule_.tensors[id].bytes;
+    }
   }
   counters_.compacted_bytes += moved;
   Record(MemoryEventType::kCompact, kNoTensor, moved);

@@ -118,11 +118,13 @@ class ResidencyManager {
   void ComputeWaits(const std::shared_ptr<Event>& event) { backing_->ComputeWaits(event); }
   void CountStreamIn(TensorId id, size_t bytes);
   void CountStreamOut(TensorId id, size_t bytes);
-  // Slides every device block down into the holes below it, moving the
-  // bytes, so that the free device memory becomes one segment. Each move
-  // waits, on the compute queue, for the copy in flight on its block. Returns the bytes moved.
-  // Only where the allocator can compact.
-  size_t Compact();
+  // Slides device blocks down into the holes below them, moving the bytes,
+  // from the lowest up until a hole holds `bytes`: first those without a
+  // copy in flight (offloading, prefetching), then, if that is not enough,
+  // those too, each move waiting on the compute queue for its block's copy.
+  // Every block moves where a hole holds `bytes` already. Returns the bytes
+  // moved. Only where the allocator can compact.
+  size_t Compact(size_t bytes);
 
   Residency state(TensorId id) const { return slots_[id].state; }
   bool on_device(TensorId id) const;

@@ -208,6 +208,71 @@ layers:
   EXPECT_EQ(host_pool.stats().total_in_use, 0u);
 }
 
+// The tensors a compaction moved, from the event log.
+std::vector<TensorId> Moved(const MemoryEventLog& log) {
+  std::vector<TensorId> moved;
+  for (const MemoryEvent& e : log.events()) {
+    if (e.type == MemoryEventType::kMove) moved.push_back(e.tensor);
+  }
+  return moved;
+}
+
+// Compaction slides blocks from the lowest only until a hole holds the
+// request, leaves a block whose copy is in flight where it is when others
+// can make the hole, and closes every hole when one holds the request
+// already (the caller needs several blocks).
+TEST(ResidencyTest, CompactionMovesOnlyWhatTheRequestNeedsAndCopiesLast) {
+  auto net = Net::Build(testing::MustParse(R"(
+layers:
+  - {name: data, type: input, shape: [4, 32, 32]}
+  - {name: a, type: relu}
+  - {name: b, type: relu}
+  - {name: c, type: relu}
+  - {name: d, type: relu}
+  - {name: fc, type: fully_connected, outputs: 3}
+  - {name: loss, type: softmax_loss}
+)"),
+                        {8, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok());
+  const Schedule& s = (*net)->schedule();
+  std::vector<TensorId> t;  // five tensors of one size
+  for (int layer = 0; layer < 5; ++layer) t.push_back(s.layers[layer].outputs[0]);
+  const size_t bytes = s.tensors[t[0]].bytes;
+  for (TensorId id : t) ASSERT_EQ(s.tensors[id].bytes, bytes);
+  for (bool copying : {false, true}) {
+    SCOPED_TRACE(copying ? "t1 offloading" : "nothing in flight");
+    auto created = CreateAllocator("first_fit", {6 * bytes, {}});
+    ASSERT_TRUE(created.ok());
+    std::unique_ptr<DeviceAllocator> pool = std::move(*created);
+    HeapPool host_pool(6 * bytes);
+    std::unique_ptr<Backing> backing = MakePlanningBacking();
+    ASSERT_TRUE(backing->Reserve(*pool, host_pool.capacity(), "ram").ok());
+    MemoryEventLog log;
+    pool->set_event_log(&log);
+    ResidencyManager r(s, pool.get(), &host_pool, backing.get(), &log);
+    for (TensorId id : t) ASSERT_TRUE(r.Allocate(id).ok());
+    if (copying) ASSERT_TRUE(r.BeginOffload(t[1]).ok());
+    r.Release(t[0]);
+    r.Release(t[2]);  // [hole, t1, hole, t3, t4, free]
+    ASSERT_FALSE(pool->CanAllocate(2 * bytes));
+    EXPECT_EQ(r.Compact(2 * bytes), bytes);
+    EXPECT_TRUE(pool->CanAllocate(2 * bytes));
+    // t1 slides down; while its copy is in flight t3 takes the lowest hole
+    // instead. t4 stays either way.
+    EXPECT_EQ(Moved(log), std::vector<TensorId>{copying ? t[3] : t[1]});
+    // A hole holds one block already: every hole closes. Without a copy in
+    // flight [t1, hole, hole, t3, t4, free]: t3 and t4 slide; with one
+    // [t3, t1, hole, hole, t4, free]: t4 alone.
+    log.Clear();
+    const std::vector<TensorId> rest =
+        copying ? std::vector<TensorId>{t[4]} : std::vector<TensorId>{t[3], t[4]};
+    EXPECT_EQ(r.Compact(bytes), rest.size() * bytes);
+    EXPECT_EQ(Moved(log), rest);
+    EXPECT_EQ(pool->stats().free_segments, 1u);
+    if (copying) r.FinishOffload(t[1]);
+  }
+}
+
 // Training with the tensor cache under a tight budget while every copy
 // crawls over a slow link: the runtime's waits, not luck, keep the results
 // bit-identical.

@@ -100,7 +100,7 @@ bool MemoryRuntime::MakeRoom(size_t bytes) {
   const PoolStats& stats = allocator_->stats();
   if (options_.compact && allocator_->can_compact() && stats.free_bytes >= RoundToBlocks(bytes) &&
       stats.free_segments > 1) {
-    residency_->Compact();
+    residency_->Compact(bytes);
     if (allocator_->CanAllocate(bytes)) return true;
   }
   return EvictOne();
