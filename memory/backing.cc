@@ -74,7 +74,21 @@ class DeviceBacking : public Backing {
   // memory checker sees the move's whole span as one block while the copy
   // runs (it reads the old place and writes the new one), then the tensor's
   // block at its new place.
+  // Announced twice, as the pool sees a move: the span the copy writes
+  // while it runs, then the block at its new place. A slide into the hole
+  // right below overlaps the block's old place, and one span covers both; a
+  // move into a hole further down (past a block that stays) writes its new
+  // place alone, and the old one is given back after the copy.
   void MoveDown(size_t target, size_t offset, size_t bytes) override {
+    if (target + bytes <= offset) {
+      device_.AnnotateAllocation(device_base_ + target, bytes);
+      device_.CopyAsync(device_base_ + target, device_base_ + offset, bytes,
+                        CopyKind::kDeviceToDevice, device_.compute_queue());
+      device_.AnnotateFree(device_base_ + offset);
+      device_.AnnotateFree(device_base_ + target);
+      device_.AnnotateAllocation(device_base_ + target, bytes);
+      return;
+    }
     device_.AnnotateFree(device_base_ + offset);
     device_.AnnotateAllocation(device_base_ + target, offset + bytes - target);
     device_.CopyAsync(device_base_ + target, device_base_ + offset, bytes,
