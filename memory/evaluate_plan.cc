@@ -31,28 +31,48 @@ size_t StepWorkspace(const NetworkView& view, const Step& step, const WorkspaceP
 
 size_t Blocks(size_t bytes) { return bytes == 0 ? 0 : RoundToBlocks(bytes); }
 
-// Every step's algorithms of least workspace, as EvalModel::lean.
-void SetLeanAlternatives(const NetworkView& view, const MemoryOptions& options,
-                         const DeviceProfile& profile, EvalModel* m) {
-  const Schedule& schedule = *m->schedule;
-  WorkspacePolicy lean;
-  lean.kind = WorkspacePolicy::Kind::kMemoryOptimal;
-  if (options.workspace.kind == WorkspacePolicy::Kind::kPin) lean = options.workspace;
-  MemoryLog log;
-  m->lean.assign(m->num_steps(), {});
-  for (int s = 0; s < m->num_steps(); ++s) {
+// Every step's algorithms under `policy` with no memory pressure, their
+// workspaces (in pool blocks) and the iteration's modelled costs with them.
+struct StepAlgorithms {
+  std::vector<size_t> workspace;
+  std::vector<std::vector<int>> algorithms;
+  IterationCosts costs;
+};
+StepAlgorithms ModelStepAlgorithms(const NetworkView& view, const WorkspacePolicy& policy,
+                                   const DeviceProfile& profile) {
+  const Schedule& schedule = *view.schedule;
+  const int steps = static_cast<int>(schedule.steps.size());
+  StepAlgorithms out;
+  out.workspace.assign(steps, 0);
+  out.algorithms.assign(steps, {});
+  MemoryLog log;  // the algorithms of each step, for the cost model
+  for (int s = 0; s < steps; ++s) {
     StepRecord record;
     record.step = s;
     record.pass = schedule.steps[s].pass;
     record.layer = schedule.steps[s].layer;
     if (schedule.steps[s].active) {
-      m->lean[s].workspace = Blocks(
-          StepWorkspace(view, schedule.steps[s], lean, &record.algorithm, &m->lean[s].algorithms));
+      out.workspace[s] = Blocks(
+          StepWorkspace(view, schedule.steps[s], policy, &record.algorithm, &out.algorithms[s]));
     }
     log.steps.push_back(record);
   }
-  const IterationCosts costs = ModelCosts(view, log, profile, nullptr);
-  for (int s = 0; s < m->num_steps(); ++s) m->lean[s].seconds = costs.step_seconds[s];
+  out.costs = ModelCosts(view, log, profile, nullptr);
+  return out;
+}
+
+// Every step's algorithms of least workspace (the pinned ones under a
+// pinned policy), as EvalModel::lean.
+void SetLeanAlternatives(const NetworkView& view, const MemoryOptions& options,
+                         const DeviceProfile& profile, EvalModel* m) {
+  WorkspacePolicy lean;
+  lean.kind = WorkspacePolicy::Kind::kMemoryOptimal;
+  if (options.workspace.kind == WorkspacePolicy::Kind::kPin) lean = options.workspace;
+  StepAlgorithms a = ModelStepAlgorithms(view, lean, profile);
+  m->lean.assign(m->num_steps(), {});
+  for (int s = 0; s < m->num_steps(); ++s) {
+    m->lean[s] = {a.workspace[s], a.costs.step_seconds[s], std::move(a.algorithms[s])};
+  }
 }
 
 void ClassifyTensors(const NetworkView& view, EvalModel* m) {
@@ -154,21 +174,10 @@ StatusOr<EvalModel> BuildEvalModel(const NetworkView& view, const MemoryOptions&
     m.bytes.push_back(RoundToBlocks(std::max<size_t>(t.bytes, 1)));
   }
   CountPersistent(schedule, options, &m);
-  MemoryLog log;  // the algorithms of each step, for the cost model
-  m.workspace.assign(m.num_steps(), 0);
-  m.algorithms.assign(m.num_steps(), {});
-  for (int s = 0; s < m.num_steps(); ++s) {
-    StepRecord record;
-    record.step = s;
-    record.pass = schedule.steps[s].pass;
-    record.layer = schedule.steps[s].layer;
-    if (schedule.steps[s].active) {
-      m.workspace[s] = Blocks(StepWorkspace(view, schedule.steps[s], options.workspace,
-                                            &record.algorithm, &m.algorithms[s]));
-    }
-    log.steps.push_back(record);
-  }
-  m.costs = ModelCosts(view, log, profile, nullptr);
+  StepAlgorithms own = ModelStepAlgorithms(view, options.workspace, profile);
+  m.workspace = std::move(own.workspace);
+  m.algorithms = std::move(own.algorithms);
+  m.costs = std::move(own.costs);
   SetLeanAlternatives(view, options, profile, &m);
   m.liveness = AnalyzeLiveness(schedule, Phase::kTrain);
   ClassifyTensors(view, &m);

@@ -73,7 +73,7 @@ std::vector<std::string> FixtureNets() {
 // At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
 constexpr int kNetworkSources = 12 + 3;
 constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 195 at least
-constexpr int kConfigCases = 12 * kTextMutations;                // 156
+constexpr int kConfigCases = 13 * kTextMutations;                // 169
 constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
 constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
 constexpr int kCheckpointCases = kByteMutations * 16;            // 80
@@ -208,6 +208,19 @@ memory: {mode: window, device_budget: 64MiB, host_budget: 1GiB, allocator: va, v
          chunk: 2, stream_buffers: 1, workspace: pin:im2col_image, compact: false}
 run: {steps: 4, seed: 5, init: /nowhere/init.npz}
 distributed: {bucket: 256KiB, sync_batch_norm: false, check_replicas: true}
+)"});
+  // A searching planner's settings (room to spare: the mutations reach the
+  // readers and checks, not minutes of search).
+  sources.push_back({"configs/inline_planner.yaml", std::string("model:\n") + R"(
+  layers:
+    - {name: data, type: input, shape: [1, 28, 28]}
+    - {name: conv, type: convolution, filters: 4, kernel: 3}
+    - {name: fc, type: fully_connected, outputs: 10}
+    - {name: loss, type: softmax_loss}
+data: {dataset: fashion_mnist, path: /nowhere, batch: 8}
+memory: {mode: search, device_budget: 64MiB, min_offload: 0,
+         planner: {limit: 48MiB, evaluations: 50, seed: 2, profile: h100-pcie5}}
+run: {steps: 2}
 )"});
   // Settings the mode makes moot: refused unmutated, mutated as the rest.
   sources.push_back({"configs/moot_keys.yaml", std::string("model:\n") + R"(

@@ -24,6 +24,7 @@
 // when no seed fits.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <utility>
 #include <vector>
@@ -199,27 +200,26 @@ class Search {
     const double start_temperature = kStartTemperature * best_.seconds;
     for (int i = 0; i < budget_;) {
       const size_t pick = rng() % moves;
-      const bool step = pick >= m_.candidates.size();
-      const TensorId t = step ? kNoTensor : m_.candidates[pick];
       const TensorChoice c = kChoices[rng() % 3];
-      if (!step && (c == now[t] || !Allowed(m_, t, c))) continue;
-      ++i;
-      const TensorChoice was = step ? c : now[t];
-      if (step) {
-        algorithms_.Toggle(algorithms_.steps()[pick - m_.candidates.size()]);
-      } else {
+      // Applied now; `undo` puts it back.
+      std::function<void()> undo;
+      if (pick < m_.candidates.size()) {
+        const TensorId t = m_.candidates[pick];
+        if (c == now[t] || !Allowed(m_, t, c)) continue;
+        undo = [&now, t, was = now[t]] { now[t] = was; };
         now[t] = c;
+      } else {
+        const int step = algorithms_.steps()[pick - m_.candidates.size()];
+        undo = [this, step] { algorithms_.Toggle(step); };
+        algorithms_.Toggle(step);
       }
+      ++i;
       const Evaluation& e = rules_.Evaluate(now);
       const double cost = Cost(e);
       const double temperature = start_temperature * (1 - static_cast<double>(i) / budget_);
       if (cost >= now_cost &&
           (temperature <= 0 || uniform(rng) >= std::exp((now_cost - cost) / temperature))) {
-        if (step) {
-          algorithms_.Toggle(algorithms_.steps()[pick - m_.candidates.size()]);
-        } else {
-          now[t] = was;
-        }
+        undo();
         continue;
       }
       now_cost = cost;
