@@ -27,6 +27,10 @@ std::vector<float> InitialValues(const ParamSpec& spec, uint64_t seed, const std
       }
       break;
     }
+    case Initializer::Kind::kNormal:
+      for (int64_t i = 0; i < n; ++i)
+        values[i] = static_cast<float>(init.value * NormalAt(stream, i));
+      break;
     case Initializer::Kind::kUniform:
       for (int64_t i = 0; i < n; ++i) {
         values[i] = static_cast<float>((2.0 * UniformAt(stream, i) - 1.0) * init.value);

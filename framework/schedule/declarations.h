@@ -44,9 +44,9 @@ struct MemoryTraits {
 };
 
 struct Initializer {
-  enum class Kind { kConstant, kHeNormal, kXavierUniform, kUniform };
+  enum class Kind { kConstant, kHeNormal, kXavierUniform, kUniform, kNormal };
   Kind kind = Kind::kConstant;
-  float value = 0;  // kConstant: the value; kUniform: the bound
+  float value = 0;  // kConstant: the value; kUniform: the bound; kNormal: the deviation
   int64_t fan_in = 1;
   int64_t fan_out = 1;
 
@@ -56,6 +56,7 @@ struct Initializer {
     return {Kind::kXavierUniform, 0, fan_in, fan_out};
   }
   static Initializer Uniform(float bound) { return {Kind::kUniform, bound, 1, 1}; }
+  static Initializer Normal(float deviation) { return {Kind::kNormal, deviation, 1, 1}; }
 };
 
 struct ParamSpec {

@@ -13,51 +13,11 @@
 
 #include "framework/graph/layer_registry.h"
 #include "layers/cpu/cpu_math.h"
+#include "layers/cpu/row_kernels.h"
 #include "layers/fully_connected_layer.h"
 
 namespace spill {
 namespace {
-
-// Inputs per tile of the gradients: a tile of every image stays in cache
-// while the outputs sweep over it.
-constexpr int64_t kTile = 256;
-// Forward computes blocks of kRows images x kCols outputs, each dot product
-// in kLanes partial sums: registers hold the whole block.
-constexpr int kLanes = 8;
-constexpr int kRows = 2;
-constexpr int kCols = 4;
-typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
-
-// out[r][c] = x[r] . w[c] over len inputs. Every dot product of the layer
-// goes through this one function (a partial block repeats its last row or
-// column), so each is the same sequence of operations wherever it falls.
-void DotBlock(const float* const* x, const float* const* w, int64_t len, float out[kRows][kCols]) {
-  Lanes acc[kRows][kCols] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= len; j += kLanes) {
-    Lanes wv[kCols];
-    for (int c = 0; c < kCols; ++c) std::memcpy(&wv[c], w[c] + j, sizeof(Lanes));
-    for (int r = 0; r < kRows; ++r) {
-      Lanes xv;
-      std::memcpy(&xv, x[r] + j, sizeof(Lanes));
-      for (int c = 0; c < kCols; ++c) acc[r][c] += xv * wv[c];
-    }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    for (int c = 0; c < kCols; ++c) {
-      float tail = 0;
-      for (int64_t q = j; q < len; ++q) tail += x[r][q] * w[c][q];
-      const Lanes& a = acc[r][c];
-      out[r][c] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])) + tail;
-    }
-  }
-}
-
-// y[j] += a * x[j]
-inline void Axpy(float a, const float* x, float* y, int64_t len) {
-#pragma omp simd
-  for (int64_t j = 0; j < len; ++j) y[j] += a * x[j];
-}
 
 class CpuFullyConnectedLayer : public FullyConnectedLayer {
  public:
@@ -82,22 +42,7 @@ class CpuFullyConnectedLayer : public FullyConnectedLayer {
       }
       return;
     }
-#pragma omp parallel for schedule(static)
-    for (int64_t o0 = 0; o0 < m; o0 += kCols) {
-      const float* rows_w[kCols];
-      for (int c = 0; c < kCols; ++c) rows_w[c] = w + std::min(o0 + c, m - 1) * k;
-      for (int64_t i0 = 0; i0 < n; i0 += kRows) {
-        const float* rows_x[kRows];
-        for (int r = 0; r < kRows; ++r) rows_x[r] = x + std::min(i0 + r, n - 1) * k;
-        float out[kRows][kCols];
-        DotBlock(rows_x, rows_w, k, out);
-        for (int r = 0; r < kRows && i0 + r < n; ++r) {
-          for (int c = 0; c < kCols && o0 + c < m; ++c) {
-            y[(i0 + r) * m + o0 + c] = b != nullptr ? out[r][c] + b[o0 + c] : out[r][c];
-          }
-        }
-      }
-    }
+    cpu::RowDots(x, k, w, k, n, m, k, b, y, m);
   }
 
   void Backward(const BackwardArgs& args) const override {
@@ -120,18 +65,8 @@ class CpuFullyConnectedLayer : public FullyConnectedLayer {
       cpu::Gemm(false, false, n, k, m, 1.0f, dy, m, args.params[0].data(), k,
                 args.accumulate[0] ? 1.0f : 0.0f, args.input_grads[0].data(), k);
     } else if (args.input_grads[0].valid()) {  // each dx[i][c] summed over the outputs
-      const float* w = args.params[0].data();
-      float* dx = args.input_grads[0].data();
-      const bool accumulate = args.accumulate[0];
-      const int64_t tiles = (k + kTile - 1) / kTile;
-#pragma omp parallel for schedule(static)
-      for (int64_t tile = 0; tile < tiles; ++tile) {
-        const int64_t t = tile * kTile, len = std::min(kTile, k - t);
-        for (int64_t i = 0; i < n && !accumulate; ++i) std::fill_n(dx + i * k + t, len, 0.0f);
-        for (int64_t o = 0; o < m; ++o) {
-          for (int64_t i = 0; i < n; ++i) Axpy(dy[i * m + o], w + o * k + t, dx + i * k + t, len);
-        }
-      }
+      cpu::RowCombinations(dy, m, args.params[0].data(), k, n, m, k, args.input_grads[0].data(), k,
+                           args.accumulate[0]);
     }
   }
 
@@ -145,16 +80,7 @@ class CpuFullyConnectedLayer : public FullyConnectedLayer {
       cpu::Gemm(true, false, m, k, n, 1.0f, dy, m, x, k, 0.0f, dw, k);
       return;
     }
-    const int64_t tiles = (k + kTile - 1) / kTile;
-#pragma omp parallel for schedule(static)
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t t = tile * kTile, len = std::min(kTile, k - t);
-      for (int64_t o = 0; o < m; ++o) {
-        float* row = dw + o * k + t;
-        if (first) std::fill_n(row, len, 0.0f);
-        for (int64_t i = 0; i < n; ++i) Axpy(dy[i * m + o], x + i * k + t, row, len);
-      }
-    }
+    cpu::RowOuterSums(dy, m, x, k, n, m, k, dw, k, first);
   }
 };
 

@@ -100,6 +100,58 @@ void LayerHarness::Randomize(uint64_t seed) {
   }
 }
 
+namespace {
+
+// A view of images [begin, begin + count) of a batch-major tensor.
+Tensor SliceOf(const Tensor& t, int64_t begin, int64_t count) {
+  if (!t.valid()) return t;
+  const Shape& s = t.shape();
+  return Tensor(Shape(count, s.c(), s.h(), s.w()), t.data() + begin * s.sample_size(), t.layout());
+}
+
+std::vector<Tensor> SlicesOf(const std::vector<Tensor>& ts, int64_t begin, int64_t count) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(SliceOf(t, begin, count));
+  return out;
+}
+
+void Restrict(ForwardArgs& args, const ForwardArgs& whole, int64_t begin, int64_t count) {
+  args.inputs = SlicesOf(whole.inputs, begin, count);
+  args.outputs = SlicesOf(whole.outputs, begin, count);
+  args.aux = SlicesOf(whole.aux, begin, count);
+}
+
+void Restrict(BackwardArgs& args, const BackwardArgs& whole, int64_t begin, int64_t count) {
+  args.inputs = SlicesOf(whole.inputs, begin, count);
+  args.outputs = SlicesOf(whole.outputs, begin, count);
+  args.output_grads = SlicesOf(whole.output_grads, begin, count);
+  args.input_grads = SlicesOf(whole.input_grads, begin, count);
+  args.aux = SlicesOf(whole.aux, begin, count);
+}
+
+}  // namespace
+
+template <typename Args, typename Run>
+void LayerHarness::RunSlices(Pass pass, Args& args, Run run) {
+  if (slice_images <= 0) {
+    run(args);
+    return;
+  }
+  const int64_t batch = input_shapes_[0].n();
+  std::vector<double> sums(layer_->slice_sums(pass), 0.0);
+  for (int sweep = 0; sweep < layer_->slice_sweeps(pass); ++sweep) {
+    for (int64_t begin = 0; begin < batch; begin += slice_images) {
+      Args part = args;
+      Restrict(part, args, begin, std::min(slice_images, batch - begin));
+      part.slice.begin = begin;
+      part.slice.batch = batch;
+      part.slice.sweep = sweep;
+      part.slice.sums = sums.data();
+      run(part);
+    }
+  }
+}
+
 void LayerHarness::Forward(Phase phase, bool recompute, uint64_t seed) {
   ForwardArgs args;
   std::vector<std::vector<float>> staging;
@@ -119,7 +171,7 @@ void LayerHarness::Forward(Phase phase, bool recompute, uint64_t seed) {
   args.seed = seed;
   args.device = &device_;
   args.slice.image_order = image_order;
-  layer_->Forward(args);
+  RunSlices(Pass::kForward, args, [&](const ForwardArgs& a) { layer_->Forward(a); });
   for (size_t i = 0; i < outputs.size(); ++i) Unstage(args.outputs[i], outputs[i]);
 }
 
@@ -149,7 +201,7 @@ void LayerHarness::Backward(const std::vector<bool>& accumulate) {
   args.workspace = {workspace_.data(), workspace_.size() * sizeof(float)};
   args.slice.image_order = image_order;
   args.device = &device_;
-  layer_->Backward(args);
+  RunSlices(Pass::kBackward, args, [&](const BackwardArgs& a) { layer_->Backward(a); });
   for (size_t i = 0; i < inputs.size(); ++i) Unstage(args.input_grads[i], input_grads[i]);
 }
 

@@ -43,6 +43,11 @@ class LayerHarness {
   std::vector<ParamSpec> param_specs;
   // Layers reduce over the batch image by image (BatchSlice::image_order).
   bool image_order = false;
+  // When positive, Forward and Backward compute the batch in slices of this
+  // many images (BatchSlice), as a streamed step does: every sweep over
+  // every slice in order, the tensors views of the slice, the carried sums
+  // kept from slice to slice. Plain layouts only.
+  int64_t slice_images = 0;
 
  private:
   // A view of `values` in the layer's layout: the buffer itself when plain,
@@ -50,6 +55,10 @@ class LayerHarness {
   Tensor Stage(const Shape& shape, Layout layout, std::vector<float>& values,
                std::vector<std::vector<float>>* staging);
   void Unstage(const Tensor& staged, std::vector<float>& values);
+
+  // Calls `run` with args restricted to each slice (or once, unsliced).
+  template <typename Args, typename Run>
+  void RunSlices(Pass pass, Args& args, Run run);
 
   std::unique_ptr<Layer> layer_;
   std::vector<Shape> input_shapes_, output_shapes_;

@@ -1,0 +1,36 @@
+#include "layers/embedding_layer.h"
+
+#include "framework/config/layer_params.h"
+
+namespace spill {
+
+EmbeddingLayer::EmbeddingLayer(LayerParams& params)
+    : vocabulary_(params.RequiredInt("vocabulary", 1, kMaxLayerExtent)),
+      size_(params.RequiredInt("size", 1, kMaxLayerExtent)) {}
+
+Status EmbeddingLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) {
+  const Shape& ids = inputs[0];
+  if (ids.c() != 1 || ids.h() != 1) {
+    return InvalidArgument("embedding takes ids N x 1 x 1 x T (a sequence along the width), got " +
+                           ids.ToString());
+  }
+  steps_ = ids.w();
+  *outputs = {Shape(ids.n(), size_, 1, steps_)};
+  return Status::Ok();
+}
+
+std::vector<ParamSpec> EmbeddingLayer::params() const {
+  return {{"weight", Shape(vocabulary_, size_, 1, 1), Initializer::Normal(1.0f)}};
+}
+
+// A gather forward; backward adds each position's gradient into its row.
+LayerWork EmbeddingLayer::work(Pass pass, const std::vector<Shape>& inputs,
+                               const std::vector<Shape>& outputs) const {
+  const double out = TotalElements(outputs);
+  LayerWork w;
+  w.flops = pass == Pass::kForward ? 0 : out;
+  w.bytes = sizeof(float) * (TotalElements(inputs) + 2 * out);
+  return w;
+}
+
+}  // namespace spill

@@ -1,0 +1,91 @@
+// lstm and gru: recurrent layers over sequences, fused over time, with
+// PyTorch's equations, gate order and parameter names (nn.LSTM, nn.GRU), so
+// that weights move between the two unchanged.
+//
+// A sequence batch is N x features x 1 x T: time runs along the width, as a
+// one-dimensional convolution sees it. The output is N x (directions *
+// hidden) x 1 x T: at every step the hidden state of the top layer, the
+// forward direction's units first. Initial states are zero.
+//
+//   - {name: rnn, type: lstm, hidden: 256, layers: 2, dropout: 0.2}
+//   - {name: enc, type: gru, hidden: 128, bidirectional: true}
+//   bias: true
+//
+// Layer l's direction d has weight_ih_l<l> (gates*hidden x inputs),
+// weight_hh_l<l> (gates*hidden x hidden), bias_ih_l<l> and bias_hh_l<l>
+// (gates*hidden), the reverse direction's names ending in _reverse; LSTM
+// gates are input, forget, cell, output (4), GRU gates reset, update, new
+// (3). Every parameter starts uniform in +-1/sqrt(hidden). `dropout` zeroes
+// each input of the layers above the first with that probability in
+// training and scales the rest (the mask is saved, so a recomputation gives
+// the same output).
+//
+// What backward needs is saved in one aux tensor, `reserve` (cuDNN's name),
+// batch-major so the memory policies see and move it like any tensor: per
+// image, for each layer, per direction the activated gates of every step
+// (LSTM also the cell state, GRU also the hidden half of the new gate,
+// W_hn h + b_hn), the layer's hidden states, and the dropout mask and masked
+// input of the layer above. The input is read again by backward; the output
+// is not.
+#ifndef SPILL_LAYERS_RECURRENT_LAYERS_H_
+#define SPILL_LAYERS_RECURRENT_LAYERS_H_
+
+#include <string>
+
+#include "framework/graph/layer.h"
+
+namespace spill {
+
+enum class RecurrentCell { kLstm, kGru };
+
+class RecurrentLayer : public Layer {
+ public:
+  RecurrentLayer(LayerParams& params, RecurrentCell cell);
+
+  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
+  std::vector<ParamSpec> params() const override;
+  std::vector<AuxSpec> aux() const override;
+  BackwardNeeds backward_needs() const override { return {{true}, false}; }
+  LayerCost cost() const override { return LayerCost::kCheckpoint; }
+  MemoryTraits memory_traits() const override { return MemoryTraits::FeatureMaps(); }
+  size_t workspace_bytes(Pass pass) const override;
+  LayerWork work(Pass pass, const std::vector<Shape>& inputs,
+                 const std::vector<Shape>& outputs) const override;
+
+  // ---- The reserve of one image, in floats (see the header comment) ----
+  int64_t gates() const { return cell_ == RecurrentCell::kLstm ? 4 : 3; }
+  // Floats saved per step and direction: the gates and the cell state (LSTM),
+  // or the gates and W_hn h + b_hn (GRU).
+  int64_t step_width() const { return (gates() + 1) * hidden_; }
+  int64_t directions() const { return bidirectional_ ? 2 : 1; }
+  int64_t layer_inputs(int64_t layer) const {
+    return layer == 0 ? features_ : directions() * hidden_;
+  }
+  bool masks(int64_t layer) const { return dropout_ > 0 && layer + 1 < layers_; }
+  int64_t GatesOffset(int64_t layer, int64_t direction) const;
+  int64_t HiddenOffset(int64_t layer) const;  // T x directions*hidden
+  int64_t MaskOffset(int64_t layer) const;    // T x directions*hidden, when masks(layer)
+  int64_t MaskedOffset(int64_t layer) const;  // the masked hidden states, when masks(layer)
+  int64_t reserve_per_image() const { return LayerBlock() * layers_; }
+
+ protected:
+  // The floats of one layer's block of the reserve.
+  int64_t LayerBlock() const;
+  // Floats of the forward and backward workspaces for `images` images.
+  int64_t ForwardWorkspace(int64_t images) const;
+  int64_t BackwardWorkspace(int64_t images) const;
+
+  RecurrentCell cell_;
+  int64_t hidden_ = 0;
+  int64_t layers_ = 1;
+  bool bidirectional_ = false;
+  float dropout_ = 0;
+  bool bias_ = true;
+  int64_t batch_size_ = 0;
+  int64_t features_ = 0;
+  int64_t steps_ = 0;  // T
+};
+
+}  // namespace spill
+
+#endif  // SPILL_LAYERS_RECURRENT_LAYERS_H_

@@ -1,0 +1,262 @@
+// The sequence layers on the CPU - lstm, gru, embedding: gradients against
+// finite differences, the image-order kernels against the GEMMs, slices of
+// the batch against the whole batch bit for bit, recomputation, gradient
+// accumulation and the errors of wrong shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "framework/base/random.h"
+#include "tests/testing/layer_harness.h"
+
+namespace spill {
+namespace {
+
+using testing::CheckGradients;
+using testing::GradientCheckOptions;
+using testing::LayerHarness;
+
+struct SequenceCase {
+  const char* name;
+  const char* entry;
+  Shape input;
+};
+
+const SequenceCase kCases[] = {
+    {"lstm", "{type: lstm, hidden: 3}", Shape(2, 4, 1, 5)},
+    {"lstm_no_bias", "{type: lstm, hidden: 2, bias: false}", Shape(2, 3, 1, 3)},
+    {"lstm_deep_bidirectional", "{type: lstm, hidden: 3, layers: 2, bidirectional: true}",
+     Shape(2, 3, 1, 4)},
+    {"lstm_dropout", "{type: lstm, hidden: 3, layers: 3, dropout: 0.3}", Shape(3, 2, 1, 4)},
+    {"gru", "{type: gru, hidden: 3}", Shape(2, 4, 1, 5)},
+    {"gru_deep_bidirectional",
+     "{type: gru, hidden: 3, layers: 2, bidirectional: true, dropout: 0.2}", Shape(2, 3, 1, 4)},
+    {"one_step", "{type: lstm, hidden: 4, bidirectional: true}", Shape(3, 2, 1, 1)},
+};
+
+// Ids 0..vocabulary-1 spread over the positions, with one out of range.
+void FillIds(LayerHarness& h, int vocabulary) {
+  std::vector<float>& ids = h.inputs[0];
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<float>((i * 7 + 3) % vocabulary);
+  ids[1] = static_cast<float>(vocabulary);  // outside the table: a zero vector, no gradient
+}
+
+void RandomGrads(LayerHarness& h, uint64_t seed) {
+  for (auto& g : h.output_grads) {
+    for (size_t j = 0; j < g.size(); ++j) g[j] = UniformAt(seed, j) - 0.5f;
+  }
+}
+
+void ExpectBitIdentical(const std::vector<std::vector<float>>& a,
+                        const std::vector<std::vector<float>>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << what << " " << i;
+    EXPECT_EQ(0, std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)))
+        << what << " " << i;
+  }
+}
+
+class SequenceLayerTest : public ::testing::TestWithParam<SequenceCase> {};
+
+TEST_P(SequenceLayerTest, GradientsMatchFiniteDifferences) {
+  for (bool ordered : {false, true}) {
+    LayerHarness h(GetParam().entry, {GetParam().input});
+    h.image_order = ordered;
+    h.Randomize(11);
+    EXPECT_EQ(CheckGradients(h), "") << (ordered ? "image order" : "GEMMs");
+  }
+}
+
+// The row kernels compute what the GEMMs do, within rounding.
+TEST_P(SequenceLayerTest, ImageOrderMatchesTheGemms) {
+  LayerHarness gemm(GetParam().entry, {GetParam().input});
+  LayerHarness ordered(GetParam().entry, {GetParam().input});
+  ordered.image_order = true;
+  for (LayerHarness* h : {&gemm, &ordered}) {
+    h->Randomize(5);
+    h->Forward();
+    RandomGrads(*h, 9);
+    h->Backward();
+  }
+  auto near = [](const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
+                 const char* what) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      for (size_t j = 0; j < a[i].size(); ++j) {
+        ASSERT_NEAR(a[i][j], b[i][j], 1e-5f * (1 + std::abs(a[i][j]))) << what << i << "," << j;
+      }
+    }
+  };
+  near(gemm.outputs, ordered.outputs, "output ");
+  near(gemm.input_grads, ordered.input_grads, "input gradient ");
+  near(gemm.param_grads, ordered.param_grads, "parameter gradient ");
+}
+
+// A step computed over slices of the batch (a streamed step) gives the bits
+// of the whole batch computed image by image.
+TEST_P(SequenceLayerTest, SlicesGiveTheBitsOfTheWholeBatch) {
+  const Shape input = GetParam().input;
+  const Shape batch(5, input.c(), input.h(), input.w());
+  LayerHarness whole(GetParam().entry, {batch}), sliced(GetParam().entry, {batch});
+  whole.image_order = true;
+  sliced.slice_images = 2;
+  for (LayerHarness* h : {&whole, &sliced}) {
+    h->Randomize(3);
+    h->Forward();
+    RandomGrads(*h, 4);
+    for (size_t j = 0; j < h->input_grads[0].size(); ++j) h->input_grads[0][j] = 0.25f;
+    h->Backward({true});
+  }
+  ExpectBitIdentical(whole.outputs, sliced.outputs, "outputs");
+  ExpectBitIdentical(whole.aux, sliced.aux, "reserve");
+  ExpectBitIdentical(whole.input_grads, sliced.input_grads, "input gradients");
+  ExpectBitIdentical(whole.param_grads, sliced.param_grads, "parameter gradients");
+}
+
+// Recomputation rebuilds the output and the reserve bit for bit, reusing the
+// dropout masks (a different seed must not matter).
+TEST_P(SequenceLayerTest, RecomputationIsBitExact) {
+  LayerHarness h(GetParam().entry, {GetParam().input});
+  h.Randomize(8);
+  h.Forward(Phase::kTrain, false, 5);
+  const auto outputs = h.outputs, aux = h.aux, params = h.params;
+  for (auto& o : h.outputs) std::fill(o.begin(), o.end(), NAN);
+  h.Forward(Phase::kTrain, true, 6);
+  ExpectBitIdentical(outputs, h.outputs, "outputs");
+  ExpectBitIdentical(aux, h.aux, "reserve");
+  ExpectBitIdentical(params, h.params, "parameters");
+}
+
+TEST_P(SequenceLayerTest, InputGradientAddsWhenAsked) {
+  LayerHarness h(GetParam().entry, {GetParam().input});
+  h.Randomize(4);
+  h.Forward();
+  RandomGrads(h, 17);
+  h.Backward({false});
+  const std::vector<float> fresh = h.input_grads[0];
+  std::vector<float> base(fresh.size());
+  for (size_t j = 0; j < base.size(); ++j) base[j] = static_cast<float>(j % 7) - 3;
+  h.input_grads[0] = base;
+  h.Backward({true});
+  for (size_t j = 0; j < base.size(); ++j) {
+    ASSERT_NEAR(h.input_grads[0][j], base[j] + fresh[j], 1e-5) << j;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sequences, SequenceLayerTest, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<SequenceCase>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// Dropout between layers acts in training only.
+TEST(RecurrentTest, EvaluationDoesNotDrop) {
+  LayerHarness dropped("{type: lstm, hidden: 3, layers: 2, dropout: 0.5}", {Shape(2, 3, 1, 4)});
+  LayerHarness plain("{type: lstm, hidden: 3, layers: 2}", {Shape(2, 3, 1, 4)});
+  dropped.Randomize(2);
+  plain.Randomize(2);
+  dropped.Forward(Phase::kEval);
+  plain.Forward(Phase::kEval);
+  ExpectBitIdentical(plain.outputs, dropped.outputs, "evaluation outputs");
+  dropped.Forward(Phase::kTrain);
+  plain.Forward(Phase::kTrain);
+  EXPECT_NE(plain.outputs, dropped.outputs);
+}
+
+// One unit, one step, hand-computed: c = i g, h = o tanh(c).
+TEST(RecurrentTest, LstmKnownValues) {
+  LayerHarness h("{type: lstm, hidden: 1}", {Shape(1, 1, 1, 1)});
+  h.inputs[0] = {2.0f};
+  h.params[0] = {0.5f, -1.0f, 0.25f, 1.0f};  // weight_ih: i, f, g, o
+  h.params[1] = {9, 9, 9, 9};                // weight_hh: unused at the first step
+  h.params[2] = {0, 0, 0, 0};
+  h.params[3] = {0.1f, 0.1f, 0.1f, 0.1f};
+  h.Forward();
+  auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+  const double i = sigmoid(1.1), g = std::tanh(0.6), o = sigmoid(2.1);
+  EXPECT_NEAR(h.outputs[0][0], o * std::tanh(i * g), 1e-6);
+}
+
+// One unit, two steps: n = tanh(x_n + r h_n), h = (1 - z) n + z h_prev.
+TEST(RecurrentTest, GruKnownValues) {
+  LayerHarness h("{type: gru, hidden: 1, bias: false}", {Shape(1, 1, 1, 2)});
+  h.inputs[0] = {1.0f, -1.0f};
+  h.params[0] = {0.5f, -0.5f, 1.0f};  // weight_ih: r, z, n
+  h.params[1] = {0.3f, 0.2f, -0.7f};  // weight_hh
+  h.Forward();
+  auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+  const double n1 = std::tanh(1.0), z1 = sigmoid(-0.5), h1 = (1 - z1) * n1;
+  const double r2 = sigmoid(-0.5 + 0.3 * h1), z2 = sigmoid(0.5 + 0.2 * h1);
+  const double n2 = std::tanh(-1.0 + r2 * (-0.7 * h1));
+  EXPECT_NEAR(h.outputs[0][0], h1, 1e-6);
+  EXPECT_NEAR(h.outputs[0][1], (1 - z2) * n2 + z2 * h1, 1e-6);
+}
+
+TEST(RecurrentTest, OutputHoldsBothDirectionsAlongTheChannels) {
+  LayerHarness h("{type: gru, hidden: 2, bidirectional: true}", {Shape(1, 3, 1, 4)});
+  EXPECT_EQ(h.output_shapes()[0], Shape(1, 4, 1, 4));
+  // The reverse direction's last step sees only the last input: reversing
+  // the sequence swaps what the two directions see.
+  h.Randomize(1);
+  h.Forward();
+  const std::vector<float> y = h.outputs[0];
+  LayerHarness r("{type: gru, hidden: 2, bidirectional: true}", {Shape(1, 3, 1, 4)});
+  r.Randomize(1);
+  for (int c = 0; c < 3; ++c) {
+    for (int t = 0; t < 4; ++t) r.inputs[0][c * 4 + t] = h.inputs[0][c * 4 + 3 - t];
+  }
+  // Swap the directions' parameters.
+  for (int p = 0; p < 4; ++p) std::swap(r.params[p], r.params[p + 4]);
+  r.Forward();
+  for (int u = 0; u < 2; ++u) {
+    for (int t = 0; t < 4; ++t) {
+      EXPECT_NEAR(r.outputs[0][(u + 2) * 4 + t], y[u * 4 + 3 - t], 1e-6) << u << "," << t;
+      EXPECT_NEAR(r.outputs[0][u * 4 + t], y[(u + 2) * 4 + 3 - t], 1e-6) << u << "," << t;
+    }
+  }
+}
+
+TEST(RecurrentTest, WrongShapesAreErrors) {
+  EXPECT_DEATH_IF_SUPPORTED(LayerHarness("{type: lstm, hidden: 2}", {Shape(1, 3, 2, 4)}),
+                            "N x features x 1 x T");
+  EXPECT_DEATH_IF_SUPPORTED(
+      LayerHarness("{type: embedding, vocabulary: 4, size: 2}", {Shape(1, 2, 1, 4)}),
+      "N x 1 x 1 x T");
+}
+
+TEST(EmbeddingTest, GathersRowsAndScattersGradients) {
+  LayerHarness h("{type: embedding, vocabulary: 3, size: 2}", {Shape(1, 1, 1, 4)});
+  h.inputs[0] = {2, 0, 2, 7};
+  h.params[0] = {1, 2, 3, 4, 5, 6};
+  h.Forward();
+  // N x size x 1 x T: the first component of each position's row, then the second.
+  EXPECT_EQ(h.outputs[0], (std::vector<float>{5, 1, 5, 0, 6, 2, 6, 0}));
+  h.output_grads[0] = {1, 2, 3, 4, 10, 20, 30, 40};
+  h.Backward();
+  EXPECT_EQ(h.param_grads[0], (std::vector<float>{2, 20, 0, 0, 4, 40}));
+}
+
+TEST(EmbeddingTest, GradientMatchesFiniteDifferencesAndSlices) {
+  LayerHarness h("{type: embedding, vocabulary: 5, size: 3}", {Shape(3, 1, 1, 4)});
+  h.Randomize(2);
+  FillIds(h, 5);
+  GradientCheckOptions options;
+  options.skip_inputs = {0};
+  EXPECT_EQ(CheckGradients(h, options), "");
+
+  LayerHarness whole("{type: embedding, vocabulary: 5, size: 3}", {Shape(5, 1, 1, 4)});
+  LayerHarness sliced("{type: embedding, vocabulary: 5, size: 3}", {Shape(5, 1, 1, 4)});
+  sliced.slice_images = 2;
+  for (LayerHarness* l : {&whole, &sliced}) {
+    l->Randomize(6);
+    FillIds(*l, 5);
+    l->Forward();
+    RandomGrads(*l, 8);
+    l->Backward();
+  }
+  ExpectBitIdentical(whole.outputs, sliced.outputs, "outputs");
+  ExpectBitIdentical(whole.param_grads, sliced.param_grads, "table gradient");
+}
+
+}  // namespace
+}  // namespace spill
