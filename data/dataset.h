@@ -3,6 +3,8 @@
 //   fashion_mnist / mnist   idx files (gzipped or not): train-images-idx3-ubyte[.gz], ...
 //   cifar10                 the binary version: data_batch_1..5.bin, test_batch.bin
 //   image_folder            ImageNet-style class folders of JPEG/PNG: root/<class>/<image>
+//   text                    a text file or a folder of them: windows of characters, each
+//                           position labeled with the next character (OpenCharText)
 //
 // Get() is thread-safe and deterministic: the same (index, augment_seed)
 // always yields the same pixels, so shuffling and augmentation are
@@ -54,8 +56,8 @@ class Dataset {
   virtual StatusOr<int> Get(int64_t index, uint64_t augment_seed, float* image) const = 0;
 
   // Segmentation datasets label every pixel: 1 x 1 x H x W classes per
-  // example (the others, one class: 1 x 1 x 1 x 1), which GetPixelLabels
-  // writes for example `index`.
+  // example, text a symbol per position: 1 x 1 x 1 x T (the others, one
+  // class: 1 x 1 x 1 x 1), which GetPixelLabels writes for example `index`.
   virtual Shape label_shape() const { return Shape(1, 1, 1, 1); }
   virtual Status GetPixelLabels(int64_t index, float* labels) const;
 };
@@ -91,6 +93,51 @@ StatusOr<std::unique_ptr<Dataset>> OpenIdxSegmentation(const std::string& images
 // 0.406) and std (0.229, 0.224, 0.225); `augment.crop` must be set.
 StatusOr<std::unique_ptr<Dataset>> OpenImageFolder(const std::string& dir,
                                                    const Augmentation& augment);
+
+// Character-level text for language models (OpenCharText).
+struct TextOptions {
+  // A text file (gunzipped when its name ends in .gz), or a folder: every
+  // regular file directly in it - not symbolic links, subfolders, hidden
+  // names or names ending in .dat (the index files of Debian's fortunes
+  // package) - concatenated in name order (byte order).
+  std::string path;
+  int64_t sequence = 0;         // T: symbols per example, 1..2^20
+  double test_fraction = 0.05;  // the corpus's last bytes that are the test split, (0, 0.5]
+  // B > 0: the split as B contiguous streams for truncated back-propagation
+  // through time (see OpenCharText); 0: consecutive windows.
+  int64_t streams = 0;
+  // A file whose distinct bytes are the symbols ("" = those of the corpus).
+  std::string vocabulary;
+};
+
+// Windows of T symbols of the text at `options.path`. The vocabulary is the
+// sorted distinct bytes of the whole corpus (both splits, so V is the same
+// for both) or of `options.vocabulary`; a symbol's id is its rank in it, so
+// num_classes() = V <= 256, and a corpus byte outside a given vocabulary is
+// an error naming the file, the byte's offset in it and its value.
+//
+// The split is cut at a byte boundary: the last floor(test_fraction * bytes)
+// bytes of the corpus are the test split, the rest the training split (a
+// character of several UTF-8 bytes may straddle the cut; symbols are bytes).
+//
+// An example is 1 x 1 x 1 x T symbol ids as floats (0..V-1) along W; its
+// labels (label_shape 1 x 1 x 1 x T, GetPixelLabels) are the ids of the next
+// byte at each position - the same bytes shifted by one. Get returns the
+// first label. With S bytes in the split:
+//   streams = 0: example i is the window at offset i*T (inputs [iT, iT+T),
+//     labels [iT+1, iT+T+1)); size() = (S - 1) / T.
+//   streams = B: the split is B contiguous streams of L = ((S-1) / B / T) * T
+//     bytes each; example i = b*B + r is stream r's b-th window, at offset
+//     r*L + b*T; size() = B * (L / T). A loader with batch B and shuffle off
+//     then puts stream r in row r of every batch, batch b continuing batch
+//     b-1 where it stopped, so a recurrent network can carry its hidden
+//     state from batch to batch.
+// Everything is read and checked at open; Get and GetPixelLabels only copy.
+StatusOr<std::unique_ptr<Dataset>> OpenCharText(const TextOptions& options, Split split);
+
+// The symbols of the vocabulary file at `path`: its distinct bytes, sorted
+// (an empty file is an error naming it).
+StatusOr<std::vector<uint8_t>> ReadCharVocabulary(const std::string& path);
 
 }  // namespace spill
 

@@ -73,7 +73,7 @@ std::vector<std::string> FixtureNets() {
 // At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
 constexpr int kNetworkSources = 12 + 3;
 constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 195 at least
-constexpr int kConfigCases = 13 * kTextMutations;                // 169
+constexpr int kConfigCases = 15 * kTextMutations;                // 195
 constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
 constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
 constexpr int kCheckpointCases = kByteMutations * 16;            // 80
@@ -220,6 +220,17 @@ distributed: {bucket: 256KiB, sync_batch_norm: false, check_replicas: true}
 data: {dataset: fashion_mnist, path: /nowhere, batch: 8}
 memory: {mode: search, device_budget: 64MiB, min_offload: 0,
          planner: {limit: 48MiB, evaluations: 50, seed: 2, profile: h100-pcie5}}
+run: {steps: 2}
+)"});
+  // The text dataset's keys; the model takes its sequence and classes from the data.
+  sources.push_back({"configs/inline_text.yaml", std::string("model:\n") + R"(
+  params: {sequence: 8, classes: 10}
+  layers:
+    - {name: data, type: input, shape: [1, 1, $sequence], labels: pixels}
+    - {name: score, type: convolution, filters: $classes, kernel: 1}
+    - {name: loss, type: softmax_loss}
+data: {dataset: text, path: /nowhere, batch: 4, sequence: 16, test_fraction: 0.1, streams: true,
+       shuffle: false, vocabulary: /nowhere/vocab.txt}
 run: {steps: 2}
 )"});
   // Settings the mode makes moot: refused unmutated, mutated as the rest.

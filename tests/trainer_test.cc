@@ -21,6 +21,7 @@
 #include "memory/planners/planner_settings.h"
 #include "memory/planning/planner.h"
 #include "tests/testing/trace_reader.h"
+#include "tools/trainer/inference.h"
 
 namespace spill {
 namespace {
@@ -484,6 +485,106 @@ TEST_F(TrainerTest, PixelLabelsAndImageLabelsDoNotMix) {
   trainer = Trainer::Create(*unet, Quiet());
   ASSERT_FALSE(trainer.ok());
   EXPECT_THAT(trainer.status().message(), HasSubstr("labels: pixels"));
+}
+
+// A config of the text dataset: its keys read, a relative vocabulary found
+// beside the config, and keys of the wrong kind of dataset refused by name.
+TEST(TextConfigTest, KeysAreReadAndCheckedAgainstTheDataset) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("spill_text_config_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "vocab.txt") << "abc";
+  const std::string head = "model: {file: m.yaml}\nrun: {epochs: 1}\n";
+  auto parse = [&](const std::string& data) {
+    return ParseTrainConfig(head + "data: {" + data + "}\n", "text.yaml", dir.string());
+  };
+  auto text = parse(
+      "dataset: text, path: corpus, batch: 4, sequence: 16, test_fraction: 0.1, streams: true, "
+      "shuffle: false, vocabulary: vocab.txt");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(text->data.dataset, "text");
+  EXPECT_EQ(text->data.sequence, 16);
+  EXPECT_DOUBLE_EQ(text->data.test_fraction, 0.1);
+  EXPECT_TRUE(text->data.streams);
+  EXPECT_EQ(text->data.vocabulary, (dir / "vocab.txt").string());
+  text = parse("dataset: text, path: corpus, sequence: 8");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_DOUBLE_EQ(text->data.test_fraction, 0.05);
+  EXPECT_FALSE(text->data.streams);
+  for (const auto& [data, message] : std::vector<std::pair<std::string, std::string>>{
+           {"dataset: text, path: c, sequence: 8, streams: true",
+            "text.yaml:3: data.shuffle: must be false with data.streams"},
+           {"dataset: text, path: c, sequence: 8, streams: true, shuffle: true",
+            "text.yaml:3: data.shuffle: must be false with data.streams"},
+           {"dataset: text, path: c", "data.sequence: is required"},
+           {"dataset: text, path: c, sequence: 0", "data.sequence: must be an integer in [1, "},
+           {"dataset: text, path: c, sequence: 8, test_fraction: 0.6",
+            "data.test_fraction: must be a number in (0, 0.5]"},
+           {"dataset: text, path: c, sequence: 8, augment: {crop: 4}",
+            "data.augment: dataset 'text' does not read it"},
+           {"dataset: fashion_mnist, path: c, sequence: 8",
+            "data.sequence: is read only by dataset 'text' (this config's dataset is "
+            "'fashion_mnist')"},
+           {"dataset: cifar10, path: c, streams: false", "data.streams: is read only by dataset"},
+       }) {
+    auto bad = parse(data);
+    ASSERT_FALSE(bad.ok()) << data;
+    EXPECT_THAT(bad.status().message(), HasSubstr(message)) << data;
+  }
+  fs::remove_all(dir);
+}
+
+// A text config's data opens as the trainer opens it - both splits, a
+// stream per row of the batch - and a model's `sequence` and `classes` come
+// from it; a per-position classifier (a 1x1 convolution scoring every
+// position, labels: pixels) trains on it with its loss falling.
+TEST(TextConfigTest, TextDataFeedsTheModelAndTrains) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("spill_text_train_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "corpus");
+  std::string text;
+  for (int i = 0; i < 4000; ++i) text += "aaaab"[i % 5];  // mostly a: a learnable prior
+  std::ofstream(dir / "corpus" / "part1") << text.substr(0, 2000);
+  std::ofstream(dir / "corpus" / "part2") << text.substr(2000);
+  std::ofstream(dir / "corpus" / "part2.dat") << "xyz";
+  const std::string config_text = R"(
+model:
+  params: {sequence: 4, classes: 2}
+  layers:
+    - {name: data, type: input, shape: [1, 1, $sequence], labels: pixels}
+    - {name: score, type: convolution, filters: $classes, kernel: 1}
+    - {name: loss, type: softmax_loss}
+data: {dataset: text, path: corpus, batch: 8, sequence: 16, streams: true, shuffle: false}
+solver: {type: adam, lr: 0.05}
+run: {steps: 20, seed: 3, output: )" +
+                                  (dir / "run").string() + "}\n";
+  auto config = ParseTrainConfig(config_text, "char.yaml", dir.string());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  std::unique_ptr<Dataset> train, test;
+  Status opened = OpenDatasets(config->data, &train, &test);
+  ASSERT_TRUE(opened.ok()) << opened.ToString();
+  ASSERT_NE(test, nullptr);
+  EXPECT_EQ(train->num_classes(), 2);  // a and b; the .dat file's bytes are not read
+  EXPECT_THAT(train->Describe(), HasSubstr("train split: 3800 bytes"));
+  EXPECT_THAT(train->Describe(), HasSubstr("8 streams of"));
+  EXPECT_THAT(test->Describe(), HasSubstr("test split: 200 bytes"));
+  auto spec = LoadModel(*config, *train);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->params.at("sequence").as<int>(), 16);
+  EXPECT_EQ(spec->params.at("classes").as<int>(), 2);
+
+  TrainOptions options;
+  options.progress = false;
+  options.verbose = false;
+  auto trainer = Trainer::Create(*config, options);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  const TrainReport& r = (*trainer)->report();
+  EXPECT_EQ(r.steps, 20);
+  EXPECT_LT(r.losses.back(), r.losses.front());
+  fs::remove_all(dir);
 }
 
 TEST(ConfigsTest, EveryShippedConfigParsesAndItsModelBuilds) {

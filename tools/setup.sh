@@ -30,6 +30,7 @@ packages=(
   python3-numpy            # reading checkpoints from Python (tools/*.py)
   binutils                 # objdump: the GPU bundle's instruction-set check (tools/ci/check_isa.py)
   dataset-fashion-mnist    # the default training data: /usr/share/datasets/fashion-mnist
+  fortunes                 # text for the character LSTM (configs/char_lstm.yaml): /usr/share/games/fortunes
   chromium                 # headless browser: the memory page test opens plan's pages in it
 )
 if [[ "${1:-}" == "--bench" ]]; then

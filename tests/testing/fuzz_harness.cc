@@ -72,22 +72,37 @@ class Watchdog {
   std::thread thread_;
 };
 
-// A dataset that holds nothing but a shape and a class count, for loading a
+// A dataset that holds nothing but shapes and a class count, for loading a
 // config's model the way the trainer does.
 class ShapeOnlyDataset : public Dataset {
  public:
-  ShapeOnlyDataset(int channels, int side) : shape_(1, channels, side, side) {}
+  ShapeOnlyDataset(Shape shape, Shape labels, int classes)
+      : shape_(shape), labels_(labels), classes_(classes) {}
   int64_t size() const override { return 1; }
-  int num_classes() const override { return 10; }
+  int num_classes() const override { return classes_; }
   Shape example_shape() const override { return shape_; }
+  Shape label_shape() const override { return labels_; }
   std::string Describe() const override { return "shape-only dataset"; }
   StatusOr<int> Get(int64_t, uint64_t, float*) const override {
     return Internal("shape-only dataset");
   }
 
  private:
-  Shape shape_;
+  Shape shape_, labels_;
+  int classes_;
 };
+
+// The shapes of a config's kind of data: images of 10 classes, or windows
+// of data.sequence bytes (256 symbols) labeled per position.
+ShapeOnlyDataset DataOfKind(const DataConfig& d) {
+  if (d.dataset == "text") {
+    const Shape window(1, 1, 1, d.sequence);
+    return ShapeOnlyDataset(window, window, 256);
+  }
+  const bool color = d.dataset == "cifar10" || d.dataset == "image_folder";
+  const int side = d.augment.crop > 0 ? d.augment.crop : color ? 32 : 28;
+  return ShapeOnlyDataset(Shape(1, color ? 3 : 1, side, side), Shape(1, 1, 1, 1), 10);
+}
 
 void PutBigEndian(std::vector<uint8_t>* bytes, uint32_t value) {
   for (int shift = 24; shift >= 0; shift -= 8) bytes->push_back((value >> shift) & 0xff);
@@ -205,9 +220,7 @@ Status NetworkPipeline(const std::string& path, const std::string& mode) {
 
 Status ConfigPipeline(const std::string& text, const std::string& label) {
   SPILL_ASSIGN_OR_RETURN(TrainConfig c, ParseTrainConfig(text, label, "configs"));
-  const bool color = c.data.dataset == "cifar10" || c.data.dataset == "image_folder";
-  const int side = c.data.augment.crop > 0 ? c.data.augment.crop : color ? 32 : 28;
-  ShapeOnlyDataset data(color ? 3 : 1, side);
+  const ShapeOnlyDataset data = DataOfKind(c.data);
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(c, data));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
                          Net::Build(spec, {c.data.batch, DeviceType::kCpu}));

@@ -1,5 +1,8 @@
 #include "tests/testing/net_harness.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "framework/base/random.h"
 #include "framework/device/cpu_device.h"
 #include "framework/device/device_registry.h"
@@ -7,6 +10,7 @@
 #include "framework/graph/initializer.h"
 #include "framework/graph/net.h"
 #include "framework/solver/solver.h"
+#include "layers/embedding_layer.h"
 #include "memory/runtime/runtime.h"
 
 namespace spill {
@@ -76,6 +80,22 @@ NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides) {
   return *spec;
 }
 
+// The ids a network's input takes when an embedding reads it (the smallest
+// vocabulary among them), else 0: its images are then values in [-1, 1).
+int64_t SyntheticVocabulary(const Net& net) {
+  int64_t vocabulary = 0;
+  for (int id = 0; id < net.num_layers(); ++id) {
+    const auto* embedding = dynamic_cast<const EmbeddingLayer*>(&net.layer(id));
+    if (embedding == nullptr) continue;
+    for (const LayerDecl::Input& in : net.decl(id).inputs) {
+      if (!net.decl(in.layer).is_input) continue;
+      vocabulary = vocabulary == 0 ? embedding->vocabulary()
+                                   : std::min(vocabulary, embedding->vocabulary());
+    }
+  }
+  return vocabulary;
+}
+
 StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run) {
   DeviceConfig config;
   config.link_bytes_per_second = run.link_bytes_per_second;
@@ -100,12 +120,14 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
   const Shape input = net->input_shape();
   const int64_t classes = std::max<int64_t>(net->num_classes(), 1);
+  const int64_t vocabulary = SyntheticVocabulary(*net);
   TrainTrace trace;
   for (int step = 0; step < run.steps; ++step) {
     std::vector<float> images(input.numel()), labels(net->label_shape().numel());
     const int batch_index = run.same_batch ? 0 : step;
     for (size_t i = 0; i < images.size(); ++i) {
-      images[i] = 2 * UniformAt(run.seed + 1000 + batch_index, i) - 1;
+      const float u = UniformAt(run.seed + 1000 + batch_index, i);
+      images[i] = vocabulary > 0 ? std::floor(u * static_cast<float>(vocabulary)) : 2 * u - 1;
     }
     for (size_t i = 0; i < labels.size(); ++i) {
       labels[i] = static_cast<float>((i * 7 + batch_index) % classes);

@@ -122,13 +122,27 @@ layers:
   - {name: head, block: head, args: {classes: 5}}
 )";
 
+// A sequence model: ids embedded, two LSTM layers with dropout between
+// them, a bidirectional GRU, and a classifier at every step (a 1x1
+// convolution) scored against a label per position.
+inline constexpr char kSequence[] = R"(
+layers:
+  - {name: data, type: input, shape: [1, 1, 6], labels: pixels}
+  - {name: embed, type: embedding, vocabulary: 7, size: 4}
+  - {name: lstm, type: lstm, hidden: 5, layers: 2, dropout: 0.3}
+  - {name: gru, type: gru, hidden: 3, bidirectional: true}
+  - {name: scores, type: convolution, filters: 7, kernel: 1}
+  - {name: loss, type: softmax_loss}
+)";
+
 struct Network {
   const char* name;
   const char* yaml;
 };
 inline constexpr Network kNetworks[] = {{"lenet", kLeNet},         {"resnet", kResNet},
                                         {"inception", kInception}, {"alexnet", kAlexNet},
-                                        {"densenet", kDenseNet},   {"blocked", kBlocked}};
+                                        {"densenet", kDenseNet},   {"blocked", kBlocked},
+                                        {"sequence", kSequence}};
 
 // The models of models/ that mobile and modern networks brought, at a
 // fraction of their width, depth and size: the same blocks and layers, in

@@ -126,10 +126,44 @@ class Replica(torch.nn.Module):
             return torch.cat(xs, dim=1)
         if kind == "add":
             return sum(xs[1:], xs[0])
+        if kind == "embedding":
+            n, t = x.shape[0], x.shape[3]
+            table = self.tensor(name + "/weight")
+            return F.embedding(x.reshape(n, t).long(), table.reshape(table.shape[0], -1)).permute(0, 2, 1).reshape(n, -1, 1, t)
+        if kind in ("lstm", "gru"):
+            return self.recurrent(name, kind, p, x)
         if kind == "softmax_loss":
-            labels = xs[1].reshape(-1).long()
-            return F.cross_entropy(x.reshape(x.shape[0], -1), labels) * p.get("weight", 1.0)
+            labels = xs[1]
+            if labels[0].numel() > 1:  # a class per pixel (or per step of a sequence)
+                return F.cross_entropy(x, labels.reshape(x.shape[0], x.shape[2], x.shape[3]).long()) * p.get("weight", 1.0)
+            return F.cross_entropy(x.reshape(x.shape[0], -1), labels.reshape(-1).long()) * p.get("weight", 1.0)
         raise SystemExit(f"crosscheck_torch: layer type {kind} is not supported")
+
+
+    def recurrent(self, name, kind, p, x):
+        """PyTorch's own LSTM / GRU kernels (those nn.LSTM and nn.GRU call), with
+        the traced weights: per layer and direction w_ih, w_hh, b_ih, b_hh."""
+        if p.get("dropout", 0.0) != 0:
+            raise SystemExit(f"crosscheck_torch: layer {name} drops units; masks cannot match")
+        n, c, t = x.shape[0], x.shape[1], x.shape[3]
+        layers, hidden = p.get("layers", 1), p["hidden"]
+        directions = 2 if p.get("bidirectional", False) else 1
+        bias = p.get("bias", True)
+        weights = []
+        for layer in range(layers):
+            for d in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if d else "")
+                names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if bias else [])
+                for w in names:
+                    value = self.tensor(f"{name}/{w}{suffix}")
+                    weights.append(value.reshape(value.shape[0], -1) if w.startswith("weight") else value.reshape(-1))
+        seq = x.reshape(n, c, t).permute(0, 2, 1)
+        h0 = torch.zeros(layers * directions, n, hidden, dtype=x.dtype)
+        if kind == "lstm":
+            y = torch._VF.lstm(seq, (h0, h0.clone()), weights, bias, layers, 0.0, True, directions == 2, True)[0]
+        else:
+            y = torch._VF.gru(seq, h0, weights, bias, layers, 0.0, True, directions == 2, True)[0]
+        return y.permute(0, 2, 1).reshape(n, -1, 1, t)
 
 
 def make_solver(config, model):

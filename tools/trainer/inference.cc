@@ -59,6 +59,15 @@ Status OpenDatasets(const DataConfig& d, std::unique_ptr<Dataset>* train,
     if (!d.test_path.empty()) {
       SPILL_ASSIGN_OR_RETURN(*test, OpenImageFolder(d.test_path, d.test_augment));
     }
+  } else if (d.dataset == "text") {
+    TextOptions text;
+    text.path = d.path;
+    text.sequence = d.sequence;
+    text.test_fraction = d.test_fraction;
+    text.streams = d.streams ? d.batch : 0;  // a stream per row of the batch
+    text.vocabulary = d.vocabulary;
+    SPILL_ASSIGN_OR_RETURN(*train, OpenCharText(text, Split::kTrain));
+    SPILL_ASSIGN_OR_RETURN(*test, OpenCharText(text, Split::kTest));
   } else if (d.dataset == "fashion_mnist_segmentation" || d.dataset == "mnist_segmentation") {
     const bool fashion = d.dataset == "fashion_mnist_segmentation";
     if (d.masks.empty()) {
@@ -107,26 +116,41 @@ namespace {
 // The examples of the idx and CIFAR-10 kinds: 10 classes, images of a fixed size.
 constexpr int kFixedKindClasses = 10;
 constexpr int kIdxSide = 28, kCifarSide = 32, kCifarChannels = 3;
+// Text without its corpus: every byte value a symbol, unless a vocabulary file says.
+constexpr int kByteSymbols = 256;
 
-// A dataset kind's shape and classes without its files (no examples).
+// A dataset kind's shape, labels and classes without its files (no examples).
 class GeometryOnly : public Dataset {
  public:
-  GeometryOnly(Shape shape, std::string kind) : shape_(shape), kind_(std::move(kind)) {}
+  GeometryOnly(Shape shape, std::string kind, int classes = kFixedKindClasses,
+               Shape labels = Shape(1, 1, 1, 1))
+      : shape_(shape), labels_(labels), kind_(std::move(kind)), classes_(classes) {}
   int64_t size() const override { return 0; }
-  int num_classes() const override { return kFixedKindClasses; }
+  int num_classes() const override { return classes_; }
   Shape example_shape() const override { return shape_; }
+  Shape label_shape() const override { return labels_; }
   std::string Describe() const override { return kind_ + " (geometry only, no examples)"; }
   StatusOr<int> Get(int64_t, uint64_t, float*) const override {
     return Internal("a geometry-only dataset has no examples");
   }
 
  private:
-  Shape shape_;
+  Shape shape_, labels_;
   std::string kind_;
+  int classes_;
 };
 
 StatusOr<std::unique_ptr<Dataset>> Geometry(const DataConfig& d) {
   if (d.dataset == "image_folder") return NotFound("image_folder takes its classes from its data");
+  if (d.dataset == "text") {  // windows of `sequence` symbols, a label per position
+    int classes = kByteSymbols;
+    if (!d.vocabulary.empty()) {
+      SPILL_ASSIGN_OR_RETURN(std::vector<uint8_t> symbols, ReadCharVocabulary(d.vocabulary));
+      classes = static_cast<int>(symbols.size());
+    }
+    const Shape window(1, 1, 1, d.sequence);
+    return std::unique_ptr<Dataset>(new GeometryOnly(window, d.dataset, classes, window));
+  }
   const bool cifar = d.dataset == "cifar10";
   const int side = cifar ? kCifarSide : kIdxSide;
   SPILL_ASSIGN_OR_RETURN(

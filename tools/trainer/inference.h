@@ -45,7 +45,8 @@ class Inference {
  public:
   // `needs_data` false (predict): when the config's dataset cannot be
   // opened, a kind of fixed geometry (idx: 1x28x28, CIFAR-10: 3x32x32, 10
-  // classes each, through data.augment) stands in for it to build the
+  // classes each, through data.augment; text: 1x1xT with T labels, 256
+  // classes or the symbols of data.vocabulary) stands in for it to build the
   // network; image_folder takes its classes from its folders and needs them.
   static StatusOr<std::unique_ptr<Inference>> Create(const TrainConfig& config,
                                                      const std::string& checkpoint,

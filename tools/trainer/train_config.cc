@@ -63,6 +63,8 @@ constexpr int64_t kMaxEpochs = 1000000;       // run.epochs
 constexpr int64_t kMaxSteps = 1000000000000;  // steps, intervals, schedule lengths
 constexpr size_t kMaxMilestones = 1000;       // multistep milestones
 constexpr int64_t kMaxGpu = 63;               // device ordinal
+constexpr int64_t kMaxSequence = 1 << 20;     // data.sequence, symbols per example
+constexpr double kMaxTestFraction = 0.5;      // data.test_fraction
 constexpr double kMaxLearningRate = 1000;
 constexpr size_t kMinBucketBytes = 4 * kKiB;  // distributed.bucket
 constexpr size_t kMaxBucketBytes = 1 * kGiB;
@@ -114,10 +116,38 @@ Status ReadModel(YamlMap model, const YAML::Node& node, const std::string& base_
   return model.Finish();
 }
 
+// The keys only dataset `text` reads, and the image datasets' keys it does not.
+const char* const kTextKeys[] = {"sequence", "test_fraction", "streams", "vocabulary"};
+const char* const kImageKeys[] = {"test_path", "masks", "augment", "test_augment"};
+
+// The text dataset's keys (data/dataset.h, TextOptions); a key of the other
+// kind of dataset is an error naming it.
+void ReadText(YamlMap& data, const std::string& base_dir, DataConfig* d) {
+  const bool text = d->dataset == "text";
+  for (const char* key : text ? kImageKeys : kTextKeys) {
+    if (!data.Raw(key).IsDefined()) continue;
+    data.Fail(key, text ? "dataset 'text' does not read it (a text corpus is split by " +
+                              std::string("data.test_fraction and is not augmented)")
+                        : "is read only by dataset 'text' (this config's dataset is '" +
+                              d->dataset + "')");
+  }
+  if (!text) return;
+  d->sequence = data.RequiredInt("sequence", 1, kMaxSequence);
+  d->test_fraction =
+      data.Float("test_fraction", d->test_fraction, Bounds::AboveTo(0, kMaxTestFraction));
+  d->streams = data.Bool("streams", d->streams);
+  d->vocabulary = Resolve(data.String("vocabulary", d->vocabulary), base_dir);
+  if (d->streams && d->shuffle) {
+    data.Fail("shuffle",
+              "must be false with data.streams: row r of every batch continues row r of the "
+              "batch before, in order (set shuffle: false)");
+  }
+}
+
 Status ReadData(YamlMap data, const std::string& base_dir, DataConfig* d) {
   d->dataset = data.Choice("dataset",
                            {"fashion_mnist", "mnist", "cifar10", "image_folder",
-                            "fashion_mnist_segmentation", "mnist_segmentation"},
+                            "fashion_mnist_segmentation", "mnist_segmentation", "text"},
                            d->dataset);
   d->path = Resolve(data.String("path", d->path), base_dir);
   d->test_path = Resolve(data.String("test_path", d->test_path), base_dir);
@@ -125,6 +155,7 @@ Status ReadData(YamlMap data, const std::string& base_dir, DataConfig* d) {
   d->batch = data.Int("batch", d->batch, 1, kMaxBatch);
   d->workers = static_cast<int>(data.Int("workers", d->workers, 1, kMaxWorkers));
   d->shuffle = data.Bool("shuffle", d->shuffle);
+  ReadText(data, base_dir, d);
   SPILL_RETURN_IF_ERROR(ReadAugment(data.Section("augment"), &d->augment));
   SPILL_RETURN_IF_ERROR(ReadAugment(data.Section("test_augment"), &d->test_augment));
   if (d->path.empty()) data.Fail("path", "the dataset's location is required");
@@ -280,8 +311,10 @@ StatusOr<NetSpec> LoadModel(const TrainConfig& config, const Dataset& dataset) {
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, parse(config.model_params));
   ParamOverrides overrides = config.model_params;
   const Shape shape = dataset.example_shape();
-  const std::pair<const char*, int64_t> from_data[] = {
-      {"classes", dataset.num_classes()}, {"channels", shape.c()}, {"size", shape.h()}};
+  const std::pair<const char*, int64_t> from_data[] = {{"classes", dataset.num_classes()},
+                                                       {"channels", shape.c()},
+                                                       {"size", shape.h()},
+                                                       {"sequence", shape.w()}};
   bool changed = false;
   for (const auto& [name, value] : from_data) {
     if (spec.params.count(name) && !overrides.count(name)) {

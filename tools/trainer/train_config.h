@@ -5,13 +5,18 @@
 //     params: {stem: cifar}             # model parameter overrides
 //     # or onnx: net.onnx              # an ONNX model; its weights initialize the run
 //   data:
-//     dataset: cifar10                  # fashion_mnist | mnist | cifar10 | image_folder
+//     dataset: cifar10                  # fashion_mnist | mnist | cifar10 | image_folder | text
 //     path: /data/cifar-10-batches-bin  # image_folder: the train folder
 //     test_path: ...                    # image_folder: the validation folder
 //     batch: 128
 //     workers: 2
 //     augment: {crop: 32, pad: 4, flip: true}   # training transforms
 //     test_augment: {}                          # evaluation transforms
+//     # text only (data/dataset.h, OpenCharText): path is a text file or a folder
+//     sequence: 64         # T, symbols per example (required)
+//     test_fraction: 0.05  # the corpus's last bytes that are the test split
+//     streams: false       # true: data.batch contiguous streams (needs shuffle: false)
+//     vocabulary: FILE     # its distinct bytes are the symbols (default: the corpus's)
 //   solver:
 //     type: sgd            # sgd | adam
 //     lr: 0.1
@@ -36,8 +41,8 @@
 //     bucket: 4MiB         # gradients fused per allreduce
 //     sync_batch_norm: false
 //
-// Model parameters named `classes`, `channels` and `size` are filled from the
-// dataset unless the config sets them.
+// Model parameters named `classes`, `channels`, `size` and `sequence` are
+// filled from the dataset unless the config sets them.
 //
 // The file is read by the strict YAML reader (framework/config/yaml_reader.h): an
 // unknown or duplicate key at any level, a value of the wrong type, a number
@@ -68,6 +73,12 @@ struct DataConfig {
   bool shuffle = true;
   Augmentation augment;
   Augmentation test_augment;
+  // dataset text (TextOptions): symbols per example, the test split's share
+  // of the corpus, whether the batch is `batch` streams, a vocabulary file.
+  int64_t sequence = 0;
+  double test_fraction = 0.05;
+  bool streams = false;
+  std::string vocabulary;
 };
 
 struct ScheduleConfig {
@@ -129,7 +140,8 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::strin
 TrainConfig DefaultTrainConfig();
 
 // Loads the model the config names, with its overrides plus `classes`,
-// `channels` and `size` from the dataset where the model has them.
+// `channels`, `size` (the height) and `sequence` (the width) from the dataset
+// where the model has them.
 StatusOr<NetSpec> LoadModel(const TrainConfig& config, const Dataset& dataset);
 
 }  // namespace spill
