@@ -1,6 +1,9 @@
 #include "layers/embedding_layer.h"
 
+#include <algorithm>
+
 #include "framework/config/layer_params.h"
+#include "framework/graph/net.h"
 
 namespace spill {
 
@@ -31,6 +34,20 @@ LayerWork EmbeddingLayer::work(Pass pass, const std::vector<Shape>& inputs,
   w.flops = pass == Pass::kForward ? 0 : out;
   w.bytes = sizeof(float) * (TotalElements(inputs) + 2 * out);
   return w;
+}
+
+int64_t InputVocabulary(const Net& net) {
+  int64_t vocabulary = 0;
+  for (int id = 0; id < net.num_layers(); ++id) {
+    const auto* embedding = dynamic_cast<const EmbeddingLayer*>(&net.layer(id));
+    if (embedding == nullptr) continue;
+    for (const LayerDecl::Input& in : net.decl(id).inputs) {
+      if (!net.decl(in.layer).is_input) continue;
+      vocabulary =
+          vocabulary == 0 ? embedding->vocabulary() : std::min(vocabulary, embedding->vocabulary());
+    }
+  }
+  return vocabulary;
 }
 
 }  // namespace spill

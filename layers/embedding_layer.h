@@ -13,6 +13,7 @@
 #define SPILL_LAYERS_EMBEDDING_LAYER_H_
 
 #include "framework/graph/layer.h"
+#include "layers/embedding_math.h"
 
 namespace spill {
 
@@ -31,18 +32,21 @@ class EmbeddingLayer : public Layer {
   int64_t vocabulary() const { return vocabulary_; }
 
  protected:
-  // The table row of an id, or -1 when it is not a whole number in range.
-  int64_t Row(float id) const {
-    return id >= 0 && id < static_cast<float>(vocabulary_) &&
-                   id == static_cast<float>(static_cast<int64_t>(id))
-               ? static_cast<int64_t>(id)
-               : -1;
-  }
+  // The table row of an id, or -1 when it is not a whole number in range
+  // (layers/embedding_math.h, which the CUDA kernels share).
+  int64_t Row(float id) const { return EmbeddingRow(id, vocabulary_); }
 
   int64_t vocabulary_ = 0;
   int64_t size_ = 0;
   int64_t steps_ = 0;
 };
+
+class Net;
+
+// The ids a network's input takes: the smallest vocabulary among the
+// embeddings reading its input layers, or 0 when none does (synthetic data
+// then fills the input with values, not ids; a dataset's symbols must fit).
+int64_t InputVocabulary(const Net& net);
 
 }  // namespace spill
 

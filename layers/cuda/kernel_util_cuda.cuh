@@ -1,6 +1,7 @@
 // What the CUDA layers' kernels share (included by .cu files only): launch
-// sizes, the grid-stride loop, and reductions in a fixed order - a block's
-// tree and a warp's - so results never depend on scheduling.
+// sizes, the grid-stride loop, reductions in a fixed order - a block's
+// tree and a warp's - so results never depend on scheduling, and the
+// counter-based random numbers of the dropout masks.
 #ifndef SPILL_LAYERS_CUDA_KERNEL_UTIL_CUDA_CUH_
 #define SPILL_LAYERS_CUDA_KERNEL_UTIL_CUDA_CUH_
 
@@ -44,6 +45,20 @@ __device__ inline double BlockSum(double v, double* shared) {
 __device__ inline double WarpSum(double v) {
   for (int s = kWarpThreads / 2; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
   return v;
+}
+
+// framework/base/random.h on the device (its host functions are not
+// __device__), bit for bit: SplitMix64 and a 24-bit uniform in [0, 1) from
+// (seed, index), for masks that match the CPU's.
+__device__ __forceinline__ uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+__device__ __forceinline__ float UniformAt(uint64_t seed, uint64_t index) {
+  return static_cast<float>(Mix64(seed ^ Mix64(index)) >> 40) * (1.0f / 16777216.0f);
 }
 
 // std::max(a, b) exactly: a unless a < b.

@@ -56,18 +56,6 @@ __global__ void AddChunk(int64_t n, AddInputs in, int count, float* y, bool firs
   }
 }
 
-// framework/base/random.h, on the device: SplitMix64 and a 24-bit uniform.
-__device__ __forceinline__ uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-__device__ __forceinline__ float UniformAt(uint64_t seed, uint64_t index) {
-  return static_cast<float>(Mix64(seed ^ Mix64(index)) >> 40) * (1.0f / 16777216.0f);
-}
-
 __global__ void DropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,
                                int64_t first, float ratio, float keep, bool draw) {
   SPILL_GRID_LOOP(i, n) {

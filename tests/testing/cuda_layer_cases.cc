@@ -137,7 +137,28 @@ const std::vector<LayerCase>& CudaLayerCases() {
       // N x 1 x H x W (an input layer with labels: pixels).
       LayerCase{"softmax_loss_pixels",
                 "{type: softmax_loss, weight: 0.5}",
-                {Shape(2, 4, 3, 5), Shape(2, 1, 3, 5)}}};
+                {Shape(2, 4, 3, 5), Shape(2, 1, 3, 5)}},
+      // Recurrent layers: sequences N x features x 1 x T. Two layers in both
+      // directions with dropout between them (its mask matches the CPU's),
+      // in training and evaluation; one direction; a single step (no state
+      // before it, so W_hh's gradient is zero); GRU in both directions and
+      // stacked without biases.
+      LayerCase{"lstm",
+                "{type: lstm, hidden: 5, layers: 2, bidirectional: true, dropout: 0.3}",
+                {Shape(3, 4, 1, 6)}},
+      LayerCase{"lstm_eval",
+                "{type: lstm, hidden: 5, layers: 2, bidirectional: true, dropout: 0.3}",
+                {Shape(3, 4, 1, 6)},
+                Phase::kEval},
+      LayerCase{"lstm_one_direction", "{type: lstm, hidden: 8}", {Shape(2, 3, 1, 9)}},
+      LayerCase{"lstm_one_step", "{type: lstm, hidden: 3, layers: 2}", {Shape(3, 2, 1, 1)}},
+      LayerCase{"gru", "{type: gru, hidden: 6, bidirectional: true}", {Shape(3, 5, 1, 7)}},
+      LayerCase{"gru_stacked_no_bias",
+                "{type: gru, hidden: 4, layers: 3, dropout: 0.5, bias: false}",
+                {Shape(2, 3, 1, 5)}},
+      // Embedding: ids made whole numbers in range, repeated, with some that
+      // have no row (FillInputs).
+      LayerCase{"embedding", "{type: embedding, vocabulary: 9, size: 6}", {Shape(3, 1, 1, 8)}}};
   return *cases;
 }
 

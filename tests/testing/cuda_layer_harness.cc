@@ -202,6 +202,28 @@ void FillInputs(LayerHarness& h, bool quantize) {
       for (float& v : input) v = std::round(v * 2.0f) / 2.0f;
     }
   }
+  if (h.layer().type() == "embedding") {
+    // Symbol ids: whole numbers in range, repeated (their gradients add up
+    // in one row), and every few positions one with no row - negative, past
+    // the vocabulary, not whole - which gives zeros and no gradient.
+    const int64_t vocabulary = h.param_specs[0].shape.n();
+    std::vector<float>& ids = h.inputs[0];
+    for (size_t i = 0; i < ids.size(); ++i) {
+      switch (i % 11) {
+        case 3:
+          ids[i] = -1.0f;
+          break;
+        case 6:
+          ids[i] = static_cast<float>(vocabulary);
+          break;
+        case 9:
+          ids[i] = 1.5f;
+          break;
+        default:
+          ids[i] = static_cast<float>((i * 5 + 2) % static_cast<size_t>(vocabulary));
+      }
+    }
+  }
   for (size_t i = 0; i < h.param_specs.size(); ++i) {
     if (h.param_specs[i].name == "running_var") {
       for (float& v : h.params[i]) v = 0.5f + std::fabs(v);

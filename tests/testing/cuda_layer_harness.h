@@ -88,7 +88,8 @@ inline void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.name; }
 const std::vector<LayerCase>& CudaLayerCases();
 
 // The same reproducible inputs and parameters for both harnesses, made valid
-// for the layer: labels in range, running variances positive.
+// for the layer: labels in range, running variances positive, an embedding's
+// ids whole numbers (most of them in its vocabulary).
 void FillInputs(LayerHarness& h, bool quantize);
 void FillRandom(std::vector<std::vector<float>>* tensors, uint64_t seed);
 void FillValue(std::vector<std::vector<float>>* tensors, float value);

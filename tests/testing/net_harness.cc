@@ -80,22 +80,6 @@ NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides) {
   return *spec;
 }
 
-// The ids a network's input takes when an embedding reads it (the smallest
-// vocabulary among them), else 0: its images are then values in [-1, 1).
-int64_t SyntheticVocabulary(const Net& net) {
-  int64_t vocabulary = 0;
-  for (int id = 0; id < net.num_layers(); ++id) {
-    const auto* embedding = dynamic_cast<const EmbeddingLayer*>(&net.layer(id));
-    if (embedding == nullptr) continue;
-    for (const LayerDecl::Input& in : net.decl(id).inputs) {
-      if (!net.decl(in.layer).is_input) continue;
-      vocabulary = vocabulary == 0 ? embedding->vocabulary()
-                                   : std::min(vocabulary, embedding->vocabulary());
-    }
-  }
-  return vocabulary;
-}
-
 StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run) {
   DeviceConfig config;
   config.link_bytes_per_second = run.link_bytes_per_second;
@@ -120,7 +104,7 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
   const Shape input = net->input_shape();
   const int64_t classes = std::max<int64_t>(net->num_classes(), 1);
-  const int64_t vocabulary = SyntheticVocabulary(*net);
+  const int64_t vocabulary = InputVocabulary(*net);
   TrainTrace trace;
   for (int step = 0; step < run.steps; ++step) {
     std::vector<float> images(input.numel()), labels(net->label_shape().numel());

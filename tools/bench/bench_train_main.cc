@@ -19,6 +19,7 @@
 //                                   compute-sanitizer, timing every cuDNN algorithm
 //                                   takes minutes)
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -33,6 +34,7 @@
 #include "framework/io/checkpoint.h"
 #include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
+#include "layers/embedding_layer.h"
 #include "memory/planning/planner.h"
 #include "memory/runtime/runtime.h"
 #include "tools/bench/versus.h"
@@ -229,7 +231,11 @@ Status Run(const Args& args) {
   }
   const Shape in = net->input_shape();
   std::vector<float> images(in.numel()), labels(net->label_shape().numel());
-  for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * UniformAt(3, i) - 1;
+  const int64_t vocabulary = InputVocabulary(*net);  // ids for an embedding, else values
+  for (size_t i = 0; i < images.size(); ++i) {
+    const float u = UniformAt(3, i);
+    images[i] = vocabulary > 0 ? std::floor(u * static_cast<float>(vocabulary)) : 2 * u - 1;
+  }
   for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = static_cast<float>(i % std::max<int64_t>(net->num_classes(), 1));
   HostBatch batch{images.data(), labels.data()};

@@ -24,6 +24,7 @@
 #include "framework/graph/initializer.h"
 #include "framework/io/npz.h"
 #include "layers/cpu/conv_timer.h"
+#include "layers/embedding_layer.h"
 #include "memory/planning/feasibility.h"
 #include "memory/planning/planner.h"
 #include "tools/common/checks.h"
@@ -181,6 +182,15 @@ Status Trainer::CheckData() const {
                              std::to_string(net_->num_classes()) + " classes but " +
                              data->Describe() + " has " + std::to_string(data->num_classes()) +
                              " (set model.params.classes)");
+    }
+    // A text's ids are its symbols: every one must have a row in the tables
+    // that embed them (an id past the table would embed as zeros).
+    const int64_t vocabulary = InputVocabulary(*net_);
+    if (config_.data.dataset == "text" && vocabulary > 0 && vocabulary < data->num_classes()) {
+      return InvalidArgument("model '" + net_->name() + "' embeds " + std::to_string(vocabulary) +
+                             " symbols but " + data->Describe() + " has " +
+                             std::to_string(data->num_classes()) +
+                             " (set the embedding's vocabulary, or model.params.classes)");
     }
   }
   return Status::Ok();

@@ -61,7 +61,9 @@ Status Trainer::FinishTrace() {
   NpzArchive archive;
   archive["images"] =
       NpyArray::Floats({steps, in.n(), in.c(), in.h(), in.w()}, trace_images_.data());
-  archive["labels"] = NpyArray::Floats({steps, in.n()}, trace_labels_.data());
+  const Shape labels = net_->label_shape();  // one per image, or one per pixel or step
+  archive["labels"] = NpyArray::Floats({steps, labels.n(), labels.c(), labels.h(), labels.w()},
+                                       trace_labels_.data());
   archive["lr"] = NpyArray::Floats({steps}, trace_lr_.data());
   archive["loss"] = NpyArray::Floats({steps}, trace_loss_.data());
   return WriteNpzAtomically((std::filesystem::path(options_.trace_dir) / "trace.npz").string(),
