@@ -103,6 +103,13 @@ size_t RecurrentLayer::workspace_bytes(Pass pass) const {
   return static_cast<size_t>(floats) * sizeof(float);
 }
 
+std::vector<AlgorithmCandidate> RecurrentLayer::algorithm_candidates(Pass pass, int op,
+                                                                     int64_t images) const {
+  const int64_t floats =
+      pass == Pass::kForward ? ForwardWorkspace(images) : BackwardWorkspace(images);
+  return {{"fused", 0.0, static_cast<size_t>(floats) * sizeof(float)}};
+}
+
 // Per layer and direction and step, two matrix products (input and
 // recurrent) over the batch; backward twice that (the weight and the input
 // gradients), plus the cell's elementwise work.

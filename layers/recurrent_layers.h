@@ -49,6 +49,14 @@ class RecurrentLayer : public Layer {
   LayerCost cost() const override { return LayerCost::kCheckpoint; }
   MemoryTraits memory_traits() const override { return MemoryTraits::FeatureMaps(); }
   size_t workspace_bytes(Pass pass) const override;
+  // One way to compute each pass, listed so that a step computed over
+  // slices of the batch (a streamed step) gets the workspace of its slices:
+  // it holds a slice's rows and gate gradients, in proportion to its images.
+  // Its time is left to the roofline (seconds 0: no other candidate to
+  // compare with).
+  int num_algorithm_ops(Pass pass) const override { return 1; }
+  std::vector<AlgorithmCandidate> algorithm_candidates(Pass pass, int op,
+                                                       int64_t images) const override;
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
 
