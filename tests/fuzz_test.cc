@@ -67,12 +67,20 @@ std::vector<std::string> FixtureNets() {
   - {name: fc, type: fully_connected, outputs: 2}
   - {name: loss, type: softmax_loss, inputs: [fc, data:1]}
 )",
+      R"(layers:
+  - {name: data, type: input, shape: [1, 1, 6], labels: pixels}
+  - {name: embed, type: embedding, vocabulary: 5, size: 3}
+  - {name: rnn, type: gru, hidden: 4, layers: 2, bidirectional: true, dropout: 0.2, bias: true}
+  - {name: lstm, type: lstm, hidden: 3}
+  - {name: scores, type: convolution, filters: 5, kernel: 1}
+  - {name: loss, type: softmax_loss}
+)",
   };
 }
 
 // At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
-constexpr int kNetworkSources = 12 + 3;
-constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 195 at least
+constexpr int kNetworkSources = 12 + 4;
+constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 208 at least
 constexpr int kConfigCases = 15 * kTextMutations;                // 195
 constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
 constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40

@@ -365,6 +365,38 @@ TEST_P(ModeTest, DoubleBufferedStreamingFallsBackToOneBufferAtTheSmallestBudget)
   EXPECT_GT(double_buffered, 0);
 }
 
+// Inference (the forward pass alone, as eval and predict run it) in every
+// mode, at a roomy budget and at the smallest that trains: the scores and
+// losses of the baseline bit for bit, the run as PlanInference plans it, and
+// never more memory than the training iteration.
+TEST_P(ModeTest, InferenceComputesTheBaselinesScoresAsPlanned) {
+  NetSpec spec = testing::MustParse(GetParam().yaml);
+  testing::SyntheticRun baseline = SmallRun("baseline");
+  baseline.inference = true;
+  auto reference = testing::TrainSynthetic(spec, baseline);
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  ASSERT_EQ(reference->scores.size(), static_cast<size_t>(baseline.steps));
+  for (const char* mode : kModes) {
+    for (bool tight : {false, true}) {
+      const std::string what = std::string(mode) + (tight ? ", tight" : ", roomy");
+      testing::SyntheticRun run = SmallRun(mode);
+      run.memory = Options(spec, mode, tight);
+      run.memory.record_events = true;
+      run.inference = true;
+      auto trace = testing::TrainSynthetic(spec, run);
+      ASSERT_TRUE(trace.ok()) << what << ": " << trace.status().ToString();
+      EXPECT_TRUE(BitEqual(reference->scores, trace->scores)) << what;
+      EXPECT_EQ(reference->losses, trace->losses) << what;
+      testing::ExpectRunAsPlanned(spec, run, *trace, what);
+      auto net = testing::BuildTrainingNet(spec, run.batch);
+      ASSERT_TRUE(net.ok());
+      auto training = Plan((*net)->view(), run.memory);
+      ASSERT_TRUE(training.ok() && training->fits) << what;
+      EXPECT_LE(trace->log.peak, training->peak) << what;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Networks, VariantTest,
                          ::testing::Combine(::testing::ValuesIn(kNetworks),
                                             ::testing::ValuesIn(kVariants)),

@@ -386,7 +386,13 @@ struct ModeRun {
     auto start = std::chrono::steady_clock::now();
     // What a run at the budget does (memory/planning/feasibility.h): the mode's own
     // plan, or a smaller budget's layout where that one leaves no room.
-    SPILL_ASSIGN_OR_RETURN(RunnablePlan runnable, PlanRunnable(net.view(), options));
+    // Inference is planned as eval runs it, at the budget.
+    RunnablePlan runnable;
+    if (args.inference) {
+      SPILL_ASSIGN_OR_RETURN(runnable.plan, PlanInference(net.view(), options));
+    } else {
+      SPILL_ASSIGN_OR_RETURN(runnable, PlanRunnable(net.view(), options));
+    }
     const MemoryPlan& plan = runnable.plan;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -453,6 +459,12 @@ struct ModeRun {
 };
 
 Status Run(const Args& args) {
+  if (args.inference && (args.minimum || !args.device_profile.empty() || !args.html.empty() ||
+                         args.size_pool || !args.fragmentation_svg.empty())) {
+    return InvalidArgument(
+        "--inference plans the forward pass alone; --minimum, --device-profile, --html, "
+        "--size-pool and --fragmentation-svg work on training iterations: leave them out");
+  }
   if ((!args.timeline.empty() || !args.timeline_svg.empty()) && args.device_profile.empty()) {
     return InvalidArgument(
         "--timeline and --timeline-svg simulate on a device profile: add --device-profile NAME");
@@ -474,10 +486,11 @@ Status Run(const Args& args) {
   if (!mode.empty()) modes = {mode};
   if (!args.json) {
     const Shape in = net.input_shape();
-    std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s\n",
+    std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s%s\n",
                 net.name().c_str(), args.config.c_str(), net.batch(), in.c(), in.h(), in.w(),
                 net.num_layers(), net.schedule().steps.size(),
-                subject.has_solver ? ", with solver state" : "");
+                subject.has_solver ? ", with solver state" : "",
+                args.inference ? "; inference: the forward steps alone" : "");
   }
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PlanPredictor> predictor, MakePredictor(args, subject));
   Timeline timeline;

@@ -13,11 +13,12 @@ constexpr double kRelativeResolution = 1e-4;  // bisection stops at 0.01% of the
 // An upper end that does not fit grows by 1/16, then by steps that double.
 constexpr size_t kGrowthDivisor = 16;
 
-// Two training iterations of a fresh runtime without a device (the second
+// Two iterations of `phase` in a fresh runtime without a device (the second
 // lists the tensors live at the peak and gives the records).
 StatusOr<MemoryPlan> PlanIterations(const NetworkView& view, const MemoryOptions& options,
                                     const GivenPlans* given,
-                                    const std::function<void(const MemoryRuntime&)>& inspect) {
+                                    const std::function<void(const MemoryRuntime&)>& inspect,
+                                    Phase phase = Phase::kTrain) {
   MemoryPlan plan;
   auto runtime = MemoryRuntime::Create(view, options, /*device=*/nullptr, given);
   if (!runtime.ok()) {
@@ -28,7 +29,7 @@ StatusOr<MemoryPlan> PlanIterations(const NetworkView& view, const MemoryOptions
   }
   int64_t recomputations = 0;
   for (int iteration = 0; iteration < 2; ++iteration) {
-    Status status = RunWithoutDevice(**runtime, Phase::kTrain, &recomputations);
+    Status status = RunWithoutDevice(**runtime, phase, &recomputations);
     if (!status.ok()) {
       if (status.code() != StatusCode::kOutOfMemory) return status;
       plan.fits = false;
@@ -77,6 +78,10 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options)
 StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
                           const std::function<void(const MemoryRuntime&)>& inspect) {
   return PlanIterations(view, options, nullptr, inspect);
+}
+
+StatusOr<MemoryPlan> PlanInference(const NetworkView& view, const MemoryOptions& options) {
+  return PlanIterations(view, options, nullptr, nullptr, Phase::kEval);
 }
 
 StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,

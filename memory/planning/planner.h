@@ -64,6 +64,11 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options)
 StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
                           const std::function<void(const MemoryRuntime&)>& inspect);
 
+// Plans inference: the forward pass alone (Phase::kEval: no gradients,
+// nothing kept for a backward pass), as `eval` and `predict` run it, under
+// the same options; the records are those of the forward steps.
+StatusOr<MemoryPlan> PlanInference(const NetworkView& view, const MemoryOptions& options);
+
 // Scores a plan made elsewhere - by hand, or by a planner that searches -
 // exactly: runs `plans` (each step's before and after actions, in
 // memory/transfer_plan.h's vocabulary) under `options`' budget, allocator,

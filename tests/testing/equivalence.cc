@@ -22,7 +22,8 @@ void ExpectRunAsPlanned(const NetSpec& spec, const SyntheticRun& run, const Trai
                         const std::string& what, DeviceType device) {
   auto net = BuildTrainingNet(spec, run.batch, device);
   ASSERT_TRUE(net.ok());
-  auto plan = Plan((*net)->view(), run.memory);
+  auto plan =
+      run.inference ? PlanInference((*net)->view(), run.memory) : Plan((*net)->view(), run.memory);
   ASSERT_TRUE(plan.ok() && plan->fits) << what;
   const MemoryLog& m = measured.log;
   ASSERT_EQ(plan->log.steps.size(), m.steps.size());

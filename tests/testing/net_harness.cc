@@ -117,9 +117,16 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
       labels[i] = static_cast<float>((i * 7 + batch_index) % classes);
     }
     HostBatch batch{images.data(), labels.data()};
+    if (run.inference) {
+      SPILL_ASSIGN_OR_RETURN(LossResult result, executor.Run(batch, Phase::kEval, run.seed + step));
+      trace.losses.push_back(result.loss);
+      trace.scores.push_back(executor.scores());
+      continue;
+    }
     solver->BeginStep(*net, *runtime, device, run.learning_rate);
     SPILL_ASSIGN_OR_RETURN(LossResult result, executor.Run(batch, Phase::kTrain, run.seed + step));
     trace.losses.push_back(result.loss);
+    trace.scores.push_back(executor.scores());
     if (step + 1 == run.steps) trace.grads = Fetch(*net, *runtime, true);
     SPILL_RETURN_IF_ERROR(solver->FinishStep(*runtime));
   }

@@ -26,6 +26,7 @@ struct TrainTrace {
   std::vector<double> losses;
   std::vector<std::vector<float>> params;  // every parameter after training
   std::vector<std::vector<float>> grads;   // every parameter gradient of the last step
+  std::vector<std::vector<float>> scores;  // each step's scores (the loss layer's output)
   MemoryLog log;                           // of the last iteration
   int64_t recomputations = 0;
   size_t to_host = 0;
@@ -47,6 +48,7 @@ struct SyntheticRun {
   std::string device = "cpu";        // or "cuda" (--config=cuda builds)
   bool blocked_layouts = true;       // NetOptions::blocked_layouts
   Device* use_device = nullptr;      // this one instead of a new `device`
+  bool inference = false;            // forward passes only (Phase::kEval), no updates
   MemoryOptions memory;
   // Plans to run instead of memory.scheduler's (GivenPlans).
   std::optional<PhasePlans> plans;

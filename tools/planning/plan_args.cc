@@ -69,6 +69,9 @@ void DeclarePlanFlags(Flags& f, PlanArgs* a) {
            "of each mode on this CPU, caching both)",
            {"cache", "model", "measure"});
   f.Flag("--minimum", &a->minimum, "also find the smallest budget each mode runs in");
+  f.Flag("--inference", &a->inference,
+         "plan inference, the forward pass alone as eval and predict run it (no gradients, "
+         "nothing kept for backward), instead of a training iteration");
   f.Flag("--steps", &a->steps, "print every step");
   f.Flag("--json", &a->json, "print JSON instead of text");
   f.OutputFile("--csv", &a->csv, "write the per-step records of the (last) mode as CSV");

@@ -24,6 +24,7 @@ struct PlanArgs {
   size_t beta = kDefaultBeta;
   int64_t batch = 0;  // 0: the config's, or 32 for a network file
   bool minimum = false, steps = false, json = false;
+  bool inference = false;  // plan the forward pass alone
   ParamOverrides sets;
   MemoryFlags memory;  // --memory (empty: every mode), budgets, policies
 };
