@@ -8,10 +8,13 @@
 // for ReLU6, hard swish, SiLU, squeeze-and-excitation, channel shuffle and
 // split, layer norm over channels and GELU), and a graph padded as
 // TensorFlow's converters pad (asymmetric pads, auto_pad SAME_UPPER and
-// SAME_LOWER), each with an input batch and PyTorch's scores for it. Imported, they give PyTorch's
-// scores to 1e-5 of the largest score, and the imported ResNet-18 trains bit-identically to its
-// baseline in every memory mode. Exported networks pass onnx::checker and import back with
-// bit-identical scores. Broken files (truncated, unsupported operators, dynamic shapes, opsets out
+// SAME_LOWER), and character models (an embedding, a two-layer LSTM, GRU or bidirectional LSTM,
+// a per-step classifier; and an LSTM over float features), each with an input batch and
+// PyTorch's scores for it. Imported, they give PyTorch's scores to 1e-5 of the largest score, and
+// the imported ResNet-18 and bidirectional character model train bit-identically to their
+// baselines in every memory mode. Exported
+// networks (sequence networks among them) pass onnx::checker and import back with bit-identical
+// scores. Broken files (truncated, unsupported operators, dynamic shapes, opsets out
 // of range) are errors that name the file and what is wrong.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <utility>
 
 #include "framework/graph/initializer.h"
@@ -38,9 +42,10 @@ using ::testing::HasSubstr;
 using testing::LoadOnnxProto;
 using testing::OnnxImportError;
 
-const char* const kFixtures[] = {"resnet18",     "vgg11",        "inception",      "dense_block",
-                                 "mobilenet_v2", "mobilenet_v3", "efficientnet",   "shufflenet_v2",
-                                 "regnet_y",     "convnext",     "asymmetric_pads"};
+const char* const kFixtures[] = {"resnet18",     "vgg11",        "inception",       "dense_block",
+                                 "mobilenet_v2", "mobilenet_v3", "efficientnet",    "shufflenet_v2",
+                                 "regnet_y",     "convnext",     "asymmetric_pads", "char_lstm",
+                                 "char_gru",     "char_bilstm",  "seq_features"};
 
 // The largest error relative to the largest PyTorch score.
 double MaxRelativeError(const std::vector<float>& got, const std::vector<float>& want) {
@@ -121,6 +126,63 @@ TEST(OnnxImportTest, AsymmetricPadsBecomeAPadLayerAndASymmetricWindow) {
   EXPECT_EQ(pad_layers, 6u) << yaml;  // every window of the fixture is asymmetric
 }
 
+// ---- Sequences ----
+
+// PyTorch's character models come back as spill's own: an embedding, one
+// recurrent layer of two levels for nn.LSTM(num_layers=2) (its ONNX node per
+// level joined again), the per-step nn.Linear as a 1x1 convolution, a loss
+// per step; every weight under PyTorch's name (gates reordered: the scores
+// above show it).
+TEST(OnnxImportTest, SequenceModelsBecomeRecurrentLayersUnderPyTorchNames) {
+  struct Case {
+    const char* fixture;
+    const char* recurrent;  // the layer's entry after its name
+    int64_t directions;
+  };
+  const Case cases[] = {
+      {"char_lstm", "type: lstm, inputs: [\"embed\"], hidden: 5, layers: 2, bidirectional: false",
+       1},
+      {"char_gru", "type: gru, inputs: [\"embed\"], hidden: 5, layers: 2, bidirectional: false", 1},
+      {"char_bilstm", "type: lstm, inputs: [\"embed\"], hidden: 5, layers: 2, bidirectional: true",
+       2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.fixture);
+    auto fixture = testing::LoadOnnxFixture(c.fixture);
+    ASSERT_TRUE(fixture.ok()) << fixture.status().ToString();
+    auto imported = ImportOnnxFile(fixture->onnx);
+    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+    const std::string& yaml = imported->yaml;
+    EXPECT_THAT(yaml,
+                HasSubstr("{name: \"input\", type: input, shape: [1, 1, 7], labels: pixels}"));
+    EXPECT_THAT(yaml, HasSubstr("{name: \"embed\", type: embedding, inputs: [\"input\"], " +
+                                std::string("vocabulary: 11, size: 6}")));
+    EXPECT_THAT(yaml, HasSubstr("{name: \"lstm\", " + std::string(c.recurrent)));
+    EXPECT_THAT(yaml, HasSubstr("{name: \"fc\", type: convolution, inputs: [\"lstm\"], filters: " +
+                                std::string("11, kernel: 1, bias: true}")));
+    const int64_t gates = std::string(c.fixture) == "char_gru" ? 3 : 4;
+    for (const char* level : {"_l0", "_l1"}) {
+      for (const char* direction : {"", "_reverse"}) {
+        if (*direction && c.directions == 1) continue;
+        for (const char* p : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
+          const std::string key = std::string("params/lstm/") + p + level + direction;
+          ASSERT_EQ(imported->params.count(key), 1u) << key;
+          EXPECT_EQ(imported->params.at(key).shape[p[0] == 'w' ? 0 : 1], gates * 5) << key;
+        }
+      }
+    }
+    // The table, the recurrent layer's, the classifier's weight and bias.
+    EXPECT_EQ(imported->params.size(), 1u + 2 * c.directions * 4 + 2);
+  }
+  auto fixture = testing::LoadOnnxFixture("seq_features");
+  ASSERT_TRUE(fixture.ok());
+  auto imported = ImportOnnxFile(fixture->onnx);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  EXPECT_THAT(imported->yaml, HasSubstr("shape: [4, 1, 7], labels: pixels}"));
+  EXPECT_THAT(imported->yaml, HasSubstr("{name: \"lstm\", type: lstm, inputs: [\"input\"], " +
+                                        std::string("hidden: 5, layers: 1")));
+}
+
 // The resnet18 fixture imported, and the network it became.
 void ImportResNet18(ImportedNet* imported, NetSpec* spec) {
   auto fixture = testing::LoadOnnxFixture("resnet18");
@@ -141,6 +203,18 @@ TEST(OnnxImportTest, ImportedResNet18TrainsBitIdenticallyInEveryMode) {
   NetSpec spec;
   ASSERT_NO_FATAL_FAILURE(ImportResNet18(&imported, &spec));
   testing::ExpectEveryModeBitIdentical(spec, imported.params);
+}
+
+// The imported bidirectional character model trains as the ResNet-18 does:
+// the baseline's losses and weights in every memory mode.
+TEST(OnnxImportTest, ImportedCharModelTrainsBitIdenticallyInEveryMode) {
+  auto fixture = testing::LoadOnnxFixture("char_bilstm");
+  ASSERT_TRUE(fixture.ok()) << fixture.status().ToString();
+  auto imported = ImportOnnxFile(fixture->onnx);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  auto spec = ParseNetString(imported->yaml, "char_bilstm");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  testing::ExpectEveryModeBitIdentical(*spec, imported->params);
 }
 
 // ---- Export ----
@@ -213,9 +287,12 @@ layers:
 )";
 
 // Exports (checked by onnx::checker inside ExportOnnx), serializes, parses
-// and imports again: the same scores, bit for bit.
-void ExpectRoundTripBitIdentical(const NetSpec& spec, const NpzArchive& params) {
-  constexpr int64_t kBatch = 3;
+// and imports again: the same scores, bit for bit, of `input` (`batch`
+// samples; three spread over [-1, 1) when none is given). `back`, when
+// given, receives the network imported back.
+void ExpectRoundTripBitIdentical(const NetSpec& spec, const NpzArchive& params,
+                                 std::vector<float> input = {}, int64_t batch = 3,
+                                 ImportedNet* back = nullptr) {
   auto net = Net::Build(spec, {1, DeviceType::kCpu});
   ASSERT_TRUE(net.ok()) << net.status().ToString();
   auto model = ExportOnnx(**net, params, "params.npz");
@@ -227,15 +304,15 @@ void ExpectRoundTripBitIdentical(const NetSpec& spec, const NpzArchive& params) 
   ASSERT_TRUE(imported.ok()) << imported.status().ToString();
   auto spec2 = ParseNetString(imported->yaml, "exported.onnx");
   ASSERT_TRUE(spec2.ok()) << spec2.status().ToString() << "\n" << imported->yaml;
-  const std::vector<float> images =
-      testing::SomeImages(kBatch * (*net)->input_shape().sample_size());
-  auto before = testing::ForwardScores(spec, params, images, kBatch);
-  auto after = testing::ForwardScores(*spec2, imported->params, images, kBatch);
+  if (input.empty()) input = testing::SomeImages(batch * (*net)->input_shape().sample_size());
+  auto before = testing::ForwardScores(spec, params, input, batch);
+  auto after = testing::ForwardScores(*spec2, imported->params, input, batch);
   ASSERT_TRUE(before.ok()) << before.status().ToString();
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   ASSERT_EQ(before->size(), after->size());
   EXPECT_EQ(std::memcmp(before->data(), after->data(), before->size() * sizeof(float)), 0);
   EXPECT_EQ(imported->params.size(), params.size());
+  if (back != nullptr) *back = std::move(*imported);
 }
 
 // `spec` built at batch 1 with seeded weights, round-tripped.
@@ -271,6 +348,144 @@ TEST(OnnxExportTest, ImportedResNet18RoundTripsBitIdentically) {
   NetSpec spec;
   ASSERT_NO_FATAL_FAILURE(ImportResNet18(&imported, &spec));
   ExpectRoundTripBitIdentical(spec, imported.params);
+}
+
+// The layers of `a` and `b` have the same names, types, inputs, output
+// shapes and parameters (an entry may spell its options differently).
+void ExpectSameLayers(const NetSpec& a, const NetSpec& b) {
+  auto net_a = Net::Build(a, {1, DeviceType::kCpu});
+  auto net_b = Net::Build(b, {1, DeviceType::kCpu});
+  ASSERT_TRUE(net_a.ok() && net_b.ok());
+  const Schedule &sa = (*net_a)->schedule(), &sb = (*net_b)->schedule();
+  ASSERT_EQ((*net_a)->num_layers(), (*net_b)->num_layers());
+  auto names = [](const Schedule& s, const std::vector<TensorId>& ids) {
+    std::vector<std::string> out;
+    for (TensorId t : ids) out.push_back(s.tensors[t].name + " " + s.tensors[t].shape.ToString());
+    return out;
+  };
+  for (int id = 0; id < (*net_a)->num_layers(); ++id) {
+    SCOPED_TRACE((*net_a)->layer(id).name());
+    EXPECT_EQ((*net_a)->layer(id).name(), (*net_b)->layer(id).name());
+    EXPECT_EQ((*net_a)->layer(id).type(), (*net_b)->layer(id).type());
+    EXPECT_EQ(names(sa, sa.layers[id].inputs), names(sb, sb.layers[id].inputs));
+    EXPECT_EQ(names(sa, sa.layers[id].outputs), names(sb, sb.layers[id].outputs));
+    EXPECT_EQ(names(sa, sa.layers[id].params), names(sb, sb.layers[id].params));
+  }
+}
+
+// PyTorch's character models, imported, export as PyTorch wrote them
+// (Gather, LSTM or GRU per level, their views) and come back as the same
+// network, layer for layer, with the same scores bit for bit.
+TEST(OnnxExportTest, ImportedSequenceModelsRoundTripAsTheSameNetwork) {
+  for (const char* name : {"char_lstm", "char_gru", "char_bilstm", "seq_features"}) {
+    SCOPED_TRACE(name);
+    auto fixture = testing::LoadOnnxFixture(name);
+    ASSERT_TRUE(fixture.ok()) << fixture.status().ToString();
+    auto imported = ImportOnnxFile(fixture->onnx);
+    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+    auto spec = ParseNetString(imported->yaml, name);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    ImportedNet back;
+    ExpectRoundTripBitIdentical(*spec, imported->params, fixture->input, fixture->batch, &back);
+    auto spec2 = ParseNetString(back.yaml, name);
+    ASSERT_TRUE(spec2.ok()) << spec2.status().ToString();
+    ExpectSameLayers(*spec, *spec2);
+  }
+}
+
+// Every sequence layer with its options: an embedding of the input's ids,
+// recurrent layers of one and two levels, one-way and bidirectional, with
+// and without biases, GRU and LSTM; two recurrent layers that read one
+// another stay two layers; elementwise layers, a concatenation and a
+// per-step classifier between them, named `scores` as char-rnn's is (the
+// graph's output then). Ids are whole numbers in the vocabulary.
+constexpr char kEverySequenceLayer[] = R"(
+name: every_sequence_layer
+layers:
+  - {name: ids, type: input, shape: [1, 1, 9], labels: pixels}
+  - {name: embed, type: embedding, vocabulary: 13, size: 6}
+  - {name: lstm, type: lstm, hidden: 5, layers: 2, dropout: 0.25}
+  - {name: gru, type: gru, hidden: 4, layers: 2, bidirectional: true}
+  - {name: act, type: relu}
+  - {name: bilstm, type: lstm, hidden: 3, bidirectional: true, bias: false}
+  - {name: onegru, type: gru, hidden: 3, bias: false, inputs: [act]}
+  - {name: again, type: gru, hidden: 3, bias: false}
+  - {name: both, type: concat, inputs: [bilstm, again]}
+  - {name: scores, type: convolution, filters: 13, kernel: 1}
+  - {name: loss, type: softmax_loss}
+)";
+
+// A sequence of float features (N x C x 1 x T) through a GRU and an LSTM;
+// a layer named `scores` that is not the scores (the output moves aside).
+constexpr char kFeatureSequence[] = R"(
+name: feature_sequence
+layers:
+  - {name: x, type: input, shape: [4, 1, 9], labels: pixels}
+  - {name: scores, type: gru, hidden: 6, bidirectional: true}
+  - {name: dec, type: lstm, hidden: 6, layers: 3}
+  - {name: fc, type: convolution, filters: 3, kernel: 1}
+  - {name: loss, type: softmax_loss}
+)";
+
+TEST(OnnxExportTest, EverySequenceLayerRoundTripsBitIdentically) {
+  constexpr int64_t kBatch = 3, kSteps = 9, kVocabulary = 13;
+  auto spec = ParseNetString(kEverySequenceLayer, "every_sequence_layer.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  const NpzArchive params = testing::SeededParams(**net);
+  std::vector<float> ids(kBatch * kSteps);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<float>((i * 5 + 3) % kVocabulary);
+  ImportedNet back;
+  ExpectRoundTripBitIdentical(*spec, params, ids, kBatch, &back);
+  // The ids are the graph's int64 (N, T) input, as nn.Embedding takes them;
+  // each level of a recurrent layer is one ONNX node.
+  auto model = ExportOnnx(**net, params, "params.npz");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const auto& input = model->graph().input(0).type().tensor_type();
+  EXPECT_EQ(input.elem_type(), onnx::TensorProto::INT64);
+  ASSERT_EQ(input.shape().dim_size(), 2);
+  EXPECT_EQ(input.shape().dim(1).dim_value(), kSteps);
+  std::map<std::string, int> ops;
+  for (const auto& node : model->graph().node()) ++ops[node.op_type()];
+  EXPECT_EQ(ops["Gather"], 1);
+  EXPECT_EQ(ops["LSTM"], 3);
+  EXPECT_EQ(ops["GRU"], 4);
+  // Imported back: the same layers, levels joined again, separate layers kept apart.
+  EXPECT_THAT(back.yaml, HasSubstr("{name: \"lstm\", type: lstm, inputs: [\"embed\"], hidden: 5, " +
+                                   std::string("layers: 2, bidirectional: false, bias: true}")));
+  EXPECT_THAT(back.yaml, HasSubstr("{name: \"gru\", type: gru, inputs: [\"lstm\"], hidden: 4, " +
+                                   std::string("layers: 2, bidirectional: true, bias: true}")));
+  EXPECT_THAT(back.yaml,
+              HasSubstr("{name: \"again\", type: gru, inputs: [\"onegru\"], hidden: " +
+                        std::string("3, layers: 1, bidirectional: false, bias: false}")));
+  EXPECT_THAT(back.yaml,
+              HasSubstr("{name: \"ids\", type: input, shape: [1, 1, 9], labels: pixels}"));
+}
+
+TEST(OnnxExportTest, FeatureSequenceRoundTripsBitIdentically) {
+  ExpectSeededRoundTrip(ParseNetString(kFeatureSequence, "feature_sequence.yaml"));
+}
+
+// An embedding that does not read the input's ids has no ONNX form here.
+TEST(OnnxExportTest, EmbeddingsOfComputedValuesAreNamed) {
+  auto spec = ParseNetString(R"(
+name: computed_ids
+layers:
+  - {name: ids, type: input, shape: [1, 1, 5], labels: pixels}
+  - {name: shift, type: relu}
+  - {name: embed, type: embedding, vocabulary: 7, size: 3}
+  - {name: fc, type: convolution, filters: 7, kernel: 1}
+  - {name: loss, type: softmax_loss}
+)",
+                             "computed_ids.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto net = Net::Build(*spec, {1, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  auto model = ExportOnnx(**net, testing::SeededParams(**net), "params.npz");
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(model.status().ToString(),
+              HasSubstr("layer 'embed' (embedding) reads 'shift', not the network's input"));
 }
 
 TEST(OnnxExportTest, MissingParametersAreNamed) {

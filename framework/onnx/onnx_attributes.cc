@@ -43,6 +43,17 @@ std::vector<Rule> Window(std::vector<Rule> more) {
   return rules;
 }
 
+// The attributes LSTM and GRU share: ONNX's shape inference sizes the
+// outputs by hidden_size and the directions.
+std::vector<Rule> Recurrent(std::vector<Rule> more) {
+  std::vector<Rule> rules = {{"hidden_size", Kind::kSize},
+                             {"direction", Kind::kChoice, {"forward", "reverse", "bidirectional"}},
+                             {"layout", Kind::kFlag},
+                             {"clip", Kind::kFloat}};
+  rules.insert(rules.end(), more.begin(), more.end());
+  return rules;
+}
+
 // Per operator: the attributes whose values ONNX's checker, its shape
 // inference or the importer compute with.
 const std::map<std::string, std::vector<Rule>>& Rules() {
@@ -68,6 +79,9 @@ const std::map<std::string, std::vector<Rule>>& Rules() {
       {"Concat", {{"axis", Kind::kAxis}}},
       {"Reshape", {{"allowzero", Kind::kFlag}}},
       {"Pad", {{"mode", Kind::kChoice, {"constant", "reflect", "edge"}}, {"value", Kind::kFloat}}},
+      {"LSTM", Recurrent({{"input_forget", Kind::kFlag}})},
+      {"GRU", Recurrent({{"linear_before_reset", Kind::kFlag}})},
+      {"Gather", {{"axis", Kind::kAxis}}},
   };
   return *rules;
 }
@@ -233,7 +247,15 @@ std::string ConstantInputs(const Constants& constants, const onnx::NodeProto& no
     if (x > 0 && !CheckedMul(product, x, &product)) return "shape (input 1) overflows";
   }
   if (inferred > 1) return "shape (input 1) holds -1 more than once";
-  if (inferred == 1 && zero) return "shape (input 1) holds both -1 and 0";
+  // A 0 copies the input's dimension, except with allowzero = 1, where it is
+  // a size of 0 that leaves nothing to infer a -1 from (ONNX forbids both).
+  bool allowzero = false;
+  for (const auto& a : node.attribute()) {
+    if (a.name() == "allowzero" && a.type() == onnx::AttributeProto::INT) allowzero = a.i() != 0;
+  }
+  if (inferred == 1 && zero && allowzero) {
+    return "shape (input 1) holds both -1 and 0 with allowzero = 1";
+  }
   return "";
 }
 

@@ -96,8 +96,9 @@ StatusOr<std::string> Exporter::In(int id, int k, bool image) const {
   }
   if (image && it->second.second != 4) {
     return InvalidArgument("layer '" + net_.layer(id).name() + "' (" + net_.layer(id).type() +
-                           ") reads the output of a fully connected layer as an image; " +
-                           "ONNX has no such layout");
+                           ") reads '" + s_.tensors[t].name + "' as an image, where ONNX holds " +
+                           "it flattened (the output of a fully connected layer, or the " +
+                           "input's ids)");
   }
   return it->second.first;
 }
@@ -125,15 +126,19 @@ StatusOr<std::string> Exporter::Initializer(int id, int p, const std::string& su
   return t->name();
 }
 
+// Images (N, C, H, W); ids that only embeddings read (N x 1 x 1 x T) as
+// int64 (N, T), as PyTorch's nn.Embedding takes them.
 Status Exporter::Input(int id) {
   const Shape& shape = s_.tensors[s_.layers[id].outputs[0]].shape;
+  const bool ids = InputHoldsIds(id);
   onnx::ValueInfoProto* in = graph_->add_input();
-  in->set_name(Out(id, 4));
+  in->set_name(Out(id, ids ? 2 : 4));
   auto* type = in->mutable_type()->mutable_tensor_type();
-  type->set_elem_type(onnx::TensorProto::FLOAT);
+  type->set_elem_type(ids ? onnx::TensorProto::INT64 : onnx::TensorProto::FLOAT);
   type->mutable_shape()->add_dim()->set_dim_param("N");
-  for (int64_t d : {shape.c(), shape.h(), shape.w()})
-    type->mutable_shape()->add_dim()->set_dim_value(d);
+  std::vector<int64_t> dims = {shape.c(), shape.h(), shape.w()};
+  if (ids) dims = {shape.w()};
+  for (int64_t d : dims) type->mutable_shape()->add_dim()->set_dim_value(d);
   return Status::Ok();
 }
 
@@ -221,6 +226,8 @@ Status Exporter::Layer(int id) {
   if (type == "avg_pool") return Window(id, "AveragePool");
   if (type == "fully_connected") return FullyConnected(id);
   if (type == "batch_norm") return BatchNorm(id);
+  if (type == "embedding") return Embedding(id);
+  if (type == "lstm" || type == "gru") return Recurrent(id);
   if (type == "softmax_loss") {
     if (scores_tensor_ != kNoTensor) {
       return InvalidArgument("network '" + net_.name() + "' has several losses; ONNX export " +
@@ -309,10 +316,19 @@ StatusOr<onnx::ModelProto> Exporter::Run() {
   if (scores_tensor_ == kNoTensor) {
     return InvalidArgument("network '" + net_.name() + "' has no loss layer to take scores from");
   }
-  // The scores leave the graph under their own name, through an Identity.
-  Node(net_.loss_layers()[0], "Identity", {scores_})->add_output("scores");
+  // The scores leave the graph under their own name, through an Identity -
+  // unless the layer computing them is named so already (char-rnn's
+  // classifier, `scores`); a layer of that name elsewhere moves the output
+  // to `scores.output` (ONNX names each value once).
+  std::string output = "scores";
+  bool taken = false;
+  for (int id = 0; id < net_.num_layers(); ++id) taken = taken || net_.layer(id).name() == output;
+  if (scores_ != output) {
+    if (taken) output = "scores.output";
+    Node(net_.loss_layers()[0], "Identity", {scores_})->add_output(output);
+  }
   onnx::ValueInfoProto* out = graph_->add_output();
-  out->set_name("scores");
+  out->set_name(output);
   auto* type = out->mutable_type()->mutable_tensor_type();
   type->set_elem_type(onnx::TensorProto::FLOAT);
   const Shape& shape = s_.tensors[scores_tensor_].shape;

@@ -16,9 +16,14 @@
 // ConvTranspose, Pad, LayerNormalization behind channels-last Transposes) or
 // as the chain PyTorch writes (SiLU as x * Sigmoid(x), GELU through Erf,
 // channel shuffle as Reshape-Transpose-Reshape, a scale as Mul and Add).
+// Sequences (N x C x 1 x T) export as PyTorch writes them: an input that
+// only embeddings read as int64 ids (N, T), embedding as Gather, lstm and
+// gru as ONNX's LSTM and GRU, one node per level, gates in ONNX's order,
+// between the views those operators read (onnx_export_sequence.cc).
 // Opset 17. Weights are named `<layer>.weight`, `<layer>.bias` (batch norm:
-// also `.running_mean`, `.running_var`), so importing the file back names the
-// layers as before and gives bit-identical outputs.
+// also `.running_mean`, `.running_var`; a recurrent layer's nodes are
+// `<layer>/LSTM`, `<layer>/LSTM_1`, ...), so importing the file back names
+// the layers as before and gives bit-identical outputs.
 //
 // Layers ONNX cannot express as spill computes them are errors naming the
 // layer (a network with several losses, a convolution reading the output of

@@ -1,7 +1,8 @@
 // The ONNX exporter's internals, shared by its files: onnx_export.cc (the
-// walk over the layers, the layers of classic CNNs) and
-// onnx_export_vision.cc (the layers of mobile and modern networks and
-// encoder-decoders). Not part of the API: see onnx_export.h.
+// walk over the layers, the layers of classic CNNs), onnx_export_vision.cc
+// (the layers of mobile and modern networks and encoder-decoders) and
+// onnx_export_sequence.cc (embeddings, lstm and gru). Not part of the API:
+// see onnx_export.h.
 #ifndef SPILL_FRAMEWORK_ONNX_ONNX_EXPORTER_H_
 #define SPILL_FRAMEWORK_ONNX_ONNX_EXPORTER_H_
 
@@ -56,6 +57,21 @@ class Exporter {
   Status Upsample(int id, const std::string& x);
   Status TransposedConvolution(int id, const std::string& x);
   Status Pad(int id, const std::string& x);
+  // Sequences (onnx_export_sequence.cc): spill's N x C x 1 x T stays an
+  // ONNX (N, C, 1, T) value between layers; embeddings and recurrent layers
+  // view it as PyTorch's exports do, and back.
+  // Whether the input holds ids that only embeddings read: an int64 (N, T).
+  bool InputHoldsIds(int id) const;
+  Status Embedding(int id);
+  Status Recurrent(int id);
+  // One level of a recurrent layer: its W, R (and B) in ONNX's gate order.
+  StatusOr<std::vector<std::string>> RecurrentWeights(int id, int64_t level, int64_t directions,
+                                                      bool lstm);
+  // The float32 values of parameter `p` of layer `id`, checked as Initializer does.
+  StatusOr<std::vector<float>> ParamValues(int id, int p) const;
+  // An initializer `<layer>.<suffix>` holding `values` as raw bytes.
+  std::string RawConstant(int id, const std::string& suffix, const std::vector<float>& values,
+                          const std::vector<int64_t>& dims);
   // Initializers the exporter writes itself: named `<layer>.<suffix>`.
   std::string FloatConstant(int id, const std::string& suffix, const std::vector<float>& values,
                             const std::vector<int64_t>& dims);

@@ -1,6 +1,7 @@
 // The graph walk of the ONNX importer: the input, each node in the file's
 // (topological) order, the output and its loss; names, values and weights.
-// The per-operator conversions are in onnx_import_layers.cc.
+// The per-operator conversions are in onnx_import_layers.cc,
+// onnx_import_vision.cc, onnx_import_patterns.cc and onnx_import_sequence.cc.
 #include "framework/onnx/onnx_import.h"
 
 #include <cstdio>
@@ -63,6 +64,12 @@ std::string Quote(const std::string& s) { return "\"" + s + "\""; }
 
 std::string Pair(int64_t a, int64_t b) {
   return "[" + std::to_string(a) + ", " + std::to_string(b) + "]";
+}
+
+std::string List(const std::vector<int64_t>& v) {
+  std::string s;
+  for (int64_t x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return "[" + s + "]";
 }
 
 Status Importer::Fail(int node, const std::string& message) const {
@@ -133,7 +140,12 @@ StatusOr<std::vector<int64_t>> Importer::DimsOf(int node, const std::string& val
 
 Status Importer::Produce(int node, const std::string& layer, const Value* like) {
   const std::string& out = g_.graph().node(node).output(0);
-  SPILL_ASSIGN_OR_RETURN(std::vector<int64_t> dims, DimsOf(node, out));
+  std::vector<int64_t> dims;
+  if (like != nullptr && like->layout == Layout::kSequence) {
+    SPILL_ASSIGN_OR_RETURN(dims, SequenceDims(node, out, like->axes));
+  } else {
+    SPILL_ASSIGN_OR_RETURN(dims, DimsOf(node, out));
+  }
   Value v{layer, dims, {1, 1, 1}};
   if (dims.size() == 3) {
     v.chw = {dims[0], dims[1], dims[2]};
@@ -147,10 +159,30 @@ Status Importer::Produce(int node, const std::string& layer, const Value* like) 
     if (dims != like->dims) return Fail(node, "changes its input's shape unexpectedly");
     v.chw = like->chw;
     v.layout = like->layout;
+    v.axes = like->axes;
   }
   values_[out] = v;
   net_.shapes[layer] = v.chw;
   return Status::Ok();
+}
+
+std::string Importer::UniqueName(const std::string& base) {
+  std::string name = base;
+  for (int k = 2; names_.count(name) || name == "loss"; ++k) name = base + "_" + std::to_string(k);
+  names_.insert(name);
+  return name;
+}
+
+std::string Importer::ModuleName(int node) const {
+  const std::string& name = g_.graph().node(node).name();
+  const size_t slash = name.rfind('/');
+  if (slash == std::string::npos || slash == 0) return "";
+  return FromNodeName(name.substr(0, slash));
+}
+
+std::string Importer::ModuleLayerName(int node) {
+  const std::string module = Sanitize(ModuleName(node));
+  return module.empty() ? LayerName(node, "") : UniqueName(module);
 }
 
 std::string Importer::LayerName(int node, const std::string& weight) {
@@ -166,23 +198,25 @@ std::string Importer::LayerName(int node, const std::string& weight) {
   }
   if (base.empty()) base = FromNodeName(n.name());
   if (base.empty()) base = n.op_type() + "_" + std::to_string(node);
-  base = Sanitize(base);
-  std::string name = base;
-  for (int k = 2; names_.count(name) || name == "loss"; ++k) name = base + "_" + std::to_string(k);
-  names_.insert(name);
-  return name;
+  return UniqueName(Sanitize(base));
 }
 
-void Importer::Emit(const std::string& name, const std::string& type,
-                    const std::vector<std::string>& inputs, const std::string& attributes) {
-  layers_ << "  - {name: " << Quote(name) << ", type: " << type;
+std::string Importer::Entry(const std::string& name, const std::string& type,
+                            const std::vector<std::string>& inputs, const std::string& attributes) {
+  std::string entry = "  - {name: " + Quote(name) + ", type: " + type;
   if (!inputs.empty()) {
-    layers_ << ", inputs: [";
-    for (size_t i = 0; i < inputs.size(); ++i) layers_ << (i ? ", " : "") << Quote(inputs[i]);
-    layers_ << "]";
+    entry += ", inputs: [";
+    for (size_t i = 0; i < inputs.size(); ++i) entry += (i ? ", " : "") + Quote(inputs[i]);
+    entry += "]";
   }
-  if (!attributes.empty()) layers_ << ", " << attributes;
-  layers_ << "}\n";
+  if (!attributes.empty()) entry += ", " + attributes;
+  return entry + "}\n";
+}
+
+size_t Importer::Emit(const std::string& name, const std::string& type,
+                      const std::vector<std::string>& inputs, const std::string& attributes) {
+  layers_.push_back(Entry(name, type, inputs, attributes));
+  return layers_.size() - 1;
 }
 
 Status Importer::Weight(int node, const std::string& layer, const std::string& param,
@@ -211,6 +245,9 @@ int Importer::SoleConsumer(const std::string& value) const {
   return it->second[0];
 }
 
+// Images (N, C, H, W) as they are; sequences as N x C x 1 x T: integer ids
+// (N, T) as N x 1 x 1 x T, float features (N, T, C) as N x C x 1 x T (the
+// caller gives the features channels first, as spill holds sequences).
 Status Importer::Input() {
   std::vector<const onnx::ValueInfoProto*> inputs;
   for (const auto& in : g_.graph().input()) {
@@ -218,18 +255,23 @@ Status Importer::Input() {
   }
   if (inputs.size() != 1) {
     return InvalidArgument(g_.label + ": the graph has " + std::to_string(inputs.size()) +
-                           " inputs; spill imports networks of one image input");
+                           " inputs; spill imports networks of one input");
   }
   const onnx::ValueInfoProto& in = *inputs[0];
   auto it = g_.dims.find(in.name());
-  if (!in.type().has_tensor_type() ||
-      in.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT || it == g_.dims.end() ||
-      it->second.size() != 4) {
-    return InvalidArgument(g_.label + ": input '" + in.name() +
-                           "' must be a float32 tensor of shape (N, C, H, W)");
+  const int type = in.type().has_tensor_type() ? in.type().tensor_type().elem_type() : 0;
+  const size_t rank = it == g_.dims.end() ? 0 : it->second.size();
+  const bool image = type == onnx::TensorProto::FLOAT && rank == 4;
+  const bool features = type == onnx::TensorProto::FLOAT && rank == 3;
+  const bool ids =
+      (type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32) && rank == 2;
+  if (!image && !features && !ids) {
+    return InvalidArgument(g_.label + ": input '" + in.name() + "' must be a float32 tensor " +
+                           "of shape (N, C, H, W) (images), a float32 (N, T, C) (a sequence of " +
+                           "features) or an int64 (N, T) (a sequence of ids)");
   }
   const std::vector<int64_t>& d = it->second;
-  for (int axis = 1; axis < 4; ++axis) {
+  for (size_t axis = 1; axis < rank; ++axis) {
     if (d[axis] != kDynamicOnnxDim && d[axis] <= 0) {
       return InvalidArgument(g_.label + ": input '" + in.name() + "' has the invalid dimension " +
                              std::to_string(d[axis]) + " (axis " + std::to_string(axis) +
@@ -239,16 +281,27 @@ Status Importer::Input() {
       return InvalidArgument(
           g_.label + ": input '" + in.name() + "' has a dynamic dimension (axis " +
           std::to_string(axis) + "); spill plans memory from static shapes: export with a " +
-          "fixed channel count and image size (only the batch axis may be dynamic)");
+          (image ? "fixed channel count and image size" : "fixed sequence length") +
+          " (only the batch axis may be dynamic)");
     }
   }
   std::string name = Sanitize(in.name());
   if (name.empty() || name == "loss") name = "input";
   names_.insert(name);
-  values_[in.name()] = Value{name, {d[1], d[2], d[3]}, {d[1], d[2], d[3]}};
-  input_entry_ = "  - {name: " + Quote(name) + ", type: input, shape: [" + std::to_string(d[1]) +
-                 ", " + std::to_string(d[2]) + ", " + std::to_string(d[3]) + "]";
-  input_chw_ = {d[1], d[2], d[3]};
+  batch_ = d[0];
+  Value v{name, std::vector<int64_t>(d.begin() + 1, d.end()), {d[1], 1, 1}};
+  if (image) {
+    v.chw = {d[1], d[2], d[3]};
+  } else {
+    v.layout = Layout::kSequence;
+    v.axes = ids ? "NT" : "NTC";
+    v.chw = {ids ? 1 : d[2], 1, d[1]};
+  }
+  values_[in.name()] = v;
+  input_chw_ = v.chw;
+  input_entry_ = "  - {name: " + Quote(name) + ", type: input, shape: [" +
+                 std::to_string(v.chw[0]) + ", " + std::to_string(v.chw[1]) + ", " +
+                 std::to_string(v.chw[2]) + "]";
   return Status::Ok();
 }
 
@@ -264,11 +317,13 @@ Status Importer::Output() {
     return InvalidArgument(g_.label + ": the output '" + out + "' is not computed by the graph");
   }
   // Scores of every pixel (a segmentation network's map at the image's
-  // size): the loss takes one label per pixel.
+  // size) or of every step of a sequence: the loss takes one label per
+  // pixel or step.
   const Value& scores = it->second;
-  pixel_labels_ = scores.Spatial() && scores.chw[1] == input_chw_[1] &&
-                  scores.chw[2] == input_chw_[2] && scores.chw[1] * scores.chw[2] > 1;
-  layers_ << "  - {name: loss, type: softmax_loss, inputs: [" << Quote(scores.ref) << "]}\n";
+  const bool map = scores.Spatial() || scores.layout == Layout::kSequence;
+  pixel_labels_ = map && scores.chw[1] == input_chw_[1] && scores.chw[2] == input_chw_[2] &&
+                  scores.chw[1] * scores.chw[2] > 1;
+  layers_.push_back("  - {name: loss, type: softmax_loss, inputs: [" + Quote(scores.ref) + "]}\n");
   return Status::Ok();
 }
 
@@ -281,6 +336,8 @@ Status Importer::Convert(int node) {
     return Fail(node, "has no input or no output");
   }
   if (op == "Identity" && g_.Constant(n.input(0)) != nullptr) return Status::Ok();
+  SPILL_ASSIGN_OR_RETURN(bool sequence, ConvertSequence(node));
+  if (sequence) return Status::Ok();
   if (op == "Conv") return Conv(node);
   if (op == "BatchNormalization") return BatchNorm(node);
   if (op == "Relu" || op == "LeakyRelu") return Activation(node);
@@ -308,13 +365,14 @@ StatusOr<ImportedNet> Importer::Run() {
   net_.name = Sanitize(name.empty() ? "onnx" : name);
   net_.label = g_.label;
   SPILL_RETURN_IF_ERROR(Input());
+  MarkInitialStates();
   for (int i = 0; i < g_.graph().node_size(); ++i) SPILL_RETURN_IF_ERROR(Convert(i));
   SPILL_RETURN_IF_ERROR(Output());
   std::ostringstream yaml;
   yaml << "# Imported from " << g_.label << " (ONNX opset " << g_.opset << ").\n"
        << "name: " << Quote(net_.name) << "\nlayers:\n"
-       << input_entry_ << (pixel_labels_ ? ", labels: pixels" : "") << "}\n"
-       << layers_.str();
+       << input_entry_ << (pixel_labels_ ? ", labels: pixels" : "") << "}\n";
+  for (const std::string& entry : layers_) yaml << entry;
   net_.yaml = yaml.str();
   return std::move(net_);
 }

@@ -16,11 +16,22 @@
 // labels. The batch axis may be symbolic (the config sets the batch); every
 // other dimension must be static.
 //
+// Sequence models come in as PyTorch writes them (onnx_import_sequence.cc):
+// an int64 (N, T) input of ids becomes an input of shape [1, 1, T] (the ids
+// as floats), a float (N, T, C) input one of [C, 1, T] (spill holds a
+// sequence N x C x 1 x T, so the caller gives the features channels first);
+// Gather of a constant table -> embedding, LSTM and GRU -> lstm and gru (the
+// nodes of one multi-layer nn.LSTM joined into one layer, weights under
+// PyTorch's names `lstm/weight_ih_l0`), a per-step MatMul + Add -> a 1x1
+// convolution, the Transposes, Squeezes and Reshapes between them read
+// through; scores of every step get `labels: pixels`, a label per step.
+//
 // Anything spill cannot compute exactly as ONNX defines it is an error naming
 // the file, the node and what was expected: asymmetric padding, dilated
 // pooling, even LRN sizes, Gemm with alpha or beta other than 1, a Concat
 // along an axis other than channels, a Flatten whose result reaches a
-// convolution, batch norm in training mode, and so on.
+// convolution, batch norm in training mode, a reverse-only or clipped LSTM,
+// non-zero initial states, and so on.
 #ifndef SPILL_FRAMEWORK_ONNX_ONNX_IMPORT_H_
 #define SPILL_FRAMEWORK_ONNX_ONNX_IMPORT_H_
 

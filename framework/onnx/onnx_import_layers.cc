@@ -333,8 +333,9 @@ Status Importer::Concat(int node) {
   Value out = first;
   out.chw[0] = 0;
   for (const Value& v : in) {
-    const bool joins = v.layout == first.layout && v.dims.size() == first.dims.size() &&
-                       v.chw[1] == first.chw[1] && v.chw[2] == first.chw[2] &&
+    const bool joins = v.layout == first.layout && v.axes == first.axes &&
+                       v.dims.size() == first.dims.size() && v.chw[1] == first.chw[1] &&
+                       v.chw[2] == first.chw[2] &&
                        (flat ? axis == 1 : (v.ChannelAxis() >= 0 && axis == v.ChannelAxis() + 1));
     if (!joins) {
       return Fail(node, "a Concat along axis " + std::to_string(AttrInt(n, "axis", 1)) +

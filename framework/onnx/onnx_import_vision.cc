@@ -17,12 +17,6 @@ namespace spill {
 namespace onnx_import {
 namespace {
 
-std::string List(const std::vector<int64_t>& v) {
-  std::string s;
-  for (int64_t x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
-  return "[" + s + "]";
-}
-
 int64_t NormalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 }  // namespace
@@ -70,7 +64,12 @@ StatusOr<bool> Importer::ConvertVision(int node) {
 
 Status Importer::ProduceValue(int node, int k, Value v) {
   const std::string& out = g_.graph().node(node).output(k);
-  SPILL_ASSIGN_OR_RETURN(std::vector<int64_t> dims, DimsOf(node, out));
+  std::vector<int64_t> dims;
+  if (v.layout == Layout::kSequence) {
+    SPILL_ASSIGN_OR_RETURN(dims, SequenceDims(node, out, v.axes));
+  } else {
+    SPILL_ASSIGN_OR_RETURN(dims, DimsOf(node, out));
+  }
   if (dims != v.dims) {
     return Fail(node, "ONNX infers the shape " + List(dims) + " for '" + out + "' where spill " +
                           "computes " + List(v.dims));
@@ -188,7 +187,7 @@ Status Importer::ScaleLayer(int node, const Value& x, const std::vector<float>& 
 
 Status Importer::Broadcast(int node, bool multiply, const Value& a, const Value& b) {
   const std::string op = multiply ? "multiplies" : "adds";
-  const bool same = a.dims == b.dims && a.chw == b.chw && a.layout == b.layout;
+  const bool same = a.dims == b.dims && a.chw == b.chw && a.layout == b.layout && a.axes == b.axes;
   const Value& big = a.chw[1] * a.chw[2] >= b.chw[1] * b.chw[2] ? a : b;
   const Value& small = &big == &a ? b : a;
   const bool spread = big.Spatial() && small.Spatial() && small.chw[0] == big.chw[0] &&
@@ -492,7 +491,8 @@ Status Importer::LayerNormalization(int node) {
   // ONNX normalizes over axes [axis, rank): the channels alone when they
   // come last, or when the planes are single pixels.
   const bool pixel = x->ChannelsLast() || x->dims.size() == 1 ||
-                     (x->Spatial() && x->chw[1] == 1 && x->chw[2] == 1);
+                     (x->Spatial() && x->chw[1] == 1 && x->chw[2] == 1) ||
+                     (x->layout == Layout::kSequence && x->ChannelAxis() >= 0);
   if (!pixel || axis != x->ChannelAxis() + 1 || axis != rank - 1) {
     return Fail(node, "a layer norm over axes " + std::to_string(axis) + " to " +
                           std::to_string(rank - 1) + " of " + List(x->dims) +
@@ -543,14 +543,20 @@ Status Importer::ChannelsLastMatMul(int node, const Value& x, const onnx::Tensor
     fused_.insert(add);
     out_node = add;
   }
-  const std::string name = LayerName(node, n.input(1));
+  // A sequence's per-step nn.Linear is named after its module ("/fc/MatMul":
+  // fc) when its weight has no name of its own ("onnx::MatMul_12").
+  const bool module = x.layout == Layout::kSequence && n.input(1).find("::") != std::string::npos;
+  const std::string name = module ? ModuleLayerName(node) : LayerName(node, n.input(1));
   net_.params["params/" + name + "/weight"] = NpyArray::Floats({k, c, 1, 1}, weight.data());
   if (b != nullptr)
     net_.params["params/" + name + "/bias"] = NpyArray::Floats({1, k, 1, 1}, bias.data());
   Emit(name, "convolution", {x.ref},
        "filters: " + std::to_string(k) + ", kernel: 1, bias: " + (b != nullptr ? "true" : "false"));
-  return ProduceValue(
-      out_node, 0, Value{name, {x.dims[0], x.dims[1], k}, {k, x.chw[1], x.chw[2]}, Layout::kNhwc});
+  Value v = x;
+  v.ref = name;
+  v.chw[0] = k;
+  v.dims[x.ChannelAxis()] = k;
+  return ProduceValue(out_node, 0, v);
 }
 
 }  // namespace onnx_import

@@ -1,7 +1,10 @@
-// The ONNX importer's state, shared by its two halves: onnx_import.cc walks
-// the graph (inputs, outputs, names, values read through) and
-// onnx_import_layers.cc converts the nodes that become layers. Private to
-// framework/onnx_import*.cc; the interface is framework/onnx/onnx_import.h.
+// The ONNX importer's state, shared by its files: onnx_import.cc walks the
+// graph (inputs, outputs, names, values read through), onnx_import_layers.cc
+// and onnx_import_vision.cc convert the nodes of images that become layers,
+// onnx_import_patterns.cc the chains PyTorch writes for one function, and
+// onnx_import_sequence.cc the sequences (embeddings, LSTM, GRU and the views
+// around them). Private to framework/onnx_import*.cc; the interface is
+// framework/onnx/onnx_import.h.
 #ifndef SPILL_FRAMEWORK_ONNX_ONNX_IMPORTER_H_
 #define SPILL_FRAMEWORK_ONNX_ONNX_IMPORTER_H_
 
@@ -19,18 +22,30 @@ namespace onnx_import {
 
 // How an ONNX value's axes map onto the spill tensor (N, C, H, W) holding it.
 enum class Layout {
-  kNchw,              // as spill: (C, H, W), or a flattened (features) view
-  kNhwc,              // channels last, (H, W, C): a Transpose [0, 2, 3, 1] of an NCHW value
-  kGrouped,           // (groups, C / groups, H, W): a channel shuffle's first Reshape
-  kGroupedTransposed  // (C / groups, groups, H, W): its Transpose, awaiting the last Reshape
+  kNchw,               // as spill: (C, H, W), or a flattened (features) view
+  kNhwc,               // channels last, (H, W, C): a Transpose [0, 2, 3, 1] of an NCHW value
+  kGrouped,            // (groups, C / groups, H, W): a channel shuffle's first Reshape
+  kGroupedTransposed,  // (C / groups, groups, H, W): its Transpose, awaiting the last Reshape
+  kSequence            // a view of a sequence N x C x 1 x T: Value::axes says which
 };
 
 // An ONNX value and where spill holds it.
 struct Value {
   std::string ref;               // the layer whose output it is
-  std::vector<int64_t> dims;     // its ONNX shape after the batch axis
+  std::vector<int64_t> dims;     // its ONNX shape without the batch axis
   std::array<int64_t, 3> chw{};  // the spill tensor's C, H, W
   Layout layout = Layout::kNchw;
+  // A sequence's ONNX axes, the batch's included, one letter each: N batch,
+  // T time, C features; a recurrent operator's output splits the features
+  // into D directions of H hidden units (C = D x H, forward first). "NTC" is
+  // batch-first, "TNC" time-major, "NCT" channels-first, "TDNH" ONNX's
+  // LSTM output Y, "NT" integer ids. Empty for images.
+  std::string axes;
+
+  // The ONNX axis of the batch: the first, except in time-major sequences.
+  int BatchAxis() const {
+    return layout == Layout::kSequence ? static_cast<int>(axes.find('N')) : 0;
+  }
 
   // Laid out as ONNX says: C x H x W, not a flattened view of it.
   bool Spatial() const {
@@ -43,11 +58,18 @@ struct Value {
            dims[2] == chw[0];
   }
   // Channels where spill has them: spatial, or N x C with C the tensor's channels.
-  bool Channels() const { return Spatial() || (dims.size() == 1 && chw[1] == 1 && chw[2] == 1); }
+  bool Channels() const {
+    return Spatial() || (layout == Layout::kNchw && dims.size() == 1 && chw[1] == 1 && chw[2] == 1);
+  }
   // The ONNX axis (after the batch) holding the channels, or -1 for none:
-  // spatial and N x C values have them first, channels-last values last.
+  // spatial and N x C values have them first, channels-last values last,
+  // sequences where their C is (when it follows the batch).
   int ChannelAxis() const {
     if (Channels()) return 0;
+    if (layout == Layout::kSequence) {
+      const size_t c = axes.find('C');
+      return c != std::string::npos && c > axes.find('N') ? static_cast<int>(c) - 1 : -1;
+    }
     return ChannelsLast() ? 2 : -1;
   }
 };
@@ -115,7 +137,8 @@ class Importer {
   // Per-channel values of a constant broadcast against `x`, or an error.
   StatusOr<std::vector<float>> ChannelConstant(int node, const Value& x,
                                                const onnx::TensorProto& t) const;
-  // A 1x1 convolution from a channels-last MatMul by a constant.
+  // A 1x1 convolution from a MatMul by a constant of a value whose channels
+  // come last (a channels-last view of an image, or a sequence).
   Status ChannelsLastMatMul(int node, const Value& x, const onnx::TensorProto& w);
   // For windows padded more on one side (asymmetric pads, auto_pad SAME):
   // a pad layer (filled with `value`, named after `layer`) that takes the
@@ -143,6 +166,41 @@ class Importer {
   // Registers output `k` of `node` as the tensor `v` (kept in its layout).
   Status ProduceValue(int node, int k, Value v);
 
+  // onnx_import_sequence.cc: sequences (N x C x 1 x T) and their ONNX
+  // views; false when `node` neither reads one nor is a sequence operator.
+  StatusOr<bool> ConvertSequence(int node);
+  // Gather of a constant table by the input's ids: an embedding layer.
+  Status Embedding(int node);
+  // LSTM and GRU: a recurrent layer, or the next layer of the one below.
+  Status Recurrent(int node);
+  Status RecurrentAttributes(int node, bool lstm, int64_t* directions) const;
+  // Initial states, sequence lengths and peepholes that change nothing.
+  Status RecurrentDefaults(int node, bool lstm, int64_t steps) const;
+  // The gates of one ONNX node as layer `layer`'s parameters of `level`.
+  Status RecurrentWeights(int node, bool lstm, const std::string& layer, int64_t level,
+                          int64_t directions, int64_t hidden, int64_t inputs);
+  // The recurrent layer that `node` continues as its next level: `x` views
+  // its output, which nothing else reads, and the two agree; else nullptr.
+  struct RecurrentStack;
+  RecurrentStack* StackBelow(int node, const Value& x, int64_t hidden, int64_t directions,
+                             bool bias);
+  Status SequenceTranspose(int node, const Value& x);
+  Status SequenceSqueeze(int node, const Value& x);
+  Status SequenceReshape(int node, const Value& x);
+  // Before the walk: the nodes that compute recurrent operators' initial
+  // states from constants and the batch size (Shape ... ConstantOfShape or
+  // Expand, and Slices of it) and feed nothing else are marked converted;
+  // the states that are all zeros are noted (zero_states_).
+  void MarkInitialStates();
+  // Whether `value` is computed from constants and shapes alone (adding its
+  // nodes); clears `zero` when it is not all zeros.
+  bool StateChain(const std::string& value, std::set<int>* nodes, int depth, bool* zero) const;
+  // Whether `value` is integer shape arithmetic on constants and Shape.
+  bool ShapeOnly(const std::string& value, std::set<int>* nodes, int depth) const;
+  // The ONNX shape of a sequence `value` viewed as `axes`, without the batch.
+  StatusOr<std::vector<int64_t>> SequenceDims(int node, const std::string& value,
+                                              const std::string& axes) const;
+
   // Helpers.
   Status Fail(int node, const std::string& message) const;
   StatusOr<const Value*> In(int node, int k) const;
@@ -156,29 +214,57 @@ class Importer {
   Status Produce(int node, const std::string& layer, const Value* like = nullptr);
   // Named after the node's weight input `weight` ("" for none), else the node.
   std::string LayerName(int node, const std::string& weight);
-  void Emit(const std::string& name, const std::string& type,
-            const std::vector<std::string>& inputs, const std::string& attributes);
+  // Named after the node's PyTorch module ("/lstm/LSTM_1": lstm), else the node.
+  std::string ModuleLayerName(int node);
+  // The node's PyTorch module, its scoped name without the operator's own
+  // last part; "" for a node without scopes.
+  std::string ModuleName(int node) const;
+  // `base`, or base_2, base_3... when taken.
+  std::string UniqueName(const std::string& base);
+  // A layer's entry in the YAML.
+  static std::string Entry(const std::string& name, const std::string& type,
+                           const std::vector<std::string>& inputs, const std::string& attributes);
+  // Appends a layer's entry; returns its index in layers_.
+  size_t Emit(const std::string& name, const std::string& type,
+              const std::vector<std::string>& inputs, const std::string& attributes);
   Status Weight(int node, const std::string& layer, const std::string& param,
                 const onnx::TensorProto& tensor, const std::vector<int64_t>& shape);
   // The node that reads `value` when exactly one node does, else -1.
   int SoleConsumer(const std::string& value) const;
 
+  // A recurrent layer written so far, which the next ONNX node may extend.
+  struct RecurrentStack {
+    std::string op;  // LSTM or GRU
+    std::string module;
+    std::string input;  // the layer it reads
+    int64_t hidden = 0, directions = 1, levels = 1;
+    bool bias = true;
+    size_t entry = 0;  // in layers_
+    int last = -1;     // the node of its top level
+  };
+
   const OnnxGraph& g_;
   std::map<std::string, Value> values_;
+  std::map<std::string, int> producers_;          // value -> the node computing it
+  std::set<std::string> zero_states_;             // recurrent initial states known to be zero
+  std::map<std::string, RecurrentStack> stacks_;  // by layer name
   std::map<std::string, PendingPad> pads_;
   std::set<int> fused_;  // nodes already converted as part of another
   std::set<std::string> names_;
-  std::ostringstream layers_;
+  std::vector<std::string> layers_;  // the entries after the input's
   // The input layer's entry, written ahead of layers_ once Output() knows
   // whether the scores are a map of the input's size (labels per pixel).
   std::string input_entry_;
   std::array<int64_t, 3> input_chw_{};
+  int64_t batch_ = kDynamicOnnxDim;  // the input's batch axis
   bool pixel_labels_ = false;
   ImportedNet net_;
 };
 
 // "[3, 3]"
 std::string Pair(int64_t a, int64_t b);
+// "[1, 2, 3]"
+std::string List(const std::vector<int64_t>& v);
 
 }  // namespace onnx_import
 }  // namespace spill

@@ -28,9 +28,24 @@ pools carry asymmetric pads ([top, left, bottom, right] unequal) or
 auto_pad SAME_UPPER / SAME_LOWER, its reference scores computed in PyTorch
 with the padding made explicit (F.pad, -inf for max pooling).
 
+Then sequence models as PyTorch users write a character model: ids (N, T)
+through nn.Embedding, a batch-first nn.LSTM of two layers, and an nn.Linear
+at every step, the scores (N, classes, T) as nn.CrossEntropyLoss takes
+them (char_lstm); the same with a two-layer GRU (char_gru) and a two-layer
+bidirectional LSTM (char_bilstm); and an LSTM reading float features
+(N, T, C) without an embedding (seq_features). torch.onnx.export writes
+them as Gather, Transpose to time-major, ONNX's LSTM and GRU (one node per
+layer, gates in ONNX's order), Squeeze or Transpose + Reshape of their
+outputs, MatMul + Add, and - with a dynamic batch - the zero initial
+states computed from the batch size (Shape ... ConstantOfShape, Slice;
+Expand with a fixed batch).
+
 For each network NAME it writes NAME.onnx and NAME.npz (arrays `input`, a
 batch of two images, and `output`, PyTorch's scores for it) into the output
-folder. Batch norm is exported as its own node with its running statistics
+folder; a sequence model's `input` is in spill's layout, N x C x 1 x T
+(ids as floats, N x 1 x 1 x T; features transposed to channels first),
+and its `output` (N, classes, T) is spill's N x classes x 1 x T. Batch norm
+is exported as its own node with its running statistics
 (TrainingMode.PRESERVE of a model in eval mode: not folded into the
 convolutions), after a few training-mode forwards have moved the statistics
 away from their initial values.
@@ -46,6 +61,13 @@ inference) in Python's onnx, as other runtimes would load it:
 
     bazel build //tools:onnx_export
     python3 tests/testdata/onnx_fixtures.py --check-exports bazel-bin/tools/onnx_export
+
+It also exports a sequence network (an embedding, LSTMs and GRUs of one and
+two levels, one-way and bidirectional, with and without biases) from a
+checkpoint drawn here, and runs the exported graph with ONNX's reference
+LSTM and GRU cells (onnx.backend.test.case.node): its scores must be
+PyTorch's for nn.Embedding, nn.LSTM and nn.GRU loaded with the same
+checkpoint, whose names are PyTorch's own (lstm/weight_ih_l0 ...).
 
 (The networks draw their initial weights from one generator in turn, so one
 written alone differs from the same one written in a full run; the
@@ -64,6 +86,8 @@ import torch.nn.functional as F
 import torchvision
 from functools import partial
 from onnx import helper, numpy_helper
+from onnx.backend.test.case.node.gru import GRU_Helper
+from onnx.backend.test.case.node.lstm import LSTM_Helper
 from torchvision.models.convnext import CNBlockConfig
 from torchvision.models.efficientnet import MBConvConfig
 from torchvision.models.mobilenetv3 import InvertedResidualConfig
@@ -336,6 +360,66 @@ def AsymmetricPads(folder):
     print(f"{path}: opset 13, {os.path.getsize(path)} bytes")
 
 
+VOCABULARY, EMBEDDING, HIDDEN, STEPS, FEATURES = 11, 6, 5, 7, 4
+
+
+class CharModel(nn.Module):
+    """ids (N, T) -> scores (N, classes, T): embedding, recurrent layers, a Linear per step."""
+
+    def __init__(self, rnn, layers, bidirectional=False):
+        super().__init__()
+        self.embed = nn.Embedding(VOCABULARY, EMBEDDING)
+        self.lstm = rnn(EMBEDDING, HIDDEN, num_layers=layers, batch_first=True,
+                        bidirectional=bidirectional)
+        self.fc = nn.Linear(HIDDEN * (2 if bidirectional else 1), VOCABULARY)
+
+    def forward(self, ids):
+        y, _ = self.lstm(self.embed(ids))
+        return self.fc(y).transpose(1, 2)
+
+
+class FeatureModel(nn.Module):
+    """features (N, T, C) -> scores (N, classes, T): an LSTM and a Linear per step."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(FEATURES, HIDDEN, batch_first=True)
+        self.fc = nn.Linear(HIDDEN, 3)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        return self.fc(y).transpose(1, 2)
+
+
+SEQUENCES = {  # name: (model, opset, dynamic batch)
+    "char_lstm": (lambda: CharModel(nn.LSTM, 2), 13, True),
+    "char_gru": (lambda: CharModel(nn.GRU, 2), 11, False),
+    "char_bilstm": (lambda: CharModel(nn.LSTM, 2, bidirectional=True), 15, True),
+    "seq_features": (FeatureModel, 17, True),
+}
+
+
+def ExportSequence(name, folder):
+    """One of SEQUENCES, drawn from its own seed: the same alone or in a full run."""
+    build, opset, dynamic = SEQUENCES[name]
+    torch.manual_seed(sorted(SEQUENCES).index(name) + 10)
+    model = build().eval()
+    if name == "seq_features":
+        x = torch.randn(BATCH, STEPS, FEATURES)
+        spill_input = x.transpose(1, 2).reshape(BATCH, FEATURES, 1, STEPS)
+    else:
+        x = torch.randint(0, VOCABULARY, (BATCH, STEPS))
+        spill_input = x.float().reshape(BATCH, 1, 1, STEPS)
+    with torch.no_grad():
+        y = model(x)
+    path = os.path.join(folder, name + ".onnx")
+    torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"],
+                      output_names=["scores"], do_constant_folding=True,
+                      dynamic_axes={"input": {0: "batch"}, "scores": {0: "batch"}} if dynamic else None)
+    np.savez(os.path.join(folder, name + ".npz"), input=spill_input.numpy(), output=y.numpy())
+    print(f"{path}: opset {opset}, {os.path.getsize(path)} bytes")
+
+
 # The small models of tests/testing/test_networks.h (kSmallModels), one
 # channel at 32x32.
 SMALL_MODELS = {
@@ -348,6 +432,146 @@ SMALL_MODELS = {
     "unet": "{width: 2}",
     "unet_bilinear": "{width: 2, up: bilinear}",
 }
+
+
+# The sequence network of CheckSequenceExport: (name, type, hidden, levels,
+# bidirectional, bias, input); the layers between are fixed.
+SEQUENCE_VOCABULARY, SEQUENCE_STEPS = 96, 9
+SEQUENCE_LAYERS = [("lstm", "lstm", 5, 2, False, True, "embed"),
+                   ("gru", "gru", 4, 2, True, True, "lstm"),
+                   ("bilstm", "lstm", 3, 1, True, False, "act"),
+                   ("onegru", "gru", 3, 1, False, False, "act")]
+
+
+def SequenceCheckpoint(rng):
+    """Every parameter of the sequence network, under spill's (PyTorch's) names."""
+    shapes = {"embed/weight": (SEQUENCE_VOCABULARY, 6, 1, 1)}
+    inputs = {"embed": 6, "lstm": 5, "act": 8}
+    for name, kind, hidden, levels, bidirectional, bias, source in SEQUENCE_LAYERS:
+        gates, directions = (4 if kind == "lstm" else 3), (2 if bidirectional else 1)
+        for level in range(levels):
+            for d in range(directions):
+                suffix = f"_l{level}" + ("_reverse" if d else "")
+                width = inputs[source] if level == 0 else directions * hidden
+                shapes[f"{name}/weight_ih{suffix}"] = (gates * hidden, width, 1, 1)
+                shapes[f"{name}/weight_hh{suffix}"] = (gates * hidden, hidden, 1, 1)
+                if bias:
+                    shapes[f"{name}/bias_ih{suffix}"] = (1, gates * hidden, 1, 1)
+                    shapes[f"{name}/bias_hh{suffix}"] = (1, gates * hidden, 1, 1)
+    shapes["fc/weight"] = (SEQUENCE_VOCABULARY, 9, 1, 1)
+    shapes["fc/bias"] = (1, SEQUENCE_VOCABULARY, 1, 1)
+    return {"params/" + k: rng.uniform(-0.6, 0.6, v).astype(np.float32) for k, v in shapes.items()}
+
+
+def SequenceScoresInPyTorch(params, ids):
+    """The sequence network in PyTorch, loaded from the checkpoint by name."""
+    p = lambda key: torch.from_numpy(params["params/" + key])
+    embed = nn.Embedding(SEQUENCE_VOCABULARY, 6)
+    embed.weight.data = p("embed/weight").reshape(SEQUENCE_VOCABULARY, 6)
+    rnn, width = {}, {"embed": 6, "lstm": 5, "act": 8}
+    for name, kind, hidden, levels, bidirectional, bias, source in SEQUENCE_LAYERS:
+        m = (nn.LSTM if kind == "lstm" else nn.GRU)(width[source], hidden, num_layers=levels,
+                                                    bidirectional=bidirectional, bias=bias,
+                                                    batch_first=True)
+        m.load_state_dict({k: p(name + "/" + k).reshape(v.shape) for k, v in m.state_dict().items()})
+        rnn[name] = m
+    with torch.no_grad():
+        act = torch.relu(rnn["gru"](rnn["lstm"](embed(ids))[0])[0])
+        both = torch.cat([rnn["bilstm"](act)[0], rnn["onegru"](act)[0]], 2)
+        scores = both @ p("fc/weight").reshape(SEQUENCE_VOCABULARY, 9).T + p("fc/bias").reshape(-1)
+    return scores.transpose(1, 2).numpy()
+
+
+def RunWithReferenceCells(model, ids):
+    """The exported graph in numpy, LSTM and GRU by ONNX's reference cells."""
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    values[model.graph.input[0].name] = ids
+
+    def cell(node, x, w, r, b=None):
+        lbr = {a.name: a.i for a in node.attribute}.get("linear_before_reset", 0)
+        ys = []
+        for d in range(w.shape[0]):  # the reverse direction runs over time reversed
+            args = dict(X=x if d == 0 else x[::-1], W=w[d:d + 1], R=r[d:d + 1])
+            if b is not None:
+                args["B"] = b[d:d + 1]
+            helper_ = LSTM_Helper(**args) if node.op_type == "LSTM" else GRU_Helper(
+                linear_before_reset=lbr, **args)
+            y = helper_.step()[0]
+            ys.append(y if d == 0 else y[::-1])
+        return np.concatenate(ys, 1)
+
+    for node in model.graph.node:
+        x = [values[k] if k else None for k in node.input]
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        op = node.op_type
+        if op == "Gather":
+            y = x[0][x[1]]
+        elif op == "Transpose":
+            y = np.transpose(x[0], attrs["perm"])
+        elif op == "Reshape":
+            y = x[0].reshape([x[0].shape[k] if d == 0 else d for k, d in enumerate(x[1])])
+        elif op == "Squeeze":
+            y = np.squeeze(x[0], tuple(x[1]))
+        elif op in ("LSTM", "GRU"):
+            y = cell(node, *x[:4])
+        elif op == "Relu":
+            y = np.maximum(x[0], 0)
+        elif op == "Concat":
+            y = np.concatenate(x, attrs["axis"])
+        elif op == "Conv":  # the 1x1 classifier
+            y = np.einsum("nchw,kc->nkhw", x[0], x[1][:, :, 0, 0]) + x[2][None, :, None, None]
+        elif op == "Identity":
+            y = x[0]
+        else:
+            raise ValueError(f"{op} is not in the sequence network")
+        values[node.output[0]] = y
+    return values[model.graph.output[0].name][:, :, 0, :]
+
+
+def CheckSequenceExport(binary, folder):
+    """Exports the sequence network from a checkpoint; ONNX's reference cells give PyTorch's scores."""
+    rng = np.random.default_rng(5)
+    lines = ["name: sequences", "layers:",
+             f"  - {{name: ids, type: input, shape: [1, 1, {SEQUENCE_STEPS}], labels: pixels}}",
+             f"  - {{name: embed, type: embedding, vocabulary: {SEQUENCE_VOCABULARY}, size: 6}}"]
+    for name, kind, hidden, levels, bidirectional, bias, source in SEQUENCE_LAYERS:
+        lines.append(f"  - {{name: {name}, type: {kind}, hidden: {hidden}, layers: {levels}, "
+                     f"bidirectional: {str(bidirectional).lower()}, bias: {str(bias).lower()}, "
+                     f"inputs: [{source}]}}")
+        if name == "gru":
+            lines.append("  - {name: act, type: relu}")
+    lines += ["  - {name: both, type: concat, inputs: [bilstm, onegru]}",
+              f"  - {{name: fc, type: convolution, filters: {SEQUENCE_VOCABULARY}, kernel: 1}}",
+              "  - {name: loss, type: softmax_loss}"]
+    net, config = os.path.join(folder, "sequences.yaml"), os.path.join(folder, "config.yaml")
+    checkpoint, path = os.path.join(folder, "ckpt.npz"), os.path.join(folder, "sequences.onnx")
+    with open(net, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(config, "w") as f:
+        f.write(f"model: {{file: {net}}}\n"
+                f"data: {{dataset: text, path: /usr/share/games/fortunes, "
+                f"sequence: {SEQUENCE_STEPS}, batch: 4}}\nrun: {{steps: 1}}\n")
+    params = SequenceCheckpoint(rng)
+    np.savez(checkpoint, **params)
+    run = subprocess.run([binary, "--config", config, "--checkpoint", checkpoint, "--output", path],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        print(f"sequences: onnx_export failed: {run.stderr.strip()}")
+        return 1
+    model = onnx.load(path)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except Exception as e:  # onnx's checker and inference raise their own kinds
+        print(f"sequences: {e}")
+        return 1
+    ids = rng.integers(0, SEQUENCE_VOCABULARY, (3, SEQUENCE_STEPS))
+    want = SequenceScoresInPyTorch(params, torch.from_numpy(ids))
+    error = np.abs(RunWithReferenceCells(model, ids) - want).max() / np.abs(want).max()
+    ops = sorted({n.op_type for n in model.graph.node})
+    print(f"sequences: {len(model.graph.node)} nodes, full check passed ({', '.join(ops)}); "
+          f"ONNX's reference cells give PyTorch's scores to {error:.1e} of the largest")
+    return 0 if error < 1e-5 else 1
 
 
 def CheckExports(binary):
@@ -379,6 +603,7 @@ def CheckExports(binary):
             ops = sorted({n.op_type for n in model.graph.node})
             print(f"{name}: opset {model.opset_import[0].version}, {len(model.graph.node)} nodes, "
                   f"full check passed ({', '.join(ops)})")
+        failed += CheckSequenceExport(binary, folder)
     return 1 if failed else 0
 
 
@@ -397,6 +622,7 @@ def main():
     fixtures += [(n, partial(lambda n: Export(n, Mobile(n), folder, 13, dynamic=True), n))
                  for n in MOBILE]
     fixtures.append(("asymmetric_pads", lambda: AsymmetricPads(folder)))
+    fixtures += [(n, partial(ExportSequence, n, folder)) for n in SEQUENCES]
     unknown = only - {n for n, _ in fixtures}
     if unknown:
         sys.exit(f"onnx_fixtures.py: unknown fixtures: {', '.join(sorted(unknown))}")
