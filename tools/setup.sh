@@ -37,6 +37,10 @@ if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch)  # the peer for benchmarks and cross-checks; never a dependency
   packages+=(python3-onnx)   # tests/testdata/onnx_fixtures.py: torch.onnx.export needs it
   packages+=(python3-torchvision)  # tools/bench/torchvision_onnx.py: the model zoo to import
+  # Debian's PyTorch multiplies matrices through libblas.so.3, the reference
+  # BLAS unless OpenBLAS provides it (about 20x slower on nn.Linear, nn.LSTM):
+  # the peer at its usual speed.
+  packages+=(libopenblas0-pthread)
 fi
 
 missing=()

@@ -16,12 +16,14 @@
 #
 #   bash tools/bench/bench_vs_pytorch.sh resnet18 [--runs 3] [--steps 20] [--threads N]
 #   bash tools/bench/bench_vs_pytorch.sh vgg16
+#   bash tools/bench/bench_vs_pytorch.sh char_lstm
 #   bash tools/bench/bench_vs_pytorch.sh resnet18 -- --plain-layouts --workspace pin:dnnl
 #       (anything after -- goes to spill's bench_train: here, spill without
 #       blocked layouts or Winograd convolutions)
 #
 # resnet18: ResNet-18 with the CIFAR stem, 32x32, 10 classes, batch 64.
 # vgg16:    VGG-16, 32x32, 10 classes, batch 32 (dropout in both).
+# char_lstm: the character LSTM (2 x 256 units, 64 steps, 114 symbols), batch 64.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=${1:-}
@@ -40,7 +42,8 @@ case "$model" in
   resnet18) net=(--config models/resnet18.yaml --set stem=cifar --set size=32 --set classes=10
                  --batch 64) ;;
   vgg16) net=(--config models/vgg16.yaml --set size=32 --set classes=10 --batch 32) ;;
-  *) echo "usage: bench_vs_pytorch.sh resnet18|vgg16 [--runs N] [--steps N] [--threads N] [-- FLAGS]" >&2
+  char_lstm) net=(--config models/char_lstm.yaml --set classes=114 --batch 64) ;;
+  *) echo "usage: bench_vs_pytorch.sh resnet18|vgg16|char_lstm [--runs N] [--steps N] [--threads N] [-- FLAGS]" >&2
      exit 2 ;;
 esac
 
