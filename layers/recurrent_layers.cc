@@ -17,7 +17,8 @@ RecurrentLayer::RecurrentLayer(LayerParams& params, RecurrentCell cell)
       layers_(params.Int("layers", 1, 1, 64)),
       bidirectional_(params.Bool("bidirectional", false)),
       dropout_(static_cast<float>(params.Float("dropout", 0.0, Bounds::FromBelow(0, 1)))),
-      bias_(params.Bool("bias", true)) {}
+      bias_(params.Bool("bias", true)),
+      carry_(params.Bool("carry", false)) {}
 
 Status RecurrentLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) {
   const Shape& x = inputs[0];
@@ -50,11 +51,20 @@ std::vector<ParamSpec> RecurrentLayer::params() const {
       }
     }
   }
+  if (carry_) {  // the states the next batch starts from, and the phase that wrote them
+    ParamSpec state{"state", Shape(batch_size_, states_per_image() + 1, 1, 1),
+                    Initializer::Constant(0)};
+    state.trainable = false;
+    state.decay_mult = 0;
+    specs.push_back(state);
+  }
   return specs;
 }
 
 std::vector<AuxSpec> RecurrentLayer::aux() const {
-  return {{"reserve", Shape(batch_size_, reserve_per_image(), 1, 1)}};
+  std::vector<AuxSpec> aux = {{"reserve", Shape(batch_size_, reserve_per_image(), 1, 1)}};
+  if (carry_) aux.push_back({"initial", Shape(batch_size_, states_per_image(), 1, 1)});
+  return aux;
 }
 
 int64_t RecurrentLayer::LayerBlock() const {

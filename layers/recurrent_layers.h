@@ -9,7 +9,7 @@
 //
 //   - {name: rnn, type: lstm, hidden: 256, layers: 2, dropout: 0.2}
 //   - {name: enc, type: gru, hidden: 128, bidirectional: true}
-//   bias: true
+//   bias: true; carry: false
 //
 // Layer l's direction d has weight_ih_l<l> (gates*hidden x inputs),
 // weight_hh_l<l> (gates*hidden x hidden), bias_ih_l<l> and bias_hh_l<l>
@@ -27,6 +27,18 @@
 // W_hn h + b_hn), the layer's hidden states, and the dropout mask and masked
 // input of the layer above. The input is read again by backward; the output
 // is not.
+//
+// With `carry: true` the final states of a batch are the initial states of
+// the next (truncated back-propagation through time: a text dataset with
+// data.streams continues row r of a batch in row r of the next). They live
+// in a non-trainable parameter, `state` (batch x (layers * directions *
+// hidden, and as much again for the LSTM's cell states, + 1)), checkpointed
+// with the weights; a batch saves the states it started from in an aux
+// tensor, `initial`, so a recomputation and backward use them after the
+// parameter moved on. No gradient flows into them. The last float of each
+// image's state says in which phase it was written: the first batch of a
+// phase other than the last one's (evaluation after training, training
+// after evaluation) starts from zero states.
 #ifndef SPILL_LAYERS_RECURRENT_LAYERS_H_
 #define SPILL_LAYERS_RECURRENT_LAYERS_H_
 
@@ -76,6 +88,20 @@ class RecurrentLayer : public Layer {
   int64_t MaskedOffset(int64_t layer) const;  // the masked hidden states, when masks(layer)
   int64_t reserve_per_image() const { return LayerBlock() * layers_; }
 
+  // ---- Carried states (carry: true) ----
+  bool carries() const { return carry_; }
+  // Floats of one image's initial states: the hidden states of every layer
+  // and direction, then (LSTM) their cell states.
+  int64_t states_per_image() const {
+    return (cell_ == RecurrentCell::kLstm ? 2 : 1) * layers_ * directions() * hidden_;
+  }
+  int64_t InitialHiddenOffset(int64_t layer, int64_t direction) const {
+    return (layer * directions() + direction) * hidden_;
+  }
+  int64_t InitialCellOffset(int64_t layer, int64_t direction) const {
+    return layers_ * directions() * hidden_ + InitialHiddenOffset(layer, direction);
+  }
+
  protected:
   // The floats of one layer's block of the reserve.
   int64_t LayerBlock() const;
@@ -89,6 +115,7 @@ class RecurrentLayer : public Layer {
   bool bidirectional_ = false;
   float dropout_ = 0;
   bool bias_ = true;
+  bool carry_ = false;
   int64_t batch_size_ = 0;
   int64_t features_ = 0;
   int64_t steps_ = 0;  // T

@@ -224,6 +224,134 @@ TEST(RecurrentTest, WrongShapesAreErrors) {
       "N x 1 x 1 x T");
 }
 
+// carry: true - a sequence of 2T steps cut into two batches of T, the
+// second starting from the first's final states, gives the outputs of the
+// uncut sequence's last T steps.
+TEST(CarryTest, TwoBatchesContinueOneSequence) {
+  for (const char* cell : {"lstm", "gru"}) {
+    const std::string base = std::string("{type: ") + cell + ", hidden: 3, layers: 2";
+    LayerHarness whole(base + "}", {Shape(2, 2, 1, 8)});
+    LayerHarness cut(base + ", carry: true}", {Shape(2, 2, 1, 4)});
+    whole.Randomize(3);
+    cut.Randomize(3);  // the same weights: the state parameter comes after them
+    ASSERT_EQ(cut.params.size(), whole.params.size() + 1);
+    for (size_t p = 0; p < whole.params.size(); ++p) cut.params[p] = whole.params[p];
+    std::fill(cut.params.back().begin(), cut.params.back().end(), 0.0f);
+    whole.Forward();
+    for (int half = 0; half < 2; ++half) {
+      for (int i = 0; i < 2; ++i) {
+        for (int c = 0; c < 2; ++c) {
+          for (int t = 0; t < 4; ++t) {
+            cut.inputs[0][(i * 2 + c) * 4 + t] = whole.inputs[0][(i * 2 + c) * 8 + half * 4 + t];
+          }
+        }
+      }
+      cut.Forward();
+      for (int i = 0; i < 2; ++i) {
+        for (int u = 0; u < 3; ++u) {
+          for (int t = 0; t < 4; ++t) {
+            EXPECT_NEAR(cut.outputs[0][(i * 3 + u) * 4 + t],
+                        whole.outputs[0][(i * 3 + u) * 8 + half * 4 + t], 1e-5)
+                << cell << " half " << half << " image " << i << " unit " << u << " step " << t;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The weight gradients of a batch that starts from carried states, against
+// central differences with those states held fixed (no gradient reaches
+// them: back-propagation is truncated at the batch).
+TEST(CarryTest, GradientsWithCarriedStatesMatchFiniteDifferences) {
+  for (const char* entry : {"{type: lstm, hidden: 2, carry: true, bidirectional: true}",
+                            "{type: gru, hidden: 2, carry: true, layers: 2}"}) {
+    LayerHarness h(entry, {Shape(2, 2, 1, 3)});
+    h.Randomize(5);
+    std::vector<float>& state = h.params.back();
+    const size_t width = state.size() / 2 - 1;  // two images; the last float is the phase
+    for (size_t i = 0; i < 2; ++i) {
+      for (size_t e = 0; e < width; ++e)
+        state[i * (width + 1) + e] = 0.4f * UniformAt(9, e + i * 7) - 0.2f;
+      state[i * (width + 1) + width] = 1.0f;  // written in training
+    }
+    const std::vector<float> carried = state;
+    RandomGrads(h, 2);
+    auto objective = [&]() {
+      state = carried;
+      h.Forward();
+      double sum = 0;
+      for (size_t j = 0; j < h.outputs[0].size(); ++j)
+        sum += h.outputs[0][j] * h.output_grads[0][j];
+      return sum;
+    };
+    objective();
+    h.Backward();
+    for (size_t p = 0; p + 1 < h.params.size(); ++p) {
+      for (size_t e = 0; e < h.params[p].size(); ++e) {
+        const float original = h.params[p][e];
+        const float step = 1e-2f;
+        h.params[p][e] = original + step;
+        const double up = objective();
+        h.params[p][e] = original - step;
+        const double down = objective();
+        h.params[p][e] = original;
+        const double numeric = (up - down) / (2 * step);
+        EXPECT_NEAR(h.param_grads[p][e], numeric, 2e-3 * (1 + std::abs(numeric)))
+            << entry << " param " << p << "[" << e << "]";
+      }
+    }
+  }
+}
+
+// Slices carry each image's own states: two batches over slices give the
+// bits of two batches whole, states included; a recomputation leaves the
+// states alone.
+TEST(CarryTest, SlicesAndRecomputationKeepTheStates) {
+  const std::string entry = "{type: lstm, hidden: 3, layers: 2, bidirectional: true, carry: true}";
+  LayerHarness whole(entry, {Shape(5, 2, 1, 4)}), sliced(entry, {Shape(5, 2, 1, 4)});
+  whole.image_order = true;
+  sliced.slice_images = 2;
+  for (LayerHarness* h : {&whole, &sliced}) {
+    h->Randomize(3);
+    std::fill(h->params.back().begin(), h->params.back().end(), 0.0f);
+    for (int batch = 0; batch < 2; ++batch) {
+      for (size_t j = 0; j < h->inputs[0].size(); ++j) {
+        h->inputs[0][j] = UniformAt(40 + batch, j) - 0.5f;
+      }
+      h->Forward();
+      RandomGrads(*h, 4 + batch);
+      h->Backward();
+    }
+  }
+  ExpectBitIdentical(whole.outputs, sliced.outputs, "outputs");
+  ExpectBitIdentical(whole.params, sliced.params, "parameters and states");
+  ExpectBitIdentical(whole.aux, sliced.aux, "reserve and initial states");
+  ExpectBitIdentical(whole.param_grads, sliced.param_grads, "parameter gradients");
+  const auto params = whole.params, aux = whole.aux, outputs = whole.outputs;
+  whole.Forward(Phase::kTrain, /*recompute=*/true, 99);
+  ExpectBitIdentical(outputs, whole.outputs, "recomputed outputs");
+  ExpectBitIdentical(params, whole.params, "states after a recomputation");
+  ExpectBitIdentical(aux, whole.aux, "recomputed reserve");
+}
+
+// Evaluation after training (and training after evaluation) starts from
+// zero states: the phases do not leak into each other.
+TEST(CarryTest, APhaseChangeStartsFromZeroStates) {
+  LayerHarness carried("{type: gru, hidden: 3, carry: true}", {Shape(2, 2, 1, 4)});
+  LayerHarness fresh("{type: gru, hidden: 3}", {Shape(2, 2, 1, 4)});
+  carried.Randomize(6);
+  fresh.Randomize(6);
+  for (size_t p = 0; p < fresh.params.size(); ++p) carried.params[p] = fresh.params[p];
+  std::fill(carried.params.back().begin(), carried.params.back().end(), 0.0f);
+  carried.Forward(Phase::kTrain);
+  carried.Forward(Phase::kEval);
+  fresh.Forward(Phase::kEval);
+  ExpectBitIdentical(fresh.outputs, carried.outputs, "the first evaluation batch");
+  carried.Forward(Phase::kEval);  // the second continues the first
+  EXPECT_NE(fresh.outputs, carried.outputs);
+}
+
 TEST(EmbeddingTest, GathersRowsAndScattersGradients) {
   LayerHarness h("{type: embedding, vocabulary: 3, size: 2}", {Shape(1, 1, 1, 4)});
   h.inputs[0] = {2, 0, 2, 7};

@@ -39,8 +39,9 @@ if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torchvision)  # tools/bench/torchvision_onnx.py: the model zoo to import
   # Debian's PyTorch multiplies matrices through libblas.so.3, the reference
   # BLAS unless OpenBLAS provides it (about 20x slower on nn.Linear, nn.LSTM):
-  # the peer at its usual speed.
-  packages+=(libopenblas0-pthread)
+  # the peer at its usual speed. The OpenMP build, not the pthread one, whose
+  # threads spin in every process that loads LAPACK (spill's, through OpenCV).
+  packages+=(libopenblas0-openmp)
 fi
 
 missing=()

@@ -149,6 +149,12 @@ Status Exporter::Recurrent(int id) {
   const LayerSpec& spec = net_.spec(id);
   const bool lstm = net_.layer(id).type() == "lstm";
   const std::string op = lstm ? "LSTM" : "GRU";
+  if (Bool(spec, "carry", false)) {
+    return InvalidArgument("layer '" + name +
+                           "': carry: true starts each batch from the last one's states, which "
+                           "an ONNX graph of one batch does not hold; export the network with "
+                           "carry: false (its weights are the same)");
+  }
   SPILL_ASSIGN_OR_RETURN(std::string x, In(id, 0, true));
   const Shape& in = s_.tensors[s_.layers[id].inputs[0]].shape;
   const Shape& out = s_.tensors[s_.layers[id].outputs[0]].shape;

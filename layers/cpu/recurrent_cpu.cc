@@ -95,14 +95,17 @@ class CpuRecurrentLayer : public RecurrentLayer {
     float* rows = static_cast<float*>(args.workspace.data);
     float* recurrent = rows + n * steps_ * features_;
     ToRows(args.inputs[0].data(), n, features_, steps_, rows);
+    if (carry_ && !args.recompute) TakeCarriedStates(args, n);
+    const float* initial = carry_ ? args.aux[1].data() : nullptr;
     const Products products{args.slice.in_image_order()};
     const bool train = args.phase == Phase::kTrain;
     for (int64_t l = 0; l < layers_; ++l) {
       if (l > 0 && train && masks(l - 1)) MaskInputs(args, l - 1, n);
       for (int64_t d = 0; d < directions(); ++d) {
-        ForwardDirection(args, products, l, d, n, rows, recurrent);
+        ForwardDirection(args, products, l, d, n, rows, initial, recurrent);
       }
     }
+    if (carry_ && !args.recompute) CarryFinalStates(args, n);
     const int64_t width = directions() * hidden_;
     const float* top = reserve + HiddenOffset(layers_ - 1);
     float* y = args.outputs[0].data();
@@ -163,6 +166,14 @@ class CpuRecurrentLayer : public RecurrentLayer {
     float* dc = nullptr;
   };
 
+  // Image i's initial hidden states of layer l, direction d (its cell
+  // states CellGap() floats further), or null when they are zero.
+  const float* InitialStates(const float* initial, int64_t i, int64_t l, int64_t d) const {
+    return initial == nullptr ? nullptr
+                              : initial + i * states_per_image() + InitialHiddenOffset(l, d);
+  }
+  int64_t CellGap() const { return InitialCellOffset(0, 0) - InitialHiddenOffset(0, 0); }
+
   // The first parameter (weight_ih) of layer l, direction d.
   int64_t ParamIndex(int64_t l, int64_t d) const {
     return (l * directions() + d) * (bias_ ? 4 : 2);
@@ -175,6 +186,49 @@ class CpuRecurrentLayer : public RecurrentLayer {
     if (l == 0) return rows + i * steps_ * features_;
     const int64_t offset = train && masks(l - 1) ? MaskedOffset(l - 1) : HiddenOffset(l - 1);
     return reserve + i * reserve_per_image() + offset;
+  }
+
+  // Which phase wrote an image's carried states (the last float of its row).
+  static float PhaseTag(Phase phase) { return phase == Phase::kTrain ? 1.0f : 2.0f; }
+
+  // The states this batch starts from, saved in `initial`: the carried ones
+  // where the same phase wrote them, else zeros.
+  void TakeCarriedStates(const ForwardArgs& args, int64_t n) const {
+    const float* state = args.params.back().data();
+    float* initial = args.aux[1].data();
+    const int64_t width = states_per_image(), row = width + 1;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* carried = state + (args.slice.begin + i) * row;
+      float* out = initial + i * width;
+      if (carried[width] == PhaseTag(args.phase)) {
+        std::copy_n(carried, width, out);
+      } else {
+        std::fill_n(out, width, 0.0f);
+      }
+    }
+  }
+
+  // The states after each layer and direction's last step, for the next batch.
+  void CarryFinalStates(const ForwardArgs& args, int64_t n) const {
+    const float* reserve = args.aux[0].data();
+    float* state = args.params.back().data();
+    const int64_t width = states_per_image(), row = width + 1;
+    const int64_t hiddens = directions() * hidden_, sw = step_width();
+    for (int64_t i = 0; i < n; ++i) {
+      const float* image = reserve + i * reserve_per_image();
+      float* out = state + (args.slice.begin + i) * row;
+      for (int64_t l = 0; l < layers_; ++l) {
+        for (int64_t d = 0; d < directions(); ++d) {
+          const int64_t last = d == 0 ? steps_ - 1 : 0;
+          std::copy_n(image + HiddenOffset(l) + last * hiddens + d * hidden_, hidden_,
+                      out + InitialHiddenOffset(l, d));
+          if (cell_ != RecurrentCell::kLstm) continue;
+          std::copy_n(image + GatesOffset(l, d) + last * sw + 4 * hidden_, hidden_,
+                      out + InitialCellOffset(l, d));
+        }
+      }
+      out[width] = PhaseTag(args.phase);
+    }
   }
 
   // Dropout on the hidden states of layer l, the input of l + 1: the mask is
@@ -208,7 +262,8 @@ class CpuRecurrentLayer : public RecurrentLayer {
   }
 
   void ForwardDirection(const ForwardArgs& args, const Products& products, int64_t l, int64_t d,
-                        int64_t n, const float* rows, float* recurrent) const {
+                        int64_t n, const float* rows, const float* initial,
+                        float* recurrent) const {
     float* reserve = args.aux[0].data();
     const int64_t stride = reserve_per_image(), width = directions() * hidden_;
     const int64_t gh = gates() * hidden_, sw = step_width(), in = layer_inputs(l);
@@ -226,7 +281,10 @@ class CpuRecurrentLayer : public RecurrentLayer {
     for (int64_t s = 0; s < steps_; ++s) {
       const int64_t t = d == 0 ? s : steps_ - 1 - s;
       const int64_t prev = d == 0 ? t - 1 : t + 1;
-      if (s == 0) {
+      if (s == 0 && initial != nullptr) {  // from the carried states
+        products.Dots(initial + InitialHiddenOffset(l, d), states_per_image(), w_hh, n, gh, hidden_,
+                      b_hh, recurrent, gh);
+      } else if (s == 0) {
         for (int64_t i = 0; i < n; ++i) {
           for (int64_t o = 0; o < gh; ++o) recurrent[i * gh + o] = b_hh != nullptr ? b_hh[o] : 0;
         }
@@ -241,12 +299,17 @@ class CpuRecurrentLayer : public RecurrentLayer {
         float* saved = image + gates_at + t * sw;
         const float* hh = recurrent + i * gh;
         float* out = image + hidden_at + t * width;
+        const float* start = InitialStates(initial, i, l, d);
         for (int64_t j = 0; j < hidden_; ++j) {
           if (cell_ == RecurrentCell::kLstm) {
-            const float c_prev = s == 0 ? 0.0f : image[gates_at + prev * sw + 4 * hidden_ + j];
+            const float c_prev = s > 0              ? image[gates_at + prev * sw + 4 * hidden_ + j]
+                                 : start != nullptr ? start[CellGap() + j]
+                                                    : 0.0f;
             out[j] = LstmForward(saved + j, hh + j, h, c_prev, saved + j);
           } else {
-            const float h_prev = s == 0 ? 0.0f : image[hidden_at + prev * width + j];
+            const float h_prev = s > 0              ? image[hidden_at + prev * width + j]
+                                 : start != nullptr ? start[j]
+                                                    : 0.0f;
             out[j] = GruForward(saved + j, hh + j, h, h_prev, saved + j);
           }
         }
@@ -265,6 +328,7 @@ class CpuRecurrentLayer : public RecurrentLayer {
     const float* w_hh = args.params[p + 1].data();
     const int64_t gates_at = GatesOffset(l, d), hidden_at = HiddenOffset(l) + d * hidden_;
     const bool lstm = cell_ == RecurrentCell::kLstm;
+    const float* initial = carry_ ? args.aux[1].data() : nullptr;
     std::fill_n(s.dh, n * hidden_, 0.0f);
     std::fill_n(s.dc, n * hidden_, 0.0f);
     const int h = static_cast<int>(hidden_);
@@ -277,14 +341,19 @@ class CpuRecurrentLayer : public RecurrentLayer {
         const float* saved = image + gates_at + t * sw;
         float* dg = s.gate_grads + (i * steps_ + t) * gh;
         float* dr = s.recurrent_grads + (i * steps_ + t) * gh;
+        const float* start = InitialStates(initial, i, l, d);
         for (int64_t j = 0; j < hidden_; ++j) {
           const float dh =
               above[(i * steps_ + t) * width + d * hidden_ + j] + s.dh[i * hidden_ + j];
           if (lstm) {
-            const float c_prev = step == 0 ? 0.0f : image[gates_at + prev * sw + 4 * hidden_ + j];
+            const float c_prev = step > 0           ? image[gates_at + prev * sw + 4 * hidden_ + j]
+                                 : start != nullptr ? start[CellGap() + j]
+                                                    : 0.0f;
             LstmBackward(saved + j, h, c_prev, dh, s.dc + i * hidden_ + j, dg + j);
           } else {
-            const float h_prev = step == 0 ? 0.0f : image[hidden_at + prev * width + j];
+            const float h_prev = step > 0           ? image[hidden_at + prev * width + j]
+                                 : start != nullptr ? start[j]
+                                                    : 0.0f;
             s.dh[i * hidden_ + j] = GruBackward(saved + j, h, h_prev, dh, dg + j, dr + j);
           }
         }
@@ -318,6 +387,11 @@ class CpuRecurrentLayer : public RecurrentLayer {
         const float* states_before = d == 0 ? states : states + width;
         products.Outer(gates_after, gh, states_before, width, steps_ - 1, gh, hidden_,
                        args.param_grads[p + 1].data(), overwrite);
+        if (carries()) {  // the first step's gates with the carried states
+          const float* first_step = dr + (d == 0 ? 0 : (steps_ - 1) * gh);
+          products.Outer(first_step, gh, InitialStates(args.aux[1].data(), i, l, d), hidden_, 1, gh,
+                         hidden_, args.param_grads[p + 1].data(), false);
+        }
       }
       if (!bias_) continue;
       for (int k = 0; k < 2; ++k) {

@@ -106,6 +106,15 @@ class CudaRecurrentLayer : public RecurrentLayer {
 
   bool supports_slices() const override { return true; }
 
+  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override {
+    if (carries()) {
+      return InvalidArgument(
+          "carry: true (states carried from batch to batch) runs on the CPU device; on CUDA "
+          "every batch starts from zero states (carry: false)");
+    }
+    return RecurrentLayer::Reshape(inputs, outputs);
+  }
+
   void Forward(const ForwardArgs& args) const override {
     const Shape& x = args.inputs[0].shape();
     const int64_t n = x.n();
