@@ -11,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ci_targets=(//tests:memory_test //tests:net_parser_test //tests:data_test //tests:image_test //tests:loader_test
-            //tests:trainer_test //tests:fuzz_test)
+            //tests:trainer_test //tests:fuzz_test //tests:recurrent_test //tests:text_dataset_test)
 if [[ "${1:-}" == "--targets" ]]; then
   printf '%s\n' "${ci_targets[@]}"
   exit 0
