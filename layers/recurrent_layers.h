@@ -103,6 +103,21 @@ class RecurrentLayer : public Layer {
   }
 
  protected:
+  // The first parameter (weight_ih) of layer l, direction d; weight_hh,
+  // bias_ih and bias_hh follow.
+  int64_t ParamIndex(int64_t l, int64_t d) const {
+    return (l * directions() + d) * (bias_ ? 4 : 2);
+  }
+  // Image i's input rows of layer l (T x layer_inputs(l)): `rows`, the
+  // layer's input as rows of time steps, for l = 0, else the hidden states
+  // below in `reserve`, masked in training.
+  const float* InputRows(const float* reserve, const float* rows, int64_t l, int64_t i,
+                         bool train) const {
+    if (l == 0) return rows + i * steps_ * features_;
+    const int64_t offset = train && masks(l - 1) ? MaskedOffset(l - 1) : HiddenOffset(l - 1);
+    return reserve + i * reserve_per_image() + offset;
+  }
+
   // The floats of one layer's block of the reserve.
   int64_t LayerBlock() const;
   // Floats of the forward and backward workspaces for `images` images.
@@ -119,6 +134,14 @@ class RecurrentLayer : public Layer {
   int64_t batch_size_ = 0;
   int64_t features_ = 0;
   int64_t steps_ = 0;  // T
+};
+
+// A device's recurrent layer with its cell fixed: what a device registers as
+// `lstm` and as `gru`.
+template <typename DeviceLayer, RecurrentCell kCell>
+class RecurrentCellLayer : public DeviceLayer {
+ public:
+  explicit RecurrentCellLayer(LayerParams& params) : DeviceLayer(params, kCell) {}
 };
 
 }  // namespace spill

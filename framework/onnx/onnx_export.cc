@@ -111,19 +111,8 @@ std::string Exporter::Out(int id, int rank) {
 
 StatusOr<std::string> Exporter::Initializer(int id, int p, const std::string& suffix,
                                             const std::vector<int64_t>& dims) {
-  const TensorInfo& info = s_.tensors[s_.layers[id].params[p]];
-  auto it = params_.find("params/" + info.name);
-  if (it == params_.end() || it->second.dtype != "<f4" ||
-      it->second.numel() != info.shape.numel()) {
-    return InvalidArgument(label_ + ": no float32 array 'params/" + info.name + "' of " +
-                           info.shape.ToString());
-  }
-  onnx::TensorProto* t = graph_->add_initializer();
-  t->set_name(net_.layer(id).name() + "." + suffix);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(it->second.data.data(), it->second.data.size());
-  return t->name();
+  SPILL_ASSIGN_OR_RETURN(std::vector<float> values, ParamValues(id, p));
+  return RawConstant(id, suffix, values, dims);
 }
 
 // Images (N, C, H, W); ids that only embeddings read (N x 1 x 1 x T) as

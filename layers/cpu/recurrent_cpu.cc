@@ -174,20 +174,6 @@ class CpuRecurrentLayer : public RecurrentLayer {
   }
   int64_t CellGap() const { return InitialCellOffset(0, 0) - InitialHiddenOffset(0, 0); }
 
-  // The first parameter (weight_ih) of layer l, direction d.
-  int64_t ParamIndex(int64_t l, int64_t d) const {
-    return (l * directions() + d) * (bias_ ? 4 : 2);
-  }
-
-  // Image i's input rows of layer l (T x layer_inputs(l)): the layer's input
-  // for l = 0, else the hidden states below, masked in training.
-  const float* InputRows(const float* reserve, const float* rows, int64_t l, int64_t i,
-                         bool train) const {
-    if (l == 0) return rows + i * steps_ * features_;
-    const int64_t offset = train && masks(l - 1) ? MaskedOffset(l - 1) : HiddenOffset(l - 1);
-    return reserve + i * reserve_per_image() + offset;
-  }
-
   // Which phase wrote an image's carried states (the last float of its row).
   static float PhaseTag(Phase phase) { return phase == Phase::kTrain ? 1.0f : 2.0f; }
 
@@ -407,15 +393,8 @@ class CpuRecurrentLayer : public RecurrentLayer {
   }
 };
 
-class CpuLstmLayer : public CpuRecurrentLayer {
- public:
-  explicit CpuLstmLayer(LayerParams& params) : CpuRecurrentLayer(params, RecurrentCell::kLstm) {}
-};
-
-class CpuGruLayer : public CpuRecurrentLayer {
- public:
-  explicit CpuGruLayer(LayerParams& params) : CpuRecurrentLayer(params, RecurrentCell::kGru) {}
-};
+using CpuLstmLayer = RecurrentCellLayer<CpuRecurrentLayer, RecurrentCell::kLstm>;
+using CpuGruLayer = RecurrentCellLayer<CpuRecurrentLayer, RecurrentCell::kGru>;
 
 }  // namespace
 

@@ -250,20 +250,6 @@ class CudaRecurrentLayer : public RecurrentLayer {
         << x.ToString();
   }
 
-  // The first parameter (weight_ih) of layer l, direction d.
-  int64_t ParamIndex(int64_t l, int64_t d) const {
-    return (l * directions() + d) * (bias_ ? 4 : 2);
-  }
-
-  // Image i's input rows of layer l (T x layer_inputs(l)): the layer's input
-  // for l = 0, else the hidden states below, masked in training.
-  const float* InputRows(const float* reserve, const float* rows, int64_t l, int64_t i,
-                         bool train) const {
-    if (l == 0) return rows + i * steps_ * features_;
-    const int64_t offset = train && masks(l - 1) ? MaskedOffset(l - 1) : HiddenOffset(l - 1);
-    return reserve + i * reserve_per_image() + offset;
-  }
-
   // One step's kernel arguments for layer l, direction d (t and the flags
   // set per step).
   cuda::RecurrentStepShape StepShape(int64_t l, int64_t d, int64_t n) const {
@@ -412,15 +398,8 @@ class CudaRecurrentLayer : public RecurrentLayer {
   }
 };
 
-class CudaLstmLayer : public CudaRecurrentLayer {
- public:
-  explicit CudaLstmLayer(LayerParams& params) : CudaRecurrentLayer(params, RecurrentCell::kLstm) {}
-};
-
-class CudaGruLayer : public CudaRecurrentLayer {
- public:
-  explicit CudaGruLayer(LayerParams& params) : CudaRecurrentLayer(params, RecurrentCell::kGru) {}
-};
+using CudaLstmLayer = RecurrentCellLayer<CudaRecurrentLayer, RecurrentCell::kLstm>;
+using CudaGruLayer = RecurrentCellLayer<CudaRecurrentLayer, RecurrentCell::kGru>;
 
 }  // namespace
 
