@@ -1,6 +1,22 @@
 #include "layers/join_layers.h"
 
+#include "framework/base/random.h"
+#include "framework/config/layer_params.h"
+
 namespace spill {
+
+AddLayer::AddLayer(LayerParams& params)
+    : survival_(static_cast<float>(params.Float("survival", 1.0, Bounds::AboveTo(0, 1)))) {}
+
+int AddLayer::DroppedInput(Phase phase, uint64_t seed) const {
+  if (phase != Phase::kTrain || survival_ >= 1) return -1;
+  return UniformAt(seed, 0) < survival_ ? -1 : 0;
+}
+
+float AddLayer::BranchWeight(Phase phase, uint64_t seed) const {
+  if (phase != Phase::kTrain) return survival_;
+  return DroppedInput(phase, seed) == 0 ? 0.0f : 1.0f;
+}
 
 Status ConcatLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) {
   inputs_ = inputs;

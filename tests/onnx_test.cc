@@ -289,10 +289,11 @@ layers:
 // Exports (checked by onnx::checker inside ExportOnnx), serializes, parses
 // and imports again: the same scores, bit for bit, of `input` (`batch`
 // samples; three spread over [-1, 1) when none is given). `back`, when
-// given, receives the network imported back.
+// given, receives the network imported back; `added` parameters come back
+// besides the network's (constants ONNX carries as initializers).
 void ExpectRoundTripBitIdentical(const NetSpec& spec, const NpzArchive& params,
                                  std::vector<float> input = {}, int64_t batch = 3,
-                                 ImportedNet* back = nullptr) {
+                                 ImportedNet* back = nullptr, size_t added = 0) {
   auto net = Net::Build(spec, {1, DeviceType::kCpu});
   ASSERT_TRUE(net.ok()) << net.status().ToString();
   auto model = ExportOnnx(**net, params, "params.npz");
@@ -311,16 +312,16 @@ void ExpectRoundTripBitIdentical(const NetSpec& spec, const NpzArchive& params,
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   ASSERT_EQ(before->size(), after->size());
   EXPECT_EQ(std::memcmp(before->data(), after->data(), before->size() * sizeof(float)), 0);
-  EXPECT_EQ(imported->params.size(), params.size());
+  EXPECT_EQ(imported->params.size(), params.size() + added);
   if (back != nullptr) *back = std::move(*imported);
 }
 
 // `spec` built at batch 1 with seeded weights, round-tripped.
-void ExpectSeededRoundTrip(const StatusOr<NetSpec>& spec) {
+void ExpectSeededRoundTrip(const StatusOr<NetSpec>& spec, size_t added = 0) {
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   auto net = Net::Build(*spec, {1, DeviceType::kCpu});
   ASSERT_TRUE(net.ok()) << net.status().ToString();
-  ExpectRoundTripBitIdentical(*spec, testing::SeededParams(**net));
+  ExpectRoundTripBitIdentical(*spec, testing::SeededParams(**net), {}, 3, nullptr, added);
 }
 
 TEST(OnnxExportTest, EveryLayerTypeRoundTripsBitIdentically) {
@@ -329,6 +330,13 @@ TEST(OnnxExportTest, EveryLayerTypeRoundTripsBitIdentically) {
 
 TEST(OnnxExportTest, EveryNewLayerTypeRoundTripsBitIdentically) {
   ExpectSeededRoundTrip(ParseNetString(kEveryNewLayer, "every_new_layer.yaml"));
+}
+
+// Stochastic depth exports the inference it computes: each branch scaled by
+// its survival (a Mul before the Add), which comes back as a scale layer
+// with its factor - one per unit of the network (three).
+TEST(OnnxExportTest, StochasticDepthExportsItsScaledBranches) {
+  ExpectSeededRoundTrip(ParseNetString(testing::kStochasticDepth, "depth.yaml"), 3);
 }
 
 // The small versions of models/ (MobileNetV2 and V3, EfficientNet,

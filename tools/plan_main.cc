@@ -276,6 +276,23 @@ StatusOr<MemoryOptions> ModeOptions(const Args& args, const Subject& subject,
 
 // Steps whose tensors did not fit whole: computed in slices through host
 // memory (memory.chunk).
+// Stochastic depth: the plan computes every branch (the worst case), so
+// whichever branches an iteration drops, it runs within the plan.
+void PrintStochasticDepth(const Net& net) {
+  int branches = 0;
+  double expected = 0;
+  for (int id = 0; id < net.num_layers(); ++id) {
+    const double p = net.layer(id).drop_probability();
+    branches += p > 0;
+    expected += p;
+  }
+  if (branches == 0) return;
+  std::printf(
+      "stochastic depth: %d residual branches may be dropped (%.1f per training iteration on "
+      "average); planned with every branch computed, so each drawn pattern runs within the plan\n",
+      branches, expected);
+}
+
 void PrintStreamed(const MemoryPlan& plan, const Net& net) {
   if (plan.log.streamed == 0) return;
   std::string steps;
@@ -492,6 +509,7 @@ Status Run(const Args& args) {
                 subject.has_solver ? ", with solver state" : "",
                 args.inference ? "; inference: the forward steps alone" : "");
   }
+  if (!args.json && !args.inference) PrintStochasticDepth(net);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PlanPredictor> predictor, MakePredictor(args, subject));
   Timeline timeline;
   std::vector<MemoryLog> logs;

@@ -167,6 +167,12 @@ void PrintSummary(const Trainer& trainer, const TrainConfig& c) {
   if (r.streamed_steps > 0) {
     std::fprintf(stderr, "; %d steps streamed through host memory", r.streamed_steps);
   }
+  if (r.dropped_branches > 0) {
+    std::fprintf(
+        stderr,
+        "\n  stochastic depth: %ld residual branches dropped, %ld layer computations skipped",
+        static_cast<long>(r.dropped_branches), static_cast<long>(r.skipped_computations));
+  }
   std::fprintf(stderr, "\n  checkpoint: %s\n", trainer.checkpoint_path().c_str());
 }
 

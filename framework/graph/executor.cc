@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <sstream>
 
 #include "framework/base/check.h"
@@ -13,7 +14,82 @@
 namespace spill {
 
 Executor::Executor(const Net& net, Device* device, TensorStore& store)
-    : net_(net), device_(device), store_(store) {}
+    : net_(net), device_(device), store_(store) {
+  const Schedule& schedule = net.schedule();
+  readers_.resize(schedule.layers.size());
+  for (int reader : schedule.route) {
+    const std::vector<TensorId>& inputs = schedule.layers[reader].inputs;
+    for (size_t slot = 0; slot < inputs.size(); ++slot) {
+      if (inputs[slot] == kNoTensor) continue;
+      const int producer = schedule.tensors[inputs[slot]].layer;
+      if (producer >= 0) readers_[producer].push_back({reader, static_cast<int>(slot)});
+    }
+  }
+  dropped_input_.assign(schedule.layers.size(), -1);
+  skipped_.assign(schedule.layers.size(), 0);
+}
+
+uint64_t Executor::LayerSeed(int layer) const {
+  return MixSeed(seed_, static_cast<uint64_t>(layer));
+}
+
+// In reverse route order every reader of a layer is decided before the
+// layer: it belongs to the branch when all its readers do (or are the
+// dropped slot itself). Input and loss layers never do.
+const std::vector<int>& Executor::Branch(int layer, int input) {
+  auto found = branches_.find({layer, input});
+  if (found != branches_.end()) return found->second;
+  const std::vector<int>& route = net_.schedule().route;
+  std::vector<char> in_branch(readers_.size(), 0);
+  std::vector<int> branch;
+  const auto position = std::find(route.begin(), route.end(), layer);
+  for (auto it = std::make_reverse_iterator(position); it != route.rend(); ++it) {
+    const int id = *it;
+    if (net_.decl(id).is_loss || net_.layer(id).is_input() || readers_[id].empty()) continue;
+    bool only_branch = true;
+    for (const auto& [reader, slot] : readers_[id]) {
+      only_branch &= (reader == layer && slot == input) || in_branch[reader];
+    }
+    if (!only_branch) continue;
+    in_branch[id] = 1;
+    branch.push_back(id);
+  }
+  return branches_[{layer, input}] = std::move(branch);
+}
+
+void Executor::DrawDrops() {
+  std::fill(dropped_input_.begin(), dropped_input_.end(), -1);
+  std::fill(skipped_.begin(), skipped_.end(), 0);
+  if (phase_ != Phase::kTrain) return;
+  for (int id : net_.schedule().route) {
+    const int input = net_.layer(id).DroppedInput(phase_, LayerSeed(id));
+    if (input < 0) continue;
+    SPILL_CHECK(input < static_cast<int>(net_.schedule().layers[id].inputs.size()))
+        << "layer '" << net_.layer(id).name() << "' drops input " << input;
+    dropped_input_[id] = input;
+    ++depth_stats_.dropped_branches;
+    for (int skipped : Branch(id, input)) skipped_[skipped] = 1;
+  }
+  for (char s : skipped_) depth_stats_.skipped_layers += s;
+}
+
+void Executor::ZeroGradients(int layer, const BatchSlice& slice) {
+  if (!store_.computes()) return;
+  const LayerTensors& lt = net_.schedule().layers[layer];
+  auto zero = [&](TensorId id) {
+    const Tensor t = View(id);
+    device_->MemsetAsync(t.data(), 0, t.bytes(), device_->compute_queue());
+  };
+  if (slice.first()) {
+    for (TensorId grad : lt.param_grads) {
+      if (grad != kNoTensor) zero(grad);
+    }
+  }
+  for (size_t i = 0; i < lt.inputs.size(); ++i) {
+    if (lt.input_grads[i] == kNoTensor || lt.accumulate[i]) continue;
+    if (!skipped_[net_.schedule().tensors[lt.inputs[i]].layer]) zero(lt.input_grads[i]);
+  }
+}
 
 Tensor Executor::View(TensorId id) {
   if (id == kNoTensor) return Tensor();
@@ -91,6 +167,10 @@ Executor::Stamp Executor::Now() const {
 }
 
 void Executor::RunForward(int layer, bool recompute) {
+  if (skipped_[layer]) {  // the store still stages the step's slices, as planned
+    OverSlices(layer, Pass::kForward, [](const BatchSlice&) {});
+    return;
+  }
   const Stamp begin = Now();
   OverSlices(layer, Pass::kForward,
              [&](const BatchSlice& slice) { ForwardCall(layer, recompute, slice); });
@@ -108,7 +188,7 @@ void Executor::ForwardCall(int layer, bool recompute, const BatchSlice& slice) {
   args.algorithms = store_.StepAlgorithms();
   args.phase = phase_;
   args.recompute = recompute;
-  args.seed = MixSeed(seed_, static_cast<uint64_t>(layer));
+  args.seed = LayerSeed(layer);
   args.batch = batch_;
   args.device = device_;
   args.slice = slice;
@@ -133,6 +213,11 @@ void Executor::Finished(int layer, Pass pass, bool recompute, const Stamp& begin
 }
 
 void Executor::RunBackward(int layer) {
+  if (skipped_[layer]) {
+    OverSlices(layer, Pass::kBackward,
+               [&](const BatchSlice& slice) { ZeroGradients(layer, slice); });
+    return;
+  }
   const Stamp begin = Now();
   OverSlices(layer, Pass::kBackward, [&](const BatchSlice& slice) { BackwardCall(layer, slice); });
   Finished(layer, Pass::kBackward, false, begin);
@@ -156,6 +241,7 @@ void Executor::BackwardCall(int layer, const BatchSlice& slice) {
   args.algorithms = store_.StepAlgorithms();
   args.device = device_;
   args.slice = slice;
+  args.dropped_input = dropped_input_[layer];
   net_.layer(layer).Backward(args);
 }
 
@@ -223,6 +309,7 @@ StatusOr<LossResult> Executor::Run(const HostBatch& batch, Phase phase, uint64_t
   const int n = schedule.num_layers();
   spans_.clear();
   SPILL_RETURN_IF_ERROR(CheckSlices());
+  DrawDrops();
   SPILL_RETURN_IF_ERROR(store_.BeginIteration(phase));
   for (int s = 0; s < n; ++s) {
     const Step& step = schedule.steps[s];

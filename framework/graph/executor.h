@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/device/device.h"
@@ -90,11 +91,31 @@ class Executor : public StepRunner {
 
   // Number of forward computations rerun for recomputation so far.
   int64_t recomputations() const { return recomputations_; }
+
+  // Stochastic depth (Layer::DroppedInput) over every Run so far: branches
+  // dropped, and the forward computations skipped because of them (each
+  // skipped layer's backward is skipped too).
+  struct DepthStats {
+    int64_t dropped_branches = 0;
+    int64_t skipped_layers = 0;
+  };
+  const DepthStats& depth_stats() const { return depth_stats_; }
+  // The layers the last Run did not compute (by layer id).
+  const std::vector<char>& skipped() const { return skipped_; }
   // Scores (loss layer outputs) of the last forward pass, in host memory.
   const std::vector<float>& scores() const { return scores_; }
 
  private:
   Status RunStep(const Step& step);
+  // The random stream of `layer` in this iteration (ForwardArgs::seed).
+  uint64_t LayerSeed(int layer) const;
+  // Draws this iteration's dropped inputs and the layers they leave out.
+  void DrawDrops();
+  // The layers that reach the losses only through input `input` of `layer`.
+  const std::vector<int>& Branch(int layer, int input);
+  // A skipped layer's backward: zero parameter gradients, and zero input
+  // gradients where it would have written the first of them.
+  void ZeroGradients(int layer, const BatchSlice& slice);
   void RunForward(int layer, bool recompute);
   void RunBackward(int layer);
   void ForwardCall(int layer, bool recompute, const BatchSlice& slice);
@@ -138,6 +159,13 @@ class Executor : public StepRunner {
   int64_t slice_images_ = 0;
   std::vector<double> slice_sums_;
   BackwardHook backward_hook_;
+  // Stochastic depth: who reads each layer's outputs ({reader, input slot}),
+  // the branches met so far, and this iteration's draw.
+  std::vector<std::vector<std::pair<int, int>>> readers_;
+  std::map<std::pair<int, int>, std::vector<int>> branches_;
+  std::vector<int> dropped_input_;
+  std::vector<char> skipped_;
+  DepthStats depth_stats_;
 };
 
 }  // namespace spill

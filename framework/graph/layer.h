@@ -106,6 +106,7 @@ struct BackwardArgs {
   Workspace workspace;
   Device* device = nullptr;
   std::vector<int> algorithms;  // as in ForwardArgs
+  int dropped_input = -1;       // Layer::DroppedInput of this iteration
   // Parameter gradients are overwritten by the first slice and added into
   // by the others (slice.first()).
   BatchSlice slice;
@@ -154,6 +155,17 @@ class Layer {
   virtual bool is_input() const { return false; }
   // Whether backward produces a gradient for input i (not for labels).
   virtual bool propagates_to(int input) const { return true; }
+  // Stochastic depth: the input this layer leaves out of an iteration, or
+  // -1 (`seed` is the layer's random stream, ForwardArgs::seed). The
+  // executor then computes none of the layers that reach the losses only
+  // through that input: their parameter gradients are zeros and the input
+  // gradients they would have added are left out. The memory plan does not
+  // change - it holds every layer's tensors, so every drawn pattern runs in
+  // it. The layer itself gives the left-out input a zero gradient.
+  virtual int DroppedInput(Phase phase, uint64_t seed) const { return -1; }
+  // The probability that DroppedInput leaves an input out of a training
+  // iteration.
+  virtual double drop_probability() const { return 0; }
 
   // Validates input shapes and computes output shapes. Called once, in route
   // order, before any other declaration is read.

@@ -273,6 +273,15 @@ Status Exporter::Layer(int id) {
       node = Node(id, "Concat", inputs);
       AddInt(node, "axis", 1);
     } else {
+      // Stochastic depth: inference scales the branch by its survival.
+      const float survival = static_cast<float>(Float(spec, "survival", 1.0));
+      if (survival < 1) {
+        onnx::NodeProto* scaled =
+            Node(id, "Mul", {inputs[0], FloatConstant(id, "survival", {survival}, {})});
+        scaled->set_name(name + "/scaled");
+        scaled->add_output(name + "/scaled");
+        inputs[0] = name + "/scaled";
+      }
       // ONNX's Add takes two inputs: more are summed left to right, as
       // spill's add sums them, one Add each.
       std::string sum = inputs[0];

@@ -56,20 +56,42 @@ class CudaAddLayer : public AddLayer {
 
   bool supports_slices() const override { return true; }
 
+  // As the CPU: the branch (the first input) weighted by BranchWeight.
   void Forward(const ForwardArgs& args) const override {
-    std::vector<const float*> inputs;
-    for (const Tensor& in : args.inputs) inputs.push_back(in.data());
-    cuda::LaunchAddN(args.outputs[0].numel(), inputs.data(), static_cast<int>(inputs.size()),
-                     args.outputs[0].data(), cuda::StreamOf(args.device));
+    const float weight = BranchWeight(args.phase, args.seed);
+    const int64_t n = args.outputs[0].numel();
+    float* y = args.outputs[0].data();
+    cudaStream_t stream = cuda::StreamOf(args.device);
+    if (weight == 1 || weight == 0) {
+      std::vector<const float*> inputs;
+      for (size_t i = weight == 1 ? 0 : 1; i < args.inputs.size(); ++i) {
+        inputs.push_back(args.inputs[i].data());
+      }
+      cuda::LaunchAddN(n, inputs.data(), static_cast<int>(inputs.size()), y, stream);
+      SPILL_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    SPILL_CUDA_CHECK(cudaMemsetAsync(y, 0, n * sizeof(float), stream));
+    cuda::LaunchAxpy(n, weight, args.inputs[0].data(), y, stream);
     SPILL_CUDA_CHECK_LAUNCH();
+    for (size_t i = 1; i < args.inputs.size(); ++i) {
+      cuda::LaunchCopyOrAdd2d(1, n, args.inputs[i].data(), n, y, n, /*accumulate=*/true, stream);
+      SPILL_CUDA_CHECK_LAUNCH();
+    }
   }
 
+  // A dropped branch gets a zero gradient (Layer::DroppedInput).
   void Backward(const BackwardArgs& args) const override {
     const int64_t n = args.output_grads[0].numel();
     cudaStream_t stream = cuda::StreamOf(args.device);
     for (size_t i = 0; i < args.input_grads.size(); ++i) {
       float* dx = cuda::InputGrad(args, i);
       if (dx == nullptr) continue;
+      if (static_cast<int>(i) == args.dropped_input) {
+        if (!cuda::Accumulates(args, i))
+          SPILL_CUDA_CHECK(cudaMemsetAsync(dx, 0, n * sizeof(float), stream));
+        continue;
+      }
       cuda::LaunchCopyOrAdd2d(1, n, args.output_grads[0].data(), n, dx, n,
                               cuda::Accumulates(args, i), stream);
       SPILL_CUDA_CHECK_LAUNCH();

@@ -32,6 +32,10 @@ __global__ void ReluBackward(int64_t n, const float* y, const float* dy, float* 
   }
 }
 
+__global__ void Axpy(int64_t n, float alpha, const float* x, float* y) {
+  SPILL_GRID_LOOP(i, n) { y[i] += alpha * x[i]; }
+}
+
 __global__ void CopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src_stride,
                             float* dst, int64_t dst_stride, bool accumulate) {
   SPILL_GRID_LOOP(i, rows * cols) {
@@ -337,6 +341,11 @@ void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cuda
     for (int k = 0; k < m; ++k) chunk.p[k] = inputs[done + k];
     AddChunk<<<Blocks(n), kThreads, 0, stream>>>(n, chunk, m, y, done == 0);
   }
+}
+
+void LaunchAxpy(int64_t n, float alpha, const float* x, float* y, cudaStream_t stream) {
+  if (n <= 0) return;
+  Axpy<<<Blocks(n), kThreads, 0, stream>>>(n, alpha, x, y);
 }
 
 void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,

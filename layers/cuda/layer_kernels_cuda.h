@@ -34,6 +34,9 @@ void LaunchCopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src
 // `inputs` is a host array of `count` device pointers.
 void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cudaStream_t stream);
 
+// y[i] += alpha * x[i] (a residual branch scaled by its survival, as the CPU).
+void LaunchAxpy(int64_t n, float alpha, const float* x, float* y, cudaStream_t stream);
+
 // Dropout in training: when `draw`, mask[i] = Uniform(seed, first + i) <
 // ratio ? 0 : keep (the CPU's counter-based generator, framework/base/random.h,
 // bit for bit; `first` is the element's place in the whole batch when x is

@@ -133,6 +133,7 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   trace.params = Fetch(*net, *runtime, false);
   trace.log = runtime->log();
   trace.recomputations = executor.recomputations();
+  trace.dropped_branches = executor.depth_stats().dropped_branches;
   trace.to_host = runtime->residency().counters().to_host_bytes;
   trace.to_device = runtime->residency().counters().to_device_bytes;
   trace.footprint = runtime->allocator().PeakFootprint();

@@ -29,6 +29,7 @@ struct TrainTrace {
   std::vector<std::vector<float>> scores;  // each step's scores (the loss layer's output)
   MemoryLog log;                           // of the last iteration
   int64_t recomputations = 0;
+  int64_t dropped_branches = 0;  // stochastic depth, over the run
   size_t to_host = 0;
   size_t to_device = 0;
   size_t footprint = 0;             // the allocator's peak footprint

@@ -135,6 +135,31 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
+// Residual units with stochastic depth (models/resnet110_sd.yaml's rule):
+// each iteration draws which branches run, the plan holds them all. The
+// third unit's branch survives with p = 0.5 around a projection shortcut.
+inline constexpr char kStochasticDepth[] = R"(
+include: [models/blocks/resnet.yaml]
+blocks:
+  unit:
+    params: {filters: null, survival: null}
+    layers:
+      - {name: conv1, type: convolution, filters: $filters, kernel: 3, pad: 1, bias: false}
+      - {name: bn1, type: batch_norm}
+      - {name: relu1, type: relu}
+      - {name: conv2, type: convolution, filters: $filters, kernel: 3, pad: 1, bias: false}
+      - {name: add, type: add, inputs: [conv2, $in], survival: $survival}
+      - {name: relu, type: relu}
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: stem, block: cifar_stem, args: {width: 4}}
+  - {name: stage1, block: unit, repeat: 2, args: {filters: 4, survival: "${1 - i * 0.25}"}}
+  - {name: proj, type: convolution, inputs: [stage1], filters: 8, kernel: 1, stride: 2}
+  - {name: down, type: convolution, inputs: [stage1], filters: 8, kernel: 3, stride: 2, pad: 1}
+  - {name: sum, type: add, inputs: [down, proj], survival: 0.5}
+  - {name: head, block: head, args: {classes: 5}}
+)";
+
 struct Network {
   const char* name;
   const char* yaml;
@@ -142,7 +167,7 @@ struct Network {
 inline constexpr Network kNetworks[] = {{"lenet", kLeNet},         {"resnet", kResNet},
                                         {"inception", kInception}, {"alexnet", kAlexNet},
                                         {"densenet", kDenseNet},   {"blocked", kBlocked},
-                                        {"sequence", kSequence}};
+                                        {"sequence", kSequence},   {"depth", kStochasticDepth}};
 
 // The models of models/ that mobile and modern networks brought, at a
 // fraction of their width, depth and size: the same blocks and layers, in

@@ -60,6 +60,14 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Whether some layer may leave an input out of an iteration (Layer::DroppedInput).
+bool HasStochasticDepth(const Net& net) {
+  for (int id = 0; id < net.num_layers(); ++id) {
+    if (net.layer(id).drop_probability() > 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void Trainer::RequestStop() { stop_requested = true; }
@@ -74,6 +82,8 @@ std::string TrainReport::ToJson(const MemoryOptions& memory) const {
                  {"images_per_second", images_per_second},
                  {"peak_device_memory_bytes", peak_device_bytes},
                  {"streamed_steps", streamed_steps},
+                 {"dropped_branches", dropped_branches},
+                 {"skipped_computations", skipped_computations},
                  {"steps", steps},
                  {"epochs", epochs},
                  {"seconds", seconds},
@@ -355,8 +365,8 @@ void Trainer::AdvancePosition() {
   }
 }
 
-Status Trainer::LogStep(const LossResult& result, double lr, double seconds) {
-  const Json line = {
+Status Trainer::LogStep(const LossResult& result, double lr, double seconds, int64_t dropped) {
+  Json line = {
       {"kind", "train"},
       {"step", position_.step},
       {"epoch", static_cast<double>(position_.step) / steps_per_epoch_},
@@ -364,6 +374,7 @@ Status Trainer::LogStep(const LossResult& result, double lr, double seconds) {
       {"accuracy", static_cast<double>(result.correct) / std::max<int64_t>(result.count, 1)},
       {"lr", lr},
       {"seconds", seconds}};
+  if (HasStochasticDepth(*net_)) line["dropped"] = dropped;
   return log_.Append(line.dump());
 }
 
@@ -407,12 +418,15 @@ Status Trainer::TrainStep(Batch& batch) {
   report_.losses.push_back(result.loss);
   report_.peak_device_bytes = std::max(report_.peak_device_bytes, runtime_->run_peak());
   report_.streamed_steps = runtime_->log().streamed;
+  const int64_t dropped = executor_->depth_stats().dropped_branches - report_.dropped_branches;
+  report_.dropped_branches = executor_->depth_stats().dropped_branches;
+  report_.skipped_computations = 2 * executor_->depth_stats().skipped_layers;
   epoch_loss_ += result.loss;
   epoch_correct_ += static_cast<double>(result.correct);
   epoch_count_ += static_cast<double>(result.count);
   epoch_steps_++;
   AdvancePosition();
-  SPILL_RETURN_IF_ERROR(LogStep(result, lr, seconds));
+  SPILL_RETURN_IF_ERROR(LogStep(result, lr, seconds, dropped));
   if (report_.losses.size() == 2 && !options_.memory_log.empty()) {
     SPILL_RETURN_IF_ERROR(WriteMemoryLog());
   }

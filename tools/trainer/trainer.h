@@ -65,6 +65,10 @@ struct TrainReport {
   // Steps of the last training iteration computed in slices through host
   // memory because they did not fit the device (memory.chunk).
   int streamed_steps = 0;
+  // Stochastic depth over this run: residual branches dropped, and the layer
+  // computations (forward and backward each) skipped with them.
+  int64_t dropped_branches = 0;
+  int64_t skipped_computations = 0;
   int64_t steps = 0;  // total updates so far (including before a resume)
   double epochs = 0;
   double seconds = 0;
@@ -113,7 +117,8 @@ class Trainer {
   TensorStore& solver_store();
   Status SaveCheckpoint();
   Status Diverged(const std::string& what) const;
-  Status LogStep(const LossResult& result, double lr, double seconds);
+  // `dropped`: the residual branches stochastic depth left out of the step.
+  Status LogStep(const LossResult& result, double lr, double seconds, int64_t dropped);
   Status WriteMemoryLog();
   Status StartTrace();
   Status FinishTrace();
