@@ -4,8 +4,17 @@
 
 namespace spill {
 
+namespace {
+// Labels are stored as floats: integers beyond 2^24 are not all representable.
+constexpr int64_t kLargestLabel = 1 << 24;
+}  // namespace
+
 SoftmaxLossLayer::SoftmaxLossLayer(LayerParams& params)
-    : weight_(static_cast<float>(params.Float("weight", 1.0, Bounds::Closed(0, 1e6)))) {}
+    : weight_(static_cast<float>(params.Float("weight", 1.0, Bounds::Closed(0, 1e6)))) {
+  if (params.Has("ignore_label")) {
+    ignored_ = params.Int("ignore_label", -1, -kLargestLabel, kLargestLabel);
+  }
+}
 
 Status SoftmaxLossLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) {
   const Shape& scores = inputs[0];

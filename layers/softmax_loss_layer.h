@@ -8,8 +8,15 @@
 // loss, segmentation's: a softmax over the channels at every pixel, and the
 // mean cross-entropy over every pixel of the batch.
 //
+// With `ignore_label: L` (PyTorch's ignore_index) a sample labeled L - the
+// padding of sequences shorter than the batch's - adds nothing to the loss,
+// its gradient or the accuracy, and the mean is over the other samples of
+// the batch (backward then sweeps a sliced batch twice: the samples kept,
+// then the gradients).
+//
 //   - {name: loss, type: softmax_loss}
 //   - {name: loss, type: softmax_loss, inputs: [fc8, data:1], weight: 1.0}
+//   - {name: loss, type: softmax_loss, ignore_label: -1}
 #ifndef SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_
 #define SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_
 
@@ -26,6 +33,15 @@ class SoftmaxLossLayer : public Layer {
   bool wants_labels() const override { return true; }
   bool is_loss() const override { return true; }
   bool propagates_to(int input) const override { return input == 0; }
+  int64_t ignored_label() const override { return ignored_; }
+  bool ignores() const { return ignored_ != kNoIgnoredLabel; }
+  // Ignoring: sweep 0 counts the samples kept, sweep 1 writes gradients.
+  int slice_sweeps(Pass pass) const override {
+    return pass == Pass::kBackward && ignores() ? 2 : 1;
+  }
+  size_t slice_sums(Pass pass) const override {
+    return pass == Pass::kBackward && ignores() ? 1 : 0;
+  }
 
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
   BackwardNeeds backward_needs() const override { return {{false, true}, true}; }
@@ -37,6 +53,7 @@ class SoftmaxLossLayer : public Layer {
   int64_t classes_ = 0;
   int64_t pixels_ = 1;  // scored pixels per image: H x W of a map, else 1
   float weight_ = 1.0f;
+  int64_t ignored_ = kNoIgnoredLabel;
 };
 
 }  // namespace spill

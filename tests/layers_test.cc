@@ -8,6 +8,7 @@
 
 #include "framework/base/random.h"
 #include "framework/config/net_spec.h"
+#include "framework/graph/executor.h"
 #include "framework/graph/layer_registry.h"
 #include "tests/testing/layer_harness.h"
 
@@ -102,6 +103,73 @@ TEST(SoftmaxLossTest, KnownValues) {
   EXPECT_NEAR(h.outputs[0][2], std::exp(3.0) / z, 1e-6);
   h.Backward();
   EXPECT_NEAR(h.input_grads[0][2], std::exp(3.0) / z - 1.0, 1e-6);
+}
+
+// Padding labelled ignore_label adds nothing: zero gradient rows, the mean
+// over the samples kept, and slices of the batch give the same bits.
+TEST(SoftmaxLossTest, IgnoredLabelsAddNothing) {
+  LayerHarness h("{type: softmax_loss, ignore_label: -1}", {Shape(4, 5, 1, 1), Shape(4, 1, 1, 1)});
+  h.Randomize(3);
+  h.inputs[1] = {2, -1, 0, -1};
+  EXPECT_EQ(CheckGradients(h), "");
+  h.Forward();
+  h.Backward();
+  for (int j = 0; j < 5; ++j) {
+    EXPECT_EQ(h.input_grads[0][5 + j], 0.0f);
+    EXPECT_EQ(h.input_grads[0][15 + j], 0.0f);
+  }
+  // Image 0 kept, of two kept: (p - onehot) / 2.
+  EXPECT_FLOAT_EQ(h.input_grads[0][2], (h.outputs[0][2] - 1.0f) / 2);
+  EXPECT_FLOAT_EQ(h.input_grads[0][1], h.outputs[0][1] / 2);
+}
+
+TEST(SoftmaxLossTest, IgnoredPixelsSliceLikeTheWholeBatch) {
+  const std::vector<Shape> shapes = {Shape(3, 4, 2, 3), Shape(3, 1, 2, 3)};
+  const char* entry = "{type: softmax_loss, ignore_label: -1}";
+  LayerHarness whole(entry, shapes), sliced(entry, shapes);
+  whole.Randomize(5);
+  for (size_t r = 0; r < whole.inputs[1].size(); ++r) {
+    whole.inputs[1][r] = r % 4 == 1 ? -1.0f : static_cast<float>(r % 4);
+  }
+  sliced.inputs = whole.inputs;
+  sliced.slice_images = 1;
+  EXPECT_EQ(CheckGradients(whole), "");
+  for (LayerHarness* h : {&whole, &sliced}) {
+    h->Forward();
+    h->Backward();
+  }
+  EXPECT_EQ(whole.input_grads[0], sliced.input_grads[0]);
+  int zero_rows = 0;
+  for (size_t r = 0; r < whole.inputs[1].size(); ++r) {
+    if (whole.inputs[1][r] != -1.0f) continue;
+    const size_t image = r / 6, pixel = r % 6;
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(whole.input_grads[0][(image * 4 + j) * 6 + pixel], 0.0f);
+    ++zero_rows;
+  }
+  EXPECT_GT(zero_rows, 0);
+}
+
+TEST(SoftmaxLossTest, ScoresLeaveIgnoredLabelsOut) {
+  // Two samples of three classes; the second is padding.
+  const std::vector<float> scores = {0.2f, 0.5f, 0.3f, 0.6f, 0.3f, 0.1f};
+  const std::vector<float> labels = {1, -1};
+  double loss = 0;
+  int64_t correct = 0;
+  EXPECT_EQ(AddScoreLosses(scores.data(), labels.data(), 2, 3, 1, &loss, &correct, -1), 1);
+  EXPECT_NEAR(loss, -std::log(0.5), 1e-6);
+  EXPECT_EQ(correct, 1);
+}
+
+TEST(SoftmaxLossTest, IgnoreLabelOutOfRangeIsAnError) {
+  LayerSpec spec;
+  spec.name = "loss";
+  spec.type = "softmax_loss";
+  spec.where = {"net.yaml", 4, ""};
+  spec.params = YAML::Load("{ignore_label: 100000000}");
+  auto layer = LayerRegistry::Get().Create(spec, DeviceType::kCpu);
+  ASSERT_FALSE(layer.ok());
+  EXPECT_NE(layer.status().message().find("ignore_label"), std::string::npos)
+      << layer.status().ToString();
 }
 
 TEST(ConvolutionTest, KnownValues) {

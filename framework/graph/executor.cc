@@ -266,16 +266,20 @@ Status Executor::Recompute(int layer) {
   return Status::Ok();
 }
 
-void AddScoreLosses(const float* scores, const float* labels, int64_t images, int64_t classes,
-                    int64_t pixels, double* loss, int64_t* correct) {
+int64_t AddScoreLosses(const float* scores, const float* labels, int64_t images, int64_t classes,
+                       int64_t pixels, double* loss, int64_t* correct, int64_t ignored) {
+  int64_t scored = 0;
   for (int64_t r = 0; r < images * pixels; ++r) {
     const float* p = scores + (r / pixels) * classes * pixels + r % pixels;
     const int64_t label = static_cast<int64_t>(labels[r]);
+    if (label == ignored) continue;
+    ++scored;
     *loss -= std::log(std::max(p[label * pixels], FLT_MIN));
     int64_t best = 0;
     for (int64_t j = 1; j < classes; ++j) best = p[j * pixels] > p[best * pixels] ? j : best;
     *correct += best == label;
   }
+  return scored;
 }
 
 void Executor::ReadLoss(int layer, LossResult* result) {
@@ -292,11 +296,12 @@ void Executor::ReadLoss(int layer, LossResult* result) {
   }
   double total = 0;
   int64_t correct = 0;
-  AddScoreLosses(scores_.data(), batch_->labels, n, classes, pixels, &total, &correct);
-  result->loss += total / static_cast<double>(n * pixels);
+  const int64_t scored = AddScoreLosses(scores_.data(), batch_->labels, n, classes, pixels, &total,
+                                        &correct, net_.layer(layer).ignored_label());
+  result->loss += total / static_cast<double>(std::max<int64_t>(scored, 1));
   if (result->count == 0) {
     result->correct = correct;
-    result->count = n * pixels;
+    result->count = scored;
   }
 }
 

@@ -38,9 +38,11 @@ struct LossResult {
 // Adds the cross-entropy (-log p[label], p floored at FLT_MIN) of `images`
 // images' scores to `*loss` and their top-1 hits to `*correct`: `classes`
 // scores per image, or per pixel of `pixels` (each pixel a sample, its
-// scores `pixels` apart). One label per sample, each within the classes.
-void AddScoreLosses(const float* scores, const float* labels, int64_t images, int64_t classes,
-                    int64_t pixels, double* loss, int64_t* correct);
+// scores `pixels` apart). One label per sample, each within the classes or
+// `ignored` (Layer::ignored_label: left out). Returns the samples scored.
+int64_t AddScoreLosses(const float* scores, const float* labels, int64_t images, int64_t classes,
+                       int64_t pixels, double* loss, int64_t* correct,
+                       int64_t ignored = kNoIgnoredLabel);
 
 class Executor : public StepRunner {
  public:

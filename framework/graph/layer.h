@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ namespace spill {
 // is needed to declare or run one, so layers do not see the YAML types.
 struct LayerSpec;
 class LayerParams;
+
+// Layer::ignored_label of a loss that scores every sample.
+constexpr int64_t kNoIgnoredLabel = std::numeric_limits<int64_t>::min();
 
 // One batch in host memory, consumed by input layers.
 struct HostBatch {
@@ -152,6 +156,10 @@ class Layer {
   // network wires the labels of its input layer in as the last input.
   virtual bool wants_labels() const { return false; }
   virtual bool is_loss() const { return false; }
+  // A loss's label that marks samples to leave out (the padding of
+  // sequences of different lengths), or kNoIgnoredLabel: they add nothing to
+  // the loss, its gradient or the accuracy, and the mean is over the rest.
+  virtual int64_t ignored_label() const { return kNoIgnoredLabel; }
   virtual bool is_input() const { return false; }
   // Whether backward produces a gradient for input i (not for labels).
   virtual bool propagates_to(int input) const { return true; }

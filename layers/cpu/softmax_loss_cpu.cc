@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "framework/graph/layer_registry.h"
 #include "layers/softmax_loss_layer.h"
@@ -35,18 +36,35 @@ class CpuSoftmaxLossLayer : public SoftmaxLossLayer {
   }
 
   // d(mean loss)/dx = weight * (p - onehot(label)) / (N * pixels), N the
-  // whole batch
+  // whole batch; ignoring a label, / the samples kept, and 0 for the others.
   void Backward(const BackwardArgs& args) const override {
     const float* p = args.outputs[0].data();
     const float* labels = args.inputs[1].data();
     float* dx = args.input_grads[0].data();
     const bool accumulate = args.accumulate[0];
     const int64_t c = classes_, pixels = pixels_, n = args.outputs[0].shape().n();
-    const float scale = weight_ / static_cast<float>(args.slice.total(n) * pixels);
+    float scale = weight_ / static_cast<float>(args.slice.total(n) * pixels);
+    if (ignores()) {
+      std::vector<double> local;
+      double* kept = SliceSums(args.slice, 1, &local);
+      if (args.slice.runs(0)) {
+        for (int64_t r = 0; r < n * pixels; ++r)
+          *kept += static_cast<int64_t>(labels[r]) != ignored_;
+      }
+      if (!args.slice.runs(1)) return;
+      scale = weight_ / static_cast<float>(std::max(*kept, 1.0));
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n * pixels; ++r) {
       const int64_t base = (r / pixels) * c * pixels + r % pixels;
       const int64_t label = static_cast<int64_t>(labels[r]);
+      if (label == ignored_) {
+        for (int64_t j = 0; j < c; ++j) {
+          float& d = dx[base + j * pixels];
+          d = accumulate ? d : 0.0f;
+        }
+        continue;
+      }
       for (int64_t j = 0; j < c; ++j) {
         const int64_t i = base + j * pixels;
         const float g = (p[i] - (j == label ? 1.0f : 0.0f)) * scale;

@@ -304,11 +304,11 @@ __global__ void SoftmaxForward(int64_t cols, const float* x, float* p) {
 }
 
 __global__ void SoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels,
-                                    float scale, float* dx, bool accumulate) {
+                                    int64_t ignored, float scale, float* dx, bool accumulate) {
   SPILL_GRID_LOOP(i, rows * cols) {
     const int64_t r = i / cols, j = i - r * cols;
     const int64_t label = static_cast<int64_t>(labels[r]);
-    const float g = (p[i] - (j == label ? 1.0f : 0.0f)) * scale;
+    const float g = label == ignored ? 0.0f : (p[i] - (j == label ? 1.0f : 0.0f)) * scale;
     dx[i] = accumulate ? dx[i] + g : g;
   }
 }
@@ -426,10 +426,11 @@ void LaunchSoftmaxForward(int64_t rows, int64_t cols, const float* x, float* p,
 }
 
 void LaunchSoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels,
-                               float scale, float* dx, bool accumulate, cudaStream_t stream) {
+                               int64_t ignored, float scale, float* dx, bool accumulate,
+                               cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  SoftmaxLossBackward<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, p, labels, scale,
-                                                                    dx, accumulate);
+  SoftmaxLossBackward<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, p, labels, ignored,
+                                                                    scale, dx, accumulate);
 }
 
 }  // namespace cuda

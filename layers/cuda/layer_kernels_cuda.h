@@ -130,9 +130,10 @@ void LaunchLrnBackward(int64_t n, int64_t c, int64_t plane, const float* x, cons
 // p = softmax(x) per row of `cols`, with double sums. One block per row.
 void LaunchSoftmaxForward(int64_t rows, int64_t cols, const float* x, float* p,
                           cudaStream_t stream);
-// dx (=|+=) (p - onehot(label)) * scale
+// dx (=|+=) (p - onehot(label)) * scale, 0 where the label is `ignored`
 void LaunchSoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, const float* labels,
-                               float scale, float* dx, bool accumulate, cudaStream_t stream);
+                               int64_t ignored, float scale, float* dx, bool accumulate,
+                               cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace spill

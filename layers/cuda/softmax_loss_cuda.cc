@@ -2,6 +2,9 @@
 // double sum of exponentials, as the CPU layer) whose output is the
 // probabilities, and a kernel for the gradient weight * (p - onehot) / N.
 // Scores per pixel take one thread per pixel (vision_kernels_cuda.h).
+#include <algorithm>
+#include <vector>
+
 #include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
@@ -30,24 +33,41 @@ class CudaSoftmaxLossLayer : public SoftmaxLossLayer {
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
+  // The mean over the whole batch (and every pixel), a slice or not; with
+  // an ignored label, over the samples kept, counted on the host in sweep 0.
   void Backward(const BackwardArgs& args) const override {
     float* dx = cuda::InputGrad(args, 0);
     if (dx == nullptr) return;
-    // The mean over the whole batch (and every pixel), a slice or not.
     const int64_t rows = args.outputs[0].shape().n();
-    if (pixels_ > 1) {
-      const float scale = weight_ / static_cast<float>(args.slice.total(rows) * pixels_);
-      cuda::LaunchPixelSoftmaxLossBackward(rows, classes_, pixels_, args.outputs[0].data(),
-                                           args.inputs[1].data(), scale, dx,
-                                           cuda::Accumulates(args, 0), cuda::StreamOf(args.device));
-      SPILL_CUDA_CHECK_LAUNCH();
-      return;
+    float scale = weight_ / static_cast<float>(args.slice.total(rows) * pixels_);
+    if (ignores()) {
+      std::vector<double> local;
+      double* kept = SliceSums(args.slice, 1, &local);
+      if (args.slice.runs(0)) *kept += KeptSamples(args);
+      if (!args.slice.runs(1)) return;
+      scale = weight_ / static_cast<float>(std::max(*kept, 1.0));
     }
-    const float scale = weight_ / static_cast<float>(args.slice.total(rows));
-    cuda::LaunchSoftmaxLossBackward(rows, classes_, args.outputs[0].data(), args.inputs[1].data(),
-                                    scale, dx, cuda::Accumulates(args, 0),
-                                    cuda::StreamOf(args.device));
+    cudaStream_t stream = cuda::StreamOf(args.device);
+    if (pixels_ > 1) {
+      cuda::LaunchPixelSoftmaxLossBackward(rows, classes_, pixels_, args.outputs[0].data(),
+                                           args.inputs[1].data(), ignored_, scale, dx,
+                                           cuda::Accumulates(args, 0), stream);
+    } else {
+      cuda::LaunchSoftmaxLossBackward(rows, classes_, args.outputs[0].data(), args.inputs[1].data(),
+                                      ignored_, scale, dx, cuda::Accumulates(args, 0), stream);
+    }
     SPILL_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  // The labels of this call that are not ignored (read back to the host).
+  double KeptSamples(const BackwardArgs& args) const {
+    const Tensor& labels = args.inputs[1];
+    std::vector<float> host(labels.numel());
+    args.device->CopySync(host.data(), labels.data(), labels.bytes(), CopyKind::kDeviceToHost);
+    double kept = 0;
+    for (float label : host) kept += static_cast<int64_t>(label) != ignored_;
+    return kept;
   }
 };
 

@@ -319,12 +319,13 @@ __global__ void PixelSoftmaxForward(int64_t n, int64_t c, int64_t pixels, const 
 }
 
 __global__ void PixelSoftmaxLossBackward(int64_t n, int64_t c, int64_t pixels, const float* p,
-                                         const float* labels, float scale, float* dx,
-                                         bool accumulate) {
+                                         const float* labels, int64_t ignored, float scale,
+                                         float* dx, bool accumulate) {
   SPILL_VISION_LOOP(i, n * c * pixels) {
     const int64_t image = i / (c * pixels), j = (i / pixels) % c, q = i % pixels;
     const int64_t label = static_cast<int64_t>(labels[image * pixels + q]);
-    dx[i] = Store(dx[i], (p[i] - (j == label ? 1.0f : 0.0f)) * scale, accumulate);
+    const float g = label == ignored ? 0.0f : (p[i] - (j == label ? 1.0f : 0.0f)) * scale;
+    dx[i] = Store(dx[i], g, accumulate);
   }
 }
 
@@ -458,11 +459,11 @@ void LaunchPixelSoftmaxForward(int64_t n, int64_t c, int64_t pixels, const float
 }
 
 void LaunchPixelSoftmaxLossBackward(int64_t n, int64_t c, int64_t pixels, const float* p,
-                                    const float* labels, float scale, float* dx, bool accumulate,
-                                    cudaStream_t stream) {
+                                    const float* labels, int64_t ignored, float scale, float* dx,
+                                    bool accumulate, cudaStream_t stream) {
   if (n * c * pixels <= 0) return;
-  PixelSoftmaxLossBackward<<<Blocks(n * c * pixels), kThreads, 0, stream>>>(n, c, pixels, p, labels,
-                                                                            scale, dx, accumulate);
+  PixelSoftmaxLossBackward<<<Blocks(n * c * pixels), kThreads, 0, stream>>>(
+      n, c, pixels, p, labels, ignored, scale, dx, accumulate);
 }
 
 }  // namespace cuda

@@ -117,10 +117,11 @@ void LaunchAddChannelBias(int64_t n, int64_t c, int64_t plane, const float* bias
 // The c scores of image i, pixel j are `pixels` apart from (i * c) * pixels + j.
 void LaunchPixelSoftmaxForward(int64_t n, int64_t c, int64_t pixels, const float* x, float* p,
                                cudaStream_t stream);
-// dx (=|+=) (p - onehot(label)) * scale, labels one per image and pixel.
+// dx (=|+=) (p - onehot(label)) * scale, labels one per image and pixel; 0
+// where the label is `ignored`.
 void LaunchPixelSoftmaxLossBackward(int64_t n, int64_t c, int64_t pixels, const float* p,
-                                    const float* labels, float scale, float* dx, bool accumulate,
-                                    cudaStream_t stream);
+                                    const float* labels, int64_t ignored, float scale, float* dx,
+                                    bool accumulate, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace spill

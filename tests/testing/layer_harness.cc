@@ -216,12 +216,15 @@ double Objective(LayerHarness& h, const std::vector<std::vector<float>>& weights
     const auto& labels = h.inputs[1];
     const Shape& s = h.output_shapes()[0];
     const int64_t n = s.n(), c = s.c(), pixels = s.h() * s.w();
+    int64_t kept = 0;
     for (int64_t r = 0; r < n * pixels; ++r) {
       const int64_t label = static_cast<int64_t>(labels[r]);
+      if (label == h.layer().ignored_label()) continue;
+      ++kept;
       total -=
           std::log(std::max<double>(p[((r / pixels) * c + label) * pixels + r % pixels], FLT_MIN));
     }
-    return total / static_cast<double>(n * pixels);
+    return total / static_cast<double>(std::max<int64_t>(kept, 1));
   }
   for (size_t o = 0; o < h.outputs.size(); ++o) {
     for (size_t j = 0; j < h.outputs[o].size(); ++j)

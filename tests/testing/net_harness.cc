@@ -105,6 +105,8 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   const Shape input = net->input_shape();
   const int64_t classes = std::max<int64_t>(net->num_classes(), 1);
   const int64_t vocabulary = InputVocabulary(*net);
+  // A loss that ignores a label (padding) sees it at every fifth sample.
+  const int64_t ignored = net->layer(net->loss_layers()[0]).ignored_label();
   TrainTrace trace;
   for (int step = 0; step < run.steps; ++step) {
     std::vector<float> images(input.numel()), labels(net->label_shape().numel());
@@ -115,6 +117,9 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
     }
     for (size_t i = 0; i < labels.size(); ++i) {
       labels[i] = static_cast<float>((i * 7 + batch_index) % classes);
+      if (ignored != kNoIgnoredLabel && (i + batch_index) % 5 == 2) {
+        labels[i] = static_cast<float>(ignored);
+      }
     }
     HostBatch batch{images.data(), labels.data()};
     if (run.inference) {

@@ -124,7 +124,8 @@ layers:
 
 // A sequence model: ids embedded, two LSTM layers with dropout between
 // them, a bidirectional GRU, and a classifier at every step (a 1x1
-// convolution) scored against a label per position.
+// convolution) scored against a label per position, padding positions
+// (label -1) left out.
 inline constexpr char kSequence[] = R"(
 layers:
   - {name: data, type: input, shape: [1, 1, 6], labels: pixels}
@@ -132,7 +133,7 @@ layers:
   - {name: lstm, type: lstm, hidden: 5, layers: 2, dropout: 0.3}
   - {name: gru, type: gru, hidden: 3, bidirectional: true}
   - {name: scores, type: convolution, filters: 7, kernel: 1}
-  - {name: loss, type: softmax_loss}
+  - {name: loss, type: softmax_loss, ignore_label: -1}
 )";
 
 // Residual units with stochastic depth (models/resnet110_sd.yaml's rule):

@@ -16,21 +16,20 @@ namespace spill {
 namespace {
 
 // Adds the cross-entropy and top-1 hits of the first `count` images'
-// scores (AddScoreLosses). Labels come from a dataset checked to have at
-// most `classes` classes; a label outside them is still an error here rather
-// than a read past the row.
+// scores (AddScoreLosses), leaving out labels equal to `ignored`. Labels come
+// from a dataset checked to have at most `classes` classes; a label outside
+// them is still an error here rather than a read past the row.
 Status Score(const std::vector<float>& scores, const std::vector<float>& labels, int64_t count,
-             int64_t classes, int64_t pixels, EvalResult* result) {
+             int64_t classes, int64_t pixels, int64_t ignored, EvalResult* result) {
   for (int64_t r = 0; r < count * pixels; ++r) {
     const int64_t label = static_cast<int64_t>(labels[r]);
-    if (label < 0 || label >= classes) {
+    if (label != ignored && (label < 0 || label >= classes)) {
       return InvalidArgument("test label " + std::to_string(label) + " is outside the " +
                              std::to_string(classes) + " classes the network scores");
     }
   }
-  AddScoreLosses(scores.data(), labels.data(), count, classes, pixels, &result->loss,
-                 &result->correct);
-  result->count += count * pixels;
+  result->count += AddScoreLosses(scores.data(), labels.data(), count, classes, pixels,
+                                  &result->loss, &result->correct, ignored);
   return Status::Ok();
 }
 
@@ -96,14 +95,15 @@ StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const D
   loader.Start(0, 0);
   const int64_t image = data.example_shape().sample_size();
   const int64_t pixels = net.label_shape().sample_size();
+  const int64_t ignored = net.layer(net.loss_layers()[0]).ignored_label();
   EvalResult result;
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     SPILL_ASSIGN_OR_RETURN(Batch batch, loader.Next());
     PadBatch(net.batch(), image, pixels, &batch);
     HostBatch host{batch.images.data(), batch.labels.data()};
     SPILL_RETURN_IF_ERROR(executor.Run(host, Phase::kEval, 0).status());
-    SPILL_RETURN_IF_ERROR(
-        Score(executor.scores(), batch.labels, batch.size, net.num_classes(), pixels, &result));
+    SPILL_RETURN_IF_ERROR(Score(executor.scores(), batch.labels, batch.size, net.num_classes(),
+                                pixels, ignored, &result));
   }
   const int64_t count = std::max<int64_t>(result.count, 1);
   result.accuracy = static_cast<double>(result.correct) / count;
