@@ -18,7 +18,14 @@ RecurrentLayer::RecurrentLayer(LayerParams& params, RecurrentCell cell)
       bidirectional_(params.Bool("bidirectional", false)),
       dropout_(static_cast<float>(params.Float("dropout", 0.0, Bounds::FromBelow(0, 1)))),
       bias_(params.Bool("bias", true)),
-      carry_(params.Bool("carry", false)) {}
+      carry_(params.Bool("carry", false)),
+      initial_input_(params.Choice("initial", {"zeros", "input"}, "zeros") == "input"),
+      final_(params.Bool("final", false)) {
+  if (carry_ && initial_input_) {
+    params.Fail("initial",
+                "input cannot go with carry: true (both give the initial states; use one)");
+  }
+}
 
 Status RecurrentLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) {
   const Shape& x = inputs[0];
@@ -30,7 +37,18 @@ Status RecurrentLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Sha
   batch_size_ = x.n();
   features_ = x.c();
   steps_ = x.w();
+  const Shape states(batch_size_, states_per_image(), 1, 1);
+  if (initial_input_ && (inputs.size() < 2 || inputs[1] != states)) {
+    return InvalidArgument(
+        std::string(CellName(cell_)) +
+        " with initial: input reads its initial states as its second input, N x S x 1 x 1 (S = " +
+        (cell_ == RecurrentCell::kLstm ? "2 * " : "") + "layers * directions * hidden" +
+        (cell_ == RecurrentCell::kLstm ? ": the hidden states, then the cell states" : "") +
+        "): expected " + states.ToString() + ", got " +
+        (inputs.size() < 2 ? std::string("no second input") : inputs[1].ToString()));
+  }
   *outputs = {Shape(batch_size_, directions() * hidden_, 1, steps_)};
+  if (final_) outputs->push_back(states);
   return Status::Ok();
 }
 

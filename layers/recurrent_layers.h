@@ -5,11 +5,12 @@
 // A sequence batch is N x features x 1 x T: time runs along the width, as a
 // one-dimensional convolution sees it. The output is N x (directions *
 // hidden) x 1 x T: at every step the hidden state of the top layer, the
-// forward direction's units first. Initial states are zero.
+// forward direction's units first. Initial states are zero unless
+// `initial: input` or `carry: true` gives them.
 //
 //   - {name: rnn, type: lstm, hidden: 256, layers: 2, dropout: 0.2}
 //   - {name: enc, type: gru, hidden: 128, bidirectional: true}
-//   bias: true; carry: false
+//   bias: true; carry: false; initial: zeros; final: false
 //
 // Layer l's direction d has weight_ih_l<l> (gates*hidden x inputs),
 // weight_hh_l<l> (gates*hidden x hidden), bias_ih_l<l> and bias_hh_l<l>
@@ -39,6 +40,25 @@
 // image's state says in which phase it was written: the first batch of a
 // phase other than the last one's (evaluation after training, training
 // after evaluation) starts from zero states.
+//
+// States as values (PyTorch's `out, (h_n, c_n) = lstm(x, (h_0, c_0))`):
+// an image's states are S floats, the hidden states of every layer and
+// direction (layers * directions * hidden: layer by layer, the forward
+// direction first), then for the LSTM their cell states in the same order
+// (as many again). Hidden block k = layer * directions + direction of image
+// i is PyTorch's h_0[k, i] (c_0[k, i] for the cell block). With
+// `initial: input` the layer starts from a second input, N x S x 1 x 1, and
+// backward gives its gradient. With `final: true` the layer has a second
+// output, N x S x 1 x 1, its final states (h_n, c_n): each direction's
+// states after its last step (the reverse direction's at t = 0), whose
+// gradient flows back through the sequence. An encoder hands its final
+// states to a decoder of the same cell, layers, directions and hidden size:
+//
+//   - {name: enc, type: lstm, hidden: 128, final: true}
+//   - {name: dec, type: lstm, hidden: 128, inputs: [dec_in, enc:1], initial: input}
+//
+// `initial: input` and `carry: true` exclude each other. All three run on
+// the CPU device; the CUDA layer refuses them.
 #ifndef SPILL_LAYERS_RECURRENT_LAYERS_H_
 #define SPILL_LAYERS_RECURRENT_LAYERS_H_
 
@@ -54,10 +74,18 @@ class RecurrentLayer : public Layer {
  public:
   RecurrentLayer(LayerParams& params, RecurrentCell cell);
 
+  // The sequence, and with `initial: input` the initial states.
+  int min_inputs() const override { return initial_input_ ? 2 : 1; }
+  int max_inputs() const override { return min_inputs(); }
+  // The sequence of hidden states, and with `final: true` the final states.
+  int num_outputs() const override { return final_ ? 2 : 1; }
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
   std::vector<ParamSpec> params() const override;
   std::vector<AuxSpec> aux() const override;
-  BackwardNeeds backward_needs() const override { return {{true}, false}; }
+  // Backward reads the sequence and the initial states it was given.
+  BackwardNeeds backward_needs() const override {
+    return {std::vector<bool>(min_inputs(), true), false};
+  }
   LayerCost cost() const override { return LayerCost::kCheckpoint; }
   MemoryTraits memory_traits() const override { return MemoryTraits::FeatureMaps(); }
   size_t workspace_bytes(Pass pass) const override;
@@ -88,10 +116,13 @@ class RecurrentLayer : public Layer {
   int64_t MaskedOffset(int64_t layer) const;  // the masked hidden states, when masks(layer)
   int64_t reserve_per_image() const { return LayerBlock() * layers_; }
 
-  // ---- Carried states (carry: true) ----
+  // ---- States: carried (carry: true), an input (initial: input), an
+  // output (final: true) ----
   bool carries() const { return carry_; }
-  // Floats of one image's initial states: the hidden states of every layer
-  // and direction, then (LSTM) their cell states.
+  bool takes_initial_states() const { return initial_input_; }
+  bool gives_final_states() const { return final_; }
+  // Floats of one image's states: the hidden states of every layer and
+  // direction, then (LSTM) their cell states.
   int64_t states_per_image() const {
     return (cell_ == RecurrentCell::kLstm ? 2 : 1) * layers_ * directions() * hidden_;
   }
@@ -131,6 +162,8 @@ class RecurrentLayer : public Layer {
   float dropout_ = 0;
   bool bias_ = true;
   bool carry_ = false;
+  bool initial_input_ = false;  // initial: input
+  bool final_ = false;
   int64_t batch_size_ = 0;
   int64_t features_ = 0;
   int64_t steps_ = 0;  // T

@@ -496,6 +496,42 @@ layers:
               HasSubstr("layer 'embed' (embedding) reads 'shift', not the network's input"));
 }
 
+// Initial states from an input and final states as an output are not
+// exported: the error names the layer and the key.
+TEST(OnnxExportTest, RecurrentStatesAsValuesAreNamed) {
+  struct Case {
+    const char* yaml;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"  - {name: enc, type: lstm, hidden: 4, final: true}\n"
+       "  - {name: dec, type: lstm, inputs: [embed, enc:1], hidden: 4, initial: input}\n",
+       "layer 'enc': final: true (the final states as a second output) has no ONNX export: each "
+       "LSTM node is written with its output Y only, without Y_h and Y_c"},
+      {"  - {name: states, type: global_avg_pool}\n"
+       "  - {name: dec, type: gru, inputs: [embed, states], hidden: 4, initial: input}\n",
+       "layer 'dec': initial: input (initial states read from a second input) has no ONNX export: "
+       "each GRU node is written without initial_h (zero states)"},
+  };
+  for (const Case& c : cases) {
+    const std::string yaml = std::string(R"(
+name: seq2seq
+layers:
+  - {name: ids, type: input, shape: [1, 1, 4], labels: pixels}
+  - {name: embed, type: embedding, vocabulary: 7, size: 4}
+)") + c.yaml + R"(  - {name: fc, type: convolution, filters: 7, kernel: 1}
+  - {name: loss, type: softmax_loss}
+)";
+    auto parsed = ParseNetString(yaml, "seq2seq.yaml");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    auto net = Net::Build(*parsed, {1, DeviceType::kCpu});
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    auto model = ExportOnnx(**net, testing::SeededParams(**net), "params.npz");
+    ASSERT_FALSE(model.ok());
+    EXPECT_THAT(model.status().ToString(), HasSubstr(c.error));
+  }
+}
+
 TEST(OnnxExportTest, MissingParametersAreNamed) {
   auto spec = ParseNetString(kEveryLayer, "every_layer.yaml");
   ASSERT_TRUE(spec.ok());

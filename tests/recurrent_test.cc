@@ -1,14 +1,21 @@
 // The sequence layers on the CPU - lstm, gru, embedding: gradients against
 // finite differences, the image-order kernels against the GEMMs, slices of
 // the batch against the whole batch bit for bit, recomputation, gradient
-// accumulation and the errors of wrong shapes.
+// accumulation and the errors of wrong shapes; initial states as an input
+// and final states as an output, alone and in an encoder-decoder network.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "framework/base/random.h"
 #include "tests/testing/layer_harness.h"
+#include "tests/testing/net_harness.h"
 
 namespace spill {
 namespace {
@@ -350,6 +357,385 @@ TEST(CarryTest, APhaseChangeStartsFromZeroStates) {
   ExpectBitIdentical(fresh.outputs, carried.outputs, "the first evaluation batch");
   carried.Forward(Phase::kEval);  // the second continues the first
   EXPECT_NE(fresh.outputs, carried.outputs);
+}
+
+// ---- Initial states as an input (initial: input), final states as an
+// output (final: true) ----
+
+struct StatesCase {
+  const char* name;
+  const char* entry;
+  Shape input;
+  int64_t states;  // floats per image of the initial states; 0: no such input
+};
+
+const StatesCase kStatesCases[] = {
+    {"lstm_deep_bidirectional",
+     "{type: lstm, hidden: 3, layers: 2, bidirectional: true, initial: input, final: true}",
+     Shape(2, 3, 1, 4), 24},
+    {"gru_deep_bidirectional",
+     "{type: gru, hidden: 3, layers: 2, bidirectional: true, initial: input, final: true}",
+     Shape(2, 3, 1, 4), 12},
+    {"lstm_dropout_initial", "{type: lstm, hidden: 2, layers: 2, dropout: 0.3, initial: input}",
+     Shape(2, 3, 1, 3), 8},
+    {"gru_final", "{type: gru, hidden: 3, bidirectional: true, final: true}", Shape(2, 2, 1, 3), 0},
+    {"lstm_one_step", "{type: lstm, hidden: 2, bidirectional: true, initial: input, final: true}",
+     Shape(3, 2, 1, 1), 8},
+};
+
+void PrintTo(const StatesCase& c, std::ostream* os) { *os << c.name; }
+
+class StatesTest : public ::testing::TestWithParam<StatesCase> {
+ protected:
+  // The case's layer for a batch of n (0: the case's batch).
+  LayerHarness Make(int64_t n = 0) const {
+    const StatesCase& c = GetParam();
+    if (n == 0) n = c.input.n();
+    std::vector<Shape> shapes = {Shape(n, c.input.c(), 1, c.input.w())};
+    if (c.states > 0) shapes.push_back(Shape(n, c.states, 1, 1));
+    return LayerHarness(c.entry, shapes);
+  }
+};
+
+// L = sum(y * r) over both outputs: the gradients of h0 (and c0), of the
+// sequence and of the weights.
+TEST_P(StatesTest, GradientsMatchFiniteDifferences) {
+  for (bool ordered : {false, true}) {
+    LayerHarness h = Make();
+    h.image_order = ordered;
+    h.Randomize(11);
+    EXPECT_EQ(CheckGradients(h), "") << (ordered ? "image order" : "GEMMs");
+  }
+}
+
+// A loss on the final states alone (nothing reads the sequence output):
+// every gradient comes back through the recurrence from the last steps.
+TEST_P(StatesTest, FinalStatesAloneMatchFiniteDifferences) {
+  LayerHarness h = Make();
+  if (h.outputs.size() < 2) GTEST_SKIP() << "no final states";
+  h.Randomize(12);
+  std::vector<float> r(h.outputs[1].size());
+  for (size_t j = 0; j < r.size(); ++j) r[j] = UniformAt(77, j) - 0.5f;
+  auto objective = [&]() {
+    h.Forward();
+    double sum = 0;
+    for (size_t j = 0; j < r.size(); ++j) sum += static_cast<double>(h.outputs[1][j]) * r[j];
+    return sum;
+  };
+  objective();
+  std::fill(h.output_grads[0].begin(), h.output_grads[0].end(), 0.0f);
+  h.output_grads[1] = r;
+  h.Backward();
+  const auto input_grads = h.input_grads, param_grads = h.param_grads;
+  auto check = [&](const char* what, size_t k, std::vector<float>& values,
+                   const std::vector<float>& analytic) {
+    for (size_t e = 0; e < values.size(); ++e) {
+      const float original = values[e], step = 1e-3f;
+      values[e] = original + step;
+      const double up = objective();
+      values[e] = original - step;
+      const double down = objective();
+      values[e] = original;
+      const double numeric = (up - down) / (2 * step);
+      EXPECT_NEAR(analytic[e], numeric, 1e-2 * std::max(1.0, std::abs(numeric)))
+          << what << " " << k << "[" << e << "]";
+    }
+  };
+  for (size_t k = 0; k < h.inputs.size(); ++k) check("input", k, h.inputs[k], input_grads[k]);
+  for (size_t k = 0; k < h.params.size(); ++k) check("param", k, h.params[k], param_grads[k]);
+}
+
+TEST_P(StatesTest, SlicesGiveTheBitsOfTheWholeBatch) {
+  LayerHarness whole = Make(5), sliced = Make(5);
+  whole.image_order = true;
+  sliced.slice_images = 2;
+  for (LayerHarness* h : {&whole, &sliced}) {
+    h->Randomize(3);
+    h->Forward();
+    RandomGrads(*h, 4);
+    for (auto& g : h->input_grads) std::fill(g.begin(), g.end(), 0.25f);
+    h->Backward(std::vector<bool>(h->inputs.size(), true));
+  }
+  ExpectBitIdentical(whole.outputs, sliced.outputs, "outputs");
+  ExpectBitIdentical(whole.aux, sliced.aux, "reserve");
+  ExpectBitIdentical(whole.input_grads, sliced.input_grads, "input gradients");
+  ExpectBitIdentical(whole.param_grads, sliced.param_grads, "parameter gradients");
+}
+
+TEST_P(StatesTest, RecomputationIsBitExact) {
+  LayerHarness h = Make();
+  h.Randomize(8);
+  h.Forward(Phase::kTrain, false, 5);
+  const auto outputs = h.outputs, aux = h.aux;
+  for (auto& o : h.outputs) std::fill(o.begin(), o.end(), NAN);
+  h.Forward(Phase::kTrain, true, 6);
+  ExpectBitIdentical(outputs, h.outputs, "outputs");
+  ExpectBitIdentical(aux, h.aux, "reserve");
+}
+
+// The initial states' gradient adds when asked, independently of the
+// sequence's.
+TEST_P(StatesTest, InitialStatesGradientAddsWhenAsked) {
+  LayerHarness h = Make();
+  if (h.inputs.size() < 2) GTEST_SKIP() << "no initial states";
+  h.Randomize(4);
+  h.Forward();
+  RandomGrads(h, 17);
+  h.Backward();
+  const auto fresh = h.input_grads;
+  std::vector<float> base(fresh[1].size());
+  for (size_t j = 0; j < base.size(); ++j) base[j] = static_cast<float>(j % 7) - 3;
+  std::fill(h.input_grads[0].begin(), h.input_grads[0].end(), NAN);
+  h.input_grads[1] = base;
+  h.Backward({false, true});
+  ExpectBitIdentical({fresh[0]}, {h.input_grads[0]}, "overwritten sequence gradient");
+  for (size_t j = 0; j < base.size(); ++j) {
+    ASSERT_NEAR(h.input_grads[1][j], base[j] + fresh[1][j], 1e-5) << j;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(States, StatesTest, ::testing::ValuesIn(kStatesCases),
+                         [](const ::testing::TestParamInfo<StatesCase>& info) {
+                           return std::string(info.param.name);
+                         });
+
+double Sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+
+// One unit, one step from given states: c = f c0 + i g, h = o tanh(c); the
+// final states are (h, c).
+TEST(StatesValuesTest, LstmFromGivenStates) {
+  LayerHarness h("{type: lstm, hidden: 1, initial: input, final: true}",
+                 {Shape(1, 1, 1, 1), Shape(1, 2, 1, 1)});
+  h.inputs[0] = {2.0f};
+  h.inputs[1] = {0.5f, -0.3f};               // h0, c0
+  h.params[0] = {0.5f, -1.0f, 0.25f, 1.0f};  // weight_ih: i, f, g, o
+  h.params[1] = {0.2f, 0.4f, -0.6f, 0.8f};   // weight_hh
+  h.params[2] = {0, 0, 0, 0};                // bias_ih
+  h.params[3] = {0.1f, 0.1f, 0.1f, 0.1f};    // bias_hh
+  h.Forward();
+  const double i = Sigmoid(1.0 + 0.1 + 0.1), f = Sigmoid(-2.0 + 0.2 + 0.1);
+  const double g = std::tanh(0.5 - 0.3 + 0.1), o = Sigmoid(2.0 + 0.4 + 0.1);
+  const double c = f * -0.3 + i * g, out = o * std::tanh(c);
+  EXPECT_NEAR(h.outputs[0][0], out, 1e-6);
+  EXPECT_NEAR(h.outputs[1][0], out, 1e-6);
+  EXPECT_NEAR(h.outputs[1][1], c, 1e-6);
+}
+
+// One unit, one step from a given state: h = (1 - z) n + z h0.
+TEST(StatesValuesTest, GruFromAGivenState) {
+  LayerHarness h("{type: gru, hidden: 1, bias: false, initial: input, final: true}",
+                 {Shape(1, 1, 1, 1), Shape(1, 1, 1, 1)});
+  h.inputs[0] = {1.0f};
+  h.inputs[1] = {0.4f};
+  h.params[0] = {0.5f, -0.5f, 1.0f};  // weight_ih: r, z, n
+  h.params[1] = {0.3f, 0.2f, -0.7f};  // weight_hh
+  h.Forward();
+  const double r = Sigmoid(0.5 + 0.3 * 0.4), z = Sigmoid(-0.5 + 0.2 * 0.4);
+  const double n = std::tanh(1.0 + r * (-0.7 * 0.4)), out = (1 - z) * n + z * 0.4;
+  EXPECT_NEAR(h.outputs[0][0], out, 1e-6);
+  EXPECT_NEAR(h.outputs[1][0], out, 1e-6);
+}
+
+// The final states are the top layer's last step forward and its first step
+// in reverse (PyTorch's h_n), and exactly what carry: true keeps for the
+// next batch.
+TEST(StatesValuesTest, FinalStatesAreTheLastStepsInTheCarriedLayout) {
+  const std::string base = "{type: lstm, hidden: 3, layers: 2, bidirectional: true";
+  LayerHarness h(base + ", final: true}", {Shape(2, 3, 1, 4)});
+  LayerHarness carried(base + ", carry: true}", {Shape(2, 3, 1, 4)});
+  h.Randomize(5);
+  carried.Randomize(5);
+  for (size_t p = 0; p < h.params.size(); ++p) carried.params[p] = h.params[p];
+  std::fill(carried.params.back().begin(), carried.params.back().end(), 0.0f);
+  h.Forward();
+  carried.Forward();
+  ASSERT_EQ(h.output_shapes()[1], Shape(2, 24, 1, 1));
+  const int64_t states = 24, width = 6, steps = 4, hidden = 3;
+  for (int64_t i = 0; i < 2; ++i) {
+    const float* final_states = h.outputs[1].data() + i * states;
+    const float* y = h.outputs[0].data() + i * width * steps;
+    for (int64_t u = 0; u < hidden; ++u) {
+      EXPECT_EQ(final_states[2 * hidden + u], y[u * steps + steps - 1]) << "forward " << u;
+      EXPECT_EQ(final_states[3 * hidden + u], y[(hidden + u) * steps]) << "reverse " << u;
+    }
+    for (int64_t e = 0; e < states; ++e) {
+      EXPECT_EQ(final_states[e], carried.params.back()[i * (states + 1) + e]) << i << "," << e;
+    }
+  }
+}
+
+// PyTorch's `y1, (h, c) = rnn(x[:T]); y2, _ = rnn(x[T:], (h, c))`: the
+// second half started from the first half's final states gives the outputs
+// of the whole sequence's last T steps.
+TEST(StatesValuesTest, InitialStatesContinueASequence) {
+  for (const char* cell : {"lstm", "gru"}) {
+    const std::string base = std::string("{type: ") + cell + ", hidden: 3, layers: 2";
+    LayerHarness whole(base + "}", {Shape(2, 2, 1, 8)});
+    LayerHarness first(base + ", final: true}", {Shape(2, 2, 1, 4)});
+    const Shape states = first.output_shapes()[1];
+    LayerHarness second(base + ", initial: input}", {Shape(2, 2, 1, 4), states});
+    whole.Randomize(3);
+    first.params = whole.params;
+    second.params = whole.params;
+    for (int i = 0; i < 2; ++i) {
+      for (int c = 0; c < 2; ++c) {
+        for (int t = 0; t < 4; ++t) {
+          first.inputs[0][(i * 2 + c) * 4 + t] = whole.inputs[0][(i * 2 + c) * 8 + t];
+          second.inputs[0][(i * 2 + c) * 4 + t] = whole.inputs[0][(i * 2 + c) * 8 + 4 + t];
+        }
+      }
+    }
+    whole.Forward();
+    first.Forward();
+    second.inputs[1] = first.outputs[1];
+    second.Forward();
+    for (int i = 0; i < 2; ++i) {
+      for (int u = 0; u < 3; ++u) {
+        for (int t = 0; t < 4; ++t) {
+          EXPECT_NEAR(second.outputs[0][(i * 3 + u) * 4 + t],
+                      whole.outputs[0][(i * 3 + u) * 8 + 4 + t], 1e-5)
+              << cell << " image " << i << " unit " << u << " step " << t;
+        }
+      }
+    }
+  }
+}
+
+// Zero initial states given as an input compute what the default does.
+TEST(StatesValuesTest, ZeroInitialStatesGiveTheDefault) {
+  for (const char* cell : {"lstm", "gru"}) {
+    const std::string base =
+        std::string("{type: ") + cell + ", hidden: 3, layers: 2, bidirectional: true";
+    LayerHarness plain(base + "}", {Shape(2, 3, 1, 4)});
+    const int64_t states = (std::string(cell) == "lstm" ? 2 : 1) * 2 * 2 * 3;
+    LayerHarness given(base + ", initial: input}", {Shape(2, 3, 1, 4), Shape(2, states, 1, 1)});
+    plain.Randomize(9);
+    given.Randomize(9);
+    std::fill(given.inputs[1].begin(), given.inputs[1].end(), 0.0f);
+    plain.Forward();
+    given.Forward();
+    ExpectBitIdentical(plain.outputs, given.outputs, std::string(cell) + " outputs");
+  }
+}
+
+TEST(StatesValuesTest, ErrorsNameTheKeysAndTheExpectedShape) {
+  EXPECT_DEATH_IF_SUPPORTED(LayerHarness("{type: lstm, hidden: 2, carry: true, initial: input}",
+                                         {Shape(2, 3, 1, 4), Shape(2, 4, 1, 1)}),
+                            "initial: input cannot go with carry: true");
+  EXPECT_DEATH_IF_SUPPORTED(
+      LayerHarness("{type: lstm, hidden: 3, layers: 2, bidirectional: true, initial: input}",
+                   {Shape(2, 3, 1, 4), Shape(2, 12, 1, 1)}),
+      "expected 2x24x1x1, got 2x12x1x1");
+  EXPECT_DEATH_IF_SUPPORTED(
+      LayerHarness("{type: gru, hidden: 2, initial: input}", {Shape(2, 3, 1, 4)}),
+      "expected 2x2x1x1, got no second input");
+  EXPECT_DEATH_IF_SUPPORTED(
+      LayerHarness("{type: gru, hidden: 2, initial: carried}", {Shape(2, 3, 1, 4)}),
+      "initial: must be one of: zeros, input");
+}
+
+// ---- An encoder-decoder network (seq2seq) ----
+
+// The encoder's final states are the decoder's initial states; nothing reads
+// the encoder's sequence output. The decoder reads the ids again through its
+// own embedding, and a classifier scores every position.
+constexpr char kEncoderDecoder[] = R"(
+params: {cell: lstm}
+layers:
+  - {name: data, type: input, shape: [1, 1, 6], labels: pixels}
+  - {name: enc_embed, type: embedding, vocabulary: 7, size: 4}
+  - {name: enc, type: $cell, hidden: 5, layers: 2, final: true}
+  - {name: dec_input, type: embedding, inputs: [data], vocabulary: 7, size: 4}
+  - {name: dec, type: $cell, inputs: [dec_input, enc:1], hidden: 5, layers: 2, initial: input}
+  - {name: scores, type: convolution, filters: 7, kernel: 1}
+  - {name: loss, type: softmax_loss}
+)";
+
+TEST(EncoderDecoderTest, TrainsThroughTheFinalStates) {
+  for (const char* cell : {"lstm", "gru"}) {
+    const NetSpec spec = testing::MustParse(kEncoderDecoder, {{"cell", YAML::Node(cell)}});
+    testing::SyntheticRun run;
+    run.batch = 3;
+    run.steps = 12;
+    run.learning_rate = 0.1f;
+    run.same_batch = true;
+    auto trace = testing::TrainSynthetic(spec, run);
+    ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+    const std::vector<double>& losses = trace->losses;
+    EXPECT_LT(losses.back(), 0.25 * losses.front()) << cell;
+    // The encoder learns only through the states it hands on: its
+    // embedding's gradient is not zero.
+    const std::vector<float>& encoder_table = trace->grads[0];
+    EXPECT_TRUE(std::any_of(encoder_table.begin(), encoder_table.end(), [](float g) {
+      return g != 0;
+    })) << cell;
+  }
+}
+
+// Slices of the batch (memory.chunk) and offloading move the states input
+// and output like any tensor: the losses and parameters of the whole batch,
+// bit for bit.
+TEST(EncoderDecoderTest, SlicesAndOffloadTrainBitIdentically) {
+  const NetSpec spec = testing::MustParse(kEncoderDecoder);
+  auto run = [&](const std::string& mode, int64_t chunk) {
+    testing::SyntheticRun r = testing::SmallMemoryRun(mode);
+    r.memory.workspace = *ParseWorkspacePolicy("pin:im2col_image");
+    SPILL_CHECK(r.memory.settings.Set("min_offload", "0").ok());  // offload these small maps
+    r.memory.batch_chunk = chunk;
+    auto trace = testing::TrainSynthetic(spec, r);
+    SPILL_CHECK(trace.ok()) << mode << ": " << trace.status().ToString();
+    return *trace;
+  };
+  const testing::TrainTrace baseline = run("baseline", kBatchChunkOff);
+  for (const auto& [mode, chunk] : {std::pair<std::string, int64_t>{"baseline", 1},
+                                    {"baseline", 2},
+                                    {"offload", kBatchChunkOff}}) {
+    const testing::TrainTrace trace = run(mode, chunk);
+    const std::string what = mode + " chunk " + std::to_string(chunk);
+    ASSERT_EQ(baseline.losses.size(), trace.losses.size()) << what;
+    for (size_t s = 0; s < trace.losses.size(); ++s) {
+      EXPECT_EQ(0, std::memcmp(&baseline.losses[s], &trace.losses[s], sizeof(double)))
+          << what << " step " << s;
+    }
+    ExpectBitIdentical(baseline.params, trace.params, what + " parameters");
+  }
+}
+
+TEST(EncoderDecoderTest, WiringErrorsAreNamed) {
+  auto build = [](const std::string& yaml) {
+    auto net = Net::Build(testing::MustParse(yaml), {2, DeviceType::kCpu});
+    return net.ok() ? std::string() : net.status().ToString();
+  };
+  const std::string head = R"(
+layers:
+  - {name: data, type: input, shape: [1, 1, 6], labels: pixels}
+  - {name: embed, type: embedding, vocabulary: 7, size: 4}
+)";
+  const std::string tail = R"(
+  - {name: scores, type: convolution, filters: 7, kernel: 1}
+  - {name: loss, type: softmax_loss}
+)";
+  // The encoder has no final states to hand on.
+  EXPECT_NE(build(head + R"(
+  - {name: enc, type: lstm, hidden: 5}
+  - {name: dec, type: lstm, inputs: [embed, enc:1], hidden: 5, initial: input})" +
+                  tail)
+                .find("reads 'enc:1' but 'enc' has 1 output"),
+            std::string::npos);
+  // The decoder takes no initial states.
+  EXPECT_NE(build(head + R"(
+  - {name: enc, type: lstm, hidden: 5, final: true}
+  - {name: dec, type: lstm, inputs: [embed, enc:1], hidden: 5})" +
+                  tail)
+                .find("takes 1 input, got 2"),
+            std::string::npos);
+  // The decoder's states are not the encoder's: 2 x (2 * 1 * 1 * 4).
+  EXPECT_NE(build(head + R"(
+  - {name: enc, type: lstm, hidden: 5, final: true}
+  - {name: dec, type: lstm, inputs: [embed, enc:1], hidden: 4, initial: input})" +
+                  tail)
+                .find("expected 2x8x1x1, got 2x10x1x1"),
+            std::string::npos);
 }
 
 TEST(EmbeddingTest, GathersRowsAndScattersGradients) {

@@ -16,7 +16,8 @@
 // Each level of a layer is one ONNX node (ONNX's LSTM and GRU are single
 // layers), named `<layer>/LSTM`, `<layer>/LSTM_1`, ... as PyTorch names
 // them, with W, R and B in ONNX's gate order (LSTM i, o, f, c; GRU z, r, h)
-// and GRU's linear_before_reset = 1; no initial states (zero). Dropout
+// and GRU's linear_before_reset = 1; no initial states (zero), and no final
+// states as an output: `initial: input` and `final: true` are refused. Dropout
 // between levels is a training matter: the graph is the evaluation pass.
 // An id outside the vocabulary gives spill a zero vector; ONNX's Gather
 // leaves it undefined (negative ids count from the end).
@@ -38,6 +39,27 @@ void AppendOnnxGates(const std::vector<float>& values, int64_t block,
   for (int64_t source : to_onnx) {
     out->insert(out->end(), values.begin() + source * block, values.begin() + (source + 1) * block);
   }
+}
+
+// States as values (initial: input, final: true) are not written: each
+// node is exported without ONNX's initial_h/initial_c inputs and Y_h/Y_c
+// outputs.
+Status RefuseStateValues(const LayerSpec& spec, const std::string& name, bool lstm) {
+  const YAML::Node initial = Param(spec, "initial");
+  const std::string op = lstm ? "LSTM" : "GRU";
+  if (initial.IsDefined() && initial.IsScalar() && initial.Scalar() == "input") {
+    const std::string inputs = lstm ? "initial_h and initial_c" : "initial_h";
+    return InvalidArgument("layer '" + name + "': initial: input (initial states read from a " +
+                           "second input) has no ONNX export: each " + op +
+                           " node is written without " + inputs + " (zero states)");
+  }
+  if (Bool(spec, "final", false)) {
+    const std::string outputs = lstm ? "Y_h and Y_c" : "Y_h";
+    return InvalidArgument("layer '" + name + "': final: true (the final states as a second " +
+                           "output) has no ONNX export: each " + op + " node is written with " +
+                           "its output Y only, without " + outputs);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -155,6 +177,7 @@ Status Exporter::Recurrent(int id) {
                            "an ONNX graph of one batch does not hold; export the network with "
                            "carry: false (its weights are the same)");
   }
+  SPILL_RETURN_IF_ERROR(RefuseStateValues(spec, name, lstm));
   SPILL_ASSIGN_OR_RETURN(std::string x, In(id, 0, true));
   const Shape& in = s_.tensors[s_.layers[id].inputs[0]].shape;
   const Shape& out = s_.tensors[s_.layers[id].outputs[0]].shape;

@@ -96,7 +96,7 @@ class CpuRecurrentLayer : public RecurrentLayer {
     float* recurrent = rows + n * steps_ * features_;
     ToRows(args.inputs[0].data(), n, features_, steps_, rows);
     if (carry_ && !args.recompute) TakeCarriedStates(args, n);
-    const float* initial = carry_ ? args.aux[1].data() : nullptr;
+    const float* initial = InitialStateRows(args);
     const Products products{args.slice.in_image_order()};
     const bool train = args.phase == Phase::kTrain;
     for (int64_t l = 0; l < layers_; ++l) {
@@ -106,6 +106,7 @@ class CpuRecurrentLayer : public RecurrentLayer {
       }
     }
     if (carry_ && !args.recompute) CarryFinalStates(args, n);
+    if (final_) FinalStates(reserve, n, args.outputs[1].data(), states_per_image());
     const int64_t width = directions() * hidden_;
     const float* top = reserve + HiddenOffset(layers_ - 1);
     float* y = args.outputs[0].data();
@@ -119,7 +120,7 @@ class CpuRecurrentLayer : public RecurrentLayer {
   }
 
   void Backward(const BackwardArgs& args) const override {
-    const int64_t n = args.output_grads[0].shape().n();
+    const int64_t n = args.inputs[0].shape().n();
     const int64_t width = directions() * hidden_, gh = gates() * hidden_;
     float* ws = static_cast<float*>(args.workspace.data);
     Scratch s;
@@ -133,7 +134,11 @@ class CpuRecurrentLayer : public RecurrentLayer {
     s.dh = below + n * steps_ * width;
     s.dc = s.dh + n * hidden_;
     ToRows(args.inputs[0].data(), n, features_, steps_, s.rows);
-    ToRows(args.output_grads[0].data(), n, width, steps_, above);
+    if (args.output_grads[0].valid()) {
+      ToRows(args.output_grads[0].data(), n, width, steps_, above);
+    } else {  // only the final states are read
+      std::fill_n(above, n * steps_ * width, 0.0f);
+    }
     const Products products{args.slice.in_image_order()};
     for (int64_t l = layers_ - 1; l >= 0; --l) {
       const bool wants_inputs = l > 0 || args.input_grads[0].valid();
@@ -174,6 +179,14 @@ class CpuRecurrentLayer : public RecurrentLayer {
   }
   int64_t CellGap() const { return InitialCellOffset(0, 0) - InitialHiddenOffset(0, 0); }
 
+  // The states the call's images start from, image after image
+  // (states_per_image() apart), or null when they are zero.
+  template <typename Args>
+  const float* InitialStateRows(const Args& args) const {
+    if (carry_) return args.aux[1].data();
+    return initial_input_ ? args.inputs[1].data() : nullptr;
+  }
+
   // Which phase wrote an image's carried states (the last float of its row).
   static float PhaseTag(Phase phase) { return phase == Phase::kTrain ? 1.0f : 2.0f; }
 
@@ -196,13 +209,19 @@ class CpuRecurrentLayer : public RecurrentLayer {
 
   // The states after each layer and direction's last step, for the next batch.
   void CarryFinalStates(const ForwardArgs& args, int64_t n) const {
-    const float* reserve = args.aux[0].data();
-    float* state = args.params.back().data();
     const int64_t width = states_per_image(), row = width + 1;
+    float* state = args.params.back().data() + args.slice.begin * row;
+    FinalStates(args.aux[0].data(), n, state, row);
+    for (int64_t i = 0; i < n; ++i) state[i * row + width] = PhaseTag(args.phase);
+  }
+
+  // Each image's states after each layer and direction's last step (the
+  // reverse direction's at t = 0), at `states` + i * `row`.
+  void FinalStates(const float* reserve, int64_t n, float* states, int64_t row) const {
     const int64_t hiddens = directions() * hidden_, sw = step_width();
     for (int64_t i = 0; i < n; ++i) {
       const float* image = reserve + i * reserve_per_image();
-      float* out = state + (args.slice.begin + i) * row;
+      float* out = states + i * row;
       for (int64_t l = 0; l < layers_; ++l) {
         for (int64_t d = 0; d < directions(); ++d) {
           const int64_t last = d == 0 ? steps_ - 1 : 0;
@@ -213,7 +232,6 @@ class CpuRecurrentLayer : public RecurrentLayer {
                       out + InitialCellOffset(l, d));
         }
       }
-      out[width] = PhaseTag(args.phase);
     }
   }
 
@@ -314,9 +332,9 @@ class CpuRecurrentLayer : public RecurrentLayer {
     const float* w_hh = args.params[p + 1].data();
     const int64_t gates_at = GatesOffset(l, d), hidden_at = HiddenOffset(l) + d * hidden_;
     const bool lstm = cell_ == RecurrentCell::kLstm;
-    const float* initial = carry_ ? args.aux[1].data() : nullptr;
-    std::fill_n(s.dh, n * hidden_, 0.0f);
-    std::fill_n(s.dc, n * hidden_, 0.0f);
+    const float* initial = InitialStateRows(args);
+    const bool initial_grads = initial_input_ && args.input_grads[1].valid();
+    SeedStateGradients(args, l, d, n, s);
     const int h = static_cast<int>(hidden_);
     for (int64_t step = steps_ - 1; step >= 0; --step) {
       const int64_t t = d == 0 ? step : steps_ - 1 - step;
@@ -344,12 +362,53 @@ class CpuRecurrentLayer : public RecurrentLayer {
           }
         }
       }
-      if (step > 0) {  // the gradient reaching the previous step's hidden state
+      if (step > 0 || initial_grads) {  // the gradient reaching the state before the step
         products.Combine(s.recurrent_grads + t * gh, steps_ * gh, w_hh, n, gh, hidden_, s.dh,
                          hidden_, !lstm);
       }
     }
+    if (initial_grads) StoreInitialGradients(args, l, d, n, s);
     WeightGradients(args, products, l, d, n, s);
+  }
+
+  // dh and dc after the last step that layer l, direction d takes: the
+  // gradient of its final states (final: true), else zero.
+  void SeedStateGradients(const BackwardArgs& args, int64_t l, int64_t d, int64_t n,
+                          const Scratch& s) const {
+    const bool given = final_ && args.output_grads.size() > 1 && args.output_grads[1].valid();
+    const bool lstm = cell_ == RecurrentCell::kLstm;
+    for (int64_t i = 0; i < n; ++i) {
+      float* dh = s.dh + i * hidden_;
+      float* dc = s.dc + i * hidden_;
+      if (!given) {
+        std::fill_n(dh, hidden_, 0.0f);
+        std::fill_n(dc, hidden_, 0.0f);
+        continue;
+      }
+      const float* grads = args.output_grads[1].data() + i * states_per_image();
+      std::copy_n(grads + InitialHiddenOffset(l, d), hidden_, dh);
+      if (lstm) {
+        std::copy_n(grads + InitialCellOffset(l, d), hidden_, dc);
+      } else {
+        std::fill_n(dc, hidden_, 0.0f);
+      }
+    }
+  }
+
+  // The gradient of layer l, direction d's initial states (dh and dc before
+  // its first step) into the second input's gradient, added when asked.
+  void StoreInitialGradients(const BackwardArgs& args, int64_t l, int64_t d, int64_t n,
+                             const Scratch& s) const {
+    const bool add = args.accumulate.size() > 1 && args.accumulate[1];
+    auto store = [&](const float* from, float* to) {
+      for (int64_t j = 0; j < hidden_; ++j) to[j] = add ? to[j] + from[j] : from[j];
+    };
+    float* grads = args.input_grads[1].data();
+    for (int64_t i = 0; i < n; ++i) {
+      float* image = grads + i * states_per_image();
+      store(s.dh + i * hidden_, image + InitialHiddenOffset(l, d));
+      if (cell_ == RecurrentCell::kLstm) store(s.dc + i * hidden_, image + InitialCellOffset(l, d));
+    }
   }
 
   // Image by image in batch order, from the earlier slices' sums.
@@ -359,6 +418,7 @@ class CpuRecurrentLayer : public RecurrentLayer {
     const int64_t gh = gates() * hidden_, in = layer_inputs(l), width = directions() * hidden_;
     const int64_t p = ParamIndex(l, d);
     const int64_t hidden_at = HiddenOffset(l) + d * hidden_;
+    const float* initial = InitialStateRows(args);
     for (int64_t i = 0; i < n; ++i) {
       const bool overwrite = args.slice.first() && i == 0;
       const float* dg = s.gate_grads + i * steps_ * gh;
@@ -373,10 +433,10 @@ class CpuRecurrentLayer : public RecurrentLayer {
         const float* states_before = d == 0 ? states : states + width;
         products.Outer(gates_after, gh, states_before, width, steps_ - 1, gh, hidden_,
                        args.param_grads[p + 1].data(), overwrite);
-        if (carries()) {  // the first step's gates with the carried states
+        if (initial != nullptr) {  // the first step's gates with the initial states
           const float* first_step = dr + (d == 0 ? 0 : (steps_ - 1) * gh);
-          products.Outer(first_step, gh, InitialStates(args.aux[1].data(), i, l, d), hidden_, 1, gh,
-                         hidden_, args.param_grads[p + 1].data(), false);
+          products.Outer(first_step, gh, InitialStates(initial, i, l, d), hidden_, 1, gh, hidden_,
+                         args.param_grads[p + 1].data(), false);
         }
       }
       if (!bias_) continue;

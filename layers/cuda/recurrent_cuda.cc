@@ -112,6 +112,16 @@ class CudaRecurrentLayer : public RecurrentLayer {
           "carry: true (states carried from batch to batch) runs on the CPU device; on CUDA "
           "every batch starts from zero states (carry: false)");
     }
+    if (takes_initial_states()) {
+      return InvalidArgument(
+          "initial: input (initial states read from a second input) runs on the CPU device; on "
+          "CUDA every sequence starts from zero states (initial: zeros)");
+    }
+    if (gives_final_states()) {
+      return InvalidArgument(
+          "final: true (the final states as a second output) runs on the CPU device; on CUDA the "
+          "layer has its sequence output only (final: false)");
+    }
     return RecurrentLayer::Reshape(inputs, outputs);
   }
 
