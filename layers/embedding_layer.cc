@@ -36,16 +36,31 @@ LayerWork EmbeddingLayer::work(Pass pass, const std::vector<Shape>& inputs,
   return w;
 }
 
+namespace {
+
+// Whether `layer` reads the network's input, directly or through channel
+// slices of it (a packed input: a sequence pair's source and decoder input
+// in two channels).
+bool ReadsNetworkInput(const Net& net, int layer) {
+  for (int hops = 0; hops < net.num_layers(); ++hops) {
+    const std::vector<LayerDecl::Input>& inputs = net.decl(layer).inputs;
+    if (inputs.empty()) return false;
+    if (net.decl(inputs[0].layer).is_input) return true;
+    if (net.layer(inputs[0].layer).type() != "slice") return false;
+    layer = inputs[0].layer;
+  }
+  return false;
+}
+
+}  // namespace
+
 int64_t InputVocabulary(const Net& net) {
   int64_t vocabulary = 0;
   for (int id = 0; id < net.num_layers(); ++id) {
     const auto* embedding = dynamic_cast<const EmbeddingLayer*>(&net.layer(id));
-    if (embedding == nullptr) continue;
-    for (const LayerDecl::Input& in : net.decl(id).inputs) {
-      if (!net.decl(in.layer).is_input) continue;
-      vocabulary =
-          vocabulary == 0 ? embedding->vocabulary() : std::min(vocabulary, embedding->vocabulary());
-    }
+    if (embedding == nullptr || !ReadsNetworkInput(net, id)) continue;
+    vocabulary =
+        vocabulary == 0 ? embedding->vocabulary() : std::min(vocabulary, embedding->vocabulary());
   }
   return vocabulary;
 }

@@ -40,6 +40,8 @@ const char* MemoryEventName(MemoryEventType type) {
       return "resident";
     case MemoryEventType::kMove:
       return "move";
+    case MemoryEventType::kIdle:
+      return "idle";
   }
   return "?";
 }

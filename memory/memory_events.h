@@ -51,6 +51,8 @@ enum class MemoryEventType {
                     // tensors, tensors kept without liveness): block, bytes, offset, category
   kMove,            // compaction slid a block down (offset: its new place); the moves of
                     // one compaction precede its kCompact
+  kIdle,            // a step with nothing to compute (an input layer's backward) reached
+                    // the moment its computation would run, where its record is taken
 };
 const char* MemoryEventName(MemoryEventType type);
 

@@ -436,7 +436,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, CudaVariantTest, ::testing::ValuesIn(kGpuVari
                            return std::string(i.param.name);
                          });
 
-INSTANTIATE_TEST_SUITE_P(Networks, CudaModeTest, ::testing::ValuesIn(testing::kNetworks),
+INSTANTIATE_TEST_SUITE_P(Networks, CudaModeTest, ::testing::ValuesIn(testing::CudaNetworks()),
                          [](const ::testing::TestParamInfo<testing::Network>& i) {
                            return std::string(i.param.name);
                          });

@@ -174,7 +174,10 @@ AddressMap BuildAddressMap(const std::vector<MemoryEvent>& events, const Schedul
       if (e.step != step) builder.BeginStep(i);
       step = e.step;
       if (map.step_first[step] < 0) map.step_first[step] = i;
-      if (e.type == MemoryEventType::kCompute) map.step_record[step] = i;
+      // A step's record is taken where it computes (or would: kIdle).
+      if (e.type == MemoryEventType::kCompute || e.type == MemoryEventType::kIdle) {
+        map.step_record[step] = i;
+      }
       end_of_steps = i + 1;
     }
     builder.Apply(e, i);

@@ -343,11 +343,11 @@ void MemoryRuntime::RunAfterStep(const TransferAction& a) {
 }
 
 void MemoryRuntime::FinishStep(const Step& step) {
-  if (step.active && options_.record_events) {
+  if (options_.record_events) {
     MemoryEvent e;
-    e.type = MemoryEventType::kCompute;
+    e.type = step.active ? MemoryEventType::kCompute : MemoryEventType::kIdle;
     e.layer = step.layer;
-    NoteSlices(&e);
+    if (step.active) NoteSlices(&e);
     log_events_.Add(e);
   }
   FinishStreamed();

@@ -161,14 +161,42 @@ layers:
   - {name: head, block: head, args: {classes: 5}}
 )";
 
+// An encoder-decoder (seq2seq): the input packs each pair's source ids and
+// decoder input ids in two channels, sliced apart and embedded; the encoder
+// LSTM hands its final states (enc:1) to the decoder's, whose every step is
+// scored against a label, padding (-1) left out.
+inline constexpr char kSeq2Seq[] = R"(
+layers:
+  - {name: data, type: input, shape: [2, 1, 6], labels: pixels}
+  - {name: source, type: slice, begin: 0, end: 1, inputs: [data]}
+  - {name: target, type: slice, begin: 1, end: 2, inputs: [data]}
+  - {name: source_embed, type: embedding, vocabulary: 7, size: 4, inputs: [source]}
+  - {name: encoder, type: lstm, hidden: 5, layers: 2, final: true}
+  - {name: target_embed, type: embedding, vocabulary: 7, size: 4, inputs: [target]}
+  - {name: decoder, type: lstm, hidden: 5, layers: 2, initial: input,
+     inputs: [target_embed, encoder:1]}
+  - {name: scores, type: convolution, filters: 7, kernel: 1}
+  - {name: loss, type: softmax_loss, ignore_label: -1}
+)";
+
 struct Network {
   const char* name;
   const char* yaml;
+  bool on_cuda = true;  // false: a layer's option runs on the CPU device only
 };
-inline constexpr Network kNetworks[] = {{"lenet", kLeNet},         {"resnet", kResNet},
-                                        {"inception", kInception}, {"alexnet", kAlexNet},
-                                        {"densenet", kDenseNet},   {"blocked", kBlocked},
-                                        {"sequence", kSequence},   {"depth", kStochasticDepth}};
+inline constexpr Network kNetworks[] = {
+    {"lenet", kLeNet},       {"resnet", kResNet},         {"inception", kInception},
+    {"alexnet", kAlexNet},   {"densenet", kDenseNet},     {"blocked", kBlocked},
+    {"sequence", kSequence}, {"depth", kStochasticDepth}, {"seq2seq", kSeq2Seq, false}};
+
+// The networks whose every layer option runs on CUDA too.
+inline std::vector<Network> CudaNetworks() {
+  std::vector<Network> networks;
+  for (const Network& network : kNetworks) {
+    if (network.on_cuda) networks.push_back(network);
+  }
+  return networks;
+}
 
 // The models of models/ that mobile and modern networks brought, at a
 // fraction of their width, depth and size: the same blocks and layers, in
