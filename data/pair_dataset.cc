@@ -587,7 +587,51 @@ class PairSet : public PairDataset {
   std::string description_;
 };
 
+// OpenPairDataset's examples: each pair filled alone at T = max_length.
+class PackedPairs : public Dataset {
+ public:
+  PackedPairs(std::unique_ptr<PairDataset> pairs, int64_t max_length)
+      : pairs_(std::move(pairs)), length_(max_length) {
+    description_ = pairs_->Describe() + ", packed as 2 x 1 x " + std::to_string(length_) +
+                   " (source, decoder input)";
+  }
+
+  int64_t size() const override { return pairs_->size(); }
+  int num_classes() const override { return pairs_->vocabulary_size(); }
+  Shape example_shape() const override { return Shape(1, 2, 1, length_); }
+  Shape label_shape() const override { return Shape(1, 1, 1, length_); }
+  std::string Describe() const override { return description_; }
+
+  StatusOr<int> Get(int64_t index, uint64_t, float* image) const override {
+    std::vector<float> labels(length_);
+    SPILL_RETURN_IF_ERROR(Fill(index, image, labels.data()));
+    return static_cast<int>(labels[0]);
+  }
+
+  Status GetPixelLabels(int64_t index, float* labels) const override {
+    std::vector<float> image(2 * length_);
+    return Fill(index, image.data(), labels);
+  }
+
+ private:
+  Status Fill(int64_t index, float* image, float* labels) const {
+    PairBatch one;
+    one.indices = {index};
+    return pairs_->Fill(one, length_, length_, static_cast<float>(kPairPaddingLabel), image,
+                        image + length_, labels);
+  }
+
+  std::unique_ptr<PairDataset> pairs_;
+  int64_t length_;
+  std::string description_;
+};
+
 }  // namespace
+
+StatusOr<std::unique_ptr<Dataset>> OpenPairDataset(const PairOptions& options, Split split) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PairDataset> pairs, OpenPairs(options, split));
+  return std::unique_ptr<Dataset>(new PackedPairs(std::move(pairs), options.max_length));
+}
 
 StatusOr<std::unique_ptr<PairDataset>> OpenPairs(const PairOptions& options, Split split) {
   const std::string label = Label(options);

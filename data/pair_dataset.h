@@ -141,6 +141,22 @@ class PairDataset {
 // Reads the corpus of `options`, checks it and returns `split`'s pairs.
 StatusOr<std::unique_ptr<PairDataset>> OpenPairs(const PairOptions& options, Split split);
 
+// The label of a padding position in OpenPairDataset's labels: a loss must
+// leave it out (softmax_loss ignore_label: -1), and the trainer refuses a
+// network whose loss does not.
+constexpr int kPairPaddingLabel = -1;
+
+// `split`'s pairs as a Dataset for a network of one input, every pair padded
+// to T = options.max_length (no buckets: one shape for every batch). An
+// example is 2 x 1 x T ids (as floats), the two sides packed in channels:
+//   channel 0  the source's ids, then kPadId
+//   channel 1  the decoder input: kBosId, the target's ids, then kPadId
+// and its labels (label_shape 1 x 1 x 1 x T, GetPixelLabels) the target's
+// ids, kEosId, then kPairPaddingLabel. A network slices the channels apart
+// (slice begin/end); Get returns the first label. num_classes() is
+// vocabulary_size(). Get and GetPixelLabels only copy, and are thread-safe.
+StatusOr<std::unique_ptr<Dataset>> OpenPairDataset(const PairOptions& options, Split split);
+
 // One message of a gettext catalog: its entry (0-based, in the catalog's
 // order), the singular msgid without its context, the first msgstr.
 struct MoMessage {

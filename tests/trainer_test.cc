@@ -8,12 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/pair_dataset.h"
 #include "framework/base/random.h"
 #include "framework/device/cpu_device.h"
 #include "framework/io/npz.h"
@@ -585,6 +587,199 @@ run: {steps: 20, seed: 3, output: )" +
   EXPECT_EQ(r.steps, 20);
   EXPECT_LT(r.losses.back(), r.losses.front());
   fs::remove_all(dir);
+}
+
+// A pairs config: its corpus keys read (files resolved beside the config),
+// `path` not required, and keys of the wrong kind of dataset refused by name.
+TEST(PairsConfigTest, KeysAreReadAndCheckedAgainstTheDataset) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("spill_pairs_config_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "train.src") << "ab\n";
+  std::ofstream(dir / "train.tgt") << "ba\n";
+  const std::string head = "model: {file: m.yaml}\nrun: {epochs: 1}\n";
+  auto parse = [&](const std::string& data) {
+    return ParseTrainConfig(head + "data: {" + data + "}\n", "pairs.yaml", dir.string());
+  };
+  auto files = parse(
+      "dataset: pairs, source: train.src, target: train.tgt, max_length: 12, skip_longer: true, "
+      "test_fraction: 0.2");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ(files->data.dataset, "pairs");
+  EXPECT_EQ(files->data.pairs.source, (dir / "train.src").string());
+  EXPECT_EQ(files->data.pairs.target, (dir / "train.tgt").string());
+  EXPECT_EQ(files->data.pairs.max_length, 12);
+  EXPECT_TRUE(files->data.pairs.skip_longer);
+  EXPECT_DOUBLE_EQ(files->data.test_fraction, 0.2);
+  EXPECT_TRUE(files->data.path.empty());
+  auto synthetic = parse(
+      "dataset: pairs, synthetic: add, synthetic_pairs: 100, synthetic_min_length: 3, "
+      "synthetic_max_length: 7, synthetic_seed: 9, max_length: 9");
+  ASSERT_TRUE(synthetic.ok()) << synthetic.status().ToString();
+  EXPECT_EQ(synthetic->data.pairs.synthetic, "add");
+  EXPECT_EQ(synthetic->data.pairs.synthetic_pairs, 100);
+  EXPECT_EQ(synthetic->data.pairs.synthetic_min_length, 3);
+  EXPECT_EQ(synthetic->data.pairs.synthetic_max_length, 7);
+  EXPECT_EQ(synthetic->data.pairs.seed, 9u);
+  auto catalogs = parse("dataset: pairs, catalogs: [a.mo, locale], max_length: 40");
+  ASSERT_TRUE(catalogs.ok()) << catalogs.status().ToString();
+  EXPECT_EQ(catalogs->data.pairs.catalogs, (std::vector<std::string>{"a.mo", "locale"}));
+  const std::string reverse =
+      "dataset: pairs, synthetic: reverse, synthetic_pairs: 10, synthetic_max_length: 4";
+  for (const auto& [data, message] : std::vector<std::pair<std::string, std::string>>{
+           {reverse, "data.max_length: is required"},
+           {reverse + ", max_length: 6, sequence: 6",
+            "data.sequence: is read only by dataset 'text' (this config's dataset is 'pairs')"},
+           {reverse + ", max_length: 6, path: x", "data.path: dataset 'pairs' does not read it"},
+           {reverse + ", max_length: 6, augment: {crop: 4}",
+            "data.augment: dataset 'pairs' does not read it"},
+           {"dataset: fashion_mnist, path: c, source: a.txt",
+            "data.source: is read only by dataset 'pairs' (this config's dataset is "
+            "'fashion_mnist')"},
+           {"dataset: text, path: c, sequence: 8, max_length: 8",
+            "data.max_length: is read only by dataset 'pairs'"},
+           {"dataset: cifar10, path: c, vocabulary: v",
+            "data.vocabulary: is read only by datasets 'text' and 'pairs'"},
+           {"dataset: pairs, max_length: 6", "needs exactly one corpus"},
+           {"dataset: pairs, source: a, max_length: 6", "data.target: is required with"},
+           {reverse + ", source: a, target: b, max_length: 6", "needs exactly one corpus"},
+           {"dataset: pairs, source: a, target: b, synthetic_pairs: 3, max_length: 6",
+            "data.synthetic_pairs: is read only with data.synthetic"},
+           {"dataset: pairs, synthetic: rotate, synthetic_pairs: 3, max_length: 6",
+            "data.synthetic: must be one of: reverse, add"},
+           {"dataset: pairs, catalogs: {a: b}, max_length: 6", "data.catalogs: must be a list"},
+       }) {
+    auto bad = parse(data);
+    ASSERT_FALSE(bad.ok()) << data;
+    EXPECT_THAT(bad.status().message(), HasSubstr(message)) << data;
+  }
+  fs::remove_all(dir);
+}
+
+// A small encoder-decoder over packed pairs, the shape of models/seq2seq.yaml.
+std::string PairsModel(const std::string& loss =
+                           "{name: loss, type: softmax_loss, "
+                           "ignore_label: -1}") {
+  return R"(
+model:
+  params: {classes: 4, sequence: 4}
+  layers:
+    - {name: data, type: input, shape: [2, 1, $sequence], labels: pixels}
+    - {name: source, type: slice, inputs: [data], begin: 0, end: 1}
+    - {name: target_input, type: slice, inputs: [data], begin: 1, end: 2}
+    - {name: source_embed, type: embedding, inputs: [source], vocabulary: $classes, size: 8}
+    - {name: encoder, type: lstm, inputs: [source_embed], hidden: 16, final: true}
+    - {name: target_embed, type: embedding, inputs: [target_input], vocabulary: $classes, size: 8}
+    - {name: decoder, type: lstm, inputs: [target_embed, encoder:1], hidden: 16, initial: input}
+    - {name: scores, type: convolution, filters: $classes, kernel: 1}
+    - )" +
+         loss + "\n";
+}
+
+class PairsTrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("spill_pairs_train_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  StatusOr<TrainConfig> Parse(const std::string& data, const std::string& loss) {
+    const std::string text = PairsModel(loss) + "data: {dataset: pairs, batch: 8, " + data +
+                             "}\nsolver: {type: adam, lr: 0.01}\nrun: {steps: 6, seed: 3, "
+                             "output: " +
+                             (dir_ / "run").string() + "}\n";
+    return ParseTrainConfig(text, "pairs.yaml", dir_.string());
+  }
+
+  // Trains the config's few steps, with finite losses, and evaluates.
+  void TrainsAndEvaluates(const std::string& data) {
+    auto config = Parse(data, "{name: loss, type: softmax_loss, ignore_label: -1}");
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    TrainOptions options;
+    options.progress = false;
+    options.verbose = false;
+    auto trainer = Trainer::Create(*config, options);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    ASSERT_TRUE((*trainer)->Run().ok());
+    const TrainReport& r = (*trainer)->report();
+    EXPECT_EQ(r.steps, 6);
+    for (double loss : r.losses) EXPECT_TRUE(std::isfinite(loss)) << loss;
+    EXPECT_TRUE(r.evaluated);
+    EXPECT_TRUE(std::isfinite(r.test_loss));
+    EXPECT_GE(r.test_accuracy, 0.0);
+    EXPECT_LE(r.test_accuracy, 1.0);
+  }
+
+  fs::path dir_;
+};
+
+// The packed examples and their labels, as the trainer opens them: the
+// model's `sequence` and `classes` come from max_length and the vocabulary.
+TEST_F(PairsTrainTest, SyntheticReverseOpensPacksAndTrains) {
+  const std::string data =
+      "synthetic: reverse, synthetic_pairs: 200, synthetic_max_length: 5, max_length: 6, "
+      "test_fraction: 0.1";
+  auto config = Parse(data, "{name: loss, type: softmax_loss, ignore_label: -1}");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  std::unique_ptr<Dataset> train, test;
+  ASSERT_TRUE(OpenDatasets(config->data, &train, &test).ok());
+  EXPECT_EQ(train->size(), 180);
+  EXPECT_EQ(test->size(), 20);
+  EXPECT_EQ(train->example_shape(), Shape(1, 2, 1, 6));
+  EXPECT_EQ(train->label_shape(), Shape(1, 1, 1, 6));
+  EXPECT_EQ(train->num_classes(), 3 + 26);
+  EXPECT_THAT(train->Describe(), HasSubstr("synthetic reverse"));
+  std::vector<float> image(12), labels(6);
+  auto first = train->Get(0, 0, image.data());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(train->GetPixelLabels(0, labels.data()).ok());
+  EXPECT_EQ(*first, static_cast<int>(labels[0]));
+  EXPECT_EQ(image[6], kBosId);
+  int length = 0;  // the source's tokens
+  while (length < 6 && image[length] != kPadId) ++length;
+  for (int t = 0; t < 6; ++t) {
+    if (t < length) {  // reversed: label t is source position length-1-t
+      EXPECT_EQ(labels[t], image[length - 1 - t]) << t;
+      EXPECT_EQ(image[6 + t + 1], labels[t]) << t;  // the decoder input: <bos>, the target
+    } else {
+      EXPECT_EQ(labels[t], t == length ? kEosId : kPairPaddingLabel) << t;
+    }
+  }
+  auto spec = LoadModel(*config, *train);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->params.at("sequence").as<int>(), 6);
+  EXPECT_EQ(spec->params.at("classes").as<int>(), 29);
+  TrainsAndEvaluates(data);
+}
+
+TEST_F(PairsTrainTest, LineAlignedFilesTrain) {
+  std::ofstream source(dir_ / "train.src"), target(dir_ / "train.tgt");
+  for (int i = 0; i < 40; ++i) {
+    const std::string word = std::string("abcd").substr(i % 4) + "x";
+    source << word << "\n";
+    target << std::string(word.rbegin(), word.rend()) << "\n";
+  }
+  source.close();
+  target.close();
+  TrainsAndEvaluates("source: train.src, target: train.tgt, max_length: 6, test_fraction: 0.2");
+}
+
+TEST_F(PairsTrainTest, ALossThatScoresThePaddingIsRefused) {
+  auto config = Parse(
+      "synthetic: reverse, synthetic_pairs: 50, synthetic_max_length: 3, "
+      "max_length: 4",
+      "{name: loss, type: softmax_loss}");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  TrainOptions options;
+  options.progress = false;
+  options.verbose = false;
+  auto trainer = Trainer::Create(*config, options);
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_THAT(trainer.status().message(), HasSubstr("give softmax_loss ignore_label: -1"));
+  EXPECT_THAT(trainer.status().message(), HasSubstr("loss layer 'loss'"));
 }
 
 TEST(ConfigsTest, EveryShippedConfigParsesAndItsModelBuilds) {

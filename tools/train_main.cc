@@ -219,10 +219,21 @@ void QuietOtherRanks(const Communicator& world, TrainOptions* options, Args* arg
   options->memory_log = options->trace_dir = options->timeline = options->html = args->report = "";
 }
 
+// Where the data comes from: its path, or a pair corpus's files or task.
+std::string DataSource(const DataConfig& d) {
+  if (d.dataset != "pairs") return d.path;
+  const PairOptions& p = d.pairs;
+  if (!p.synthetic.empty()) return "synthetic " + p.synthetic;
+  if (!p.source.empty()) return p.source + ", " + p.target;
+  std::string catalogs;
+  for (const std::string& c : p.catalogs) catalogs += (catalogs.empty() ? "" : ", ") + c;
+  return catalogs;
+}
+
 void PrintStart(const Communicator& world, const Trainer& trainer, const TrainConfig& c) {
   if (world.rank() != 0) return;
   std::fprintf(stderr, "training %s on %s (%s), batch %ld, memory %s\n",
-               trainer.net().name().c_str(), c.data.dataset.c_str(), c.data.path.c_str(),
+               trainer.net().name().c_str(), c.data.dataset.c_str(), DataSource(c.data).c_str(),
                c.data.batch, c.memory.Describe().c_str());
   if (world.size() > 1) {
     std::fprintf(stderr, "data parallel: %d ranks of batch %ld, gradients via host memory%s\n",

@@ -92,12 +92,17 @@ class ShapeOnlyDataset : public Dataset {
   int classes_;
 };
 
-// The shapes of a config's kind of data: images of 10 classes, or windows
-// of data.sequence bytes (256 symbols) labeled per position.
+// The shapes of a config's kind of data: images of 10 classes, windows of
+// data.sequence bytes (256 symbols) labeled per position, or pairs packed
+// in two channels of data.max_length (3 reserved ids + 256 symbols).
 ShapeOnlyDataset DataOfKind(const DataConfig& d) {
   if (d.dataset == "text") {
     const Shape window(1, 1, 1, d.sequence);
     return ShapeOnlyDataset(window, window, 256);
+  }
+  if (d.dataset == "pairs") {
+    const int64_t length = d.pairs.max_length;
+    return ShapeOnlyDataset(Shape(1, 2, 1, length), Shape(1, 1, 1, length), 3 + 256);
   }
   const bool color = d.dataset == "cifar10" || d.dataset == "image_folder";
   const int side = d.augment.crop > 0 ? d.augment.crop : color ? 32 : 28;

@@ -4,6 +4,7 @@
 
 #include "data/augment.h"
 #include "data/loader.h"
+#include "data/pair_dataset.h"
 #include "framework/device/device_registry.h"
 #include "framework/io/checkpoint.h"
 #include "layers/cpu/conv_timer.h"
@@ -67,6 +68,12 @@ Status OpenDatasets(const DataConfig& d, std::unique_ptr<Dataset>* train,
     text.vocabulary = d.vocabulary;
     SPILL_ASSIGN_OR_RETURN(*train, OpenCharText(text, Split::kTrain));
     SPILL_ASSIGN_OR_RETURN(*test, OpenCharText(text, Split::kTest));
+  } else if (d.dataset == "pairs") {
+    PairOptions pairs = d.pairs;
+    pairs.test_fraction = d.test_fraction;
+    pairs.vocabulary = d.vocabulary;
+    SPILL_ASSIGN_OR_RETURN(*train, OpenPairDataset(pairs, Split::kTrain));
+    SPILL_ASSIGN_OR_RETURN(*test, OpenPairDataset(pairs, Split::kTest));
   } else if (d.dataset == "fashion_mnist_segmentation" || d.dataset == "mnist_segmentation") {
     const bool fashion = d.dataset == "fashion_mnist_segmentation";
     if (d.masks.empty()) {
@@ -150,6 +157,16 @@ StatusOr<std::unique_ptr<Dataset>> Geometry(const DataConfig& d) {
     }
     const Shape window(1, 1, 1, d.sequence);
     return std::unique_ptr<Dataset>(new GeometryOnly(window, d.dataset, classes, window));
+  }
+  if (d.dataset == "pairs") {  // source and decoder input packed in two channels
+    int classes = kReservedIds + kByteSymbols;
+    if (!d.vocabulary.empty()) {
+      SPILL_ASSIGN_OR_RETURN(std::vector<uint8_t> symbols, ReadCharVocabulary(d.vocabulary));
+      classes = kReservedIds + static_cast<int>(symbols.size());
+    }
+    const int64_t length = d.pairs.max_length;
+    return std::unique_ptr<Dataset>(
+        new GeometryOnly(Shape(1, 2, 1, length), d.dataset, classes, Shape(1, 1, 1, length)));
   }
   const bool cifar = d.dataset == "cifar10";
   const int side = cifar ? kCifarSide : kIdxSide;

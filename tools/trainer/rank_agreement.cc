@@ -90,6 +90,18 @@ void AddConfig(const TrainConfig& c, int64_t max_steps, bool resuming,
       {"memory.chunk", BatchChunkName(c.memory.batch_chunk)},
   };
   lines->insert(lines->end(), config.begin(), config.end());
+  if (c.data.dataset == "pairs") {  // the files' contents are the fingerprint's to compare
+    const PairOptions& p = c.data.pairs;
+    std::string pairs = "max_length " + std::to_string(p.max_length) +
+                        (p.skip_longer ? ", skip longer" : "") + ", test fraction " +
+                        Number(c.data.test_fraction);
+    if (!p.synthetic.empty()) {
+      pairs += ", synthetic " + p.synthetic + " " + std::to_string(p.synthetic_pairs) +
+               " pairs of " + std::to_string(p.synthetic_min_length) + ".." +
+               std::to_string(p.synthetic_max_length) + ", seed " + std::to_string(p.seed);
+    }
+    lines->push_back({"data.pairs", pairs});
+  }
 }
 
 void AddNetwork(const Net& net, std::vector<AgreementLine>* lines) {

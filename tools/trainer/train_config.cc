@@ -55,16 +55,19 @@ run:
 )";
 
 // Ceilings of the configuration's numbers (see README, "Limits").
-constexpr int64_t kMaxWorkers = 64;           // data loading threads
-constexpr int64_t kMaxImageSide = 1 << 16;    // resize and crop, pixels
-constexpr int64_t kMaxPad = 1 << 12;          // pixels of padding
-constexpr size_t kMaxChannels = 64;           // normalization values
-constexpr int64_t kMaxEpochs = 1000000;       // run.epochs
-constexpr int64_t kMaxSteps = 1000000000000;  // steps, intervals, schedule lengths
-constexpr size_t kMaxMilestones = 1000;       // multistep milestones
-constexpr int64_t kMaxGpu = 63;               // device ordinal
-constexpr int64_t kMaxSequence = 1 << 20;     // data.sequence, symbols per example
-constexpr double kMaxTestFraction = 0.5;      // data.test_fraction
+constexpr int64_t kMaxWorkers = 64;                       // data loading threads
+constexpr int64_t kMaxImageSide = 1 << 16;                // resize and crop, pixels
+constexpr int64_t kMaxPad = 1 << 12;                      // pixels of padding
+constexpr size_t kMaxChannels = 64;                       // normalization values
+constexpr int64_t kMaxEpochs = 1000000;                   // run.epochs
+constexpr int64_t kMaxSteps = 1000000000000;              // steps, intervals, schedule lengths
+constexpr size_t kMaxMilestones = 1000;                   // multistep milestones
+constexpr int64_t kMaxGpu = 63;                           // device ordinal
+constexpr int64_t kMaxSequence = 1 << 20;                 // data.sequence, symbols per example
+constexpr double kMaxTestFraction = 0.5;                  // data.test_fraction
+constexpr int64_t kMaxSyntheticPairs = int64_t{1} << 24;  // data.synthetic_pairs
+constexpr int64_t kDefaultSyntheticSeed = 1;              // data.synthetic_seed
+constexpr size_t kMaxCatalogs = 4096;                     // data.catalogs entries
 constexpr double kMaxLearningRate = 1000;
 constexpr size_t kMinBucketBytes = 4 * kKiB;  // distributed.bucket
 constexpr size_t kMaxBucketBytes = 1 * kGiB;
@@ -116,22 +119,80 @@ Status ReadModel(YamlMap model, const YAML::Node& node, const std::string& base_
   return model.Finish();
 }
 
-// The keys only dataset `text` reads, and the image datasets' keys it does not.
-const char* const kTextKeys[] = {"sequence", "test_fraction", "streams", "vocabulary"};
-const char* const kImageKeys[] = {"test_path", "masks", "augment", "test_augment"};
+// Keys that only some kinds of dataset read: a key given to a dataset of
+// another kind is an error naming it (and the datasets that read it).
+enum DataKind : unsigned { kImages = 1, kText = 2, kPairs = 4 };
+struct KindKey {
+  const char* key;
+  unsigned kinds;
+};
+constexpr KindKey kKindKeys[] = {
+    {"path", kImages | kText},
+    {"test_path", kImages},
+    {"masks", kImages},
+    {"augment", kImages},
+    {"test_augment", kImages},
+    {"sequence", kText},
+    {"streams", kText},
+    {"test_fraction", kText | kPairs},
+    {"vocabulary", kText | kPairs},
+    {"source", kPairs},
+    {"target", kPairs},
+    {"catalogs", kPairs},
+    {"synthetic", kPairs},
+    {"synthetic_pairs", kPairs},
+    {"synthetic_min_length", kPairs},
+    {"synthetic_max_length", kPairs},
+    {"synthetic_seed", kPairs},
+    {"max_length", kPairs},
+    {"skip_longer", kPairs},
+};
 
-// The text dataset's keys (data/dataset.h, TextOptions); a key of the other
-// kind of dataset is an error naming it.
-void ReadText(YamlMap& data, const std::string& base_dir, DataConfig* d) {
-  const bool text = d->dataset == "text";
-  for (const char* key : text ? kImageKeys : kTextKeys) {
-    if (!data.Raw(key).IsDefined()) continue;
-    data.Fail(key, text ? "dataset 'text' does not read it (a text corpus is split by " +
-                              std::string("data.test_fraction and is not augmented)")
-                        : "is read only by dataset 'text' (this config's dataset is '" +
-                              d->dataset + "')");
+unsigned KindOf(const std::string& dataset) {
+  if (dataset == "text") return kText;
+  if (dataset == "pairs") return kPairs;
+  return kImages;
+}
+
+// Why a sequence dataset does not read an image dataset's key.
+std::string NotReadBy(const std::string& dataset, const std::string& key) {
+  if (dataset == "text") {
+    return "dataset 'text' does not read it (a text corpus is split by data.test_fraction and "
+           "is not augmented)";
   }
-  if (!text) return;
+  if (key == "path") {
+    return "dataset 'pairs' does not read it (name its corpus with data.source and data.target, "
+           "data.catalogs or data.synthetic)";
+  }
+  return "dataset 'pairs' does not read it (a pair corpus is split by data.test_fraction and is "
+         "not augmented)";
+}
+
+// "dataset 'text'", "datasets 'text' and 'pairs'" (kinds without kImages).
+std::string Readers(unsigned kinds) {
+  if (kinds == (kText | kPairs)) return "datasets 'text' and 'pairs'";
+  return kinds == kText ? "dataset 'text'" : "dataset 'pairs'";
+}
+
+void CheckKindKeys(YamlMap& data, const std::string& dataset) {
+  const unsigned kind = KindOf(dataset);
+  for (const KindKey& k : kKindKeys) {
+    if ((k.kinds & kind) || !data.Raw(k.key).IsDefined()) continue;
+    if (k.kinds & kImages) {  // a sequence dataset given an image dataset's key
+      data.Fail(k.key, NotReadBy(dataset, k.key));
+      continue;
+    }
+    std::string message =
+        "is read only by " + Readers(k.kinds) + " (this config's dataset is '" + dataset + "')";
+    if (kind == kPairs && std::string(k.key) == "sequence") {
+      message += "; a pair's length is data.max_length";
+    }
+    data.Fail(k.key, message);
+  }
+}
+
+// The text dataset's keys (data/dataset.h, TextOptions).
+void ReadText(YamlMap& data, const std::string& base_dir, DataConfig* d) {
   d->sequence = data.RequiredInt("sequence", 1, kMaxSequence);
   d->test_fraction =
       data.Float("test_fraction", d->test_fraction, Bounds::AboveTo(0, kMaxTestFraction));
@@ -144,21 +205,85 @@ void ReadText(YamlMap& data, const std::string& base_dir, DataConfig* d) {
   }
 }
 
+// data.catalogs: a list of .mo files or folders (or one), each resolved
+// like `path`.
+std::vector<std::string> ReadCatalogs(YamlMap& data, const std::string& base_dir) {
+  std::vector<std::string> catalogs;
+  if (!data.Has("catalogs")) return catalogs;
+  const YAML::Node node = data.Raw("catalogs");
+  if (node.IsScalar()) return {Resolve(node.Scalar(), base_dir)};
+  bool ok = node.IsSequence() && node.size() > 0 && node.size() <= kMaxCatalogs;
+  for (size_t i = 0; ok && i < node.size(); ++i) {
+    ok = node[i].IsScalar() && !node[i].Scalar().empty();
+    if (ok) catalogs.push_back(Resolve(node[i].Scalar(), base_dir));
+  }
+  if (!ok) {
+    data.Fail("catalogs", "must be a list of 1 to " + std::to_string(kMaxCatalogs) +
+                              " .mo files or folders of them");
+  }
+  return catalogs;
+}
+
+// The pair dataset's keys (data/pair_dataset.h, PairOptions). The synthetic
+// tasks take their own seed, synthetic_seed, rather than run.seed, so that
+// runs of different seeds train and test on the same corpus.
+void ReadPairs(YamlMap& data, const std::string& base_dir, DataConfig* d) {
+  PairOptions& p = d->pairs;
+  p.source = Resolve(data.String("source", p.source), base_dir);
+  p.target = Resolve(data.String("target", p.target), base_dir);
+  p.catalogs = ReadCatalogs(data, base_dir);
+  if (data.Has("synthetic")) p.synthetic = data.Choice("synthetic", {"reverse", "add"}, "");
+  const bool synthetic = !p.synthetic.empty();
+  for (const char* key :
+       {"synthetic_pairs", "synthetic_min_length", "synthetic_max_length", "synthetic_seed"}) {
+    if (!synthetic && data.Has(key)) data.Fail(key, "is read only with data.synthetic");
+  }
+  if (synthetic) {
+    p.synthetic_pairs = data.RequiredInt("synthetic_pairs", 1, kMaxSyntheticPairs);
+    p.synthetic_min_length =
+        data.Int("synthetic_min_length", p.synthetic_min_length, 1, kMaxSequence);
+    p.synthetic_max_length = data.RequiredInt("synthetic_max_length", 1, kMaxSequence);
+    p.seed = static_cast<uint64_t>(
+        data.Int("synthetic_seed", kDefaultSyntheticSeed, 0, std::numeric_limits<int64_t>::max()));
+  }
+  const int corpora = (!p.source.empty() || !p.target.empty()) + !p.catalogs.empty() + synthetic;
+  if (data.ok() && corpora != 1) {
+    data.Fail(corpora == 0 ? "source"
+              : synthetic  ? "synthetic"
+                           : "catalogs",
+              "dataset 'pairs' needs exactly one corpus: data.source and data.target, "
+              "data.catalogs or data.synthetic");
+  }
+  if (data.ok() && p.source.empty() != p.target.empty()) {
+    data.Fail(p.source.empty() ? "source" : "target",
+              "is required with data." + std::string(p.source.empty() ? "target" : "source") +
+                  " (two line-aligned files)");
+  }
+  p.max_length = data.RequiredInt("max_length", 1, kMaxSequence);
+  p.skip_longer = data.Bool("skip_longer", p.skip_longer);
+  d->test_fraction =
+      data.Float("test_fraction", d->test_fraction, Bounds::AboveTo(0, kMaxTestFraction));
+  d->vocabulary = Resolve(data.String("vocabulary", d->vocabulary), base_dir);
+}
+
 Status ReadData(YamlMap data, const std::string& base_dir, DataConfig* d) {
   d->dataset = data.Choice("dataset",
                            {"fashion_mnist", "mnist", "cifar10", "image_folder",
-                            "fashion_mnist_segmentation", "mnist_segmentation", "text"},
+                            "fashion_mnist_segmentation", "mnist_segmentation", "text", "pairs"},
                            d->dataset);
+  const bool pairs = d->dataset == "pairs";
   d->path = Resolve(data.String("path", d->path), base_dir);
   d->test_path = Resolve(data.String("test_path", d->test_path), base_dir);
   d->masks = Resolve(data.String("masks", d->masks), base_dir);
   d->batch = data.Int("batch", d->batch, 1, kMaxBatch);
   d->workers = static_cast<int>(data.Int("workers", d->workers, 1, kMaxWorkers));
   d->shuffle = data.Bool("shuffle", d->shuffle);
-  ReadText(data, base_dir, d);
+  CheckKindKeys(data, d->dataset);
+  if (d->dataset == "text") ReadText(data, base_dir, d);
+  if (pairs) ReadPairs(data, base_dir, d);
   SPILL_RETURN_IF_ERROR(ReadAugment(data.Section("augment"), &d->augment));
   SPILL_RETURN_IF_ERROR(ReadAugment(data.Section("test_augment"), &d->test_augment));
-  if (d->path.empty()) data.Fail("path", "the dataset's location is required");
+  if (d->path.empty() && !pairs) data.Fail("path", "the dataset's location is required");
   return data.Finish();
 }
 

@@ -6,7 +6,8 @@
 //     # or onnx: net.onnx              # an ONNX model; its weights initialize the run
 //   data:
 //     dataset: cifar10                  # fashion_mnist | mnist | cifar10 | image_folder | text
-//     path: /data/cifar-10-batches-bin  # image_folder: the train folder
+//                                       # | pairs
+//     path: /data/cifar-10-batches-bin  # image_folder: the train folder (not for pairs)
 //     test_path: ...                    # image_folder: the validation folder
 //     batch: 128
 //     workers: 2
@@ -17,6 +18,21 @@
 //     test_fraction: 0.05  # the corpus's last bytes that are the test split
 //     streams: false       # true: data.batch contiguous streams (needs shuffle: false)
 //     vocabulary: FILE     # its distinct bytes are the symbols (default: the corpus's)
+//     # pairs only (data/pair_dataset.h, OpenPairDataset): sequence pairs for an
+//     # encoder-decoder, each example 2 x 1 x max_length (source, decoder
+//     # input), its labels the target + <eos>, then -1 (softmax_loss needs
+//     # ignore_label: -1). One corpus of three:
+//     source: train.en     # line-aligned files, pair i = line i of each
+//     target: train.fr
+//     # catalogs: [/usr/share/locale/fr/LC_MESSAGES]   # gettext .mo files or folders
+//     # synthetic: reverse # or add; with synthetic_pairs (required),
+//     #                    # synthetic_min_length (1), synthetic_max_length
+//     #                    # (required) and synthetic_seed (1: the corpus
+//     #                    # does not change with run.seed)
+//     max_length: 64       # T, tokens per side (required): max(source, target + 1)
+//     skip_longer: false   # true: drop longer pairs instead of refusing them
+//     test_fraction: 0.05  # the corpus's last pairs that are the test split
+//     vocabulary: FILE     # as for text (default: both sides' bytes)
 //   solver:
 //     type: sgd            # sgd | adam
 //     lr: 0.1
@@ -55,6 +71,7 @@
 #include <string>
 
 #include "data/dataset.h"
+#include "data/pair_dataset.h"
 #include "framework/config/net_spec.h"
 #include "framework/solver/lr_schedule.h"
 #include "framework/solver/solver.h"
@@ -79,6 +96,9 @@ struct DataConfig {
   double test_fraction = 0.05;
   bool streams = false;
   std::string vocabulary;
+  // dataset pairs (PairOptions): its corpus, max_length, skip_longer and
+  // seed; test_fraction and vocabulary are the two above.
+  PairOptions pairs;
 };
 
 struct ScheduleConfig {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "data/pair_dataset.h"
 #include "framework/base/checked_math.h"
 #include "framework/base/clock.h"
 #include "framework/base/files.h"
@@ -165,6 +166,16 @@ Status Trainer::CheckDataSize() const {
 }
 
 Status Trainer::CheckData() const {
+  // Pairs are padded to max_length: the padding's label must be left out of
+  // the loss, or the network learns to predict padding.
+  if (config_.data.dataset == "pairs" && !net_->loss_layers().empty() &&
+      net_->layer(net_->loss_layers()[0]).ignored_label() != kPairPaddingLabel) {
+    return InvalidArgument("model '" + net_->name() + "': dataset 'pairs' labels padding " +
+                           std::to_string(kPairPaddingLabel) + ", which loss layer '" +
+                           net_->layer(net_->loss_layers()[0]).name() +
+                           "' does not leave out (give softmax_loss ignore_label: " +
+                           std::to_string(kPairPaddingLabel) + ")");
+  }
   const Shape want = net_->input_shape(), have = train_data_->example_shape();
   if (want.c() != have.c() || want.h() != have.h() || want.w() != have.w()) {
     return InvalidArgument("model '" + net_->name() + "' takes " + std::to_string(want.c()) + "x" +
@@ -193,10 +204,13 @@ Status Trainer::CheckData() const {
                              data->Describe() + " has " + std::to_string(data->num_classes()) +
                              " (set model.params.classes)");
     }
-    // A text's ids are its symbols: every one must have a row in the tables
-    // that embed them (an id past the table would embed as zeros).
+    // A text's ids are its symbols, a pair corpus's its reserved ids and
+    // symbols: every one must have a row in the tables that embed them (an id
+    // past the table would embed as zeros). Embeddings reading a packed pair
+    // through slices of the input count.
     const int64_t vocabulary = InputVocabulary(*net_);
-    if (config_.data.dataset == "text" && vocabulary > 0 && vocabulary < data->num_classes()) {
+    const bool ids = config_.data.dataset == "text" || config_.data.dataset == "pairs";
+    if (ids && vocabulary > 0 && vocabulary < data->num_classes()) {
       return InvalidArgument("model '" + net_->name() + "' embeds " + std::to_string(vocabulary) +
                              " symbols but " + data->Describe() + " has " +
                              std::to_string(data->num_classes()) +
