@@ -80,7 +80,10 @@ class Replica(torch.nn.Module):
             y = self.apply(layer, kind, p, xs)
             if kind == "softmax_loss":
                 loss = y if loss is None else loss + y
-            values[(name, 0)] = y
+            if isinstance(y, tuple):  # a second output (a recurrent layer's final states)
+                values[(name, 0)], values[(name, 1)] = y
+            else:
+                values[(name, 0)] = y
         return loss
 
     def apply(self, layer, kind, p, xs):
@@ -124,6 +127,8 @@ class Replica(torch.nn.Module):
             return x
         if kind == "concat":
             return torch.cat(xs, dim=1)
+        if kind == "slice":
+            return x[:, p["begin"]:p["end"]]
         if kind == "add":
             return sum(xs[1:], xs[0])
         if kind == "embedding":
@@ -131,18 +136,22 @@ class Replica(torch.nn.Module):
             table = self.tensor(name + "/weight")
             return F.embedding(x.reshape(n, t).long(), table.reshape(table.shape[0], -1)).permute(0, 2, 1).reshape(n, -1, 1, t)
         if kind in ("lstm", "gru"):
-            return self.recurrent(name, kind, p, x)
+            return self.recurrent(name, kind, p, x, xs[1] if len(xs) > 1 else None)
         if kind == "softmax_loss":
-            labels = xs[1]
+            labels, ignored = xs[-1], p.get("ignore_label", -100)  # PyTorch's ignore_index
+            weight = p.get("weight", 1.0)
             if labels[0].numel() > 1:  # a class per pixel (or per step of a sequence)
-                return F.cross_entropy(x, labels.reshape(x.shape[0], x.shape[2], x.shape[3]).long()) * p.get("weight", 1.0)
-            return F.cross_entropy(x.reshape(x.shape[0], -1), labels.reshape(-1).long()) * p.get("weight", 1.0)
+                target = labels.reshape(x.shape[0], x.shape[2], x.shape[3]).long()
+                return F.cross_entropy(x, target, ignore_index=ignored) * weight
+            return F.cross_entropy(x.reshape(x.shape[0], -1), labels.reshape(-1).long(), ignore_index=ignored) * weight
         raise SystemExit(f"crosscheck_torch: layer type {kind} is not supported")
 
 
-    def recurrent(self, name, kind, p, x):
+    def recurrent(self, name, kind, p, x, initial=None):
         """PyTorch's own LSTM / GRU kernels (those nn.LSTM and nn.GRU call), with
-        the traced weights: per layer and direction w_ih, w_hh, b_ih, b_hh."""
+        the traced weights: per layer and direction w_ih, w_hh, b_ih, b_hh.
+        States as values (initial: input, final: true) are N x S x 1 x 1 per
+        image: the hidden states of every layer and direction, then the cells."""
         if p.get("dropout", 0.0) != 0:
             raise SystemExit(f"crosscheck_torch: layer {name} drops units; masks cannot match")
         n, c, t = x.shape[0], x.shape[1], x.shape[3]
@@ -158,12 +167,22 @@ class Replica(torch.nn.Module):
                     value = self.tensor(f"{name}/{w}{suffix}")
                     weights.append(value.reshape(value.shape[0], -1) if w.startswith("weight") else value.reshape(-1))
         seq = x.reshape(n, c, t).permute(0, 2, 1)
-        h0 = torch.zeros(layers * directions, n, hidden, dtype=x.dtype)
+        blocks = layers * directions
+        h0 = c0 = torch.zeros(blocks, n, hidden, dtype=x.dtype)
+        if initial is not None:  # per image [h of every block, c of every block]
+            states = initial.reshape(n, -1, blocks, hidden).permute(1, 2, 0, 3)
+            h0 = states[0].contiguous()
+            c0 = states[1].contiguous() if kind == "lstm" else c0
         if kind == "lstm":
-            y = torch._VF.lstm(seq, (h0, h0.clone()), weights, bias, layers, 0.0, True, directions == 2, True)[0]
+            y, hn, cn = torch._VF.lstm(seq, (h0, c0), weights, bias, layers, 0.0, True, directions == 2, True)
+            final = [hn, cn]
         else:
-            y = torch._VF.gru(seq, h0, weights, bias, layers, 0.0, True, directions == 2, True)[0]
-        return y.permute(0, 2, 1).reshape(n, -1, 1, t)
+            y, hn = torch._VF.gru(seq, h0, weights, bias, layers, 0.0, True, directions == 2, True)
+            final = [hn]
+        y = y.permute(0, 2, 1).reshape(n, -1, 1, t)
+        if not p.get("final", False):
+            return y
+        return y, torch.cat([s.permute(1, 0, 2).reshape(n, -1) for s in final], dim=1).reshape(n, -1, 1, 1)
 
 
 def make_solver(config, model):
