@@ -130,6 +130,57 @@ TEST_F(TrainerTest, TrainsEvaluatesAndReports) {
   EXPECT_EQ(eval_lines, 3);
 }
 
+// Stochastic depth: the log gives each step's dropped branches, which add
+// up to the report's, and evaluation runs every branch (scaled).
+TEST_F(TrainerTest, StochasticDepthIsLoggedAndReported) {
+  const std::string text = R"(
+model:
+  layers:
+    - {name: data, type: input, shape: [1, 28, 28]}
+    - {name: stem, type: convolution, filters: 4, kernel: 3, stride: 2}
+    - {name: conv1, type: convolution, filters: 4, kernel: 3, pad: 1}
+    - {name: relu1, type: relu}
+    - {name: conv2, type: convolution, filters: 4, kernel: 3, pad: 1}
+    - {name: unit1, type: add, inputs: [conv2, stem], survival: 0.5}
+    - {name: conv3, type: convolution, filters: 4, kernel: 3, pad: 1}
+    - {name: unit2, type: add, inputs: [conv3, unit1], survival: 0.75}
+    - {name: pool, type: global_avg_pool}
+    - {name: out, type: fully_connected, outputs: 10}
+    - {name: loss, type: softmax_loss}
+data: {dataset: fashion_mnist, path: )" +
+                           (dir_ / "data").string() +
+                           R"(, batch: 32}
+solver: {type: sgd, lr: 0.05, momentum: 0.9}
+run: {epochs: 2, seed: 5, output: )" +
+                           (dir_ / "run").string() + "}\n";
+  auto config = ParseTrainConfig(text, "depth.yaml", dir_.string());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto trainer = Trainer::Create(*config, Quiet());
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  const TrainReport& r = (*trainer)->report();
+  ASSERT_EQ(r.steps, 20);
+  EXPECT_GT(r.dropped_branches, 0);
+  EXPECT_LT(r.dropped_branches, 2 * r.steps);
+  EXPECT_GT(r.skipped_computations, 0);
+  EXPECT_THAT(r.ToJson(MemoryOptions()), HasSubstr("\"dropped_branches\": "));
+  std::ifstream log(dir_ / "run" / "log.jsonl");
+  std::string line;
+  int64_t logged = 0;
+  int train_lines = 0;
+  while (std::getline(log, line)) {
+    const size_t at = line.find("\"dropped\":");
+    if (line.find("\"kind\":\"train\"") == std::string::npos) continue;
+    ++train_lines;
+    ASSERT_NE(at, std::string::npos) << line;
+    logged += std::stoll(line.substr(at + 10));
+  }
+  EXPECT_EQ(train_lines, 20);
+  EXPECT_EQ(logged, r.dropped_branches);
+  EXPECT_TRUE(r.evaluated);
+  EXPECT_TRUE(std::isfinite(r.test_loss));
+}
+
 // train --timeline: the second iteration as a Chrome trace, with one
 // compute slice per step, the copies on their own track (offload mode over a
 // throttled link) and the memory counters.
