@@ -612,6 +612,31 @@ TEST(PairDatasetTest, FillPadsAndMarksIgnoredLabels) {
   EXPECT_THAT(status.message(), HasSubstr("example 2 is out of range [0, 2)"));
 }
 
+// The Dataset a network of one input reads: both sides packed in two
+// channels at T = max_length, the labels padded with kPairPaddingLabel.
+TEST(PairDatasetTest, PackedDatasetPadsToMaxLength) {
+  const std::string dir = TempDir("pairs_packed");
+  WriteText(dir + "/s", "abc\nb\n");
+  WriteText(dir + "/t", "x\nyxy\n");
+  auto data = OpenPairDataset(TextPairs(dir + "/s", dir + "/t", 6), Split::kTrain);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  const Dataset& d = **data;
+  EXPECT_EQ(d.size(), 2);
+  EXPECT_EQ(d.num_classes(), 8);  // pad, bos, eos, a b c x y
+  EXPECT_EQ(d.example_shape(), Shape(1, 2, 1, 6));
+  EXPECT_EQ(d.label_shape(), Shape(1, 1, 1, 6));
+  // Ids: a 3, b 4, c 5, x 6, y 7.
+  std::vector<float> example(12), labels(6);
+  auto first = d.Get(1, 0, example.data());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, 7);
+  EXPECT_EQ(example, std::vector<float>({4, 0, 0, 0, 0, 0,  //
+                                         1, 7, 6, 7, 0, 0}));
+  ASSERT_TRUE(d.GetPixelLabels(1, labels.data()).ok());
+  EXPECT_EQ(labels, std::vector<float>({7, 6, 7, 2, kPairPaddingLabel, kPairPaddingLabel}));
+  EXPECT_FALSE(d.Get(2, 0, example.data()).ok());
+}
+
 TEST(PairDatasetTest, BadOptionsAreErrors) {
   const std::string dir = TempDir("pairs_options");
   WriteText(dir + "/s", "a\n");
