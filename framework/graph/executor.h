@@ -102,8 +102,10 @@ class Executor : public StepRunner {
     int64_t skipped_layers = 0;
   };
   const DepthStats& depth_stats() const { return depth_stats_; }
-  // The layers the last Run did not compute (by layer id).
+  // The layers the last Run did not compute, and the input each layer left
+  // out (-1: none), by layer id.
   const std::vector<char>& skipped() const { return skipped_; }
+  const std::vector<int>& dropped_inputs() const { return dropped_input_; }
   // Scores (loss layer outputs) of the last forward pass, in host memory.
   const std::vector<float>& scores() const { return scores_; }
 

@@ -68,15 +68,26 @@ class Replica(torch.nn.Module):
         key = name.replace("/", "__").replace(".", "_")
         return self.params[key] if key in self.params else self.buffers_[key]
 
-    def forward(self, images, labels):
+    def forward(self, images, labels, dropped=None):
+        """dropped: per layer (net.json's order) the input stochastic depth
+        left out of this step, or -1 (trace.npz's `dropped` row)."""
         values = {}
         loss = None
-        for layer in self.spec["layers"]:
+        for index, layer in enumerate(self.spec["layers"]):
             name, kind, p = layer["name"], layer["type"], layer["params"]
             xs = [values[(src, out)] for src, out in layer["inputs"]]
             if kind == "input":
                 values[(name, 0)], values[(name, 1)] = images, labels
                 continue
+            if kind == "add" and dropped is not None and dropped[index] >= 0:
+                # The branch is left out; times zero, its parameters get zero
+                # gradients (as spill gives them), not none.
+                branch = int(dropped[index])
+                others = xs[:branch] + xs[branch + 1:]
+                values[(name, 0)] = sum(others[1:], others[0]) + 0.0 * xs[branch]
+                continue
+            if kind == "add" and p.get("survival", 1) < 1 and dropped is None:
+                raise SystemExit(f"crosscheck_torch: layer {name} drops its branch but the trace has no drop pattern")
             y = self.apply(layer, kind, p, xs)
             if kind == "softmax_loss":
                 loss = y if loss is None else loss + y
@@ -193,6 +204,11 @@ def make_solver(config, model):
     return torch.optim.SGD(groups, lr=1.0, momentum=config["momentum"], nesterov=config["nesterov"])
 
 
+def dropped_row(trace, step):
+    """The step's stochastic-depth pattern, when the network has one."""
+    return trace["dropped"][step] if "dropped" in trace.files else None
+
+
 def replay(spec, solver_config, weights, trace, dtype):
     model = Replica(spec, weights, dtype)
     solver = make_solver(solver_config, model)
@@ -201,7 +217,8 @@ def replay(spec, solver_config, weights, trace, dtype):
         for group in solver.param_groups:
             group["lr"] = float(trace["lr"][step])
         solver.zero_grad()
-        loss = model(torch.tensor(trace["images"][step]).to(dtype), torch.tensor(trace["labels"][step]))
+        loss = model(torch.tensor(trace["images"][step]).to(dtype), torch.tensor(trace["labels"][step]),
+                     dropped_row(trace, step))
         loss.backward()
         solver.step()
         losses.append(float(loss))
@@ -214,7 +231,8 @@ def gradient_errors(spec, weights, trace, grads):
     results = {}
     for dtype in (torch.float64, torch.float32):
         model = Replica(spec, weights, dtype)
-        model(torch.tensor(trace["images"][0]).to(dtype), torch.tensor(trace["labels"][0])).backward()
+        model(torch.tensor(trace["images"][0]).to(dtype), torch.tensor(trace["labels"][0]),
+              dropped_row(trace, 0)).backward()
         results[dtype] = model
     rows = []
     for layer in spec["layers"]:

@@ -428,6 +428,9 @@ Status Trainer::TrainStep(Batch& batch) {
     trace_labels_.insert(trace_labels_.end(), batch.labels.begin(), batch.labels.end());
     trace_lr_.push_back(static_cast<float>(lr));
     trace_loss_.push_back(static_cast<float>(result.loss));
+    for (int id : net_->schedule().route) {
+      trace_dropped_.push_back(static_cast<float>(executor_->dropped_inputs()[id]));
+    }
   }
   report_.losses.push_back(result.loss);
   report_.peak_device_bytes = std::max(report_.peak_device_bytes, runtime_->run_peak());

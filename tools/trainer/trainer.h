@@ -166,6 +166,8 @@ class Trainer {
   bool memory_log_written_ = false;
   // Trace of this run's steps (with --trace).
   std::vector<float> trace_images_, trace_labels_, trace_lr_, trace_loss_;
+  // Per step, in route order: the input each layer left out (-1: none).
+  std::vector<float> trace_dropped_;
 };
 
 }  // namespace spill

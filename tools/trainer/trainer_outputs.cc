@@ -3,6 +3,7 @@
 // batch, learning rate and loss, and the first step's gradients), the
 // memory log (--memory-log), the measured timeline (--timeline) and the
 // memory page of that iteration (--html).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -66,6 +67,11 @@ Status Trainer::FinishTrace() {
                                        trace_labels_.data());
   archive["lr"] = NpyArray::Floats({steps}, trace_lr_.data());
   archive["loss"] = NpyArray::Floats({steps}, trace_loss_.data());
+  // Stochastic depth: the input each layer (in net.json's order) left out.
+  if (std::any_of(trace_dropped_.begin(), trace_dropped_.end(), [](float d) { return d >= 0; })) {
+    const int64_t layers = static_cast<int64_t>(net_->schedule().route.size());
+    archive["dropped"] = NpyArray::Floats({steps, layers}, trace_dropped_.data());
+  }
   return WriteNpzAtomically((std::filesystem::path(options_.trace_dir) / "trace.npz").string(),
                             archive);
 }
