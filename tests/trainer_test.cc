@@ -155,7 +155,9 @@ run: {epochs: 2, seed: 5, output: )" +
                            (dir_ / "run").string() + "}\n";
   auto config = ParseTrainConfig(text, "depth.yaml", dir_.string());
   ASSERT_TRUE(config.ok()) << config.status().ToString();
-  auto trainer = Trainer::Create(*config, Quiet());
+  TrainOptions options = Quiet();
+  options.trace_dir = (dir_ / "trace").string();
+  auto trainer = Trainer::Create(*config, options);
   ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
   ASSERT_TRUE((*trainer)->Run().ok());
   const TrainReport& r = (*trainer)->report();
@@ -179,6 +181,19 @@ run: {epochs: 2, seed: 5, output: )" +
   EXPECT_EQ(logged, r.dropped_branches);
   EXPECT_TRUE(r.evaluated);
   EXPECT_TRUE(std::isfinite(r.test_loss));
+  // The trace gives each step's pattern (the input each layer left out, in
+  // route order) for a replay elsewhere.
+  auto trace = ReadNpz((dir_ / "trace" / "trace.npz").string());
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ASSERT_TRUE(trace->count("dropped"));
+  const NpyArray& dropped = trace->at("dropped");
+  ASSERT_EQ(dropped.shape, (std::vector<int64_t>{20, (*trainer)->net().num_layers()}));
+  int64_t traced = 0;
+  for (int64_t i = 0; i < dropped.numel(); ++i) {
+    EXPECT_TRUE(dropped.floats()[i] == -1 || dropped.floats()[i] == 0) << i;
+    traced += dropped.floats()[i] == 0;
+  }
+  EXPECT_EQ(traced, r.dropped_branches);
 }
 
 // train --timeline: the second iteration as a Chrome trace, with one
