@@ -20,6 +20,9 @@
 #ifndef SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_
 #define SPILL_LAYERS_SOFTMAX_LOSS_LAYER_H_
 
+#include <algorithm>
+#include <vector>
+
 #include "framework/graph/layer.h"
 
 namespace spill {
@@ -49,6 +52,23 @@ class SoftmaxLossLayer : public Layer {
   MemoryTraits memory_traits() const override { return MemoryTraits::SmallOutputs(); }
 
  protected:
+  // The gradient's factor, weight / the samples scored over the whole batch:
+  // N x pixels, or with an ignored label the samples kept, counted in sweep
+  // 0 by `kept_in_call()` (this call's labels that are not ignored). False:
+  // the call is sweep 0 alone, with no gradient to write.
+  template <typename KeptInCall>
+  bool GradientScale(const BatchSlice& slice, int64_t images, KeptInCall kept_in_call,
+                     float* scale) const {
+    *scale = weight_ / static_cast<float>(slice.total(images) * pixels_);
+    if (!ignores()) return true;
+    std::vector<double> local;
+    double* kept = SliceSums(slice, 1, &local);
+    if (slice.runs(0)) *kept += kept_in_call();
+    if (!slice.runs(1)) return false;
+    *scale = weight_ / static_cast<float>(std::max(*kept, 1.0));
+    return true;
+  }
+
   int64_t batch_size_ = 0;
   int64_t classes_ = 0;
   int64_t pixels_ = 1;  // scored pixels per image: H x W of a map, else 1

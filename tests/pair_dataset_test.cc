@@ -28,10 +28,7 @@ namespace fs = std::filesystem;
 using testing::Bytes;
 using ::testing::HasSubstr;
 using testing::TempDir;
-
-void WriteText(const std::string& path, const std::string& text) {
-  testing::WriteFile(path, Bytes(text.begin(), text.end()));
-}
+using testing::WriteTextFile;
 
 PairOptions TextPairs(const std::string& source, const std::string& target, int64_t max_length) {
   PairOptions options;
@@ -179,8 +176,8 @@ std::string ReadError(const std::string& path) {
 
 TEST(PairDatasetTest, LineAlignedFilesGivePairsOfIds) {
   const std::string dir = TempDir("pairs_text");
-  WriteText(dir + "/train.src", "ab\nba\n\nabc\n");
-  WriteText(dir + "/train.tgt", "xy\r\nyx\n\nzzz");  // CRLF, no final newline
+  WriteTextFile(dir + "/train.src", "ab\nba\n\nabc\n");
+  WriteTextFile(dir + "/train.tgt", "xy\r\nyx\n\nzzz");  // CRLF, no final newline
   auto data = Open(TextPairs(dir + "/train.src", dir + "/train.tgt", 8));
   ASSERT_NE(data, nullptr);
   ASSERT_EQ(data->size(), 3);  // line 3, empty on both sides, is skipped
@@ -211,8 +208,8 @@ TEST(PairDatasetTest, LineAlignedFilesGivePairsOfIds) {
 
 TEST(PairDatasetTest, LineCountsMustMatch) {
   const std::string dir = TempDir("pairs_counts");
-  WriteText(dir + "/a.de", "eins\nzwei\ndrei\n");
-  WriteText(dir + "/a.en", "one\ntwo\n");
+  WriteTextFile(dir + "/a.de", "eins\nzwei\ndrei\n");
+  WriteTextFile(dir + "/a.en", "one\ntwo\n");
   const std::string message = OpenError(TextPairs(dir + "/a.de", dir + "/a.en", 8));
   EXPECT_THAT(message, HasSubstr(dir + "/a.de has 3 lines and " + dir + "/a.en has 2"));
   EXPECT_THAT(message, HasSubstr(dir + "/a.en ran out first, after line 2"));
@@ -222,13 +219,13 @@ TEST(PairDatasetTest, LineCountsMustMatch) {
 
 TEST(PairDatasetTest, AnEmptySideIsAnError) {
   const std::string dir = TempDir("pairs_empty_side");
-  WriteText(dir + "/s", "a\n\nc\n");
-  WriteText(dir + "/t", "x\ny\nz\n");
+  WriteTextFile(dir + "/s", "a\n\nc\n");
+  WriteTextFile(dir + "/t", "x\ny\nz\n");
   EXPECT_THAT(OpenError(TextPairs(dir + "/s", dir + "/t", 8)),
               HasSubstr(dir + "/s:2 is empty but " + dir + "/t:2 is not"));
   EXPECT_THAT(OpenError(TextPairs(dir + "/t", dir + "/s", 8)),
               HasSubstr(dir + "/s:2 is empty but " + dir + "/t:2 is not"));
-  WriteText(dir + "/blank", "\n\n\n");
+  WriteTextFile(dir + "/blank", "\n\n\n");
   EXPECT_THAT(OpenError(TextPairs(dir + "/blank", dir + "/blank", 8)), HasSubstr("no pairs"));
   EXPECT_THAT(OpenError(TextPairs(dir + "/missing", dir + "/t", 8)), HasSubstr(dir + "/missing"));
 }
@@ -264,7 +261,7 @@ TEST(PairDatasetTest, CatalogFolderInNameOrder) {
   testing::WriteFile(folder + "/b.mo", MoFile({{"two", "deux"}}));
   testing::WriteFile(folder + "/a.mo", MoFile({{"one", "un"}}, true));
   testing::WriteFile(folder + "/.hidden.mo", MoFile({{"qqq", "qqq"}}));
-  WriteText(folder + "/notes.txt", "not a catalog");
+  WriteTextFile(folder + "/notes.txt", "not a catalog");
   fs::create_symlink("a.mo", folder + "/link.mo");
   PairOptions options;
   options.catalogs = {folder};
@@ -367,15 +364,15 @@ TEST(PairDatasetTest, DamagedCatalogsAreErrorsNamingTheFile) {
 
 TEST(PairDatasetTest, VocabularyFile) {
   const std::string dir = TempDir("pairs_vocabulary");
-  WriteText(dir + "/s", "ab\nba\n");
-  WriteText(dir + "/t", "b\na!\n");
-  WriteText(dir + "/vocab", "zba");
+  WriteTextFile(dir + "/s", "ab\nba\n");
+  WriteTextFile(dir + "/t", "b\na!\n");
+  WriteTextFile(dir + "/vocab", "zba");
   PairOptions options = TextPairs(dir + "/s", dir + "/t", 8);
   options.vocabulary = dir + "/vocab";
   EXPECT_THAT(
       OpenError(options),
       HasSubstr(dir + "/t:2: byte 1 is 0x21, which is not in the vocabulary of " + dir + "/vocab"));
-  WriteText(dir + "/vocab", "zba!");
+  WriteTextFile(dir + "/vocab", "zba!");
   auto data = Open(options);
   ASSERT_NE(data, nullptr);
   EXPECT_EQ(data->symbols(), Bytes({'!', 'a', 'b', 'z'}));
@@ -386,8 +383,8 @@ TEST(PairDatasetTest, VocabularyFile) {
 
 TEST(PairDatasetTest, LongerThanMaxLength) {
   const std::string dir = TempDir("pairs_long");
-  WriteText(dir + "/s", "abc\nabcdef\nab\nabc\n");
-  WriteText(dir + "/t", "xyz\nxy\nwxyzw\nx\n");
+  WriteTextFile(dir + "/s", "abc\nabcdef\nab\nabc\n");
+  WriteTextFile(dir + "/t", "xyz\nxy\nwxyzw\nx\n");
   // Pair lengths: max(3, 4) = 4, 6, 6, 3.
   std::string message = OpenError(TextPairs(dir + "/s", dir + "/t", 5));
   EXPECT_THAT(message, HasSubstr(dir + "/s:2 and " + dir + "/t:2: the source is 6 tokens and " +
@@ -576,8 +573,8 @@ TEST(PairDatasetTest, EpochBatchesCoverEveryPairOnce) {
 
 TEST(PairDatasetTest, FillPadsAndMarksIgnoredLabels) {
   const std::string dir = TempDir("pairs_fill");
-  WriteText(dir + "/s", "abc\nb\n");
-  WriteText(dir + "/t", "x\nyxy\n");
+  WriteTextFile(dir + "/s", "abc\nb\n");
+  WriteTextFile(dir + "/t", "x\nyxy\n");
   auto data = Open(TextPairs(dir + "/s", dir + "/t", 6));
   ASSERT_NE(data, nullptr);
   // Ids: a 3, b 4, c 5, x 6, y 7.
@@ -616,8 +613,8 @@ TEST(PairDatasetTest, FillPadsAndMarksIgnoredLabels) {
 // channels at T = max_length, the labels padded with kPairPaddingLabel.
 TEST(PairDatasetTest, PackedDatasetPadsToMaxLength) {
   const std::string dir = TempDir("pairs_packed");
-  WriteText(dir + "/s", "abc\nb\n");
-  WriteText(dir + "/t", "x\nyxy\n");
+  WriteTextFile(dir + "/s", "abc\nb\n");
+  WriteTextFile(dir + "/t", "x\nyxy\n");
   auto data = OpenPairDataset(TextPairs(dir + "/s", dir + "/t", 6), Split::kTrain);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
   const Dataset& d = **data;
@@ -639,8 +636,8 @@ TEST(PairDatasetTest, PackedDatasetPadsToMaxLength) {
 
 TEST(PairDatasetTest, BadOptionsAreErrors) {
   const std::string dir = TempDir("pairs_options");
-  WriteText(dir + "/s", "a\n");
-  WriteText(dir + "/t", "b\n");
+  WriteTextFile(dir + "/s", "a\n");
+  WriteTextFile(dir + "/t", "b\n");
   PairOptions none;
   none.max_length = 4;
   EXPECT_THAT(OpenError(none), HasSubstr("name exactly one corpus"));

@@ -25,10 +25,7 @@ namespace fs = std::filesystem;
 using testing::Bytes;
 using ::testing::HasSubstr;
 using testing::TempDir;
-
-void WriteText(const std::string& path, const std::string& text) {
-  testing::WriteFile(path, Bytes(text.begin(), text.end()));
-}
+using testing::WriteTextFile;
 
 TextOptions Options(const std::string& path, int64_t sequence) {
   TextOptions options;
@@ -77,7 +74,7 @@ const char kSymbols[] = " .abcdehinorst";
 
 TEST(TextDatasetTest, WindowIdsAndNextSymbolLabels) {
   const std::string dir = TempDir("text_window");
-  WriteText(dir + "/corpus.txt", kText);
+  WriteTextFile(dir + "/corpus.txt", kText);
   auto data = Open(Options(dir + "/corpus.txt", 4));
   ASSERT_NE(data, nullptr);
   EXPECT_EQ(data->example_shape(), Shape(1, 1, 1, 4));
@@ -109,7 +106,7 @@ TEST(TextDatasetTest, VocabularyIsTheSortedBytesOfTheWholeCorpus) {
   const std::string dir = TempDir("text_vocabulary");
   std::string text(95, 'b');
   text += "zzaab";  // the last 5 bytes (test_fraction 0.05) hold the only z and a
-  WriteText(dir + "/corpus.txt", text);
+  WriteTextFile(dir + "/corpus.txt", text);
   TextOptions options = Options(dir + "/corpus.txt", 2);
   auto train = Open(options, Split::kTrain);
   auto test = Open(options, Split::kTest);
@@ -122,7 +119,7 @@ TEST(TextDatasetTest, VocabularyIsTheSortedBytesOfTheWholeCorpus) {
   EXPECT_EQ(Labels(*test, 1), std::vector<float>({0, 1}));   // "aa" is followed by "ab"
 
   // A vocabulary file: its distinct bytes, sorted, whether or not the corpus uses them.
-  WriteText(dir + "/vocab.txt", "zyxbbaa");
+  WriteTextFile(dir + "/vocab.txt", "zyxbbaa");
   options.vocabulary = dir + "/vocab.txt";
   train = Open(options, Split::kTrain);
   ASSERT_NE(train, nullptr);
@@ -143,12 +140,12 @@ TEST(TextDatasetTest, FolderIsItsTextFilesInNameOrder) {
   const std::string dir = TempDir("text_folder");
   const std::string corpus = dir + "/fortunes";
   fs::create_directories(corpus + "/off");
-  WriteText(corpus + "/b", std::string(10, 'b'));
-  WriteText(corpus + "/a", std::string(10, 'a'));
+  WriteTextFile(corpus + "/b", std::string(10, 'b'));
+  WriteTextFile(corpus + "/a", std::string(10, 'a'));
   testing::WriteGzip(corpus + "/c.gz", Bytes(20, 'c'));  // read gunzipped
-  WriteText(corpus + "/a.dat", "xxxxxxxxxx");
-  WriteText(corpus + "/.hidden", "xxxxxxxxxx");
-  WriteText(corpus + "/off/d", "xxxxxxxxxx");
+  WriteTextFile(corpus + "/a.dat", "xxxxxxxxxx");
+  WriteTextFile(corpus + "/.hidden", "xxxxxxxxxx");
+  WriteTextFile(corpus + "/off/d", "xxxxxxxxxx");
   fs::create_symlink("a", corpus + "/a.u8");
   fs::create_symlink("off", corpus + "/link_to_folder");
   TextOptions options = Options(corpus, 5);
@@ -170,7 +167,7 @@ TEST(TextDatasetTest, TheLastTestFractionOfBytesIsTheTestSplit) {
   const std::string dir = TempDir("text_split");
   std::string text;
   for (int i = 0; i < 1000; ++i) text.push_back(static_cast<char>('A' + i % 50));
-  WriteText(dir + "/corpus.txt", text);
+  WriteTextFile(dir + "/corpus.txt", text);
   TextOptions options = Options(dir + "/corpus.txt", 10);
   options.test_fraction = 0.1;
   auto train = Open(options, Split::kTrain);
@@ -196,7 +193,7 @@ TEST(TextDatasetTest, StreamsAreContiguousAcrossBatches) {
   const std::string dir = TempDir("text_streams");
   std::string text;
   for (int i = 0; i < 200; ++i) text.push_back(static_cast<char>(i));  // id = byte value
-  WriteText(dir + "/corpus.bin", text);
+  WriteTextFile(dir + "/corpus.bin", text);
   constexpr int64_t kStreams = 3, kT = 4;
   TextOptions options = Options(dir + "/corpus.bin", kT);
   options.streams = kStreams;
@@ -226,7 +223,7 @@ TEST(TextDatasetTest, LoaderBatchesIdsAndLabels) {
   const std::string dir = TempDir("text_loader");
   std::string text;
   for (int i = 0; i < 400; ++i) text.push_back(static_cast<char>('a' + (i * 7) % 26));
-  WriteText(dir + "/corpus.txt", text);
+  WriteTextFile(dir + "/corpus.txt", text);
   constexpr int64_t kBatch = 4, kT = 8;
   for (int64_t streams : {int64_t{0}, kBatch}) {
     TextOptions options = Options(dir + "/corpus.txt", kT);
@@ -262,19 +259,19 @@ TEST(TextDatasetTest, LoaderBatchesIdsAndLabels) {
 TEST(TextDatasetTest, BadInputsAreErrorsNamingTheFile) {
   const std::string dir = TempDir("text_errors");
   const std::string corpus = dir + "/corpus.txt";
-  WriteText(corpus, kText);
+  WriteTextFile(corpus, kText);
 
   EXPECT_THAT(OpenError(Options(dir + "/missing.txt", 4)),
               HasSubstr(dir + "/missing.txt does not exist"));
-  WriteText(dir + "/empty.txt", "");
+  WriteTextFile(dir + "/empty.txt", "");
   EXPECT_THAT(OpenError(Options(dir + "/empty.txt", 4)), HasSubstr(dir + "/empty.txt is empty"));
   fs::create_directories(dir + "/no_text/sub");
-  WriteText(dir + "/no_text/index.dat", "abcdefgh");
+  WriteTextFile(dir + "/no_text/index.dat", "abcdefgh");
   EXPECT_THAT(OpenError(Options(dir + "/no_text", 4)),
               HasSubstr(dir + "/no_text holds no text files"));
   fs::create_directories(dir + "/empty_files");
-  WriteText(dir + "/empty_files/a", "");
-  WriteText(dir + "/empty_files/b", "");
+  WriteTextFile(dir + "/empty_files/a", "");
+  WriteTextFile(dir + "/empty_files/b", "");
   EXPECT_THAT(OpenError(Options(dir + "/empty_files", 4)),
               HasSubstr(dir + "/empty_files: its text files are empty"));
 
@@ -320,9 +317,9 @@ TEST(TextDatasetTest, BadInputsAreErrorsNamingTheFile) {
   EXPECT_THAT(OpenError(vocabulary), HasSubstr(dir + "/no_vocabulary.txt"));
   // In a folder, the offset is the byte's within its own file.
   fs::create_directories(dir + "/folder");
-  WriteText(dir + "/folder/a", "the cat sat");
-  WriteText(dir + "/folder/b", "on a\bhat");
-  WriteText(dir + "/vocab.txt", "abcdefghijklmnopqrstuvwxyz ");
+  WriteTextFile(dir + "/folder/a", "the cat sat");
+  WriteTextFile(dir + "/folder/b", "on a\bhat");
+  WriteTextFile(dir + "/vocab.txt", "abcdefghijklmnopqrstuvwxyz ");
   vocabulary.path = dir + "/folder";
   vocabulary.vocabulary = dir + "/vocab.txt";
   EXPECT_THAT(OpenError(vocabulary),

@@ -43,17 +43,13 @@ class CpuSoftmaxLossLayer : public SoftmaxLossLayer {
     float* dx = args.input_grads[0].data();
     const bool accumulate = args.accumulate[0];
     const int64_t c = classes_, pixels = pixels_, n = args.outputs[0].shape().n();
-    float scale = weight_ / static_cast<float>(args.slice.total(n) * pixels);
-    if (ignores()) {
-      std::vector<double> local;
-      double* kept = SliceSums(args.slice, 1, &local);
-      if (args.slice.runs(0)) {
-        for (int64_t r = 0; r < n * pixels; ++r)
-          *kept += static_cast<int64_t>(labels[r]) != ignored_;
-      }
-      if (!args.slice.runs(1)) return;
-      scale = weight_ / static_cast<float>(std::max(*kept, 1.0));
-    }
+    const auto kept_in_call = [&] {
+      double kept = 0;
+      for (int64_t r = 0; r < n * pixels; ++r) kept += static_cast<int64_t>(labels[r]) != ignored_;
+      return kept;
+    };
+    float scale = 0;
+    if (!GradientScale(args.slice, n, kept_in_call, &scale)) return;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n * pixels; ++r) {
       const int64_t base = (r / pixels) * c * pixels + r % pixels;

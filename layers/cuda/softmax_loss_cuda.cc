@@ -39,14 +39,10 @@ class CudaSoftmaxLossLayer : public SoftmaxLossLayer {
     float* dx = cuda::InputGrad(args, 0);
     if (dx == nullptr) return;
     const int64_t rows = args.outputs[0].shape().n();
-    float scale = weight_ / static_cast<float>(args.slice.total(rows) * pixels_);
-    if (ignores()) {
-      std::vector<double> local;
-      double* kept = SliceSums(args.slice, 1, &local);
-      if (args.slice.runs(0)) *kept += KeptSamples(args);
-      if (!args.slice.runs(1)) return;
-      scale = weight_ / static_cast<float>(std::max(*kept, 1.0));
-    }
+    float scale = 0;
+    if (!GradientScale(
+            args.slice, rows, [&] { return KeptSamples(args); }, &scale))
+      return;
     cudaStream_t stream = cuda::StreamOf(args.device);
     if (pixels_ > 1) {
       cuda::LaunchPixelSoftmaxLossBackward(rows, classes_, pixels_, args.outputs[0].data(),

@@ -35,6 +35,10 @@ inline void WriteFile(const std::string& path, const Bytes& bytes) {
   ASSERT_TRUE(out.good()) << path;
 }
 
+inline void WriteTextFile(const std::string& path, const std::string& text) {
+  WriteFile(path, Bytes(text.begin(), text.end()));
+}
+
 inline void WriteGzip(const std::string& path, const Bytes& bytes) {
   gzFile file = gzopen(path.c_str(), "wb");
   ASSERT_NE(file, nullptr) << path;
