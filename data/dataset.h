@@ -60,6 +60,15 @@ class Dataset {
   // class: 1 x 1 x 1 x 1), which GetPixelLabels writes for example `index`.
   virtual Shape label_shape() const { return Shape(1, 1, 1, 1); }
   virtual Status GetPixelLabels(int64_t index, float* labels) const;
+
+  // Sequences grouped by length (data.buckets): the increasing bounds of the
+  // length buckets, a batch being cut to the first bound that holds its
+  // longest example (CropPackedPairs); empty for the others.
+  virtual std::vector<int64_t> length_buckets() const { return {}; }
+  // The order of an epoch's examples for batches of `batch` when the
+  // dataset has one - each run of `batch` positions from one length bucket -
+  // drawn from `seed`; empty: the loader's shuffle.
+  virtual std::vector<int64_t> BatchOrder(int64_t batch, uint64_t seed) const { return {}; }
 };
 
 // Reads the idx files of `split` from `dir` (train-* or t10k-*), gzipped or

@@ -16,6 +16,7 @@
 #include <system_error>
 #include <utility>
 
+#include "framework/base/logging.h"
 #include "framework/base/random.h"
 
 namespace spill {
@@ -152,10 +153,23 @@ Loader::Order Loader::OrderFor(int64_t epoch) {
   return orders_.emplace(epoch, std::move(order)).first->second;
 }
 
-std::vector<int64_t> Loader::Permutation(int64_t epoch) const {
+std::vector<int64_t> Loader::EpochOrder(int64_t epoch) const {
+  if (options_.shuffle) return Permutation(epoch);
   std::vector<int64_t> order(dataset_.size());
   std::iota(order.begin(), order.end(), 0);
+  return order;
+}
+
+std::vector<int64_t> Loader::Permutation(int64_t epoch) const {
   const uint64_t seed = MixSeed(MixSeed(options_.seed, kShuffleStream), epoch);
+  // A dataset that groups its examples by length orders them itself.
+  std::vector<int64_t> grouped = dataset_.BatchOrder(options_.batch, seed);
+  if (!grouped.empty()) {
+    SPILL_CHECK_EQ(static_cast<int64_t>(grouped.size()), dataset_.size());
+    return grouped;
+  }
+  std::vector<int64_t> order(dataset_.size());
+  std::iota(order.begin(), order.end(), 0);
   for (int64_t i = static_cast<int64_t>(order.size()) - 1; i > 0; --i) {
     // Uniform j in [0, i] from the high half of a 64x64-bit product.
     const unsigned __int128 wide =

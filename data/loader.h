@@ -1,9 +1,10 @@
 // The batch loader: background threads assemble batches ahead of training.
 //
 // Order: epoch e visits the dataset in a permutation drawn from (seed, e)
-// (identity when shuffle is off); batch b of epoch e holds positions
-// [b * batch, (b + 1) * batch). Augmentation of a sample uses a seed drawn
-// from (seed, e, position). Nothing depends on thread timing, so a loader
+// (identity when shuffle is off) - the dataset's own where it groups its
+// examples into batches (Dataset::BatchOrder: sequences by length); batch b
+// of epoch e holds positions [b * batch, (b + 1) * batch). Augmentation of a
+// sample uses a seed drawn from (seed, e, position). Nothing depends on thread timing, so a loader
 // started at (epoch, batch) yields exactly what an uninterrupted one would.
 #ifndef SPILL_DATA_LOADER_H_
 #define SPILL_DATA_LOADER_H_
@@ -55,6 +56,9 @@ class Loader {
   // The next batch in order; blocks until it is ready. Errors from reading
   // the dataset (a truncated file, an undecodable image) come out here.
   StatusOr<Batch> Next();
+  // The dataset's indices in the order epoch `epoch` visits them (batch b
+  // holds positions [b * batch, (b + 1) * batch)).
+  std::vector<int64_t> EpochOrder(int64_t epoch) const;
 
  private:
   // A permutation of the dataset's indices; null means the identity.

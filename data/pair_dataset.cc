@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -590,8 +591,8 @@ class PairSet : public PairDataset {
 // OpenPairDataset's examples: each pair filled alone at T = max_length.
 class PackedPairs : public Dataset {
  public:
-  PackedPairs(std::unique_ptr<PairDataset> pairs, int64_t max_length)
-      : pairs_(std::move(pairs)), length_(max_length) {
+  PackedPairs(std::unique_ptr<PairDataset> pairs, int64_t max_length, bool buckets)
+      : pairs_(std::move(pairs)), length_(max_length), buckets_(buckets) {
     description_ = pairs_->Describe() + ", packed as 2 x 1 x " + std::to_string(length_) +
                    " (source, decoder input)";
   }
@@ -613,6 +614,24 @@ class PackedPairs : public Dataset {
     return Fill(index, image.data(), labels);
   }
 
+  std::vector<int64_t> length_buckets() const override {
+    return buckets_ ? pairs_->bucket_bounds() : std::vector<int64_t>{};
+  }
+
+  std::vector<int64_t> BatchOrder(int64_t batch, uint64_t seed) const override {
+    if (!buckets_) return {};
+    auto batches = pairs_->EpochBatches(batch, seed);
+    SPILL_CHECK(batches.ok()) << batches.status().ToString();  // the loader's batch is >= 1
+    std::vector<int64_t> order, remainders;
+    for (const PairBatch& b : *batches) {
+      std::vector<int64_t>& into =
+          static_cast<int64_t>(b.indices.size()) == batch ? order : remainders;
+      into.insert(into.end(), b.indices.begin(), b.indices.end());
+    }
+    order.insert(order.end(), remainders.begin(), remainders.end());
+    return order;
+  }
+
  private:
   Status Fill(int64_t index, float* image, float* labels) const {
     PairBatch one;
@@ -623,6 +642,7 @@ class PackedPairs : public Dataset {
 
   std::unique_ptr<PairDataset> pairs_;
   int64_t length_;
+  bool buckets_;
   std::string description_;
 };
 
@@ -630,7 +650,40 @@ class PackedPairs : public Dataset {
 
 StatusOr<std::unique_ptr<Dataset>> OpenPairDataset(const PairOptions& options, Split split) {
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PairDataset> pairs, OpenPairs(options, split));
-  return std::unique_ptr<Dataset>(new PackedPairs(std::move(pairs), options.max_length));
+  return std::unique_ptr<Dataset>(
+      new PackedPairs(std::move(pairs), options.max_length, options.buckets));
+}
+
+int64_t PackedPairsLength(const std::vector<float>& images, const std::vector<float>& labels,
+                          int64_t count, int64_t width) {
+  int64_t length = 0;
+  for (int64_t n = 0; n < count; ++n) {
+    for (int64_t t = width - 1; t >= length; --t) {
+      const float* example = images.data() + n * 2 * width;
+      if (example[t] != kPadId || example[width + t] != kPadId ||
+          labels[n * width + t] != kPairPaddingLabel) {
+        length = t + 1;
+        break;
+      }
+    }
+  }
+  return length;
+}
+
+void CropPackedPairs(int64_t count, int64_t width, int64_t length, std::vector<float>* images,
+                     std::vector<float>* labels) {
+  SPILL_CHECK(length >= 1 && length <= width) << length << " of " << width;
+  // Row r of the cut batch comes from row r of the whole one, never later in
+  // memory: in place, front to back.
+  for (int64_t row = 0; row < 2 * count; ++row) {
+    std::memmove(images->data() + row * length, images->data() + row * width,
+                 length * sizeof(float));
+  }
+  for (int64_t n = 0; n < count; ++n) {
+    std::memmove(labels->data() + n * length, labels->data() + n * width, length * sizeof(float));
+  }
+  images->resize(2 * count * length);
+  labels->resize(count * length);
 }
 
 StatusOr<std::unique_ptr<PairDataset>> OpenPairs(const PairOptions& options, Split split) {

@@ -80,6 +80,10 @@ struct PairOptions {
   double test_fraction = 0.05;
   // A file whose distinct bytes are the symbols ("" = those of the corpus).
   std::string vocabulary;
+  // OpenPairDataset: batches of one length bucket each, cut to its bound
+  // (Dataset::BatchOrder, Dataset::length_buckets); false: every batch
+  // padded to max_length.
+  bool buckets = false;
   // Increasing bucket lengths, the last one max_length. Empty: four even
   // buckets, ceil(max_length * k / 4) for k = 1..4 (fewer when they
   // coincide, for max_length < 4).
@@ -155,7 +159,22 @@ constexpr int kPairPaddingLabel = -1;
 // ids, kEosId, then kPairPaddingLabel. A network slices the channels apart
 // (slice begin/end); Get returns the first label. num_classes() is
 // vocabulary_size(). Get and GetPixelLabels only copy, and are thread-safe.
+//
+// With options.buckets the dataset lists its length buckets and orders an
+// epoch's examples as EpochBatches does: whole batches of one bucket, in
+// random order, then the buckets' remainders together (the loader drops or
+// keeps the last short batch as it is told).
 StatusOr<std::unique_ptr<Dataset>> OpenPairDataset(const PairOptions& options, Split split);
+
+// The length of a batch of `count` packed examples (2 x 1 x `width` ids,
+// `width` labels each): past it every id is kPadId and every label
+// kPairPaddingLabel, in every example.
+int64_t PackedPairsLength(const std::vector<float>& images, const std::vector<float>& labels,
+                          int64_t count, int64_t width);
+// Cuts a batch of `count` packed examples from `width` positions to the
+// first `length` (<= width), in place.
+void CropPackedPairs(int64_t count, int64_t width, int64_t length, std::vector<float>* images,
+                     std::vector<float>* labels);
 
 // One message of a gettext catalog: its entry (0-based, in the catalog's
 // order), the singular msgid without its context, the first msgstr.

@@ -20,6 +20,16 @@ Status InputLayer::Reshape(const std::vector<Shape>&, std::vector<Shape>* output
   return Status::Ok();
 }
 
+Status InputLayer::SetSequenceLength(int64_t length) {
+  if (length < 1 || length > kMaxLayerExtent) {
+    return InvalidArgument("layer '" + name() + "': a sequence length of " +
+                           std::to_string(length) + " is outside [1, " +
+                           std::to_string(kMaxLayerExtent) + "]");
+  }
+  shape_[2] = length;
+  return Status::Ok();
+}
+
 void InputLayer::Forward(const ForwardArgs& args) const {
   SPILL_CHECK(args.batch != nullptr && args.batch->images != nullptr)
       << "no batch fed to " << name();

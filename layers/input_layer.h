@@ -23,6 +23,8 @@ class InputLayer : public Layer {
   bool is_input() const override { return true; }
   bool supports_slices() const override { return true; }
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
+  // The width of `shape` becomes `length`, within [1, kMaxLayerExtent].
+  Status SetSequenceLength(int64_t length) override;
   BackwardNeeds backward_needs() const override { return {}; }
   LayerCost cost() const override { return LayerCost::kCheckpoint; }
   // The batch comes from host memory.

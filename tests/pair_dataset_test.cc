@@ -634,6 +634,61 @@ TEST(PairDatasetTest, PackedDatasetPadsToMaxLength) {
   EXPECT_FALSE(d.Get(2, 0, example.data()).ok());
 }
 
+// data.buckets: the packed dataset lists its buckets and orders an epoch in
+// whole batches of one bucket, the remainders last; a batch is then cut to
+// the bound of its longest pair.
+TEST(PairDatasetTest, BucketedOrderGroupsBatchesByLength) {
+  PairOptions options = Synthetic("reverse", 203, 1, 15, 11);  // buckets [4, 8, 12, 16]
+  auto pairs = Open(options);
+  ASSERT_NE(pairs, nullptr);
+  auto plain = OpenPairDataset(options, Split::kTrain);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE((*plain)->length_buckets().empty());
+  EXPECT_TRUE((*plain)->BatchOrder(8, 1).empty());
+  options.buckets = true;
+  auto data = OpenPairDataset(options, Split::kTrain);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  EXPECT_EQ((*data)->length_buckets(), std::vector<int64_t>({4, 8, 12, 16}));
+  constexpr int64_t kBatch = 8;
+  const std::vector<int64_t> order = (*data)->BatchOrder(kBatch, 42);
+  ASSERT_EQ(static_cast<int64_t>(order.size()), pairs->size());
+  std::vector<int64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < pairs->size(); ++i) ASSERT_EQ(sorted[i], i);
+  // Whole batches first, each of one bucket; then the remainders, fewer
+  // than a batch per bucket.
+  int64_t whole = 0;
+  std::vector<int64_t> per_bucket(4, 0);
+  for (int64_t i = 0; i < pairs->size(); ++i) per_bucket[pairs->bucket(i)]++;
+  for (int64_t n : per_bucket) whole += n / kBatch;
+  for (int64_t b = 0; b < whole; ++b) {
+    for (int64_t k = 1; k < kBatch; ++k) {
+      ASSERT_EQ(pairs->bucket(order[b * kBatch + k]), pairs->bucket(order[b * kBatch]))
+          << "batch " << b;
+    }
+  }
+  EXPECT_NE((*data)->BatchOrder(kBatch, 43), order);
+  EXPECT_EQ((*data)->BatchOrder(kBatch, 42), order);
+}
+
+TEST(PairDatasetTest, APackedBatchIsCutToItsLongestPair) {
+  // Two examples of width 5: "ab" -> "ba" and "c" -> "c".
+  std::vector<float> images = {3, 4, 0, 0, 0, 1, 4, 3, 0, 0,   //
+                               5, 0, 0, 0, 0, 1, 5, 0, 0, 0};  //
+  std::vector<float> labels = {4, 3, 2,  -1, -1,               //
+                               5, 2, -1, -1, -1};
+  EXPECT_EQ(PackedPairsLength(images, labels, 2, 5), 3);  // "ba" + <eos>
+  EXPECT_EQ(PackedPairsLength(images, labels, 1, 5), 3);
+  std::vector<float> second_images(images.begin() + 10, images.end());
+  std::vector<float> second_labels(labels.begin() + 5, labels.end());
+  EXPECT_EQ(PackedPairsLength(second_images, second_labels, 1, 5), 2);
+  CropPackedPairs(2, 5, 3, &images, &labels);
+  EXPECT_EQ(images, std::vector<float>({3, 4, 0, 1, 4, 3, 5, 0, 0, 1, 5, 0}));
+  EXPECT_EQ(labels, std::vector<float>({4, 3, 2, 5, 2, -1}));
+  std::vector<float> pad_images(10, 0), pad_labels(5, -1);
+  EXPECT_EQ(PackedPairsLength(pad_images, pad_labels, 1, 5), 0);
+}
+
 TEST(PairDatasetTest, BadOptionsAreErrors) {
   const std::string dir = TempDir("pairs_options");
   WriteTextFile(dir + "/s", "a\n");

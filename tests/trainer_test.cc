@@ -833,6 +833,49 @@ TEST_F(PairsTrainTest, LineAlignedFilesTrain) {
   TrainsAndEvaluates("source: train.src, target: train.tgt, max_length: 6, test_fraction: 0.2");
 }
 
+// data.buckets: each batch cut to its bucket's bound, the network and its
+// memory plan following; eval cuts the test batches as train's evaluation
+// does, and reproduces its figures.
+TEST_F(PairsTrainTest, BucketsCutEachBatchToItsLengthAndEvalAgrees) {
+  const std::string data =
+      "synthetic: reverse, synthetic_pairs: 300, synthetic_max_length: 10, max_length: 12, "
+      "test_fraction: 0.1, buckets: true";
+  auto config = Parse(data, "{name: loss, type: softmax_loss, ignore_label: -1}");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  config->run.steps = 30;
+  config->memory.allocator = "static";
+  TrainOptions options;
+  options.progress = false;
+  options.verbose = false;
+  auto trainer = Trainer::Create(*config, options);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  const TrainReport& r = (*trainer)->report();
+  EXPECT_EQ(r.steps, 30);
+  for (double loss : r.losses) EXPECT_TRUE(std::isfinite(loss)) << loss;
+  // Buckets [3, 6, 9, 12]: 30 batches visit them all, and only the first
+  // batch of each length (or the static allocator's profiling again after
+  // a longer one) plans anew.
+  EXPECT_EQ(r.lengths_planned, 4);
+  EXPECT_GE(r.replanned_iterations, 3);
+  EXPECT_LE(r.replanned_iterations, 6);
+  ASSERT_TRUE(r.evaluated);
+  // The network is built at max_length; a plan of the epoch's batches.
+  EXPECT_EQ((*trainer)->net().batch(), 8);
+  auto inference = Inference::Create(*config, (*trainer)->checkpoint_path());
+  ASSERT_TRUE(inference.ok()) << inference.status().ToString();
+  auto eval = (*inference)->Evaluate();
+  ASSERT_TRUE(eval.ok()) << eval.status().ToString();
+  EXPECT_EQ(eval->accuracy, r.test_accuracy);
+  EXPECT_EQ(eval->loss, r.test_loss);
+  // A trace holds batches of one length.
+  options.trace_dir = (dir_ / "trace").string();
+  config->run.output = (dir_ / "traced").string();
+  auto traced = Trainer::Create(*config, options);
+  ASSERT_FALSE(traced.ok());
+  EXPECT_THAT(traced.status().message(), HasSubstr("--trace records batches of one length"));
+}
+
 TEST_F(PairsTrainTest, ALossThatScoresThePaddingIsRefused) {
   auto config = Parse(
       "synthetic: reverse, synthetic_pairs: 50, synthetic_max_length: 3, "

@@ -43,6 +43,7 @@
 #include "tools/common/cli.h"
 #include "tools/common/net_options.h"
 #include "tools/common/timeline_tools.h"
+#include "tools/planning/length_plan.h"
 #include "tools/planning/plan_args.h"
 #include "tools/trainer/train_config.h"
 
@@ -58,6 +59,9 @@ struct Subject {
   SolverConfig solver;
   bool has_solver = false;
   MemoryOptions memory;
+  // data.buckets: the length buckets, and epoch 1's batch lengths.
+  std::vector<int64_t> bounds;
+  std::vector<int64_t> lengths;
 };
 
 StatusOr<Subject> Load(const Args& a) {
@@ -85,6 +89,7 @@ StatusOr<Subject> Load(const Args& a) {
       SPILL_ASSIGN_OR_RETURN(spec, ParseNetNode(c.model_node, c.file, c.model_params, c.base_dir));
     }
     if (!a.batch) batch = c.data.batch;
+    SPILL_ASSIGN_OR_RETURN(s.lengths, EpochLengths(c, batch, &s.bounds));
     s.solver = c.solver;
     s.has_solver = true;
     s.memory = c.memory;
@@ -446,6 +451,12 @@ struct ModeRun {
         std::printf("  %s\n", DescribeFallback(runnable).c_str());
       }
       if (plan.fits) PrintMapping(plan);
+      if (plan.fits && !subject.lengths.empty()) {
+        SPILL_ASSIGN_OR_RETURN(BucketsPlan buckets,
+                               PlanBuckets(*subject.net, options, subject.bounds, subject.lengths,
+                                           args.inference ? Phase::kEval : Phase::kTrain));
+        std::fputs(DescribeBuckets(buckets).c_str(), stdout);
+      }
       if (prediction) {
         std::printf("  predicted on %s: %s\n", predictor->profile().name.c_str(),
                     DescribePrediction(*prediction, net.batch(), &predictor->roomy()).c_str());

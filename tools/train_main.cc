@@ -173,6 +173,12 @@ void PrintSummary(const Trainer& trainer, const TrainConfig& c) {
         "\n  stochastic depth: %ld residual branches dropped, %ld layer computations skipped",
         static_cast<long>(r.dropped_branches), static_cast<long>(r.skipped_computations));
   }
+  if (r.lengths_planned > 0) {
+    std::fprintf(stderr,
+                 "\n  length buckets: %ld lengths planned; %ld of %zu iterations planned anew",
+                 static_cast<long>(r.lengths_planned), static_cast<long>(r.replanned_iterations),
+                 r.losses.size());
+  }
   std::fprintf(stderr, "\n  checkpoint: %s\n", trainer.checkpoint_path().c_str());
 }
 

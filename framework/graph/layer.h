@@ -161,6 +161,12 @@ class Layer {
   // the loss, its gradient or the accuracy, and the mean is over the rest.
   virtual int64_t ignored_label() const { return kNoIgnoredLabel; }
   virtual bool is_input() const { return false; }
+  // Input layers: the length of the sequences the next batches carry (the
+  // last dimension of `shape`, spill's time axis, N x C x 1 x T), set
+  // before the network reshapes again (Net::SetSequenceLength).
+  virtual Status SetSequenceLength(int64_t length) {
+    return InvalidArgument("layer '" + name_ + "' (" + type_ + ") takes no sequence length");
+  }
   // Whether backward produces a gradient for input i (not for labels).
   virtual bool propagates_to(int input) const { return true; }
   // Stochastic depth: the input this layer leaves out of an iteration, or

@@ -52,6 +52,7 @@ StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions&
   SPILL_RETURN_IF_ERROR(net->InferShapes(*route));
   SPILL_RETURN_IF_ERROR(net->CheckLosses());
   net->schedule_ = BuildSchedule(net->decls_, *route);
+  net->blocked_layouts_ = options.blocked_layouts;
   net->AssignLayouts(options.blocked_layouts);
   net->RefreshWorkspaces();
   return net;
@@ -125,6 +126,7 @@ Status Net::InferShapes(const std::vector<int>& route) {
   for (int id : route) {
     Layer& layer = *layers_[id];
     LayerDecl& decl = decls_[id];
+    decl.propagates.clear();
     std::vector<Shape> in;
     for (const auto& i : decl.inputs) in.push_back(shapes[i.layer][i.output]);
     Status status = layer.Reshape(in, &shapes[id]);
@@ -150,6 +152,41 @@ Status Net::InferShapes(const std::vector<int>& route) {
     decl.forward_workspace = layer.workspace_bytes(Pass::kForward);
     decl.backward_workspace = layer.workspace_bytes(Pass::kBackward);
   }
+  return Status::Ok();
+}
+
+Status Net::SetSequenceLength(int64_t length) {
+  const int64_t before = sequence_length();
+  if (length == before) return Status::Ok();
+  Status status = Reshape(length);
+  if (!status.ok()) SPILL_CHECK(Reshape(before).ok()) << name_ << ": cannot restore its length";
+  return status;
+}
+
+Status Net::Reshape(int64_t length) {
+  for (int id : input_layers_) SPILL_RETURN_IF_ERROR(layers_[id]->SetSequenceLength(length));
+  SPILL_RETURN_IF_ERROR(InferShapes(schedule_.route));
+  // The same graph gives the same tensors in the same order; the solver's
+  // state, appended later, is persistent and keeps its shape.
+  const Schedule fresh = BuildSchedule(decls_, schedule_.route);
+  SPILL_CHECK_LE(fresh.tensors.size(), schedule_.tensors.size());
+  for (size_t t = 0; t < fresh.tensors.size(); ++t) {
+    const TensorInfo& now = fresh.tensors[t];
+    const TensorInfo& was = schedule_.tensors[t];
+    SPILL_CHECK(now.name == was.name && now.kind == was.kind) << now.name << " vs " << was.name;
+    if (!IsTransient(now.kind) && !(now.shape == was.shape)) {
+      return InvalidArgument(file_ + ": '" + now.name + "' is " + now.shape.ToString() +
+                             " at sequence length " + std::to_string(length) + " but " +
+                             was.shape.ToString() +
+                             " before: the parameters must not depend on the length");
+    }
+  }
+  for (size_t t = 0; t < fresh.tensors.size(); ++t) {
+    schedule_.tensors[t].shape = fresh.tensors[t].shape;
+    schedule_.tensors[t].bytes = fresh.tensors[t].bytes;
+  }
+  AssignLayouts(blocked_layouts_);
+  RefreshWorkspaces();
   return Status::Ok();
 }
 

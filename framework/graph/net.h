@@ -48,6 +48,16 @@ class Net {
   // each layer and the layers' algorithm candidates. Valid while the Net lives.
   NetworkView view() const;
 
+  // Variable-length sequences: the time axis of the input (the width of its
+  // N x C x 1 x T shape) becomes `length` and every shape is inferred again,
+  // in place: the same tensors and steps, their sizes and workspaces those of
+  // the new length. Parameters and solver state must not depend on it (an
+  // error naming the first that does); on any error the network keeps its
+  // length. Call between iterations, then hand the new view to the memory
+  // runtime (MemoryRuntime::Reshape).
+  Status SetSequenceLength(int64_t length);
+  int64_t sequence_length() const { return input_shape().w(); }
+
   // The layers that feed data and compute losses.
   const std::vector<int>& input_layers() const { return input_layers_; }
   const std::vector<int>& loss_layers() const { return loss_layers_; }
@@ -67,6 +77,8 @@ class Net {
   Status CheckLosses() const;
   // Chooses the activations' layouts and tells the layers.
   void AssignLayouts(bool blocked);
+  // SetSequenceLength's work, without restoring the length on failure.
+  Status Reshape(int64_t length);
   // Workspaces can depend on the layouts and on which input gradients are
   // wanted, known only once the schedule is built.
   void RefreshWorkspaces();
@@ -86,6 +98,7 @@ class Net {
   std::string name_;
   std::string file_;
   int64_t batch_ = 1;
+  bool blocked_layouts_ = true;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<LayerDecl> decls_;
   std::vector<LayerSpec> specs_;

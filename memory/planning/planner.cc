@@ -80,6 +80,50 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
   return PlanIterations(view, options, nullptr, inspect);
 }
 
+StatusOr<LengthsPlan> PlanLengths(const NetworkView& view, const MemoryOptions& options,
+                                  const std::vector<int64_t>& lengths,
+                                  const std::function<StatusOr<NetworkView>(int64_t)>& reshape,
+                                  Phase phase) {
+  LengthsPlan plan;
+  auto created = MemoryRuntime::Create(view, options, /*device=*/nullptr);
+  if (!created.ok()) {
+    if (created.status().code() != StatusCode::kOutOfMemory) return created.status();
+    plan.fits = false;
+    plan.failure = created.status().message();
+    return plan;
+  }
+  MemoryRuntime& runtime = **created;
+  int64_t recomputations = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    SPILL_ASSIGN_OR_RETURN(NetworkView reshaped, reshape(lengths[i]));
+    const int64_t replans = runtime.replans();
+    const int64_t mismatches = runtime.allocator().mismatches();
+    SPILL_RETURN_IF_ERROR(runtime.Reshape(reshaped));
+    Status status = RunWithoutDevice(runtime, phase, &recomputations);
+    if (!status.ok()) {
+      if (status.code() != StatusCode::kOutOfMemory) return status;
+      plan.fits = false;
+      plan.failure = "at length " + std::to_string(lengths[i]) + ": " + status.message();
+      break;
+    }
+    MemoryPlan it;
+    it.log = runtime.log();
+    it.peak = it.log.peak;
+    it.peak_step = it.log.peak_step;
+    it.persistent = it.log.persistent;
+    it.events = runtime.events();
+    it.footprint = runtime.allocator().PeakFootprint();
+    it.mismatches = runtime.allocator().mismatches() - mismatches;
+    plan.peak = std::max(plan.peak, it.peak);
+    plan.replanned.push_back(runtime.replans() > replans || it.mismatches > 0);
+    plan.iterations.push_back(std::move(it));
+  }
+  plan.replans = runtime.replans();
+  plan.mismatches = runtime.allocator().mismatches();
+  plan.footprint = runtime.allocator().PeakFootprint();
+  return plan;
+}
+
 StatusOr<MemoryPlan> PlanInference(const NetworkView& view, const MemoryOptions& options) {
   return PlanIterations(view, options, nullptr, nullptr, Phase::kEval);
 }
@@ -111,10 +155,19 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
   return Plan(view, options, plans, profile);
 }
 
-StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, size_t resolution) {
-  MemoryOptions roomy = options;
-  roomy.device_budget = kUnlimitedBudget;
-  SPILL_ASSIGN_OR_RETURN(MemoryPlan unlimited, Plan(view, roomy));
+namespace {
+
+// What a budget search needs of one probe.
+struct BudgetProbe {
+  bool fits = false;
+  size_t footprint = 0;   // without a limit: where the search starts
+  size_t persistent = 0;  // below this nothing runs
+  std::string failure;
+};
+using ProbeAt = std::function<StatusOr<BudgetProbe>(size_t budget)>;
+
+StatusOr<size_t> SearchBudget(const ProbeAt& probe, size_t resolution) {
+  SPILL_ASSIGN_OR_RETURN(BudgetProbe unlimited, probe(kUnlimitedBudget));
   if (!unlimited.fits) {
     return OutOfMemory("does not run even without a budget: " + unlimited.failure);
   }
@@ -129,8 +182,7 @@ StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, s
   size_t hi = RoundToBlocks(unlimited.footprint), lo = unlimited.persistent;
   size_t growth = std::max<size_t>(kPoolBlockBytes, hi / kGrowthDivisor);
   for (;;) {
-    options.device_budget = hi;
-    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(view, options));
+    SPILL_ASSIGN_OR_RETURN(BudgetProbe plan, probe(hi));
     if (plan.fits) break;
     if (hi >= kUnlimitedBudget / 2) return OutOfMemory("no budget runs: " + plan.failure);
     lo = hi;
@@ -143,8 +195,7 @@ StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, s
   while (hi - lo > resolution) {
     size_t mid = RoundToBlocks(lo + (hi - lo) / 2);
     if (mid >= hi) break;
-    options.device_budget = mid;
-    SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(view, options));
+    SPILL_ASSIGN_OR_RETURN(BudgetProbe plan, probe(mid));
     if (plan.fits) {
       hi = mid;
     } else {
@@ -152,6 +203,32 @@ StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, s
     }
   }
   return hi;
+}
+
+}  // namespace
+
+StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options, size_t resolution) {
+  return SearchBudget(
+      [&](size_t budget) -> StatusOr<BudgetProbe> {
+        options.device_budget = budget;
+        SPILL_ASSIGN_OR_RETURN(MemoryPlan plan, Plan(view, options));
+        return BudgetProbe{plan.fits, plan.footprint, plan.persistent, plan.failure};
+      },
+      resolution);
+}
+
+StatusOr<size_t> MinimumBudgetForLengths(
+    const std::function<StatusOr<NetworkView>(int64_t)>& reshape, int64_t start,
+    MemoryOptions options, const std::vector<int64_t>& lengths, size_t resolution) {
+  return SearchBudget(
+      [&](size_t budget) -> StatusOr<BudgetProbe> {
+        options.device_budget = budget;
+        SPILL_ASSIGN_OR_RETURN(NetworkView view, reshape(start));
+        SPILL_ASSIGN_OR_RETURN(LengthsPlan plan, PlanLengths(view, options, lengths, reshape));
+        const size_t persistent = plan.iterations.empty() ? 0 : plan.iterations.front().persistent;
+        return BudgetProbe{plan.fits, plan.footprint, persistent, plan.failure};
+      },
+      resolution);
 }
 
 }  // namespace spill

@@ -91,10 +91,41 @@ StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
 StatusOr<MemoryPlan> Plan(const NetworkView& view, const MemoryOptions& options,
                           const PhasePlans& plans);
 
+// Variable-length sequences: a run whose iteration i sees sequence length
+// lengths[i]. `reshape(length)` sets the network's length
+// (Net::SetSequenceLength) and returns its view; the runtime is then told
+// (MemoryRuntime::Reshape) and plays the iteration, exactly as a run does.
+struct LengthsPlan {
+  std::vector<MemoryPlan> iterations;  // per iteration: log, peak, events
+  // Iterations that planned anew: the runtime made a plan for sizes it had
+  // not seen, or the allocator left its profile (a static allocator's
+  // re-profiling after a larger request).
+  std::vector<bool> replanned;
+  int64_t replans = 0;     // MemoryRuntime::replans
+  int64_t mismatches = 0;  // the allocator's, over every iteration
+  size_t footprint = 0;    // the allocator's highest end offset over the run
+  size_t peak = 0;         // the highest bytes in use over the run
+  bool fits = true;
+  std::string failure;
+};
+StatusOr<LengthsPlan> PlanLengths(const NetworkView& view, const MemoryOptions& options,
+                                  const std::vector<int64_t>& lengths,
+                                  const std::function<StatusOr<NetworkView>(int64_t)>& reshape,
+                                  Phase phase = Phase::kTrain);
+
 // The smallest budget, to `resolution` bytes, with which `options`' mode runs
 // an iteration. Fails when even an unlimited budget does not.
 StatusOr<size_t> MinimumBudget(const NetworkView& view, MemoryOptions options,
                                size_t resolution = 0);
+
+// The same for a run over `lengths` (PlanLengths), the network at length
+// `start` when the runtime is created: what an allocator keeps from one
+// length to the next (the caching allocator's segments, a static profile's
+// slots, the holes shorter tensors leave) can need more than the longest
+// length alone does.
+StatusOr<size_t> MinimumBudgetForLengths(
+    const std::function<StatusOr<NetworkView>(int64_t)>& reshape, int64_t start,
+    MemoryOptions options, const std::vector<int64_t>& lengths, size_t resolution = 0);
 
 }  // namespace spill
 

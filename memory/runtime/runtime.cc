@@ -73,10 +73,9 @@ Status MemoryRuntime::Reserve() {
   context.settings = options_.settings;
   // Profile-guided allocators plan an iteration with an accounting-only
   // allocator first; the profiler runs this runtime's own code without a device.
-  const NetworkView view = view_;
-  const MemoryOptions options = options_;
-  context.profiler = [view, options](Phase phase, size_t budget) {
-    return ProfileAllocations(view, options, phase, budget);
+  // It reads the runtime's current view: after a Reshape, the new sizes.
+  context.profiler = [this](Phase phase, size_t budget) {
+    return ProfileAllocations(view_, options_, phase, budget);
   };
   SPILL_ASSIGN_OR_RETURN(allocator_, CreateAllocator(options_.allocator, context));
   if (options_.record_events) allocator_->set_event_log(&log_events_);
@@ -97,10 +96,54 @@ Status MemoryRuntime::Reserve() {
 Status MemoryRuntime::PlanPolicies(const GivenPlans* given) {
   if (given == nullptr) {
     SPILL_ASSIGN_OR_RETURN(plans_, MakeTransferPlans(view_, options_));
+    plans_by_size_[Sizes()] = plans_;
   } else {
     plans_ = given->plans;
     AddParameterTransfers(schedule_, options_, &plans_);
     SPILL_RETURN_IF_ERROR(CompletePlans(schedule_, options_, &plans_));
+    given_plans_ = true;
+    given_sizes_ = Sizes();
+  }
+  SPILL_ASSIGN_OR_RETURN(eviction_, CreateEviction(options_.eviction, schedule_));
+  return Status::Ok();
+}
+
+std::vector<size_t> MemoryRuntime::Sizes() const {
+  std::vector<size_t> sizes;
+  sizes.reserve(schedule_.tensors.size());
+  for (const TensorInfo& info : schedule_.tensors) sizes.push_back(info.bytes);
+  return sizes;
+}
+
+Status MemoryRuntime::Reshape(const NetworkView& view) {
+  SPILL_CHECK(view.schedule == view_.schedule) << "Reshape: another network's view";
+  SPILL_CHECK_EQ(step_, -1) << "Reshape during an iteration";
+  const std::vector<size_t> sizes = Sizes();
+  if (given_plans_ && sizes != given_sizes_) {
+    return InvalidArgument(
+        "memory: the plan given to the run was made for other tensor sizes; a run whose "
+        "sequence lengths vary needs a plan per length (or a memory mode that plans)");
+  }
+  // Kept tensors are in blocks of their old sizes: they go, and the next
+  // iteration places them anew.
+  if (all_transient_ == AllTransient::kAllocated) {
+    for (TensorId id = 0; id < static_cast<TensorId>(schedule_.tensors.size()); ++id) {
+      if (IsTransient(schedule_.tensors[id].kind) &&
+          residency_->state(id) != Residency::kUnallocated) {
+        Release(id);
+      }
+    }
+    all_transient_ = AllTransient::kNotYet;
+  }
+  view_ = view;
+  if (given_plans_) return Status::Ok();
+  auto known = plans_by_size_.find(sizes);
+  if (known != plans_by_size_.end()) {
+    plans_ = known->second;
+  } else {
+    SPILL_ASSIGN_OR_RETURN(plans_, MakeTransferPlans(view_, options_));
+    plans_by_size_.emplace(sizes, plans_);
+    ++replans_;
   }
   SPILL_ASSIGN_OR_RETURN(eviction_, CreateEviction(options_.eviction, schedule_));
   return Status::Ok();

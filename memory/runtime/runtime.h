@@ -37,6 +37,7 @@
 #define SPILL_MEMORY_RUNTIME_RUNTIME_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,20 @@ class MemoryRuntime : public TensorStore {
                                                          Device* device,
                                                          const GivenPlans* given = nullptr);
   ~MemoryRuntime() override;
+
+  // Variable-length sequences: the network's sizes changed between
+  // iterations (Net::SetSequenceLength), `view` the network's new view of the
+  // same schedule. The plans are those made before for these sizes, or made
+  // now - a re-plan, counted; tensors kept from one iteration to the next
+  // (without liveness) are given back, to be placed again at their new
+  // sizes. The allocator is told nothing: a profile-guided one serves a
+  // smaller request in its profiled slot and profiles again when one is
+  // larger (its mismatches). Plans given at creation hold for their sizes
+  // only: another size is an error.
+  Status Reshape(const NetworkView& view);
+  // Plans made for sizes not seen before, since creation (not counting the
+  // first).
+  int64_t replans() const { return replans_; }
 
   Status BeginIteration(Phase phase) override;
   Status PrepareStep(const Step& step, StepRunner& runner) override;
@@ -254,7 +269,10 @@ class MemoryRuntime : public TensorStore {
   // The plan of the current phase.
   const TransferPlan& plan() const { return phase_ == Phase::kTrain ? plans_.train : plans_.eval; }
 
-  const NetworkView view_;
+  // The schedule's sizes, one per tensor: what a plan was made for.
+  std::vector<size_t> Sizes() const;
+
+  NetworkView view_;
   const Schedule& schedule_;
   MemoryOptions options_;
   std::unique_ptr<DeviceAllocator> allocator_;
@@ -274,6 +292,11 @@ class MemoryRuntime : public TensorStore {
   Overdraft overdraft_;
   Phase phase_ = Phase::kTrain;
   int step_ = -1;  // the step being prepared or run
+  // Plans by the sizes they were made for (Reshape); empty with given plans.
+  std::map<std::vector<size_t>, PhasePlans> plans_by_size_;
+  bool given_plans_ = false;
+  std::vector<size_t> given_sizes_;
+  int64_t replans_ = 0;
   // Without liveness every transient tensor is allocated once, before the
   // first iteration's steps, and kept.
   enum class AllTransient { kNotYet, kAllocating, kAllocated };

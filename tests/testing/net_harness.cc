@@ -51,6 +51,13 @@ SolverConfig HarnessSolver() {
   return sgd;
 }
 
+// With variable lengths every iteration's records are kept.
+void NoteIteration(const MemoryRuntime& runtime, const SyntheticRun& run, TrainTrace* trace) {
+  if (run.lengths.empty()) return;
+  trace->iteration_logs.push_back(runtime.log());
+  trace->iteration_events.push_back(runtime.events());
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
@@ -102,13 +109,17 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   SPILL_RETURN_IF_ERROR(InitializeParameters(*net, *runtime, run.seed));
   if (run.initialize) SPILL_RETURN_IF_ERROR(run.initialize(*net, *runtime));
   SPILL_RETURN_IF_ERROR(solver->ResetState(*net, *runtime));
-  const Shape input = net->input_shape();
   const int64_t classes = std::max<int64_t>(net->num_classes(), 1);
   const int64_t vocabulary = InputVocabulary(*net);
   // A loss that ignores a label (padding) sees it at every fifth sample.
   const int64_t ignored = net->layer(net->loss_layers()[0]).ignored_label();
   TrainTrace trace;
   for (int step = 0; step < run.steps; ++step) {
+    if (!run.lengths.empty()) {
+      SPILL_RETURN_IF_ERROR(net->SetSequenceLength(run.lengths[step % run.lengths.size()]));
+      SPILL_RETURN_IF_ERROR(runtime->Reshape(net->view()));
+    }
+    const Shape input = net->input_shape();
     std::vector<float> images(input.numel()), labels(net->label_shape().numel());
     const int batch_index = run.same_batch ? 0 : step;
     for (size_t i = 0; i < images.size(); ++i) {
@@ -126,6 +137,7 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
       SPILL_ASSIGN_OR_RETURN(LossResult result, executor.Run(batch, Phase::kEval, run.seed + step));
       trace.losses.push_back(result.loss);
       trace.scores.push_back(executor.scores());
+      NoteIteration(*runtime, run, &trace);
       continue;
     }
     solver->BeginStep(*net, *runtime, device, run.learning_rate);
@@ -134,7 +146,9 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
     trace.scores.push_back(executor.scores());
     if (step + 1 == run.steps) trace.grads = Fetch(*net, *runtime, true);
     SPILL_RETURN_IF_ERROR(solver->FinishStep(*runtime));
+    NoteIteration(*runtime, run, &trace);
   }
+  trace.replans = runtime->replans();
   trace.params = Fetch(*net, *runtime, false);
   trace.log = runtime->log();
   trace.recomputations = executor.recomputations();

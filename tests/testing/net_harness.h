@@ -37,6 +37,11 @@ struct TrainTrace {
   std::vector<MemoryEvent> events;  // of the last iteration, with memory.record_events
   PoolStats device_pool;            // at the end of the run
   PoolStats host_pool;
+  // With SyntheticRun::lengths: every iteration's log and events, and the
+  // plans the runtime made for lengths it had not seen (MemoryRuntime::replans).
+  std::vector<MemoryLog> iteration_logs;
+  std::vector<std::vector<MemoryEvent>> iteration_events;
+  int64_t replans = 0;
 };
 
 struct SyntheticRun {
@@ -51,6 +56,10 @@ struct SyntheticRun {
   Device* use_device = nullptr;      // this one instead of a new `device`
   bool inference = false;            // forward passes only (Phase::kEval), no updates
   MemoryOptions memory;
+  // Variable-length sequences: step i runs at sequence length
+  // lengths[i % size] (Net::SetSequenceLength, then MemoryRuntime::Reshape);
+  // empty: the network's own length throughout.
+  std::vector<int64_t> lengths;
   // Plans to run instead of memory.scheduler's (GivenPlans).
   std::optional<PhasePlans> plans;
   // Sets parameters after the seeded initialization (e.g. imported weights).

@@ -92,7 +92,7 @@ Status OpenDatasets(const DataConfig& d, std::unique_ptr<Dataset>* train,
 }
 
 StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const Dataset& data,
-                                     int workers) {
+                                     int workers, const std::function<Status(Batch*)>& fit) {
   LoaderOptions lo;
   lo.batch = net.batch();
   lo.shuffle = false;
@@ -101,12 +101,13 @@ StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const D
   Loader loader(data, lo);
   loader.Start(0, 0);
   const int64_t image = data.example_shape().sample_size();
-  const int64_t pixels = net.label_shape().sample_size();
   const int64_t ignored = net.layer(net.loss_layers()[0]).ignored_label();
   EvalResult result;
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     SPILL_ASSIGN_OR_RETURN(Batch batch, loader.Next());
-    PadBatch(net.batch(), image, pixels, &batch);
+    PadBatch(net.batch(), image, data.label_shape().sample_size(), &batch);
+    if (fit) SPILL_RETURN_IF_ERROR(fit(&batch));
+    const int64_t pixels = net.label_shape().sample_size();
     HostBatch host{batch.images.data(), batch.labels.data()};
     SPILL_RETURN_IF_ERROR(executor.Run(host, Phase::kEval, 0).status());
     SPILL_RETURN_IF_ERROR(Score(executor.scores(), batch.labels, batch.size, net.num_classes(),
@@ -211,6 +212,7 @@ Status Inference::Setup(const std::string& checkpoint, bool needs_data) {
   if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
   runtime_ = std::move(runtime).value();
   executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
+  if (test_data_) lengths_ = LengthBuckets::For(*test_data_);
   return LoadCheckpoint(checkpoint, *net_, *runtime_, *device_, nullptr).status();
 }
 
@@ -223,7 +225,9 @@ StatusOr<EvalResult> Inference::Evaluate() {
     return InvalidArgument("the test split gives " + have.ToString() + " images but model '" +
                            net_->name() + "' takes " + want.ToString());
   }
-  return EvaluateDataset(*executor_, *net_, *test_data_, config_.data.workers);
+  if (!lengths_) return EvaluateDataset(*executor_, *net_, *test_data_, config_.data.workers);
+  return EvaluateDataset(*executor_, *net_, *test_data_, config_.data.workers,
+                         [this](Batch* batch) { return lengths_->Fit(batch, *net_, *runtime_); });
 }
 
 StatusOr<std::vector<float>> Inference::Predict(const std::vector<float>& images, int64_t count) {

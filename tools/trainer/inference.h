@@ -13,14 +13,17 @@
 #ifndef SPILL_TOOLS_TRAINER_INFERENCE_H_
 #define SPILL_TOOLS_TRAINER_INFERENCE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/loader.h"
 #include "framework/graph/executor.h"
 #include "framework/graph/net.h"
 #include "memory/runtime/runtime.h"
+#include "tools/trainer/length_buckets.h"
 #include "tools/trainer/train_config.h"
 
 namespace spill {
@@ -37,8 +40,11 @@ Status OpenDatasets(const DataConfig& data, std::unique_ptr<Dataset>* train,
                     std::unique_ptr<Dataset>* test);
 
 // Scores every example of `data`, in order, in the evaluation phase.
+// `fit`, when given, prepares each batch first (data.buckets: cut to its
+// length, the network and the memory runtime set to it).
 StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const Dataset& data,
-                                     int workers);
+                                     int workers,
+                                     const std::function<Status(Batch*)>& fit = nullptr);
 
 // A network of a training config with a checkpoint's parameters, ready to score.
 class Inference {
@@ -74,6 +80,7 @@ class Inference {
   std::unique_ptr<Net> net_;
   std::unique_ptr<MemoryRuntime> runtime_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<LengthBuckets> lengths_;  // data.buckets; null without
 };
 
 }  // namespace spill

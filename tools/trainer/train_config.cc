@@ -146,6 +146,7 @@ constexpr KindKey kKindKeys[] = {
     {"synthetic_seed", kPairs},
     {"max_length", kPairs},
     {"skip_longer", kPairs},
+    {"buckets", kPairs},
 };
 
 unsigned KindOf(const std::string& dataset) {
@@ -261,6 +262,7 @@ void ReadPairs(YamlMap& data, const std::string& base_dir, DataConfig* d) {
   }
   p.max_length = data.RequiredInt("max_length", 1, kMaxSequence);
   p.skip_longer = data.Bool("skip_longer", p.skip_longer);
+  p.buckets = data.Bool("buckets", p.buckets);
   d->test_fraction =
       data.Float("test_fraction", d->test_fraction, Bounds::AboveTo(0, kMaxTestFraction));
   d->vocabulary = Resolve(data.String("vocabulary", d->vocabulary), base_dir);

@@ -85,6 +85,8 @@ std::string TrainReport::ToJson(const MemoryOptions& memory) const {
                  {"streamed_steps", streamed_steps},
                  {"dropped_branches", dropped_branches},
                  {"skipped_computations", skipped_computations},
+                 {"lengths_planned", lengths_planned},
+                 {"replanned_iterations", replanned_iterations},
                  {"steps", steps},
                  {"epochs", epochs},
                  {"seconds", seconds},
@@ -279,6 +281,12 @@ Status Trainer::Setup() {
   runtime_ = std::move(runtime).value();
   executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
   executor_->set_profiling(options_.profile);
+  lengths_ = LengthBuckets::For(*train_data_);
+  if (lengths_ && !options_.trace_dir.empty()) {
+    return InvalidArgument(config_.file +
+                           ": --trace records batches of one length; data.buckets cuts each "
+                           "batch to its own: leave one of them out");
+  }
   if (traced) {
     recorder_ = std::make_unique<RunRecorder>(*executor_, *runtime_, *device_);
   }
@@ -394,6 +402,9 @@ Status Trainer::LogStep(const LossResult& result, double lr, double seconds, int
 
 Status Trainer::TrainStep(Batch& batch) {
   auto start = Clock::now();
+  const int64_t replans = runtime_->replans();
+  const int64_t mismatches = runtime_->allocator().mismatches();
+  if (lengths_) SPILL_RETURN_IF_ERROR(lengths_->Fit(&batch, *net_, *runtime_));
   HostBatch host{batch.images.data(), batch.labels.data()};
   const double lr = schedule_.At(position_.step);
   // The store may apply the update during backward, where each parameter lives.
@@ -438,6 +449,11 @@ Status Trainer::TrainStep(Batch& batch) {
   const int64_t dropped = executor_->depth_stats().dropped_branches - report_.dropped_branches;
   report_.dropped_branches = executor_->depth_stats().dropped_branches;
   report_.skipped_computations = 2 * executor_->depth_stats().skipped_layers;
+  if (lengths_) {
+    report_.lengths_planned = runtime_->replans() + 1;
+    report_.replanned_iterations +=
+        runtime_->replans() > replans || runtime_->allocator().mismatches() > mismatches;
+  }
   epoch_loss_ += result.loss;
   epoch_correct_ += static_cast<double>(result.correct);
   epoch_count_ += static_cast<double>(result.count);
@@ -456,7 +472,10 @@ Status Trainer::Evaluate() {
   std::unique_ptr<Dataset> shard = parallel_ ? parallel_->TestShard(*test_data_) : nullptr;
   SPILL_ASSIGN_OR_RETURN(
       EvalResult result,
-      EvaluateDataset(*executor_, *net_, shard ? *shard : *test_data_, config_.data.workers));
+      EvaluateDataset(*executor_, *net_, shard ? *shard : *test_data_, config_.data.workers,
+                      lengths_
+                          ? [this](Batch* batch) { return lengths_->Fit(batch, *net_, *runtime_); }
+                          : std::function<Status(Batch*)>()));
   if (parallel_) SPILL_RETURN_IF_ERROR(parallel_->ReduceEval(&result));
   const int64_t count = result.count;
   report_.evaluated = true;

@@ -26,6 +26,7 @@
 #include "memory/runtime/runtime.h"
 #include "tools/common/timeline_tools.h"
 #include "tools/trainer/data_parallel.h"
+#include "tools/trainer/length_buckets.h"
 #include "tools/trainer/progress.h"
 #include "tools/trainer/train_config.h"
 
@@ -69,6 +70,12 @@ struct TrainReport {
   // computations (forward and backward each) skipped with them.
   int64_t dropped_branches = 0;
   int64_t skipped_computations = 0;
+  // data.buckets: the lengths the memory runtime planned for, and the
+  // iterations of this run that planned anew (a length not seen before, or
+  // the allocator leaving its profile - the static allocator after a
+  // larger request).
+  int64_t lengths_planned = 0;
+  int64_t replanned_iterations = 0;
   int64_t steps = 0;  // total updates so far (including before a resume)
   double epochs = 0;
   double seconds = 0;
@@ -140,6 +147,7 @@ class Trainer {
   std::unique_ptr<Solver> solver_;
   std::unique_ptr<MemoryRuntime> runtime_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<LengthBuckets> lengths_;  // data.buckets; null without
   std::unique_ptr<RunRecorder> recorder_;
   std::unique_ptr<DataParallel> parallel_;  // null in a single process
   bool leader_ = true;                      // rank 0: prints, logs, checkpoints
