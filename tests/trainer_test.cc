@@ -868,12 +868,29 @@ TEST_F(PairsTrainTest, BucketsCutEachBatchToItsLengthAndEvalAgrees) {
   ASSERT_TRUE(eval.ok()) << eval.status().ToString();
   EXPECT_EQ(eval->accuracy, r.test_accuracy);
   EXPECT_EQ(eval->loss, r.test_loss);
-  // A trace holds batches of one length.
+  // A trace keeps the dataset's batches at max_length and the length each
+  // step was cut to (crosscheck_torch cuts them again).
   options.trace_dir = (dir_ / "trace").string();
   config->run.output = (dir_ / "traced").string();
+  config->run.steps = 5;
   auto traced = Trainer::Create(*config, options);
-  ASSERT_FALSE(traced.ok());
-  EXPECT_THAT(traced.status().message(), HasSubstr("--trace records batches of one length"));
+  ASSERT_TRUE(traced.ok()) << traced.status().ToString();
+  ASSERT_TRUE((*traced)->Run().ok());
+  auto trace = ReadNpz((dir_ / "trace" / "trace.npz").string());
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  EXPECT_EQ(trace->at("images").shape, (std::vector<int64_t>{5, 8, 2, 1, 12}));
+  EXPECT_EQ(trace->at("labels").shape, (std::vector<int64_t>{5, 8, 1, 1, 12}));
+  ASSERT_EQ(trace->at("lengths").shape, (std::vector<int64_t>{5}));
+  for (int step = 0; step < 5; ++step) {
+    const float length = trace->at("lengths").floats()[step];
+    EXPECT_TRUE(length == 3 || length == 6 || length == 9 || length == 12) << length;
+    // Past its length every label of the step is padding.
+    for (int n = 0; n < 8; ++n) {
+      for (int t = static_cast<int>(length); t < 12; ++t) {
+        EXPECT_EQ(trace->at("labels").floats()[(step * 8 + n) * 12 + t], kPairPaddingLabel);
+      }
+    }
+  }
 }
 
 TEST_F(PairsTrainTest, ALossThatScoresThePaddingIsRefused) {

@@ -209,6 +209,16 @@ def dropped_row(trace, step):
     return trace["dropped"][step] if "dropped" in trace.files else None
 
 
+def batch(trace, step, dtype):
+    """The step's images and labels, cut to the length the step ran at
+    when the run grouped its sequences by length (data.buckets)."""
+    images, labels = trace["images"][step], trace["labels"][step]
+    if "lengths" in trace.files:
+        length = int(trace["lengths"][step])
+        images, labels = images[..., :length], labels[..., :length]
+    return torch.tensor(np.ascontiguousarray(images)).to(dtype), torch.tensor(np.ascontiguousarray(labels))
+
+
 def replay(spec, solver_config, weights, trace, dtype):
     model = Replica(spec, weights, dtype)
     solver = make_solver(solver_config, model)
@@ -217,8 +227,7 @@ def replay(spec, solver_config, weights, trace, dtype):
         for group in solver.param_groups:
             group["lr"] = float(trace["lr"][step])
         solver.zero_grad()
-        loss = model(torch.tensor(trace["images"][step]).to(dtype), torch.tensor(trace["labels"][step]),
-                     dropped_row(trace, step))
+        loss = model(*batch(trace, step, dtype), dropped_row(trace, step))
         loss.backward()
         solver.step()
         losses.append(float(loss))
@@ -231,8 +240,7 @@ def gradient_errors(spec, weights, trace, grads):
     results = {}
     for dtype in (torch.float64, torch.float32):
         model = Replica(spec, weights, dtype)
-        model(torch.tensor(trace["images"][0]).to(dtype), torch.tensor(trace["labels"][0]),
-              dropped_row(trace, 0)).backward()
+        model(*batch(trace, 0, dtype), dropped_row(trace, 0)).backward()
         results[dtype] = model
     rows = []
     for layer in spec["layers"]:

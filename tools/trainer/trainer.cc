@@ -282,11 +282,6 @@ Status Trainer::Setup() {
   executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
   executor_->set_profiling(options_.profile);
   lengths_ = LengthBuckets::For(*train_data_);
-  if (lengths_ && !options_.trace_dir.empty()) {
-    return InvalidArgument(config_.file +
-                           ": --trace records batches of one length; data.buckets cuts each "
-                           "batch to its own: leave one of them out");
-  }
   if (traced) {
     recorder_ = std::make_unique<RunRecorder>(*executor_, *runtime_, *device_);
   }
@@ -404,7 +399,15 @@ Status Trainer::TrainStep(Batch& batch) {
   auto start = Clock::now();
   const int64_t replans = runtime_->replans();
   const int64_t mismatches = runtime_->allocator().mismatches();
+  // A trace keeps the batch as the dataset gave it, with the length it was cut to.
+  if (!options_.trace_dir.empty()) {
+    trace_images_.insert(trace_images_.end(), batch.images.begin(), batch.images.end());
+    trace_labels_.insert(trace_labels_.end(), batch.labels.begin(), batch.labels.end());
+  }
   if (lengths_) SPILL_RETURN_IF_ERROR(lengths_->Fit(&batch, *net_, *runtime_));
+  if (!options_.trace_dir.empty() && lengths_) {
+    trace_lengths_.push_back(static_cast<float>(net_->sequence_length()));
+  }
   HostBatch host{batch.images.data(), batch.labels.data()};
   const double lr = schedule_.At(position_.step);
   // The store may apply the update during backward, where each parameter lives.
@@ -435,8 +438,6 @@ Status Trainer::TrainStep(Batch& batch) {
   }
   const double seconds = Since(start);
   if (!options_.trace_dir.empty()) {
-    trace_images_.insert(trace_images_.end(), batch.images.begin(), batch.images.end());
-    trace_labels_.insert(trace_labels_.end(), batch.labels.begin(), batch.labels.end());
     trace_lr_.push_back(static_cast<float>(lr));
     trace_loss_.push_back(static_cast<float>(result.loss));
     for (int id : net_->schedule().route) {

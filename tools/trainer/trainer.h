@@ -176,6 +176,9 @@ class Trainer {
   std::vector<float> trace_images_, trace_labels_, trace_lr_, trace_loss_;
   // Per step, in route order: the input each layer left out (-1: none).
   std::vector<float> trace_dropped_;
+  // data.buckets: the length each step's batch was cut to (the trace's
+  // batches are the dataset's, at max_length).
+  std::vector<float> trace_lengths_;
 };
 
 }  // namespace spill

@@ -58,13 +58,17 @@ Status Trainer::SaveGradients() {
 
 Status Trainer::FinishTrace() {
   const int64_t steps = static_cast<int64_t>(trace_loss_.size());
-  const Shape in = net_->input_shape();
+  // The batches as the dataset gave them: cut to a length bucket (data.buckets),
+  // the network's shapes are the last batch's.
+  const int64_t n = net_->batch();
+  const Shape in = train_data_->example_shape();
   NpzArchive archive;
-  archive["images"] =
-      NpyArray::Floats({steps, in.n(), in.c(), in.h(), in.w()}, trace_images_.data());
+  archive["images"] = NpyArray::Floats({steps, n, in.c(), in.h(), in.w()}, trace_images_.data());
   const Shape labels = net_->label_shape();  // one per image, or one per pixel or step
-  archive["labels"] = NpyArray::Floats({steps, labels.n(), labels.c(), labels.h(), labels.w()},
-                                       trace_labels_.data());
+  const int64_t width = lengths_ ? in.w() : labels.w();
+  archive["labels"] =
+      NpyArray::Floats({steps, n, labels.c(), labels.h(), width}, trace_labels_.data());
+  if (lengths_) archive["lengths"] = NpyArray::Floats({steps}, trace_lengths_.data());
   archive["lr"] = NpyArray::Floats({steps}, trace_lr_.data());
   archive["loss"] = NpyArray::Floats({steps}, trace_loss_.data());
   // Stochastic depth: the input each layer (in net.json's order) left out.
