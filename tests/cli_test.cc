@@ -496,6 +496,28 @@ TEST(CliTest, ABatchLargerThanTheTrainingSetIsRefusedBeforeAnyWork) {
   EXPECT_LT(r.peak_rss_bytes, kMaxResidentBytes) << r.output;
 }
 
+// A config over sequence pairs with data.buckets: plan lists each length's
+// peak and plays the first epoch's batches, as train orders them.
+TEST(CliTest, PlanReportsTheLengthBucketsOfSequencePairs) {
+  const std::string dir = Dir("plan_buckets");
+  const std::string config = dir + "/config.yaml";
+  std::ofstream(config) << "model: {file: " << fs::absolute("models/seq2seq.yaml").string()
+                        << ", params: {hidden: 16, embed: 8, layers: 1}}\n"
+                        << "data: {dataset: pairs, synthetic: reverse, synthetic_pairs: 400, "
+                           "synthetic_max_length: 10, max_length: 12, buckets: true, batch: 16}\n"
+                        << "solver: {type: adam, lr: 0.01}\nmemory: {mode: liveness}\n"
+                        << "run: {epochs: 1, output: " << dir << "/run}\n";
+  const Result r = RunTool({"tools/plan", "--config", config, "--memory", "liveness", "--allocator",
+                            "static", "--minimum"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("length buckets [3, 6, 9, 12]: epoch 1's 23 batches"));
+  for (const char* length : {"length    3:", "length    6:", "length    9:", "length   12:"}) {
+    EXPECT_THAT(r.output, HasSubstr(length));
+  }
+  EXPECT_THAT(r.output, HasSubstr("4 plans"));
+  EXPECT_THAT(r.output, HasSubstr("smallest budget for the epoch:"));
+}
+
 TEST(CliTest, TrainRefusesToOverwriteACheckpointSilently) {
   const std::string dir = Dir("overwrite");
   const std::string config = WriteConfig(dir, 1);

@@ -45,6 +45,7 @@
 #include "tools/common/timeline_tools.h"
 #include "tools/planning/length_plan.h"
 #include "tools/planning/plan_args.h"
+#include "tools/trainer/inference.h"
 #include "tools/trainer/train_config.h"
 
 namespace spill {
@@ -87,6 +88,13 @@ StatusOr<Subject> Load(const Args& a) {
       SPILL_ASSIGN_OR_RETURN(spec, LoadNetFile(c.model_file, c.model_params));
     } else {
       SPILL_ASSIGN_OR_RETURN(spec, ParseNetNode(c.model_node, c.file, c.model_params, c.base_dir));
+    }
+    // Text and pairs decide the model's sequence length and classes as
+    // train does, where their files can be read.
+    std::unique_ptr<Dataset> train, test;
+    if ((c.data.dataset == "text" || c.data.dataset == "pairs") &&
+        OpenDatasets(c.data, &train, &test).ok()) {
+      SPILL_ASSIGN_OR_RETURN(spec, LoadModel(c, *train));
     }
     if (!a.batch) batch = c.data.batch;
     SPILL_ASSIGN_OR_RETURN(s.lengths, EpochLengths(c, batch, &s.bounds));
@@ -456,6 +464,14 @@ struct ModeRun {
                                PlanBuckets(*subject.net, options, subject.bounds, subject.lengths,
                                            args.inference ? Phase::kEval : Phase::kTrain));
         std::fputs(DescribeBuckets(buckets).c_str(), stdout);
+        if (minimum) {
+          SPILL_ASSIGN_OR_RETURN(size_t epoch,
+                                 MinimumBudgetForEpoch(*subject.net, options, subject.lengths));
+          std::printf(
+              "    smallest budget for the epoch: %s (%zu bytes; the longest length "
+              "alone: %s)\n",
+              Bytes(epoch).c_str(), epoch, Bytes(minimum).c_str());
+        }
       }
       if (prediction) {
         std::printf("  predicted on %s: %s\n", predictor->profile().name.c_str(),

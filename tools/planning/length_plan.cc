@@ -70,6 +70,18 @@ StatusOr<BucketsPlan> PlanBuckets(Net& net, const MemoryOptions& options,
   return plan;
 }
 
+StatusOr<size_t> MinimumBudgetForEpoch(Net& net, const MemoryOptions& options,
+                                       const std::vector<int64_t>& lengths) {
+  const int64_t start = net.sequence_length();
+  auto reshape = [&net](int64_t length) -> StatusOr<NetworkView> {
+    SPILL_RETURN_IF_ERROR(net.SetSequenceLength(length));
+    return net.view();
+  };
+  StatusOr<size_t> minimum = MinimumBudgetForLengths(reshape, start, options, lengths);
+  SPILL_RETURN_IF_ERROR(net.SetSequenceLength(start));
+  return minimum;
+}
+
 std::string DescribeBuckets(const BucketsPlan& plan) {
   auto bytes = [](size_t b) { return FormatBytes(static_cast<double>(b)); };
   std::string bounds;

@@ -39,6 +39,12 @@ StatusOr<BucketsPlan> PlanBuckets(Net& net, const MemoryOptions& options,
                                   const std::vector<int64_t>& bounds,
                                   const std::vector<int64_t>& lengths, Phase phase);
 
+// The smallest budget the epoch's lengths train in, the runtime created at
+// the network's length (MinimumBudgetForLengths): what one length leaves to
+// the next can need more than the longest length alone.
+StatusOr<size_t> MinimumBudgetForEpoch(Net& net, const MemoryOptions& options,
+                                       const std::vector<int64_t>& lengths);
+
 // A few lines for `plan`'s report.
 std::string DescribeBuckets(const BucketsPlan& plan);
 
