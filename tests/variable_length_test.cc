@@ -35,7 +35,8 @@ struct Case {
   const char* name;
   const char* yaml;
 };
-const Case kCases[] = {{"sequence", testing::kSequence}, {"seq2seq", testing::kSeq2Seq}};
+const Case kCases[] = {
+    {"sequence", testing::kSequence}, {"seq2seq", testing::kSeq2Seq}, {"gpt", testing::kGpt}};
 
 testing::SyntheticRun LengthsRun(const std::string& mode, const std::string& allocator) {
   testing::SyntheticRun run = testing::SmallMemoryRun(mode);

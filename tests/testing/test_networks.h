@@ -179,6 +179,33 @@ layers:
   - {name: loss, type: softmax_loss, ignore_label: -1}
 )";
 
+// A GPT block (models/gpt.yaml's): a learned position embedding, causal
+// two-head attention between pre-norm projections, a GELU MLP, two residual
+// adds, and a classifier at every position. The first attention keeps the
+// probabilities (naive), the second the row statistics (tiled).
+inline constexpr char kGpt[] = R"(
+layers:
+  - {name: data, type: input, shape: [1, 1, 6], labels: pixels}
+  - {name: embed, type: embedding, vocabulary: 7, size: 8}
+  - {name: pos, type: positions, length: 6}
+  - {name: ln1, type: layer_norm}
+  - {name: qkv, type: convolution, filters: 24, kernel: 1}
+  - {name: attn, type: attention, heads: 2, causal: true, algorithm: naive}
+  - {name: proj, type: convolution, filters: 8, kernel: 1}
+  - {name: add1, type: add, inputs: [proj, pos]}
+  - {name: ln2, type: layer_norm}
+  - {name: fc1, type: convolution, filters: 16, kernel: 1}
+  - {name: gelu, type: gelu}
+  - {name: fc2, type: convolution, filters: 8, kernel: 1}
+  - {name: add2, type: add, inputs: [fc2, add1]}
+  - {name: ln3, type: layer_norm}
+  - {name: qkv2, type: convolution, filters: 24, kernel: 1}
+  - {name: attn2, type: attention, heads: 4, causal: true}
+  - {name: add3, type: add, inputs: [attn2, add2]}
+  - {name: scores, type: convolution, filters: 7, kernel: 1}
+  - {name: loss, type: softmax_loss}
+)";
+
 struct Network {
   const char* name;
   const char* yaml;
@@ -187,7 +214,8 @@ struct Network {
 inline constexpr Network kNetworks[] = {
     {"lenet", kLeNet},       {"resnet", kResNet},         {"inception", kInception},
     {"alexnet", kAlexNet},   {"densenet", kDenseNet},     {"blocked", kBlocked},
-    {"sequence", kSequence}, {"depth", kStochasticDepth}, {"seq2seq", kSeq2Seq, false}};
+    {"sequence", kSequence}, {"depth", kStochasticDepth}, {"seq2seq", kSeq2Seq, false},
+    {"gpt", kGpt, false}};
 
 // The networks whose every layer option runs on CUDA too.
 inline std::vector<Network> CudaNetworks() {
