@@ -146,6 +146,16 @@ class Replica(torch.nn.Module):
             n, t = x.shape[0], x.shape[3]
             table = self.tensor(name + "/weight")
             return F.embedding(x.reshape(n, t).long(), table.reshape(table.shape[0], -1)).permute(0, 2, 1).reshape(n, -1, 1, t)
+        if kind == "layer_norm":  # over each pixel's channels
+            y = F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1],), self.tensor(name + "/gamma").reshape(-1),
+                             self.tensor(name + "/beta").reshape(-1), p.get("eps", 1e-5))
+            return y.permute(0, 3, 1, 2)
+        if kind == "gelu":
+            return F.gelu(x)
+        if kind == "positions":
+            return x + self.tensor(name + "/table")[..., :x.shape[3]]
+        if kind == "attention":
+            return self.attention(p, x)
         if kind in ("lstm", "gru"):
             return self.recurrent(name, kind, p, x, xs[1] if len(xs) > 1 else None)
         if kind == "softmax_loss":
@@ -157,6 +167,20 @@ class Replica(torch.nn.Module):
             return F.cross_entropy(x.reshape(x.shape[0], -1), labels.reshape(-1).long(), ignore_index=ignored) * weight
         raise SystemExit(f"crosscheck_torch: layer type {kind} is not supported")
 
+
+    def attention(self, p, x):
+        """Queries, keys and values stacked along the channels (N x 3C x 1 x T),
+        split into heads; PyTorch's matrix products and softmax."""
+        n, c, t = x.shape[0], x.shape[1] // 3, x.shape[3]
+        heads = p["heads"]
+        d = c // heads
+        q, k, v = (x[:, i * c:(i + 1) * c].reshape(n, heads, d, t).transpose(2, 3) for i in range(3))
+        scores = q @ k.transpose(2, 3) / float(d) ** 0.5
+        if p.get("causal", False):
+            mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+            scores = scores.masked_fill(mask, float("-inf"))
+        y = torch.softmax(scores, dim=-1) @ v
+        return y.transpose(2, 3).reshape(n, c, 1, t)
 
     def recurrent(self, name, kind, p, x, initial=None):
         """PyTorch's own LSTM / GRU kernels (those nn.LSTM and nn.GRU call), with
