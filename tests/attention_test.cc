@@ -209,5 +209,15 @@ TEST(PositionsTest, AddsTheTableAndItsGradientSumsTheImages) {
   }
 }
 
+// tokens: an image read as a sequence of its pixels, values unchanged.
+TEST(TokensTest, AnImageBecomesASequenceOfItsPixels) {
+  LayerHarness h("{type: tokens}", {Shape(2, 3, 4, 5)});
+  EXPECT_EQ(h.output_shapes()[0], Shape(2, 3, 1, 20));
+  h.Randomize(2);
+  h.Forward();
+  EXPECT_EQ(h.outputs[0], h.inputs[0]);
+  EXPECT_EQ(CheckGradients(h), "");
+}
+
 }  // namespace
 }  // namespace spill

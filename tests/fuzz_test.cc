@@ -81,7 +81,7 @@ std::vector<std::string> FixtureNets() {
 // At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
 constexpr int kNetworkSources = 12 + 4;
 constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 208 at least
-constexpr int kConfigCases = 18 * kTextMutations;                // 234
+constexpr int kConfigCases = 19 * kTextMutations;                // 247
 constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
 constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
 constexpr int kCheckpointCases = kByteMutations * 16;            // 80

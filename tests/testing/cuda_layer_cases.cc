@@ -158,7 +158,15 @@ const std::vector<LayerCase>& CudaLayerCases() {
                 {Shape(2, 3, 1, 5)}},
       // Embedding: ids made whole numbers in range, repeated, with some that
       // have no row (FillInputs).
-      LayerCase{"embedding", "{type: embedding, vocabulary: 9, size: 6}", {Shape(3, 1, 1, 8)}}};
+      LayerCase{"embedding", "{type: embedding, vocabulary: 9, size: 6}", {Shape(3, 1, 1, 8)}},
+      // Sequence layers: causal attention both ways, a position table
+      // longer than the sequence, an image read as a sequence.
+      LayerCase{
+          "attention_tiled", "{type: attention, heads: 2, causal: true}", {Shape(2, 12, 1, 7)}},
+      LayerCase{
+          "attention_naive", "{type: attention, heads: 3, algorithm: naive}", {Shape(2, 18, 1, 5)}},
+      LayerCase{"positions", "{type: positions, length: 9}", {Shape(3, 4, 1, 7)}},
+      LayerCase{"tokens", "{type: tokens}", {Shape(2, 3, 4, 5)}}};
   return *cases;
 }
 

@@ -1,0 +1,3 @@
+#include "layers/tokens_layer.h"
+
+// Declarations only: the layer is its header.
