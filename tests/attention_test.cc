@@ -53,6 +53,16 @@ std::vector<double> Reference(const std::vector<float>& x, int64_t n, int64_t c,
   return y;
 }
 
+// dy = sin(rate i) (or cos): fixed, different at every element.
+void FillOutputGrads(float rate, bool cosine, LayerHarness* h) {
+  for (auto& g : h->output_grads) {
+    for (size_t i = 0; i < g.size(); ++i) {
+      const float a = rate * static_cast<float>(i);
+      g[i] = cosine ? std::cos(a) : std::sin(a);
+    }
+  }
+}
+
 struct Case {
   const char* keys;       // the entry's keys but the algorithm
   const char* algorithm;  // "tiled" or "naive"
@@ -97,9 +107,7 @@ TEST_P(AttentionTest, TiledAndNaiveGiveTheSameBits) {
   for (LayerHarness* h : {&naive, &tiled}) {
     h->Randomize(5);
     h->Forward();
-    for (auto& g : h->output_grads) {
-      for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.37f * static_cast<float>(i));
-    }
+    FillOutputGrads(0.37f, false, h);
     h->Backward();
   }
   EXPECT_EQ(naive.outputs, tiled.outputs);
@@ -116,9 +124,7 @@ TEST_P(AttentionTest, SlicesOfTheBatchGiveTheWholeBatchsBits) {
   for (LayerHarness* h : {&whole, &sliced}) {
     h->Randomize(9);
     h->Forward();
-    for (auto& g : h->output_grads) {
-      for (size_t i = 0; i < g.size(); ++i) g[i] = std::cos(0.11f * static_cast<float>(i));
-    }
+    FillOutputGrads(0.11f, true, h);
     h->Backward();
   }
   EXPECT_EQ(whole.outputs, sliced.outputs);
@@ -196,9 +202,7 @@ TEST(PositionsTest, AddsTheTableAndItsGradientSumsTheImages) {
   sliced.Randomize(4);
   sliced.Forward();
   for (LayerHarness* x : {&h, &sliced}) {
-    for (auto& g : x->output_grads) {
-      for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.3f * static_cast<float>(i));
-    }
+    FillOutputGrads(0.3f, false, x);
     x->Backward();
   }
   EXPECT_EQ(h.param_grads, sliced.param_grads);

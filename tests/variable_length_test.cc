@@ -54,10 +54,7 @@ testing::SyntheticRun LengthsRun(const std::string& mode, const std::string& all
 StatusOr<LengthsPlan> PlanRun(const NetSpec& spec, const testing::SyntheticRun& run) {
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, testing::BuildTrainingNet(spec, run.batch));
   Net* n = net.get();
-  auto reshape = [n](int64_t length) -> StatusOr<NetworkView> {
-    SPILL_RETURN_IF_ERROR(n->SetSequenceLength(length));
-    return n->view();
-  };
+  const SequenceReshaper reshape = ReshaperOf(*n);
   return PlanLengths(n->view(), run.memory, run.lengths, reshape);
 }
 
@@ -66,10 +63,7 @@ StatusOr<size_t> SmallestBudget(const NetSpec& spec, const testing::SyntheticRun
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, testing::BuildTrainingNet(spec, run.batch));
   const int64_t start = net->sequence_length();
   Net* n = net.get();
-  auto reshape = [n](int64_t length) -> StatusOr<NetworkView> {
-    SPILL_RETURN_IF_ERROR(n->SetSequenceLength(length));
-    return n->view();
-  };
+  const SequenceReshaper reshape = ReshaperOf(*n);
   return MinimumBudgetForLengths(reshape, start, run.memory, run.lengths, kPoolBlockBytes);
 }
 

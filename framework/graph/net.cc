@@ -155,6 +155,13 @@ Status Net::InferShapes(const std::vector<int>& route) {
   return Status::Ok();
 }
 
+SequenceReshaper ReshaperOf(Net& net) {
+  return [&net](int64_t length) -> StatusOr<NetworkView> {
+    SPILL_RETURN_IF_ERROR(net.SetSequenceLength(length));
+    return net.view();
+  };
+}
+
 Status Net::SetSequenceLength(int64_t length) {
   const int64_t before = sequence_length();
   if (length == before) return Status::Ok();

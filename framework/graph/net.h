@@ -8,6 +8,7 @@
 #ifndef SPILL_FRAMEWORK_GRAPH_NET_H_
 #define SPILL_FRAMEWORK_GRAPH_NET_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,14 @@ struct NetOptions {
   // it (framework/graph/layouts.h); false: every tensor plain.
   bool blocked_layouts = true;
 };
+
+class Net;
+
+// Net::SetSequenceLength as the planners that play lengths take it
+// (PlanLengths, MinimumBudgetForLengths): `net` set to a length, and its
+// view. `net` must outlive the function.
+using SequenceReshaper = std::function<StatusOr<NetworkView>(int64_t length)>;
+SequenceReshaper ReshaperOf(Net& net);
 
 class Net {
  public:

@@ -77,10 +77,7 @@ struct Row {
 StatusOr<Row> Play(Net& net, MemoryOptions options, const std::vector<int64_t>& lengths,
                    int64_t warmup, Phase phase) {
   const int64_t start = net.sequence_length();
-  auto reshape = [&net](int64_t length) -> StatusOr<NetworkView> {
-    SPILL_RETURN_IF_ERROR(net.SetSequenceLength(length));
-    return net.view();
-  };
+  const SequenceReshaper reshape = ReshaperOf(net);
   SPILL_ASSIGN_OR_RETURN(LengthsPlan plan,
                          PlanLengths(net.view(), options, lengths, reshape, phase));
   SPILL_RETURN_IF_ERROR(net.SetSequenceLength(start));

@@ -54,10 +54,7 @@ StatusOr<BucketsPlan> PlanBuckets(Net& net, const MemoryOptions& options,
   plan.bounds = bounds;
   plan.lengths = lengths;
   const int64_t start = net.sequence_length();
-  auto reshape = [&net](int64_t length) -> StatusOr<NetworkView> {
-    SPILL_RETURN_IF_ERROR(net.SetSequenceLength(length));
-    return net.view();
-  };
+  const SequenceReshaper reshape = ReshaperOf(net);
   auto epoch = PlanLengths(net.view(), options, lengths, reshape, phase);
   SPILL_RETURN_IF_ERROR(net.SetSequenceLength(start));
   SPILL_RETURN_IF_ERROR(epoch.status());
@@ -73,10 +70,7 @@ StatusOr<BucketsPlan> PlanBuckets(Net& net, const MemoryOptions& options,
 StatusOr<size_t> MinimumBudgetForEpoch(Net& net, const MemoryOptions& options,
                                        const std::vector<int64_t>& lengths) {
   const int64_t start = net.sequence_length();
-  auto reshape = [&net](int64_t length) -> StatusOr<NetworkView> {
-    SPILL_RETURN_IF_ERROR(net.SetSequenceLength(length));
-    return net.view();
-  };
+  const SequenceReshaper reshape = ReshaperOf(net);
   StatusOr<size_t> minimum = MinimumBudgetForLengths(reshape, start, options, lengths);
   SPILL_RETURN_IF_ERROR(net.SetSequenceLength(start));
   return minimum;
