@@ -35,6 +35,7 @@ packages=(
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch)  # the peer for benchmarks and cross-checks; never a dependency
+  packages+=(python3-yaml)   # tools/bench/train_torch.py reads the training configs
   packages+=(python3-onnx)   # tests/testdata/onnx_fixtures.py: torch.onnx.export needs it
   packages+=(python3-torchvision)  # tools/bench/torchvision_onnx.py: the model zoo to import
   # Debian's PyTorch multiplies matrices through libblas.so.3, the reference

@@ -227,9 +227,19 @@ Status Exporter::Layer(int id) {
     scores_rank_ = values_[scores_tensor_].second;
     return Status::Ok();
   }
-  static const std::set<std::string> kImageOnly = {
-      "global_avg_pool",        "lrn", "channel_shuffle", "upsample",
-      "transposed_convolution", "pad", "multiply",        "broadcast_add"};
+  static const std::set<std::string> kImageOnly = {"global_avg_pool",
+                                                   "lrn",
+                                                   "channel_shuffle",
+                                                   "upsample",
+                                                   "transposed_convolution",
+                                                   "pad",
+                                                   "multiply",
+                                                   "broadcast_add",
+                                                   "attention",
+                                                   "positions",
+                                                   "tokens",
+                                                   "class_token",
+                                                   "token"};
   const bool image = kImageOnly.count(type) > 0;
   std::vector<std::string> inputs;
   for (size_t k = 0; k < s_.layers[id].inputs.size(); ++k) {

@@ -243,6 +243,11 @@ Status Exporter::Vision(int id, const std::vector<std::string>& inputs, int rank
   if (type == "upsample") return Upsample(id, x);
   if (type == "transposed_convolution") return TransposedConvolution(id, x);
   if (type == "pad") return Pad(id, x);
+  if (type == "attention") return Attention(id, x);
+  if (type == "positions") return Positions(id, x);
+  if (type == "tokens") return Tokens(id, x);
+  if (type == "class_token") return ClassToken(id, x);
+  if (type == "token") return Token(id, x);
   if (type == "multiply" || type == "broadcast_add") {
     Node(id, type == "multiply" ? "Mul" : "Add", inputs)->add_output(net_.layer(id).name());
     return Status::Ok();

@@ -57,6 +57,13 @@ class Exporter {
   Status Upsample(int id, const std::string& x);
   Status TransposedConvolution(int id, const std::string& x);
   Status Pad(int id, const std::string& x);
+  // Transformers (onnx_export_attention.cc): attention and the layers
+  // around it, in the forms the importer reads back.
+  Status Attention(int id, const std::string& x);
+  Status Positions(int id, const std::string& x);
+  Status Tokens(int id, const std::string& x);
+  Status ClassToken(int id, const std::string& x);
+  Status Token(int id, const std::string& x);
   // Sequences (onnx_export_sequence.cc): spill's N x C x 1 x T stays an
   // ONNX (N, C, 1, T) value between layers; embeddings and recurrent layers
   // view it as PyTorch's exports do, and back.

@@ -336,6 +336,23 @@ Status Importer::Convert(int node) {
     return Fail(node, "has no input or no output");
   }
   if (op == "Identity" && g_.Constant(n.input(0)) != nullptr) return Status::Ok();
+  if (attention_.count(node)) return Attention(node);
+  if (op == "Softmax") {
+    return Fail(node, "spill imports Softmax only within attention (MatMul of queries and keys, " +
+                          std::string("Softmax, MatMul by values, from one projection): ") +
+                          softmax_errors_[node]);
+  }
+  if (op == "Equal" || op == "Where") {
+    return Fail(node, "spill imports " + op + " only in shape arithmetic it evaluates");
+  }
+  if (op == "Expand" && g_.Constant(n.input(0)) != nullptr) {
+    const onnx::TensorProto* t = g_.Constant(n.input(0));
+    if (t->dims_size() > 0 && t->dims(0) == 1) {
+      broadcasts_[n.output(0)] = n.input(0);  // read by a Concat: a class token
+      return Status::Ok();
+    }
+  }
+  if (op == "Concat" && broadcasts_.count(n.input(0))) return ClassToken(node);
   SPILL_ASSIGN_OR_RETURN(bool sequence, ConvertSequence(node));
   if (sequence) return Status::Ok();
   if (op == "Conv") return Conv(node);
@@ -366,6 +383,7 @@ StatusOr<ImportedNet> Importer::Run() {
   net_.label = g_.label;
   SPILL_RETURN_IF_ERROR(Input());
   MarkInitialStates();
+  MarkAttention();
   for (int i = 0; i < g_.graph().node_size(); ++i) SPILL_RETURN_IF_ERROR(Convert(i));
   SPILL_RETURN_IF_ERROR(Output());
   std::ostringstream yaml;

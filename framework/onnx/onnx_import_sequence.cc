@@ -111,7 +111,7 @@ bool ReadsAnyLayout(const std::string& op) {
 StatusOr<std::vector<int64_t>> Importer::SequenceDims(int node, const std::string& value,
                                                       const std::string& axes) const {
   auto it = g_.dims.find(value);
-  const size_t batch = axes.find('N');
+  const size_t batch = axes.find_first_of("NMB");
   if (it == g_.dims.end() || it->second.size() != axes.size() || batch == std::string::npos) {
     return Fail(node, "the shape of '" + value + "' is not inferred as a tensor of rank " +
                           std::to_string(axes.size()) + "; spill plans memory from static shapes");
@@ -148,6 +148,20 @@ StatusOr<bool> Importer::ConvertSequence(int node) {
     return Fail(node, "spill imports " + op + " only as the initial state of an LSTM or GRU " +
                           "(computed from constants and the batch size, read by nothing else)");
   }
+  if (op == "Add" && n.input_size() == 2) {  // a position table added to a sequence
+    for (int k = 0; k < 2; ++k) {
+      auto x = values_.find(n.input(k));
+      const onnx::TensorProto* t = g_.Constant(n.input(1 - k));
+      if (x == values_.end() || t == nullptr) continue;
+      const bool own = x->second.Spatial() && x->second.chw[1] == 1;  // spill's (N, C, 1, T)
+      if (x->second.layout != Layout::kSequence && !own) continue;
+      int64_t count = 1;
+      for (int64_t d : t->dims()) count *= d;
+      if (count <= x->second.chw[0] || x->second.chw[2] == 1) continue;
+      SPILL_RETURN_IF_ERROR(PositionTable(node, x->second, *t));
+      return true;
+    }
+  }
   if (op == "Gather" && n.input_size() == 2) {
     auto ids = values_.find(n.input(1));
     if (ids != values_.end() && ids->second.layout == Layout::kSequence) {
@@ -158,12 +172,33 @@ StatusOr<bool> Importer::ConvertSequence(int node) {
   auto it = values_.find(n.input(0));
   if (it == values_.end()) return false;
   const Value x = it->second;
-  if (x.layout != Layout::kSequence) {
-    // (N, C, 1, T) reshaped to (N, C, T): spill's own export of a sequence.
+  if (op == "Unsqueeze" && x.Channels() && x.dims.size() == 1) {  // (N, C) to (N, C, 1, 1)
     auto out = g_.dims.find(n.output(0));
-    if (op != "Reshape" || !x.Spatial() || x.chw[1] != 1 || out == g_.dims.end() ||
-        out->second.size() != 3) {
+    if (out == g_.dims.end() || out->second.size() != 4 || out->second[2] != 1 ||
+        out->second[3] != 1) {
       return false;
+    }
+    Value v = x;
+    v.dims = {x.chw[0], 1, 1};
+    SPILL_RETURN_IF_ERROR(ProduceValue(node, 0, v));
+    return true;
+  }
+  if (x.layout != Layout::kSequence) {
+    // (N, C, 1, T) reshaped to (N, C, T): spill's own export of a sequence;
+    // (N, C, H, W) to (N, C, H W): an image's pixels as tokens.
+    auto out = g_.dims.find(n.output(0));
+    if (op != "Reshape" || !x.Spatial() || out == g_.dims.end() || out->second.size() != 3 ||
+        out->second[1] != x.chw[0] || out->second[2] != x.chw[1] * x.chw[2]) {
+      return false;
+    }
+    if (x.chw[1] != 1) {
+      const std::string name = LayerName(node, "");
+      Emit(name, "tokens", {x.ref}, "");
+      Value v = x;
+      v.ref = name;
+      v.chw = {x.chw[0], 1, x.chw[1] * x.chw[2]};
+      SPILL_RETURN_IF_ERROR(SequenceReshape(node, v));
+      return true;
     }
     SPILL_RETURN_IF_ERROR(SequenceReshape(node, x));
     return true;
@@ -177,6 +212,10 @@ StatusOr<bool> Importer::ConvertSequence(int node) {
     status = SequenceReshape(node, x);
   } else if (op == "Identity") {
     values_[n.output(0)] = x;
+  } else if (op == "Gather" && g_.Constant(n.input(1)) != nullptr) {
+    status = TakeToken(node, x);
+  } else if (op == "Gemm") {
+    status = SequenceGemm(node, x);
   } else if (op == "MatMul") {
     if (x.axes.back() != 'C') {
       return Fail(node, "multiplies " + Describe(x) + " along its last axis, which is not its " +
@@ -197,6 +236,36 @@ StatusOr<bool> Importer::ConvertSequence(int node) {
   }
   SPILL_RETURN_IF_ERROR(status);
   return true;
+}
+
+Status Importer::SequenceGemm(int node, const Value& x) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  if (AttrFloat(n, "alpha", 1.0f) != 1.0f || AttrFloat(n, "beta", 1.0f) != 1.0f ||
+      AttrInt(n, "transA", 0) != 0 || x.axes.size() != 2 || x.axes.back() != 'C') {
+    return Fail(node, "spill imports Gemm of a sequence (" + x.axes + ") with alpha = beta = 1, " +
+                          "transA = 0, of a view (positions and batch, features)");
+  }
+  SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* w, ConstIn(node, 1));
+  const bool transposed = AttrInt(n, "transB", 0) != 0;
+  const int64_t c = x.chw[0];
+  if (w->dims_size() != 2 || w->dims(transposed ? 1 : 0) != c) {
+    return Fail(node,
+                "the weight's shape does not match the input's " + std::to_string(c) + " features");
+  }
+  const int64_t k = w->dims(transposed ? 0 : 1);
+  SPILL_ASSIGN_OR_RETURN(std::vector<float> values, OnnxFloats(*w, g_.label));
+  if (transposed) {  // (K, C) to (C, K)
+    std::vector<float> ck(values.size());
+    for (int64_t o = 0; o < k; ++o) {
+      for (int64_t i = 0; i < c; ++i) ck[i * k + o] = values[o * c + i];
+    }
+    values.swap(ck);
+  }
+  const onnx::TensorProto* bias = nullptr;
+  if (HasInput(node, 2)) {
+    SPILL_ASSIGN_OR_RETURN(bias, ConstIn(node, 2));
+  }
+  return SequenceLinear(node, x, values, k, bias, node, n.input(1));
 }
 
 Status Importer::Embedding(int node) {
@@ -493,6 +562,13 @@ Status Importer::SequenceReshape(int node, const Value& x) {
     v.dims = {x.chw[0], x.chw[2]};
     return ProduceValue(node, 0, v);
   }
+  if ((x.axes == "MC" || x.axes == "BC") && rank == 3) {  // (T N, C) to (T, N, C)
+    const std::vector<int64_t>& d = inferred->second;
+    v.axes = x.axes == "MC" ? "TNC" : "NTC";
+    v.dims = {x.chw[2], x.chw[0]};
+    const int64_t t = x.axes == "MC" ? 0 : 1;
+    if (d[t] == x.chw[2] && d[2] == x.chw[0]) return ProduceValue(node, 0, v);
+  }
   if (x.axes == "NCT" && rank == 4) {
     v.layout = Layout::kNchw;
     v.axes.clear();
@@ -612,9 +688,10 @@ bool Importer::StateChain(const std::string& value, std::set<int>* nodes, int de
 }
 
 bool Importer::ShapeOnly(const std::string& value, std::set<int>* nodes, int depth) const {
-  static const char* const kShapeOps[] = {"Gather", "Unsqueeze", "Squeeze",  "Concat",
-                                          "Cast",   "Slice",     "Identity", "Add",
-                                          "Sub",    "Mul",       "Div",      "Constant"};
+  static const char* const kShapeOps[] = {
+      "Gather",          "Unsqueeze", "Squeeze", "Concat",  "Cast", "Slice",
+      "Identity",        "Add",       "Sub",     "Mul",     "Div",  "Equal",
+      "ConstantOfShape", "Where",     "Reshape", "Constant"};
   if (depth > kMaxStateChain) return false;
   if (g_.Constant(value) != nullptr) return true;
   auto producer = producers_.find(value);

@@ -525,38 +525,15 @@ Status Importer::ChannelsLastMatMul(int node, const Value& x, const onnx::Tensor
     return Fail(node,
                 "the weight's shape does not match the input's " + std::to_string(c) + " channels");
   }
-  const int64_t k = w.dims(1);
   SPILL_ASSIGN_OR_RETURN(std::vector<float> values, OnnxFloats(w, g_.label));
-  std::vector<float> weight(values.size());  // (C, K) as K x C x 1 x 1
-  for (int64_t i = 0; i < c; ++i) {
-    for (int64_t o = 0; o < k; ++o) weight[o * c + i] = values[i * k + o];
-  }
   int out_node = node;
-  std::vector<float> bias;
   const int add = OnlyReader(n.output(0), "Add");
   const onnx::TensorProto* b = add >= 0 ? g_.Constant(OtherInput(add, n.output(0))) : nullptr;
   if (b != nullptr) {
-    SPILL_ASSIGN_OR_RETURN(bias, OnnxFloats(*b, g_.label));
-    if (static_cast<int64_t>(bias.size()) != k || b->dims_size() != 1) {
-      return Fail(add, "the bias '" + b->name() + "' must have " + std::to_string(k) + " values");
-    }
     fused_.insert(add);
     out_node = add;
   }
-  // A sequence's per-step nn.Linear is named after its module ("/fc/MatMul":
-  // fc) when its weight has no name of its own ("onnx::MatMul_12").
-  const bool module = x.layout == Layout::kSequence && n.input(1).find("::") != std::string::npos;
-  const std::string name = module ? ModuleLayerName(node) : LayerName(node, n.input(1));
-  net_.params["params/" + name + "/weight"] = NpyArray::Floats({k, c, 1, 1}, weight.data());
-  if (b != nullptr)
-    net_.params["params/" + name + "/bias"] = NpyArray::Floats({1, k, 1, 1}, bias.data());
-  Emit(name, "convolution", {x.ref},
-       "filters: " + std::to_string(k) + ", kernel: 1, bias: " + (b != nullptr ? "true" : "false"));
-  Value v = x;
-  v.ref = name;
-  v.chw[0] = k;
-  v.dims[x.ChannelAxis()] = k;
-  return ProduceValue(out_node, 0, v);
+  return SequenceLinear(node, x, values, w.dims(1), b, out_node, n.input(1));
 }
 
 }  // namespace onnx_import

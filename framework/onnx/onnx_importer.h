@@ -39,12 +39,14 @@ struct Value {
   // T time, C features; a recurrent operator's output splits the features
   // into D directions of H hidden units (C = D x H, forward first). "NTC" is
   // batch-first, "TNC" time-major, "NCT" channels-first, "TDNH" ONNX's
-  // LSTM output Y, "NT" integer ids. Empty for images.
+  // LSTM output Y, "NT" integer ids; M is the positions and the batch
+  // merged into one axis (T major, as (T N, C) before attention's output
+  // projection), B the batch and the positions (N major). Empty for images.
   std::string axes;
 
   // The ONNX axis of the batch: the first, except in time-major sequences.
   int BatchAxis() const {
-    return layout == Layout::kSequence ? static_cast<int>(axes.find('N')) : 0;
+    return layout == Layout::kSequence ? static_cast<int>(axes.find_first_of("NMB")) : 0;
   }
 
   // Laid out as ONNX says: C x H x W, not a flattened view of it.
@@ -68,7 +70,7 @@ struct Value {
     if (Channels()) return 0;
     if (layout == Layout::kSequence) {
       const size_t c = axes.find('C');
-      return c != std::string::npos && c > axes.find('N') ? static_cast<int>(c) - 1 : -1;
+      return c != std::string::npos && c > axes.find_first_of("NMB") ? static_cast<int>(c) - 1 : -1;
     }
     return ChannelsLast() ? 2 : -1;
   }
@@ -83,6 +85,8 @@ struct PendingPad {
 class Importer {
  public:
   explicit Importer(const OnnxGraph& g) : g_(g) {}
+  // onnx_import_attention.cc's symbolic view of one of attention's operands.
+  struct AttentionView;
   StatusOr<ImportedNet> Run();
 
  private:
@@ -187,6 +191,7 @@ class Importer {
   Status SequenceTranspose(int node, const Value& x);
   Status SequenceSqueeze(int node, const Value& x);
   Status SequenceReshape(int node, const Value& x);
+  Status SequenceGemm(int node, const Value& x);
   // Before the walk: the nodes that compute recurrent operators' initial
   // states from constants and the batch size (Shape ... ConstantOfShape or
   // Expand, and Slices of it) and feed nothing else are marked converted;
@@ -200,6 +205,53 @@ class Importer {
   // The ONNX shape of a sequence `value` viewed as `axes`, without the batch.
   StatusOr<std::vector<int64_t>> SequenceDims(int node, const std::string& value,
                                               const std::string& axes) const;
+
+  // onnx_import_attention.cc: the chain of nn.MultiheadAttention (and of
+  // spill's export) from one projection's queries, keys and values to the
+  // sequence of its output, as one attention layer.
+  struct AttentionChain {
+    int softmax = -1;
+    std::string source;                        // X, the projection
+    std::string source_layout;                 // "NTC", "TNC" (features last) or "NC1T"
+    std::vector<int> q, k, v, out;             // the views (X to the products; O to the sequence)
+    int scores = -1, mask = -1, product = -1;  // MatMul, Add, MatMul
+    int last = -1;                             // the node whose output is the layer's
+    std::string layout;                        // of that output (SequenceLayout)
+    int64_t heads = 1, width = 0, steps = 0;
+    bool causal = false;
+    std::string error;  // why this Softmax is no such chain, or ""
+  };
+  // Before the walk: every Softmax's chain, its nodes marked converted and
+  // its last node noted (attention_), or why it is none (softmax_errors_);
+  // and the shape arithmetic of reshapes whose shapes are inferred.
+  void MarkAttention();
+  AttentionChain FindAttention(int softmax);
+  bool Evaluate(AttentionChain* c, std::string* why) const;
+  bool SourceView(const std::string& x, AttentionView* view, std::string* layout,
+                  std::string* why) const;
+  bool ApplyView(int node, const std::string& output, AttentionView* v, std::string* why) const;
+  bool CausalMask(int add, int64_t steps, std::string* why) const;
+  // From `value` back through views to the value they view (appending the
+  // views, first first, to `nodes`).
+  std::string ViewsBack(const std::string& value, std::vector<int>* nodes) const;
+  // A value's ONNX shape, each axis's size and whether it holds the batch
+  // (a multiple of it: the size is the factor).
+  StatusOr<std::vector<int64_t>> BatchDims(const std::string& value, bool* batch_axis,
+                                           std::vector<bool>* batches) const;
+  // The attention layer, at its chain's last node.
+  Status Attention(int node);
+  // The ends of a vision transformer's sequence: a class token put before
+  // it (Concat of an Expand of a constant over the batch), a position table
+  // added to it (Add of a constant of its shape), one position taken out of
+  // it (Gather along the positions).
+  Status ClassToken(int node);
+  Status PositionTable(int node, const Value& x, const onnx::TensorProto& table);
+  Status TakeToken(int node, const Value& x);
+  // A per-position linear layer (Gemm, or MatMul by a constant) of a
+  // sequence view whose features come last: a 1x1 convolution.
+  Status SequenceLinear(int node, const Value& x, const std::vector<float>& weight, int64_t k,
+                        const onnx::TensorProto* bias, int out_node,
+                        const std::string& weight_name);
 
   // Helpers.
   Status Fail(int node, const std::string& message) const;
@@ -250,6 +302,10 @@ class Importer {
   std::map<std::string, RecurrentStack> stacks_;  // by layer name
   std::map<std::string, PendingPad> pads_;
   std::set<int> fused_;  // nodes already converted as part of another
+  std::map<int, AttentionChain> attention_;    // by the chain's last node
+  std::map<int, std::string> softmax_errors_;  // a Softmax outside any chain: why
+  std::map<std::string, std::string>
+      broadcasts_;  // Expand of a constant over the batch: the constant
   std::set<std::string> names_;
   std::vector<std::string> layers_;  // the entries after the input's
   // The input layer's entry, written ahead of layers_ once Output() knows

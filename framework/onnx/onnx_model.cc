@@ -80,20 +80,32 @@ void CollectConstants(OnnxGraph* g) {
   }
 }
 
-void RecordDims(const onnx::ValueInfoProto& info, OnnxGraph* g) {
+void RecordDims(const onnx::ValueInfoProto& info, const std::string& batch, OnnxGraph* g) {
   if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape()) return;
   std::vector<int64_t>& dims = g->dims[info.name()];
   dims.clear();
+  std::vector<int64_t> multiples;
+  bool merged = false;
   for (const auto& d : info.type().tensor_type().shape().dim()) {
     dims.push_back(d.has_dim_value() ? d.dim_value() : kDynamicOnnxDim);
+    const auto k = d.has_dim_param() ? BatchMultiple(d.dim_param(), batch) : std::nullopt;
+    multiples.push_back(k.value_or(0));
+    merged = merged || (k && (*k != 1 || multiples.size() > 1));
   }
+  if (merged) g->batch_axes[info.name()] = multiples;
 }
 
 void RecordAllDims(OnnxGraph* g) {
   g->dims.clear();
-  for (const auto& v : g->graph().input()) RecordDims(v, g);
-  for (const auto& v : g->graph().value_info()) RecordDims(v, g);
-  for (const auto& v : g->graph().output()) RecordDims(v, g);
+  g->batch_axes.clear();
+  std::string batch;
+  if (g->graph().input_size() > 0) {
+    const auto& shape = g->graph().input(0).type().tensor_type().shape();
+    if (shape.dim_size() > 0 && shape.dim(0).has_dim_param()) batch = shape.dim(0).dim_param();
+  }
+  for (const auto& v : g->graph().input()) RecordDims(v, batch, g);
+  for (const auto& v : g->graph().value_info()) RecordDims(v, batch, g);
+  for (const auto& v : g->graph().output()) RecordDims(v, batch, g);
 }
 
 // ONNX's checker and shape inference throw on a malformed model; their
@@ -104,10 +116,15 @@ Status CheckAndInferShapes(OnnxGraph* g) {
   constexpr int kMaxFoldingPasses = 1024;  // far more reshape stages than any network has
   try {
     onnx::checker::check_model(g->model);
+    const auto given = g->graph().value_info();  // the file's, restored before each pass
+    std::map<std::string, onnx::ValueInfoProto> annotations;
     for (int pass = 0;; ++pass) {
+      auto* info = g->model.mutable_graph()->mutable_value_info();
+      *info = given;
+      for (const auto& [name, shape] : annotations) *info->Add() = shape;
       onnx::shape_inference::InferShapes(g->model);
       RecordAllDims(g);
-      if (pass == kMaxFoldingPasses || !FoldShapeArithmetic(&g->model, g->dims)) break;
+      if (pass == kMaxFoldingPasses || !FoldShapeArithmetic(&g->model, &annotations)) break;
     }
   } catch (const std::exception& e) {
     return InvalidArgument(g->label + ": not a valid ONNX model: " + e.what());
@@ -160,6 +177,7 @@ const std::vector<std::string>& SupportedOnnxOperators() {
       "ConstantOfShape",
       "ConvTranspose",
       "Div",
+      "Equal",
       "Erf",
       "Expand",
       "GRU",
@@ -175,12 +193,14 @@ const std::vector<std::string>& SupportedOnnxOperators() {
       "Shape",
       "Sigmoid",
       "Slice",
+      "Softmax",
       "Split",
       "Sqrt",
       "Squeeze",
       "Sub",
       "Transpose",
       "Unsqueeze",
+      "Where",
   };
   return kOps;
 }

@@ -43,6 +43,10 @@ struct OnnxGraph {
   std::map<std::string, const onnx::TensorProto*> constants;
   // Every value's shape as inferred, kDynamicOnnxDim for an unknown dimension.
   std::map<std::string, std::vector<int64_t>> dims;
+  // Values holding the batch elsewhere than alone on their first axis (a
+  // multiple of it merged with other axes, or on a later axis): per axis,
+  // k where it holds k x the batch, else 0.
+  std::map<std::string, std::vector<int64_t>> batch_axes;
   // Which nodes read a value.
   std::map<std::string, std::vector<int>> consumers;
 

@@ -1,6 +1,7 @@
 #include "framework/onnx/onnx_shape_folding.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -10,11 +11,20 @@
 namespace spill {
 namespace {
 
-// One integer of the arithmetic: known, or the batch size.
+// One integer of the arithmetic: known, or a multiple of the batch size
+// (`value` x the batch: a batch merged with other axes, as attention's
+// heads are).
 struct SymInt {
   int64_t value = 0;
   bool batch = false;
 };
+
+bool operator==(const SymInt& a, const SymInt& b) {
+  return a.value == b.value && a.batch == b.batch;
+}
+
+// A value's inferred shape, one entry per axis; nullopt for an unknown one.
+using SymDims = std::vector<std::optional<SymInt>>;
 
 // An evaluated integer tensor: a scalar or a vector.
 struct IntValue {
@@ -25,6 +35,7 @@ struct IntValue {
 constexpr size_t kMaxFoldedValues = 64;  // shapes and bounds, never data
 
 using IntValues = std::map<std::string, IntValue>;
+using SymShapes = std::map<std::string, SymDims>;
 
 std::optional<IntValue> FromTensor(const onnx::TensorProto& t) {
   const bool i64 = t.data_type() == onnx::TensorProto::INT64;
@@ -80,7 +91,7 @@ std::optional<std::vector<int64_t>> Known(const IntValue& v) {
   return out;
 }
 
-std::optional<IntValue> Shape(const onnx::NodeProto& n, const std::vector<int64_t>& dims) {
+std::optional<IntValue> Shape(const onnx::NodeProto& n, const SymDims& dims) {
   const int64_t rank = static_cast<int64_t>(dims.size());
   int64_t start = IntAttr(n, "start", 0), end = IntAttr(n, "end", rank);
   if (start < 0) start += rank;
@@ -89,13 +100,8 @@ std::optional<IntValue> Shape(const onnx::NodeProto& n, const std::vector<int64_
   end = std::max<int64_t>(start, std::min(end, rank));
   IntValue v;
   for (int64_t axis = start; axis < end; ++axis) {
-    if (dims[axis] > 0) {
-      v.values.push_back({dims[axis], false});
-    } else if (axis == 0) {
-      v.values.push_back({0, true});  // the symbolic batch
-    } else {
-      return std::nullopt;
-    }
+    if (!dims[axis]) return std::nullopt;
+    v.values.push_back(*dims[axis]);
   }
   return v;
 }
@@ -115,26 +121,84 @@ std::optional<IntValue> Gather(const IntValue& data, const IntValue& indices) {
   return v;
 }
 
-// Add, Sub, Mul and Div on known integers (one side may be a single value).
-std::optional<IntValue> Arithmetic(const std::string& op, const IntValue& a, const IntValue& b) {
-  const auto x = Known(a), y = Known(b);
-  if (!x || !y || x->empty() || y->empty()) return std::nullopt;
-  if (x->size() != y->size() && x->size() != 1 && y->size() != 1) return std::nullopt;
-  IntValue v;
-  v.scalar = a.scalar && b.scalar;
-  const size_t count = std::max(x->size(), y->size());
-  for (size_t i = 0; i < count; ++i) {
-    const int64_t p = (*x)[x->size() == 1 ? 0 : i], q = (*y)[y->size() == 1 ? 0 : i];
-    int64_t r = 0;
-    if (op == "Add" && !CheckedAdd(p, q, &r)) return std::nullopt;
-    if (op == "Sub" && !CheckedSub(p, q, &r)) return std::nullopt;
-    if (op == "Mul" && !CheckedMul(p, q, &r)) return std::nullopt;
-    if (op == "Div") {
-      if (q == 0 || (q == -1 && p == INT64_MIN)) return std::nullopt;  // the importer reports it
-      r = p / q;
+// Add, Sub, Mul and Div of two integers; a multiple of the batch times or
+// over a positive known integer (that divides it) stays one.
+std::optional<SymInt> Arithmetic(const std::string& op, SymInt p, SymInt q) {
+  SymInt r;
+  if (p.batch || q.batch) {
+    if (op == "Mul" && p.batch != q.batch) {
+      if (q.batch) std::swap(p, q);
+      if (q.value <= 0 || !CheckedMul(p.value, q.value, &r.value)) return std::nullopt;
+      r.batch = true;
+      return r;
     }
-    v.values.push_back({r, false});
+    if (op == "Div" && p.batch && !q.batch && q.value > 0 && p.value % q.value == 0) {
+      return SymInt{p.value / q.value, true};
+    }
+    return std::nullopt;
   }
+  if (op == "Add" && !CheckedAdd(p.value, q.value, &r.value)) return std::nullopt;
+  if (op == "Sub" && !CheckedSub(p.value, q.value, &r.value)) return std::nullopt;
+  if (op == "Mul" && !CheckedMul(p.value, q.value, &r.value)) return std::nullopt;
+  if (op == "Div") {
+    if (q.value == 0 || (q.value == -1 && p.value == INT64_MIN)) return std::nullopt;
+    r.value = p.value / q.value;  // the importer reports a division by zero
+  }
+  return r;
+}
+
+// Equal: 1 or 0. The batch is positive: it equals no integer below 1, and a
+// multiple of it equals another multiple when their factors do.
+std::optional<SymInt> Equal(const SymInt& p, const SymInt& q) {
+  if (p.batch == q.batch) return SymInt{p.value == q.value ? 1 : 0, false};
+  const SymInt& known = p.batch ? q : p;
+  if (known.value < 1) return SymInt{0, false};
+  return std::nullopt;
+}
+
+// Elementwise over two values of one size (or one of them single); `op`
+// also selects Where's (condition, a, b) from its first two.
+std::optional<IntValue> Elementwise(const std::string& op, const std::vector<const IntValue*>& in) {
+  size_t count = 1;
+  for (const IntValue* x : in) {
+    if (x == nullptr || x->values.empty()) return std::nullopt;
+    if (x->values.size() != 1 && count != 1 && x->values.size() != count) return std::nullopt;
+    count = std::max(count, x->values.size());
+  }
+  IntValue v;
+  v.scalar = true;
+  for (const IntValue* x : in) v.scalar = v.scalar && x->scalar;
+  for (size_t i = 0; i < count; ++i) {
+    auto at = [&](int k) { return in[k]->values[in[k]->values.size() == 1 ? 0 : i]; };
+    std::optional<SymInt> r;
+    if (op == "Where") {
+      if (at(0).batch) return std::nullopt;
+      r = at(0).value != 0 ? at(1) : at(2);
+    } else if (op == "Equal") {
+      r = Equal(at(0), at(1));
+    } else {
+      r = Arithmetic(op, at(0), at(1));
+    }
+    if (!r) return std::nullopt;
+    v.values.push_back(*r);
+  }
+  return v;
+}
+
+// ConstantOfShape of a known shape, filled with its integer `value`.
+std::optional<IntValue> ConstantOfShape(const onnx::NodeProto& n, const IntValue& shape) {
+  const auto dims = Known(shape);
+  if (!dims || dims->size() != 1 || (*dims)[0] < 0 ||
+      (*dims)[0] > static_cast<int64_t>(kMaxFoldedValues)) {
+    return std::nullopt;
+  }
+  std::optional<IntValue> fill = IntValue{{{0, false}}, true};
+  if (const onnx::AttributeProto* a = Attribute(n, "value")) {
+    fill = a->has_t() ? FromTensor(a->t()) : std::nullopt;
+  }
+  if (!fill || fill->values.size() != 1) return std::nullopt;  // a float fill: data, not shape
+  IntValue v;
+  v.values.assign((*dims)[0], fill->values[0]);
   return v;
 }
 
@@ -181,7 +245,7 @@ std::optional<IntValue> Unsqueeze(const onnx::NodeProto& n, const IntValues& int
 
 // The value of node `n`'s first output, when its inputs are known.
 std::optional<IntValue> Evaluate(const onnx::NodeProto& n, const IntValues& ints,
-                                 const std::map<std::string, std::vector<int64_t>>& dims) {
+                                 const SymShapes& dims) {
   const std::string& op = n.op_type();
   if (op == "Shape") {
     auto it = dims.find(n.input(0));
@@ -223,10 +287,19 @@ std::optional<IntValue> Evaluate(const onnx::NodeProto& n, const IntValues& ints
     if (v.values.size() > kMaxFoldedValues) return std::nullopt;
     return v;
   }
-  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && in.size() == 2 &&
-      in[1] != nullptr) {
-    return Arithmetic(op, *in[0], *in[1]);
+  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal") &&
+      in.size() == 2) {
+    return Elementwise(op, in);
   }
+  if (op == "Where" && in.size() == 3) return Elementwise(op, in);
+  if (op == "Reshape" && in.size() == 2 && in[1] != nullptr && !in[0]->scalar) {
+    const auto target = Known(*in[1]);  // a vector reshaped to one axis
+    const int64_t size = static_cast<int64_t>(in[0]->values.size());
+    if (target && target->size() == 1 && ((*target)[0] == -1 || (*target)[0] == size)) {
+      return *in[0];
+    }
+  }
+  if (op == "ConstantOfShape") return ConstantOfShape(n, *in[0]);
   if (op == "Slice") return Slice(*in[0], std::vector<const IntValue*>(in.begin() + 1, in.end()));
   return std::nullopt;
 }
@@ -241,12 +314,232 @@ onnx::TensorProto ToTensor(const std::string& name, const IntValue& v) {
 }
 
 // Whether `v` may replace input `k` of `n`: the batch only as Reshape's
-// leading "copy the input's dimension".
-bool Replaceable(const onnx::NodeProto& n, int k, const IntValue& v) {
+// leading "copy the input's dimension", where the input's first axis is the
+// batch itself.
+bool Replaceable(const onnx::NodeProto& n, int k, const IntValue& v, const SymShapes& shapes) {
   for (size_t i = 0; i < v.values.size(); ++i) {
-    if (v.values[i].batch && !(n.op_type() == "Reshape" && k == 1 && i == 0)) return false;
+    if (!v.values[i].batch) continue;
+    if (n.op_type() != "Reshape" || k != 1 || i != 0 || v.values[i].value != 1) return false;
+    auto in = shapes.find(n.input(0));
+    const SymInt batch{1, true};
+    if (in == shapes.end() || in->second.empty() || !(in->second[0] && *in->second[0] == batch)) {
+      return false;
+    }
   }
   return true;
+}
+
+// The batch's symbol: the first input's first axis (a dim_param), or "".
+std::string BatchSymbol(const onnx::GraphProto& graph) {
+  if (graph.input_size() == 0) return "";
+  const auto& type = graph.input(0).type();
+  if (!type.has_tensor_type() || type.tensor_type().shape().dim_size() == 0) return "";
+  const auto& d = type.tensor_type().shape().dim(0);
+  return d.has_dim_param() ? d.dim_param() : "";
+}
+
+SymDims ReadSymDims(const onnx::ValueInfoProto& info, const std::string& batch) {
+  SymDims dims;
+  for (const auto& d : info.type().tensor_type().shape().dim()) {
+    std::optional<SymInt> s;
+    if (d.has_dim_value()) {
+      s = SymInt{d.dim_value(), false};
+    } else if (auto k = BatchMultiple(d.dim_param(), batch)) {
+      s = SymInt{*k, true};
+    } else if (dims.empty()) {
+      s = SymInt{1, true};  // an unnamed first axis: the batch
+    }
+    dims.push_back(s);
+  }
+  return dims;
+}
+
+SymShapes ReadSymShapes(const onnx::GraphProto& graph, const std::string& batch) {
+  SymShapes shapes;
+  for (const auto& t : graph.initializer()) {
+    SymDims& dims = shapes[t.name()];
+    for (int64_t d : t.dims()) dims.push_back(SymInt{d, false});
+  }
+  auto read = [&](const onnx::ValueInfoProto& info) {
+    if (info.type().has_tensor_type() && info.type().tensor_type().has_shape()) {
+      shapes[info.name()] = ReadSymDims(info, batch);
+    }
+  };
+  for (const auto& v : graph.input()) read(v);
+  for (const auto& v : graph.value_info()) read(v);
+  for (const auto& v : graph.output()) read(v);
+  return shapes;
+}
+
+bool Complete(const SymDims& dims) {
+  for (const auto& d : dims) {
+    if (!d) return false;
+  }
+  return true;
+}
+
+// The product of `dims` as (known factor, count of batch factors).
+std::optional<std::pair<int64_t, int>> Product(const std::vector<SymInt>& dims) {
+  int64_t known = 1;
+  int batches = 0;
+  for (const SymInt& d : dims) {
+    if (d.value <= 0 || !CheckedMul(known, d.value, &known)) return std::nullopt;
+    batches += d.batch ? 1 : 0;
+  }
+  return std::make_pair(known, batches);
+}
+
+// Reshape's output shape from its input's and the (evaluated) target: 0
+// copies the input's axis, -1 takes what is left.
+std::optional<std::vector<SymInt>> ReshapeDims(const onnx::NodeProto& n, const SymDims& in,
+                                               const IntValue& target) {
+  if (!Complete(in) || target.scalar || IntAttr(n, "allowzero", 0) != 0) return std::nullopt;
+  std::vector<SymInt> input, out;
+  for (const auto& d : in) input.push_back(*d);
+  int rest = -1;
+  for (size_t i = 0; i < target.values.size(); ++i) {
+    SymInt d = target.values[i];
+    if (!d.batch && d.value == 0) {
+      if (i >= input.size()) return std::nullopt;
+      d = input[i];
+    } else if (!d.batch && d.value == -1) {
+      if (rest >= 0) return std::nullopt;
+      rest = static_cast<int>(i);
+    } else if (d.value <= 0) {
+      return std::nullopt;
+    }
+    out.push_back(d);
+  }
+  const auto total = Product(input);
+  std::vector<SymInt> others = out;
+  if (rest >= 0) others.erase(others.begin() + rest);
+  const auto given = Product(others);
+  if (!total || !given || total->first % given->first != 0) return std::nullopt;
+  const SymInt left{total->first / given->first, total->second - given->second == 1};
+  const int batches_left = total->second - given->second;
+  if (rest >= 0) {
+    if (batches_left < 0 || batches_left > 1) return std::nullopt;
+    out[rest] = left;
+  } else if (batches_left != 0 || left.value != 1) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+// Expand's output shape: the input's broadcast against the target.
+std::optional<std::vector<SymInt>> ExpandDims(const SymDims& in, const IntValue& target) {
+  if (!Complete(in) || target.scalar) return std::nullopt;
+  const size_t rank = std::max(in.size(), target.values.size());
+  std::vector<SymInt> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const size_t a = rank - i - 1;
+    const bool has_in = i < in.size(), has_target = i < target.values.size();
+    const SymInt x = has_in ? *in[in.size() - i - 1] : SymInt{1, false};
+    const SymInt y = has_target ? target.values[target.values.size() - i - 1] : SymInt{1, false};
+    const SymInt one{1, false};
+    if (x == y || y == one) {
+      out[a] = x;
+    } else if (x == one) {
+      out[a] = y;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// `dims` as a value's shape for inference to read on: the batch as its
+// symbol, a multiple of it as "<symbol>*k".
+onnx::ValueInfoProto Annotation(const std::string& value, int32_t elem_type,
+                                const std::vector<SymInt>& dims, const std::string& batch) {
+  onnx::ValueInfoProto info;
+  info.set_name(value);
+  auto* tensor = info.mutable_type()->mutable_tensor_type();
+  tensor->set_elem_type(elem_type);
+  auto* shape = tensor->mutable_shape();
+  for (const SymInt& d : dims) {
+    auto* dim = shape->add_dim();
+    if (!d.batch) {
+      dim->set_dim_value(d.value);
+    } else {
+      dim->set_dim_param(d.value == 1 ? batch : batch + "*" + std::to_string(d.value));
+    }
+  }
+  return info;
+}
+
+// Concat's output shape from its inputs': the same on every axis but
+// `axis`, where known sizes add up.
+std::optional<std::vector<SymInt>> ConcatDims(const onnx::NodeProto& n, const SymShapes& shapes) {
+  std::vector<SymInt> out;
+  for (int k = 0; k < n.input_size(); ++k) {
+    auto in = shapes.find(n.input(k));
+    if (in == shapes.end() || !Complete(in->second)) return std::nullopt;
+    int64_t axis = IntAttr(n, "axis", 0);
+    const int64_t rank = static_cast<int64_t>(in->second.size());
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank || (k > 0 && rank != static_cast<int64_t>(out.size()))) {
+      return std::nullopt;
+    }
+    for (int64_t a = 0; a < rank; ++a) {
+      const SymInt d = *in->second[a];
+      if (k == 0) {
+        out.push_back(d);
+      } else if (a == axis) {
+        if (d.batch || out[a].batch) return std::nullopt;
+        out[a].value += d.value;
+      } else if (!(d == out[a])) {
+        return std::nullopt;
+      }
+    }
+  }
+  return out;
+}
+
+int32_t ElemType(const onnx::GraphProto& graph, const std::string& value) {
+  auto of = [&](const onnx::ValueInfoProto& v) { return v.type().tensor_type().elem_type(); };
+  for (const auto& v : graph.value_info()) {
+    if (v.name() == value && of(v) != 0) return of(v);
+  }
+  for (const auto& v : graph.input()) {
+    if (v.name() == value && of(v) != 0) return of(v);
+  }
+  for (const auto& t : graph.initializer()) {
+    if (t.name() == value) return t.data_type();
+  }
+  return onnx::TensorProto::FLOAT;
+}
+
+// Reshapes and Expands whose targets hold the batch - merged with other
+// axes, or not first - cannot take a constant target, and ONNX's inference
+// loses the batch's symbol through a Concat: their output shapes are
+// noted instead. Returns whether any was new.
+bool AnnotateBatchShapes(const onnx::GraphProto& graph, const IntValues& ints,
+                         const SymShapes& shapes, const std::string& batch,
+                         std::map<std::string, onnx::ValueInfoProto>* annotations) {
+  if (batch.empty()) return false;
+  bool added = false;
+  for (const auto& n : graph.node()) {
+    const std::string& op = n.op_type();
+    if (n.output_size() != 1 || annotations->count(n.output(0))) continue;
+    auto out = shapes.find(n.output(0));
+    if (out != shapes.end() && Complete(out->second)) continue;
+    std::optional<std::vector<SymInt>> dims;
+    if ((op == "Reshape" || op == "Expand") && n.input_size() == 2) {
+      auto target = ints.find(n.input(1));
+      auto in = shapes.find(n.input(0));
+      if (target == ints.end() || in == shapes.end()) continue;
+      dims = op == "Reshape" ? ReshapeDims(n, in->second, target->second)
+                             : ExpandDims(in->second, target->second);
+    } else if (op == "Concat") {
+      dims = ConcatDims(n, shapes);
+    }
+    if (!dims) continue;
+    (*annotations)[n.output(0)] =
+        Annotation(n.output(0), ElemType(graph, n.input(0)), *dims, batch);
+    added = true;
+  }
+  return added;
 }
 
 // Removes the arithmetic (`computed` values), shape operators and constants
@@ -274,13 +567,31 @@ void DropDeadArithmetic(onnx::GraphProto* graph, const std::set<std::string>& co
 
 }  // namespace
 
+std::optional<int64_t> BatchMultiple(const std::string& dim_param, const std::string& batch) {
+  if (batch.empty() || dim_param.rfind(batch, 0) != 0) return std::nullopt;
+  if (dim_param.size() == batch.size()) return 1;
+  const std::string rest = dim_param.substr(batch.size());
+  if (rest.size() < 2 || rest[0] != '*') return std::nullopt;
+  int64_t k = 0;
+  for (size_t i = 1; i < rest.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(rest[i])) || !CheckedMul(k, int64_t{10}, &k) ||
+        !CheckedAdd(k, int64_t{rest[i] - '0'}, &k)) {
+      return std::nullopt;
+    }
+  }
+  if (k < 1) return std::nullopt;
+  return k;
+}
+
 bool IsShapeArithmetic(const std::string& op) {
   return op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast";
 }
 
 bool FoldShapeArithmetic(onnx::ModelProto* model,
-                         const std::map<std::string, std::vector<int64_t>>& dims) {
+                         std::map<std::string, onnx::ValueInfoProto>* annotations) {
   onnx::GraphProto* graph = model->mutable_graph();
+  const std::string batch = BatchSymbol(*graph);
+  const SymShapes dims = ReadSymShapes(*graph, batch);
   IntValues ints;
   for (const auto& t : graph->initializer()) {
     if (auto v = FromTensor(t)) ints[t.name()] = *v;
@@ -306,7 +617,7 @@ bool FoldShapeArithmetic(onnx::ModelProto* model,
     if (ints.count(n.output_size() > 0 ? n.output(0) : "")) continue;  // arithmetic itself
     for (int k = 0; k < n.input_size(); ++k) {
       const std::string& name = n.input(k);
-      if (!computed.count(name) || !Replaceable(n, k, ints[name])) continue;
+      if (!computed.count(name) || !Replaceable(n, k, ints[name], dims)) continue;
       const std::string folded = name + "/folded";
       if (added.insert(folded).second) *graph->add_initializer() = ToTensor(folded, ints[name]);
       n.set_input(k, folded);
@@ -314,7 +625,7 @@ bool FoldShapeArithmetic(onnx::ModelProto* model,
     }
   }
   if (changed) DropDeadArithmetic(graph, computed);
-  return changed;
+  return AnnotateBatchShapes(*graph, ints, dims, batch, annotations) || changed;
 }
 
 }  // namespace spill

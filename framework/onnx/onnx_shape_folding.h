@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,21 @@ namespace spill {
 // The integer-only operators folded (with Constant and Identity).
 bool IsShapeArithmetic(const std::string& op);
 
-// `dims`: every value's inferred shape, a negative entry for an unknown or
-// symbolic dimension. Returns whether the graph changed.
+// Folds what the shapes inferred so far allow (read from the graph's
+// value_info; the batch is the first input's first axis, a dim_param).
+// The batch may also be merged with other axes - PyTorch's attention
+// reshapes (N, T, C) to (T, N x heads, d) - which no constant target can
+// say: such a Reshape (or an Expand over the batch) keeps its arithmetic,
+// and its output's shape is written into value_info instead, the batch as
+// its symbol and k times it as "<symbol>*k", for inference to read on
+// (so is a Concat's, whose batch ONNX's inference leaves unnamed). The
+// caller puts `annotations` into value_info before each inference.
+// Returns whether the graph or the annotations changed.
 bool FoldShapeArithmetic(onnx::ModelProto* model,
-                         const std::map<std::string, std::vector<int64_t>>& dims);
+                         std::map<std::string, onnx::ValueInfoProto>* annotations);
+
+// k when `dim_param` is the batch symbol `batch` (1) or "<batch>*k".
+std::optional<int64_t> BatchMultiple(const std::string& dim_param, const std::string& batch);
 
 }  // namespace spill
 

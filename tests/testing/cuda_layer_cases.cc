@@ -166,7 +166,9 @@ const std::vector<LayerCase>& CudaLayerCases() {
       LayerCase{
           "attention_naive", "{type: attention, heads: 3, algorithm: naive}", {Shape(2, 18, 1, 5)}},
       LayerCase{"positions", "{type: positions, length: 9}", {Shape(3, 4, 1, 7)}},
-      LayerCase{"tokens", "{type: tokens}", {Shape(2, 3, 4, 5)}}};
+      LayerCase{"tokens", "{type: tokens}", {Shape(2, 3, 4, 5)}},
+      LayerCase{"class_token", "{type: class_token}", {Shape(3, 4, 1, 5)}},
+      LayerCase{"token", "{type: token, index: -2}", {Shape(3, 4, 1, 5)}}};
   return *cases;
 }
 

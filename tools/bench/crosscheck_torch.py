@@ -122,6 +122,8 @@ class Replica(torch.nn.Module):
                                 count_include_pad=p.get("count_include_pad", True))
         if kind == "global_avg_pool":
             return x.mean(dim=(2, 3), keepdim=True)
+        if kind == "tokens":  # an image's pixels as a sequence, row after row
+            return x.reshape(x.shape[0], x.shape[1], 1, -1)
         if kind == "batch_norm":
             return F.batch_norm(x, self.tensor(name + "/running_mean").reshape(-1),
                                 self.tensor(name + "/running_var").reshape(-1),
