@@ -223,5 +223,60 @@ TEST(TokensTest, AnImageBecomesASequenceOfItsPixels) {
   EXPECT_EQ(CheckGradients(h), "");
 }
 
+// class_token: the token before every image's sequence; its gradient sums
+// the images' gradients at position 0, the same over slices of the batch.
+TEST(ClassTokenTest, PutsTheTokenFirstAndSumsItsGradient) {
+  LayerHarness h("{type: class_token}", {Shape(3, 2, 1, 4)});
+  EXPECT_EQ(h.output_shapes()[0], Shape(3, 2, 1, 5));
+  h.Randomize(5);
+  h.Forward();
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t c = 0; c < 2; ++c) {
+      EXPECT_EQ(h.outputs[0][(i * 2 + c) * 5], h.params[0][c]);
+      for (int64_t t = 0; t < 4; ++t) {
+        EXPECT_EQ(h.outputs[0][(i * 2 + c) * 5 + 1 + t], h.inputs[0][(i * 2 + c) * 4 + t]);
+      }
+    }
+  }
+  EXPECT_EQ(CheckGradients(h), "");
+  LayerHarness sliced("{type: class_token}", {Shape(3, 2, 1, 4)});
+  sliced.slice_images = 2;
+  sliced.Randomize(5);
+  sliced.Forward();
+  for (LayerHarness* x : {&h, &sliced}) {
+    FillOutputGrads(0.7f, false, x);
+    x->Backward();
+  }
+  EXPECT_EQ(h.param_grads, sliced.param_grads);
+  EXPECT_EQ(h.input_grads, sliced.input_grads);
+}
+
+// token: one position of each sequence, counted from the end when negative.
+TEST(TokenTest, TakesOnePositionAndGivesItTheGradient) {
+  for (int index : {0, 2, -1}) {
+    SCOPED_TRACE(index);
+    LayerHarness h("{type: token, index: " + std::to_string(index) + "}", {Shape(2, 3, 1, 4)});
+    EXPECT_EQ(h.output_shapes()[0], Shape(2, 3, 1, 1));
+    h.Randomize(6);
+    h.Forward();
+    const int64_t t = index < 0 ? 4 + index : index;
+    for (int64_t row = 0; row < 6; ++row) EXPECT_EQ(h.outputs[0][row], h.inputs[0][row * 4 + t]);
+    EXPECT_EQ(CheckGradients(h), "");
+  }
+  Status outside = BuildError("  - {name: pick, type: token, index: -9}\n");
+  EXPECT_THAT(outside.message(), HasSubstr("layer 'pick' (token)"));
+  EXPECT_THAT(outside.message(), HasSubstr("index -9 is outside the sequence's 8 positions"));
+  auto spec = ParseNetString(
+      "layers:\n  - {name: data, type: input, shape: [3, 2, 4]}\n"
+      "  - {name: cls, type: class_token}\n"
+      "  - {name: fc, type: fully_connected, outputs: 2}\n"
+      "  - {name: loss, type: softmax_loss}\n",
+      "image.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  Status image = Net::Build(*spec, {2, DeviceType::kCpu}).status();
+  EXPECT_THAT(image.message(), HasSubstr("layer 'cls' (class_token)"));
+  EXPECT_THAT(image.message(), HasSubstr("class_token takes a sequence N x C x 1 x T"));
+}
+
 }  // namespace
 }  // namespace spill

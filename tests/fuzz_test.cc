@@ -75,12 +75,24 @@ std::vector<std::string> FixtureNets() {
   - {name: scores, type: convolution, filters: 5, kernel: 1}
   - {name: loss, type: softmax_loss}
 )",
+      R"(layers:
+  - {name: data, type: input, shape: [1, 8, 8]}
+  - {name: patches, type: convolution, filters: 8, kernel: 4, stride: 4}
+  - {name: tokens, type: tokens}
+  - {name: cls, type: class_token}
+  - {name: pos, type: positions, length: 5}
+  - {name: qkv, type: convolution, filters: 24, kernel: 1}
+  - {name: attn, type: attention, heads: 2, causal: false, algorithm: naive}
+  - {name: first, type: token, index: 0}
+  - {name: fc, type: fully_connected, outputs: 3}
+  - {name: loss, type: softmax_loss}
+)",
   };
 }
 
 // At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
-constexpr int kNetworkSources = 12 + 4;
-constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 208 at least
+constexpr int kNetworkSources = 12 + 5;
+constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 221 at least
 constexpr int kConfigCases = 19 * kTextMutations;                // 247
 constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
 constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
@@ -89,9 +101,12 @@ static_assert(kNetworkCases + kConfigCases + kIdxCases + kCifarCases + kCheckpoi
               "the fuzz test promises at least 500 generated cases");
 // ONNX models from PyTorch (tests/testdata/onnx): structural and byte mutations.
 // A dense block and an Inception block; ShuffleNetV2 (folded shape
-// arithmetic, channel shuffle and split) and ConvNeXt (the layer norm and
-// GELU chains, channels-last views).
-const char* const kOnnxSources[] = {"dense_block", "inception", "shufflenet_v2", "convnext"};
+// arithmetic, channel shuffle and split), ConvNeXt (the layer norm and GELU
+// chains, channels-last views), a ViT (attention's MatMul, Softmax and
+// reshapes of the batch merged with the heads, the class token's Expand)
+// and causal attention over a sequence (its mask).
+const char* const kOnnxSources[] = {"dense_block", "inception", "shufflenet_v2",
+                                    "convnext",    "vit",       "char_attention"};
 constexpr int kOnnxSourceCount = static_cast<int>(sizeof(kOnnxSources) / sizeof(kOnnxSources[0]));
 constexpr int kOnnxMutations = static_cast<int>(OnnxMutation::kCount);
 constexpr int kOnnxDraws = 6, kOnnxByteDraws = 4;

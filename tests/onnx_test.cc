@@ -22,7 +22,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "framework/graph/initializer.h"
@@ -42,10 +44,12 @@ using ::testing::HasSubstr;
 using testing::LoadOnnxProto;
 using testing::OnnxImportError;
 
-const char* const kFixtures[] = {"resnet18",     "vgg11",        "inception",       "dense_block",
-                                 "mobilenet_v2", "mobilenet_v3", "efficientnet",    "shufflenet_v2",
-                                 "regnet_y",     "convnext",     "asymmetric_pads", "char_lstm",
-                                 "char_gru",     "char_bilstm",  "seq_features"};
+const char* const kFixtures[] = {"resnet18",     "vgg11",           "inception",
+                                 "dense_block",  "mobilenet_v2",    "mobilenet_v3",
+                                 "efficientnet", "shufflenet_v2",   "regnet_y",
+                                 "convnext",     "asymmetric_pads", "char_lstm",
+                                 "char_gru",     "char_bilstm",     "seq_features",
+                                 "vit",          "char_attention"};
 
 // The largest error relative to the largest PyTorch score.
 double MaxRelativeError(const std::vector<float>& got, const std::vector<float>& want) {
@@ -624,6 +628,60 @@ TEST(OnnxErrorsTest, UnsupportedOperatorsAreListedWithTheirNodes) {
   EXPECT_THAT(error, HasSubstr("'/features/features.1/Relu' (Softplus)"));
   EXPECT_THAT(error, HasSubstr("'/features/features.4/Relu' (Tanh)"));
   EXPECT_THAT(error, HasSubstr("spill imports AveragePool"));
+}
+
+// Attention that spill's layer does not compute is an error naming the
+// Softmax and what differs: another scale, a mask that is not causal, a
+// Softmax that is not between two products.
+TEST(OnnxErrorsTest, AttentionSpillDoesNotComputeIsNamed) {
+  onnx::ModelProto scaled = LoadOnnxProto("vit");  // q / sqrt(d) becomes q / 3
+  std::set<std::string> divisors;
+  for (const auto& node : scaled.graph().node()) {
+    if (node.op_type() == "Div") divisors.insert(node.input(1));
+  }
+  bool found = false;
+  for (auto& n : *scaled.mutable_graph()->mutable_node()) {
+    if (n.op_type() != "Constant" || !divisors.count(n.output(0))) continue;
+    onnx::TensorProto* t = n.mutable_attribute(0)->mutable_t();
+    auto value = OnnxFloats(*t, "divisor");
+    if (t->data_type() != onnx::TensorProto::FLOAT || !value.ok() || value->size() != 1 ||
+        std::abs((*value)[0] - std::sqrt(8.0f)) > 1e-5f) {
+      continue;
+    }
+    t->clear_raw_data();
+    t->add_float_data(3.0f);
+    found = true;
+    break;
+  }
+  ASSERT_TRUE(found);
+  const std::string scale = OnnxImportError(scaled);
+  EXPECT_THAT(scale, HasSubstr("(Softmax): spill imports Softmax only within attention"));
+  EXPECT_THAT(scale, HasSubstr("where spill's attention scales by 1 / sqrt(8)"));
+
+  onnx::ModelProto masked = LoadOnnxProto("char_attention");  // a mask hiding the diagonal
+  onnx::TensorProto* mask = nullptr;
+  for (auto& t : *masked.mutable_graph()->mutable_initializer()) {
+    if (t.dims_size() == 3 && t.dims(1) == 7 && t.dims(2) == 7) mask = &t;
+  }
+  ASSERT_NE(mask, nullptr);
+  auto values = OnnxFloats(*mask, "mask");
+  ASSERT_TRUE(values.ok());
+  (*values)[0] = -std::numeric_limits<float>::infinity();
+  mask->clear_raw_data();
+  mask->clear_float_data();
+  for (float v : *values) mask->add_float_data(v);
+  EXPECT_THAT(OnnxImportError(masked), HasSubstr("other than a constant causal mask"));
+
+  onnx::ModelProto plain = LoadOnnxProto("vgg11");  // scores through a Softmax
+  onnx::NodeProto* softmax = plain.mutable_graph()->add_node();
+  softmax->set_op_type("Softmax");
+  softmax->set_name("/probabilities/Softmax");
+  softmax->add_input(plain.graph().output(0).name());
+  softmax->add_output("probabilities");
+  plain.mutable_graph()->mutable_output(0)->set_name("probabilities");
+  const std::string lone = OnnxImportError(plain);
+  EXPECT_THAT(lone, HasSubstr("'/probabilities/Softmax' (Softmax)"));
+  EXPECT_THAT(lone, HasSubstr("its input is not a MatMul of two computed values"));
 }
 
 TEST(OnnxErrorsTest, DynamicImageSize) {

@@ -337,11 +337,6 @@ Status Importer::Convert(int node) {
   }
   if (op == "Identity" && g_.Constant(n.input(0)) != nullptr) return Status::Ok();
   if (attention_.count(node)) return Attention(node);
-  if (op == "Softmax") {
-    return Fail(node, "spill imports Softmax only within attention (MatMul of queries and keys, " +
-                          std::string("Softmax, MatMul by values, from one projection): ") +
-                          softmax_errors_[node]);
-  }
   if (op == "Equal" || op == "Where") {
     return Fail(node, "spill imports " + op + " only in shape arithmetic it evaluates");
   }
@@ -384,6 +379,11 @@ StatusOr<ImportedNet> Importer::Run() {
   SPILL_RETURN_IF_ERROR(Input());
   MarkInitialStates();
   MarkAttention();
+  if (!softmax_errors_.empty()) {  // before the walk stops at a node of its chain
+    const auto& [node, why] = *softmax_errors_.begin();
+    return Fail(node, "spill imports Softmax only within attention (MatMul of queries and keys, " +
+                          std::string("Softmax, MatMul by values, from one projection): ") + why);
+  }
   for (int i = 0; i < g_.graph().node_size(); ++i) SPILL_RETURN_IF_ERROR(Convert(i));
   SPILL_RETURN_IF_ERROR(Output());
   std::ostringstream yaml;

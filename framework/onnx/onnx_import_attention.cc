@@ -276,6 +276,7 @@ void Importer::MarkAttention() {
     for (int node : {chain.scores, chain.mask, chain.softmax, chain.product}) {
       if (node >= 0) nodes.insert(node);
     }
+    nodes.insert(chain.scalings.begin(), chain.scalings.end());
     nodes.erase(chain.last);
     fused_.insert(nodes.begin(), nodes.end());
     attention_[chain.last] = chain;
@@ -301,12 +302,23 @@ Importer::AttentionChain Importer::FindAttention(int softmax) {
     auto p = producers_.find(value);
     return p == producers_.end() ? -1 : p->second;
   };
+  // Back from the Softmax: a constant mask added, scalings of the scores
+  // (torch.baddbmm's alpha), then the MatMul.
   int scores = producer(s.input(0));
-  if (scores >= 0 && g.node(scores).op_type() == "Add") {
-    c.mask = scores;
-    const onnx::NodeProto& add = g.node(scores);
-    const bool first = g_.Constant(add.input(0)) != nullptr;
-    scores = producer(add.input(first ? 1 : 0));
+  for (int depth = 0; scores >= 0 && depth < kMaxViews; ++depth) {
+    const onnx::NodeProto& n = g.node(scores);
+    float scale = 0;
+    if (n.op_type() == "Add" && c.mask < 0 && n.input_size() == 2 &&
+        (g_.Constant(n.input(0)) != nullptr || g_.Constant(n.input(1)) != nullptr)) {
+      c.mask = scores;
+      scores = producer(n.input(g_.Constant(n.input(0)) != nullptr ? 1 : 0));
+    } else if ((n.op_type() == "Mul" || n.op_type() == "Div") && n.input_size() == 2 &&
+               ScalarConstant(n.input(1), &scale)) {
+      c.scalings.push_back(scores);
+      scores = producer(n.input(0));
+    } else {
+      break;
+    }
   }
   if (scores < 0 || g.node(scores).op_type() != "MatMul" ||
       g_.Constant(g.node(scores).input(1)) != nullptr) {
@@ -436,7 +448,10 @@ bool Importer::Evaluate(AttentionChain* c, std::string* why) const {
         " features, viewed as " + DescribeView(q);
     return false;
   }
-  const double scale = q.scale * k.scale, want = 1 / std::sqrt(static_cast<double>(depth));
+  View scores;  // the scalings between the product and the Softmax
+  for (int node : c->scalings) ApplyView(node, g.node(node).output(0), &scores, why);
+  const double scale = q.scale * k.scale * scores.scale;
+  const double want = 1 / std::sqrt(static_cast<double>(depth));
   if (std::abs(scale / want - 1) > 1e-6) {
     *why = "the scores are scaled by " + std::to_string(scale) + " where spill's attention " +
            "scales by 1 / sqrt(" + std::to_string(depth) + ")";

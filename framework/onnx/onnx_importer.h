@@ -215,6 +215,7 @@ class Importer {
     std::string source_layout;                 // "NTC", "TNC" (features last) or "NC1T"
     std::vector<int> q, k, v, out;             // the views (X to the products; O to the sequence)
     int scores = -1, mask = -1, product = -1;  // MatMul, Add, MatMul
+    std::vector<int> scalings;                 // Mul or Div of the scores by constants
     int last = -1;                             // the node whose output is the layer's
     std::string layout;                        // of that output (SequenceLayout)
     int64_t heads = 1, width = 0, steps = 0;

@@ -28,12 +28,18 @@ pools carry asymmetric pads ([top, left, bottom, right] unequal) or
 auto_pad SAME_UPPER / SAME_LOWER, its reference scores computed in PyTorch
 with the padding made explicit (F.pad, -inf for max pooling).
 
+A small torchvision VisionTransformer (vit, opset 17): nn.MultiheadAttention
+written as MatMul, Softmax and the reshapes around them, a class token by
+Expand and Concat, the position embedding added.
+
 Then sequence models as PyTorch users write a character model: ids (N, T)
 through nn.Embedding, a batch-first nn.LSTM of two layers, and an nn.Linear
 at every step, the scores (N, classes, T) as nn.CrossEntropyLoss takes
 them (char_lstm); the same with a two-layer GRU (char_gru) and a two-layer
-bidirectional LSTM (char_bilstm); and an LSTM reading float features
-(N, T, C) without an embedding (seq_features). torch.onnx.export writes
+bidirectional LSTM (char_bilstm); an LSTM reading float features
+(N, T, C) without an embedding (seq_features); and causal attention
+(char_attention: nn.MultiheadAttention with a float mask, -inf above the
+diagonal, after an embedding with learned positions). torch.onnx.export writes
 them as Gather, Transpose to time-major, ONNX's LSTM and GRU (one node per
 layer, gates in ONNX's order), Squeeze or Transpose + Reshape of their
 outputs, MatMul + Add, and - with a dynamic batch - the zero initial
@@ -391,11 +397,44 @@ class FeatureModel(nn.Module):
         return self.fc(y).transpose(1, 2)
 
 
+def Vit():
+    """torchvision's VisionTransformer, small: 4x4 patches of 8x8 pixels, two blocks."""
+    model = torchvision.models.VisionTransformer(image_size=SIZE, patch_size=8, num_layers=2,
+                                                 num_heads=2, hidden_dim=16, mlp_dim=32,
+                                                 num_classes=CLASSES)
+    with torch.no_grad():  # its classifier and class token start at zero
+        for p in model.parameters():
+            if not p.any():
+                p.uniform_(-0.3, 0.3)
+    return model
+
+
+class CharAttention(nn.Module):
+    """ids (N, T) -> scores (N, classes, T): an embedding with learned positions,
+    causal nn.MultiheadAttention (a float mask, -inf above the diagonal) and a
+    Linear per step."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCABULARY, 8)
+        self.pos = nn.Parameter(torch.randn(1, STEPS, 8) * 0.5)
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.fc = nn.Linear(8, VOCABULARY)
+        mask = torch.full((STEPS, STEPS), float("-inf")).triu(1)
+        self.register_buffer("mask", mask)
+
+    def forward(self, ids):
+        x = self.embed(ids) + self.pos
+        y, _ = self.attn(x, x, x, attn_mask=self.mask, need_weights=False)
+        return self.fc(y + x).transpose(1, 2)
+
+
 SEQUENCES = {  # name: (model, opset, dynamic batch)
     "char_lstm": (lambda: CharModel(nn.LSTM, 2), 13, True),
     "char_gru": (lambda: CharModel(nn.GRU, 2), 11, False),
     "char_bilstm": (lambda: CharModel(nn.LSTM, 2, bidirectional=True), 15, True),
     "seq_features": (FeatureModel, 17, True),
+    "char_attention": (CharAttention, 17, True),
 }
 
 
@@ -622,6 +661,7 @@ def main():
     fixtures += [(n, partial(lambda n: Export(n, Mobile(n), folder, 13, dynamic=True), n))
                  for n in MOBILE]
     fixtures.append(("asymmetric_pads", lambda: AsymmetricPads(folder)))
+    fixtures.append(("vit", lambda: Export("vit", Vit(), folder, 17, dynamic=True)))
     fixtures += [(n, partial(ExportSequence, n, folder)) for n in SEQUENCES]
     unknown = only - {n for n, _ in fixtures}
     if unknown:

@@ -206,6 +206,33 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
+// A vision transformer (models/vit.yaml's, with torchvision's class token):
+// 4x4 patches embedded by a strided convolution and read as tokens, a class
+// token put first, a position table, a pre-norm block of two-head attention
+// and a GELU MLP, and the class token's features classified.
+inline constexpr char kVit[] = R"(
+layers:
+  - {name: data, type: input, shape: [1, 8, 8]}
+  - {name: patches, type: convolution, filters: 8, kernel: 4, stride: 4}
+  - {name: tokens, type: tokens}
+  - {name: cls, type: class_token}
+  - {name: pos, type: positions, length: 5}
+  - {name: ln1, type: layer_norm}
+  - {name: qkv, type: convolution, filters: 24, kernel: 1}
+  - {name: attn, type: attention, heads: 2}
+  - {name: proj, type: convolution, filters: 8, kernel: 1}
+  - {name: add1, type: add, inputs: [proj, pos]}
+  - {name: ln2, type: layer_norm}
+  - {name: fc1, type: convolution, filters: 16, kernel: 1}
+  - {name: gelu, type: gelu}
+  - {name: fc2, type: convolution, filters: 8, kernel: 1}
+  - {name: add2, type: add, inputs: [fc2, add1]}
+  - {name: ln3, type: layer_norm}
+  - {name: first, type: token, index: 0}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
 struct Network {
   const char* name;
   const char* yaml;
@@ -215,7 +242,7 @@ inline constexpr Network kNetworks[] = {
     {"lenet", kLeNet},       {"resnet", kResNet},         {"inception", kInception},
     {"alexnet", kAlexNet},   {"densenet", kDenseNet},     {"blocked", kBlocked},
     {"sequence", kSequence}, {"depth", kStochasticDepth}, {"seq2seq", kSeq2Seq, false},
-    {"gpt", kGpt, false}};
+    {"gpt", kGpt, false},    {"vit", kVit, false}};
 
 // The networks whose every layer option runs on CUDA too.
 inline std::vector<Network> CudaNetworks() {

@@ -124,6 +124,12 @@ class Replica(torch.nn.Module):
             return x.mean(dim=(2, 3), keepdim=True)
         if kind == "tokens":  # an image's pixels as a sequence, row after row
             return x.reshape(x.shape[0], x.shape[1], 1, -1)
+        if kind == "class_token":  # a learned token before every sequence
+            token = self.tensor(name + "/token")
+            return torch.cat([token.expand(x.shape[0], -1, -1, -1), x], dim=3)
+        if kind == "token":  # one position of each sequence
+            i = p.get("index", 0) % x.shape[3]
+            return x[:, :, :, i:i + 1]
         if kind == "batch_norm":
             return F.batch_norm(x, self.tensor(name + "/running_mean").reshape(-1),
                                 self.tensor(name + "/running_var").reshape(-1),
