@@ -12,6 +12,7 @@
 
 #include "framework/base/random.h"
 #include "framework/graph/net.h"
+#include "layers/activation_math.h"
 #include "tests/testing/layer_harness.h"
 
 namespace spill {
@@ -175,6 +176,37 @@ TEST(ActivationTest, KnownValues) {
   }
   // GELU(1) = 0.8413447 (Phi(1) = 0.8413447).
   EXPECT_NEAR(ge[3], 0.8413447, 1e-6);
+}
+
+// ULPs of float between `got` and the exact `want`.
+double Ulps(float got, double want) {
+  const float w = static_cast<float>(want);
+  const double ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
+  return std::fabs(got - want) / ulp;
+}
+
+// GELU's erf and exp, branch-free polynomials (layers/activation_math.h),
+// against double precision: erf within 2.5 ulp everywhere (0, tiny values
+// and the tails exact), exp within 1.5 ulp on [-87, 0].
+TEST(ActivationTest, ErfAndExpAreWithinAFewUlps) {
+  double worst_erf = 0, worst_exp = 0;
+  for (int i = -600000; i <= 600000; ++i) {
+    const float x = static_cast<float>(i) * 1e-5f;
+    worst_erf = std::max(worst_erf, Ulps(Erf(x), std::erf(static_cast<double>(x))));
+  }
+  for (float x : {1e-30f, -1e-20f, 1e-10f, 3e-4f, 4.0f, 9.0f, -30.0f, 1e30f}) {
+    worst_erf = std::max(worst_erf, Ulps(Erf(x), std::erf(static_cast<double>(x))));
+  }
+  for (int i = 0; i <= 870000; ++i) {
+    const float q = -static_cast<float>(i) * 1e-4f;
+    worst_exp = std::max(worst_exp, Ulps(ExpNonPositive(q), std::exp(static_cast<double>(q))));
+  }
+  EXPECT_LE(worst_erf, 2.5);
+  EXPECT_LE(worst_exp, 1.5);
+  EXPECT_EQ(Erf(0.0f), 0.0f);
+  EXPECT_EQ(Erf(10.0f), 1.0f);
+  EXPECT_EQ(Erf(-10.0f), -1.0f);
+  std::printf("erf within %.2f ulp, exp within %.2f ulp\n", worst_erf, worst_exp);
 }
 
 TEST(BroadcastTest, SqueezeAndExcitationScalesEachPlane) {

@@ -210,6 +210,59 @@ bool IsView(const std::string& op) {
          op == "Squeeze" || op == "Unsqueeze" || op == "Div" || op == "Mul" || op == "Identity";
 }
 
+// Whether Q, K^T and V read spill's attention layout: Q (positions, d) by
+// K^T (d, positions), P by V (positions, d), over the same batch and heads;
+// head h's at features [h d, (h + 1) d) of [0, C), [C, 2C), [2C, 3C).
+bool ReadsHeads(const View& q, const View& k, const View& v, int64_t features, int64_t* heads,
+                int64_t* depth, std::string* why) {
+  const size_t rank = q.axes.size();
+  if (rank < 2 || k.axes.size() != rank || v.axes.size() != rank) {
+    *why = "queries " + DescribeView(q) + ", keys " + DescribeView(k) + " and values " +
+           DescribeView(v) + " differ in rank";
+    return false;
+  }
+  const std::vector<Atom> batch = q.Flat(0, rank - 2);
+  if (!(batch == k.Flat(0, rank - 2)) || !(batch == v.Flat(0, rank - 2))) {
+    *why = "queries " + DescribeView(q) + ", keys " + DescribeView(k) + " and values " +
+           DescribeView(v) + " do not pair the same heads of the same images";
+    return false;
+  }
+  const Atom* qt = Single(q.axes[rank - 2]);
+  const Atom* qd = Single(q.axes[rank - 1]);
+  const Atom* kd = Single(k.axes[rank - 2]);
+  const Atom* kt = Single(k.axes[rank - 1]);
+  const Atom* vt = Single(v.axes[rank - 2]);
+  const Atom* vd = Single(v.axes[rank - 1]);
+  auto is = [](const Atom* a, char kind) { return a != nullptr && a->kind == kind; };
+  if (!is(qt, 'T') || !is(kt, 'T') || !is(vt, 'T') || !is(qd, 'c') || !is(kd, 'c') ||
+      !is(vd, 'c') || qd->stride != 1 || !(*qd == *kd) || !(*qd == *vd)) {
+    *why = "the products are not Q (positions, d) by K^T (d, positions) and P by V (positions, " +
+           std::string("d): queries ") + DescribeView(q) + ", keys " + DescribeView(k) +
+           ", values " + DescribeView(v);
+    return false;
+  }
+  *depth = qd->size;
+  *heads = 1;
+  int64_t images = 0;
+  for (const Atom& a : batch) {
+    if (a.kind == 'N') ++images;
+    if (a.kind == 'c') *heads = a.stride == *depth ? *heads * a.size : -1;
+    if (a.kind == 'T') *heads = -1;
+  }
+  const int64_t width = *heads * *depth;
+  if (images != 1 || *heads < 1 || batch.size() > 2 || features != 3 * width || q.offset != 0 ||
+      k.offset != width || v.offset != 2 * width) {
+    *why =
+        "spill's attention reads head h's queries, keys and values at features [h d, (h + 1) d)" +
+        std::string(" of [0, C), [C, 2C) and [2C, 3C) of one projection; here the queries ") +
+        "start at " + std::to_string(q.offset) + ", the keys at " + std::to_string(k.offset) +
+        ", the values at " + std::to_string(v.offset) + " of " + std::to_string(features) +
+        " features, viewed as " + DescribeView(q);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 StatusOr<std::vector<int64_t>> Importer::BatchDims(const std::string& value, bool* batch_axis,
@@ -404,50 +457,10 @@ bool Importer::Evaluate(AttentionChain* c, std::string* why) const {
       !follow(c->v, g.node(c->product).input(1), &v)) {
     return false;
   }
+  int64_t heads = 1, depth = 0;
+  if (!ReadsHeads(q, k, v, features, &heads, &depth, why)) return false;
   const size_t rank = q.axes.size();
-  if (rank < 2 || k.axes.size() != rank || v.axes.size() != rank) {
-    *why = "queries " + DescribeView(q) + ", keys " + DescribeView(k) + " and values " +
-           DescribeView(v) + " differ in rank";
-    return false;
-  }
-  const std::vector<Atom> batch = q.Flat(0, rank - 2);
-  if (!(batch == k.Flat(0, rank - 2)) || !(batch == v.Flat(0, rank - 2))) {
-    *why = "queries " + DescribeView(q) + ", keys " + DescribeView(k) + " and values " +
-           DescribeView(v) + " do not pair the same heads of the same images";
-    return false;
-  }
-  const Atom* qt = Single(q.axes[rank - 2]);
-  const Atom* qd = Single(q.axes[rank - 1]);
-  const Atom* kd = Single(k.axes[rank - 2]);
-  const Atom* kt = Single(k.axes[rank - 1]);
-  const Atom* vt = Single(v.axes[rank - 2]);
-  const Atom* vd = Single(v.axes[rank - 1]);
-  auto is = [](const Atom* a, char kind) { return a != nullptr && a->kind == kind; };
-  if (!is(qt, 'T') || !is(kt, 'T') || !is(vt, 'T') || !is(qd, 'c') || !is(kd, 'c') ||
-      !is(vd, 'c') || qd->stride != 1 || !(*qd == *kd) || !(*qd == *vd)) {
-    *why = "the products are not Q (positions, d) by K^T (d, positions) and P by V (positions, " +
-           std::string("d): queries ") + DescribeView(q) + ", keys " + DescribeView(k) +
-           ", values " + DescribeView(v);
-    return false;
-  }
-  const int64_t depth = qd->size;
-  int64_t heads = 1, images = 0;
-  for (const Atom& a : batch) {
-    if (a.kind == 'N') ++images;
-    if (a.kind == 'c') heads = a.stride == depth ? heads * a.size : -1;
-    if (a.kind == 'T') heads = -1;
-  }
   const int64_t width = heads * depth;
-  if (images != 1 || heads < 1 || batch.size() > 2 || features != 3 * width || q.offset != 0 ||
-      k.offset != width || v.offset != 2 * width) {
-    *why =
-        "spill's attention reads head h's queries, keys and values at features [h d, (h + 1) d)" +
-        std::string(" of [0, C), [C, 2C) and [2C, 3C) of one projection; here the queries ") +
-        "start at " + std::to_string(q.offset) + ", the keys at " + std::to_string(k.offset) +
-        ", the values at " + std::to_string(v.offset) + " of " + std::to_string(features) +
-        " features, viewed as " + DescribeView(q);
-    return false;
-  }
   View scores;  // the scalings between the product and the Softmax
   for (int node : c->scalings) ApplyView(node, g.node(node).output(0), &scores, why);
   const double scale = q.scale * k.scale * scores.scale;
@@ -466,15 +479,24 @@ bool Importer::Evaluate(AttentionChain* c, std::string* why) const {
   if (c->mask >= 0 && !CausalMask(c->mask, steps, why)) return false;
   c->causal = c->mask >= 0;
   c->heads = heads;
-  // O: the queries' batch axes, the positions, d features; then its views
-  // up to the first that is a sequence.
+  // O: the queries' batch axes, the positions, d features.
   View o;
   o.axes.assign(q.axes.begin(), q.axes.end() - 1);
   o.axes.push_back({{'c', depth, 1}});
+  if (!FollowOutput(c, o, width, why)) return false;
+  c->width = width;
+  c->steps = steps;
+  return true;
+}
+
+// O's views, Transposes and Reshapes read by nothing else, up to the first
+// that is a sequence again: the chain's last node and that layout.
+bool Importer::FollowOutput(AttentionChain* c, View o, int64_t width, std::string* why) const {
+  const onnx::GraphProto& g = g_.graph();
   c->last = c->product;
   c->layout = SequenceLayout(o, width);
   std::string at = g.node(c->product).output(0);
-  for (int depth_left = kMaxViews; c->layout.empty() && depth_left > 0; --depth_left) {
+  for (int left = kMaxViews; c->layout.empty() && left > 0; --left) {
     auto readers = g_.consumers.find(at);
     int next = -1, count = 0;
     for (int r : readers == g_.consumers.end() ? std::vector<int>() : readers->second) {
@@ -499,8 +521,6 @@ bool Importer::Evaluate(AttentionChain* c, std::string* why) const {
            "any order, (T N, C), or (N, C, 1, T)) by Transposes and Reshapes read by nothing else";
     return false;
   }
-  c->width = width;
-  c->steps = steps;
   return true;
 }
 
@@ -565,13 +585,152 @@ Status Importer::Attention(int node) {
   return ProduceValue(node, 0, v);
 }
 
-// Applies view node `node` to `v`; false (with `why`) where it is none
-// spill follows.
+namespace {
+
+bool TransposeView(const onnx::NodeProto& n, View* v, std::string* why) {
+  const int64_t rank = static_cast<int64_t>(v->axes.size());
+  std::vector<int64_t> perm = AttrInts(n, "perm", {});
+  if (perm.empty()) {
+    for (int64_t a = rank - 1; a >= 0; --a) perm.push_back(a);
+  }
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t a = 0; a < static_cast<int64_t>(sorted.size()); ++a) {
+    if (sorted[a] != a || static_cast<int64_t>(perm.size()) != rank) {
+      *why = "a Transpose by " + List(perm) + " of " + DescribeView(*v);
+      return false;
+    }
+  }
+  std::vector<Axis> axes;
+  for (int64_t p : perm) axes.push_back(v->axes[p]);
+  v->axes = axes;
+  return true;
+}
+
+// Squeeze and Unsqueeze: axes of size 1 taken out or put in, given as an
+// attribute (opsets below 13) or a constant input.
+bool UnitAxesView(const OnnxGraph& g, const onnx::NodeProto& n, View* v, std::string* why) {
+  std::vector<int64_t> axes = AttrInts(n, "axes", {});
+  if (n.input_size() > 1) axes = IntsOf(g, g.Constant(n.input(1)));
+  const bool squeeze = n.op_type() == "Squeeze";
+  const int64_t rank =
+      static_cast<int64_t>(v->axes.size()) + (squeeze ? 0 : static_cast<int64_t>(axes.size()));
+  for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+  std::sort(axes.begin(), axes.end());
+  if (squeeze) {
+    for (auto a = axes.rbegin(); a != axes.rend(); ++a) {
+      if (*a < 0 || *a >= rank || !v->Flat(*a, *a + 1).empty()) {
+        *why = "a Squeeze of an axis that is not 1";
+        return false;
+      }
+      v->axes.erase(v->axes.begin() + *a);
+    }
+    return true;
+  }
+  for (int64_t a : axes) {
+    if (a < 0 || a > static_cast<int64_t>(v->axes.size())) {
+      *why = "an Unsqueeze at axis " + std::to_string(a) + " of " + DescribeView(*v);
+      return false;
+    }
+    v->axes.insert(v->axes.begin() + a, Axis{});
+  }
+  return true;
+}
+
+// The features [begin, begin + size) of `extent` that a Slice, Split (its
+// output `output`) or Gather (one, begin) takes along `axis`.
+bool FeatureRange(const OnnxGraph& g, const onnx::NodeProto& n, const std::string& output,
+                  int64_t extent, int64_t* begin, int64_t* size, std::string* why) {
+  const std::string& op = n.op_type();
+  if (op == "Slice") {
+    std::vector<int64_t> starts = IntsOf(g, g.Constant(n.input(1)));
+    std::vector<int64_t> ends = IntsOf(g, g.Constant(n.input(2)));
+    int64_t first = starts[0], end = ends[0];
+    if (first < 0) first += extent;
+    if (end < 0) end += extent;
+    *begin = std::max<int64_t>(0, std::min(first, extent));
+    *size = std::max<int64_t>(*begin, std::min(end, extent)) - *begin;
+    return true;
+  }
+  if (op == "Gather") {
+    const onnx::TensorProto* t = g.Constant(n.input(1));
+    const std::vector<int64_t> index = IntsOf(g, t != nullptr && t->dims_size() == 0 ? t : nullptr);
+    if (index.size() != 1) {
+      *why = "a Gather by other than one constant index";
+      return false;
+    }
+    *begin = index[0] < 0 ? index[0] + extent : index[0];
+    *size = 1;
+    return true;
+  }
+  std::vector<int64_t> parts = AttrInts(n, "split", {});  // Split
+  if (n.input_size() > 1 && !n.input(1).empty()) parts = IntsOf(g, g.Constant(n.input(1)));
+  if (parts.empty() && extent % n.output_size() == 0) {
+    parts.assign(n.output_size(), extent / n.output_size());
+  }
+  int k = 0;
+  while (k < n.output_size() && n.output(k) != output) ++k;
+  if (k == n.output_size() || static_cast<int>(parts.size()) != n.output_size()) {
+    *why = "a Split whose parts do not match its outputs";
+    return false;
+  }
+  *begin = std::accumulate(parts.begin(), parts.begin() + k, int64_t{0});
+  *size = parts[k];
+  return true;
+}
+
+// The axis a Slice, Split or Gather takes features along; -1 for a Slice
+// spill does not follow (more than one axis, a step, computed bounds).
+int64_t TakenAxis(const OnnxGraph& g, const onnx::NodeProto& n, int64_t rank) {
+  int64_t axis = AttrInt(n, "axis", 0);
+  if (n.op_type() == "Slice") {
+    std::vector<std::vector<int64_t>> args;
+    for (int k = 1; k < 5; ++k) {
+      args.push_back(k < n.input_size() ? IntsOf(g, g.Constant(n.input(k)))
+                                        : std::vector<int64_t>());
+    }
+    const bool axes_given = n.input_size() > 3 && !n.input(3).empty();
+    const bool steps_given = n.input_size() > 4 && !n.input(4).empty();
+    if (args[0].size() != 1 || args[1].size() != 1 || args[2].size() != (axes_given ? 1u : 0u) ||
+        (steps_given && (args[3].size() != 1 || args[3][0] != 1))) {
+      return -1;
+    }
+    axis = args[2].empty() ? 0 : args[2][0];
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// Slice, Split and Gather take features out of an axis holding them alone.
+bool TakeFeatures(const OnnxGraph& g, const onnx::NodeProto& n, const std::string& output, View* v,
+                  std::string* why) {
+  const int64_t rank = static_cast<int64_t>(v->axes.size());
+  const int64_t axis = TakenAxis(g, n, rank);
+  const Atom* atom = axis >= 0 && axis < rank ? Single(v->axes[axis]) : nullptr;
+  if (atom == nullptr || atom->kind != 'c') {
+    *why = n.op_type() + " of " + DescribeView(*v) + " other than of one axis holding features " +
+           "alone (by constant bounds, without a step)";
+    return false;
+  }
+  int64_t begin = 0, size = 0;
+  if (!FeatureRange(g, n, output, atom->size, &begin, &size, why)) return false;
+  Atom taken = *atom;
+  taken.size = size;
+  v->offset += begin * atom->stride;
+  if (n.op_type() == "Gather") {
+    v->axes.erase(v->axes.begin() + axis);
+  } else {
+    v->axes[axis] = {taken};
+  }
+  return true;
+}
+
+}  // namespace
+
+// Applies view node `node`, read for its output `output`, to `v`; false
+// (with `why`) where it is none spill follows.
 bool Importer::ApplyView(int node, const std::string& output, View* v, std::string* why) const {
   const onnx::NodeProto& n = g_.graph().node(node);
   const std::string& op = n.op_type();
-  const int64_t rank = static_cast<int64_t>(v->axes.size());
-  auto axis_of = [&](int64_t a) { return a < 0 ? a + rank : a; };
   if (op == "Identity") return true;
   if (op == "Div" || op == "Mul") {
     float s = 1;
@@ -579,20 +738,8 @@ bool Importer::ApplyView(int node, const std::string& output, View* v, std::stri
     v->scale = op == "Div" ? v->scale / s : v->scale * s;
     return true;
   }
-  if (op == "Transpose") {
-    std::vector<int64_t> perm = AttrInts(n, "perm", {});
-    if (perm.empty()) {
-      for (int64_t a = rank - 1; a >= 0; --a) perm.push_back(a);
-    }
-    if (static_cast<int64_t>(perm.size()) != rank) {
-      *why = "a Transpose of " + std::to_string(perm.size()) + " axes reads " + DescribeView(*v);
-      return false;
-    }
-    std::vector<Axis> axes;
-    for (int64_t p : perm) axes.push_back(v->axes.at(axis_of(p)));
-    v->axes = axes;
-    return true;
-  }
+  if (op == "Transpose") return TransposeView(n, v, why);
+  if (op == "Squeeze" || op == "Unsqueeze") return UnitAxesView(g_, n, v, why);
   if (op == "Reshape") {
     bool batch = false;
     std::vector<bool> batches;
@@ -605,106 +752,7 @@ bool Importer::ApplyView(int node, const std::string& output, View* v, std::stri
     for (size_t a = 0; a < dims->size(); ++a) target.push_back({(*dims)[a], batches[a]});
     return ReshapeView(v, target, why);
   }
-  // Squeeze, Unsqueeze: axes of one value, as an attribute (opsets < 13) or
-  // a constant input.
-  std::vector<int64_t> axes = AttrInts(n, "axes", {});
-  if ((op == "Squeeze" || op == "Unsqueeze") && n.input_size() > 1) {
-    const onnx::TensorProto* t = g_.Constant(n.input(1));
-    axes = IntsOf(g_, t);
-  }
-  if (op == "Squeeze") {
-    std::sort(axes.begin(), axes.end(),
-              [&](int64_t a, int64_t b) { return axis_of(a) > axis_of(b); });
-    for (int64_t a : axes) {
-      if (axis_of(a) >= rank || !v->Flat(axis_of(a), axis_of(a) + 1).empty()) {
-        *why = "a Squeeze of an axis that is not 1";
-        return false;
-      }
-      v->axes.erase(v->axes.begin() + axis_of(a));
-    }
-    return true;
-  }
-  if (op == "Unsqueeze") {
-    const int64_t out = rank + static_cast<int64_t>(axes.size());
-    for (int64_t& a : axes) a = a < 0 ? a + out : a;
-    std::sort(axes.begin(), axes.end());
-    for (int64_t a : axes)
-      v->axes.insert(v->axes.begin() + std::min<int64_t>(a, v->axes.size()), Axis{});
-    return true;
-  }
-  // Slice, Split and Gather take features out of one axis holding one atom.
-  int64_t axis = op == "Slice" ? 0 : AttrInt(n, "axis", 0);
-  int64_t begin = 0, size = 0;
-  if (op == "Slice") {
-    std::vector<std::vector<int64_t>> args;
-    for (int k = 1; k < n.input_size() && k < 5; ++k) {
-      const onnx::TensorProto* t = g_.Constant(n.input(k));
-      args.push_back(IntsOf(g_, t));
-    }
-    while (args.size() < 4) args.push_back({});
-    if (args[0].size() != 1 || args[1].size() != 1 || args[2].size() > 1 ||
-        (args[3].size() == 1 && args[3][0] != 1)) {
-      *why = "a Slice of more than one axis, by a step, or by computed bounds";
-      return false;
-    }
-    axis = args[2].empty() ? 0 : args[2][0];
-    begin = args[0][0];
-    size = args[1][0];  // the end, for now
-  }
-  axis = axis_of(axis);
-  const Atom* atom = axis >= 0 && axis < rank ? Single(v->axes[axis]) : nullptr;
-  if (atom == nullptr || atom->kind != 'c') {
-    *why = op + " along an axis of " + DescribeView(*v) + " that is not features alone";
-    return false;
-  }
-  const int64_t extent = atom->size;
-  if (op == "Slice") {
-    int64_t end = size;
-    if (begin < 0) begin += extent;
-    if (end < 0) end += extent;
-    begin = std::max<int64_t>(0, std::min(begin, extent));
-    end = std::max<int64_t>(begin, std::min(end, extent));
-    size = end - begin;
-  } else if (op == "Gather") {
-    const onnx::TensorProto* t = g_.Constant(n.input(1));
-    auto index = IntsOf(g_, t != nullptr && t->dims_size() == 0 ? t : nullptr);
-    if (index.size() != 1) {
-      *why = "a Gather by other than one constant index";
-      return false;
-    }
-    begin = index[0] < 0 ? index[0] + extent : index[0];
-    size = 1;
-  } else {  // Split: the part that is `output`
-    std::vector<int64_t> parts = AttrInts(n, "split", {});
-    if (n.input_size() > 1 && !n.input(1).empty()) {
-      const onnx::TensorProto* t = g_.Constant(n.input(1));
-      parts = IntsOf(g_, t);
-    }
-    if (parts.empty()) {
-      if (extent % n.output_size() != 0) {
-        *why = "a Split into unequal parts without their sizes";
-        return false;
-      }
-      parts.assign(n.output_size(), extent / n.output_size());
-    }
-    int k = 0;
-    while (k < n.output_size() && n.output(k) != output) ++k;
-    if (k == n.output_size() || static_cast<int>(parts.size()) != n.output_size()) {
-      *why = "a Split whose parts do not match its outputs";
-      return false;
-    }
-    begin = std::accumulate(parts.begin(), parts.begin() + k, int64_t{0});
-    size = parts[k];
-  }
-  Atom taken = *atom;
-  v->offset += begin * atom->stride;
-  taken.size = size;
-  if (op == "Gather") {
-    v->axes.erase(v->axes.begin() + axis);
-  } else {
-    v->axes[axis] = {taken};
-  }
-  return true;
+  return TakeFeatures(g_, n, output, v, why);
 }
 
 Status Importer::ClassToken(int node) {

@@ -228,6 +228,7 @@ class Importer {
   void MarkAttention();
   AttentionChain FindAttention(int softmax);
   bool Evaluate(AttentionChain* c, std::string* why) const;
+  bool FollowOutput(AttentionChain* c, AttentionView o, int64_t width, std::string* why) const;
   bool SourceView(const std::string& x, AttentionView* view, std::string* layout,
                   std::string* why) const;
   bool ApplyView(int node, const std::string& output, AttentionView* v, std::string* why) const;

@@ -2,6 +2,7 @@
 // formulas the CUDA kernels share).
 #include "framework/graph/layer_registry.h"
 #include "layers/activation_layers.h"
+#include "layers/cpu/elementwise_kernels.h"
 
 namespace spill {
 namespace {
@@ -21,6 +22,10 @@ class CpuActivationLayer : public ActivationLayer {
       const float lo = k.min, hi = k.max;
 #pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < n; ++i) y[i] = Clamp(x[i], lo, hi);
+      return;
+    }
+    if (k.function == ActivationFunction::kGelu) {  // GELU's vectorizes in its own target
+      cpu::GeluForward(x, y, n);
       return;
     }
 #pragma omp parallel for schedule(static)
@@ -44,6 +49,10 @@ class CpuActivationLayer : public ActivationLayer {
 #pragma omp parallel for simd schedule(static)
         for (int64_t i = 0; i < n; ++i) dx[i] = ClipGrad(v[i], dy[i], lo, hi);
       }
+      return;
+    }
+    if (k.function == ActivationFunction::kGelu) {
+      cpu::GeluBackward(v, dy, dx, n, args.accumulate[0]);
       return;
     }
     if (args.accumulate[0]) {

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -54,6 +55,7 @@ struct Args {
   double milp_seconds = 600;
   bool milp = false;
   size_t min_offload = *ParseBytes(MinOffloadSetting().fallback);
+  size_t at = 0;  // --at: one more limit (0: none)
   ParamOverrides sets;
 };
 
@@ -67,6 +69,18 @@ struct Point {
   double plan_seconds = 0;  // wall time to train or solve and plan
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 };
+
+// Which layers' forwards the plan reruns, counted by type: where a planner
+// rebuilds (attention's core alone is Megatron's selective recompute).
+nlohmann::ordered_json RecomputedLayersOf(const Net& net, const MemoryPlan& plan) {
+  std::map<std::string, int64_t> counts;
+  for (const MemoryEvent& e : plan.events) {
+    if (e.type == MemoryEventType::kRecompute && e.layer >= 0) ++counts[net.layer(e.layer).type()];
+  }
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [type, count] : counts) out[type] = count;
+  return out;
+}
 
 double Since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -111,6 +125,9 @@ class Frontier {
     const Status set = o->settings.Set(key, value);
     SPILL_CHECK(set.ok()) << set.ToString();
   }
+  nlohmann::ordered_json RecomputedLayers(const MemoryPlan& plan) const {
+    return RecomputedLayersOf(net_, plan);
+  }
   // Plans and simulates; the point's wall time counts from `start`.
   Point Measure(const std::string& planner, const std::string& setting, size_t limit,
                 const MemoryOptions& options, std::chrono::steady_clock::time_point start);
@@ -152,6 +169,7 @@ Point Frontier::Measure(const std::string& planner, const std::string& setting, 
   p.seconds = timeline.seconds;
   p.extra["to_host_bytes"] = plan->log.to_host;
   p.extra["recomputations"] = plan->recomputations;
+  p.extra["recomputed_layers"] = RecomputedLayers(*plan);
   return p;
 }
 
@@ -196,8 +214,13 @@ Status Frontier::MeasureDqn(const std::string& name, const std::string& demonstr
 
 Status Frontier::RunLimits() {
   const size_t top = liveness_.peak;
-  for (int i = 0; i < args_.limits; ++i) {
-    const size_t limit = floor_ + (top - floor_) * i / args_.limits;
+  std::vector<size_t> limits;
+  for (int i = 0; i < args_.limits; ++i)
+    limits.push_back(floor_ + (top - floor_) * i / args_.limits);
+  if (args_.at > 0) {
+    limits.insert(std::upper_bound(limits.begin(), limits.end(), args_.at), args_.at);
+  }
+  for (size_t limit : limits) {
     const std::string setting = FormatBytes(static_cast<double>(limit));
     std::fprintf(stderr, "limit %s\n", setting.c_str());
     if (Wants("greedy")) {
@@ -398,6 +421,8 @@ int Main(int argc, char** argv) {
   f.Int("--seed", &a.seed, "dqn: seed (default 1)", 0, std::numeric_limits<int64_t>::max());
   f.String("--cache", &a.cache, "dqn: a directory for trained plans and weights");
   f.InputFile("--model", &a.model, "dqn: start from these weights");
+  f.Bytes("--at", &a.at, "one more limit for the planners that search (a peak to compare with)", 0,
+          std::numeric_limits<size_t>::max());
   f.Flag("--milp", &a.milp, "also solve the MILP at every limit (its bound and its plan)");
   f.Float("--milp-seconds", &a.milp_seconds, "CBC's time limit per solve (default 600)", 1,
           kMaxMilpSeconds);
