@@ -303,7 +303,7 @@ class Importer {
   std::set<std::string> zero_states_;             // recurrent initial states known to be zero
   std::map<std::string, RecurrentStack> stacks_;  // by layer name
   std::map<std::string, PendingPad> pads_;
-  std::set<int> fused_;  // nodes already converted as part of another
+  std::set<int> fused_;                        // nodes already converted as part of another
   std::map<int, AttentionChain> attention_;    // by the chain's last node
   std::map<int, std::string> softmax_errors_;  // a Softmax outside any chain: why
   std::map<std::string, std::string>
