@@ -49,7 +49,7 @@ const char* const kFixtures[] = {"resnet18",     "vgg11",           "inception",
                                  "efficientnet", "shufflenet_v2",   "regnet_y",
                                  "convnext",     "asymmetric_pads", "char_lstm",
                                  "char_gru",     "char_bilstm",     "seq_features",
-                                 "vit",          "char_attention"};
+                                 "vit",          "char_attention",  "pad_to_window"};
 
 // The largest error relative to the largest PyTorch score.
 double MaxRelativeError(const std::vector<float>& got, const std::vector<float>& want) {

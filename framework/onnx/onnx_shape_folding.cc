@@ -30,6 +30,7 @@ using SymDims = std::vector<std::optional<SymInt>>;
 struct IntValue {
   std::vector<SymInt> values;
   bool scalar = false;
+  int64_t cols = 0;  // > 0: a matrix of values.size() / cols rows (PyTorch's pads), row-major
 };
 
 constexpr size_t kMaxFoldedValues = 64;  // shapes and bounds, never data
@@ -137,6 +138,13 @@ std::optional<SymInt> Arithmetic(const std::string& op, SymInt p, SymInt q) {
     }
     return std::nullopt;
   }
+  if (op == "Mod" ||
+      op == "Fmod") {  // integers: Mod's sign is the divisor's, Fmod's the dividend's
+    if (q.value == 0 || (q.value == -1 && p.value == INT64_MIN)) return std::nullopt;
+    r.value = p.value % q.value;
+    if (op == "Mod" && r.value != 0 && ((r.value < 0) != (q.value < 0))) r.value += q.value;
+    return r;
+  }
   if (op == "Add" && !CheckedAdd(p.value, q.value, &r.value)) return std::nullopt;
   if (op == "Sub" && !CheckedSub(p.value, q.value, &r.value)) return std::nullopt;
   if (op == "Mul" && !CheckedMul(p.value, q.value, &r.value)) return std::nullopt;
@@ -161,7 +169,7 @@ std::optional<SymInt> Equal(const SymInt& p, const SymInt& q) {
 std::optional<IntValue> Elementwise(const std::string& op, const std::vector<const IntValue*>& in) {
   size_t count = 1;
   for (const IntValue* x : in) {
-    if (x == nullptr || x->values.empty()) return std::nullopt;
+    if (x == nullptr || x->values.empty() || x->cols > 0) return std::nullopt;
     if (x->values.size() != 1 && count != 1 && x->values.size() != count) return std::nullopt;
     count = std::max(count, x->values.size());
   }
@@ -202,26 +210,92 @@ std::optional<IntValue> ConstantOfShape(const onnx::NodeProto& n, const IntValue
   return v;
 }
 
+// Slice of a vector's elements or a matrix's rows (axis 0), by any step.
 std::optional<IntValue> Slice(const IntValue& data, const std::vector<const IntValue*>& args) {
   if (data.scalar || args.size() < 2) return std::nullopt;
   auto starts = Known(*args[0]), ends = Known(*args[1]);
-  std::optional<std::vector<int64_t>> steps;
-  if (args.size() > 3 && args[3] != nullptr) steps = Known(*args[3]);
   if (!starts || !ends || starts->size() != 1 || ends->size() != 1) return std::nullopt;
+  const int64_t rank = data.cols > 0 ? 2 : 1;
   if (args.size() > 2 && args[2] != nullptr) {
     auto axes = Known(*args[2]);
-    if (!axes || axes->size() != 1 || ((*axes)[0] != 0 && (*axes)[0] != -1)) return std::nullopt;
+    if (!axes || axes->size() != 1 || ((*axes)[0] != 0 && (*axes)[0] != -rank)) return std::nullopt;
   }
-  const int64_t step = steps && steps->size() == 1 ? (*steps)[0] : 1;
-  if (step != 1) return std::nullopt;
-  const int64_t size = static_cast<int64_t>(data.values.size());
+  int64_t step = 1;
+  if (args.size() > 3 && args[3] != nullptr) {
+    auto steps = Known(*args[3]);
+    if (!steps || steps->size() != 1 || (*steps)[0] == 0) return std::nullopt;
+    step = (*steps)[0];
+  }
+  const int64_t unit = data.cols > 0 ? data.cols : 1;
+  const int64_t size = static_cast<int64_t>(data.values.size()) / unit;
   int64_t begin = (*starts)[0], end = (*ends)[0];
   if (begin < 0) begin += size;
-  if (end < 0) end += size;
-  begin = std::max<int64_t>(0, std::min(begin, size));
-  end = std::max<int64_t>(begin, std::min(end, size));
+  if (end < 0) end = end < -size ? -1 : end + size;  // below -size: before the first
+  if (step > 0) {
+    begin = std::max<int64_t>(0, std::min(begin, size));
+    end = std::max<int64_t>(0, std::min(end, size));
+  } else {
+    begin = std::max<int64_t>(0, std::min(begin, size - 1));
+    end = std::max<int64_t>(-1, std::min(end, size - 1));
+  }
   IntValue v;
-  v.values.assign(data.values.begin() + begin, data.values.begin() + end);
+  v.cols = data.cols;
+  for (int64_t i = begin; step > 0 ? i < end : i > end; i += step) {
+    v.values.insert(v.values.end(), data.values.begin() + i * unit,
+                    data.values.begin() + (i + 1) * unit);
+  }
+  return v;
+}
+
+// Transpose of a matrix (perm [1, 0], or none); a vector is its own.
+std::optional<IntValue> Transpose(const onnx::NodeProto& n, const IntValue& data) {
+  const onnx::AttributeProto* a = Attribute(n, "perm");
+  const std::vector<int64_t> perm = a != nullptr
+                                        ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
+                                        : std::vector<int64_t>();
+  if (data.scalar) return std::nullopt;
+  if (data.cols == 0) {
+    return perm.empty() || perm == std::vector<int64_t>{0} ? std::optional<IntValue>(data)
+                                                           : std::nullopt;
+  }
+  if (!perm.empty() && perm != std::vector<int64_t>{1, 0}) return std::nullopt;
+  const int64_t rows = static_cast<int64_t>(data.values.size()) / data.cols;
+  IntValue v;
+  v.cols = rows;
+  for (int64_t c = 0; c < data.cols; ++c) {
+    for (int64_t r = 0; r < rows; ++r) v.values.push_back(data.values[r * data.cols + c]);
+  }
+  return v;
+}
+
+// Reshape of a vector or matrix to one or two axes (-1: what is left, 0:
+// the input's axis).
+std::optional<IntValue> ReshapeInts(const IntValue& data, const IntValue& shape) {
+  const auto target = Known(shape);
+  if (data.scalar || !target || target->empty() || target->size() > 2) return std::nullopt;
+  const int64_t size = static_cast<int64_t>(data.values.size());
+  const std::vector<int64_t> in = data.cols > 0 ? std::vector<int64_t>{size / data.cols, data.cols}
+                                                : std::vector<int64_t>{size};
+  std::vector<int64_t> dims = *target;
+  int64_t known = 1, rest = -1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0 && i < in.size()) dims[i] = in[i];
+    if (dims[i] == -1 && rest < 0) {
+      rest = static_cast<int64_t>(i);
+    } else if (dims[i] > 0) {
+      known *= dims[i];
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (rest >= 0) {
+    if (known == 0 || size % known != 0) return std::nullopt;
+    dims[rest] = size / known;
+  } else if (known != size) {
+    return std::nullopt;
+  }
+  IntValue v = data;
+  v.cols = dims.size() == 2 ? dims[1] : 0;
   return v;
 }
 
@@ -269,10 +343,11 @@ std::optional<IntValue> Evaluate(const onnx::NodeProto& n, const IntValues& ints
     if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32) return std::nullopt;
     return *in[0];
   }
-  if (op == "Gather" && in.size() == 2 && in[1] != nullptr && IntAttr(n, "axis", 0) == 0) {
+  if (op == "Gather" && in.size() == 2 && in[1] != nullptr && IntAttr(n, "axis", 0) == 0 &&
+      in[0]->cols == 0 && in[1]->cols == 0) {
     return Gather(*in[0], *in[1]);
   }
-  if (op == "Unsqueeze") return Unsqueeze(n, ints, *in[0]);
+  if (op == "Unsqueeze" && in[0]->cols == 0) return Unsqueeze(n, ints, *in[0]);
   if (op == "Squeeze" && !in[0]->scalar && in[0]->values.size() == 1) {
     IntValue v = *in[0];
     v.scalar = true;
@@ -281,7 +356,7 @@ std::optional<IntValue> Evaluate(const onnx::NodeProto& n, const IntValues& ints
   if (op == "Concat") {
     IntValue v;
     for (const IntValue* x : in) {
-      if (x == nullptr || x->scalar) return std::nullopt;
+      if (x == nullptr || x->scalar || x->cols > 0) return std::nullopt;
       v.values.insert(v.values.end(), x->values.begin(), x->values.end());
     }
     if (v.values.size() > kMaxFoldedValues) return std::nullopt;
@@ -292,12 +367,10 @@ std::optional<IntValue> Evaluate(const onnx::NodeProto& n, const IntValues& ints
     return Elementwise(op, in);
   }
   if (op == "Where" && in.size() == 3) return Elementwise(op, in);
-  if (op == "Reshape" && in.size() == 2 && in[1] != nullptr && !in[0]->scalar) {
-    const auto target = Known(*in[1]);  // a vector reshaped to one axis
-    const int64_t size = static_cast<int64_t>(in[0]->values.size());
-    if (target && target->size() == 1 && ((*target)[0] == -1 || (*target)[0] == size)) {
-      return *in[0];
-    }
+  if (op == "Reshape" && in.size() == 2 && in[1] != nullptr) return ReshapeInts(*in[0], *in[1]);
+  if (op == "Transpose") return Transpose(n, *in[0]);
+  if (op == "Mod" && in.size() == 2) {
+    return Elementwise(IntAttr(n, "fmod", 0) != 0 ? "Fmod" : "Mod", in);
   }
   if (op == "ConstantOfShape") return ConstantOfShape(n, *in[0]);
   if (op == "Slice") return Slice(*in[0], std::vector<const IntValue*>(in.begin() + 1, in.end()));
@@ -308,7 +381,12 @@ onnx::TensorProto ToTensor(const std::string& name, const IntValue& v) {
   onnx::TensorProto t;
   t.set_name(name);
   t.set_data_type(onnx::TensorProto::INT64);
-  if (!v.scalar) t.add_dims(static_cast<int64_t>(v.values.size()));
+  if (v.cols > 0) {
+    t.add_dims(static_cast<int64_t>(v.values.size()) / v.cols);
+    t.add_dims(v.cols);
+  } else if (!v.scalar) {
+    t.add_dims(static_cast<int64_t>(v.values.size()));
+  }
   for (const SymInt& s : v.values) t.add_int64_data(s.batch ? 0 : s.value);
   return t;
 }
@@ -584,7 +662,8 @@ std::optional<int64_t> BatchMultiple(const std::string& dim_param, const std::st
 }
 
 bool IsShapeArithmetic(const std::string& op) {
-  return op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast";
+  return op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast" ||
+         op == "Mod";
 }
 
 bool FoldShapeArithmetic(onnx::ModelProto* model,

@@ -28,7 +28,10 @@ pools carry asymmetric pads ([top, left, bottom, right] unequal) or
 auto_pad SAME_UPPER / SAME_LOWER, its reference scores computed in PyTorch
 with the padding made explicit (F.pad, -inf for max pooling).
 
-A small torchvision VisionTransformer (vit, opset 17): nn.MultiheadAttention
+A convolution behind F.pad to a multiple of 4 computed from the input's
+shape, as Swin pads to its windows (pad_to_window: Mod, the pads reshaped,
+reversed and transposed as integers). A small torchvision
+VisionTransformer (vit, opset 17): nn.MultiheadAttention
 written as MatMul, Softmax and the reshapes around them, a class token by
 Expand and Concat, the position embedding added.
 
@@ -397,6 +400,36 @@ class FeatureModel(nn.Module):
         return self.fc(y).transpose(1, 2)
 
 
+class PadToWindow(nn.Module):
+    """Padded on the right and the bottom to a multiple of 4, as Swin pads to
+    its windows: F.pad by amounts computed from the input's shape (Mod, and
+    the pads as a (-1, 2) tensor reversed and transposed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4, CLASSES)
+
+    def forward(self, x):
+        h, w = x.shape[2], x.shape[3]
+        x = F.pad(x, (0, (4 - w % 4) % 4, 0, (4 - h % 4) % 4))
+        return self.fc(self.conv(x).mean(dim=(2, 3)))
+
+
+def ExportPadToWindow(folder):
+    torch.manual_seed(3)
+    model = PadToWindow().eval()
+    x = torch.randn(BATCH, 3, 30, 30)
+    with torch.no_grad():
+        y = model(x)
+    path = os.path.join(folder, "pad_to_window.onnx")
+    torch.onnx.export(model, x, path, opset_version=13, input_names=["input"],
+                      output_names=["scores"], do_constant_folding=True,
+                      dynamic_axes={"input": {0: "batch"}, "scores": {0: "batch"}})
+    np.savez(os.path.join(folder, "pad_to_window.npz"), input=x.numpy(), output=y.numpy())
+    print(f"{path}: opset 13, {os.path.getsize(path)} bytes")
+
+
 def Vit():
     """torchvision's VisionTransformer, small: 4x4 patches of 8x8 pixels, two blocks."""
     model = torchvision.models.VisionTransformer(image_size=SIZE, patch_size=8, num_layers=2,
@@ -662,6 +695,7 @@ def main():
                  for n in MOBILE]
     fixtures.append(("asymmetric_pads", lambda: AsymmetricPads(folder)))
     fixtures.append(("vit", lambda: Export("vit", Vit(), folder, 17, dynamic=True)))
+    fixtures.append(("pad_to_window", lambda: ExportPadToWindow(folder)))
     fixtures += [(n, partial(ExportSequence, n, folder)) for n in SEQUENCES]
     unknown = only - {n for n, _ in fixtures}
     if unknown:
