@@ -379,6 +379,7 @@ StatusOr<ImportedNet> Importer::Run() {
   SPILL_RETURN_IF_ERROR(Input());
   MarkInitialStates();
   MarkAttention();
+  MarkShapeChains();
   if (!softmax_errors_.empty()) {  // before the walk stops at a node of its chain
     const auto& [node, why] = *softmax_errors_.begin();
     return Fail(node, "spill imports Softmax only within attention (MatMul of queries and keys, " +

@@ -265,7 +265,7 @@ bool ReadsHeads(const View& q, const View& k, const View& v, int64_t features, i
 
 }  // namespace
 
-StatusOr<std::vector<int64_t>> Importer::BatchDims(const std::string& value, bool* batch_axis,
+StatusOr<std::vector<int64_t>> Importer::BatchDims(const std::string& value,
                                                    std::vector<bool>* batches) const {
   auto it = g_.dims.find(value);
   if (it == g_.dims.end() || it->second.empty()) {
@@ -274,14 +274,12 @@ StatusOr<std::vector<int64_t>> Importer::BatchDims(const std::string& value, boo
   auto merged = g_.batch_axes.find(value);
   std::vector<int64_t> dims;
   batches->clear();
-  *batch_axis = false;
   for (size_t axis = 0; axis < it->second.size(); ++axis) {
     const int64_t k = merged != g_.batch_axes.end() ? merged->second[axis] : 0;
     const int64_t d = it->second[axis];
     if (k > 0 || (d == kDynamicOnnxDim && axis == 0 && merged == g_.batch_axes.end())) {
       dims.push_back(std::max<int64_t>(k, 1));
       batches->push_back(true);
-      *batch_axis = true;
     } else if (d > 0) {
       dims.push_back(d);
       batches->push_back(false);
@@ -333,16 +331,6 @@ void Importer::MarkAttention() {
     nodes.erase(chain.last);
     fused_.insert(nodes.begin(), nodes.end());
     attention_[chain.last] = chain;
-  }
-  // The shape arithmetic of reshapes and expands that folding could not
-  // replace (their targets hold the batch merged with other axes, or later
-  // than first): their outputs' shapes are inferred, which is all spill reads.
-  for (int i = 0; i < g.node_size(); ++i) {
-    const onnx::NodeProto& n = g.node(i);
-    if ((n.op_type() != "Reshape" && n.op_type() != "Expand") || n.input_size() != 2) continue;
-    if (g_.Constant(n.input(1)) != nullptr) continue;
-    std::set<int> nodes;
-    if (ShapeOnly(n.input(1), &nodes, 0)) fused_.insert(nodes.begin(), nodes.end());
   }
 }
 
@@ -403,9 +391,8 @@ Importer::AttentionChain Importer::FindAttention(int softmax) {
 // in either order), or spill's own (N, 3C, 1, T).
 bool Importer::SourceView(const std::string& x, View* view, std::string* layout,
                           std::string* why) const {
-  bool batch = false;
   std::vector<bool> batches;
-  auto dims = BatchDims(x, &batch, &batches);
+  auto dims = BatchDims(x, &batches);
   if (!dims.ok() || std::count(batches.begin(), batches.end(), true) != 1) {
     *why = "the shape of '" + x + "' holds no batch axis of its own";
     return false;
@@ -741,9 +728,8 @@ bool Importer::ApplyView(int node, const std::string& output, View* v, std::stri
   if (op == "Transpose") return TransposeView(n, v, why);
   if (op == "Squeeze" || op == "Unsqueeze") return UnitAxesView(g_, n, v, why);
   if (op == "Reshape") {
-    bool batch = false;
     std::vector<bool> batches;
-    auto dims = BatchDims(n.output(0), &batch, &batches);
+    auto dims = BatchDims(n.output(0), &batches);
     if (!dims.ok()) {
       *why = dims.status().message();
       return false;

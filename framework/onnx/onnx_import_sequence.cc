@@ -687,6 +687,20 @@ bool Importer::StateChain(const std::string& value, std::set<int>* nodes, int de
   return chain;
 }
 
+void Importer::MarkShapeChains() {
+  // The shape arithmetic of reshapes and expands that folding could not
+  // replace (their targets hold the batch merged with other axes, or later
+  // than first): their outputs' shapes are inferred, which is all spill reads.
+  const onnx::GraphProto& g = g_.graph();
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    if ((n.op_type() != "Reshape" && n.op_type() != "Expand") || n.input_size() != 2) continue;
+    if (g_.Constant(n.input(1)) != nullptr) continue;
+    std::set<int> nodes;
+    if (ShapeOnly(n.input(1), &nodes, 0)) fused_.insert(nodes.begin(), nodes.end());
+  }
+}
+
 bool Importer::ShapeOnly(const std::string& value, std::set<int>* nodes, int depth) const {
   static const char* const kShapeOps[] = {
       "Gather",          "Unsqueeze", "Squeeze", "Concat",  "Cast", "Slice",

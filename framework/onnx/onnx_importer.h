@@ -200,6 +200,10 @@ class Importer {
   // Whether `value` is computed from constants and shapes alone (adding its
   // nodes); clears `zero` when it is not all zeros.
   bool StateChain(const std::string& value, std::set<int>* nodes, int depth, bool* zero) const;
+  // Before the walk: the shape arithmetic that reshapes and expands read
+  // where folding left it (their output shapes are inferred) is marked
+  // converted.
+  void MarkShapeChains();
   // Whether `value` is integer shape arithmetic on constants and Shape.
   bool ShapeOnly(const std::string& value, std::set<int>* nodes, int depth) const;
   // The ONNX shape of a sequence `value` viewed as `axes`, without the batch.
@@ -223,8 +227,7 @@ class Importer {
     std::string error;  // why this Softmax is no such chain, or ""
   };
   // Before the walk: every Softmax's chain, its nodes marked converted and
-  // its last node noted (attention_), or why it is none (softmax_errors_);
-  // and the shape arithmetic of reshapes whose shapes are inferred.
+  // its last node noted (attention_), or why it is none (softmax_errors_).
   void MarkAttention();
   AttentionChain FindAttention(int softmax);
   bool Evaluate(AttentionChain* c, std::string* why) const;
@@ -238,7 +241,7 @@ class Importer {
   std::string ViewsBack(const std::string& value, std::vector<int>* nodes) const;
   // A value's ONNX shape, each axis's size and whether it holds the batch
   // (a multiple of it: the size is the factor).
-  StatusOr<std::vector<int64_t>> BatchDims(const std::string& value, bool* batch_axis,
+  StatusOr<std::vector<int64_t>> BatchDims(const std::string& value,
                                            std::vector<bool>* batches) const;
   // The attention layer, at its chain's last node.
   Status Attention(int node);

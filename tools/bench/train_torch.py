@@ -41,7 +41,6 @@ dependency of spill.
 import argparse
 import bisect
 import gzip
-import importlib.util
 import json
 import math
 import os
@@ -61,17 +60,11 @@ try:
 except ImportError:
     sys.exit("train_torch: PyYAML is not installed (apt-get install python3-yaml)")
 
+from bench_torch import load_replica  # noqa: E402  (crosscheck_torch.py's Replica, beside this file)
+
 # data/dataset.h and data/idx_dataset.cc: the idx kinds' normalization.
 IDX_NORMALIZATION = {"fashion_mnist": (0.2860, 0.3530), "mnist": (0.1307, 0.3081)}
 SHUFFLE_STREAM = 1  # data/loader.cc, kShuffleStream
-
-
-def load_replica():
-    here = os.path.dirname(os.path.abspath(__file__))
-    spec = importlib.util.spec_from_file_location("crosscheck", os.path.join(here, "crosscheck_torch.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def scoring_replica(crosscheck):
