@@ -4,7 +4,8 @@
 // thread per query for dQ and the row's sum(P dP), then a thread per key for
 // dK and dV, each adding the queries in order (no atomics). Rows and heads
 // run in parallel; a head's depth lives in registers (at most
-// kMaxAttentionDepth). Not sliced: a streamed step computes it whole.
+// kMaxAttentionDepth). Every image is independent and everything it saves is
+// its own, so a slice of the batch runs the same threads on fewer images.
 #include "framework/graph/layer_registry.h"
 #include "layers/attention_layer.h"
 #include "layers/cuda/layer_util_cuda.h"
@@ -16,6 +17,8 @@ namespace {
 class CudaAttentionLayer : public AttentionLayer {
  public:
   using AttentionLayer::AttentionLayer;
+
+  bool supports_slices() const override { return true; }
 
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override {
     SPILL_RETURN_IF_ERROR(AttentionLayer::Reshape(inputs, outputs));

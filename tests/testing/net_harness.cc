@@ -97,7 +97,7 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
   Device& device = run.use_device != nullptr ? *run.use_device : *owned;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
                          Net::Build(spec, {run.batch, device.type(), run.blocked_layouts}));
-  SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
+  if (run.calibrate) SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
   solver->AddState(*net);
   GivenPlans given;

@@ -55,6 +55,10 @@ struct SyntheticRun {
   bool blocked_layouts = true;       // NetOptions::blocked_layouts
   Device* use_device = nullptr;      // this one instead of a new `device`
   bool inference = false;            // forward passes only (Phase::kEval), no updates
+  // Time the device's algorithm candidates first (CalibrateNet), as the
+  // tools do; false keeps their estimates, which a plan made from shapes
+  // alone also uses.
+  bool calibrate = true;
   MemoryOptions memory;
   // Variable-length sequences: step i runs at sequence length
   // lengths[i % size] (Net::SetSequenceLength, then MemoryRuntime::Reshape);
