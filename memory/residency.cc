@@ -305,6 +305,16 @@ void ResidencyManager::Drop(TensorId id) {
   slot.state = Residency::kDropped;
 }
 
+void ResidencyManager::Unplace(TensorId id) {
+  Slot& slot = slots_[id];
+  SPILL_CHECK(slot.state == Residency::kHost)
+      << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
+  WaitForCopy(slot);
+  FreeHost(slot);
+  slot.host_valid = false;
+  slot.state = Residency::kDropped;
+}
+
 void ResidencyManager::MarkWritten(TensorId id) {
   // In host memory alone, it was written there (a streamed step): current.
   if (slots_[id].state != Residency::kHost) slots_[id].host_valid = false;

@@ -148,7 +148,11 @@ bool MemoryRuntime::CanStreamRebuild(int layer) const {
 // outputs written, parameters and other tensors whole on the device.
 Status MemoryRuntime::RebuildStreamed(int layer, StepRunner& runner) {
   const LayerTensors& lt = schedule_.layers[layer];
-  return AsideFromStep([&] {
+  // Outputs that were dropped get host blocks before the staging is known
+  // to fit; if the rebuild cannot run they are dropped again, so that a
+  // later read rebuilds them instead of taking the empty blocks as current.
+  std::vector<TensorId> placed;
+  const Status status = AsideFromStep([&] {
     for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux, &lt.params}) {
       for (TensorId in : *group) {
         if (staging_.Contains(in) || Contains(lt.outputs, in)) continue;
@@ -161,15 +165,25 @@ Status MemoryRuntime::RebuildStreamed(int layer, StepRunner& runner) {
       }
     }
     for (TensorId out : lt.outputs) {
-      SPILL_RETURN_IF_ERROR(BatchMajor(out) ? StageWrite(out) : PrepareWrite(out));
+      if (!BatchMajor(out)) {
+        SPILL_RETURN_IF_ERROR(PrepareWrite(out));
+        continue;
+      }
+      const bool dropped = residency_->state(out) == Residency::kDropped;
+      SPILL_RETURN_IF_ERROR(StageWrite(out));
+      if (dropped) placed.push_back(out);
     }
     SPILL_RETURN_IF_ERROR(AllocateStaging(layer, Pass::kForward, /*recompute=*/true, nullptr));
     CountStaged(Sweeps(layer, Pass::kForward));
-    Status status = runner.Recompute(layer);
-    if (status.ok()) CountRecomputation(layer);
+    Status recomputed = runner.Recompute(layer);
+    if (recomputed.ok()) CountRecomputation(layer);
     FinishStreamed();
-    return status;
+    return recomputed;
   });
+  if (!status.ok()) {
+    for (TensorId out : placed) residency_->Unplace(out);
+  }
+  return status;
 }
 
 // Staged tensors are pinned like any tensor of a step: a rebuild for a later
