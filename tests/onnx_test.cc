@@ -641,16 +641,81 @@ TEST(OnnxErrorsTest, AttentionSpillDoesNotComputeIsNamed) {
   for (float v : *values) mask->add_float_data(v);
   EXPECT_THAT(OnnxImportError(masked), HasSubstr("other than a constant causal mask"));
 
-  onnx::ModelProto plain = LoadOnnxProto("vgg11");  // scores through a Softmax
+  // Scores through a Softmax, then a ReLU: a Softmax that is neither
+  // attention's nor the graph's output.
+  onnx::ModelProto plain = LoadOnnxProto("vgg11");
   onnx::NodeProto* softmax = plain.mutable_graph()->add_node();
   softmax->set_op_type("Softmax");
   softmax->set_name("/probabilities/Softmax");
   softmax->add_input(plain.graph().output(0).name());
   softmax->add_output("probabilities");
-  plain.mutable_graph()->mutable_output(0)->set_name("probabilities");
+  onnx::NodeProto* relu = plain.mutable_graph()->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("probabilities");
+  relu->add_output("rectified");
+  plain.mutable_graph()->mutable_output(0)->set_name("rectified");
   const std::string lone = OnnxImportError(plain);
   EXPECT_THAT(lone, HasSubstr("'/probabilities/Softmax' (Softmax)"));
   EXPECT_THAT(lone, HasSubstr("its input is not a MatMul of two computed values"));
+}
+
+// A graph whose output is probabilities (a softmax or log-softmax over the
+// classes, as deployed classifiers often end) imports as the scores before
+// it: spill's loss applies that softmax, and the probabilities computed from
+// spill's scores are PyTorch's - per example (mnist_log_softmax, opset 11)
+// and per pixel (pixel_softmax, opset 13).
+TEST(OnnxImportTest, AnOutputSoftmaxIsTheLosss) {
+  constexpr double kTolerance = 1e-5;
+  constexpr size_t kClasses = 10;  // onnx_fixtures.py's CLASSES
+  for (const char* name : {"mnist_log_softmax", "pixel_softmax"}) {
+    const bool log = std::string(name) == "mnist_log_softmax";
+    auto fixture = testing::LoadOnnxFixture(name);
+    ASSERT_TRUE(fixture.ok()) << fixture.status().ToString();
+    auto imported = ImportOnnxFile(fixture->onnx);
+    ASSERT_TRUE(imported.ok()) << name << ": " << imported.status().ToString();
+    EXPECT_THAT(imported->yaml,
+                HasSubstr(std::string("Its last node, ") + (log ? "LogSoftmax" : "Softmax") +
+                          ", is the loss's softmax"));
+    auto spec = ParseNetString(imported->yaml, name);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << imported->yaml;
+    auto scores = testing::ForwardScores(*spec, imported->params, fixture->input, fixture->batch);
+    ASSERT_TRUE(scores.ok()) << name << ": " << scores.status().ToString();
+    ASSERT_EQ(scores->size(), fixture->output.size()) << name;
+    // Classes are the second axis of N x C x (H x W) in both.
+    const size_t batch = static_cast<size_t>(fixture->batch);
+    const size_t plane = scores->size() / batch / kClasses;
+    std::vector<float> probabilities(scores->size());
+    for (size_t n = 0; n < batch; ++n) {
+      for (size_t p = 0; p < plane; ++p) {
+        auto at = [&](size_t c) { return (n * kClasses + c) * plane + p; };
+        double top = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (size_t c = 0; c < kClasses; ++c) top = std::max(top, double{(*scores)[at(c)]});
+        for (size_t c = 0; c < kClasses; ++c) sum += std::exp((*scores)[at(c)] - top);
+        for (size_t c = 0; c < kClasses; ++c) {
+          const double shifted = (*scores)[at(c)] - top;
+          probabilities[at(c)] =
+              static_cast<float>(log ? shifted - std::log(sum) : std::exp(shifted) / sum);
+        }
+      }
+    }
+    EXPECT_LE(MaxRelativeError(probabilities, fixture->output), kTolerance) << name;
+  }
+}
+
+// Over any other axis it is an error naming the node and the axis.
+TEST(OnnxErrorsTest, AnOutputSoftmaxOverAnotherAxisIsNamed) {
+  onnx::ModelProto model = LoadOnnxProto("pixel_softmax");
+  for (auto& n : *model.mutable_graph()->mutable_node()) {
+    if (n.op_type() != "Softmax") continue;
+    n.clear_attribute();
+    onnx::AttributeProto* axis = n.add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(2);
+  }
+  const std::string error = OnnxImportError(model);
+  EXPECT_THAT(error, HasSubstr("(Softmax): is taken over axis 2"));
+  EXPECT_THAT(error, HasSubstr("over the classes alone, axis 1"));
 }
 
 TEST(OnnxErrorsTest, DynamicImageSize) {

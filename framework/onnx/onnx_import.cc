@@ -337,6 +337,7 @@ Status Importer::Convert(int node) {
   }
   if (op == "Identity" && g_.Constant(n.input(0)) != nullptr) return Status::Ok();
   if (attention_.count(node)) return Attention(node);
+  if (node == output_softmax_) return OutputSoftmax(node);
   if (op == "Equal" || op == "Where") {
     return Fail(node, "spill imports " + op + " only in shape arithmetic it evaluates");
   }
@@ -378,6 +379,7 @@ StatusOr<ImportedNet> Importer::Run() {
   net_.label = g_.label;
   SPILL_RETURN_IF_ERROR(Input());
   MarkInitialStates();
+  output_softmax_ = FindOutputSoftmax();
   MarkAttention();
   MarkShapeChains();
   if (!softmax_errors_.empty()) {  // before the walk stops at a node of its chain
@@ -389,6 +391,10 @@ StatusOr<ImportedNet> Importer::Run() {
   SPILL_RETURN_IF_ERROR(Output());
   std::ostringstream yaml;
   yaml << "# Imported from " << g_.label << " (ONNX opset " << g_.opset << ").\n"
+       << (output_softmax_ < 0 ? ""
+                               : "# Its last node, " + g_.graph().node(output_softmax_).op_type() +
+                                     ", is the loss's softmax: the loss takes its input, the "
+                                     "scores, and predict reports the probabilities.\n")
        << "name: " << Quote(net_.name) << "\nlayers:\n"
        << input_entry_ << (pixel_labels_ ? ", labels: pixels" : "") << "}\n";
   for (const std::string& entry : layers_) yaml << entry;

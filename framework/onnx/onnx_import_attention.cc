@@ -314,7 +314,7 @@ std::string Importer::ViewsBack(const std::string& value, std::vector<int>* node
 void Importer::MarkAttention() {
   const onnx::GraphProto& g = g_.graph();
   for (int i = 0; i < g.node_size(); ++i) {
-    if (g.node(i).op_type() != "Softmax") continue;
+    if (g.node(i).op_type() != "Softmax" || i == output_softmax_) continue;
     AttentionChain chain = FindAttention(i);
     if (!chain.error.empty()) {
       softmax_errors_[i] = chain.error;

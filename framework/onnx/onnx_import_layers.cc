@@ -469,6 +469,61 @@ Status Importer::ReadThrough(int node) {
   return Status::Ok();
 }
 
+namespace {
+
+// The ONNX axis (the batch's counted) of the classes of scores `v` as the
+// loss reads them, or -1 where `v` is no such layout.
+int ClassAxis(const Value& v) {
+  if (v.layout == Layout::kSequence) {
+    const size_t c = v.axes.find('C');
+    return c == std::string::npos || v.axes.find('D') != std::string::npos ? -1
+                                                                           : static_cast<int>(c);
+  }
+  if (v.Spatial()) return 1;
+  if (v.ChannelsLast()) return 3;
+  const bool features =
+      v.layout == Layout::kNchw && v.dims.size() == 1 && v.chw[1] == 1 && v.chw[2] == 1;
+  return features ? 1 : -1;
+}
+
+}  // namespace
+
+int Importer::FindOutputSoftmax() const {
+  const onnx::GraphProto& g = g_.graph();
+  if (g.output_size() != 1) return -1;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    const bool softmax = n.op_type() == "Softmax" || n.op_type() == "LogSoftmax";
+    if (softmax && n.output_size() == 1 && n.output(0) == g.output(0).name()) return i;
+  }
+  return -1;
+}
+
+// Read through: the loss takes the scores, its input. ONNX's Softmax before
+// opset 13 flattens the axes from `axis` on, so there only the last axis is
+// a softmax over classes alone.
+Status Importer::OutputSoftmax(int node) {
+  const onnx::NodeProto& n = g_.graph().node(node);
+  SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
+  const int rank = static_cast<int>(x->dims.size()) + 1;
+  const bool flattens = g_.opset < 13;
+  int axis = static_cast<int>(AttrInt(n, "axis", flattens ? 1 : -1));
+  if (axis < 0) axis += rank;
+  const int classes = ClassAxis(*x);
+  if (classes < 0) {
+    return Fail(node, "ends the graph on scores of a layout spill's loss does not read (" +
+                          std::to_string(rank) + " axes)");
+  }
+  if (axis != classes || (flattens && axis != rank - 1)) {
+    return Fail(node, "is taken over axis " + std::to_string(axis) +
+                          (flattens ? " (flattening the axes after it, as before opset 13)" : "") +
+                          "; spill's loss takes it over the classes alone, axis " +
+                          std::to_string(classes));
+  }
+  values_[n.output(0)] = *x;
+  return Status::Ok();
+}
+
 // A Reshape: the two of a channel shuffle ((C, H, W) to (g, C / g, H, W),
 // and after the Transpose back), else a flattening read through.
 Status Importer::Reshape(int node) {

@@ -111,6 +111,11 @@ class Importer {
   Status Pad(int node);
   Status ReadThrough(int node);
   Status Reshape(int node);
+  // The graph's output as probabilities: a Softmax or LogSoftmax over the
+  // scores' classes, the one spill's loss applies (predict reports them).
+  // The node, or -1.
+  int FindOutputSoftmax() const;
+  Status OutputSoftmax(int node);
 
   // onnx_import_vision.cc: the operators of mobile and modern networks;
   // false when `node` is none of them.
@@ -309,6 +314,7 @@ class Importer {
   std::set<int> fused_;                        // nodes already converted as part of another
   std::map<int, AttentionChain> attention_;    // by the chain's last node
   std::map<int, std::string> softmax_errors_;  // a Softmax outside any chain: why
+  int output_softmax_ = -1;                    // FindOutputSoftmax
   std::map<std::string, std::string>
       broadcasts_;  // Expand of a constant over the batch: the constant
   std::set<std::string> names_;

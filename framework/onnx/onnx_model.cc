@@ -186,6 +186,7 @@ const std::vector<std::string>& SupportedOnnxOperators() {
       "HardSwish",
       "LSTM",
       "LayerNormalization",
+      "LogSoftmax",
       "Mod",
       "Mul",
       "Pow",

@@ -30,7 +30,11 @@ with the padding made explicit (F.pad, -inf for max pooling).
 
 A convolution behind F.pad to a multiple of 4 computed from the input's
 shape, as Swin pads to its windows (pad_to_window: Mod, the pads reshaped,
-reversed and transposed as integers). A small torchvision
+reversed and transposed as integers). Two networks whose
+output is probabilities, as deployed models often end: the PyTorch
+examples' MNIST classifier with log_softmax (mnist_log_softmax, opset 11)
+and a per-pixel classifier with a softmax over the classes (pixel_softmax,
+opset 13); their `output` is PyTorch's (log-)probabilities. A small torchvision
 VisionTransformer (vit, opset 17): nn.MultiheadAttention
 written as MatMul, Softmax and the reshapes around them, a class token by
 Expand and Concat, the position embedding added.
@@ -430,6 +434,43 @@ def ExportPadToWindow(folder):
     print(f"{path}: opset 13, {os.path.getsize(path)} bytes")
 
 
+class MnistNet(nn.Module):
+    """The PyTorch examples' MNIST classifier (narrower), ending in
+    log_softmax as nn.NLLLoss takes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, 1)
+        self.conv2 = nn.Conv2d(8, 8, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(8 * 14 * 14, 32)
+        self.fc2 = nn.Linear(32, CLASSES)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
+        x = torch.flatten(self.dropout1(x), 1)
+        x = self.fc2(self.dropout2(F.relu(self.fc1(x))))
+        return F.log_softmax(x, dim=1)
+
+
+class PixelSoftmax(nn.Module):
+    """A per-pixel classifier whose map ends in a softmax over the classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, CLASSES, 1)
+
+    def forward(self, x):
+        return F.softmax(self.conv2(F.relu(self.conv1(x))), dim=1)
+
+
+def ExportWithSeed(name, build, folder, opset):
+    torch.manual_seed(5)
+    Export(name, build(), folder, opset, dynamic=True)
+
+
 def Vit():
     """torchvision's VisionTransformer, small: 4x4 patches of 8x8 pixels, two blocks."""
     model = torchvision.models.VisionTransformer(image_size=SIZE, patch_size=8, num_layers=2,
@@ -696,6 +737,10 @@ def main():
     fixtures.append(("asymmetric_pads", lambda: AsymmetricPads(folder)))
     fixtures.append(("vit", lambda: Export("vit", Vit(), folder, 17, dynamic=True)))
     fixtures.append(("pad_to_window", lambda: ExportPadToWindow(folder)))
+    fixtures.append(("mnist_log_softmax",
+                     lambda: ExportWithSeed("mnist_log_softmax", MnistNet, folder, 11)))
+    fixtures.append(("pixel_softmax",
+                     lambda: ExportWithSeed("pixel_softmax", PixelSoftmax, folder, 13)))
     fixtures += [(n, partial(ExportSequence, n, folder)) for n in SEQUENCES]
     unknown = only - {n for n, _ in fixtures}
     if unknown:
