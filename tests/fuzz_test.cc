@@ -105,8 +105,8 @@ static_assert(kNetworkCases + kConfigCases + kIdxCases + kCifarCases + kCheckpoi
 // chains, channels-last views), a ViT (attention's MatMul, Softmax and
 // reshapes of the batch merged with the heads, the class token's Expand)
 // and causal attention over a sequence (its mask).
-const char* const kOnnxSources[] = {"dense_block", "inception", "shufflenet_v2",
-                                    "convnext",    "vit",       "char_attention"};
+const char* const kOnnxSources[] = {"dense_block", "inception",      "shufflenet_v2", "convnext",
+                                    "vit",         "char_attention", "pixel_softmax"};
 constexpr int kOnnxSourceCount = static_cast<int>(sizeof(kOnnxSources) / sizeof(kOnnxSources[0]));
 constexpr int kOnnxMutations = static_cast<int>(OnnxMutation::kCount);
 constexpr int kOnnxDraws = 6, kOnnxByteDraws = 4;
