@@ -294,7 +294,7 @@ TEST(StaticAllocatorTest, ServesProfiledOffsetsAndReplansWhenRequestsChange) {
   int profiles = 0;
   AllocatorContext context;
   context.capacity = capacity;
-  context.profiler = [&](Phase, size_t budget) -> StatusOr<AllocationProfile> {
+  context.profiler = [&](Phase, size_t budget, ProfilePlans) -> StatusOr<AllocationProfile> {
     ++profiles;
     return ProfileOf(profiled, lifetimes, budget);
   };
@@ -337,7 +337,7 @@ TEST(StaticAllocatorTest, ServesProfiledOffsetsAndReplansWhenRequestsChange) {
 TEST(StaticAllocatorTest, AProfileThatCannotBePackedIsOutOfMemory) {
   AllocatorContext context;
   context.capacity = 16 * kKiB;
-  context.profiler = [](Phase, size_t budget) -> StatusOr<AllocationProfile> {
+  context.profiler = [](Phase, size_t budget, ProfilePlans) -> StatusOr<AllocationProfile> {
     return ProfileOf({{0, 12 * kKiB}, {1, 12 * kKiB}}, {0, 0}, budget);
   };
   auto allocator = std::move(*CreateAllocator("static", context));

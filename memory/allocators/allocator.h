@@ -88,10 +88,25 @@ struct AllocationProfile {
 AllocationProfile ProfileFromEvents(const std::vector<MemoryEvent>& events, Phase phase,
                                     size_t budget);
 
+// Which transfer plans a profiled iteration runs.
+enum class ProfilePlans {
+  // The runtime's own: those of the iterations the allocator will serve,
+  // whatever the profile's budget. Below the device budget the profile then
+  // shows those iterations evicting more to stay within it - as they will
+  // when the allocator serves them at that budget - and not the plans a run
+  // with that budget would make (a planner that searches plans for the
+  // budget it is given).
+  kRuntime,
+  // Made for the profile's budget, as a run with that budget would make
+  // them: the only ones there are while the allocator is being created.
+  kForBudget,
+};
+
 // Runs one iteration of `phase` under an accounting-only allocator with
 // `budget` bytes and returns its requests (set by the runtime, which owns
 // the planner; profile-guided allocators call it).
-using Profiler = std::function<StatusOr<AllocationProfile>(Phase phase, size_t budget)>;
+using Profiler =
+    std::function<StatusOr<AllocationProfile>(Phase phase, size_t budget, ProfilePlans plans)>;
 
 struct AllocatorContext {
   size_t capacity = 0;

@@ -319,12 +319,16 @@ AllocatorFactory Factory(bool soft) {
     size_t incremental = 0;
     GtbmStacking stacking = GtbmStacking::kNone;
     if (c.profiler) {
-      SPILL_ASSIGN_OR_RETURN(AllocationProfile profile, c.profiler(Phase::kTrain, c.capacity));
+      // Being created, the runtime has no plans yet: the profile plans its own.
+      SPILL_ASSIGN_OR_RETURN(AllocationProfile profile,
+                             c.profiler(Phase::kTrain, c.capacity, ProfilePlans::kForBudget));
       incremental = IncrementalSpacePeak(profile, *c.view, classes);
       // Like Dymem's pool sizing, from an iteration in an oversized pool: in
       // a tight one the profile's prefetches follow another allocator's room.
       StatusOr<AllocationProfile> roomy = OutOfMemory("");
-      if (c.capacity < kReplayCapacity) roomy = c.profiler(Phase::kTrain, kReplayCapacity);
+      if (c.capacity < kReplayCapacity) {
+        roomy = c.profiler(Phase::kTrain, kReplayCapacity, ProfilePlans::kForBudget);
+      }
       stacking = ChooseStacking(roomy.ok() ? *roomy : profile, *c.view, classes);
     }
     return std::unique_ptr<DeviceAllocator>(

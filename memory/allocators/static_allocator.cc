@@ -8,7 +8,10 @@
 //     runtime's profiler for that iteration's requests under the
 //     accounting-only `ideal` allocator at a decision budget B' (first the
 //     device budget): the evictions and algorithm choices of the iteration
-//     are thereby fixed.
+//     are thereby fixed. At every B' the profile runs the runtime's own
+//     transfer plans, made for the device budget: the iterations served
+//     follow those plans, while a planner that searches would plan anew for
+//     B' and the first request of its other plan would be a mismatch.
 //   * Solve. The requests and their lifetimes become a dynamic storage
 //     allocation instance, solved by the paper's best-fit skyline heuristic
 //     (dsa_solver.h) and checked. Offsets start at the base: the end of the
@@ -213,7 +216,8 @@ class StaticAllocator : public DeviceAllocator {
     size_t budget = capacity();
     const size_t base = LiveEnd();
     for (int round = 0; round < kMaxProfileRounds; ++round) {
-      SPILL_ASSIGN_OR_RETURN(AllocationProfile profile, profiler_(phase, budget));
+      SPILL_ASSIGN_OR_RETURN(AllocationProfile profile,
+                             profiler_(phase, budget, ProfilePlans::kRuntime));
       std::unique_ptr<Solved> solved = Solve(std::move(profile), base);
       const size_t end = base + solved->footprint;
       if (end <= capacity()) {

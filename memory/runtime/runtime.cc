@@ -73,9 +73,16 @@ Status MemoryRuntime::Reserve() {
   context.settings = options_.settings;
   // Profile-guided allocators plan an iteration with an accounting-only
   // allocator first; the profiler runs this runtime's own code without a device.
-  // It reads the runtime's current view: after a Reshape, the new sizes.
-  context.profiler = [this](Phase phase, size_t budget) {
-    return ProfileAllocations(view_, options_, phase, budget);
+  // It reads the runtime's current view and plans: after a Reshape, the new
+  // sizes' (the plans are made once the allocator exists).
+  context.profiler = [this](Phase phase, size_t budget,
+                            ProfilePlans plans) -> StatusOr<AllocationProfile> {
+    if (plans == ProfilePlans::kForBudget) {
+      return ProfileAllocations(view_, options_, phase, budget);
+    }
+    // An allocator being created, before the plans are made, cannot ask for them.
+    SPILL_CHECK(plans_.train.num_steps() > 0) << "profile: the runtime's plans are not made yet";
+    return ProfileAllocations(view_, options_, phase, budget, &plans_);
   };
   SPILL_ASSIGN_OR_RETURN(allocator_, CreateAllocator(options_.allocator, context));
   if (options_.record_events) allocator_->set_event_log(&log_events_);
@@ -99,8 +106,10 @@ Status MemoryRuntime::PlanPolicies(const GivenPlans* given) {
     plans_by_size_[Sizes()] = plans_;
   } else {
     plans_ = given->plans;
-    AddParameterTransfers(schedule_, options_, &plans_);
-    SPILL_RETURN_IF_ERROR(CompletePlans(schedule_, options_, &plans_));
+    if (!given->complete) {
+      AddParameterTransfers(schedule_, options_, &plans_);
+      SPILL_RETURN_IF_ERROR(CompletePlans(schedule_, options_, &plans_));
+    }
     given_plans_ = true;
     given_sizes_ = Sizes();
   }

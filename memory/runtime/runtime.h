@@ -74,6 +74,9 @@ struct GivenPlans {
   // budget (DeviceAllocator::set_overdraft) and counted as the step's
   // overshoot, so that a plan that does not fit still plays to the end.
   bool overdraft = false;
+  // A runtime's own plans, run again in a profile of its iterations: made by
+  // its scheduler, with memory.params' transfers, they run as they are.
+  bool complete = false;
 };
 
 class MemoryRuntime : public TensorStore {
@@ -312,10 +315,13 @@ Status RunWithoutDevice(MemoryRuntime& runtime, Phase phase, int64_t* recomputat
 
 // The device requests of the first iteration of `phase` in a fresh runtime
 // under the accounting-only `ideal` allocator at `budget`: the decisions
-// (evictions, algorithms) a placement must then reproduce. Profile-guided
-// allocators are handed it through AllocatorContext::profiler.
+// (evictions, algorithms) a placement must then reproduce. The iteration
+// runs `plans` (a runtime's own, memory.params' transfers included), or
+// when null the scheduler's plans for `budget`. Profile-guided allocators
+// are handed it through AllocatorContext::profiler.
 StatusOr<AllocationProfile> ProfileAllocations(const NetworkView& view, MemoryOptions options,
-                                               Phase phase, size_t budget);
+                                               Phase phase, size_t budget,
+                                               const PhasePlans* plans = nullptr);
 
 }  // namespace spill
 

@@ -39,12 +39,19 @@ Status RunWithoutDevice(MemoryRuntime& runtime, Phase phase, int64_t* recomputat
 }
 
 StatusOr<AllocationProfile> ProfileAllocations(const NetworkView& view, MemoryOptions options,
-                                               Phase phase, size_t budget) {
+                                               Phase phase, size_t budget,
+                                               const PhasePlans* plans) {
   options.allocator = "ideal";
   options.device_budget = budget;
   options.record_events = true;
   options.record_live = false;
-  SPILL_ASSIGN_OR_RETURN(auto runtime, MemoryRuntime::Create(view, options, /*device=*/nullptr));
+  GivenPlans given;
+  if (plans != nullptr) {
+    given.plans = *plans;
+    given.complete = true;
+  }
+  SPILL_ASSIGN_OR_RETURN(auto runtime, MemoryRuntime::Create(view, options, /*device=*/nullptr,
+                                                             plans != nullptr ? &given : nullptr));
   int64_t recomputations = 0;
   SPILL_RETURN_IF_ERROR(RunWithoutDevice(*runtime, phase, &recomputations));
   return ProfileFromEvents(runtime->events(), phase, budget);

@@ -109,7 +109,9 @@ Status Run(const Case& c) {
     context.capacity = kUnlimitedBudget;
     const AllocationProfile profile =
         ProfileFromEvents(reference.events, Phase::kTrain, kUnlimitedBudget);
-    context.profiler = [&profile](Phase, size_t) -> StatusOr<AllocationProfile> { return profile; };
+    context.profiler = [&profile](Phase, size_t, ProfilePlans) -> StatusOr<AllocationProfile> {
+      return profile;
+    };
     SPILL_ASSIGN_OR_RETURN(auto bench, CreateAllocator(allocator, context));
     SPILL_ASSIGN_OR_RETURN(double per_request, Replay(*bench, reference.events, plan.persistent));
     std::printf("  %-9s footprint %12s  fragmentation %10s (%5.2f%%)  %7.0f ns per request",
