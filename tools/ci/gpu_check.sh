@@ -103,16 +103,12 @@ declare -A about=(
 # Estimates, not measurements: no GPU has run these yet. From the CPU runs of
 # the same work and the H100's speed; the step limits bound them either way.
 declare -A expected=([tests]=300 [sanitize]=300 [bench]=330 [scale_widest]=240 [scale_deepest]=330)
-# The window's steps, in seconds. Estimates, not measurements: no GPU has run
-# the window yet. From the parts' times on one H200 where a part did the same
-# work (tools/ci/README.md: tests 29 s, sanitize 6 s, 25 s per spill mode of
-# bench, some 15 s per PyTorch setting), and for the ResNet-50 runs at 12 GiB
-# from tools/bench/RESULTS.md (about 600 images/s in core; 18.2 s per step
-# at batch 964, 64 GiB through host memory), plus each tool's start.
+# The window's steps, in seconds: what each took in the window's one run on
+# an H200 (tools/ci/README.md), rounded up.
 declare -A step_expected=(
-  [cuda_runtime_test]=20 [cuda_layers_test]=10 [cuda_slices_test]=10
-  [resnet50_in_core]=20 [widest_superneurons]=15 [resnet50_at_scale]=75
-  [planted_overrun]=5 [memcheck_training]=10 [resnet50_liveness]=25 [resnet50_pytorch]=20
+  [cuda_runtime_test]=40 [cuda_layers_test]=5 [cuda_slices_test]=5
+  [resnet50_in_core]=15 [widest_superneurons]=5 [resnet50_at_scale]=60
+  [planted_overrun]=5 [memcheck_training]=5 [resnet50_liveness]=25 [resnet50_pytorch]=35
 )
 
 # What compute-sanitizer says where it cannot watch the GPU.
@@ -597,7 +593,7 @@ window_report() {
   echo "     expected about $(minutes "$estimate") (an estimate; under $((window_seconds / 60))" \
     "min); the window stops itself at $window_seconds s, unpacking included"
   echo "     steps, most valuable first (limit: the most a step may take, cut to what is left;"
-  echo "     about: its estimate, not a measurement - no GPU has run the window yet):"
+  echo "     about: what it took in the window's one run on an H200, rounded up):"
   dry_fixed=0
   # shellcheck disable=SC2016  # shown as written: the folder packed into window.tar.gz
   results='$WORK'
