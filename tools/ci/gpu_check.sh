@@ -91,7 +91,7 @@ window_seconds=${SPILL_GPU_WINDOW_SECONDS:-480}  # the window, from the script's
 kWindowMargin=30
 kStepLeast=15        # a step given less than this is not started
 step_cap=${SPILL_GPU_STEP_SECONDS:-0}  # every step's limit at most this (0: none)
-parts=(tests sanitize bench scale_widest scale_deepest)
+parts=(tests sanitize bench scale_widest scale_deepest scale_planners)
 declare -A about=(
   [window]="CUDA tests, ResNet-50 at scale against in core, then sanitize and bench in what is left"
   [tests]="CUDA layer and runtime tests, SPILL_REQUIRE_GPU=1"
@@ -99,10 +99,12 @@ declare -A about=(
   [bench]="ResNet-50 speed in three memory modes against PyTorch (TF32 off, on, deterministic)"
   [scale_widest]="widest ResNet-50 batch under 12 GiB, confirmed by two steps"
   [scale_deepest]="deepest ResNet under 12 GiB, confirmed by two steps"
+  [scale_planners]="ResNet-50 at batch 964 under 12 GiB with search, greedy and window, against in core"
 )
 # Estimates, not measurements: no GPU has run these yet. From the CPU runs of
 # the same work and the H100's speed; the step limits bound them either way.
-declare -A expected=([tests]=300 [sanitize]=300 [bench]=330 [scale_widest]=240 [scale_deepest]=330)
+declare -A expected=([tests]=300 [sanitize]=300 [bench]=330 [scale_widest]=240 [scale_deepest]=330
+  [scale_planners]=270)
 # The window's steps, in seconds: what each took in the window's one run on
 # an H200 (tools/ci/README.md), rounded up.
 declare -A step_expected=(
@@ -419,6 +421,24 @@ part_scale_deepest() {
     --memory liveness --confirm 2
   step deepest_superneurons 270 "$bundle/bin/deepest" --device cuda --device-memory 12GiB \
     --batch 16 --memory superneurons --confirm 2
+}
+
+# The planners that search, measured where the simulation ranks them
+# (tools/bench/RESULTS.md, speed at scale: search 63.3 %, greedy 56.4 %,
+# window 39.2 % of in core on h200 at batch 964), each planned on the h200
+# profile, beside the in-core batch's rate; superneurons at this batch is
+# the window's resnet50_at_scale.
+part_scale_planners() {
+  local wide=(--config models/resnet50.yaml --device cuda --device-memory 12GiB
+    --host-memory 64GiB --warmup 1 --steps 2 --batch "$kWidestBatch")
+  step resnet50_in_core 40 "$bundle/bin/bench_train" --config models/resnet50.yaml --device cuda \
+    --device-memory 12GiB --memory liveness --batch "$kInCoreBatch" --warmup 3 --steps 20
+  step resnet50_search 120 "$bundle/bin/bench_train" "${wide[@]}" --memory search \
+    --allocator best_fit --planner-profile h200
+  step resnet50_greedy 110 "$bundle/bin/bench_train" "${wide[@]}" --memory greedy \
+    --allocator first_fit --planner-profile h200
+  step resnet50_window 110 "$bundle/bin/bench_train" "${wide[@]}" --memory window \
+    --allocator first_fit
 }
 
 # The window: the tests, most valuable first, within 240 s of limits.
