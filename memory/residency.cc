@@ -307,7 +307,7 @@ void ResidencyManager::Drop(TensorId id) {
 
 void ResidencyManager::Unplace(TensorId id) {
   Slot& slot = slots_[id];
-  SPILL_CHECK(slot.state == Residency::kHost)
+  SPILL_CHECK(slot.state == Residency::kHost || slot.state == Residency::kUnallocated)
       << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
   WaitForCopy(slot);
   FreeHost(slot);

@@ -98,9 +98,10 @@ class ResidencyManager {
   void FinishPrefetch(TensorId id);
   // kDevice -> kDropped: frees the device block (and any host copy).
   void Drop(TensorId id);
-  // kHost -> kDropped, for a tensor placed in host memory by a rebuild that
-  // then could not run: it holds nothing, as before the attempt (no event,
-  // no drop counted: it was dropped already).
+  // kHost or kUnallocated -> kDropped, for a dropped tensor a rebuild
+  // released and placed in host memory (or failed to) and then could not
+  // run: it holds nothing, as before the attempt (no event, no drop
+  // counted: it was dropped already).
   void Unplace(TensorId id);
   // The tensor was written on the device: a host copy no longer matches. (A
   // tensor in kHost was written in host memory, by a streamed step, and its

@@ -169,9 +169,8 @@ Status MemoryRuntime::RebuildStreamed(int layer, StepRunner& runner) {
         SPILL_RETURN_IF_ERROR(PrepareWrite(out));
         continue;
       }
-      const bool dropped = residency_->state(out) == Residency::kDropped;
+      if (residency_->state(out) == Residency::kDropped) placed.push_back(out);
       SPILL_RETURN_IF_ERROR(StageWrite(out));
-      if (dropped) placed.push_back(out);
     }
     SPILL_RETURN_IF_ERROR(AllocateStaging(layer, Pass::kForward, /*recompute=*/true, nullptr));
     CountStaged(Sweeps(layer, Pass::kForward));
