@@ -345,7 +345,9 @@ TEST_P(ModeTest, DoubleBufferedStreamingFallsBackToOneBufferAtTheSmallestBudget)
     ASSERT_TRUE(b.ok()) << scale << ", single-buffered: " << b.status().ToString();
     ASSERT_TRUE(a.ok()) << scale << ", double-buffered: " << a.status().ToString();
     testing::ExpectBitIdentical(*b, *a, "double-buffered");
-    if (scale == 1.0) EXPECT_GT(a->log.streamed, 0);
+    if (scale == 1.0) {
+      EXPECT_GT(a->log.streamed, 0);
+    }
     EXPECT_LE(a->log.peak, doubled.memory.device_budget);
     const std::set<int> single_buffers = buffers_of(*b);
     EXPECT_TRUE(single_buffers.empty() || single_buffers == std::set<int>{1}) << scale;
