@@ -311,7 +311,6 @@ void ResidencyManager::Unplace(TensorId id) {
       << schedule_.tensors[id].name << " is " << ResidencyName(slot.state);
   WaitForCopy(slot);
   FreeHost(slot);
-  slot.host_valid = false;
   slot.state = Residency::kDropped;
 }
 

@@ -469,25 +469,6 @@ Status Importer::ReadThrough(int node) {
   return Status::Ok();
 }
 
-namespace {
-
-// The ONNX axis (the batch's counted) of the classes of scores `v` as the
-// loss reads them, or -1 where `v` is no such layout.
-int ClassAxis(const Value& v) {
-  if (v.layout == Layout::kSequence) {
-    const size_t c = v.axes.find('C');
-    return c == std::string::npos || v.axes.find('D') != std::string::npos ? -1
-                                                                           : static_cast<int>(c);
-  }
-  if (v.Spatial()) return 1;
-  if (v.ChannelsLast()) return 3;
-  const bool features =
-      v.layout == Layout::kNchw && v.dims.size() == 1 && v.chw[1] == 1 && v.chw[2] == 1;
-  return features ? 1 : -1;
-}
-
-}  // namespace
-
 int Importer::FindOutputSoftmax() const {
   const onnx::GraphProto& g = g_.graph();
   if (g.output_size() != 1) return -1;
@@ -509,7 +490,9 @@ Status Importer::OutputSoftmax(int node) {
   const bool flattens = g_.opset < 13;
   int axis = static_cast<int>(AttrInt(n, "axis", flattens ? 1 : -1));
   if (axis < 0) axis += rank;
-  const int classes = ClassAxis(*x);
+  // The loss reads the classes where spill keeps the channels.
+  const int channels = x->ChannelAxis();
+  const int classes = channels < 0 ? -1 : channels + 1;  // the batch's axis counted
   if (classes < 0) {
     return Fail(node, "ends the graph on scores of a layout spill's loss does not read (" +
                           std::to_string(rank) + " axes)");

@@ -81,7 +81,11 @@ Status MemoryRuntime::Reserve() {
       return ProfileAllocations(view_, options_, phase, budget);
     }
     // An allocator being created, before the plans are made, cannot ask for them.
-    SPILL_CHECK(plans_.train.num_steps() > 0) << "profile: the runtime's plans are not made yet";
+    if (plans_.train.num_steps() == 0) {
+      return Internal(
+          "the " + options_.allocator +
+          " allocator asked for a profile of the runtime's plans before they were made");
+    }
     return ProfileAllocations(view_, options_, phase, budget, &plans_);
   };
   SPILL_ASSIGN_OR_RETURN(allocator_, CreateAllocator(options_.allocator, context));
