@@ -251,7 +251,9 @@ layers:
     pool->set_event_log(&log);
     ResidencyManager r(s, pool.get(), &host_pool, backing.get(), &log);
     for (TensorId id : t) ASSERT_TRUE(r.Allocate(id).ok());
-    if (copying) ASSERT_TRUE(r.BeginOffload(t[1]).ok());
+    if (copying) {
+      ASSERT_TRUE(r.BeginOffload(t[1]).ok());
+    }
     r.Release(t[0]);
     r.Release(t[2]);  // [hole, t1, hole, t3, t4, free]
     ASSERT_FALSE(pool->CanAllocate(2 * bytes));

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -47,6 +48,7 @@ constexpr int kMpiTimeoutSeconds = 100;  // mpirun --timeout
 constexpr char kMpiTimedOut[] = "time limit for job execution has been reached";
 constexpr double kLossTolerance = 1e-5;  // relative, float32 rounding of a sum split in two
 constexpr double kWeightTolerance = 1e-5;
+constexpr int64_t kPoolBlock = 1024;  // device memory is handed out in blocks of this many bytes
 constexpr char kTrain[] = "tools/train";
 
 using Result = testing::ToolResult;
@@ -159,6 +161,9 @@ void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count)
 
 struct RunSetup {
   std::string model = "conv";  // conv | bn
+  std::string solver = "sgd";  // sgd (momentum 0.9) | adam
+  int batch = 16;              // global
+  int zero = 0;                // distributed.zero
   std::string memory = "{conv_timing: model}";
   std::string bucket = "4MiB";
   bool sync_batch_norm = false;
@@ -189,14 +194,15 @@ std::string WriteConfig(const std::string& dir, const std::string& output, const
       << "    - {name: fc1, type: fully_connected, outputs: 16}\n"
       << "    - {name: fc2, type: fully_connected, outputs: 10}\n"
       << "    - {name: loss, type: softmax_loss}\n"
-      << "data: {dataset: fashion_mnist, path: " << data << ", batch: 16, workers: 1}\n"
-      << "solver: {type: sgd, lr: " << s.lr << ", momentum: 0.9}\n"
-      << "memory: " << s.memory << "\n"
+      << "data: {dataset: fashion_mnist, path: " << data << ", batch: " << s.batch
+      << ", workers: 1}\n"
+      << "solver: {type: " << s.solver << ", lr: " << s.lr
+      << (s.solver == "sgd" ? ", momentum: 0.9}\n" : "}\n") << "memory: " << s.memory << "\n"
       << "run: {steps: 8, eval_every: 4, checkpoint_every: 4, seed: " << s.seed
       << ", output: " << dir << "/" << output << "}\n"
       << "distributed: {bucket: " << s.bucket
       << ", check_replicas: true, sync_batch_norm: " << (s.sync_batch_norm ? "true" : "false")
-      << "}\n";
+      << ", zero: " << s.zero << "}\n";
   return path;
 }
 
@@ -358,7 +364,7 @@ TEST(DataParallelTest, RanksThatDisagreeStopBeforeTheFirstStep) {
     std::vector<std::string> extra;
     std::string key;
   };
-  std::vector<Case> cases(5);
+  std::vector<Case> cases(6);
   cases[0] = {"filters", RunSetup(), {}, "network layer 1 'conv'"};
   cases[0].setup.filters = 8;
   cases[1] = {"syncbn", RunSetup(), {}, "distributed.sync_batch_norm"};
@@ -368,6 +374,8 @@ TEST(DataParallelTest, RanksThatDisagreeStopBeforeTheFirstStep) {
   cases[3].setup.lr = 0.1;
   cases[4] = {"seed", RunSetup(), {}, "run.seed"};
   cases[4].setup.seed = 7;
+  cases[5] = {"zero", RunSetup(), {}, "distributed.zero"};
+  cases[5].setup.zero = 1;
   for (const Case& c : cases) {
     const std::string other = WriteConfig(dir, c.name, c.setup);
     Result r = RunJob(TwoRankJob(base, other, c.extra), dir + "/" + c.name + ".txt");
@@ -380,6 +388,105 @@ TEST(DataParallelTest, RanksThatDisagreeStopBeforeTheFirstStep) {
     EXPECT_THAT(r.output, Not(HasSubstr(kMpiTimedOut))) << c.name << ": " << r.output;
     EXPECT_FALSE(fs::exists(dir + "/base/checkpoint.npz")) << c.name;  // no step was taken
   }
+}
+
+// ZeRO stage 1: each rank keeps the solver state of its own range of the
+// parameters and updates only that range; the ranks all-gather the updated
+// parameters. Gradient sums are spill's own, in rank order, at every stage,
+// so zero 1 trains the same bits as zero 0 on the same ranks; checkpoints
+// hold the state whole either way. Each rank sends 2 Psi (N-1) / N floats a
+// step at both stages (Psi: the trainable parameters): a reduce-scatter of
+// the gradients, then an all-gather of the averages (zero 0) or of the
+// updated parameters (zero 1). Rank 0 owns the first floor(Psi / N).
+TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
+  struct Case {
+    int ranks;
+    std::string solver;
+    int batch;
+  };
+  for (const Case& c : {Case{2, "adam", 16}, Case{3, "sgd", 24}, Case{4, "adam", 16}}) {
+    const std::string name = std::to_string(c.ranks) + c.solver;
+    const std::string dir = Dir("zero" + name);
+    std::map<std::string, std::vector<float>> weights[2];
+    std::vector<std::pair<int64_t, double>> losses[2];
+    int64_t peaks[2] = {0, 0}, psi = 0;
+    for (int zero : {0, 1}) {
+      RunSetup setup;
+      setup.solver = c.solver;
+      setup.lr = c.solver == "adam" ? 0.01 : 0.05;
+      setup.batch = c.batch;
+      setup.bucket = "4KiB";  // several buckets, each cut across ranks differently
+      setup.zero = zero;
+      const std::string run = "zero" + std::to_string(zero);
+      const std::string config = WriteConfig(dir, run, setup);
+      const std::string report = dir + "/" + run + ".json";
+      Result r = RunJob(TrainJob(c.ranks, config, {"--report", report}), dir + "/" + run + ".txt");
+      ASSERT_EQ(r.code, 0) << name << ": " << r.output;
+      if (zero == 1) {
+        EXPECT_THAT(r.output, HasSubstr("solver state sharded (zero 1)"));
+      }
+      losses[zero] = Losses(dir + "/" + run);
+      weights[zero] = Weights(dir + "/" + run);
+      psi = 0;
+      for (const auto& [key, values] : weights[zero]) {
+        if (key.rfind("params/", 0) == 0) psi += static_cast<int64_t>(values.size());
+      }
+      const auto figures = nlohmann::json::parse(ReadAll(report));
+      peaks[zero] = figures["peak_device_memory_bytes"].get<int64_t>();
+      const double sent = figures["communication"]["floats_sent_per_step"].get<double>();
+      EXPECT_EQ(sent, static_cast<double>(psi + (c.ranks - 2) * (psi / c.ranks)))
+          << name << " zero " << zero;
+      EXPECT_NEAR(sent, 2.0 * psi * (c.ranks - 1) / c.ranks, c.ranks) << name << " zero " << zero;
+    }
+    ASSERT_EQ(losses[0].size(), 8u) << name;
+    EXPECT_EQ(losses[1], losses[0]) << name;  // bit for bit
+    ASSERT_FALSE(weights[0].empty());
+    EXPECT_EQ(weights[1], weights[0]) << name;  // parameters and whole state
+    // Rank 0's device memory holds its shard of the state alone: the peak
+    // falls by the rest, up to the pool's rounding of each state tensor.
+    const int64_t states = c.solver == "adam" ? 2 : 1;
+    const int64_t tensors = states * static_cast<int64_t>(weights[0].size()) / (1 + states);
+    EXPECT_NEAR(peaks[0] - peaks[1], states * 4 * (psi - psi / c.ranks), kPoolBlock * tensors)
+        << name;
+  }
+}
+
+// A sharded run's checkpoint holds the state whole: it resumes at zero 0 on
+// the same ranks exactly as the uninterrupted run ends, and on another
+// number of ranks at all.
+TEST(DataParallelTest, ShardedCheckpointsResumeOnAnyStageOrRankCount) {
+  const std::string dir = Dir("zero_resume");
+  RunSetup sharded;
+  sharded.solver = "adam";
+  sharded.lr = 0.01;
+  sharded.zero = 1;
+  RunSetup replicated = sharded;
+  replicated.zero = 0;
+  Result r = RunJob(TrainJob(2, WriteConfig(dir, "whole", sharded)), dir + "/whole.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string first = WriteConfig(dir, "parts", sharded);
+  r = RunJob(TrainJob(2, first, {"--max-steps", "4"}), dir + "/first.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  fs::copy(dir + "/parts", dir + "/other", fs::copy_options::recursive);
+  r = RunJob(TrainJob(2, WriteConfig(dir, "parts", replicated), {"--resume"}), dir + "/second.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(Losses(dir + "/parts"), Losses(dir + "/whole"));  // bit for bit
+  EXPECT_EQ(Weights(dir + "/parts"), Weights(dir + "/whole"));
+  // Four ranks of a quarter of the batch each take the state over.
+  r = RunJob(TrainJob(4, WriteConfig(dir, "other", sharded), {"--resume"}), dir + "/four.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(Losses(dir + "/other").size(), 8u);
+}
+
+TEST(DataParallelTest, ZeroStagesNotBuiltAreRefusedByName) {
+  const std::string dir = Dir("zero_stage");
+  RunSetup setup;
+  setup.zero = 2;
+  Result r = RunJob({kTrain, "--config", WriteConfig(dir, "run", setup), "--no-progress"},
+                    dir + "/out.txt");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("distributed.zero"));
+  EXPECT_THAT(r.output, HasSubstr("stage 2 (sharded gradients) is not available yet; use 0 or 1"));
 }
 
 TEST(DataParallelTest, GlobalBatchMustSplitEvenly) {

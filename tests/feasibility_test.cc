@@ -100,7 +100,9 @@ TEST_P(FeasibilityTest, EveryBudgetFromTheMinimumToTwiceItRuns) {
     ASSERT_TRUE(options.settings.Set("min_offload", "0").ok());
   }
   for (const auto& [key, value] : kQuickSettings) {
-    if (ReadsKey(options, key)) ASSERT_TRUE(options.settings.Set(key, value).ok()) << key;
+    if (ReadsKey(options, key)) {
+      ASSERT_TRUE(options.settings.Set(key, value).ok()) << key;
+    }
   }
   ASSERT_TRUE(options.Validate().ok()) << options.Validate().ToString();
   auto minimum = MinimumBudget(net->view(), options);

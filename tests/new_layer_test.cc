@@ -98,7 +98,9 @@ TEST_F(NewLayerTest, EveryModeTrainsItBitIdenticallyAsPlanned) {
     EXPECT_TRUE(testing::BitEqual(trace->params, baseline->params)) << mode.name;
     EXPECT_EQ(trace->log.peak, plan->peak) << mode.name;
     // At its smallest budget Dymem moves the feature maps, the softsign's too.
-    if (std::string(mode.name) == "dymem") EXPECT_GT(trace->to_host, 0u);
+    if (std::string(mode.name) == "dymem") {
+      EXPECT_GT(trace->to_host, 0u);
+    }
   }
   EXPECT_GE(runs, 10);
 }

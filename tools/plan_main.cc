@@ -15,6 +15,8 @@
 //   plan --config X --memory dqn --device-memory 2GiB     the learned planner: trains (or
 //                                                         reads its cache), then plans
 //   plan --config X --html memory.html                    the memory page of every mode
+//   plan --config X --ranks 4 --zero 1                    one of 4 data-parallel ranks,
+//                                                         its shard of the solver state
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -59,6 +61,7 @@ struct Subject {
   std::unique_ptr<Net> net;
   SolverConfig solver;
   bool has_solver = false;
+  int zero = 0;  // distributed.zero of the rank planned
   MemoryOptions memory;
   // data.buckets: the length buckets, and epoch 1's batch lengths.
   std::vector<int64_t> bounds;
@@ -70,6 +73,7 @@ StatusOr<Subject> Load(const Args& a) {
   SPILL_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlFile(a.config, "--config"));
   NetSpec spec;
   int64_t batch = a.batch ? a.batch : 32;
+  int64_t zero = a.zero < 0 ? 0 : a.zero;
   std::string device = "cpu";
   if (root.IsMap() && root["layers"]) {
     SPILL_ASSIGN_OR_RETURN(spec, LoadNetFile(a.config, a.sets));
@@ -97,6 +101,7 @@ StatusOr<Subject> Load(const Args& a) {
       SPILL_ASSIGN_OR_RETURN(spec, LoadModel(c, *train));
     }
     if (!a.batch) batch = c.data.batch;
+    if (a.zero < 0) zero = c.distributed.zero;
     SPILL_ASSIGN_OR_RETURN(s.lengths, EpochLengths(c, batch, &s.bounds));
     s.solver = c.solver;
     s.has_solver = true;
@@ -104,6 +109,11 @@ StatusOr<Subject> Load(const Args& a) {
     device = c.run.device;
   }
   if (!a.device.empty()) device = a.device;
+  if (batch % a.ranks != 0) {
+    return InvalidArgument("--ranks " + std::to_string(a.ranks) + " cannot split the batch, " +
+                           std::to_string(batch) + ", evenly; give a multiple of the ranks");
+  }
+  batch /= a.ranks;  // the global batch: each rank computes its share
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(device));
   MemoryOptions flagged = s.memory;  // the layouts follow the workspace policy given
   SPILL_RETURN_IF_ERROR(a.memory.Apply(&flagged, /*check_read=*/false));
@@ -111,12 +121,30 @@ StatusOr<Subject> Load(const Args& a) {
   s.spec = spec;
   if (s.has_solver) {
     SPILL_ASSIGN_OR_RETURN(auto solver, Solver::Create(s.solver));
-    solver->AddState(*s.net);
+    // The last rank's range of the state is the largest (by one element).
+    const int ranks = static_cast<int>(a.ranks);
+    solver->AddState(*s.net, zero > 0 ? StateShard{ranks - 1, ranks} : StateShard{});
+    s.zero = static_cast<int>(zero);
   }
   return s;
 }
 
 std::string Bytes(size_t b) { return FormatBytes(static_cast<double>(b)); }
+
+// Bytes of the model state one rank holds, wherever its policy keeps them.
+struct ModelState {
+  size_t parameters = 0, gradients = 0, solver_state = 0;
+};
+
+ModelState ModelStateOf(const Net& net) {
+  ModelState m;
+  for (const TensorInfo& t : net.schedule().tensors) {
+    if (t.kind == TensorKind::kParam) m.parameters += t.bytes;
+    if (t.kind == TensorKind::kParamGrad) m.gradients += t.bytes;
+    if (t.kind == TensorKind::kOptimizerState) m.solver_state += t.bytes;
+  }
+  return m;
+}
 
 void PrintSteps(const MemoryPlan& plan, const Net& net) {
   std::printf("  %5s %-9s %-32s %12s %12s %5s %11s %11s %6s %11s  %s\n", "step", "pass", "layer",
@@ -536,12 +564,26 @@ Status Run(const Args& args) {
                 subject.has_solver ? ", with solver state" : "",
                 args.inference ? "; inference: the forward steps alone" : "");
   }
+  const ModelState state = ModelStateOf(net);
+  if (!args.json && args.ranks > 1) {
+    std::printf("one of %ld data-parallel ranks%s: parameters %s, gradients %s, solver state %s\n",
+                args.ranks, subject.zero > 0 ? " (zero 1: its shard of the solver state)" : "",
+                Bytes(state.parameters).c_str(), Bytes(state.gradients).c_str(),
+                Bytes(state.solver_state).c_str());
+  }
   if (!args.json && !args.inference) PrintStochasticDepth(net);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PlanPredictor> predictor, MakePredictor(args, subject));
   Timeline timeline;
   std::vector<MemoryLog> logs;
-  nlohmann::ordered_json json = {
-      {"network", net.name()}, {"batch", net.batch()}, {"modes", nlohmann::ordered_json::array()}};
+  nlohmann::ordered_json json = {{"network", net.name()},
+                                 {"batch", net.batch()},
+                                 {"ranks", args.ranks},
+                                 {"zero", subject.zero},
+                                 {"model_state_bytes",
+                                  {{"parameters", state.parameters},
+                                   {"gradients", state.gradients},
+                                   {"solver_state", state.solver_state}}},
+                                 {"modes", nlohmann::ordered_json::array()}};
   std::unique_ptr<MemoryPage> page;
   if (!args.html.empty()) {
     page = std::make_unique<MemoryPage>(

@@ -72,7 +72,7 @@ struct Args {
   double link_gbps = 0;
   bool resume_default = false, no_progress = false, print_default = false, profile = false,
        overwrite = false;
-  int64_t max_steps = 0, epochs = 0;
+  int64_t max_steps = 0, epochs = 0, zero = -1;
 };
 
 void Declare(Flags& f, Args* a) {
@@ -98,6 +98,9 @@ void Declare(Flags& f, Args* a) {
   f.Float("--link-gbps", &a->link_gbps,
           "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
   f.Device(&a->device, "override run.device");
+  f.Int("--zero", &a->zero,
+        "override distributed.zero: 0 replicates the solver state on every rank, 1 shards it", 0,
+        1);
   f.Flag("--no-progress", &a->no_progress, "no progress bar");
   f.Flag("--profile", &a->profile, "print compute time per layer type at the end");
   f.String("--trace", &a->trace,
@@ -124,6 +127,7 @@ Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (!a.output.empty()) c->run.output = a.output;
   if (!a.init.empty()) c->run.init = a.init;
   if (!a.device.empty()) c->run.device = a.device;
+  if (a.zero >= 0) c->distributed.zero = static_cast<int>(a.zero);
   if (a.epochs > 0) {
     c->run.epochs = a.epochs;
     c->run.steps = 0;
@@ -242,8 +246,9 @@ void PrintStart(const Communicator& world, const Trainer& trainer, const TrainCo
                trainer.net().name().c_str(), c.data.dataset.c_str(), DataSource(c.data).c_str(),
                c.data.batch, c.memory.Describe().c_str());
   if (world.size() > 1) {
-    std::fprintf(stderr, "data parallel: %d ranks of batch %ld, gradients via host memory%s\n",
+    std::fprintf(stderr, "data parallel: %d ranks of batch %ld, gradients via host memory%s%s\n",
                  world.size(), trainer.net().batch(),
+                 c.distributed.zero > 0 ? ", solver state sharded (zero 1)" : "",
                  world.cuda_aware() ? " (the MPI library is CUDA-aware)" : "");
   }
 }

@@ -12,12 +12,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace spill {
 namespace {
 
 // MPI handles are pointers in OpenMPI and integers in MPICH; both fit a void*.
-static_assert(sizeof(MPI_Comm) <= sizeof(void*) && sizeof(MPI_Request) <= sizeof(void*));
+static_assert(sizeof(MPI_Comm) <= sizeof(void*));
 
 template <typename Handle>
 void* Pack(Handle handle) {
@@ -130,25 +131,34 @@ Status Communicator::MinMax(uint64_t value, uint64_t* min, uint64_t* max, Channe
   return Check(MPI_Allreduce(MPI_IN_PLACE, max, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
 }
 
-Status Communicator::StartSumFloats(float* data, int64_t n, Channel channel, Request* request) {
-  MPI_Request handle = MPI_REQUEST_NULL;
-  if (size_ > 1 && n > 0) {
-    SPILL_RETURN_IF_ERROR(
-        Check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                             CommOf(control_, gradients_, channel), &handle),
-              "MPI_Iallreduce"));
+Status Communicator::Exchange(const std::vector<Message>& sends,
+                              const std::vector<Message>& receives, int tag, Channel channel) {
+  MPI_Comm comm = CommOf(control_, gradients_, channel);
+  // MPI counts are ints: a long message goes in pieces, matched in order.
+  constexpr int64_t kMaxPiece = int64_t{1} << 28;
+  std::vector<MPI_Request> requests;
+  Status status = Status::Ok();
+  auto post = [&](const Message& m, bool send) {
+    for (int64_t done = 0; done < m.count && status.ok(); done += kMaxPiece) {
+      const int piece = static_cast<int>(std::min(kMaxPiece, m.count - done));
+      MPI_Request request = MPI_REQUEST_NULL;
+      status = send ? Check(MPI_Isend(m.data + done, piece, MPI_FLOAT, m.peer, tag, comm, &request),
+                            "MPI_Isend")
+                    : Check(MPI_Irecv(m.data + done, piece, MPI_FLOAT, m.peer, tag, comm, &request),
+                            "MPI_Irecv");
+      if (status.ok()) requests.push_back(request);
+    }
+  };
+  for (const Message& m : receives) post(m, false);
+  for (const Message& m : sends) {
+    post(m, true);
+    floats_sent_ += m.count;
   }
-  request->handle = Pack(handle);
-  return Status::Ok();
-}
-
-StatusOr<bool> Communicator::Test(Request* request) {
-  MPI_Request handle = Unpack<MPI_Request>(request->handle);
-  if (handle == MPI_REQUEST_NULL) return true;
-  int done = 0;
-  SPILL_RETURN_IF_ERROR(Check(MPI_Test(&handle, &done, MPI_STATUS_IGNORE), "MPI_Test"));
-  request->handle = Pack(handle);
-  return done != 0;
+  // A message that could not be posted ends the job (the caller aborts it);
+  // waiting for the rest could wait forever.
+  if (!status.ok() || requests.empty()) return status;
+  return Check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
+               "MPI_Waitall");
 }
 
 void Communicator::Abort(int code) {

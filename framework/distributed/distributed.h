@@ -15,8 +15,10 @@
 #ifndef SPILL_FRAMEWORK_DISTRIBUTED_DISTRIBUTED_H_
 #define SPILL_FRAMEWORK_DISTRIBUTED_DISTRIBUTED_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "framework/base/status.h"
 
@@ -48,14 +50,23 @@ class Communicator {
   // The smallest and largest value of `value` over every rank.
   Status MinMax(uint64_t value, uint64_t* min, uint64_t* max, Channel channel);
 
-  // A non-blocking in-place float sum; Test() completes it.
-  struct Request {
-    void* handle = nullptr;  // an MPI_Request, owned
+  // Point-to-point messages of one exchange: floats to or from a peer rank.
+  struct Message {
+    int peer = 0;
+    float* data = nullptr;
+    int64_t count = 0;
   };
-  Status StartSumFloats(float* data, int64_t n, Channel channel, Request* request);
-  // True once the sum is complete (then the request is released). Drives
-  // MPI's progress: call it repeatedly.
-  StatusOr<bool> Test(Request* request);
+  // Sends every message of `sends` and receives every one of `receives`,
+  // all at once, and returns when all are complete. Messages between two
+  // ranks match in the order they are given; every rank's exchange `tag`
+  // must match. Collectives built on this fix their own order of arithmetic,
+  // which MPI's collectives leave to the library's choice of algorithm.
+  // Counts the floats sent (floats_sent()). Blocking; thread-safe across
+  // channels.
+  Status Exchange(const std::vector<Message>& sends, const std::vector<Message>& receives, int tag,
+                  Channel channel);
+  // Floats this rank has sent by Exchange so far.
+  int64_t floats_sent() const { return floats_sent_.load(); }
 
   // Ends every rank of the job with `code` (after this process printed why).
   [[noreturn]] void Abort(int code);
@@ -71,6 +82,7 @@ class Communicator {
   bool launched_ = false;
   bool cuda_aware_ = false;
   bool finalized_ = false;
+  std::atomic<int64_t> floats_sent_{0};
   void* control_ = nullptr;    // MPI_Comm, duplicates of MPI_COMM_WORLD
   void* gradients_ = nullptr;  //
 };

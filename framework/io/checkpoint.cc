@@ -57,8 +57,10 @@ class CheckpointCheck {
   CheckpointCheck(const NpzArchive& archive, const Net& net, const std::string& path)
       : archive_(archive), net_(net), path_(path) {}
 
-  // Finds `key` for tensor `id`: float32 of exactly the tensor's shape.
-  Status Tensor(const std::string& key, TensorId id) {
+  // Finds `key` for tensor `id`: float32 of exactly the tensor's shape. It
+  // is restored into `into` (`id` unless given; none with kNoTensor). Solver
+  // state (`state`) may be negative whatever its parameter declares.
+  Status Tensor(const std::string& key, TensorId id, TensorId into, bool state) {
     expected_.insert(key);
     const TensorInfo& info = net_.schedule().tensors[id];
     auto it = archive_.find(key);
@@ -72,10 +74,17 @@ class CheckpointCheck {
                              ShapeText(array.shape) + " " + array.dtype + ", the network expects " +
                              info.shape.ToString() + " float32 (<f4)");
     }
-    SPILL_RETURN_IF_ERROR(CheckArray(array, net_, id, "checkpoint '" + path_ + "': '" + key + "'"));
-    restores_.push_back({id, &array});
+    const std::string what = "checkpoint '" + path_ + "': '" + key + "'";
+    SPILL_RETURN_IF_ERROR(
+        state ? CheckParameterValues(array.floats(), info.shape.numel(), false, what)
+              : CheckArray(array, net_, id, what));
+    if (into != kNoTensor) restores_.push_back({into, &array});
     return Status::Ok();
   }
+  Status Tensor(const std::string& key, TensorId id) { return Tensor(key, id, id, false); }
+
+  // The checked array under `key` (after Tensor found it).
+  const NpyArray& Array(const std::string& key) const { return archive_.at(key); }
 
   // A non-negative int64 counter of shape (1,).
   Status Counter(const std::string& key, int64_t* value) {
@@ -144,15 +153,20 @@ Status CheckParams(CheckpointCheck& check, const Net& net) {
 // Every check of the header's comment; fills `position` and `check`.
 Status CheckAll(CheckpointCheck& check, const Net& net, const Solver* solver,
                 const std::string& path, TrainingPosition* position) {
-  const Schedule& schedule = net.schedule();
   SPILL_RETURN_IF_ERROR(CheckParams(check, net));
   SPILL_RETURN_IF_ERROR(check.Counter("meta/step", &position->step));
   SPILL_RETURN_IF_ERROR(check.Counter("meta/epoch", &position->epoch));
   SPILL_RETURN_IF_ERROR(check.Counter("meta/batch", &position->batch));
   if (solver != nullptr) {
-    for (const auto& slot : solver->slots()) {
-      for (TensorId t : slot.state) {
-        SPILL_RETURN_IF_ERROR(check.Tensor("state/" + schedule.tensors[t].name, t));
+    // Whole state arrays, of their parameter's shape; a sharded solver's
+    // pieces are restored by LoadCheckpoint.
+    const bool sharded = solver->shard().sharded();
+    for (size_t i = 0; i < solver->slots().size(); ++i) {
+      const Solver::Slot& slot = solver->slots()[i];
+      for (int k = 0; k < solver->states(); ++k) {
+        const std::string key = "state/" + solver->StateName(net, i, k);
+        SPILL_RETURN_IF_ERROR(
+            check.Tensor(key, slot.param, sharded ? kNoTensor : slot.state[k], true));
       }
     }
     SPILL_RETURN_IF_ERROR(check.Counter("meta/solver_steps", &position->solver_steps));
@@ -205,7 +219,7 @@ Status CheckParameterValues(const float* values, int64_t count, bool non_negativ
 
 StatusOr<NpzArchive> CheckpointArchive(const Net& net, TensorStore& store, const Solver* solver,
                                        const TrainingPosition& position,
-                                       const std::string& config_text) {
+                                       const std::string& config_text, const WholeState* whole) {
   NpzArchive archive;
   const Schedule& schedule = net.schedule();
   for (int id = 0; id < net.num_layers(); ++id) {
@@ -213,10 +227,22 @@ StatusOr<NpzArchive> CheckpointArchive(const Net& net, TensorStore& store, const
       SPILL_ASSIGN_OR_RETURN(archive["params/" + schedule.tensors[p].name], Fetch(p, net, store));
     }
   }
+  if (solver != nullptr && solver->shard().sharded() && whole == nullptr) {
+    return Internal("a checkpoint of sharded solver state needs the whole state gathered");
+  }
   if (solver != nullptr) {
-    for (const auto& slot : solver->slots()) {
-      for (TensorId t : slot.state) {
-        SPILL_ASSIGN_OR_RETURN(archive["state/" + schedule.tensors[t].name], Fetch(t, net, store));
+    for (size_t i = 0; i < solver->slots().size(); ++i) {
+      const Solver::Slot& slot = solver->slots()[i];
+      for (int k = 0; k < solver->states(); ++k) {
+        const std::string key = "state/" + solver->StateName(net, i, k);
+        if (whole == nullptr) {
+          SPILL_ASSIGN_OR_RETURN(archive[key], Fetch(slot.state[k], net, store));
+          continue;
+        }
+        const std::vector<float>& values = (*whole)[i][k];
+        SPILL_RETURN_IF_ERROR(
+            CheckParameterValues(values.data(), slot.numel, false, "'" + key.substr(6) + "'"));
+        archive[key] = NpyArray::Floats(Dims(schedule.tensors[slot.param].shape), values.data());
       }
     }
   }
@@ -233,12 +259,13 @@ Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& stor
                       const Solver* solver, const TrainingPosition& position,
                       const std::string& config_text) {
   SPILL_ASSIGN_OR_RETURN(NpzArchive archive,
-                         CheckpointArchive(net, store, solver, position, config_text));
+                         CheckpointArchive(net, store, solver, position, config_text, nullptr));
   return WriteNpzAtomically(path, archive);
 }
 
 StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path, const Net& net,
-                                          TensorStore& store, Device& device, Solver* solver) {
+                                          TensorStore& store, Device& device, Solver* solver,
+                                          WholeState* whole) {
   SPILL_ASSIGN_OR_RETURN(NpzArchive archive, ReadNpz(path));
   CheckpointCheck check(archive, net, path);
   TrainingPosition position;
@@ -246,6 +273,20 @@ StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path, const Net& ne
   // Nothing was copied before this point.
   for (const Restore& r : check.restores()) {
     SPILL_RETURN_IF_ERROR(store.WriteTensor(r.id, r.array->floats()));
+  }
+  if (solver != nullptr && solver->shard().sharded()) {
+    // This rank's pieces into the store; the whole arrays for the others.
+    if (whole != nullptr) whole->assign(solver->slots().size(), {});
+    for (size_t i = 0; i < solver->slots().size(); ++i) {
+      const Solver::Slot& slot = solver->slots()[i];
+      for (int k = 0; k < solver->states(); ++k) {
+        const float* values = check.Array("state/" + solver->StateName(net, i, k)).floats();
+        if (!slot.piece.empty()) {
+          SPILL_RETURN_IF_ERROR(store.WriteTensor(slot.state[k], values + slot.piece.begin));
+        }
+        if (whole != nullptr) (*whole)[i].emplace_back(values, values + slot.numel);
+      }
+    }
   }
   if (solver != nullptr) solver->set_steps(position.solver_steps);
   return position;

@@ -54,10 +54,13 @@ Status CheckParameterValues(const float* values, int64_t count, bool non_negativ
 // What SaveCheckpoint writes: the parameters (and the solver's state), the
 // position, the configuration and the network's name. A value that is not
 // finite is an InvalidArgument naming the tensor, the only one this returns
-// (a diverged run); reading a tensor may fail otherwise.
+// (a diverged run); reading a tensor may fail otherwise. The state is always
+// whole: a solver whose state is sharded over ranks needs `whole`, the state
+// gathered from every rank.
 StatusOr<NpzArchive> CheckpointArchive(const Net& net, TensorStore& store, const Solver* solver,
                                        const TrainingPosition& position,
-                                       const std::string& config_text);
+                                       const std::string& config_text,
+                                       const WholeState* whole = nullptr);
 
 // Writes CheckpointArchive atomically (temporary file, then rename); nothing
 // is written when a value is not finite.
@@ -66,9 +69,12 @@ Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& stor
                       const std::string& config_text);
 
 // Restores parameters (and solver state and its step count when `solver` is
-// given) after the checks above; errors name the file and the array.
+// given) after the checks above; errors name the file and the array. A
+// sharded solver gets its pieces of the whole state, and `whole`, when
+// given, every rank's (so a run may resume on another number of ranks).
 StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path, const Net& net,
-                                          TensorStore& store, Device& device, Solver* solver);
+                                          TensorStore& store, Device& device, Solver* solver,
+                                          WholeState* whole = nullptr);
 
 // Fine-tuning: what LoadMatchingParameters copied and what it left alone.
 struct PartialLoad {

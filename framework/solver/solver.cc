@@ -40,11 +40,29 @@ StatusOr<std::unique_ptr<Solver>> Solver::Create(const SolverConfig& config) {
   return std::unique_ptr<Solver>(new Solver(config));
 }
 
-void Solver::AddState(Net& net) {
-  slots_.clear();
-  Schedule& schedule = net.mutable_schedule();
-  const int states = config_.type == "adam" ? 2 : (config_.momentum > 0 ? 1 : 0);
+Piece PieceOf(int64_t offset, int64_t numel, int64_t total, int rank, int ranks) {
+  const int64_t from = total * rank / ranks, to = total * (rank + 1) / ranks;
+  const int64_t begin = std::clamp(from - offset, int64_t{0}, numel);
+  const int64_t end = std::clamp(to - offset, int64_t{0}, numel);
+  return {begin, std::max(begin, end)};
+}
+
+int Solver::states() const { return config_.type == "adam" ? 2 : (config_.momentum > 0 ? 1 : 0); }
+
+std::string Solver::StateName(const Net& net, size_t slot, int k) const {
   const char* names[] = {config_.type == "adam" ? ".adam_m" : ".momentum", ".adam_v"};
+  return net.schedule().tensors[slots_[slot].param].name + names[k];
+}
+
+void Solver::AddState(Net& net, StateShard shard) {
+  slots_.clear();
+  shard_ = shard;
+  Schedule& schedule = net.mutable_schedule();
+  int64_t total = 0;
+  for (const ParameterSlot& parameter : schedule.parameters) {
+    total += schedule.tensors[parameter.param].shape.numel();
+  }
+  int64_t offset = 0;
   for (ParameterSlot& parameter : schedule.parameters) {
     const int layer = parameter.layer;
     const LayerTensors& lt = schedule.layers[layer];
@@ -52,13 +70,20 @@ void Solver::AddState(Net& net) {
         std::find(lt.params.begin(), lt.params.end(), parameter.param) - lt.params.begin();
     Slot slot{parameter.param, parameter.grad, net.decl(layer).params[p].decay_mult, {}};
     const TensorInfo param = schedule.tensors[parameter.param];
+    slot.numel = param.shape.numel();
+    slot.offset = offset;
+    slot.piece = PieceOf(offset, slot.numel, total, shard.rank, shard.ranks);
+    offset += slot.numel;
     parameter.state.clear();
-    for (int k = 0; k < states; ++k) {
-      slot.state.push_back(schedule.AddTensor(
-          {param.name + names[k], TensorKind::kOptimizerState, param.shape, 0, layer}));
-    }
-    parameter.state = slot.state;
     slots_.push_back(slot);
+    // A rank holds no state for a parameter outside its range.
+    if (slot.piece.empty()) continue;
+    const Shape shape = shard.sharded() ? Shape(slot.piece.size(), 1, 1, 1) : param.shape;
+    for (int k = 0; k < states(); ++k) {
+      slots_.back().state.push_back(schedule.AddTensor(
+          {StateName(net, slots_.size() - 1, k), TensorKind::kOptimizerState, shape, 0, layer}));
+    }
+    parameter.state = slots_.back().state;
   }
 }
 
@@ -77,25 +102,26 @@ void Solver::BeginStep(const Net& net, TensorStore& store, Device& device, doubl
   // The arithmetic is the same on the device and in host memory: the CPU
   // device's kernels on host pointers.
   SolverKernels* on_device = &SolverKernelsFor(device.type());
-  std::unordered_map<TensorId, std::pair<int64_t, float>> sizes;  // param -> (n, decay)
+  std::unordered_map<TensorId, std::pair<Piece, float>> pieces;  // param -> (piece, decay)
   for (const Slot& slot : slots_) {
-    sizes[slot.param] = {net.schedule().tensors[slot.param].shape.numel(),
-                         static_cast<float>(config_.weight_decay * slot.decay_mult)};
+    pieces[slot.param] = {slot.piece, static_cast<float>(config_.weight_decay * slot.decay_mult)};
   }
   const SolverConfig c = config_;
   const int64_t t = steps_;
   Device* dev = &device;
   store.BeginUpdate([=](const ParameterSlot& slot, float* w, const float* g,
                         const std::vector<float*>& state, bool host) {
-    const auto& [n, decay] = sizes.at(slot.param);
+    const auto& [piece, decay] = pieces.at(slot.param);
+    if (piece.empty()) return;  // another rank's: its update arrives by all-gather
     SolverKernels& kernels = host ? SolverKernelsFor(DeviceType::kCpu) : *on_device;
+    const int64_t n = piece.size(), at = piece.begin;
     if (c.type == "adam") {
-      kernels.Adam(*dev, n, w, g, state[0], state[1], static_cast<float>(lr),
+      kernels.Adam(*dev, n, w + at, g + at, state[0], state[1], static_cast<float>(lr),
                    static_cast<float>(c.beta1), static_cast<float>(c.beta2),
                    static_cast<float>(c.epsilon), decay, t);
     } else {
-      kernels.Sgd(*dev, n, w, g, state.empty() ? nullptr : state[0], static_cast<float>(lr),
-                  static_cast<float>(c.momentum), decay, c.nesterov);
+      kernels.Sgd(*dev, n, w + at, g + at, state.empty() ? nullptr : state[0],
+                  static_cast<float>(lr), static_cast<float>(c.momentum), decay, c.nesterov);
     }
   });
 }

@@ -10,6 +10,13 @@
 // kOptimizerState tensors added to the schedule before the memory runtime is
 // created, so it is planned and counted like everything else. The arithmetic
 // runs per device through SolverKernels.
+//
+// Sharded state (ZeRO stage 1, distributed.zero): the trainable parameters,
+// concatenated in schedule order, are cut into `ranks` contiguous ranges of
+// equal size (to one element); a rank holds the state of its range alone and
+// updates only those elements of each parameter - its piece. The update is
+// element-wise, so the pieces of all ranks together are the unsharded update,
+// bit for bit.
 #ifndef SPILL_FRAMEWORK_SOLVER_SOLVER_H_
 #define SPILL_FRAMEWORK_SOLVER_SOLVER_H_
 
@@ -45,6 +52,29 @@ class SolverKernels {
 };
 
 SolverKernels& SolverKernelsFor(DeviceType device);
+
+// Which part of the solver state this process holds: rank `rank` of `ranks`.
+struct StateShard {
+  int rank = 0;
+  int ranks = 1;
+  bool sharded() const { return ranks > 1; }
+};
+
+// Elements [begin, end) of a parameter: a rank's piece of it.
+struct Piece {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+  bool empty() const { return end <= begin; }
+};
+
+// Rank `rank`'s piece of the parameter at elements [offset, offset + numel)
+// of all `total` trainable elements cut into `ranks` ranges.
+Piece PieceOf(int64_t offset, int64_t numel, int64_t total, int rank, int ranks);
+
+// Solver state of every parameter, whole, as a checkpoint holds it:
+// [slot][k] has the parameter's element count.
+using WholeState = std::vector<std::vector<std::vector<float>>>;
 bool RegisterSolverKernels(DeviceType device, SolverKernels* kernels);
 
 class Solver {
@@ -52,9 +82,14 @@ class Solver {
   static StatusOr<std::unique_ptr<Solver>> Create(const SolverConfig& config);
 
   const SolverConfig& config() const { return config_; }
-  // Adds the state tensors to `net`'s schedule. Call before creating the
-  // memory runtime.
-  void AddState(Net& net);
+  // Adds the state tensors to `net`'s schedule - with a sharded `shard`, of
+  // this rank's pieces alone. Call before creating the memory runtime.
+  void AddState(Net& net, StateShard shard = {});
+  const StateShard& shard() const { return shard_; }
+  // State tensors per parameter (SGD: 0 or 1, Adam: 2) and their names in
+  // checkpoints: "<parameter>.momentum", ".adam_m", ".adam_v".
+  int states() const;
+  std::string StateName(const Net& net, size_t slot, int k) const;
   // Zeroes the state (a fresh start), wherever the store keeps it.
   Status ResetState(const Net& net, TensorStore& store) const;
   // One update of every trainable parameter with learning rate `lr`, in two
@@ -77,6 +112,9 @@ class Solver {
     TensorId grad;
     float decay_mult;
     std::vector<TensorId> state;  // SGD: velocity; Adam: first, second moment
+    int64_t numel = 0;            // the parameter's elements
+    int64_t offset = 0;           // of its first in all trainable elements
+    Piece piece;                  // the elements this rank updates (all unsharded)
   };
   const std::vector<Slot>& slots() const { return slots_; }
 
@@ -85,6 +123,7 @@ class Solver {
 
   SolverConfig config_;
   std::vector<Slot> slots_;
+  StateShard shard_;
   int64_t steps_ = 0;
 };
 

@@ -7,6 +7,8 @@
 namespace spill {
 namespace {
 
+constexpr int64_t kMaxRanks = 1 << 16;  // --ranks
+
 // The memory policy: the flags every planning tool shares.
 MemoryFlagsUse PlanMemoryUse() {
   MemoryFlagsUse use;
@@ -59,6 +61,11 @@ void DeclarePlanFlags(Flags& f, PlanArgs* a) {
       ->required();
   f.Int("--batch", &a->batch, "batch size (default: the config's, or 32 for a network file)", 1,
         kMaxBatch);
+  f.Int("--ranks", &a->ranks,
+        "plan one rank of a data-parallel run of N processes: its share of the global batch, "
+        "and with --zero 1 its share of the solver state (the largest)",
+        1, kMaxRanks);
+  f.Int("--zero", &a->zero, "with --ranks: 0 replicates the solver state, 1 shards it", 0, 1);
   f.Set(&a->sets);
   f.Device(&a->device,
            "whose layers to plan; cuda: cuDNN's algorithms and workspaces, --config=cuda builds "

@@ -23,6 +23,8 @@ struct PlanArgs {
   bool size_pool = false;
   size_t beta = kDefaultBeta;
   int64_t batch = 0;  // 0: the config's, or 32 for a network file
+  int64_t ranks = 1;  // data-parallel processes: plan one's share of the batch
+  int64_t zero = -1;  // -1: the config's distributed.zero
   bool minimum = false, steps = false, json = false;
   bool inference = false;  // plan the forward pass alone
   ParamOverrides sets;

@@ -3,6 +3,7 @@
 // control channel; the gradient buckets use their own thread and channel.
 #include "tools/trainer/data_parallel.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -88,8 +89,8 @@ StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const TrainConfig& 
   std::unique_ptr<DataParallel> dp(new DataParallel(comm, d));
   // Updates during backward (parameters in host memory) need per-layer buckets.
   const bool per_layer = config.memory.params.kind != ParamPlacement::Kind::kDevice;
-  dp->reducer_ =
-      std::make_unique<GradientReducer>(comm, net, device, runtime, d.bucket_bytes, per_layer);
+  dp->reducer_ = std::make_unique<GradientReducer>(comm, net, device, runtime, d.bucket_bytes,
+                                                   per_layer, /*gather=*/d.zero == 0);
   dp->solver_store_ =
       std::make_unique<ReducingStore>(runtime, *dp->reducer_, net.schedule(), device);
   GradientReducer* reducer = dp->reducer_.get();
@@ -104,9 +105,17 @@ DataParallel::~DataParallel() {
   if (config_.sync_batch_norm) SetReplicaSum(nullptr);
 }
 
+StateShard DataParallel::ShardFor(const TrainConfig& config) {
+  const Communicator& comm = Communicator::World();
+  if (config.distributed.zero == 0) return {};
+  return {comm.rank(), comm.size()};
+}
+
 Status DataParallel::Synchronize(const Net& net, TensorStore& store, Solver* solver,
-                                 TrainingPosition* position) {
-  int64_t where[4] = {position->step, position->epoch, position->batch, solver->steps()};
+                                 TrainingPosition* position, const WholeState* whole) {
+  const bool sharded = solver->shard().sharded();
+  int64_t where[5] = {position->step, position->epoch, position->batch, solver->steps(),
+                      whole != nullptr ? 1 : 0};
   SPILL_RETURN_IF_ERROR(comm_.Broadcast(where, sizeof(where), Channel::kControl));
   *position = {where[0], where[1], where[2], where[3]};
   solver->set_steps(where[3]);
@@ -114,19 +123,142 @@ Status DataParallel::Synchronize(const Net& net, TensorStore& store, Solver* sol
   std::vector<float> buffer;
   for (size_t id = 0; id < s.tensors.size(); ++id) {
     const TensorInfo& info = s.tensors[id];
-    if (info.kind != TensorKind::kParam && info.kind != TensorKind::kOptimizerState) continue;
+    if (info.kind != TensorKind::kParam && (info.kind != TensorKind::kOptimizerState || sharded)) {
+      continue;
+    }
     buffer.resize(info.shape.numel());
     const TensorId t = static_cast<TensorId>(id);
     if (rank() == 0) SPILL_RETURN_IF_ERROR(store.ReadTensor(t, buffer.data()));
     SPILL_RETURN_IF_ERROR(comm_.Broadcast(buffer.data(), info.bytes, Channel::kControl));
     if (rank() != 0) SPILL_RETURN_IF_ERROR(store.WriteTensor(t, buffer.data()));
   }
+  if (!sharded || where[4] == 0) return Status::Ok();
+  // Resuming sharded: rank 0 read the whole state; each rank keeps its pieces.
+  for (size_t i = 0; i < solver->slots().size(); ++i) {
+    const Solver::Slot& slot = solver->slots()[i];
+    for (int k = 0; k < solver->states(); ++k) {
+      buffer.assign(slot.numel, 0.0f);
+      if (rank() == 0) buffer = (*whole)[i][k];
+      SPILL_RETURN_IF_ERROR(
+          comm_.Broadcast(buffer.data(), slot.numel * sizeof(float), Channel::kControl));
+      if (!slot.piece.empty()) {
+        SPILL_RETURN_IF_ERROR(store.WriteTensor(slot.state[k], buffer.data() + slot.piece.begin));
+      }
+    }
+  }
   return Status::Ok();
+}
+
+namespace {
+
+// All trainable elements, and rank r's range of them.
+int64_t TrainableElements(const Solver& solver) {
+  const auto& slots = solver.slots();
+  return slots.empty() ? 0 : slots.back().offset + slots.back().numel;
+}
+int64_t RangeSize(int64_t total, int r, int ranks) {
+  return total * (r + 1) / ranks - total * r / ranks;
+}
+
+}  // namespace
+
+// All-gather: each rank's updated pieces, packed in slot order, go to every
+// other rank; nothing is added, so every rank ends with the same bits.
+Status DataParallel::GatherParameters(const Net& net, TensorStore& store, const Solver& solver) {
+  const int me = rank(), ranks = size();
+  const int64_t total = TrainableElements(solver);
+  std::vector<float> own, values;
+  own.reserve(RangeSize(total, me, ranks));
+  for (const Solver::Slot& slot : solver.slots()) {
+    if (slot.piece.empty()) continue;
+    values.resize(slot.numel);
+    SPILL_RETURN_IF_ERROR(store.ReadTensor(slot.param, values.data()));
+    own.insert(own.end(), values.begin() + slot.piece.begin, values.begin() + slot.piece.end);
+  }
+  std::vector<std::vector<float>> arrived(ranks);
+  std::vector<Communicator::Message> sends, receives;
+  for (int r = 0; r < ranks; ++r) {
+    if (r == me) continue;
+    sends.push_back({r, own.data(), static_cast<int64_t>(own.size())});
+    arrived[r].resize(RangeSize(total, r, ranks));
+    receives.push_back({r, arrived[r].data(), static_cast<int64_t>(arrived[r].size())});
+  }
+  SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, 0, Channel::kControl));
+  std::vector<int64_t> at(ranks, 0);
+  for (const Solver::Slot& slot : solver.slots()) {
+    bool read = false;
+    for (int r = 0; r < ranks; ++r) {
+      const Piece piece = PieceOf(slot.offset, slot.numel, total, r, ranks);
+      if (r == me || piece.empty()) continue;
+      if (!read) {
+        values.resize(slot.numel);
+        SPILL_RETURN_IF_ERROR(store.ReadTensor(slot.param, values.data()));
+        read = true;
+      }
+      std::copy_n(arrived[r].data() + at[r], piece.size(), values.data() + piece.begin);
+      at[r] += piece.size();
+    }
+    if (read) SPILL_RETURN_IF_ERROR(store.WriteTensor(slot.param, values.data()));
+  }
+  return Status::Ok();
+}
+
+Status DataParallel::GatherState(const Net& net, TensorStore& store, const Solver& solver,
+                                 WholeState* whole) {
+  const int me = rank(), ranks = size();
+  const int64_t total = TrainableElements(solver);
+  const auto& slots = solver.slots();
+  const int states = solver.states();
+  // This rank's pieces, state by state, in slot order.
+  std::vector<float> own, values;
+  for (int k = 0; k < states; ++k) {
+    for (const Solver::Slot& slot : slots) {
+      if (slot.piece.empty()) continue;
+      values.resize(slot.piece.size());
+      SPILL_RETURN_IF_ERROR(store.ReadTensor(slot.state[k], values.data()));
+      own.insert(own.end(), values.begin(), values.end());
+    }
+  }
+  std::vector<std::vector<float>> arrived(ranks);
+  std::vector<Communicator::Message> sends, receives;
+  if (me != 0) {
+    sends.push_back({0, own.data(), static_cast<int64_t>(own.size())});
+    checkpoint_floats_ += static_cast<int64_t>(own.size());
+  } else {
+    for (int r = 1; r < ranks; ++r) {
+      arrived[r].resize(states * RangeSize(total, r, ranks));
+      receives.push_back({r, arrived[r].data(), static_cast<int64_t>(arrived[r].size())});
+    }
+  }
+  SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, 1, Channel::kControl));
+  if (me != 0) return Status::Ok();
+  arrived[0] = std::move(own);
+  whole->assign(slots.size(), std::vector<std::vector<float>>(states));
+  std::vector<int64_t> at(ranks, 0);
+  for (int k = 0; k < states; ++k) {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      std::vector<float>& to = (*whole)[i][k];
+      to.resize(slots[i].numel);
+      for (int r = 0; r < ranks; ++r) {
+        const Piece piece = PieceOf(slots[i].offset, slots[i].numel, total, r, ranks);
+        std::copy_n(arrived[r].data() + at[r], piece.size(), to.data() + piece.begin);
+        at[r] += piece.size();
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+ReducerStats DataParallel::stats() const {
+  ReducerStats stats = reducer_->stats();
+  stats.floats_sent = comm_.floats_sent() - checkpoint_floats_;
+  return stats;
 }
 
 Status DataParallel::FinishStep(const Net& net, TensorStore& store, const Solver& solver,
                                 int64_t step, bool stop_here, LossResult* result, bool* stop) {
   SPILL_RETURN_IF_ERROR(reducer_->FinishIteration());
+  if (solver.shard().sharded()) SPILL_RETURN_IF_ERROR(GatherParameters(net, store, solver));
   // Each rank's loss is the mean over its equal slice: the global batch's
   // mean is their mean.
   double figures[4] = {result->loss, static_cast<double>(result->correct),
@@ -140,15 +272,17 @@ Status DataParallel::FinishStep(const Net& net, TensorStore& store, const Solver
   return Status::Ok();
 }
 
-// Trainable parameters and solver state; batch norm's running statistics are
-// per rank unless synchronized, so they are not compared.
+// Trainable parameters and (replicated) solver state; batch norm's running
+// statistics are per rank unless synchronized, so they are not compared.
 Status DataParallel::CheckReplicas(const Net& net, TensorStore& store, const Solver& solver,
                                    int64_t step) {
   uint64_t hash = kFnvOffset;
   std::vector<float> buffer;
   for (const Solver::Slot& slot : solver.slots()) {
     std::vector<TensorId> tensors = {slot.param};
-    tensors.insert(tensors.end(), slot.state.begin(), slot.state.end());
+    if (!solver.shard().sharded()) {
+      tensors.insert(tensors.end(), slot.state.begin(), slot.state.end());
+    }
     for (TensorId t : tensors) {
       const TensorInfo& info = net.schedule().tensors[t];
       buffer.resize(info.shape.numel());

@@ -7,8 +7,13 @@
 //   * rank 0's parameters, solver state and position in the data replace
 //     every other rank's before the first step - its fresh initialization,
 //     or the checkpoint that rank 0 alone reads on --resume;
-//   * gradients are averaged by allreduce in buckets during backward
-//     (gradient_reducer.h) before every rank applies the same update;
+//   * gradients are averaged in buckets during backward (gradient_reducer.h)
+//     before every rank applies the same update;
+//   * with distributed.zero: 1, each rank holds the solver state of its own
+//     range of the parameters (Solver's StateShard) and updates only that
+//     range, and the ranks then all-gather the updated parameters; rank 0
+//     gathers the state for checkpoints, which hold it whole, so a run
+//     resumes on any number of ranks and at any stage;
 //   * per-step figures (loss, hits, a stop request) are reduced, so every
 //     rank logs the global batch's loss and all ranks stop at the same step;
 //   * evaluation is sharded: each rank scores a contiguous slice of the test
@@ -50,32 +55,45 @@ class DataParallel {
   // The store the solver updates through: it reads averaged gradients.
   TensorStore& solver_store() { return *solver_store_; }
 
+  // The solver-state shard of this rank under `config` (whole at zero 0).
+  static StateShard ShardFor(const TrainConfig& config);
+
   // Rank 0's parameters, solver state and position replace every rank's.
-  Status Synchronize(const Net& net, TensorStore& store, Solver* solver,
-                     TrainingPosition* position);
-  // After the solver step: checks the reduction, makes `result` the global
-  // batch's, and returns in `stop` whether any rank asked to stop. With
+  // With sharded state, `whole` is rank 0's whole state read from a
+  // checkpoint (null on a fresh start, where every rank zeroed its own).
+  Status Synchronize(const Net& net, TensorStore& store, Solver* solver, TrainingPosition* position,
+                     const WholeState* whole);
+  // After the solver step: checks the reduction, all-gathers the parameters
+  // updated in pieces (zero 1), makes `result` the global batch's, and
+  // returns in `stop` whether any rank asked to stop. With
   // distributed.check_replicas, verifies that every rank holds the same
-  // parameters and solver state.
+  // parameters (and, unsharded, solver state).
   Status FinishStep(const Net& net, TensorStore& store, const Solver& solver, int64_t step,
                     bool stop_here, LossResult* result, bool* stop);
+  // Every rank's pieces of the sharded solver state, whole, on rank 0 (for
+  // its checkpoint); other ranks send theirs and get nothing. Collective.
+  Status GatherState(const Net& net, TensorStore& store, const Solver& solver, WholeState* whole);
   // This rank's slice of the test split.
   std::unique_ptr<Dataset> TestShard(const Dataset& data) const;
   // The figures of every rank's slice, combined.
   Status ReduceEval(EvalResult* result);
 
-  const ReducerStats& stats() const { return reducer_->stats(); }
+  // The reductions' figures, and the floats this rank sent per step.
+  ReducerStats stats() const;
   int64_t buckets() const { return reducer_->bucket_count(); }
 
  private:
   DataParallel(Communicator& comm, const DistributedConfig& config)
       : comm_(comm), config_(config) {}
   Status CheckReplicas(const Net& net, TensorStore& store, const Solver& solver, int64_t step);
+  // Every rank's updated pieces of every parameter to every rank.
+  Status GatherParameters(const Net& net, TensorStore& store, const Solver& solver);
 
   Communicator& comm_;
   DistributedConfig config_;
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<ReducingStore> solver_store_;
+  int64_t checkpoint_floats_ = 0;  // sent for checkpoints, not by the steps
 };
 
 }  // namespace spill

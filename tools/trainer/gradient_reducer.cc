@@ -3,26 +3,19 @@
 #include "tools/trainer/gradient_reducer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "framework/base/clock.h"
+#include "framework/solver/solver.h"
 
 namespace spill {
-namespace {
-
-// How long the communication thread sleeps between polls of MPI while an
-// allreduce is in flight (OpenMPI progresses non-blocking collectives only
-// inside MPI calls). Short next to a bucket's transfer, long enough that the
-// thread holds no core.
-constexpr auto kPollInterval = std::chrono::microseconds(50);
-
-}  // namespace
 
 GradientReducer::GradientReducer(Communicator& comm, const Net& net, Device* device,
-                                 TensorStore& store, size_t bucket_bytes, bool per_layer)
-    : comm_(comm), net_(net), device_(device), store_(store) {
+                                 TensorStore& store, size_t bucket_bytes, bool per_layer,
+                                 bool gather)
+    : comm_(comm), net_(net), device_(device), store_(store), gather_(gather) {
   Layout(bucket_bytes, per_layer);
+  Owners();
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -74,6 +67,40 @@ void GradientReducer::Layout(size_t bucket_bytes, bool per_layer) {
   stats_.buckets = static_cast<int64_t>(buckets_.size());
 }
 
+// The parameters, concatenated in schedule order, are cut into one range
+// per rank, as the solver's state is (PieceOf); a bucket's segments follow.
+void GradientReducer::Owners() {
+  const Schedule& s = net_.schedule();
+  const int ranks = comm_.size();
+  int64_t total = 0;
+  for (const ParameterSlot& p : s.parameters) total += s.tensors[p.param].shape.numel();
+  for (Bucket& bucket : buckets_) {
+    bucket.owned.assign(ranks, {});
+    bucket.messages.assign(ranks, {});
+  }
+  int64_t offset = 0;
+  for (const ParameterSlot& p : s.parameters) {
+    const int64_t numel = s.tensors[p.param].shape.numel();
+    auto it = places_.find(p.param);
+    if (it != places_.end()) {
+      Bucket& bucket = buckets_[it->second.bucket];
+      for (int r = 0; r < ranks; ++r) {
+        const Piece piece = PieceOf(offset, numel, total, r, ranks);
+        if (!piece.empty())
+          bucket.owned[r].push_back({it->second.offset + piece.begin, piece.size()});
+      }
+    }
+    offset += numel;
+  }
+  // Segments in the order of the bucket's data, the same on every rank.
+  for (Bucket& bucket : buckets_) {
+    for (auto& segments : bucket.owned) {
+      std::sort(segments.begin(), segments.end(),
+                [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
+    }
+  }
+}
+
 void GradientReducer::OnBackward(int layer) {
   const double now = MonotonicSeconds();
   if (backward_begin_ < 0) backward_begin_ = now;
@@ -121,57 +148,94 @@ StatusOr<const float*> GradientReducer::Reduced(TensorId param) {
 void GradientReducer::Loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    const bool busy = Progress(lock);
-    if (stopping_ && !busy) return;
-    if (busy) {
-      work_.wait_for(lock, kPollInterval);
-    } else {
-      work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    }
-  }
-}
-
-// Runs on the communication thread with the lock held; MPI calls are made
-// without it, so the training thread can queue buckets meanwhile.
-bool GradientReducer::Progress(std::unique_lock<std::mutex>& lock) {
-  while (!queue_.empty() && error_.ok()) {
+    work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left to reduce
     const int b = queue_.front();
     queue_.pop_front();
     Bucket& bucket = buckets_[b];
     bucket.state = State::kInFlight;
     bucket.begin = MonotonicSeconds();
-    lock.unlock();
-    Status started =
-        comm_.StartSumFloats(bucket.data.data(), static_cast<int64_t>(bucket.data.size()),
-                             Channel::kGradients, &bucket.request);
-    lock.lock();
-    if (!started.ok()) error_ = started;
-    in_flight_.push_back(b);
-  }
-  std::vector<int> still;
-  for (int b : in_flight_) {
-    Bucket& bucket = buckets_[b];
     const bool ok = error_.ok();
     lock.unlock();
-    StatusOr<bool> done = ok ? comm_.Test(&bucket.request) : StatusOr<bool>(true);
-    if (done.ok() && *done) {
-      const float scale = 1.0f / static_cast<float>(comm_.size());
-      for (float& x : bucket.data) x *= scale;
-    }
+    // After a failure the job is ending: no more messages.
+    Status reduced = ok ? Reduce(b) : Status::Ok();
     lock.lock();
-    if (!done.ok()) {
-      error_ = done.status();
-    } else if (*done) {
-      bucket.end = MonotonicSeconds();
-      bucket.state = State::kDone;
-      continue;
-    }
-    if (error_.ok()) still.push_back(b);
+    if (!reduced.ok() && error_.ok()) error_ = reduced;
+    bucket.end = MonotonicSeconds();
+    bucket.state = State::kDone;
+    done_.notify_all();
   }
-  const bool finished = still.size() < in_flight_.size() || !error_.ok();
-  in_flight_ = std::move(still);
-  if (finished) done_.notify_all();
-  return !in_flight_.empty();
+}
+
+namespace {
+
+constexpr int kTags = 32768;  // MPI guarantees tags up to 32767
+
+template <typename Segment>
+void Pack(const std::vector<Segment>& segments, const float* data, std::vector<float>* out) {
+  out->clear();
+  for (const Segment& s : segments)
+    out->insert(out->end(), data + s.begin, data + s.begin + s.count);
+}
+
+template <typename Segment>
+void Unpack(const std::vector<Segment>& segments, const float* packed, float* data) {
+  for (const Segment& s : segments) {
+    std::memcpy(data + s.begin, packed, s.count * sizeof(float));
+    packed += s.count;
+  }
+}
+
+template <typename Segment>
+int64_t Count(const std::vector<Segment>& segments) {
+  int64_t n = 0;
+  for (const Segment& s : segments) n += s.count;
+  return n;
+}
+
+}  // namespace
+
+// Reduce-scatter: every other rank's values of the elements this rank owns
+// arrive; the owner sums all ranks' in rank order and scales by 1/N. With
+// `gather_`, every owner then sends its averages to every rank.
+Status GradientReducer::Reduce(int b) {
+  Bucket& bucket = buckets_[b];
+  const int me = comm_.rank(), ranks = comm_.size();
+  const int64_t mine = Count(bucket.owned[me]);
+  std::vector<Communicator::Message> sends, receives;
+  std::vector<std::vector<float>> arrived(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    Pack(bucket.owned[r], bucket.data.data(), &bucket.messages[r]);
+    if (r == me) continue;
+    sends.push_back(
+        {r, bucket.messages[r].data(), static_cast<int64_t>(bucket.messages[r].size())});
+    arrived[r].resize(mine);
+    receives.push_back({r, arrived[r].data(), mine});
+  }
+  SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, b % kTags, Channel::kGradients));
+  arrived[me] = std::move(bucket.messages[me]);
+  std::vector<float> sum = std::move(arrived[0]);
+  for (int r = 1; r < ranks; ++r) {
+    for (int64_t i = 0; i < mine; ++i) sum[i] += arrived[r][i];
+  }
+  const float scale = 1.0f / static_cast<float>(ranks);
+  for (float& x : sum) x *= scale;
+  Unpack(bucket.owned[me], sum.data(), bucket.data.data());
+  if (!gather_) return Status::Ok();
+  sends.clear();
+  receives.clear();
+  for (int r = 0; r < ranks; ++r) {
+    if (r == me) continue;
+    sends.push_back({r, sum.data(), mine});
+    bucket.messages[r].resize(Count(bucket.owned[r]));
+    receives.push_back(
+        {r, bucket.messages[r].data(), static_cast<int64_t>(bucket.messages[r].size())});
+  }
+  SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, b % kTags, Channel::kGradients));
+  for (int r = 0; r < ranks; ++r) {
+    if (r != me) Unpack(bucket.owned[r], bucket.messages[r].data(), bucket.data.data());
+  }
+  return Status::Ok();
 }
 
 Status GradientReducer::FinishIteration() {
@@ -194,7 +258,7 @@ Status GradientReducer::FinishIteration() {
   return Status::Ok();
 }
 
-// Communication time is the union of the allreduces' intervals; the part of
+// Communication time is the union of the reductions' intervals; the part of
 // it before the last backward step ended overlapped backward.
 void GradientReducer::AccountIteration() {
   std::vector<std::pair<double, double>> spans;

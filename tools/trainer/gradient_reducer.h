@@ -12,17 +12,23 @@
 // Flow of one iteration: after each backward step (Executor's backward hook)
 // the training thread copies the layer's gradients out of device memory into
 // their bucket's host buffer; a bucket whose last gradient has arrived goes
-// to the communication thread, which starts a non-blocking MPI allreduce
-// (sum) on it, drives MPI's progress while backward goes on, and scales the
-// sum by 1/ranks when it completes. The solver step of a parameter - wherever
-// the store runs it: after the iteration, during backward, on the device or
-// in host memory - first waits for its bucket and then reads the averaged
-// gradient from it (ReducingStore below); on a GPU it is copied back to the
-// device first.
+// to the communication thread, which reduces it while backward goes on. The
+// solver step of a parameter - wherever the store runs it: after the
+// iteration, during backward, on the device or in host memory - first waits
+// for its bucket and then reads the averaged gradient from it (ReducingStore
+// below); on a GPU it is copied back to the device first.
 //
-// Every rank adds the same floats in the same allreduce, and every rank then
-// applies the same solver arithmetic to the same result, so the parameters
-// stay bit-identical across ranks.
+// The reduction is spill's own, over point-to-point messages, so that its
+// arithmetic is fixed: every element has an owner rank - the one whose piece
+// of the parameter it is (Solver's StateShard layout, PieceOf) - and a
+// bucket's reduce-scatter sends each owner the elements it owns; the owner
+// adds the ranks' values in rank order, 0 + 1 + ... + (N-1), and scales the
+// sum by 1/N. With distributed.zero 0 an all-gather then gives every rank
+// every average (an allreduce); with zero 1 a rank keeps the averages of its
+// own pieces, the only ones its solver updates. The sums are the same bits
+// in both, whatever the bucket sizes, so every stage trains the same
+// weights. Every rank applies the same solver arithmetic to the same result,
+// so the parameters stay bit-identical across ranks.
 #ifndef SPILL_TOOLS_TRAINER_GRADIENT_REDUCER_H_
 #define SPILL_TOOLS_TRAINER_GRADIENT_REDUCER_H_
 
@@ -45,17 +51,20 @@ namespace spill {
 struct ReducerStats {
   int64_t iterations = 0;
   int64_t buckets = 0;          // per iteration
-  double comm_seconds = 0;      // wall time some allreduce was in flight
+  double comm_seconds = 0;      // wall time some reduction was in flight
   double overlap_seconds = 0;   // of which while backward was still running
   double wait_seconds = 0;      // the training thread blocked on a bucket
   double backward_seconds = 0;  // first to last backward step
+  int64_t floats_sent = 0;      // by this rank: gradients, and parameters at zero 1
 };
 
 class GradientReducer {
  public:
   // `per_layer`: buckets end at every layer (updates during backward).
+  // `gather`: every rank receives every average (zero 0), not only those of
+  // its own pieces.
   GradientReducer(Communicator& comm, const Net& net, Device* device, TensorStore& store,
-                  size_t bucket_bytes, bool per_layer);
+                  size_t bucket_bytes, bool per_layer, bool gather);
   ~GradientReducer();
 
   // The executor's backward hook: gathers `layer`'s gradients.
@@ -71,13 +80,19 @@ class GradientReducer {
 
  private:
   enum class State { kFilling, kQueued, kInFlight, kDone };
+  // Elements [begin, begin + count) of a bucket's data.
+  struct Segment {
+    int64_t begin = 0;
+    int64_t count = 0;
+  };
   struct Bucket {
     std::vector<float> data;
     int64_t slots = 0;   // gradients it holds
     int64_t filled = 0;  // of them, copied in this iteration
     State state = State::kFilling;
-    Communicator::Request request;
-    double begin = 0, end = 0;  // the allreduce, MonotonicSeconds
+    double begin = 0, end = 0;                 // the reduction, MonotonicSeconds
+    std::vector<std::vector<Segment>> owned;   // by rank: the elements it owns
+    std::vector<std::vector<float>> messages;  // by rank: packed elements, reused
   };
   struct Place {
     int bucket = 0;
@@ -87,15 +102,19 @@ class GradientReducer {
   };
 
   void Layout(size_t bucket_bytes, bool per_layer);
+  // Which rank owns which elements of each bucket.
+  void Owners();
   void Loop();
-  // Starts queued allreduces and completes finished ones; false when idle.
-  bool Progress(std::unique_lock<std::mutex>& lock);
+  // Reduce-scatter (and with `gather_`, all-gather) of one bucket; runs on
+  // the communication thread.
+  Status Reduce(int b);
   void AccountIteration();
 
   Communicator& comm_;
   const Net& net_;
   Device* device_;
   TensorStore& store_;
+  bool gather_;
   std::vector<Bucket> buckets_;
   std::unordered_map<TensorId, Place> places_;               // by parameter
   std::unordered_map<int, std::vector<TensorId>> of_layer_;  // layer -> its parameters
@@ -104,7 +123,6 @@ class GradientReducer {
   std::condition_variable work_;  // a bucket was queued, or stopping
   std::condition_variable done_;  // a bucket was reduced, or failed
   std::deque<int> queue_;         // buckets waiting for the thread
-  std::vector<int> in_flight_;
   Status error_;
   bool stopping_ = false;
   std::thread thread_;

@@ -84,6 +84,7 @@ void AddConfig(const TrainConfig& c, int64_t max_steps, bool resuming,
       {"distributed.bucket", std::to_string(c.distributed.bucket_bytes)},
       {"distributed.sync_batch_norm", c.distributed.sync_batch_norm ? "true" : "false"},
       {"distributed.check_replicas", c.distributed.check_replicas ? "true" : "false"},
+      {"distributed.zero", std::to_string(c.distributed.zero)},
       // Where parameters live decides how gradients are bucketed.
       {"memory.params", c.memory.params.ToString()},
       {"memory.update", c.memory.update_on_host ? "host" : "device"},

@@ -134,6 +134,10 @@ struct DistributedConfig {
   size_t bucket_bytes = 4 << 20;  // gradients fused into one allreduce
   bool sync_batch_norm = false;   // batch norm statistics of the global batch
   bool check_replicas = false;    // compare every rank's parameters after each step
+  // ZeRO stage: 0 replicates the solver state on every rank; 1 shards it,
+  // each rank updating its part of every parameter and the ranks then
+  // all-gathering the updated parameters.
+  int zero = 0;
 };
 
 struct TrainConfig {

@@ -101,7 +101,8 @@ std::string TrainReport::ToJson(const MemoryOptions& memory) const {
                                {"allreduce_seconds_per_step", c.comm_seconds * per},
                                {"overlapped_seconds_per_step", c.overlap_seconds * per},
                                {"wait_seconds_per_step", c.wait_seconds * per},
-                               {"backward_seconds_per_step", c.backward_seconds * per}};
+                               {"backward_seconds_per_step", c.backward_seconds * per},
+                               {"floats_sent_per_step", static_cast<double>(c.floats_sent) * per}};
   }
   return report.dump(2) + "\n";
 }
@@ -266,7 +267,7 @@ Status Trainer::Setup() {
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net_, config_.memory.workspace)
                             .WithContext(config_.file + ": memory.workspace"));
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
-  solver_->AddState(*net_);
+  solver_->AddState(*net_, DataParallel::ShardFor(config_));
   if (Communicator::World().size() > 1) {  // before any collective
     SPILL_ASSIGN_OR_RETURN(
         auto agreement, RankAgreement(config_, options_.max_steps, !options_.resume.empty(), *net_,
@@ -300,9 +301,10 @@ Status Trainer::Setup() {
   train_loader_ = std::make_unique<Loader>(*train_data_, lo);
   steps_per_epoch_ = train_loader_->batches_per_epoch();
   SPILL_RETURN_IF_ERROR(StartSchedule());
+  WholeState whole;  // the solver state read, when the ranks each hold a shard of it
   if (!options_.resume.empty() && leader_) {  // rank 0 reads it for every rank
-    SPILL_ASSIGN_OR_RETURN(
-        position_, LoadCheckpoint(options_.resume, *net_, *runtime_, *device_, solver_.get()));
+    SPILL_ASSIGN_OR_RETURN(position_, LoadCheckpoint(options_.resume, *net_, *runtime_, *device_,
+                                                     solver_.get(), &whole));
     saved_step_ = position_.step;
     SPILL_RETURN_IF_ERROR(CheckPosition());
   } else {
@@ -311,7 +313,9 @@ Status Trainer::Setup() {
     if (!config_.run.init.empty()) SPILL_RETURN_IF_ERROR(InitFrom(config_.run.init));
   }
   if (parallel_) {
-    SPILL_RETURN_IF_ERROR(parallel_->Synchronize(*net_, *runtime_, solver_.get(), &position_));
+    const bool resumed = !options_.resume.empty() && leader_;
+    SPILL_RETURN_IF_ERROR(parallel_->Synchronize(*net_, *runtime_, solver_.get(), &position_,
+                                                 resumed ? &whole : nullptr));
     if (!options_.resume.empty()) SPILL_RETURN_IF_ERROR(CheckPosition());
   }
   if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(StartTrace());
@@ -496,9 +500,12 @@ Status Trainer::Evaluate() {
 
 Status Trainer::SaveCheckpoint() {
   position_.solver_steps = solver_->steps();
-  if (!leader_) return Status::Ok();  // every rank holds the same state
-  StatusOr<NpzArchive> archive =
-      CheckpointArchive(*net_, *runtime_, solver_.get(), position_, config_.text);
+  WholeState whole;  // each rank holds a shard of the solver state: rank 0 gathers it
+  const bool sharded = solver_->shard().sharded();
+  if (sharded) SPILL_RETURN_IF_ERROR(parallel_->GatherState(*net_, *runtime_, *solver_, &whole));
+  if (!leader_) return Status::Ok();  // every rank holds the same parameters
+  StatusOr<NpzArchive> archive = CheckpointArchive(*net_, *runtime_, solver_.get(), position_,
+                                                   config_.text, sharded ? &whole : nullptr);
   // Values that are not finite are refused before anything is written; a
   // path that cannot be written is the writer's error, not a divergence.
   if (archive.status().code() == StatusCode::kInvalidArgument) {
