@@ -20,12 +20,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -48,6 +50,7 @@ constexpr int kMpiTimeoutSeconds = 100;  // mpirun --timeout
 constexpr char kMpiTimedOut[] = "time limit for job execution has been reached";
 constexpr double kLossTolerance = 1e-5;  // relative, float32 rounding of a sum split in two
 constexpr double kWeightTolerance = 1e-5;
+constexpr double kEndAfterKillSeconds = 15;  // a killed rank ends the job well within this
 constexpr int64_t kPoolBlock = 1024;  // device memory is handed out in blocks of this many bytes
 constexpr char kTrain[] = "tools/train";
 
@@ -85,8 +88,10 @@ void SetMpiEnvironment(const std::string& session) {
 }
 
 // Runs `args` in its own process group, output into `log`; kills the group
-// past the limit.
-Result RunJob(const std::vector<std::string>& args, const std::string& log) {
+// past the limit. `meanwhile`, when given, is called every poll while the
+// job runs.
+Result RunJob(const std::vector<std::string>& args, const std::string& log,
+              const std::function<void()>& meanwhile = nullptr) {
   static SessionDir session;  // made by this process, removed at its exit
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = fork();
@@ -111,6 +116,7 @@ Result RunJob(const std::vector<std::string>& args, const std::string& log) {
       ADD_FAILURE() << "ran past " << kLimitSeconds << " s: " << args[0];
       break;
     }
+    if (meanwhile) meanwhile();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -172,6 +178,7 @@ struct RunSetup {
   int filters = 4;
   double lr = 0.05;
   int seed = 1;
+  int steps = 8;
 };
 
 // A tiny network, 64 training images, batch 16, 8 steps with momentum.
@@ -198,7 +205,7 @@ std::string WriteConfig(const std::string& dir, const std::string& output, const
       << ", workers: 1}\n"
       << "solver: {type: " << s.solver << ", lr: " << s.lr
       << (s.solver == "sgd" ? ", momentum: 0.9}\n" : "}\n") << "memory: " << s.memory << "\n"
-      << "run: {steps: 8, eval_every: 4, checkpoint_every: 4, seed: " << s.seed
+      << "run: {steps: " << s.steps << ", eval_every: 4, checkpoint_every: 4, seed: " << s.seed
       << ", output: " << dir << "/" << output << "}\n"
       << "distributed: {bucket: " << s.bucket
       << ", check_replicas: true, sync_batch_norm: " << (s.sync_batch_norm ? "true" : "false")
@@ -476,6 +483,67 @@ TEST(DataParallelTest, ShardedCheckpointsResumeOnAnyStageOrRankCount) {
   r = RunJob(TrainJob(4, WriteConfig(dir, "other", sharded), {"--resume"}), dir + "/four.txt");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(Losses(dir + "/other").size(), 8u);
+}
+
+// The process of rank `rank` of the job training on `config` (its command
+// line names the config; its environment, the rank), or 0.
+pid_t RankProcess(const std::string& config, int rank) {
+  const std::string wanted = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string command = ReadAll(entry.path().string() + "/cmdline");
+    std::replace(command.begin(), command.end(), '\0', ' ');
+    if (command.find(kTrain) == std::string::npos || command.find(config) == std::string::npos) {
+      continue;
+    }
+    std::string environment = ReadAll(entry.path().string() + "/environ");
+    std::replace(environment.begin(), environment.end(), '\0', '\n');
+    if (("\n" + environment).find("\n" + wanted + "\n") != std::string::npos) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return 0;
+}
+
+// A rank killed outright (SIGKILL: no chance to say anything) in the middle
+// of training: the job ends within seconds, not at mpirun's time limit, and
+// the last checkpoint resumes.
+TEST(DataParallelTest, AKilledRankEndsTheJobAndTheLastCheckpointResumes) {
+  const std::string dir = Dir("killed");
+  RunSetup setup;
+  setup.zero = 1;
+  setup.steps = 100000;  // far longer than the test: it ends by the kill
+  const std::string config = WriteConfig(dir, "run", setup);
+  const std::string checkpoint = dir + "/run/checkpoint.npz";
+  std::chrono::steady_clock::time_point killed;
+  bool done = false;
+  Result r = RunJob(TrainJob(2, config), dir + "/out.txt", [&] {
+    if (done || !fs::exists(checkpoint)) return;
+    const pid_t rank1 = RankProcess(config, 1);
+    if (rank1 == 0) return;
+    killed = std::chrono::steady_clock::now();
+    kill(rank1, SIGKILL);
+    done = true;
+  });
+  ASSERT_TRUE(done) << r.output;
+  const double after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_LT(after, kEndAfterKillSeconds) << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr(kMpiTimedOut))) << r.output;
+  const auto before = Losses(dir + "/run");
+  ASSERT_FALSE(before.empty());
+  auto saved = ReadNpz(checkpoint);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  const int64_t step = saved->at("meta/step").int64();
+  EXPECT_EQ(step % 4, 0);  // a checkpoint of a whole step, written atomically
+  Result resumed =
+      RunJob(TrainJob(2, config, {"--resume", "--max-steps", "4"}), dir + "/resumed.txt");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  auto after_resume = ReadNpz(checkpoint);
+  ASSERT_TRUE(after_resume.ok());
+  EXPECT_EQ(after_resume->at("meta/step").int64(), step + 4);
 }
 
 TEST(DataParallelTest, ZeroStagesNotBuiltAreRefusedByName) {
