@@ -5,7 +5,7 @@ Trains the same configuration (the built-in Fashion-MNIST CNN unless --config
 says otherwise) for --steps steps with the same global batch, once in one
 process and once per bucket size in --ranks ranks, and prints a Markdown
 table from train's --report: images per second (the global batch), and per
-step the time some gradient allreduce was in flight, how much of it
+step the time some gradient reduction was in flight, how much of it
 overlapped backward, how long the training thread waited for a bucket, and
 the backward time. The cores are split evenly: each rank gets
 cores / ranks OpenMP threads; one process runs with all of them and, for
@@ -15,7 +15,7 @@ a shared machine only ever slows a run down). OpenMP threads wait passively
 (OMP_WAIT_POLICY=PASSIVE), as in the tests.
 
     bazel build //tools:train
-    python3 tools/bench/bench_data_parallel.py --steps 60 --buckets 4MiB,64KiB
+    python3 tools/bench/bench_data_parallel.py --steps 60 --buckets 4MiB,64KiB --zero 0,1
 
 On one machine the ranks share its cores and memory bandwidth, and
 "communication" is a copy through shared memory: the numbers show the
@@ -46,11 +46,11 @@ def base_config(path):
                           capture_output=True, text=True).stdout
 
 
-def write_config(work, text, name, bucket):
+def write_config(work, text, name, bucket, zero):
     path = os.path.join(work, name + ".yaml")
     with open(path, "w") as f:
         f.write(text)
-        f.write("\ndistributed: {bucket: %s}\n" % bucket)
+        f.write("\ndistributed: {bucket: %s, zero: %d}\n" % (bucket, zero))
     return path
 
 
@@ -90,6 +90,8 @@ def main():
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--buckets", default="4MiB,64KiB",
                         help="comma-separated distributed.bucket sizes for the ranked runs")
+    parser.add_argument("--zero", default="0",
+                        help="comma-separated distributed.zero stages for the ranked runs")
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per run")
     parser.add_argument("--repeat", type=int, default=2, help="runs per configuration")
@@ -98,26 +100,30 @@ def main():
         sys.exit("bench_data_parallel: build it first: bazel build //tools:train")
     text = base_config(a.config)
     per_rank = max(1, a.cores // a.ranks)
-    runs = [("1 (%d threads)" % a.cores, "4MiB", 1, a.cores)]
+    runs = [("1 (%d threads)" % a.cores, "4MiB", 0, 1, a.cores)]
     if per_rank != a.cores:
-        runs.append(("1 (%d thread%s)" % (per_rank, "s" if per_rank > 1 else ""), "4MiB", 1,
+        runs.append(("1 (%d thread%s)" % (per_rank, "s" if per_rank > 1 else ""), "4MiB", 0, 1,
                      per_rank))
+    stages = [int(z) for z in a.zero.split(",")]
     for bucket in a.buckets.split(","):
-        runs.append(("%d (bucket %s)" % (a.ranks, bucket), bucket, a.ranks, per_rank))
+        for zero in stages:
+            label = "%d (bucket %s%s)" % (a.ranks, bucket,
+                                          ", zero %d" % zero if len(stages) > 1 else "")
+            runs.append((label, bucket, zero, a.ranks, per_rank))
     best = {}
     with tempfile.TemporaryDirectory(prefix="spill_dp_bench_") as work:
         for _ in range(a.repeat):
-            for i, (label, bucket, ranks, threads) in enumerate(runs):
+            for i, (label, bucket, zero, ranks, threads) in enumerate(runs):
                 name = "run%d" % i
-                r = train(work, write_config(work, text, name, bucket), name, ranks, threads,
-                          a.steps, a.timeout)
+                r = train(work, write_config(work, text, name, bucket, zero), name, ranks,
+                          threads, a.steps, a.timeout)
                 if i not in best or r["images_per_second"] > best[i]["images_per_second"]:
                     best[i] = r
     base = best[0]["images_per_second"]
-    print("| ranks | buckets | images/s | vs 1 | allreduce ms/step | overlapped ms/step "
+    print("| ranks | buckets | images/s | vs 1 | reduction ms/step | overlapped ms/step "
           "| overlap | waited ms/step | backward ms/step |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for i, (label, bucket, ranks, threads) in enumerate(runs):
+    for i, (label, bucket, zero, ranks, threads) in enumerate(runs):
         c = best[i].get("communication")
         print(row(label, c["buckets"] if c else "-", best[i], base))
 
