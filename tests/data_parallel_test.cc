@@ -410,9 +410,18 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
     int ranks;
     std::string solver;
     int batch;
+    std::string memory = "{conv_timing: model}";
   };
-  for (const Case& c : {Case{2, "adam", 16}, Case{3, "sgd", 24}, Case{4, "adam", 16}}) {
-    const std::string name = std::to_string(c.ranks) + c.solver;
+  const Case cases[] = {
+      {2, "adam", 16},
+      {3, "sgd", 24},
+      {4, "adam", 16},
+      // Parameters in host memory, each updated there during backward.
+      {2, "sgd", 16, "{conv_timing: model, params: host, update: host}"},
+  };
+  for (const Case& c : cases) {
+    const std::string name = std::to_string(c.ranks) + c.solver +
+                             (c.memory.find("host") != std::string::npos ? "host" : "");
     const std::string dir = Dir("zero" + name);
     std::map<std::string, std::vector<float>> weights[2];
     std::vector<std::pair<int64_t, double>> losses[2];
@@ -423,6 +432,7 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
       setup.lr = c.solver == "adam" ? 0.01 : 0.05;
       setup.batch = c.batch;
       setup.bucket = "4KiB";  // several buckets, each cut across ranks differently
+      setup.memory = c.memory;
       setup.zero = zero;
       const std::string run = "zero" + std::to_string(zero);
       const std::string config = WriteConfig(dir, run, setup);
@@ -449,6 +459,10 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
     EXPECT_EQ(losses[1], losses[0]) << name;  // bit for bit
     ASSERT_FALSE(weights[0].empty());
     EXPECT_EQ(weights[1], weights[0]) << name;  // parameters and whole state
+    if (c.memory.find("update: host") != std::string::npos) {
+      EXPECT_EQ(peaks[1], peaks[0]) << name;  // the state never enters the device
+      continue;
+    }
     // Rank 0's device memory holds its shard of the state alone: the peak
     // falls by the rest, up to the pool's rounding of each state tensor.
     const int64_t states = c.solver == "adam" ? 2 : 1;
