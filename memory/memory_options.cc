@@ -169,6 +169,12 @@ Status CheckStreamBuffers(int64_t buffers) {
 }
 
 Status MemoryOptions::Validate() const {
+  if (gradients_leave && params.kind != ParamPlacement::Kind::kDevice) {
+    return InvalidArgument(
+        "memory: gradients that leave the device after backward (distributed."
+        "zero 2) need parameters on the device (memory.params: device); "
+        "parameters in host memory move their gradients there already");
+  }
   if (!liveness && (offload || cache || recompute)) {
     return InvalidArgument("memory: offload, cache and recompute need liveness (mode '" + mode +
                            "')");

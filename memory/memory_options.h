@@ -124,6 +124,11 @@ struct MemoryOptions {
   // Keep the event log of the last iteration (allocation trace, transfers,
   // compute), for `plan --trace`, profile-guided allocators and simulation.
   bool record_events = false;
+  // Each trainable parameter's gradient leaves the device after its layer's
+  // backward step (data parallelism copies it out for reduction there; the
+  // solver reads the reduced gradient) and is made again for the update
+  // (distributed.zero 2). Parameters on the device only.
+  bool gradients_leave = false;
 
   std::string Describe() const;
   // The techniques build on liveness; the budgets must hold a block; the

@@ -77,6 +77,15 @@ void AddLayerParameterTransfers(const Schedule& schedule, const MemoryOptions& o
 
 void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& options,
                            PhasePlans* plans) {
+  if (options.gradients_leave) {
+    // Copied out by the step's observer (data parallelism), the gradient
+    // leaves with the step; the update makes it again.
+    for (const ParameterSlot& slot : schedule.parameters) {
+      const int b = schedule.backward_step[slot.layer];
+      if (schedule.steps[b].active)
+        plans->train.after[b].push_back({TransferOp::kRelease, slot.grad});
+    }
+  }
   if (options.params.kind != ParamPlacement::Kind::kHost &&
       options.params.kind != ParamPlacement::Kind::kAbove) {
     return;

@@ -125,6 +125,8 @@ StatusOr<Subject> Load(const Args& a) {
     const int ranks = static_cast<int>(a.ranks);
     solver->AddState(*s.net, zero > 0 ? StateShard{ranks - 1, ranks} : StateShard{});
     s.zero = static_cast<int>(zero);
+    // Stage 2: the gradients leave the device after backward, as in the run.
+    s.memory.gradients_leave = zero >= 2 && ranks > 1;
   }
   return s;
 }
@@ -566,10 +568,15 @@ Status Run(const Args& args) {
   }
   const ModelState state = ModelStateOf(net);
   if (!args.json && args.ranks > 1) {
-    std::printf("one of %ld data-parallel ranks%s: parameters %s, gradients %s, solver state %s\n",
-                args.ranks, subject.zero > 0 ? " (zero 1: its shard of the solver state)" : "",
-                Bytes(state.parameters).c_str(), Bytes(state.gradients).c_str(),
-                Bytes(state.solver_state).c_str());
+    std::printf(
+        "one of %ld data-parallel ranks%s: parameters %s, gradients %s%s, solver state %s\n",
+        args.ranks,
+        subject.zero == 1   ? " (zero 1: its shard of the solver state)"
+        : subject.zero == 2 ? " (zero 2: its shard of the solver state)"
+                            : "",
+        Bytes(state.parameters).c_str(), Bytes(state.gradients).c_str(),
+        subject.zero == 2 ? " (each on the device only while its layer's backward runs)" : "",
+        Bytes(state.solver_state).c_str());
   }
   if (!args.json && !args.inference) PrintStochasticDepth(net);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PlanPredictor> predictor, MakePredictor(args, subject));
@@ -583,6 +590,7 @@ Status Run(const Args& args) {
                                   {{"parameters", state.parameters},
                                    {"gradients", state.gradients},
                                    {"solver_state", state.solver_state}}},
+                                 {"gradients_leave_the_device", subject.memory.gradients_leave},
                                  {"modes", nlohmann::ordered_json::array()}};
   std::unique_ptr<MemoryPage> page;
   if (!args.html.empty()) {

@@ -99,8 +99,9 @@ void Declare(Flags& f, Args* a) {
           "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
   f.Device(&a->device, "override run.device");
   f.Int("--zero", &a->zero,
-        "override distributed.zero: 0 replicates the solver state on every rank, 1 shards it", 0,
-        1);
+        "override distributed.zero: 0 replicates the solver state on every rank, 1 shards it, "
+        "2 also lets gradients leave the device after backward",
+        0, 2);
   f.Flag("--no-progress", &a->no_progress, "no progress bar");
   f.Flag("--profile", &a->profile, "print compute time per layer type at the end");
   f.String("--trace", &a->trace,
@@ -248,7 +249,10 @@ void PrintStart(const Communicator& world, const Trainer& trainer, const TrainCo
   if (world.size() > 1) {
     std::fprintf(stderr, "data parallel: %d ranks of batch %ld, gradients via host memory%s%s\n",
                  world.size(), trainer.net().batch(),
-                 c.distributed.zero > 0 ? ", solver state sharded (zero 1)" : "",
+                 c.distributed.zero == 1 ? ", solver state sharded (zero 1)"
+                 : c.distributed.zero == 2
+                     ? ", solver state sharded, gradients leave the device (zero 2)"
+                     : "",
                  world.cuda_aware() ? " (the MPI library is CUDA-aware)" : "");
   }
 }

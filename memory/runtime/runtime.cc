@@ -175,7 +175,11 @@ Status MemoryRuntime::AllocatePersistent() {
     }
     // A gradient updated on the device is made when backward writes it and
     // used up by the update.
-    if (info.kind == TensorKind::kParamGrad && options_.params.HomeOnHost(info.bytes)) continue;
+    // So is one that leaves the device after backward.
+    if (info.kind == TensorKind::kParamGrad &&
+        (options_.params.HomeOnHost(info.bytes) || options_.gradients_leave)) {
+      continue;
+    }
     SPILL_RETURN_IF_ERROR(AllocateTensor(id));
   }
   records_.SetPersistent(allocator_->stats().total_in_use, allocator_->stats().total_peak);

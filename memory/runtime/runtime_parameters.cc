@@ -71,6 +71,12 @@ Status MemoryRuntime::UpdateOnDevice(int slot) {
   const size_t pins = cache_.pins();
   NoRunner no_runner;
   for (TensorId id : tensors) {
+    // A gradient that left after backward is made again: the store that
+    // reduced it fills it.
+    if (id == p.grad && options_.gradients_leave && !residency_->on_device(id)) {
+      SPILL_RETURN_IF_ERROR(PrepareWrite(id));
+      continue;
+    }
     SPILL_RETURN_IF_ERROR(EnsureOnDevice(id, no_runner));
     Pin(id);
   }
@@ -80,6 +86,7 @@ Status MemoryRuntime::UpdateOnDevice(int slot) {
   residency_->MarkWritten(p.param);
   for (TensorId t : p.state) residency_->MarkWritten(t);
   cache_.UnpinTo(pins);
+  if (options_.gradients_leave) Release(p.grad);  // used up
   return Status::Ok();
 }
 

@@ -65,7 +65,10 @@ void DeclarePlanFlags(Flags& f, PlanArgs* a) {
         "plan one rank of a data-parallel run of N processes: its share of the global batch, "
         "and with --zero 1 its share of the solver state (the largest)",
         1, kMaxRanks);
-  f.Int("--zero", &a->zero, "with --ranks: 0 replicates the solver state, 1 shards it", 0, 1);
+  f.Int("--zero", &a->zero,
+        "with --ranks: 0 replicates the solver state, 1 shards it, 2 also lets each gradient "
+        "leave the device after its layer's backward",
+        0, 2);
   f.Set(&a->sets);
   f.Device(&a->device,
            "whose layers to plan; cuda: cuDNN's algorithms and workspaces, --config=cuda builds "

@@ -106,6 +106,7 @@ DataParallel::~DataParallel() {
 }
 
 StateShard DataParallel::ShardFor(const TrainConfig& config) {
+  // Stage 2 shards the state as stage 1 does.
   const Communicator& comm = Communicator::World();
   if (config.distributed.zero == 0) return {};
   return {comm.rank(), comm.size()};

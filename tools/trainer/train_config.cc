@@ -71,7 +71,7 @@ constexpr size_t kMaxCatalogs = 4096;                     // data.catalogs entri
 constexpr double kMaxLearningRate = 1000;
 constexpr size_t kMinBucketBytes = 4 * kKiB;  // distributed.bucket
 constexpr int64_t kZeroStages = 3;            // distributed.zero: ZeRO's stages
-constexpr int64_t kZeroStagesBuilt = 1;       // of them, those spill trains
+constexpr int64_t kZeroStagesBuilt = 2;       // of them, those spill trains
 constexpr size_t kMaxBucketBytes = 1 * kGiB;
 
 Status ReadAugment(YamlMap section, Augmentation* a) {
@@ -386,9 +386,7 @@ Status ReadDistributed(YamlMap section, DistributedConfig* d) {
   d->check_replicas = section.Bool("check_replicas", d->check_replicas);
   d->zero = static_cast<int>(section.Int("zero", d->zero, 0, kZeroStages));
   if (section.ok() && d->zero > kZeroStagesBuilt) {
-    section.Fail("zero", "stage " + std::to_string(d->zero) + " (sharded gradients" +
-                             (d->zero == 3 ? " and parameters" : "") +
-                             ") is not available yet; use 0 or 1");
+    section.Fail("zero", "stage 3 (sharded parameters) is not available yet; use 0, 1 or 2");
   }
   return section.Finish();
 }

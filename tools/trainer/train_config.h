@@ -136,7 +136,9 @@ struct DistributedConfig {
   bool check_replicas = false;    // compare every rank's parameters after each step
   // ZeRO stage: 0 replicates the solver state on every rank; 1 shards it,
   // each rank updating its part of every parameter and the ranks then
-  // all-gathering the updated parameters.
+  // all-gathering the updated parameters; 2 also lets each gradient leave
+  // the device once backward has produced it and it is copied out for
+  // reduction (MemoryOptions::gradients_leave).
   int zero = 0;
 };
 

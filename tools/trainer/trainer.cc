@@ -277,6 +277,16 @@ Status Trainer::Setup() {
   const bool traced = !options_.timeline.empty() || !options_.html.empty();
   if (traced) config_.memory.record_events = true;
   SPILL_RETURN_IF_ERROR(ChooseLayoutBudget());
+  if (config_.distributed.zero >= 2 && Communicator::World().size() > 1) {
+    if (!options_.trace_dir.empty()) {
+      return InvalidArgument(config_.file +
+                             ": --trace saves every gradient after the iteration, and with "
+                             "distributed.zero 2 they have left the device by then; trace with "
+                             "zero 0 or 1");
+    }
+    config_.memory.gradients_leave = true;
+    SPILL_RETURN_IF_ERROR(config_.memory.Validate().WithContext(config_.file));
+  }
   auto runtime = MemoryRuntime::Create(net_->view(), config_.memory, device_.get());
   if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
   runtime_ = std::move(runtime).value();
