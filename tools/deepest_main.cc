@@ -103,6 +103,8 @@ int Main(int argc, char** argv) {
       static_cast<long>(best->plan.recomputations),
       FormatBytes(static_cast<double>(best->plan.log.host_peak)).c_str(),
       o.memory.host_tier == "ram" ? "" : " (on disk)", probes);
+  if (!best->leaner.empty()) std::printf("%s\n", best->leaner.c_str());
+  o.Use(*best);
   auto spec = spec_for(*n3);
   // Predict and train with the scheduler's share the search settled on.
   if (!o.searched_share.empty()) {

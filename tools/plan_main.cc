@@ -59,6 +59,11 @@ using Args = PlanArgs;
 struct Subject {
   NetSpec spec;
   std::unique_ptr<Net> net;
+  // What a run falls back to where `net`'s plan does not fit
+  // (tools/common/net_options.h), and the network with every layout plain
+  // they build, where `net` has blocked ones.
+  std::vector<LeanerBuild> leaner;
+  std::unique_ptr<Net> plain;
   SolverConfig solver;
   bool has_solver = false;
   int zero = 0;  // distributed.zero of the rank planned
@@ -117,13 +122,21 @@ StatusOr<Subject> Load(const Args& a) {
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(device));
   MemoryOptions flagged = s.memory;  // the layouts follow the workspace policy given
   SPILL_RETURN_IF_ERROR(a.memory.Apply(&flagged, /*check_read=*/false));
-  SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, NetOptionsFor(batch, type, flagged.workspace)));
+  const NetOptions net_options = NetOptionsFor(batch, type, flagged.workspace);
+  SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, net_options));
+  s.leaner = LeanerBuilds(*s.net, net_options, flagged.workspace);
+  if (HasBlockedLayouts(*s.net) && !s.leaner.empty()) {
+    SPILL_ASSIGN_OR_RETURN(s.plain, Net::Build(spec, s.leaner.back().net));
+  }
   s.spec = spec;
   if (s.has_solver) {
-    SPILL_ASSIGN_OR_RETURN(auto solver, Solver::Create(s.solver));
     // The last rank's range of the state is the largest (by one element).
     const int ranks = static_cast<int>(a.ranks);
-    solver->AddState(*s.net, zero > 0 ? StateShard{ranks - 1, ranks} : StateShard{});
+    for (Net* net : {s.net.get(), s.plain.get()}) {
+      if (net == nullptr) continue;
+      SPILL_ASSIGN_OR_RETURN(auto solver, Solver::Create(s.solver));
+      solver->AddState(*net, zero > 0 ? StateShard{ranks - 1, ranks} : StateShard{});
+    }
     s.zero = static_cast<int>(zero);
     // Stage 2: the gradients leave the device after backward, as in the run.
     s.memory.gradients_leave = zero >= 2 && ranks > 1;
@@ -439,20 +452,35 @@ struct ModeRun {
   MemoryPage* page;    // --html; null without
 
   Status Run(const std::string& mode) {
-    const Net& net = *subject.net;
     SPILL_ASSIGN_OR_RETURN(MemoryOptions options, ModeOptions(args, subject, mode, !single));
     nlohmann::ordered_json planner;
-    SPILL_RETURN_IF_ERROR(ReportSearch(args, net, options, &planner));
+    SPILL_RETURN_IF_ERROR(ReportSearch(args, *subject.net, options, &planner));
     auto start = std::chrono::steady_clock::now();
     // What a run at the budget does (memory/planning/feasibility.h): the mode's own
     // plan, or a smaller budget's layout where that one leaves no room.
     // Inference is planned as eval runs it, at the budget.
     RunnablePlan runnable;
     if (args.inference) {
-      SPILL_ASSIGN_OR_RETURN(runnable.plan, PlanInference(net.view(), options));
+      SPILL_ASSIGN_OR_RETURN(runnable.plan, PlanInference(subject.net->view(), options));
     } else {
-      SPILL_ASSIGN_OR_RETURN(runnable, PlanRunnable(net.view(), options));
+      SPILL_ASSIGN_OR_RETURN(runnable, PlanRunnable(subject.net->view(), options));
     }
+    // Where that does not fit, a run tries leaner builds, and so does plan.
+    const Net* chosen = subject.net.get();
+    const LeanerBuild* leaner = nullptr;
+    const bool may_lean = !args.inference && subject.lengths.empty();
+    for (size_t i = 0; may_lean && !runnable.plan.fits && i < subject.leaner.size(); ++i) {
+      const Net* built = BuildOf(subject.leaner[i]);
+      MemoryOptions lean = options;
+      lean.workspace = subject.leaner[i].workspace;
+      SPILL_ASSIGN_OR_RETURN(RunnablePlan tried, PlanRunnable(built->view(), lean));
+      if (!tried.plan.fits) continue;
+      runnable = std::move(tried);
+      chosen = built;
+      options = lean;
+      leaner = &subject.leaner[i];
+    }
+    const Net& net = *chosen;
     const MemoryPlan& plan = runnable.plan;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -460,6 +488,13 @@ struct ModeRun {
     if (args.minimum && plan.fits) {
       auto found = MinimumBudget(net.view(), options);
       if (found.ok()) minimum = *found;
+      // Below it, the leaner builds a run tries may still run.
+      for (size_t i = 0; may_lean && leaner == nullptr && i < subject.leaner.size(); ++i) {
+        MemoryOptions lean = options;
+        lean.workspace = subject.leaner[i].workspace;
+        auto less = MinimumBudget(BuildOf(subject.leaner[i])->view(), lean);
+        if (less.ok() && *less < minimum) minimum = *less;
+      }
     }
     std::unique_ptr<Prediction> prediction;
     if (predictor != nullptr && plan.fits) {
@@ -480,6 +515,7 @@ struct ModeRun {
       if (runnable.fallback() && plan.fits) {
         json->at("modes").back()["layout_budget_bytes"] = runnable.layout_budget;
       }
+      if (leaner != nullptr) json->at("modes").back()["leaner_build"] = leaner->note;
       if (!planner.is_null()) json->at("modes").back()["planner"] = planner;
       if (prediction)
         json->at("modes").back()["prediction"] = JsonPrediction(*prediction, *predictor);
@@ -488,6 +524,7 @@ struct ModeRun {
       if (runnable.fallback() && plan.fits) {
         std::printf("  %s\n", DescribeFallback(runnable).c_str());
       }
+      if (leaner != nullptr) std::printf("  %s\n", leaner->note.c_str());
       if (plan.fits) PrintMapping(plan);
       if (plan.fits && !subject.lengths.empty()) {
         SPILL_ASSIGN_OR_RETURN(BucketsPlan buckets,
@@ -508,13 +545,17 @@ struct ModeRun {
                     DescribePrediction(*prediction, net.batch(), &predictor->roomy()).c_str());
       }
     }
-    return WriteModeOutputs(options, plan);
+    return WriteModeOutputs(options, plan, net);
+  }
+
+  // The network a leaner build plans.
+  const Net* BuildOf(const LeanerBuild& build) const {
+    return !build.net.blocked_layouts && subject.plain ? subject.plain.get() : subject.net.get();
   }
 
   // Pool sizing, the event trace and the CSV of a plan that fits.
-  Status WriteModeOutputs(const MemoryOptions& options, const MemoryPlan& plan) {
+  Status WriteModeOutputs(const MemoryOptions& options, const MemoryPlan& plan, const Net& net) {
     if (!plan.fits) return Status::Ok();
-    const Net& net = *subject.net;
     if (args.size_pool && FindAllocator(options.allocator)->sizes_pool) {
       SPILL_RETURN_IF_ERROR(
           ReportPoolSizing(args, net, options, args.json ? &json->at("modes").back() : nullptr));

@@ -61,6 +61,8 @@ int Main(int argc, char** argv) {
                 shares.front().key.c_str(), best->share.c_str());
   }
   std::printf("\n");
+  if (!best->leaner.empty()) std::printf("%s\n", best->leaner.c_str());
+  o.Use(*best);
   // Predict and train with the scheduler's share the search settled on.
   if (!o.searched_share.empty()) {
     if (Status set = o.memory.settings.Set(o.searched_share, best->share); !set.ok()) {

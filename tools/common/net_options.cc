@@ -18,4 +18,30 @@ NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy
   return options;
 }
 
+bool HasBlockedLayouts(const Net& net) {
+  for (const TensorInfo& t : net.schedule().tensors) {
+    if (t.layout != Layout::kPlain) return true;
+  }
+  return false;
+}
+
+std::vector<LeanerBuild> LeanerBuilds(const Net& net, const NetOptions& options,
+                                      const WorkspacePolicy& workspace) {
+  std::vector<LeanerBuild> builds;
+  if (workspace.kind != WorkspacePolicy::Kind::kDynamic) return builds;
+  NetOptions plain = options;
+  plain.blocked_layouts = false;
+  if (HasBlockedLayouts(net)) {
+    builds.push_back({plain, workspace,
+                      "every activation layout plain: the plan with blocked layouts does not fit"});
+  }
+  WorkspacePolicy least;
+  least.kind = WorkspacePolicy::Kind::kMemoryOptimal;
+  builds.push_back({plain, least,
+                    std::string("every activation layout plain and the algorithms of least "
+                                "workspace (memory_optimal): the plan with the default policy") +
+                        (builds.empty() ? "" : "'s layouts and algorithms") + " does not fit"});
+  return builds;
+}
+
 }  // namespace spill

@@ -3,6 +3,8 @@
 #define SPILL_TOOLS_COMMON_NET_OPTIONS_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "framework/graph/net.h"
 #include "memory/workspace_selector.h"
@@ -17,6 +19,28 @@ namespace spill {
 // streamed step's slices would still reserve them whole). The copies are
 // exact, so a pinned algorithm's results are those of plain layouts.
 NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy& workspace);
+
+// Whether any activation of `net` is in a blocked layout.
+bool HasBlockedLayouts(const Net& net);
+
+// A leaner way to build and plan the network, tried where the plan of the
+// configuration as given does not fit its budget. With the default
+// workspace policy (dynamic), blocked layouts give way to plain ones (no
+// whole-batch conversion copies), then the algorithms to those of least
+// workspace (memory_optimal's - what the planners that search plan for
+// otherwise are the fastest, as if memory were free). So the default never
+// reaches less than memory_optimal, and it costs speed only where memory
+// binds. Every program - train, plan, widest, deepest - tries the same
+// builds in the same order, so plans still equal runs.
+struct LeanerBuild {
+  NetOptions net;             // how to build the network
+  WorkspacePolicy workspace;  // the workspace policy to plan and run it with
+  std::string note;           // what the programs print when it is used
+};
+// The builds to try after `net` (built with `options`) does not fit under
+// `workspace`, in order; none unless the policy is dynamic.
+std::vector<LeanerBuild> LeanerBuilds(const Net& net, const NetOptions& options,
+                                      const WorkspacePolicy& workspace);
 
 }  // namespace spill
 

@@ -173,19 +173,32 @@ int ReportConfirmation(const StatusOr<Confirmation>& c, int64_t steps, const std
   return 0;
 }
 
-StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
-  SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
-  auto built = Net::Build(spec, NetOptionsFor(batch, type, options.memory.workspace));
-  // A tensor too large for any budget (kOutOfMemory) means "does not fit",
-  // which is what the search wants to know.
-  if (built.status().code() == StatusCode::kOutOfMemory) return Probe();
+namespace {
+
+NetOptions NetOptionsOf(int64_t batch, DeviceType type, const ExperimentOptions& options) {
+  NetOptions net = NetOptionsFor(batch, type, options.memory.workspace);
+  if (options.plain_layouts) net.blocked_layouts = false;
+  return net;
+}
+
+// The network built with `net_options`, with SGD's state; null when a
+// tensor is too large for any budget (kOutOfMemory: "does not fit", which
+// is what the search wants to know).
+StatusOr<std::unique_ptr<Net>> BuildProbed(const NetSpec& spec, const NetOptions& net_options,
+                                           const WorkspacePolicy& workspace) {
+  auto built = Net::Build(spec, net_options);
+  if (built.status().code() == StatusCode::kOutOfMemory) return std::unique_ptr<Net>();
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, std::move(built));
-  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net, options.memory.workspace));
+  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net, workspace));
   SolverConfig sgd;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
   solver->AddState(*net);
+  return net;
+}
+
+// One network's plan under `memory`, with the scheduler's share searched.
+StatusOr<Probe> PlanBuilt(const Net& net, MemoryOptions memory, const ExperimentOptions& options) {
   Probe probe;
-  MemoryOptions memory = options.memory;
   // The scheduler's share of the budget, searched from the whole budget down.
   const std::string& searched = options.searched_share;
   const int tries = searched.empty() ? 1 : kShareSteps;
@@ -196,19 +209,51 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
       std::snprintf(multiple, sizeof(multiple), "%gx", 1.0 - i * kShareStep);
       SPILL_RETURN_IF_ERROR(memory.settings.Set(searched, multiple));
     }
-    SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net->view(), memory));
+    SPILL_ASSIGN_OR_RETURN(probe.plan, Plan(net.view(), memory));
     probe.fits = probe.plan.fits;
     if (!shares.empty()) probe.share = memory.settings.Text(shares.front());
     if (probe.fits) break;
   }
+  probe.workspace = memory.workspace;
   return probe;
+}
+
+}  // namespace
+
+StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
+  SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
+  const NetOptions net_options = NetOptionsOf(batch, type, options);
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
+                         BuildProbed(spec, net_options, options.memory.workspace));
+  if (net == nullptr) return Probe();
+  SPILL_ASSIGN_OR_RETURN(Probe probe, PlanBuilt(*net, options.memory, options));
+  probe.plain_layouts = !HasBlockedLayouts(*net);
+  if (probe.fits) return probe;
+  for (const LeanerBuild& lean : LeanerBuilds(*net, net_options, options.memory.workspace)) {
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> built, BuildProbed(spec, lean.net, lean.workspace));
+    if (built == nullptr) continue;
+    MemoryOptions memory = options.memory;
+    memory.workspace = lean.workspace;
+    SPILL_ASSIGN_OR_RETURN(Probe tried, PlanBuilt(*built, memory, options));
+    if (!tried.fits) continue;
+    tried.leaner = lean.note;
+    tried.plain_layouts = !lean.net.blocked_layouts;
+    return tried;
+  }
+  return probe;
+}
+
+void ExperimentOptions::Use(const Probe& probe) {
+  if (probe.leaner.empty()) return;
+  memory.workspace = probe.workspace;
+  plain_layouts = probe.plain_layouts;
 }
 
 int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {
   auto predicted = [&]() -> StatusOr<std::string> {
     SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
     SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
-                           Net::Build(spec, NetOptionsFor(batch, type, options.memory.workspace)));
+                           Net::Build(spec, NetOptionsOf(batch, type, options)));
     SolverConfig sgd;
     SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
     solver->AddState(*net);
@@ -254,9 +299,8 @@ StatusOr<Confirmation> ConfirmByTraining(const NetSpec& spec, int64_t batch,
     c.reason = why.str();
     return c;
   }
-  SPILL_ASSIGN_OR_RETURN(
-      std::unique_ptr<Net> net,
-      Net::Build(spec, NetOptionsFor(batch, device.type(), options.memory.workspace)));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
+                         Net::Build(spec, NetOptionsOf(batch, device.type(), options)));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SolverConfig sgd;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));

@@ -22,6 +22,12 @@ struct Probe {
   // The value of the scheduler's share of the budget the plan used
   // (memory.window_budget "0.95x"; empty when the scheduler has none).
   std::string share;
+  // Where the network as configured did not fit, the leaner build that did
+  // (tools/common/net_options.h): its note, whether its layouts are all
+  // plain, and its workspace policy. Empty note: as configured.
+  std::string leaner;
+  bool plain_layouts = false;
+  WorkspacePolicy workspace;
 };
 
 // Largest x in [low, limit] with fits(x), for a predicate that holds up to
@@ -51,7 +57,11 @@ struct ExperimentOptions {
   ParamOverrides sets;
   MemoryFlags memory_flags;  // as given
   MemoryOptions memory;      // the tool's defaults with the memory flags applied
+  bool plain_layouts = false;  // build with every activation layout plain
   std::string Describe() const;
+  // Takes the leaner build `probe` found, for the prediction and the
+  // confirmation of its result.
+  void Use(const Probe& probe);
 };
 
 // The start of both tools: declares and parses the options into `*options`
@@ -61,7 +71,9 @@ int StartExperiment(int argc, char** argv, const char* tool, const char* descrip
                     const std::string& default_model, ExperimentOptions* options);
 
 // Plans a training iteration of `spec` at `batch` with the options' device
-// and memory options.
+// and memory options - and where that does not fit, with the leaner builds
+// `train` tries (tools/common/net_options.h), so the largest batch or depth
+// found is one `train` runs.
 StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOptions& options);
 
 // Prints the predicted iteration time of `spec` at `batch` under the

@@ -260,14 +260,10 @@ Status Trainer::Setup() {
   SPILL_RETURN_IF_ERROR(CheckDataSize());
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
   SPILL_ASSIGN_OR_RETURN(const int64_t rank_batch, DataParallel::RankBatch(config_));
-  SPILL_ASSIGN_OR_RETURN(
-      net_, Net::Build(spec, NetOptionsFor(rank_batch, device_->type(), config_.memory.workspace)));
-  SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
-  SPILL_RETURN_IF_ERROR(CheckData());
-  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net_, config_.memory.workspace)
-                            .WithContext(config_.file + ": memory.workspace"));
+  const NetOptions net_options =
+      NetOptionsFor(rank_batch, device_->type(), config_.memory.workspace);
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
-  solver_->AddState(*net_, DataParallel::ShardFor(config_));
+  SPILL_RETURN_IF_ERROR(BuildNet(spec, net_options));
   if (Communicator::World().size() > 1) {  // before any collective
     SPILL_ASSIGN_OR_RETURN(
         auto agreement, RankAgreement(config_, options_.max_steps, !options_.resume.empty(), *net_,
@@ -276,7 +272,6 @@ Status Trainer::Setup() {
   }
   const bool traced = !options_.timeline.empty() || !options_.html.empty();
   if (traced) config_.memory.record_events = true;
-  SPILL_RETURN_IF_ERROR(ChooseLayoutBudget());
   if (config_.distributed.zero >= 2 && Communicator::World().size() > 1) {
     if (!options_.trace_dir.empty()) {
       return InvalidArgument(config_.file +
@@ -287,6 +282,17 @@ Status Trainer::Setup() {
     config_.memory.gradients_leave = true;
     SPILL_RETURN_IF_ERROR(config_.memory.Validate().WithContext(config_.file));
   }
+  // Where the plan does not fit, leaner builds of the same network may.
+  const std::vector<LeanerBuild> leaner =
+      LeanerBuilds(*net_, net_options, config_.memory.workspace);
+  Status chosen = ChooseLayoutBudget(/*explain=*/leaner.empty());
+  for (size_t i = 0; i < leaner.size() && chosen.code() == StatusCode::kOutOfMemory; ++i) {
+    config_.memory.workspace = leaner[i].workspace;
+    SPILL_RETURN_IF_ERROR(BuildNet(spec, leaner[i].net));
+    chosen = ChooseLayoutBudget(/*explain=*/i + 1 == leaner.size());
+    if (chosen.ok() && leader_) std::fprintf(stderr, "memory: %s\n", leaner[i].note.c_str());
+  }
+  SPILL_RETURN_IF_ERROR(chosen);
   auto runtime = MemoryRuntime::Create(net_->view(), config_.memory, device_.get());
   if (!runtime.ok()) return ExplainOutOfMemory(runtime.status(), net_->view(), config_.memory);
   runtime_ = std::move(runtime).value();
@@ -337,11 +343,22 @@ Status Trainer::Setup() {
 // More memory never fails (memory/planning/feasibility.h): where the mode's own plan
 // at the budget does not fit but a smaller budget's does, the run uses that
 // layout inside the budget - the choice `plan --device-memory` shows.
-Status Trainer::ChooseLayoutBudget() {
+Status Trainer::BuildNet(const NetSpec& spec, const NetOptions& options) {
+  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, options));
+  SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
+  SPILL_RETURN_IF_ERROR(CheckData());
+  SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net_, config_.memory.workspace)
+                            .WithContext(config_.file + ": memory.workspace"));
+  solver_->AddState(*net_, DataParallel::ShardFor(config_));
+  return Status::Ok();
+}
+
+Status Trainer::ChooseLayoutBudget(bool explain) {
   auto runnable = PlanRunnable(net_->view(), config_.memory);
   if (!runnable.ok()) return runnable.status();
   if (!runnable->plan.fits) {
-    return ExplainOutOfMemory(OutOfMemory(runnable->plan.failure), net_->view(), config_.memory);
+    const Status failed = OutOfMemory(runnable->plan.failure);
+    return explain ? ExplainOutOfMemory(failed, net_->view(), config_.memory) : failed;
   }
   if (runnable->fallback() && leader_ && options_.verbose) {
     std::fprintf(stderr, "memory: %s\n", DescribeFallback(*runnable).c_str());

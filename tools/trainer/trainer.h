@@ -115,7 +115,13 @@ class Trainer {
   Status CheckDataSize() const;
   Status CheckData() const;
   Status StartSchedule();
-  Status ChooseLayoutBudget();
+  // net_ from `spec`, calibrated, checked against the data, with the
+  // solver's state added.
+  Status BuildNet(const NetSpec& spec, const NetOptions& options);
+  // The budget the iteration is laid out in (memory/planning/feasibility.h);
+  // out of memory, explained with the smallest budget that runs when
+  // `explain`.
+  Status ChooseLayoutBudget(bool explain = true);
   Status CheckPosition() const;
   Status InitFrom(const std::string& path);
   Status TrainStep(Batch& batch);
