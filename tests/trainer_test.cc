@@ -342,6 +342,42 @@ TEST_F(TrainerTest, StreamedStepsTrainLikeTheWholeBatchBelowTheLargestStep) {
   for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(sliced[i], whole[i]) << "step " << i + 1;
 }
 
+// Below the smallest budget of the default workspace policy's own plan, the
+// trainer trains the leaner build (plain layouts, least-workspace
+// algorithms: tools/common/net_options.h) that fits, and its peak is that
+// build's plan.
+TEST_F(TrainerTest, WhereTheDefaultsPlanDoesNotFitALeanerBuildTrains) {
+  auto config_for = [&](const std::string& workspace, const std::string& output) {
+    TrainConfig config = Config();
+    config.run.epochs = 0;
+    config.run.steps = 4;  // past the schedule's warmup
+    SPILL_CHECK(ApplyMemoryMode("greedy", &config.memory).ok());
+    config.memory.workspace = *ParseWorkspacePolicy(workspace);
+    config.run.output = (dir_ / output).string();
+    return config;
+  };
+  auto minimum = [&](const TrainConfig& config) {
+    auto trainer = Trainer::Create(config, Quiet());
+    SPILL_CHECK(trainer.ok()) << trainer.status().ToString();
+    auto bytes = MinimumBudget((*trainer)->net().view(), config.memory, kPoolBlockBytes);
+    SPILL_CHECK(bytes.ok()) << bytes.status().ToString();
+    return *bytes;
+  };
+  const size_t as_configured = minimum(config_for("dynamic", "planned_dynamic"));
+  const size_t least = minimum(config_for("memory_optimal", "planned_optimal"));
+  if (least >= as_configured) {
+    GTEST_SKIP() << "memory_optimal needs no less than the default here (" << least
+                 << " >= " << as_configured << " bytes)";
+  }
+  TrainConfig config = config_for("dynamic", "run_lean");
+  config.memory.device_budget = least;
+  auto trainer = Trainer::Create(config, Quiet());
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  EXPECT_EQ((*trainer)->report().steps, 4);
+  EXPECT_LE((*trainer)->report().peak_device_bytes, least);
+}
+
 TEST_F(TrainerTest, StopRequestSavesACheckpointAndResumes) {
   TrainConfig config = Config();
   {
