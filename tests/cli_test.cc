@@ -473,6 +473,38 @@ TEST(CliTest, TrainAndEvalRefuseMemoryFlagsTheyCannotUse) {
 // anything that grows with the batch: LeNet at batch 100,000 on 512 images
 // is refused as soon as the data is opened, within the kernel's limits on
 // the child (2 s of processor time; its largest resident set read back).
+// One rank of a data-parallel run with its share of the model state: the
+// deepest network it holds is at least one process's, and grows with the
+// stage; --zero needs --ranks.
+TEST(CliTest, DeepestPlansOneRankOfAShardedRun) {
+  auto depth = [](const Result& r) {
+    const std::string key = "depth ";
+    const size_t at = r.output.find(key);
+    return at == std::string::npos ? -1L : std::stol(r.output.substr(at + key.size()));
+  };
+  const std::vector<std::string> budget = {"--device-memory", "3MiB", "--memory", "superneurons"};
+  std::vector<long> depths;
+  for (const std::vector<std::string>& ranks : {std::vector<std::string>{},
+                                                {"--ranks", "4", "--zero", "1"},
+                                                {"--ranks", "4", "--zero", "2"}}) {
+    std::vector<std::string> flags = budget;
+    flags.insert(flags.end(), ranks.begin(), ranks.end());
+    Result r = RunWith("deepest", flags);
+    ASSERT_EQ(r.code, 0) << r.output;
+    if (!ranks.empty()) {
+      EXPECT_THAT(r.output, HasSubstr("one of 4 data-parallel ranks (zero " + ranks[3] + ")"));
+    }
+    depths.push_back(depth(r));
+  }
+  EXPECT_GT(depths[0], 0);
+  EXPECT_GE(depths[1], depths[0]);
+  EXPECT_GT(depths[2], depths[1]);
+  Result refused = RefusedWith("deepest", {"--zero", "1"});
+  EXPECT_EQ(refused.code, 2) << refused.output;
+  EXPECT_THAT(refused.output,
+              HasSubstr("--zero 1 shards over data-parallel ranks: give --ranks N"));
+}
+
 TEST(CliTest, ABatchLargerThanTheTrainingSetIsRefusedBeforeAnyWork) {
   const std::string dir = Dir("batch_past_data");
   fs::create_directories(dir + "/data");

@@ -87,6 +87,10 @@ std::string ExperimentOptions::Describe() const {
     text += ", parameters " + memory.params.ToString() + " (updated on " +
             (memory.update_on_host ? "host" : "device") + ")";
   }
+  if (ranks > 1) {
+    text += ", one of " + std::to_string(ranks) + " data-parallel ranks (zero " +
+            std::to_string(zero) + ")";
+  }
   return text;
 }
 
@@ -115,6 +119,13 @@ void DeclareExperiment(Flags& f, const std::string& default_model, ExperimentOpt
       ->type_name("NAME");
   f.Int("--confirm", &o->confirm, "also train the result for N steps (default 0: plan only)", 0,
         1000);
+  f.Int("--ranks", &o->ranks,
+        "plan one rank of a data-parallel run of N processes (its batch as given), with --zero", 1,
+        1 << 16);
+  f.Int("--zero", &o->zero,
+        "with --ranks: 1 shards the solver state over the ranks, 2 also lets each gradient "
+        "leave the device after its layer's backward (distributed.zero)",
+        0, 2);
   o->memory_flags.Declare(f, ExperimentMemoryUse());
 }
 
@@ -127,6 +138,15 @@ Status ApplyExperimentMemory(ExperimentOptions* o) {
   for (const SettingSpec& spec : SearchableSettings(o->memory.scheduler)) {
     if (o->memory_flags.Searched(spec.key)) o->searched_share = spec.key;
   }
+  if (o->zero > 0 && o->ranks < 2) {
+    return InvalidArgument("--zero " + std::to_string(o->zero) +
+                           " shards over data-parallel ranks: give --ranks N (2 or more)");
+  }
+  if (o->ranks > 1 && o->confirm > 0) {
+    return InvalidArgument("--confirm trains one process; a rank of --ranks " +
+                           std::to_string(o->ranks) + " trains under mpirun (train --zero)");
+  }
+  o->memory.gradients_leave = o->zero >= 2;
   SPILL_RETURN_IF_ERROR(o->memory.Validate());
   if (o->confirm > 0) SPILL_RETURN_IF_ERROR(CheckAllocatorPlaces(o->memory, "--confirm"));
   return LoadDeviceProfile(o->device_profile, 0).status();
@@ -184,15 +204,22 @@ NetOptions NetOptionsOf(int64_t batch, DeviceType type, const ExperimentOptions&
 // The network built with `net_options`, with SGD's state; null when a
 // tensor is too large for any budget (kOutOfMemory: "does not fit", which
 // is what the search wants to know).
+StateShard ShardOf(const ExperimentOptions& options) {
+  // The last rank's shard is the largest (by one element).
+  const int ranks = static_cast<int>(options.ranks);
+  return options.zero > 0 ? StateShard{ranks - 1, ranks} : StateShard{};
+}
+
 StatusOr<std::unique_ptr<Net>> BuildProbed(const NetSpec& spec, const NetOptions& net_options,
-                                           const WorkspacePolicy& workspace) {
+                                           const WorkspacePolicy& workspace,
+                                           const ExperimentOptions& options) {
   auto built = Net::Build(spec, net_options);
   if (built.status().code() == StatusCode::kOutOfMemory) return std::unique_ptr<Net>();
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, std::move(built));
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net, workspace));
   SolverConfig sgd;
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
-  solver->AddState(*net);
+  solver->AddState(*net, ShardOf(options));
   return net;
 }
 
@@ -224,13 +251,14 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(options.device));
   const NetOptions net_options = NetOptionsOf(batch, type, options);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
-                         BuildProbed(spec, net_options, options.memory.workspace));
+                         BuildProbed(spec, net_options, options.memory.workspace, options));
   if (net == nullptr) return Probe();
   SPILL_ASSIGN_OR_RETURN(Probe probe, PlanBuilt(*net, options.memory, options));
   probe.plain_layouts = !HasBlockedLayouts(*net);
   if (probe.fits) return probe;
   for (const LeanerBuild& lean : LeanerBuilds(*net, net_options, options.memory.workspace)) {
-    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> built, BuildProbed(spec, lean.net, lean.workspace));
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> built,
+                           BuildProbed(spec, lean.net, lean.workspace, options));
     if (built == nullptr) continue;
     MemoryOptions memory = options.memory;
     memory.workspace = lean.workspace;
@@ -256,7 +284,7 @@ int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions
                            Net::Build(spec, NetOptionsOf(batch, type, options)));
     SolverConfig sgd;
     SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(sgd));
-    solver->AddState(*net);
+    solver->AddState(*net, ShardOf(options));
     SPILL_ASSIGN_OR_RETURN(
         std::unique_ptr<PlanPredictor> predictor,
         PlanPredictor::Create(options.device_profile, 0, *net, nullptr, options.memory));

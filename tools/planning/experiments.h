@@ -58,6 +58,11 @@ struct ExperimentOptions {
   MemoryFlags memory_flags;  // as given
   MemoryOptions memory;      // the tool's defaults with the memory flags applied
   bool plain_layouts = false;  // build with every activation layout plain
+  // One rank of a data-parallel run of `ranks` (its batch as given): with
+  // `zero` 1 it holds its shard of the solver state, with 2 also each
+  // gradient only around its layer's backward (distributed.zero).
+  int64_t ranks = 1;
+  int64_t zero = 0;
   std::string Describe() const;
   // Takes the leaner build `probe` found, for the prediction and the
   // confirmation of its result.
