@@ -55,8 +55,8 @@ struct ExperimentOptions {
   std::string device_profile = "k40-pcie3";
   std::string searched_share;  // the key given as "search" (window_budget), or empty
   ParamOverrides sets;
-  MemoryFlags memory_flags;  // as given
-  MemoryOptions memory;      // the tool's defaults with the memory flags applied
+  MemoryFlags memory_flags;    // as given
+  MemoryOptions memory;        // the tool's defaults with the memory flags applied
   bool plain_layouts = false;  // build with every activation layout plain
   // One rank of a data-parallel run of `ranks` (its batch as given): with
   // `zero` 1 it holds its shard of the solver state, with 2 also each
