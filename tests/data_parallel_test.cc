@@ -415,6 +415,7 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
     // rank gets, which plan cannot know.
     std::string memory = "{conv_timing: model, workspace: pin:im2col_image}";
   };
+  const std::string tier = Dir("zero_tier");  // host memory in a file (ZeRO-Infinity's tier)
   const Case cases[] = {
       {2, "adam", 16},
       {3, "sgd", 24},
@@ -422,6 +423,11 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
       // Parameters in host memory, each updated there during backward.
       {2, "sgd", 16,
        "{conv_timing: model, workspace: pin:im2col_image, params: host, update: host}"},
+      // The same with host memory in a file.
+      {2, "adam", 16,
+       "{conv_timing: model, workspace: pin:im2col_image, params: host, update: host, "
+       "host_tier: 'file:" +
+           tier + "'}"},
   };
   for (const Case& c : cases) {
     const std::string name = std::to_string(c.ranks) + c.solver +
