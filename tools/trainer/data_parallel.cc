@@ -87,6 +87,8 @@ StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const TrainConfig& 
                            "off");
   }
   std::unique_ptr<DataParallel> dp(new DataParallel(comm, d));
+  dp->device_ = device;
+  dp->params_on_device_ = config.memory.params.kind == ParamPlacement::Kind::kDevice;
   // Updates during backward (parameters in host memory) need per-layer buckets.
   const bool per_layer = config.memory.params.kind != ParamPlacement::Kind::kDevice;
   dp->reducer_ = std::make_unique<GradientReducer>(comm, net, device, runtime, d.bucket_bytes,
@@ -167,39 +169,81 @@ int64_t RangeSize(int64_t total, int r, int ranks) {
 // other rank; nothing is added, so every rank ends with the same bits.
 Status DataParallel::GatherParameters(const Net& net, TensorStore& store, const Solver& solver) {
   const int me = rank(), ranks = size();
+  const auto& slots = solver.slots();
   const int64_t total = TrainableElements(solver);
-  std::vector<float> own, values;
-  own.reserve(RangeSize(total, me, ranks));
-  for (const Solver::Slot& slot : solver.slots()) {
-    if (slot.piece.empty()) continue;
-    values.resize(slot.numel);
-    SPILL_RETURN_IF_ERROR(store.ReadTensor(slot.param, values.data()));
-    own.insert(own.end(), values.begin() + slot.piece.begin, values.begin() + slot.piece.end);
+  std::vector<std::vector<float>> packed(ranks);  // each rank's range
+  for (int r = 0; r < ranks; ++r) packed[r].resize(RangeSize(total, r, ranks));
+  // Where each rank's pieces are in its range, slot by slot.
+  std::vector<std::vector<PieceCopy>> copies(ranks);
+  std::vector<int64_t> at(ranks, 0);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    for (int r = 0; r < ranks; ++r) {
+      const Piece piece = PieceOf(slots[i].offset, slots[i].numel, total, r, ranks);
+      if (piece.empty()) continue;
+      copies[r].push_back({i, piece, packed[r].data() + at[r]});
+      at[r] += piece.size();
+    }
   }
-  std::vector<std::vector<float>> arrived(ranks);
+  SPILL_RETURN_IF_ERROR(ReadPieces(store, solver, copies[me]));
   std::vector<Communicator::Message> sends, receives;
   for (int r = 0; r < ranks; ++r) {
     if (r == me) continue;
-    sends.push_back({r, own.data(), static_cast<int64_t>(own.size())});
-    arrived[r].resize(RangeSize(total, r, ranks));
-    receives.push_back({r, arrived[r].data(), static_cast<int64_t>(arrived[r].size())});
+    sends.push_back({r, packed[me].data(), static_cast<int64_t>(packed[me].size())});
+    receives.push_back({r, packed[r].data(), static_cast<int64_t>(packed[r].size())});
   }
   SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, 0, Channel::kControl));
-  std::vector<int64_t> at(ranks, 0);
-  for (const Solver::Slot& slot : solver.slots()) {
-    bool read = false;
-    for (int r = 0; r < ranks; ++r) {
-      const Piece piece = PieceOf(slot.offset, slot.numel, total, r, ranks);
-      if (r == me || piece.empty()) continue;
-      if (!read) {
-        values.resize(slot.numel);
-        SPILL_RETURN_IF_ERROR(store.ReadTensor(slot.param, values.data()));
-        read = true;
-      }
-      std::copy_n(arrived[r].data() + at[r], piece.size(), values.data() + piece.begin);
-      at[r] += piece.size();
+  std::vector<PieceCopy> theirs;
+  for (int r = 0; r < ranks; ++r) {
+    if (r != me) theirs.insert(theirs.end(), copies[r].begin(), copies[r].end());
+  }
+  std::stable_sort(theirs.begin(), theirs.end(),
+                   [](const PieceCopy& a, const PieceCopy& b) { return a.slot < b.slot; });
+  return WritePieces(store, solver, theirs);
+}
+
+Status DataParallel::ReadPieces(TensorStore& store, const Solver& solver,
+                                const std::vector<PieceCopy>& copies) {
+  const auto& slots = solver.slots();
+  if (params_on_device_) {
+    for (const PieceCopy& c : copies) {
+      device_->CopyAsync(c.host, store.Data(slots[c.slot].param) + c.piece.begin,
+                         c.piece.size() * sizeof(float), CopyKind::kDeviceToHost,
+                         device_->compute_queue());
     }
-    if (read) SPILL_RETURN_IF_ERROR(store.WriteTensor(slot.param, values.data()));
+    device_->compute_queue().Synchronize();
+    return Status::Ok();
+  }
+  std::vector<float> values;
+  for (const PieceCopy& c : copies) {
+    values.resize(slots[c.slot].numel);
+    SPILL_RETURN_IF_ERROR(store.ReadTensor(slots[c.slot].param, values.data()));
+    std::copy_n(values.data() + c.piece.begin, c.piece.size(), c.host);
+  }
+  return Status::Ok();
+}
+
+Status DataParallel::WritePieces(TensorStore& store, const Solver& solver,
+                                 const std::vector<PieceCopy>& copies) {
+  const auto& slots = solver.slots();
+  if (params_on_device_) {
+    for (const PieceCopy& c : copies) {
+      device_->CopyAsync(store.Data(slots[c.slot].param) + c.piece.begin, c.host,
+                         c.piece.size() * sizeof(float), CopyKind::kHostToDevice,
+                         device_->compute_queue());
+    }
+    device_->compute_queue().Synchronize();
+    return Status::Ok();
+  }
+  // A parameter at a time, with every piece of it.
+  std::vector<float> values;
+  for (size_t k = 0; k < copies.size();) {
+    const size_t slot = copies[k].slot;
+    values.resize(slots[slot].numel);
+    SPILL_RETURN_IF_ERROR(store.ReadTensor(slots[slot].param, values.data()));
+    for (; k < copies.size() && copies[k].slot == slot; ++k) {
+      std::copy_n(copies[k].host, copies[k].piece.size(), values.data() + copies[k].piece.begin);
+    }
+    SPILL_RETURN_IF_ERROR(store.WriteTensor(slots[slot].param, values.data()));
   }
   return Status::Ok();
 }

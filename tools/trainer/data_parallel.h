@@ -88,12 +88,26 @@ class DataParallel {
   Status CheckReplicas(const Net& net, TensorStore& store, const Solver& solver, int64_t step);
   // Every rank's updated pieces of every parameter to every rank.
   Status GatherParameters(const Net& net, TensorStore& store, const Solver& solver);
+  // A piece of a parameter and where it is, or goes, in host memory.
+  struct PieceCopy {
+    size_t slot = 0;
+    Piece piece;
+    float* host = nullptr;
+  };
+  // Copies the pieces (in slot order) out of, or into, the parameters: in
+  // one round trip of the compute queue where the parameters stay on the
+  // device, else through the store a parameter at a time.
+  Status ReadPieces(TensorStore& store, const Solver& solver, const std::vector<PieceCopy>& copies);
+  Status WritePieces(TensorStore& store, const Solver& solver,
+                     const std::vector<PieceCopy>& copies);
 
   Communicator& comm_;
   DistributedConfig config_;
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<ReducingStore> solver_store_;
   int64_t checkpoint_floats_ = 0;  // sent for checkpoints, not by the steps
+  Device* device_ = nullptr;
+  bool params_on_device_ = false;  // memory.params: device (store.Data is theirs for good)
 };
 
 }  // namespace spill
