@@ -435,7 +435,7 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
     const std::string dir = Dir("zero" + name);
     std::map<std::string, std::vector<float>> weights[3];
     std::vector<std::pair<int64_t, double>> losses[3];
-    int64_t peaks[3] = {0, 0, 0}, psi = 0;
+    int64_t peaks[3] = {0, 0, 0}, held[3] = {0, 0, 0}, psi = 0;
     for (int zero : {0, 1, 2}) {
       if (zero == 2 && c.memory.find("params: host") != std::string::npos) continue;
       RunSetup setup;
@@ -475,6 +475,7 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
       }
       const auto figures = nlohmann::json::parse(ReadAll(report));
       peaks[zero] = figures["peak_device_memory_bytes"].get<int64_t>();
+      held[zero] = figures["communication"]["reduction_host_bytes"].get<int64_t>();
       const double sent = figures["communication"]["floats_sent_per_step"].get<double>();
       EXPECT_EQ(sent, static_cast<double>(psi + (c.ranks - 2) * (psi / c.ranks)))
           << name << " zero " << zero;
@@ -484,6 +485,10 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
     EXPECT_EQ(losses[1], losses[0]) << name;  // bit for bit
     ASSERT_FALSE(weights[0].empty());
     EXPECT_EQ(weights[1], weights[0]) << name;  // parameters and whole state
+    // The reduction's host buffers: every gradient, whole, at zero 0; at 1
+    // and 2 this rank's averages and the buckets being filled or reduced.
+    EXPECT_GE(held[0], 4 * psi) << name;
+    EXPECT_LT(held[1], held[0]) << name;
     if (!losses[2].empty()) {
       EXPECT_EQ(losses[2], losses[0]) << name;
       EXPECT_EQ(weights[2], weights[0]) << name;

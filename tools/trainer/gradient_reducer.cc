@@ -62,7 +62,7 @@ void GradientReducer::Layout(size_t bucket_bytes, bool per_layer) {
   close();
   for (auto& [param, place] : places_) {
     Bucket& b = buckets_[place.bucket];
-    b.data.resize(std::max<size_t>(b.data.size(), place.offset + place.numel));
+    b.size = std::max(b.size, place.offset + place.numel);
   }
   stats_.buckets = static_cast<int64_t>(buckets_.size());
 }
@@ -86,8 +86,10 @@ void GradientReducer::Owners() {
       Bucket& bucket = buckets_[it->second.bucket];
       for (int r = 0; r < ranks; ++r) {
         const Piece piece = PieceOf(offset, numel, total, r, ranks);
-        if (!piece.empty())
+        if (r == comm_.rank()) it->second.mine = piece;
+        if (!piece.empty()) {
           bucket.owned[r].push_back({it->second.offset + piece.begin, piece.size()});
+        }
       }
     }
     offset += numel;
@@ -98,6 +100,19 @@ void GradientReducer::Owners() {
       std::sort(segments.begin(), segments.end(),
                 [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
     }
+  }
+  // Where each parameter's own piece lands among the bucket's packed averages.
+  std::vector<std::unordered_map<int64_t, int64_t>> packed_at(buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    int64_t at = 0;
+    for (const Segment& segment : buckets_[b].owned[comm_.rank()]) {
+      packed_at[b][segment.begin] = at;
+      at += segment.count;
+    }
+  }
+  for (auto& [param, place] : places_) {
+    if (!place.mine.empty())
+      place.averaged = packed_at[place.bucket].at(place.offset + place.mine.begin);
   }
 }
 
@@ -110,6 +125,10 @@ void GradientReducer::OnBackward(int layer) {
     for (TensorId param : it->second) {
       const Place& place = places_.at(param);
       Bucket& bucket = buckets_[place.bucket];
+      if (bucket.data.empty()) {  // freed after its last reduction
+        bucket.data.resize(bucket.size);
+        Held(bucket.size);
+      }
       float* to = bucket.data.data() + place.offset;
       const size_t bytes = place.numel * sizeof(float);
       if (device_->type() == DeviceType::kCpu) {
@@ -128,7 +147,7 @@ void GradientReducer::OnBackward(int layer) {
   backward_end_ = MonotonicSeconds();
 }
 
-StatusOr<const float*> GradientReducer::Reduced(TensorId param) {
+StatusOr<GradientReducer::Reduction> GradientReducer::Reduced(TensorId param) {
   auto it = places_.find(param);
   if (it == places_.end()) return Internal("a parameter without a gradient bucket");
   const Place& place = it->second;
@@ -142,7 +161,8 @@ StatusOr<const float*> GradientReducer::Reduced(TensorId param) {
   done_.wait(lock, [&] { return bucket.state == State::kDone || !error_.ok(); });
   stats_.wait_seconds += MonotonicSeconds() - begin;
   if (!error_.ok()) return error_;
-  return static_cast<const float*>(bucket.data.data() + place.offset);
+  if (gather_) return Reduction{bucket.data.data() + place.offset, Piece{0, place.numel}};
+  return Reduction{bucket.averages.data() + place.averaged, place.mine};
 }
 
 void GradientReducer::Loop() {
@@ -202,6 +222,12 @@ Status GradientReducer::Reduce(int b) {
   Bucket& bucket = buckets_[b];
   const int me = comm_.rank(), ranks = comm_.size();
   const int64_t mine = Count(bucket.owned[me]);
+  int64_t held = HeldFloats(bucket);
+  // What the reduction holds at its widest, and after it.
+  auto account = [&](int64_t now) {
+    Held(now - held);
+    held = now;
+  };
   std::vector<Communicator::Message> sends, receives;
   std::vector<std::vector<float>> arrived(ranks);
   for (int r = 0; r < ranks; ++r) {
@@ -212,6 +238,7 @@ Status GradientReducer::Reduce(int b) {
     arrived[r].resize(mine);
     receives.push_back({r, arrived[r].data(), mine});
   }
+  account(HeldFloats(bucket) + static_cast<int64_t>(ranks - 1) * mine);
   SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, b % kTags, Channel::kGradients));
   arrived[me] = std::move(bucket.messages[me]);
   std::vector<float> sum = std::move(arrived[0]);
@@ -220,8 +247,16 @@ Status GradientReducer::Reduce(int b) {
   }
   const float scale = 1.0f / static_cast<float>(ranks);
   for (float& x : sum) x *= scale;
+  if (!gather_) {
+    // This rank keeps its averages alone; the bucket's buffers go until the
+    // next backward fills it.
+    bucket.averages = std::move(sum);
+    std::vector<float>().swap(bucket.data);
+    for (auto& message : bucket.messages) std::vector<float>().swap(message);
+    account(HeldFloats(bucket));
+    return Status::Ok();
+  }
   Unpack(bucket.owned[me], sum.data(), bucket.data.data());
-  if (!gather_) return Status::Ok();
   sends.clear();
   receives.clear();
   for (int r = 0; r < ranks; ++r) {
@@ -235,7 +270,21 @@ Status GradientReducer::Reduce(int b) {
   for (int r = 0; r < ranks; ++r) {
     if (r != me) Unpack(bucket.owned[r], bucket.messages[r].data(), bucket.data.data());
   }
+  account(HeldFloats(bucket));
   return Status::Ok();
+}
+
+int64_t GradientReducer::HeldFloats(const Bucket& bucket) {
+  int64_t floats = static_cast<int64_t>(bucket.data.size() + bucket.averages.size());
+  for (const auto& message : bucket.messages) floats += static_cast<int64_t>(message.size());
+  return floats;
+}
+
+void GradientReducer::Held(int64_t floats) {
+  const int64_t now = held_floats_ += floats;
+  int64_t peak = peak_floats_.load();
+  while (now > peak && !peak_floats_.compare_exchange_weak(peak, now)) {
+  }
 }
 
 Status GradientReducer::FinishIteration() {
@@ -253,6 +302,9 @@ Status GradientReducer::FinishIteration() {
   for (Bucket& bucket : buckets_) {
     bucket.state = State::kFilling;
     bucket.filled = 0;
+    // Every update has read this rank's averages.
+    Held(-static_cast<int64_t>(bucket.averages.size()));
+    std::vector<float>().swap(bucket.averages);
   }
   backward_begin_ = -1;
   return Status::Ok();
@@ -273,23 +325,31 @@ void GradientReducer::AccountIteration() {
     covered_to = end;
   }
   stats_.backward_seconds += backward_end_ - std::max(backward_begin_, 0.0);
+  stats_.peak_host_bytes = peak_floats_.load() * static_cast<int64_t>(sizeof(float));
   stats_.iterations++;
 }
 
 void ReducingStore::BeginUpdate(SlotUpdate update) {
   base_.BeginUpdate([this, update](const ParameterSlot& slot, float* w, const float* g,
                                    const std::vector<float*>& state, bool host) {
-    StatusOr<const float*> reduced = reducer_.Reduced(slot.param);
+    StatusOr<GradientReducer::Reduction> reduced = reducer_.Reduced(slot.param);
     if (!reduced.ok()) return;  // FinishIteration reports it; no update on a partial sum
-    const float* averaged = *reduced;
-    if (!host && device_->type() != DeviceType::kCpu) {
-      // A GPU's kernels read device memory: the average goes back where the
-      // gradient lives.
-      device_->CopySync(const_cast<float*>(g), averaged, schedule_.tensors[slot.grad].bytes,
-                        CopyKind::kHostToDevice);
-      averaged = g;
+    const Piece& piece = reduced->piece;
+    const int64_t numel = schedule_.tensors[slot.param].shape.numel();
+    if (piece.begin == 0 && piece.end == numel && (host || device_->type() == DeviceType::kCpu)) {
+      update(slot, w, reduced->values, state, host);  // all of it, in memory the update reads
+      return;
     }
-    update(slot, w, averaged, state, host);
+    // The averages go where the gradient is, at their place in it: the
+    // update reads this rank's piece there.
+    float* to = const_cast<float*>(g) + piece.begin;
+    const size_t bytes = piece.size() * sizeof(float);
+    if (host) {
+      std::memcpy(to, reduced->values, bytes);
+    } else {
+      device_->CopySync(to, reduced->values, bytes, CopyKind::kHostToDevice);
+    }
+    update(slot, w, g, state, host);
   });
 }
 

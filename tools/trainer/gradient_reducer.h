@@ -32,6 +32,7 @@
 #ifndef SPILL_TOOLS_TRAINER_GRADIENT_REDUCER_H_
 #define SPILL_TOOLS_TRAINER_GRADIENT_REDUCER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -44,6 +45,7 @@
 #include "framework/distributed/distributed.h"
 #include "framework/graph/net.h"
 #include "framework/schedule/tensor_store.h"
+#include "framework/solver/solver.h"
 
 namespace spill {
 
@@ -56,6 +58,7 @@ struct ReducerStats {
   double wait_seconds = 0;      // the training thread blocked on a bucket
   double backward_seconds = 0;  // first to last backward step
   int64_t floats_sent = 0;      // by this rank: gradients, and parameters at zero 1
+  int64_t peak_host_bytes = 0;  // the reduction's buffers in host memory, at most
 };
 
 class GradientReducer {
@@ -70,8 +73,13 @@ class GradientReducer {
   // The executor's backward hook: gathers `layer`'s gradients.
   void OnBackward(int layer);
   // The averaged gradient of `param` in host memory, once its bucket is
-  // reduced (blocks until then).
-  StatusOr<const float*> Reduced(TensorId param);
+  // reduced (blocks until then): the elements `piece` of the parameter, at
+  // `values` - all of them with `gather`, else this rank's piece.
+  struct Reduction {
+    const float* values = nullptr;
+    Piece piece;
+  };
+  StatusOr<Reduction> Reduced(TensorId param);
   // After the iteration's solver step: every bucket was reduced and used.
   Status FinishIteration();
 
@@ -86,9 +94,13 @@ class GradientReducer {
     int64_t count = 0;
   };
   struct Bucket {
+    // The gradients as backward produced them; without `gather_` only while
+    // the bucket fills and is reduced, then freed.
     std::vector<float> data;
-    int64_t slots = 0;   // gradients it holds
-    int64_t filled = 0;  // of them, copied in this iteration
+    int64_t size = 0;             // floats of `data`
+    std::vector<float> averages;  // without `gather_`: this rank's, packed
+    int64_t slots = 0;            // gradients it holds
+    int64_t filled = 0;           // of them, copied in this iteration
     State state = State::kFilling;
     double begin = 0, end = 0;                 // the reduction, MonotonicSeconds
     std::vector<std::vector<Segment>> owned;   // by rank: the elements it owns
@@ -99,6 +111,8 @@ class GradientReducer {
     int64_t offset = 0;  // floats
     int64_t numel = 0;
     TensorId grad = kNoTensor;
+    Piece mine;            // this rank's piece of the parameter
+    int64_t averaged = 0;  // where it starts in the bucket's `averages`
   };
 
   void Layout(size_t bucket_bytes, bool per_layer);
@@ -109,6 +123,10 @@ class GradientReducer {
   // the communication thread.
   Status Reduce(int b);
   void AccountIteration();
+  // Floats one bucket's buffers hold now.
+  static int64_t HeldFloats(const Bucket& bucket);
+  // The buffers grew or shrank by `floats`: the total and its peak.
+  void Held(int64_t floats);
 
   Communicator& comm_;
   const Net& net_;
@@ -127,6 +145,8 @@ class GradientReducer {
   bool stopping_ = false;
   std::thread thread_;
 
+  std::atomic<int64_t> held_floats_{0};  // by every bucket's buffers
+  std::atomic<int64_t> peak_floats_{0};
   double backward_begin_ = -1, backward_end_ = 0;
   ReducerStats stats_;
 };

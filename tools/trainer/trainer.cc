@@ -102,7 +102,8 @@ std::string TrainReport::ToJson(const MemoryOptions& memory) const {
                                {"overlapped_seconds_per_step", c.overlap_seconds * per},
                                {"wait_seconds_per_step", c.wait_seconds * per},
                                {"backward_seconds_per_step", c.backward_seconds * per},
-                               {"floats_sent_per_step", static_cast<double>(c.floats_sent) * per}};
+                               {"floats_sent_per_step", static_cast<double>(c.floats_sent) * per},
+                               {"reduction_host_bytes", c.peak_host_bytes}};
   }
   return report.dump(2) + "\n";
 }
