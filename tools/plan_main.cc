@@ -410,15 +410,16 @@ void PrintMapping(const MemoryPlan& plan) {
       maps, unmaps, drains);
 }
 
-// The predictor of --device-profile (null without one).
-StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject& subject) {
+// The predictor of --device-profile for `net` (null without one).
+StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject& subject,
+                                                       const Net& net, bool say) {
   if (args.device_profile.empty()) return std::unique_ptr<PlanPredictor>();
   SPILL_ASSIGN_OR_RETURN(
       std::unique_ptr<PlanPredictor> predictor,
-      PlanPredictor::Create(args.device_profile, args.link_gbps, *subject.net,
+      PlanPredictor::Create(args.device_profile, args.link_gbps, net,
                             args.timing == "measure" ? &subject.spec : nullptr, subject.memory));
   predictor->set_map_seconds_per_chunk(args.map_us * 1e-6);
-  if (!args.json) {
+  if (say && !args.json) {
     std::printf("device profile %s\n", DescribeDeviceProfile(predictor->profile()).c_str());
   }
   return predictor;
@@ -445,7 +446,10 @@ struct ModeRun {
   const Args& args;
   const Subject& subject;
   PlanPredictor* predictor;  // null without --device-profile
-  bool single;               // the only mode planned
+  // The same for the plain-layout network of the leaner builds (its step
+  // costs); shares are still of the configured network's roomy run.
+  PlanPredictor* plain_predictor;
+  bool single;  // the only mode planned
   nlohmann::ordered_json* json;
   std::vector<MemoryLog>* logs;
   Timeline* timeline;  // the last prediction's
@@ -498,11 +502,13 @@ struct ModeRun {
     }
     std::unique_ptr<Prediction> prediction;
     if (predictor != nullptr && plan.fits) {
+      PlanPredictor* costs =
+          chosen == subject.plain.get() && plain_predictor != nullptr ? plain_predictor : predictor;
       SPILL_ASSIGN_OR_RETURN(
           Prediction p,
-          predictor->Predict(plan, options,
-                             net.name() + ", batch " + std::to_string(net.batch()) + ", " + mode +
-                                 ", " + predictor->profile().name + " (simulated)"));
+          costs->Predict(plan, options,
+                         net.name() + ", batch " + std::to_string(net.batch()) + ", " + mode +
+                             ", " + predictor->profile().name + " (simulated)"));
       prediction = std::make_unique<Prediction>(std::move(p));
       *timeline = prediction->timeline;
     }
@@ -620,7 +626,13 @@ Status Run(const Args& args) {
         Bytes(state.solver_state).c_str());
   }
   if (!args.json && !args.inference) PrintStochasticDepth(net);
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PlanPredictor> predictor, MakePredictor(args, subject));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PlanPredictor> predictor,
+                         MakePredictor(args, subject, *subject.net, /*say=*/true));
+  std::unique_ptr<PlanPredictor> plain_predictor;
+  if (subject.plain) {
+    SPILL_ASSIGN_OR_RETURN(plain_predictor,
+                           MakePredictor(args, subject, *subject.plain, /*say=*/false));
+  }
   Timeline timeline;
   std::vector<MemoryLog> logs;
   nlohmann::ordered_json json = {{"network", net.name()},
@@ -640,8 +652,8 @@ Status Run(const Args& args) {
                     "plan: one training iteration, planned from shapes (" + args.config + ")",
                     &net.schedule(), net.layer_names()});
   }
-  ModeRun run{args,  subject, predictor.get(), modes.size() == 1,
-              &json, &logs,   &timeline,       page.get()};
+  ModeRun run{args,  subject,   predictor.get(), plain_predictor.get(), modes.size() == 1, &json,
+              &logs, &timeline, page.get()};
   for (const std::string& mode : modes) SPILL_RETURN_IF_ERROR(run.Run(mode));
   if (page) SPILL_RETURN_IF_ERROR(WriteTextFile(args.html, page->Html(), "--html"));
   if (!args.fragmentation_svg.empty()) {
