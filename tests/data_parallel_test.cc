@@ -50,7 +50,9 @@ constexpr int kMpiTimeoutSeconds = 100;  // mpirun --timeout
 constexpr char kMpiTimedOut[] = "time limit for job execution has been reached";
 constexpr double kLossTolerance = 1e-5;  // relative, float32 rounding of a sum split in two
 constexpr double kWeightTolerance = 1e-5;
-constexpr double kEndAfterKillSeconds = 15;  // a killed rank ends the job well within this
+// A killed rank ends the job well within this (mpirun notices at once); far
+// below mpirun's own time limit, which is what a hang would run into.
+constexpr double kEndAfterKillSeconds = 30;
 constexpr int64_t kPoolBlock = 1024;  // device memory is handed out in blocks of this many bytes
 constexpr char kTrain[] = "tools/train";
 constexpr char kPlan[] = "tools/plan";

@@ -40,10 +40,22 @@ StatusOr<std::unique_ptr<Solver>> Solver::Create(const SolverConfig& config) {
   return std::unique_ptr<Solver>(new Solver(config));
 }
 
+int64_t TrainableElements(const Schedule& schedule) {
+  int64_t total = 0;
+  for (const ParameterSlot& parameter : schedule.parameters) {
+    total += schedule.tensors[parameter.param].shape.numel();
+  }
+  return total;
+}
+
+Piece RangeOf(int64_t total, int rank, int ranks) {
+  return {total * rank / ranks, total * (rank + 1) / ranks};
+}
+
 Piece PieceOf(int64_t offset, int64_t numel, int64_t total, int rank, int ranks) {
-  const int64_t from = total * rank / ranks, to = total * (rank + 1) / ranks;
-  const int64_t begin = std::clamp(from - offset, int64_t{0}, numel);
-  const int64_t end = std::clamp(to - offset, int64_t{0}, numel);
+  const Piece range = RangeOf(total, rank, ranks);
+  const int64_t begin = std::clamp(range.begin - offset, int64_t{0}, numel);
+  const int64_t end = std::clamp(range.end - offset, int64_t{0}, numel);
   return {begin, std::max(begin, end)};
 }
 
@@ -58,10 +70,7 @@ void Solver::AddState(Net& net, StateShard shard) {
   slots_.clear();
   shard_ = shard;
   Schedule& schedule = net.mutable_schedule();
-  int64_t total = 0;
-  for (const ParameterSlot& parameter : schedule.parameters) {
-    total += schedule.tensors[parameter.param].shape.numel();
-  }
+  const int64_t total = TrainableElements(schedule);
   int64_t offset = 0;
   for (ParameterSlot& parameter : schedule.parameters) {
     const int layer = parameter.layer;

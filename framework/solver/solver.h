@@ -68,8 +68,12 @@ struct Piece {
   bool empty() const { return end <= begin; }
 };
 
+// The trainable elements of `schedule`: every parameter slot's, in order.
+int64_t TrainableElements(const Schedule& schedule);
+// Rank `rank`'s range of all `total` trainable elements cut into `ranks`.
+Piece RangeOf(int64_t total, int rank, int ranks);
 // Rank `rank`'s piece of the parameter at elements [offset, offset + numel)
-// of all `total` trainable elements cut into `ranks` ranges.
+// of all `total` trainable elements: its range's part of the parameter.
 Piece PieceOf(int64_t offset, int64_t numel, int64_t total, int rank, int ranks);
 
 // Solver state of every parameter, whole, as a checkpoint holds it:

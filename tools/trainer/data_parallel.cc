@@ -152,27 +152,14 @@ Status DataParallel::Synchronize(const Net& net, TensorStore& store, Solver* sol
   return Status::Ok();
 }
 
-namespace {
-
-// All trainable elements, and rank r's range of them.
-int64_t TrainableElements(const Solver& solver) {
-  const auto& slots = solver.slots();
-  return slots.empty() ? 0 : slots.back().offset + slots.back().numel;
-}
-int64_t RangeSize(int64_t total, int r, int ranks) {
-  return total * (r + 1) / ranks - total * r / ranks;
-}
-
-}  // namespace
-
 // All-gather: each rank's updated pieces, packed in slot order, go to every
 // other rank; nothing is added, so every rank ends with the same bits.
 Status DataParallel::GatherParameters(const Net& net, TensorStore& store, const Solver& solver) {
   const int me = rank(), ranks = size();
   const auto& slots = solver.slots();
-  const int64_t total = TrainableElements(solver);
+  const int64_t total = TrainableElements(net.schedule());
   std::vector<std::vector<float>> packed(ranks);  // each rank's range
-  for (int r = 0; r < ranks; ++r) packed[r].resize(RangeSize(total, r, ranks));
+  for (int r = 0; r < ranks; ++r) packed[r].resize(RangeOf(total, r, ranks).size());
   // Where each rank's pieces are in its range, slot by slot.
   std::vector<std::vector<PieceCopy>> copies(ranks);
   std::vector<int64_t> at(ranks, 0);
@@ -251,7 +238,7 @@ Status DataParallel::WritePieces(TensorStore& store, const Solver& solver,
 Status DataParallel::GatherState(const Net& net, TensorStore& store, const Solver& solver,
                                  WholeState* whole) {
   const int me = rank(), ranks = size();
-  const int64_t total = TrainableElements(solver);
+  const int64_t total = TrainableElements(net.schedule());
   const auto& slots = solver.slots();
   const int states = solver.states();
   // This rank's pieces, state by state, in slot order.
@@ -271,7 +258,7 @@ Status DataParallel::GatherState(const Net& net, TensorStore& store, const Solve
     checkpoint_floats_ += static_cast<int64_t>(own.size());
   } else {
     for (int r = 1; r < ranks; ++r) {
-      arrived[r].resize(states * RangeSize(total, r, ranks));
+      arrived[r].resize(states * RangeOf(total, r, ranks).size());
       receives.push_back({r, arrived[r].data(), static_cast<int64_t>(arrived[r].size())});
     }
   }

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "framework/base/clock.h"
-#include "framework/solver/solver.h"
 
 namespace spill {
 
@@ -72,8 +71,7 @@ void GradientReducer::Layout(size_t bucket_bytes, bool per_layer) {
 void GradientReducer::Owners() {
   const Schedule& s = net_.schedule();
   const int ranks = comm_.size();
-  int64_t total = 0;
-  for (const ParameterSlot& p : s.parameters) total += s.tensors[p.param].shape.numel();
+  const int64_t total = TrainableElements(s);
   for (Bucket& bucket : buckets_) {
     bucket.owned.assign(ranks, {});
     bucket.messages.assign(ranks, {});
