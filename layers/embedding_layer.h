@@ -22,6 +22,7 @@ class EmbeddingLayer : public Layer {
   explicit EmbeddingLayer(LayerParams& params);
 
   bool propagates_to(int input) const override { return false; }
+  bool reads_indices(int input) const override { return true; }
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override;
   std::vector<ParamSpec> params() const override;
   BackwardNeeds backward_needs() const override { return {{true}, false}; }

@@ -47,6 +47,7 @@ struct Variant {
   int64_t batch_chunk = kBatchChunkOff;  // images per slice of the batch
   const char* workspace = "pin:im2col_image";
   int stream_buffers = 2;  // slices per staging block of a streamed step
+  Precision precision = Precision::kFp32;  // run.precision
 };
 constexpr Variant kDefault = {"first_fit", "first_fit", "lru", true};
 constexpr Variant kVariants[] = {
@@ -82,6 +83,18 @@ constexpr Variant kVariants[] = {
     // slice rounds differently from the whole batch's).
     {"dnnl", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
      "pin:dnnl"},
+    // Activations and their gradients in bfloat16, converted around each
+    // computation in copies at the front of its workspace: whole batches,
+    // slices (whose copies are a slice's), streamed steps, and parameters
+    // in host memory.
+    {"bf16", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
+     "pin:im2col_image", 2, Precision::kBf16},
+    {"bf16_chunk_2", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, 2,
+     "pin:im2col_image", 2, Precision::kBf16},
+    {"bf16_chunk_auto", "first_fit", "lru", true, kDefaultChunkBytes, "device", false,
+     kBatchChunkAuto, "pin:im2col_image", 2, Precision::kBf16},
+    {"bf16_params_host", "va", "lru", true, 64 * kKiB, "host", true, kBatchChunkOff,
+     "pin:im2col_image", 2, Precision::kBf16},
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
@@ -98,6 +111,7 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.update_on_host = variant.update_on_host;
   run.memory.batch_chunk = variant.batch_chunk;
   run.memory.stream_buffers = variant.stream_buffers;
+  run.precision = variant.precision;
   // GTBM's arenas and stack, and the caching allocator's segments, are
   // checked after every allocation and free (the other allocators'
   // invariants, gtbm_soft's too, after every step: memory_seams_test).
@@ -125,7 +139,8 @@ MemoryOptions Options(const NetSpec& spec, const std::string& mode, bool tight,
                       const Variant& variant = kDefault) {
   testing::SyntheticRun run = SmallRun(mode, variant);
   if (!tight) return run.memory;
-  auto net = testing::BuildTrainingNet(spec, run.batch);
+  auto net = testing::BuildTrainingNet(spec, run.batch, DeviceType::kCpu, run.blocked_layouts,
+                                       run.precision);
   SPILL_CHECK(net.ok());
   auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
   SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
@@ -160,6 +175,7 @@ void ExpectEveryModeBitIdenticalAndPlanned(const NetSpec& spec, const Variant& v
                                            Scope scope = Scope::kNetwork) {
   testing::SyntheticRun reference = SmallRun("baseline");
   reference.memory.workspace = *ParseWorkspacePolicy(variant.workspace);
+  reference.precision = variant.precision;
   auto baseline = testing::TrainSynthetic(spec, reference);
   ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
   for (const char* mode : kModes) {

@@ -80,6 +80,7 @@ StatusOr<Subject> Load(const Args& a) {
   int64_t batch = a.batch ? a.batch : 32;
   int64_t zero = a.zero < 0 ? 0 : a.zero;
   std::string device = "cpu";
+  Precision precision = Precision::kFp32;
   if (root.IsMap() && root["layers"]) {
     SPILL_ASSIGN_OR_RETURN(spec, LoadNetFile(a.config, a.sets));
   } else {
@@ -112,17 +113,22 @@ StatusOr<Subject> Load(const Args& a) {
     s.has_solver = true;
     s.memory = c.memory;
     device = c.run.device;
+    precision = c.run.precision;
   }
   if (!a.device.empty()) device = a.device;
+  if (!a.precision.empty()) {
+    SPILL_ASSIGN_OR_RETURN(precision, ParsePrecision(a.precision, "--precision"));
+  }
   if (batch % a.ranks != 0) {
     return InvalidArgument("--ranks " + std::to_string(a.ranks) + " cannot split the batch, " +
                            std::to_string(batch) + ", evenly; give a multiple of the ranks");
   }
   batch /= a.ranks;  // the global batch: each rank computes its share
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(device));
+  SPILL_RETURN_IF_ERROR(CheckPrecision(precision, type, "precision"));
   MemoryOptions flagged = s.memory;  // the layouts follow the workspace policy given
   SPILL_RETURN_IF_ERROR(a.memory.Apply(&flagged, /*check_read=*/false));
-  const NetOptions net_options = NetOptionsFor(batch, type, flagged.workspace);
+  const NetOptions net_options = NetOptionsFor(batch, type, flagged.workspace, precision);
   SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, net_options));
   s.leaner = LeanerBuilds(*s.net, net_options, flagged.workspace);
   if (HasBlockedLayouts(*s.net) && !s.leaner.empty()) {

@@ -67,7 +67,8 @@ void InstallSignalHandlers() {
 }
 
 struct Args {
-  std::string config, report, resume, init, output, memory_log, trace, device, log, timeline, html;
+  std::string config, report, resume, init, output, memory_log, trace, device, log, timeline, html,
+      precision;
   MemoryFlags memory;  // as given: each overrides the config's memory: section
   double link_gbps = 0;
   bool resume_default = false, no_progress = false, print_default = false, profile = false,
@@ -98,6 +99,11 @@ void Declare(Flags& f, Args* a) {
   f.Float("--link-gbps", &a->link_gbps,
           "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
   f.Device(&a->device, "override run.device");
+  f.String("--precision", &a->precision,
+           "override run.precision: fp32, or bf16 to store activations and their gradients in "
+           "16 bits (parameters and solver state stay float32)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "tf32"}))
+      ->type_name("P");
   f.Int("--zero", &a->zero,
         "override distributed.zero: 0 replicates the solver state on every rank, 1 shards it, "
         "2 also lets gradients leave the device after backward",
@@ -129,6 +135,9 @@ Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (!a.init.empty()) c->run.init = a.init;
   if (!a.device.empty()) c->run.device = a.device;
   if (a.zero >= 0) c->distributed.zero = static_cast<int>(a.zero);
+  if (!a.precision.empty()) {
+    SPILL_ASSIGN_OR_RETURN(c->run.precision, ParsePrecision(a.precision, "--precision"));
+  }
   if (a.epochs > 0) {
     c->run.epochs = a.epochs;
     c->run.steps = 0;
@@ -243,9 +252,12 @@ std::string DataSource(const DataConfig& d) {
 
 void PrintStart(const Communicator& world, const Trainer& trainer, const TrainConfig& c) {
   if (world.rank() != 0) return;
-  std::fprintf(stderr, "training %s on %s (%s), batch %ld, memory %s\n",
+  std::fprintf(stderr, "training %s on %s (%s), batch %ld, memory %s%s\n",
                trainer.net().name().c_str(), c.data.dataset.c_str(), DataSource(c.data).c_str(),
-               c.data.batch, c.memory.Describe().c_str());
+               c.data.batch, c.memory.Describe().c_str(),
+               c.run.precision == Precision::kBf16
+                   ? ", activations and their gradients in bf16 (computed in float32)"
+                   : "");
   if (world.size() > 1) {
     std::fprintf(stderr, "data parallel: %d ranks of batch %ld, gradients via host memory%s%s\n",
                  world.size(), trainer.net().batch(),

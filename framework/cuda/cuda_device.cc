@@ -11,6 +11,7 @@
 
 #include "framework/base/logging.h"
 #include "framework/base/units.h"
+#include "framework/cuda/convert_kernel_cuda.h"
 #include "framework/cuda/cuda_check.h"
 #include "framework/cuda/cuda_versions.h"
 #include "framework/cuda/memcheck_annotations.h"
@@ -401,6 +402,30 @@ void CudaDevice::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind ki
 
 void CudaDevice::MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) {
   SPILL_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, static_cast<CudaQueue&>(queue).stream()));
+}
+
+void CudaDevice::ConvertAsync(void* dst, DType to, const void* src, DType from, int64_t count,
+                              Queue& queue) {
+  if (count <= 0) return;
+  cudaStream_t stream = static_cast<CudaQueue&>(queue).stream();
+  if (from == to) {
+    SPILL_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(count) * DTypeSize(from),
+                                     cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  SPILL_CHECK(from == DType::kF32 || to == DType::kF32)
+      << "no conversion from " << DTypeName(from) << " to " << DTypeName(to)
+      << " (one side must be fp32)";
+  if (to == DType::kBF16) {
+    cuda::FloatToBf16Async(dst, src, count, stream);
+  } else if (to == DType::kF16) {
+    cuda::FloatToHalfAsync(dst, src, count, stream);
+  } else if (from == DType::kBF16) {
+    cuda::Bf16ToFloatAsync(dst, src, count, stream);
+  } else {
+    cuda::HalfToFloatAsync(dst, src, count, stream);
+  }
+  SPILL_CUDA_CHECK_LAUNCH();
 }
 
 namespace {

@@ -89,6 +89,8 @@ class CudaDevice : public Device {
 
   void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) override;
   void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) override;
+  void ConvertAsync(void* dst, DType to, const void* src, DType from, int64_t count,
+                    Queue& queue) override;
   size_t bytes_copied(CopyKind kind) const override { return copied_[static_cast<int>(kind)]; }
 
   cudaStream_t compute_stream() const { return compute_->stream(); }

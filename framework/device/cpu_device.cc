@@ -10,6 +10,7 @@
 #include <map>
 
 #include "framework/base/clock.h"
+#include "framework/device/convert.h"
 
 namespace spill {
 namespace {
@@ -404,6 +405,17 @@ void CpuDevice::MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) {
   CpuWorkerQueue* worker = CopyWorker(queue);
   SPILL_CHECK(worker != nullptr) << "queue does not belong to this device";
   worker->Enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
+}
+
+void CpuDevice::ConvertAsync(void* dst, DType to, const void* src, DType from, int64_t count,
+                             Queue& queue) {
+  if (&queue == &compute_) {
+    Convert(src, from, dst, to, count);
+    return;
+  }
+  CpuWorkerQueue* worker = CopyWorker(queue);
+  SPILL_CHECK(worker != nullptr) << "queue does not belong to this device";
+  worker->Enqueue([dst, to, src, from, count] { Convert(src, from, dst, to, count); });
 }
 
 size_t CpuDevice::bytes_copied(CopyKind kind) const { return copied_[static_cast<int>(kind)]; }

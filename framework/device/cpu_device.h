@@ -125,6 +125,8 @@ class CpuDevice : public Device {
 
   void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) override;
   void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) override;
+  void ConvertAsync(void* dst, DType to, const void* src, DType from, int64_t count,
+                    Queue& queue) override;
   size_t bytes_copied(CopyKind kind) const override;
 
   void set_link_bytes_per_second(double rate) { options_.link_bytes_per_second = rate; }

@@ -25,11 +25,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "framework/base/status.h"
+#include "framework/device/tensor.h"
 
 namespace spill {
 
@@ -150,6 +152,12 @@ class Device {
   virtual void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, Queue& queue) = 0;
   // Sets `bytes` bytes of device memory to `value` on `queue`.
   virtual void MemsetAsync(void* dst, int value, size_t bytes, Queue& queue) = 0;
+  // Converts `count` elements at `src` (type `from`) into `dst` (type `to`),
+  // both in device memory, in `queue`'s order (framework/device/convert.h
+  // says how values round). One of `from`, `to` is kF32, or both are equal
+  // (a copy); the buffers do not overlap.
+  virtual void ConvertAsync(void* dst, DType to, const void* src, DType from, int64_t count,
+                            Queue& queue) = 0;
   // Copies on the compute queue and waits for completion.
   void CopySync(void* dst, const void* src, size_t bytes, CopyKind kind);
   // Runs `task` on the host once everything enqueued on `queue` before it has

@@ -4,6 +4,20 @@ namespace spill {
 
 const char* LayoutName(Layout layout) { return layout == Layout::kBlocked16 ? "nChw16c" : "nchw"; }
 
+size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "fp32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "fp16";
+  }
+  return "?";
+}
+
 std::string Shape::ToString() const {
   return std::to_string(dims[0]) + "x" + std::to_string(dims[1]) + "x" + std::to_string(dims[2]) +
          "x" + std::to_string(dims[3]);

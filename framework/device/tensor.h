@@ -1,5 +1,6 @@
-// Shapes and tensors. Every tensor is float32, in NCHW layout unless the
-// network chose a blocked layout for it (Layout below); fully connected
+// Shapes and tensors. A tensor's elements are float32 unless the run's
+// precision stores activations in 16 bits (DType below), in NCHW layout
+// unless the network chose a blocked layout for it (Layout below); fully connected
 // outputs are N x C x 1 x 1 and labels are N x 1 x 1 x 1 (class indices
 // stored as exact small integers in float).
 //
@@ -33,6 +34,19 @@ enum class Layout { kPlain, kBlocked16 };
 constexpr int64_t kChannelBlock = 16;  // channels per block of kBlocked16
 const char* LayoutName(Layout layout);
 
+// How a tensor's elements are stored. Layers compute on float32; a tensor
+// stored in 16 bits is converted to float32 around the computations that
+// read or write it, unless the layer computes in 16 bits itself
+// (framework/graph/precision.h).
+//   kF32   IEEE binary32
+//   kBF16  bfloat16: the upper half of a binary32 (8-bit exponent, 7-bit
+//          fraction), rounded to nearest even
+//   kF16   IEEE binary16 (5-bit exponent, 10-bit fraction), rounded to
+//          nearest even; beyond 65504 it is infinite
+enum class DType { kF32, kBF16, kF16 };
+size_t DTypeSize(DType dtype);
+const char* DTypeName(DType dtype);  // "fp32", "bf16", "fp16"
+
 struct Shape {
   std::array<int64_t, 4> dims = {0, 0, 0, 0};
 
@@ -59,19 +73,26 @@ class Tensor {
   Tensor() = default;
   Tensor(const Shape& shape, float* data, Layout layout = Layout::kPlain)
       : shape_(shape), data_(data), layout_(layout) {}
+  // A tensor of another element type (its bytes at `data`).
+  Tensor(const Shape& shape, void* data, DType dtype, Layout layout)
+      : shape_(shape), data_(static_cast<float*>(data)), layout_(layout), dtype_(dtype) {}
 
   const Shape& shape() const { return shape_; }
   Layout layout() const { return layout_; }
   bool blocked() const { return layout_ == Layout::kBlocked16; }
+  DType dtype() const { return dtype_; }
+  // The elements as float32: only for a kF32 tensor (raw() reaches any).
   float* data() const { return data_; }
+  void* raw() const { return data_; }
   int64_t numel() const { return shape_.numel(); }
-  size_t bytes() const { return shape_.bytes(); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
   bool valid() const { return data_ != nullptr; }
 
  private:
   Shape shape_;
   float* data_ = nullptr;
   Layout layout_ = Layout::kPlain;
+  DType dtype_ = DType::kF32;
 };
 
 }  // namespace spill

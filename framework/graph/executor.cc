@@ -10,6 +10,7 @@
 #include "framework/base/check.h"
 #include "framework/base/clock.h"
 #include "framework/base/random.h"
+#include "framework/graph/conversions.h"
 
 namespace spill {
 
@@ -96,13 +97,14 @@ Tensor Executor::View(TensorId id) {
   const TensorInfo& info = net_.schedule().tensors[id];
   const Shape& shape = info.shape;
   if (slice_images_ == 0 || !IsTransient(info.kind) || shape.n() != net_.batch()) {
-    return Tensor(shape, store_.computes() ? store_.Data(id) : nullptr, info.layout);
+    return Tensor(shape, store_.computes() ? store_.Data(id) : nullptr, info.dtype, info.layout);
   }
   const Shape slice(slice_images_, shape.c(), shape.h(), shape.w());
-  if (!store_.computes()) return Tensor(slice, nullptr, info.layout);
-  if (float* staged = store_.StagedData(id)) return Tensor(slice, staged, info.layout);
+  if (!store_.computes()) return Tensor(slice, nullptr, info.dtype, info.layout);
+  if (float* staged = store_.StagedData(id)) return Tensor(slice, staged, info.dtype, info.layout);
   // In either layout a slice of the batch is a contiguous part of the tensor.
-  return Tensor(slice, store_.Data(id) + slice_begin_ * shape.sample_size(), info.layout);
+  const size_t offset = slice_begin_ * shape.sample_size() * DTypeSize(info.dtype);
+  return Tensor(slice, reinterpret_cast<char*>(store_.Data(id)) + offset, info.dtype, info.layout);
 }
 
 int64_t Executor::SliceImages() const {
@@ -180,11 +182,15 @@ void Executor::RunForward(int layer, bool recompute) {
 void Executor::ForwardCall(int layer, bool recompute, const BatchSlice& slice) {
   const LayerTensors& lt = net_.schedule().layers[layer];
   ForwardArgs args;
+  Conversions copies(device_, store_.StepWorkspace());
   args.inputs = Views(lt.inputs);
+  copies.Float(&args.inputs, /*read=*/true, /*written=*/false);
   args.outputs = Views(lt.outputs);
+  copies.Float(&args.outputs, /*read=*/false, /*written=*/true);
+  copies.ConvertIn();
   args.params = Views(lt.params);
   args.aux = Views(lt.aux);
-  args.workspace = store_.StepWorkspace();
+  args.workspace = copies.rest();
   args.algorithms = store_.StepAlgorithms();
   args.phase = phase_;
   args.recompute = recompute;
@@ -193,6 +199,7 @@ void Executor::ForwardCall(int layer, bool recompute, const BatchSlice& slice) {
   args.device = device_;
   args.slice = slice;
   net_.layer(layer).Forward(args);
+  copies.WriteBack();
 }
 
 void Executor::Finished(int layer, Pass pass, bool recompute, const Stamp& begin) {
@@ -227,22 +234,32 @@ void Executor::BackwardCall(int layer, const BatchSlice& slice) {
   const LayerTensors& lt = net_.schedule().layers[layer];
   const BackwardNeeds& needs = net_.decl(layer).needs;
   BackwardArgs args;
+  Conversions copies(device_, store_.StepWorkspace());
   for (size_t i = 0; i < lt.inputs.size(); ++i) {
     args.inputs.push_back(needs.inputs[i] ? View(lt.inputs[i]) : Tensor());
   }
+  copies.Float(&args.inputs, /*read=*/true, /*written=*/false);
   for (TensorId out : lt.outputs) args.outputs.push_back(needs.outputs ? View(out) : Tensor());
+  copies.Float(&args.outputs, /*read=*/true, /*written=*/false);
   args.output_grads = Views(lt.output_grads);
+  copies.Float(&args.output_grads, /*read=*/true, /*written=*/false);
   args.input_grads = Views(lt.input_grads);
+  for (size_t i = 0; i < args.input_grads.size(); ++i) {
+    const bool adds = i < lt.accumulate.size() && lt.accumulate[i];
+    args.input_grads[i] = copies.Float(args.input_grads[i], /*read=*/adds, /*written=*/true);
+  }
+  copies.ConvertIn();
   args.accumulate = lt.accumulate;
   args.params = Views(lt.params);
   args.param_grads = Views(lt.param_grads);
   args.aux = Views(lt.aux);
-  args.workspace = store_.StepWorkspace();
+  args.workspace = copies.rest();
   args.algorithms = store_.StepAlgorithms();
   args.device = device_;
   args.slice = slice;
   args.dropped_input = dropped_input_[layer];
   net_.layer(layer).Backward(args);
+  copies.WriteBack();
 }
 
 Status Executor::RunStep(const Step& step) {

@@ -161,6 +161,10 @@ class Layer {
   // the loss, its gradient or the accuracy, and the mean is over the rest.
   virtual int64_t ignored_label() const { return kNoIgnoredLabel; }
   virtual bool is_input() const { return false; }
+  // Whether input `input` holds indices (an embedding's ids): exact numbers
+  // that must not be rounded to 16 bits (framework/graph/precision.h). A
+  // loss's labels always are.
+  virtual bool reads_indices(int input) const { return false; }
   // Input layers: the length of the sequences the next batches carry (the
   // last dimension of `shape`, spill's time axis, N x C x 1 x T), set
   // before the network reshapes again (Net::SetSequenceLength).

@@ -1,5 +1,6 @@
 #include "framework/graph/net.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "framework/graph/layer_registry.h"
@@ -53,7 +54,9 @@ StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions&
   SPILL_RETURN_IF_ERROR(net->CheckLosses());
   net->schedule_ = BuildSchedule(net->decls_, *route);
   net->blocked_layouts_ = options.blocked_layouts;
+  net->precision_ = options.precision;
   net->AssignLayouts(options.blocked_layouts);
+  net->AssignPrecision();
   net->RefreshWorkspaces();
   return net;
 }
@@ -193,6 +196,7 @@ Status Net::Reshape(int64_t length) {
     schedule_.tensors[t].bytes = fresh.tensors[t].bytes;
   }
   AssignLayouts(blocked_layouts_);
+  AssignPrecision();
   RefreshWorkspaces();
   return Status::Ok();
 }
@@ -232,7 +236,87 @@ int Net::Algorithms::NumOps(int layer, Pass pass) const {
 
 std::vector<AlgorithmCandidate> Net::Algorithms::Candidates(int layer, Pass pass, int op,
                                                             int64_t images) const {
-  return net_.layer(layer).algorithm_candidates(pass, op, images);
+  std::vector<AlgorithmCandidate> candidates =
+      net_.layer(layer).algorithm_candidates(pass, op, images);
+  const size_t copies = net_.ConversionBytes(layer, pass, images);
+  for (AlgorithmCandidate& c : candidates) c.workspace += copies;
+  return candidates;
+}
+
+bool Net::ReadsIndices(int layer, int input) const {
+  const Layer& l = *layers_[layer];
+  return l.reads_indices(input) ||
+         (l.wants_labels() && input + 1 == static_cast<int>(decls_[layer].inputs.size()));
+}
+
+void Net::AssignPrecision() {
+  const DType half = ActivationType(precision_);
+  // What a layer reads as indices, and everything that is computed from.
+  std::vector<char> exact(schedule_.tensors.size(), 0);
+  std::vector<TensorId> pending;
+  for (int id = 0; id < num_layers(); ++id) {
+    const std::vector<TensorId>& inputs = schedule_.layers[id].inputs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (ReadsIndices(id, static_cast<int>(i))) pending.push_back(inputs[i]);
+    }
+  }
+  while (!pending.empty()) {
+    const TensorId t = pending.back();
+    pending.pop_back();
+    if (exact[t]) continue;
+    exact[t] = 1;
+    const int producer = schedule_.tensors[t].layer;
+    if (decls_[producer].is_input) continue;
+    for (TensorId in : schedule_.layers[producer].inputs) pending.push_back(in);
+  }
+  for (TensorId t = 0; t < static_cast<TensorId>(schedule_.tensors.size()); ++t) {
+    TensorInfo& info = schedule_.tensors[t];
+    if (info.kind != TensorKind::kActivation) continue;
+    const LayerDecl& producer = decls_[info.layer];
+    info.dtype = exact[t] || producer.is_input || producer.is_loss ? DType::kF32 : half;
+  }
+  for (const LayerTensors& lt : schedule_.layers) {
+    for (size_t k = 0; k < lt.output_grads.size(); ++k) {
+      if (lt.output_grads[k] == kNoTensor) continue;
+      schedule_.tensors[lt.output_grads[k]].dtype = schedule_.tensors[lt.outputs[k]].dtype;
+    }
+  }
+  for (TensorInfo& info : schedule_.tensors) {
+    if (info.kind == TensorKind::kActivation || info.kind == TensorKind::kActivationGrad) {
+      info.bytes = static_cast<size_t>(info.shape.numel()) * DTypeSize(info.dtype);
+    }
+  }
+}
+
+size_t Net::ConversionBytes(int layer, Pass pass, int64_t images) const {
+  if (ActivationType(precision_) == DType::kF32) return 0;
+  const LayerTensors& lt = schedule_.layers[layer];
+  const BackwardNeeds& needs = decls_[layer].needs;
+  std::vector<TensorId> ids;
+  if (pass == Pass::kForward) {
+    ids = lt.inputs;
+    ids.insert(ids.end(), lt.outputs.begin(), lt.outputs.end());
+  } else {
+    for (size_t i = 0; i < lt.inputs.size(); ++i) {
+      if (needs.inputs[i]) ids.push_back(lt.inputs[i]);
+    }
+    if (needs.outputs) ids.insert(ids.end(), lt.outputs.begin(), lt.outputs.end());
+    ids.insert(ids.end(), lt.output_grads.begin(), lt.output_grads.end());
+    ids.insert(ids.end(), lt.input_grads.begin(), lt.input_grads.end());
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  size_t bytes = 0;
+  for (TensorId id : ids) {
+    if (id == kNoTensor || schedule_.tensors[id].dtype == DType::kF32) continue;
+    const TensorInfo& info = schedule_.tensors[id];
+    // The executor cuts batch-major transient tensors to the slice
+    // (Executor::View).
+    const bool sliced =
+        images > 0 && images < batch_ && IsTransient(info.kind) && info.shape.n() == batch_;
+    bytes += ConversionCopyBytes(sliced ? images * info.shape.sample_size() : info.shape.numel());
+  }
+  return bytes;
 }
 
 void Net::AssignLayouts(bool blocked) {
@@ -272,8 +356,10 @@ void Net::RefreshWorkspaces() {
     std::vector<bool> down;
     for (TensorId g : schedule_.layers[id].input_grads) down.push_back(g != kNoTensor);
     layers_[id]->set_propagate_down(down);
-    decls_[id].forward_workspace = layers_[id]->workspace_bytes(Pass::kForward);
-    decls_[id].backward_workspace = layers_[id]->workspace_bytes(Pass::kBackward);
+    decls_[id].forward_workspace =
+        layers_[id]->workspace_bytes(Pass::kForward) + ConversionBytes(id, Pass::kForward, batch_);
+    decls_[id].backward_workspace = layers_[id]->workspace_bytes(Pass::kBackward) +
+                                    ConversionBytes(id, Pass::kBackward, batch_);
     for (const Pass pass : {Pass::kForward, Pass::kBackward}) {
       const bool forward = pass == Pass::kForward;
       Step& step =

@@ -15,6 +15,7 @@
 
 #include "framework/config/net_spec.h"
 #include "framework/graph/layer.h"
+#include "framework/graph/precision.h"
 #include "framework/schedule/network_view.h"
 #include "framework/schedule/schedule.h"
 
@@ -26,6 +27,8 @@ struct NetOptions {
   // Let layers that compute faster in a blocked layout keep activations in
   // it (framework/graph/layouts.h); false: every tensor plain.
   bool blocked_layouts = true;
+  // How activations and their gradients are stored (framework/graph/precision.h).
+  Precision precision = Precision::kFp32;
 };
 
 class Net;
@@ -50,6 +53,13 @@ class Net {
   const LayerSpec& spec(int id) const { return specs_[id]; }
   std::vector<std::string> layer_names() const;
   int FindLayer(const std::string& name) const;  // -1 if absent
+
+  Precision precision() const { return precision_; }
+  // Bytes of the float32 copies of the 16-bit tensors that one computation of
+  // `pass` of `layer` over `images` images (a slice of the batch, or the
+  // batch) reads or writes; they come first in its workspace
+  // (framework/graph/precision.h). 0 in float32.
+  size_t ConversionBytes(int layer, Pass pass, int64_t images) const;
 
   const Schedule& schedule() const { return schedule_; }
   Schedule& mutable_schedule() { return schedule_; }
@@ -86,6 +96,11 @@ class Net {
   Status CheckLosses() const;
   // Chooses the activations' layouts and tells the layers.
   void AssignLayouts(bool blocked);
+  // Sets each activation's and gradient's element type (and bytes) for the
+  // precision.
+  void AssignPrecision();
+  // Whether `layer` reads input `input` as indices (labels, ids).
+  bool ReadsIndices(int layer, int input) const;
   // SetSequenceLength's work, without restoring the length on failure.
   Status Reshape(int64_t length);
   // Workspaces can depend on the layouts and on which input gradients are
@@ -108,6 +123,7 @@ class Net {
   std::string file_;
   int64_t batch_ = 1;
   bool blocked_layouts_ = true;
+  Precision precision_ = Precision::kFp32;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<LayerDecl> decls_;
   std::vector<LayerSpec> specs_;

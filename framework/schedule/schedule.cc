@@ -163,7 +163,7 @@ bool IsTransient(TensorKind kind) {
 }
 
 TensorId Schedule::AddTensor(TensorInfo info) {
-  info.bytes = info.shape.bytes();
+  info.bytes = static_cast<size_t>(info.shape.numel()) * DTypeSize(info.dtype);
   tensors.push_back(std::move(info));
   return static_cast<TensorId>(tensors.size() - 1);
 }

@@ -45,6 +45,7 @@ struct TensorInfo {
   size_t bytes = 0;
   int layer = -1;                  // the layer that owns it
   Layout layout = Layout::kPlain;  // activations and their gradients (framework/graph/layouts.h)
+  DType dtype = DType::kF32;       // activations and their gradients (framework/graph/precision.h)
 };
 
 struct Step {

@@ -61,9 +61,10 @@ void NoteIteration(const MemoryRuntime& runtime, const SyntheticRun& run, TrainT
 }  // namespace
 
 StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
-                                                DeviceType device, bool blocked_layouts) {
+                                                DeviceType device, bool blocked_layouts,
+                                                Precision precision) {
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
-                         Net::Build(spec, {batch, device, blocked_layouts}));
+                         Net::Build(spec, {batch, device, blocked_layouts, precision}));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
   solver->AddState(*net);
   return net;
@@ -95,8 +96,9 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
     SPILL_ASSIGN_OR_RETURN(owned, CreateDevice(run.device, config));
   }
   Device& device = run.use_device != nullptr ? *run.use_device : *owned;
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
-                         Net::Build(spec, {run.batch, device.type(), run.blocked_layouts}));
+  SPILL_ASSIGN_OR_RETURN(
+      std::unique_ptr<Net> net,
+      Net::Build(spec, {run.batch, device.type(), run.blocked_layouts, run.precision}));
   if (run.calibrate) SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
   solver->AddState(*net);

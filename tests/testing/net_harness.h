@@ -53,6 +53,7 @@ struct SyntheticRun {
   double link_bytes_per_second = 0;  // throttle the CPU device's copies
   std::string device = "cpu";        // or "cuda" (--config=cuda builds)
   bool blocked_layouts = true;       // NetOptions::blocked_layouts
+  Precision precision = Precision::kFp32;  // NetOptions::precision
   Device* use_device = nullptr;      // this one instead of a new `device`
   bool inference = false;            // forward passes only (Phase::kEval), no updates
   // Time the device's algorithm candidates first (CalibrateNet), as the
@@ -76,7 +77,8 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
 // the schedule: what a plan of the same run must be made from.
 StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
                                                 DeviceType device = DeviceType::kCpu,
-                                                bool blocked_layouts = true);
+                                                bool blocked_layouts = true,
+                                                Precision precision = Precision::kFp32);
 
 // The memory tests' run: three steps of batch 3 under memory mode `mode`,
 // 64 MiB of device memory and 16 MiB of host memory (page-locked as used

@@ -4,10 +4,12 @@
 
 namespace spill {
 
-NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy& workspace) {
+NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy& workspace,
+                         Precision precision) {
   NetOptions options;
   options.batch = batch;
   options.device = device;
+  options.precision = precision;
   if (device != DeviceType::kCpu) return options;
   if (workspace.kind == WorkspacePolicy::Kind::kPin) {
     const cpu::ConvAlgorithm* pinned = cpu::FindConvAlgorithm(workspace.name);
@@ -16,6 +18,20 @@ NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy
     options.blocked_layouts = false;
   }
   return options;
+}
+
+Status CheckPrecision(Precision precision, DeviceType type, const std::string& what) {
+  if (precision == Precision::kFp16) {
+    return InvalidArgument(what +
+                           ": fp16 needs dynamic loss scaling, which spill does not have yet; "
+                           "bf16 keeps float32's range and needs none");
+  }
+  if (precision == Precision::kTf32) {
+    return InvalidArgument(what + ": tf32 is tensor-core math for convolutions and matrix " +
+                           "products; the " + DeviceTypeName(type) +
+                           " device does not have it in spill yet (use fp32 or bf16)");
+  }
+  return Status::Ok();
 }
 
 bool HasBlockedLayouts(const Net& net) {

@@ -18,7 +18,14 @@ namespace spill {
 // tensor to a plain copy and back, the copies as large as the batch (a
 // streamed step's slices would still reserve them whole). The copies are
 // exact, so a pinned algorithm's results are those of plain layouts.
-NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy& workspace);
+// `precision` says how activations are stored (framework/graph/precision.h).
+NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy& workspace,
+                         Precision precision = Precision::kFp32);
+
+// An error, naming `what` (the setting) and the device, where `precision`
+// cannot run on a device of `type`: tf32 is tensor-core math (CUDA only),
+// and fp16 needs loss scaling, which is not built yet.
+Status CheckPrecision(Precision precision, DeviceType type, const std::string& what);
 
 // Whether any activation of `net` is in a blocked layout.
 bool HasBlockedLayouts(const Net& net);

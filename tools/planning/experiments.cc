@@ -87,6 +87,9 @@ std::string ExperimentOptions::Describe() const {
     text += ", parameters " + memory.params.ToString() + " (updated on " +
             (memory.update_on_host ? "host" : "device") + ")";
   }
+  if (precision != Precision::kFp32) {
+    text += std::string(", activations in ") + PrecisionName(precision);
+  }
   if (ranks > 1) {
     text += ", one of " + std::to_string(ranks) + " data-parallel ranks (zero " +
             std::to_string(zero) + ")";
@@ -126,6 +129,9 @@ void DeclareExperiment(Flags& f, const std::string& default_model, ExperimentOpt
         "with --ranks: 1 shards the solver state over the ranks, 2 also lets each gradient "
         "leave the device after its layer's backward (distributed.zero)",
         0, 2);
+  f.Choice("--precision", &o->precision_name,
+           "fp32, or bf16: activations and their gradients in 16 bits (run.precision)",
+           {"fp32", "bf16", "fp16", "tf32"});
   o->memory_flags.Declare(f, ExperimentMemoryUse());
 }
 
@@ -147,6 +153,9 @@ Status ApplyExperimentMemory(ExperimentOptions* o) {
                            std::to_string(o->ranks) + " trains under mpirun (train --zero)");
   }
   o->memory.gradients_leave = o->zero >= 2;
+  SPILL_ASSIGN_OR_RETURN(o->precision, ParsePrecision(o->precision_name, "--precision"));
+  SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(o->device));
+  SPILL_RETURN_IF_ERROR(CheckPrecision(o->precision, type, "--precision"));
   SPILL_RETURN_IF_ERROR(o->memory.Validate());
   if (o->confirm > 0) SPILL_RETURN_IF_ERROR(CheckAllocatorPlaces(o->memory, "--confirm"));
   return LoadDeviceProfile(o->device_profile, 0).status();
@@ -196,7 +205,7 @@ int ReportConfirmation(const StatusOr<Confirmation>& c, int64_t steps, const std
 namespace {
 
 NetOptions NetOptionsOf(int64_t batch, DeviceType type, const ExperimentOptions& options) {
-  NetOptions net = NetOptionsFor(batch, type, options.memory.workspace);
+  NetOptions net = NetOptionsFor(batch, type, options.memory.workspace, options.precision);
   if (options.plain_layouts) net.blocked_layouts = false;
   return net;
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "framework/config/net_spec.h"
+#include "framework/graph/precision.h"
 #include "memory/memory_options.h"
 #include "memory/planning/planner.h"
 #include "tools/common/memory_flags.h"
@@ -63,6 +64,9 @@ struct ExperimentOptions {
   // gradient only around its layer's backward (distributed.zero).
   int64_t ranks = 1;
   int64_t zero = 0;
+  // How activations and their gradients are stored (--precision).
+  std::string precision_name = "fp32";
+  Precision precision = Precision::kFp32;
   std::string Describe() const;
   // Takes the leaner build `probe` found, for the prediction and the
   // confirmation of its result.

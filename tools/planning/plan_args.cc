@@ -69,6 +69,10 @@ void DeclarePlanFlags(Flags& f, PlanArgs* a) {
         "with --ranks: 0 replicates the solver state, 1 shards it, 2 also lets each gradient "
         "leave the device after its layer's backward",
         0, 2);
+  f.Choice("--precision", &a->precision,
+           "fp32, or bf16: activations and their gradients in 16 bits (default: the config's "
+           "run.precision, or fp32)",
+           {"fp32", "bf16", "fp16", "tf32"});
   f.Set(&a->sets);
   f.Device(&a->device,
            "whose layers to plan; cuda: cuDNN's algorithms and workspaces, --config=cuda builds "

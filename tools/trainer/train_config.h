@@ -52,6 +52,7 @@
 //     eval_every: 0        # steps between evaluations; 0 = every epoch
 //     checkpoint_every: 0  # steps between checkpoints; 0 = every epoch
 //     seed: 1
+//     precision: fp32      # fp32 | bf16 (activations in 16 bits) | tf32 (cuda)
 //     output: runs/resnet18_cifar
 //   distributed:           # only when mpirun starts several ranks
 //     bucket: 4MiB         # gradients fused per allreduce
@@ -73,6 +74,7 @@
 #include "data/dataset.h"
 #include "data/pair_dataset.h"
 #include "framework/config/net_spec.h"
+#include "framework/graph/precision.h"
 #include "framework/solver/lr_schedule.h"
 #include "framework/solver/solver.h"
 #include "memory/memory_options.h"
@@ -114,6 +116,8 @@ struct RunConfig {
   int64_t eval_every = 0;
   int64_t checkpoint_every = 0;
   uint64_t seed = 1;
+  // How activations and their gradients are stored (framework/graph/precision.h).
+  Precision precision = Precision::kFp32;
   std::string output;
   // Fine-tuning: start from the parameters of this checkpoint that match the
   // network by name and shape ("" = a fresh initialization only). A resumed

@@ -254,6 +254,7 @@ Status Trainer::Setup() {
   device_config.ordinal = config_.run.gpu;
   device_config.link_bytes_per_second = options_.link_gbps * 1e9;
   SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
+  SPILL_RETURN_IF_ERROR(CheckPrecision(config_.run.precision, device_->type(), "run.precision"));
   cpu::SetConvTiming(
       {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
        config_.timing.cache});
@@ -262,7 +263,7 @@ Status Trainer::Setup() {
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
   SPILL_ASSIGN_OR_RETURN(const int64_t rank_batch, DataParallel::RankBatch(config_));
   const NetOptions net_options =
-      NetOptionsFor(rank_batch, device_->type(), config_.memory.workspace);
+      NetOptionsFor(rank_batch, device_->type(), config_.memory.workspace, config_.run.precision);
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
   SPILL_RETURN_IF_ERROR(BuildNet(spec, net_options));
   if (Communicator::World().size() > 1) {  // before any collective
