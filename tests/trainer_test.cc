@@ -74,7 +74,13 @@ class TrainerTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   TrainConfig Config(const std::string& extra_run = "") {
-    std::string text = R"(
+    auto config = ParseTrainConfig(ConfigText(extra_run), "test_config.yaml", dir_.string());
+    SPILL_CHECK(config.ok()) << config.status().ToString();
+    return *config;
+  }
+
+  std::string ConfigText(const std::string& extra_run = "") {
+    return R"(
 model:
   layers:
     - {name: data, type: input, shape: [1, 28, 28]}
@@ -87,15 +93,12 @@ model:
     - {name: out, type: fully_connected, outputs: 10}
     - {name: loss, type: softmax_loss}
 data: {dataset: fashion_mnist, path: )" +
-                       (dir_ / "data").string() + R"(, batch: 32, workers: 2,
+           (dir_ / "data").string() + R"(, batch: 32, workers: 2,
        augment: {crop: 28, pad: 2, random_crop: true}}
 solver: {type: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 1e-4,
          schedule: {type: cosine, warmup: 3, unit: step}}
 run: {epochs: 3, seed: 5, output: )" +
-                       (dir_ / "run").string() + extra_run + "}\n";
-    auto config = ParseTrainConfig(text, "test_config.yaml", dir_.string());
-    SPILL_CHECK(config.ok()) << config.status().ToString();
-    return *config;
+           (dir_ / "run").string() + extra_run + "}\n";
   }
 
   static TrainOptions Quiet() {
@@ -261,6 +264,72 @@ TEST_F(TrainerTest, ResumingGivesTheLossesOfAnUninterruptedRun) {
   ASSERT_EQ(pieced.size(), uninterrupted.size());
   for (size_t i = 0; i < pieced.size(); ++i)
     EXPECT_EQ(pieced[i], uninterrupted[i]) << "step " << i + 1;
+}
+
+// bf16: activations and their gradients in 16 bits train to about the
+// float32 run's accuracy on the same schedule, resume bit-exactly, and a
+// checkpoint resumes only in the precision it was trained in.
+TEST_F(TrainerTest, Bf16TrainsLikeFloat32ResumesExactlyAndKeepsItsPrecision) {
+  auto train = [&](const std::string& run_extra, int64_t max_steps, const std::string& resume) {
+    TrainOptions options = Quiet();
+    options.max_steps = max_steps;
+    options.resume = resume;
+    options.overwrite = resume.empty();
+    return Trainer::Create(Config(run_extra), options);
+  };
+  TrainReport fp32, bf16;
+  {
+    auto trainer = train("", 0, "");
+    ASSERT_TRUE(trainer.ok() && (*trainer)->Run().ok());
+    fp32 = (*trainer)->report();
+  }
+  {
+    auto trainer = train(", precision: bf16", 0, "");
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    ASSERT_TRUE((*trainer)->Run().ok());
+    bf16 = (*trainer)->report();
+  }
+  ASSERT_EQ(bf16.losses.size(), fp32.losses.size());
+  EXPECT_NE(bf16.losses.back(), fp32.losses.back());  // it did round
+  EXPECT_NEAR(bf16.test_accuracy, fp32.test_accuracy, 0.05);
+  EXPECT_GT(bf16.test_accuracy, 0.6);
+
+  // Stopped at step 13 and resumed: the uninterrupted bf16 run's losses.
+  std::vector<double> pieced;
+  {
+    auto trainer = train(", precision: bf16, checkpoint_every: 13", 13, "");
+    ASSERT_TRUE(trainer.ok() && (*trainer)->Run().ok());
+    pieced = (*trainer)->report().losses;
+  }
+  const std::string checkpoint = (dir_ / "run" / "checkpoint.npz").string();
+  {
+    auto trainer = train(", precision: bf16", 0, checkpoint);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    ASSERT_TRUE((*trainer)->Run().ok());
+    for (double loss : (*trainer)->report().losses) pieced.push_back(loss);
+  }
+  ASSERT_EQ(pieced.size(), bf16.losses.size());
+  for (size_t i = 0; i < pieced.size(); ++i) EXPECT_EQ(pieced[i], bf16.losses[i]) << i + 1;
+
+  auto other = train("", 0, checkpoint);
+  ASSERT_FALSE(other.ok());
+  EXPECT_THAT(other.status().message(), HasSubstr("was trained in bf16 (meta/precision)"));
+  EXPECT_THAT(other.status().message(), HasSubstr("this run is fp32"));
+}
+
+// Precisions spill cannot run yet are refused by name.
+TEST_F(TrainerTest, Fp16AndTf32AreRefusedWithTheReason) {
+  auto fp16 = Trainer::Create(Config(", precision: fp16"), Quiet());
+  ASSERT_FALSE(fp16.ok());
+  EXPECT_THAT(fp16.status().message(), HasSubstr("run.precision: fp16 needs dynamic loss scaling"));
+  auto tf32 = Trainer::Create(Config(", precision: tf32"), Quiet());
+  ASSERT_FALSE(tf32.ok());
+  EXPECT_THAT(tf32.status().message(), HasSubstr("run.precision: tf32"));
+  EXPECT_THAT(tf32.status().message(), HasSubstr("the cpu device"));
+  auto bad = ParseTrainConfig(ConfigText(", precision: fp8"), "bad.yaml", dir_.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().ToString(), HasSubstr("run.precision"));
+  EXPECT_THAT(bad.status().ToString(), HasSubstr("fp32, bf16, fp16, tf32"));
 }
 
 // Parameters, gradients and solver state in host memory, updated there as

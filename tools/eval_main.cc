@@ -22,7 +22,7 @@ namespace spill {
 namespace {
 
 struct Args {
-  std::string config, checkpoint, device, html;
+  std::string config, checkpoint, device, html, precision;
   MemoryFlags memory;  // as given: each overrides the config's memory: section
   bool json = false;
 };
@@ -32,6 +32,10 @@ void Declare(Flags& f, Args* a) {
       ->required();
   f.InputFile("--checkpoint", &a->checkpoint, "checkpoint (.npz) written by train")->required();
   f.Device(&a->device, "override run.device");
+  f.Choice("--precision", &a->precision,
+           "override run.precision: fp32, or bf16 (activations in 16 bits; the weights are "
+           "float32 either way)",
+           {"fp32", "bf16", "fp16", "tf32"});
   f.Flag("--json", &a->json, "print the figures as one JSON object");
   f.OutputFile("--html", &a->html,
                "write the memory page of the last test batch: one self-contained HTML file with "
@@ -43,6 +47,9 @@ void Declare(Flags& f, Args* a) {
 
 Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (!a.device.empty()) c->run.device = a.device;
+  if (!a.precision.empty()) {
+    SPILL_ASSIGN_OR_RETURN(c->run.precision, ParsePrecision(a.precision, "--precision"));
+  }
   SPILL_RETURN_IF_ERROR(a.memory.Apply(&c->memory));
   if (!a.html.empty()) c->memory.record_events = true;
   return c->memory.Validate();

@@ -613,9 +613,10 @@ Status Run(const Args& args) {
   if (!mode.empty()) modes = {mode};
   if (!args.json) {
     const Shape in = net.input_shape();
-    std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s%s\n",
+    std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s%s%s\n",
                 net.name().c_str(), args.config.c_str(), net.batch(), in.c(), in.h(), in.w(),
                 net.num_layers(), net.schedule().steps.size(),
+                net.precision() == Precision::kFp32 ? "" : ", activations in bf16",
                 subject.has_solver ? ", with solver state" : "",
                 args.inference ? "; inference: the forward steps alone" : "");
   }
@@ -643,6 +644,7 @@ Status Run(const Args& args) {
   std::vector<MemoryLog> logs;
   nlohmann::ordered_json json = {{"network", net.name()},
                                  {"batch", net.batch()},
+                                 {"precision", PrecisionName(net.precision())},
                                  {"ranks", args.ranks},
                                  {"zero", subject.zero},
                                  {"model_state_bytes",

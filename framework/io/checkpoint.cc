@@ -129,6 +129,7 @@ class CheckpointCheck {
   }
 
   const std::vector<Restore>& restores() const { return restores_; }
+  const NpzArchive& archive() const { return archive_; }
 
  private:
   const NpzArchive& archive_;
@@ -150,6 +151,22 @@ Status CheckParams(CheckpointCheck& check, const Net& net) {
   return Status::Ok();
 }
 
+// A run resumes in the precision it was saved in: its parameters are the
+// float32 master weights either way, but the activations it trained on were
+// rounded differently, so continuing in another precision is a different
+// run (start one from these weights with --init). Checkpoints from before
+// precisions were recorded are float32.
+Status CheckPrecision(const NpzArchive& archive, const Net& net, const std::string& path) {
+  auto it = archive.find("meta/precision");
+  const std::string saved = it == archive.end() ? "fp32" : it->second.text();
+  const std::string running = PrecisionName(net.precision());
+  if (saved == running) return Status::Ok();
+  return InvalidArgument("checkpoint '" + path + "' was trained in " + saved +
+                         " (meta/precision); this run is " + running +
+                         ": resume it with run.precision (or --precision) " + saved +
+                         ", or start a new run from its weights with --init");
+}
+
 // Every check of the header's comment; fills `position` and `check`.
 Status CheckAll(CheckpointCheck& check, const Net& net, const Solver* solver,
                 const std::string& path, TrainingPosition* position) {
@@ -169,6 +186,7 @@ Status CheckAll(CheckpointCheck& check, const Net& net, const Solver* solver,
             check.Tensor(key, slot.param, sharded ? kNoTensor : slot.state[k], true));
       }
     }
+    SPILL_RETURN_IF_ERROR(CheckPrecision(check.archive(), net, path));
     SPILL_RETURN_IF_ERROR(check.Counter("meta/solver_steps", &position->solver_steps));
     if (position->solver_steps > position->step) {
       return InvalidArgument("checkpoint '" + path + "': meta/solver_steps (" +
@@ -252,6 +270,7 @@ StatusOr<NpzArchive> CheckpointArchive(const Net& net, TensorStore& store, const
   archive["meta/solver_steps"] = NpyArray::Int64(position.solver_steps);
   archive["meta/config"] = NpyArray::Text(config_text);
   archive["meta/network"] = NpyArray::Text(net.name());
+  archive["meta/precision"] = NpyArray::Text(PrecisionName(net.precision()));
   return archive;
 }
 

@@ -8,6 +8,8 @@
 //   meta/batch          int64: index of the next batch in that epoch
 //   meta/solver_steps   int64: Adam's step count
 //   meta/config         uint8: the training configuration text
+//   meta/precision      uint8: the run's precision (fp32, bf16); a resumed run
+//                       must be in the same one
 //
 // From Python: w = numpy.load("checkpoint.npz")["params/conv1/weight"].
 //

@@ -191,6 +191,7 @@ Status Inference::Setup(const std::string& checkpoint, bool needs_data) {
   DeviceConfig device_config;
   device_config.ordinal = config_.run.gpu;
   SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
+  SPILL_RETURN_IF_ERROR(CheckPrecision(config_.run.precision, device_->type(), "run.precision"));
   cpu::SetConvTiming(
       {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
        config_.timing.cache});
@@ -203,8 +204,9 @@ Status Inference::Setup(const std::string& checkpoint, bool needs_data) {
     test_data_.reset();
   }
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
-  SPILL_ASSIGN_OR_RETURN(net_, Net::Build(spec, NetOptionsFor(config_.data.batch, device_->type(),
-                                                              config_.memory.workspace)));
+  SPILL_ASSIGN_OR_RETURN(
+      net_, Net::Build(spec, NetOptionsFor(config_.data.batch, device_->type(),
+                                           config_.memory.workspace, config_.run.precision)));
   SPILL_RETURN_IF_ERROR(CalibrateNet(*net_, *device_));
   SPILL_RETURN_IF_ERROR(CheckPinnedAlgorithm(*net_, config_.memory.workspace)
                             .WithContext(config_.file + ": memory.workspace"));
