@@ -46,7 +46,7 @@ struct Variant {
   bool update_on_host = false;
   int64_t batch_chunk = kBatchChunkOff;  // images per slice of the batch
   const char* workspace = "pin:im2col_image";
-  int stream_buffers = 2;  // slices per staging block of a streamed step
+  int stream_buffers = 2;                  // slices per staging block of a streamed step
   Precision precision = Precision::kFp32;  // run.precision
 };
 constexpr Variant kDefault = {"first_fit", "first_fit", "lru", true};

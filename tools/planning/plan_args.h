@@ -22,9 +22,9 @@ struct PlanArgs {
   double link_gbps = 0, map_us = 0;
   bool size_pool = false;
   size_t beta = kDefaultBeta;
-  int64_t batch = 0;  // 0: the config's, or 32 for a network file
-  int64_t ranks = 1;  // data-parallel processes: plan one's share of the batch
-  int64_t zero = -1;  // -1: the config's distributed.zero
+  int64_t batch = 0;      // 0: the config's, or 32 for a network file
+  int64_t ranks = 1;      // data-parallel processes: plan one's share of the batch
+  int64_t zero = -1;      // -1: the config's distributed.zero
   std::string precision;  // empty: the config's run.precision
   bool minimum = false, steps = false, json = false;
   bool inference = false;  // plan the forward pass alone
