@@ -15,11 +15,12 @@ namespace {
 size_t StepWorkspace(const NetworkView& view, const Step& step, const WorkspacePolicy& policy,
                      std::string* choice, std::vector<int>* indices) {
   const int ops = view.algorithms ? view.algorithms->NumOps(step.layer, step.pass) : 0;
-  if (ops == 0) return step.workspace_bytes;
+  const int64_t images = view.StepImages(step.layer, step.pass);
+  if (ops == 0) return view.FixedWorkspace(step, images);
   size_t bytes = 0;
   for (int op = 0; op < ops; ++op) {
     const std::vector<AlgorithmCandidate> candidates =
-        view.algorithms->Candidates(step.layer, step.pass, op, view.batch);
+        view.algorithms->Candidates(step.layer, step.pass, op, images);
     const AlgorithmSelection s = SelectAlgorithm(candidates, kUnlimitedBudget, policy);
     indices->push_back(s.index);
     if (s.index < 0) continue;

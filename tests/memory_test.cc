@@ -48,6 +48,9 @@ struct Variant {
   const char* workspace = "pin:im2col_image";
   int stream_buffers = 2;                  // slices per staging block of a streamed step
   Precision precision = Precision::kFp32;  // run.precision
+  // In 16 bits: every step that can is computed in slices to keep its
+  // float32 copies small (NetOptions::slice_copies_from 0), or none is.
+  bool slice_copies = true;
 };
 constexpr Variant kDefault = {"first_fit", "first_fit", "lru", true};
 constexpr Variant kVariants[] = {
@@ -89,6 +92,8 @@ constexpr Variant kVariants[] = {
     // in host memory.
     {"bf16", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
      "pin:im2col_image", 2, Precision::kBf16},
+    {"bf16_whole_steps", "best_fit", "lru", true, kDefaultChunkBytes, "device", false,
+     kBatchChunkOff, "pin:im2col_image", 2, Precision::kBf16, false},
     {"bf16_chunk_2", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, 2,
      "pin:im2col_image", 2, Precision::kBf16},
     {"bf16_chunk_auto", "first_fit", "lru", true, kDefaultChunkBytes, "device", false,
@@ -112,6 +117,7 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.batch_chunk = variant.batch_chunk;
   run.memory.stream_buffers = variant.stream_buffers;
   run.precision = variant.precision;
+  run.slice_copies_from = variant.slice_copies ? 0 : SIZE_MAX;
   // GTBM's arenas and stack, and the caching allocator's segments, are
   // checked after every allocation and free (the other allocators'
   // invariants, gtbm_soft's too, after every step: memory_seams_test).
@@ -139,8 +145,7 @@ MemoryOptions Options(const NetSpec& spec, const std::string& mode, bool tight,
                       const Variant& variant = kDefault) {
   testing::SyntheticRun run = SmallRun(mode, variant);
   if (!tight) return run.memory;
-  auto net = testing::BuildTrainingNet(spec, run.batch, DeviceType::kCpu, run.blocked_layouts,
-                                       run.precision);
+  auto net = testing::BuildTrainingNet(spec, testing::NetOptionsOf(run, DeviceType::kCpu));
   SPILL_CHECK(net.ok());
   auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
   SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
@@ -176,6 +181,7 @@ void ExpectEveryModeBitIdenticalAndPlanned(const NetSpec& spec, const Variant& v
   testing::SyntheticRun reference = SmallRun("baseline");
   reference.memory.workspace = *ParseWorkspacePolicy(variant.workspace);
   reference.precision = variant.precision;
+  reference.slice_copies_from = SmallRun("baseline", variant).slice_copies_from;
   auto baseline = testing::TrainSynthetic(spec, reference);
   ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
   for (const char* mode : kModes) {

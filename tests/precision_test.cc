@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "framework/base/random.h"
+#include "framework/device/convert.h"
 #include "framework/graph/net.h"
 #include "memory/memory_options.h"
 #include "memory/planning/planner.h"
@@ -114,6 +116,98 @@ TEST(PrecisionTest, LivenessPlansLessMemoryInBf16) {
   auto b = Plan(bf16->view(), options);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_LT(b->peak, a->peak * 3 / 4) << a->peak << " vs " << b->peak;
+}
+
+// Large steps run in slices of the batch, so that their float32 copies are
+// an eighth of the whole batch's; small ones, and layers that take 16-bit
+// tensors as they are (ReLU, addition: no copies at all), run whole.
+TEST(PrecisionTest, LargeStepsComputeInSlicesAndNativeLayersNeedNoCopies) {
+  NetOptions options;
+  options.batch = 64;
+  options.blocked_layouts = false;
+  options.precision = Precision::kBf16;
+  options.slice_copies_from = 16 * kKiB;
+  auto net = testing::BuildTrainingNet(testing::MustParse(testing::kResNet), options);
+  ASSERT_TRUE(net.ok());
+  int sliced = 0, native = 0;
+  for (const Step& step : (*net)->schedule().steps) {
+    if (!step.active) continue;
+    const Layer& layer = (*net)->layer(step.layer);
+    const size_t whole = (*net)->ConversionBytes(step.layer, step.pass, 64);
+    const int64_t slice = (*net)->ConversionSlice(step.layer, step.pass);
+    if (layer.type() == "relu" || layer.type() == "add") {
+      EXPECT_EQ(whole, 0u) << layer.name();
+      EXPECT_EQ(slice, 0) << layer.name();
+      ++native;
+      continue;
+    }
+    EXPECT_EQ(slice, whole >= options.slice_copies_from ? 8 : 0) << layer.name();
+    sliced += slice > 0;
+  }
+  EXPECT_GT(sliced, 4);
+  EXPECT_GT(native, 4);
+}
+
+// Layers that take 16-bit tensors as they are compute the bits the float32
+// copies would give: the same layer, handed float32 tensors and their
+// values rounded afterwards, agrees bit for bit.
+TEST(PrecisionTest, NativeLayersGiveTheBitsOfFloat32Copies) {
+  const auto net = Build(testing::kResNet, Precision::kBf16, 2);
+  for (const char* type : {"relu", "add"}) {
+    int id = 0;
+    while (net->layer(id).type() != type) ++id;
+    const Layer& layer = net->layer(id);
+    const LayerTensors& lt = net->schedule().layers[id];
+    const Shape shape = net->schedule().tensors[lt.outputs[0]].shape;
+    const int64_t n = shape.numel();
+    // Inputs and the gradient added into, as bf16 and widened.
+    const size_t inputs = lt.inputs.size();
+    std::vector<std::vector<uint16_t>> half(inputs + 2, std::vector<uint16_t>(n));
+    std::vector<std::vector<float>> wide(inputs + 2, std::vector<float>(n));
+    for (size_t k = 0; k < half.size(); ++k) {
+      for (int64_t i = 0; i < n; ++i) {
+        half[k][i] = FloatToBf16Bits(4 * UniformAt(k + 7, i) - 2);
+        wide[k][i] = Bf16BitsToFloat(half[k][i]);
+      }
+    }
+    auto bf16 = [&](std::vector<uint16_t>& v) {
+      return Tensor(shape, v.data(), DType::kBF16, Layout::kPlain);
+    };
+    auto f32 = [&](std::vector<float>& v) { return Tensor(shape, v.data()); };
+    std::vector<uint16_t> y16(n), dx16 = half[inputs + 1];
+    std::vector<float> y32(n), dx32 = wide[inputs + 1];
+    ForwardArgs forward16, forward32;
+    for (size_t k = 0; k < inputs; ++k) {
+      forward16.inputs.push_back(bf16(half[k]));
+      forward32.inputs.push_back(f32(wide[k]));
+    }
+    forward16.outputs = {bf16(y16)};
+    forward32.outputs = {f32(y32)};
+    layer.Forward(forward16);
+    layer.Forward(forward32);
+    BackwardArgs backward16, backward32;
+    backward16.inputs = forward16.inputs;
+    backward32.inputs = forward32.inputs;
+    backward16.outputs = forward16.outputs;
+    backward32.outputs = forward32.outputs;
+    backward16.output_grads = {bf16(half[inputs])};
+    backward32.output_grads = {f32(wide[inputs])};
+    backward16.input_grads = {bf16(dx16)};
+    backward32.input_grads = {f32(dx32)};
+    backward16.accumulate = backward32.accumulate = {true};
+    for (size_t k = 1; k < inputs; ++k) {  // the other inputs' gradients: none wanted
+      backward16.input_grads.push_back(Tensor());
+      backward32.input_grads.push_back(Tensor());
+      backward16.accumulate.push_back(false);
+      backward32.accumulate.push_back(false);
+    }
+    layer.Backward(backward16);
+    layer.Backward(backward32);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(y16[i], FloatToBf16Bits(y32[i])) << type << " forward " << i;
+      ASSERT_EQ(dx16[i], FloatToBf16Bits(dx32[i])) << type << " backward " << i;
+    }
+  }
 }
 
 TEST(PrecisionTest, NamesParseAndBadOnesAreListed) {

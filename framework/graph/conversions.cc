@@ -6,7 +6,7 @@
 namespace spill {
 
 Tensor Conversions::Float(const Tensor& t, bool read, bool written) {
-  if (!t.valid() || t.dtype() == DType::kF32) return t;
+  if (!active_ || !t.valid() || t.dtype() == DType::kF32) return t;
   for (Copy& c : copies_) {
     if (c.half.raw() == t.raw()) {
       c.read |= read;

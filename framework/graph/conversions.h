@@ -16,8 +16,10 @@ namespace spill {
 
 class Conversions {
  public:
-  Conversions(Device* device, const Workspace& workspace)
-      : device_(device), workspace_(workspace) {}
+  // `active` false: the layer takes 16-bit tensors as they are
+  // (Layer::computes_16_bit), and every view passes through.
+  Conversions(Device* device, const Workspace& workspace, bool active = true)
+      : device_(device), workspace_(workspace), active_(active) {}
 
   // `t` as float32: `t` itself when it is float32 (or empty), else its copy.
   // `read`: the layer reads its values; `written`: it writes them (both, for
@@ -40,6 +42,7 @@ class Conversions {
   };
   Device* device_;
   Workspace workspace_;
+  bool active_;
   size_t used_ = 0;
   std::vector<Copy> copies_;
 };

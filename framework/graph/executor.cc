@@ -107,15 +107,18 @@ Tensor Executor::View(TensorId id) {
   return Tensor(slice, reinterpret_cast<char*>(store_.Data(id)) + offset, info.dtype, info.layout);
 }
 
-int64_t Executor::SliceImages() const {
+int64_t Executor::SliceImages(int layer, Pass pass) const {
   const int64_t streamed = store_.StreamImages();
   if (streamed > 0) return streamed;
-  const int64_t chunk = store_.BatchChunk();
-  return chunk > 0 && chunk < net_.batch() ? chunk : 0;
+  int64_t chunk = store_.BatchChunk();
+  chunk = chunk > 0 && chunk < net_.batch() ? chunk : 0;
+  const int64_t copies = net_.ConversionSlice(layer, pass);  // the plan's (StepImages)
+  return chunk > 0 && copies > 0 ? std::min(chunk, copies) : std::max(chunk, copies);
 }
 
 Status Executor::CheckSlices() const {
-  if (SliceImages() == 0) return Status::Ok();
+  const int64_t chunk = store_.BatchChunk();
+  if (store_.StreamImages() == 0 && (chunk == 0 || chunk >= net_.batch())) return Status::Ok();
   for (int id : net_.schedule().route) {
     const Layer& layer = net_.layer(id);
     if (!layer.supports_slices()) {
@@ -129,7 +132,7 @@ Status Executor::CheckSlices() const {
 
 template <typename Call>
 void Executor::OverSlices(int layer, Pass pass, Call call) {
-  const int64_t chunk = SliceImages(), batch = net_.batch();
+  const int64_t chunk = SliceImages(layer, pass), batch = net_.batch();
   const bool streamed = store_.StreamImages() > 0;
   if (chunk == 0) {
     BatchSlice whole;
@@ -182,7 +185,8 @@ void Executor::RunForward(int layer, bool recompute) {
 void Executor::ForwardCall(int layer, bool recompute, const BatchSlice& slice) {
   const LayerTensors& lt = net_.schedule().layers[layer];
   ForwardArgs args;
-  Conversions copies(device_, store_.StepWorkspace());
+  Conversions copies(device_, store_.StepWorkspace(),
+                     !net_.layer(layer).computes_16_bit(Pass::kForward));
   args.inputs = Views(lt.inputs);
   copies.Float(&args.inputs, /*read=*/true, /*written=*/false);
   args.outputs = Views(lt.outputs);
@@ -234,7 +238,8 @@ void Executor::BackwardCall(int layer, const BatchSlice& slice) {
   const LayerTensors& lt = net_.schedule().layers[layer];
   const BackwardNeeds& needs = net_.decl(layer).needs;
   BackwardArgs args;
-  Conversions copies(device_, store_.StepWorkspace());
+  Conversions copies(device_, store_.StepWorkspace(),
+                     !net_.layer(layer).computes_16_bit(Pass::kBackward));
   for (size_t i = 0; i < lt.inputs.size(); ++i) {
     args.inputs.push_back(needs.inputs[i] ? View(lt.inputs[i]) : Tensor());
   }

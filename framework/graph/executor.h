@@ -124,12 +124,13 @@ class Executor : public StepRunner {
   void RunBackward(int layer);
   void ForwardCall(int layer, bool recompute, const BatchSlice& slice);
   void BackwardCall(int layer, const BatchSlice& slice);
-  // Images per slice for this layer's computations; 0: the whole batch.
-  int64_t SliceImages() const;
+  // Images per slice for `pass` of `layer`; 0: the whole batch.
+  int64_t SliceImages(int layer, Pass pass) const;
   // Runs `call` over every sweep and slice the layer needs in `pass`.
   template <typename Call>
   void OverSlices(int layer, Pass pass, Call call);
-  // An error when slices are asked for and a layer cannot compute them.
+  // An error when slices are asked for (memory.chunk) and a layer cannot
+  // compute them.
   Status CheckSlices() const;
   Tensor View(TensorId id);
   std::vector<Tensor> Views(const std::vector<TensorId>& ids);

@@ -215,6 +215,12 @@ class Layer {
   virtual LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                          const std::vector<Shape>& outputs) const;
 
+  // Whether this implementation's `pass` takes activations and their
+  // gradients stored in 16 bits as they are (Tensor::dtype), converting as
+  // it computes; otherwise the executor hands it float32 copies
+  // (framework/graph/precision.h).
+  virtual bool computes_16_bit(Pass pass) const { return false; }
+
   // Batch slicing (`memory.chunk`, see BatchSlice): the sweeps a pass makes
   // over the slices, the doubles it carries between them, and whether this
   // implementation computes slices at all (every CPU layer does).

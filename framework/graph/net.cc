@@ -55,6 +55,7 @@ StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions&
   net->schedule_ = BuildSchedule(net->decls_, *route);
   net->blocked_layouts_ = options.blocked_layouts;
   net->precision_ = options.precision;
+  net->slice_copies_from_ = options.slice_copies_from;
   net->AssignLayouts(options.blocked_layouts);
   net->AssignPrecision();
   net->RefreshWorkspaces();
@@ -243,6 +244,18 @@ std::vector<AlgorithmCandidate> Net::Algorithms::Candidates(int layer, Pass pass
   return candidates;
 }
 
+size_t Net::Algorithms::FixedWorkspace(int layer, Pass pass, int64_t images, size_t whole) const {
+  return whole - net_.ConversionBytes(layer, pass, net_.batch()) +
+         net_.ConversionBytes(layer, pass, images);
+}
+
+int64_t Net::ConversionSlice(int layer, Pass pass) const {
+  if (!layers_[layer]->supports_slices()) return 0;
+  if (ConversionBytes(layer, pass, batch_) < slice_copies_from_) return 0;
+  const int64_t images = (batch_ + kConversionSlices - 1) / kConversionSlices;
+  return images < batch_ ? images : 0;
+}
+
 bool Net::ReadsIndices(int layer, int input) const {
   const Layer& l = *layers_[layer];
   return l.reads_indices(input) ||
@@ -290,6 +303,7 @@ void Net::AssignPrecision() {
 
 size_t Net::ConversionBytes(int layer, Pass pass, int64_t images) const {
   if (ActivationType(precision_) == DType::kF32) return 0;
+  if (layers_[layer]->computes_16_bit(pass)) return 0;
   const LayerTensors& lt = schedule_.layers[layer];
   const BackwardNeeds& needs = decls_[layer].needs;
   std::vector<TensorId> ids;

@@ -29,6 +29,9 @@ struct NetOptions {
   bool blocked_layouts = true;
   // How activations and their gradients are stored (framework/graph/precision.h).
   Precision precision = Precision::kFp32;
+  // In 16 bits: the whole batch's float32 copies from which a step is
+  // computed in slices (kConversionSlices; SIZE_MAX: never).
+  size_t slice_copies_from = kSliceCopiesFrom;
 };
 
 class Net;
@@ -60,6 +63,9 @@ class Net {
   // batch) reads or writes; they come first in its workspace
   // (framework/graph/precision.h). 0 in float32.
   size_t ConversionBytes(int layer, Pass pass, int64_t images) const;
+  // Images per call of `pass` of `layer` that keep its copies small (0: the
+  // whole batch in one call).
+  int64_t ConversionSlice(int layer, Pass pass) const;
 
   const Schedule& schedule() const { return schedule_; }
   Schedule& mutable_schedule() { return schedule_; }
@@ -114,6 +120,10 @@ class Net {
     int NumOps(int layer, Pass pass) const override;
     std::vector<AlgorithmCandidate> Candidates(int layer, Pass pass, int op,
                                                int64_t images) const override;
+    int64_t SliceImages(int layer, Pass pass) const override {
+      return net_.ConversionSlice(layer, pass);
+    }
+    size_t FixedWorkspace(int layer, Pass pass, int64_t images, size_t whole) const override;
 
    private:
     const Net& net_;
@@ -124,6 +134,7 @@ class Net {
   int64_t batch_ = 1;
   bool blocked_layouts_ = true;
   Precision precision_ = Precision::kFp32;
+  size_t slice_copies_from_ = kSliceCopiesFrom;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<LayerDecl> decls_;
   std::vector<LayerSpec> specs_;

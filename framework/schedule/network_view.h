@@ -44,6 +44,16 @@ class AlgorithmCatalog {
   virtual int NumOps(int layer, Pass pass) const = 0;
   virtual std::vector<AlgorithmCandidate> Candidates(int layer, Pass pass, int op,
                                                      int64_t images) const = 0;
+  // Images per call of `pass` of `layer` when the step is not streamed (0:
+  // the batch in one call): a network in 16 bits computes its larger steps
+  // in slices, so that the float32 copies of their tensors stay a fraction
+  // of them (framework/graph/precision.h).
+  virtual int64_t SliceImages(int layer, Pass pass) const { return 0; }
+  // The workspace of a step with no operations for calls of `images`
+  // images; `whole` is its declared one, the batch's (Step::workspace_bytes).
+  virtual size_t FixedWorkspace(int layer, Pass pass, int64_t images, size_t whole) const {
+    return whole;
+  }
 };
 
 struct NetworkView {
@@ -53,6 +63,18 @@ struct NetworkView {
   int64_t batch = 0;
 
   const LayerSummary& layer(int id) const { return layers[id]; }
+  // The images of each call of a step that is not streamed: the catalog's
+  // slice, or the batch.
+  int64_t StepImages(int layer, Pass pass) const {
+    const int64_t slice = algorithms ? algorithms->SliceImages(layer, pass) : 0;
+    return slice > 0 ? slice : batch;
+  }
+  // The workspace of `step` (no operations) for calls of `images` images.
+  size_t FixedWorkspace(const Step& step, int64_t images) const {
+    return algorithms
+               ? algorithms->FixedWorkspace(step.layer, step.pass, images, step.workspace_bytes)
+               : step.workspace_bytes;
+  }
 };
 
 }  // namespace spill

@@ -2,6 +2,7 @@
 
 #include "framework/graph/layer_registry.h"
 #include "layers/cpu/cpu_math.h"
+#include "layers/cpu/typed_blocks.h"
 #include "layers/join_layers.h"
 
 namespace spill {
@@ -55,37 +56,54 @@ class CpuAddLayer : public AddLayer {
   LayoutRule layout_rule() const override { return LayoutRule::kTied; }
   bool supports_slices() const override { return true; }
 
+  // Any element type (layers/cpu/typed_blocks.h).
+  bool computes_16_bit(Pass) const override { return true; }
+
   // The first input, the branch, enters with its weight (BranchWeight): left
   // out at 0; below 1 scaled first (w * branch + in1 + in2 ..., ONNX's Mul
   // then Adds); the inputs are summed in order.
   void Forward(const ForwardArgs& args) const override {
-    float* y = args.outputs[0].data();
-    const int64_t n = args.outputs[0].numel();
     const float weight = BranchWeight(args.phase, args.seed);
-    size_t next = 1;
-    if (weight == 0) {
-      cpu::CopyOrAdd(args.inputs[1].data(), y, n, false);
-      next = 2;
-    } else if (weight == 1) {
-      cpu::CopyOrAdd(args.inputs[0].data(), y, n, false);
-    } else {
-      const float* branch = args.inputs[0].data();
-      for (int64_t j = 0; j < n; ++j) y[j] = weight * branch[j];
-    }
-    for (size_t i = next; i < args.inputs.size(); ++i) cpu::Add(args.inputs[i].data(), y, n);
+    std::vector<cpu::BlockOperand> operands;
+    for (const Tensor& in : args.inputs) operands.push_back({&in, true, false});
+    operands.push_back({&args.outputs[0], false, true});
+    const size_t inputs = args.inputs.size();
+    cpu::ForEachFloatBlock(operands, args.outputs[0].numel(), [&](int64_t n, float* const* f) {
+      float* y = f[inputs];
+      size_t next = 1;
+      if (weight == 0) {
+        std::copy_n(f[1], n, y);
+        next = 2;
+      } else if (weight == 1) {
+        std::copy_n(f[0], n, y);
+      } else {
+        for (int64_t j = 0; j < n; ++j) y[j] = weight * f[0][j];
+      }
+      for (size_t i = next; i < inputs; ++i) {
+        for (int64_t j = 0; j < n; ++j) y[j] += f[i][j];
+      }
+    });
   }
 
   // A dropped branch gets a zero gradient (Layer::DroppedInput).
   void Backward(const BackwardArgs& args) const override {
     const int64_t n = args.output_grads[0].numel();
     for (size_t i = 0; i < args.input_grads.size(); ++i) {
-      if (!args.input_grads[i].valid()) continue;
+      const Tensor& dx = args.input_grads[i];
+      if (!dx.valid()) continue;
+      const bool accumulate = args.accumulate[i];
       if (static_cast<int>(i) == args.dropped_input) {
-        if (!args.accumulate[i]) std::fill_n(args.input_grads[i].data(), n, 0.0f);
+        if (!accumulate) cpu::Zero(dx);
         continue;
       }
-      cpu::CopyOrAdd(args.output_grads[0].data(), args.input_grads[i].data(), n,
-                     args.accumulate[i]);
+      cpu::ForEachFloatBlock({{&args.output_grads[0], true, false}, {&dx, accumulate, true}}, n,
+                             [accumulate](int64_t count, float* const* f) {
+                               if (accumulate) {
+                                 for (int64_t j = 0; j < count; ++j) f[1][j] += f[0][j];
+                               } else {
+                                 std::copy_n(f[0], count, f[1]);
+                               }
+                             });
     }
   }
 };

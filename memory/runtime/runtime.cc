@@ -302,7 +302,8 @@ Status MemoryRuntime::PrepareOnDevice(const Step& step, StepRunner& runner, std:
   }
   for (TensorId id : allocator_->PlacementOrder(step)) SPILL_RETURN_IF_ERROR(PrepareWrite(id));
   if (step.active) {
-    SPILL_RETURN_IF_ERROR(ChooseWorkspace(step.layer, step.pass, view_.batch, choice));
+    SPILL_RETURN_IF_ERROR(
+        ChooseWorkspace(step.layer, step.pass, view_.StepImages(step.layer, step.pass), choice));
   }
   return Status::Ok();
 }

@@ -198,7 +198,7 @@ Status MemoryRuntime::ChooseWorkspace(int layer, Pass pass, int64_t images, std:
   if (ops == 0) {
     const Step& step =
         pass == Pass::kForward ? schedule_.forward(layer) : schedule_.backward(layer);
-    return AllocateWorkspace(step.workspace_bytes, what);
+    return AllocateWorkspace(view_.FixedWorkspace(step, images), what);
   }
   // Functional tensors are in place: the workspace gets what remains, in one
   // contiguous segment - unless the plan names the algorithms.
@@ -394,7 +394,7 @@ Status MemoryRuntime::AsideFromStep(const std::function<Status()>& body) {
 
 Status MemoryRuntime::RecomputeLayer(int layer, StepRunner& runner) {
   return AsideFromStep([&] {
-    SPILL_RETURN_IF_ERROR(ReuseForwardWorkspace(layer, view_.batch));
+    SPILL_RETURN_IF_ERROR(ReuseForwardWorkspace(layer, view_.StepImages(layer, Pass::kForward)));
     SPILL_RETURN_IF_ERROR(runner.Recompute(layer));
     CountRecomputation(layer);
     return Status::Ok();

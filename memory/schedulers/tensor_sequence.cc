@@ -63,9 +63,10 @@ size_t WorkspaceReserve(const NetworkView& view, Phase phase, const WorkspacePol
     const Step& step = schedule.steps[s];
     if (!step.active) continue;
     const int ops = view.algorithms ? view.algorithms->NumOps(step.layer, step.pass) : 0;
-    size_t bytes = ops == 0 ? step.workspace_bytes : 0;
+    const int64_t images = view.StepImages(step.layer, step.pass);
+    size_t bytes = ops == 0 ? view.FixedWorkspace(step, images) : 0;
     for (int op = 0; op < ops; ++op) {
-      const auto candidates = view.algorithms->Candidates(step.layer, step.pass, op, view.batch);
+      const auto candidates = view.algorithms->Candidates(step.layer, step.pass, op, images);
       const AlgorithmSelection chosen = SelectAlgorithm(candidates, 0, policy);
       if (chosen.index >= 0) bytes = std::max(bytes, candidates[chosen.index].workspace);
     }

@@ -20,7 +20,7 @@ void ExpectBitIdentical(const TrainTrace& baseline, const TrainTrace& trace,
 
 void ExpectRunAsPlanned(const NetSpec& spec, const SyntheticRun& run, const TrainTrace& measured,
                         const std::string& what, DeviceType device) {
-  auto net = BuildTrainingNet(spec, run.batch, device, run.blocked_layouts, run.precision);
+  auto net = BuildTrainingNet(spec, NetOptionsOf(run, device));
   ASSERT_TRUE(net.ok());
   auto plan =
       run.inference ? PlanInference((*net)->view(), run.memory) : Plan((*net)->view(), run.memory);

@@ -63,8 +63,26 @@ void NoteIteration(const MemoryRuntime& runtime, const SyntheticRun& run, TrainT
 StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, int64_t batch,
                                                 DeviceType device, bool blocked_layouts,
                                                 Precision precision) {
-  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
-                         Net::Build(spec, {batch, device, blocked_layouts, precision}));
+  NetOptions options;
+  options.batch = batch;
+  options.device = device;
+  options.blocked_layouts = blocked_layouts;
+  options.precision = precision;
+  return BuildTrainingNet(spec, options);
+}
+
+NetOptions NetOptionsOf(const SyntheticRun& run, DeviceType device) {
+  NetOptions options;
+  options.batch = run.batch;
+  options.device = device;
+  options.blocked_layouts = run.blocked_layouts;
+  options.precision = run.precision;
+  options.slice_copies_from = run.slice_copies_from;
+  return options;
+}
+
+StatusOr<std::unique_ptr<Net>> BuildTrainingNet(const NetSpec& spec, const NetOptions& options) {
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, options));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
   solver->AddState(*net);
   return net;
@@ -96,9 +114,8 @@ StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run
     SPILL_ASSIGN_OR_RETURN(owned, CreateDevice(run.device, config));
   }
   Device& device = run.use_device != nullptr ? *run.use_device : *owned;
-  SPILL_ASSIGN_OR_RETURN(
-      std::unique_ptr<Net> net,
-      Net::Build(spec, {run.batch, device.type(), run.blocked_layouts, run.precision}));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net,
+                         Net::Build(spec, NetOptionsOf(run, device.type())));
   if (run.calibrate) SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Solver> solver, Solver::Create(HarnessSolver()));
   solver->AddState(*net);
