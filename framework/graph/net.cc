@@ -223,6 +223,8 @@ NetworkView Net::view() const {
     }
     summary.forward_work = l.work(Pass::kForward, inputs, decls_[id].output_shapes);
     summary.backward_work = l.work(Pass::kBackward, inputs, decls_[id].output_shapes);
+    AddConversionWork(id, Pass::kForward, &summary.forward_work);
+    AddConversionWork(id, Pass::kBackward, &summary.backward_work);
     summary.slices = l.supports_slices();
     summary.forward_sweeps = l.slice_sweeps(Pass::kForward);
     summary.backward_sweeps = l.slice_sweeps(Pass::kBackward);
@@ -299,6 +301,17 @@ void Net::AssignPrecision() {
       info.bytes = static_cast<size_t>(info.shape.numel()) * DTypeSize(info.dtype);
     }
   }
+}
+
+void Net::AddConversionWork(int layer, Pass pass, LayerWork* work) const {
+  if (ActivationType(precision_) == DType::kF32) return;
+  if (layers_[layer]->computes_16_bit(pass)) {
+    work->bytes /= 2;  // its operands are 16-bit: half the traffic
+    return;
+  }
+  // Each copy's element: 2 bytes read and 4 written on the way in, or 4
+  // read and 2 written on the way out.
+  work->bytes += 1.5 * static_cast<double>(ConversionBytes(layer, pass, batch_));
 }
 
 size_t Net::ConversionBytes(int layer, Pass pass, int64_t images) const {

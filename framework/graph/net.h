@@ -105,6 +105,10 @@ class Net {
   // Sets each activation's and gradient's element type (and bytes) for the
   // precision.
   void AssignPrecision();
+  // The memory traffic of 16-bit storage in `work` (the float32 layer's):
+  // the conversions around a computation on copies, or half the bytes of a
+  // layer that computes on 16-bit tensors.
+  void AddConversionWork(int layer, Pass pass, LayerWork* work) const;
   // Whether `layer` reads input `input` as indices (labels, ids).
   bool ReadsIndices(int layer, int input) const;
   // SetSequenceLength's work, without restoring the length on failure.

@@ -93,7 +93,11 @@ def time_steps(args, spec, weights, crosscheck):
 
     def step():
         solver.zero_grad()
-        loss = model(images, labels)
+        if args.autocast == "bf16":
+            with torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16):
+                loss = model(images, labels)
+        else:
+            loss = model(images, labels)
         loss.backward()
         solver.step()
         return loss
@@ -135,6 +139,8 @@ def main():
     parser.add_argument("--deterministic", action="store_true",
                         help="on a GPU: add a row with TF32 off and cudnn.deterministic=True")
     parser.add_argument("--repeat", type=int, default=1, help="timed runs of --steps steps")
+    parser.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                        help="bf16: the forward pass under torch.autocast in bfloat16")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     crosscheck = load_replica()
@@ -146,7 +152,7 @@ def main():
         torch.backends.cudnn.benchmark = not deterministic
         torch.backends.cudnn.deterministic = deterministic
         if tf32 is None:
-            label = "float32"
+            label = "float32" if args.autocast == "off" else "autocast bfloat16"
         else:
             set_tf32(tf32)
             label = ("TF32 on (PyTorch's default for convolutions; not like for like)" if tf32

@@ -56,6 +56,7 @@ struct Args {
   std::string command;                       // the flags given, to label the runs
   double link_gbps = 0;                      // 0: copies at memcpy speed
   bool minimum = false, profile = false, no_calibration = false, plain_layouts = false;
+  std::string precision = "fp32";
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3, repeat = 1;
   MemoryFlags memory;  // as given
@@ -92,6 +93,9 @@ void Declare(Flags& f, Args* a) {
            "pairs after --warmup each, and the tool prints both, B/A per pair, the copy "
            "queue's time and the streamed steps' time from each iteration's measured queues")
           ->type_name("FLAGS");
+  f.Choice("--precision", &a->precision,
+           "fp32, or bf16: activations and their gradients in 16 bits (default fp32)",
+           {"fp32", "bf16"});
   f.Flag("--plain-layouts", &a->plain_layouts,
          "keep every activation in plain NCHW (default: blocked between convolutions where the "
          "CPU computes them faster so)");
@@ -149,12 +153,13 @@ struct RunTime {
 void PrintRun(const Args& args, const Net& net, const MemoryRuntime& runtime,
               const MemoryOptions& memory, const RunTime& time, double loss, int64_t run) {
   std::printf(
-      "spill %s on %s, batch %ld: %.2f images/s (%ld steps in %.2f s, %.2f cpu-s, run %ld of %ld, "
+      "spill %s on %s, batch %ld, %s: %.2f images/s (%ld steps in %.2f s, %.2f cpu-s, run %ld of "
+      "%ld, "
       "last loss %.4f, peak %s of a %s budget, %s, workspace %s, %s moved to host per iteration, "
       "%d recomputations, %d steps streamed)\n",
-      net.name().c_str(), args.device.c_str(), args.batch, args.steps * args.batch / time.seconds,
-      args.steps, time.seconds, time.cpu_seconds, run + 1, args.repeat, loss,
-      FormatBytes(static_cast<double>(runtime.run_peak())).c_str(),
+      net.name().c_str(), args.device.c_str(), args.batch, args.precision.c_str(),
+      args.steps * args.batch / time.seconds, args.steps, time.seconds, time.cpu_seconds, run + 1,
+      args.repeat, loss, FormatBytes(static_cast<double>(runtime.run_peak())).c_str(),
       FormatBytes(static_cast<double>(memory.device_budget)).c_str(), memory.mode.c_str(),
       memory.workspace.ToString().c_str(),
       FormatBytes(static_cast<double>(runtime.log().to_host)).c_str(), runtime.log().recomputed,
@@ -191,7 +196,8 @@ Status Run(const Args& args) {
   if (args.versus_flag->count() > 0) return RunVersus(args, std::move(spec), memory, device);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, [&] {
                            NetOptions o =
-                               NetOptionsFor(args.batch, device.type(), memory.workspace);
+                               NetOptionsFor(args.batch, device.type(), memory.workspace,
+                                             *ParsePrecision(args.precision, "--precision"));
                            o.blocked_layouts &= !args.plain_layouts;
                            return o;
                          }()));

@@ -15,6 +15,9 @@
 # timed steps took, which other work on the machine disturbs much less.
 #
 #   bash tools/bench/bench_vs_pytorch.sh resnet18 [--runs 3] [--steps 20] [--threads N]
+#                                        [--precision bf16]
+#       (bf16: spill's activations in bfloat16 against PyTorch's forward pass
+#       under torch.autocast in bfloat16)
 #   bash tools/bench/bench_vs_pytorch.sh vgg16
 #   bash tools/bench/bench_vs_pytorch.sh char_lstm
 #   bash tools/bench/bench_vs_pytorch.sh resnet18 -- --plain-layouts --workspace pin:dnnl
@@ -28,12 +31,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=${1:-}
 shift || true
-runs=3 steps=20 threads=$(nproc) extra=()
+runs=3 steps=20 threads=$(nproc) precision=fp32 extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --precision) precision=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "bench_vs_pytorch: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -70,13 +74,13 @@ field() {  # $1: a line of either benchmark; $2: images/s or cpu-s
     cpu) sed -E 's/.* ([0-9.]+) cpu-s.*/\1/' <<<"$1" ;;
   esac
 }
-echo "$model: spill against PyTorch, $threads threads, $steps timed steps per run, $(nproc) cores"
+echo "$model ($precision): spill against PyTorch, $threads threads, $steps timed steps per run, $(nproc) cores"
 ratios=()
 for run in $(seq 1 "$runs"); do
   load=$(cut -d' ' -f1-3 /proc/loadavg)
-  ours=$("$bin" "${net[@]}" --steps "$steps" "${extra[@]}")
+  ours=$("$bin" "${net[@]}" --steps "$steps" --precision "$precision" "${extra[@]}")
   theirs=$(/usr/bin/python3 tools/bench/bench_torch.py "$dir/net" --steps "$steps" \
-             --threads "$threads")
+             --threads "$threads" --autocast "$([[ $precision == bf16 ]] && echo bf16 || echo off)")
   a=$(field "$ours" images) b=$(field "$theirs" images)
   ca=$(field "$ours" cpu) cb=$(field "$theirs" cpu)
   ratio=$(/usr/bin/python3 -c "print(f'{$a / $b:.2f}')")
