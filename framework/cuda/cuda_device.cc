@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -131,7 +132,14 @@ size_t PageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {}
 
-StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal) {
+namespace {
+std::atomic<bool> tf32{false};
+}  // namespace
+
+bool Tf32() { return tf32.load(); }
+
+StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal, bool tensor_math) {
+  tf32 = tensor_math;
   std::string why;
   if (!CudaAvailable(&why)) {
     return Unimplemented("cannot use the CUDA device: " + why + " [" + CudaLibrariesSeen() + "]");
@@ -179,8 +187,10 @@ Status CudaDevice::CreateHandles() {
                          blas == CUBLAS_STATUS_ALLOC_FAILED);
   }
   blas = cublasSetStream(cublas_, compute_stream());
-  // Exact float32 arithmetic: no TF32 tensor-core rounding.
-  if (blas == CUBLAS_STATUS_SUCCESS) blas = cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH);
+  // Exact float32 arithmetic unless TF32 was asked for (Tf32).
+  if (blas == CUBLAS_STATUS_SUCCESS) {
+    blas = cublasSetMathMode(cublas_, Tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+  }
   if (blas != CUBLAS_STATUS_SUCCESS) {
     return HandleFailure("setting up the cuBLAS handle", cuda::CublasStatusName(blas), false);
   }
@@ -432,7 +442,8 @@ namespace {
 
 const bool registered = RegisterDeviceFactory(
     "cuda", DeviceType::kCuda, [](const DeviceConfig& c) -> StatusOr<std::unique_ptr<Device>> {
-      SPILL_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(c.ordinal));
+      SPILL_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device,
+                             CudaDevice::Create(c.ordinal, c.tensor_math));
       return std::unique_ptr<Device>(std::move(device));
     });
 

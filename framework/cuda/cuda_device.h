@@ -61,10 +61,17 @@ class CudaQueue : public Queue {
   cudaStream_t stream_;
 };
 
+// Whether convolutions and matrix products may round their operands to TF32
+// on tensor cores (run.precision tf32): set for the process when its device
+// is created, read by the cuBLAS handle and by the convolutions' cuDNN
+// descriptors. Off: exact float32 (CUBLAS_PEDANTIC_MATH, CUDNN_FMA_MATH).
+bool Tf32();
+
 class CudaDevice : public Device {
  public:
   // Fails when no GPU can be used (the message says why).
-  static StatusOr<std::unique_ptr<CudaDevice>> Create(int ordinal);
+  // `tf32`: tensor-core math (cuda::Tf32) for this process's devices.
+  static StatusOr<std::unique_ptr<CudaDevice>> Create(int ordinal, bool tf32 = false);
   ~CudaDevice() override;
 
   DeviceType type() const override { return DeviceType::kCuda; }

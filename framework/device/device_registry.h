@@ -15,6 +15,9 @@ namespace spill {
 struct DeviceConfig {
   int ordinal = 0;                   // which GPU
   double link_bytes_per_second = 0;  // CPU device: copy throttle
+  // CUDA: TF32 tensor-core math for convolutions and matrix products
+  // (run.precision tf32); otherwise exact float32 arithmetic.
+  bool tensor_math = false;
 };
 
 using DeviceFactory = std::function<StatusOr<std::unique_ptr<Device>>(const DeviceConfig&)>;

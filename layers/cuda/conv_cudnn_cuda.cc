@@ -132,7 +132,8 @@ std::string ConvAlgoName(int op, int algo) {
 }
 
 bool ConvMathAllowed(cudnnMathType_t math) {
-  return math == CUDNN_DEFAULT_MATH || math == CUDNN_FMA_MATH;
+  return math == CUDNN_DEFAULT_MATH || math == CUDNN_FMA_MATH ||
+         (Tf32() && math == CUDNN_TENSOR_OP_MATH);
 }
 
 ConvDescriptors::~ConvDescriptors() {
@@ -173,8 +174,10 @@ Status ConvDescriptors::Set(const ConvGeometry& g, const std::string& layer) {
       conv, i(g.pad[0]), i(g.pad[1]), i(g.stride[0]), i(g.stride[1]), i(g.dilation[0]),
       i(g.dilation[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   SPILL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionGroupCount(conv, i(g.groups)));
-  // Plain float32 FMA arithmetic: no TF32 tensor cores.
-  SPILL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+  // Plain float32 FMA arithmetic, or TF32 tensor cores where the process
+  // asked for them (run.precision tf32): CUDNN_DEFAULT_MATH permits them.
+  SPILL_CUDNN_RETURN_IF_ERROR(
+      cudnnSetConvolutionMathType(conv, Tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int n = 0, c = 0, h = 0, wd = 0;
   SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolution2dForwardOutputDim(conv, x, w, &n, &c, &h, &wd));
   if (n != g.batch || c != g.filters || h != g.out_height || wd != g.out_width) {

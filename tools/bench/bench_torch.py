@@ -159,6 +159,8 @@ def main():
                      else "TF32 off (exact float32, like for like with spill)")
             if deterministic:
                 label = "TF32 off, cudnn.deterministic=True (spill's rules)"
+            if args.autocast == "bf16":
+                label = "autocast bfloat16, " + label
             label += f" [{tf32_state()}]"
         runs, loss = time_steps(args, spec, weights, crosscheck)
         for i, (rate, seconds, cpu_seconds) in enumerate(runs):

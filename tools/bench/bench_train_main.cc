@@ -94,8 +94,9 @@ void Declare(Flags& f, Args* a) {
            "queue's time and the streamed steps' time from each iteration's measured queues")
           ->type_name("FLAGS");
   f.Choice("--precision", &a->precision,
-           "fp32, or bf16: activations and their gradients in 16 bits (default fp32)",
-           {"fp32", "bf16"});
+           "fp32; bf16: activations and their gradients in 16 bits; tf32: tensor-core math on "
+           "a GPU (default fp32)",
+           {"fp32", "bf16", "tf32"});
   f.Flag("--plain-layouts", &a->plain_layouts,
          "keep every activation in plain NCHW (default: blocked between convolutions where the "
          "CPU computes them faster so)");
@@ -191,7 +192,10 @@ Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadNetFile(args.config, args.sets));
   DeviceConfig device_config;
   device_config.link_bytes_per_second = args.link_gbps * 1e9;
+  device_config.tensor_math = args.precision == "tf32";
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Device> owned, CreateDevice(args.device, device_config));
+  SPILL_RETURN_IF_ERROR(
+      CheckPrecision(*ParsePrecision(args.precision, "--precision"), owned->type(), "--precision"));
   Device& device = *owned;
   if (args.versus_flag->count() > 0) return RunVersus(args, std::move(spec), memory, device);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> net, Net::Build(spec, [&] {

@@ -50,6 +50,9 @@
 #                  100 steps twice after a warm-up, against PyTorch with the
 #                  same network and weights: TF32 off, TF32 on, and TF32 off
 #                  with cudnn.deterministic=True (labelled rows)
+#   precision      ResNet-50, batch 64, liveness: spill with bf16 activations and
+#                  with TF32 math, against PyTorch under autocast (bfloat16)
+#                  and with TF32 on (these paths have not run on a GPU before)
 #   scale_widest   the widest batch of ResNet-50 under a 12 GiB budget, planned,
 #                  then trained for two steps, under two memory modes
 #   scale_deepest  the deepest ResNet under 12 GiB at batch 16, likewise
@@ -91,20 +94,21 @@ window_seconds=${SPILL_GPU_WINDOW_SECONDS:-480}  # the window, from the script's
 kWindowMargin=30
 kStepLeast=15        # a step given less than this is not started
 step_cap=${SPILL_GPU_STEP_SECONDS:-0}  # every step's limit at most this (0: none)
-parts=(tests sanitize bench scale_widest scale_deepest scale_planners)
+parts=(tests sanitize bench precision scale_widest scale_deepest scale_planners)
 declare -A about=(
   [window]="CUDA tests, ResNet-50 at scale against in core, then sanitize and bench in what is left"
   [tests]="CUDA layer and runtime tests, SPILL_REQUIRE_GPU=1"
   [sanitize]="compute-sanitizer memcheck: a planted pool overrun, then a clean training run"
   [bench]="ResNet-50 speed in three memory modes against PyTorch (TF32 off, on, deterministic)"
+  [precision]="ResNet-50 in bf16 and in tf32 against PyTorch's autocast and TF32"
   [scale_widest]="widest ResNet-50 batch under 12 GiB, confirmed by two steps"
   [scale_deepest]="deepest ResNet under 12 GiB, confirmed by two steps"
   [scale_planners]="ResNet-50 at batch 964 under 12 GiB with search, greedy and window, against in core"
 )
 # Estimates, not measurements: no GPU has run these yet. From the CPU runs of
 # the same work and the H100's speed; the step limits bound them either way.
-declare -A expected=([tests]=300 [sanitize]=300 [bench]=330 [scale_widest]=240 [scale_deepest]=330
-  [scale_planners]=270)
+declare -A expected=([tests]=300 [sanitize]=300 [bench]=330 [precision]=300 [scale_widest]=240
+  [scale_deepest]=330 [scale_planners]=270)
 # The window's steps, in seconds: what each took in the window's one run on
 # an H200 (tools/ci/README.md), rounded up.
 declare -A step_expected=(
@@ -383,21 +387,24 @@ part_sanitize() {
     --warmup 1 --no-calibration
 }
 
-# bench_spill NAME LIMIT_S MODE: ResNet-50, batch 64, in MODE, 100 steps
-# twice after a warm-up, its network and initial weights exported for
+# bench_spill NAME LIMIT_S MODE [FLAG...]: ResNet-50, batch 64, in MODE, 100
+# steps twice after a warm-up, its network and initial weights exported for
 # bench_torch (each figure twice, so a reader sees how well it repeats).
 bench_spill() {
-  step "$1" "$2" "$bundle/bin/bench_train" --config models/resnet50.yaml \
-    --device cuda --device-memory 40GiB --memory "$3" --batch 64 --warmup 5 --steps 100 \
-    --repeat 2 --export "$kExport"
+  local name=$1 limit=$2 mode=$3
+  shift 3
+  step "$name" "$limit" "$bundle/bin/bench_train" --config models/resnet50.yaml \
+    --device cuda --device-memory 40GiB --memory "$mode" --batch 64 --warmup 5 --steps 100 \
+    --repeat 2 --export "$kExport" "$@"
 }
 
-# bench_torch LIMIT_S FLAG...: PyTorch on the same network and initial weights.
+# bench_torch LIMIT_S FLAG...: PyTorch on the same network and initial weights
+# (step resnet50_pytorch, or the name in $torch_step).
 bench_torch() {
   local limit=$1
   shift
-  step resnet50_pytorch "$limit" env PYTHONUNBUFFERED=1 python3 tools/bench/bench_torch.py \
-    "$kExport" --warmup 5 --steps 100 --repeat 2 --device cuda "$@"
+  step "${torch_step:-resnet50_pytorch}" "$limit" env PYTHONUNBUFFERED=1 python3 \
+    tools/bench/bench_torch.py "$kExport" --warmup 5 --steps 100 --repeat 2 --device cuda "$@"
 }
 
 part_bench() {
@@ -406,6 +413,13 @@ part_bench() {
     bench_spill "resnet50_$mode" 75 "$mode"
   done
   bench_torch 150 --tf32 both --deterministic
+}
+
+part_precision() {
+  bench_spill resnet50_bf16 75 liveness --precision bf16
+  bench_spill resnet50_tf32 60 liveness --precision tf32
+  torch_step=resnet50_pytorch_autocast bench_torch 75 --tf32 off --autocast bf16
+  torch_step=resnet50_pytorch_tf32 bench_torch 60 --tf32 on
 }
 
 part_scale_widest() {

@@ -26,10 +26,10 @@ Status CheckPrecision(Precision precision, DeviceType type, const std::string& w
                            ": fp16 needs dynamic loss scaling, which spill does not have yet; "
                            "bf16 keeps float32's range and needs none");
   }
-  if (precision == Precision::kTf32) {
+  if (precision == Precision::kTf32 && type != DeviceType::kCuda) {
     return InvalidArgument(what + ": tf32 is tensor-core math for convolutions and matrix " +
-                           "products; the " + DeviceTypeName(type) +
-                           " device does not have it in spill yet (use fp32 or bf16)");
+                           "products on a GPU (run.device: cuda); the " + DeviceTypeName(type) +
+                           " device computes exact float32 (use fp32, or bf16 for memory)");
   }
   return Status::Ok();
 }

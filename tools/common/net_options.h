@@ -23,8 +23,9 @@ NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy
                          Precision precision = Precision::kFp32);
 
 // An error, naming `what` (the setting) and the device, where `precision`
-// cannot run on a device of `type`: tf32 is tensor-core math (CUDA only),
-// and fp16 needs loss scaling, which is not built yet.
+// cannot run on a device of `type`: tf32 is tensor-core math (CUDA only;
+// DeviceConfig::tensor_math), and fp16 needs loss scaling, which is not
+// built yet.
 Status CheckPrecision(Precision precision, DeviceType type, const std::string& what);
 
 // Whether any activation of `net` is in a blocked layout.

@@ -190,6 +190,7 @@ StatusOr<std::unique_ptr<Inference>> Inference::Create(const TrainConfig& config
 Status Inference::Setup(const std::string& checkpoint, bool needs_data) {
   DeviceConfig device_config;
   device_config.ordinal = config_.run.gpu;
+  device_config.tensor_math = config_.run.precision == Precision::kTf32;
   SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
   SPILL_RETURN_IF_ERROR(CheckPrecision(config_.run.precision, device_->type(), "run.precision"));
   cpu::SetConvTiming(

@@ -253,6 +253,7 @@ Status Trainer::Setup() {
   DeviceConfig device_config;
   device_config.ordinal = config_.run.gpu;
   device_config.link_bytes_per_second = options_.link_gbps * 1e9;
+  device_config.tensor_math = config_.run.precision == Precision::kTf32;
   SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
   SPILL_RETURN_IF_ERROR(CheckPrecision(config_.run.precision, device_->type(), "run.precision"));
   cpu::SetConvTiming(
