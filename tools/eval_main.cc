@@ -72,9 +72,10 @@ void Print(const Args& a, const TrainConfig& c, const EvalResult& r) {
 Status WriteMemoryPage(const Args& a, const TrainConfig& c, const Inference& inference) {
   const Net& net = inference.net();
   const MemoryRuntime& runtime = inference.runtime();
-  MemoryPage page(PageSubject{net.name() + ", batch " + std::to_string(net.batch()),
-                              "eval: the last test batch, measured (" + a.checkpoint + ")",
-                              &net.schedule(), net.layer_names()});
+  MemoryPage page(PageSubject{
+      net.name() + ", batch " + std::to_string(net.batch()) + PrecisionNote(net.precision()),
+      "eval: the last test batch, measured (" + a.checkpoint + ")", &net.schedule(),
+      net.layer_names()});
   page.AddMode(RunPageMode(c.memory, runtime.log(), runtime.events(),
                            runtime.allocator().PeakFootprint(), nullptr));
   return WriteTextFile(a.html, page.Html(), "--html");

@@ -616,7 +616,7 @@ Status Run(const Args& args) {
     std::printf("%s (%s): batch %ld, input %ldx%ldx%ld, %d layers, %zu steps%s%s%s\n",
                 net.name().c_str(), args.config.c_str(), net.batch(), in.c(), in.h(), in.w(),
                 net.num_layers(), net.schedule().steps.size(),
-                net.precision() == Precision::kFp32 ? "" : ", activations in bf16",
+                PrecisionNote(net.precision()).c_str(),
                 subject.has_solver ? ", with solver state" : "",
                 args.inference ? "; inference: the forward steps alone" : "");
   }
@@ -655,10 +655,10 @@ Status Run(const Args& args) {
                                  {"modes", nlohmann::ordered_json::array()}};
   std::unique_ptr<MemoryPage> page;
   if (!args.html.empty()) {
-    page = std::make_unique<MemoryPage>(
-        PageSubject{net.name() + ", batch " + std::to_string(net.batch()),
-                    "plan: one training iteration, planned from shapes (" + args.config + ")",
-                    &net.schedule(), net.layer_names()});
+    page = std::make_unique<MemoryPage>(PageSubject{
+        net.name() + ", batch " + std::to_string(net.batch()) + PrecisionNote(net.precision()),
+        "plan: one training iteration, planned from shapes (" + args.config + ")", &net.schedule(),
+        net.layer_names()});
   }
   ModeRun run{args,  subject,   predictor.get(), plain_predictor.get(), modes.size() == 1, &json,
               &logs, &timeline, page.get()};

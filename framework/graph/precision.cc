@@ -24,6 +24,17 @@ StatusOr<Precision> ParsePrecision(const std::string& text, const std::string& w
                          "or tf32");
 }
 
+std::string PrecisionNote(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return "";
+    case Precision::kTf32:
+      return ", TF32 math";
+    default:
+      return std::string(", activations in ") + PrecisionName(precision);
+  }
+}
+
 DType ActivationType(Precision precision) {
   switch (precision) {
     case Precision::kBf16:

@@ -39,6 +39,8 @@ const char* PrecisionName(Precision precision);
 // One of the names above; an error listing them otherwise (`what` names
 // the setting: "run.precision", "--precision").
 StatusOr<Precision> ParsePrecision(const std::string& text, const std::string& what);
+// ", activations in bf16" (and so on) for titles; "" in fp32.
+std::string PrecisionNote(Precision precision);
 // How the precision stores activations and their gradients.
 DType ActivationType(Precision precision);
 

@@ -87,9 +87,7 @@ std::string ExperimentOptions::Describe() const {
     text += ", parameters " + memory.params.ToString() + " (updated on " +
             (memory.update_on_host ? "host" : "device") + ")";
   }
-  if (precision != Precision::kFp32) {
-    text += std::string(", activations in ") + PrecisionName(precision);
-  }
+  text += PrecisionNote(precision);
   if (ranks > 1) {
     text += ", one of " + std::to_string(ranks) + " data-parallel ranks (zero " +
             std::to_string(zero) + ")";

@@ -127,10 +127,11 @@ Status Trainer::WriteTimeline() {
 // The iteration just traced: its records and events (the runtime's last
 // iteration) and its measured queues.
 std::string Trainer::MemoryPageHtml() const {
-  MemoryPage page(PageSubject{net_->name() + ", batch " + std::to_string(net_->batch()),
-                              "train: training iteration " + std::to_string(traced_iteration_) +
-                                  " measured on " + device_->Describe() + " (" + config_.file + ")",
-                              &net_->schedule(), net_->layer_names()});
+  MemoryPage page(PageSubject{
+      net_->name() + ", batch " + std::to_string(net_->batch()) + PrecisionNote(net_->precision()),
+      "train: training iteration " + std::to_string(traced_iteration_) + " measured on " +
+          device_->Describe() + " (" + config_.file + ")",
+      &net_->schedule(), net_->layer_names()});
   page.AddMode(RunPageMode(config_.memory, runtime_->log(), runtime_->events(),
                            runtime_->allocator().PeakFootprint(), &traced_));
   return page.Html();
