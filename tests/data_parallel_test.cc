@@ -182,6 +182,7 @@ struct RunSetup {
   double lr = 0.05;
   int seed = 1;
   int steps = 8;
+  std::string precision = "fp32";  // run.precision
 };
 
 // A tiny network, 64 training images, batch 16, 8 steps with momentum.
@@ -209,7 +210,7 @@ std::string WriteConfig(const std::string& dir, const std::string& output, const
       << "solver: {type: " << s.solver << ", lr: " << s.lr
       << (s.solver == "sgd" ? ", momentum: 0.9}\n" : "}\n") << "memory: " << s.memory << "\n"
       << "run: {steps: " << s.steps << ", eval_every: 4, checkpoint_every: 4, seed: " << s.seed
-      << ", output: " << dir << "/" << output << "}\n"
+      << ", precision: " << s.precision << ", output: " << dir << "/" << output << "}\n"
       << "distributed: {bucket: " << s.bucket
       << ", check_replicas: true, sync_batch_norm: " << (s.sync_batch_norm ? "true" : "false")
       << ", zero: " << s.zero << "}\n";
@@ -374,7 +375,7 @@ TEST(DataParallelTest, RanksThatDisagreeStopBeforeTheFirstStep) {
     std::vector<std::string> extra;
     std::string key;
   };
-  std::vector<Case> cases(6);
+  std::vector<Case> cases(7);
   cases[0] = {"filters", RunSetup(), {}, "network layer 1 'conv'"};
   cases[0].setup.filters = 8;
   cases[1] = {"syncbn", RunSetup(), {}, "distributed.sync_batch_norm"};
@@ -386,6 +387,8 @@ TEST(DataParallelTest, RanksThatDisagreeStopBeforeTheFirstStep) {
   cases[4].setup.seed = 7;
   cases[5] = {"zero", RunSetup(), {}, "distributed.zero"};
   cases[5].setup.zero = 1;
+  cases[6] = {"precision", RunSetup(), {}, "run.precision"};
+  cases[6].setup.precision = "bf16";
   for (const Case& c : cases) {
     const std::string other = WriteConfig(dir, c.name, c.setup);
     Result r = RunJob(TwoRankJob(base, other, c.extra), dir + "/" + c.name + ".txt");
@@ -416,6 +419,7 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
     // One convolution algorithm: oneDNN's workspace depends on the threads a
     // rank gets, which plan cannot know.
     std::string memory = "{conv_timing: model, workspace: pin:im2col_image}";
+    std::string precision = "fp32";
   };
   const std::string tier = Dir("zero_tier");  // host memory in a file (ZeRO-Infinity's tier)
   const Case cases[] = {
@@ -430,10 +434,13 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
        "{conv_timing: model, workspace: pin:im2col_image, params: host, update: host, "
        "host_tier: 'file:" +
            tier + "'}"},
+      // Activations in bfloat16.
+      {2, "adam", 16, "{conv_timing: model, workspace: pin:im2col_image}", "bf16"},
   };
   for (const Case& c : cases) {
     const std::string name = std::to_string(c.ranks) + c.solver +
-                             (c.memory.find("host") != std::string::npos ? "host" : "");
+                             (c.memory.find("host") != std::string::npos ? "host" : "") +
+                             (c.precision == "fp32" ? "" : c.precision);
     const std::string dir = Dir("zero" + name);
     std::map<std::string, std::vector<float>> weights[3];
     std::vector<std::pair<int64_t, double>> losses[3];
@@ -447,6 +454,7 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
       setup.bucket = "4KiB";  // several buckets, each cut across ranks differently
       setup.memory = c.memory;
       setup.zero = zero;
+      setup.precision = c.precision;
       const std::string run = "zero" + std::to_string(zero);
       const std::string config = WriteConfig(dir, run, setup);
       const std::string report = dir + "/" + run + ".json";
