@@ -311,6 +311,19 @@ TEST_F(TrainerTest, Bf16TrainsLikeFloat32ResumesExactlyAndKeepsItsPrecision) {
   ASSERT_EQ(pieced.size(), bf16.losses.size());
   for (size_t i = 0; i < pieced.size(); ++i) EXPECT_EQ(pieced[i], bf16.losses[i]) << i + 1;
 
+  // Evaluation runs in the checkpoint's precision unless told otherwise: in
+  // bf16 it gives the figures training gave.
+  auto inference = Inference::Create(Config(), checkpoint);
+  ASSERT_TRUE(inference.ok()) << inference.status().ToString();
+  EXPECT_EQ((*inference)->net().precision(), Precision::kBf16);
+  auto eval = (*inference)->Evaluate();
+  ASSERT_TRUE(eval.ok()) << eval.status().ToString();
+  EXPECT_EQ(eval->accuracy, bf16.test_accuracy);
+  EXPECT_EQ(eval->loss, bf16.test_loss);
+  auto fp32_eval = Inference::Create(Config(), checkpoint, true, Precision::kFp32);
+  ASSERT_TRUE(fp32_eval.ok()) << fp32_eval.status().ToString();
+  EXPECT_EQ((*fp32_eval)->net().precision(), Precision::kFp32);
+
   auto other = train("", 0, checkpoint);
   ASSERT_FALSE(other.ok());
   EXPECT_THAT(other.status().message(), HasSubstr("was trained in bf16 (meta/precision)"));

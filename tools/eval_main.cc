@@ -33,8 +33,8 @@ void Declare(Flags& f, Args* a) {
   f.InputFile("--checkpoint", &a->checkpoint, "checkpoint (.npz) written by train")->required();
   f.Device(&a->device, "override run.device");
   f.Choice("--precision", &a->precision,
-           "override run.precision: fp32, or bf16 (activations in 16 bits; the weights are "
-           "float32 either way)",
+           "fp32 or bf16 (activations in 16 bits; the weights are float32 either way) "
+           "(default: the precision the checkpoint was trained in)",
            {"fp32", "bf16", "fp16", "tf32"});
   f.Flag("--json", &a->json, "print the figures as one JSON object");
   f.OutputFile("--html", &a->html,
@@ -47,9 +47,6 @@ void Declare(Flags& f, Args* a) {
 
 Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (!a.device.empty()) c->run.device = a.device;
-  if (!a.precision.empty()) {
-    SPILL_ASSIGN_OR_RETURN(c->run.precision, ParsePrecision(a.precision, "--precision"));
-  }
   SPILL_RETURN_IF_ERROR(a.memory.Apply(&c->memory));
   if (!a.html.empty()) c->memory.record_events = true;
   return c->memory.Validate();
@@ -91,7 +88,9 @@ int Main(int argc, char** argv) {
   if (!config.ok()) return ReportStatus("eval", config.status());
   Status status = ApplyOverrides(args, &*config);  // the config alone is valid: a flag is wrong
   if (!status.ok()) return ReportStatus("eval", status, 2);
-  auto inference = Inference::Create(*config, args.checkpoint);
+  std::optional<Precision> precision;
+  if (!args.precision.empty()) precision = *ParsePrecision(args.precision, "--precision");
+  auto inference = Inference::Create(*config, args.checkpoint, /*needs_data=*/true, precision);
   if (!inference.ok()) return ReportStatus("eval", inference.status());
   auto result = (*inference)->Evaluate();
   if (!result.ok()) return ReportStatus("eval", result.status());

@@ -215,6 +215,13 @@ void MatchParameter(const NpzArchive& archive, const Net& net, TensorId id,
 
 }  // namespace
 
+StatusOr<Precision> CheckpointPrecision(const std::string& path) {
+  SPILL_ASSIGN_OR_RETURN(NpzArchive archive, ReadNpz(path));
+  auto it = archive.find("meta/precision");
+  if (it == archive.end()) return Precision::kFp32;
+  return ParsePrecision(it->second.text(), "checkpoint '" + path + "': meta/precision");
+}
+
 Status CheckParameterArrays(const NpzArchive& archive, const std::string& path, const Net& net) {
   CheckpointCheck check(archive, net, path);
   SPILL_RETURN_IF_ERROR(CheckParams(check, net));

@@ -70,6 +70,10 @@ Status SaveCheckpoint(const std::string& path, const Net& net, TensorStore& stor
                       const Solver* solver, const TrainingPosition& position,
                       const std::string& config_text);
 
+// The precision the checkpoint was trained in (meta/precision; fp32 when it
+// has none); an error naming the file when it cannot be read.
+StatusOr<Precision> CheckpointPrecision(const std::string& path);
+
 // Restores parameters (and solver state and its step count when `solver` is
 // given) after the checks above; errors name the file and the array. A
 // sharded solver gets its pieces of the whole state, and `whole`, when

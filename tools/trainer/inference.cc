@@ -181,8 +181,14 @@ StatusOr<std::unique_ptr<Dataset>> Geometry(const DataConfig& d) {
 
 StatusOr<std::unique_ptr<Inference>> Inference::Create(const TrainConfig& config,
                                                        const std::string& checkpoint,
-                                                       bool needs_data) {
+                                                       bool needs_data,
+                                                       std::optional<Precision> precision) {
   std::unique_ptr<Inference> inference(new Inference(config));
+  if (precision) {
+    inference->config_.run.precision = *precision;
+  } else {
+    SPILL_ASSIGN_OR_RETURN(inference->config_.run.precision, CheckpointPrecision(checkpoint));
+  }
   SPILL_RETURN_IF_ERROR(inference->Setup(checkpoint, needs_data));
   return inference;
 }

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,9 +55,11 @@ class Inference {
   // classes each, through data.augment; text: 1x1xT with T labels, 256
   // classes or the symbols of data.vocabulary) stands in for it to build the
   // network; image_folder takes its classes from its folders and needs them.
-  static StatusOr<std::unique_ptr<Inference>> Create(const TrainConfig& config,
-                                                     const std::string& checkpoint,
-                                                     bool needs_data = true);
+  // The network runs in `precision`, or where none is given in the
+  // checkpoint's (meta/precision): the one it was trained in.
+  static StatusOr<std::unique_ptr<Inference>> Create(
+      const TrainConfig& config, const std::string& checkpoint, bool needs_data = true,
+      std::optional<Precision> precision = std::nullopt);
 
   // The test split of the config's dataset.
   StatusOr<EvalResult> Evaluate();
