@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 
 #include "framework/graph/layer_registry.h"
 #include "layers/cpu/cpu_math.h"
@@ -17,33 +18,63 @@ class CpuConcatLayer : public ConcatLayer {
   LayoutRule layout_rule() const override { return LayoutRule::kTied; }
   bool supports_slices() const override { return true; }
 
+  // Any element type: values are copied as they are, added in float32.
+  bool computes_16_bit(Pass) const override { return true; }
+
   void Forward(const ForwardArgs& args) const override {
-    const Shape& out = args.outputs[0].shape();
+    const Tensor& y = args.outputs[0];
+    const Shape& out = y.shape();
     const int64_t plane = out.h() * out.w();
     for (int64_t n = 0; n < out.n(); ++n) {
       int64_t channel = 0;
       for (const Tensor& in : args.inputs) {
         const int64_t count = in.shape().c() * plane;
-        cpu::CopyOrAdd(in.data() + n * count,
-                       args.outputs[0].data() + (n * out.c() + channel) * plane, count, false);
+        CopyOrAdd(Run(in, n * count, count), Run(y, (n * out.c() + channel) * plane, count), false);
         channel += in.shape().c();
       }
     }
   }
 
   void Backward(const BackwardArgs& args) const override {
-    const Shape& out = args.output_grads[0].shape();
+    const Tensor& dy = args.output_grads[0];
+    const Shape& out = dy.shape();
     const int64_t plane = out.h() * out.w();
     for (int64_t n = 0; n < out.n(); ++n) {
       int64_t channel = 0;
       for (size_t i = 0; i < inputs_.size(); ++i) {
         const int64_t count = inputs_[i].c() * plane;
-        if (args.input_grads[i].valid()) {
-          cpu::CopyOrAdd(args.output_grads[0].data() + (n * out.c() + channel) * plane,
-                         args.input_grads[i].data() + n * count, count, args.accumulate[i]);
+        const Tensor& dx = args.input_grads[i];
+        if (dx.valid()) {
+          CopyOrAdd(Run(dy, (n * out.c() + channel) * plane, count), Run(dx, n * count, count),
+                    args.accumulate[i]);
         }
         channel += inputs_[i].c();
       }
+    }
+  }
+
+ private:
+  // `count` elements of `t` from element `begin`, as a tensor of their own.
+  static Tensor Run(const Tensor& t, int64_t begin, int64_t count) {
+    char* data = static_cast<char*>(t.raw()) + begin * static_cast<int64_t>(DTypeSize(t.dtype()));
+    return Tensor(Shape(1, count, 1, 1), data, t.dtype(), Layout::kPlain);
+  }
+
+  // y = x (the same element type: a byte copy) or y += x.
+  static void CopyOrAdd(const Tensor& x, const Tensor& y, bool accumulate) {
+    if (x.dtype() == DType::kF32 && y.dtype() == DType::kF32) {
+      cpu::CopyOrAdd(x.data(), y.data(), x.numel(), accumulate);
+    } else if (!accumulate && x.dtype() == y.dtype()) {
+      std::memcpy(y.raw(), x.raw(), x.bytes());
+    } else {
+      cpu::ForEachFloatBlock({{&x, true, false}, {&y, accumulate, true}}, x.numel(),
+                             [accumulate](int64_t n, float* const* f) {
+                               if (accumulate) {
+                                 for (int64_t j = 0; j < n; ++j) f[1][j] += f[0][j];
+                               } else {
+                                 std::copy_n(f[0], n, f[1]);
+                               }
+                             });
     }
   }
 };
