@@ -91,7 +91,7 @@ testing::SyntheticRun GpuRun(const std::string& mode) {
 }
 
 size_t SmallestBudget(const NetSpec& spec, const testing::SyntheticRun& run) {
-  auto net = testing::BuildTrainingNet(spec, run.batch, DeviceType::kCuda);
+  auto net = testing::BuildTrainingNet(spec, testing::NetOptionsOf(run, DeviceType::kCuda));
   SPILL_CHECK(net.ok()) << net.status().ToString();
   auto minimum = MinimumBudget((*net)->view(), run.memory, kPoolBlockBytes);
   SPILL_CHECK(minimum.ok()) << minimum.status().ToString();
@@ -106,6 +106,9 @@ struct GpuVariant {
   const char* params = "device";  // where parameters, gradients and solver state live
   bool update_on_host = false;
   int64_t batch_chunk = kBatchChunkOff;  // images per slice of the batch
+  // bf16: activations in 16 bits, every step that can in slices
+  // (NetOptions::slice_copies_from 0), against the bf16 baseline.
+  Precision precision = Precision::kFp32;
 };
 constexpr GpuVariant kFirstFit = {"first_fit", "first_fit"};
 constexpr GpuVariant kGpuVariants[] = {
@@ -124,6 +127,8 @@ constexpr GpuVariant kGpuVariants[] = {
     {"chunk_1", "first_fit", "device", false, 1},
     {"chunk_3", "best_fit", "device", false, 3},
     {"chunk_auto", "first_fit", "device", false, kBatchChunkAuto},
+    {"bf16", "first_fit", "device", false, kBatchChunkOff, Precision::kBf16},
+    {"bf16_params_host", "best_fit", "host", true, kBatchChunkOff, Precision::kBf16},
 };
 
 // The cuDNN algorithm the equivalence tests pin: deterministic and needing
@@ -139,6 +144,8 @@ testing::SyntheticRun PinnedRun(const std::string& mode, const GpuVariant& varia
   run.memory.params = *ParseParamPlacement(variant.params);
   run.memory.update_on_host = variant.update_on_host;
   run.memory.batch_chunk = variant.batch_chunk;
+  run.precision = variant.precision;
+  if (variant.precision != Precision::kFp32) run.slice_copies_from = 0;
   // The GPU's mapping granularity.
   SPILL_CHECK(run.memory.settings.Set("va_chunk", "2MiB").ok());
   const std::string allocator = variant.allocator;
@@ -421,7 +428,9 @@ TEST_P(CudaVariantTest, EveryModeTrainsBitIdenticallyAndAsPlanned) {
   SKIP_WITHOUT_GPU();
   const GpuVariant& variant = GetParam();
   NetSpec spec = testing::MustParse(testing::kResNet);
-  auto baseline = testing::TrainSynthetic(spec, PinnedRun("baseline", kFirstFit));
+  GpuVariant reference = kFirstFit;
+  reference.precision = variant.precision;
+  auto baseline = testing::TrainSynthetic(spec, PinnedRun("baseline", reference));
   ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();
   for (const std::string& mode : Modes()) {
     for (bool tight : {false, true}) {
