@@ -12,6 +12,7 @@
 #include "memory/planning/planner.h"
 #include "tests/testing/net_harness.h"
 #include "tests/testing/test_networks.h"
+#include "tools/common/net_options.h"
 
 namespace spill {
 namespace {
@@ -208,6 +209,40 @@ TEST(PrecisionTest, NativeLayersGiveTheBitsOfFloat32Copies) {
       ASSERT_EQ(dx16[i], FloatToBf16Bits(dx32[i])) << type << " backward " << i;
     }
   }
+}
+
+// Slices cost speed, so a bf16 network computes whole steps until memory
+// binds: where the plan does not fit, the programs' first leaner build
+// slices the large steps (whatever the workspace policy), and it needs
+// less memory than the whole steps.
+TEST(PrecisionTest, SlicesAreTheFirstLeanerBuildInBf16) {
+  WorkspacePolicy pinned = *ParseWorkspacePolicy("pin:im2col_image");
+  NetOptions options = NetOptionsFor(64, DeviceType::kCpu, pinned, Precision::kBf16);
+  EXPECT_EQ(options.slice_copies_from, SIZE_MAX);
+  auto whole = testing::BuildTrainingNet(testing::MustParse(testing::kResNet), options);
+  ASSERT_TRUE(whole.ok());
+  const std::vector<LeanerBuild> builds = LeanerBuilds(**whole, options, pinned);
+  ASSERT_EQ(builds.size(), 1u);
+  EXPECT_EQ(builds[0].net.slice_copies_from, kSliceCopiesFrom);
+  EXPECT_NE(builds[0].note.find("eighths of the batch"), std::string::npos) << builds[0].note;
+  NetOptions sliced = builds[0].net;
+  sliced.slice_copies_from = 16 * kKiB;  // this small network's steps are small
+  auto lean = testing::BuildTrainingNet(testing::MustParse(testing::kResNet), sliced);
+  ASSERT_TRUE(lean.ok());
+  MemoryOptions memory;
+  ASSERT_TRUE(ApplyMemoryMode("liveness", &memory).ok());
+  memory.workspace = pinned;
+  auto a = MinimumBudget((*whole)->view(), memory);
+  auto b = MinimumBudget((*lean)->view(), memory);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_LT(*b, *a);
+  // With the default policy the layouts and algorithms follow, sliced too;
+  // float32 has no slices to try.
+  for (const LeanerBuild& build :
+       LeanerBuilds(**whole, options, *ParseWorkspacePolicy("dynamic"))) {
+    EXPECT_EQ(build.net.slice_copies_from, kSliceCopiesFrom) << build.note;
+  }
+  EXPECT_TRUE(LeanerBuilds(**whole, NetOptionsFor(64, DeviceType::kCpu, pinned), pinned).empty());
 }
 
 TEST(PrecisionTest, NamesParseAndBadOnesAreListed) {

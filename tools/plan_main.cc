@@ -60,10 +60,9 @@ struct Subject {
   NetSpec spec;
   std::unique_ptr<Net> net;
   // What a run falls back to where `net`'s plan does not fit
-  // (tools/common/net_options.h), and the network with every layout plain
-  // they build, where `net` has blocked ones.
+  // (tools/common/net_options.h), and the network each one builds.
   std::vector<LeanerBuild> leaner;
-  std::unique_ptr<Net> plain;
+  std::vector<std::unique_ptr<Net>> leaner_nets;
   SolverConfig solver;
   bool has_solver = false;
   int zero = 0;  // distributed.zero of the rank planned
@@ -131,15 +130,17 @@ StatusOr<Subject> Load(const Args& a) {
   const NetOptions net_options = NetOptionsFor(batch, type, flagged.workspace, precision);
   SPILL_ASSIGN_OR_RETURN(s.net, Net::Build(spec, net_options));
   s.leaner = LeanerBuilds(*s.net, net_options, flagged.workspace);
-  if (HasBlockedLayouts(*s.net) && !s.leaner.empty()) {
-    SPILL_ASSIGN_OR_RETURN(s.plain, Net::Build(spec, s.leaner.back().net));
+  for (const LeanerBuild& build : s.leaner) {
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Net> built, Net::Build(spec, build.net));
+    s.leaner_nets.push_back(std::move(built));
   }
   s.spec = spec;
   if (s.has_solver) {
     // The last rank's range of the state is the largest (by one element).
     const int ranks = static_cast<int>(a.ranks);
-    for (Net* net : {s.net.get(), s.plain.get()}) {
-      if (net == nullptr) continue;
+    std::vector<Net*> nets = {s.net.get()};
+    for (const auto& built : s.leaner_nets) nets.push_back(built.get());
+    for (Net* net : nets) {
       SPILL_ASSIGN_OR_RETURN(auto solver, Solver::Create(s.solver));
       solver->AddState(*net, zero > 0 ? StateShard{ranks - 1, ranks} : StateShard{});
     }
@@ -417,7 +418,7 @@ void PrintMapping(const MemoryPlan& plan) {
 }
 
 // The predictor of --device-profile for `net` (null without one).
-StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, Subject& subject,
+StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, const Subject& subject,
                                                        const Net& net, bool say) {
   if (args.device_profile.empty()) return std::unique_ptr<PlanPredictor>();
   SPILL_ASSIGN_OR_RETURN(
@@ -452,9 +453,10 @@ struct ModeRun {
   const Args& args;
   const Subject& subject;
   PlanPredictor* predictor;  // null without --device-profile
-  // The same for the plain-layout network of the leaner builds (its step
-  // costs); shares are still of the configured network's roomy run.
-  PlanPredictor* plain_predictor;
+  // The same for each leaner build's network (its step costs), made when
+  // a plan first uses it; shares are still of the configured network's
+  // roomy run.
+  std::vector<std::unique_ptr<PlanPredictor>> leaner_predictors;
   bool single;  // the only mode planned
   nlohmann::ordered_json* json;
   std::vector<MemoryLog>* logs;
@@ -478,9 +480,10 @@ struct ModeRun {
     // Where that does not fit, a run tries leaner builds, and so does plan.
     const Net* chosen = subject.net.get();
     const LeanerBuild* leaner = nullptr;
+    int chosen_build = -1;
     const bool may_lean = !args.inference && subject.lengths.empty();
     for (size_t i = 0; may_lean && !runnable.plan.fits && i < subject.leaner.size(); ++i) {
-      const Net* built = BuildOf(subject.leaner[i]);
+      const Net* built = subject.leaner_nets[i].get();
       MemoryOptions lean = options;
       lean.workspace = subject.leaner[i].workspace;
       SPILL_ASSIGN_OR_RETURN(RunnablePlan tried, PlanRunnable(built->view(), lean));
@@ -489,6 +492,7 @@ struct ModeRun {
       chosen = built;
       options = lean;
       leaner = &subject.leaner[i];
+      chosen_build = static_cast<int>(i);
     }
     const Net& net = *chosen;
     const MemoryPlan& plan = runnable.plan;
@@ -502,14 +506,21 @@ struct ModeRun {
       for (size_t i = 0; may_lean && leaner == nullptr && i < subject.leaner.size(); ++i) {
         MemoryOptions lean = options;
         lean.workspace = subject.leaner[i].workspace;
-        auto less = MinimumBudget(BuildOf(subject.leaner[i])->view(), lean);
+        auto less = MinimumBudget(subject.leaner_nets[i]->view(), lean);
         if (less.ok() && *less < minimum) minimum = *less;
       }
     }
     std::unique_ptr<Prediction> prediction;
     if (predictor != nullptr && plan.fits) {
-      PlanPredictor* costs =
-          chosen == subject.plain.get() && plain_predictor != nullptr ? plain_predictor : predictor;
+      PlanPredictor* costs = predictor;
+      if (chosen_build >= 0) {
+        leaner_predictors.resize(subject.leaner.size());
+        std::unique_ptr<PlanPredictor>& own = leaner_predictors[chosen_build];
+        if (own == nullptr) {
+          SPILL_ASSIGN_OR_RETURN(own, MakePredictor(args, subject, net, /*say=*/false));
+        }
+        costs = own.get();
+      }
       SPILL_ASSIGN_OR_RETURN(
           Prediction p,
           costs->Predict(plan, options,
@@ -558,11 +569,6 @@ struct ModeRun {
       }
     }
     return WriteModeOutputs(options, plan, net);
-  }
-
-  // The network a leaner build plans.
-  const Net* BuildOf(const LeanerBuild& build) const {
-    return !build.net.blocked_layouts && subject.plain ? subject.plain.get() : subject.net.get();
   }
 
   // Pool sizing, the event trace and the CSV of a plan that fits.
@@ -635,11 +641,6 @@ Status Run(const Args& args) {
   if (!args.json && !args.inference) PrintStochasticDepth(net);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PlanPredictor> predictor,
                          MakePredictor(args, subject, *subject.net, /*say=*/true));
-  std::unique_ptr<PlanPredictor> plain_predictor;
-  if (subject.plain) {
-    SPILL_ASSIGN_OR_RETURN(plain_predictor,
-                           MakePredictor(args, subject, *subject.plain, /*say=*/false));
-  }
   Timeline timeline;
   std::vector<MemoryLog> logs;
   nlohmann::ordered_json json = {{"network", net.name()},
@@ -660,8 +661,8 @@ Status Run(const Args& args) {
         "plan: one training iteration, planned from shapes (" + args.config + ")", &net.schedule(),
         net.layer_names()});
   }
-  ModeRun run{args,  subject,   predictor.get(), plain_predictor.get(), modes.size() == 1, &json,
-              &logs, &timeline, page.get()};
+  ModeRun run{args,  subject, predictor.get(), {},        modes.size() == 1,
+              &json, &logs,   &timeline,       page.get()};
   for (const std::string& mode : modes) SPILL_RETURN_IF_ERROR(run.Run(mode));
   if (page) SPILL_RETURN_IF_ERROR(WriteTextFile(args.html, page->Html(), "--html"));
   if (!args.fragmentation_svg.empty()) {

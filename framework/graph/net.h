@@ -31,7 +31,7 @@ struct NetOptions {
   Precision precision = Precision::kFp32;
   // In 16 bits: the whole batch's float32 copies from which a step is
   // computed in slices (kConversionSlices; SIZE_MAX: never).
-  size_t slice_copies_from = kSliceCopiesFrom;
+  size_t slice_copies_from = SIZE_MAX;
 };
 
 class Net;
@@ -138,7 +138,7 @@ class Net {
   int64_t batch_ = 1;
   bool blocked_layouts_ = true;
   Precision precision_ = Precision::kFp32;
-  size_t slice_copies_from_ = kSliceCopiesFrom;
+  size_t slice_copies_from_ = SIZE_MAX;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<LayerDecl> decls_;
   std::vector<LayerSpec> specs_;

@@ -19,9 +19,9 @@
 // the 16-bit tensors it reads into float32 copies and the copies it wrote
 // back to 16 bits (round to nearest even); the copies live at the front of
 // the step's workspace, so the plan counts them like any workspace
-// (Net::ConversionBytes), and large steps run in slices of the batch to keep
-// them small (kConversionSlices). Conversion is exact and deterministic, so
-// every memory mode trains the bits of the 16-bit baseline.
+// (Net::ConversionBytes), and where memory is short large steps run in
+// slices of the batch to keep them small (kConversionSlices). Conversion is exact and
+// deterministic, so every memory mode trains the bits of the 16-bit baseline.
 #ifndef SPILL_FRAMEWORK_GRAPH_PRECISION_H_
 #define SPILL_FRAMEWORK_GRAPH_PRECISION_H_
 
@@ -44,13 +44,16 @@ std::string PrecisionNote(Precision precision);
 // How the precision stores activations and their gradients.
 DType ActivationType(Precision precision);
 
-// A step whose float32 copies of the whole batch would take at least
-// NetOptions::slice_copies_from bytes (and whose layer computes slices of the
-// batch) is computed in this many slices, so that its copies take an
-// eighth of what they would: a quarter of the step's 16-bit tensors, not
-// twice them. The slices give the bits of the whole batch where the layer's
-// reductions run in image order; either way every memory mode computes the
-// same slices.
+// A network built with NetOptions::slice_copies_from computes each step
+// whose float32 copies of the whole batch would take at least that many
+// bytes (and whose layer computes slices of the batch) in this many slices,
+// so that its copies take an eighth of what they would: a quarter of the
+// step's 16-bit tensors, not twice them. Slices cost time (smaller
+// computations), so the default computes whole steps, and the programs
+// build with kSliceCopiesFrom where a plan does not fit otherwise
+// (tools/common/net_options.h, LeanerBuilds). The slices give the bits of
+// the whole batch where the layer's reductions run in image order; either
+// way every memory mode computes the same slices.
 constexpr int64_t kConversionSlices = 8;
 constexpr size_t kSliceCopiesFrom = size_t{1} << 20;
 

@@ -49,14 +49,14 @@ struct SyntheticRun {
   int steps = 2;
   float learning_rate = 0.01f;
   uint64_t seed = 1;
-  bool same_batch = false;                      // feed one batch every step instead of a new one
-  double link_bytes_per_second = 0;             // throttle the CPU device's copies
-  std::string device = "cpu";                   // or "cuda" (--config=cuda builds)
-  bool blocked_layouts = true;                  // NetOptions::blocked_layouts
-  Precision precision = Precision::kFp32;       // NetOptions::precision
-  size_t slice_copies_from = kSliceCopiesFrom;  // NetOptions::slice_copies_from
-  Device* use_device = nullptr;                 // this one instead of a new `device`
-  bool inference = false;                       // forward passes only (Phase::kEval), no updates
+  bool same_batch = false;                 // feed one batch every step instead of a new one
+  double link_bytes_per_second = 0;        // throttle the CPU device's copies
+  std::string device = "cpu";              // or "cuda" (--config=cuda builds)
+  bool blocked_layouts = true;             // NetOptions::blocked_layouts
+  Precision precision = Precision::kFp32;  // NetOptions::precision
+  size_t slice_copies_from = SIZE_MAX;     // NetOptions::slice_copies_from
+  Device* use_device = nullptr;            // this one instead of a new `device`
+  bool inference = false;                  // forward passes only (Phase::kEval), no updates
   // Time the device's algorithm candidates first (CalibrateNet), as the
   // tools do; false keeps their estimates, which a plan made from shapes
   // alone also uses.

@@ -44,19 +44,31 @@ bool HasBlockedLayouts(const Net& net) {
 std::vector<LeanerBuild> LeanerBuilds(const Net& net, const NetOptions& options,
                                       const WorkspacePolicy& workspace) {
   std::vector<LeanerBuild> builds;
+  // In 16 bits, first the large steps in slices: their float32 copies shrink
+  // eightfold, at a little speed (framework/graph/precision.h).
+  NetOptions lean = options;
+  std::string sliced;
+  if (ActivationType(options.precision) != DType::kF32 && options.slice_copies_from == SIZE_MAX) {
+    lean.slice_copies_from = kSliceCopiesFrom;
+    sliced = "the larger steps computed in eighths of the batch (smaller float32 copies)";
+    builds.push_back({lean, workspace, sliced + ": the plan with whole steps does not fit"});
+  }
   if (workspace.kind != WorkspacePolicy::Kind::kDynamic) return builds;
-  NetOptions plain = options;
-  plain.blocked_layouts = false;
-  if (HasBlockedLayouts(net)) {
-    builds.push_back({plain, workspace,
-                      "every activation layout plain: the plan with blocked layouts does not fit"});
+  const std::string also = sliced.empty() ? "" : sliced + ", and ";
+  lean.blocked_layouts = false;
+  const bool blocked = HasBlockedLayouts(net);
+  if (blocked) {
+    builds.push_back(
+        {lean, workspace,
+         also + "every activation layout plain: the plan with blocked layouts does " + "not fit"});
   }
   WorkspacePolicy least;
   least.kind = WorkspacePolicy::Kind::kMemoryOptimal;
-  builds.push_back({plain, least,
-                    std::string("every activation layout plain and the algorithms of least "
-                                "workspace (memory_optimal): the plan with the default policy") +
-                        (builds.empty() ? "" : "'s layouts and algorithms") + " does not fit"});
+  builds.push_back({lean, least,
+                    also +
+                        "every activation layout plain and the algorithms of least workspace "
+                        "(memory_optimal): the plan with the default policy" +
+                        (blocked ? "'s layouts and algorithms" : "") + " does not fit"});
   return builds;
 }
 

@@ -32,11 +32,13 @@ Status CheckPrecision(Precision precision, DeviceType type, const std::string& w
 bool HasBlockedLayouts(const Net& net);
 
 // A leaner way to build and plan the network, tried where the plan of the
-// configuration as given does not fit its budget. With the default
-// workspace policy (dynamic), blocked layouts give way to plain ones (no
-// whole-batch conversion copies), then the algorithms to those of least
-// workspace (memory_optimal's - what the planners that search plan for
-// otherwise are the fastest, as if memory were free). So the default never
+// configuration as given does not fit its budget. In 16 bits, first the
+// larger steps are computed in slices of the batch, whatever the workspace
+// policy (NetOptions::slice_copies_from). With the default workspace policy
+// (dynamic), blocked layouts then give way to plain ones (no whole-batch
+// conversion copies), then the algorithms to those of least workspace
+// (memory_optimal's - what the planners that search plan for otherwise
+// are the fastest, as if memory were free). So the default never
 // reaches less than memory_optimal, and it costs speed only where memory
 // binds. Every program - train, plan, widest, deepest - tries the same
 // builds in the same order, so plans still equal runs.
@@ -46,7 +48,7 @@ struct LeanerBuild {
   std::string note;           // what the programs print when it is used
 };
 // The builds to try after `net` (built with `options`) does not fit under
-// `workspace`, in order; none unless the policy is dynamic.
+// `workspace`, in order; in float32, none unless the policy is dynamic.
 std::vector<LeanerBuild> LeanerBuilds(const Net& net, const NetOptions& options,
                                       const WorkspacePolicy& workspace);
 

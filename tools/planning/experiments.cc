@@ -205,6 +205,7 @@ namespace {
 NetOptions NetOptionsOf(int64_t batch, DeviceType type, const ExperimentOptions& options) {
   NetOptions net = NetOptionsFor(batch, type, options.memory.workspace, options.precision);
   if (options.plain_layouts) net.blocked_layouts = false;
+  net.slice_copies_from = options.slice_copies_from;
   return net;
 }
 
@@ -273,6 +274,7 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
     if (!tried.fits) continue;
     tried.leaner = lean.note;
     tried.plain_layouts = !lean.net.blocked_layouts;
+    tried.slice_copies_from = lean.net.slice_copies_from;
     return tried;
   }
   return probe;
@@ -282,6 +284,7 @@ void ExperimentOptions::Use(const Probe& probe) {
   if (probe.leaner.empty()) return;
   memory.workspace = probe.workspace;
   plain_layouts = probe.plain_layouts;
+  slice_copies_from = probe.slice_copies_from;
 }
 
 int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {

@@ -25,10 +25,12 @@ struct Probe {
   std::string share;
   // Where the network as configured did not fit, the leaner build that did
   // (tools/common/net_options.h): its note, whether its layouts are all
-  // plain, and its workspace policy. Empty note: as configured.
+  // plain, its workspace policy and whether it computes large steps in
+  // slices (16 bits). Empty note: as configured.
   std::string leaner;
   bool plain_layouts = false;
   WorkspacePolicy workspace;
+  size_t slice_copies_from = SIZE_MAX;
 };
 
 // Largest x in [low, limit] with fits(x), for a predicate that holds up to
@@ -56,9 +58,10 @@ struct ExperimentOptions {
   std::string device_profile = "k40-pcie3";
   std::string searched_share;  // the key given as "search" (window_budget), or empty
   ParamOverrides sets;
-  MemoryFlags memory_flags;    // as given
-  MemoryOptions memory;        // the tool's defaults with the memory flags applied
-  bool plain_layouts = false;  // build with every activation layout plain
+  MemoryFlags memory_flags;             // as given
+  MemoryOptions memory;                 // the tool's defaults with the memory flags applied
+  bool plain_layouts = false;           // build with every activation layout plain
+  size_t slice_copies_from = SIZE_MAX;  // NetOptions::slice_copies_from
   // One rank of a data-parallel run of `ranks` (its batch as given): with
   // `zero` 1 it holds its shard of the solver state, with 2 also each
   // gradient only around its layer's backward (distributed.zero).
