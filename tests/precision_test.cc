@@ -147,6 +147,14 @@ TEST(PrecisionTest, LargeStepsComputeInSlicesAndNativeLayersNeedNoCopies) {
   }
   EXPECT_GT(sliced, 4);
   EXPECT_GT(native, 4);
+  // A float32 network has nothing to copy, so nothing to slice.
+  options.precision = Precision::kFp32;
+  options.slice_copies_from = 0;
+  auto fp32 = testing::BuildTrainingNet(testing::MustParse(testing::kResNet), options);
+  ASSERT_TRUE(fp32.ok());
+  for (const Step& step : (*fp32)->schedule().steps) {
+    EXPECT_EQ((*fp32)->ConversionSlice(step.layer, step.pass), 0) << step.index;
+  }
 }
 
 // Layers that take 16-bit tensors as they are compute the bits the float32

@@ -253,7 +253,8 @@ size_t Net::Algorithms::FixedWorkspace(int layer, Pass pass, int64_t images, siz
 
 int64_t Net::ConversionSlice(int layer, Pass pass) const {
   if (!layers_[layer]->supports_slices()) return 0;
-  if (ConversionBytes(layer, pass, batch_) < slice_copies_from_) return 0;
+  const size_t copies = ConversionBytes(layer, pass, batch_);
+  if (copies == 0 || copies < slice_copies_from_) return 0;  // nothing, or little, to copy
   const int64_t images = (batch_ + kConversionSlices - 1) / kConversionSlices;
   return images < batch_ ? images : 0;
 }
