@@ -252,6 +252,10 @@ size_t Net::Algorithms::FixedWorkspace(int layer, Pass pass, int64_t images, siz
 }
 
 int64_t Net::ConversionSlice(int layer, Pass pass) const {
+  return conversion_slices_[2 * layer + (pass == Pass::kBackward)];
+}
+
+int64_t Net::ComputeConversionSlice(int layer, Pass pass) const {
   if (!layers_[layer]->supports_slices()) return 0;
   const size_t copies = ConversionBytes(layer, pass, batch_);
   if (copies == 0 || copies < slice_copies_from_) return 0;  // nothing, or little, to copy
@@ -380,6 +384,7 @@ void Net::AssignLayouts(bool blocked) {
 }
 
 void Net::RefreshWorkspaces() {
+  conversion_slices_.assign(2 * static_cast<size_t>(num_layers()), 0);
   for (int id = 0; id < num_layers(); ++id) {
     std::vector<bool> down;
     for (TensorId g : schedule_.layers[id].input_grads) down.push_back(g != kNoTensor);
@@ -388,6 +393,8 @@ void Net::RefreshWorkspaces() {
         layers_[id]->workspace_bytes(Pass::kForward) + ConversionBytes(id, Pass::kForward, batch_);
     decls_[id].backward_workspace = layers_[id]->workspace_bytes(Pass::kBackward) +
                                     ConversionBytes(id, Pass::kBackward, batch_);
+    conversion_slices_[2 * id] = ComputeConversionSlice(id, Pass::kForward);
+    conversion_slices_[2 * id + 1] = ComputeConversionSlice(id, Pass::kBackward);
     for (const Pass pass : {Pass::kForward, Pass::kBackward}) {
       const bool forward = pass == Pass::kForward;
       Step& step =

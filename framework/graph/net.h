@@ -109,6 +109,8 @@ class Net {
   // the conversions around a computation on copies, or half the bytes of a
   // layer that computes on 16-bit tensors.
   void AddConversionWork(int layer, Pass pass, LayerWork* work) const;
+  // ConversionSlice from the shapes and settings (RefreshWorkspaces keeps it).
+  int64_t ComputeConversionSlice(int layer, Pass pass) const;
   // Whether `layer` reads input `input` as indices (labels, ids).
   bool ReadsIndices(int layer, int input) const;
   // SetSequenceLength's work, without restoring the length on failure.
@@ -139,6 +141,7 @@ class Net {
   bool blocked_layouts_ = true;
   Precision precision_ = Precision::kFp32;
   size_t slice_copies_from_ = SIZE_MAX;
+  std::vector<int64_t> conversion_slices_;  // ConversionSlice, per layer and pass
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<LayerDecl> decls_;
   std::vector<LayerSpec> specs_;

@@ -151,16 +151,23 @@ Status CheckParams(CheckpointCheck& check, const Net& net) {
   return Status::Ok();
 }
 
+// The precision the archive was trained in; checkpoints from before
+// precisions were recorded are float32.
+StatusOr<Precision> SavedPrecision(const NpzArchive& archive, const std::string& path) {
+  auto it = archive.find("meta/precision");
+  if (it == archive.end()) return Precision::kFp32;
+  return ParsePrecision(it->second.text(), "checkpoint '" + path + "': meta/precision");
+}
+
 // A run resumes in the precision it was saved in: its parameters are the
 // float32 master weights either way, but the activations it trained on were
 // rounded differently, so continuing in another precision is a different
-// run (start one from these weights with --init). Checkpoints from before
-// precisions were recorded are float32.
-Status CheckPrecision(const NpzArchive& archive, const Net& net, const std::string& path) {
-  auto it = archive.find("meta/precision");
-  const std::string saved = it == archive.end() ? "fp32" : it->second.text();
+// run (start one from these weights with --init).
+Status CheckSavedPrecision(const NpzArchive& archive, const Net& net, const std::string& path) {
+  SPILL_ASSIGN_OR_RETURN(const Precision precision, SavedPrecision(archive, path));
+  if (precision == net.precision()) return Status::Ok();
+  const std::string saved = PrecisionName(precision);
   const std::string running = PrecisionName(net.precision());
-  if (saved == running) return Status::Ok();
   return InvalidArgument("checkpoint '" + path + "' was trained in " + saved +
                          " (meta/precision); this run is " + running +
                          ": resume it with run.precision (or --precision) " + saved +
@@ -186,7 +193,7 @@ Status CheckAll(CheckpointCheck& check, const Net& net, const Solver* solver,
             check.Tensor(key, slot.param, sharded ? kNoTensor : slot.state[k], true));
       }
     }
-    SPILL_RETURN_IF_ERROR(CheckPrecision(check.archive(), net, path));
+    SPILL_RETURN_IF_ERROR(CheckSavedPrecision(check.archive(), net, path));
     SPILL_RETURN_IF_ERROR(check.Counter("meta/solver_steps", &position->solver_steps));
     if (position->solver_steps > position->step) {
       return InvalidArgument("checkpoint '" + path + "': meta/solver_steps (" +
@@ -217,9 +224,7 @@ void MatchParameter(const NpzArchive& archive, const Net& net, TensorId id,
 
 StatusOr<Precision> CheckpointPrecision(const std::string& path) {
   SPILL_ASSIGN_OR_RETURN(NpzArchive archive, ReadNpz(path));
-  auto it = archive.find("meta/precision");
-  if (it == archive.end()) return Precision::kFp32;
-  return ParsePrecision(it->second.text(), "checkpoint '" + path + "': meta/precision");
+  return SavedPrecision(archive, path);
 }
 
 Status CheckParameterArrays(const NpzArchive& archive, const std::string& path, const Net& net) {

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cstring>
 
 #include "framework/graph/layer_registry.h"
 #include "layers/cpu/cpu_math.h"
@@ -29,7 +28,8 @@ class CpuConcatLayer : public ConcatLayer {
       int64_t channel = 0;
       for (const Tensor& in : args.inputs) {
         const int64_t count = in.shape().c() * plane;
-        CopyOrAdd(Run(in, n * count, count), Run(y, (n * out.c() + channel) * plane, count), false);
+        cpu::CopyOrAdd(Run(in, n * count, count), Run(y, (n * out.c() + channel) * plane, count),
+                       false);
         channel += in.shape().c();
       }
     }
@@ -45,8 +45,8 @@ class CpuConcatLayer : public ConcatLayer {
         const int64_t count = inputs_[i].c() * plane;
         const Tensor& dx = args.input_grads[i];
         if (dx.valid()) {
-          CopyOrAdd(Run(dy, (n * out.c() + channel) * plane, count), Run(dx, n * count, count),
-                    args.accumulate[i]);
+          cpu::CopyOrAdd(Run(dy, (n * out.c() + channel) * plane, count), Run(dx, n * count, count),
+                         args.accumulate[i]);
         }
         channel += inputs_[i].c();
       }
@@ -58,24 +58,6 @@ class CpuConcatLayer : public ConcatLayer {
   static Tensor Run(const Tensor& t, int64_t begin, int64_t count) {
     char* data = static_cast<char*>(t.raw()) + begin * static_cast<int64_t>(DTypeSize(t.dtype()));
     return Tensor(Shape(1, count, 1, 1), data, t.dtype(), Layout::kPlain);
-  }
-
-  // y = x (the same element type: a byte copy) or y += x.
-  static void CopyOrAdd(const Tensor& x, const Tensor& y, bool accumulate) {
-    if (x.dtype() == DType::kF32 && y.dtype() == DType::kF32) {
-      cpu::CopyOrAdd(x.data(), y.data(), x.numel(), accumulate);
-    } else if (!accumulate && x.dtype() == y.dtype()) {
-      std::memcpy(y.raw(), x.raw(), x.bytes());
-    } else {
-      cpu::ForEachFloatBlock({{&x, true, false}, {&y, accumulate, true}}, x.numel(),
-                             [accumulate](int64_t n, float* const* f) {
-                               if (accumulate) {
-                                 for (int64_t j = 0; j < n; ++j) f[1][j] += f[0][j];
-                               } else {
-                                 std::copy_n(f[0], n, f[1]);
-                               }
-                             });
-    }
   }
 };
 
@@ -118,7 +100,6 @@ class CpuAddLayer : public AddLayer {
 
   // A dropped branch gets a zero gradient (Layer::DroppedInput).
   void Backward(const BackwardArgs& args) const override {
-    const int64_t n = args.output_grads[0].numel();
     for (size_t i = 0; i < args.input_grads.size(); ++i) {
       const Tensor& dx = args.input_grads[i];
       if (!dx.valid()) continue;
@@ -127,14 +108,7 @@ class CpuAddLayer : public AddLayer {
         if (!accumulate) cpu::Zero(dx);
         continue;
       }
-      cpu::ForEachFloatBlock({{&args.output_grads[0], true, false}, {&dx, accumulate, true}}, n,
-                             [accumulate](int64_t count, float* const* f) {
-                               if (accumulate) {
-                                 for (int64_t j = 0; j < count; ++j) f[1][j] += f[0][j];
-                               } else {
-                                 std::copy_n(f[0], count, f[1]);
-                               }
-                             });
+      cpu::CopyOrAdd(args.output_grads[0], dx, accumulate);
     }
   }
 };

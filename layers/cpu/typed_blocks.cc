@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "framework/device/convert.h"
+#include "layers/cpu/cpu_math.h"
 
 namespace spill {
 namespace cpu {
@@ -46,6 +47,23 @@ void ForEachFloatBlock(const std::vector<BlockOperand>& operands, int64_t n,
 }
 
 void Zero(const Tensor& t) { std::memset(t.raw(), 0, t.bytes()); }
+
+void CopyOrAdd(const Tensor& x, const Tensor& y, bool accumulate) {
+  if (x.dtype() == DType::kF32 && y.dtype() == DType::kF32) {
+    CopyOrAdd(x.data(), y.data(), x.numel(), accumulate);
+  } else if (!accumulate && x.dtype() == y.dtype()) {
+    std::memcpy(y.raw(), x.raw(), x.bytes());
+  } else {
+    ForEachFloatBlock({{&x, true, false}, {&y, accumulate, true}}, x.numel(),
+                      [accumulate](int64_t n, float* const* f) {
+                        if (accumulate) {
+                          for (int64_t j = 0; j < n; ++j) f[1][j] += f[0][j];
+                        } else {
+                          std::copy_n(f[0], n, f[1]);
+                        }
+                      });
+  }
+}
 
 }  // namespace cpu
 }  // namespace spill

@@ -39,6 +39,10 @@ void ForEachFloatBlock(const std::vector<BlockOperand>& operands, int64_t n,
 // Sets a tensor of any element type to zero.
 void Zero(const Tensor& t);
 
+// y = x, or y += x (in float32) when `accumulate`, for tensors of any
+// element types and x.numel() elements: a byte copy where the types match.
+void CopyOrAdd(const Tensor& x, const Tensor& y, bool accumulate);
+
 }  // namespace cpu
 }  // namespace spill
 
