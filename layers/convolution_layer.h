@@ -26,6 +26,10 @@ struct ConvGeometry {
   // How x and dx (input), y and dy (output) lie in memory; the weights are
   // always plain. Set by CPU layers from the network's layouts.
   Layout input_layout = Layout::kPlain, output_layout = Layout::kPlain;
+  // The storage types of x and dx, of y and dy (the weights, the bias and
+  // their gradients are always float32). Set by CPU layers from the
+  // network's precision.
+  DType input_dtype = DType::kF32, output_dtype = DType::kF32;
 
   int64_t channels_per_group() const { return channels / groups; }
   int64_t filters_per_group() const { return filters / groups; }

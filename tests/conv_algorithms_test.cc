@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "layers/cpu/conv_algorithm.h"
+#include "layers/cpu/conv_layouts.h"
 
 namespace spill {
 namespace cpu {
@@ -26,6 +27,9 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr double kTolerance = 1e-4;  // relative to the largest reference magnitude
+// For algorithms that compute in bfloat16 (8 significant bits: each operand
+// rounds by up to 2^-9 of itself).
+constexpr double kBf16Tolerance = 2e-2;
 constexpr unsigned char kCanary = 0xA5;
 
 struct Case {
@@ -183,8 +187,9 @@ double MaxAbs(const std::vector<float>& v) {
 }
 
 // "" when `got` matches `want` within the tolerance and holds no NaN.
-std::string Compare(const std::vector<float>& got, const std::vector<float>& want) {
-  const double tolerance = kTolerance * std::max(MaxAbs(want), 1e-3);
+std::string Compare(const std::vector<float>& got, const std::vector<float>& want,
+                    double relative = kTolerance) {
+  const double tolerance = relative * std::max(MaxAbs(want), 1e-3);
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(got[i]) || std::fabs(static_cast<double>(got[i]) - want[i]) > tolerance) {
       return "element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " +
@@ -264,7 +269,7 @@ const ConvAlgorithm& Reference() {
 
 TEST(ConvAlgorithmsTest, AllAreRegistered) {
   for (const char* name : {"im2col_image", "im2col_batch", "im2col_chunk", "direct", "depthwise",
-                           "dnnl", "dnnl_winograd"}) {
+                           "dnnl", "dnnl_winograd", "dnnl_bf16"}) {
     EXPECT_NE(FindConvAlgorithm(name), nullptr) << name;
   }
 }
@@ -335,8 +340,10 @@ INSTANTIATE_TEST_SUITE_P(Geometries, ConvCaseTest, ::testing::ValuesIn(Cases()),
 // Winograd's kernels exist for 3x3 kernels at stride 1 only, and only on
 // processors with AVX-512 (oneDNN has none for AVX2), depthwise for one
 // filter per channel only; every other algorithm computes every geometry.
+// bfloat16 arithmetic needs AVX-512 BF16.
 bool MustSupport(const ConvAlgorithm& a, const ConvGeometry& g) {
   if (a.name() == "depthwise") return g.groups == g.channels && g.filters == g.channels;
+  if (a.name() == "dnnl_bf16") return Bf16Arithmetic();
   if (a.name() != "dnnl_winograd") return true;
   if (!__builtin_cpu_supports("avx512f")) return false;
   return g.kernel == std::array<int64_t, 2>{3, 3} && g.stride == std::array<int64_t, 2>{1, 1} &&
@@ -360,13 +367,15 @@ TEST_P(ConvAlgorithmTest, MatchesReferenceDeterministicallyWithinWorkspace) {
   if (!Applies(*a, p.g)) return;
   const Results want = RunAll(Reference(), p);
   const Results got = RunAll(*a, p);
-  EXPECT_EQ(Compare(got.y_bias, want.y_bias), "") << "forward with bias";
-  EXPECT_EQ(Compare(got.y, want.y), "") << "forward";
-  EXPECT_EQ(Compare(got.dx, want.dx), "") << "backward data";
-  EXPECT_EQ(Compare(got.dx_accumulated, want.dx_accumulated), "") << "backward data, accumulate";
-  EXPECT_EQ(Compare(got.dw_db, want.dw_db), "") << "backward filter with db";
-  EXPECT_EQ(Compare(got.db, want.db), "") << "db";
-  EXPECT_EQ(Compare(got.dw, want.dw), "") << "backward filter";
+  const double tol = a->computes_16_bit() ? kBf16Tolerance : kTolerance;
+  EXPECT_EQ(Compare(got.y_bias, want.y_bias, tol), "") << "forward with bias";
+  EXPECT_EQ(Compare(got.y, want.y, tol), "") << "forward";
+  EXPECT_EQ(Compare(got.dx, want.dx, tol), "") << "backward data";
+  EXPECT_EQ(Compare(got.dx_accumulated, want.dx_accumulated, tol), "")
+      << "backward data, accumulate";
+  EXPECT_EQ(Compare(got.dw_db, want.dw_db, tol), "") << "backward filter with db";
+  EXPECT_EQ(Compare(got.db, want.db), "") << "db (float32 sums of dy, in every algorithm)";
+  EXPECT_EQ(Compare(got.dw, want.dw, tol), "") << "backward filter";
   EXPECT_TRUE(RunAll(*a, p) == got) << "a second run gave different bits";
 }
 
@@ -399,7 +408,10 @@ TEST_P(ConvAlgorithmTest, SlicedFilterGradientMatchesDoubleReference) {
                         p.dy.data() + begin * g.filters * g.out_plane(), got_dw.data(),
                         got_db.data(), begin > 0, sums.data(), workspace.Fresh());
     }
-    EXPECT_EQ(Compare(got_dw, std::vector<float>(dw.begin(), dw.end())), "") << "dw";
+    EXPECT_EQ(Compare(got_dw, std::vector<float>(dw.begin(), dw.end()),
+                      a->computes_16_bit() ? kBf16Tolerance : kTolerance),
+              "")
+        << "dw";
     EXPECT_EQ(Compare(got_db, std::vector<float>(db.begin(), db.end())), "") << "db";
     EXPECT_EQ(std::memcmp(got_db.data(), whole.db.data(), got_db.size() * sizeof(float)), 0)
         << "the carried double sums give the whole batch's bias gradient";

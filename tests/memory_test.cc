@@ -15,6 +15,7 @@
 #include "framework/config/net_spec.h"
 #include "framework/graph/layer_registry.h"
 #include "framework/graph/net.h"
+#include "layers/cpu/conv_layouts.h"
 #include "memory/allocators/va_allocator.h"
 #include "memory/liveness.h"
 #include "memory/planning/feasibility.h"
@@ -100,6 +101,10 @@ constexpr Variant kVariants[] = {
      kBatchChunkAuto, "pin:im2col_image", 2, Precision::kBf16},
     {"bf16_params_host", "va", "lru", true, 64 * kKiB, "host", true, kBatchChunkOff,
      "pin:im2col_image", 2, Precision::kBf16},
+    // Convolutions in bfloat16 arithmetic on the 16-bit tensors as they are
+    // (where the processor has it), whole batches as for dnnl.
+    {"bf16_dnnl", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
+     "pin:dnnl_bf16", 2, Precision::kBf16, false},
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {
@@ -178,6 +183,9 @@ bool RunsTight(const std::string& mode, const Variant& variant, Scope scope) {
 // (One run serves both promises.)
 void ExpectEveryModeBitIdenticalAndPlanned(const NetSpec& spec, const Variant& variant,
                                            Scope scope = Scope::kNetwork) {
+  if (std::strcmp(variant.workspace, "pin:dnnl_bf16") == 0 && !cpu::Bf16Arithmetic()) {
+    GTEST_SKIP() << "this processor has no AVX-512 BF16 for dnnl_bf16";
+  }
   testing::SyntheticRun reference = SmallRun("baseline");
   reference.memory.workspace = *ParseWorkspacePolicy(variant.workspace);
   reference.precision = variant.precision;

@@ -3,11 +3,13 @@
 // each computation converts at the front of its workspace.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "framework/base/random.h"
 #include "framework/device/convert.h"
 #include "framework/graph/net.h"
+#include "layers/cpu/conv_layouts.h"
 #include "memory/memory_options.h"
 #include "memory/planning/planner.h"
 #include "tests/testing/net_harness.h"
@@ -81,6 +83,8 @@ TEST(PrecisionTest, WorkspacesHoldTheFloat32CopiesOfEachStep) {
   for (size_t i = 0; i < bf16->schedule().steps.size(); ++i) {
     const Step &a = fp32->schedule().steps[i], &b = bf16->schedule().steps[i];
     if (!b.active) continue;
+    // Convolutions count their copies per algorithm (the next test).
+    if (bf16->layer(b.layer).type() == "convolution") continue;
     const size_t copies = bf16->ConversionBytes(b.layer, b.pass, 8);
     EXPECT_EQ(fp32->ConversionBytes(a.layer, a.pass, 8), 0u);
     EXPECT_EQ(b.workspace_bytes, a.workspace_bytes + copies) << i;
@@ -102,6 +106,44 @@ TEST(PrecisionTest, WorkspacesHoldTheFloat32CopiesOfEachStep) {
   }
   EXPECT_GT(with_copies, 10);
   EXPECT_GT(smaller, with_copies / 2);
+}
+
+// Convolutions take 16-bit tensors as they are: bfloat16 arithmetic
+// (dnnl_bf16) is offered where the processor has it and only to networks
+// that store 16 bits, and the float32 algorithms' candidates count the
+// float32 copies they compute on.
+TEST(PrecisionTest, ConvolutionsCountTheirOwnCopiesPerAlgorithm) {
+  const auto fp32 = Build(testing::kResNet, Precision::kFp32, 8);
+  const auto bf16 = Build(testing::kResNet, Precision::kBf16, 8);
+  int convolutions = 0;
+  for (size_t i = 0; i < bf16->schedule().steps.size(); ++i) {
+    const Step &a = fp32->schedule().steps[i], &b = bf16->schedule().steps[i];
+    if (!b.active || bf16->layer(b.layer).type() != "convolution") continue;
+    ++convolutions;
+    EXPECT_TRUE(bf16->layer(b.layer).computes_16_bit(b.pass));
+    EXPECT_EQ(bf16->ConversionBytes(b.layer, b.pass, 8), 0u);
+    for (int op = 0; op < bf16->view().algorithms->NumOps(b.layer, b.pass); ++op) {
+      const auto plain = fp32->view().algorithms->Candidates(a.layer, a.pass, op, 8);
+      const auto half = bf16->view().algorithms->Candidates(b.layer, b.pass, op, 8);
+      bool offered = false;
+      for (const AlgorithmCandidate& c : plain) EXPECT_NE(c.name, "dnnl_bf16");
+      for (const AlgorithmCandidate& c : half) {
+        if (c.name == "dnnl_bf16") {
+          offered = true;
+          continue;
+        }
+        auto same = std::find_if(plain.begin(), plain.end(),
+                                 [&](const AlgorithmCandidate& p) { return p.name == c.name; });
+        ASSERT_NE(same, plain.end()) << c.name;
+        // The input is the float32 image in the first convolution: there
+        // only the output is copied.
+        EXPECT_GT(c.workspace, same->workspace) << c.name << " in " << bf16->layer(b.layer).name();
+      }
+      EXPECT_EQ(offered, cpu::Bf16Arithmetic()) << bf16->layer(b.layer).name();
+      EXPECT_EQ(half.size(), plain.size() + (offered ? 1 : 0));
+    }
+  }
+  EXPECT_GT(convolutions, 4);
 }
 
 // Liveness keeps the activations backward needs: in bf16 they take half the

@@ -148,6 +148,17 @@ class Layer {
   Layout input_layout(int i) const { return LayoutAt(input_layouts_, i); }
   Layout output_layout(int i) const { return LayoutAt(output_layouts_, i); }
 
+  // The storage types of the inputs and outputs (and of their gradients),
+  // set by the network with the precision (framework/graph/precision.h),
+  // before workspaces and candidates are read; float32 until then.
+  void set_dtypes(std::vector<DType> inputs, std::vector<DType> outputs) {
+    input_dtypes_ = std::move(inputs);
+    output_dtypes_ = std::move(outputs);
+    DtypesChanged();
+  }
+  DType input_dtype(int i) const { return DTypeAt(input_dtypes_, i); }
+  DType output_dtype(int i) const { return DTypeAt(output_dtypes_, i); }
+
   // ---- Declarations: from shapes alone ----
   virtual int min_inputs() const { return 1; }
   virtual int max_inputs() const { return 1; }
@@ -217,8 +228,8 @@ class Layer {
 
   // Whether this implementation's `pass` takes activations and their
   // gradients stored in 16 bits as they are (Tensor::dtype), converting as
-  // it computes; otherwise the executor hands it float32 copies
-  // (framework/graph/precision.h).
+  // it computes (or into copies it counts in its own workspace); otherwise
+  // the executor hands it float32 copies (framework/graph/precision.h).
   virtual bool computes_16_bit(Pass pass) const { return false; }
 
   // Batch slicing (`memory.chunk`, see BatchSlice): the sweeps a pass makes
@@ -232,9 +243,17 @@ class Layer {
   virtual void Forward(const ForwardArgs& args) const = 0;
   virtual void Backward(const BackwardArgs& args) const = 0;
 
+ protected:
+  // Called by set_dtypes: implementations whose choices depend on the
+  // storage types (convolution algorithms) make them again.
+  virtual void DtypesChanged() {}
+
  private:
   static Layout LayoutAt(const std::vector<Layout>& layouts, int i) {
     return i < static_cast<int>(layouts.size()) ? layouts[i] : Layout::kPlain;
+  }
+  static DType DTypeAt(const std::vector<DType>& dtypes, int i) {
+    return i < static_cast<int>(dtypes.size()) ? dtypes[i] : DType::kF32;
   }
 
   std::string name_;
@@ -243,6 +262,7 @@ class Layer {
   int64_t batch_ = 1;
   std::vector<bool> propagate_down_;
   std::vector<Layout> input_layouts_, output_layouts_;
+  std::vector<DType> input_dtypes_, output_dtypes_;
 };
 
 }  // namespace spill

@@ -306,6 +306,13 @@ void Net::AssignPrecision() {
       info.bytes = static_cast<size_t>(info.shape.numel()) * DTypeSize(info.dtype);
     }
   }
+  for (int id = 0; id < num_layers(); ++id) {
+    const LayerTensors& lt = schedule_.layers[id];
+    std::vector<DType> in, out;
+    for (TensorId t : lt.inputs) in.push_back(schedule_.tensors[t].dtype);
+    for (TensorId t : lt.outputs) out.push_back(schedule_.tensors[t].dtype);
+    layers_[id]->set_dtypes(std::move(in), std::move(out));
+  }
 }
 
 void Net::AddConversionWork(int layer, Pass pass, LayerWork* work) const {

@@ -1,31 +1,76 @@
 #include "layers/cpu/blocked.h"
 
+#include "framework/device/convert.h"
+
 namespace spill {
 namespace cpu {
 
+namespace {
+
 // One (image, channel block) pair per iteration: kChannelBlock planes on the
-// plain side, one contiguous run on the blocked side.
-void BlockedToPlain(const float* blocked, const Shape& shape, float* plain) {
+// plain side, one contiguous run on the blocked side. `convert` maps one
+// element.
+template <typename From, typename To, typename Convert>
+void ToPlain(const From* blocked, const Shape& shape, To* plain, Convert convert) {
   const int64_t blocks = shape.n() * ChannelBlocks(shape), plane = shape.h() * shape.w();
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
-    const float* from = blocked + b * plane * kChannelBlock;
-    float* to = plain + b * plane * kChannelBlock;
+    const From* from = blocked + b * plane * kChannelBlock;
+    To* to = plain + b * plane * kChannelBlock;
     for (int64_t p = 0; p < plane; ++p) {
-      for (int64_t l = 0; l < kChannelBlock; ++l) to[l * plane + p] = from[p * kChannelBlock + l];
+      for (int64_t l = 0; l < kChannelBlock; ++l) {
+        to[l * plane + p] = convert(from[p * kChannelBlock + l]);
+      }
     }
   }
 }
 
-void PlainToBlocked(const float* plain, const Shape& shape, float* blocked) {
+template <typename From, typename To, typename Convert>
+void ToBlocked(const From* plain, const Shape& shape, To* blocked, Convert convert) {
   const int64_t blocks = shape.n() * ChannelBlocks(shape), plane = shape.h() * shape.w();
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
-    const float* from = plain + b * plane * kChannelBlock;
-    float* to = blocked + b * plane * kChannelBlock;
+    const From* from = plain + b * plane * kChannelBlock;
+    To* to = blocked + b * plane * kChannelBlock;
     for (int64_t p = 0; p < plane; ++p) {
-      for (int64_t l = 0; l < kChannelBlock; ++l) to[p * kChannelBlock + l] = from[l * plane + p];
+      for (int64_t l = 0; l < kChannelBlock; ++l) {
+        to[p * kChannelBlock + l] = convert(from[l * plane + p]);
+      }
     }
+  }
+}
+
+float Same(float v) { return v; }
+
+}  // namespace
+
+void BlockedToPlain(const float* blocked, const Shape& shape, float* plain) {
+  ToPlain(blocked, shape, plain, Same);
+}
+
+void PlainToBlocked(const float* plain, const Shape& shape, float* blocked) {
+  ToBlocked(plain, shape, blocked, Same);
+}
+
+void BlockedToPlain(const void* blocked, DType dtype, const Shape& shape, float* plain) {
+  switch (dtype) {
+    case DType::kF32:
+      return BlockedToPlain(static_cast<const float*>(blocked), shape, plain);
+    case DType::kBF16:
+      return ToPlain(static_cast<const uint16_t*>(blocked), shape, plain, Bf16BitsToFloat);
+    case DType::kF16:
+      return ToPlain(static_cast<const uint16_t*>(blocked), shape, plain, HalfBitsToFloat);
+  }
+}
+
+void PlainToBlocked(const float* plain, const Shape& shape, void* blocked, DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return PlainToBlocked(plain, shape, static_cast<float*>(blocked));
+    case DType::kBF16:
+      return ToBlocked(plain, shape, static_cast<uint16_t*>(blocked), FloatToBf16Bits);
+    case DType::kF16:
+      return ToBlocked(plain, shape, static_cast<uint16_t*>(blocked), FloatToHalfBits);
   }
 }
 

@@ -20,6 +20,12 @@ void BlockedToPlain(const float* blocked, const Shape& shape, float* plain);
 // `blocked` = `plain` in the blocked layout.
 void PlainToBlocked(const float* plain, const Shape& shape, float* blocked);
 
+// The same between float32 and 16-bit elements (DType): widening exactly on
+// the way to float32, rounding to nearest even on the way back (as
+// framework/device/convert.h does). kF32 is the plain move above.
+void BlockedToPlain(const void* blocked, DType dtype, const Shape& shape, float* plain);
+void PlainToBlocked(const float* plain, const Shape& shape, void* blocked, DType dtype);
+
 }  // namespace cpu
 }  // namespace spill
 

@@ -2,6 +2,7 @@
 
 #include "framework/base/check.h"
 #include "framework/base/registry.h"
+#include "framework/device/convert.h"
 
 namespace spill {
 namespace cpu {
@@ -56,9 +57,12 @@ void AddConvBias(const ConvGeometry& g, const float* bias, float* y) {
   }
 }
 
-// Each channel's sum adds in the same order in either layout: image by
-// image, then along the plane.
-void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db, double* bias_sums) {
+namespace {
+
+// Each channel's sum adds in the same order in either layout and type: image
+// by image, then along the plane. `load` widens one element.
+template <typename T, typename Load>
+void BiasSums(const ConvGeometry& g, const T* dy, Load load, float* db, double* bias_sums) {
   const int64_t plane = g.out_plane();
   if (g.output_layout == Layout::kBlocked16) {
     const int64_t blocks = g.filters / kChannelBlock;
@@ -69,9 +73,9 @@ void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db, double*
         sum[l] = bias_sums != nullptr ? bias_sums[b * kChannelBlock + l] : 0.0;
       }
       for (int64_t n = 0; n < g.batch; ++n) {
-        const float* p = dy + (n * blocks + b) * plane * kChannelBlock;
+        const T* p = dy + (n * blocks + b) * plane * kChannelBlock;
         for (int64_t i = 0; i < plane; ++i) {
-          for (int64_t l = 0; l < kChannelBlock; ++l) sum[l] += p[i * kChannelBlock + l];
+          for (int64_t l = 0; l < kChannelBlock; ++l) sum[l] += load(p[i * kChannelBlock + l]);
         }
       }
       for (int64_t l = 0; l < kChannelBlock; ++l) {
@@ -85,11 +89,28 @@ void ConvBiasGradient(const ConvGeometry& g, const float* dy, float* db, double*
   for (int64_t f = 0; f < g.filters; ++f) {
     double sum = bias_sums != nullptr ? bias_sums[f] : 0.0;
     for (int64_t n = 0; n < g.batch; ++n) {
-      const float* p = dy + (n * g.filters + f) * plane;
-      for (int64_t i = 0; i < plane; ++i) sum += p[i];
+      const T* p = dy + (n * g.filters + f) * plane;
+      for (int64_t i = 0; i < plane; ++i) sum += load(p[i]);
     }
     if (bias_sums != nullptr) bias_sums[f] = sum;
     db[f] = static_cast<float>(sum);
+  }
+}
+
+}  // namespace
+
+void ConvBiasGradient(const ConvGeometry& g, const void* dy, float* db, double* bias_sums) {
+  switch (g.output_dtype) {
+    case DType::kF32:
+      BiasSums(
+          g, static_cast<const float*>(dy), [](float v) { return v; }, db, bias_sums);
+      return;
+    case DType::kBF16:
+      BiasSums(g, static_cast<const uint16_t*>(dy), Bf16BitsToFloat, db, bias_sums);
+      return;
+    case DType::kF16:
+      BiasSums(g, static_cast<const uint16_t*>(dy), HalfBitsToFloat, db, bias_sums);
+      return;
   }
 }
 

@@ -13,20 +13,36 @@ ConvAlgorithmChoice::ConvAlgorithmChoice(LayerParams& params) {
 }
 
 Status ConvAlgorithmChoice::Select(const ConvGeometry& g, bool dnnl_first) {
-  supported_.clear();
+  selected_.clear();
   for (const ConvAlgorithm* a : ConvAlgorithms()) {
-    if (a->Supports(g) && (pinned_.empty() || a->name() == pinned_)) supported_.push_back(a);
+    if (a->Supports(g) && (pinned_.empty() || a->name() == pinned_)) selected_.push_back(a);
   }
-  if (supported_.empty()) return InvalidArgument("no convolution algorithm supports this geometry");
+  if (selected_.empty()) return InvalidArgument("no convolution algorithm supports this geometry");
   if (dnnl_first) {
-    std::stable_partition(supported_.begin(), supported_.end(),
+    std::stable_partition(selected_.begin(), selected_.end(),
                           [](const ConvAlgorithm* a) { return a->name().rfind("dnnl", 0) == 0; });
   }
+  SetDtypes(g.input_dtype, g.output_dtype);
+  return Status::Ok();
+}
+
+void ConvAlgorithmChoice::SetDtypes(DType input, DType output) {
+  const bool half = input != DType::kF32 || output != DType::kF32;
+  supported_.clear();
+  for (const ConvAlgorithm* a : selected_) {
+    if (half || !a->computes_16_bit() || !pinned_.empty()) supported_.push_back(a);
+  }
+  const char* preferred = half ? "dnnl_bf16" : "dnnl";
   default_ = 0;
   for (size_t i = 0; i < supported_.size(); ++i) {
     if (supported_[i]->name() == "dnnl") default_ = static_cast<int>(i);
   }
-  return Status::Ok();
+  for (size_t i = 0; i < supported_.size(); ++i) {
+    if (supported_[i]->name() == preferred && supported_[i]->takes(input) &&
+        supported_[i]->takes(output)) {
+      default_ = static_cast<int>(i);
+    }
+  }
 }
 
 const ConvAlgorithm* ConvAlgorithmChoice::Chosen(const std::vector<int>& algorithms, int op) const {

@@ -17,6 +17,13 @@
 // summing reorder, since the primitive overwrites), and one scratch region
 // that the primitives' scratchpads (scratchpad_mode::user) share in turn.
 //
+// dnnl_bf16: the direct method in bfloat16 arithmetic (oneDNN's jit_bf16
+// kernels, float32 sums): x, dx, y and dy as the network stores them - 16
+// bits, or float32 where it keeps a tensor exact (the image) - and the
+// float32 weights rounded into a 16-bit copy per call; the filter and bias
+// gradients are float32. About twice dnnl's speed where the processor has
+// AVX-512 BF16; elsewhere oneDNN would emulate it, and it is not offered.
+//
 // Primitives are built once per geometry and cached. A call allocates only
 // oneDNN's small memory objects around the caller's and the workspace's
 // buffers. oneDNN's CPU primitives are deterministic for a fixed thread count.
@@ -33,6 +40,7 @@
 
 #include "framework/base/check.h"
 #include "layers/cpu/conv_algorithm.h"
+#include "layers/cpu/conv_layouts.h"
 #include "layers/cpu/cpu_math.h"
 
 namespace spill {
@@ -52,8 +60,22 @@ constexpr size_t kAlignment = 64;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
-memory::desc Desc(const memory::dims& dims, Tag tag) {
-  return memory::desc(dims, memory::data_type::f32, tag);
+using Type = memory::data_type;
+
+memory::desc Desc(const memory::dims& dims, Type type, Tag tag) {
+  return memory::desc(dims, type, tag);
+}
+
+Type TypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return Type::f32;
+    case DType::kBF16:
+      return Type::bf16;
+    case DType::kF16:
+      return Type::f16;
+  }
+  return Type::f32;
 }
 
 // A geometry in oneDNN's terms.
@@ -61,11 +83,16 @@ struct Shapes {
   memory::dims src, weights, bias, dst, strides, dilates, padding;
   Tag src_tag = Tag::nchw, dst_tag = Tag::nchw;  // the framework's layouts of x and y
   Tag weights_tag = Tag::oihw;
+  Type src_type = Type::f32, dst_type = Type::f32;  // the framework's types of x and y
+  Type compute = Type::f32;                         // of the primitives' x, y, weights
   bool plain = false;  // compute in the plain layouts rather than oneDNN's choice
 };
 
-Shapes MakeShapes(const ConvGeometry& g) {
+Shapes MakeShapes(const ConvGeometry& g, Type compute) {
   Shapes s;
+  s.src_type = TypeOf(g.input_dtype);
+  s.dst_type = TypeOf(g.output_dtype);
+  s.compute = compute;
   s.src = {g.batch, g.channels, g.height, g.width};
   s.dst = {g.batch, g.filters, g.out_height, g.out_width};
   if (g.groups == 1) {
@@ -178,16 +205,24 @@ class PlanBuilder {
 
 class Dnnl : public ConvAlgorithm {
  public:
-  Dnnl(std::string name, dnnl::algorithm algorithm)
+  Dnnl(std::string name, dnnl::algorithm algorithm, Type compute = Type::f32)
       : name_(std::move(name)),
         algorithm_(algorithm),
+        compute_(compute),
         engine_(dnnl::engine::kind::cpu, 0),
         stream_(engine_) {}
 
   std::string name() const override { return name_; }
   bool computes_blocked() const override { return true; }
+  bool takes(DType dtype) const override {
+    return dtype == DType::kF32 || (computes_16_bit() && dtype == DType::kBF16);
+  }
+  bool computes_16_bit() const override { return compute_ == Type::bf16; }
 
-  bool Supports(const ConvGeometry& g) const override { return Find(g).supported; }
+  bool Supports(const ConvGeometry& g) const override {
+    if (computes_16_bit() && !Bf16Arithmetic()) return false;
+    return Find(g).supported;
+  }
 
   size_t WorkspaceBytes(const ConvGeometry& g, ConvOp op) const override {
     const Entry& e = Find(g);
@@ -237,7 +272,7 @@ class Dnnl : public ConvAlgorithm {
     std::array<Plan, kNumVariants> plans;
   };
   // Every field of ConvGeometry.
-  using Key = std::array<int64_t, 18>;
+  using Key = std::array<int64_t, 20>;
 
   static Key MakeKey(const ConvGeometry& g) {
     return {g.batch,
@@ -257,7 +292,9 @@ class Dnnl : public ConvAlgorithm {
             g.dilation[1],
             g.groups,
             static_cast<int64_t>(g.input_layout),
-            static_cast<int64_t>(g.output_layout)};
+            static_cast<int64_t>(g.output_layout),
+            static_cast<int64_t>(g.input_dtype),
+            static_cast<int64_t>(g.output_dtype)};
   }
 
   // The cached plans of a geometry, built on first use. Entries are never
@@ -278,7 +315,7 @@ class Dnnl : public ConvAlgorithm {
   std::unique_ptr<Entry> Build(const ConvGeometry& g) const {
     auto e = std::make_unique<Entry>();
     try {
-      const Shapes s = MakeShapes(g);
+      const Shapes s = MakeShapes(g, compute_);
       e->plans[kForward] = BuildForward(s, false);
       e->plans[kForwardBias] = BuildForward(s, true);
       e->plans[kBackwardData] = BuildBackwardData(s);
@@ -292,19 +329,30 @@ class Dnnl : public ConvAlgorithm {
   }
 
   // The primitive's format: oneDNN's choice, or the plain one.
-  static memory::desc Inner(const Shapes& s, const memory::dims& dims, Tag plain) {
-    return Desc(dims, s.plain ? plain : Tag::any);
+  static memory::desc Inner(const Shapes& s, const memory::dims& dims, Type type, Tag plain) {
+    return Desc(dims, type, s.plain ? plain : Tag::any);
   }
   static memory::desc Bias(const Shapes& s, bool bias) {
-    return bias ? Desc(s.bias, Tag::a) : memory::desc();
+    return bias ? Desc(s.bias, Type::f32, Tag::a) : memory::desc();
+  }
+  // The primitives' types of x and dx, y and dy: in 16-bit arithmetic, the
+  // results stay in the framework's type (oneDNN rounds once); float32
+  // arithmetic computes in float32.
+  static Type InnerSrc(const Shapes& s) { return s.compute == Type::f32 ? Type::f32 : s.src_type; }
+  static Type InnerDst(const Shapes& s) { return s.compute == Type::f32 ? Type::f32 : s.dst_type; }
+  // The framework's tensors.
+  static memory::desc UserSrc(const Shapes& s) { return Desc(s.src, s.src_type, s.src_tag); }
+  static memory::desc UserDst(const Shapes& s) { return Desc(s.dst, s.dst_type, s.dst_tag); }
+  static memory::desc UserWeights(const Shapes& s) {
+    return Desc(s.weights, Type::f32, s.weights_tag);
   }
 
   dnnl::convolution_forward::primitive_desc ForwardPd(const Shapes& s, bool bias,
                                                       const dnnl::primitive_attr& attr) const {
     const dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_training, algorithm_, Inner(s, s.src, Tag::nchw),
-        Inner(s, s.weights, s.weights_tag), Bias(s, bias), Inner(s, s.dst, Tag::nchw), s.strides,
-        s.dilates, s.padding, s.padding);
+        dnnl::prop_kind::forward_training, algorithm_, Inner(s, s.src, s.compute, Tag::nchw),
+        Inner(s, s.weights, s.compute, s.weights_tag), Bias(s, bias),
+        Inner(s, s.dst, InnerDst(s), Tag::nchw), s.strides, s.dilates, s.padding, s.padding);
     return dnnl::convolution_forward::primitive_desc(d, attr, engine_);
   }
 
@@ -312,9 +360,9 @@ class Dnnl : public ConvAlgorithm {
     const auto pd = ForwardPd(s, bias, UserScratchpad());
     PlanBuilder b(engine_);
     Plan p;
-    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, s.src_tag), pd.src_desc()),
-                b.Input(DNNL_ARG_WEIGHTS, Desc(s.weights, s.weights_tag), pd.weights_desc())};
-    p.output = b.Output(DNNL_ARG_DST, Desc(s.dst, s.dst_tag), pd.dst_desc(), false);
+    p.inputs = {b.Input(DNNL_ARG_SRC, UserSrc(s), pd.src_desc()),
+                b.Input(DNNL_ARG_WEIGHTS, UserWeights(s), pd.weights_desc())};
+    p.output = b.Output(DNNL_ARG_DST, UserDst(s), pd.dst_desc(), false);
     if (bias) {
       p.bias_arg = DNNL_ARG_BIAS;
       p.bias = pd.bias_desc();
@@ -326,16 +374,17 @@ class Dnnl : public ConvAlgorithm {
 
   Plan BuildBackwardData(const Shapes& s) const {
     const dnnl::convolution_backward_data::desc d(
-        algorithm_, Inner(s, s.src, Tag::nchw), Inner(s, s.weights, s.weights_tag),
-        Inner(s, s.dst, Tag::nchw), s.strides, s.dilates, s.padding, s.padding);
+        algorithm_, Inner(s, s.src, InnerSrc(s), Tag::nchw),
+        Inner(s, s.weights, s.compute, s.weights_tag), Inner(s, s.dst, s.compute, Tag::nchw),
+        s.strides, s.dilates, s.padding, s.padding);
     const dnnl::convolution_backward_data::primitive_desc pd(
         d, UserScratchpad(), engine_, ForwardPd(s, false, dnnl::primitive_attr()));
     PlanBuilder b(engine_);
     Plan p;
-    p.inputs = {b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, s.dst_tag), pd.diff_dst_desc()),
-                b.Input(DNNL_ARG_WEIGHTS, Desc(s.weights, s.weights_tag), pd.weights_desc())};
+    p.inputs = {b.Input(DNNL_ARG_DIFF_DST, UserDst(s), pd.diff_dst_desc()),
+                b.Input(DNNL_ARG_WEIGHTS, UserWeights(s), pd.weights_desc())};
     // Buffered even when plain: an accumulating call computes there.
-    p.output = b.Output(DNNL_ARG_DIFF_SRC, Desc(s.src, s.src_tag), pd.diff_src_desc(), true);
+    p.output = b.Output(DNNL_ARG_DIFF_SRC, UserSrc(s), pd.diff_src_desc(), true);
     p.add_output = b.Reorder(p.output.inner, p.output.user, true, &p.add_scratch);
     p.conv = dnnl::convolution_backward_data(pd);
     b.Finish(pd.scratchpad_desc(), &p);
@@ -344,16 +393,16 @@ class Dnnl : public ConvAlgorithm {
 
   Plan BuildBackwardFilter(const Shapes& s, bool bias) const {
     const dnnl::convolution_backward_weights::desc d(
-        algorithm_, Inner(s, s.src, Tag::nchw), Inner(s, s.weights, s.weights_tag), Bias(s, bias),
-        Inner(s, s.dst, Tag::nchw), s.strides, s.dilates, s.padding, s.padding);
+        algorithm_, Inner(s, s.src, s.compute, Tag::nchw),
+        Inner(s, s.weights, Type::f32, s.weights_tag), Bias(s, bias),
+        Inner(s, s.dst, s.compute, Tag::nchw), s.strides, s.dilates, s.padding, s.padding);
     const dnnl::convolution_backward_weights::primitive_desc pd(
         d, UserScratchpad(), engine_, ForwardPd(s, bias, dnnl::primitive_attr()));
     PlanBuilder b(engine_);
     Plan p;
-    p.inputs = {b.Input(DNNL_ARG_SRC, Desc(s.src, s.src_tag), pd.src_desc()),
-                b.Input(DNNL_ARG_DIFF_DST, Desc(s.dst, s.dst_tag), pd.diff_dst_desc())};
-    p.output = b.Output(DNNL_ARG_DIFF_WEIGHTS, Desc(s.weights, s.weights_tag),
-                        pd.diff_weights_desc(), false);
+    p.inputs = {b.Input(DNNL_ARG_SRC, UserSrc(s), pd.src_desc()),
+                b.Input(DNNL_ARG_DIFF_DST, UserDst(s), pd.diff_dst_desc())};
+    p.output = b.Output(DNNL_ARG_DIFF_WEIGHTS, UserWeights(s), pd.diff_weights_desc(), false);
     if (bias) {
       p.bias_arg = DNNL_ARG_DIFF_BIAS;
       p.bias = pd.diff_bias_desc();
@@ -411,6 +460,7 @@ class Dnnl : public ConvAlgorithm {
 
   const std::string name_;
   const dnnl::algorithm algorithm_;
+  const Type compute_;
   const dnnl::engine engine_;
   mutable dnnl::stream stream_;
   mutable std::mutex mutex_;
@@ -427,10 +477,16 @@ class DnnlWinograd : public Dnnl {
   DnnlWinograd() : Dnnl("dnnl_winograd", dnnl::algorithm::convolution_winograd) {}
 };
 
+class DnnlBf16 : public Dnnl {
+ public:
+  DnnlBf16() : Dnnl("dnnl_bf16", dnnl::algorithm::convolution_direct, Type::bf16) {}
+};
+
 }  // namespace
 
 SPILL_REGISTER_CONV_ALGORITHM(DnnlDirect);
 SPILL_REGISTER_CONV_ALGORITHM(DnnlWinograd);
+SPILL_REGISTER_CONV_ALGORITHM(DnnlBf16);
 
 }  // namespace cpu
 }  // namespace spill

@@ -2,6 +2,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "framework/device/convert.h"
 #include "layers/cpu/blocked.h"
 
 namespace spill {
@@ -18,15 +19,17 @@ Shape OutputShape(const ConvGeometry& g) {
   return Shape(g.batch, g.filters, g.out_height, g.out_width);
 }
 
-// The geometry the algorithm sees: plain unless it computes blocked.
+// The geometry the algorithm sees: plain unless it computes blocked, float32
+// unless it takes the dtype.
 ConvGeometry Inner(const ConvAlgorithm& a, const ConvGeometry& g) {
-  if (a.computes_blocked()) return g;
-  ConvGeometry plain = g;
-  plain.input_layout = plain.output_layout = Layout::kPlain;
-  return plain;
+  ConvGeometry inner = g;
+  if (!a.computes_blocked()) inner.input_layout = inner.output_layout = Layout::kPlain;
+  if (!a.takes(g.input_dtype)) inner.input_dtype = DType::kF32;
+  if (!a.takes(g.output_dtype)) inner.output_dtype = DType::kF32;
+  return inner;
 }
 
-// Where an operation's plain copies go, from the workspace's start; the
+// Where an operation's copies go, from the workspace's start; the
 // algorithm's own workspace follows them.
 struct CopyPlan {
   bool input = false, output = false;  // copies of x or dx, of y or dy
@@ -34,9 +37,10 @@ struct CopyPlan {
 };
 
 CopyPlan PlanCopies(const ConvAlgorithm& a, const ConvGeometry& g) {
+  const ConvGeometry inner = Inner(a, g);
   CopyPlan l;
-  l.input = !a.computes_blocked() && g.input_layout == Layout::kBlocked16;
-  l.output = !a.computes_blocked() && g.output_layout == Layout::kBlocked16;
+  l.input = inner.input_layout != g.input_layout || inner.input_dtype != g.input_dtype;
+  l.output = inner.output_layout != g.output_layout || inner.output_dtype != g.output_dtype;
   l.output_offset = l.input ? Aligned(InputShape(g).bytes()) : 0;
   l.rest_offset = l.output_offset + (l.output ? Aligned(OutputShape(g).bytes()) : 0);
   return l;
@@ -59,6 +63,28 @@ Copies Place(const ConvAlgorithm& a, const ConvGeometry& g, void* workspace) {
   return c;
 }
 
+// `copy` = the operand `t` (of `shape`, in `layout` and `dtype`) in the
+// plain layout, or in `layout` when the algorithm computes blocked, as
+// float32.
+void ToCopy(const void* t, DType dtype, Layout layout, Layout inner, const Shape& shape,
+            float* copy) {
+  if (layout == inner) {
+    ConvertToFloat(t, dtype, copy, shape.numel());
+  } else {
+    BlockedToPlain(t, dtype, shape, copy);
+  }
+}
+
+// The way back: `t` = `copy`, rounded to `dtype`.
+void FromCopy(const float* copy, Layout inner, const Shape& shape, void* t, DType dtype,
+              Layout layout) {
+  if (layout == inner) {
+    ConvertFromFloat(copy, t, dtype, shape.numel());
+  } else {
+    PlainToBlocked(copy, shape, t, dtype);
+  }
+}
+
 }  // namespace
 
 bool BlockedLayoutsPay() {
@@ -66,37 +92,67 @@ bool BlockedLayoutsPay() {
   return pays;
 }
 
+// oneDNN's ISA values are sets of feature bits: one ISA includes another
+// when it has all of its bits.
+bool Bf16Arithmetic() {
+  static const bool has = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return (isa & bf16) == bf16;
+  }();
+  return has;
+}
+
 size_t ConvWorkspaceBytes(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op) {
   return PlanCopies(a, g).rest_offset + a.WorkspaceBytes(Inner(a, g), op);
 }
 
-void ConvForward(const ConvAlgorithm& a, const ConvGeometry& g, const float* x, const float* w,
-                 const float* bias, float* y, void* workspace) {
+void ConvForward(const ConvAlgorithm& a, const ConvGeometry& g, const void* x, const float* w,
+                 const float* bias, void* y, void* workspace) {
   const Copies c = Place(a, g, workspace);
-  if (c.input) BlockedToPlain(x, InputShape(g), c.input);
-  a.Forward(Inner(a, g), c.input ? c.input : x, w, bias, c.output ? c.output : y, c.rest);
-  if (c.output) PlainToBlocked(c.output, OutputShape(g), y);
+  const ConvGeometry inner = Inner(a, g);
+  if (c.input) {
+    ToCopy(x, g.input_dtype, g.input_layout, inner.input_layout, InputShape(g), c.input);
+  }
+  a.Forward(inner, c.input ? c.input : static_cast<const float*>(x), w, bias,
+            c.output ? c.output : static_cast<float*>(y), c.rest);
+  if (c.output) {
+    FromCopy(c.output, inner.output_layout, OutputShape(g), y, g.output_dtype, g.output_layout);
+  }
 }
 
-// An accumulating call adds into a plain copy of dx, so that the sum rounds
-// as it does on plain tensors.
-void ConvBackwardData(const ConvAlgorithm& a, const ConvGeometry& g, const float* dy,
-                      const float* w, float* dx, bool accumulate, void* workspace) {
+// An accumulating call adds into a float32 copy of dx, so that the sum
+// rounds as it does on plain float32 tensors.
+void ConvBackwardData(const ConvAlgorithm& a, const ConvGeometry& g, const void* dy, const float* w,
+                      void* dx, bool accumulate, void* workspace) {
   const Copies c = Place(a, g, workspace);
-  if (c.output) BlockedToPlain(dy, OutputShape(g), c.output);
-  if (c.input && accumulate) BlockedToPlain(dx, InputShape(g), c.input);
-  a.BackwardData(Inner(a, g), c.output ? c.output : dy, w, c.input ? c.input : dx, accumulate,
-                 c.rest);
-  if (c.input) PlainToBlocked(c.input, InputShape(g), dx);
+  const ConvGeometry inner = Inner(a, g);
+  if (c.output) {
+    ToCopy(dy, g.output_dtype, g.output_layout, inner.output_layout, OutputShape(g), c.output);
+  }
+  if (c.input && accumulate) {
+    ToCopy(dx, g.input_dtype, g.input_layout, inner.input_layout, InputShape(g), c.input);
+  }
+  a.BackwardData(inner, c.output ? c.output : static_cast<const float*>(dy), w,
+                 c.input ? c.input : static_cast<float*>(dx), accumulate, c.rest);
+  if (c.input) {
+    FromCopy(c.input, inner.input_layout, InputShape(g), dx, g.input_dtype, g.input_layout);
+  }
 }
 
-void ConvBackwardFilter(const ConvAlgorithm& a, const ConvGeometry& g, const float* x,
-                        const float* dy, float* dw, float* db, bool accumulate, double* bias_sums,
+void ConvBackwardFilter(const ConvAlgorithm& a, const ConvGeometry& g, const void* x,
+                        const void* dy, float* dw, float* db, bool accumulate, double* bias_sums,
                         void* workspace) {
   const Copies c = Place(a, g, workspace);
-  if (c.input) BlockedToPlain(x, InputShape(g), c.input);
-  if (c.output) BlockedToPlain(dy, OutputShape(g), c.output);
-  a.BackwardFilter(Inner(a, g), c.input ? c.input : x, c.output ? c.output : dy, dw, db, accumulate,
+  const ConvGeometry inner = Inner(a, g);
+  if (c.input) {
+    ToCopy(x, g.input_dtype, g.input_layout, inner.input_layout, InputShape(g), c.input);
+  }
+  if (c.output) {
+    ToCopy(dy, g.output_dtype, g.output_layout, inner.output_layout, OutputShape(g), c.output);
+  }
+  a.BackwardFilter(inner, c.input ? c.input : static_cast<const float*>(x),
+                   c.output ? c.output : static_cast<const float*>(dy), dw, db, accumulate,
                    bias_sums, c.rest);
 }
 

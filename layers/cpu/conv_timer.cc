@@ -10,11 +10,13 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "framework/base/files.h"
 #include "framework/base/logging.h"
 #include "framework/base/random.h"
 #include "framework/base/units.h"
+#include "framework/device/convert.h"
 #include "layers/cpu/conv_layouts.h"
 
 namespace spill {
@@ -35,6 +37,7 @@ constexpr int64_t kWinogradMinChannels = 32;
 // FLOP/s of the direct method.
 double ModelRate(const std::string& algorithm, const ConvGeometry& g, ConvOp op) {
   if (algorithm == "dnnl") return 190e9;
+  if (algorithm == "dnnl_bf16") return 380e9;
   if (algorithm == "dnnl_winograd") {
     return g.channels_per_group() >= kWinogradMinChannels ? 280e9 : 20e9;
   }
@@ -56,6 +59,10 @@ std::string Problem(const ConvGeometry& g, ConvOp op) {
   // existed still read.
   if (g.input_layout != Layout::kPlain || g.output_layout != Layout::kPlain) {
     key << " " << LayoutName(g.input_layout) << ">" << LayoutName(g.output_layout);
+  }
+  // Likewise float32 operands.
+  if (g.input_dtype != DType::kF32 || g.output_dtype != DType::kF32) {
+    key << " " << DTypeName(g.input_dtype) << ">" << DTypeName(g.output_dtype);
   }
   return key.str();
 }
@@ -113,6 +120,14 @@ struct AlignedBuffer {
   float* data;
 };
 
+// `count` values in [-0.5, 0.5) from random stream `seed`, stored as `dtype`
+// at `to` (a buffer of at least `count` floats).
+void Fill(uint64_t seed, size_t count, DType dtype, float* to) {
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = UniformAt(seed, i) - 0.5f;
+  ConvertFromFloat(values.data(), to, dtype, static_cast<int64_t>(count));
+}
+
 // The fastest of kTimedRuns runs after a warm-up run, or the warm-up run's
 // time when that already exceeds kHopelessFactor times `fastest` (the best
 // time of another algorithm on the same operation; 0: none yet).
@@ -121,9 +136,9 @@ double Measure(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op, double 
   const size_t w = g.filters * g.channels_per_group() * g.kernel[0] * g.kernel[1];
   AlignedBuffer in(x * 4), out(y * 4), weights(w * 4), bias(g.filters * 4),
       workspace(ConvWorkspaceBytes(a, g, op) + 4);
-  for (size_t i = 0; i < x; ++i) in.data[i] = UniformAt(1, i) - 0.5f;
-  for (size_t i = 0; i < y; ++i) out.data[i] = UniformAt(2, i) - 0.5f;
-  for (size_t i = 0; i < w; ++i) weights.data[i] = UniformAt(3, i) - 0.5f;
+  Fill(1, x, g.input_dtype, in.data);
+  Fill(2, y, g.output_dtype, out.data);
+  Fill(3, w, DType::kF32, weights.data);
   double best = 1e30;
   for (int run = 0; run <= kTimedRuns; ++run) {
     auto start = std::chrono::steady_clock::now();

@@ -1,9 +1,13 @@
 // Convolution on the CPU: one of the registered algorithms
 // (layers/cpu/conv_algorithm.h) per operation. The memory runtime picks them
 // per step from the candidates listed here; the layer's `algorithm`
-// parameter pins one (and leaves the runtime no other choice).
+// parameter pins one (and leaves the runtime no other choice). Tensors stored
+// in 16 bits reach the algorithms as they are: those that compute in 16 bits
+// take them, the others get float32 copies that their candidates' workspace
+// counts (conv_layouts.h).
 #include <algorithm>
 
+#include "framework/base/check.h"
 #include "framework/config/layer_params.h"
 #include "framework/graph/layer_registry.h"
 #include "layers/convolution_layer.h"
@@ -24,8 +28,10 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   // others' timing stops early when they clearly lose (conv_timer.h).
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override {
     SPILL_RETURN_IF_ERROR(ConvolutionLayer::Reshape(inputs, outputs));
-    return algorithms_.Select(geom_, /*dnnl_first=*/true);
+    return algorithms_.Select(Geometry(), /*dnnl_first=*/true);
   }
+
+  bool computes_16_bit(Pass) const override { return true; }
 
   // Converts between layouts: x and y may each be plain or blocked.
   LayoutRule layout_rule() const override {
@@ -66,8 +72,8 @@ class CpuConvolutionLayer : public ConvolutionLayer {
 
   void Forward(const ForwardArgs& args) const override {
     const ConvGeometry g = Slice(args.inputs[0]);
-    cpu::ConvForward(*Choice(args.algorithms, 0), g, args.inputs[0].data(), args.params[0].data(),
-                     bias_ ? args.params[1].data() : nullptr, args.outputs[0].data(),
+    cpu::ConvForward(*Choice(args.algorithms, 0), g, args.inputs[0].raw(), args.params[0].data(),
+                     bias_ ? args.params[1].data() : nullptr, args.outputs[0].raw(),
                      args.workspace.data);
   }
 
@@ -77,23 +83,28 @@ class CpuConvolutionLayer : public ConvolutionLayer {
     const ConvGeometry g = Slice(args.inputs[0]);
     if (args.param_grads[0].valid()) {
       float* db = bias_ && args.param_grads[1].valid() ? args.param_grads[1].data() : nullptr;
-      cpu::ConvBackwardFilter(*Choice(args.algorithms, 0), g, args.inputs[0].data(),
-                              args.output_grads[0].data(), args.param_grads[0].data(), db,
+      cpu::ConvBackwardFilter(*Choice(args.algorithms, 0), g, args.inputs[0].raw(),
+                              args.output_grads[0].raw(), args.param_grads[0].data(), db,
                               !args.slice.first(), args.slice.sums, args.workspace.data);
     }
     if (args.input_grads[0].valid()) {
-      cpu::ConvBackwardData(*Choice(args.algorithms, 1), g, args.output_grads[0].data(),
-                            args.params[0].data(), args.input_grads[0].data(), args.accumulate[0],
+      cpu::ConvBackwardData(*Choice(args.algorithms, 1), g, args.output_grads[0].raw(),
+                            args.params[0].data(), args.input_grads[0].raw(), args.accumulate[0],
                             args.workspace.data);
     }
   }
 
+ protected:
+  void DtypesChanged() override { algorithms_.SetDtypes(input_dtype(0), output_dtype(0)); }
+
  private:
-  // The geometry in the network's layouts.
+  // The geometry in the network's layouts and storage types.
   ConvGeometry Geometry() const {
     ConvGeometry g = geom_;
     g.input_layout = input_layout(0);
     g.output_layout = output_layout(0);
+    g.input_dtype = input_dtype(0);
+    g.output_dtype = output_dtype(0);
     return g;
   }
 
@@ -101,6 +112,9 @@ class CpuConvolutionLayer : public ConvolutionLayer {
   ConvGeometry Slice(const Tensor& input) const {
     ConvGeometry g = Geometry();
     g.batch = input.shape().n();
+    SPILL_CHECK(input.dtype() == g.input_dtype)
+        << name() << ": input stored as " << DTypeName(input.dtype()) << ", planned as "
+        << DTypeName(g.input_dtype);
     return g;
   }
 

@@ -11,6 +11,13 @@
 namespace spill {
 namespace cpu {
 
+// ReLU with a negative slope over n values, on one thread (for the blocks of
+// layers/cpu/typed_blocks.h): y = x > 0 ? x : x * slope, and backward
+// dx (= or +=) y > 0 ? dy : dy * slope.
+void ReluBlock(const float* x, float* y, int64_t n, float slope);
+void ReluGradBlock(const float* y, const float* dy, float* dx, int64_t n, float slope,
+                   bool accumulate);
+
 // y = GELU(x) over n values.
 void GeluForward(const float* x, float* y, int64_t n);
 // dx (= or +=) GELU'(v) dy over n values (v: the layer's input).

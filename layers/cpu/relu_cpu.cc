@@ -1,4 +1,5 @@
 #include "framework/graph/layer_registry.h"
+#include "layers/cpu/elementwise_kernels.h"
 #include "layers/cpu/typed_blocks.h"
 #include "layers/relu_layer.h"
 
@@ -16,14 +17,12 @@ class CpuReluLayer : public ReluLayer {
   // Any element type (layers/cpu/typed_blocks.h).
   bool computes_16_bit(Pass) const override { return true; }
 
+  // The loops are built to vectorize (elementwise_kernels.h).
   void Forward(const ForwardArgs& args) const override {
     const float slope = negative_slope_;
-    cpu::ForEachFloatBlock({{&args.inputs[0], true, false}, {&args.outputs[0], false, true}},
-                           args.inputs[0].numel(), [slope](int64_t n, float* const* f) {
-                             const float* x = f[0];
-                             float* y = f[1];
-                             for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : x[i] * slope;
-                           });
+    cpu::ForEachFloatBlock(
+        {{&args.inputs[0], true, false}, {&args.outputs[0], false, true}}, args.inputs[0].numel(),
+        [slope](int64_t n, float* const* f) { cpu::ReluBlock(f[0], f[1], n, slope); });
   }
 
   // With a positive slope, y > 0 exactly where x > 0, so y decides.
@@ -35,15 +34,7 @@ class CpuReluLayer : public ReluLayer {
                             {&args.input_grads[0], accumulate, true}},
                            args.output_grads[0].numel(),
                            [slope, accumulate](int64_t n, float* const* f) {
-                             const float *y = f[0], *dy = f[1];
-                             float* dx = f[2];
-                             if (accumulate) {
-                               for (int64_t i = 0; i < n; ++i)
-                                 dx[i] += y[i] > 0 ? dy[i] : dy[i] * slope;
-                             } else {
-                               for (int64_t i = 0; i < n; ++i)
-                                 dx[i] = y[i] > 0 ? dy[i] : dy[i] * slope;
-                             }
+                             cpu::ReluGradBlock(f[0], f[1], f[2], n, slope, accumulate);
                            });
   }
 };

@@ -1,0 +1,236 @@
+// Convolutions on tensors stored in 16 bits (layers/cpu/conv_layouts.h). The
+// float32 algorithms compute on widened copies in their workspace and round
+// their results as the executor rounds (framework/graph/conversions.h):
+// their bits are those of float32 tensors holding the same values, rounded.
+// dnnl_bf16 takes the 16-bit tensors as they are and computes in bfloat16
+// arithmetic: within bfloat16 rounding of float32, with less workspace.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "framework/base/random.h"
+#include "framework/device/convert.h"
+#include "layers/cpu/conv_algorithm.h"
+#include "layers/cpu/conv_layouts.h"
+
+namespace spill {
+namespace cpu {
+namespace {
+
+struct Case {
+  const char* name;
+  ConvGeometry g;
+};
+
+ConvGeometry Geometry(int64_t c, int64_t hw, int64_t f, int64_t k, int64_t stride, Layout layout) {
+  ConvGeometry g;
+  g.batch = 3;
+  g.channels = c;
+  g.height = g.width = hw;
+  g.filters = f;
+  g.kernel = {k, k};
+  g.stride = {stride, stride};
+  g.pad = {k / 2, k / 2};
+  g.dilation = {1, 1};
+  g.out_height = g.out_width = (hw + 2 * (k / 2) - k) / stride + 1;
+  g.input_layout = g.output_layout = layout;
+  return g;
+}
+
+std::vector<Case> Cases() {
+  return {{"plain_3x3", Geometry(32, 8, 32, 3, 1, Layout::kPlain)},
+          {"blocked_3x3", Geometry(32, 8, 32, 3, 1, Layout::kBlocked16)},
+          {"blocked_3x3_stride2", Geometry(16, 9, 32, 3, 2, Layout::kBlocked16)},
+          {"plain_1x1", Geometry(32, 6, 48, 1, 1, Layout::kPlain)},
+          {"narrow_plain_3x3", Geometry(3, 7, 8, 3, 1, Layout::kPlain)}};
+}
+
+ConvGeometry WithDtypes(ConvGeometry g, DType input, DType output) {
+  g.input_dtype = input;
+  g.output_dtype = output;
+  return g;
+}
+
+// One tensor's values, stored in 16 bits and as the float32 they widen to.
+struct Values {
+  Values(int64_t n, uint64_t seed) : half(n), wide(n) {
+    for (int64_t i = 0; i < n; ++i) {
+      half[i] = FloatToBf16Bits(2 * UniformAt(seed, i) - 1);
+      wide[i] = Bf16BitsToFloat(half[i]);
+    }
+  }
+  std::vector<uint16_t> half;
+  std::vector<float> wide;
+};
+
+struct Operands {
+  explicit Operands(const ConvGeometry& g)
+      : x(g.batch * g.channels * g.in_plane(), 1),
+        dy(g.batch * g.filters * g.out_plane(), 2),
+        dx_before(x.wide.size(), 3),
+        w(g.filters * g.col_rows()),
+        bias(g.filters) {
+    for (size_t i = 0; i < w.size(); ++i) w[i] = UniformAt(4, i) - 0.5f;
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = UniformAt(5, i) - 0.5f;
+  }
+  Values x, dy, dx_before;
+  std::vector<float> w, bias;
+};
+
+// What one algorithm computes: y (with the bias), dx (added into
+// dx_before), dw and db, each widened to float32.
+struct Results {
+  std::vector<float> y, dx, dw, db;
+};
+
+template <typename T>
+std::vector<float> Widen(const std::vector<T>& v, DType dtype) {
+  std::vector<float> out(v.size() * sizeof(T) / DTypeSize(dtype));
+  ConvertToFloat(v.data(), dtype, out.data(), static_cast<int64_t>(out.size()));
+  return out;
+}
+
+// Runs `a` on `g`'s dtypes: 16-bit operands from `o.*.half`, float32 ones
+// from `o.*.wide`, each op with exactly its declared workspace.
+Results RunAll(const ConvAlgorithm& a, const ConvGeometry& g, const Operands& o) {
+  auto pick = [](const Values& v, DType dtype) {
+    return dtype == DType::kF32 ? static_cast<const void*>(v.wide.data())
+                                : static_cast<const void*>(v.half.data());
+  };
+  std::vector<char> y(o.dy.wide.size() * DTypeSize(g.output_dtype));
+  std::vector<char> dx(o.x.wide.size() * DTypeSize(g.input_dtype));
+  std::memcpy(dx.data(), pick(o.dx_before, g.input_dtype), dx.size());
+  Results r;
+  r.dw.assign(o.w.size(), 0);
+  r.db.assign(o.bias.size(), 0);
+  for (ConvOp op : {ConvOp::kForward, ConvOp::kBackwardData, ConvOp::kBackwardFilter}) {
+    std::vector<char> workspace(ConvWorkspaceBytes(a, g, op));
+    switch (op) {
+      case ConvOp::kForward:
+        ConvForward(a, g, pick(o.x, g.input_dtype), o.w.data(), o.bias.data(), y.data(),
+                    workspace.data());
+        break;
+      case ConvOp::kBackwardData:
+        ConvBackwardData(a, g, pick(o.dy, g.output_dtype), o.w.data(), dx.data(), true,
+                         workspace.data());
+        break;
+      case ConvOp::kBackwardFilter:
+        ConvBackwardFilter(a, g, pick(o.x, g.input_dtype), pick(o.dy, g.output_dtype), r.dw.data(),
+                           r.db.data(), false, nullptr, workspace.data());
+        break;
+    }
+  }
+  r.y = Widen(y, g.output_dtype);
+  r.dx = Widen(dx, g.input_dtype);
+  return r;
+}
+
+// `got` within `relative` x the largest magnitude of `want` of it.
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, double relative,
+                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double largest = 1e-3;
+  for (float v : want) largest = std::max(largest, std::fabs(static_cast<double>(v)));
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_LE(std::fabs(static_cast<double>(got[i]) - want[i]), relative * largest)
+        << what << " element " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
+class Conv16BitTest : public ::testing::TestWithParam<Case> {};
+
+// The bits of float32 tensors holding the same values, rounded to 16 bits
+// where they are stored in 16 bits; the copies cost workspace, unless the
+// operands were copied anyway (blocked ones, for a plain algorithm).
+TEST_P(Conv16BitTest, Float32AlgorithmsRoundTheirFloat32Results) {
+  const ConvGeometry g32 = GetParam().g;
+  const ConvGeometry g16 = WithDtypes(g32, DType::kBF16, DType::kBF16);
+  const Operands o(g32);
+  for (const char* name : {"im2col_image", "direct", "dnnl"}) {
+    SCOPED_TRACE(name);
+    const ConvAlgorithm* a = FindConvAlgorithm(name);
+    ASSERT_NE(a, nullptr);
+    if (!a->Supports(g32)) continue;
+    const Results wide = RunAll(*a, g32, o), half = RunAll(*a, g16, o);
+    for (size_t i = 0; i < wide.y.size(); ++i) {
+      ASSERT_EQ(FloatBits(half.y[i]), FloatBits(Bf16BitsToFloat(FloatToBf16Bits(wide.y[i])))) << i;
+    }
+    for (size_t i = 0; i < wide.dx.size(); ++i) {
+      ASSERT_EQ(FloatBits(half.dx[i]), FloatBits(Bf16BitsToFloat(FloatToBf16Bits(wide.dx[i]))))
+          << i;
+    }
+    EXPECT_EQ(std::memcmp(half.dw.data(), wide.dw.data(), wide.dw.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(half.db.data(), wide.db.data(), wide.db.size() * 4), 0);
+    // Blocked operands of plain algorithms are copied either way: the copy
+    // widens as it moves.
+    const bool copied_anyway = g32.input_layout == Layout::kBlocked16 && !a->computes_blocked();
+    for (ConvOp op : {ConvOp::kForward, ConvOp::kBackwardData, ConvOp::kBackwardFilter}) {
+      if (copied_anyway) {
+        EXPECT_EQ(ConvWorkspaceBytes(*a, g16, op), ConvWorkspaceBytes(*a, g32, op));
+      } else {
+        EXPECT_GT(ConvWorkspaceBytes(*a, g16, op), ConvWorkspaceBytes(*a, g32, op));
+      }
+    }
+  }
+}
+
+// bfloat16 arithmetic agrees with float32's within its rounding, on 16-bit
+// tensors and on a float32 input (the image a network's first convolution
+// reads); it is deterministic, and needs no float32 copies of the
+// activations.
+TEST_P(Conv16BitTest, Bf16ArithmeticAgreesWithinItsRounding) {
+  const ConvAlgorithm* bf16 = FindConvAlgorithm("dnnl_bf16");
+  ASSERT_NE(bf16, nullptr);
+  const ConvGeometry g32 = GetParam().g;
+  if (!Bf16Arithmetic()) {
+    EXPECT_FALSE(bf16->Supports(g32)) << "offered without bfloat16 instructions";
+    GTEST_SKIP() << "this processor has no AVX-512 BF16";
+  }
+  const Operands o(g32);
+  const Results want = RunAll(*FindConvAlgorithm("im2col_image"), g32, o);
+  for (DType input : {DType::kBF16, DType::kF32}) {
+    SCOPED_TRACE(DTypeName(input));
+    const ConvGeometry g = WithDtypes(g32, input, DType::kBF16);
+    ASSERT_TRUE(bf16->Supports(g));
+    const Results got = RunAll(*bf16, g, o);
+    ExpectNear(got.y, want.y, 2e-2, "forward");
+    ExpectNear(got.dx, want.dx, 2e-2, "backward data, accumulated");
+    ExpectNear(got.dw, want.dw, 2e-2, "backward filter");
+    ExpectNear(got.db, want.db, 1e-6, "bias gradient (float32 sums)");
+    const Results again = RunAll(*bf16, g, o);
+    EXPECT_EQ(std::memcmp(again.y.data(), got.y.data(), got.y.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(again.dx.data(), got.dx.data(), got.dx.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(again.dw.data(), got.dw.data(), got.dw.size() * 4), 0);
+    // Forward and backward data need no float32 copies of 16-bit tensors
+    // (the filter gradient's scratch is larger in bfloat16, in float32 sums).
+    if (input == DType::kF32) continue;
+    const ConvAlgorithm& dnnl = *FindConvAlgorithm("dnnl");
+    for (ConvOp op : {ConvOp::kForward, ConvOp::kBackwardData}) {
+      EXPECT_LT(ConvWorkspaceBytes(*bf16, g, op), ConvWorkspaceBytes(dnnl, g, op))
+          << ConvOpName(op);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Geometries, Conv16BitTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// Only the 16-bit arithmetic takes 16-bit operands; float32 is everyone's.
+TEST(Conv16BitTest, WhatEachAlgorithmTakes) {
+  for (const ConvAlgorithm* a : ConvAlgorithms()) {
+    EXPECT_TRUE(a->takes(DType::kF32)) << a->name();
+    EXPECT_EQ(a->takes(DType::kBF16), a->computes_16_bit()) << a->name();
+    EXPECT_FALSE(a->takes(DType::kF16)) << a->name();
+    EXPECT_EQ(a->computes_16_bit(), a->name() == "dnnl_bf16") << a->name();
+  }
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace spill
