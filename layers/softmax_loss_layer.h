@@ -52,20 +52,23 @@ class SoftmaxLossLayer : public Layer {
   MemoryTraits memory_traits() const override { return MemoryTraits::SmallOutputs(); }
 
  protected:
-  // The gradient's factor, weight / the samples scored over the whole batch:
-  // N x pixels, or with an ignored label the samples kept, counted in sweep
-  // 0 by `kept_in_call()` (this call's labels that are not ignored). False:
-  // the call is sweep 0 alone, with no gradient to write.
+  // The gradient's factor, weight x the loss scale / the samples scored over
+  // the whole batch: N x pixels, or with an ignored label the samples kept,
+  // counted in sweep 0 by `kept_in_call()` (this call's labels that are not
+  // ignored). False: the call is sweep 0 alone, with no gradient to write.
+  // The loss scale is a power of two: the factor is the unscaled one times
+  // it, exactly.
   template <typename KeptInCall>
-  bool GradientScale(const BatchSlice& slice, int64_t images, KeptInCall kept_in_call,
-                     float* scale) const {
-    *scale = weight_ / static_cast<float>(slice.total(images) * pixels_);
+  bool GradientScale(const BatchSlice& slice, int64_t images, float loss_scale,
+                     KeptInCall kept_in_call, float* scale) const {
+    const float weight = weight_ * loss_scale;
+    *scale = weight / static_cast<float>(slice.total(images) * pixels_);
     if (!ignores()) return true;
     std::vector<double> local;
     double* kept = SliceSums(slice, 1, &local);
     if (slice.runs(0)) *kept += kept_in_call();
     if (!slice.runs(1)) return false;
-    *scale = weight_ / static_cast<float>(std::max(*kept, 1.0));
+    *scale = weight / static_cast<float>(std::max(*kept, 1.0));
     return true;
   }
 

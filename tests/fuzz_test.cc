@@ -213,7 +213,8 @@ TEST_F(FuzzTest, Configs) {
 data: {dataset: fashion_mnist, path: /nowhere, batch: 8, workers: 2, augment: {crop: 28, pad: 2}}
 solver: {type: adam, lr: 0.001, schedule: {type: multistep, milestones: [1, 2], gamma: 0.5}}
 memory: {mode: superneurons, device_budget: 64MiB, workspace: pin:im2col_image}
-run: {steps: 10, checkpoint_every: 5, eval_every: 5, seed: 3}
+run: {steps: 10, checkpoint_every: 5, eval_every: 5, seed: 3, precision: fp16, loss_scale: 1024,
+     loss_scale_growth: 100}
 )"});
   // Every memory and data-parallel setting at once, so their readers meet the
   // mutations too.

@@ -105,6 +105,9 @@ constexpr Variant kVariants[] = {
     // (where the processor has it), whole batches as for dnnl.
     {"bf16_dnnl", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
      "pin:dnnl_bf16", 2, Precision::kBf16, false},
+    // IEEE half storage (fp16), converted like bfloat16.
+    {"fp16", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
+     "pin:im2col_image", 2, Precision::kFp16},
 };
 
 testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant = kDefault) {

@@ -330,11 +330,118 @@ TEST_F(TrainerTest, Bf16TrainsLikeFloat32ResumesExactlyAndKeepsItsPrecision) {
   EXPECT_THAT(other.status().message(), HasSubstr("this run is fp32"));
 }
 
-// Precisions spill cannot run yet are refused by name.
-TEST_F(TrainerTest, Fp16AndTf32AreRefusedWithTheReason) {
-  auto fp16 = Trainer::Create(Config(", precision: fp16"), Quiet());
-  ASSERT_FALSE(fp16.ok());
-  EXPECT_THAT(fp16.status().message(), HasSubstr("run.precision: fp16 needs dynamic loss scaling"));
+// The train lines of a run's log.jsonl.
+std::vector<std::string> TrainLines(const std::filesystem::path& run) {
+  std::ifstream log(run / "log.jsonl");
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(log, line)) {
+    if (line.find("\"kind\":\"train\"") != std::string::npos) lines.push_back(line);
+  }
+  return lines;
+}
+
+bool Skipped(const std::string& line) { return line.find("\"skipped\":true") != std::string::npos; }
+
+// fp16: activations and their gradients in IEEE half, the loss scaled so
+// that small gradients do not flush to zero: the float32 run's accuracy on
+// the same schedule, each step's scale in the log, and a resumed run takes
+// up the scale where it was (here it grows every 5 clean steps).
+TEST_F(TrainerTest, Fp16ScalesTheLossTrainsLikeFloat32AndResumesExactly) {
+  auto train = [&](const std::string& run_extra, int64_t max_steps, const std::string& resume) {
+    TrainOptions options = Quiet();
+    options.max_steps = max_steps;
+    options.resume = resume;
+    options.overwrite = resume.empty();
+    return Trainer::Create(Config(run_extra), options);
+  };
+  TrainReport fp32, fp16;
+  {
+    auto trainer = train("", 0, "");
+    ASSERT_TRUE(trainer.ok() && (*trainer)->Run().ok());
+    fp32 = (*trainer)->report();
+  }
+  const std::string fp16_run = ", precision: fp16, loss_scale: 1024, loss_scale_growth: 5";
+  {
+    auto trainer = train(fp16_run, 0, "");
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    const Status ran = (*trainer)->Run();
+    ASSERT_TRUE(ran.ok()) << ran.ToString();
+    fp16 = (*trainer)->report();
+  }
+  ASSERT_EQ(fp16.losses.size(), fp32.losses.size());
+  EXPECT_NE(fp16.losses.back(), fp32.losses.back());  // it did round
+  EXPECT_NEAR(fp16.test_accuracy, fp32.test_accuracy, 0.05);
+  EXPECT_GT(fp16.test_accuracy, 0.6);
+  const std::vector<std::string> lines = TrainLines(dir_ / "run");
+  ASSERT_EQ(lines.size(), 30u);
+  EXPECT_THAT(lines[0], HasSubstr("\"loss_scale\":1024"));
+  EXPECT_THAT(lines[5], HasSubstr("\"loss_scale\":2048"));  // after 5 clean steps
+  for (const std::string& line : lines) EXPECT_FALSE(Skipped(line)) << line;
+
+  // Stopped at step 13 and resumed: the uninterrupted run's losses.
+  std::vector<double> pieced;
+  {
+    auto trainer = train(fp16_run + ", checkpoint_every: 13", 13, "");
+    ASSERT_TRUE(trainer.ok() && (*trainer)->Run().ok());
+    pieced = (*trainer)->report().losses;
+  }
+  const std::string checkpoint = (dir_ / "run" / "checkpoint.npz").string();
+  {
+    auto trainer = train(fp16_run, 0, checkpoint);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    ASSERT_TRUE((*trainer)->Run().ok());
+    for (double loss : (*trainer)->report().losses) pieced.push_back(loss);
+  }
+  ASSERT_EQ(pieced.size(), fp16.losses.size());
+  for (size_t i = 0; i < pieced.size(); ++i) EXPECT_EQ(pieced[i], fp16.losses[i]) << i + 1;
+}
+
+// A scale too large overflows the 16-bit gradients: those steps change
+// nothing and halve the scale until the gradients fit. A run whose
+// gradients are never finite stops with the reason once the scale
+// underflows, instead of skipping every step.
+TEST_F(TrainerTest, Fp16SkipsOverflowingStepsAndStopsWhenTheScaleUnderflows) {
+  {
+    TrainOptions options = Quiet();
+    options.max_steps = 12;
+    auto trainer = Trainer::Create(Config(", precision: fp16, loss_scale: 16777216"), options);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    const Status ran = (*trainer)->Run();
+    ASSERT_TRUE(ran.ok()) << ran.ToString();
+    const std::vector<std::string> lines = TrainLines(dir_ / "run");
+    ASSERT_EQ(lines.size(), 12u);
+    EXPECT_TRUE(Skipped(lines[0])) << lines[0];
+    EXPECT_FALSE(Skipped(lines.back())) << lines.back();
+    int skipped = 0;
+    for (const std::string& line : lines) skipped += Skipped(line);
+    EXPECT_LT(skipped, 12);
+  }
+  {
+    // A learning rate that throws the weights far out (the largest
+    // solver.lr takes): every later gradient is inf or NaN at every scale.
+    std::string text = ConfigText(", precision: fp16");
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"lr: 0.05", "lr: 1000"},
+                                   {"epochs: 3", "steps: 60"}}) {
+      const size_t at = text.find(from);
+      ASSERT_NE(at, std::string::npos) << from;
+      text.replace(at, from.size(), to);
+    }
+    auto config = ParseTrainConfig(text, "storm.yaml", dir_.string());
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    TrainOptions options = Quiet();
+    options.overwrite = true;
+    auto trainer = Trainer::Create(*config, options);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    const Status ran = (*trainer)->Run();
+    ASSERT_FALSE(ran.ok());
+    EXPECT_THAT(ran.message(), HasSubstr("the loss scale fell below 2^-24"));
+    EXPECT_THAT(ran.message(), HasSubstr("steps in a row whose gradients held inf or NaN"));
+  }
+}
+
+// Settings that cannot work are refused by name, with the reason.
+TEST_F(TrainerTest, PrecisionSettingsThatCannotRunAreRefused) {
   auto tf32 = Trainer::Create(Config(", precision: tf32"), Quiet());
   ASSERT_FALSE(tf32.ok());
   EXPECT_THAT(tf32.status().message(), HasSubstr("run.precision: tf32"));
@@ -343,6 +450,20 @@ TEST_F(TrainerTest, Fp16AndTf32AreRefusedWithTheReason) {
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().ToString(), HasSubstr("run.precision"));
   EXPECT_THAT(bad.status().ToString(), HasSubstr("fp32, bf16, fp16, tf32"));
+  auto odd = ParseTrainConfig(ConfigText(", precision: fp16, loss_scale: 1000"), "odd.yaml",
+                              dir_.string());
+  ASSERT_FALSE(odd.ok());
+  EXPECT_THAT(odd.status().ToString(), HasSubstr("run.loss_scale"));
+  EXPECT_THAT(odd.status().ToString(), HasSubstr("not a power of two"));
+  auto unused = ParseTrainConfig(ConfigText(", precision: bf16, loss_scale: 1024"), "bf16.yaml",
+                                 dir_.string());
+  ASSERT_FALSE(unused.ok());
+  EXPECT_THAT(unused.status().ToString(), HasSubstr("applies to run.precision fp16 only"));
+  TrainConfig host = Config(", precision: fp16");
+  host.memory.params = *ParseParamPlacement("host");
+  auto on_host = Trainer::Create(host, Quiet());
+  ASSERT_FALSE(on_host.ok());
+  EXPECT_THAT(on_host.status().message(), HasSubstr("fp16 needs memory.params: device"));
 }
 
 // Parameters, gradients and solver state in host memory, updated there as

@@ -100,8 +100,9 @@ void Declare(Flags& f, Args* a) {
           "throttle host<->device copies to G gigabytes per second (CPU device)", 1e-6, 1e6);
   f.Device(&a->device, "override run.device");
   f.String("--precision", &a->precision,
-           "override run.precision: fp32, or bf16 to store activations and their gradients in "
-           "16 bits (parameters and solver state stay float32)")
+           "override run.precision: fp32; bf16 or fp16 to store activations and their "
+           "gradients in 16 bits (parameters and solver state stay float32; fp16 scales the "
+           "loss); tf32: tensor-core math on a GPU")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16", "tf32"}))
       ->type_name("P");
   f.Int("--zero", &a->zero,

@@ -34,6 +34,14 @@ __global__ void Adam(int64_t n, float* w, const float* g, float* m, float* s, fl
   }
 }
 
+__global__ void Unscale(int64_t n, float* g, float factor, int* nonfinite) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (!isfinite(g[i])) *nonfinite = 1;
+    g[i] *= factor;
+  }
+}
+
 // At least one block (a grid of none is a launch error), at most 4096.
 int Blocks(int64_t n) {
   return static_cast<int>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 4096));
@@ -53,6 +61,11 @@ void LaunchAdam(int64_t n, float* w, const float* g, float* m, float* s, float l
   if (n <= 0) return;
   Adam<<<Blocks(n), kThreads, 0, stream>>>(n, w, g, m, s, lr, beta1, beta2, epsilon, decay, c1,
                                            root_c2);
+}
+
+void LaunchUnscale(int64_t n, float* g, float factor, int* nonfinite, cudaStream_t stream) {
+  if (n <= 0) return;
+  Unscale<<<Blocks(n), kThreads, 0, stream>>>(n, g, factor, nonfinite);
 }
 
 }  // namespace cuda

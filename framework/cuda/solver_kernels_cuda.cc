@@ -29,6 +29,22 @@ class CudaSolverKernels : public SolverKernels {
     cuda::LaunchAdam(n, w, g, m, s, lr, beta1, beta2, epsilon, decay, c1, root_c2, Stream(device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
+  // The flag lives in mapped pinned host memory: the kernel sets it, the
+  // host reads it once the stream is done.
+  bool Unscale(Device& device, int64_t n, float* g, float factor) override {
+    static int* flag = [] {
+      int* host = nullptr;
+      SPILL_CUDA_CHECK(cudaHostAlloc(&host, sizeof(int), cudaHostAllocMapped));
+      return host;
+    }();
+    int* on_device = nullptr;
+    SPILL_CUDA_CHECK(cudaHostGetDevicePointer(&on_device, flag, 0));
+    *flag = 0;
+    cuda::LaunchUnscale(n, g, factor, on_device, Stream(device));
+    SPILL_CUDA_CHECK_LAUNCH();
+    SPILL_CUDA_CHECK(cudaStreamSynchronize(Stream(device)));
+    return *flag == 0;
+  }
 };
 
 const bool registered = RegisterSolverKernels(DeviceType::kCuda, new CudaSolverKernels());

@@ -15,6 +15,9 @@ void LaunchAdam(int64_t n, float* w, const float* g, float* m, float* s, float l
                 float beta2, float epsilon, float decay, float c1, float root_c2,
                 cudaStream_t stream);
 
+// g *= factor; *nonfinite (device-visible) set to 1 where a value was not.
+void LaunchUnscale(int64_t n, float* g, float factor, int* nonfinite, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace spill
 

@@ -263,6 +263,7 @@ void Executor::BackwardCall(int layer, const BatchSlice& slice) {
   args.device = device_;
   args.slice = slice;
   args.dropped_input = dropped_input_[layer];
+  args.loss_scale = loss_scale_;
   net_.layer(layer).Backward(args);
   copies.WriteBack();
 }

@@ -74,6 +74,10 @@ class Executor : public StepRunner {
     int64_t calls = 0;
   };
   void set_profiling(bool on) { profiling_ = on; }
+  // The factor the losses' gradients carry from the next Run on
+  // (BackwardArgs::loss_scale): fp16's loss scaling.
+  void set_loss_scale(float scale) { loss_scale_ = scale; }
+  float loss_scale() const { return loss_scale_; }
   const std::map<std::string, ProfileEntry>& profile() const { return profile_; }
   // The profile as a table: layer type, forward and backward seconds, share.
   std::string ProfileTable() const;
@@ -154,6 +158,7 @@ class Executor : public StepRunner {
   std::vector<float> scores_;
   bool profiling_ = false;
   bool recording_ = false;
+  float loss_scale_ = 1.0f;
   int step_ = -1;  // the step being run
   std::vector<ComputeSpan> spans_;
   std::map<std::string, ProfileEntry> profile_;

@@ -114,6 +114,10 @@ struct BackwardArgs {
   // Parameter gradients are overwritten by the first slice and added into
   // by the others (slice.first()).
   BatchSlice slice;
+  // The factor losses multiply their gradients by (fp16's loss scale, a
+  // power of two, so the scaled gradient is the unscaled one exactly times
+  // it); 1 otherwise.
+  float loss_scale = 1.0f;
 };
 
 // Elements of all the shapes together (for work estimates).

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "framework/base/units.h"
 #include "framework/io/npz.h"
 
 namespace spill {
@@ -153,6 +154,25 @@ Status CheckParams(CheckpointCheck& check, const Net& net) {
 
 // The precision the archive was trained in; checkpoints from before
 // precisions were recorded are float32.
+// fp16's loss scale: a positive power of two, written as text.
+Status ReadLossScale(const NpzArchive& archive, const std::string& path,
+                     TrainingPosition* position) {
+  auto it = archive.find("meta/loss_scale");
+  if (it == archive.end()) {
+    return InvalidArgument("checkpoint '" + path +
+                           "' has no 'meta/loss_scale' (an fp16 run's loss scale); it is "
+                           "incomplete");
+  }
+  auto scale = ParseFiniteDouble(it->second.text());
+  int exponent = 0;
+  if (!scale.ok() || *scale <= 0 || std::frexp(*scale, &exponent) != 0.5) {
+    return InvalidArgument("checkpoint '" + path + "': 'meta/loss_scale' must be a power of " +
+                           "two; it is '" + it->second.text() + "'");
+  }
+  position->loss_scale = *scale;
+  return Status::Ok();
+}
+
 StatusOr<Precision> SavedPrecision(const NpzArchive& archive, const std::string& path) {
   auto it = archive.find("meta/precision");
   if (it == archive.end()) return Precision::kFp32;
@@ -195,6 +215,11 @@ Status CheckAll(CheckpointCheck& check, const Net& net, const Solver* solver,
     }
     SPILL_RETURN_IF_ERROR(CheckSavedPrecision(check.archive(), net, path));
     SPILL_RETURN_IF_ERROR(check.Counter("meta/solver_steps", &position->solver_steps));
+    if (net.precision() == Precision::kFp16) {
+      SPILL_RETURN_IF_ERROR(ReadLossScale(check.archive(), path, position));
+      SPILL_RETURN_IF_ERROR(
+          check.Counter("meta/loss_scale_clean_steps", &position->loss_scale_clean_steps));
+    }
     if (position->solver_steps > position->step) {
       return InvalidArgument("checkpoint '" + path + "': meta/solver_steps (" +
                              std::to_string(position->solver_steps) + ") exceeds meta/step (" +
@@ -283,6 +308,12 @@ StatusOr<NpzArchive> CheckpointArchive(const Net& net, TensorStore& store, const
   archive["meta/config"] = NpyArray::Text(config_text);
   archive["meta/network"] = NpyArray::Text(net.name());
   archive["meta/precision"] = NpyArray::Text(PrecisionName(net.precision()));
+  if (net.precision() == Precision::kFp16) {
+    char scale[32];
+    std::snprintf(scale, sizeof(scale), "%.17g", position.loss_scale);
+    archive["meta/loss_scale"] = NpyArray::Text(scale);
+    archive["meta/loss_scale_clean_steps"] = NpyArray::Int64(position.loss_scale_clean_steps);
+  }
   return archive;
 }
 

@@ -8,8 +8,10 @@
 //   meta/batch          int64: index of the next batch in that epoch
 //   meta/solver_steps   int64: Adam's step count
 //   meta/config         uint8: the training configuration text
-//   meta/precision      uint8: the run's precision (fp32, bf16); a resumed run
-//                       must be in the same one
+//   meta/precision      uint8: the run's precision (fp32, bf16, fp16); a resumed
+//                       run must be in the same one
+//   meta/loss_scale     uint8 (fp16 only): the loss scale, a power of two, as text
+//   meta/loss_scale_clean_steps  int64 (fp16 only): clean steps toward its growth
 //
 // From Python: w = numpy.load("checkpoint.npz")["params/conv1/weight"].
 //
@@ -40,6 +42,10 @@ struct TrainingPosition {
   int64_t epoch = 0;
   int64_t batch = 0;
   int64_t solver_steps = 0;
+  // fp16's loss scaling (tools/trainer/loss_scale.h); unused in the other
+  // precisions.
+  double loss_scale = 0;
+  int64_t loss_scale_clean_steps = 0;
 };
 
 // The params/ arrays of `archive` (a checkpoint's, or arrays to export) hold

@@ -137,6 +137,24 @@ void Solver::BeginStep(const Net& net, TensorStore& store, Device& device, doubl
 
 Status Solver::FinishStep(TensorStore& store) { return store.FinishUpdate(); }
 
+StatusOr<bool> Solver::UnscaleGradients(const Net& net, TensorStore& store, Device& device,
+                                        float factor) const {
+  SolverKernels& kernels = SolverKernelsFor(device.type());
+  bool finite = true;
+  for (const Slot& slot : slots_) {
+    float* g = store.Data(slot.grad);
+    if (g == nullptr) {
+      return InvalidArgument("the gradient of '" + net.schedule().tensors[slot.param].name +
+                             "' is not on the device after the iteration; fp16's loss scaling "
+                             "needs memory.params: device");
+    }
+    // Every gradient is unscaled even after an overflow: the next
+    // iteration overwrites them all the same.
+    finite = kernels.Unscale(device, slot.numel, g, factor) && finite;
+  }
+  return finite;
+}
+
 Status Solver::Update(const Net& net, TensorStore& store, Device& device, double lr) {
   BeginStep(net, store, device, lr);
   return FinishStep(store);

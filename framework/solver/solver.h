@@ -49,6 +49,9 @@ class SolverKernels {
                    float momentum, float decay, bool nesterov) = 0;
   virtual void Adam(Device& device, int64_t n, float* w, const float* g, float* m, float* s,
                     float lr, float beta1, float beta2, float epsilon, float decay, int64_t t) = 0;
+  // g *= factor over n gradients (fp16's 1 / loss scale: a power of two, so
+  // exact); whether every gradient was finite before. Waits for the result.
+  virtual bool Unscale(Device& device, int64_t n, float* g, float factor) = 0;
 };
 
 SolverKernels& SolverKernelsFor(DeviceType device);
@@ -105,6 +108,14 @@ class Solver {
   Status FinishStep(TensorStore& store);
   // Both halves at once, after the iteration.
   Status Update(const Net& net, TensorStore& store, Device& device, double lr);
+
+  // fp16's loss scaling, after an iteration whose losses' gradients carried
+  // the factor 1 / `factor`: multiplies every gradient by `factor` (exact for
+  // a power of two) and says whether all of them were finite - if not, the
+  // step must be skipped. Needs the gradients on the device
+  // (memory.params: device).
+  StatusOr<bool> UnscaleGradients(const Net& net, TensorStore& store, Device& device,
+                                  float factor) const;
 
   // Updates applied so far (Adam's t); restored from checkpoints.
   int64_t steps() const { return steps_; }

@@ -35,6 +35,16 @@ class CpuSolverKernels : public SolverKernels {
       w[i] -= step * m[i] / (std::sqrt(s[i]) / root_c2 + epsilon);
     }
   }
+
+  bool Unscale(Device&, int64_t n, float* g, float factor) override {
+    int64_t bad = 0;
+#pragma omp parallel for if (n > 65536) schedule(static) reduction(+ : bad)
+    for (int64_t i = 0; i < n; ++i) {
+      bad += !std::isfinite(g[i]);
+      g[i] *= factor;
+    }
+    return bad == 0;
+  }
 };
 
 const bool registered = RegisterSolverKernels(DeviceType::kCpu, new CpuSolverKernels());

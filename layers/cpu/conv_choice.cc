@@ -27,12 +27,14 @@ Status ConvAlgorithmChoice::Select(const ConvGeometry& g, bool dnnl_first) {
 }
 
 void ConvAlgorithmChoice::SetDtypes(DType input, DType output) {
-  const bool half = input != DType::kF32 || output != DType::kF32;
+  // bfloat16 arithmetic on values stored in IEEE half would lose their
+  // precision: only for bfloat16 storage.
+  const bool bf16 = input == DType::kBF16 || output == DType::kBF16;
   supported_.clear();
   for (const ConvAlgorithm* a : selected_) {
-    if (half || !a->computes_16_bit() || !pinned_.empty()) supported_.push_back(a);
+    if (bf16 || !a->computes_16_bit() || !pinned_.empty()) supported_.push_back(a);
   }
-  const char* preferred = half ? "dnnl_bf16" : "dnnl";
+  const char* preferred = bf16 ? "dnnl_bf16" : "dnnl";
   default_ = 0;
   for (size_t i = 0; i < supported_.size(); ++i) {
     if (supported_[i]->name() == "dnnl") default_ = static_cast<int>(i);

@@ -2,7 +2,7 @@
 // the transposed convolution alike: every registered algorithm that supports
 // the layer's geometry, or only the one its `algorithm` parameter pins.
 // Algorithms that compute in 16-bit arithmetic (dnnl_bf16) are offered only
-// where x or y is stored in 16 bits (or where pinned). The memory runtime
+// where x or y is stored in bfloat16 (or where pinned). The memory runtime
 // chooses among them per operation and step; where it makes no choice,
 // oneDNN's runs when it is available - in 16 bits where the network stores
 // 16 bits and the processor computes them.

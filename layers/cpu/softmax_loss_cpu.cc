@@ -49,7 +49,7 @@ class CpuSoftmaxLossLayer : public SoftmaxLossLayer {
       return kept;
     };
     float scale = 0;
-    if (!GradientScale(args.slice, n, kept_in_call, &scale)) return;
+    if (!GradientScale(args.slice, n, args.loss_scale, kept_in_call, &scale)) return;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n * pixels; ++r) {
       const int64_t base = (r / pixels) * c * pixels + r % pixels;

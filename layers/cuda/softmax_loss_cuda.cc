@@ -41,7 +41,7 @@ class CudaSoftmaxLossLayer : public SoftmaxLossLayer {
     const int64_t rows = args.outputs[0].shape().n();
     float scale = 0;
     if (!GradientScale(
-            args.slice, rows, [&] { return KeptSamples(args); }, &scale))
+            args.slice, rows, args.loss_scale, [&] { return KeptSamples(args); }, &scale))
       return;
     cudaStream_t stream = cuda::StreamOf(args.device);
     if (pixels_ > 1) {

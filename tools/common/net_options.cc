@@ -21,11 +21,6 @@ NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy
 }
 
 Status CheckPrecision(Precision precision, DeviceType type, const std::string& what) {
-  if (precision == Precision::kFp16) {
-    return InvalidArgument(what +
-                           ": fp16 needs dynamic loss scaling, which spill does not have yet; "
-                           "bf16 keeps float32's range and needs none");
-  }
   if (precision == Precision::kTf32 && type != DeviceType::kCuda) {
     return InvalidArgument(what + ": tf32 is tensor-core math for convolutions and matrix " +
                            "products on a GPU (run.device: cuda); the " + DeviceTypeName(type) +

@@ -24,8 +24,9 @@ NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy
 
 // An error, naming `what` (the setting) and the device, where `precision`
 // cannot run on a device of `type`: tf32 is tensor-core math (CUDA only;
-// DeviceConfig::tensor_math), and fp16 needs loss scaling, which is not
-// built yet.
+// DeviceConfig::tensor_math). fp16 runs everywhere (on the CPU as 16-bit
+// storage around float32 arithmetic); training it needs loss scaling
+// (tools/trainer/loss_scale.h).
 Status CheckPrecision(Precision precision, DeviceType type, const std::string& what);
 
 // Whether any activation of `net` is in a blocked layout.

@@ -375,6 +375,18 @@ Status ReadRun(YamlMap run, const std::string& base_dir, RunConfig* r) {
   const std::string precision =
       run.Choice("precision", {"fp32", "bf16", "fp16", "tf32"}, PrecisionName(r->precision));
   if (run.ok()) r->precision = *ParsePrecision(precision, "run.precision");
+  for (const char* key : {"loss_scale", "loss_scale_growth"}) {
+    if (run.Has(key) && run.ok() && r->precision != Precision::kFp16) {
+      run.Fail(key, std::string("applies to run.precision fp16 only (this run is ") +
+                        PrecisionName(r->precision) + ")");
+    }
+  }
+  r->loss_scale.initial =
+      run.Float("loss_scale", r->loss_scale.initial, Bounds::Closed(kMinLossScale, kMaxLossScale));
+  const std::string scale_problem = CheckLossScale(r->loss_scale.initial);
+  if (run.ok() && !scale_problem.empty()) run.Fail("loss_scale", scale_problem);
+  r->loss_scale.growth_interval =
+      run.Int("loss_scale_growth", r->loss_scale.growth_interval, 0, kMaxSteps);
   r->output = run.String("output", r->output);
   r->init = Resolve(run.String("init", r->init), base_dir);
   if (run.ok() && r->epochs == 0 && r->steps == 0) {

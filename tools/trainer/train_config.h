@@ -52,7 +52,10 @@
 //     eval_every: 0        # steps between evaluations; 0 = every epoch
 //     checkpoint_every: 0  # steps between checkpoints; 0 = every epoch
 //     seed: 1
-//     precision: fp32      # fp32 | bf16 (activations in 16 bits) | tf32 (cuda)
+//     precision: fp32      # fp32 | bf16 (activations in 16 bits) | fp16 (the same in
+//                          # IEEE half, loss-scaled) | tf32 (cuda)
+//     loss_scale: 65536    # fp16: the initial loss scale, a power of two
+//     loss_scale_growth: 2000  # fp16: clean steps before it doubles; 0: never
 //     output: runs/resnet18_cifar
 //   distributed:           # only when mpirun starts several ranks
 //     bucket: 4MiB         # gradients fused per allreduce
@@ -78,6 +81,7 @@
 #include "framework/solver/lr_schedule.h"
 #include "framework/solver/solver.h"
 #include "memory/memory_options.h"
+#include "tools/trainer/loss_scale.h"
 
 namespace spill {
 
@@ -118,6 +122,8 @@ struct RunConfig {
   uint64_t seed = 1;
   // How activations and their gradients are stored (framework/graph/precision.h).
   Precision precision = Precision::kFp32;
+  // fp16's dynamic loss scaling (tools/trainer/loss_scale.h).
+  LossScaleConfig loss_scale;
   std::string output;
   // Fine-tuning: start from the parameters of this checkpoint that match the
   // network by name and shape ("" = a fresh initialization only). A resumed

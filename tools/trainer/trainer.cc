@@ -256,6 +256,7 @@ Status Trainer::Setup() {
   device_config.tensor_math = config_.run.precision == Precision::kTf32;
   SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
   SPILL_RETURN_IF_ERROR(CheckPrecision(config_.run.precision, device_->type(), "run.precision"));
+  SPILL_RETURN_IF_ERROR(CheckLossScaling());
   cpu::SetConvTiming(
       {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
        config_.timing.cache});
@@ -337,6 +338,7 @@ Status Trainer::Setup() {
                                                  resumed ? &whole : nullptr));
     if (!options_.resume.empty()) SPILL_RETURN_IF_ERROR(CheckPosition());
   }
+  StartLossScaling();
   if (!options_.trace_dir.empty()) SPILL_RETURN_IF_ERROR(StartTrace());
   const std::string log = (std::filesystem::path(config_.run.output) / "log.jsonl").string();
   // Other ranks write nowhere: rank 0's log has the global batch's figures.
@@ -416,7 +418,54 @@ void Trainer::AdvancePosition() {
   }
 }
 
-Status Trainer::LogStep(const LossResult& result, double lr, double seconds, int64_t dropped) {
+Status Trainer::CheckLossScaling() const {
+  if (config_.run.precision != Precision::kFp16) return Status::Ok();
+  const std::string why =
+      "fp16's loss scaling checks every gradient before any parameter changes, and skips the "
+      "step when one is not finite";
+  if (Communicator::World().size() > 1) {
+    return InvalidArgument(config_.file + ": run.precision fp16 trains in one process for now (" +
+                           why +
+                           "; across ranks that check is not built yet); train in bf16, "
+                           "which needs no loss scaling");
+  }
+  if (config_.memory.params.kind != ParamPlacement::Kind::kDevice) {
+    return InvalidArgument(config_.file + ": run.precision fp16 needs memory.params: device (" +
+                           why + ", and with memory.params " + config_.memory.params.ToString() +
+                           " parameters are updated during backward); use bf16 to keep "
+                           "parameters off the device");
+  }
+  return Status::Ok();
+}
+
+void Trainer::StartLossScaling() {
+  if (config_.run.precision != Precision::kFp16) return;
+  scaler_ = std::make_unique<LossScaler>(config_.run.loss_scale);
+  if (!options_.resume.empty()) {
+    scaler_->Restore(position_.loss_scale, position_.loss_scale_clean_steps);
+  }
+  if (leader_ && options_.verbose && device_->type() == DeviceType::kCpu) {
+    std::fprintf(stderr,
+                 "precision: fp16 on the cpu device stores activations in IEEE half and "
+                 "computes in float32 (this processor has no fp16 arithmetic spill uses)\n");
+  }
+}
+
+Status Trainer::Unscale(const LossResult& result, bool* skipped) {
+  SPILL_ASSIGN_OR_RETURN(const bool finite,
+                         solver_->UnscaleGradients(*net_, solver_store(), *device_,
+                                                   static_cast<float>(1.0 / scaler_->scale())));
+  *skipped = !finite || !std::isfinite(result.loss);
+  return Status::Ok();
+}
+
+Status Trainer::ScaledUpdate(double lr, bool skipped) {
+  if (!skipped) SPILL_RETURN_IF_ERROR(solver_->Update(*net_, solver_store(), *device_, lr));
+  return scaler_->Update(!skipped, position_.step + 1);
+}
+
+Status Trainer::LogStep(const LossResult& result, double lr, double seconds, int64_t dropped,
+                        double loss_scale, bool skipped) {
   Json line = {
       {"kind", "train"},
       {"step", position_.step},
@@ -426,6 +475,10 @@ Status Trainer::LogStep(const LossResult& result, double lr, double seconds, int
       {"lr", lr},
       {"seconds", seconds}};
   if (HasStochasticDepth(*net_)) line["dropped"] = dropped;
+  if (scaler_) {
+    line["loss_scale"] = loss_scale;
+    line["skipped"] = skipped;
+  }
   return log_.Append(line.dump());
 }
 
@@ -444,22 +497,35 @@ Status Trainer::TrainStep(Batch& batch) {
   }
   HostBatch host{batch.images.data(), batch.labels.data()};
   const double lr = schedule_.At(position_.step);
-  // The store may apply the update during backward, where each parameter lives.
-  solver_->BeginStep(*net_, solver_store(), *device_, lr);
+  // The store may apply the update during backward, where each parameter
+  // lives; fp16's loss scaling updates after the iteration, once every
+  // gradient is known to be finite.
+  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  if (scaler_) {
+    executor_->set_loss_scale(static_cast<float>(loss_scale));
+  } else {
+    solver_->BeginStep(*net_, solver_store(), *device_, lr);
+  }
   if (Tracing()) recorder_->Begin();
   SPILL_ASSIGN_OR_RETURN(
       LossResult result,
       executor_->Run(host, Phase::kTrain,
                      MixSeed(config_.run.seed, static_cast<uint64_t>(position_.step))));
-  if (!std::isfinite(result.loss)) {
+  if (!std::isfinite(result.loss) && !scaler_) {
     return Diverged("the loss of step " + std::to_string(position_.step + 1) + " is " +
                     std::to_string(result.loss));
   }
+  bool skipped = false;
+  if (scaler_) SPILL_RETURN_IF_ERROR(Unscale(result, &skipped));
   if (!options_.trace_dir.empty() && trace_loss_.empty()) {
     SPILL_RETURN_IF_ERROR(SaveGradients());
   }
   const double update_begin = MonotonicSeconds();
-  SPILL_RETURN_IF_ERROR(solver_->FinishStep(solver_store()));
+  if (scaler_) {
+    SPILL_RETURN_IF_ERROR(ScaledUpdate(lr, skipped));
+  } else {
+    SPILL_RETURN_IF_ERROR(solver_->FinishStep(solver_store()));
+  }
   if (parallel_) {
     bool stop = false;
     SPILL_RETURN_IF_ERROR(parallel_->FinishStep(*net_, *runtime_, *solver_, position_.step + 1,
@@ -494,7 +560,7 @@ Status Trainer::TrainStep(Batch& batch) {
   epoch_count_ += static_cast<double>(result.count);
   epoch_steps_++;
   AdvancePosition();
-  SPILL_RETURN_IF_ERROR(LogStep(result, lr, seconds, dropped));
+  SPILL_RETURN_IF_ERROR(LogStep(result, lr, seconds, dropped, loss_scale, skipped));
   if (report_.losses.size() == 2 && !options_.memory_log.empty()) {
     SPILL_RETURN_IF_ERROR(WriteMemoryLog());
   }
@@ -530,6 +596,10 @@ Status Trainer::Evaluate() {
 
 Status Trainer::SaveCheckpoint() {
   position_.solver_steps = solver_->steps();
+  if (scaler_) {
+    position_.loss_scale = scaler_->scale();
+    position_.loss_scale_clean_steps = scaler_->clean_steps();
+  }
   WholeState whole;  // each rank holds a shard of the solver state: rank 0 gathers it
   const bool sharded = solver_->shard().sharded();
   if (sharded) SPILL_RETURN_IF_ERROR(parallel_->GatherState(*net_, *runtime_, *solver_, &whole));

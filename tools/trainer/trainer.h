@@ -125,13 +125,23 @@ class Trainer {
   Status CheckPosition() const;
   Status InitFrom(const std::string& path);
   Status TrainStep(Batch& batch);
+  // fp16: where loss scaling can run (a clear error where it cannot), and
+  // the scaler, restored from a resumed checkpoint.
+  Status CheckLossScaling() const;
+  void StartLossScaling();
+  // After an fp16 iteration: unscales the gradients; `skipped` when one (or
+  // the loss) is not finite, and the step must be skipped.
+  Status Unscale(const LossResult& result, bool* skipped);
+  // Then the solver step unless skipped, and the scale's next value.
+  Status ScaledUpdate(double lr, bool skipped);
   Status Evaluate();
   // Where the solver updates: the runtime, or its gradient-averaging wrapper.
   TensorStore& solver_store();
   Status SaveCheckpoint();
   Status Diverged(const std::string& what) const;
   // `dropped`: the residual branches stochastic depth left out of the step.
-  Status LogStep(const LossResult& result, double lr, double seconds, int64_t dropped);
+  Status LogStep(const LossResult& result, double lr, double seconds, int64_t dropped,
+                 double loss_scale, bool skipped);
   Status WriteMemoryLog();
   Status StartTrace();
   Status FinishTrace();
@@ -156,6 +166,7 @@ class Trainer {
   std::unique_ptr<LengthBuckets> lengths_;  // data.buckets; null without
   std::unique_ptr<RunRecorder> recorder_;
   std::unique_ptr<DataParallel> parallel_;  // null in a single process
+  std::unique_ptr<LossScaler> scaler_;      // fp16's loss scaling; null otherwise
   bool leader_ = true;                      // rank 0: prints, logs, checkpoints
   bool stop_agreed_ = false;                // some rank asked to stop (data parallel)
   Timeline traced_;
