@@ -77,8 +77,8 @@ TEST(PrecisionTest, IndicesAndWhatTheyAreComputedFromStayFloat32) {
 // it touches, each rounded up to kConversionAlign; a slice of the batch
 // needs a slice's copies.
 TEST(PrecisionTest, WorkspacesHoldTheFloat32CopiesOfEachStep) {
-  const auto fp32 = Build(testing::kResNet, Precision::kFp32, 8);
-  const auto bf16 = Build(testing::kResNet, Precision::kBf16, 8);
+  const auto fp32 = Build(testing::kAlexNet, Precision::kFp32, 8);
+  const auto bf16 = Build(testing::kAlexNet, Precision::kBf16, 8);
   int with_copies = 0, smaller = 0;
   for (size_t i = 0; i < bf16->schedule().steps.size(); ++i) {
     const Step &a = fp32->schedule().steps[i], &b = bf16->schedule().steps[i];
@@ -163,14 +163,14 @@ TEST(PrecisionTest, LivenessPlansLessMemoryInBf16) {
 
 // Large steps run in slices of the batch, so that their float32 copies are
 // an eighth of the whole batch's; small ones, and layers that take 16-bit
-// tensors as they are (ReLU, addition: no copies at all), run whole.
+// tensors as they are (convolution, ReLU: no copies at all), run whole.
 TEST(PrecisionTest, LargeStepsComputeInSlicesAndNativeLayersNeedNoCopies) {
   NetOptions options;
   options.batch = 64;
   options.blocked_layouts = false;
   options.precision = Precision::kBf16;
   options.slice_copies_from = 16 * kKiB;
-  auto net = testing::BuildTrainingNet(testing::MustParse(testing::kResNet), options);
+  auto net = testing::BuildTrainingNet(testing::MustParse(testing::kAlexNet), options);
   ASSERT_TRUE(net.ok());
   int sliced = 0, native = 0;
   for (const Step& step : (*net)->schedule().steps) {
@@ -178,7 +178,7 @@ TEST(PrecisionTest, LargeStepsComputeInSlicesAndNativeLayersNeedNoCopies) {
     const Layer& layer = (*net)->layer(step.layer);
     const size_t whole = (*net)->ConversionBytes(step.layer, step.pass, 64);
     const int64_t slice = (*net)->ConversionSlice(step.layer, step.pass);
-    if (layer.type() == "relu" || layer.type() == "add") {
+    if (layer.computes_16_bit(step.pass)) {
       EXPECT_EQ(whole, 0u) << layer.name();
       EXPECT_EQ(slice, 0) << layer.name();
       ++native;
@@ -188,11 +188,11 @@ TEST(PrecisionTest, LargeStepsComputeInSlicesAndNativeLayersNeedNoCopies) {
     sliced += slice > 0;
   }
   EXPECT_GT(sliced, 4);
-  EXPECT_GT(native, 4);
+  EXPECT_GT(native, 4);  // convolutions and ReLUs
   // A float32 network has nothing to copy, so nothing to slice.
   options.precision = Precision::kFp32;
   options.slice_copies_from = 0;
-  auto fp32 = testing::BuildTrainingNet(testing::MustParse(testing::kResNet), options);
+  auto fp32 = testing::BuildTrainingNet(testing::MustParse(testing::kAlexNet), options);
   ASSERT_TRUE(fp32.ok());
   for (const Step& step : (*fp32)->schedule().steps) {
     EXPECT_EQ((*fp32)->ConversionSlice(step.layer, step.pass), 0) << step.index;
@@ -261,6 +261,105 @@ TEST(PrecisionTest, NativeLayersGiveTheBitsOfFloat32Copies) {
   }
 }
 
+// Batch norm reads and writes 16-bit tensors in place, in either layout:
+// the bits of float32 tensors holding the same values, its results rounded.
+TEST(PrecisionTest, BatchNormGivesTheBitsOfFloat32Copies) {
+  constexpr char kNet[] = R"(
+layers:
+  - {name: data, type: input, shape: [3, 6, 6]}
+  - {name: conv, type: convolution, filters: 32, kernel: 3, pad: 1}
+  - {name: bn, type: batch_norm}
+  - {name: conv2, type: convolution, filters: 16, kernel: 3, pad: 1}
+  - {name: fc, type: fully_connected, outputs: 4}
+  - {name: loss, type: softmax_loss}
+)";
+  for (const bool blocked : {false, true}) {
+    SCOPED_TRACE(blocked ? "blocked" : "plain");
+    auto net = testing::BuildTrainingNet(testing::MustParse(kNet), 3, DeviceType::kCpu, blocked,
+                                         Precision::kBf16);
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    const int id = (*net)->FindLayer("bn");
+    const Layer& layer = (*net)->layer(id);
+    EXPECT_TRUE(layer.computes_16_bit(Pass::kForward));
+    EXPECT_EQ((*net)->ConversionBytes(id, Pass::kBackward, 3), 0u);
+    const TensorInfo& x_info = (*net)->schedule().tensors[(*net)->schedule().layers[id].inputs[0]];
+    ASSERT_EQ(x_info.dtype, DType::kBF16);
+    const Layout layout = x_info.layout;
+    if (blocked && !cpu::BlockedLayoutsPay()) continue;
+    EXPECT_EQ(layout, blocked ? Layout::kBlocked16 : Layout::kPlain);
+    const Shape shape = x_info.shape;
+    const int64_t n = shape.numel(), c = shape.c();
+    // x, dy and the gradient added into, as bf16 and widened.
+    std::vector<std::vector<uint16_t>> half(3, std::vector<uint16_t>(n));
+    std::vector<std::vector<float>> wide(3, std::vector<float>(n));
+    for (size_t k = 0; k < 3; ++k) {
+      for (int64_t i = 0; i < n; ++i) {
+        half[k][i] = FloatToBf16Bits(4 * UniformAt(k + 11, i) - 1);
+        wide[k][i] = Bf16BitsToFloat(half[k][i]);
+      }
+    }
+    struct Run {
+      std::vector<float> gamma, beta, mean, var, aux_mean, aux_istd, dgamma, dbeta;
+      std::vector<char> workspace;
+    };
+    auto prepare = [&](Run& r) {
+      r.gamma.assign(c, 0);
+      r.beta.assign(c, 0);
+      for (int64_t i = 0; i < c; ++i) {
+        r.gamma[i] = 0.5f + UniformAt(21, i);
+        r.beta[i] = UniformAt(22, i) - 0.5f;
+      }
+      r.mean.assign(c, 0);
+      r.var.assign(c, 1);
+      r.aux_mean.assign(c, 0);
+      r.aux_istd.assign(c, 0);
+      r.dgamma.assign(c, 0);
+      r.dbeta.assign(c, 0);
+      r.workspace.assign(layer.workspace_bytes(Pass::kForward) + 8, 0);
+    };
+    auto vec = [&](std::vector<float>& v) { return Tensor(Shape(1, c, 1, 1), v.data()); };
+    auto run = [&](Run& r, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+      ForwardArgs f;
+      f.inputs = {x};
+      f.outputs = {y};
+      f.params = {vec(r.gamma), vec(r.beta), vec(r.mean), vec(r.var)};
+      f.aux = {vec(r.aux_mean), vec(r.aux_istd)};
+      f.workspace = {r.workspace.data(), r.workspace.size()};
+      layer.Forward(f);
+      BackwardArgs b;
+      b.inputs = {x};
+      b.outputs = {y};
+      b.output_grads = {dy};
+      b.input_grads = {dx};
+      b.accumulate = {true};
+      b.params = f.params;
+      b.param_grads = {vec(r.dgamma), vec(r.dbeta)};
+      b.aux = f.aux;
+      b.workspace = f.workspace;
+      layer.Backward(b);
+    };
+    Run r16, r32;
+    prepare(r16);
+    prepare(r32);
+    std::vector<uint16_t> y16(n), dx16 = half[2];
+    std::vector<float> y32(n), dx32 = wide[2];
+    run(r16, Tensor(shape, half[0].data(), DType::kBF16, layout),
+        Tensor(shape, y16.data(), DType::kBF16, layout),
+        Tensor(shape, half[1].data(), DType::kBF16, layout),
+        Tensor(shape, dx16.data(), DType::kBF16, layout));
+    run(r32, Tensor(shape, wide[0].data(), layout), Tensor(shape, y32.data(), layout),
+        Tensor(shape, wide[1].data(), layout), Tensor(shape, dx32.data(), layout));
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(y16[i], FloatToBf16Bits(y32[i])) << "forward " << i;
+      ASSERT_EQ(dx16[i], FloatToBf16Bits(dx32[i])) << "backward " << i;
+    }
+    EXPECT_EQ(r16.aux_istd, r32.aux_istd);
+    EXPECT_EQ(r16.mean, r32.mean);
+    EXPECT_EQ(r16.dgamma, r32.dgamma);
+    EXPECT_EQ(r16.dbeta, r32.dbeta);
+  }
+}
+
 // Slices cost speed, so a bf16 network computes whole steps until memory
 // binds: where the plan does not fit, the programs' first leaner build
 // slices the large steps (whatever the workspace policy), and it needs
@@ -269,7 +368,7 @@ TEST(PrecisionTest, SlicesAreTheFirstLeanerBuildInBf16) {
   WorkspacePolicy pinned = *ParseWorkspacePolicy("pin:im2col_image");
   NetOptions options = NetOptionsFor(64, DeviceType::kCpu, pinned, Precision::kBf16);
   EXPECT_EQ(options.slice_copies_from, SIZE_MAX);
-  auto whole = testing::BuildTrainingNet(testing::MustParse(testing::kResNet), options);
+  auto whole = testing::BuildTrainingNet(testing::MustParse(testing::kAlexNet), options);
   ASSERT_TRUE(whole.ok());
   const std::vector<LeanerBuild> builds = LeanerBuilds(**whole, options, pinned);
   ASSERT_EQ(builds.size(), 1u);
@@ -277,7 +376,7 @@ TEST(PrecisionTest, SlicesAreTheFirstLeanerBuildInBf16) {
   EXPECT_NE(builds[0].note.find("eighths of the batch"), std::string::npos) << builds[0].note;
   NetOptions sliced = builds[0].net;
   sliced.slice_copies_from = 16 * kKiB;  // this small network's steps are small
-  auto lean = testing::BuildTrainingNet(testing::MustParse(testing::kResNet), sliced);
+  auto lean = testing::BuildTrainingNet(testing::MustParse(testing::kAlexNet), sliced);
   ASSERT_TRUE(lean.ok());
   MemoryOptions memory;
   ASSERT_TRUE(ApplyMemoryMode("liveness", &memory).ok());

@@ -23,21 +23,30 @@ inline size_t BlockedPartialDoubles(const Shape& shape) {
   return 2 * static_cast<size_t>(shape.n() * shape.c());
 }
 
+// Each sweep reads x and dy, and writes y and dx, as elements of E
+// (layers/cpu/typed_elements.h): float32, or 16 bits widened and rounded in
+// place. Instantiated for the three element types.
+
 // sums[ch] += the channel's values.
-void BlockedSums(const float* x, const Shape& shape, double* partial, double* sums);
+template <typename E>
+void BlockedSums(const typename E::T* x, const Shape& shape, double* partial, double* sums);
 // squares[ch] += (x - mean[ch])^2.
-void BlockedSquares(const float* x, const Shape& shape, const double* mean, double* partial,
+template <typename E>
+void BlockedSquares(const typename E::T* x, const Shape& shape, const double* mean, double* partial,
                     double* squares);
 // y = (x - mean[ch]) * scale[ch] + shift[ch].
-void BlockedNormalize(const float* x, const Shape& shape, const float* mean, const float* scale,
-                      const float* shift, float* y);
+template <typename E>
+void BlockedNormalize(const typename E::T* x, const Shape& shape, const float* mean,
+                      const float* scale, const float* shift, typename E::T* y);
 // sum_dy[ch] += dy; sum_dy_xc[ch] += dy * (x - mean[ch]).
-void BlockedGradientSums(const float* x, const float* dy, const Shape& shape, const float* mean,
-                         double* partial, double* sum_dy, double* sum_dy_xc);
+template <typename E>
+void BlockedGradientSums(const typename E::T* x, const typename E::T* dy, const Shape& shape,
+                         const float* mean, double* partial, double* sum_dy, double* sum_dy_xc);
 // dx (=, or += when accumulate) k[ch] * (dy - mean_dy[ch] - (x - mean[ch]) * coef[ch]).
-void BlockedInputGradient(const float* x, const float* dy, const Shape& shape, const float* mean,
-                          const float* k, const float* mean_dy, const float* coef, float* dx,
-                          bool accumulate);
+template <typename E>
+void BlockedInputGradient(const typename E::T* x, const typename E::T* dy, const Shape& shape,
+                          const float* mean, const float* k, const float* mean_dy,
+                          const float* coef, typename E::T* dx, bool accumulate);
 
 }  // namespace cpu
 }  // namespace spill

@@ -5,7 +5,9 @@
 // earlier layer's gradient inherits. Every reduction adds image by image in
 // batch order, so a step run over slices of the batch (memory.chunk) gives
 // the same bits. Blocked tensors go through layers/cpu/batch_norm_blocked.h,
-// whose per-image partial sums live in the workspace.
+// whose per-image partial sums live in the workspace. Activations stored in
+// 16 bits are read and written as they are (layers/cpu/typed_elements.h):
+// the bits of float32 copies, with no copies.
 #include <cmath>
 #include <vector>
 
@@ -13,22 +15,28 @@
 #include "framework/graph/layer_registry.h"
 #include "layers/batch_norm_layer.h"
 #include "layers/cpu/batch_norm_blocked.h"
+#include "layers/cpu/typed_elements.h"
 
 namespace spill {
 namespace {
 
 // Sum of one plane, in double lanes the compiler vectorizes.
-inline double PlaneSum(const float* p, int64_t n) {
+template <typename E>
+inline double PlaneSum(const typename E::T* p, int64_t n) {
   double s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += p[j];
+  for (int64_t j = 0; j < n; ++j) s += E::Load(p[j]);
   return s;
 }
 
-inline double PlaneSquares(const float* p, int64_t n, double mean) {
+template <typename E>
+inline double PlaneSquares(const typename E::T* p, int64_t n, double mean) {
   double s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += (p[j] - mean) * (p[j] - mean);
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = E::Load(p[j]);
+    s += (v - mean) * (v - mean);
+  }
   return s;
 }
 
@@ -37,6 +45,8 @@ class CpuBatchNormLayer : public BatchNormLayer {
   using BatchNormLayer::BatchNormLayer;
 
   LayoutRule layout_rule() const override { return LayoutRule::kTied; }
+  // x and y (so dx and dy) of one type; otherwise float32 copies.
+  bool computes_16_bit(Pass) const override { return input_dtype(0) == output_dtype(0); }
   size_t workspace_bytes(Pass) const override {
     if (input_layout(0) != Layout::kBlocked16) return 0;
     return cpu::BlockedPartialDoubles(Shape(batch(), channels_, 1, 1)) * sizeof(double);
@@ -49,17 +59,27 @@ class CpuBatchNormLayer : public BatchNormLayer {
   size_t slice_sums(Pass) const override { return 2 * static_cast<size_t>(channels_); }
 
   void Forward(const ForwardArgs& args) const override {
+    cpu::WithElements(args.inputs[0].dtype(), [&](auto e) { ForwardAs<decltype(e)>(args); });
+  }
+
+  void Backward(const BackwardArgs& args) const override {
+    cpu::WithElements(args.inputs[0].dtype(), [&](auto e) { BackwardAs<decltype(e)>(args); });
+  }
+
+ private:
+  template <typename E>
+  void ForwardAs(const ForwardArgs& args) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const BatchSlice& slice = args.slice;
     const bool statistics = args.phase == Phase::kTrain && !args.recompute;
-    if (statistics && GetReplicaSum() && !slice.sliced()) return SyncedForward(args);
+    if (statistics && GetReplicaSum() && !slice.sliced()) return SyncedForward<E>(args);
     std::vector<double> local;
     double* sums = SliceSums(slice, 2 * c, &local);  // per channel: sum, then squares
     const double count = static_cast<double>(slice.total(n) * plane);
-    if (statistics && slice.runs(0)) AddSums(args, sums);
+    if (statistics && slice.runs(0)) AddSums<E>(args, sums);
     if (statistics && slice.runs(1)) {
-      AddSquares(args, sums, count);
+      AddSquares<E>(args, sums, count);
       if (slice.last(n)) SetStatistics(args, sums, count);
     }
     if (args.phase == Phase::kEval && slice.runs(1) && slice.last(n)) {
@@ -69,33 +89,34 @@ class CpuBatchNormLayer : public BatchNormLayer {
             1.0 / std::sqrt(static_cast<double>(args.params[3].data()[ch]) + eps_));
       }
     }
-    if (slice.runs(2)) Normalize(args);
+    if (slice.runs(2)) Normalize<E>(args);
   }
 
   // dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
-  void Backward(const BackwardArgs& args) const override {
+  template <typename E>
+  void BackwardAs(const BackwardArgs& args) const {
     const BatchSlice& slice = args.slice;
-    if (GetReplicaSum() && !slice.sliced()) return SyncedBackward(args);
+    if (GetReplicaSum() && !slice.sliced()) return SyncedBackward<E>(args);
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     std::vector<double> local;
     double* sums = SliceSums(slice, 2 * c, &local);  // per channel: sum dy, sum dy * (x - mu)
     if (slice.runs(0)) {
-      AddGradientSums(args, sums);
+      AddGradientSums<E>(args, sums);
       if (slice.last(n)) ParamGradients(args, sums);
     }
     if (slice.runs(1) && args.input_grads[0].valid()) {
-      InputGradient(args, sums, static_cast<double>(slice.total(n) * plane));
+      InputGradient<E>(args, sums, static_cast<double>(slice.total(n) * plane));
     }
   }
 
- private:
   // Synchronized across data-parallel replicas (framework/distributed/replica_sum.h;
   // PyTorch's SyncBatchNorm): the sums of each sweep, and the example counts,
   // are added over the replicas before they are used, so every replica
   // normalizes with the global batch's statistics. Whole batches only (a
   // data-parallel run refuses memory.chunk with sync_batch_norm).
   // Buffers: [count, sums per channel..., second sums per channel...].
+  template <typename E>
   void SyncedForward(const ForwardArgs& args) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t c = s.c();
@@ -103,27 +124,28 @@ class CpuBatchNormLayer : public BatchNormLayer {
     std::vector<double> buffer(2 * c + 1, 0.0);
     buffer[0] = static_cast<double>(s.n() * s.h() * s.w());
     double* sums = buffer.data() + 1;
-    AddSums(args, sums);
+    AddSums<E>(args, sums);
     replicas(buffer.data(), c + 1);
-    AddSquares(args, sums, buffer[0]);
+    AddSquares<E>(args, sums, buffer[0]);
     replicas(sums + c, c);
     SetStatistics(args, sums, buffer[0]);
-    Normalize(args);
+    Normalize<E>(args);
   }
 
   // The parameter gradients stay this replica's share: the gradient
   // allreduce averages them like every other gradient.
+  template <typename E>
   void SyncedBackward(const BackwardArgs& args) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t c = s.c();
     std::vector<double> buffer(2 * c + 1, 0.0);
     buffer[0] = static_cast<double>(s.n() * s.h() * s.w());
     double* sums = buffer.data() + 1;
-    AddGradientSums(args, sums);
+    AddGradientSums<E>(args, sums);
     ParamGradients(args, sums);
     if (!args.input_grads[0].valid()) return;
     GetReplicaSum()(buffer.data(), 2 * c + 1);
-    InputGradient(args, sums, buffer[0]);
+    InputGradient<E>(args, sums, buffer[0]);
   }
 
   // The blocked sweeps' per-image partial sums.
@@ -132,57 +154,63 @@ class CpuBatchNormLayer : public BatchNormLayer {
   }
 
   // sums[ch] += the channel's values, image by image.
+  template <typename E>
   void AddSums(const ForwardArgs& args, double* sums) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
-    const float* x = args.inputs[0].data();
-    if (args.inputs[0].blocked()) return cpu::BlockedSums(x, s, Partial(args.workspace), sums);
+    const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
+    if (args.inputs[0].blocked()) {
+      return cpu::BlockedSums<E>(x, s, Partial(args.workspace), sums);
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
-      for (int64_t i = 0; i < n; ++i) sums[ch] += PlaneSum(x + (i * c + ch) * plane, plane);
+      for (int64_t i = 0; i < n; ++i) sums[ch] += PlaneSum<E>(x + (i * c + ch) * plane, plane);
     }
   }
 
   // sums[c + ch] += squared deviations from the mean sums[ch] / count.
+  template <typename E>
   void AddSquares(const ForwardArgs& args, double* sums, double count) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
-    const float* x = args.inputs[0].data();
+    const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
     if (args.inputs[0].blocked()) {
       std::vector<double> mean(c);
       for (int64_t ch = 0; ch < c; ++ch) mean[ch] = sums[ch] / count;
-      return cpu::BlockedSquares(x, s, mean.data(), Partial(args.workspace), sums + c);
+      return cpu::BlockedSquares<E>(x, s, mean.data(), Partial(args.workspace), sums + c);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
       const double mu = sums[ch] / count;
       for (int64_t i = 0; i < n; ++i) {
-        sums[c + ch] += PlaneSquares(x + (i * c + ch) * plane, plane, mu);
+        sums[c + ch] += PlaneSquares<E>(x + (i * c + ch) * plane, plane, mu);
       }
     }
   }
 
   // sums[ch] += dy, sums[c + ch] += dy * (x - mean), image by image.
+  template <typename E>
   void AddGradientSums(const BackwardArgs& args, double* sums) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
-    const float* x = args.inputs[0].data();
-    const float* dy = args.output_grads[0].data();
+    const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
+    const auto* dy = cpu::ElementsOf<E>(args.output_grads[0]);
     const float* mean = args.aux[0].data();
     if (args.inputs[0].blocked()) {
-      return cpu::BlockedGradientSums(x, dy, s, mean, Partial(args.workspace), sums, sums + c);
+      return cpu::BlockedGradientSums<E>(x, dy, s, mean, Partial(args.workspace), sums, sums + c);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
       const float mu = mean[ch];
       double sum_dy = sums[ch], sum_dy_xc = sums[c + ch];
       for (int64_t i = 0; i < n; ++i) {
-        const float* p = x + (i * c + ch) * plane;
-        const float* g = dy + (i * c + ch) * plane;
+        const auto* p = x + (i * c + ch) * plane;
+        const auto* g = dy + (i * c + ch) * plane;
 #pragma omp simd reduction(+ : sum_dy, sum_dy_xc)
         for (int64_t j = 0; j < plane; ++j) {
-          sum_dy += g[j];
-          sum_dy_xc += static_cast<double>(g[j]) * (p[j] - mu);
+          const float d = E::Load(g[j]);
+          sum_dy += d;
+          sum_dy_xc += static_cast<double>(d) * (E::Load(p[j]) - mu);
         }
       }
       sums[ch] = sum_dy;
@@ -221,11 +249,12 @@ class CpuBatchNormLayer : public BatchNormLayer {
   // Output from the saved statistics: a recomputation gives the same bits.
   // (x - mean) first: folding the mean into the shift would cancel digits
   // whenever the mean is large next to the deviation.
+  template <typename E>
   void Normalize(const ForwardArgs& args) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
-    const float* x = args.inputs[0].data();
-    float* y = args.outputs[0].data();
+    const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
+    auto* y = cpu::ElementsOf<E>(args.outputs[0]);
     const float* gamma = args.params[0].data();
     const float* beta = args.params[1].data();
     const float* mean = args.aux[0].data();
@@ -233,29 +262,30 @@ class CpuBatchNormLayer : public BatchNormLayer {
     if (args.inputs[0].blocked()) {
       std::vector<float> scale(c);
       for (int64_t ch = 0; ch < c; ++ch) scale[ch] = gamma[ch] * inv_std[ch];
-      return cpu::BlockedNormalize(x, s, mean, scale.data(), beta, y);
+      return cpu::BlockedNormalize<E>(x, s, mean, scale.data(), beta, y);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
       const float scale = gamma[ch] * inv_std[ch], shift = beta[ch], mu = mean[ch];
       for (int64_t i = 0; i < n; ++i) {
-        const float* p = x + (i * c + ch) * plane;
-        float* q = y + (i * c + ch) * plane;
+        const auto* p = x + (i * c + ch) * plane;
+        auto* q = y + (i * c + ch) * plane;
 #pragma omp simd
-        for (int64_t j = 0; j < plane; ++j) q[j] = (p[j] - mu) * scale + shift;
+        for (int64_t j = 0; j < plane; ++j) q[j] = E::Store((E::Load(p[j]) - mu) * scale + shift);
       }
     }
   }
 
+  template <typename E>
   void InputGradient(const BackwardArgs& args, const double* sums, double count) const {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
-    const float* x = args.inputs[0].data();
-    const float* dy = args.output_grads[0].data();
+    const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
+    const auto* dy = cpu::ElementsOf<E>(args.output_grads[0]);
     const float* gamma = args.params[0].data();
     const float* mean = args.aux[0].data();
     const float* inv_std = args.aux[1].data();
-    float* dx = args.input_grads[0].data();
+    auto* dx = cpu::ElementsOf<E>(args.input_grads[0]);
     const bool accumulate = args.accumulate[0];
     if (args.inputs[0].blocked()) {
       std::vector<float> k(c), mean_dy(c), coef(c);
@@ -265,8 +295,8 @@ class CpuBatchNormLayer : public BatchNormLayer {
         mean_dy[ch] = static_cast<float>(sums[ch] / count);
         coef[ch] = static_cast<float>(sums[c + ch] * istd / count) * istd;
       }
-      return cpu::BlockedInputGradient(x, dy, s, mean, k.data(), mean_dy.data(), coef.data(), dx,
-                                       accumulate);
+      return cpu::BlockedInputGradient<E>(x, dy, s, mean, k.data(), mean_dy.data(), coef.data(), dx,
+                                          accumulate);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -276,15 +306,20 @@ class CpuBatchNormLayer : public BatchNormLayer {
       const float mean_dy = static_cast<float>(sums[ch] / count);
       const float coef = static_cast<float>(sum_dy_xhat / count) * istd;  // per unit of xc
       for (int64_t i = 0; i < n; ++i) {
-        const float* p = x + (i * c + ch) * plane;
-        const float* g = dy + (i * c + ch) * plane;
-        float* q = dx + (i * c + ch) * plane;
+        const auto* p = x + (i * c + ch) * plane;
+        const auto* g = dy + (i * c + ch) * plane;
+        auto* q = dx + (i * c + ch) * plane;
         if (accumulate) {
 #pragma omp simd
-          for (int64_t j = 0; j < plane; ++j) q[j] += k * (g[j] - mean_dy - (p[j] - mu) * coef);
+          for (int64_t j = 0; j < plane; ++j) {
+            q[j] = E::Store(E::Load(q[j]) +
+                            k * (E::Load(g[j]) - mean_dy - (E::Load(p[j]) - mu) * coef));
+          }
         } else {
 #pragma omp simd
-          for (int64_t j = 0; j < plane; ++j) q[j] = k * (g[j] - mean_dy - (p[j] - mu) * coef);
+          for (int64_t j = 0; j < plane; ++j) {
+            q[j] = E::Store(k * (E::Load(g[j]) - mean_dy - (E::Load(p[j]) - mu) * coef));
+          }
         }
       }
     }
