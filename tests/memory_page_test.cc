@@ -290,5 +290,38 @@ layers:
   EXPECT_EQ(html.find("http"), std::string::npos) << "the page must not reach the network";
 }
 
+// Each tensor's storage type reaches the page (shown with its block): a
+// bf16 network's activations in bfloat16, its parameters in float32.
+TEST(MemoryPageTest, TensorsCarryTheirStorageTypes) {
+  const NetSpec spec = testing::MustParse(R"(
+layers:
+  - {name: data, type: input, shape: [1, 6, 6]}
+  - {name: conv, type: convolution, filters: 2, kernel: 3}
+  - {name: fc, type: fully_connected, outputs: 3}
+  - {name: loss, type: softmax_loss}
+)");
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    auto net = testing::BuildTrainingNet(spec, kBatch, DeviceType::kCpu, false, precision);
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    const Schedule& schedule = (*net)->schedule();
+    MemoryPage page(PageSubject{"dtypes", "test", &schedule, (*net)->layer_names()});
+    const nlohmann::json& data = page.data();
+    ASSERT_EQ(data["dtypes"], nlohmann::json::array({"fp32", "bf16", "fp16"}));
+    const nlohmann::json& t = data["tensors"];
+    const std::vector<int64_t> templates = Decode(t["template"], schedule.tensors.size());
+    const std::vector<int64_t> dtypes = t.contains("dtype")
+                                            ? Decode(t["dtype"], t["suffix"].size())
+                                            : std::vector<int64_t>(t["suffix"].size(), 0);
+    int half = 0;
+    for (size_t id = 0; id < schedule.tensors.size(); ++id) {
+      const DType dtype = schedule.tensors[id].dtype;
+      EXPECT_EQ(data["dtypes"][dtypes[templates[id]]], DTypeName(dtype))
+          << schedule.tensors[id].name;
+      half += dtype == DType::kBF16;
+    }
+    EXPECT_EQ(half > 0, precision == Precision::kBf16);
+  }
+}
+
 }  // namespace
 }  // namespace spill

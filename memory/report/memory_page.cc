@@ -30,12 +30,12 @@ int64_t Int(size_t value) { return static_cast<int64_t>(value); }
 size_t BlockBytes(const TensorInfo& info) { return RoundToBlocks(std::max<size_t>(info.bytes, 1)); }
 
 // Tensors as (owner layer, template): a template is the name's suffix after
-// the layer's name (or the whole name), the kind and the size, which repeat
-// from unit to unit of a deep network.
+// the layer's name (or the whole name), the kind, the size and the storage
+// type, which repeat from unit to unit of a deep network.
 Json TensorColumns(const Schedule& schedule, const std::vector<std::string>& layer_names) {
   StringTable templates;
   Json suffixes = Json::array();
-  Column layer, shape, kinds, bytes, whole;
+  Column layer, shape, kinds, bytes, whole, dtypes;
   for (const TensorInfo& t : schedule.tensors) {
     const std::string* owner = t.layer >= 0 && t.layer < static_cast<int>(layer_names.size())
                                    ? &layer_names[t.layer]
@@ -43,12 +43,14 @@ Json TensorColumns(const Schedule& schedule, const std::vector<std::string>& lay
     const bool prefixed = owner != nullptr && t.name.compare(0, owner->size(), *owner) == 0;
     const std::string suffix = prefixed ? t.name.substr(owner->size()) : t.name;
     const int index = templates.Index(suffix + '\n' + std::to_string(static_cast<int>(t.kind)) +
-                                      '\n' + std::to_string(t.bytes) + (prefixed ? "" : "\n*"));
+                                      '\n' + std::to_string(t.bytes) + '\n' + DTypeName(t.dtype) +
+                                      (prefixed ? "" : "\n*"));
     if (index == static_cast<int>(suffixes.size())) {
       suffixes.push_back(suffix);
       kinds.push_back(static_cast<int64_t>(t.kind));
       bytes.push_back(Int(t.bytes));
       whole.push_back(prefixed ? 0 : 1);
+      dtypes.push_back(static_cast<int64_t>(t.dtype));
     }
     layer.push_back(t.layer);
     shape.push_back(index);
@@ -57,6 +59,7 @@ Json TensorColumns(const Schedule& schedule, const std::vector<std::string>& lay
               {"template", EncodeColumn(shape)},  {"suffix", suffixes},
               {"kind", EncodeColumn(kinds)},      {"bytes", EncodeColumn(bytes)}};
   PutColumn(out, "whole", whole);
+  PutColumn(out, "dtype", dtypes);
   return out;
 }
 
@@ -328,6 +331,8 @@ MemoryPage::MemoryPage(const PageSubject& subject) : schedule_(*subject.schedule
   for (int t = 0; t < kNumEventTypes; ++t) {
     event_names.push_back(MemoryEventName(static_cast<MemoryEventType>(t)));
   }
+  Json dtypes = Json::array();
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16}) dtypes.push_back(DTypeName(d));
   Json transient = Json::array();
   for (int k = 0; k < kNumTensorKinds; ++k) {
     if (IsTransient(static_cast<TensorKind>(k))) transient.push_back(k);
@@ -345,6 +350,7 @@ MemoryPage::MemoryPage(const PageSubject& subject) : schedule_(*subject.schedule
            {"categories", categories},
            {"kinds", kinds},
            {"kind_category", kind_category},
+           {"dtypes", dtypes},
            {"transient_kinds", transient},
            {"event_names", event_names},
            {"placed_by", placed},

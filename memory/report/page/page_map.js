@@ -292,7 +292,8 @@ function describeBlock(mode, b) {
   const category = page.categories[mode.category[b]];
   const lines = [];
   lines.push('<b>' + escapeHtml(id < 0 ? 'workspace' : page.tensorName(id)) + '</b> ' +
-    '<span class="muted">' + escapeHtml(category) + ', ' + formatBytes(mode.size[b]) + '</span>');
+    '<span class="muted">' + escapeHtml(category) + ', ' + formatBytes(mode.size[b]) +
+    (id < 0 ? '' : ', ' + escapeHtml(page.tensorDtype(id))) + '</span>');
   lines.push('offset ' + formatBytes(mode.offset[b]) + ' to ' + formatBytes(mode.offset[b] + mode.size[b]));
   for (let m = mode.moveFirst[b]; m < mode.moveFirst[b + 1]; m++) {
     lines.push('moved to ' + formatBytes(mode.moveOffset[m]) + ' by compaction at ' +

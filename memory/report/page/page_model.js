@@ -136,6 +136,7 @@ class PageModel {
     this.templateKind = decodeColumn(t.kind, k);
     this.templateBytes = decodeColumn(t.bytes, k);
     this.templateWhole = decodeColumn(t.whole, k);
+    this.templateDtype = decodeColumn(t.dtype, k);
     this.transient = new Set(data.transient_kinds);
     this.readersOf = null;  // decoded on first use (hovering a block)
   }
@@ -145,6 +146,8 @@ class PageModel {
   }
   tensorBytes(id) { return this.templateBytes[this.tensorTemplate[id]]; }
   tensorKind(id) { return this.templateKind[this.tensorTemplate[id]]; }
+  // The storage type's name: fp32, bf16, fp16.
+  tensorDtype(id) { return this.data.dtypes[this.templateDtype[this.tensorTemplate[id]]]; }
   tensorCategory(id) { return this.data.kind_category[this.tensorKind(id)]; }
   isTransient(id) { return this.transient.has(this.tensorKind(id)); }
   blockBytes(id) { return Math.ceil(Math.max(this.tensorBytes(id), 1) / KIB) * KIB; }
