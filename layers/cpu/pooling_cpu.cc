@@ -4,12 +4,17 @@
 // (h, w, lane) at (h * W + w) * lanes + lane. Each output (and, in backward,
 // each input run) is computed by one thread, so sums are deterministic, and
 // both layouts add a window's elements in the same order. Window bounds are
-// computed once per row and column, not per output.
+// computed once per row and column, not per output. Tensors stored in 16
+// bits are read and written as they are (layers/cpu/typed_elements.h); a
+// run's input gradient sums in a float32 buffer and is rounded once, so the
+// bits are those of float32 copies.
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 #include <vector>
 
 #include "framework/graph/layer_registry.h"
+#include "layers/cpu/typed_elements.h"
 #include "layers/pooling_layer.h"
 
 namespace spill {
@@ -42,32 +47,35 @@ struct Windows {
   Ranges rows, cols;
 };
 
-template <int kLanes>
-void PoolRun(const PoolGeometry& g, const Windows& win, bool max, const float* in, float* out) {
+template <int kLanes, typename E>
+void PoolRun(const PoolGeometry& g, const Windows& win, bool max, const typename E::T* in,
+             typename E::T* out) {
   for (int64_t oh = 0; oh < g.out_height; ++oh) {
     for (int64_t ow = 0; ow < g.out_width; ++ow) {
       float value[kLanes];
       std::fill(value, value + kLanes, max ? -FLT_MAX : 0.0f);
       for (int64_t h = win.rows.begin[oh]; h < win.rows.end[oh]; ++h) {
         for (int64_t w = win.cols.begin[ow]; w < win.cols.end[ow]; ++w) {
-          const float* at = in + (h * g.width + w) * kLanes;
+          const typename E::T* at = in + (h * g.width + w) * kLanes;
 #pragma omp simd
-          for (int l = 0; l < kLanes; ++l)
-            value[l] = max ? std::max(value[l], at[l]) : value[l] + at[l];
+          for (int l = 0; l < kLanes; ++l) {
+            const float v = E::Load(at[l]);
+            value[l] = max ? std::max(value[l], v) : value[l] + v;
+          }
         }
       }
-      float* to = out + (oh * g.out_width + ow) * kLanes;
+      typename E::T* to = out + (oh * g.out_width + ow) * kLanes;
       const float area = static_cast<float>(win.rows.span[oh] * win.cols.span[ow]);
-      for (int l = 0; l < kLanes; ++l) to[l] = max ? value[l] : value[l] / area;
+      for (int l = 0; l < kLanes; ++l) to[l] = E::Store(max ? value[l] : value[l] / area);
     }
   }
 }
 
 // dx of one run; max pooling passes each output's gradient to the first
 // position of its window holding the maximum.
-template <int kLanes>
-void PoolRunBackward(const PoolGeometry& g, const Windows& win, const float* x, const float* y,
-                     const float* dy, float* dx) {
+template <int kLanes, typename E>
+void PoolRunBackward(const PoolGeometry& g, const Windows& win, const typename E::T* x,
+                     const typename E::T* y, const typename E::T* dy, float* dx) {
   for (int64_t oh = 0; oh < g.out_height; ++oh) {
     for (int64_t ow = 0; ow < g.out_width; ++ow) {
       const int64_t o = (oh * g.out_width + ow) * kLanes;
@@ -79,15 +87,16 @@ void PoolRunBackward(const PoolGeometry& g, const Windows& win, const float* x, 
           for (int64_t h = h0; h < h1 && !found; ++h) {
             for (int64_t w = w0; w < w1 && !found; ++w) {
               const int64_t i = (h * g.width + w) * kLanes + l;
-              if (x[i] == y[o + l]) {
-                dx[i] += dy[o + l];
+              if (E::Load(x[i]) == E::Load(y[o + l])) {
+                dx[i] += E::Load(dy[o + l]);
                 found = true;
               }
             }
           }
           continue;
         }
-        const float share = dy[o + l] / static_cast<float>(win.rows.span[oh] * win.cols.span[ow]);
+        const float share =
+            E::Load(dy[o + l]) / static_cast<float>(win.rows.span[oh] * win.cols.span[ow]);
         for (int64_t h = h0; h < h1; ++h) {
           for (int64_t w = w0; w < w1; ++w) dx[(h * g.width + w) * kLanes + l] += share;
         }
@@ -102,51 +111,75 @@ class CpuPoolingLayer : public PoolingLayer {
 
   LayoutRule layout_rule() const override { return LayoutRule::kTied; }
   bool supports_slices() const override { return true; }
+  // x and y (so dx and dy) of one type; otherwise float32 copies.
+  bool computes_16_bit(Pass) const override { return input_dtype(0) == output_dtype(0); }
 
   void Forward(const ForwardArgs& args) const override {
-    if (args.inputs[0].blocked()) return ForwardRuns<kChannelBlock>(args);
-    ForwardRuns<1>(args);
+    cpu::WithElements(args.inputs[0].dtype(), [&](auto e) {
+      using E = decltype(e);
+      if (args.inputs[0].blocked()) return ForwardRuns<kChannelBlock, E>(args);
+      ForwardRuns<1, E>(args);
+    });
   }
 
   void Backward(const BackwardArgs& args) const override {
-    if (args.input_grads[0].blocked()) return BackwardRuns<kChannelBlock>(args);
-    BackwardRuns<1>(args);
+    cpu::WithElements(args.output_grads[0].dtype(), [&](auto e) {
+      using E = decltype(e);
+      if (args.input_grads[0].blocked()) return BackwardRuns<kChannelBlock, E>(args);
+      BackwardRuns<1, E>(args);
+    });
   }
 
  private:
-  template <int kLanes>
+  template <int kLanes, typename E>
   void ForwardRuns(const ForwardArgs& args) const {
     const PoolGeometry& g = geom_;
     const Windows win(g);
-    const float* x = args.inputs[0].data();
-    float* y = args.outputs[0].data();
+    const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
+    auto* y = cpu::ElementsOf<E>(args.outputs[0]);
     const bool max = kind_ == Kind::kMax;
     const int64_t runs = args.inputs[0].shape().n() * g.channels / kLanes;  // the images given
     const int64_t in_run = g.height * g.width * kLanes,
                   out_run = g.out_height * g.out_width * kLanes;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < runs; ++r)
-      PoolRun<kLanes>(g, win, max, x + r * in_run, y + r * out_run);
+      PoolRun<kLanes, E>(g, win, max, x + r * in_run, y + r * out_run);
   }
 
-  template <int kLanes>
+  // A float32 input gradient is summed in place; a 16-bit one in a float32
+  // buffer per run, rounded once.
+  template <int kLanes, typename E>
   void BackwardRuns(const BackwardArgs& args) const {
     const PoolGeometry& g = geom_;
     const Windows win(g);
-    const float* dy = args.output_grads[0].data();
-    float* dx = args.input_grads[0].data();
+    using T = typename E::T;
+    constexpr bool kInPlace = std::is_same_v<E, cpu::Float32Elements>;
+    const T* dy = cpu::ElementsOf<E>(args.output_grads[0]);
+    T* dx = cpu::ElementsOf<E>(args.input_grads[0]);
     const bool accumulate = args.accumulate[0];
-    const float* x = kind_ == Kind::kMax ? args.inputs[0].data() : nullptr;
-    const float* y = kind_ == Kind::kMax ? args.outputs[0].data() : nullptr;
+    const T* x = kind_ == Kind::kMax ? cpu::ElementsOf<E>(args.inputs[0]) : nullptr;
+    const T* y = kind_ == Kind::kMax ? cpu::ElementsOf<E>(args.outputs[0]) : nullptr;
     const int64_t runs = args.output_grads[0].shape().n() * g.channels / kLanes;
     const int64_t in_run = g.height * g.width * kLanes,
                   out_run = g.out_height * g.out_width * kLanes;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < runs; ++r) {
-      float* grad_in = dx + r * in_run;
-      if (!accumulate) std::fill(grad_in, grad_in + in_run, 0.0f);
-      PoolRunBackward<kLanes>(g, win, x ? x + r * in_run : nullptr, y ? y + r * out_run : nullptr,
-                              dy + r * out_run, grad_in);
+#pragma omp parallel
+    {
+      std::vector<float> buffer(kInPlace ? 0 : in_run);
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < runs; ++r) {
+        T* run = dx + r * in_run;
+        float* grad_in = kInPlace ? reinterpret_cast<float*>(run) : buffer.data();
+        if (!accumulate) {
+          std::fill(grad_in, grad_in + in_run, 0.0f);
+        } else if (!kInPlace) {
+          for (int64_t i = 0; i < in_run; ++i) grad_in[i] = E::Load(run[i]);
+        }
+        PoolRunBackward<kLanes, E>(g, win, x ? x + r * in_run : nullptr,
+                                   y ? y + r * out_run : nullptr, dy + r * out_run, grad_in);
+        if (!kInPlace) {
+          for (int64_t i = 0; i < in_run; ++i) run[i] = E::Store(grad_in[i]);
+        }
+      }
     }
   }
 };
