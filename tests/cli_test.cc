@@ -505,6 +505,15 @@ TEST(CliTest, DeepestPlansOneRankOfAShardedRun) {
               HasSubstr("--zero 1 shards over data-parallel ranks: give --ranks N"));
 }
 
+// plan --steps lists every step with the images each call computes: the
+// batch ("all") unless the step is streamed or computed in slices.
+TEST(CliTest, PlanStepsShowTheImagesOfEachCall) {
+  Result r = RunWith("plan", {"--steps", "--precision", "bf16"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("images/call"));
+  EXPECT_THAT(r.output, HasSubstr(" all "));
+}
+
 TEST(CliTest, ABatchLargerThanTheTrainingSetIsRefusedBeforeAnyWork) {
   const std::string dir = Dir("batch_past_data");
   fs::create_directories(dir + "/data");

@@ -168,16 +168,26 @@ ModelState ModelStateOf(const Net& net) {
   return m;
 }
 
+// The images each call of a step computes: "all" (the batch at once), the
+// slice of a step streamed through host memory, or the slice a 16-bit
+// network computes its larger steps in (framework/graph/precision.h).
+std::string CallImages(const StepRecord& r, const NetworkView& view) {
+  if (r.slice_images > 0) return std::to_string(r.slice_images) + " streamed";
+  const int64_t images = view.StepImages(r.layer, r.pass);
+  return images < view.batch ? std::to_string(images) : "all";
+}
+
 void PrintSteps(const MemoryPlan& plan, const Net& net) {
-  std::printf("  %5s %-9s %-32s %12s %12s %5s %11s %11s %6s %11s  %s\n", "step", "pass", "layer",
-              "in use", "peak", "live", "to host", "to device", "recomp", "workspace",
-              "algorithms");
+  std::printf("  %5s %-9s %-32s %12s %12s %5s %11s %11s %6s %11s %12s  %s\n", "step", "pass",
+              "layer", "in use", "peak", "live", "to host", "to device", "recomp", "workspace",
+              "images/call", "algorithms");
+  const NetworkView view = net.view();
   for (const StepRecord& r : plan.log.steps) {
-    std::printf("  %5d %-9s %-32s %12s %12s %5d %11s %11s %6d %11s  %s\n", r.step + 1,
+    std::printf("  %5d %-9s %-32s %12s %12s %5d %11s %11s %6d %11s %12s  %s\n", r.step + 1,
                 r.pass == Pass::kForward ? "forward" : "backward",
                 net.layer(r.layer).name().c_str(), Bytes(r.total).c_str(), Bytes(r.peak).c_str(),
                 r.live_tensors, Bytes(r.to_host).c_str(), Bytes(r.to_device).c_str(), r.recomputed,
-                Bytes(r.workspace).c_str(), r.algorithm.c_str());
+                Bytes(r.workspace).c_str(), CallImages(r, view).c_str(), r.algorithm.c_str());
   }
 }
 
