@@ -68,8 +68,12 @@ inline uint16_t FloatToHalfBits(float f) {
   const uint32_t normal = (rebiased + 0xFFFu + ((rebiased >> 13) & 1u)) >> 13;
 
   const uint32_t exponent = a >> 23;
-  uint32_t shift = 126u - exponent;  // only used when exponent <= 112, so >= 14
+  // Only used when exponent <= 112, so 14 or more; kept within [14, 31]
+  // for the others too (126 - exponent wraps above 126, and a shift by 32
+  // or more is undefined even where its result is not selected).
+  uint32_t shift = 126u - exponent;
   shift = shift > 31u ? 31u : shift;
+  shift = shift < 14u ? 14u : shift;
   const uint32_t significand = (a & 0x7FFFFFu) | 0x800000u;
   const uint32_t subnormal =
       (significand + (1u << (shift - 1u)) - 1u + ((significand >> shift) & 1u)) >> shift;
