@@ -377,6 +377,71 @@ layers:
   }
 }
 
+// Layer norm too: the bits of float32 copies, its statistics and parameter
+// gradients those of the float32 values.
+TEST(PrecisionTest, LayerNormGivesTheBitsOfFloat32Copies) {
+  const auto net = Build(testing::kGpt, Precision::kBf16, 2);
+  int id = 0;
+  while (net->layer(id).type() != "layer_norm") ++id;
+  const Layer& layer = net->layer(id);
+  ASSERT_TRUE(layer.computes_16_bit(Pass::kBackward));
+  const TensorInfo& x_info = net->schedule().tensors[net->schedule().layers[id].inputs[0]];
+  ASSERT_EQ(x_info.dtype, DType::kBF16);
+  const Shape shape = x_info.shape;
+  const int64_t n = shape.numel(), c = shape.c();
+  std::vector<std::vector<uint16_t>> half(3, std::vector<uint16_t>(n));
+  std::vector<std::vector<float>> wide(3, std::vector<float>(n));
+  for (size_t k = 0; k < 3; ++k) {
+    for (int64_t i = 0; i < n; ++i) {
+      half[k][i] = FloatToBf16Bits(4 * UniformAt(k + 31, i) - 2);
+      wide[k][i] = Bf16BitsToFloat(half[k][i]);
+    }
+  }
+  std::vector<float> gamma(c), beta(c);
+  for (int64_t i = 0; i < c; ++i) {
+    gamma[i] = 0.5f + UniformAt(41, i);
+    beta[i] = UniformAt(42, i) - 0.5f;
+  }
+  auto vec = [&](std::vector<float>& v) { return Tensor(Shape(1, c, 1, 1), v.data()); };
+  struct Grads {
+    std::vector<float> dgamma, dbeta;
+    std::vector<char> workspace;
+  };
+  auto run = [&](Grads& g, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+    g.dgamma.assign(c, 0);
+    g.dbeta.assign(c, 0);
+    g.workspace.assign(layer.workspace_bytes(Pass::kBackward) + 8, 0);
+    ForwardArgs f;
+    f.inputs = {x};
+    f.outputs = {y};
+    f.params = {vec(gamma), vec(beta)};
+    layer.Forward(f);
+    BackwardArgs b;
+    b.inputs = {x};
+    b.outputs = {y};
+    b.output_grads = {dy};
+    b.input_grads = {dx};
+    b.accumulate = {true};
+    b.params = f.params;
+    b.param_grads = {vec(g.dgamma), vec(g.dbeta)};
+    b.workspace = {g.workspace.data(), g.workspace.size()};
+    layer.Backward(b);
+  };
+  Grads g16, g32;
+  std::vector<uint16_t> y16(n), dx16 = half[2];
+  std::vector<float> y32(n), dx32 = wide[2];
+  const auto t16 = [&](auto& v) { return Tensor(shape, v.data(), DType::kBF16, Layout::kPlain); };
+  run(g16, t16(half[0]), t16(y16), t16(half[1]), t16(dx16));
+  run(g32, Tensor(shape, wide[0].data()), Tensor(shape, y32.data()), Tensor(shape, wide[1].data()),
+      Tensor(shape, dx32.data()));
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(y16[i], FloatToBf16Bits(y32[i])) << "forward " << i;
+    ASSERT_EQ(dx16[i], FloatToBf16Bits(dx32[i])) << "backward " << i;
+  }
+  EXPECT_EQ(g16.dgamma, g32.dgamma);
+  EXPECT_EQ(g16.dbeta, g32.dbeta);
+}
+
 // Slices cost speed, so a bf16 network computes whole steps until memory
 // binds: where the plan does not fit, the programs' first leaner build
 // slices the large steps (whatever the workspace policy), and it needs
