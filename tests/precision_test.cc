@@ -442,6 +442,71 @@ TEST(PrecisionTest, LayerNormGivesTheBitsOfFloat32Copies) {
   EXPECT_EQ(g16.dbeta, g32.dbeta);
 }
 
+// And attention (either algorithm): widened as it gathers each head, rounded
+// as it scatters.
+TEST(PrecisionTest, AttentionGivesTheBitsOfFloat32Copies) {
+  const auto net = Build(testing::kGpt, Precision::kBf16, 2);
+  int id = 0;
+  while (net->layer(id).type() != "attention") ++id;
+  const Layer& layer = net->layer(id);
+  ASSERT_TRUE(layer.computes_16_bit(Pass::kForward));
+  const LayerTensors& lt = net->schedule().layers[id];
+  const Shape in = net->schedule().tensors[lt.inputs[0]].shape;
+  const Shape out = net->schedule().tensors[lt.outputs[0]].shape;
+  ASSERT_EQ(net->schedule().tensors[lt.inputs[0]].dtype, DType::kBF16);
+  std::vector<Shape> shapes = {in, out, in};  // x, dy, the gradient added into
+  std::vector<std::vector<uint16_t>> half;
+  std::vector<std::vector<float>> wide;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    half.emplace_back(shapes[k].numel());
+    wide.emplace_back(shapes[k].numel());
+    for (int64_t i = 0; i < shapes[k].numel(); ++i) {
+      half[k][i] = FloatToBf16Bits(2 * UniformAt(k + 51, i) - 1);
+      wide[k][i] = Bf16BitsToFloat(half[k][i]);
+    }
+  }
+  struct Run {
+    std::vector<float> saved;
+    std::vector<char> forward_work, backward_work;
+  };
+  auto run = [&](Run& r, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+    r.saved.assign(layer.aux()[0].shape.numel(), 0);
+    r.forward_work.assign(layer.workspace_bytes(Pass::kForward) + 8, 0);
+    r.backward_work.assign(layer.workspace_bytes(Pass::kBackward) + 8, 0);
+    ForwardArgs f;
+    f.inputs = {x};
+    f.outputs = {y};
+    f.aux = {Tensor(layer.aux()[0].shape, r.saved.data())};
+    f.workspace = {r.forward_work.data(), r.forward_work.size()};
+    layer.Forward(f);
+    BackwardArgs b;
+    b.inputs = {x};
+    b.outputs = {y};
+    b.output_grads = {dy};
+    b.input_grads = {dx};
+    b.accumulate = {true};
+    b.aux = f.aux;
+    b.workspace = {r.backward_work.data(), r.backward_work.size()};
+    layer.Backward(b);
+  };
+  Run r16, r32;
+  std::vector<uint16_t> y16(out.numel()), dx16 = half[2];
+  std::vector<float> y32(out.numel()), dx32 = wide[2];
+  const auto t16 = [](auto& v, const Shape& s) {
+    return Tensor(s, v.data(), DType::kBF16, Layout::kPlain);
+  };
+  run(r16, t16(half[0], in), t16(y16, out), t16(half[1], out), t16(dx16, in));
+  run(r32, Tensor(in, wide[0].data()), Tensor(out, y32.data()), Tensor(out, wide[1].data()),
+      Tensor(in, dx32.data()));
+  for (size_t i = 0; i < y16.size(); ++i) {
+    ASSERT_EQ(y16[i], FloatToBf16Bits(y32[i])) << "forward " << i;
+  }
+  for (size_t i = 0; i < dx16.size(); ++i) {
+    ASSERT_EQ(dx16[i], FloatToBf16Bits(dx32[i])) << "backward " << i;
+  }
+  EXPECT_EQ(r16.saved, r32.saved);
+}
+
 // Slices cost speed, so a bf16 network computes whole steps until memory
 // binds: where the plan does not fit, the programs' first leaner build
 // slices the large steps (whatever the workspace policy), and it needs

@@ -3,13 +3,16 @@
 // contiguous floats), rows in order and every sum in a fixed order, so the
 // bits depend neither on the thread count nor on where the memory policies
 // put the tensors - and a slice of the batch computes its images as the
-// whole batch does (no reduction crosses images).
+// whole batch does (no reduction crosses images). Inputs and outputs stored
+// in 16 bits are widened as they are gathered and rounded as they are
+// scattered (layers/cpu/typed_elements.h): the bits of float32 copies.
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "framework/graph/layer_registry.h"
 #include "layers/attention_layer.h"
+#include "layers/cpu/typed_elements.h"
 
 namespace spill {
 namespace {
@@ -25,13 +28,17 @@ class CpuAttentionLayer : public AttentionLayer {
   using AttentionLayer::AttentionLayer;
 
   bool supports_slices() const override { return true; }
+  // x and y (so dx and dy) of one type; otherwise float32 copies.
+  bool computes_16_bit(Pass) const override { return input_dtype(0) == output_dtype(0); }
 
   void Forward(const ForwardArgs& args) const override {
     const int64_t n = args.inputs[0].shape().n();
     float* work = static_cast<float*>(args.workspace.data);
     SPILL_CHECK(args.workspace.bytes >= workspace_bytes(Pass::kForward)) << name();
-    ForEachHead(n, [&](int64_t image, int64_t head, int64_t slot) {
-      ForwardHead(args, image, head, work + slot * HeadWorkspace(Pass::kForward));
+    cpu::WithElements(args.inputs[0].dtype(), [&](auto e) {
+      ForEachHead(n, [&](int64_t image, int64_t head, int64_t slot) {
+        ForwardHead<decltype(e)>(args, image, head, work + slot * HeadWorkspace(Pass::kForward));
+      });
     });
   }
 
@@ -40,8 +47,10 @@ class CpuAttentionLayer : public AttentionLayer {
     const int64_t n = args.inputs[0].shape().n();
     float* work = static_cast<float*>(args.workspace.data);
     SPILL_CHECK(args.workspace.bytes >= workspace_bytes(Pass::kBackward)) << name();
-    ForEachHead(n, [&](int64_t image, int64_t head, int64_t slot) {
-      BackwardHead(args, image, head, work + slot * HeadWorkspace(Pass::kBackward));
+    cpu::WithElements(args.inputs[0].dtype(), [&](auto e) {
+      ForEachHead(n, [&](int64_t image, int64_t head, int64_t slot) {
+        BackwardHead<decltype(e)>(args, image, head, work + slot * HeadWorkspace(Pass::kBackward));
+      });
     });
   }
 
@@ -62,19 +71,22 @@ class CpuAttentionLayer : public AttentionLayer {
 
   // Rows of d floats, one per position, of channels [first, first + d) of
   // image `image` of an N x C' x 1 x T tensor.
-  void Gather(const float* x, int64_t channels, int64_t image, int64_t first, float* rows) const {
-    const float* base = x + (image * channels + first) * steps_;
+  template <typename E>
+  void Gather(const typename E::T* x, int64_t channels, int64_t image, int64_t first,
+              float* rows) const {
+    const typename E::T* base = x + (image * channels + first) * steps_;
     for (int64_t i = 0; i < depth_; ++i) {
-      for (int64_t t = 0; t < steps_; ++t) rows[t * depth_ + i] = base[i * steps_ + t];
+      for (int64_t t = 0; t < steps_; ++t) rows[t * depth_ + i] = E::Load(base[i * steps_ + t]);
     }
   }
+  template <typename E>
   void Scatter(const float* rows, int64_t channels, int64_t image, int64_t first, bool add,
-               float* x) const {
-    float* base = x + (image * channels + first) * steps_;
+               typename E::T* x) const {
+    typename E::T* base = x + (image * channels + first) * steps_;
     for (int64_t i = 0; i < depth_; ++i) {
       for (int64_t t = 0; t < steps_; ++t) {
         const float v = rows[t * depth_ + i];
-        base[i * steps_ + t] = add ? base[i * steps_ + t] + v : v;
+        base[i * steps_ + t] = E::Store(add ? E::Load(base[i * steps_ + t]) + v : v);
       }
     }
   }
@@ -95,14 +107,15 @@ class CpuAttentionLayer : public AttentionLayer {
     for (int64_t s = 0; s < RowEnd(t); ++s) row[s] = std::exp(row[s] - max) * inverse;
   }
 
+  template <typename E>
   void ForwardHead(const ForwardArgs& args, int64_t image, int64_t head, float* work) const {
     const int64_t td = steps_ * depth_;
     float *q = work, *k = q + td, *v = k + td, *row = v + td;
-    const float* x = args.inputs[0].data();
-    Gather(x, 3 * channels_, image, head * depth_, q);
-    Gather(x, 3 * channels_, image, channels_ + head * depth_, k);
-    Gather(x, 3 * channels_, image, 2 * channels_ + head * depth_, v);
-    float* y = args.outputs[0].data() + (image * channels_ + head * depth_) * steps_;
+    const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
+    Gather<E>(x, 3 * channels_, image, head * depth_, q);
+    Gather<E>(x, 3 * channels_, image, channels_ + head * depth_, k);
+    Gather<E>(x, 3 * channels_, image, 2 * channels_ + head * depth_, v);
+    auto* y = cpu::ElementsOf<E>(args.outputs[0]) + (image * channels_ + head * depth_) * steps_;
     float* saved = args.aux[0].data() + (image * heads_ + head) * steps_ * (tiled_ ? 2 : steps_);
     for (int64_t t = 0; t < steps_; ++t) {
       const int64_t end = RowEnd(t);
@@ -116,7 +129,7 @@ class CpuAttentionLayer : public AttentionLayer {
       for (int64_t i = 0; i < depth_; ++i) {
         float o = 0;
         for (int64_t s = 0; s < end; ++s) o += row[s] * v[s * depth_ + i];
-        y[i * steps_ + t] = o;
+        y[i * steps_ + t] = E::Store(o);
       }
       if (tiled_) {
         saved[2 * t] = max;
@@ -130,16 +143,17 @@ class CpuAttentionLayer : public AttentionLayer {
 
   // dP = dO V^T, dS = P (dP - sum(P dP)), dQ = dS K / sqrt(d),
   // dK = dS^T Q / sqrt(d), dV = P^T dO - row by row, t ascending.
+  template <typename E>
   void BackwardHead(const BackwardArgs& args, int64_t image, int64_t head, float* work) const {
     const int64_t td = steps_ * depth_;
     float *q = work, *k = q + td, *v = k + td, *dout = v + td;
     float *dq = dout + td, *dk = dq + td, *dv = dk + td;
     float *row = dv + td, *drow = row + steps_;
-    const float* x = args.inputs[0].data();
-    Gather(x, 3 * channels_, image, head * depth_, q);
-    Gather(x, 3 * channels_, image, channels_ + head * depth_, k);
-    Gather(x, 3 * channels_, image, 2 * channels_ + head * depth_, v);
-    Gather(args.output_grads[0].data(), channels_, image, head * depth_, dout);
+    const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
+    Gather<E>(x, 3 * channels_, image, head * depth_, q);
+    Gather<E>(x, 3 * channels_, image, channels_ + head * depth_, k);
+    Gather<E>(x, 3 * channels_, image, 2 * channels_ + head * depth_, v);
+    Gather<E>(cpu::ElementsOf<E>(args.output_grads[0]), channels_, image, head * depth_, dout);
     std::fill(dk, dk + 2 * td, 0.0f);  // dK and dV add over the rows
     const float* saved =
         args.aux[0].data() + (image * heads_ + head) * steps_ * (tiled_ ? 2 : steps_);
@@ -172,11 +186,11 @@ class CpuAttentionLayer : public AttentionLayer {
         }
       }
     }
-    float* dx = args.input_grads[0].data();
+    auto* dx = cpu::ElementsOf<E>(args.input_grads[0]);
     const bool add = args.accumulate[0];
-    Scatter(dq, 3 * channels_, image, head * depth_, add, dx);
-    Scatter(dk, 3 * channels_, image, channels_ + head * depth_, add, dx);
-    Scatter(dv, 3 * channels_, image, 2 * channels_ + head * depth_, add, dx);
+    Scatter<E>(dq, 3 * channels_, image, head * depth_, add, dx);
+    Scatter<E>(dk, 3 * channels_, image, channels_ + head * depth_, add, dx);
+    Scatter<E>(dv, 3 * channels_, image, 2 * channels_ + head * depth_, add, dx);
   }
 };
 
