@@ -31,6 +31,44 @@ bool Activation(TensorKind kind) {
   return kind == TensorKind::kActivation || kind == TensorKind::kActivationGrad;
 }
 
+// Random numbers in [low, low + width) for tensors of `shapes` (random
+// stream seed + k for the k-th), in their two forms: stored in bfloat16 and
+// widened to float32.
+struct TwoForms {
+  std::vector<std::vector<uint16_t>> half;
+  std::vector<std::vector<float>> wide;
+};
+
+TwoForms RandomBf16(const std::vector<Shape>& shapes, uint64_t seed, float width, float low) {
+  TwoForms v;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const int64_t n = shapes[k].numel();
+    v.half.emplace_back(n);
+    v.wide.emplace_back(n);
+    for (int64_t i = 0; i < n; ++i) {
+      v.half[k][i] = FloatToBf16Bits(width * UniformAt(seed + k, i) + low);
+      v.wide[k][i] = Bf16BitsToFloat(v.half[k][i]);
+    }
+  }
+  return v;
+}
+
+// The first layer of `type`.
+int FirstOfType(const Net& net, const std::string& type) {
+  int id = 0;
+  while (net.layer(id).type() != type) ++id;
+  return id;
+}
+
+// Each 16-bit result is its float32 twin rounded to nearest even.
+void ExpectRounded(const std::vector<uint16_t>& half, const std::vector<float>& wide,
+                   const char* what) {
+  ASSERT_EQ(half.size(), wide.size()) << what;
+  for (size_t i = 0; i < half.size(); ++i) {
+    ASSERT_EQ(half[i], FloatToBf16Bits(wide[i])) << what << " " << i;
+  }
+}
+
 // Activations and their gradients take half the bytes, apart from the
 // input layer's outputs and the losses'; parameters, their gradients,
 // solver state and saved tensors keep theirs.
@@ -212,8 +250,7 @@ TEST(PrecisionTest, NativeLayersGiveTheBitsOfFloat32Copies) {
   for (const auto& [yaml, type] : cases) {
     SCOPED_TRACE(type);
     const auto net = Build(yaml, Precision::kBf16, 2);
-    int id = 0;
-    while (net->layer(id).type() != type) ++id;
+    const int id = FirstOfType(*net, type);
     const Layer& layer = net->layer(id);
     ASSERT_TRUE(layer.computes_16_bit(Pass::kBackward));
     const LayerTensors& lt = net->schedule().layers[id];
@@ -225,17 +262,9 @@ TEST(PrecisionTest, NativeLayersGiveTheBitsOfFloat32Copies) {
     std::vector<Shape> shapes(inputs, in_shape);
     shapes.push_back(out_shape);
     shapes.push_back(in_shape);
-    std::vector<std::vector<uint16_t>> half;
-    std::vector<std::vector<float>> wide;
-    for (size_t k = 0; k < shapes.size(); ++k) {
-      const int64_t n = shapes[k].numel();
-      half.emplace_back(n);
-      wide.emplace_back(n);
-      for (int64_t i = 0; i < n; ++i) {
-        half[k][i] = FloatToBf16Bits(4 * UniformAt(k + 7, i) - 2);
-        wide[k][i] = Bf16BitsToFloat(half[k][i]);
-      }
-    }
+    TwoForms values = RandomBf16(shapes, 7, 4, -2);
+    auto& half = values.half;
+    auto& wide = values.wide;
     auto bf16 = [&](std::vector<uint16_t>& v, const Shape& shape) {
       return Tensor(shape, v.data(), DType::kBF16, Layout::kPlain);
     };
@@ -269,12 +298,8 @@ TEST(PrecisionTest, NativeLayersGiveTheBitsOfFloat32Copies) {
     }
     layer.Backward(backward16);
     layer.Backward(backward32);
-    for (size_t i = 0; i < y16.size(); ++i) {
-      ASSERT_EQ(y16[i], FloatToBf16Bits(y32[i])) << "forward " << i;
-    }
-    for (size_t i = 0; i < dx16.size(); ++i) {
-      ASSERT_EQ(dx16[i], FloatToBf16Bits(dx32[i])) << "backward " << i;
-    }
+    ExpectRounded(y16, y32, "forward");
+    ExpectRounded(dx16, dx32, "backward");
   }
 }
 
@@ -307,14 +332,9 @@ layers:
     const Shape shape = x_info.shape;
     const int64_t n = shape.numel(), c = shape.c();
     // x, dy and the gradient added into, as bf16 and widened.
-    std::vector<std::vector<uint16_t>> half(3, std::vector<uint16_t>(n));
-    std::vector<std::vector<float>> wide(3, std::vector<float>(n));
-    for (size_t k = 0; k < 3; ++k) {
-      for (int64_t i = 0; i < n; ++i) {
-        half[k][i] = FloatToBf16Bits(4 * UniformAt(k + 11, i) - 1);
-        wide[k][i] = Bf16BitsToFloat(half[k][i]);
-      }
-    }
+    TwoForms values = RandomBf16({shape, shape, shape}, 11, 4, -1);
+    auto& half = values.half;
+    auto& wide = values.wide;
     struct Run {
       std::vector<float> gamma, beta, mean, var, aux_mean, aux_istd, dgamma, dbeta;
       std::vector<char> workspace;
@@ -366,10 +386,8 @@ layers:
         Tensor(shape, dx16.data(), DType::kBF16, layout));
     run(r32, Tensor(shape, wide[0].data(), layout), Tensor(shape, y32.data(), layout),
         Tensor(shape, wide[1].data(), layout), Tensor(shape, dx32.data(), layout));
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(y16[i], FloatToBf16Bits(y32[i])) << "forward " << i;
-      ASSERT_EQ(dx16[i], FloatToBf16Bits(dx32[i])) << "backward " << i;
-    }
+    ExpectRounded(y16, y32, "forward");
+    ExpectRounded(dx16, dx32, "backward");
     EXPECT_EQ(r16.aux_istd, r32.aux_istd);
     EXPECT_EQ(r16.mean, r32.mean);
     EXPECT_EQ(r16.dgamma, r32.dgamma);
@@ -381,22 +399,16 @@ layers:
 // gradients those of the float32 values.
 TEST(PrecisionTest, LayerNormGivesTheBitsOfFloat32Copies) {
   const auto net = Build(testing::kGpt, Precision::kBf16, 2);
-  int id = 0;
-  while (net->layer(id).type() != "layer_norm") ++id;
+  const int id = FirstOfType(*net, "layer_norm");
   const Layer& layer = net->layer(id);
   ASSERT_TRUE(layer.computes_16_bit(Pass::kBackward));
   const TensorInfo& x_info = net->schedule().tensors[net->schedule().layers[id].inputs[0]];
   ASSERT_EQ(x_info.dtype, DType::kBF16);
   const Shape shape = x_info.shape;
   const int64_t n = shape.numel(), c = shape.c();
-  std::vector<std::vector<uint16_t>> half(3, std::vector<uint16_t>(n));
-  std::vector<std::vector<float>> wide(3, std::vector<float>(n));
-  for (size_t k = 0; k < 3; ++k) {
-    for (int64_t i = 0; i < n; ++i) {
-      half[k][i] = FloatToBf16Bits(4 * UniformAt(k + 31, i) - 2);
-      wide[k][i] = Bf16BitsToFloat(half[k][i]);
-    }
-  }
+  TwoForms values = RandomBf16({shape, shape, shape}, 31, 4, -2);
+  auto& half = values.half;
+  auto& wide = values.wide;
   std::vector<float> gamma(c), beta(c);
   for (int64_t i = 0; i < c; ++i) {
     gamma[i] = 0.5f + UniformAt(41, i);
@@ -434,10 +446,8 @@ TEST(PrecisionTest, LayerNormGivesTheBitsOfFloat32Copies) {
   run(g16, t16(half[0]), t16(y16), t16(half[1]), t16(dx16));
   run(g32, Tensor(shape, wide[0].data()), Tensor(shape, y32.data()), Tensor(shape, wide[1].data()),
       Tensor(shape, dx32.data()));
-  for (int64_t i = 0; i < n; ++i) {
-    ASSERT_EQ(y16[i], FloatToBf16Bits(y32[i])) << "forward " << i;
-    ASSERT_EQ(dx16[i], FloatToBf16Bits(dx32[i])) << "backward " << i;
-  }
+  ExpectRounded(y16, y32, "forward");
+  ExpectRounded(dx16, dx32, "backward");
   EXPECT_EQ(g16.dgamma, g32.dgamma);
   EXPECT_EQ(g16.dbeta, g32.dbeta);
 }
@@ -446,8 +456,7 @@ TEST(PrecisionTest, LayerNormGivesTheBitsOfFloat32Copies) {
 // as it scatters.
 TEST(PrecisionTest, AttentionGivesTheBitsOfFloat32Copies) {
   const auto net = Build(testing::kGpt, Precision::kBf16, 2);
-  int id = 0;
-  while (net->layer(id).type() != "attention") ++id;
+  const int id = FirstOfType(*net, "attention");
   const Layer& layer = net->layer(id);
   ASSERT_TRUE(layer.computes_16_bit(Pass::kForward));
   const LayerTensors& lt = net->schedule().layers[id];
@@ -455,16 +464,9 @@ TEST(PrecisionTest, AttentionGivesTheBitsOfFloat32Copies) {
   const Shape out = net->schedule().tensors[lt.outputs[0]].shape;
   ASSERT_EQ(net->schedule().tensors[lt.inputs[0]].dtype, DType::kBF16);
   std::vector<Shape> shapes = {in, out, in};  // x, dy, the gradient added into
-  std::vector<std::vector<uint16_t>> half;
-  std::vector<std::vector<float>> wide;
-  for (size_t k = 0; k < shapes.size(); ++k) {
-    half.emplace_back(shapes[k].numel());
-    wide.emplace_back(shapes[k].numel());
-    for (int64_t i = 0; i < shapes[k].numel(); ++i) {
-      half[k][i] = FloatToBf16Bits(2 * UniformAt(k + 51, i) - 1);
-      wide[k][i] = Bf16BitsToFloat(half[k][i]);
-    }
-  }
+  TwoForms values = RandomBf16(shapes, 51, 2, -1);
+  auto& half = values.half;
+  auto& wide = values.wide;
   struct Run {
     std::vector<float> saved;
     std::vector<char> forward_work, backward_work;
@@ -498,12 +500,8 @@ TEST(PrecisionTest, AttentionGivesTheBitsOfFloat32Copies) {
   run(r16, t16(half[0], in), t16(y16, out), t16(half[1], out), t16(dx16, in));
   run(r32, Tensor(in, wide[0].data()), Tensor(out, y32.data()), Tensor(out, wide[1].data()),
       Tensor(in, dx32.data()));
-  for (size_t i = 0; i < y16.size(); ++i) {
-    ASSERT_EQ(y16[i], FloatToBf16Bits(y32[i])) << "forward " << i;
-  }
-  for (size_t i = 0; i < dx16.size(); ++i) {
-    ASSERT_EQ(dx16[i], FloatToBf16Bits(dx32[i])) << "backward " << i;
-  }
+  ExpectRounded(y16, y32, "forward");
+  ExpectRounded(dx16, dx32, "backward");
   EXPECT_EQ(r16.saved, r32.saved);
 }
 

@@ -108,6 +108,17 @@ run: {epochs: 3, seed: 5, output: )" +
     return options;
   }
 
+  // A trainer of Config(run_extra): at most `max_steps` steps (0: all),
+  // resumed from `resume`, or started afresh over any earlier run.
+  StatusOr<std::unique_ptr<Trainer>> Train(const std::string& run_extra, int64_t max_steps,
+                                           const std::string& resume) {
+    TrainOptions options = Quiet();
+    options.max_steps = max_steps;
+    options.resume = resume;
+    options.overwrite = resume.empty();
+    return Trainer::Create(Config(run_extra), options);
+  }
+
   fs::path dir_;
 };
 
@@ -270,21 +281,14 @@ TEST_F(TrainerTest, ResumingGivesTheLossesOfAnUninterruptedRun) {
 // float32 run's accuracy on the same schedule, resume bit-exactly, and a
 // checkpoint resumes only in the precision it was trained in.
 TEST_F(TrainerTest, Bf16TrainsLikeFloat32ResumesExactlyAndKeepsItsPrecision) {
-  auto train = [&](const std::string& run_extra, int64_t max_steps, const std::string& resume) {
-    TrainOptions options = Quiet();
-    options.max_steps = max_steps;
-    options.resume = resume;
-    options.overwrite = resume.empty();
-    return Trainer::Create(Config(run_extra), options);
-  };
   TrainReport fp32, bf16;
   {
-    auto trainer = train("", 0, "");
+    auto trainer = Train("", 0, "");
     ASSERT_TRUE(trainer.ok() && (*trainer)->Run().ok());
     fp32 = (*trainer)->report();
   }
   {
-    auto trainer = train(", precision: bf16", 0, "");
+    auto trainer = Train(", precision: bf16", 0, "");
     ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
     ASSERT_TRUE((*trainer)->Run().ok());
     bf16 = (*trainer)->report();
@@ -297,13 +301,13 @@ TEST_F(TrainerTest, Bf16TrainsLikeFloat32ResumesExactlyAndKeepsItsPrecision) {
   // Stopped at step 13 and resumed: the uninterrupted bf16 run's losses.
   std::vector<double> pieced;
   {
-    auto trainer = train(", precision: bf16, checkpoint_every: 13", 13, "");
+    auto trainer = Train(", precision: bf16, checkpoint_every: 13", 13, "");
     ASSERT_TRUE(trainer.ok() && (*trainer)->Run().ok());
     pieced = (*trainer)->report().losses;
   }
   const std::string checkpoint = (dir_ / "run" / "checkpoint.npz").string();
   {
-    auto trainer = train(", precision: bf16", 0, checkpoint);
+    auto trainer = Train(", precision: bf16", 0, checkpoint);
     ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
     ASSERT_TRUE((*trainer)->Run().ok());
     for (double loss : (*trainer)->report().losses) pieced.push_back(loss);
@@ -324,7 +328,7 @@ TEST_F(TrainerTest, Bf16TrainsLikeFloat32ResumesExactlyAndKeepsItsPrecision) {
   ASSERT_TRUE(fp32_eval.ok()) << fp32_eval.status().ToString();
   EXPECT_EQ((*fp32_eval)->net().precision(), Precision::kFp32);
 
-  auto other = train("", 0, checkpoint);
+  auto other = Train("", 0, checkpoint);
   ASSERT_FALSE(other.ok());
   EXPECT_THAT(other.status().message(), HasSubstr("was trained in bf16 (meta/precision)"));
   EXPECT_THAT(other.status().message(), HasSubstr("this run is fp32"));
@@ -348,22 +352,15 @@ bool Skipped(const std::string& line) { return line.find("\"skipped\":true") != 
 // the same schedule, each step's scale in the log, and a resumed run takes
 // up the scale where it was (here it grows every 5 clean steps).
 TEST_F(TrainerTest, Fp16ScalesTheLossTrainsLikeFloat32AndResumesExactly) {
-  auto train = [&](const std::string& run_extra, int64_t max_steps, const std::string& resume) {
-    TrainOptions options = Quiet();
-    options.max_steps = max_steps;
-    options.resume = resume;
-    options.overwrite = resume.empty();
-    return Trainer::Create(Config(run_extra), options);
-  };
   TrainReport fp32, fp16;
   {
-    auto trainer = train("", 0, "");
+    auto trainer = Train("", 0, "");
     ASSERT_TRUE(trainer.ok() && (*trainer)->Run().ok());
     fp32 = (*trainer)->report();
   }
   const std::string fp16_run = ", precision: fp16, loss_scale: 1024, loss_scale_growth: 5";
   {
-    auto trainer = train(fp16_run, 0, "");
+    auto trainer = Train(fp16_run, 0, "");
     ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
     const Status ran = (*trainer)->Run();
     ASSERT_TRUE(ran.ok()) << ran.ToString();
@@ -382,13 +379,13 @@ TEST_F(TrainerTest, Fp16ScalesTheLossTrainsLikeFloat32AndResumesExactly) {
   // Stopped at step 13 and resumed: the uninterrupted run's losses.
   std::vector<double> pieced;
   {
-    auto trainer = train(fp16_run + ", checkpoint_every: 13", 13, "");
+    auto trainer = Train(fp16_run + ", checkpoint_every: 13", 13, "");
     ASSERT_TRUE(trainer.ok() && (*trainer)->Run().ok());
     pieced = (*trainer)->report().losses;
   }
   const std::string checkpoint = (dir_ / "run" / "checkpoint.npz").string();
   {
-    auto trainer = train(fp16_run, 0, checkpoint);
+    auto trainer = Train(fp16_run, 0, checkpoint);
     ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
     ASSERT_TRUE((*trainer)->Run().ok());
     for (double loss : (*trainer)->report().losses) pieced.push_back(loss);
