@@ -183,6 +183,7 @@ struct RunSetup {
   int seed = 1;
   int steps = 8;
   std::string precision = "fp32";  // run.precision
+  int64_t loss_scale = 0;          // run.loss_scale (fp16); 0: the default
 };
 
 // A tiny network, 64 training images, batch 16, 8 steps with momentum.
@@ -210,7 +211,9 @@ std::string WriteConfig(const std::string& dir, const std::string& output, const
       << "solver: {type: " << s.solver << ", lr: " << s.lr
       << (s.solver == "sgd" ? ", momentum: 0.9}\n" : "}\n") << "memory: " << s.memory << "\n"
       << "run: {steps: " << s.steps << ", eval_every: 4, checkpoint_every: 4, seed: " << s.seed
-      << ", precision: " << s.precision << ", output: " << dir << "/" << output << "}\n"
+      << ", precision: " << s.precision
+      << (s.loss_scale > 0 ? ", loss_scale: " + std::to_string(s.loss_scale) : "")
+      << ", output: " << dir << "/" << output << "}\n"
       << "distributed: {bucket: " << s.bucket
       << ", check_replicas: true, sync_batch_norm: " << (s.sync_batch_norm ? "true" : "false")
       << ", zero: " << s.zero << "}\n";
@@ -434,8 +437,10 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
        "{conv_timing: model, workspace: pin:im2col_image, params: host, update: host, "
        "host_tier: 'file:" +
            tier + "'}"},
-      // Activations in bfloat16.
+      // Activations in bfloat16, and in IEEE half with the loss scaled: the
+      // ranks unscale the averaged gradients and agree on every skip.
       {2, "adam", 16, "{conv_timing: model, workspace: pin:im2col_image}", "bf16"},
+      {2, "sgd", 16, "{conv_timing: model, workspace: pin:im2col_image}", "fp16"},
   };
   for (const Case& c : cases) {
     const std::string name = std::to_string(c.ranks) + c.solver +
@@ -455,6 +460,8 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
       setup.memory = c.memory;
       setup.zero = zero;
       setup.precision = c.precision;
+      // A scale that overflows the first steps' fp16 gradients.
+      if (c.precision == "fp16") setup.loss_scale = int64_t{1} << 20;
       const std::string run = "zero" + std::to_string(zero);
       const std::string config = WriteConfig(dir, run, setup);
       const std::string report = dir + "/" + run + ".json";
@@ -479,6 +486,12 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
       }
       losses[zero] = Losses(dir + "/" + run);
       weights[zero] = Weights(dir + "/" + run);
+      if (c.precision == "fp16") {  // the first steps skipped, the last not
+        const std::string log = ReadAll(dir + "/" + run + "/log.jsonl");
+        EXPECT_THAT(log.substr(0, log.find('\n')), HasSubstr("\"skipped\":true")) << name;
+        EXPECT_THAT(log.substr(log.rfind("\"kind\":\"train\"")), HasSubstr("\"skipped\":false"))
+            << name;
+      }
       psi = 0;
       for (const auto& [key, values] : weights[zero]) {
         if (key.rfind("params/", 0) == 0) psi += static_cast<int64_t>(values.size());

@@ -117,10 +117,12 @@ StateShard DataParallel::ShardFor(const TrainConfig& config) {
 Status DataParallel::Synchronize(const Net& net, TensorStore& store, Solver* solver,
                                  TrainingPosition* position, const WholeState* whole) {
   const bool sharded = solver->shard().sharded();
-  int64_t where[5] = {position->step, position->epoch, position->batch, solver->steps(),
-                      whole != nullptr ? 1 : 0};
+  int64_t where[6] = {position->step,  position->epoch,  position->batch,
+                      solver->steps(), whole != nullptr, position->loss_scale_clean_steps};
+  double loss_scale = position->loss_scale;  // fp16's, a power of two
   SPILL_RETURN_IF_ERROR(comm_.Broadcast(where, sizeof(where), Channel::kControl));
-  *position = {where[0], where[1], where[2], where[3]};
+  SPILL_RETURN_IF_ERROR(comm_.Broadcast(&loss_scale, sizeof(loss_scale), Channel::kControl));
+  *position = {where[0], where[1], where[2], where[3], loss_scale, where[5]};
   solver->set_steps(where[3]);
   const Schedule& s = net.schedule();
   std::vector<float> buffer;
@@ -285,6 +287,13 @@ ReducerStats DataParallel::stats() const {
   ReducerStats stats = reducer_->stats();
   stats.floats_sent = comm_.floats_sent() - checkpoint_floats_;
   return stats;
+}
+
+StatusOr<bool> DataParallel::Unscale(float factor) {
+  SPILL_ASSIGN_OR_RETURN(const bool finite, reducer_->Unscale(factor));
+  uint64_t low = 0, high = 0;
+  SPILL_RETURN_IF_ERROR(comm_.MinMax(finite ? 1 : 0, &low, &high, Channel::kControl));
+  return low == 1;
 }
 
 Status DataParallel::FinishStep(const Net& net, TensorStore& store, const Solver& solver,

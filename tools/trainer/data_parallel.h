@@ -63,6 +63,10 @@ class DataParallel {
   // checkpoint (null on a fresh start, where every rank zeroed its own).
   Status Synchronize(const Net& net, TensorStore& store, Solver* solver, TrainingPosition* position,
                      const WholeState* whole);
+  // fp16's loss scaling, before the solver step: unscales the averaged
+  // gradients (GradientReducer::Unscale) and says whether every rank's were
+  // all finite - the same answer on every rank, so all skip a step or none.
+  StatusOr<bool> Unscale(float factor);
   // After the solver step: checks the reduction, all-gathers the parameters
   // updated in pieces (zero 1), makes `result` the global batch's, and
   // returns in `stop` whether any rank asked to stop. With

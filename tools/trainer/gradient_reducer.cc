@@ -3,6 +3,7 @@
 #include "tools/trainer/gradient_reducer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "framework/base/clock.h"
@@ -161,6 +162,20 @@ StatusOr<GradientReducer::Reduction> GradientReducer::Reduced(TensorId param) {
   if (!error_.ok()) return error_;
   if (gather_) return Reduction{bucket.data.data() + place.offset, Piece{0, place.numel}};
   return Reduction{bucket.averages.data() + place.averaged, place.mine};
+}
+
+StatusOr<bool> GradientReducer::Unscale(float factor) {
+  bool finite = true;
+  for (const auto& [param, place] : places_) {
+    SPILL_ASSIGN_OR_RETURN(const Reduction reduced, Reduced(param));
+    // The reduction's own buffer, which the solver step reads next.
+    float* values = const_cast<float*>(reduced.values);
+    for (int64_t i = 0; i < reduced.piece.size(); ++i) {
+      finite = finite && std::isfinite(values[i]);
+      values[i] *= factor;
+    }
+  }
+  return finite;
 }
 
 void GradientReducer::Loop() {

@@ -80,6 +80,10 @@ class GradientReducer {
     Piece piece;
   };
   StatusOr<Reduction> Reduced(TensorId param);
+  // fp16's loss scaling: waits for every bucket, multiplies the averages
+  // this rank holds by `factor` (1 / the loss scale, a power of two: exact)
+  // and says whether all of them were finite. Before the solver step.
+  StatusOr<bool> Unscale(float factor);
   // After the iteration's solver step: every bucket was reduced and used.
   Status FinishIteration();
 

@@ -423,12 +423,6 @@ Status Trainer::CheckLossScaling() const {
   const std::string why =
       "fp16's loss scaling checks every gradient before any parameter changes, and skips the "
       "step when one is not finite";
-  if (Communicator::World().size() > 1) {
-    return InvalidArgument(config_.file + ": run.precision fp16 trains in one process for now (" +
-                           why +
-                           "; across ranks that check is not built yet); train in bf16, "
-                           "which needs no loss scaling");
-  }
   if (config_.memory.params.kind != ParamPlacement::Kind::kDevice) {
     return InvalidArgument(config_.file + ": run.precision fp16 needs memory.params: device (" +
                            why + ", and with memory.params " + config_.memory.params.ToString() +
@@ -451,10 +445,18 @@ void Trainer::StartLossScaling() {
   }
 }
 
+// Data-parallel ranks decide together from the averaged gradients (a rank
+// whose loss is not finite has gradients that are not either, and they
+// reach every average); one process also looks at its loss.
 Status Trainer::Unscale(const LossResult& result, bool* skipped) {
+  const float factor = static_cast<float>(1.0 / scaler_->scale());
+  if (parallel_) {
+    SPILL_ASSIGN_OR_RETURN(const bool finite, parallel_->Unscale(factor));
+    *skipped = !finite;
+    return Status::Ok();
+  }
   SPILL_ASSIGN_OR_RETURN(const bool finite,
-                         solver_->UnscaleGradients(*net_, solver_store(), *device_,
-                                                   static_cast<float>(1.0 / scaler_->scale())));
+                         solver_->UnscaleGradients(*net_, solver_store(), *device_, factor));
   *skipped = !finite || !std::isfinite(result.loss);
   return Status::Ok();
 }
