@@ -168,7 +168,12 @@ class CpuPoolingLayer : public PoolingLayer {
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < runs; ++r) {
         T* run = dx + r * in_run;
-        float* grad_in = kInPlace ? reinterpret_cast<float*>(run) : buffer.data();
+        float* grad_in = nullptr;
+        if constexpr (kInPlace) {
+          grad_in = run;
+        } else {
+          grad_in = buffer.data();
+        }
         if (!accumulate) {
           std::fill(grad_in, grad_in + in_run, 0.0f);
         } else if (!kInPlace) {
