@@ -392,6 +392,16 @@ TEST_F(TrainerTest, Fp16ScalesTheLossTrainsLikeFloat32AndResumesExactly) {
   }
   ASSERT_EQ(pieced.size(), fp16.losses.size());
   for (size_t i = 0; i < pieced.size(); ++i) EXPECT_EQ(pieced[i], fp16.losses[i]) << i + 1;
+
+  // Evaluation reads the checkpoint in fp16 (no loss to scale there) and
+  // gives the figures training gave.
+  auto inference = Inference::Create(Config(), checkpoint);
+  ASSERT_TRUE(inference.ok()) << inference.status().ToString();
+  EXPECT_EQ((*inference)->net().precision(), Precision::kFp16);
+  auto eval = (*inference)->Evaluate();
+  ASSERT_TRUE(eval.ok()) << eval.status().ToString();
+  EXPECT_EQ(eval->accuracy, fp16.test_accuracy);
+  EXPECT_EQ(eval->loss, fp16.test_loss);
 }
 
 // A scale too large overflows the 16-bit gradients: those steps change
