@@ -119,6 +119,38 @@ run: {epochs: 3, seed: 5, output: )" +
     return Trainer::Create(Config(run_extra), options);
   }
 
+  // The losses of a run of `run_extra` stopped after step 13, checkpointed
+  // there, and resumed from the checkpoint (run/checkpoint.npz).
+  std::vector<double> StoppedAndResumed(const std::string& run_extra) {
+    std::vector<double> pieced;
+    {
+      auto trainer = Train(run_extra + ", checkpoint_every: 13", 13, "");
+      EXPECT_TRUE(trainer.ok() && (*trainer)->Run().ok());
+      if (!trainer.ok()) return pieced;
+      pieced = (*trainer)->report().losses;
+    }
+    auto trainer = Train(run_extra, 0, (dir_ / "run" / "checkpoint.npz").string());
+    EXPECT_TRUE(trainer.ok()) << trainer.status().ToString();
+    if (!trainer.ok()) return pieced;
+    const Status ran = (*trainer)->Run();
+    EXPECT_TRUE(ran.ok()) << ran.ToString();
+    for (double loss : (*trainer)->report().losses) pieced.push_back(loss);
+    return pieced;
+  }
+
+  // `checkpoint` evaluates in the precision it was trained in, to the test
+  // figures training gave.
+  void ExpectEvaluatesAsTrained(const std::string& checkpoint, Precision precision,
+                                const TrainReport& trained) {
+    auto inference = Inference::Create(Config(), checkpoint);
+    ASSERT_TRUE(inference.ok()) << inference.status().ToString();
+    EXPECT_EQ((*inference)->net().precision(), precision);
+    auto eval = (*inference)->Evaluate();
+    ASSERT_TRUE(eval.ok()) << eval.status().ToString();
+    EXPECT_EQ(eval->accuracy, trained.test_accuracy);
+    EXPECT_EQ(eval->loss, trained.test_loss);
+  }
+
   fs::path dir_;
 };
 
@@ -299,31 +331,12 @@ TEST_F(TrainerTest, Bf16TrainsLikeFloat32ResumesExactlyAndKeepsItsPrecision) {
   EXPECT_GT(bf16.test_accuracy, 0.6);
 
   // Stopped at step 13 and resumed: the uninterrupted bf16 run's losses.
-  std::vector<double> pieced;
-  {
-    auto trainer = Train(", precision: bf16, checkpoint_every: 13", 13, "");
-    ASSERT_TRUE(trainer.ok() && (*trainer)->Run().ok());
-    pieced = (*trainer)->report().losses;
-  }
+  EXPECT_EQ(StoppedAndResumed(", precision: bf16"), bf16.losses);
   const std::string checkpoint = (dir_ / "run" / "checkpoint.npz").string();
-  {
-    auto trainer = Train(", precision: bf16", 0, checkpoint);
-    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
-    ASSERT_TRUE((*trainer)->Run().ok());
-    for (double loss : (*trainer)->report().losses) pieced.push_back(loss);
-  }
-  ASSERT_EQ(pieced.size(), bf16.losses.size());
-  for (size_t i = 0; i < pieced.size(); ++i) EXPECT_EQ(pieced[i], bf16.losses[i]) << i + 1;
 
   // Evaluation runs in the checkpoint's precision unless told otherwise: in
   // bf16 it gives the figures training gave.
-  auto inference = Inference::Create(Config(), checkpoint);
-  ASSERT_TRUE(inference.ok()) << inference.status().ToString();
-  EXPECT_EQ((*inference)->net().precision(), Precision::kBf16);
-  auto eval = (*inference)->Evaluate();
-  ASSERT_TRUE(eval.ok()) << eval.status().ToString();
-  EXPECT_EQ(eval->accuracy, bf16.test_accuracy);
-  EXPECT_EQ(eval->loss, bf16.test_loss);
+  ExpectEvaluatesAsTrained(checkpoint, Precision::kBf16, bf16);
   auto fp32_eval = Inference::Create(Config(), checkpoint, true, Precision::kFp32);
   ASSERT_TRUE(fp32_eval.ok()) << fp32_eval.status().ToString();
   EXPECT_EQ((*fp32_eval)->net().precision(), Precision::kFp32);
@@ -377,31 +390,11 @@ TEST_F(TrainerTest, Fp16ScalesTheLossTrainsLikeFloat32AndResumesExactly) {
   for (const std::string& line : lines) EXPECT_FALSE(Skipped(line)) << line;
 
   // Stopped at step 13 and resumed: the uninterrupted run's losses.
-  std::vector<double> pieced;
-  {
-    auto trainer = Train(fp16_run + ", checkpoint_every: 13", 13, "");
-    ASSERT_TRUE(trainer.ok() && (*trainer)->Run().ok());
-    pieced = (*trainer)->report().losses;
-  }
-  const std::string checkpoint = (dir_ / "run" / "checkpoint.npz").string();
-  {
-    auto trainer = Train(fp16_run, 0, checkpoint);
-    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
-    ASSERT_TRUE((*trainer)->Run().ok());
-    for (double loss : (*trainer)->report().losses) pieced.push_back(loss);
-  }
-  ASSERT_EQ(pieced.size(), fp16.losses.size());
-  for (size_t i = 0; i < pieced.size(); ++i) EXPECT_EQ(pieced[i], fp16.losses[i]) << i + 1;
+  EXPECT_EQ(StoppedAndResumed(fp16_run), fp16.losses);
 
   // Evaluation reads the checkpoint in fp16 (no loss to scale there) and
   // gives the figures training gave.
-  auto inference = Inference::Create(Config(), checkpoint);
-  ASSERT_TRUE(inference.ok()) << inference.status().ToString();
-  EXPECT_EQ((*inference)->net().precision(), Precision::kFp16);
-  auto eval = (*inference)->Evaluate();
-  ASSERT_TRUE(eval.ok()) << eval.status().ToString();
-  EXPECT_EQ(eval->accuracy, fp16.test_accuracy);
-  EXPECT_EQ(eval->loss, fp16.test_loss);
+  ExpectEvaluatesAsTrained((dir_ / "run" / "checkpoint.npz").string(), Precision::kFp16, fp16);
 }
 
 // A scale too large overflows the 16-bit gradients: those steps change
@@ -423,6 +416,7 @@ TEST_F(TrainerTest, Fp16SkipsOverflowingStepsAndStopsWhenTheScaleUnderflows) {
     int skipped = 0;
     for (const std::string& line : lines) skipped += Skipped(line);
     EXPECT_LT(skipped, 12);
+    EXPECT_EQ((*trainer)->report().skipped_steps, skipped);
   }
   {
     // A learning rate that throws the weights far out (the largest

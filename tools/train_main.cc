@@ -188,6 +188,10 @@ void PrintSummary(const Trainer& trainer, const TrainConfig& c) {
         "\n  stochastic depth: %ld residual branches dropped, %ld layer computations skipped",
         static_cast<long>(r.dropped_branches), static_cast<long>(r.skipped_computations));
   }
+  if (r.skipped_steps > 0) {
+    std::fprintf(stderr, "\n  fp16 loss scaling: %ld steps skipped (a gradient not finite)",
+                 static_cast<long>(r.skipped_steps));
+  }
   if (r.lengths_planned > 0) {
     std::fprintf(stderr,
                  "\n  length buckets: %ld lengths planned; %ld of %zu iterations planned anew",

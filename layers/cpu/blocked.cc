@@ -1,6 +1,6 @@
 #include "layers/cpu/blocked.h"
 
-#include "framework/device/convert.h"
+#include "layers/cpu/typed_elements.h"
 
 namespace spill {
 namespace cpu {
@@ -40,38 +40,28 @@ void ToBlocked(const From* plain, const Shape& shape, To* blocked, Convert conve
   }
 }
 
-float Same(float v) { return v; }
-
 }  // namespace
 
 void BlockedToPlain(const float* blocked, const Shape& shape, float* plain) {
-  ToPlain(blocked, shape, plain, Same);
+  ToPlain(blocked, shape, plain, Float32Elements::Load);
 }
 
 void PlainToBlocked(const float* plain, const Shape& shape, float* blocked) {
-  ToBlocked(plain, shape, blocked, Same);
+  ToBlocked(plain, shape, blocked, Float32Elements::Store);
 }
 
 void BlockedToPlain(const void* blocked, DType dtype, const Shape& shape, float* plain) {
-  switch (dtype) {
-    case DType::kF32:
-      return BlockedToPlain(static_cast<const float*>(blocked), shape, plain);
-    case DType::kBF16:
-      return ToPlain(static_cast<const uint16_t*>(blocked), shape, plain, Bf16BitsToFloat);
-    case DType::kF16:
-      return ToPlain(static_cast<const uint16_t*>(blocked), shape, plain, HalfBitsToFloat);
-  }
+  WithElements(dtype, [&](auto e) {
+    using E = decltype(e);
+    ToPlain(static_cast<const typename E::T*>(blocked), shape, plain, E::Load);
+  });
 }
 
 void PlainToBlocked(const float* plain, const Shape& shape, void* blocked, DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return PlainToBlocked(plain, shape, static_cast<float*>(blocked));
-    case DType::kBF16:
-      return ToBlocked(plain, shape, static_cast<uint16_t*>(blocked), FloatToBf16Bits);
-    case DType::kF16:
-      return ToBlocked(plain, shape, static_cast<uint16_t*>(blocked), FloatToHalfBits);
-  }
+  WithElements(dtype, [&](auto e) {
+    using E = decltype(e);
+    ToBlocked(plain, shape, static_cast<typename E::T*>(blocked), E::Store);
+  });
 }
 
 }  // namespace cpu

@@ -2,7 +2,7 @@
 
 #include "framework/base/check.h"
 #include "framework/base/registry.h"
-#include "framework/device/convert.h"
+#include "layers/cpu/typed_elements.h"
 
 namespace spill {
 namespace cpu {
@@ -100,18 +100,10 @@ void BiasSums(const ConvGeometry& g, const T* dy, Load load, float* db, double* 
 }  // namespace
 
 void ConvBiasGradient(const ConvGeometry& g, const void* dy, float* db, double* bias_sums) {
-  switch (g.output_dtype) {
-    case DType::kF32:
-      BiasSums(
-          g, static_cast<const float*>(dy), [](float v) { return v; }, db, bias_sums);
-      return;
-    case DType::kBF16:
-      BiasSums(g, static_cast<const uint16_t*>(dy), Bf16BitsToFloat, db, bias_sums);
-      return;
-    case DType::kF16:
-      BiasSums(g, static_cast<const uint16_t*>(dy), HalfBitsToFloat, db, bias_sums);
-      return;
-  }
+  WithElements(g.output_dtype, [&](auto e) {
+    using E = decltype(e);
+    BiasSums(g, static_cast<const typename E::T*>(dy), E::Load, db, bias_sums);
+  });
 }
 
 }  // namespace cpu

@@ -168,12 +168,12 @@ StatusOr<bool> GradientReducer::Unscale(float factor) {
   bool finite = true;
   for (const auto& [param, place] : places_) {
     SPILL_ASSIGN_OR_RETURN(const Reduction reduced, Reduced(param));
-    // The reduction's own buffer, which the solver step reads next.
+    // The reduction's own buffer in host memory, which the solver step reads
+    // next: the CPU kernel, as for updates in host memory.
     float* values = const_cast<float*>(reduced.values);
-    for (int64_t i = 0; i < reduced.piece.size(); ++i) {
-      finite = finite && std::isfinite(values[i]);
-      values[i] *= factor;
-    }
+    finite = SolverKernelsFor(DeviceType::kCpu)
+                 .Unscale(*device_, reduced.piece.size(), values, factor) &&
+             finite;
   }
   return finite;
 }

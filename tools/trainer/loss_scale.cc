@@ -29,7 +29,6 @@ Status LossScaler::Update(bool finite, int64_t step) {
     }
     return Status::Ok();
   }
-  ++skipped_;
   ++skipped_in_a_row_;
   clean_steps_ = 0;
   scale_ /= 2;

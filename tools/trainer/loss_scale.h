@@ -44,9 +44,6 @@ class LossScaler {
   double scale() const { return scale_; }
   // Clean steps in a row since the scale last changed.
   int64_t clean_steps() const { return clean_steps_; }
-  // Steps skipped so far, and in a row now.
-  int64_t skipped() const { return skipped_; }
-  int64_t skipped_in_a_row() const { return skipped_in_a_row_; }
 
   // After step `step` (1-based): `finite` whether every gradient was. An
   // error when the scale falls below kMinLossScale.
@@ -62,8 +59,7 @@ class LossScaler {
   LossScaleConfig config_;
   double scale_;
   int64_t clean_steps_ = 0;
-  int64_t skipped_ = 0;
-  int64_t skipped_in_a_row_ = 0;
+  int64_t skipped_in_a_row_ = 0;  // for the message when the scale underflows
 };
 
 }  // namespace spill

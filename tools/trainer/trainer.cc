@@ -85,6 +85,7 @@ std::string TrainReport::ToJson(const MemoryOptions& memory) const {
                  {"streamed_steps", streamed_steps},
                  {"dropped_branches", dropped_branches},
                  {"skipped_computations", skipped_computations},
+                 {"skipped_steps", skipped_steps},
                  {"lengths_planned", lengths_planned},
                  {"replanned_iterations", replanned_iterations},
                  {"steps", steps},
@@ -463,6 +464,7 @@ Status Trainer::Unscale(const LossResult& result, bool* skipped) {
 
 Status Trainer::ScaledUpdate(double lr, bool skipped) {
   if (!skipped) SPILL_RETURN_IF_ERROR(solver_->Update(*net_, solver_store(), *device_, lr));
+  report_.skipped_steps += skipped;
   return scaler_->Update(!skipped, position_.step + 1);
 }
 

@@ -70,6 +70,9 @@ struct TrainReport {
   // computations (forward and backward each) skipped with them.
   int64_t dropped_branches = 0;
   int64_t skipped_computations = 0;
+  // fp16's loss scaling over this run: steps skipped because a gradient was
+  // not finite.
+  int64_t skipped_steps = 0;
   // data.buckets: the lengths the memory runtime planned for, and the
   // iterations of this run that planned anew (a length not seen before, or
   // the allocator leaving its profile - the static allocator after a
