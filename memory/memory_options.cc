@@ -175,6 +175,11 @@ Status MemoryOptions::Validate() const {
         "zero 2) need parameters on the device (memory.params: device); "
         "parameters in host memory move their gradients there already");
   }
+  if (params_gathered && !gradients_leave) {
+    return InvalidArgument(
+        "memory: parameters gathered for each step (distributed.zero 3) need their gradients "
+        "to leave the device after backward too (zero 2's part of stage 3)");
+  }
   if (!liveness && (offload || cache || recompute)) {
     return InvalidArgument("memory: offload, cache and recompute need liveness (mode '" + mode +
                            "')");

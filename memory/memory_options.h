@@ -129,6 +129,12 @@ struct MemoryOptions {
   // solver reads the reduced gradient) and is made again for the update
   // (distributed.zero 2). Parameters on the device only.
   bool gradients_leave = false;
+  // Each rank keeps its piece of every trainable parameter alone
+  // (ParameterSlot::master, distributed.zero 3): a parameter is gathered
+  // from every rank's piece before each step that reads it (by the source
+  // set with MemoryRuntime::set_parameter_source; planning only makes room)
+  // and released after. Needs gradients_leave.
+  bool params_gathered = false;
 
   std::string Describe() const;
   // The techniques build on liveness; the budgets must hold a block; the

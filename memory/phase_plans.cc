@@ -86,6 +86,18 @@ void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& option
         plans->train.after[b].push_back({TransferOp::kRelease, slot.grad});
     }
   }
+  if (options.params_gathered) {
+    // Gathered when a step needs it, a sharded parameter goes after each
+    // step of its layer.
+    for (const ParameterSlot& slot : schedule.parameters) {
+      const int f = schedule.forward_step[slot.layer];
+      const int b = schedule.backward_step[slot.layer];
+      plans->train.after[f].push_back({TransferOp::kRelease, slot.param});
+      plans->eval.after[f].push_back({TransferOp::kRelease, slot.param});
+      if (schedule.steps[b].active)
+        plans->train.after[b].push_back({TransferOp::kRelease, slot.param});
+    }
+  }
   if (options.params.kind != ParamPlacement::Kind::kHost &&
       options.params.kind != ParamPlacement::Kind::kAbove) {
     return;

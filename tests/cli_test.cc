@@ -474,7 +474,7 @@ TEST(CliTest, TrainAndEvalRefuseMemoryFlagsTheyCannotUse) {
 // is refused as soon as the data is opened, within the kernel's limits on
 // the child (2 s of processor time; its largest resident set read back).
 // One rank of a data-parallel run with its share of the model state: the
-// deepest network it holds is at least one process's, and grows with the
+// deepest network it holds is at least one process's, and grows with each
 // stage; --zero needs --ranks.
 TEST(CliTest, DeepestPlansOneRankOfAShardedRun) {
   auto depth = [](const Result& r) {
@@ -486,7 +486,8 @@ TEST(CliTest, DeepestPlansOneRankOfAShardedRun) {
   std::vector<long> depths;
   for (const std::vector<std::string>& ranks : {std::vector<std::string>{},
                                                 {"--ranks", "4", "--zero", "1"},
-                                                {"--ranks", "4", "--zero", "2"}}) {
+                                                {"--ranks", "4", "--zero", "2"},
+                                                {"--ranks", "4", "--zero", "3"}}) {
     std::vector<std::string> flags = budget;
     flags.insert(flags.end(), ranks.begin(), ranks.end());
     Result r = RunWith("deepest", flags);
@@ -499,6 +500,7 @@ TEST(CliTest, DeepestPlansOneRankOfAShardedRun) {
   EXPECT_GT(depths[0], 0);
   EXPECT_GE(depths[1], depths[0]);
   EXPECT_GT(depths[2], depths[1]);
+  EXPECT_GT(depths[3], depths[2]);
   Result refused = RefusedWith("deepest", {"--zero", "1"});
   EXPECT_EQ(refused.code, 2) << refused.output;
   EXPECT_THAT(refused.output,

@@ -214,9 +214,12 @@ std::string WriteConfig(const std::string& dir, const std::string& output, const
       << ", precision: " << s.precision
       << (s.loss_scale > 0 ? ", loss_scale: " + std::to_string(s.loss_scale) : "")
       << ", output: " << dir << "/" << output << "}\n"
-      << "distributed: {bucket: " << s.bucket
-      << ", check_replicas: true, sync_batch_norm: " << (s.sync_batch_norm ? "true" : "false")
-      << ", zero: " << s.zero << "}\n";
+      << "distributed: {bucket: "
+      << s.bucket
+      // At zero 3 no rank holds the parameters whole, so there is nothing to compare.
+      << ", check_replicas: " << (s.zero < 3 ? "true" : "false")
+      << ", sync_batch_norm: " << (s.sync_batch_norm ? "true" : "false") << ", zero: " << s.zero
+      << "}\n";
   return path;
 }
 
@@ -447,11 +450,11 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
                              (c.memory.find("host") != std::string::npos ? "host" : "") +
                              (c.precision == "fp32" ? "" : c.precision);
     const std::string dir = Dir("zero" + name);
-    std::map<std::string, std::vector<float>> weights[3];
-    std::vector<std::pair<int64_t, double>> losses[3];
-    int64_t peaks[3] = {0, 0, 0}, held[3] = {0, 0, 0}, psi = 0;
-    for (int zero : {0, 1, 2}) {
-      if (zero == 2 && c.memory.find("params: host") != std::string::npos) continue;
+    std::map<std::string, std::vector<float>> weights[4];
+    std::vector<std::pair<int64_t, double>> losses[4];
+    int64_t peaks[4] = {0, 0, 0, 0}, held[4] = {0, 0, 0, 0}, kept[4] = {0, 0, 0, 0}, psi = 0;
+    for (int zero : {0, 1, 2, 3}) {
+      if (zero >= 2 && c.memory.find("params: host") != std::string::npos) continue;
       RunSetup setup;
       setup.solver = c.solver;
       setup.lr = c.solver == "adam" ? 0.01 : 0.05;
@@ -468,18 +471,21 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
       Result r = RunJob(TrainJob(c.ranks, config, {"--report", report}), dir + "/" + run + ".txt");
       ASSERT_EQ(r.code, 0) << name << ": " << r.output;
       const char* said[] = {"", "solver state sharded (zero 1)",
-                            "gradients leave the device (zero 2)"};
+                            "gradients leave the device (zero 2)",
+                            "each layer's parameters gathered for its steps (zero 3)"};
       EXPECT_THAT(r.output, HasSubstr(said[zero])) << name;
-      // Where every rank's shard is the same size, the plan of one rank is
-      // rank 0's run.
+      // The plan of rank 0 is rank 0's run.
+      int64_t planned_parameters = -1;
       if (c.ranks == 2) {
         const std::string planned = dir + "/" + run + "_plan.json";
-        Result p = RunJob({kPlan, "--config", config, "--ranks", "2", "--memory", "liveness",
-                           "--timing", "model", "--json"},
+        Result p = RunJob({kPlan, "--config", config, "--ranks", "2", "--rank", "0", "--memory",
+                           "liveness", "--timing", "model", "--json"},
                           planned);
         ASSERT_EQ(p.code, 0) << p.output;
         const auto plan = nlohmann::json::parse(p.output);
         EXPECT_EQ(plan["zero"], zero);
+        EXPECT_EQ(plan["parameters_gathered"], zero == 3);
+        planned_parameters = plan["model_state_bytes"]["parameters"].get<int64_t>();
         EXPECT_EQ(plan["modes"][0]["peak_bytes"].get<int64_t>(),
                   nlohmann::json::parse(ReadAll(report))["peak_device_memory_bytes"].get<int64_t>())
             << name << " zero " << zero;
@@ -496,13 +502,25 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
       for (const auto& [key, values] : weights[zero]) {
         if (key.rfind("params/", 0) == 0) psi += static_cast<int64_t>(values.size());
       }
+      // Rank 0's parameters: whole, or at zero 3 its range of them.
+      if (planned_parameters >= 0) {
+        EXPECT_EQ(planned_parameters, 4 * (zero == 3 ? psi / c.ranks : psi)) << name;
+      }
       const auto figures = nlohmann::json::parse(ReadAll(report));
       peaks[zero] = figures["peak_device_memory_bytes"].get<int64_t>();
+      kept[zero] = figures["persistent_device_memory_bytes"].get<int64_t>();
       held[zero] = figures["communication"]["reduction_host_bytes"].get<int64_t>();
       const double sent = figures["communication"]["floats_sent_per_step"].get<double>();
-      EXPECT_EQ(sent, static_cast<double>(psi + (c.ranks - 2) * (psi / c.ranks)))
-          << name << " zero " << zero;
-      EXPECT_NEAR(sent, 2.0 * psi * (c.ranks - 1) / c.ranks, c.ranks) << name << " zero " << zero;
+      if (zero < 3) {
+        EXPECT_EQ(sent, static_cast<double>(psi + (c.ranks - 2) * (psi / c.ranks)))
+            << name << " zero " << zero;
+        EXPECT_NEAR(sent, 2.0 * psi * (c.ranks - 1) / c.ranks, c.ranks) << name << " zero " << zero;
+        continue;
+      }
+      // Zero 3: the reduce-scatter, then rank 0's piece to every other rank
+      // for each layer's forward and again for its backward.
+      EXPECT_EQ(sent, static_cast<double>(psi + (2 * c.ranks - 3) * (psi / c.ranks))) << name;
+      EXPECT_NEAR(sent, 3.0 * psi * (c.ranks - 1) / c.ranks, 2 * c.ranks) << name;
     }
     ASSERT_EQ(losses[0].size(), 8u) << name;
     EXPECT_EQ(losses[1], losses[0]) << name;  // bit for bit
@@ -517,6 +535,14 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
       EXPECT_EQ(weights[2], weights[0]) << name;
       // The gradients are on the device only around their layer's backward.
       EXPECT_LT(peaks[2], peaks[1]) << name;
+      // And at zero 3 the whole parameters only around their layer's steps:
+      // between iterations rank 0 keeps its piece of them alone. (Its peak
+      // is not lower here: one layer holds 98% of this network's
+      // parameters, and its steps need them whole.)
+      EXPECT_EQ(losses[3], losses[0]) << name;
+      EXPECT_EQ(weights[3], weights[0]) << name;
+      // (Each of the 8 parameters and their pieces rounds up to a block.)
+      EXPECT_NEAR(kept[2] - kept[3], 4 * (psi - psi / c.ranks), kPoolBlock * 16) << name;
     }
     if (c.memory.find("update: host") != std::string::npos) {
       EXPECT_EQ(peaks[1], peaks[0]) << name;  // the state never enters the device
@@ -619,16 +645,56 @@ TEST(DataParallelTest, AKilledRankEndsTheJobAndTheLastCheckpointResumes) {
   EXPECT_EQ(after_resume->at("meta/step").int64(), step + 4);
 }
 
-TEST(DataParallelTest, ZeroStagesNotBuiltAreRefusedByName) {
+// Zero 3 with what it cannot do: compare replicas (no rank holds the
+// parameters whole), or keep the parameters in host memory (they are
+// sharded instead).
+TEST(DataParallelTest, ZeroThreeRefusesWhatItCannotDoByName) {
   const std::string dir = Dir("zero_stage");
   RunSetup setup;
   setup.zero = 3;
-  Result r = RunJob({kTrain, "--config", WriteConfig(dir, "run", setup), "--no-progress"},
-                    dir + "/out.txt");
+  const std::string config = WriteConfig(dir, "run", setup);
+  std::string text = ReadAll(config);
+  const std::string replicas = "check_replicas: false";
+  ASSERT_NE(text.find(replicas), std::string::npos);
+  text.replace(text.find(replicas), replicas.size(), "check_replicas: true");
+  std::ofstream(dir + "/replicas.yaml") << text;
+  Result r =
+      RunJob({kTrain, "--config", dir + "/replicas.yaml", "--no-progress"}, dir + "/replicas.txt");
   EXPECT_NE(r.code, 0);
-  EXPECT_THAT(r.output, HasSubstr("distributed.zero"));
-  EXPECT_THAT(r.output,
-              HasSubstr("stage 3 (sharded parameters) is not available yet; use 0, 1 or 2"));
+  EXPECT_THAT(r.output, HasSubstr("distributed.check_replicas"));
+  EXPECT_THAT(r.output, HasSubstr("at zero 3 each rank holds its own piece"));
+
+  setup.memory = "{conv_timing: model, params: host}";
+  r = RunJob(TrainJob(2, WriteConfig(dir, "host", setup)), dir + "/host.txt");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("need parameters on the device (memory.params: device)"));
+}
+
+// Zero 3's checkpoints hold the parameters and the state whole: a stopped
+// run resumes at zero 3 exactly as the uninterrupted run ends (every rank
+// reads its own pieces), and at zero 0 too.
+TEST(DataParallelTest, ShardedParametersResumeExactly) {
+  const std::string dir = Dir("zero3_resume");
+  RunSetup sharded;
+  sharded.solver = "adam";
+  sharded.lr = 0.01;
+  sharded.zero = 3;
+  sharded.model = "bn";
+  RunSetup replicated = sharded;
+  replicated.zero = 0;
+  Result r = RunJob(TrainJob(2, WriteConfig(dir, "whole", sharded)), dir + "/whole.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const RunSetup* then : {&sharded, &replicated}) {
+    const std::string run = then->zero == 3 ? "parts" : "parts0";
+    r = RunJob(TrainJob(2, WriteConfig(dir, run, sharded), {"--max-steps", "4"}),
+               dir + "/" + run + "_first.txt");
+    ASSERT_EQ(r.code, 0) << r.output;
+    r = RunJob(TrainJob(2, WriteConfig(dir, run, *then), {"--resume"}),
+               dir + "/" + run + "_second.txt");
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(Losses(dir + "/" + run), Losses(dir + "/whole")) << run;  // bit for bit
+    EXPECT_EQ(Weights(dir + "/" + run), Weights(dir + "/whole")) << run;
+  }
 }
 
 TEST(DataParallelTest, GlobalBatchMustSplitEvenly) {

@@ -17,6 +17,8 @@
 //   plan --config X --html memory.html                    the memory page of every mode
 //   plan --config X --ranks 4 --zero 1                    one of 4 data-parallel ranks,
 //                                                         its shard of the solver state
+//   plan --config X --ranks 4 --zero 3 --rank 0           rank 0, its shard of the parameters
+//                                                         too (each gathered for its steps)
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -118,6 +120,11 @@ StatusOr<Subject> Load(const Args& a) {
   if (!a.precision.empty()) {
     SPILL_ASSIGN_OR_RETURN(precision, ParsePrecision(a.precision, "--precision"));
   }
+  if (a.rank >= a.ranks) {
+    return InvalidArgument("--rank " + std::to_string(a.rank) + " is not one of the " +
+                           std::to_string(a.ranks) + " ranks (0 to " + std::to_string(a.ranks - 1) +
+                           ")");
+  }
   if (batch % a.ranks != 0) {
     return InvalidArgument("--ranks " + std::to_string(a.ranks) + " cannot split the batch, " +
                            std::to_string(batch) + ", evenly; give a multiple of the ranks");
@@ -138,15 +145,18 @@ StatusOr<Subject> Load(const Args& a) {
   if (s.has_solver) {
     // The last rank's range of the state is the largest (by one element).
     const int ranks = static_cast<int>(a.ranks);
+    const int rank = a.rank < 0 ? ranks - 1 : static_cast<int>(a.rank);
     std::vector<Net*> nets = {s.net.get()};
     for (const auto& built : s.leaner_nets) nets.push_back(built.get());
     for (Net* net : nets) {
       SPILL_ASSIGN_OR_RETURN(auto solver, Solver::Create(s.solver));
-      solver->AddState(*net, zero > 0 ? StateShard{ranks - 1, ranks} : StateShard{});
+      solver->AddState(*net, zero > 0 ? StateShard{rank, ranks, zero >= 3} : StateShard{});
     }
     s.zero = static_cast<int>(zero);
-    // Stage 2: the gradients leave the device after backward, as in the run.
+    // Stage 2: the gradients leave the device after backward, as in the run;
+    // stage 3: the parameters are gathered for each step that reads them.
     s.memory.gradients_leave = zero >= 2 && ranks > 1;
+    s.memory.params_gathered = zero >= 3 && ranks > 1;
   }
   return s;
 }
@@ -158,10 +168,15 @@ struct ModelState {
   size_t parameters = 0, gradients = 0, solver_state = 0;
 };
 
-ModelState ModelStateOf(const Net& net) {
+// With sharded parameters a rank holds its pieces of them (ParameterSlot::
+// master) for good, the whole ones only while a step reads them.
+ModelState ModelStateOf(const Net& net, bool params_gathered) {
   ModelState m;
-  for (const TensorInfo& t : net.schedule().tensors) {
-    if (t.kind == TensorKind::kParam) m.parameters += t.bytes;
+  std::vector<bool> gathered(net.schedule().tensors.size(), false);
+  for (const ParameterSlot& p : net.schedule().parameters) gathered[p.param] = params_gathered;
+  for (TensorId id = 0; id < static_cast<TensorId>(gathered.size()); ++id) {
+    const TensorInfo& t = net.schedule().tensors[id];
+    if (t.kind == TensorKind::kParam && !gathered[id]) m.parameters += t.bytes;
     if (t.kind == TensorKind::kParamGrad) m.gradients += t.bytes;
     if (t.kind == TensorKind::kOptimizerState) m.solver_state += t.bytes;
   }
@@ -636,16 +651,19 @@ Status Run(const Args& args) {
                 subject.has_solver ? ", with solver state" : "",
                 args.inference ? "; inference: the forward steps alone" : "");
   }
-  const ModelState state = ModelStateOf(net);
+  const ModelState state = ModelStateOf(net, subject.memory.params_gathered);
   if (!args.json && args.ranks > 1) {
     std::printf(
-        "one of %ld data-parallel ranks%s: parameters %s, gradients %s%s, solver state %s\n",
+        "one of %ld data-parallel ranks%s: parameters %s%s, gradients %s%s, solver state %s\n",
         args.ranks,
         subject.zero == 1   ? " (zero 1: its shard of the solver state)"
         : subject.zero == 2 ? " (zero 2: its shard of the solver state)"
+        : subject.zero == 3 ? " (zero 3: its shard of the parameters and the solver state)"
                             : "",
-        Bytes(state.parameters).c_str(), Bytes(state.gradients).c_str(),
-        subject.zero == 2 ? " (each on the device only while its layer's backward runs)" : "",
+        Bytes(state.parameters).c_str(),
+        subject.zero == 3 ? " (each gathered whole only while a step of its layer runs)" : "",
+        Bytes(state.gradients).c_str(),
+        subject.zero >= 2 ? " (each on the device only while its layer's backward runs)" : "",
         Bytes(state.solver_state).c_str());
   }
   if (!args.json && !args.inference) PrintStochasticDepth(net);
@@ -663,6 +681,7 @@ Status Run(const Args& args) {
                                    {"gradients", state.gradients},
                                    {"solver_state", state.solver_state}}},
                                  {"gradients_leave_the_device", subject.memory.gradients_leave},
+                                 {"parameters_gathered", subject.memory.params_gathered},
                                  {"modes", nlohmann::ordered_json::array()}};
   std::unique_ptr<MemoryPage> page;
   if (!args.html.empty()) {

@@ -107,8 +107,8 @@ void Declare(Flags& f, Args* a) {
       ->type_name("P");
   f.Int("--zero", &a->zero,
         "override distributed.zero: 0 replicates the solver state on every rank, 1 shards it, "
-        "2 also lets gradients leave the device after backward",
-        0, 2);
+        "2 also lets gradients leave the device after backward, 3 also shards the parameters",
+        0, 3);
   f.Flag("--no-progress", &a->no_progress, "no progress bar");
   f.Flag("--profile", &a->profile, "print compute time per layer type at the end");
   f.String("--trace", &a->trace,
@@ -269,6 +269,9 @@ void PrintStart(const Communicator& world, const Trainer& trainer, const TrainCo
                  c.distributed.zero == 1 ? ", solver state sharded (zero 1)"
                  : c.distributed.zero == 2
                      ? ", solver state sharded, gradients leave the device (zero 2)"
+                 : c.distributed.zero == 3
+                     ? ", parameters and solver state sharded, each layer's parameters gathered "
+                       "for its steps (zero 3)"
                      : "",
                  world.cuda_aware() ? " (the MPI library is CUDA-aware)" : "");
   }

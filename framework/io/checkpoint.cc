@@ -274,12 +274,22 @@ Status CheckParameterValues(const float* values, int64_t count, bool non_negativ
 
 StatusOr<NpzArchive> CheckpointArchive(const Net& net, TensorStore& store, const Solver* solver,
                                        const TrainingPosition& position,
-                                       const std::string& config_text, const WholeState* whole) {
+                                       const std::string& config_text, const WholeState* whole,
+                                       const WholeParameters* params) {
   NpzArchive archive;
   const Schedule& schedule = net.schedule();
   for (int id = 0; id < net.num_layers(); ++id) {
     for (TensorId p : schedule.layers[id].params) {
-      SPILL_ASSIGN_OR_RETURN(archive["params/" + schedule.tensors[p].name], Fetch(p, net, store));
+      const TensorInfo& info = schedule.tensors[p];
+      NpyArray& to = archive["params/" + info.name];
+      if (params == nullptr || params->count(p) == 0) {
+        SPILL_ASSIGN_OR_RETURN(to, Fetch(p, net, store));
+        continue;
+      }
+      const std::vector<float>& values = params->at(p);
+      SPILL_RETURN_IF_ERROR(
+          CheckParameterValues(values.data(), info.shape.numel(), false, "'" + info.name + "'"));
+      to = NpyArray::Floats(Dims(info.shape), values.data());
     }
   }
   if (solver != nullptr && solver->shard().sharded() && whole == nullptr) {

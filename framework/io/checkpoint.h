@@ -64,11 +64,13 @@ Status CheckParameterValues(const float* values, int64_t count, bool non_negativ
 // finite is an InvalidArgument naming the tensor, the only one this returns
 // (a diverged run); reading a tensor may fail otherwise. The state is always
 // whole: a solver whose state is sharded over ranks needs `whole`, the state
-// gathered from every rank.
+// gathered from every rank, and one whose parameters are sharded too needs
+// `params`, those gathered.
 StatusOr<NpzArchive> CheckpointArchive(const Net& net, TensorStore& store, const Solver* solver,
                                        const TrainingPosition& position,
                                        const std::string& config_text,
-                                       const WholeState* whole = nullptr);
+                                       const WholeState* whole = nullptr,
+                                       const WholeParameters* params = nullptr);
 
 // Writes CheckpointArchive atomically (temporary file, then rename); nothing
 // is written when a value is not finite.

@@ -80,6 +80,13 @@ struct ParameterSlot {
   TensorId grad = kNoTensor;
   std::vector<TensorId> state;
   int layer = -1;
+  // Sharded parameters (distributed.zero 3): this rank's piece of the
+  // parameter, elements [master_begin, master_begin + its size), kept for
+  // good and updated by the solver; `param` itself is gathered from every
+  // rank's piece before each step that reads it and released after.
+  // kNoTensor when the parameters are whole, or this rank holds none of it.
+  TensorId master = kNoTensor;
+  int64_t master_begin = 0;
 };
 
 struct Schedule {

@@ -84,10 +84,17 @@ void Solver::AddState(Net& net, StateShard shard) {
     slot.piece = PieceOf(offset, slot.numel, total, shard.rank, shard.ranks);
     offset += slot.numel;
     parameter.state.clear();
+    parameter.master = kNoTensor;
+    parameter.master_begin = 0;
     slots_.push_back(slot);
     // A rank holds no state for a parameter outside its range.
     if (slot.piece.empty()) continue;
     const Shape shape = shard.sharded() ? Shape(slot.piece.size(), 1, 1, 1) : param.shape;
+    if (shard.shards_params()) {
+      parameter.master =
+          schedule.AddTensor({param.name + ".piece", TensorKind::kParam, shape, 0, layer});
+      parameter.master_begin = slot.piece.begin;
+    }
     for (int k = 0; k < states(); ++k) {
       slots_.back().state.push_back(schedule.AddTensor(
           {StateName(net, slots_.size() - 1, k), TensorKind::kOptimizerState, shape, 0, layer}));
@@ -124,12 +131,14 @@ void Solver::BeginStep(const Net& net, TensorStore& store, Device& device, doubl
     if (piece.empty()) return;  // another rank's: its update arrives by all-gather
     SolverKernels& kernels = host ? SolverKernelsFor(DeviceType::kCpu) : *on_device;
     const int64_t n = piece.size(), at = piece.begin;
+    // A sharded parameter's `w` is this rank's piece alone.
+    float* piece_w = slot.master != kNoTensor ? w : w + at;
     if (c.type == "adam") {
-      kernels.Adam(*dev, n, w + at, g + at, state[0], state[1], static_cast<float>(lr),
+      kernels.Adam(*dev, n, piece_w, g + at, state[0], state[1], static_cast<float>(lr),
                    static_cast<float>(c.beta1), static_cast<float>(c.beta2),
                    static_cast<float>(c.epsilon), decay, t);
     } else {
-      kernels.Sgd(*dev, n, w + at, g + at, state.empty() ? nullptr : state[0],
+      kernels.Sgd(*dev, n, piece_w, g + at, state.empty() ? nullptr : state[0],
                   static_cast<float>(lr), static_cast<float>(c.momentum), decay, c.nesterov);
     }
   });

@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "framework/device/device.h"
@@ -57,10 +58,14 @@ class SolverKernels {
 SolverKernels& SolverKernelsFor(DeviceType device);
 
 // Which part of the solver state this process holds: rank `rank` of `ranks`.
+// With `params` (ZeRO stage 3) it holds the same piece of the parameters
+// alone too (ParameterSlot::master).
 struct StateShard {
   int rank = 0;
   int ranks = 1;
+  bool params = false;
   bool sharded() const { return ranks > 1; }
+  bool shards_params() const { return params && sharded(); }
 };
 
 // Elements [begin, end) of a parameter: a rank's piece of it.
@@ -82,6 +87,8 @@ Piece PieceOf(int64_t offset, int64_t numel, int64_t total, int rank, int ranks)
 // Solver state of every parameter, whole, as a checkpoint holds it:
 // [slot][k] has the parameter's element count.
 using WholeState = std::vector<std::vector<std::vector<float>>>;
+// Parameters sharded over ranks (zero 3), whole, by parameter tensor.
+using WholeParameters = std::unordered_map<TensorId, std::vector<float>>;
 bool RegisterSolverKernels(DeviceType device, SolverKernels* kernels);
 
 class Solver {
@@ -90,7 +97,9 @@ class Solver {
 
   const SolverConfig& config() const { return config_; }
   // Adds the state tensors to `net`'s schedule - with a sharded `shard`, of
-  // this rank's pieces alone. Call before creating the memory runtime.
+  // this rank's pieces alone, and with shard.params the pieces of the
+  // parameters the solver updates (ParameterSlot::master, named
+  // "<parameter>.piece"). Call before creating the memory runtime.
   void AddState(Net& net, StateShard shard = {});
   const StateShard& shard() const { return shard_; }
   // State tensors per parameter (SGD: 0 or 1, Adam: 2) and their names in

@@ -19,6 +19,9 @@ class ParameterUpdates {
 
   // Parameters, gradients and state that live in host memory between uses.
   bool home_host(TensorId id) const { return home_host_[id]; }
+  // Trainable parameters gathered from the ranks' pieces for each step
+  // that reads them (memory.params_gathered).
+  bool gathered(TensorId id) const { return gathered_[id]; }
   // The Schedule::parameters index of parameter `id`.
   int slot_of(TensorId id) const { return slot_of_.at(id); }
 
@@ -36,6 +39,7 @@ class ParameterUpdates {
 
  private:
   std::vector<bool> home_host_;
+  std::vector<bool> gathered_;
   std::unordered_map<TensorId, int> slot_of_;  // parameter -> Schedule::parameters index
   SlotUpdate update_;
   std::vector<bool> updated_;  // per slot, in this iteration

@@ -166,6 +166,7 @@ Status MemoryRuntime::AllocatePersistent() {
   for (TensorId id = 0; id < static_cast<TensorId>(schedule_.tensors.size()); ++id) {
     const TensorInfo& info = schedule_.tensors[id];
     if (IsTransient(info.kind)) continue;
+    if (params_.gathered(id)) continue;  // gathered for each step that reads it
     if (params_.home_host(id)) {
       Status status = residency_->AllocateOnHost(id);
       if (!status.ok()) {

@@ -128,6 +128,13 @@ class MemoryRuntime : public TensorStore {
   void EndSlice(int64_t begin, int64_t images, bool last_sweep) override;
   float* StagedData(TensorId id) override;
 
+  // Sharded parameters (memory.params_gathered): fills a parameter's device
+  // memory, `data`, from every rank's piece - a collective, called at the
+  // same points of the same plan on every rank. Unset (planning), the
+  // parameter gets its memory alone.
+  using ParameterSource = std::function<Status(TensorId param, float* data)>;
+  void set_parameter_source(ParameterSource source) { parameter_source_ = std::move(source); }
+
   const MemoryOptions& options() const { return options_; }
   const NetworkView& view() const { return view_; }
   // Records of the last completed iteration.
@@ -213,6 +220,8 @@ class MemoryRuntime : public TensorStore {
 
   // Making tensors resident (runtime_residency.cc).
   Status EnsureOnDevice(TensorId id, StepRunner& runner);
+  // A sharded parameter on the device, from every rank's piece.
+  Status Gather(TensorId id);
   Status Rebuild(TensorId id, StepRunner& runner);
   struct RebuildFrame;
   RebuildFrame StartRebuild(TensorId id) const;
@@ -288,6 +297,7 @@ class MemoryRuntime : public TensorStore {
   TensorCache cache_;  // with the pins of the step being prepared or run
   MemoryEventLog log_events_;
   ParameterUpdates params_;
+  ParameterSource parameter_source_;
   DeferredReleases releases_;
   ChosenWorkspace workspace_;
   Staging staging_;

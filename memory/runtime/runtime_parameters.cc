@@ -66,7 +66,11 @@ void MemoryRuntime::ApplyUpdate(int slot) {
 
 Status MemoryRuntime::UpdateOnDevice(int slot) {
   const ParameterSlot& p = schedule_.parameters[slot];
-  std::vector<TensorId> tensors = {p.param, p.grad};
+  // A sharded parameter: the solver updates this rank's piece, if it holds one.
+  const bool sharded = params_.gathered(p.param);
+  if (sharded && p.master == kNoTensor) return Status::Ok();
+  const TensorId w = sharded ? p.master : p.param;
+  std::vector<TensorId> tensors = {w, p.grad};
   tensors.insert(tensors.end(), p.state.begin(), p.state.end());
   const size_t pins = cache_.pins();
   NoRunner no_runner;
@@ -82,8 +86,8 @@ Status MemoryRuntime::UpdateOnDevice(int slot) {
   }
   std::vector<float*> state;
   for (TensorId t : p.state) state.push_back(residency_->data(t));
-  backing_->Update(params_.update(), p, residency_->data(p.param), residency_->data(p.grad), state);
-  residency_->MarkWritten(p.param);
+  backing_->Update(params_.update(), p, residency_->data(w), residency_->data(p.grad), state);
+  residency_->MarkWritten(w);
   for (TensorId t : p.state) residency_->MarkWritten(t);
   cache_.UnpinTo(pins);
   if (options_.gradients_leave) Release(p.grad);  // used up
@@ -134,6 +138,11 @@ Status MemoryRuntime::ReadTensor(TensorId id, void* out) {
     std::memcpy(out, residency_->host_data(id), info.bytes);
     return Status::Ok();
   }
+  if (params_.gathered(id)) {
+    return InvalidArgument("parameter '" + info.name +
+                           "' is sharded over the ranks (distributed.zero 3): this rank holds "
+                           "its piece alone");
+  }
   return InvalidArgument("tensor '" + info.name + "' holds no data now (" +
                          ResidencyName(residency_->state(id)) + ")");
 }
@@ -141,6 +150,12 @@ Status MemoryRuntime::ReadTensor(TensorId id, void* out) {
 Status MemoryRuntime::WriteTensor(TensorId id, const void* in) {
   const TensorInfo& info = schedule_.tensors[id];
   SPILL_RETURN_IF_ERROR(backing_->HoldsData());
+  if (params_.gathered(id) && !residency_->on_device(id)) {
+    // A sharded parameter keeps this rank's piece of the values.
+    const ParameterSlot& p = schedule_.parameters[params_.slot_of(id)];
+    if (p.master == kNoTensor) return Status::Ok();
+    return WriteTensor(p.master, static_cast<const float*>(in) + p.master_begin);
+  }
   backing_->SynchronizeCopies();
   residency_->WaitForCopy(id);
   if (residency_->state(id) == Residency::kPrefetching) residency_->FinishPrefetch(id);

@@ -290,11 +290,24 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
       if (residency_->state(id) == Residency::kHost) return EnsureOnDevice(id, runner);
       return Status::Ok();
     case Residency::kUnallocated:
+      if (params_.gathered(id)) return Gather(id);
       break;
   }
   SPILL_CHECK(false) << "step " << step_ + 1 << " reads '" << schedule_.tensors[id].name
                      << "', which holds no data";
   return Internal("unreachable");
+}
+
+Status MemoryRuntime::Gather(TensorId id) {
+  SPILL_RETURN_IF_ERROR(AllocateTensor(id));
+  if (parameter_source_ && backing_->HoldsData().ok()) {
+    Status filled = parameter_source_(id, residency_->data(id));
+    if (!filled.ok()) {
+      return filled.WithContext("gathering '" + schedule_.tensors[id].name + "' from the ranks");
+    }
+  }
+  residency_->MarkWritten(id);
+  return Status::Ok();
 }
 
 // After a memory-centric rebuild only the rebuilt tensor stays: the inputs

@@ -125,8 +125,9 @@ void DeclareExperiment(Flags& f, const std::string& default_model, ExperimentOpt
         1 << 16);
   f.Int("--zero", &o->zero,
         "with --ranks: 1 shards the solver state over the ranks, 2 also lets each gradient "
-        "leave the device after its layer's backward (distributed.zero)",
-        0, 2);
+        "leave the device after its layer's backward, 3 also shards the parameters "
+        "(distributed.zero)",
+        0, 3);
   f.Choice("--precision", &o->precision_name,
            "fp32, or bf16: activations and their gradients in 16 bits (run.precision)",
            {"fp32", "bf16", "fp16", "tf32"});
@@ -151,6 +152,7 @@ Status ApplyExperimentMemory(ExperimentOptions* o) {
                            std::to_string(o->ranks) + " trains under mpirun (train --zero)");
   }
   o->memory.gradients_leave = o->zero >= 2;
+  o->memory.params_gathered = o->zero >= 3;
   SPILL_ASSIGN_OR_RETURN(o->precision, ParsePrecision(o->precision_name, "--precision"));
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(o->device));
   SPILL_RETURN_IF_ERROR(CheckPrecision(o->precision, type, "--precision"));
@@ -215,7 +217,7 @@ NetOptions NetOptionsOf(int64_t batch, DeviceType type, const ExperimentOptions&
 StateShard ShardOf(const ExperimentOptions& options) {
   // The last rank's shard is the largest (by one element).
   const int ranks = static_cast<int>(options.ranks);
-  return options.zero > 0 ? StateShard{ranks - 1, ranks} : StateShard{};
+  return options.zero > 0 ? StateShard{ranks - 1, ranks, options.zero >= 3} : StateShard{};
 }
 
 StatusOr<std::unique_ptr<Net>> BuildProbed(const NetSpec& spec, const NetOptions& net_options,

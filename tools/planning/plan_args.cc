@@ -63,12 +63,17 @@ void DeclarePlanFlags(Flags& f, PlanArgs* a) {
         kMaxBatch);
   f.Int("--ranks", &a->ranks,
         "plan one rank of a data-parallel run of N processes: its share of the global batch, "
-        "and with --zero 1 its share of the solver state (the largest)",
+        "and with --zero its share of the model state",
         1, kMaxRanks);
+  f.Int("--rank", &a->rank,
+        "with --ranks: the rank planned (default: the last, whose shards are the largest; "
+        "ranks hold different pieces of the parameters, so their pools may differ)",
+        0, kMaxRanks - 1);
   f.Int("--zero", &a->zero,
         "with --ranks: 0 replicates the solver state, 1 shards it, 2 also lets each gradient "
-        "leave the device after its layer's backward",
-        0, 2);
+        "leave the device after its layer's backward, 3 also shards the parameters (each "
+        "gathered for the steps of its layer)",
+        0, 3);
   f.Choice("--precision", &a->precision,
            "fp32, or bf16: activations and their gradients in 16 bits (default: the config's "
            "run.precision, or fp32)",

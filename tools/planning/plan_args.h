@@ -24,6 +24,7 @@ struct PlanArgs {
   size_t beta = kDefaultBeta;
   int64_t batch = 0;      // 0: the config's, or 32 for a network file
   int64_t ranks = 1;      // data-parallel processes: plan one's share of the batch
+  int64_t rank = -1;      // which of them (-1: the last, whose shard is the largest)
   int64_t zero = -1;      // -1: the config's distributed.zero
   std::string precision;  // empty: the config's run.precision
   bool minimum = false, steps = false, json = false;

@@ -57,6 +57,21 @@ void SumOrAbort(Communicator& comm, double* values, int64_t n) {
   comm.Abort(1);
 }
 
+// The Schedule::parameters index of trainable parameter `param`.
+size_t SlotOf(const Schedule& s, TensorId param) {
+  for (size_t i = 0; i < s.parameters.size(); ++i) {
+    if (s.parameters[i].param == param) return i;
+  }
+  SPILL_CHECK(false) << "'" << s.tensors[param].name << "' is not a trainable parameter";
+  return 0;
+}
+
+// Whether `id` is a rank's piece of a sharded parameter (zero 3).
+bool IsPiece(const Schedule& s, TensorId id) {
+  return std::any_of(s.parameters.begin(), s.parameters.end(),
+                     [id](const ParameterSlot& p) { return p.master == id; });
+}
+
 }  // namespace
 
 StatusOr<int64_t> DataParallel::RankBatch(const TrainConfig& config) {
@@ -72,7 +87,7 @@ StatusOr<int64_t> DataParallel::RankBatch(const TrainConfig& config) {
 
 StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const TrainConfig& config,
                                                              const Net& net, Device* device,
-                                                             TensorStore& runtime,
+                                                             MemoryRuntime& runtime,
                                                              Executor& executor) {
   Communicator& comm = Communicator::World();
   if (comm.size() == 1) return std::unique_ptr<DataParallel>();
@@ -97,6 +112,17 @@ StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const TrainConfig& 
       std::make_unique<ReducingStore>(runtime, *dp->reducer_, net.schedule(), device);
   GradientReducer* reducer = dp->reducer_.get();
   executor.set_backward_hook([reducer](int layer) { reducer->OnBackward(layer); });
+  if (runtime.options().params_gathered) {
+    dp->runtime_ = &runtime;
+    dp->schedule_ = &net.schedule();
+    for (const ParameterSlot& slot : net.schedule().parameters) {
+      dp->offsets_[slot.param] = dp->trainable_;
+      dp->trainable_ += net.schedule().tensors[slot.param].shape.numel();
+    }
+    DataParallel* self = dp.get();
+    runtime.set_parameter_source(
+        [self](TensorId param, float* data) { return self->GatherParameter(param, data); });
+  }
   if (d.sync_batch_norm) {
     SetReplicaSum([&comm](double* values, int64_t n) { SumOrAbort(comm, values, n); });
   }
@@ -108,10 +134,10 @@ DataParallel::~DataParallel() {
 }
 
 StateShard DataParallel::ShardFor(const TrainConfig& config) {
-  // Stage 2 shards the state as stage 1 does.
+  // Stage 2 shards the state as stage 1 does; stage 3 the parameters too.
   const Communicator& comm = Communicator::World();
   if (config.distributed.zero == 0) return {};
-  return {comm.rank(), comm.size()};
+  return {comm.rank(), comm.size(), config.distributed.zero >= 3};
 }
 
 Status DataParallel::Synchronize(const Net& net, TensorStore& store, Solver* solver,
@@ -131,8 +157,10 @@ Status DataParallel::Synchronize(const Net& net, TensorStore& store, Solver* sol
     if (info.kind != TensorKind::kParam && (info.kind != TensorKind::kOptimizerState || sharded)) {
       continue;
     }
-    buffer.resize(info.shape.numel());
     const TensorId t = static_cast<TensorId>(id);
+    // Sharded parameters: every rank initialized, or read, its own pieces.
+    if (runtime_ != nullptr && (offsets_.count(t) > 0 || IsPiece(s, t))) continue;
+    buffer.resize(info.shape.numel());
     if (rank() == 0) SPILL_RETURN_IF_ERROR(store.ReadTensor(t, buffer.data()));
     SPILL_RETURN_IF_ERROR(comm_.Broadcast(buffer.data(), info.bytes, Channel::kControl));
     if (rank() != 0) SPILL_RETURN_IF_ERROR(store.WriteTensor(t, buffer.data()));
@@ -149,6 +177,80 @@ Status DataParallel::Synchronize(const Net& net, TensorStore& store, Solver* sol
       if (!slot.piece.empty()) {
         SPILL_RETURN_IF_ERROR(store.WriteTensor(slot.state[k], buffer.data() + slot.piece.begin));
       }
+    }
+  }
+  return Status::Ok();
+}
+
+Status DataParallel::GatherParameter(TensorId param, float* data) {
+  const Schedule& s = *schedule_;
+  // Ranks whose plans differ would wait for each other's messages forever.
+  uint64_t low = 0, high = 0;
+  SPILL_RETURN_IF_ERROR(comm_.MinMax(static_cast<uint64_t>(param), &low, &high, Channel::kControl));
+  if (low != high) {
+    return Internal("the ranks need different parameters at this point ('" + s.tensors[low].name +
+                    "' and '" + s.tensors[high].name + "'): their memory plans differ");
+  }
+  const int me = rank(), ranks = size();
+  const int64_t numel = s.tensors[param].shape.numel(), offset = offsets_.at(param);
+  gathered_.resize(numel);
+  const ParameterSlot& slot = s.parameters[SlotOf(s, param)];
+  const Piece mine = PieceOf(offset, numel, trainable_, me, ranks);
+  if (!mine.empty()) {
+    device_->CopyAsync(gathered_.data() + mine.begin, runtime_->Data(slot.master),
+                       mine.size() * sizeof(float), CopyKind::kDeviceToHost,
+                       device_->compute_queue());
+    device_->compute_queue().Synchronize();
+  }
+  std::vector<Communicator::Message> sends, receives;
+  for (int r = 0; r < ranks; ++r) {
+    const Piece theirs = PieceOf(offset, numel, trainable_, r, ranks);
+    if (r == me) continue;
+    if (!mine.empty()) sends.push_back({r, gathered_.data() + mine.begin, mine.size()});
+    if (!theirs.empty()) receives.push_back({r, gathered_.data() + theirs.begin, theirs.size()});
+  }
+  SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, 2, Channel::kControl));
+  device_->CopyAsync(data, gathered_.data(), numel * sizeof(float), CopyKind::kHostToDevice,
+                     device_->compute_queue());
+  device_->compute_queue().Synchronize();
+  return Status::Ok();
+}
+
+Status DataParallel::GatherWholeParameters(const Net& net, TensorStore& store, const Solver& solver,
+                                           WholeParameters* whole) {
+  const int me = rank(), ranks = size();
+  const int64_t total = TrainableElements(net.schedule());
+  const auto& slots = solver.slots();
+  std::vector<float> own, values;  // this rank's pieces, in slot order
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const ParameterSlot& p = net.schedule().parameters[i];
+    if (p.master == kNoTensor) continue;
+    values.resize(slots[i].piece.size());
+    SPILL_RETURN_IF_ERROR(store.ReadTensor(p.master, values.data()));
+    own.insert(own.end(), values.begin(), values.end());
+  }
+  std::vector<std::vector<float>> arrived(ranks);
+  std::vector<Communicator::Message> sends, receives;
+  if (me != 0) {
+    sends.push_back({0, own.data(), static_cast<int64_t>(own.size())});
+    outside_steps_floats_ += static_cast<int64_t>(own.size());
+  } else {
+    for (int r = 1; r < ranks; ++r) {
+      arrived[r].resize(RangeOf(total, r, ranks).size());
+      receives.push_back({r, arrived[r].data(), static_cast<int64_t>(arrived[r].size())});
+    }
+  }
+  SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, 3, Channel::kControl));
+  if (me != 0) return Status::Ok();
+  arrived[0] = std::move(own);
+  std::vector<int64_t> at(ranks, 0);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::vector<float>& to = (*whole)[slots[i].param];
+    to.resize(slots[i].numel);
+    for (int r = 0; r < ranks; ++r) {
+      const Piece piece = PieceOf(slots[i].offset, slots[i].numel, total, r, ranks);
+      std::copy_n(arrived[r].data() + at[r], piece.size(), to.data() + piece.begin);
+      at[r] += piece.size();
     }
   }
   return Status::Ok();
@@ -257,7 +359,7 @@ Status DataParallel::GatherState(const Net& net, TensorStore& store, const Solve
   std::vector<Communicator::Message> sends, receives;
   if (me != 0) {
     sends.push_back({0, own.data(), static_cast<int64_t>(own.size())});
-    checkpoint_floats_ += static_cast<int64_t>(own.size());
+    outside_steps_floats_ += static_cast<int64_t>(own.size());
   } else {
     for (int r = 1; r < ranks; ++r) {
       arrived[r].resize(states * RangeOf(total, r, ranks).size());
@@ -285,7 +387,7 @@ Status DataParallel::GatherState(const Net& net, TensorStore& store, const Solve
 
 ReducerStats DataParallel::stats() const {
   ReducerStats stats = reducer_->stats();
-  stats.floats_sent = comm_.floats_sent() - checkpoint_floats_;
+  stats.floats_sent = comm_.floats_sent() - outside_steps_floats_;
   return stats;
 }
 
@@ -299,7 +401,10 @@ StatusOr<bool> DataParallel::Unscale(float factor) {
 Status DataParallel::FinishStep(const Net& net, TensorStore& store, const Solver& solver,
                                 int64_t step, bool stop_here, LossResult* result, bool* stop) {
   SPILL_RETURN_IF_ERROR(reducer_->FinishIteration());
-  if (solver.shard().sharded()) SPILL_RETURN_IF_ERROR(GatherParameters(net, store, solver));
+  // Sharded parameters are gathered when the next steps read them.
+  if (solver.shard().sharded() && !solver.shard().shards_params()) {
+    SPILL_RETURN_IF_ERROR(GatherParameters(net, store, solver));
+  }
   // Each rank's loss is the mean over its equal slice: the global batch's
   // mean is their mean.
   double figures[4] = {result->loss, static_cast<double>(result->correct),
@@ -344,6 +449,14 @@ std::unique_ptr<Dataset> DataParallel::TestShard(const Dataset& data) const {
   const int64_t n = data.size(), r = rank(), ranks = size();
   const int64_t begin = n * r / ranks, end = n * (r + 1) / ranks;
   return std::make_unique<ShardView>(data, begin, end - begin);
+}
+
+int64_t DataParallel::TestBatches(const Dataset& data, int64_t batch) const {
+  if (runtime_ == nullptr) return 0;
+  const int64_t n = data.size(), ranks = size();
+  int64_t most = 0;
+  for (int64_t r = 0; r < ranks; ++r) most = std::max(most, n * (r + 1) / ranks - n * r / ranks);
+  return (most + batch - 1) / batch;
 }
 
 Status DataParallel::ReduceEval(EvalResult* result) {

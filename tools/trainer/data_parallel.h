@@ -14,6 +14,12 @@
 //     range, and the ranks then all-gather the updated parameters; rank 0
 //     gathers the state for checkpoints, which hold it whole, so a run
 //     resumes on any number of ranks and at any stage;
+//   * with zero: 3 each rank keeps its range of the parameters alone
+//     (ParameterSlot::master): the memory runtime asks for a parameter
+//     before each step that reads it, and the ranks all-gather it from their
+//     pieces (GatherParameter); nothing is gathered after the update. Every
+//     rank reads its own pieces of a checkpoint on --resume, and rank 0
+//     gathers the parameters with the state for the checkpoints it writes;
 //   * per-step figures (loss, hits, a stop request) are reduced, so every
 //     rank logs the global batch's loss and all ranks stop at the same step;
 //   * evaluation is sharded: each rank scores a contiguous slice of the test
@@ -27,12 +33,15 @@
 #define SPILL_TOOLS_TRAINER_DATA_PARALLEL_H_
 
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 #include "data/dataset.h"
 #include "framework/distributed/distributed.h"
 #include "framework/graph/executor.h"
 #include "framework/io/checkpoint.h"
 #include "framework/solver/solver.h"
+#include "memory/runtime/runtime.h"
 #include "tools/trainer/gradient_reducer.h"
 #include "tools/trainer/inference.h"
 #include "tools/trainer/train_config.h"
@@ -43,7 +52,7 @@ class DataParallel {
  public:
   // Null (and Ok) when this process trains alone.
   static StatusOr<std::unique_ptr<DataParallel>> Create(const TrainConfig& config, const Net& net,
-                                                        Device* device, TensorStore& runtime,
+                                                        Device* device, MemoryRuntime& runtime,
                                                         Executor& executor);
   // The per-rank batch of `config`'s global batch; an error when the ranks
   // do not divide it.
@@ -77,8 +86,20 @@ class DataParallel {
   // Every rank's pieces of the sharded solver state, whole, on rank 0 (for
   // its checkpoint); other ranks send theirs and get nothing. Collective.
   Status GatherState(const Net& net, TensorStore& store, const Solver& solver, WholeState* whole);
+  // Zero 3: every rank's pieces of the parameters, whole, on rank 0, by
+  // parameter (others get nothing). Collective.
+  Status GatherWholeParameters(const Net& net, TensorStore& store, const Solver& solver,
+                               WholeParameters* whole);
   // This rank's slice of the test split.
   std::unique_ptr<Dataset> TestShard(const Dataset& data) const;
+  // Batches of `batch` every rank evaluates: the most any rank's slice of
+  // `data` needs. With sharded parameters every rank runs as many (a
+  // parameter is gathered by all ranks or none); 0 otherwise.
+  int64_t TestBatches(const Dataset& data, int64_t batch) const;
+  // Floats sent outside the training steps (evaluation's gathers): not
+  // counted in the per-step figures.
+  void NotAStep(int64_t floats) { outside_steps_floats_ += floats; }
+  int64_t floats_sent() const { return comm_.floats_sent(); }
   // The figures of every rank's slice, combined.
   Status ReduceEval(EvalResult* result);
 
@@ -90,6 +111,10 @@ class DataParallel {
   DataParallel(Communicator& comm, const DistributedConfig& config)
       : comm_(comm), config_(config) {}
   Status CheckReplicas(const Net& net, TensorStore& store, const Solver& solver, int64_t step);
+  // Zero 3: the memory runtime's parameter source. All-gathers parameter
+  // `param` from the ranks' pieces into device memory `data`; first checks
+  // that every rank asks for the same parameter.
+  Status GatherParameter(TensorId param, float* data);
   // Every rank's updated pieces of every parameter to every rank.
   Status GatherParameters(const Net& net, TensorStore& store, const Solver& solver);
   // A piece of a parameter and where it is, or goes, in host memory.
@@ -109,9 +134,16 @@ class DataParallel {
   DistributedConfig config_;
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<ReducingStore> solver_store_;
-  int64_t checkpoint_floats_ = 0;  // sent for checkpoints, not by the steps
+  int64_t outside_steps_floats_ = 0;  // sent for checkpoints and evaluation, not by the steps
   Device* device_ = nullptr;
   bool params_on_device_ = false;  // memory.params: device (store.Data is theirs for good)
+  // Zero 3: the runtime that holds the pieces, where each parameter starts in
+  // all trainable elements, and the gathered values on their way in.
+  MemoryRuntime* runtime_ = nullptr;
+  const Schedule* schedule_ = nullptr;
+  std::unordered_map<TensorId, int64_t> offsets_;  // parameter -> its first trainable element
+  int64_t trainable_ = 0;
+  std::vector<float> gathered_;
 };
 
 }  // namespace spill

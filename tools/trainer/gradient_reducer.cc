@@ -304,13 +304,20 @@ Status GradientReducer::FinishIteration() {
   // Updates in host memory run on the device-to-host queue: let them read
   // their buckets.
   device_->device_to_host_queue().Synchronize();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   SPILL_RETURN_IF_ERROR(error_);
   for (const Bucket& bucket : buckets_) {
-    if (bucket.state != State::kDone) {
+    if (bucket.state == State::kFilling) {
       return Internal("a gradient bucket was not reduced in this iteration");
     }
   }
+  // A rank that holds no piece of a bucket's parameters (sharded
+  // parameters) never waited for it: its reduction may still be under way.
+  done_.wait(lock, [&] {
+    return !error_.ok() || std::all_of(buckets_.begin(), buckets_.end(),
+                                       [](const Bucket& b) { return b.state == State::kDone; });
+  });
+  SPILL_RETURN_IF_ERROR(error_);
   AccountIteration();
   for (Bucket& bucket : buckets_) {
     bucket.state = State::kFilling;

@@ -92,7 +92,8 @@ Status OpenDatasets(const DataConfig& d, std::unique_ptr<Dataset>* train,
 }
 
 StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const Dataset& data,
-                                     int workers, const std::function<Status(Batch*)>& fit) {
+                                     int workers, const std::function<Status(Batch*)>& fit,
+                                     int64_t batches) {
   LoaderOptions lo;
   lo.batch = net.batch();
   lo.shuffle = false;
@@ -112,6 +113,13 @@ StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const D
     SPILL_RETURN_IF_ERROR(executor.Run(host, Phase::kEval, 0).status());
     SPILL_RETURN_IF_ERROR(Score(executor.scores(), batch.labels, batch.size, net.num_classes(),
                                 pixels, ignored, &result));
+  }
+  // Unscored batches of zeros, at the network's last shape.
+  Batch unscored;
+  PadBatch(net.batch(), image, data.label_shape().sample_size(), &unscored);
+  for (int64_t b = loader.batches_per_epoch(); b < batches; ++b) {
+    HostBatch host{unscored.images.data(), unscored.labels.data()};
+    SPILL_RETURN_IF_ERROR(executor.Run(host, Phase::kEval, 0).status());
   }
   const int64_t count = std::max<int64_t>(result.count, 1);
   result.accuracy = static_cast<double>(result.correct) / count;

@@ -42,10 +42,13 @@ Status OpenDatasets(const DataConfig& data, std::unique_ptr<Dataset>* train,
 
 // Scores every example of `data`, in order, in the evaluation phase.
 // `fit`, when given, prepares each batch first (data.buckets: cut to its
-// length, the network and the memory runtime set to it).
+// length, the network and the memory runtime set to it). `batches`: run at
+// least this many batches, the ones past the data unscored (ranks that
+// gather sharded parameters all run the same steps).
 StatusOr<EvalResult> EvaluateDataset(Executor& executor, const Net& net, const Dataset& data,
                                      int workers,
-                                     const std::function<Status(Batch*)>& fit = nullptr);
+                                     const std::function<Status(Batch*)>& fit = nullptr,
+                                     int64_t batches = 0);
 
 // A network of a training config with a checkpoint's parameters, ready to score.
 class Inference {

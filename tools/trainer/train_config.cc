@@ -71,7 +71,6 @@ constexpr size_t kMaxCatalogs = 4096;                     // data.catalogs entri
 constexpr double kMaxLearningRate = 1000;
 constexpr size_t kMinBucketBytes = 4 * kKiB;  // distributed.bucket
 constexpr int64_t kZeroStages = 3;            // distributed.zero: ZeRO's stages
-constexpr int64_t kZeroStagesBuilt = 2;       // of them, those spill trains
 constexpr size_t kMaxBucketBytes = 1 * kGiB;
 
 Status ReadAugment(YamlMap section, Augmentation* a) {
@@ -400,8 +399,10 @@ Status ReadDistributed(YamlMap section, DistributedConfig* d) {
   d->sync_batch_norm = section.Bool("sync_batch_norm", d->sync_batch_norm);
   d->check_replicas = section.Bool("check_replicas", d->check_replicas);
   d->zero = static_cast<int>(section.Int("zero", d->zero, 0, kZeroStages));
-  if (section.ok() && d->zero > kZeroStagesBuilt) {
-    section.Fail("zero", "stage 3 (sharded parameters) is not available yet; use 0, 1 or 2");
+  if (section.ok() && d->zero >= 3 && d->check_replicas) {
+    section.Fail("check_replicas",
+                 "compares the parameters every rank holds whole; at zero 3 each rank holds "
+                 "its own piece of them (use zero 0, 1 or 2 to check replicas)");
   }
   return section.Finish();
 }

@@ -148,7 +148,10 @@ struct DistributedConfig {
   // each rank updating its part of every parameter and the ranks then
   // all-gathering the updated parameters; 2 also lets each gradient leave
   // the device once backward has produced it and it is copied out for
-  // reduction (MemoryOptions::gradients_leave).
+  // reduction (MemoryOptions::gradients_leave); 3 also shards the
+  // parameters: each rank keeps its piece of each one, and the ranks gather
+  // a layer's parameters before each of its steps (forward and backward)
+  // and free them after (MemoryOptions::params_gathered).
   int zero = 0;
 };
 

@@ -82,6 +82,7 @@ std::string TrainReport::ToJson(const MemoryOptions& memory) const {
                  {"test_accuracy", evaluated ? Json(test_accuracy) : Json(nullptr)},
                  {"images_per_second", images_per_second},
                  {"peak_device_memory_bytes", peak_device_bytes},
+                 {"persistent_device_memory_bytes", persistent_device_bytes},
                  {"streamed_steps", streamed_steps},
                  {"dropped_branches", dropped_branches},
                  {"skipped_computations", skipped_computations},
@@ -284,7 +285,13 @@ Status Trainer::Setup() {
                              "distributed.zero 2 they have left the device by then; trace with "
                              "zero 0 or 1");
     }
+    if (config_.distributed.zero >= 3 && config_.distributed.check_replicas) {
+      return InvalidArgument(config_.file +
+                             ": distributed.check_replicas compares the parameters every rank "
+                             "holds whole; at zero 3 each rank holds its own piece of them");
+    }
     config_.memory.gradients_leave = true;
+    config_.memory.params_gathered = config_.distributed.zero >= 3;
     SPILL_RETURN_IF_ERROR(config_.memory.Validate().WithContext(config_.file));
   }
   // Where the plan does not fit, leaner builds of the same network may.
@@ -323,9 +330,12 @@ Status Trainer::Setup() {
   steps_per_epoch_ = train_loader_->batches_per_epoch();
   SPILL_RETURN_IF_ERROR(StartSchedule());
   WholeState whole;  // the solver state read, when the ranks each hold a shard of it
-  if (!options_.resume.empty() && leader_) {  // rank 0 reads it for every rank
+  // Rank 0 reads a checkpoint for every rank; with sharded parameters each
+  // rank reads its own pieces of it.
+  const bool own_pieces = solver_->shard().shards_params();
+  if (!options_.resume.empty() && (leader_ || own_pieces)) {
     SPILL_ASSIGN_OR_RETURN(position_, LoadCheckpoint(options_.resume, *net_, *runtime_, *device_,
-                                                     solver_.get(), &whole));
+                                                     solver_.get(), own_pieces ? nullptr : &whole));
     saved_step_ = position_.step;
     SPILL_RETURN_IF_ERROR(CheckPosition());
   } else {
@@ -334,7 +344,7 @@ Status Trainer::Setup() {
     if (!config_.run.init.empty()) SPILL_RETURN_IF_ERROR(InitFrom(config_.run.init));
   }
   if (parallel_) {
-    const bool resumed = !options_.resume.empty() && leader_;
+    const bool resumed = !options_.resume.empty() && leader_ && !own_pieces;
     SPILL_RETURN_IF_ERROR(parallel_->Synchronize(*net_, *runtime_, solver_.get(), &position_,
                                                  resumed ? &whole : nullptr));
     if (!options_.resume.empty()) SPILL_RETURN_IF_ERROR(CheckPosition());
@@ -550,6 +560,7 @@ Status Trainer::TrainStep(Batch& batch) {
   }
   report_.losses.push_back(result.loss);
   report_.peak_device_bytes = std::max(report_.peak_device_bytes, runtime_->run_peak());
+  report_.persistent_device_bytes = runtime_->log().persistent;
   report_.streamed_steps = runtime_->log().streamed;
   const int64_t dropped = executor_->depth_stats().dropped_branches - report_.dropped_branches;
   report_.dropped_branches = executor_->depth_stats().dropped_branches;
@@ -575,13 +586,18 @@ Status Trainer::Evaluate() {
   if (!test_data_) return Status::Ok();
   progress_.Break();
   std::unique_ptr<Dataset> shard = parallel_ ? parallel_->TestShard(*test_data_) : nullptr;
+  const int64_t sent = parallel_ ? parallel_->floats_sent() : 0;
   SPILL_ASSIGN_OR_RETURN(
       EvalResult result,
       EvaluateDataset(*executor_, *net_, shard ? *shard : *test_data_, config_.data.workers,
                       lengths_
                           ? [this](Batch* batch) { return lengths_->Fit(batch, *net_, *runtime_); }
-                          : std::function<Status(Batch*)>()));
-  if (parallel_) SPILL_RETURN_IF_ERROR(parallel_->ReduceEval(&result));
+                          : std::function<Status(Batch*)>(),
+                      parallel_ ? parallel_->TestBatches(*test_data_, net_->batch()) : 0));
+  if (parallel_) {
+    parallel_->NotAStep(parallel_->floats_sent() - sent);
+    SPILL_RETURN_IF_ERROR(parallel_->ReduceEval(&result));
+  }
   const int64_t count = result.count;
   report_.evaluated = true;
   report_.test_loss = result.loss;
@@ -604,12 +620,17 @@ Status Trainer::SaveCheckpoint() {
     position_.loss_scale = scaler_->scale();
     position_.loss_scale_clean_steps = scaler_->clean_steps();
   }
-  WholeState whole;  // each rank holds a shard of the solver state: rank 0 gathers it
+  WholeState whole;        // each rank holds a shard of the solver state: rank 0 gathers it
+  WholeParameters params;  // and at zero 3 of the parameters
   const bool sharded = solver_->shard().sharded();
   if (sharded) SPILL_RETURN_IF_ERROR(parallel_->GatherState(*net_, *runtime_, *solver_, &whole));
+  if (solver_->shard().shards_params()) {
+    SPILL_RETURN_IF_ERROR(parallel_->GatherWholeParameters(*net_, *runtime_, *solver_, &params));
+  }
   if (!leader_) return Status::Ok();  // every rank holds the same parameters
-  StatusOr<NpzArchive> archive = CheckpointArchive(*net_, *runtime_, solver_.get(), position_,
-                                                   config_.text, sharded ? &whole : nullptr);
+  StatusOr<NpzArchive> archive =
+      CheckpointArchive(*net_, *runtime_, solver_.get(), position_, config_.text,
+                        sharded ? &whole : nullptr, params.empty() ? nullptr : &params);
   // Values that are not finite are refused before anything is written; a
   // path that cannot be written is the writer's error, not a divergence.
   if (archive.status().code() == StatusCode::kInvalidArgument) {

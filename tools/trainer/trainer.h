@@ -63,6 +63,9 @@ struct TrainReport {
   double test_accuracy = 0;
   double images_per_second = 0;  // training throughput, evaluation excluded
   size_t peak_device_bytes = 0;
+  // Device memory held between iterations: parameters (or this rank's
+  // pieces of them), gradients kept, solver state.
+  size_t persistent_device_bytes = 0;
   // Steps of the last training iteration computed in slices through host
   // memory because they did not fit the device (memory.chunk).
   int streamed_steps = 0;
