@@ -42,6 +42,10 @@ const char* MemoryEventName(MemoryEventType type) {
       return "move";
     case MemoryEventType::kIdle:
       return "idle";
+    case MemoryEventType::kBeginGather:
+      return "begin_gather";
+    case MemoryEventType::kFinishGather:
+      return "finish_gather";
   }
   return "?";
 }

@@ -53,6 +53,8 @@ enum class MemoryEventType {
                     // one compaction precede its kCompact
   kIdle,            // a step with nothing to compute (an input layer's backward) reached
                     // the moment its computation would run, where its record is taken
+  kBeginGather,     // a sharded parameter's gather from the ranks began (bytes: whole)
+  kFinishGather,    // the step that reads it waited for it; its block was just placed
 };
 const char* MemoryEventName(MemoryEventType type);
 

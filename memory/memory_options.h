@@ -135,6 +135,9 @@ struct MemoryOptions {
   // set with MemoryRuntime::set_parameter_source; planning only makes room)
   // and released after. Needs gradients_leave.
   bool params_gathered = false;
+  // Data-parallel processes (what a gather receives: (ranks - 1) / ranks
+  // of the parameter, in its memory events).
+  int ranks = 1;
 
   std::string Describe() const;
   // The techniques build on liveness; the budgets must hold a block; the

@@ -87,15 +87,18 @@ void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& option
     }
   }
   if (options.params_gathered) {
-    // Gathered when a step needs it, a sharded parameter goes after each
-    // step of its layer.
+    // A sharded parameter's gather begins one step ahead of each step of
+    // its layer (the first step's, when it comes); it goes after the step.
     for (const ParameterSlot& slot : schedule.parameters) {
       const int f = schedule.forward_step[slot.layer];
       const int b = schedule.backward_step[slot.layer];
-      plans->train.after[f].push_back({TransferOp::kRelease, slot.param});
-      plans->eval.after[f].push_back({TransferOp::kRelease, slot.param});
-      if (schedule.steps[b].active)
-        plans->train.after[b].push_back({TransferOp::kRelease, slot.param});
+      for (TransferPlan* plan : {&plans->train, &plans->eval}) {
+        if (f > 0) plan->before[f - 1].push_back({TransferOp::kGather, slot.param});
+        plan->after[f].push_back({TransferOp::kRelease, slot.param});
+      }
+      if (!schedule.steps[b].active) continue;
+      plans->train.before[b - 1].push_back({TransferOp::kGather, slot.param});
+      plans->train.after[b].push_back({TransferOp::kRelease, slot.param});
     }
   }
   if (options.params.kind != ParamPlacement::Kind::kHost &&
@@ -153,9 +156,15 @@ Status CompletePlan(const Schedule& schedule, const MemoryOptions& options, Phas
                                  " tensors)");
         }
         const bool before = std::string(when) == "before";
-        if ((a.op == TransferOp::kPrefetch || a.op == TransferOp::kRebuild) && !before) {
+        if ((a.op == TransferOp::kPrefetch || a.op == TransferOp::kRebuild ||
+             a.op == TransferOp::kGather) &&
+            !before) {
           return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +
                                  "': acts before a step only");
+        }
+        if (a.op == TransferOp::kGather && !options.params_gathered) {
+          return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +
+                                 "': gathers only sharded parameters (distributed.zero 3)");
         }
         if (a.op == TransferOp::kUpdate &&
             (!HomeOnHost(schedule, options, a.tensor) ||

@@ -27,6 +27,8 @@ const char* TransferOpName(TransferOp op) {
       return "release";
     case TransferOp::kUpdate:
       return "update";
+    case TransferOp::kGather:
+      return "gather";
   }
   return "?";
 }

@@ -68,6 +68,10 @@ enum class TransferOp {
   kRebuild,
   kRelease,
   kUpdate,
+  // A sharded parameter (memory.params_gathered): its gather from the ranks
+  // begins (before a step, ahead of the step that reads it); the step makes
+  // room for it and waits for its values.
+  kGather,
 };
 const char* TransferOpName(TransferOp op);
 

@@ -169,7 +169,7 @@ void WriteIdx(const std::string& dir, const std::string& prefix, uint32_t count)
 }
 
 struct RunSetup {
-  std::string model = "conv";  // conv | bn
+  std::string model = "conv";  // conv | bn | mlp (most bytes in parameters, none dominant)
   std::string solver = "sgd";  // sgd (momentum 0.9) | adam
   int batch = 16;              // global
   int zero = 0;                // distributed.zero
@@ -198,14 +198,23 @@ std::string WriteConfig(const std::string& dir, const std::string& output, const
   const std::string path = dir + "/" + output + ".yaml";
   std::ofstream out(path);
   out << "model:\n  layers:\n"
-      << "    - {name: data, type: input, shape: [1, 28, 28]}\n"
-      << "    - {name: conv, type: convolution, filters: " << s.filters
-      << ", kernel: 3, stride: 2}\n";
-  if (s.model == "bn") out << "    - {name: bn, type: batch_norm}\n";
-  out << "    - {name: relu, type: relu}\n"
-      << "    - {name: fc1, type: fully_connected, outputs: 16}\n"
-      << "    - {name: fc2, type: fully_connected, outputs: 10}\n"
-      << "    - {name: loss, type: softmax_loss}\n"
+      << "    - {name: data, type: input, shape: [1, 28, 28]}\n";
+  if (s.model == "mlp") {
+    out << "    - {name: pool, type: avg_pool, kernel: 4, stride: 4}\n";
+    for (int i = 1; i <= 4; ++i) {
+      out << "    - {name: fc" << i << ", type: fully_connected, outputs: 256}\n"
+          << "    - {name: relu" << i << ", type: relu}\n";
+    }
+    out << "    - {name: fc5, type: fully_connected, outputs: 10}\n";
+  } else {
+    out << "    - {name: conv, type: convolution, filters: " << s.filters
+        << ", kernel: 3, stride: 2}\n";
+    if (s.model == "bn") out << "    - {name: bn, type: batch_norm}\n";
+    out << "    - {name: relu, type: relu}\n"
+        << "    - {name: fc1, type: fully_connected, outputs: 16}\n"
+        << "    - {name: fc2, type: fully_connected, outputs: 10}\n";
+  }
+  out << "    - {name: loss, type: softmax_loss}\n"
       << "data: {dataset: fashion_mnist, path: " << data << ", batch: " << s.batch
       << ", workers: 1}\n"
       << "solver: {type: " << s.solver << ", lr: " << s.lr
@@ -668,6 +677,37 @@ TEST(DataParallelTest, ZeroThreeRefusesWhatItCannotDoByName) {
   r = RunJob(TrainJob(2, WriteConfig(dir, "host", setup)), dir + "/host.txt");
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("need parameters on the device (memory.params: device)"));
+}
+
+// Stage 3's point: a per-rank device budget below the replicated model
+// state (parameters, gradients and momentum: 3 x 4 Psi bytes) trains, on 4
+// ranks, where stage 2 - the parameters whole on every rank - does not.
+TEST(DataParallelTest, AtZeroThreeABudgetBelowTheReplicatedModelStateTrains) {
+  const std::string dir = Dir("zero3_budget");
+  RunSetup setup;
+  setup.model = "mlp";
+  setup.memory = "{conv_timing: model, device_budget: 1MiB}";
+  for (int zero : {2, 3}) {
+    setup.zero = zero;
+    const std::string run = "zero" + std::to_string(zero);
+    Result r =
+        RunJob(TrainJob(4, WriteConfig(dir, run, setup), {"--report", dir + "/" + run + ".json"}),
+               dir + "/" + run + ".txt");
+    if (zero == 2) {
+      EXPECT_NE(r.code, 0);
+      EXPECT_THAT(r.output, HasSubstr("out of device memory")) << r.output;
+      continue;
+    }
+    ASSERT_EQ(r.code, 0) << r.output;
+    int64_t psi = 0;
+    for (const auto& [key, values] : Weights(dir + "/" + run)) {
+      if (key.rfind("params/", 0) == 0) psi += static_cast<int64_t>(values.size());
+    }
+    const auto report = nlohmann::json::parse(ReadAll(dir + "/" + run + ".json"));
+    EXPECT_LE(report["peak_device_memory_bytes"].get<int64_t>(), int64_t{1} << 20);
+    EXPECT_GT(3 * 4 * psi, int64_t{1} << 20);  // the replicated model state
+    EXPECT_EQ(Losses(dir + "/" + run).size(), 8u);
+  }
 }
 
 // Zero 3's checkpoints hold the parameters and the state whole: a stopped

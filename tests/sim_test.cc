@@ -207,6 +207,37 @@ TEST_F(HandMadeLogTest, ComputeWaitsForPrefetch) {
   }
 }
 
+// A sharded parameter's gather (distributed.zero 3) begins after step 0's
+// compute is enqueued and crosses the network in 1.5 s; step 1 reads it, so
+// the compute queue waits for it, then copies it in from host memory. With
+// no network in the profile only the copy in remains.
+TEST_F(HandMadeLogTest, GatherCrossesTheNetworkAndComputeWaitsForIt) {
+  using T = MemoryEventType;
+  const std::vector<MemoryEvent> events = {Event(T::kCompute, 0),
+                                           Event(T::kBeginGather, 0, t_, 1500000000),
+                                           Event(T::kFinishGather, 1, t_), Event(T::kCompute, 1)};
+  const double copy_in = static_cast<double>(net_->schedule().tensors[t_].bytes) / 1e9;
+  profile_.network_bytes_per_second = 1e9;
+  for (bool inline_compute : {true, false}) {
+    const TimelineSummary s = Run(events, inline_compute);
+    // Inline, the host issues the gather after computing step 0 (at 1 s);
+    // a GPU host issues it at once, while step 0 computes.
+    const double gathered = inline_compute ? 2.5 : 1.5;
+    EXPECT_NEAR(s.network_seconds, 1.5, kTolerance) << inline_compute;
+    EXPECT_NEAR(s.hidden_network_seconds, inline_compute ? 0 : 1.0, kTolerance);
+    EXPECT_NEAR(s.iteration_seconds, gathered + copy_in + 1.0, kTolerance) << inline_compute;
+    EXPECT_NEAR(s.compute_wait_seconds, gathered - 1.0, kTolerance) << inline_compute;
+    const auto network =
+        std::count_if(timeline_.slices.begin(), timeline_.slices.end(),
+                      [](const TimelineSlice& x) { return x.lane == Lane::kNetwork; });
+    EXPECT_EQ(network, 1);
+  }
+  profile_.network_bytes_per_second = 0;
+  const TimelineSummary s = Run(events, /*inline_compute=*/false);
+  EXPECT_NEAR(s.network_seconds, 0, kTolerance);
+  EXPECT_NEAR(s.iteration_seconds, 2.0 + copy_in, kTolerance);
+}
+
 // Freeing a tensor whose copy is in flight waits for it (a release), unless
 // the free is a drop's: dropped tensors are rebuilt, not copied back.
 // Compaction moves blocks a copy in flight may still read or fill: the

@@ -157,6 +157,7 @@ StatusOr<Subject> Load(const Args& a) {
     // stage 3: the parameters are gathered for each step that reads them.
     s.memory.gradients_leave = zero >= 2 && ranks > 1;
     s.memory.params_gathered = zero >= 3 && ranks > 1;
+    s.memory.ranks = ranks;
   }
   return s;
 }
@@ -446,10 +447,10 @@ void PrintMapping(const MemoryPlan& plan) {
 StatusOr<std::unique_ptr<PlanPredictor>> MakePredictor(const Args& args, const Subject& subject,
                                                        const Net& net, bool say) {
   if (args.device_profile.empty()) return std::unique_ptr<PlanPredictor>();
-  SPILL_ASSIGN_OR_RETURN(
-      std::unique_ptr<PlanPredictor> predictor,
-      PlanPredictor::Create(args.device_profile, args.link_gbps, net,
-                            args.timing == "measure" ? &subject.spec : nullptr, subject.memory));
+  SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PlanPredictor> predictor,
+                         PlanPredictor::Create(args.device_profile, args.link_gbps, net,
+                                               args.timing == "measure" ? &subject.spec : nullptr,
+                                               subject.memory, args.network_gbps));
   predictor->set_map_seconds_per_chunk(args.map_us * 1e-6);
   if (say && !args.json) {
     std::printf("device profile %s\n", DescribeDeviceProfile(predictor->profile()).c_str());

@@ -73,13 +73,12 @@ Communicator::Communicator() {
                  "data-parallel training needs (its communication thread)\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  MPI_Comm control, gradients;
-  MPI_Comm_dup(MPI_COMM_WORLD, &control);
-  MPI_Comm_dup(MPI_COMM_WORLD, &gradients);
-  MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(gradients, MPI_ERRORS_RETURN);
-  control_ = Pack(control);
-  gradients_ = Pack(gradients);
+  for (void*& channel : channels_) {
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    channel = Pack(comm);
+  }
   cuda_aware_ = QueryCudaAware();
 }
 
@@ -95,12 +94,6 @@ Status Communicator::Check(int code, const char* what) const {
   return Internal(std::string(what) + " failed on " + Describe() + ": " + text);
 }
 
-namespace {
-MPI_Comm CommOf(void* control, void* gradients, Channel channel) {
-  return Unpack<MPI_Comm>(channel == Channel::kControl ? control : gradients);
-}
-}  // namespace
-
 Status Communicator::Broadcast(void* data, size_t bytes, Channel channel) {
   if (size_ == 1) return Status::Ok();
   // MPI counts are ints: large tensors go in pieces.
@@ -108,9 +101,9 @@ Status Communicator::Broadcast(void* data, size_t bytes, Channel channel) {
   char* p = static_cast<char*>(data);
   for (size_t done = 0; done < bytes; done += kMaxPiece) {
     const int piece = static_cast<int>(std::min(kMaxPiece, bytes - done));
-    SPILL_RETURN_IF_ERROR(
-        Check(MPI_Bcast(p + done, piece, MPI_BYTE, 0, CommOf(control_, gradients_, channel)),
-              "MPI_Bcast"));
+    SPILL_RETURN_IF_ERROR(Check(MPI_Bcast(p + done, piece, MPI_BYTE, 0,
+                                          Unpack<MPI_Comm>(channels_[static_cast<int>(channel)])),
+                                "MPI_Bcast"));
   }
   return Status::Ok();
 }
@@ -118,14 +111,14 @@ Status Communicator::Broadcast(void* data, size_t bytes, Channel channel) {
 Status Communicator::SumDoubles(double* values, int64_t n, Channel channel) {
   if (size_ == 1 || n == 0) return Status::Ok();
   return Check(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
-                             CommOf(control_, gradients_, channel)),
+                             Unpack<MPI_Comm>(channels_[static_cast<int>(channel)])),
                "MPI_Allreduce");
 }
 
 Status Communicator::MinMax(uint64_t value, uint64_t* min, uint64_t* max, Channel channel) {
   *min = *max = value;
   if (size_ == 1) return Status::Ok();
-  MPI_Comm comm = CommOf(control_, gradients_, channel);
+  MPI_Comm comm = Unpack<MPI_Comm>(channels_[static_cast<int>(channel)]);
   SPILL_RETURN_IF_ERROR(
       Check(MPI_Allreduce(MPI_IN_PLACE, min, 1, MPI_UINT64_T, MPI_MIN, comm), "MPI_Allreduce"));
   return Check(MPI_Allreduce(MPI_IN_PLACE, max, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
@@ -133,7 +126,7 @@ Status Communicator::MinMax(uint64_t value, uint64_t* min, uint64_t* max, Channe
 
 Status Communicator::Exchange(const std::vector<Message>& sends,
                               const std::vector<Message>& receives, int tag, Channel channel) {
-  MPI_Comm comm = CommOf(control_, gradients_, channel);
+  MPI_Comm comm = Unpack<MPI_Comm>(channels_[static_cast<int>(channel)]);
   // MPI counts are ints: a long message goes in pieces, matched in order.
   constexpr int64_t kMaxPiece = int64_t{1} << 28;
   std::vector<MPI_Request> requests;
@@ -170,9 +163,10 @@ void Communicator::Abort(int code) {
 void Communicator::Finalize() {
   if (!launched_ || finalized_) return;
   finalized_ = true;
-  MPI_Comm control = Unpack<MPI_Comm>(control_), gradients = Unpack<MPI_Comm>(gradients_);
-  MPI_Comm_free(&control);
-  MPI_Comm_free(&gradients);
+  for (void* channel : channels_) {
+    MPI_Comm comm = Unpack<MPI_Comm>(channel);
+    MPI_Comm_free(&comm);
+  }
   MPI_Finalize();
 }
 

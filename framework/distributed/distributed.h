@@ -8,10 +8,11 @@
 // process behaves exactly as it did before data parallelism existed.
 //
 // Collectives on one MPI communicator must be issued in the same order on
-// every rank. Two threads use collectives at once - the training thread
-// (control values, synchronized batch norm) and the communication thread
-// (gradient buckets) - so each has a channel of its own, a duplicate of
-// MPI_COMM_WORLD, and only that thread uses it.
+// every rank. Three threads use collectives at once - the training thread
+// (control values, synchronized batch norm), the communication thread
+// (gradient buckets) and the gather thread (sharded parameters) - so each
+// has a channel of its own, a duplicate of MPI_COMM_WORLD, and only that
+// thread uses it.
 #ifndef SPILL_FRAMEWORK_DISTRIBUTED_DISTRIBUTED_H_
 #define SPILL_FRAMEWORK_DISTRIBUTED_DISTRIBUTED_H_
 
@@ -25,9 +26,11 @@
 namespace spill {
 
 enum class Channel {
-  kControl,    // the training thread: weights, positions, losses, statistics
-  kGradients,  // the communication thread: gradient buckets
+  kControl,     // the training thread: weights, positions, losses, statistics
+  kGradients,   // the communication thread: gradient buckets
+  kParameters,  // the gather thread: sharded parameters (distributed.zero 3)
 };
+constexpr int kChannels = 3;
 
 class Communicator {
  public:
@@ -83,8 +86,7 @@ class Communicator {
   bool cuda_aware_ = false;
   bool finalized_ = false;
   std::atomic<int64_t> floats_sent_{0};
-  void* control_ = nullptr;    // MPI_Comm, duplicates of MPI_COMM_WORLD
-  void* gradients_ = nullptr;  //
+  void* channels_[kChannels] = {};  // MPI_Comm by Channel, duplicates of MPI_COMM_WORLD
 };
 
 // Whether this process was started by an MPI launcher.

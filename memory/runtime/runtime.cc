@@ -353,6 +353,8 @@ Status MemoryRuntime::RunActions(const std::vector<TransferAction>& actions, Ste
     if (a.op == TransferOp::kPrefetch) {
       if (held_back) continue;
       held_back = !Prefetch(a.tensor) && plan().prefetch_in_order;
+    } else if (a.op == TransferOp::kGather) {
+      BeginGather(a.tensor);
     } else if (a.op == TransferOp::kRebuild) {
       if (runner != nullptr && residency_->state(a.tensor) == Residency::kDropped) {
         SPILL_RETURN_IF_ERROR(Rebuild(a.tensor, *runner));
@@ -400,6 +402,7 @@ void MemoryRuntime::RunAfterStep(const TransferAction& a) {
       return;
     case TransferOp::kPrefetch:
     case TransferOp::kRebuild:
+    case TransferOp::kGather:
       return;  // before a step only
   }
 }
@@ -432,6 +435,7 @@ void MemoryRuntime::FinishStep(const Step& step) {
 }
 
 Status MemoryRuntime::EndIteration() {
+  SPILL_RETURN_IF_ERROR(FinishUnusedGathers());
   step_ = -1;
   residency_->set_step(-1);
   log_events_.set_step(-1);

@@ -128,12 +128,22 @@ class MemoryRuntime : public TensorStore {
   void EndSlice(int64_t begin, int64_t images, bool last_sweep) override;
   float* StagedData(TensorId id) override;
 
-  // Sharded parameters (memory.params_gathered): fills a parameter's device
-  // memory, `data`, from every rank's piece - a collective, called at the
-  // same points of the same plan on every rank. Unset (planning), the
+  // Sharded parameters (memory.params_gathered): who gathers a parameter
+  // from every rank's piece. The runtime calls Begin and Finish at the same
+  // points of the same plan on every rank; without one (planning) a
   // parameter gets its memory alone.
-  using ParameterSource = std::function<Status(TensorId param, float* data)>;
-  void set_parameter_source(ParameterSource source) { parameter_source_ = std::move(source); }
+  class ParameterGatherer {
+   public:
+    virtual ~ParameterGatherer() = default;
+    // Starts gathering `param` (kGather, ahead of the step that reads it):
+    // the ranks' collectives run in the order of these calls.
+    virtual void Begin(TensorId param) = 0;
+    // Waits for `param`'s gather and copies it into device memory `data`
+    // (null: the step that would read it did not run; the values go
+    // unused). Every Begin has one Finish.
+    virtual Status Finish(TensorId param, float* data) = 0;
+  };
+  void set_parameter_gatherer(ParameterGatherer* gatherer) { gatherer_ = gatherer; }
 
   const MemoryOptions& options() const { return options_; }
   const NetworkView& view() const { return view_; }
@@ -220,8 +230,13 @@ class MemoryRuntime : public TensorStore {
 
   // Making tensors resident (runtime_residency.cc).
   Status EnsureOnDevice(TensorId id, StepRunner& runner);
-  // A sharded parameter on the device, from every rank's piece.
+  // A sharded parameter on the device, from every rank's piece: the
+  // gather begun ahead (kGather), or begun now.
   Status Gather(TensorId id);
+  void BeginGather(TensorId id);
+  // Gathers begun for steps that did not run (a dropped branch's layers).
+  Status FinishUnusedGathers();
+  MemoryEvent GatherEvent(MemoryEventType type, TensorId id) const;
   Status Rebuild(TensorId id, StepRunner& runner);
   struct RebuildFrame;
   RebuildFrame StartRebuild(TensorId id) const;
@@ -297,7 +312,9 @@ class MemoryRuntime : public TensorStore {
   TensorCache cache_;  // with the pins of the step being prepared or run
   MemoryEventLog log_events_;
   ParameterUpdates params_;
-  ParameterSource parameter_source_;
+  ParameterGatherer* gatherer_ = nullptr;
+  // Sharded parameters whose gather has begun and not yet finished.
+  std::vector<TensorId> gathering_;
   DeferredReleases releases_;
   ChosenWorkspace workspace_;
   Staging staging_;

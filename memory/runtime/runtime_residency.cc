@@ -298,16 +298,49 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
   return Internal("unreachable");
 }
 
+void MemoryRuntime::BeginGather(TensorId id) {
+  if (residency_->on_device(id) ||
+      std::find(gathering_.begin(), gathering_.end(), id) != gathering_.end()) {
+    return;
+  }
+  gathering_.push_back(id);
+  if (options_.record_events) log_events_.Add(GatherEvent(MemoryEventType::kBeginGather, id));
+  if (gatherer_ != nullptr && backing_->HoldsData().ok()) gatherer_->Begin(id);
+}
+
 Status MemoryRuntime::Gather(TensorId id) {
+  BeginGather(id);
   SPILL_RETURN_IF_ERROR(AllocateTensor(id));
-  if (parameter_source_ && backing_->HoldsData().ok()) {
-    Status filled = parameter_source_(id, residency_->data(id));
+  gathering_.erase(std::find(gathering_.begin(), gathering_.end(), id));
+  if (options_.record_events) log_events_.Add(GatherEvent(MemoryEventType::kFinishGather, id));
+  if (gatherer_ != nullptr && backing_->HoldsData().ok()) {
+    Status filled = gatherer_->Finish(id, residency_->data(id));
     if (!filled.ok()) {
       return filled.WithContext("gathering '" + schedule_.tensors[id].name + "' from the ranks");
     }
   }
   residency_->MarkWritten(id);
   return Status::Ok();
+}
+
+Status MemoryRuntime::FinishUnusedGathers() {
+  for (TensorId id : gathering_) {
+    if (gatherer_ != nullptr && backing_->HoldsData().ok()) {
+      SPILL_RETURN_IF_ERROR(gatherer_->Finish(id, nullptr));
+    }
+  }
+  gathering_.clear();
+  return Status::Ok();
+}
+
+MemoryEvent MemoryRuntime::GatherEvent(MemoryEventType type, TensorId id) const {
+  MemoryEvent e;
+  e.type = type;
+  e.tensor = id;
+  // What this rank receives: the other ranks' pieces.
+  const int ranks = std::max(options_.ranks, 1);
+  e.bytes = schedule_.tensors[id].bytes / ranks * (ranks - 1);
+  return e;
 }
 
 // After a memory-centric rebuild only the rebuilt tensor stays: the inputs

@@ -12,12 +12,19 @@
 //                             close", bandwidthTest --memory=pinned)
 //   kNvlinkEfficiency    0.9  pinned copies over NVLink
 //   kCopyLatency         10 us per copy (issue and DMA setup)
+//   kNetworkEfficiency   0.8  MPI messages over InfiniBand, of the line rate
+//   kNetworkLatency      5 us per gather (the ranks' agreement and messages)
 //   kKernelSeconds       5 us per computation (launch and tail)
 //
 // Link bandwidths are per direction: PCIe 3.0 x16 carries 8 GT/s x 16 lanes
 // x 128/130 = 15.75 GB/s each way, PCIe 5.0 x16 32 GT/s -> 63.0 GB/s (PCI-SIG
 // base specifications 3.0 and 5.0), NVLink 2.0 25 GB/s per link each way
 // (NVIDIA Tesla V100 datasheet: 6 links, 300 GB/s in total).
+//
+// The network: one InfiniBand adapter per GPU, of the generation sold with
+// it: EDR, 100 Gb/s = 12.5 GB/s each way (Mellanox ConnectX-4 product
+// brief), beside the K40 to V100; NDR, 400 Gb/s = 50 GB/s (NVIDIA
+// ConnectX-7 product brief, as in DGX H100), beside the H100 and H200.
 #include "memory/sim/device_profile.h"
 
 #include <cstdio>
@@ -37,9 +44,14 @@ constexpr double kKernelSeconds = 5e-6;
 constexpr double kPcie3BytesPerSecond = 15.75 * kGiga;
 constexpr double kPcie5BytesPerSecond = 63.0 * kGiga;
 constexpr double kNvlink2LinkBytesPerSecond = 25 * kGiga;
+constexpr double kNetworkEfficiency = 0.8;
+constexpr double kNetworkLatencySeconds = 5e-6;
+constexpr double kEdrBytesPerSecond = 12.5 * kGiga;
+constexpr double kNdrBytesPerSecond = 50 * kGiga;
 
 DeviceProfile Gpu(const char* name, const char* description, double peak_flops,
-                  double memory_bytes_per_second, double link_bytes_per_second) {
+                  double memory_bytes_per_second, double link_bytes_per_second,
+                  double network_bytes_per_second = kEdrBytesPerSecond) {
   DeviceProfile p;
   p.name = name;
   p.description = description;
@@ -50,6 +62,8 @@ DeviceProfile Gpu(const char* name, const char* description, double peak_flops,
   p.kernel_seconds = kKernelSeconds;
   p.link.h2d_bytes_per_second = p.link.d2h_bytes_per_second = link_bytes_per_second;
   p.link.latency_seconds = kCopyLatencySeconds;
+  p.network_bytes_per_second = network_bytes_per_second * kNetworkEfficiency;
+  p.network_latency_seconds = kNetworkLatencySeconds;
   p.inline_compute = false;
   return p;
 }
@@ -63,8 +77,9 @@ DeviceProfile Gpu(const char* name, const char* description, double peak_flops,
 constexpr double kH200FlopsEfficiency = 0.257;
 
 DeviceProfile H200() {
-  DeviceProfile p = Gpu("h200", "NVIDIA H200 over PCIe 5.0 x16, compute calibrated on ResNet-50",
-                        67 * kTera, 4800 * kGiga, kPcie5BytesPerSecond * kPcieEfficiency);
+  DeviceProfile p =
+      Gpu("h200", "NVIDIA H200 over PCIe 5.0 x16, compute calibrated on ResNet-50", 67 * kTera,
+          4800 * kGiga, kPcie5BytesPerSecond * kPcieEfficiency, kNdrBytesPerSecond);
   p.flops_efficiency = kH200FlopsEfficiency;
   return p;
 }
@@ -93,7 +108,7 @@ std::vector<DeviceProfile> GpuProfiles() {
       // NVIDIA H100 PCIe product brief (PB-11133-001): 51 TFLOPS fp32, 2.0
       // TB/s HBM2e, PCIe Gen5 x16 (128 GB/s both ways together).
       Gpu("h100-pcie5", "NVIDIA H100 PCIe over PCIe 5.0 x16", 51 * kTera, 2000 * kGiga,
-          kPcie5BytesPerSecond * kPcieEfficiency),
+          kPcie5BytesPerSecond * kPcieEfficiency, kNdrBytesPerSecond),
       H200(),
   };
 }
@@ -134,6 +149,14 @@ DeviceProfile CpuProfile(const CpuCalibration& c, double link_bytes_per_second) 
 
 namespace {
 
+std::string NetworkRate(const DeviceProfile& p) {
+  if (p.network_bytes_per_second <= 0) return "";
+  char text[64];
+  std::snprintf(text, sizeof(text), ", network %.1f GB/s each way",
+                p.network_bytes_per_second / 1e9);
+  return text;
+}
+
 std::string MapCost(const DeviceProfile& p) {
   if (p.map_seconds_per_chunk <= 0) return "";
   char text[64];
@@ -145,14 +168,15 @@ std::string MapCost(const DeviceProfile& p) {
 }  // namespace
 
 std::string DescribeDeviceProfile(const DeviceProfile& p) {
-  char line[320];
+  char line[384];
   std::snprintf(line, sizeof(line),
                 "%s (%s): %.2f TFLOP/s x %.2f, memory %.0f GB/s x %.2f, link %.2f GB/s to device, "
-                "%.2f GB/s to host, %s, %.0f us per copy%s%s",
+                "%.2f GB/s to host, %s, %.0f us per copy%s%s%s",
                 p.name.c_str(), p.description.c_str(), p.peak_flops / 1e12, p.flops_efficiency,
                 p.memory_bytes_per_second / 1e9, p.memory_efficiency,
                 p.link.h2d_bytes_per_second / 1e9, p.link.d2h_bytes_per_second / 1e9,
                 p.link.duplex ? "both at once" : "one way at a time", p.link.latency_seconds * 1e6,
+                NetworkRate(p).c_str(),
                 p.inline_compute ? ", compute inline on the host thread" : "", MapCost(p).c_str());
   return line;
 }

@@ -65,6 +65,11 @@ struct DeviceProfile {
   // Fixed cost of each computation: kernel launch and tail on a GPU.
   double kernel_seconds = 0;
   LinkProfile link;
+  // The network between data-parallel ranks, from this device's node, each
+  // way: what a sharded parameter's gather (distributed.zero 3) receives
+  // crosses it at this rate, one gather after another. 0: not modelled.
+  double network_bytes_per_second = 0;
+  double network_latency_seconds = 0;
   // Host seconds to map or unmap one physical chunk (the va allocator's
   // driver calls). No spec sheet gives it: 0 unless set (`plan --map-us`).
   double map_seconds_per_chunk = 0;

@@ -14,6 +14,8 @@ const char* LaneName(Lane lane) {
       return "copy queue to host";
     case Lane::kHost:
       return "host";
+    case Lane::kNetwork:
+      return "network link";
   }
   return "?";
 }
@@ -33,6 +35,7 @@ class Simulator {
         profile_(profile),
         copies_(profile.link),
         pending_(schedule_.tensors.size(), kNoCopy),
+        gathered_(schedule_.tensors.size(), kNoCopy),
         dropping_(schedule_.tensors.size(), false) {}
 
   // Replays the events; returns the stream-ordered time of each.
@@ -48,7 +51,7 @@ class Simulator {
   }
 
   Timeline Finish() {
-    timeline_.seconds = std::max({host_, compute_end_, copies_.latest()});
+    timeline_.seconds = std::max({host_, compute_end_, copies_.latest(), network_});
     return std::move(timeline_);
   }
 
@@ -136,8 +139,10 @@ class Simulator {
   const DeviceProfile& profile_;
   double host_ = 0, compute_end_ = 0, compute_ready_ = 0;
   CopyClocks copies_;
-  std::vector<double> pending_;  // by tensor: the end of its copy in flight
-  std::vector<bool> dropping_;   // its next free is a drop's (no wait)
+  std::vector<double> pending_;   // by tensor: the end of its copy in flight
+  std::vector<double> gathered_;  // by tensor: the end of its gather in flight
+  double network_ = 0;            // when the network is next free
+  std::vector<bool> dropping_;    // its next free is a drop's (no wait)
   double moves_wait_ = kNoCopy;  // the last copy in flight on a block moved since the last kCompact
   // The copies of the streamed step whose compute comes next (kStreamIn and
   // kStreamOut precede it): bytes and tensors each way, and whether a
@@ -234,6 +239,28 @@ void Simulator::Apply(const MemoryEvent& e) {
       // iteration's update time; in host memory it runs on the host beside
       // the copies, which the profiles do not model (not charged).
       return;
+    case MemoryEventType::kIdle:
+      return;
+    case MemoryEventType::kBeginGather: {
+      const double rate = profile_.network_bytes_per_second;
+      if (rate <= 0) return;
+      const double start = std::max(network_, host_);
+      network_ = start + profile_.network_latency_seconds + static_cast<double>(e.bytes) / rate;
+      Slice(Lane::kNetwork, "gather " + TensorName(e.tensor), "gather", start, network_, e.step,
+            e.bytes);
+      gathered_[e.tensor] = network_;
+      return;
+    }
+    case MemoryEventType::kFinishGather: {
+      if (gathered_[e.tensor] != kNoCopy) {
+        ComputeWaits(gathered_[e.tensor], "gather of " + TensorName(e.tensor), e.step);
+      }
+      gathered_[e.tensor] = kNoCopy;
+      const double bytes = static_cast<double>(schedule_.tensors[e.tensor].bytes);
+      Compute(CopySeconds(bytes, 1, /*to_host=*/false), "copy in " + TensorName(e.tensor),
+              "prefetch", e.step);
+      return;
+    }
   }
 }
 
@@ -341,7 +368,7 @@ std::vector<std::pair<double, double>> Union(std::vector<std::pair<double, doubl
 TimelineSummary Summarize(const Timeline& timeline) {
   TimelineSummary s;
   s.iteration_seconds = timeline.seconds;
-  std::vector<std::pair<double, double>> compute, to_device, to_host;
+  std::vector<std::pair<double, double>> compute, to_device, to_host, network;
   for (const TimelineSlice& slice : timeline.slices) {
     const bool wait = slice.category == "wait";
     const std::pair<double, double> span(slice.start, slice.start + slice.duration);
@@ -354,6 +381,9 @@ TimelineSummary Summarize(const Timeline& timeline) {
     } else if (slice.lane == Lane::kToHost) {
       s.to_host_seconds += slice.duration;
       to_host.push_back(span);
+    } else if (slice.lane == Lane::kNetwork) {
+      s.network_seconds += slice.duration;
+      network.push_back(span);
     } else if (wait) {
       s.host_wait_seconds += slice.duration;
     } else if (slice.category == "map") {
@@ -364,6 +394,7 @@ TimelineSummary Summarize(const Timeline& timeline) {
   s.copy_seconds = s.to_device_seconds + s.to_host_seconds - s.duplex_seconds;
   std::vector<std::pair<double, double>> copies = Union(to_device, to_host);
   s.hidden_copy_seconds = Intersection(compute, copies);
+  s.hidden_network_seconds = Intersection(compute, network);
   return s;
 }
 

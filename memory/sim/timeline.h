@@ -20,6 +20,11 @@
 //   loss layers               the host reads the scores back (waits for compute)
 //   chunks unmapped (va)      the host waits for both queues to drain, then
 //                             maps and unmaps at the profile's cost per chunk
+//   begin gather              the network carries what this rank receives of
+//                             a sharded parameter (latency + bytes/rate), one
+//                             gather after another, once the host issues it
+//   finish gather             the compute queue waits for it, then copies the
+//                             whole parameter in from host memory
 // On an inline-compute device (the CPU) compute runs on the host thread, so
 // every compute wait is a host wait; on a GPU-like device the host enqueues
 // and runs ahead until it waits for an event. Decisions never depend on
@@ -39,9 +44,10 @@
 
 namespace spill {
 
-enum class Lane { kCompute, kToDevice, kToHost, kHost };
+enum class Lane { kCompute, kToDevice, kToHost, kHost, kNetwork };
 const char* LaneName(Lane lane);
-constexpr Lane kLanes[] = {Lane::kCompute, Lane::kToDevice, Lane::kToHost, Lane::kHost};
+constexpr Lane kLanes[] = {Lane::kCompute, Lane::kToDevice, Lane::kToHost, Lane::kHost,
+                           Lane::kNetwork};
 inline bool IsCopyLane(Lane lane) { return lane == Lane::kToDevice || lane == Lane::kToHost; }
 
 struct TimelineSlice {
@@ -73,15 +79,17 @@ struct Timeline {
 // Time accounting of a timeline.
 struct TimelineSummary {
   double iteration_seconds = 0;
-  double compute_seconds = 0;       // compute lane busy
-  double copy_seconds = 0;          // either copy queue busy
-  double to_device_seconds = 0;     // the host-to-device queue busy
-  double to_host_seconds = 0;       // the device-to-host queue busy
-  double duplex_seconds = 0;        // both copy queues busy at once
-  double hidden_copy_seconds = 0;   // copy time while compute was busy
-  double compute_wait_seconds = 0;  // compute waiting for copies
-  double host_wait_seconds = 0;     // the host blocked on copies (or on drains before unmaps)
-  double map_seconds = 0;           // the host mapping and unmapping chunks (va)
+  double compute_seconds = 0;         // compute lane busy
+  double copy_seconds = 0;            // either copy queue busy
+  double to_device_seconds = 0;       // the host-to-device queue busy
+  double to_host_seconds = 0;         // the device-to-host queue busy
+  double duplex_seconds = 0;          // both copy queues busy at once
+  double hidden_copy_seconds = 0;     // copy time while compute was busy
+  double compute_wait_seconds = 0;    // compute waiting for copies
+  double host_wait_seconds = 0;       // the host blocked on copies (or on drains before unmaps)
+  double map_seconds = 0;             // the host mapping and unmapping chunks (va)
+  double network_seconds = 0;         // the network between ranks busy (gathers)
+  double hidden_network_seconds = 0;  // of which while compute was busy
   // Copy time hidden under compute / all copy time (1 without copies).
   double overlap() const { return copy_seconds > 0 ? hidden_copy_seconds / copy_seconds : 1; }
 };

@@ -202,9 +202,11 @@ StatusOr<Prediction> PredictRoomy(const NetworkView& view, const MemoryOptions& 
 StatusOr<std::unique_ptr<PlanPredictor>> PlanPredictor::Create(const std::string& profile,
                                                                double link_gbps, const Net& net,
                                                                const NetSpec* spec,
-                                                               const MemoryOptions& options) {
+                                                               const MemoryOptions& options,
+                                                               double network_gbps) {
   std::unique_ptr<PlanPredictor> p(new PlanPredictor(net));
   SPILL_ASSIGN_OR_RETURN(p->profile_, LoadDeviceProfile(profile, link_gbps));
+  if (network_gbps > 0) p->profile_.network_bytes_per_second = network_gbps * 1e9;
   // Measured step times are this machine's: they stand for the cpu profile only.
   p->use_measured_ = p->profile_.name == "cpu";
   if (p->use_measured_) {
@@ -265,6 +267,12 @@ std::string DescribePrediction(const Prediction& p, int64_t batch, const Predict
   text += line;
   if (s.map_seconds > 0) {
     std::snprintf(line, sizeof(line), "; mapping %.1f ms", s.map_seconds * 1e3);
+    text += line;
+  }
+  if (s.network_seconds > 0) {
+    std::snprintf(line, sizeof(line), "; network (gathers) %.1f ms, %.0f%% hidden under compute",
+                  s.network_seconds * 1e3,
+                  100 * s.hidden_network_seconds / std::max(s.network_seconds, 1e-12));
     text += line;
   }
   return text;

@@ -67,10 +67,12 @@ class PlanPredictor {
  public:
   // `spec` non-null: with the cpu profile, measure every plan's steps on
   // this CPU before predicting it (and the roomy run's), caching them.
+  // `network_gbps` > 0 replaces the profile's network between ranks.
   static StatusOr<std::unique_ptr<PlanPredictor>> Create(const std::string& profile,
                                                          double link_gbps, const Net& net,
                                                          const NetSpec* spec,
-                                                         const MemoryOptions& options);
+                                                         const MemoryOptions& options,
+                                                         double network_gbps = 0);
   // `plan` made with record_events under `options`.
   StatusOr<Prediction> Predict(const MemoryPlan& plan, const MemoryOptions& options,
                                const std::string& title);

@@ -153,6 +153,7 @@ Status ApplyExperimentMemory(ExperimentOptions* o) {
   }
   o->memory.gradients_leave = o->zero >= 2;
   o->memory.params_gathered = o->zero >= 3;
+  o->memory.ranks = static_cast<int>(o->ranks);
   SPILL_ASSIGN_OR_RETURN(o->precision, ParsePrecision(o->precision_name, "--precision"));
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(o->device));
   SPILL_RETURN_IF_ERROR(CheckPrecision(o->precision, type, "--precision"));

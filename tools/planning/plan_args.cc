@@ -29,6 +29,10 @@ void DeclareSimulation(Flags& f, PlanArgs* a) {
       ->type_name("NAME");
   f.Float("--link-gbps", &a->link_gbps, "the cpu profile's link, as train --link-gbps throttles it",
           1e-6, 1e6);
+  f.Float("--network-gbps", &a->network_gbps,
+          "with --device-profile: the network between data-parallel ranks, GB/s each way (default: "
+          "the profile's); a sharded parameter's gather (--zero 3) crosses it",
+          0, 1e6);
   f.Float("--map-us", &a->map_us,
           "host microseconds to map or unmap one chunk under --allocator va (no spec sheet gives "
           "it; default 0 - the drain of the queues before an unmap is simulated either way)",

@@ -20,6 +20,7 @@ struct PlanArgs {
   std::string trace, fragmentation_svg, html;
   std::string device_profile, timeline, timeline_svg;  // the simulator
   double link_gbps = 0, map_us = 0;
+  double network_gbps = 0;  // the network between ranks (0: the profile's)
   bool size_pool = false;
   size_t beta = kDefaultBeta;
   int64_t batch = 0;      // 0: the config's, or 32 for a network file

@@ -119,9 +119,8 @@ StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const TrainConfig& 
       dp->offsets_[slot.param] = dp->trainable_;
       dp->trainable_ += net.schedule().tensors[slot.param].shape.numel();
     }
-    DataParallel* self = dp.get();
-    runtime.set_parameter_source(
-        [self](TensorId param, float* data) { return self->GatherParameter(param, data); });
+    runtime.set_parameter_gatherer(dp.get());
+    dp->gather_thread_ = std::thread([self = dp.get()] { self->GatherLoop(); });
   }
   if (d.sync_batch_norm) {
     SetReplicaSum([&comm](double* values, int64_t n) { SumOrAbort(comm, values, n); });
@@ -131,6 +130,15 @@ StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const TrainConfig& 
 
 DataParallel::~DataParallel() {
   if (config_.sync_batch_norm) SetReplicaSum(nullptr);
+  if (gather_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(gather_mutex_);
+      gather_stopping_ = true;
+    }
+    gather_work_.notify_all();
+    gather_thread_.join();
+  }
+  for (const auto& g : retiring_) g->copied->Synchronize();
 }
 
 StateShard DataParallel::ShardFor(const TrainConfig& config) {
@@ -182,38 +190,96 @@ Status DataParallel::Synchronize(const Net& net, TensorStore& store, Solver* sol
   return Status::Ok();
 }
 
-Status DataParallel::GatherParameter(TensorId param, float* data) {
+void DataParallel::Begin(TensorId param) {
+  // Values whose copy to the device is done can go.
+  retiring_.erase(std::remove_if(retiring_.begin(), retiring_.end(),
+                                 [](const auto& g) { return g->copied->IsComplete(); }),
+                  retiring_.end());
+  auto g = std::make_shared<Gathering>();
+  g->param = param;
+  const Schedule& s = *schedule_;
+  const int64_t numel = s.tensors[param].shape.numel();
+  g->values.resize(numel);
+  const Piece mine = PieceOf(offsets_.at(param), numel, trainable_, rank(), size());
+  if (!mine.empty()) {
+    const ParameterSlot& slot = s.parameters[SlotOf(s, param)];
+    device_->CopyAsync(g->values.data() + mine.begin, runtime_->Data(slot.master),
+                       mine.size() * sizeof(float), CopyKind::kDeviceToHost,
+                       device_->compute_queue());
+    g->piece_read = device_->compute_queue().Record();
+  }
+  {
+    std::lock_guard<std::mutex> lock(gather_mutex_);
+    gathers_[param] = g;
+    gather_queue_.push_back(g);
+  }
+  gather_work_.notify_one();
+}
+
+Status DataParallel::Finish(TensorId param, float* data) {
+  std::shared_ptr<Gathering> g;
+  {
+    std::unique_lock<std::mutex> lock(gather_mutex_);
+    auto it = gathers_.find(param);
+    if (it == gathers_.end()) {
+      return Internal("'" + schedule_->tensors[param].name + "' was not being gathered");
+    }
+    g = it->second;
+    gathers_.erase(it);
+    gather_done_.wait(lock, [&] { return g->done; });
+  }
+  SPILL_RETURN_IF_ERROR(g->status);
+  if (data == nullptr) return Status::Ok();
+  device_->CopyAsync(data, g->values.data(), g->values.size() * sizeof(float),
+                     CopyKind::kHostToDevice, device_->compute_queue());
+  g->copied = device_->compute_queue().Record();
+  retiring_.push_back(std::move(g));
+  return Status::Ok();
+}
+
+void DataParallel::GatherLoop() {
+  for (;;) {
+    std::shared_ptr<Gathering> g;
+    {
+      std::unique_lock<std::mutex> lock(gather_mutex_);
+      gather_work_.wait(lock, [&] { return gather_stopping_ || !gather_queue_.empty(); });
+      if (gather_queue_.empty()) return;
+      g = gather_queue_.front();
+      gather_queue_.pop_front();
+    }
+    Status status = AllGather(*g);
+    {
+      std::lock_guard<std::mutex> lock(gather_mutex_);
+      g->status = std::move(status);
+      g->done = true;
+    }
+    gather_done_.notify_all();
+  }
+}
+
+// On the gather thread: every rank's piece to every other rank.
+Status DataParallel::AllGather(Gathering& g) {
   const Schedule& s = *schedule_;
   // Ranks whose plans differ would wait for each other's messages forever.
   uint64_t low = 0, high = 0;
-  SPILL_RETURN_IF_ERROR(comm_.MinMax(static_cast<uint64_t>(param), &low, &high, Channel::kControl));
+  SPILL_RETURN_IF_ERROR(
+      comm_.MinMax(static_cast<uint64_t>(g.param), &low, &high, Channel::kParameters));
   if (low != high) {
-    return Internal("the ranks need different parameters at this point ('" + s.tensors[low].name +
+    return Internal("the ranks gather different parameters at this point ('" + s.tensors[low].name +
                     "' and '" + s.tensors[high].name + "'): their memory plans differ");
   }
+  if (g.piece_read) g.piece_read->Synchronize();
   const int me = rank(), ranks = size();
-  const int64_t numel = s.tensors[param].shape.numel(), offset = offsets_.at(param);
-  gathered_.resize(numel);
-  const ParameterSlot& slot = s.parameters[SlotOf(s, param)];
+  const int64_t numel = static_cast<int64_t>(g.values.size()), offset = offsets_.at(g.param);
   const Piece mine = PieceOf(offset, numel, trainable_, me, ranks);
-  if (!mine.empty()) {
-    device_->CopyAsync(gathered_.data() + mine.begin, runtime_->Data(slot.master),
-                       mine.size() * sizeof(float), CopyKind::kDeviceToHost,
-                       device_->compute_queue());
-    device_->compute_queue().Synchronize();
-  }
   std::vector<Communicator::Message> sends, receives;
   for (int r = 0; r < ranks; ++r) {
     const Piece theirs = PieceOf(offset, numel, trainable_, r, ranks);
     if (r == me) continue;
-    if (!mine.empty()) sends.push_back({r, gathered_.data() + mine.begin, mine.size()});
-    if (!theirs.empty()) receives.push_back({r, gathered_.data() + theirs.begin, theirs.size()});
+    if (!mine.empty()) sends.push_back({r, g.values.data() + mine.begin, mine.size()});
+    if (!theirs.empty()) receives.push_back({r, g.values.data() + theirs.begin, theirs.size()});
   }
-  SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, 2, Channel::kControl));
-  device_->CopyAsync(data, gathered_.data(), numel * sizeof(float), CopyKind::kHostToDevice,
-                     device_->compute_queue());
-  device_->compute_queue().Synchronize();
-  return Status::Ok();
+  return comm_.Exchange(sends, receives, 2, Channel::kParameters);
 }
 
 Status DataParallel::GatherWholeParameters(const Net& net, TensorStore& store, const Solver& solver,

@@ -32,7 +32,11 @@
 #ifndef SPILL_TOOLS_TRAINER_DATA_PARALLEL_H_
 #define SPILL_TOOLS_TRAINER_DATA_PARALLEL_H_
 
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -48,7 +52,7 @@
 
 namespace spill {
 
-class DataParallel {
+class DataParallel : public MemoryRuntime::ParameterGatherer {
  public:
   // Null (and Ok) when this process trains alone.
   static StatusOr<std::unique_ptr<DataParallel>> Create(const TrainConfig& config, const Net& net,
@@ -57,7 +61,15 @@ class DataParallel {
   // The per-rank batch of `config`'s global batch; an error when the ranks
   // do not divide it.
   static StatusOr<int64_t> RankBatch(const TrainConfig& config);
-  ~DataParallel();
+  ~DataParallel() override;
+
+  // Zero 3: the memory runtime's gatherer. Begin copies this rank's piece
+  // of `param` out (behind the compute queue) and queues the all-gather
+  // for the gather thread, which first checks that every rank gathers the
+  // same parameter; Finish waits for it and copies the parameter into the
+  // device memory the runtime placed for it.
+  void Begin(TensorId param) override;
+  Status Finish(TensorId param, float* data) override;
 
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
@@ -111,10 +123,18 @@ class DataParallel {
   DataParallel(Communicator& comm, const DistributedConfig& config)
       : comm_(comm), config_(config) {}
   Status CheckReplicas(const Net& net, TensorStore& store, const Solver& solver, int64_t step);
-  // Zero 3: the memory runtime's parameter source. All-gathers parameter
-  // `param` from the ranks' pieces into device memory `data`; first checks
-  // that every rank asks for the same parameter.
-  Status GatherParameter(TensorId param, float* data);
+  // One all-gather of a sharded parameter, from Begin to Finish.
+  struct Gathering {
+    TensorId param = kNoTensor;
+    std::vector<float> values;          // the whole parameter, as it arrives
+    std::shared_ptr<Event> piece_read;  // this rank's piece copied into `values`
+    std::shared_ptr<Event> copied;      // Finish's copy to the device read `values`
+    bool done = false;
+    Status status;
+  };
+  // The gather thread: the all-gathers in the order Begin queued them.
+  void GatherLoop();
+  Status AllGather(Gathering& g);
   // Every rank's updated pieces of every parameter to every rank.
   Status GatherParameters(const Net& net, TensorStore& store, const Solver& solver);
   // A piece of a parameter and where it is, or goes, in host memory.
@@ -143,7 +163,14 @@ class DataParallel {
   const Schedule* schedule_ = nullptr;
   std::unordered_map<TensorId, int64_t> offsets_;  // parameter -> its first trainable element
   int64_t trainable_ = 0;
-  std::vector<float> gathered_;
+  std::mutex gather_mutex_;
+  std::condition_variable gather_work_;                               // queued, or stopping
+  std::condition_variable gather_done_;                               // an all-gather ended
+  std::deque<std::shared_ptr<Gathering>> gather_queue_;               // for the thread
+  std::unordered_map<TensorId, std::shared_ptr<Gathering>> gathers_;  // begun, not finished
+  std::vector<std::shared_ptr<Gathering>> retiring_;  // copies to the device in flight
+  bool gather_stopping_ = false;
+  std::thread gather_thread_;
 };
 
 }  // namespace spill

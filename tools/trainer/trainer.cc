@@ -292,6 +292,7 @@ Status Trainer::Setup() {
     }
     config_.memory.gradients_leave = true;
     config_.memory.params_gathered = config_.distributed.zero >= 3;
+    config_.memory.ranks = Communicator::World().size();
     SPILL_RETURN_IF_ERROR(config_.memory.Validate().WithContext(config_.file));
   }
   // Where the plan does not fit, leaner builds of the same network may.
