@@ -417,6 +417,8 @@ TEST_F(TrainerTest, Fp16SkipsOverflowingStepsAndStopsWhenTheScaleUnderflows) {
     for (const std::string& line : lines) skipped += Skipped(line);
     EXPECT_LT(skipped, 12);
     EXPECT_EQ((*trainer)->report().skipped_steps, skipped);
+    // Skipped steps whose loss was not finite add nothing to the mean.
+    EXPECT_TRUE(std::isfinite((*trainer)->report().train_loss));
   }
   {
     // A learning rate that throws the weights far out (the largest

@@ -571,10 +571,14 @@ Status Trainer::TrainStep(Batch& batch) {
     report_.replanned_iterations +=
         runtime_->replans() > replans || runtime_->allocator().mismatches() > mismatches;
   }
-  epoch_loss_ += result.loss;
-  epoch_correct_ += static_cast<double>(result.correct);
-  epoch_count_ += static_cast<double>(result.count);
-  epoch_steps_++;
+  // A step fp16 skipped for a loss that is not finite adds nothing to the
+  // epoch's mean (it changed no parameter either).
+  if (std::isfinite(result.loss)) {
+    epoch_loss_ += result.loss;
+    epoch_correct_ += static_cast<double>(result.correct);
+    epoch_count_ += static_cast<double>(result.count);
+    epoch_steps_++;
+  }
   AdvancePosition();
   SPILL_RETURN_IF_ERROR(LogStep(result, lr, seconds, dropped, loss_scale, skipped));
   if (report_.losses.size() == 2 && !options_.memory_log.empty()) {
@@ -677,11 +681,11 @@ Status Trainer::Run() {
         config_.data.batch / std::max(rate, 1e-9);
     const int64_t in_epoch = position_.batch == 0 ? steps_per_epoch_ : position_.batch;
     progress_.Update(position_.epoch + (position_.batch == 0 ? 0 : 1), epochs, in_epoch,
-                     steps_per_epoch_, epoch_loss_ / epoch_steps_,
+                     steps_per_epoch_, epoch_loss_ / std::max<int64_t>(epoch_steps_, 1),
                      epoch_correct_ / std::max(epoch_count_, 1.0), rate, left);
     const bool epoch_end = EpochEnded();
     if (epoch_end) {
-      report_.train_loss = epoch_loss_ / epoch_steps_;
+      report_.train_loss = epoch_loss_ / std::max<int64_t>(epoch_steps_, 1);
       report_.train_accuracy = epoch_correct_ / std::max(epoch_count_, 1.0);
       epoch_loss_ = epoch_correct_ = epoch_count_ = 0;
       epoch_steps_ = 0;
