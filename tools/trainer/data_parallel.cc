@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "framework/distributed/replica_sum.h"
@@ -64,6 +65,24 @@ size_t SlotOf(const Schedule& s, TensorId param) {
   }
   SPILL_CHECK(false) << "'" << s.tensors[param].name << "' is not a trainable parameter";
   return 0;
+}
+
+// On rank 0: every rank's pieces of one array per slot, packed in slot
+// order from `at[rank]` on (which advances past them), into each slot's
+// whole array `whole(slot)`.
+void UnpackPieces(const std::vector<std::vector<float>>& arrived,
+                  const std::vector<Solver::Slot>& slots, int64_t total, std::vector<int64_t>* at,
+                  const std::function<std::vector<float>&(size_t)>& whole) {
+  const int ranks = static_cast<int>(arrived.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::vector<float>& to = whole(i);
+    to.resize(slots[i].numel);
+    for (int r = 0; r < ranks; ++r) {
+      const Piece piece = PieceOf(slots[i].offset, slots[i].numel, total, r, ranks);
+      std::copy_n(arrived[r].data() + (*at)[r], piece.size(), to.data() + piece.begin);
+      (*at)[r] += piece.size();
+    }
+  }
 }
 
 // Whether `id` is a rank's piece of a sharded parameter (zero 3).
@@ -282,9 +301,28 @@ Status DataParallel::AllGather(Gathering& g) {
   return comm_.Exchange(sends, receives, 2, Channel::kParameters);
 }
 
+Status DataParallel::SendToRankZero(std::vector<float> own, int64_t total, int times, int tag,
+                                    std::vector<std::vector<float>>* arrived) {
+  const int me = rank(), ranks = size();
+  arrived->assign(ranks, {});
+  std::vector<Communicator::Message> sends, receives;
+  if (me != 0) {
+    sends.push_back({0, own.data(), static_cast<int64_t>(own.size())});
+    outside_steps_floats_ += static_cast<int64_t>(own.size());
+  } else {
+    for (int r = 1; r < ranks; ++r) {
+      (*arrived)[r].resize(times * RangeOf(total, r, ranks).size());
+      receives.push_back({r, (*arrived)[r].data(), static_cast<int64_t>((*arrived)[r].size())});
+    }
+  }
+  SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, tag, Channel::kControl));
+  if (me == 0) (*arrived)[0] = std::move(own);
+  return Status::Ok();
+}
+
 Status DataParallel::GatherWholeParameters(const Net& net, TensorStore& store, const Solver& solver,
                                            WholeParameters* whole) {
-  const int me = rank(), ranks = size();
+  const int ranks = size();
   const int64_t total = TrainableElements(net.schedule());
   const auto& slots = solver.slots();
   std::vector<float> own, values;  // this rank's pieces, in slot order
@@ -295,30 +333,12 @@ Status DataParallel::GatherWholeParameters(const Net& net, TensorStore& store, c
     SPILL_RETURN_IF_ERROR(store.ReadTensor(p.master, values.data()));
     own.insert(own.end(), values.begin(), values.end());
   }
-  std::vector<std::vector<float>> arrived(ranks);
-  std::vector<Communicator::Message> sends, receives;
-  if (me != 0) {
-    sends.push_back({0, own.data(), static_cast<int64_t>(own.size())});
-    outside_steps_floats_ += static_cast<int64_t>(own.size());
-  } else {
-    for (int r = 1; r < ranks; ++r) {
-      arrived[r].resize(RangeOf(total, r, ranks).size());
-      receives.push_back({r, arrived[r].data(), static_cast<int64_t>(arrived[r].size())});
-    }
-  }
-  SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, 3, Channel::kControl));
-  if (me != 0) return Status::Ok();
-  arrived[0] = std::move(own);
+  std::vector<std::vector<float>> arrived;
+  SPILL_RETURN_IF_ERROR(SendToRankZero(std::move(own), total, 1, 3, &arrived));
+  if (rank() != 0) return Status::Ok();
   std::vector<int64_t> at(ranks, 0);
-  for (size_t i = 0; i < slots.size(); ++i) {
-    std::vector<float>& to = (*whole)[slots[i].param];
-    to.resize(slots[i].numel);
-    for (int r = 0; r < ranks; ++r) {
-      const Piece piece = PieceOf(slots[i].offset, slots[i].numel, total, r, ranks);
-      std::copy_n(arrived[r].data() + at[r], piece.size(), to.data() + piece.begin);
-      at[r] += piece.size();
-    }
-  }
+  UnpackPieces(arrived, slots, total, &at,
+               [&](size_t i) -> std::vector<float>& { return (*whole)[slots[i].param]; });
   return Status::Ok();
 }
 
@@ -421,32 +441,14 @@ Status DataParallel::GatherState(const Net& net, TensorStore& store, const Solve
       own.insert(own.end(), values.begin(), values.end());
     }
   }
-  std::vector<std::vector<float>> arrived(ranks);
-  std::vector<Communicator::Message> sends, receives;
-  if (me != 0) {
-    sends.push_back({0, own.data(), static_cast<int64_t>(own.size())});
-    outside_steps_floats_ += static_cast<int64_t>(own.size());
-  } else {
-    for (int r = 1; r < ranks; ++r) {
-      arrived[r].resize(states * RangeOf(total, r, ranks).size());
-      receives.push_back({r, arrived[r].data(), static_cast<int64_t>(arrived[r].size())});
-    }
-  }
-  SPILL_RETURN_IF_ERROR(comm_.Exchange(sends, receives, 1, Channel::kControl));
+  std::vector<std::vector<float>> arrived;
+  SPILL_RETURN_IF_ERROR(SendToRankZero(std::move(own), total, states, 1, &arrived));
   if (me != 0) return Status::Ok();
-  arrived[0] = std::move(own);
   whole->assign(slots.size(), std::vector<std::vector<float>>(states));
   std::vector<int64_t> at(ranks, 0);
   for (int k = 0; k < states; ++k) {
-    for (size_t i = 0; i < slots.size(); ++i) {
-      std::vector<float>& to = (*whole)[i][k];
-      to.resize(slots[i].numel);
-      for (int r = 0; r < ranks; ++r) {
-        const Piece piece = PieceOf(slots[i].offset, slots[i].numel, total, r, ranks);
-        std::copy_n(arrived[r].data() + at[r], piece.size(), to.data() + piece.begin);
-        at[r] += piece.size();
-      }
-    }
+    UnpackPieces(arrived, slots, total, &at,
+                 [&](size_t i) -> std::vector<float>& { return (*whole)[i][k]; });
   }
   return Status::Ok();
 }

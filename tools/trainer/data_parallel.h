@@ -123,6 +123,11 @@ class DataParallel : public MemoryRuntime::ParameterGatherer {
   DataParallel(Communicator& comm, const DistributedConfig& config)
       : comm_(comm), config_(config) {}
   Status CheckReplicas(const Net& net, TensorStore& store, const Solver& solver, int64_t step);
+  // Every rank's packed pieces, `own` (`times` x its range of `total`
+  // elements), to rank 0, where `arrived` gets them by rank (its own moved
+  // in). Collective, on the control channel.
+  Status SendToRankZero(std::vector<float> own, int64_t total, int times, int tag,
+                        std::vector<std::vector<float>>* arrived);
   // One all-gather of a sharded parameter, from Begin to Finish.
   struct Gathering {
     TensorId param = kNoTensor;
