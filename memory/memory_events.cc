@@ -46,6 +46,10 @@ const char* MemoryEventName(MemoryEventType type) {
       return "begin_gather";
     case MemoryEventType::kFinishGather:
       return "finish_gather";
+    case MemoryEventType::kReduceScatter:
+      return "reduce_scatter";
+    case MemoryEventType::kAllGather:
+      return "all_gather";
   }
   return "?";
 }

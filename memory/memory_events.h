@@ -55,6 +55,9 @@ enum class MemoryEventType {
                     // the moment its computation would run, where its record is taken
   kBeginGather,     // a sharded parameter's gather from the ranks began (bytes: whole)
   kFinishGather,    // the step that reads it waited for it; its block was just placed
+  kReduceScatter,   // a gradient went to its reduction (bytes: what this rank sends of it)
+  kAllGather,       // after the iteration, the ranks' averages or updated parameters
+                    // (zero 0 to 2) come back (bytes: what this rank receives)
 };
 const char* MemoryEventName(MemoryEventType type);
 

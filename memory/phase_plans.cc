@@ -77,6 +77,15 @@ void AddLayerParameterTransfers(const Schedule& schedule, const MemoryOptions& o
 
 void AddParameterTransfers(const Schedule& schedule, const MemoryOptions& options,
                            PhasePlans* plans) {
+  if (options.ranks > 1) {
+    // The gradient goes to its reduction as soon as its layer's backward
+    // has made it (before it may leave the device).
+    for (const ParameterSlot& slot : schedule.parameters) {
+      const int b = schedule.backward_step[slot.layer];
+      if (schedule.steps[b].active)
+        plans->train.after[b].push_back({TransferOp::kReduceScatter, slot.grad});
+    }
+  }
   if (options.gradients_leave) {
     // Copied out by the step's observer (data parallelism), the gradient
     // leaves with the step; the update makes it again.
@@ -161,6 +170,10 @@ Status CompletePlan(const Schedule& schedule, const MemoryOptions& options, Phas
             !before) {
           return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +
                                  "': acts before a step only");
+        }
+        if (a.op == TransferOp::kReduceScatter && before) {
+          return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +
+                                 "': acts after a step only");
         }
         if (a.op == TransferOp::kGather && !options.params_gathered) {
           return InvalidArgument(where + " '" + schedule.tensors[a.tensor].name +

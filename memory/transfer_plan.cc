@@ -29,6 +29,8 @@ const char* TransferOpName(TransferOp op) {
       return "update";
     case TransferOp::kGather:
       return "gather";
+    case TransferOp::kReduceScatter:
+      return "reduce_scatter";
   }
   return "?";
 }

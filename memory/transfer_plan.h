@@ -72,6 +72,10 @@ enum class TransferOp {
   // begins (before a step, ahead of the step that reads it); the step makes
   // room for it and waits for its values.
   kGather,
+  // Data parallelism: the gradient, complete after its layer's backward,
+  // goes to its reduction (the reducer sends each rank its piece: what this
+  // rank sends is in the event); after a step.
+  kReduceScatter,
 };
 const char* TransferOpName(TransferOp op);
 

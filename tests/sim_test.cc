@@ -238,6 +238,25 @@ TEST_F(HandMadeLogTest, GatherCrossesTheNetworkAndComputeWaitsForIt) {
   EXPECT_NEAR(s.iteration_seconds, 2.0 + copy_in, kTolerance);
 }
 
+// Data parallelism: a gradient's reduce-scatter leaves once the backward
+// that made it has run (1 s), taking 2 s to send while step 1 computes; the
+// update (1 s) waits for it, and the all-gather after it (0.5 s) ends the
+// iteration. Sending and receiving run at once.
+TEST_F(HandMadeLogTest, ReductionsCrossTheNetworkAroundTheUpdate) {
+  using T = MemoryEventType;
+  profile_.network_bytes_per_second = 1e9;
+  costs_.update_seconds = 1.0;
+  const std::vector<MemoryEvent> events = {
+      Event(T::kCompute, 0), Event(T::kReduceScatter, 0, t_, 2000000000), Event(T::kCompute, 1),
+      Event(T::kAllGather, 1, kNoTensor, 500000000)};
+  const TimelineSummary s = Run(events, /*inline_compute=*/false);
+  EXPECT_NEAR(s.network_seconds, 2.5, kTolerance);
+  EXPECT_NEAR(s.hidden_network_seconds, 1.0, kTolerance);  // under step 1
+  // Compute 0-2 s, the reduction 1-3 s, the update 3-4 s, the all-gather 4-4.5 s.
+  EXPECT_NEAR(s.iteration_seconds, 4.5, kTolerance);
+  EXPECT_NEAR(s.compute_wait_seconds, 1.0, kTolerance);
+}
+
 // Freeing a tensor whose copy is in flight waits for it (a release), unless
 // the free is a drop's: dropped tensors are rebuilt, not copied back.
 // Compaction moves blocks a copy in flight may still read or fill: the

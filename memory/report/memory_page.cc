@@ -19,7 +19,7 @@ using Column = std::vector<int64_t>;
 constexpr int kPageFormat = 1;
 constexpr double kNanosecondsPerSecond = 1e9;
 constexpr int kNumTensorKinds = static_cast<int>(TensorKind::kOptimizerState) + 1;
-constexpr int kNumEventTypes = static_cast<int>(MemoryEventType::kFinishGather) + 1;
+constexpr int kNumEventTypes = static_cast<int>(MemoryEventType::kAllGather) + 1;
 // A block's causes in one column: placed * kCauseBase + evicted.
 constexpr int64_t kCauseBase = 8;
 static_assert(static_cast<int64_t>(EvictedBy::kDrop) < kCauseBase, "causes overlap");

@@ -400,6 +400,12 @@ void MemoryRuntime::RunAfterStep(const TransferAction& a) {
     case TransferOp::kUpdate:
       ApplyUpdate(params_.slot_of(id));
       return;
+    case TransferOp::kReduceScatter:
+      if (options_.record_events) {
+        log_events_.Add(
+            RankShare(MemoryEventType::kReduceScatter, id, schedule_.tensors[id].bytes));
+      }
+      return;
     case TransferOp::kPrefetch:
     case TransferOp::kRebuild:
     case TransferOp::kGather:
@@ -436,6 +442,12 @@ void MemoryRuntime::FinishStep(const Step& step) {
 
 Status MemoryRuntime::EndIteration() {
   SPILL_RETURN_IF_ERROR(FinishUnusedGathers());
+  if (options_.record_events && options_.ranks > 1 && !options_.params_gathered &&
+      phase_ == Phase::kTrain) {
+    size_t bytes = 0;  // the averages or updated parameters come back whole
+    for (const ParameterSlot& p : schedule_.parameters) bytes += schedule_.tensors[p.param].bytes;
+    log_events_.Add(RankShare(MemoryEventType::kAllGather, kNoTensor, bytes));
+  }
   step_ = -1;
   residency_->set_step(-1);
   log_events_.set_step(-1);

@@ -236,7 +236,8 @@ class MemoryRuntime : public TensorStore {
   void BeginGather(TensorId id);
   // Gathers begun for steps that did not run (a dropped branch's layers).
   Status FinishUnusedGathers();
-  MemoryEvent GatherEvent(MemoryEventType type, TensorId id) const;
+  // A collective's event: what this rank sends or receives of `bytes`.
+  MemoryEvent RankShare(MemoryEventType type, TensorId id, size_t bytes) const;
   Status Rebuild(TensorId id, StepRunner& runner);
   struct RebuildFrame;
   RebuildFrame StartRebuild(TensorId id) const;

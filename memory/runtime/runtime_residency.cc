@@ -304,7 +304,9 @@ void MemoryRuntime::BeginGather(TensorId id) {
     return;
   }
   gathering_.push_back(id);
-  if (options_.record_events) log_events_.Add(GatherEvent(MemoryEventType::kBeginGather, id));
+  if (options_.record_events) {
+    log_events_.Add(RankShare(MemoryEventType::kBeginGather, id, schedule_.tensors[id].bytes));
+  }
   if (gatherer_ != nullptr && backing_->HoldsData().ok()) gatherer_->Begin(id);
 }
 
@@ -312,7 +314,9 @@ Status MemoryRuntime::Gather(TensorId id) {
   BeginGather(id);
   SPILL_RETURN_IF_ERROR(AllocateTensor(id));
   gathering_.erase(std::find(gathering_.begin(), gathering_.end(), id));
-  if (options_.record_events) log_events_.Add(GatherEvent(MemoryEventType::kFinishGather, id));
+  if (options_.record_events) {
+    log_events_.Add(RankShare(MemoryEventType::kFinishGather, id, schedule_.tensors[id].bytes));
+  }
   if (gatherer_ != nullptr && backing_->HoldsData().ok()) {
     Status filled = gatherer_->Finish(id, residency_->data(id));
     if (!filled.ok()) {
@@ -333,13 +337,13 @@ Status MemoryRuntime::FinishUnusedGathers() {
   return Status::Ok();
 }
 
-MemoryEvent MemoryRuntime::GatherEvent(MemoryEventType type, TensorId id) const {
+MemoryEvent MemoryRuntime::RankShare(MemoryEventType type, TensorId id, size_t bytes) const {
   MemoryEvent e;
   e.type = type;
   e.tensor = id;
-  // What this rank receives: the other ranks' pieces.
+  // What this rank sends or receives of `bytes`: the other ranks' pieces.
   const int ranks = std::max(options_.ranks, 1);
-  e.bytes = schedule_.tensors[id].bytes / ranks * (ranks - 1);
+  e.bytes = bytes / ranks * (ranks - 1);
   return e;
 }
 

@@ -46,12 +46,19 @@ class Simulator {
       Apply(e);
       times.push_back(std::max(host_, ComputeTail()));
     }
+    // The update reads the reduced gradients; the ranks' averages or
+    // updated parameters come back after it.
+    if (sent_ > 0) ComputeWaits(sent_, "the reductions", -1);
     Compute(costs_.update_seconds, "update", "update", -1);
+    if (all_gather_bytes_ > 0) {
+      const double end = Network(&received_, ComputeTail(), all_gather_bytes_, "all-gather", -1);
+      HostWaits(end, "the all-gather", -1);
+    }
     return times;
   }
 
   Timeline Finish() {
-    timeline_.seconds = std::max({host_, compute_end_, copies_.latest(), network_});
+    timeline_.seconds = std::max({host_, compute_end_, copies_.latest(), sent_, received_});
     return std::move(timeline_);
   }
 
@@ -94,6 +101,16 @@ class Simulator {
   void HostWaits(double until, const std::string& what, int step) {
     if (until > host_) Slice(Lane::kHost, "wait for " + what, "wait", host_, until, step);
     host_ = std::max(host_, until);
+  }
+
+  // `bytes` over the network one way, after `clock` and `after`, once the
+  // host issues it; returns its end.
+  double Network(double* clock, double after, size_t bytes, std::string name, int step) {
+    const double start = std::max({*clock, after, host_});
+    *clock = start + profile_.network_latency_seconds +
+             static_cast<double>(bytes) / profile_.network_bytes_per_second;
+    Slice(Lane::kNetwork, std::move(name), "network", start, *clock, step, bytes);
+    return *clock;
   }
 
   void Copy(const MemoryEvent& e, bool to_host) {
@@ -141,8 +158,11 @@ class Simulator {
   CopyClocks copies_;
   std::vector<double> pending_;   // by tensor: the end of its copy in flight
   std::vector<double> gathered_;  // by tensor: the end of its gather in flight
-  double network_ = 0;            // when the network is next free
-  std::vector<bool> dropping_;    // its next free is a drop's (no wait)
+  // When the network is next free each way (an adapter sends and receives
+  // at once), and what the all-gather after the update receives.
+  double sent_ = 0, received_ = 0;
+  size_t all_gather_bytes_ = 0;
+  std::vector<bool> dropping_;   // its next free is a drop's (no wait)
   double moves_wait_ = kNoCopy;  // the last copy in flight on a block moved since the last kCompact
   // The copies of the streamed step whose compute comes next (kStreamIn and
   // kStreamOut precede it): bytes and tensors each way, and whether a
@@ -241,16 +261,18 @@ void Simulator::Apply(const MemoryEvent& e) {
       return;
     case MemoryEventType::kIdle:
       return;
-    case MemoryEventType::kBeginGather: {
-      const double rate = profile_.network_bytes_per_second;
-      if (rate <= 0) return;
-      const double start = std::max(network_, host_);
-      network_ = start + profile_.network_latency_seconds + static_cast<double>(e.bytes) / rate;
-      Slice(Lane::kNetwork, "gather " + TensorName(e.tensor), "gather", start, network_, e.step,
-            e.bytes);
-      gathered_[e.tensor] = network_;
+    case MemoryEventType::kBeginGather:
+      if (profile_.network_bytes_per_second <= 0) return;
+      gathered_[e.tensor] =
+          Network(&received_, host_, e.bytes, "gather " + TensorName(e.tensor), e.step);
       return;
-    }
+    case MemoryEventType::kReduceScatter:  // once the backward that made it has run
+      if (profile_.network_bytes_per_second <= 0) return;
+      Network(&sent_, ComputeTail(), e.bytes, "reduce-scatter " + TensorName(e.tensor), e.step);
+      return;
+    case MemoryEventType::kAllGather:
+      if (profile_.network_bytes_per_second > 0) all_gather_bytes_ += e.bytes;
+      return;
     case MemoryEventType::kFinishGather: {
       if (gathered_[e.tensor] != kNoCopy) {
         ComputeWaits(gathered_[e.tensor], "gather of " + TensorName(e.tensor), e.step);

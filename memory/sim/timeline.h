@@ -25,6 +25,16 @@
 //                             gather after another, once the host issues it
 //   finish gather             the compute queue waits for it, then copies the
 //                             whole parameter in from host memory
+//   reduce-scatter            once the backward that made a gradient has run,
+//                             the network carries what this rank sends of it,
+//                             one after another; the update waits for all
+//   all-gather (zero 0 to 2)  after the update the network brings back what
+//                             this rank receives of the averages or updated
+//                             parameters, and the host waits for it (spill's
+//                             reducer overlaps zero 0's with backward, bucket
+//                             by bucket: this charges it late)
+// The network sends and receives at once (an adapter each way); copies
+// between host and device memory on either side are not charged.
 // On an inline-compute device (the CPU) compute runs on the host thread, so
 // every compute wait is a host wait; on a GPU-like device the host enqueues
 // and runs ahead until it waits for an event. Decisions never depend on
@@ -88,7 +98,7 @@ struct TimelineSummary {
   double compute_wait_seconds = 0;    // compute waiting for copies
   double host_wait_seconds = 0;       // the host blocked on copies (or on drains before unmaps)
   double map_seconds = 0;             // the host mapping and unmapping chunks (va)
-  double network_seconds = 0;         // the network between ranks busy (gathers)
+  double network_seconds = 0;         // the network between ranks busy (either way)
   double hidden_network_seconds = 0;  // of which while compute was busy
   // Copy time hidden under compute / all copy time (1 without copies).
   double overlap() const { return copy_seconds > 0 ? hidden_copy_seconds / copy_seconds : 1; }

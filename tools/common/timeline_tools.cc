@@ -270,7 +270,8 @@ std::string DescribePrediction(const Prediction& p, int64_t batch, const Predict
     text += line;
   }
   if (s.network_seconds > 0) {
-    std::snprintf(line, sizeof(line), "; network (gathers) %.1f ms, %.0f%% hidden under compute",
+    std::snprintf(line, sizeof(line),
+                  "; network between ranks %.1f ms, %.0f%% hidden under compute",
                   s.network_seconds * 1e3,
                   100 * s.hidden_network_seconds / std::max(s.network_seconds, 1e-12));
     text += line;
