@@ -230,7 +230,7 @@ solver: {type: sgd, lr: 0.01, momentum: 0.9}
 memory: {mode: window, device_budget: 64MiB, host_budget: 1GiB, allocator: va, va_chunk: 64KiB,
          window: 1.5x, window_budget: 1x, params: above:1KiB, update: host, host_tier: ram,
          chunk: 2, stream_buffers: 1, workspace: pin:im2col_image, compact: false}
-run: {steps: 4, seed: 5, init: /nowhere/init.npz, precision: bf16}
+run: {steps: 4, seed: 5, init: /nowhere/init.npz, precision: bf16, micro_batches: 2}
 distributed: {bucket: 256KiB, sync_batch_norm: false, check_replicas: true, zero: 1}
 )"});
   // A searching planner's settings (room to spare: the mutations reach the

@@ -443,6 +443,34 @@ TEST_F(TrainerTest, Fp16SkipsOverflowingStepsAndStopsWhenTheScaleUnderflows) {
   }
 }
 
+// Gradient accumulation trains (its bit-identity with data-parallel ranks
+// is data_parallel_test's); what it cannot split or combine with is refused
+// by name.
+TEST_F(TrainerTest, MicroBatchesTrainAndWhatTheyCannotDoIsRefused) {
+  {
+    TrainOptions options = Quiet();
+    options.max_steps = 3;
+    auto trainer = Trainer::Create(Config(", micro_batches: 4"), options);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    EXPECT_EQ((*trainer)->net().batch(), 8);  // a quarter of data.batch
+    const Status ran = (*trainer)->Run();
+    ASSERT_TRUE(ran.ok()) << ran.ToString();
+    EXPECT_EQ(TrainLines(dir_ / "run").size(), 3u);
+    EXPECT_TRUE(std::isfinite((*trainer)->report().train_loss));
+  }
+  const std::pair<std::string, std::string> refused[] = {
+      {", micro_batches: 3", "run.micro_batches 3 does not divide the batch 32"},
+      {", micro_batches: 2, precision: fp16", "does not combine with run.precision fp16"},
+  };
+  TrainOptions over = Quiet();
+  over.overwrite = true;
+  for (const auto& [extra, message] : refused) {
+    auto bad = Trainer::Create(Config(extra), over);
+    ASSERT_FALSE(bad.ok()) << extra;
+    EXPECT_THAT(bad.status().message(), HasSubstr(message));
+  }
+}
+
 // Settings that cannot work are refused by name, with the reason.
 TEST_F(TrainerTest, PrecisionSettingsThatCannotRunAreRefused) {
   auto tf32 = Trainer::Create(Config(", precision: tf32"), Quiet());

@@ -73,7 +73,7 @@ struct Args {
   double link_gbps = 0;
   bool resume_default = false, no_progress = false, print_default = false, profile = false,
        overwrite = false;
-  int64_t max_steps = 0, epochs = 0, zero = -1;
+  int64_t max_steps = 0, epochs = 0, zero = -1, micro_batches = 0;
 };
 
 void Declare(Flags& f, Args* a) {
@@ -109,6 +109,10 @@ void Declare(Flags& f, Args* a) {
         "override distributed.zero: 0 replicates the solver state on every rank, 1 shards it, "
         "2 also lets gradients leave the device after backward, 3 also shards the parameters",
         0, 3);
+  f.Int("--micro-batches", &a->micro_batches,
+        "override run.micro_batches: compute each batch in K micro-batches, one after another, "
+        "and update once with the mean of their gradients (gradient accumulation)",
+        1, 1 << 20);
   f.Flag("--no-progress", &a->no_progress, "no progress bar");
   f.Flag("--profile", &a->profile, "print compute time per layer type at the end");
   f.String("--trace", &a->trace,
@@ -136,6 +140,7 @@ Status ApplyOverrides(const Args& a, TrainConfig* c) {
   if (!a.init.empty()) c->run.init = a.init;
   if (!a.device.empty()) c->run.device = a.device;
   if (a.zero >= 0) c->distributed.zero = static_cast<int>(a.zero);
+  if (a.micro_batches > 0) c->run.micro_batches = a.micro_batches;
   if (!a.precision.empty()) {
     SPILL_ASSIGN_OR_RETURN(c->run.precision, ParsePrecision(a.precision, "--precision"));
   }

@@ -371,6 +371,7 @@ Status ReadRun(YamlMap run, const std::string& base_dir, RunConfig* r) {
   r->checkpoint_every = run.Int("checkpoint_every", r->checkpoint_every, 0, kMaxSteps);
   r->seed = static_cast<uint64_t>(
       run.Int("seed", static_cast<int64_t>(r->seed), 0, std::numeric_limits<int64_t>::max()));
+  r->micro_batches = run.Int("micro_batches", r->micro_batches, 1, kMaxBatch);
   const std::string precision =
       run.Choice("precision", {"fp32", "bf16", "fp16", "tf32"}, PrecisionName(r->precision));
   if (run.ok()) r->precision = *ParsePrecision(precision, "run.precision");

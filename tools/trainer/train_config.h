@@ -120,6 +120,11 @@ struct RunConfig {
   int64_t eval_every = 0;
   int64_t checkpoint_every = 0;
   uint64_t seed = 1;
+  // Gradient accumulation: each step computes its batch (a rank's share of
+  // data.batch) in this many micro-batches, one after another, and updates
+  // once with the mean of their gradients, added in order - what as many
+  // data-parallel ranks compute. The network is built for one micro-batch.
+  int64_t micro_batches = 1;
   // How activations and their gradients are stored (framework/graph/precision.h).
   Precision precision = Precision::kFp32;
   // fp16's dynamic loss scaling (tools/trainer/loss_scale.h).

@@ -266,8 +266,10 @@ Status Trainer::Setup() {
   SPILL_RETURN_IF_ERROR(CheckDataSize());
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadModel(config_, *train_data_));
   SPILL_ASSIGN_OR_RETURN(const int64_t rank_batch, DataParallel::RankBatch(config_));
+  SPILL_RETURN_IF_ERROR(CheckMicroBatches(rank_batch));
   const NetOptions net_options =
-      NetOptionsFor(rank_batch, device_->type(), config_.memory.workspace, config_.run.precision);
+      NetOptionsFor(rank_batch / config_.run.micro_batches, device_->type(),
+                    config_.memory.workspace, config_.run.precision);
   SPILL_ASSIGN_OR_RETURN(solver_, Solver::Create(config_.solver));
   SPILL_RETURN_IF_ERROR(BuildNet(spec, net_options));
   if (Communicator::World().size() > 1) {  // before any collective
@@ -312,6 +314,11 @@ Status Trainer::Setup() {
   executor_ = std::make_unique<Executor>(*net_, device_.get(), *runtime_);
   executor_->set_profiling(options_.profile);
   lengths_ = LengthBuckets::For(*train_data_);
+  if (lengths_ && config_.run.micro_batches > 1) {
+    return InvalidArgument(config_.file +
+                           ": run.micro_batches does not combine with data.buckets (each batch "
+                           "is cut to one length)");
+  }
   if (traced) {
     recorder_ = std::make_unique<RunRecorder>(*executor_, *runtime_, *device_);
   }
@@ -444,6 +451,71 @@ Status Trainer::CheckLossScaling() const {
   return Status::Ok();
 }
 
+Status Trainer::CheckMicroBatches(int64_t rank_batch) const {
+  const int64_t k = config_.run.micro_batches;
+  if (k == 1) return Status::Ok();
+  const std::string key = config_.file + ": run.micro_batches " + std::to_string(k);
+  if (rank_batch % k != 0) {
+    return InvalidArgument(key + " does not divide the batch " +
+                           (Communicator::World().size() > 1 ? "of a rank, " : "") +
+                           std::to_string(rank_batch) + "; give a divisor of it");
+  }
+  // Each refusal: what the accumulated step would break.
+  const std::pair<bool, const char*> refusals[] = {
+      {config_.memory.params.kind != ParamPlacement::Kind::kDevice,
+       "needs memory.params: device (parameters elsewhere are updated during backward, before "
+       "the last micro-batch)"},
+      {config_.run.precision == Precision::kFp16,
+       "does not combine with run.precision fp16 (its loss scaling checks one iteration's "
+       "gradients); use bf16"},
+      {Communicator::World().size() > 1,
+       "runs in one process; data-parallel ranks compute the batch's parts at once"},
+      {!options_.trace_dir.empty() || !options_.timeline.empty() || !options_.html.empty(),
+       "does not combine with --trace, --timeline or --html, which record one iteration"},
+  };
+  for (const auto& [refused, why] : refusals) {
+    if (refused) return InvalidArgument(key + " " + why);
+  }
+  return Status::Ok();
+}
+
+StatusOr<LossResult> Trainer::RunMicroBatches(const Batch& batch, uint64_t seed) {
+  const int64_t k = config_.run.micro_batches, n = net_->batch();
+  const int64_t image = net_->input_shape().sample_size();
+  const int64_t labels = static_cast<int64_t>(batch.labels.size()) / (k * n);
+  const auto& slots = solver_->slots();
+  std::vector<std::vector<float>> sums(slots.size());
+  std::vector<float> values;
+  LossResult total;
+  double loss = 0;
+  for (int64_t m = 0; m < k; ++m) {
+    HostBatch host{batch.images.data() + m * n * image, batch.labels.data() + m * n * labels};
+    SPILL_ASSIGN_OR_RETURN(LossResult result, executor_->Run(host, Phase::kTrain, seed));
+    loss += result.loss;
+    total.correct += result.correct;
+    total.count += result.count;
+    // The sums in micro-batch order, as a reduction adds ranks in rank order.
+    for (size_t i = 0; i < slots.size(); ++i) {
+      std::vector<float>& sum = sums[i];
+      if (m == 0) {
+        sum.resize(slots[i].numel);
+        SPILL_RETURN_IF_ERROR(runtime_->ReadTensor(slots[i].grad, sum.data()));
+        continue;
+      }
+      values.resize(slots[i].numel);
+      SPILL_RETURN_IF_ERROR(runtime_->ReadTensor(slots[i].grad, values.data()));
+      for (size_t e = 0; e < sum.size(); ++e) sum[e] += values[e];
+    }
+  }
+  const float scale = 1.0f / static_cast<float>(k);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    for (float& x : sums[i]) x *= scale;
+    SPILL_RETURN_IF_ERROR(runtime_->WriteTensor(slots[i].grad, sums[i].data()));
+  }
+  total.loss = loss / static_cast<double>(k);
+  return total;
+}
+
 void Trainer::StartLossScaling() {
   if (config_.run.precision != Precision::kFp16) return;
   scaler_ = std::make_unique<LossScaler>(config_.run.loss_scale);
@@ -522,10 +594,10 @@ Status Trainer::TrainStep(Batch& batch) {
     solver_->BeginStep(*net_, solver_store(), *device_, lr);
   }
   if (Tracing()) recorder_->Begin();
-  SPILL_ASSIGN_OR_RETURN(
-      LossResult result,
-      executor_->Run(host, Phase::kTrain,
-                     MixSeed(config_.run.seed, static_cast<uint64_t>(position_.step))));
+  const uint64_t seed = MixSeed(config_.run.seed, static_cast<uint64_t>(position_.step));
+  SPILL_ASSIGN_OR_RETURN(LossResult result, config_.run.micro_batches > 1
+                                                ? RunMicroBatches(batch, seed)
+                                                : executor_->Run(host, Phase::kTrain, seed));
   if (!std::isfinite(result.loss) && !scaler_) {
     return Diverged("the loss of step " + std::to_string(position_.step + 1) + " is " +
                     std::to_string(result.loss));

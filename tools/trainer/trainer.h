@@ -134,6 +134,11 @@ class Trainer {
   // fp16: where loss scaling can run (a clear error where it cannot), and
   // the scaler, restored from a resumed checkpoint.
   Status CheckLossScaling() const;
+  // run.micro_batches: what it splits and what it cannot combine with.
+  Status CheckMicroBatches(int64_t rank_batch) const;
+  // The step's batch in micro-batches: runs each, adds their gradients in
+  // order in host memory and leaves their mean in the gradients.
+  StatusOr<LossResult> RunMicroBatches(const Batch& batch, uint64_t seed);
   void StartLossScaling();
   // After an fp16 iteration: unscales the gradients; `skipped` when one (or
   // the loss) is not finite, and the step must be skipped.
