@@ -505,6 +505,10 @@ TEST(CliTest, DeepestPlansOneRankOfAShardedRun) {
   EXPECT_EQ(refused.code, 2) << refused.output;
   EXPECT_THAT(refused.output,
               HasSubstr("--zero 1 shards over data-parallel ranks: give --ranks N"));
+  // plan --rank names one of the ranks.
+  Result rank = RunWith("plan", {"--ranks", "2", "--rank", "2"});
+  EXPECT_NE(rank.code, 0) << rank.output;
+  EXPECT_THAT(rank.output, HasSubstr("--rank 2 is not one of the 2 ranks (0 to 1)"));
 }
 
 // plan --steps lists every step with the images each call computes: the

@@ -187,6 +187,14 @@ struct RunSetup {
   int micro_batches = 1;           // run.micro_batches
 };
 
+// `solver` (sgd or adam) at the learning rate the tests train it with.
+RunSetup WithSolver(const std::string& solver) {
+  RunSetup s;
+  s.solver = solver;
+  s.lr = solver == "adam" ? 0.01 : 0.05;
+  return s;
+}
+
 // A tiny network, 64 training images, batch 16, 8 steps with momentum.
 std::string WriteConfig(const std::string& dir, const std::string& output, const RunSetup& s) {
   std::string data = s.data;
@@ -466,9 +474,7 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
     int64_t peaks[4] = {0, 0, 0, 0}, held[4] = {0, 0, 0, 0}, kept[4] = {0, 0, 0, 0}, psi = 0;
     for (int zero : {0, 1, 2, 3}) {
       if (zero >= 2 && c.memory.find("params: host") != std::string::npos) continue;
-      RunSetup setup;
-      setup.solver = c.solver;
-      setup.lr = c.solver == "adam" ? 0.01 : 0.05;
+      RunSetup setup = WithSolver(c.solver);
       setup.batch = c.batch;
       setup.bucket = "4KiB";  // several buckets, each cut across ranks differently
       setup.memory = c.memory;
@@ -573,9 +579,7 @@ TEST(DataParallelTest, ShardedSolverStateTrainsTheSameBits) {
 // number of ranks at all.
 TEST(DataParallelTest, ShardedCheckpointsResumeOnAnyStageOrRankCount) {
   const std::string dir = Dir("zero_resume");
-  RunSetup sharded;
-  sharded.solver = "adam";
-  sharded.lr = 0.01;
+  RunSetup sharded = WithSolver("adam");
   sharded.zero = 1;
   RunSetup replicated = sharded;
   replicated.zero = 0;
@@ -696,9 +700,7 @@ TEST(DataParallelTest, ZeroThreeRefusesWhatItCannotDoByName) {
 TEST(DataParallelTest, OneProcessAccumulatingMicroBatchesTrainsLikeTheRanks) {
   for (const auto& [ranks, solver] : {std::pair<int, std::string>{2, "adam"}, {4, "sgd"}}) {
     const std::string dir = Dir("micro" + std::to_string(ranks));
-    RunSetup setup;
-    setup.solver = solver;
-    setup.lr = solver == "adam" ? 0.01 : 0.05;
+    RunSetup setup = WithSolver(solver);
     setup.batch = 8 * ranks;
     setup.memory = "{conv_timing: model, workspace: pin:im2col_image}";
     RunSetup accumulated = setup;
@@ -781,9 +783,7 @@ TEST(DataParallelTest, AtZeroThreeRanksEvaluateUnevenSlicesTogether) {
 // reads its own pieces), and at zero 0 too.
 TEST(DataParallelTest, ShardedParametersResumeExactly) {
   const std::string dir = Dir("zero3_resume");
-  RunSetup sharded;
-  sharded.solver = "adam";
-  sharded.lr = 0.01;
+  RunSetup sharded = WithSolver("adam");
   sharded.zero = 3;
   sharded.model = "bn";
   RunSetup replicated = sharded;

@@ -69,6 +69,35 @@ void ExpectRounded(const std::vector<uint16_t>& half, const std::vector<float>& 
   }
 }
 
+// What one forward and the backward after it take beside the activations.
+struct PassTensors {
+  std::vector<Tensor> params, param_grads, aux;
+  Workspace forward_work, backward_work;
+};
+
+// `layer`'s forward of x into y, then its backward from dy, added into dx.
+void ForwardAndBackward(const Layer& layer, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        const Tensor& dx, const PassTensors& t) {
+  ForwardArgs f;
+  f.inputs = {x};
+  f.outputs = {y};
+  f.params = t.params;
+  f.aux = t.aux;
+  f.workspace = t.forward_work;
+  layer.Forward(f);
+  BackwardArgs b;
+  b.inputs = {x};
+  b.outputs = {y};
+  b.output_grads = {dy};
+  b.input_grads = {dx};
+  b.accumulate = {true};
+  b.params = t.params;
+  b.param_grads = t.param_grads;
+  b.aux = t.aux;
+  b.workspace = t.backward_work;
+  layer.Backward(b);
+}
+
 // Activations and their gradients take half the bytes, apart from the
 // input layer's outputs and the losses'; parameters, their gradients,
 // solver state and saved tensors keep theirs.
@@ -356,24 +385,13 @@ layers:
     };
     auto vec = [&](std::vector<float>& v) { return Tensor(Shape(1, c, 1, 1), v.data()); };
     auto run = [&](Run& r, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) {
-      ForwardArgs f;
-      f.inputs = {x};
-      f.outputs = {y};
-      f.params = {vec(r.gamma), vec(r.beta), vec(r.mean), vec(r.var)};
-      f.aux = {vec(r.aux_mean), vec(r.aux_istd)};
-      f.workspace = {r.workspace.data(), r.workspace.size()};
-      layer.Forward(f);
-      BackwardArgs b;
-      b.inputs = {x};
-      b.outputs = {y};
-      b.output_grads = {dy};
-      b.input_grads = {dx};
-      b.accumulate = {true};
-      b.params = f.params;
-      b.param_grads = {vec(r.dgamma), vec(r.dbeta)};
-      b.aux = f.aux;
-      b.workspace = f.workspace;
-      layer.Backward(b);
+      const Workspace work = {r.workspace.data(), r.workspace.size()};
+      ForwardAndBackward(layer, x, y, dy, dx,
+                         {{vec(r.gamma), vec(r.beta), vec(r.mean), vec(r.var)},
+                          {vec(r.dgamma), vec(r.dbeta)},
+                          {vec(r.aux_mean), vec(r.aux_istd)},
+                          work,
+                          work});
     };
     Run r16, r32;
     prepare(r16);
@@ -423,21 +441,12 @@ TEST(PrecisionTest, LayerNormGivesTheBitsOfFloat32Copies) {
     g.dgamma.assign(c, 0);
     g.dbeta.assign(c, 0);
     g.workspace.assign(layer.workspace_bytes(Pass::kBackward) + 8, 0);
-    ForwardArgs f;
-    f.inputs = {x};
-    f.outputs = {y};
-    f.params = {vec(gamma), vec(beta)};
-    layer.Forward(f);
-    BackwardArgs b;
-    b.inputs = {x};
-    b.outputs = {y};
-    b.output_grads = {dy};
-    b.input_grads = {dx};
-    b.accumulate = {true};
-    b.params = f.params;
-    b.param_grads = {vec(g.dgamma), vec(g.dbeta)};
-    b.workspace = {g.workspace.data(), g.workspace.size()};
-    layer.Backward(b);
+    ForwardAndBackward(layer, x, y, dy, dx,
+                       {{vec(gamma), vec(beta)},
+                        {vec(g.dgamma), vec(g.dbeta)},
+                        {},
+                        {},
+                        {g.workspace.data(), g.workspace.size()}});
   };
   Grads g16, g32;
   std::vector<uint16_t> y16(n), dx16 = half[2];
@@ -475,21 +484,12 @@ TEST(PrecisionTest, AttentionGivesTheBitsOfFloat32Copies) {
     r.saved.assign(layer.aux()[0].shape.numel(), 0);
     r.forward_work.assign(layer.workspace_bytes(Pass::kForward) + 8, 0);
     r.backward_work.assign(layer.workspace_bytes(Pass::kBackward) + 8, 0);
-    ForwardArgs f;
-    f.inputs = {x};
-    f.outputs = {y};
-    f.aux = {Tensor(layer.aux()[0].shape, r.saved.data())};
-    f.workspace = {r.forward_work.data(), r.forward_work.size()};
-    layer.Forward(f);
-    BackwardArgs b;
-    b.inputs = {x};
-    b.outputs = {y};
-    b.output_grads = {dy};
-    b.input_grads = {dx};
-    b.accumulate = {true};
-    b.aux = f.aux;
-    b.workspace = {r.backward_work.data(), r.backward_work.size()};
-    layer.Backward(b);
+    ForwardAndBackward(layer, x, y, dy, dx,
+                       {{},
+                        {},
+                        {Tensor(layer.aux()[0].shape, r.saved.data())},
+                        {r.forward_work.data(), r.forward_work.size()},
+                        {r.backward_work.data(), r.backward_work.size()}});
   };
   Run r16, r32;
   std::vector<uint16_t> y16(out.numel()), dx16 = half[2];

@@ -58,15 +58,6 @@ void SumOrAbort(Communicator& comm, double* values, int64_t n) {
   comm.Abort(1);
 }
 
-// The Schedule::parameters index of trainable parameter `param`.
-size_t SlotOf(const Schedule& s, TensorId param) {
-  for (size_t i = 0; i < s.parameters.size(); ++i) {
-    if (s.parameters[i].param == param) return i;
-  }
-  SPILL_CHECK(false) << "'" << s.tensors[param].name << "' is not a trainable parameter";
-  return 0;
-}
-
 // On rank 0: every rank's pieces of one array per slot, packed in slot
 // order from `at[rank]` on (which advances past them), into each slot's
 // whole array `whole(slot)`.
@@ -134,9 +125,10 @@ StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const TrainConfig& 
   if (runtime.options().params_gathered) {
     dp->runtime_ = &runtime;
     dp->schedule_ = &net.schedule();
-    for (const ParameterSlot& slot : net.schedule().parameters) {
-      dp->offsets_[slot.param] = dp->trainable_;
-      dp->trainable_ += net.schedule().tensors[slot.param].shape.numel();
+    const std::vector<ParameterSlot>& slots = net.schedule().parameters;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      dp->sharded_[slots[i].param] = {i, dp->trainable_};
+      dp->trainable_ += net.schedule().tensors[slots[i].param].shape.numel();
     }
     runtime.set_parameter_gatherer(dp.get());
     dp->gather_thread_ = std::thread([self = dp.get()] { self->GatherLoop(); });
@@ -186,7 +178,7 @@ Status DataParallel::Synchronize(const Net& net, TensorStore& store, Solver* sol
     }
     const TensorId t = static_cast<TensorId>(id);
     // Sharded parameters: every rank initialized, or read, its own pieces.
-    if (runtime_ != nullptr && (offsets_.count(t) > 0 || IsPiece(s, t))) continue;
+    if (runtime_ != nullptr && (sharded_.count(t) > 0 || IsPiece(s, t))) continue;
     buffer.resize(info.shape.numel());
     if (rank() == 0) SPILL_RETURN_IF_ERROR(store.ReadTensor(t, buffer.data()));
     SPILL_RETURN_IF_ERROR(comm_.Broadcast(buffer.data(), info.bytes, Channel::kControl));
@@ -219,9 +211,10 @@ void DataParallel::Begin(TensorId param) {
   const Schedule& s = *schedule_;
   const int64_t numel = s.tensors[param].shape.numel();
   g->values.resize(numel);
-  const Piece mine = PieceOf(offsets_.at(param), numel, trainable_, rank(), size());
+  const Sharded& at = sharded_.at(param);
+  const Piece mine = PieceOf(at.offset, numel, trainable_, rank(), size());
   if (!mine.empty()) {
-    const ParameterSlot& slot = s.parameters[SlotOf(s, param)];
+    const ParameterSlot& slot = s.parameters[at.slot];
     device_->CopyAsync(g->values.data() + mine.begin, runtime_->Data(slot.master),
                        mine.size() * sizeof(float), CopyKind::kDeviceToHost,
                        device_->compute_queue());
@@ -289,7 +282,7 @@ Status DataParallel::AllGather(Gathering& g) {
   }
   if (g.piece_read) g.piece_read->Synchronize();
   const int me = rank(), ranks = size();
-  const int64_t numel = static_cast<int64_t>(g.values.size()), offset = offsets_.at(g.param);
+  const int64_t numel = static_cast<int64_t>(g.values.size()), offset = sharded_.at(g.param).offset;
   const Piece mine = PieceOf(offset, numel, trainable_, me, ranks);
   std::vector<Communicator::Message> sends, receives;
   for (int r = 0; r < ranks; ++r) {

@@ -162,11 +162,15 @@ class DataParallel : public MemoryRuntime::ParameterGatherer {
   int64_t outside_steps_floats_ = 0;  // sent for checkpoints and evaluation, not by the steps
   Device* device_ = nullptr;
   bool params_on_device_ = false;  // memory.params: device (store.Data is theirs for good)
-  // Zero 3: the runtime that holds the pieces, where each parameter starts in
-  // all trainable elements, and the gathered values on their way in.
+  // Zero 3: the runtime that holds the pieces, each sharded parameter's slot
+  // and first element, and the all-gathers under way.
   MemoryRuntime* runtime_ = nullptr;
   const Schedule* schedule_ = nullptr;
-  std::unordered_map<TensorId, int64_t> offsets_;  // parameter -> its first trainable element
+  struct Sharded {
+    size_t slot = 0;     // in Schedule::parameters
+    int64_t offset = 0;  // its first element among all trainable ones
+  };
+  std::unordered_map<TensorId, Sharded> sharded_;  // by parameter
   int64_t trainable_ = 0;
   std::mutex gather_mutex_;
   std::condition_variable gather_work_;                               // queued, or stopping
