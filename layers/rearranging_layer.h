@@ -1,7 +1,7 @@
 // The base of layers that move their input's values (channel_shuffle,
-// slice, pad) or mix them with weights fixed by the shapes (upsample): cheap
-// to recompute, and backward reads neither their inputs nor their outputs,
-// only the output gradient.
+// slice, pad, space_to_depth) or mix them with weights fixed by the shapes
+// (upsample): cheap to recompute, and backward reads neither their inputs
+// nor their outputs, only the output gradient.
 #ifndef SPILL_LAYERS_REARRANGING_LAYER_H_
 #define SPILL_LAYERS_REARRANGING_LAYER_H_
 

@@ -1,8 +1,9 @@
 // The layers of today's vision networks (activations, squeeze-and-excitation
 // products, channel shuffles and slices, layer norm, per-channel scale,
-// upsampling, transposed convolution, padding): finite-difference gradient
-// checks, hand-computed values, gradient accumulation for fans, bit-exact
-// recomputation, and errors that name the layer.
+// upsampling, transposed convolution, padding, space to depth):
+// finite-difference gradient checks, hand-computed values, gradient
+// accumulation for fans, bit-exact recomputation, and errors that name the
+// layer.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -105,7 +106,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "{type: transposed_convolution, filters: 2, kernel: 2, stride: 2}",
                  {Shape(2, 4, 3, 3)},
                  false},
-        GradCase{"pad", "{type: pad, pad: [0, 1, 2, 1]}", {Shape(2, 2, 3, 3)}}),
+        GradCase{"pad", "{type: pad, pad: [0, 1, 2, 1]}", {Shape(2, 2, 3, 3)}},
+        GradCase{"space_to_depth", "{type: space_to_depth, block_size: 2}", {Shape(2, 3, 4, 6)}}),
     [](const ::testing::TestParamInfo<GradCase>& info) { return std::string(info.param.name); });
 
 // Segmentation: a softmax over the channels at every pixel, the mean
@@ -315,6 +317,7 @@ const char* const kEveryNewLayer[] = {
     "{type: upsample, factor: 2, mode: bilinear}",
     "{type: transposed_convolution, filters: 3, kernel: 3, stride: 2, pad: 1, output_pad: 1}",
     "{type: pad, pad: [1, 0, 0, 1]}",
+    "{type: space_to_depth, block_size: 2}",
 };
 
 // A fanned-out tensor receives one gradient per reader: the second and later

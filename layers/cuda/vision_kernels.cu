@@ -263,6 +263,21 @@ __global__ void PadBackward(PadShape s, const float* dy, float* dx, bool accumul
   }
 }
 
+// ---- Space to depth ----
+
+__global__ void SpaceToDepth(SpaceToDepthShape s, const float* from, float* to, bool inverse,
+                             bool accumulate) {
+  const int64_t width = SpaceToDepthRowLength(s);
+  SPILL_VISION_LOOP(e, SpaceToDepthRows(s) * width) {
+    const int64_t source = SpaceToDepthRowStart(s, e / width) + (e % width) * s.block;
+    if (inverse) {
+      to[source] = Store(to[source], from[e], accumulate);
+    } else {
+      to[e] = from[source];
+    }
+  }
+}
+
 // ---- im2col / col2im ----
 
 __global__ void Im2Col(WindowShape s, const float* image, float* col) {
@@ -432,6 +447,13 @@ void LaunchPadBackward(const PadShape& s, const float* dy, float* dx, bool accum
   const int64_t n = s.planes * s.in_h * s.in_w;
   if (n <= 0) return;
   PadBackward<<<Blocks(n), kThreads, 0, stream>>>(s, dy, dx, accumulate);
+}
+
+void LaunchSpaceToDepth(const SpaceToDepthShape& s, const float* from, float* to, bool inverse,
+                        bool accumulate, cudaStream_t stream) {
+  const int64_t n = s.n * s.c * s.h * s.w;
+  if (n <= 0) return;
+  SpaceToDepth<<<Blocks(n), kThreads, 0, stream>>>(s, from, to, inverse, accumulate);
 }
 
 void LaunchIm2Col(const WindowShape& s, const float* image, float* col, cudaStream_t stream) {

@@ -1,7 +1,7 @@
 // Launchers of the kernels of the vision layers' CUDA implementations
 // (vision_kernels.cu): activations, broadcast products, channel shuffles,
-// layer norm, per-channel scales, upsampling, padding, the transposed
-// convolution's im2col / col2im, and the per-pixel softmax. As in
+// layer norm, per-channel scales, upsampling, padding, space to depth, the
+// transposed convolution's im2col / col2im, and the per-pixel softmax. As in
 // layer_kernels_cuda.h, each enqueues its work on `stream`, launches nothing
 // when there is nothing to do, and is deterministic: every output element is
 // computed by one thread, and every sum over a plane is reduced by one block
@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "layers/activation_math.h"
+#include "layers/space_to_depth_math.h"
 
 namespace spill {
 namespace cuda {
@@ -94,6 +95,13 @@ void LaunchPadForward(const PadShape& s, float value, const float* x, float* y,
                       cudaStream_t stream);
 void LaunchPadBackward(const PadShape& s, const float* dy, float* dx, bool accumulate,
                        cudaStream_t stream);
+
+// ---- Space to depth (layers/space_to_depth_math.h) ----
+
+// One thread per output element: forward copies x into y; `inverse` writes
+// (or adds) each of y's elements back to its place in x.
+void LaunchSpaceToDepth(const SpaceToDepthShape& s, const float* from, float* to, bool inverse,
+                        bool accumulate, cudaStream_t stream);
 
 // ---- im2col / col2im of one image (the transposed convolution) ----
 
