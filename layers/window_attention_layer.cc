@@ -1,0 +1,99 @@
+#include "layers/window_attention_layer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "framework/config/layer_params.h"
+
+namespace spill {
+
+WindowAttentionLayer::WindowAttentionLayer(LayerParams& params)
+    : heads_(params.RequiredInt("heads", 1, kMaxLayerExtent)),
+      window_(params.RequiredInt("window", 1, kMaxLayerExtent)),
+      shift_(params.Int("shift", 0, 0, std::max<int64_t>(window_ - 1, 0))) {}
+
+Status WindowAttentionLayer::Reshape(const std::vector<Shape>& inputs,
+                                     std::vector<Shape>* outputs) {
+  const Shape& x = inputs[0];
+  if (x.c() % 3 != 0) {
+    return InvalidArgument(
+        "window_attention takes queries, keys and values stacked along the channels, "
+        "N x 3C x H x W (a 1x1 convolution with 3C filters gives them), got " +
+        x.ToString());
+  }
+  n_ = x.n();
+  channels_ = x.c() / 3;
+  if (channels_ % heads_ != 0) {
+    return InvalidArgument("heads: " + std::to_string(heads_) +
+                           " does not divide the width C = " + std::to_string(channels_) +
+                           " (the input has 3C = " + std::to_string(x.c()) + " channels)");
+  }
+  if (x.h() % window_ != 0 || x.w() % window_ != 0) {
+    return InvalidArgument("window: " + std::to_string(window_) + " does not divide the image's " +
+                           std::to_string(x.h()) + " x " + std::to_string(x.w()) +
+                           " pixels (H and W must be multiples of the window; pad the image)");
+  }
+  depth_ = channels_ / heads_;
+  grid_.height = x.h();
+  grid_.width = x.w();
+  grid_.window = window_;
+  // torchvision rolls an axis only where it holds more than one window.
+  grid_.shift_h = x.h() > window_ ? shift_ : 0;
+  grid_.shift_w = x.w() > window_ ? shift_ : 0;
+  *outputs = {Shape(n_, channels_, x.h(), x.w())};
+  return Status::Ok();
+}
+
+std::vector<ParamSpec> WindowAttentionLayer::params() const {
+  const int64_t rows = (2 * window_ - 1) * (2 * window_ - 1);
+  ParamSpec table{"table", Shape(rows, heads_, 1, 1), Initializer::Normal(0.02f)};
+  table.decay_mult = 0;
+  return {table};
+}
+
+std::vector<AuxSpec> WindowAttentionLayer::aux() const {
+  const int64_t tokens = grid_.tokens();
+  return {{"probabilities", Shape(n_, grid_.windows() * heads_, tokens, tokens)}};
+}
+
+MemoryTraits WindowAttentionLayer::memory_traits() const {
+  MemoryTraits traits;
+  traits.feature_maps = true;
+  return traits;
+}
+
+int64_t WindowAttentionLayer::InFlight() const { return std::min(kUnitsInFlight, Units(n_)); }
+
+// Forward: the unit's Q, K and V gathered (3 T d) and a row of scores (T).
+// Backward: Q, K, V, dO, dQ, dK, dV (7 T d), a row of dS (T) and the
+// unit's part of the table's gradient ((2w - 1)^2).
+int64_t WindowAttentionLayer::UnitWorkspace(Pass pass) const {
+  const int64_t tokens = grid_.tokens(), td = tokens * depth_;
+  return pass == Pass::kForward ? 3 * td + tokens : 7 * td + tokens + grid_.table_rows();
+}
+
+size_t WindowAttentionLayer::workspace_bytes(Pass pass) const {
+  return static_cast<size_t>(InFlight() * UnitWorkspace(pass)) * sizeof(float);
+}
+
+float WindowAttentionLayer::Scale() const {
+  return static_cast<float>(std::pow(static_cast<double>(depth_), -0.5));
+}
+
+// Q K^T and P V: 2 T T d multiply-adds per unit; backward: dP = dO V^T,
+// dV, dQ and dK (4 T T d).
+LayerWork WindowAttentionLayer::work(Pass pass, const std::vector<Shape>& inputs,
+                                     const std::vector<Shape>& outputs) const {
+  const double tokens = static_cast<double>(grid_.tokens());
+  const double per_unit = 2.0 * tokens * tokens * static_cast<double>(depth_);
+  const double units = static_cast<double>(Units(n_));
+  LayerWork w;
+  w.flops = units * per_unit * (pass == Pass::kForward ? 2 : 4);
+  const double saved = units * tokens * tokens;
+  const double table = static_cast<double>(grid_.table_rows() * heads_);
+  w.bytes = sizeof(float) * (TotalElements(inputs) + TotalElements(outputs) + saved + table) *
+            (pass == Pass::kForward ? 1 : 2);
+  return w;
+}
+
+}  // namespace spill
