@@ -170,7 +170,15 @@ const std::vector<LayerCase>& CudaLayerCases() {
       LayerCase{"positions", "{type: positions, length: 9}", {Shape(3, 4, 1, 7)}},
       LayerCase{"tokens", "{type: tokens}", {Shape(2, 3, 4, 5)}},
       LayerCase{"class_token", "{type: class_token}", {Shape(3, 4, 1, 5)}},
-      LayerCase{"token", "{type: token, index: -2}", {Shape(3, 4, 1, 5)}}};
+      LayerCase{"token", "{type: token, index: -2}", {Shape(3, 4, 1, 5)}},
+      // Windows of an image: shifted (the roll and the mask), and a grid of
+      // 2 x 3 windows unshifted.
+      LayerCase{"window_attention_shifted",
+                "{type: window_attention, heads: 2, window: 3, shift: 1}",
+                {Shape(2, 12, 6, 6)}},
+      LayerCase{"window_attention",
+                "{type: window_attention, heads: 3, window: 2}",
+                {Shape(2, 18, 4, 6)}}};
   return *cases;
 }
 

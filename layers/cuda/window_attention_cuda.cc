@@ -1,0 +1,82 @@
+// window_attention on the GPU (layers/cuda/window_attention_kernels.cu): a
+// thread per query of each window and head forms its row - scores, maximum
+// and sum in three passes, the probabilities and the output in a fourth -
+// and saves the probabilities; backward takes a thread per query for dQ and
+// the row's sum(P dP), then a thread per key for dK and dV, each adding the
+// queries in order, and a thread per entry of the table for its gradient,
+// adding the units in order (no atomics). Every image's outputs are its
+// own, and the table's gradient is overwritten on the step's first slice
+// and continued by the others, so a slice of the batch runs the same
+// threads on fewer images and the slices give the whole batch's bits.
+#include "framework/graph/layer_registry.h"
+#include "layers/cuda/layer_util_cuda.h"
+#include "layers/cuda/sequence_kernels_cuda.h"
+#include "layers/cuda/window_attention_kernels_cuda.h"
+#include "layers/window_attention_layer.h"
+
+namespace spill {
+namespace {
+
+class CudaWindowAttentionLayer : public WindowAttentionLayer {
+ public:
+  using WindowAttentionLayer::WindowAttentionLayer;
+
+  bool supports_slices() const override { return true; }
+
+  Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override {
+    SPILL_RETURN_IF_ERROR(WindowAttentionLayer::Reshape(inputs, outputs));
+    if (depth_ > cuda::kMaxAttentionDepth) {
+      return InvalidArgument("a head of " + std::to_string(depth_) +
+                             " channels (C / heads) is deeper than the CUDA kernels' " +
+                             std::to_string(cuda::kMaxAttentionDepth) + "; use more heads");
+    }
+    return Status::Ok();
+  }
+
+  // Backward's workspace: each query's sum(P dP).
+  size_t workspace_bytes(Pass pass) const override {
+    return pass == Pass::kForward ? 0
+                                  : static_cast<size_t>(Units(n_) * grid_.tokens()) * sizeof(float);
+  }
+
+  void Forward(const ForwardArgs& args) const override {
+    cuda::LaunchWindowAttentionForward(Geometry(args.inputs[0].shape().n()), args.inputs[0].data(),
+                                       args.params[0].data(), args.outputs[0].data(),
+                                       args.aux[0].data(), cuda::StreamOf(args.device));
+    SPILL_CUDA_CHECK_LAUNCH();
+  }
+
+  void Backward(const BackwardArgs& args) const override {
+    float* dx = args.input_grads[0].valid() ? args.input_grads[0].data() : nullptr;
+    float* dtable = cuda::ParamGrad(args, 0);
+    if (dx == nullptr && dtable == nullptr) return;
+    SPILL_CHECK(args.workspace.bytes >= workspace_bytes(Pass::kBackward)) << name();
+    cudaStream_t stream = cuda::StreamOf(args.device);
+    if (dtable != nullptr && args.slice.first()) {
+      const size_t bytes = static_cast<size_t>(grid_.table_rows() * heads_) * sizeof(float);
+      SPILL_CUDA_CHECK(cudaMemsetAsync(dtable, 0, bytes, stream));
+    }
+    cuda::LaunchWindowAttentionBackward(Geometry(args.inputs[0].shape().n()), args.inputs[0].data(),
+                                        args.output_grads[0].data(), args.aux[0].data(),
+                                        static_cast<float*>(args.workspace.data), dx,
+                                        cuda::Accumulates(args, 0), dtable, stream);
+    SPILL_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  cuda::WindowAttentionShape Geometry(int64_t images) const {
+    cuda::WindowAttentionShape s;
+    s.images = images;
+    s.channels = channels_;
+    s.heads = heads_;
+    s.grid = grid_;
+    s.scale = Scale();
+    return s;
+  }
+};
+
+}  // namespace
+
+SPILL_REGISTER_LAYER(window_attention, kCuda, CudaWindowAttentionLayer);
+
+}  // namespace spill

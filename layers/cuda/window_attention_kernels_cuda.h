@@ -1,0 +1,45 @@
+// Launchers of window_attention's kernels (window_attention_kernels.cu). As
+// in layer_kernels_cuda.h, each enqueues its work on `stream`, launches
+// nothing when there is nothing to do, and is deterministic (no atomics:
+// every sum has one writer, in a fixed order).
+#ifndef SPILL_LAYERS_CUDA_WINDOW_ATTENTION_KERNELS_CUDA_H_
+#define SPILL_LAYERS_CUDA_WINDOW_ATTENTION_KERNELS_CUDA_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "layers/window_attention_math.h"
+
+namespace spill {
+namespace cuda {
+
+// Shifted-window attention over x (N x 3C x H x W, queries, keys, values
+// along the channels; layers/window_attention_layer.h). A unit is one head
+// of one window of one image, in the order (image, window, head); a head's
+// depth d = C / heads lives in registers (at most kMaxAttentionDepth,
+// sequence_kernels_cuda.h).
+struct WindowAttentionShape {
+  int64_t images = 0, channels = 0, heads = 0;
+  WindowGrid grid;
+  float scale = 1;  // d^-1/2, as the layer forms it
+};
+
+// One thread per query of each unit: y (N x C x H x W) and the
+// probabilities, `saved` (N x (windows heads) x T x T).
+void LaunchWindowAttentionForward(const WindowAttentionShape& s, const float* x, const float* table,
+                                  float* y, float* saved, cudaStream_t stream);
+// From dy: a thread per query forms the row's sum(P dP) (into `rows`, a
+// float per query of every unit: workspace) and, where dx is not null, dQ;
+// then a thread per key forms dK and dV over the queries in order. `add`:
+// dx accumulates. Where dtable is not null, a thread per table entry adds
+// to it the units' dS of its head, unit by unit in order, each unit's sum
+// formed from zero (a call over a slice continues the sums).
+void LaunchWindowAttentionBackward(const WindowAttentionShape& s, const float* x, const float* dy,
+                                   const float* saved, float* rows, float* dx, bool add,
+                                   float* dtable, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace spill
+
+#endif  // SPILL_LAYERS_CUDA_WINDOW_ATTENTION_KERNELS_CUDA_H_
