@@ -121,9 +121,11 @@ static_assert(kNetworkCases + kConfigCases + kIdxCases + kCifarCases + kCheckpoi
 // arithmetic, channel shuffle and split), ConvNeXt (the layer norm and GELU
 // chains, channels-last views), a ViT (attention's MatMul, Softmax and
 // reshapes of the batch merged with the heads, the class token's Expand)
-// and causal attention over a sequence (its mask).
+// and causal attention over a sequence (its mask); a Swin (the shifted
+// windows' rolls, partitions, constant-folded mask and relative position
+// bias, the patch merging's strided slices).
 const char* const kOnnxSources[] = {"dense_block", "inception",      "shufflenet_v2", "convnext",
-                                    "vit",         "char_attention", "pixel_softmax"};
+                                    "vit",         "char_attention", "pixel_softmax", "swin"};
 constexpr int kOnnxSourceCount = static_cast<int>(sizeof(kOnnxSources) / sizeof(kOnnxSources[0]));
 constexpr int kOnnxMutations = static_cast<int>(OnnxMutation::kCount);
 constexpr int kOnnxDraws = 6, kOnnxByteDraws = 4;

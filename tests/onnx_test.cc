@@ -49,7 +49,8 @@ const char* const kFixtures[] = {"resnet18",     "vgg11",           "inception",
                                  "efficientnet", "shufflenet_v2",   "regnet_y",
                                  "convnext",     "asymmetric_pads", "char_lstm",
                                  "char_gru",     "char_bilstm",     "seq_features",
-                                 "vit",          "char_attention",  "pad_to_window"};
+                                 "vit",          "char_attention",  "pad_to_window",
+                                 "swin"};
 
 // The largest error relative to the largest PyTorch score.
 double MaxRelativeError(const std::vector<float>& got, const std::vector<float>& want) {
@@ -597,6 +598,64 @@ TEST(OnnxErrorsTest, UnsupportedOperatorsAreListedWithTheirNodes) {
   EXPECT_THAT(error, HasSubstr("'/features/features.1/Relu' (Softplus)"));
   EXPECT_THAT(error, HasSubstr("'/features/features.4/Relu' (Tanh)"));
   EXPECT_THAT(error, HasSubstr("spill imports AveragePool"));
+}
+
+// The scalar float constants of `model` equal to `value` (Constant nodes).
+std::vector<onnx::TensorProto*> ScalarConstants(onnx::ModelProto* model, float value) {
+  std::vector<onnx::TensorProto*> found;
+  for (auto& n : *model->mutable_graph()->mutable_node()) {
+    if (n.op_type() != "Constant" || n.attribute_size() != 1) continue;
+    onnx::TensorProto* t = n.mutable_attribute(0)->mutable_t();
+    auto v = OnnxFloats(*t, "constant");
+    if (t->data_type() == onnx::TensorProto::FLOAT && v.ok() && v->size() == 1 &&
+        (*v)[0] == value) {
+      found.push_back(t);
+    }
+  }
+  return found;
+}
+
+void SetFloats(onnx::TensorProto* t, const std::vector<float>& values) {
+  t->clear_raw_data();
+  t->clear_float_data();
+  for (float v : values) t->add_float_data(v);
+}
+
+// Shifted-window attention that spill's window_attention does not compute
+// is an error naming the Softmax and what differs: a bias that is not a
+// relative position bias, another mask, another scale.
+TEST(OnnxErrorsTest, WindowAttentionSpillDoesNotComputeIsNamed) {
+  onnx::ModelProto biased = LoadOnnxProto("swin");  // one score's bias changed
+  onnx::TensorProto* bias = nullptr;
+  for (auto& t : *biased.mutable_graph()->mutable_initializer()) {
+    if (t.dims_size() == 4 && t.dims(0) == 1 && t.dims(1) == 2 && t.dims(2) == 4 &&
+        t.dims(3) == 4 && bias == nullptr) {
+      bias = &t;
+    }
+  }
+  ASSERT_NE(bias, nullptr);
+  auto values = OnnxFloats(*bias, "bias");
+  ASSERT_TRUE(values.ok());
+  (*values)[1] += 0.25f;
+  SetFloats(bias, *values);
+  const std::string error = OnnxImportError(biased);
+  EXPECT_THAT(error, HasSubstr("(Softmax): spill imports Softmax only within attention"));
+  EXPECT_THAT(error, HasSubstr("a shifted-window attention (Swin's): the bias added to the "
+                               "scores is not a relative position bias"));
+
+  onnx::ModelProto masked = LoadOnnxProto("swin");  // -100 across regions becomes -50
+  std::vector<onnx::TensorProto*> fills = ScalarConstants(&masked, -100.0f);
+  ASSERT_FALSE(fills.empty());
+  for (onnx::TensorProto* t : fills) SetFloats(t, {-50.0f});
+  EXPECT_THAT(OnnxImportError(masked),
+              HasSubstr("is not the one of windows shifted by 1 (0 within a region, -100 "
+                        "across)"));
+
+  onnx::ModelProto scaled = LoadOnnxProto("swin");  // d^-0.5 becomes d^-0.25
+  std::vector<onnx::TensorProto*> exponents = ScalarConstants(&scaled, -0.5f);
+  ASSERT_FALSE(exponents.empty());
+  for (onnx::TensorProto* t : exponents) SetFloats(t, {-0.25f});
+  EXPECT_THAT(OnnxImportError(scaled), HasSubstr("where spill scales by 1 / sqrt(4)"));
 }
 
 // Attention that spill's layer does not compute is an error naming the

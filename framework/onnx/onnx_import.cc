@@ -337,9 +337,12 @@ Status Importer::Convert(int node) {
   }
   if (op == "Identity" && g_.Constant(n.input(0)) != nullptr) return Status::Ok();
   if (attention_.count(node)) return Attention(node);
+  if (windows_.count(node)) return WindowAttention(node);
+  if (merges_.count(node)) return SpaceToDepth(node);
   if (node == output_softmax_) return OutputSoftmax(node);
-  if (op == "Equal" || op == "Where") {
-    return Fail(node, "spill imports " + op + " only in shape arithmetic it evaluates");
+  if (op == "Equal" || op == "Where" || op == "Not" || op == "Range" || op == "ScatterND") {
+    return Fail(node, "spill imports " + op + " only where it computes shapes or constants " +
+                          "(evaluated before the import), not on the network's values");
   }
   if (op == "Expand" && g_.Constant(n.input(0)) != nullptr) {
     const onnx::TensorProto* t = g_.Constant(n.input(0));
@@ -380,6 +383,8 @@ StatusOr<ImportedNet> Importer::Run() {
   SPILL_RETURN_IF_ERROR(Input());
   MarkInitialStates();
   output_softmax_ = FindOutputSoftmax();
+  MarkWindowAttention();
+  MarkPatchMerging();
   MarkAttention();
   MarkShapeChains();
   if (!softmax_errors_.empty()) {  // before the walk stops at a node of its chain

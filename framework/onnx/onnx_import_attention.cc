@@ -315,6 +315,7 @@ void Importer::MarkAttention() {
   const onnx::GraphProto& g = g_.graph();
   for (int i = 0; i < g.node_size(); ++i) {
     if (g.node(i).op_type() != "Softmax" || i == output_softmax_) continue;
+    if (fused_.count(i) || softmax_errors_.count(i)) continue;  // a window attention's
     AttentionChain chain = FindAttention(i);
     if (!chain.error.empty()) {
       softmax_errors_[i] = chain.error;

@@ -421,7 +421,10 @@ Status Importer::Pad(int node) {
   }
   bool zero = true;
   for (int64_t v : pads) zero = zero && v == 0;
-  if (zero) return ReadThrough(node);
+  if (zero) {  // in any layout (Swin pads its channels-last maps to even sizes)
+    values_[n.output(0)] = *x;
+    return Status::Ok();
+  }
   bool in_range = x->Spatial() && pads.size() == 8 && !pads[0] && !pads[1] && !pads[4] && !pads[5];
   for (int64_t v : pads) in_range = in_range && v >= 0 && v <= kMaxLayerStride;
   if (!in_range) {

@@ -257,6 +257,55 @@ class Importer {
   Status ClassToken(int node);
   Status PositionTable(int node, const Value& x, const onnx::TensorProto& table);
   Status TakeToken(int node, const Value& x);
+  // onnx_import_windows.cc: torchvision's Swin Transformer. The chain of
+  // shifted_window_attention - from the channels-last image X through its
+  // padding, cyclic shift, window partition and qkv projection to the
+  // attention of each window (a relative position bias and the shifted
+  // windows' mask added to the scores), then the output projection, the
+  // windows merged, the shift undone and the padding cut - as three layers:
+  // a 1x1 convolution (qkv), window_attention and a 1x1 convolution (proj).
+  struct WindowChain {
+    int softmax = -1;
+    int last = -1;            // the node whose output is the chain's (N, H, W, C)
+    std::string source;       // X
+    int qkv = -1, proj = -1;  // their MatMuls
+    const onnx::TensorProto *qkv_weight = nullptr, *qkv_bias = nullptr;
+    const onnx::TensorProto *proj_weight = nullptr, *proj_bias = nullptr;
+    int64_t heads = 0, window = 0, shift = 0, channels = 0;
+    std::vector<float> table;  // the relative position bias, (2w - 1)^2 x heads
+    std::set<int> nodes;
+    std::string error;  // why this Softmax is no such chain, or ""
+  };
+  // Before the walk (and before MarkAttention): every Softmax that reads
+  // shifted-window scores, its chain's nodes marked converted; false from
+  // FindWindowChain when the Softmax is not Swin's at all (its error empty).
+  void MarkWindowAttention();
+  bool FindWindowChain(int softmax, WindowChain* c) const;
+  bool WindowInput(WindowChain* c, int product, const std::string& y, std::string* why) const;
+  bool WindowOutput(WindowChain* c, int product, std::string* why) const;
+  bool WindowBias(WindowChain* c, const onnx::TensorProto& bias, int64_t tokens,
+                  std::string* why) const;
+  bool WindowMask(const WindowChain& c, const onnx::TensorProto* mask, int64_t height,
+                  int64_t width, std::string* why) const;
+  // A torch.roll along `axis`: Concat(Slice(v, s, end), Slice(v, 0, s)) of
+  // one value; its source and s (the shift to the left), or false.
+  bool RollOf(const std::string& value, int64_t axis, std::string* source, int64_t* shift,
+              std::set<int>* nodes) const;
+  // The roll of `value` along `axis` that its readers compute: the Concat's
+  // output and s, or false.
+  bool RollAfter(const std::string& value, int64_t axis, std::string* out, int64_t* shift,
+                 std::set<int>* nodes) const;
+  Status WindowAttention(int node);
+  // Swin's patch merging: a Concat over the channels of the b x b strided
+  // slices of one channels-last image, x[..., dy::b, dx::b, :] in the order
+  // dx major, dy minor - a space_to_depth layer.
+  struct PatchMerge {
+    std::string source;
+    int64_t block = 0;
+  };
+  void MarkPatchMerging();
+  Status SpaceToDepth(int node);
+
   // A per-position linear layer (Gemm, or MatMul by a constant) of a
   // sequence view whose features come last: a 1x1 convolution.
   Status SequenceLinear(int node, const Value& x, const std::vector<float>& weight, int64_t k,
@@ -313,6 +362,8 @@ class Importer {
   std::map<std::string, PendingPad> pads_;
   std::set<int> fused_;                        // nodes already converted as part of another
   std::map<int, AttentionChain> attention_;    // by the chain's last node
+  std::map<int, WindowChain> windows_;         // by the chain's last node
+  std::map<int, PatchMerge> merges_;           // by the Concat
   std::map<int, std::string> softmax_errors_;  // a Softmax outside any chain: why
   int output_softmax_ = -1;                    // FindOutputSoftmax
   std::map<std::string, std::string>

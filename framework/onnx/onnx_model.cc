@@ -11,6 +11,7 @@
 #include "framework/base/files.h"
 #include "framework/base/strings.h"
 #include "framework/onnx/onnx_attributes.h"
+#include "framework/onnx/onnx_data_folding.h"
 #include "framework/onnx/onnx_external_data.h"
 #include "framework/onnx/onnx_shape_folding.h"
 
@@ -111,7 +112,8 @@ void RecordAllDims(OnnxGraph* g) {
 // ONNX's checker and shape inference throw on a malformed model; their
 // messages name the node. Inference alternates with the folding of the
 // shape arithmetic it made evaluable (framework/onnx/onnx_shape_folding.h)
-// until nothing more folds: each pass reaches one reshape further.
+// and of the constant data (framework/onnx/onnx_data_folding.h) until
+// nothing more folds: each pass reaches one reshape further.
 Status CheckAndInferShapes(OnnxGraph* g) {
   constexpr int kMaxFoldingPasses = 1024;  // far more reshape stages than any network has
   try {
@@ -124,7 +126,9 @@ Status CheckAndInferShapes(OnnxGraph* g) {
       for (const auto& [name, shape] : annotations) *info->Add() = shape;
       onnx::shape_inference::InferShapes(g->model);
       RecordAllDims(g);
-      if (pass == kMaxFoldingPasses || !FoldShapeArithmetic(&g->model, &annotations)) break;
+      const bool shapes = FoldShapeArithmetic(&g->model, &annotations);
+      const bool data = FoldConstantData(&g->model);
+      if (pass == kMaxFoldingPasses || !(shapes || data)) break;
     }
   } catch (const std::exception& e) {
     return InvalidArgument(g->label + ": not a valid ONNX model: " + e.what());
@@ -189,9 +193,12 @@ const std::vector<std::string>& SupportedOnnxOperators() {
       "LogSoftmax",
       "Mod",
       "Mul",
+      "Not",
       "Pow",
+      "Range",
       "ReduceMean",
       "Resize",
+      "ScatterND",
       "Shape",
       "Sigmoid",
       "Slice",

@@ -424,8 +424,10 @@ SymDims ReadSymDims(const onnx::ValueInfoProto& info, const std::string& batch) 
       s = SymInt{d.dim_value(), false};
     } else if (auto k = BatchMultiple(d.dim_param(), batch)) {
       s = SymInt{*k, true};
-    } else if (dims.empty()) {
-      s = SymInt{1, true};  // an unnamed first axis: the batch
+    } else if (dims.empty() && !d.has_dim_param()) {
+      s = SymInt{1, true};  // an unnamed first axis: the batch (a symbol of
+                            // inference's own, "unk__k", is unknown: it may
+                            // be a multiple of the batch)
     }
     dims.push_back(s);
   }

@@ -37,7 +37,12 @@ and a per-pixel classifier with a softmax over the classes (pixel_softmax,
 opset 13); their `output` is PyTorch's (log-)probabilities. A small torchvision
 VisionTransformer (vit, opset 17): nn.MultiheadAttention
 written as MatMul, Softmax and the reshapes around them, a class token by
-Expand and Concat, the position embedding added.
+Expand and Concat, the position embedding added. A small torchvision
+SwinTransformer (swin, opset 13): shifted windows by torch.roll (Slice and
+Concat), the windows' partition by Reshape and Transpose, the relative
+position bias that PyTorch folds into a constant, the shifted windows' mask
+computed from constants (ConstantOfShape, Range, ScatterND, Not, Where) and
+the patch merging's strided slices.
 
 Then sequence models as PyTorch users write a character model: ids (N, T)
 through nn.Embedding, a batch-first nn.LSTM of two layers, and an nn.Linear
@@ -483,6 +488,22 @@ def Vit():
     return model
 
 
+def Swin():
+    """torchvision's SwinTransformer, small: 4x4 patches of a 32x32 image, two
+    stages of two blocks (windows of 2x2, every second block's shifted by 1),
+    the patch merging between them; the relative position tables drawn wide
+    so that the bias counts."""
+    model = torchvision.models.SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2],
+                                               num_heads=[2, 2], window_size=[2, 2],
+                                               num_classes=CLASSES)
+    with torch.no_grad():
+        for m in model.modules():
+            table = getattr(m, "relative_position_bias_table", None)
+            if table is not None:
+                table.uniform_(-0.5, 0.5)
+    return model
+
+
 class CharAttention(nn.Module):
     """ids (N, T) -> scores (N, classes, T): an embedding with learned positions,
     causal nn.MultiheadAttention (a float mask, -inf above the diagonal) and a
@@ -736,6 +757,7 @@ def main():
                  for n in MOBILE]
     fixtures.append(("asymmetric_pads", lambda: AsymmetricPads(folder)))
     fixtures.append(("vit", lambda: Export("vit", Vit(), folder, 17, dynamic=True)))
+    fixtures.append(("swin", lambda: Export("swin", Swin(), folder, 13, dynamic=True)))
     fixtures.append(("pad_to_window", lambda: ExportPadToWindow(folder)))
     fixtures.append(("mnist_log_softmax",
                      lambda: ExportWithSeed("mnist_log_softmax", MnistNet, folder, 11)))

@@ -68,6 +68,13 @@ def Randomize(model, generator):
             uniform(p, -0.05, 0.05)
 
 
+def ExportZeroInPlace():
+    """Swin V2 zeroes its keys' bias in place (qkv_bias[C:2C].zero_()), which
+    PyTorch 1.13's exporter has no symbolic for (aten::zero): written as
+    x - x, what a user adds to export it."""
+    torch.onnx.register_custom_op_symbolic("aten::zero", lambda g, x: g.op("Sub", x, x), 13)
+
+
 def Export(name, folder):
     """Writes NAME.onnx and NAME.npz (input, PyTorch's output) into folder."""
     torch.manual_seed(0)
@@ -143,6 +150,7 @@ def main():
     parser.add_argument("--json", help="write every row as JSON lines here")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    ExportZeroInPlace()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     names = args.models.split(",") if args.models else Models()
     unknown = sorted(set(names) - set(torchvision.models.list_models()))

@@ -1,0 +1,578 @@
+// The ONNX importer's Swin Transformer (torchvision's swin_t, swin_s,
+// swin_b). Its shifted_window_attention exports as
+//
+//   X (N, H, W, C) -> Pad to multiples of the window w
+//     -> torch.roll by -s along H and W (Slice + Concat, each axis)
+//     -> Reshape (N, H/w, w, W/w, w, C), Transpose [0 1 3 2 4 5],
+//        Reshape (N nW, w w, C)                                 the windows
+//     -> MatMul + Add (qkv), Reshape (N nW, T, 3, heads, d),
+//        Transpose [2 0 3 1 4], Gather 0, 1, 2                   Q, K, V
+//     -> MatMul(Q * d^-0.5, K^T) + B                      B: (1, heads, T, T)
+//        [Reshape (N, nW, heads, T, T) + M, Reshape back]  M: the shift's mask
+//     -> Softmax, Dropout, MatMul by V
+//     -> Transpose [0 2 1 3], Reshape (N nW, T, C), MatMul + Add (proj),
+//        Dropout, Reshape (N, H/w, W/w, w, w, C), Transpose [0 1 3 2 4 5],
+//        Reshape (N, H, W, C), torch.roll by +s, Slice off the padding
+//
+// PyTorch folds B = table[index] into a constant and this importer folds M
+// (framework/onnx/onnx_data_folding.h), so both arrive as constants. The
+// chain is checked node by node against that shape - every permutation,
+// window size, shift, scale - and B must be a relative position bias (equal
+// entries wherever the relative offset is equal: the table is read back
+// from it) and M exactly the mask spill's window_attention derives from the
+// shift (0 within a region, -100 across). The projections are per pixel, so
+// they commute with the roll and the windows: spill computes them as 1x1
+// convolutions on the image, and window_attention does the rest.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "framework/io/npz.h"
+#include "framework/onnx/onnx_importer.h"
+
+namespace spill {
+namespace onnx_import {
+namespace {
+
+constexpr float kSwinMasked = -100.0f;  // torchvision's masked_fill value
+
+std::vector<int64_t> ConstInts(const OnnxGraph& g, const onnx::NodeProto& n, int k) {
+  const onnx::TensorProto* t = k < n.input_size() ? g.Constant(n.input(k)) : nullptr;
+  if (t == nullptr) return {};
+  auto v = OnnxInts(*t, g.label);
+  return v.ok() ? *v : std::vector<int64_t>{};
+}
+
+bool IsPerm(const onnx::NodeProto& n, const std::vector<int64_t>& perm) {
+  return n.op_type() == "Transpose" && AttrInts(n, "perm", {}) == perm;
+}
+
+// One axis of a Slice of constant bounds, made positive against `extent`.
+struct SliceAxis {
+  int64_t axis = -1, begin = 0, end = 0, step = 1;
+};
+
+std::optional<SliceAxis> ReadSlice(const OnnxGraph& g, const onnx::NodeProto& n, int64_t rank) {
+  if (n.op_type() != "Slice" || n.input_size() < 3) return std::nullopt;
+  const std::vector<int64_t> starts = ConstInts(g, n, 1), ends = ConstInts(g, n, 2);
+  std::vector<int64_t> axes = n.input_size() > 3 ? ConstInts(g, n, 3) : std::vector<int64_t>{0};
+  std::vector<int64_t> steps = n.input_size() > 4 ? ConstInts(g, n, 4) : std::vector<int64_t>{1};
+  if (starts.size() != 1 || ends.size() != 1 || axes.size() != 1 || steps.size() != 1) {
+    return std::nullopt;
+  }
+  auto dims = g.dims.find(n.input(0));
+  SliceAxis s;
+  s.axis = axes[0] < 0 ? axes[0] + rank : axes[0];
+  if (dims == g.dims.end() || s.axis < 1 || s.axis >= rank || steps[0] < 1) return std::nullopt;
+  const int64_t extent = dims->second[s.axis];
+  auto clamp = [extent](int64_t v) {
+    if (v < 0) v += extent;
+    return std::max<int64_t>(0, std::min(v, extent));
+  };
+  s.begin = clamp(starts[0]);
+  s.end = clamp(ends[0]);
+  s.step = steps[0];
+  return s;
+}
+
+int64_t Rank(const OnnxGraph& g, const std::string& value) {
+  auto it = g.dims.find(value);
+  return it == g.dims.end() ? 0 : static_cast<int64_t>(it->second.size());
+}
+
+std::vector<int64_t> DimsOrEmpty(const OnnxGraph& g, const std::string& value) {
+  auto it = g.dims.find(value);
+  return it == g.dims.end() ? std::vector<int64_t>{} : it->second;
+}
+
+// The dims after the first (the batch, or the batch merged with windows).
+bool TailIs(const OnnxGraph& g, const std::string& value, const std::vector<int64_t>& tail) {
+  const std::vector<int64_t> d = DimsOrEmpty(g, value);
+  return d.size() == tail.size() + 1 && std::equal(tail.begin(), tail.end(), d.begin() + 1);
+}
+
+}  // namespace
+
+bool Importer::RollOf(const std::string& value, int64_t axis, std::string* source, int64_t* shift,
+                      std::set<int>* nodes) const {
+  auto p = producers_.find(value);
+  if (p == producers_.end()) return false;
+  const onnx::NodeProto& concat = g_.graph().node(p->second);
+  const int64_t rank = Rank(g_, value);
+  if (concat.op_type() != "Concat" || concat.input_size() != 2 || rank != 4 ||
+      (AttrInt(concat, "axis", 0) + rank) % rank != axis) {
+    return false;
+  }
+  auto first = producers_.find(concat.input(0)), second = producers_.find(concat.input(1));
+  if (first == producers_.end() || second == producers_.end()) return false;
+  const onnx::NodeProto& a = g_.graph().node(first->second);
+  const onnx::NodeProto& b = g_.graph().node(second->second);
+  auto sa = ReadSlice(g_, a, rank), sb = ReadSlice(g_, b, rank);
+  const int64_t extent = DimsOrEmpty(g_, value)[axis];
+  if (!sa || !sb || a.input(0) != b.input(0) || sa->axis != axis || sb->axis != axis ||
+      sa->step != 1 || sb->step != 1 || sa->end != extent || sb->begin != 0 ||
+      sb->end != sa->begin || sa->begin <= 0 || sa->begin >= extent) {
+    return false;
+  }
+  *source = a.input(0);
+  *shift = sa->begin;
+  nodes->insert({p->second, first->second, second->second});
+  return true;
+}
+
+bool Importer::RollAfter(const std::string& value, int64_t axis, std::string* out, int64_t* shift,
+                         std::set<int>* nodes) const {
+  auto readers = g_.consumers.find(value);
+  if (readers == g_.consumers.end() || readers->second.size() != 2) return false;
+  const int concat = SoleConsumer(g_.graph().node(readers->second[0]).output(0));
+  if (concat < 0 || g_.graph().node(concat).op_type() != "Concat") return false;
+  std::string source;
+  if (!RollOf(g_.graph().node(concat).output(0), axis, &source, shift, nodes) || source != value) {
+    return false;
+  }
+  *out = g_.graph().node(concat).output(0);
+  return true;
+}
+
+void Importer::MarkWindowAttention() {
+  const onnx::GraphProto& g = g_.graph();
+  for (int i = 0; i < g.node_size(); ++i) {
+    if (g.node(i).op_type() != "Softmax" || i == output_softmax_) continue;
+    WindowChain c;
+    if (!FindWindowChain(i, &c)) continue;
+    if (!c.error.empty()) {
+      softmax_errors_[i] = "a shifted-window attention (Swin's): " + c.error;
+      continue;
+    }
+    c.nodes.erase(c.last);
+    fused_.insert(c.nodes.begin(), c.nodes.end());
+    windows_[c.last] = c;
+  }
+}
+
+// From the Softmax back to Q K^T: the bias, the mask between two reshapes,
+// the scale; false when the scores are not Swin's (a Gather of a
+// five-axis Transpose on both sides of the product).
+bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
+  const onnx::GraphProto& g = g_.graph();
+  auto producer = [&](const std::string& v) {
+    auto p = producers_.find(v);
+    return p == producers_.end() ? -1 : p->second;
+  };
+  c->softmax = softmax;
+  c->nodes.insert(softmax);
+  const onnx::NodeProto& s = g.node(softmax);
+  int add = producer(s.input(0));
+  const onnx::TensorProto* mask = nullptr;
+  std::vector<int> mask_nodes;
+  if (add >= 0 && g.node(add).op_type() == "Reshape") {  // the mask between two reshapes
+    const int masked = producer(g.node(add).input(0));
+    if (masked < 0 || g.node(masked).op_type() != "Add") return false;
+    const onnx::NodeProto& m = g.node(masked);
+    const bool first = g_.Constant(m.input(1)) != nullptr;
+    mask = g_.Constant(m.input(first ? 1 : 0));
+    const int before = producer(m.input(first ? 0 : 1));
+    if (mask == nullptr || before < 0 || g.node(before).op_type() != "Reshape") return false;
+    mask_nodes = {add, masked, before};
+    add = producer(g.node(before).input(0));
+  }
+  if (add < 0 || g.node(add).op_type() != "Add") return false;
+  const onnx::NodeProto& a = g.node(add);
+  const bool bias_second = g_.Constant(a.input(1)) != nullptr;
+  const onnx::TensorProto* bias = g_.Constant(a.input(bias_second ? 1 : 0));
+  const int scores = producer(a.input(bias_second ? 0 : 1));
+  if (bias == nullptr || scores < 0 || g.node(scores).op_type() != "MatMul") return false;
+  const onnx::NodeProto& mm = g.node(scores);
+  int q = producer(mm.input(0));
+  const int kt = producer(mm.input(1));
+  float scale = 1;
+  if (q >= 0 && g.node(q).op_type() == "Mul") {
+    const bool second = ScalarConstant(g.node(q).input(1), &scale);
+    if (!second && !ScalarConstant(g.node(q).input(0), &scale)) return false;
+    c->nodes.insert(q);
+    q = producer(g.node(q).input(second ? 0 : 1));
+  }
+  if (q < 0 || kt < 0 || !IsPerm(g.node(kt), {0, 1, 3, 2})) return false;
+  const int k = producer(g.node(kt).input(0));
+  if (k < 0 || g.node(q).op_type() != "Gather" || g.node(k).op_type() != "Gather" ||
+      g.node(q).input(0) != g.node(k).input(0)) {
+    return false;
+  }
+  const int qkv_t = producer(g.node(q).input(0));
+  if (qkv_t < 0 || !IsPerm(g.node(qkv_t), {2, 0, 3, 1, 4})) return false;
+  // Swin's from here on: what does not match is an error, not another chain.
+  c->nodes.insert({add, scores, kt, q, k, qkv_t});
+  c->nodes.insert(mask_nodes.begin(), mask_nodes.end());
+  std::string why;
+  const int product = [&] {
+    int reader = OnlyReader(s.output(0), "Dropout");
+    if (reader >= 0) c->nodes.insert(reader);
+    return OnlyReader(reader >= 0 ? g.node(reader).output(0) : s.output(0), "MatMul");
+  }();
+  if (ConstInts(g_, g.node(q), 1) != std::vector<int64_t>{0} ||
+      ConstInts(g_, g.node(k), 1) != std::vector<int64_t>{1} ||
+      AttrInt(g.node(q), "axis", 0) != 0 || AttrInt(g.node(k), "axis", 0) != 0) {
+    why = "the queries and keys are not items 0 and 1 of the projection's first axis";
+  } else if (product < 0) {
+    why = "the probabilities are read by other than one MatMul by the values";
+  } else if (WindowInput(c, product, g.node(qkv_t).input(0), &why) &&
+             WindowBias(c, *bias, c->window * c->window, &why) && WindowOutput(c, product, &why)) {
+    const double want = 1.0 / std::sqrt(static_cast<double>(c->channels / c->heads));
+    if (std::fabs(scale - want) > 1e-6 * want) {
+      why = "the queries are scaled by " + std::to_string(scale) +
+            " where spill scales by 1 / sqrt(" + std::to_string(c->channels / c->heads) + ")";
+    } else if (c->shift == 0 && mask != nullptr) {
+      why = "a mask is added to the scores of windows that are not shifted";
+    } else if (c->shift > 0) {
+      const std::vector<int64_t> x = DimsOrEmpty(g_, c->source);
+      WindowMask(*c, mask, x[1], x[2], &why);
+    }
+  }
+  c->error = why;
+  return true;
+}
+
+// From the values' Gather back to X: V is item 2 of the same projection,
+// the projection a MatMul (+ Add) of the windows, the windows a partition
+// of X rolled along H and W (or not), X maybe padded by nothing.
+bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
+                           std::string* why) const {
+  const onnx::GraphProto& g = g_.graph();
+  auto producer = [&](const std::string& v) {
+    auto p = producers_.find(v);
+    return p == producers_.end() ? -1 : p->second;
+  };
+  const int v = producer(g.node(product).input(1));
+  const int reshape = producer(y);
+  const int v_source = v >= 0 ? producer(g.node(v).input(0)) : -1;
+  if (v < 0 || g.node(v).op_type() != "Gather" ||
+      ConstInts(g_, g.node(v), 1) != std::vector<int64_t>{2} || v_source < 0 ||
+      g.node(v_source).input(0) != y || reshape < 0 || g.node(reshape).op_type() != "Reshape") {
+    *why = "the values are not item 2 of the projection, reshaped to (windows, T, 3, heads, d)";
+    return false;
+  }
+  const std::vector<int64_t> d5 = DimsOrEmpty(g_, g.node(reshape).output(0));
+  if (d5.size() != 5 || d5[2] != 3) {
+    *why = "the projection is not reshaped to (windows, T, 3, heads, d)";
+    return false;
+  }
+  const int64_t tokens = d5[1];
+  c->heads = d5[3];
+  c->channels = d5[3] * d5[4];
+  c->nodes.insert({v, reshape});
+  // The qkv projection: MatMul by (C, 3C), then Add of 3C.
+  int add = producer(g.node(reshape).input(0));
+  int mm = add;
+  if (add >= 0 && g.node(add).op_type() == "Add") {
+    const onnx::NodeProto& a = g.node(add);
+    const bool second = g_.Constant(a.input(1)) != nullptr;
+    c->qkv_bias = g_.Constant(a.input(second ? 1 : 0));
+    mm = producer(a.input(second ? 0 : 1));
+    c->nodes.insert(add);
+  }
+  if (mm < 0 || g.node(mm).op_type() != "MatMul" || g_.Constant(g.node(mm).input(1)) == nullptr) {
+    *why = "the queries, keys and values are not one MatMul by a constant weight";
+    return false;
+  }
+  c->qkv = mm;
+  c->qkv_weight = g_.Constant(g.node(mm).input(1));
+  c->nodes.insert(mm);
+  // The windows: Reshape (N nW, T, C) of a Transpose [0 1 3 2 4 5] of a
+  // Reshape (N, H/w, w, W/w, w, C).
+  const int merge = producer(g.node(mm).input(0));
+  const int perm = merge >= 0 ? producer(g.node(merge).input(0)) : -1;
+  const int split6 = perm >= 0 ? producer(g.node(perm).input(0)) : -1;
+  if (merge < 0 || split6 < 0 || g.node(merge).op_type() != "Reshape" ||
+      !IsPerm(g.node(perm), {0, 1, 3, 2, 4, 5}) || g.node(split6).op_type() != "Reshape") {
+    *why =
+        "the projection does not read the image's windows (Reshape, Transpose [0 1 3 2 4 5], "
+        "Reshape)";
+    return false;
+  }
+  const std::vector<int64_t> d6 = DimsOrEmpty(g_, g.node(split6).output(0));
+  if (d6.size() != 6 || d6[2] != d6[4] || d6[2] * d6[4] != tokens ||
+      !TailIs(g_, g.node(merge).output(0), {tokens, c->channels}) || d6[5] != c->channels) {
+    *why = "the windows are not square, or hold other than the T = " + std::to_string(tokens) +
+           " positions the attention reads";
+    return false;
+  }
+  c->window = d6[2];
+  c->nodes.insert({merge, perm, split6});
+  // The roll by -s along H and W (either order), then the padding.
+  std::string x = g.node(split6).input(0), before;
+  int64_t shift_w = 0, shift_h = 0;
+  if (RollOf(x, 2, &before, &shift_w, &c->nodes)) x = before;
+  if (RollOf(x, 1, &before, &shift_h, &c->nodes)) x = before;
+  if (shift_w == 0 && RollOf(x, 2, &before, &shift_w, &c->nodes)) x = before;
+  if (shift_h != shift_w) {
+    *why = "the windows are shifted by " + std::to_string(shift_h) + " rows and " +
+           std::to_string(shift_w) + " columns; spill's window_attention shifts both alike";
+    return false;
+  }
+  c->shift = shift_h;
+  const int pad = producer(x);
+  if (pad >= 0 && g.node(pad).op_type() == "Pad") {
+    const std::vector<int64_t> pads = ConstInts(g_, g.node(pad), 1);
+    if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; })) {
+      *why = "the image is padded to a multiple of the window " + std::to_string(c->window) +
+             "; spill's window_attention needs the image's height and width to be multiples of "
+             "it (import at an input size whose feature maps are)";
+      return false;
+    }
+    c->nodes.insert(pad);
+    x = g.node(pad).input(0);
+  }
+  const std::vector<int64_t> xd = DimsOrEmpty(g_, x);
+  if (xd.size() != 4 || xd[3] != c->channels || xd[1] % c->window != 0 || xd[2] % c->window != 0 ||
+      c->shift >= c->window) {
+    *why = "the windows do not tile the channels-last image they read";
+    return false;
+  }
+  c->source = x;
+  return true;
+}
+
+bool Importer::WindowBias(WindowChain* c, const onnx::TensorProto& bias, int64_t tokens,
+                          std::string* why) const {
+  const int64_t w = c->window, heads = c->heads, span = 2 * w - 1;
+  auto values = OnnxFloats(bias, g_.label);
+  if (!values.ok() || static_cast<int64_t>(values->size()) != heads * tokens * tokens) {
+    *why = "the bias added to the scores is not (1, heads, T, T)";
+    return false;
+  }
+  c->table.assign(span * span * heads, 0.0f);
+  std::vector<bool> seen(c->table.size(), false);
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t u = 0; u < tokens; ++u) {
+        const int64_t index = (t / w - u / w + w - 1) * span + (t % w - u % w + w - 1);
+        const float b = (*values)[(h * tokens + t) * tokens + u];
+        float& entry = c->table[index * heads + h];
+        if (seen[index * heads + h] && std::memcmp(&entry, &b, sizeof b) != 0) {
+          *why = "the bias added to the scores is not a relative position bias (head " +
+                 std::to_string(h) + ", positions " + std::to_string(t) + " and " +
+                 std::to_string(u) + " differ from another pair at the same offset)";
+          return false;
+        }
+        entry = b;
+        seen[index * heads + h] = true;
+      }
+    }
+  }
+  return true;
+}
+
+bool Importer::WindowMask(const WindowChain& c, const onnx::TensorProto* mask, int64_t height,
+                          int64_t width, std::string* why) const {
+  const int64_t w = c.window, s = c.shift, t = w * w;
+  const int64_t across = width / w, windows = (height / w) * across;
+  auto values = mask != nullptr ? OnnxFloats(*mask, g_.label)
+                                : StatusOr<std::vector<float>>(InvalidArgument("none"));
+  if (!values.ok() || static_cast<int64_t>(values->size()) != windows * t * t) {
+    *why = "the shifted windows' scores get no mask of (1, windows, 1, T, T)";
+    return false;
+  }
+  auto region = [s, w](int64_t i, int64_t extent) {
+    return i < extent - w ? 0 : i < extent - s ? 1 : 2;
+  };
+  for (int64_t k = 0; k < windows; ++k) {
+    for (int64_t a = 0; a < t; ++a) {
+      for (int64_t b = 0; b < t; ++b) {
+        auto label = [&](int64_t p) {
+          const int64_t row = (k / across) * w + p / w, col = (k % across) * w + p % w;
+          return 3 * region(row, height) + region(col, width);
+        };
+        const float want = label(a) == label(b) ? 0.0f : kSwinMasked;
+        if ((*values)[(k * t + a) * t + b] != want) {
+          *why = "the mask added to the scores of window " + std::to_string(k) +
+                 " is not the one of windows shifted by " + std::to_string(s) +
+                 " (0 within a region, -100 across)";
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// From the product forward: back to (N nW, T, C), the out-projection, the
+// windows merged, the roll undone, the padding cut.
+bool Importer::WindowOutput(WindowChain* c, int product, std::string* why) const {
+  const onnx::GraphProto& g = g_.graph();
+  const int64_t t = c->window * c->window, ch = c->channels;
+  c->nodes.insert(product);
+  const int perm = OnlyReader(g.node(product).output(0), "Transpose");
+  const int merge = perm >= 0 ? OnlyReader(g.node(perm).output(0), "Reshape") : -1;
+  const int mm = merge >= 0 ? OnlyReader(g.node(merge).output(0), "MatMul") : -1;
+  if (perm < 0 || !IsPerm(g.node(perm), {0, 2, 1, 3}) || mm < 0 ||
+      !TailIs(g_, g.node(merge).output(0), {t, ch}) ||
+      g_.Constant(g.node(mm).input(1)) == nullptr) {
+    *why = "the heads' outputs are not merged to (windows, T, C) and projected by a MatMul";
+    return false;
+  }
+  c->proj = mm;
+  c->proj_weight = g_.Constant(g.node(mm).input(1));
+  c->nodes.insert({perm, merge, mm});
+  std::string out = g.node(mm).output(0);
+  const int add = OnlyReader(out, "Add");
+  if (add >= 0 && g_.Constant(OtherInput(add, out)) != nullptr) {
+    c->proj_bias = g_.Constant(OtherInput(add, out));
+    c->nodes.insert(add);
+    out = g.node(add).output(0);
+  }
+  const int dropout = OnlyReader(out, "Dropout");
+  if (dropout >= 0) {
+    c->nodes.insert(dropout);
+    out = g.node(dropout).output(0);
+  }
+  const int split6 = OnlyReader(out, "Reshape");
+  const int perm6 = split6 >= 0 ? OnlyReader(g.node(split6).output(0), "Transpose") : -1;
+  const int image = perm6 >= 0 ? OnlyReader(g.node(perm6).output(0), "Reshape") : -1;
+  const std::vector<int64_t> x = DimsOrEmpty(g_, c->source);
+  if (image < 0 || !IsPerm(g.node(perm6), {0, 1, 3, 2, 4, 5}) ||
+      !TailIs(g_, g.node(image).output(0), {x[1], x[2], ch})) {
+    *why =
+        "the windows are not merged back into the image (Reshape, Transpose [0 1 3 2 4 5], "
+        "Reshape)";
+    return false;
+  }
+  c->nodes.insert({split6, perm6, image});
+  out = g.node(image).output(0);
+  int64_t back_h = 0, back_w = 0;
+  std::string rolled;
+  if (RollAfter(out, 1, &rolled, &back_h, &c->nodes)) out = rolled;
+  if (RollAfter(out, 2, &rolled, &back_w, &c->nodes)) out = rolled;
+  const int64_t undo_h = back_h == 0 ? 0 : x[1] - back_h, undo_w = back_w == 0 ? 0 : x[2] - back_w;
+  if (undo_h != c->shift || undo_w != c->shift) {
+    *why = "the shift by " + std::to_string(c->shift) + " is not undone after the windows";
+    return false;
+  }
+  // x[:, :H, :W, :]: slices that keep every row and column.
+  for (int slice = OnlyReader(out, "Slice"); slice >= 0; slice = OnlyReader(out, "Slice")) {
+    auto s = ReadSlice(g_, g.node(slice), 4);
+    const std::vector<int64_t> d = DimsOrEmpty(g_, out);
+    if (!s || s->begin != 0 || s->step != 1 || s->end != d[s->axis]) break;
+    c->nodes.insert(slice);
+    out = g.node(slice).output(0);
+  }
+  c->last = producers_.at(out);
+  return true;
+}
+
+Status Importer::WindowAttention(int node) {
+  const WindowChain& c = windows_.at(node);
+  auto it = values_.find(c.source);
+  if (it == values_.end()) {
+    return Fail(c.softmax, "window attention reads '" + c.source + "', which spill did not import");
+  }
+  const Value x = it->second;
+  if (!x.ChannelsLast()) {
+    return Fail(c.softmax, "window attention reads '" + c.source +
+                               "', which spill does not hold as a channels-last image");
+  }
+  const std::string name = ModuleLayerName(c.softmax);
+  const int64_t ch = c.channels, span = 2 * c.window - 1;
+  // The projections: (C, K) MatMul weights as K x C x 1 x 1 filters.
+  auto linear = [&](const std::string& layer, const std::string& input, int mm,
+                    const onnx::TensorProto* w, const onnx::TensorProto* b, int64_t k) -> Status {
+    SPILL_ASSIGN_OR_RETURN(std::vector<float> values, OnnxFloats(*w, g_.label));
+    if (w->dims_size() != 2 || w->dims(0) != ch || w->dims(1) != k) {
+      return Fail(mm, "the weight '" + w->name() + "' is not " + std::to_string(ch) + " x " +
+                          std::to_string(k));
+    }
+    std::vector<float> filters(values.size());
+    for (int64_t i = 0; i < ch; ++i) {
+      for (int64_t o = 0; o < k; ++o) filters[o * ch + i] = values[i * k + o];
+    }
+    net_.params["params/" + layer + "/weight"] = NpyArray::Floats({k, ch, 1, 1}, filters.data());
+    if (b != nullptr) {
+      SPILL_ASSIGN_OR_RETURN(std::vector<float> bias, OnnxFloats(*b, g_.label));
+      if (static_cast<int64_t>(bias.size()) != k) {
+        return Fail(mm, "the bias '" + b->name() + "' must have " + std::to_string(k) + " values");
+      }
+      net_.params["params/" + layer + "/bias"] = NpyArray::Floats({1, k, 1, 1}, bias.data());
+    }
+    Emit(layer, "convolution", {input},
+         "filters: " + std::to_string(k) +
+             ", kernel: 1, bias: " + (b != nullptr ? "true" : "false"));
+    return Status::Ok();
+  };
+  const std::string qkv = UniqueName(name + ".qkv"), proj = UniqueName(name + ".proj");
+  SPILL_RETURN_IF_ERROR(linear(qkv, x.ref, c.qkv, c.qkv_weight, c.qkv_bias, 3 * ch));
+  net_.params["params/" + name + "/table"] =
+      NpyArray::Floats({span * span, c.heads, 1, 1}, c.table.data());
+  Emit(name, "window_attention", {qkv},
+       "heads: " + std::to_string(c.heads) + ", window: " + std::to_string(c.window) +
+           ", shift: " + std::to_string(c.shift));
+  SPILL_RETURN_IF_ERROR(linear(proj, name, c.proj, c.proj_weight, c.proj_bias, ch));
+  Value v = x;
+  v.ref = proj;
+  return ProduceValue(node, 0, v);
+}
+
+void Importer::MarkPatchMerging() {
+  const onnx::GraphProto& g = g_.graph();
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& concat = g.node(i);
+    const int64_t rank = Rank(g_, concat.output(0));
+    if (concat.op_type() != "Concat" || rank != 4 || (AttrInt(concat, "axis", 0) + 4) % 4 != 3) {
+      continue;
+    }
+    const int64_t inputs = concat.input_size();
+    const int64_t b = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(inputs))));
+    if (b < 2 || b * b != inputs) continue;
+    std::set<int> nodes;
+    std::string source;
+    bool match = true;
+    for (int64_t k = 0; k < inputs && match; ++k) {
+      auto p2 = producers_.find(concat.input(static_cast<int>(k)));
+      const int s2 = p2 == producers_.end() ? -1 : p2->second;
+      auto p1 = s2 >= 0 ? producers_.find(g.node(s2).input(0)) : producers_.end();
+      const int s1 = p1 == producers_.end() ? -1 : p1->second;
+      auto a2 = s2 >= 0 ? ReadSlice(g_, g.node(s2), 4) : std::nullopt;
+      auto a1 = s1 >= 0 ? ReadSlice(g_, g.node(s1), 4) : std::nullopt;
+      if (!a1 || !a2 || a1->step != b || a2->step != b || a1->axis == a2->axis || a1->axis == 3 ||
+          a2->axis == 3 || (!source.empty() && g.node(s1).input(0) != source)) {
+        match = false;
+        break;
+      }
+      source = g.node(s1).input(0);
+      const std::vector<int64_t> d = DimsOrEmpty(g_, source);
+      const SliceAxis& rows = a1->axis == 1 ? *a1 : *a2;
+      const SliceAxis& cols = a1->axis == 1 ? *a2 : *a1;
+      match = rows.begin * b + 0 < b * b && cols.begin < b && rows.begin < b &&
+              cols.begin * b + rows.begin == k && rows.end == d[1] && cols.end == d[2] &&
+              d[1] % b == 0 && d[2] % b == 0;
+      nodes.insert({s1, s2});
+    }
+    if (!match) continue;
+    for (int n : nodes) {  // every slice read by the merge alone
+      for (int reader : g_.consumers.at(g.node(n).output(0))) {
+        if (reader != i && !nodes.count(reader)) match = false;
+      }
+    }
+    if (!match) continue;
+    fused_.insert(nodes.begin(), nodes.end());
+    merges_[i] = PatchMerge{source, b};
+  }
+}
+
+Status Importer::SpaceToDepth(int node) {
+  const PatchMerge& m = merges_.at(node);
+  auto it = values_.find(m.source);
+  if (it == values_.end() || !it->second.ChannelsLast()) {
+    return Fail(node, "the patch merging reads '" + m.source +
+                          "', which spill does not hold as a channels-last image");
+  }
+  const Value& x = it->second;
+  const std::string name = ModuleLayerName(node);
+  Emit(name, "space_to_depth", {x.ref}, "block_size: " + std::to_string(m.block));
+  Value v = x;
+  v.ref = name;
+  v.chw = {x.chw[0] * m.block * m.block, x.chw[1] / m.block, x.chw[2] / m.block};
+  v.dims = {v.chw[1], v.chw[2], v.chw[0]};
+  return ProduceValue(node, 0, v);
+}
+
+}  // namespace onnx_import
+}  // namespace spill
