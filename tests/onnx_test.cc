@@ -600,6 +600,95 @@ TEST(OnnxErrorsTest, UnsupportedOperatorsAreListedWithTheirNodes) {
   EXPECT_THAT(error, HasSubstr("spill imports AveragePool"));
 }
 
+// A Constant node of `values` (float, or int64 when `ints`) shaped `dims`.
+void AddConstant(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
+                 const std::vector<double>& values, bool ints) {
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("Constant");
+  n->add_output(name);
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  onnx::TensorProto* t = a->mutable_t();
+  t->set_data_type(ints ? onnx::TensorProto::INT64 : onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  for (double v : values) {
+    if (ints) t->add_int64_data(static_cast<int64_t>(v));
+    if (!ints) t->add_float_data(static_cast<float>(v));
+  }
+}
+
+onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op,
+                         const std::vector<std::string>& inputs, const std::string& output) {
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name("/" + output + "/" + op);
+  for (const std::string& in : inputs) n->add_input(in);
+  n->add_output(output);
+  return n;
+}
+
+// Data computed from constants alone - Swin's way of writing its mask -
+// becomes one constant before the import; a weight's Gather stays computed.
+TEST(OnnxModelTest, ConstantDataFoldsAndWeightsStayWeights) {
+  onnx::ModelProto model;
+  model.set_ir_version(7);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("folding");
+  AddConstant(g, "shape", {2}, {3, 3}, true);
+  AddNode(g, "ConstantOfShape", {"shape"}, "zeros");  // float zeros by default
+  AddConstant(g, "where", {1, 2}, {1, 2}, true);
+  AddConstant(g, "seven", {1}, {7}, false);
+  AddNode(g, "ScatterND", {"zeros", "where", "seven"}, "scattered");
+  AddConstant(g, "zero", {}, {0}, false);
+  AddNode(g, "Equal", {"scattered", "zero"}, "equal");
+  AddNode(g, "Not", {"equal"}, "differs");
+  AddConstant(g, "masked", {}, {-100}, false);
+  AddNode(g, "Where", {"differs", "masked", "scattered"}, "mask");
+  AddConstant(g, "start", {}, {0}, true);
+  AddConstant(g, "limit", {}, {3}, true);
+  AddConstant(g, "step", {}, {1}, true);
+  AddNode(g, "Range", {"start", "limit", "step"}, "range");
+  onnx::AttributeProto* to = AddNode(g, "Cast", {"range"}, "ramp")->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT);
+  AddNode(g, "Add", {"mask", "ramp"}, "bias");  // (3, 3) + (3,)
+  onnx::TensorProto* w = g->add_initializer();  // a weight: never folded
+  w->set_name("table");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(4);
+  w->add_dims(3);
+  for (int i = 0; i < 12; ++i) w->add_float_data(0.5f * i);
+  AddConstant(g, "rows", {3}, {3, 0, 1}, true);
+  AddNode(g, "Gather", {"table", "rows"}, "picked");
+  AddNode(g, "Add", {"x", "bias"}, "shifted");
+  AddNode(g, "Add", {"shifted", "picked"}, "y");
+  for (const char* name : {"x", "y"}) {
+    onnx::ValueInfoProto* v = std::string(name) == "x" ? g->add_input() : g->add_output();
+    v->set_name(name);
+    auto* tensor = v->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(onnx::TensorProto::FLOAT);
+    tensor->mutable_shape()->add_dim()->set_dim_param("batch");
+    tensor->mutable_shape()->add_dim()->set_dim_value(3);
+    tensor->mutable_shape()->add_dim()->set_dim_value(3);
+  }
+  auto parsed = ParseOnnxModel(model.SerializeAsString(), "folding.onnx");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const onnx::TensorProto* bias = (*parsed)->Constant("bias");
+  ASSERT_NE(bias, nullptr);
+  auto values = OnnxFloats(*bias, "bias");
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(*values, (std::vector<float>{0, 1, 2, 0, 1, -98, 0, 1, 2}));
+  std::multiset<std::string> ops;
+  for (const auto& n : (*parsed)->graph().node()) ops.insert(n.op_type());
+  EXPECT_EQ(ops.count("ScatterND") + ops.count("Range") + ops.count("Not") + ops.count("Where"),
+            0u);
+  EXPECT_EQ(ops.count("Gather"), 1u);  // the weight's rows stay a computation
+  EXPECT_EQ((*parsed)->Constant("picked"), nullptr);
+}
+
 // The scalar float constants of `model` equal to `value` (Constant nodes).
 std::vector<onnx::TensorProto*> ScalarConstants(onnx::ModelProto* model, float value) {
   std::vector<onnx::TensorProto*> found;

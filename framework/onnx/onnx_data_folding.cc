@@ -78,6 +78,7 @@ Folded FromTensor(const TensorProto& t) {
 // saturate.
 int64_t ToInt(double x) {
   constexpr double kLimit = 9.2e18;
+  if (std::isnan(x)) return 0;  // a Cast of NaN: any value; never used as a bound
   if (x >= kLimit) return INT64_MAX;
   if (x <= -kLimit) return INT64_MIN;
   return static_cast<int64_t>(x);
@@ -349,6 +350,7 @@ Folded Slice(const std::vector<const Data*>& in) {
     const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
     if (a < 0 || a >= rank || steps[i] == 0) return std::nullopt;
     const int64_t size = x.dims[a];
+    if (size == 0) return std::nullopt;
     int64_t s = starts[i] < 0 ? starts[i] + size : starts[i];
     int64_t e = ends[i] < 0 ? std::max<int64_t>(ends[i] + size, -1) : ends[i];
     if (steps[i] > 0) {
@@ -461,7 +463,7 @@ Folded Range(const Data& start, const Data& limit, const Data& delta) {
     return std::nullopt;
   }
   const double count = std::ceil((limit.v[0] - start.v[0]) / delta.v[0]);
-  if (count > static_cast<double>(kMaxFoldedDataValues)) return std::nullopt;
+  if (!(count <= static_cast<double>(kMaxFoldedDataValues))) return std::nullopt;  // NaN too
   Data out;
   out.type = start.type;
   out.dims = {std::max<int64_t>(0, static_cast<int64_t>(count))};
