@@ -10,7 +10,8 @@ namespace spill {
 WindowAttentionLayer::WindowAttentionLayer(LayerParams& params)
     : heads_(params.RequiredInt("heads", 1, kMaxLayerExtent)),
       window_(params.RequiredInt("window", 1, kMaxLayerExtent)),
-      shift_(params.Int("shift", 0, 0, std::max<int64_t>(window_ - 1, 0))) {}
+      shift_(params.Int("shift", 0, 0, std::max<int64_t>(window_ - 1, 0))),
+      cosine_(params.Bool("cosine", false)) {}
 
 Status WindowAttentionLayer::Reshape(const std::vector<Shape>& inputs,
                                      std::vector<Shape>* outputs) {
@@ -48,7 +49,12 @@ std::vector<ParamSpec> WindowAttentionLayer::params() const {
   const int64_t rows = (2 * window_ - 1) * (2 * window_ - 1);
   ParamSpec table{"table", Shape(rows, heads_, 1, 1), Initializer::Normal(0.02f)};
   table.decay_mult = 0;
-  return {table};
+  if (!cosine_) return {table};
+  // torchvision: torch.log(10 * torch.ones((num_heads, 1, 1))).
+  ParamSpec logit_scale{"logit_scale", Shape(heads_, 1, 1, 1),
+                        Initializer::Constant(std::log(10.0f))};
+  logit_scale.decay_mult = 0;
+  return {table, logit_scale};
 }
 
 std::vector<AuxSpec> WindowAttentionLayer::aux() const {
@@ -66,10 +72,13 @@ int64_t WindowAttentionLayer::InFlight() const { return std::min(kUnitsInFlight,
 
 // Forward: the unit's Q, K and V gathered (3 T d) and a row of scores (T).
 // Backward: Q, K, V, dO, dQ, dK, dV (7 T d), a row of dS (T) and the
-// unit's part of the table's gradient ((2w - 1)^2).
+// unit's part of the table's gradient ((2w - 1)^2); with `cosine`, before
+// that part, the norms of the queries and keys (2 T) and the unit's part
+// of logit_scale's gradient (1).
 int64_t WindowAttentionLayer::UnitWorkspace(Pass pass) const {
   const int64_t tokens = grid_.tokens(), td = tokens * depth_;
-  return pass == Pass::kForward ? 3 * td + tokens : 7 * td + tokens + grid_.table_rows();
+  if (pass == Pass::kForward) return 3 * td + tokens;
+  return 7 * td + tokens + (cosine_ ? 2 * tokens + 1 : 0) + grid_.table_rows();
 }
 
 size_t WindowAttentionLayer::workspace_bytes(Pass pass) const {
@@ -81,14 +90,15 @@ float WindowAttentionLayer::Scale() const {
 }
 
 // Q K^T and P V: 2 T T d multiply-adds per unit; backward: dP = dO V^T,
-// dV, dQ and dK (4 T T d).
+// dV, dQ and dK (4 T T d), and with `cosine` the cosines again for
+// logit_scale's gradient (T T d more).
 LayerWork WindowAttentionLayer::work(Pass pass, const std::vector<Shape>& inputs,
                                      const std::vector<Shape>& outputs) const {
   const double tokens = static_cast<double>(grid_.tokens());
   const double per_unit = 2.0 * tokens * tokens * static_cast<double>(depth_);
   const double units = static_cast<double>(Units(n_));
   LayerWork w;
-  w.flops = units * per_unit * (pass == Pass::kForward ? 2 : 4);
+  w.flops = units * per_unit * (pass == Pass::kForward ? 2 : (cosine_ ? 5 : 4));
   const double saved = units * tokens * tokens;
   const double table = static_cast<double>(grid_.table_rows() * heads_);
   w.bytes = sizeof(float) * (TotalElements(inputs) + TotalElements(outputs) + saved + table) *

@@ -21,8 +21,19 @@
 //      without a shift.
 //   4. Each output goes back to the pixel its query came from.
 //
+// `cosine: true` gives Swin V2's cosine attention (torchvision 0.14's
+// shifted_window_attention given a logit_scale): step 3's scaled dot
+// product becomes the cosine of the query and the key times a learned
+// per-head scale,
+//        S[t][u] = (q^_t . k^_u) exp(min(logit_scale[h], ln 100)) + table + mask,
+//      q^ = q / max(|q|, 1e-12) and k^ likewise (F.normalize), no d^-1/2;
+// the clamp compares the float parameter with ln 100 rounded to float, as
+// PyTorch's clamp with math.log(100.0) does, and passes the gradient where
+// the parameter is at most that bound (0 above it).
+//
 //   - {name: attn, type: window_attention, heads: 3, window: 7}
 //   - {name: attn, type: window_attention, heads: 3, window: 7, shift: 3}
+//   - {name: attn, type: window_attention, heads: 3, window: 8, shift: 4, cosine: true}
 //
 // As in torchvision, an axis that one window spans is not rolled (a 7 x 7
 // map with windows of 7 is attended unshifted and unmasked whatever
@@ -32,10 +43,15 @@
 // The parameter `table`, (2w - 1)^2 x heads (entry [r, h] at r heads + h,
 // torchvision's relative_position_bias_table), starts normal with standard
 // deviation 0.02 - Swin truncates at +-2, 100 deviations away - without
-// weight decay, as Swin's no_weight_decay leaves it. Forward keeps the
+// weight decay, as Swin's no_weight_decay leaves it. With `cosine` a second
+// parameter follows, `logit_scale`, heads x 1 x 1 x 1, starting at ln 10
+// (torchvision's torch.log(10 * ones)), also without weight decay; without
+// it the parameters are the table alone, as before. Forward keeps the
 // probabilities for backward, N x (windows heads) x T x T, the aux tensor
 // `probabilities` (attention's naive algorithm); the workspace holds one
-// window's Q, K and V per unit in flight, never a T x T matrix.
+// window's Q, K and V per unit in flight, never a T x T matrix (backward's
+// cosine mode adds the norms of the unit's queries and keys, recomputed
+// from the input).
 #ifndef SPILL_LAYERS_WINDOW_ATTENTION_LAYER_H_
 #define SPILL_LAYERS_WINDOW_ATTENTION_LAYER_H_
 
@@ -74,6 +90,7 @@ class WindowAttentionLayer : public Layer {
   int64_t heads_ = 1;
   int64_t window_ = 1;
   int64_t shift_ = 0;
+  bool cosine_ = false;  // Swin V2's cosine attention, with the parameter logit_scale
   int64_t n_ = 0, channels_ = 0, depth_ = 0;  // C, d = C / heads
   WindowGrid grid_;                           // H, W, w and the shift of each axis
 };

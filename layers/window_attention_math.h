@@ -6,6 +6,7 @@
 #ifndef SPILL_LAYERS_WINDOW_ATTENTION_MATH_H_
 #define SPILL_LAYERS_WINDOW_ATTENTION_MATH_H_
 
+#include <cmath>
 #include <cstdint>
 
 #include "layers/activation_math.h"  // SPILL_HOST_DEVICE
@@ -16,6 +17,48 @@ namespace spill {
 // before the cyclic shift (torchvision's, not -infinity: such a pair keeps
 // a tiny probability).
 constexpr float kWindowMaskScore = -100.0f;
+
+// Cosine attention (Swin V2): F.normalize's floor under a query's or a
+// key's norm, and the bound on logit_scale - math.log(100.0) rounded to
+// float, as PyTorch's clamp of the float parameter rounds it.
+constexpr float kCosineNormFloor = 1e-12f;
+constexpr float kMaxLogitScale = static_cast<float>(4.605170185988092);  // ln 100
+
+// What multiplies the cosines of head h: exp(min(logit_scale, ln 100)). A
+// NaN stays NaN, as in torch.clamp.
+SPILL_HOST_DEVICE inline float CosineScale(float logit_scale) {
+  return expf(logit_scale > kMaxLogitScale ? kMaxLogitScale : logit_scale);
+}
+
+// Whether the clamp passes logit_scale's gradient: where the parameter is
+// at most the bound, equality included, as torch.clamp's backward does.
+SPILL_HOST_DEVICE inline bool CosineScaleLearns(float logit_scale) {
+  return logit_scale <= kMaxLogitScale;
+}
+
+// Row x (d floats) divided by max(|x|, floor): F.normalize. Returns |x|.
+SPILL_HOST_DEVICE inline float NormalizeRow(float* x, int64_t d) {
+  float squares = 0;
+  for (int64_t i = 0; i < d; ++i) squares += x[i] * x[i];
+  const float norm = sqrtf(squares);
+  const float denominator = norm < kCosineNormFloor ? kCosineNormFloor : norm;  // NaN stays
+  for (int64_t i = 0; i < d; ++i) x[i] /= denominator;
+  return norm;
+}
+
+// NormalizeRow's backward, in place: the gradient `grad` of x^ = x / max(|x|,
+// floor) becomes that of x, (grad - x^ (x^ . grad)) / |x| - or grad / floor
+// where |x| is under the floor, the clamp's constant. `unit` is x^, `norm` |x|.
+SPILL_HOST_DEVICE inline void NormalizeRowGrad(const float* unit, float norm, int64_t d,
+                                               float* grad) {
+  if (norm >= kCosineNormFloor) {
+    float along = 0;
+    for (int64_t i = 0; i < d; ++i) along += unit[i] * grad[i];
+    for (int64_t i = 0; i < d; ++i) grad[i] = (grad[i] - unit[i] * along) / norm;
+  } else {
+    for (int64_t i = 0; i < d; ++i) grad[i] /= kCosineNormFloor;
+  }
+}
 
 // An H x W image cut into w x w windows after the cyclic shift. The shift
 // of each axis is the layer's, or 0 where one window spans the axis.

@@ -1,9 +1,9 @@
 // window_attention: the outputs against a direct float64 computation of
 // Swin's shifted-window attention (the roll, the windows, the relative
-// position bias, the mask, the roll back), gradients of the input and the
-// table against finite differences, bits that depend neither on the thread
-// count nor on slices of the batch, the declarations, and the errors a
-// user meets.
+// position bias, the mask, the roll back) and of Swin V2's cosine attention,
+// gradients of the input, the table and logit_scale against finite
+// differences, bits that depend neither on the thread count nor on slices
+// of the batch, the declarations, and the errors a user meets.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -26,13 +26,25 @@ using testing::CheckGradients;
 using ::testing::HasSubstr;
 using testing::LayerHarness;
 
+// ln 100 as PyTorch clamps a float logit_scale with math.log(100.0).
+const float kLn100 = static_cast<float>(std::log(100.0));
+
 struct Geometry {
   const char* name;
   int64_t n, c, h, w, heads, window, shift;
+  bool cosine = false;
+  // With `cosine`, each head's logit_scale (above ln 100: clamped).
+  std::vector<float> logit_scales = {};
   Shape Input() const { return Shape(n, 3 * c, h, w); }
   std::string Entry() const {
     return "{type: window_attention, heads: " + std::to_string(heads) +
-           ", window: " + std::to_string(window) + ", shift: " + std::to_string(shift) + "}";
+           ", window: " + std::to_string(window) + ", shift: " + std::to_string(shift) +
+           (cosine ? ", cosine: true}" : "}");
+  }
+  // Random inputs and table, and the geometry's logit_scale.
+  void Fill(uint64_t seed, LayerHarness* h) const {
+    h->Randomize(seed);
+    if (cosine) h->params[1] = logit_scales;
   }
 };
 
@@ -43,10 +55,27 @@ int Band(int64_t i, int64_t extent, int64_t window, int64_t shift) {
   return i < extent - shift ? 1 : 2;
 }
 
+// Row e of a window's d queries or keys as the reference's scores read
+// them: divided by max(|.|, 1e-12) with cosine attention (F.normalize),
+// the queries times d^-1/2 without.
+std::vector<double> ScoreRow(bool cosine, bool query, std::vector<double> row) {
+  double squares = 0;
+  for (double v : row) squares += v * v;
+  const double divisor = cosine  ? std::max(std::sqrt(squares), 1e-12)
+                         : query ? std::sqrt(static_cast<double>(row.size()))
+                                 : 1.0;
+  for (double& v : row) v /= divisor;
+  return row;
+}
+
 // torchvision 0.14's shifted_window_attention after its qkv linear and
-// before its proj, in double: x N x 3C x H x W to N x C x H x W.
+// before its proj, in double: x N x 3C x H x W to N x C x H x W. Given
+// logit_scale (one per head), Swin V2's cosine attention: normalize(q) .
+// normalize(k) times exp(min(logit_scale, ln 100)), no d^-1/2.
 std::vector<double> Reference(const Geometry& g, const std::vector<float>& x,
-                              const std::vector<float>& table) {
+                              const std::vector<float>& table,
+                              const std::vector<float>& logit_scale = {}) {
+  const bool cosine = !logit_scale.empty();
   const int64_t d = g.c / g.heads, w = g.window, tokens = w * w;
   // An axis one window spans is not rolled.
   const int64_t sh = g.window >= g.h ? 0 : g.shift, sw = g.window >= g.w ? 0 : g.shift;
@@ -65,13 +94,18 @@ std::vector<double> Reference(const Geometry& g, const std::vector<float>& x,
             const int64_t ti = a * w + t / w, tj = b * w + t % w;
             std::vector<double> p(tokens);
             double max = -1e300, sum = 0;
+            auto features = [&](int64_t first, int64_t i, int64_t j, bool query) {
+              std::vector<double> row(d);
+              for (int64_t e = 0; e < d; ++e) row[e] = rolled(image, first + head * d + e, i, j);
+              return ScoreRow(cosine, query, row);
+            };
+            const std::vector<double> q = features(0, ti, tj, true);
             for (int64_t u = 0; u < tokens; ++u) {
               const int64_t ui = a * w + u / w, uj = b * w + u % w;
+              const std::vector<double> k = features(g.c, ui, uj, false);
               double dot = 0;
-              for (int64_t e = 0; e < d; ++e) {
-                dot += rolled(image, head * d + e, ti, tj) / std::sqrt(static_cast<double>(d)) *
-                       rolled(image, g.c + head * d + e, ui, uj);
-              }
+              for (int64_t e = 0; e < d; ++e) dot += q[e] * k[e];
+              if (cosine) dot *= std::exp(std::min<double>(logit_scale[head], kLn100));
               const int64_t index = (t / w - u / w + w - 1) * (2 * w - 1) + (t % w - u % w + w - 1);
               dot += table[index * g.heads + head];
               const int label_t = 3 * Band(ti, g.h, w, sh) + Band(tj, g.w, w, sw);
@@ -115,6 +149,11 @@ const Geometry kGeometries[] = {
     {"one_head_largest_shift", 2, 4, 6, 6, 1, 3, 2},
     {"grid_of_2_by_3", 2, 4, 4, 6, 2, 2, 1},
     {"one_window_high", 1, 6, 3, 6, 3, 3, 1},  // rolled along the width only
+    // Cosine attention: a head clamped to ln 100 (its logit_scale's
+    // gradient 0) beside heads below it.
+    {"cosine_unshifted", 2, 4, 6, 6, 2, 3, 0, true, {5.0f, 1.5f}},
+    {"cosine_shifted", 2, 4, 6, 6, 2, 3, 1, true, {-0.5f, 6.0f}},
+    {"cosine_grid_of_2_by_3", 2, 6, 4, 6, 3, 2, 1, true, {2.3f, 0.0f, 3.9f}},
 };
 
 class WindowAttentionTest : public ::testing::TestWithParam<Geometry> {};
@@ -123,20 +162,72 @@ TEST_P(WindowAttentionTest, MatchesADirectComputation) {
   const Geometry& g = GetParam();
   LayerHarness h(g.Entry(), {g.Input()});
   ASSERT_EQ(h.output_shapes()[0], Shape(g.n, g.c, g.h, g.w));
-  h.Randomize(3);
+  g.Fill(3, &h);
   h.Forward();
-  const std::vector<double> expected = Reference(g, h.inputs[0], h.params[0]);
+  const std::vector<double> expected =
+      Reference(g, h.inputs[0], h.params[0], g.cosine ? h.params[1] : std::vector<float>{});
   ASSERT_EQ(h.outputs[0].size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_NEAR(h.outputs[0][i], expected[i], 1e-5 * std::max(1.0, std::abs(expected[i]))) << i;
   }
 }
 
-// The input's gradient (queries, keys and values) and the table's.
+// The input's gradient (queries, keys and values), the table's and
+// logit_scale's. A clamped logit_scale is lowered to 2 here: at a scale of
+// 100 a float forward's differences are too coarse for a query of small
+// norm (the next test checks those heads).
 TEST_P(WindowAttentionTest, GradientsMatchFiniteDifferences) {
   LayerHarness h(GetParam().Entry(), {GetParam().Input()});
-  h.Randomize(4);
+  GetParam().Fill(4, &h);
+  if (GetParam().cosine) {
+    for (float& v : h.params[1]) v = std::min(v, 2.0f);
+  }
   EXPECT_EQ(CheckGradients(h), "");
+}
+
+// With cosine attention a head's scale reaches 100 (a clamped
+// logit_scale): a float forward's differences would be too coarse there,
+// so the gradients are checked against central differences of the float64
+// reference, the step the exact difference of the two perturbed floats.
+// A clamped logit_scale's gradient is exactly 0, the others' not.
+TEST_P(WindowAttentionTest, GradientsMatchDifferencesOfTheReference) {
+  const Geometry& g = GetParam();
+  if (!g.cosine) GTEST_SKIP() << "float differences suffice without cosine";
+  LayerHarness h(g.Entry(), {g.Input()});
+  g.Fill(13, &h);
+  h.Forward();
+  FillOutputGrads(0.41f, false, &h);
+  h.Backward();
+  const std::vector<float>& r = h.output_grads[0];
+  auto objective = [&] {
+    const std::vector<double> y = Reference(g, h.inputs[0], h.params[0], h.params[1]);
+    double total = 0;
+    for (size_t i = 0; i < y.size(); ++i) total += y[i] * r[i];
+    return total;
+  };
+  auto check = [&](const char* what, std::vector<float>& values, const std::vector<float>& grads) {
+    for (size_t j = 0; j < values.size(); ++j) {
+      const float saved = values[j];
+      const float plus = saved + 1e-5f, minus = saved - 1e-5f;
+      values[j] = plus;
+      const double high = objective();
+      values[j] = minus;
+      const double low = objective();
+      values[j] = saved;
+      const double numeric = (high - low) / (static_cast<double>(plus) - minus);
+      EXPECT_NEAR(grads[j], numeric, 1e-3 * std::max(1.0, std::abs(numeric))) << what << " " << j;
+    }
+  };
+  check("input", h.inputs[0], h.input_grads[0]);
+  check("table", h.params[0], h.param_grads[0]);
+  check("logit_scale", h.params[1], h.param_grads[1]);
+  for (int64_t head = 0; head < g.heads; ++head) {
+    if (g.logit_scales[head] > kLn100) {
+      EXPECT_EQ(h.param_grads[1][head], 0.0f) << head;
+    } else {
+      EXPECT_NE(h.param_grads[1][head], 0.0f) << head;
+    }
+  }
 }
 
 // One thread or three: the same bits forward and backward.
@@ -146,7 +237,7 @@ TEST_P(WindowAttentionTest, BitsDoNotDependOnTheThreadCount) {
   LayerHarness three(GetParam().Entry(), {GetParam().Input()});
   for (auto [count, h] : {std::pair{1, &one}, std::pair{3, &three}}) {
     omp_set_num_threads(count);
-    h->Randomize(5);
+    GetParam().Fill(5, h);
     h->Forward();
     FillOutputGrads(0.37f, false, h);
     h->Backward();
@@ -166,7 +257,7 @@ TEST_P(WindowAttentionTest, SlicesOfTheBatchGiveTheWholeBatchsBits) {
   LayerHarness whole(g.Entry(), {g.Input()}), sliced(g.Entry(), {g.Input()});
   sliced.slice_images = 2;
   for (LayerHarness* h : {&whole, &sliced}) {
-    h->Randomize(9);
+    g.Fill(9, h);
     h->Forward();
     FillOutputGrads(0.11f, true, h);
     h->Backward();
@@ -217,11 +308,57 @@ TEST(WindowAttentionRulesTest, AccumulatesAndRecomputes) {
   }
 }
 
+// logit_scale's gradient passes the clamp at ln 100 itself (torch.clamp's
+// backward passes where the input is at most the bound): there it is the
+// gradient just below the bound, and just above it 0.
+TEST(WindowAttentionRulesTest, LogitScaleLearnsUpToLn100Included) {
+  const Geometry g{"cosine", 2, 4, 6, 6, 1, 3, 1, true, {}};
+  std::vector<float> grads;
+  for (float scale : {std::nextafter(kLn100, 0.0f), kLn100, std::nextafter(kLn100, 10.0f)}) {
+    LayerHarness h(g.Entry(), {g.Input()});
+    h.Randomize(10);
+    h.params[1] = {scale};
+    h.Forward();
+    FillOutputGrads(0.31f, false, &h);
+    h.Backward();
+    grads.push_back(h.param_grads[1][0]);
+  }
+  EXPECT_NE(grads[0], 0.0f);
+  EXPECT_NEAR(grads[1], grads[0], 1e-3 * std::abs(grads[0]));
+  EXPECT_EQ(grads[2], 0.0f);
+}
+
+// A query or key of zeros is divided by F.normalize's floor, not by its
+// norm: cosines of 0, finite gradients.
+TEST(WindowAttentionRulesTest, CosineOfAZeroQueryOrKeyIsZero) {
+  const Geometry g{"cosine", 2, 4, 6, 6, 2, 3, 1, true, {1.0f, 2.0f}};
+  LayerHarness h(g.Entry(), {g.Input()});
+  g.Fill(11, &h);
+  const int64_t plane = g.h * g.w;
+  for (int64_t e = 0; e < g.c; ++e) {
+    h.inputs[0][e * plane + 7] = 0;              // image 0's queries at pixel 7
+    h.inputs[0][(g.c + e) * plane + 20] = 0;     // and keys at pixel 20
+    h.inputs[0][(4 * g.c + e) * plane + 0] = 0;  // image 1's queries at pixel 0
+  }
+  h.Forward();
+  const std::vector<double> expected = Reference(g, h.inputs[0], h.params[0], h.params[1]);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(h.outputs[0][i], expected[i], 1e-5 * std::max(1.0, std::abs(expected[i]))) << i;
+  }
+  FillOutputGrads(0.17f, true, &h);
+  h.Backward();
+  for (const auto& grads : {h.input_grads[0], h.param_grads[0], h.param_grads[1]}) {
+    for (float v : grads) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
 // Inputs stored in bfloat16 are widened as each window is gathered and the
 // results rounded as they are scattered: the bits of float32 copies.
-TEST(WindowAttentionRulesTest, Bf16GivesTheBitsOfFloat32Copies) {
+class WindowAttentionBf16Test : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(WindowAttentionBf16Test, GivesTheBitsOfFloat32Copies) {
   const Shape in(2, 12, 6, 6), out(2, 4, 6, 6);
-  LayerHarness h("{type: window_attention, heads: 2, window: 3, shift: 1}", {in});
+  LayerHarness h(GetParam(), {in});
   h.Randomize(12);
   FillOutputGrads(0.29f, false, &h);
   auto narrow = [](std::vector<float>* wide) {
@@ -239,32 +376,36 @@ TEST(WindowAttentionRulesTest, Bf16GivesTheBitsOfFloat32Copies) {
   layer.set_dtypes({DType::kBF16}, {DType::kBF16});
   ASSERT_TRUE(layer.computes_16_bit(Pass::kForward));
   std::vector<uint16_t> y16(out.numel()), dx16(in.numel());
-  std::vector<float> saved(h.aux[0].size()), dtable(h.params[0].size());
+  std::vector<float> saved(h.aux[0].size());
   std::vector<float> work(layer.workspace_bytes(Pass::kBackward) / sizeof(float));
-  const Shape table = layer.params()[0].shape, probabilities = layer.aux()[0].shape;
+  const Shape probabilities = layer.aux()[0].shape;
   auto bf16 = [](const Shape& s, std::vector<uint16_t>& v) {
     return Tensor(s, v.data(), DType::kBF16, Layout::kPlain);
   };
+  std::vector<std::vector<float>> dparams;
+  for (const auto& values : h.params) dparams.emplace_back(values.size());
   ForwardArgs f;
+  BackwardArgs b;
+  for (size_t i = 0; i < h.params.size(); ++i) {
+    f.params.push_back(Tensor(h.param_specs[i].shape, h.params[i].data()));
+    b.param_grads.push_back(Tensor(h.param_specs[i].shape, dparams[i].data()));
+  }
   f.inputs = {bf16(in, x16)};
   f.outputs = {bf16(out, y16)};
-  f.params = {Tensor(table, h.params[0].data())};
   f.aux = {Tensor(probabilities, saved.data())};
   f.workspace = {work.data(), work.size() * sizeof(float)};
   layer.Forward(f);
-  BackwardArgs b;
   b.inputs = f.inputs;
   b.outputs = {Tensor()};
   b.output_grads = {bf16(out, dy16)};
   b.input_grads = {bf16(in, dx16)};
   b.accumulate = {false};
   b.params = f.params;
-  b.param_grads = {Tensor(table, dtable.data())};
   b.aux = f.aux;
   b.workspace = f.workspace;
   layer.Backward(b);
   EXPECT_EQ(saved, h.aux[0]);
-  EXPECT_EQ(dtable, h.param_grads[0]);
+  EXPECT_EQ(dparams, h.param_grads);
   for (size_t i = 0; i < y16.size(); ++i) {
     ASSERT_EQ(y16[i], FloatToBf16Bits(h.outputs[0][i])) << "output " << i;
   }
@@ -272,6 +413,15 @@ TEST(WindowAttentionRulesTest, Bf16GivesTheBitsOfFloat32Copies) {
     ASSERT_EQ(dx16[i], FloatToBf16Bits(h.input_grads[0][i])) << "input gradient " << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    WindowAttention, WindowAttentionBf16Test,
+    ::testing::Values("{type: window_attention, heads: 2, window: 3, shift: 1}",
+                      "{type: window_attention, heads: 2, window: 3, shift: 1, "
+                      "cosine: true}"),
+    [](const ::testing::TestParamInfo<const char*>& info) {
+      return std::string(info.index == 0 ? "dot_product" : "cosine");
+    });
 
 // Swin-T's first stage (56 x 56, windows of 7, 3 heads of 32): the table,
 // the saved probabilities, and a workspace of 8 windows' rows whatever the
@@ -296,6 +446,37 @@ TEST(WindowAttentionDeclarationTest, TableProbabilitiesAndWorkspace) {
     EXPECT_EQ(h.layer().workspace_bytes(Pass::kBackward), workspace);
     EXPECT_EQ(workspace, size_t{8} * (7 * 49 * 32 + 49 + 169) * sizeof(float));
   }
+}
+
+// Swin V2-T's first stage (64 x 64, windows of 8, 3 heads of 32) with cosine
+// attention: logit_scale after the table, the same probabilities, and a
+// backward workspace that adds each unit's norms and logit_scale sum.
+TEST(WindowAttentionDeclarationTest, CosineAddsLogitScale) {
+  LayerHarness h("{type: window_attention, heads: 3, window: 8, shift: 4, cosine: true}",
+                 {Shape(2, 3 * 96, 64, 64)});
+  const std::vector<ParamSpec> params = h.layer().params();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].name, "table");
+  EXPECT_EQ(params[0].shape, Shape(225, 3, 1, 1));
+  EXPECT_EQ(params[0].decay_mult, 0.0f);
+  EXPECT_EQ(params[1].name, "logit_scale");
+  EXPECT_EQ(params[1].shape, Shape(3, 1, 1, 1));
+  EXPECT_EQ(params[1].init.kind, Initializer::Kind::kConstant);
+  EXPECT_EQ(params[1].init.value, std::log(10.0f));
+  EXPECT_TRUE(params[1].trainable);
+  EXPECT_EQ(params[1].decay_mult, 0.0f);
+  const std::vector<AuxSpec> aux = h.layer().aux();
+  ASSERT_EQ(aux.size(), 1u);
+  EXPECT_EQ(aux[0].shape, Shape(2, 64 * 3, 64, 64));
+  EXPECT_EQ(h.layer().workspace_bytes(Pass::kForward),
+            size_t{8} * (3 * 64 * 32 + 64) * sizeof(float));
+  EXPECT_EQ(h.layer().workspace_bytes(Pass::kBackward),
+            size_t{8} * (7 * 64 * 32 + 64 + 2 * 64 + 1 + 225) * sizeof(float));
+  // cosine: false is the table alone.
+  LayerHarness plain("{type: window_attention, heads: 3, window: 8, cosine: false}",
+                     {Shape(2, 3 * 96, 64, 64)});
+  ASSERT_EQ(plain.layer().params().size(), 1u);
+  EXPECT_EQ(plain.layer().params()[0].name, "table");
 }
 
 Status BuildError(const std::string& layers) {
@@ -330,6 +511,7 @@ TEST(WindowAttentionDeclarationTest, BadShapesAndKeysAreErrorsNamingTheLayer) {
       {16, "heads: 2, window: 3", "N x 3C x H x W"},
       {18, "heads: 2", "window"},
       {18, "heads: 2, window: 3, algorithm: naive", "algorithm"},
+      {18, "heads: 2, window: 3, cosine: maybe", "cosine: must be true or false (got 'maybe')"},
       {18, "heads: 2, window: 3, inputs: [qkv, data]", "takes 1 input, got 2"},
   };
   for (const Bad& c : cases) {

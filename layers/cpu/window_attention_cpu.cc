@@ -4,9 +4,10 @@
 // the window's pixels into rows of d contiguous floats), rows in order and
 // every sum in a fixed order, so the bits depend neither on the thread
 // count nor on where the memory policies put the tensors. The table's
-// gradient is each unit's own sum, added into the table unit by unit in
-// that order once its group is done, from zero on the first slice of the
-// batch - so a step over slices of the batch gives the whole batch's bits.
+// gradient (and with `cosine` logit_scale's) is each unit's own sum, added
+// into the parameter's gradient unit by unit in that order once its group
+// is done, from zero on the first slice of the batch - so a step over
+// slices of the batch gives the whole batch's bits.
 // Inputs and outputs stored in 16 bits are widened as they are gathered and
 // rounded as they are scattered (layers/cpu/typed_elements.h).
 #include <algorithm>
@@ -56,9 +57,11 @@ class CpuWindowAttentionLayer : public WindowAttentionLayer {
 
   void Backward(const BackwardArgs& args) const override {
     float* dtable = args.param_grads[0].valid() ? args.param_grads[0].data() : nullptr;
-    if (!args.input_grads[0].valid() && dtable == nullptr) return;
-    if (dtable != nullptr && args.slice.first()) {
-      std::fill(dtable, dtable + grid_.table_rows() * heads_, 0.0f);
+    float* dlogit = cosine_ && args.param_grads[1].valid() ? args.param_grads[1].data() : nullptr;
+    if (!args.input_grads[0].valid() && dtable == nullptr && dlogit == nullptr) return;
+    if (args.slice.first()) {
+      if (dtable != nullptr) std::fill(dtable, dtable + grid_.table_rows() * heads_, 0.0f);
+      if (dlogit != nullptr) std::fill(dlogit, dlogit + heads_, 0.0f);
     }
     const int64_t n = args.inputs[0].shape().n();
     float* work = static_cast<float*>(args.workspace.data);
@@ -72,6 +75,9 @@ class CpuWindowAttentionLayer : public WindowAttentionLayer {
           },
           [&](int64_t first, int64_t count) {
             if (dtable != nullptr) AddTableGrads(first, count, work, stride, dtable);
+            if (dlogit != nullptr) {
+              AddLogitScaleGrads(first, count, work, stride, args.params[1].data(), dlogit);
+            }
           });
     });
   }
@@ -120,16 +126,36 @@ class CpuWindowAttentionLayer : public WindowAttentionLayer {
     }
   }
 
-  // The unit's queries (times d^-1/2, as PyTorch scales them), keys and values.
+  // The unit's queries (times d^-1/2, as PyTorch scales them), keys and
+  // values; with `cosine` the queries and keys normalized instead, their
+  // norms (queries', then keys') into `norms` where it is not null.
   template <typename E>
-  void GatherQkv(const Tensor& input, const Unit& unit, float* q, float* k, float* v) const {
+  void GatherQkv(const Tensor& input, const Unit& unit, float* q, float* k, float* v,
+                 float* norms = nullptr) const {
     const auto* x = cpu::ElementsOf<E>(input);
-    const int64_t offset = unit.head * depth_;
+    const int64_t offset = unit.head * depth_, tokens = grid_.tokens();
     Gather<E>(x, 3 * channels_, unit, offset, q);
     Gather<E>(x, 3 * channels_, unit, channels_ + offset, k);
     Gather<E>(x, 3 * channels_, unit, 2 * channels_ + offset, v);
+    if (cosine_) {
+      for (int64_t t = 0; t < tokens; ++t) {
+        const float q_norm = NormalizeRow(q + t * depth_, depth_);
+        const float k_norm = NormalizeRow(k + t * depth_, depth_);
+        if (norms != nullptr) {
+          norms[t] = q_norm;
+          norms[tokens + t] = k_norm;
+        }
+      }
+      return;
+    }
     const float scale = Scale();
-    for (int64_t e = 0; e < grid_.tokens() * depth_; ++e) q[e] *= scale;
+    for (int64_t e = 0; e < tokens * depth_; ++e) q[e] *= scale;
+  }
+
+  // What multiplies Q K^T: the clamped exp(logit_scale) of the unit's head
+  // with `cosine`, else 1 (the queries carry d^-1/2).
+  float CosineScaleOf(const std::vector<Tensor>& params, const Unit& unit) const {
+    return cosine_ ? CosineScale(params[1].data()[unit.head]) : 1.0f;
   }
 
   // The unit's saved probabilities, T x T.
@@ -137,16 +163,17 @@ class CpuWindowAttentionLayer : public WindowAttentionLayer {
     return aux.data() + unit.index * grid_.tokens() * grid_.tokens();
   }
 
-  // Row t of the probabilities into `row`: the scores plus the bias and
-  // the mask (torchvision's order), less their maximum, exp, over the sum.
-  void Softmax(const float* q, const float* k, const float* table, const Unit& unit, int64_t t,
-               float* row) const {
+  // Row t of the probabilities into `row`: the scores (times `scale`) plus
+  // the bias and the mask (torchvision's order), less their maximum, exp,
+  // over the sum.
+  void Softmax(const float* q, const float* k, const float* table, float scale, const Unit& unit,
+               int64_t t, float* row) const {
     const int64_t tokens = grid_.tokens();
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t u = 0; u < tokens; ++u) {
       const float bias = table[RelativeIndex(window_, t, u) * heads_ + unit.head];
-      row[u] =
-          Dot(q + t * depth_, k + u * depth_, depth_) + bias + WindowMask(grid_, unit.window, t, u);
+      row[u] = Dot(q + t * depth_, k + u * depth_, depth_) * scale + bias +
+               WindowMask(grid_, unit.window, t, u);
       max = std::max(max, row[u]);
     }
     float sum = 0;
@@ -163,8 +190,9 @@ class CpuWindowAttentionLayer : public WindowAttentionLayer {
     auto* y =
         cpu::ElementsOf<E>(args.outputs[0]) + (unit.image * channels_ + unit.head * depth_) * plane;
     float* saved = Probabilities(args.aux[0], unit);
+    const float scale = CosineScaleOf(args.params, unit);
     for (int64_t t = 0; t < tokens; ++t) {
-      Softmax(q, k, args.params[0].data(), unit, t, row);
+      Softmax(q, k, args.params[0].data(), scale, unit, t, row);
       const int64_t pixel = WindowPixel(grid_, unit.window, t);
       for (int64_t i = 0; i < depth_; ++i) {
         float o = 0;
@@ -188,22 +216,35 @@ class CpuWindowAttentionLayer : public WindowAttentionLayer {
   }
 
   // dQ = d^-1/2 dS K, dK = dS^T (Q d^-1/2), dV = P^T dO and the unit's sum
-  // of dS by table row - row by row, t ascending.
+  // of dS by table row - row by row, t ascending. With `cosine`, s the
+  // clamped exp(logit_scale): dQ^ = s dS K^ and dK^ = s dS^T Q^, taken back
+  // through the normalization, and the unit's part of logit_scale's
+  // gradient, s sum(dS cos) (cos = Q^ K^T again, row by row).
   template <typename E>
   void BackwardUnit(const BackwardArgs& args, const Unit& unit, float* work) const {
     const int64_t tokens = grid_.tokens(), td = tokens * depth_;
     float *q = work, *k = q + td, *v = k + td, *dout = v + td;
-    float *dq = dout + td, *dk = dq + td, *dv = dk + td, *ds = dv + td, *dtable = ds + tokens;
-    GatherQkv<E>(args.inputs[0], unit, q, k, v);
+    float *dq = dout + td, *dk = dq + td, *dv = dk + td, *ds = dv + td;
+    float *norms = ds + tokens, *dlogit = norms + 2 * tokens;  // cosine only
+    float* dtable = cosine_ ? dlogit + 1 : ds + tokens;
+    GatherQkv<E>(args.inputs[0], unit, q, k, v, cosine_ ? norms : nullptr);
     Gather<E>(cpu::ElementsOf<E>(args.output_grads[0]), channels_, unit, unit.head * depth_, dout);
     std::fill(dk, dk + 2 * td, 0.0f);  // dK and dV add over the rows
     std::fill(dtable, dtable + grid_.table_rows(), 0.0f);
     const float* saved = Probabilities(args.aux[0], unit);
-    const float scale = Scale();
+    const float scale = cosine_ ? CosineScaleOf(args.params, unit) : Scale();
+    float cosines = 0;  // sum(dS cos)
     for (int64_t t = 0; t < tokens; ++t) {
       const float* p = saved + t * tokens;
       ScoreGrads(p, dout, v, t, ds);
       for (int64_t u = 0; u < tokens; ++u) dtable[RelativeIndex(window_, t, u)] += ds[u];
+      if (cosine_) {
+        float row = 0;
+        for (int64_t u = 0; u < tokens; ++u) {
+          row += ds[u] * Dot(q + t * depth_, k + u * depth_, depth_);
+        }
+        cosines += row;
+      }
       for (int64_t i = 0; i < depth_; ++i) {
         float sum = 0;
         for (int64_t u = 0; u < tokens; ++u) sum += ds[u] * k[u * depth_ + i];
@@ -216,7 +257,15 @@ class CpuWindowAttentionLayer : public WindowAttentionLayer {
         }
       }
     }
+    if (cosine_) *dlogit = scale * cosines;
     if (!args.input_grads[0].valid()) return;
+    if (cosine_) {
+      for (int64_t e = 0; e < td; ++e) dk[e] *= scale;
+      for (int64_t t = 0; t < tokens; ++t) {
+        NormalizeRowGrad(q + t * depth_, norms[t], depth_, dq + t * depth_);
+        NormalizeRowGrad(k + t * depth_, norms[tokens + t], depth_, dk + t * depth_);
+      }
+    }
     auto* dx = cpu::ElementsOf<E>(args.input_grads[0]);
     const bool add = args.accumulate[0];
     const int64_t offset = unit.head * depth_;
@@ -237,6 +286,18 @@ class CpuWindowAttentionLayer : public WindowAttentionLayer {
         const int64_t head = (first + slot) % heads_;
         dtable[r * heads_ + head] += work[slot * stride + at + r];
       }
+    }
+  }
+
+  // Units [first, first + count)'s parts of logit_scale's gradient, just
+  // before their table sums, added in unit order - where the clamp passes
+  // the gradient.
+  void AddLogitScaleGrads(int64_t first, int64_t count, const float* work, int64_t stride,
+                          const float* logit_scale, float* dlogit) const {
+    const int64_t at = stride - grid_.table_rows() - 1;
+    for (int64_t slot = 0; slot < count; ++slot) {
+      const int64_t head = (first + slot) % heads_;
+      if (CosineScaleLearns(logit_scale[head])) dlogit[head] += work[slot * stride + at];
     }
   }
 };
