@@ -4,10 +4,11 @@
 // and saves the probabilities; backward takes a thread per query for dQ and
 // the row's sum(P dP), then a thread per key for dK and dV, each adding the
 // queries in order, and a thread per entry of the table for its gradient,
-// adding the units in order (no atomics). Every image's outputs are its
-// own, and the table's gradient is overwritten on the step's first slice
-// and continued by the others, so a slice of the batch runs the same
-// threads on fewer images and the slices give the whole batch's bits.
+// adding the units in order (no atomics) - and with `cosine` a thread per
+// head for logit_scale's, likewise. Every image's outputs are its own, and
+// the parameters' gradients are overwritten on the step's first slice and
+// continued by the others, so a slice of the batch runs the same threads
+// on fewer images and the slices give the whole batch's bits.
 #include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/cuda/sequence_kernels_cuda.h"
@@ -33,33 +34,44 @@ class CudaWindowAttentionLayer : public WindowAttentionLayer {
     return Status::Ok();
   }
 
-  // Backward's workspace: each query's sum(P dP).
+  // Backward's workspace: each query's sum(P dP), and with `cosine` its
+  // sum(dS cos).
   size_t workspace_bytes(Pass pass) const override {
-    return pass == Pass::kForward ? 0
-                                  : static_cast<size_t>(Units(n_) * grid_.tokens()) * sizeof(float);
+    const int64_t per_query = cosine_ ? 2 : 1;
+    return pass == Pass::kForward
+               ? 0
+               : static_cast<size_t>(per_query * Units(n_) * grid_.tokens()) * sizeof(float);
   }
 
   void Forward(const ForwardArgs& args) const override {
     cuda::LaunchWindowAttentionForward(Geometry(args.inputs[0].shape().n()), args.inputs[0].data(),
-                                       args.params[0].data(), args.outputs[0].data(),
-                                       args.aux[0].data(), cuda::StreamOf(args.device));
+                                       args.params[0].data(), LogitScale(args.params),
+                                       args.outputs[0].data(), args.aux[0].data(),
+                                       cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
   void Backward(const BackwardArgs& args) const override {
     float* dx = args.input_grads[0].valid() ? args.input_grads[0].data() : nullptr;
     float* dtable = cuda::ParamGrad(args, 0);
-    if (dx == nullptr && dtable == nullptr) return;
+    float* dlogit = cosine_ ? cuda::ParamGrad(args, 1) : nullptr;
+    if (dx == nullptr && dtable == nullptr && dlogit == nullptr) return;
     SPILL_CHECK(args.workspace.bytes >= workspace_bytes(Pass::kBackward)) << name();
     cudaStream_t stream = cuda::StreamOf(args.device);
-    if (dtable != nullptr && args.slice.first()) {
-      const size_t bytes = static_cast<size_t>(grid_.table_rows() * heads_) * sizeof(float);
-      SPILL_CUDA_CHECK(cudaMemsetAsync(dtable, 0, bytes, stream));
+    if (args.slice.first()) {
+      if (dtable != nullptr) {
+        const size_t bytes = static_cast<size_t>(grid_.table_rows() * heads_) * sizeof(float);
+        SPILL_CUDA_CHECK(cudaMemsetAsync(dtable, 0, bytes, stream));
+      }
+      if (dlogit != nullptr) {
+        const size_t bytes = static_cast<size_t>(heads_) * sizeof(float);
+        SPILL_CUDA_CHECK(cudaMemsetAsync(dlogit, 0, bytes, stream));
+      }
     }
-    cuda::LaunchWindowAttentionBackward(Geometry(args.inputs[0].shape().n()), args.inputs[0].data(),
-                                        args.output_grads[0].data(), args.aux[0].data(),
-                                        static_cast<float*>(args.workspace.data), dx,
-                                        cuda::Accumulates(args, 0), dtable, stream);
+    cuda::LaunchWindowAttentionBackward(
+        Geometry(args.inputs[0].shape().n()), args.inputs[0].data(), args.output_grads[0].data(),
+        args.aux[0].data(), LogitScale(args.params), static_cast<float*>(args.workspace.data), dx,
+        cuda::Accumulates(args, 0), dtable, dlogit, stream);
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
@@ -71,7 +83,13 @@ class CudaWindowAttentionLayer : public WindowAttentionLayer {
     s.heads = heads_;
     s.grid = grid_;
     s.scale = Scale();
+    s.cosine = cosine_;
     return s;
+  }
+
+  // logit_scale with `cosine`, else null.
+  const float* LogitScale(const std::vector<Tensor>& params) const {
+    return cosine_ ? params[1].data() : nullptr;
   }
 };
 

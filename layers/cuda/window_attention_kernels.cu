@@ -40,13 +40,43 @@ __device__ inline int64_t At(const WindowAttentionShape& s, const WindowToken& w
   return (w.image * channels + channel) * w.plane + WindowPixel(s.grid, w.window, t);
 }
 
-// S[t][u] = (q_t d^-1/2) . k_u + bias + mask.
+// Channels [first, first + d) of token t of x into `row`, divided by
+// max(|row|, 1e-12) (cosine attention's F.normalize); returns |row|.
+__device__ inline float NormalizedRow(const WindowAttentionShape& s, const WindowToken& w,
+                                      const float* x, int64_t first, int64_t t, float* row) {
+  for (int64_t i = 0; i < w.d; ++i) row[i] = x[At(s, w, 3 * s.channels, first + i, t)];
+  return NormalizeRow(row, w.d);
+}
+
+// The cosine of query t (q_hat, normalized) and key u, summed in order.
+__device__ inline float Cosine(const WindowAttentionShape& s, const WindowToken& w, const float* x,
+                               const float* q_hat, int64_t u) {
+  float k_hat[kMaxAttentionDepth];
+  NormalizedRow(s, w, x, w.k0, u, k_hat);
+  float dot = 0;
+  for (int64_t i = 0; i < w.d; ++i) dot += q_hat[i] * k_hat[i];
+  return dot;
+}
+
+// The head's clamped exp(logit_scale) with cosine attention, else 1.
+__device__ inline float HeadScale(const WindowAttentionShape& s, const WindowToken& w,
+                                  const float* logit_scale) {
+  return s.cosine ? CosineScale(logit_scale[w.head]) : 1.0f;
+}
+
+// S[t][u] = (q_t d^-1/2) . k_u + bias + mask, or with cosine attention
+// cos(q_t, k_u) head_scale + bias + mask (q_hat: query t normalized).
 __device__ inline float Score(const WindowAttentionShape& s, const WindowToken& w, const float* x,
-                              const float* table, int64_t t, int64_t u) {
+                              const float* table, const float* q_hat, float head_scale, int64_t t,
+                              int64_t u) {
   const int64_t c3 = 3 * s.channels;
   float dot = 0;
-  for (int64_t i = 0; i < w.d; ++i) {
-    dot += x[At(s, w, c3, w.q0 + i, t)] * s.scale * x[At(s, w, c3, w.k0 + i, u)];
+  if (s.cosine) {
+    dot = Cosine(s, w, x, q_hat, u) * head_scale;
+  } else {
+    for (int64_t i = 0; i < w.d; ++i) {
+      dot += x[At(s, w, c3, w.q0 + i, t)] * s.scale * x[At(s, w, c3, w.k0 + i, u)];
+    }
   }
   const float bias = table[RelativeIndex(s.grid.window, t, u) * s.heads + w.head];
   return dot + bias + WindowMask(s.grid, w.window, t, u);
@@ -68,19 +98,23 @@ __device__ inline const float* UnitProbabilities(const WindowAttentionShape& s, 
 }
 
 __global__ void WindowAttentionForward(WindowAttentionShape s, const float* x, const float* table,
-                                       float* y, float* saved) {
+                                       const float* logit_scale, float* y, float* saved) {
   const int64_t tokens = s.grid.tokens();
   SPILL_GRID_LOOP(index, s.images * s.grid.windows() * s.heads * tokens) {
     const WindowToken w = TokenOf(s, index);
+    float q_hat[kMaxAttentionDepth];
+    if (s.cosine) NormalizedRow(s, w, x, w.q0, w.t, q_hat);
+    const float head_scale = HeadScale(s, w, logit_scale);
+    auto score = [&](int64_t u) { return Score(s, w, x, table, q_hat, head_scale, w.t, u); };
     float max = -INFINITY;
-    for (int64_t u = 0; u < tokens; ++u) max = fmaxf(max, Score(s, w, x, table, w.t, u));
+    for (int64_t u = 0; u < tokens; ++u) max = fmaxf(max, score(u));
     float sum = 0;
-    for (int64_t u = 0; u < tokens; ++u) sum += expf(Score(s, w, x, table, w.t, u) - max);
+    for (int64_t u = 0; u < tokens; ++u) sum += expf(score(u) - max);
     float o[kMaxAttentionDepth];
     for (int64_t i = 0; i < w.d; ++i) o[i] = 0;
     float* row = saved + index * tokens;
     for (int64_t u = 0; u < tokens; ++u) {
-      const float p = expf(Score(s, w, x, table, w.t, u) - max) / sum;
+      const float p = expf(score(u) - max) / sum;
       row[u] = p;
       for (int64_t i = 0; i < w.d; ++i) o[i] += p * x[At(s, w, 3 * s.channels, w.v0 + i, u)];
     }
@@ -88,9 +122,13 @@ __global__ void WindowAttentionForward(WindowAttentionShape s, const float* x, c
   }
 }
 
-// A thread per query: D = sum(P dP) into rows, then dQ = d^-1/2 dS K.
+// A thread per query: D = sum(P dP) into rows, then dQ = d^-1/2 dS K. With
+// cosine attention dQ^ = head_scale dS K^ taken back through the
+// normalization, and the row's sum(dS cos) into `cosines` where it is not
+// null.
 __global__ void WindowAttentionQueryGrad(WindowAttentionShape s, const float* x, const float* dy,
-                                         const float* saved, float* rows, float* dx, bool add) {
+                                         const float* saved, const float* logit_scale, float* rows,
+                                         float* cosines, float* dx, bool add) {
   const int64_t tokens = s.grid.tokens();
   SPILL_GRID_LOOP(index, s.images * s.grid.windows() * s.heads * tokens) {
     const WindowToken w = TokenOf(s, index);
@@ -101,36 +139,63 @@ __global__ void WindowAttentionQueryGrad(WindowAttentionShape s, const float* x,
     }
     const float mean = static_cast<float>(total);
     rows[index] = mean;
-    if (dx == nullptr) continue;
+    if (dx == nullptr && cosines == nullptr) continue;
+    float q_hat[kMaxAttentionDepth], k_hat[kMaxAttentionDepth];
+    const float q_norm = s.cosine ? NormalizedRow(s, w, x, w.q0, w.t, q_hat) : 0.0f;
     float dq[kMaxAttentionDepth];
     for (int64_t i = 0; i < w.d; ++i) dq[i] = 0;
+    float cosine_sum = 0;
     for (int64_t u = 0; u < tokens; ++u) {
       const float ds = p[u] * (DotOutputGrad(s, w, x, dy, w.t, u) - mean);
-      for (int64_t i = 0; i < w.d; ++i) dq[i] += ds * x[At(s, w, 3 * s.channels, w.k0 + i, u)];
+      if (s.cosine) {
+        NormalizedRow(s, w, x, w.k0, u, k_hat);
+        float cos = 0;
+        for (int64_t i = 0; i < w.d; ++i) cos += q_hat[i] * k_hat[i];
+        cosine_sum += ds * cos;
+        for (int64_t i = 0; i < w.d; ++i) dq[i] += ds * k_hat[i];
+      } else {
+        for (int64_t i = 0; i < w.d; ++i) dq[i] += ds * x[At(s, w, 3 * s.channels, w.k0 + i, u)];
+      }
     }
+    if (cosines != nullptr) cosines[index] = cosine_sum;
+    if (dx == nullptr) continue;
+    const float scale = s.cosine ? HeadScale(s, w, logit_scale) : s.scale;
+    for (int64_t i = 0; i < w.d; ++i) dq[i] *= scale;
+    if (s.cosine) NormalizeRowGrad(q_hat, q_norm, w.d, dq);
     for (int64_t i = 0; i < w.d; ++i) {
       float& out = dx[At(s, w, 3 * s.channels, w.q0 + i, w.t)];
-      out = add ? out + dq[i] * s.scale : dq[i] * s.scale;
+      out = add ? out + dq[i] : dq[i];
     }
   }
 }
 
-// A thread per key: dK = dS^T (Q d^-1/2) and dV = P^T dO over the queries in order.
+// A thread per key: dK = dS^T (Q d^-1/2) and dV = P^T dO over the queries
+// in order; with cosine attention dK^ = head_scale dS^T Q^ taken back
+// through the normalization.
 __global__ void WindowAttentionKeyGrad(WindowAttentionShape s, const float* x, const float* dy,
-                                       const float* saved, const float* rows, float* dx, bool add) {
+                                       const float* saved, const float* logit_scale,
+                                       const float* rows, float* dx, bool add) {
   const int64_t tokens = s.grid.tokens(), c3 = 3 * s.channels;
   SPILL_GRID_LOOP(index, s.images * s.grid.windows() * s.heads * tokens) {
     const WindowToken w = TokenOf(s, index);  // w.t: the key
     const float* p = UnitProbabilities(s, saved, w.unit);
+    float q_hat[kMaxAttentionDepth], k_hat[kMaxAttentionDepth];
+    const float k_norm = s.cosine ? NormalizedRow(s, w, x, w.k0, w.t, k_hat) : 0.0f;
     float dk[kMaxAttentionDepth], dv[kMaxAttentionDepth];
     for (int64_t i = 0; i < w.d; ++i) dk[i] = dv[i] = 0;
     for (int64_t t = 0; t < tokens; ++t) {
       const float pt = p[t * tokens + w.t];
       const float ds = pt * (DotOutputGrad(s, w, x, dy, t, w.t) - rows[w.unit * tokens + t]);
+      if (s.cosine) NormalizedRow(s, w, x, w.q0, t, q_hat);
       for (int64_t i = 0; i < w.d; ++i) {
-        dk[i] += ds * (x[At(s, w, c3, w.q0 + i, t)] * s.scale);
+        dk[i] += ds * (s.cosine ? q_hat[i] : x[At(s, w, c3, w.q0 + i, t)] * s.scale);
         dv[i] += pt * dy[At(s, w, s.channels, w.q0 + i, t)];
       }
+    }
+    if (s.cosine) {
+      const float scale = HeadScale(s, w, logit_scale);
+      for (int64_t i = 0; i < w.d; ++i) dk[i] *= scale;
+      NormalizeRowGrad(k_hat, k_norm, w.d, dk);
     }
     for (int64_t i = 0; i < w.d; ++i) {
       float& k = dx[At(s, w, c3, w.k0 + i, w.t)];
@@ -168,23 +233,53 @@ __global__ void WindowAttentionTableGrad(WindowAttentionShape s, const float* x,
   }
 }
 
+// A thread per head: each unit of the head adds head_scale times its sum of
+// dS cos (the rows' sums in `cosines`, t ascending), unit by unit in order
+// - where the clamp passes the gradient.
+__global__ void WindowAttentionLogitScaleGrad(WindowAttentionShape s, const float* logit_scale,
+                                              const float* cosines, float* dlogit) {
+  const int64_t tokens = s.grid.tokens();
+  SPILL_GRID_LOOP(head, s.heads) {
+    if (!CosineScaleLearns(logit_scale[head])) continue;
+    const float scale = CosineScale(logit_scale[head]);
+    float sum = dlogit[head];
+    for (int64_t pair = 0; pair < s.images * s.grid.windows(); ++pair) {
+      const float* row = cosines + (pair * s.heads + head) * tokens;
+      float part = 0;
+      for (int64_t t = 0; t < tokens; ++t) part += row[t];
+      sum += scale * part;
+    }
+    dlogit[head] = sum;
+  }
+}
+
 }  // namespace
 
 void LaunchWindowAttentionForward(const WindowAttentionShape& s, const float* x, const float* table,
-                                  float* y, float* saved, cudaStream_t stream) {
+                                  const float* logit_scale, float* y, float* saved,
+                                  cudaStream_t stream) {
   const int64_t total = s.images * s.grid.windows() * s.heads * s.grid.tokens();
   if (total <= 0) return;
-  WindowAttentionForward<<<Blocks(total), kThreads, 0, stream>>>(s, x, table, y, saved);
+  WindowAttentionForward<<<Blocks(total), kThreads, 0, stream>>>(s, x, table, logit_scale, y,
+                                                                 saved);
 }
 
 void LaunchWindowAttentionBackward(const WindowAttentionShape& s, const float* x, const float* dy,
-                                   const float* saved, float* rows, float* dx, bool add,
-                                   float* dtable, cudaStream_t stream) {
+                                   const float* saved, const float* logit_scale, float* rows,
+                                   float* dx, bool add, float* dtable, float* dlogit,
+                                   cudaStream_t stream) {
   const int64_t total = s.images * s.grid.windows() * s.heads * s.grid.tokens();
   if (total <= 0) return;
-  WindowAttentionQueryGrad<<<Blocks(total), kThreads, 0, stream>>>(s, x, dy, saved, rows, dx, add);
+  float* cosines = s.cosine && dlogit != nullptr ? rows + total : nullptr;
+  WindowAttentionQueryGrad<<<Blocks(total), kThreads, 0, stream>>>(s, x, dy, saved, logit_scale,
+                                                                   rows, cosines, dx, add);
   if (dx != nullptr) {
-    WindowAttentionKeyGrad<<<Blocks(total), kThreads, 0, stream>>>(s, x, dy, saved, rows, dx, add);
+    WindowAttentionKeyGrad<<<Blocks(total), kThreads, 0, stream>>>(s, x, dy, saved, logit_scale,
+                                                                   rows, dx, add);
+  }
+  if (cosines != nullptr) {
+    WindowAttentionLogitScaleGrad<<<Blocks(s.heads), kThreads, 0, stream>>>(s, logit_scale, cosines,
+                                                                            dlogit);
   }
   if (dtable != nullptr) {
     const int64_t entries = s.grid.table_rows() * s.heads;

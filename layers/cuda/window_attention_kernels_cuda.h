@@ -22,22 +22,30 @@ namespace cuda {
 struct WindowAttentionShape {
   int64_t images = 0, channels = 0, heads = 0;
   WindowGrid grid;
-  float scale = 1;  // d^-1/2, as the layer forms it
+  float scale = 1;      // d^-1/2, as the layer forms it
+  bool cosine = false;  // Swin V2's cosine attention, scaled by logit_scale
 };
 
 // One thread per query of each unit: y (N x C x H x W) and the
-// probabilities, `saved` (N x (windows heads) x T x T).
+// probabilities, `saved` (N x (windows heads) x T x T). logit_scale: a
+// float per head with cosine attention, else unread.
 void LaunchWindowAttentionForward(const WindowAttentionShape& s, const float* x, const float* table,
-                                  float* y, float* saved, cudaStream_t stream);
+                                  const float* logit_scale, float* y, float* saved,
+                                  cudaStream_t stream);
 // From dy: a thread per query forms the row's sum(P dP) (into `rows`, a
 // float per query of every unit: workspace) and, where dx is not null, dQ;
 // then a thread per key forms dK and dV over the queries in order. `add`:
 // dx accumulates. Where dtable is not null, a thread per table entry adds
 // to it the units' dS of its head, unit by unit in order, each unit's sum
-// formed from zero (a call over a slice continues the sums).
+// formed from zero (a call over a slice continues the sums). With cosine
+// attention and dlogit not null, the query threads also put each row's
+// sum(dS cos) after the means (`rows` then holds two floats per query), and
+// a thread per head adds to dlogit each unit's sum times the head's scale,
+// unit by unit in order.
 void LaunchWindowAttentionBackward(const WindowAttentionShape& s, const float* x, const float* dy,
-                                   const float* saved, float* rows, float* dx, bool add,
-                                   float* dtable, cudaStream_t stream);
+                                   const float* saved, const float* logit_scale, float* rows,
+                                   float* dx, bool add, float* dtable, float* dlogit,
+                                   cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace spill

@@ -178,7 +178,11 @@ const std::vector<LayerCase>& CudaLayerCases() {
                 {Shape(2, 12, 6, 6)}},
       LayerCase{"window_attention",
                 "{type: window_attention, heads: 3, window: 2}",
-                {Shape(2, 18, 4, 6)}}};
+                {Shape(2, 18, 4, 6)}},
+      // Swin V2's cosine attention, shifted.
+      LayerCase{"window_attention_cosine",
+                "{type: window_attention, heads: 2, window: 3, shift: 1, cosine: true}",
+                {Shape(2, 12, 6, 6)}}};
   return *cases;
 }
 
