@@ -123,7 +123,8 @@ static_assert(kNetworkCases + kConfigCases + kIdxCases + kCifarCases + kCheckpoi
 // reshapes of the batch merged with the heads, the class token's Expand)
 // and causal attention over a sequence (its mask); a Swin (the shifted
 // windows' rolls, partitions, constant-folded mask and relative position
-// bias, the patch merging's strided slices).
+// bias, the patch merging's strided slices) and its version 2 (cosine
+// attention, a bias computed from weights).
 const char* const kOnnxSources[] = {"dense_block", "inception",      "shufflenet_v2", "convnext",
                                     "vit",         "char_attention", "pixel_softmax", "swin"};
 constexpr int kOnnxSourceCount = static_cast<int>(sizeof(kOnnxSources) / sizeof(kOnnxSources[0]));

@@ -500,6 +500,56 @@ Folded Cast(const onnx::NodeProto& n, Data x) {
   return x;
 }
 
+Folded Unary(const std::string& op, Data x) {
+  if (x.type != TensorProto::FLOAT) return std::nullopt;
+  for (double& v : x.v) {
+    const float f = static_cast<float>(v);
+    if (op == "Relu") v = f > 0 ? f : 0.0f;
+    if (op == "Sigmoid") v = 1.0f / (1.0f + std::exp(-f));
+    if (op == "Exp") v = std::exp(f);
+    if (op == "Sqrt") v = std::sqrt(f);
+    v = static_cast<float>(v);
+  }
+  return x;
+}
+
+// Clip(x, min, max), either bound absent.
+Folded Clip(const std::vector<const Data*>& in) {
+  Data x = *in[0];
+  const bool low = in.size() > 1 && in[1] != nullptr, high = in.size() > 2 && in[2] != nullptr;
+  if ((low && in[1]->v.size() != 1) || (high && in[2]->v.size() != 1)) return std::nullopt;
+  for (double& v : x.v) {
+    if (low) v = std::max(v, in[1]->v[0]);
+    if (high) v = std::min(v, in[2]->v[0]);
+  }
+  return x;
+}
+
+// MatMul of a batch of matrices (any leading axes) by one matrix, in float
+// sums in order.
+Folded MatMul(const Data& a, const Data& b) {
+  if (a.type != TensorProto::FLOAT || a.dims.size() < 2 || b.dims.size() != 2 ||
+      a.dims.back() != b.dims[0]) {
+    return std::nullopt;
+  }
+  const int64_t k = b.dims[0], n = b.dims[1], rows = static_cast<int64_t>(a.v.size()) / k;
+  Data out;
+  out.dims = a.dims;
+  out.dims.back() = n;
+  if (Count(out.dims) < 0) return std::nullopt;
+  out.v.resize(rows * n);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        sum += static_cast<float>(a.v[r * k + i]) * static_cast<float>(b.v[i * n + j]);
+      }
+      out.v[r * n + j] = sum;
+    }
+  }
+  return out;
+}
+
 Folded Evaluate(const onnx::NodeProto& n, const std::vector<const Data*>& in) {
   const std::string& op = n.op_type();
   const auto arity = in.size();
@@ -516,6 +566,11 @@ Folded Evaluate(const onnx::NodeProto& n, const std::vector<const Data*>& in) {
     return out;
   }
   if (op == "ConstantOfShape" && arity == 1) return ConstantOfShape(n, *in[0]);
+  if ((op == "Relu" || op == "Sigmoid" || op == "Exp" || op == "Sqrt") && arity == 1) {
+    return Unary(op, *in[0]);
+  }
+  if (op == "Clip") return Clip(in);
+  if (op == "MatMul" && arity == 2) return MatMul(*in[0], *in[1]);
   if (op == "Range" && arity == 3) return Range(*in[0], *in[1], *in[2]);
   if (op == "Where" && arity == 3) return Where(*in[0], *in[1], *in[2]);
   if (op == "Unsqueeze") return Unsqueeze(n, in);
@@ -578,7 +633,77 @@ void DropUnreadConstants(onnx::GraphProto* graph) {
   }
 }
 
+// Evaluates `value` and what it reads, depth first, from initializers and
+// Constant nodes.
+class WeightEvaluator {
+ public:
+  explicit WeightEvaluator(const onnx::GraphProto& graph) : graph_(graph) {
+    for (const auto& t : graph.initializer()) initializers_[t.name()] = &t;
+    for (int i = 0; i < graph.node_size(); ++i) {
+      for (const std::string& out : graph.node(i).output()) producers_[out] = i;
+    }
+  }
+
+  const Data* Value(const std::string& value, int depth) {
+    auto known = values_.find(value);
+    if (known != values_.end()) return &known->second;
+    constexpr int kMaxDepth = 64;
+    if (depth > kMaxDepth) return nullptr;
+    Folded d;
+    auto init = initializers_.find(value);
+    if (init != initializers_.end()) {
+      d = FromTensor(*init->second);
+    } else if (auto p = producers_.find(value); p != producers_.end()) {
+      d = Node(p->second, depth);
+    }
+    if (!d || static_cast<int64_t>(d->v.size()) != Count(d->dims)) return nullptr;
+    return &(values_[value] = *d);
+  }
+
+  std::set<int> nodes;
+
+ private:
+  Folded Node(int index, int depth) {
+    const onnx::NodeProto& n = graph_.node(index);
+    if (n.output_size() != 1) return std::nullopt;
+    Folded out;
+    if (n.op_type() == "Constant") {
+      const onnx::AttributeProto* a = Attribute(n, "value");
+      if (a == nullptr || !a->has_t()) return std::nullopt;
+      out = FromTensor(a->t());
+    } else {
+      std::vector<const Data*> in;
+      for (const std::string& name : n.input()) {
+        const Data* d = name.empty() ? nullptr : Value(name, depth + 1);
+        if (!name.empty() && d == nullptr) return std::nullopt;
+        in.push_back(d);
+      }
+      if (in.empty() || in[0] == nullptr) return std::nullopt;
+      out = Evaluate(n, in);
+    }
+    if (out) nodes.insert(index);
+    return out;
+  }
+
+  const onnx::GraphProto& graph_;
+  std::map<std::string, const TensorProto*> initializers_;
+  std::map<std::string, int> producers_;
+  std::map<std::string, Data> values_;
+};
+
 }  // namespace
+
+std::optional<EvaluatedTensor> EvaluateFromWeights(const onnx::GraphProto& graph,
+                                                   const std::string& value) {
+  WeightEvaluator evaluator(graph);
+  const Data* d = evaluator.Value(value, 0);
+  if (d == nullptr || d->type != TensorProto::FLOAT) return std::nullopt;
+  EvaluatedTensor t;
+  t.dims = d->dims;
+  t.values.assign(d->v.begin(), d->v.end());
+  t.nodes = evaluator.nodes;
+  return t;
+}
 
 bool IsFoldableDataOperator(const std::string& op) {
   static const std::set<std::string> kOps = {

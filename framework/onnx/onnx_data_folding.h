@@ -21,6 +21,10 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 namespace spill {
 
@@ -33,6 +37,22 @@ bool IsFoldableDataOperator(const std::string& op);
 
 // Folds what it can; returns whether any node was folded.
 bool FoldConstantData(onnx::ModelProto* model);
+
+// A tensor the importer computes itself from weights and constants.
+struct EvaluatedTensor {
+  std::vector<int64_t> dims;
+  std::vector<float> values;
+  std::set<int> nodes;  // the nodes computing it (Constants included)
+};
+
+// The float value of `value` computed from the graph's initializers -
+// weights included - and Constant nodes alone, through the operators
+// folded above and MatMul, Relu, Sigmoid, Exp and Clip: what a network
+// computes from its parameters only, as Swin V2's relative position bias
+// (a small MLP of constant coordinates) and its qkv bias with the keys'
+// part zeroed. nullopt when it reads a computed value or another operator.
+std::optional<EvaluatedTensor> EvaluateFromWeights(const onnx::GraphProto& graph,
+                                                   const std::string& value);
 
 }  // namespace spill
 

@@ -340,6 +340,9 @@ Status Importer::Convert(int node) {
   if (windows_.count(node)) return WindowAttention(node);
   if (merges_.count(node)) return SpaceToDepth(node);
   if (node == output_softmax_) return OutputSoftmax(node);
+  if (op == "Exp" || op == "ReduceL2") {
+    return Fail(node, "spill imports " + op + " only within Swin V2's cosine attention");
+  }
   if (op == "Equal" || op == "Where" || op == "Not" || op == "Range" || op == "ScatterND") {
     return Fail(node, "spill imports " + op + " only where it computes shapes or constants " +
                           "(evaluated before the import), not on the network's values");

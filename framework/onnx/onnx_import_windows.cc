@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "framework/io/npz.h"
+#include "framework/onnx/onnx_data_folding.h"
 #include "framework/onnx/onnx_importer.h"
 
 namespace spill {
@@ -134,6 +135,84 @@ bool Importer::RollAfter(const std::string& value, int64_t axis, std::string* ou
   return true;
 }
 
+std::optional<std::vector<float>> Importer::WeightValues(const std::string& value,
+                                                         std::set<int>* nodes) const {
+  if (const onnx::TensorProto* t = g_.Constant(value)) {
+    auto values = OnnxFloats(*t, g_.label);
+    if (!values.ok()) return std::nullopt;
+    return *values;
+  }
+  auto evaluated = EvaluateFromWeights(g_.graph(), value);
+  if (!evaluated) return std::nullopt;
+  nodes->insert(evaluated->nodes.begin(), evaluated->nodes.end());
+  return evaluated->values;
+}
+
+bool Importer::CosineScale(int mul, WindowChain* c, int* product) const {
+  const onnx::GraphProto& g = g_.graph();
+  const onnx::NodeProto& m = g.node(mul);
+  for (int side = 0; side < 2; ++side) {
+    auto p = producers_.find(m.input(side));
+    auto e = producers_.find(m.input(1 - side));
+    if (p == producers_.end() || e == producers_.end() || g.node(p->second).op_type() != "MatMul" ||
+        g.node(e->second).op_type() != "Exp") {
+      continue;
+    }
+    auto clip = producers_.find(g.node(e->second).input(0));
+    if (clip == producers_.end() || g.node(clip->second).op_type() != "Clip") return false;
+    const onnx::NodeProto& cl = g.node(clip->second);
+    const onnx::TensorProto* param = g_.Constant(cl.input(0));
+    float high = 0;
+    const bool no_low = cl.input_size() < 2 || cl.input(1).empty();
+    if (param == nullptr || !no_low || cl.input_size() < 3 || !ScalarConstant(cl.input(2), &high) ||
+        high != static_cast<float>(std::log(100.0))) {
+      return false;
+    }
+    auto values = OnnxFloats(*param, g_.label);
+    if (!values.ok()) return false;
+    c->logit_scale = *values;
+    c->nodes.insert({mul, e->second, clip->second});
+    *product = p->second;
+    return true;
+  }
+  return false;
+}
+
+bool Importer::NormalizedOf(const std::string& value, std::string* source,
+                            std::set<int>* nodes) const {
+  const onnx::GraphProto& g = g_.graph();
+  auto producer = [&](const std::string& v) {
+    auto p = producers_.find(v);
+    return p == producers_.end() ? -1 : p->second;
+  };
+  const int div = producer(value);
+  if (div < 0 || g.node(div).op_type() != "Div") return false;
+  const std::string& x = g.node(div).input(0);
+  int denominator = producer(g.node(div).input(1));
+  std::set<int> found = {div};
+  if (denominator >= 0 && g.node(denominator).op_type() == "Expand") {
+    found.insert(denominator);
+    denominator = producer(g.node(denominator).input(0));
+  }
+  const int reduce = denominator >= 0 && g.node(denominator).op_type() == "Clip"
+                         ? producer(g.node(denominator).input(0))
+                         : -1;
+  float eps = 0;
+  if (reduce < 0 || g.node(reduce).op_type() != "ReduceL2" || g.node(reduce).input(0) != x ||
+      AttrInt(g.node(reduce), "keepdims", 1) != 1 ||
+      (AttrInts(g.node(reduce), "axes", {}) != std::vector<int64_t>{-1} &&
+       AttrInts(g.node(reduce), "axes", {}) != std::vector<int64_t>{3}) ||
+      g.node(denominator).input_size() < 2 || !ScalarConstant(g.node(denominator).input(1), &eps) ||
+      eps != 1e-12f ||
+      (g.node(denominator).input_size() > 2 && !g.node(denominator).input(2).empty())) {
+    return false;
+  }
+  found.insert({denominator, reduce});
+  nodes->insert(found.begin(), found.end());
+  *source = x;
+  return true;
+}
+
 void Importer::MarkWindowAttention() {
   const onnx::GraphProto& g = g_.graph();
   for (int i = 0; i < g.node_size(); ++i) {
@@ -178,26 +257,43 @@ bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
   }
   if (add < 0 || g.node(add).op_type() != "Add") return false;
   const onnx::NodeProto& a = g.node(add);
-  const bool bias_second = g_.Constant(a.input(1)) != nullptr;
-  const onnx::TensorProto* bias = g_.Constant(a.input(bias_second ? 1 : 0));
-  const int scores = producer(a.input(bias_second ? 0 : 1));
-  if (bias == nullptr || scores < 0 || g.node(scores).op_type() != "MatMul") return false;
+  // One side is the bias, computed from weights and constants alone; the
+  // other the scores: MatMul(Q d^-1/2, K^T), or Swin V2's cosine
+  // similarities times exp(min(logit_scale, ln 100)).
+  std::set<int> bias_nodes;
+  std::optional<std::vector<float>> bias;
+  int side = 1;
+  while (side >= 0 && !(bias = WeightValues(a.input(side), &bias_nodes))) --side;
+  int scores = bias ? producer(a.input(1 - side)) : -1;
+  if (scores < 0) return false;
+  if (g.node(scores).op_type() == "Mul" && CosineScale(scores, c, &scores)) c->cosine = true;
+  if (g.node(scores).op_type() != "MatMul") return false;
   const onnx::NodeProto& mm = g.node(scores);
   int q = producer(mm.input(0));
   const int kt = producer(mm.input(1));
   float scale = 1;
-  if (q >= 0 && g.node(q).op_type() == "Mul") {
+  if (!c->cosine && q >= 0 && g.node(q).op_type() == "Mul") {
     const bool second = ScalarConstant(g.node(q).input(1), &scale);
     if (!second && !ScalarConstant(g.node(q).input(0), &scale)) return false;
     c->nodes.insert(q);
     q = producer(g.node(q).input(second ? 0 : 1));
   }
   if (q < 0 || kt < 0 || !IsPerm(g.node(kt), {0, 1, 3, 2})) return false;
-  const int k = producer(g.node(kt).input(0));
-  if (k < 0 || g.node(q).op_type() != "Gather" || g.node(k).op_type() != "Gather" ||
+  int k = producer(g.node(kt).input(0));
+  if (c->cosine) {  // F.normalize(q), F.normalize(k)
+    std::string q_source, k_source;
+    if (!NormalizedOf(g.node(q).output(0), &q_source, &c->nodes) || k < 0 ||
+        !NormalizedOf(g.node(k).output(0), &k_source, &c->nodes)) {
+      return false;
+    }
+    q = producer(q_source);
+    k = producer(k_source);
+  }
+  if (q < 0 || k < 0 || g.node(q).op_type() != "Gather" || g.node(k).op_type() != "Gather" ||
       g.node(q).input(0) != g.node(k).input(0)) {
     return false;
   }
+  c->nodes.insert(bias_nodes.begin(), bias_nodes.end());
   const int qkv_t = producer(g.node(q).input(0));
   if (qkv_t < 0 || !IsPerm(g.node(qkv_t), {2, 0, 3, 1, 4})) return false;
   // Swin's from here on: what does not match is an error, not another chain.
@@ -217,7 +313,8 @@ bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
     why = "the probabilities are read by other than one MatMul by the values";
   } else if (WindowInput(c, product, g.node(qkv_t).input(0), &why) &&
              WindowBias(c, *bias, c->window * c->window, &why) && WindowOutput(c, product, &why)) {
-    const double want = 1.0 / std::sqrt(static_cast<double>(c->channels / c->heads));
+    const double want =
+        c->cosine ? 1.0 : 1.0 / std::sqrt(static_cast<double>(c->channels / c->heads));
     if (std::fabs(scale - want) > 1e-6 * want) {
       why = "the queries are scaled by " + std::to_string(scale) +
             " where spill scales by 1 / sqrt(" + std::to_string(c->channels / c->heads) + ")";
@@ -263,11 +360,18 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
   // The qkv projection: MatMul by (C, 3C), then Add of 3C.
   int add = producer(g.node(reshape).input(0));
   int mm = add;
-  if (add >= 0 && g.node(add).op_type() == "Add") {
+  if (add >= 0 && g.node(add).op_type() == "Add") {  // V2 computes it: the keys' part zeroed
     const onnx::NodeProto& a = g.node(add);
-    const bool second = g_.Constant(a.input(1)) != nullptr;
-    c->qkv_bias = g_.Constant(a.input(second ? 1 : 0));
-    mm = producer(a.input(second ? 0 : 1));
+    std::optional<std::vector<float>> bias;
+    int side = 1;
+    while (side >= 0 && !(bias = WeightValues(a.input(side), &c->nodes))) --side;
+    if (!bias) {
+      *why = "the queries, keys and values get a bias that is not computed from weights alone";
+      return false;
+    }
+    c->qkv_bias = *bias;
+    c->has_qkv_bias = true;
+    mm = producer(a.input(1 - side));
     c->nodes.insert(add);
   }
   if (mm < 0 || g.node(mm).op_type() != "MatMul" || g_.Constant(g.node(mm).input(1)) == nullptr) {
@@ -332,11 +436,11 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
   return true;
 }
 
-bool Importer::WindowBias(WindowChain* c, const onnx::TensorProto& bias, int64_t tokens,
+bool Importer::WindowBias(WindowChain* c, const std::vector<float>& bias, int64_t tokens,
                           std::string* why) const {
   const int64_t w = c->window, heads = c->heads, span = 2 * w - 1;
-  auto values = OnnxFloats(bias, g_.label);
-  if (!values.ok() || static_cast<int64_t>(values->size()) != heads * tokens * tokens) {
+  const std::vector<float>* values = &bias;
+  if (static_cast<int64_t>(values->size()) != heads * tokens * tokens) {
     *why = "the bias added to the scores is not (1, heads, T, T)";
     return false;
   }
@@ -474,7 +578,8 @@ Status Importer::WindowAttention(int node) {
   const int64_t ch = c.channels, span = 2 * c.window - 1;
   // The projections: (C, K) MatMul weights as K x C x 1 x 1 filters.
   auto linear = [&](const std::string& layer, const std::string& input, int mm,
-                    const onnx::TensorProto* w, const onnx::TensorProto* b, int64_t k) -> Status {
+                    const onnx::TensorProto* w, const std::vector<float>* bias,
+                    int64_t k) -> Status {
     SPILL_ASSIGN_OR_RETURN(std::vector<float> values, OnnxFloats(*w, g_.label));
     if (w->dims_size() != 2 || w->dims(0) != ch || w->dims(1) != k) {
       return Fail(mm, "the weight '" + w->name() + "' is not " + std::to_string(ch) + " x " +
@@ -485,26 +590,35 @@ Status Importer::WindowAttention(int node) {
       for (int64_t o = 0; o < k; ++o) filters[o * ch + i] = values[i * k + o];
     }
     net_.params["params/" + layer + "/weight"] = NpyArray::Floats({k, ch, 1, 1}, filters.data());
-    if (b != nullptr) {
-      SPILL_ASSIGN_OR_RETURN(std::vector<float> bias, OnnxFloats(*b, g_.label));
-      if (static_cast<int64_t>(bias.size()) != k) {
-        return Fail(mm, "the bias '" + b->name() + "' must have " + std::to_string(k) + " values");
+    if (bias != nullptr) {
+      if (static_cast<int64_t>(bias->size()) != k) {
+        return Fail(mm, "the bias must have " + std::to_string(k) + " values");
       }
-      net_.params["params/" + layer + "/bias"] = NpyArray::Floats({1, k, 1, 1}, bias.data());
+      net_.params["params/" + layer + "/bias"] = NpyArray::Floats({1, k, 1, 1}, bias->data());
     }
     Emit(layer, "convolution", {input},
          "filters: " + std::to_string(k) +
-             ", kernel: 1, bias: " + (b != nullptr ? "true" : "false"));
+             ", kernel: 1, bias: " + (bias != nullptr ? "true" : "false"));
     return Status::Ok();
   };
   const std::string qkv = UniqueName(name + ".qkv"), proj = UniqueName(name + ".proj");
-  SPILL_RETURN_IF_ERROR(linear(qkv, x.ref, c.qkv, c.qkv_weight, c.qkv_bias, 3 * ch));
+  SPILL_RETURN_IF_ERROR(
+      linear(qkv, x.ref, c.qkv, c.qkv_weight, c.has_qkv_bias ? &c.qkv_bias : nullptr, 3 * ch));
   net_.params["params/" + name + "/table"] =
       NpyArray::Floats({span * span, c.heads, 1, 1}, c.table.data());
+  if (c.cosine) {
+    net_.params["params/" + name + "/logit_scale"] =
+        NpyArray::Floats({c.heads, 1, 1, 1}, c.logit_scale.data());
+  }
   Emit(name, "window_attention", {qkv},
        "heads: " + std::to_string(c.heads) + ", window: " + std::to_string(c.window) +
-           ", shift: " + std::to_string(c.shift));
-  SPILL_RETURN_IF_ERROR(linear(proj, name, c.proj, c.proj_weight, c.proj_bias, ch));
+           ", shift: " + std::to_string(c.shift) + (c.cosine ? ", cosine: true" : ""));
+  std::vector<float> proj_bias;
+  if (c.proj_bias != nullptr) {
+    SPILL_ASSIGN_OR_RETURN(proj_bias, OnnxFloats(*c.proj_bias, g_.label));
+  }
+  SPILL_RETURN_IF_ERROR(
+      linear(proj, name, c.proj, c.proj_weight, c.proj_bias ? &proj_bias : nullptr, ch));
   Value v = x;
   v.ref = proj;
   return ProduceValue(node, 0, v);

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -269,10 +270,14 @@ class Importer {
     int last = -1;            // the node whose output is the chain's (N, H, W, C)
     std::string source;       // X
     int qkv = -1, proj = -1;  // their MatMuls
-    const onnx::TensorProto *qkv_weight = nullptr, *qkv_bias = nullptr;
+    const onnx::TensorProto* qkv_weight = nullptr;
+    std::vector<float> qkv_bias;
+    bool has_qkv_bias = false;
     const onnx::TensorProto *proj_weight = nullptr, *proj_bias = nullptr;
     int64_t heads = 0, window = 0, shift = 0, channels = 0;
     std::vector<float> table;  // the relative position bias, (2w - 1)^2 x heads
+    bool cosine = false;       // Swin V2's scores
+    std::vector<float> logit_scale;
     std::set<int> nodes;
     std::string error;  // why this Softmax is no such chain, or ""
   };
@@ -283,8 +288,17 @@ class Importer {
   bool FindWindowChain(int softmax, WindowChain* c) const;
   bool WindowInput(WindowChain* c, int product, const std::string& y, std::string* why) const;
   bool WindowOutput(WindowChain* c, int product, std::string* why) const;
-  bool WindowBias(WindowChain* c, const onnx::TensorProto& bias, int64_t tokens,
+  bool WindowBias(WindowChain* c, const std::vector<float>& bias, int64_t tokens,
                   std::string* why) const;
+  // A constant's values, or a value computed from weights and constants
+  // alone (framework/onnx/onnx_data_folding.h), its nodes added to `nodes`.
+  std::optional<std::vector<float>> WeightValues(const std::string& value,
+                                                 std::set<int>* nodes) const;
+  // Swin V2's Mul of the cosine similarities by exp(min(logit_scale,
+  // ln 100)): the MatMul it scales, the parameter read into the chain.
+  bool CosineScale(int mul, WindowChain* c, int* product) const;
+  // F.normalize(x, dim=-1): x / Expand(Clip(ReduceL2(x), 1e-12)); x.
+  bool NormalizedOf(const std::string& value, std::string* source, std::set<int>* nodes) const;
   bool WindowMask(const WindowChain& c, const onnx::TensorProto* mask, int64_t height,
                   int64_t width, std::string* why) const;
   // A torch.roll along `axis`: Concat(Slice(v, s, end), Slice(v, 0, s)) of

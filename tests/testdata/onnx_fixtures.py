@@ -42,7 +42,10 @@ SwinTransformer (swin, opset 13): shifted windows by torch.roll (Slice and
 Concat), the windows' partition by Reshape and Transpose, the relative
 position bias that PyTorch folds into a constant, the shifted windows' mask
 computed from constants (ConstantOfShape, Range, ScatterND, Not, Where) and
-the patch merging's strided slices.
+the patch merging's strided slices. Its version 2 (swin_v2): cosine
+attention (ReduceL2, Clip, Div), a logit scale per head (Clip, Exp), the
+relative position bias computed by an MLP from the weights (MatMul, Relu,
+Gather, Sigmoid), the keys' bias zeroed by ScatterND.
 
 Then sequence models as PyTorch users write a character model: ids (N, T)
 through nn.Embedding, a batch-first nn.LSTM of two layers, and an nn.Linear
@@ -504,6 +507,32 @@ def Swin():
     return model
 
 
+def SwinV2():
+    """The same Swin in version 2 (torchvision's SwinTransformerBlockV2 and
+    PatchMergingV2): cosine attention with a learned logit scale per head,
+    the relative position bias from a small MLP of log-spaced coordinates,
+    the keys' bias zeroed in forward, norms after the residual branches. The
+    logit scales drawn apart so that each counts."""
+    from torchvision.models.swin_transformer import PatchMergingV2, SwinTransformerBlockV2
+    model = torchvision.models.SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2],
+                                               num_heads=[2, 2], window_size=[2, 2],
+                                               num_classes=CLASSES, block=SwinTransformerBlockV2,
+                                               downsample_layer=PatchMergingV2)
+    with torch.no_grad():
+        for m in model.modules():
+            scale = getattr(m, "logit_scale", None)
+            if scale is not None:
+                scale.uniform_(1.0, 3.0)
+    return model
+
+
+def ExportZeroInPlace():
+    """Swin V2 zeroes its keys' bias in place (qkv_bias[C:2C].zero_()), for
+    which PyTorch 1.13's exporter has no symbolic (aten::zero): x - x, as a
+    user exporting it writes."""
+    torch.onnx.register_custom_op_symbolic("aten::zero", lambda g, x: g.op("Sub", x, x), 13)
+
+
 class CharAttention(nn.Module):
     """ids (N, T) -> scores (N, classes, T): an embedding with learned positions,
     causal nn.MultiheadAttention (a float mask, -inf above the diagonal) and a
@@ -747,6 +776,7 @@ def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else "tests/testdata/onnx"
     only = set(sys.argv[2:])  # fixture names; all of them when none
     os.makedirs(folder, exist_ok=True)
+    ExportZeroInPlace()
     torch.manual_seed(0)
     # Different opsets cover the versions the importer reads (11-17).
     fixtures = [("resnet18", lambda: Export("resnet18", ResNet18(), folder, 13)),
@@ -758,6 +788,7 @@ def main():
     fixtures.append(("asymmetric_pads", lambda: AsymmetricPads(folder)))
     fixtures.append(("vit", lambda: Export("vit", Vit(), folder, 17, dynamic=True)))
     fixtures.append(("swin", lambda: Export("swin", Swin(), folder, 13, dynamic=True)))
+    fixtures.append(("swin_v2", lambda: Export("swin_v2", SwinV2(), folder, 13, dynamic=True)))
     fixtures.append(("pad_to_window", lambda: ExportPadToWindow(folder)))
     fixtures.append(("mnist_log_softmax",
                      lambda: ExportWithSeed("mnist_log_softmax", MnistNet, folder, 11)))
