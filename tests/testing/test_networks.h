@@ -233,6 +233,33 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
+// A Swin Transformer (torchvision's, as the ONNX import writes it): 2x2
+// patches, a block of window attention and one of shifted cosine window
+// attention (Swin V2's), each between pre-norm 1x1 projections with a
+// residual add, a patch merging (space_to_depth, layer norm, a linear
+// reduction), and the pooled features classified.
+inline constexpr char kSwin[] = R"(
+layers:
+  - {name: data, type: input, shape: [1, 8, 8]}
+  - {name: patches, type: convolution, filters: 8, kernel: 2, stride: 2}
+  - {name: ln1, type: layer_norm}
+  - {name: qkv, type: convolution, filters: 24, kernel: 1}
+  - {name: attn, type: window_attention, heads: 2, window: 2}
+  - {name: proj, type: convolution, filters: 8, kernel: 1}
+  - {name: add1, type: add, inputs: [proj, patches]}
+  - {name: ln2, type: layer_norm}
+  - {name: qkv2, type: convolution, filters: 24, kernel: 1}
+  - {name: attn2, type: window_attention, heads: 2, window: 2, shift: 1, cosine: true}
+  - {name: proj2, type: convolution, filters: 8, kernel: 1}
+  - {name: add2, type: add, inputs: [proj2, add1]}
+  - {name: merge, type: space_to_depth}
+  - {name: ln3, type: layer_norm}
+  - {name: reduce, type: convolution, filters: 16, kernel: 1, bias: false}
+  - {name: pool, type: global_avg_pool}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
 struct Network {
   const char* name;
   const char* yaml;
@@ -242,7 +269,7 @@ inline constexpr Network kNetworks[] = {
     {"lenet", kLeNet},       {"resnet", kResNet},         {"inception", kInception},
     {"alexnet", kAlexNet},   {"densenet", kDenseNet},     {"blocked", kBlocked},
     {"sequence", kSequence}, {"depth", kStochasticDepth}, {"seq2seq", kSeq2Seq, false},
-    {"gpt", kGpt, false},    {"vit", kVit, false}};
+    {"gpt", kGpt, false},    {"vit", kVit, false},        {"swin", kSwin, false}};
 
 // The networks whose every layer option runs on CUDA too.
 inline std::vector<Network> CudaNetworks() {
