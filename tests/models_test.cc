@@ -56,7 +56,8 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"efficientnet_b0.yaml", 32, nullptr},
         ModelCase{"shufflenet_v2.yaml", 32, nullptr}, ModelCase{"regnet_y_400mf.yaml", 32, nullptr},
         ModelCase{"convnext_tiny.yaml", 32, nullptr}, ModelCase{"unet.yaml", 32, nullptr},
-        ModelCase{"unet_like.yaml", 32, nullptr}),
+        ModelCase{"unet_like.yaml", 32, nullptr}, ModelCase{"vit.yaml", 28, nullptr},
+        ModelCase{"swin.yaml", 28, nullptr}),
     [](const ::testing::TestParamInfo<ModelCase>& info) {
       std::string name = info.param.file;
       name = name.substr(0, name.find('.'));
