@@ -87,18 +87,12 @@ std::vector<std::string> FixtureNets() {
   - {name: fc, type: fully_connected, outputs: 3}
   - {name: loss, type: softmax_loss}
 )",
-  };
-}
-
-// Valid networks of layers onnx_export does not write (a Swin block's
-// window attention): mutated, parsed, built and planned, not exported.
-std::vector<std::string> UnexportedFixtureNets() {
-  return {
       R"(layers:
   - {name: data, type: input, shape: [1, 8, 8]}
   - {name: patches, type: convolution, filters: 6, kernel: 2, stride: 2}
   - {name: qkv, type: convolution, filters: 18, kernel: 1}
-  - {name: attn, type: window_attention, heads: 2, window: 2, shift: 1}
+  - {name: attn, type: window_attention, heads: 2, window: 2, shift: 1, cosine: true}
+  - {name: merge, type: space_to_depth}
   - {name: gap, type: global_avg_pool}
   - {name: fc, type: fully_connected, outputs: 3}
   - {name: loss, type: softmax_loss}
@@ -106,11 +100,10 @@ std::vector<std::string> UnexportedFixtureNets() {
   };
 }
 
-// At least: 11 zoo networks, the block library, the fixtures, exported and
-// not (the zoo grows).
-constexpr int kNetworkSources = 12 + 5 + 1;
+// At least: 11 zoo networks, the block library, the fixtures (the zoo grows).
+constexpr int kNetworkSources = 12 + 6;
 constexpr int kNetworkCases = kNetworkSources * kTextMutations;  // 234 at least
-constexpr int kConfigCases = 19 * kTextMutations;                // 247
+constexpr int kConfigCases = 20 * kTextMutations;                // 260
 constexpr int kIdxCases = 4 * kByteMutations * 4 + 4;            // 84
 constexpr int kCifarCases = 2 * kByteMutations * 4;              // 40
 constexpr int kCheckpointCases = kByteMutations * 16;            // 80
@@ -193,10 +186,6 @@ TEST_F(FuzzTest, Networks) {
   const std::vector<std::string> fixtures = FixtureNets();
   for (size_t i = 0; i < fixtures.size(); ++i) {
     sources.push_back({"fixture" + std::to_string(i), fixtures[i]});
-  }
-  const std::vector<std::string> unexported = UnexportedFixtureNets();
-  for (size_t i = 0; i < unexported.size(); ++i) {
-    sources.push_back({"unexported" + std::to_string(i), unexported[i]});
   }
   ASSERT_GE(static_cast<int>(sources.size()), kNetworkSources);
   const std::string dir = FreshDir("networks");

@@ -482,13 +482,15 @@ TEST(OnnxExportTest, FeatureSequenceRoundTripsBitIdentically) {
 
 // The memory tests' small vision transformer (patches read as tokens, a
 // class token, a position table, attention of two heads, the class token
-// classified) and GPT (causal attention, naive and tiled): exported with
-// standard operators (MatMul, Softmax, Reshape, Transpose, Gather, Expand),
-// they come back as the same layers with the same scores bit for bit.
+// classified), GPT (causal attention, naive and tiled) and Swin (window
+// attention, shifted cosine window attention, patch merging): exported with
+// standard operators (MatMul, Softmax, Reshape, Transpose, Gather, Expand;
+// Swin's rolls as Slice and Concat, its bias and mask as constants), they
+// come back as the same layers with the same scores bit for bit.
 TEST(OnnxExportTest, TransformersRoundTripAsTheSameNetwork) {
-  for (const char* text : {testing::kVit, testing::kGpt}) {
+  for (const char* text : {testing::kVit, testing::kGpt, testing::kSwin}) {
     const bool gpt = text == testing::kGpt;
-    SCOPED_TRACE(gpt ? "gpt" : "vit");
+    SCOPED_TRACE(gpt ? "gpt" : text == testing::kVit ? "vit" : "swin");
     auto spec = ParseNetString(text, "transformer.yaml");
     ASSERT_TRUE(spec.ok()) << spec.status().ToString();
     auto net = Net::Build(*spec, {1, DeviceType::kCpu});

@@ -239,7 +239,9 @@ Status Exporter::Layer(int id) {
                                                    "positions",
                                                    "tokens",
                                                    "class_token",
-                                                   "token"};
+                                                   "token",
+                                                   "window_attention",
+                                                   "space_to_depth"};
   const bool image = kImageOnly.count(type) > 0;
   std::vector<std::string> inputs;
   for (size_t k = 0; k < s_.layers[id].inputs.size(); ++k) {

@@ -248,6 +248,8 @@ Status Exporter::Vision(int id, const std::vector<std::string>& inputs, int rank
   if (type == "tokens") return Tokens(id, x);
   if (type == "class_token") return ClassToken(id, x);
   if (type == "token") return Token(id, x);
+  if (type == "window_attention") return WindowAttention(id, x);
+  if (type == "space_to_depth") return SpaceToDepth(id, x);
   if (type == "multiply" || type == "broadcast_add") {
     Node(id, type == "multiply" ? "Mul" : "Add", inputs)->add_output(net_.layer(id).name());
     return Status::Ok();

@@ -64,6 +64,13 @@ class Exporter {
   Status Tokens(int id, const std::string& x);
   Status ClassToken(int id, const std::string& x);
   Status Token(int id, const std::string& x);
+  // Swin (onnx_export_windows.cc): window attention and patch merging as
+  // torchvision's Swin exports them, on the channels-last view.
+  Status WindowAttention(int id, const std::string& x);
+  Status SpaceToDepth(int id, const std::string& x);
+  // torch.roll by -`shift` along `axis` of a (N, H, W, C) value: its output.
+  std::string Roll(int id, const std::string& v, int64_t axis, int64_t extent, int64_t shift,
+                   const std::string& step);
   // Sequences (onnx_export_sequence.cc): spill's N x C x 1 x T stays an
   // ONNX (N, C, 1, T) value between layers; embeddings and recurrent layers
   // view it as PyTorch's exports do, and back.

@@ -30,12 +30,11 @@
 #include "framework/io/npz.h"
 #include "framework/onnx/onnx_data_folding.h"
 #include "framework/onnx/onnx_importer.h"
+#include "framework/onnx/onnx_windows.h"
 
 namespace spill {
 namespace onnx_import {
 namespace {
-
-constexpr float kSwinMasked = -100.0f;  // torchvision's masked_fill value
 
 std::vector<int64_t> ConstInts(const OnnxGraph& g, const onnx::NodeProto& n, int k) {
   const onnx::TensorProto* t = k < n.input_size() ? g.Constant(n.input(k)) : nullptr;
@@ -321,8 +320,7 @@ bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
     } else if (c->shift == 0 && mask != nullptr) {
       why = "a mask is added to the scores of windows that are not shifted";
     } else if (c->shift > 0) {
-      const std::vector<int64_t> x = DimsOrEmpty(g_, c->source);
-      WindowMask(*c, mask, x[1], x[2], &why);
+      WindowMask(*c, mask, c->height, c->width, &why);
     }
   }
   c->error = why;
@@ -357,9 +355,14 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
   c->heads = d5[3];
   c->channels = d5[3] * d5[4];
   c->nodes.insert({v, reshape});
-  // The qkv projection: MatMul by (C, 3C), then Add of 3C.
+  // The qkv projection: MatMul by (C, 3C), then Add of 3C - or none, where
+  // the windows hold the queries, keys and values already (spill's export).
   int add = producer(g.node(reshape).input(0));
   int mm = add;
+  if (add >= 0 && g.node(add).op_type() == "Reshape") {
+    c->in_channels = 3 * c->channels;
+    return WindowSource(c, add, tokens, why);
+  }
   if (add >= 0 && g.node(add).op_type() == "Add") {  // V2 computes it: the keys' part zeroed
     const onnx::NodeProto& a = g.node(add);
     std::optional<std::vector<float>> bias;
@@ -381,9 +384,19 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
   c->qkv = mm;
   c->qkv_weight = g_.Constant(g.node(mm).input(1));
   c->nodes.insert(mm);
-  // The windows: Reshape (N nW, T, C) of a Transpose [0 1 3 2 4 5] of a
-  // Reshape (N, H/w, w, W/w, w, C).
-  const int merge = producer(g.node(mm).input(0));
+  c->in_channels = c->channels;
+  return WindowSource(c, producer(g.node(mm).input(0)), tokens, why);
+}
+
+// The windows: Reshape (N nW, T, C) of a Transpose [0 1 3 2 4 5] of a
+// Reshape (N, H/w, w, W/w, w, C), of the image rolled by -s (or not) and
+// padded by zeros below and to the right (or not).
+bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::string* why) const {
+  const onnx::GraphProto& g = g_.graph();
+  auto producer = [&](const std::string& v) {
+    auto p = producers_.find(v);
+    return p == producers_.end() ? -1 : p->second;
+  };
   const int perm = merge >= 0 ? producer(g.node(merge).input(0)) : -1;
   const int split6 = perm >= 0 ? producer(g.node(perm).input(0)) : -1;
   if (merge < 0 || split6 < 0 || g.node(merge).op_type() != "Reshape" ||
@@ -395,7 +408,7 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
   }
   const std::vector<int64_t> d6 = DimsOrEmpty(g_, g.node(split6).output(0));
   if (d6.size() != 6 || d6[2] != d6[4] || d6[2] * d6[4] != tokens ||
-      !TailIs(g_, g.node(merge).output(0), {tokens, c->channels}) || d6[5] != c->channels) {
+      !TailIs(g_, g.node(merge).output(0), {tokens, c->in_channels}) || d6[5] != c->in_channels) {
     *why = "the windows are not square, or hold other than the T = " + std::to_string(tokens) +
            " positions the attention reads";
     return false;
@@ -414,24 +427,31 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
     return false;
   }
   c->shift = shift_h;
+  const std::vector<int64_t> padded = DimsOrEmpty(g_, x);
   const int pad = producer(x);
-  if (pad >= 0 && g.node(pad).op_type() == "Pad") {
+  if (pad >= 0 && g.node(pad).op_type() == "Pad") {  // zeros below and right, to the windows
     const std::vector<int64_t> pads = ConstInts(g_, g.node(pad), 1);
-    if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; })) {
-      *why = "the image is padded to a multiple of the window " + std::to_string(c->window) +
-             "; spill's window_attention needs the image's height and width to be multiples of "
-             "it (import at an input size whose feature maps are)";
+    const bool zero = g.node(pad).input_size() < 3 || g.node(pad).input(2).empty() ||
+                      WeightValues(g.node(pad).input(2), &c->nodes) == std::vector<float>{0.0f};
+    if (pads.size() != 8 || pads[0] || pads[1] || pads[2] || pads[3] || pads[4] || pads[7] ||
+        pads[5] < 0 || pads[6] < 0 || !zero ||
+        AttrString(g.node(pad), "mode", "constant") != "constant") {
+      *why = "the image is padded otherwise than with zeros below and to the right";
       return false;
     }
+    c->pad_bottom = pads[5];
+    c->pad_right = pads[6];
     c->nodes.insert(pad);
     x = g.node(pad).input(0);
   }
   const std::vector<int64_t> xd = DimsOrEmpty(g_, x);
-  if (xd.size() != 4 || xd[3] != c->channels || xd[1] % c->window != 0 || xd[2] % c->window != 0 ||
-      c->shift >= c->window) {
+  if (xd.size() != 4 || padded.size() != 4 || xd[3] != c->in_channels ||
+      padded[1] % c->window != 0 || padded[2] % c->window != 0 || c->shift >= c->window) {
     *why = "the windows do not tile the channels-last image they read";
     return false;
   }
+  c->height = padded[1];
+  c->width = padded[2];
   c->source = x;
   return true;
 }
@@ -449,7 +469,7 @@ bool Importer::WindowBias(WindowChain* c, const std::vector<float>& bias, int64_
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t t = 0; t < tokens; ++t) {
       for (int64_t u = 0; u < tokens; ++u) {
-        const int64_t index = (t / w - u / w + w - 1) * span + (t % w - u % w + w - 1);
+        const int64_t index = onnx_windows::RelativeIndex(w, t, u);
         const float b = (*values)[(h * tokens + t) * tokens + u];
         float& entry = c->table[index * heads + h];
         if (seen[index * heads + h] && std::memcmp(&entry, &b, sizeof b) != 0) {
@@ -476,17 +496,10 @@ bool Importer::WindowMask(const WindowChain& c, const onnx::TensorProto* mask, i
     *why = "the shifted windows' scores get no mask of (1, windows, 1, T, T)";
     return false;
   }
-  auto region = [s, w](int64_t i, int64_t extent) {
-    return i < extent - w ? 0 : i < extent - s ? 1 : 2;
-  };
   for (int64_t k = 0; k < windows; ++k) {
     for (int64_t a = 0; a < t; ++a) {
       for (int64_t b = 0; b < t; ++b) {
-        auto label = [&](int64_t p) {
-          const int64_t row = (k / across) * w + p / w, col = (k % across) * w + p % w;
-          return 3 * region(row, height) + region(col, width);
-        };
-        const float want = label(a) == label(b) ? 0.0f : kSwinMasked;
+        const float want = onnx_windows::ShiftMask(height, width, w, s, k, a, b);
         if ((*values)[(k * t + a) * t + b] != want) {
           *why = "the mask added to the scores of window " + std::to_string(k) +
                  " is not the one of windows shifted by " + std::to_string(s) +
@@ -507,18 +520,25 @@ bool Importer::WindowOutput(WindowChain* c, int product, std::string* why) const
   c->nodes.insert(product);
   const int perm = OnlyReader(g.node(product).output(0), "Transpose");
   const int merge = perm >= 0 ? OnlyReader(g.node(perm).output(0), "Reshape") : -1;
-  const int mm = merge >= 0 ? OnlyReader(g.node(merge).output(0), "MatMul") : -1;
-  if (perm < 0 || !IsPerm(g.node(perm), {0, 2, 1, 3}) || mm < 0 ||
-      !TailIs(g_, g.node(merge).output(0), {t, ch}) ||
-      g_.Constant(g.node(mm).input(1)) == nullptr) {
-    *why = "the heads' outputs are not merged to (windows, T, C) and projected by a MatMul";
+  if (perm < 0 || !IsPerm(g.node(perm), {0, 2, 1, 3}) || merge < 0 ||
+      !TailIs(g_, g.node(merge).output(0), {t, ch})) {
+    *why = "the heads' outputs are not merged to (windows, T, C)";
     return false;
   }
-  c->proj = mm;
-  c->proj_weight = g_.Constant(g.node(mm).input(1));
-  c->nodes.insert({perm, merge, mm});
-  std::string out = g.node(mm).output(0);
-  const int add = OnlyReader(out, "Add");
+  c->nodes.insert({perm, merge});
+  std::string out = g.node(merge).output(0);
+  const int mm = OnlyReader(out, "MatMul");  // the out-projection, unless spill's own export
+  if (mm >= 0 && g_.Constant(g.node(mm).input(1)) == nullptr) {
+    *why = "the merged heads are projected by a MatMul of other than a constant weight";
+    return false;
+  }
+  if (mm >= 0) {
+    c->proj = mm;
+    c->proj_weight = g_.Constant(g.node(mm).input(1));
+    c->nodes.insert(mm);
+    out = g.node(mm).output(0);
+  }
+  const int add = mm >= 0 ? OnlyReader(out, "Add") : -1;
   if (add >= 0 && g_.Constant(OtherInput(add, out)) != nullptr) {
     c->proj_bias = g_.Constant(OtherInput(add, out));
     c->nodes.insert(add);
@@ -534,7 +554,7 @@ bool Importer::WindowOutput(WindowChain* c, int product, std::string* why) const
   const int image = perm6 >= 0 ? OnlyReader(g.node(perm6).output(0), "Reshape") : -1;
   const std::vector<int64_t> x = DimsOrEmpty(g_, c->source);
   if (image < 0 || !IsPerm(g.node(perm6), {0, 1, 3, 2, 4, 5}) ||
-      !TailIs(g_, g.node(image).output(0), {x[1], x[2], ch})) {
+      !TailIs(g_, g.node(image).output(0), {c->height, c->width, ch})) {
     *why =
         "the windows are not merged back into the image (Reshape, Transpose [0 1 3 2 4 5], "
         "Reshape)";
@@ -546,18 +566,24 @@ bool Importer::WindowOutput(WindowChain* c, int product, std::string* why) const
   std::string rolled;
   if (RollAfter(out, 1, &rolled, &back_h, &c->nodes)) out = rolled;
   if (RollAfter(out, 2, &rolled, &back_w, &c->nodes)) out = rolled;
-  const int64_t undo_h = back_h == 0 ? 0 : x[1] - back_h, undo_w = back_w == 0 ? 0 : x[2] - back_w;
+  const int64_t undo_h = back_h == 0 ? 0 : c->height - back_h;
+  const int64_t undo_w = back_w == 0 ? 0 : c->width - back_w;
   if (undo_h != c->shift || undo_w != c->shift) {
     *why = "the shift by " + std::to_string(c->shift) + " is not undone after the windows";
     return false;
   }
-  // x[:, :H, :W, :]: slices that keep every row and column.
+  // x[:, :H, :W, :]: the padding cut, or slices that keep every row and column.
   for (int slice = OnlyReader(out, "Slice"); slice >= 0; slice = OnlyReader(out, "Slice")) {
     auto s = ReadSlice(g_, g.node(slice), 4);
-    const std::vector<int64_t> d = DimsOrEmpty(g_, out);
-    if (!s || s->begin != 0 || s->step != 1 || s->end != d[s->axis]) break;
+    if (!s || s->begin != 0 || s->step != 1 || s->axis < 1 || s->axis > 2 || s->end != x[s->axis]) {
+      break;
+    }
     c->nodes.insert(slice);
     out = g.node(slice).output(0);
+  }
+  if (!TailIs(g_, out, {x[1], x[2], ch})) {
+    *why = "the padding is not cut off after the windows";
+    return false;
   }
   c->last = producers_.at(out);
   return true;
@@ -601,26 +627,49 @@ Status Importer::WindowAttention(int node) {
              ", kernel: 1, bias: " + (bias != nullptr ? "true" : "false"));
     return Status::Ok();
   };
-  const std::string qkv = UniqueName(name + ".qkv"), proj = UniqueName(name + ".proj");
-  SPILL_RETURN_IF_ERROR(
-      linear(qkv, x.ref, c.qkv, c.qkv_weight, c.has_qkv_bias ? &c.qkv_bias : nullptr, 3 * ch));
+  const bool padded = c.pad_bottom > 0 || c.pad_right > 0;
+  const std::string sides = std::to_string(c.pad_bottom) + ", " + std::to_string(c.pad_right);
+  std::string input = x.ref;
+  if (padded) {  // to the windows; the projection of a zero pixel is its bias, as in PyTorch
+    input = UniqueName(name + ".pad");
+    Emit(input, "pad", {x.ref}, "pad: [0, 0, " + sides + "]");
+  }
+  if (c.qkv >= 0) {
+    const std::string qkv = UniqueName(name + ".qkv");
+    SPILL_RETURN_IF_ERROR(
+        linear(qkv, input, c.qkv, c.qkv_weight, c.has_qkv_bias ? &c.qkv_bias : nullptr, 3 * ch));
+    input = qkv;
+  }
   net_.params["params/" + name + "/table"] =
       NpyArray::Floats({span * span, c.heads, 1, 1}, c.table.data());
   if (c.cosine) {
     net_.params["params/" + name + "/logit_scale"] =
         NpyArray::Floats({c.heads, 1, 1, 1}, c.logit_scale.data());
   }
-  Emit(name, "window_attention", {qkv},
+  Emit(name, "window_attention", {input},
        "heads: " + std::to_string(c.heads) + ", window: " + std::to_string(c.window) +
            ", shift: " + std::to_string(c.shift) + (c.cosine ? ", cosine: true" : ""));
   std::vector<float> proj_bias;
   if (c.proj_bias != nullptr) {
     SPILL_ASSIGN_OR_RETURN(proj_bias, OnnxFloats(*c.proj_bias, g_.label));
   }
-  SPILL_RETURN_IF_ERROR(
-      linear(proj, name, c.proj, c.proj_weight, c.proj_bias ? &proj_bias : nullptr, ch));
   Value v = x;
-  v.ref = proj;
+  v.ref = name;
+  v.chw[0] = ch;
+  v.dims[2] = ch;
+  if (c.proj >= 0) {
+    const std::string proj = UniqueName(name + ".proj");
+    SPILL_RETURN_IF_ERROR(
+        linear(proj, name, c.proj, c.proj_weight, c.proj_bias ? &proj_bias : nullptr, ch));
+    v.ref = proj;
+  }
+  if (padded) {
+    const std::string cropped = v.ref;
+    v.ref = UniqueName(name + ".crop");
+    Emit(
+        v.ref, "pad", {cropped},
+        "pad: [0, 0, " + std::to_string(-c.pad_bottom) + ", " + std::to_string(-c.pad_right) + "]");
+  }
   return ProduceValue(node, 0, v);
 }
 

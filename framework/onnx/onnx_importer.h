@@ -275,8 +275,11 @@ class Importer {
     bool has_qkv_bias = false;
     const onnx::TensorProto *proj_weight = nullptr, *proj_bias = nullptr;
     int64_t heads = 0, window = 0, shift = 0, channels = 0;
-    std::vector<float> table;  // the relative position bias, (2w - 1)^2 x heads
-    bool cosine = false;       // Swin V2's scores
+    int64_t in_channels = 0;                // of the image read: C, or 3C without a qkv projection
+    int64_t height = 0, width = 0;          // padded to multiples of the window
+    int64_t pad_bottom = 0, pad_right = 0;  // the zeros added
+    std::vector<float> table;               // the relative position bias, (2w - 1)^2 x heads
+    bool cosine = false;                    // Swin V2's scores
     std::vector<float> logit_scale;
     std::set<int> nodes;
     std::string error;  // why this Softmax is no such chain, or ""
@@ -288,6 +291,7 @@ class Importer {
   bool FindWindowChain(int softmax, WindowChain* c) const;
   bool WindowInput(WindowChain* c, int product, const std::string& y, std::string* why) const;
   bool WindowOutput(WindowChain* c, int product, std::string* why) const;
+  bool WindowSource(WindowChain* c, int merge, int64_t tokens, std::string* why) const;
   bool WindowBias(WindowChain* c, const std::vector<float>& bias, int64_t tokens,
                   std::string* why) const;
   // A constant's values, or a value computed from weights and constants
