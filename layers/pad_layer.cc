@@ -1,11 +1,14 @@
 #include "layers/pad_layer.h"
 
+#include <string>
+
 #include "framework/config/layer_params.h"
 
 namespace spill {
 
 PadLayer::PadLayer(LayerParams& params) {
-  const std::vector<int64_t> pad = params.RequiredIntList("pad", 0, kMaxLayerStride, 4);
+  const std::vector<int64_t> pad =
+      params.RequiredIntList("pad", -kMaxLayerStride, kMaxLayerStride, 4);
   if (pad.size() == 2) {
     pad_ = {pad[0], pad[1], pad[0], pad[1]};
   } else if (pad.size() == 4) {
@@ -19,7 +22,15 @@ PadLayer::PadLayer(LayerParams& params) {
 
 Status PadLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) {
   const Shape& in = inputs[0];
-  *outputs = {Shape(in.n(), in.c(), in.h() + pad_[0] + pad_[2], in.w() + pad_[1] + pad_[3])};
+  const int64_t out_h = in.h() + pad_[0] + pad_[2], out_w = in.w() + pad_[1] + pad_[3];
+  if (out_h < 1 || out_w < 1) {
+    return InvalidArgument("pad [" + std::to_string(pad_[0]) + ", " + std::to_string(pad_[1]) +
+                           ", " + std::to_string(pad_[2]) + ", " + std::to_string(pad_[3]) +
+                           "] crops the input's " + std::to_string(in.h()) + "x" +
+                           std::to_string(in.w()) + " to " + std::to_string(out_h) + "x" +
+                           std::to_string(out_w) + " (the output needs a row and a column)");
+  }
+  *outputs = {Shape(in.n(), in.c(), out_h, out_w)};
   return Status::Ok();
 }
 

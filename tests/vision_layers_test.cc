@@ -1,6 +1,6 @@
 // The layers of today's vision networks (activations, squeeze-and-excitation
 // products, channel shuffles and slices, layer norm, per-channel scale,
-// upsampling, transposed convolution, padding, space to depth):
+// upsampling, transposed convolution, padding and cropping, space to depth):
 // finite-difference gradient checks, hand-computed values, gradient
 // accumulation for fans, bit-exact recomputation, and errors that name the
 // layer.
@@ -107,6 +107,7 @@ INSTANTIATE_TEST_SUITE_P(
                  {Shape(2, 4, 3, 3)},
                  false},
         GradCase{"pad", "{type: pad, pad: [0, 1, 2, 1]}", {Shape(2, 2, 3, 3)}},
+        GradCase{"pad_crop", "{type: pad, pad: [1, -1, -1, 2]}", {Shape(2, 2, 4, 5)}},
         GradCase{"space_to_depth", "{type: space_to_depth, block_size: 2}", {Shape(2, 3, 4, 6)}}),
     [](const ::testing::TestParamInfo<GradCase>& info) { return std::string(info.param.name); });
 
@@ -301,6 +302,121 @@ TEST(PadTest, BordersTakeTheValue) {
             (std::vector<float>{-1, -1, -1, -1, 3, 4, -1, -1}));
 }
 
+// pad's definition, one position at a time: output (i, j) is input
+// (i - top, j - left) where that lies in the input, else `value`; the input
+// gradient at (i, j) is the output gradient at (i + top, j + left) where
+// that lies in the output, else 0.
+struct PadAmounts {
+  int64_t top, left, bottom, right;
+};
+
+std::vector<float> PadReference(const Shape& in, PadAmounts a, float value,
+                                const std::vector<float>& x) {
+  const int64_t out_h = in.h() + a.top + a.bottom, out_w = in.w() + a.left + a.right;
+  std::vector<float> y;
+  for (int64_t p = 0; p < in.n() * in.c(); ++p) {
+    for (int64_t i = 0; i < out_h; ++i) {
+      for (int64_t j = 0; j < out_w; ++j) {
+        const int64_t h = i - a.top, w = j - a.left;
+        const bool inside = h >= 0 && h < in.h() && w >= 0 && w < in.w();
+        y.push_back(inside ? x[(p * in.h() + h) * in.w() + w] : value);
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<float> PadGradReference(const Shape& in, PadAmounts a, const std::vector<float>& dy) {
+  const int64_t out_h = in.h() + a.top + a.bottom, out_w = in.w() + a.left + a.right;
+  std::vector<float> dx;
+  for (int64_t p = 0; p < in.n() * in.c(); ++p) {
+    for (int64_t i = 0; i < in.h(); ++i) {
+      for (int64_t j = 0; j < in.w(); ++j) {
+        const int64_t h = i + a.top, w = j + a.left;
+        const bool inside = h >= 0 && h < out_h && w >= 0 && w < out_w;
+        dx.push_back(inside ? dy[(p * out_h + h) * out_w + w] : 0.0f);
+      }
+    }
+  }
+  return dx;
+}
+
+std::string PadEntry(PadAmounts a) {
+  return "{type: pad, pad: [" + std::to_string(a.top) + ", " + std::to_string(a.left) + ", " +
+         std::to_string(a.bottom) + ", " + std::to_string(a.right) + "], value: -3}";
+}
+
+// Small whole numbers, so every sum below is exact.
+std::vector<float> WholeNumbers(size_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(Mix64(seed + i) % 17) - 8.0f;
+  return v;
+}
+
+TEST(PadTest, NegativeAmountsCrop) {
+  const Shape in(2, 3, 5, 6);
+  const struct {
+    PadAmounts amounts;
+    Shape out;
+  } cases[] = {
+      {{0, 0, -1, -2}, Shape(2, 3, 4, 4)},  // the first 4 rows and 4 columns
+      {{-1, -2, 0, 0}, Shape(2, 3, 4, 4)},  // the last 4 rows and 4 columns
+      {{1, -1, -1, 2}, Shape(2, 3, 5, 7)},  // mixed: pad one side, crop the other
+      {{-2, 3, 1, -4}, Shape(2, 3, 4, 5)},
+  };
+  for (const auto& c : cases) {
+    const std::string entry = PadEntry(c.amounts);
+    LayerHarness h(entry, {in});
+    ASSERT_EQ(h.output_shapes()[0], c.out) << entry;
+    h.inputs[0] = WholeNumbers(static_cast<size_t>(in.numel()), 3);
+    h.Forward();
+    EXPECT_EQ(h.outputs[0], PadReference(in, c.amounts, -3, h.inputs[0])) << entry;
+    // Overwriting: cropped positions become 0, whatever was there.
+    h.output_grads[0] = WholeNumbers(static_cast<size_t>(c.out.numel()), 9);
+    std::fill(h.input_grads[0].begin(), h.input_grads[0].end(), NAN);
+    h.Backward({false});
+    EXPECT_EQ(h.input_grads[0], PadGradReference(in, c.amounts, h.output_grads[0])) << entry;
+  }
+  // [0, 0, -1, -2] of a 5x6 plane numbered 0..29 keeps rows 0-3, columns 0-3.
+  std::vector<float> x(30);
+  std::iota(x.begin(), x.end(), 0.0f);
+  EXPECT_EQ(Outputs("{type: pad, pad: [0, 0, -1, -2]}", Shape(1, 1, 5, 6), x),
+            (std::vector<float>{0, 1, 2, 3, 6, 7, 8, 9, 12, 13, 14, 15, 18, 19, 20, 21}));
+}
+
+// Backward is forward's adjoint: sum(pad(x) * g) == sum(x * backward(g)),
+// exactly, for whole numbers (the border's value taken as 0).
+TEST(PadTest, MixedBackwardIsTheAdjoint) {
+  const Shape in(2, 2, 5, 6);
+  LayerHarness h("{type: pad, pad: [1, -1, -1, 2]}", {in});
+  h.inputs[0] = WholeNumbers(static_cast<size_t>(in.numel()), 21);
+  h.Forward();
+  h.output_grads[0] = WholeNumbers(h.outputs[0].size(), 22);
+  h.Backward();
+  double forward = 0, backward = 0;
+  for (size_t i = 0; i < h.outputs[0].size(); ++i)
+    forward += h.outputs[0][i] * h.output_grads[0][i];
+  for (size_t i = 0; i < h.inputs[0].size(); ++i) backward += h.inputs[0][i] * h.input_grads[0][i];
+  EXPECT_EQ(forward, backward);
+  EXPECT_NE(forward, 0);
+}
+
+// Adding: the kept positions gain the gradient, the cropped ones keep theirs.
+TEST(PadTest, CropAddsWhenAsked) {
+  const Shape in(1, 2, 5, 6);
+  const PadAmounts a{-1, 2, 1, -3};
+  LayerHarness h(PadEntry(a), {in});
+  h.Forward();
+  h.output_grads[0] = WholeNumbers(h.outputs[0].size(), 5);
+  const std::vector<float> before = WholeNumbers(static_cast<size_t>(in.numel()), 6);
+  h.input_grads[0] = before;
+  h.Backward({true});
+  const std::vector<float> fresh = PadGradReference(in, a, h.output_grads[0]);
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(h.input_grads[0][i], before[i] + fresh[i]) << i;
+  }
+}
+
 const char* const kEveryNewLayer[] = {
     "{type: relu6}",
     "{type: clip, min: -0.5, max: 0.5}",
@@ -317,6 +433,7 @@ const char* const kEveryNewLayer[] = {
     "{type: upsample, factor: 2, mode: bilinear}",
     "{type: transposed_convolution, filters: 3, kernel: 3, stride: 2, pad: 1, output_pad: 1}",
     "{type: pad, pad: [1, 0, 0, 1]}",
+    "{type: pad, pad: [1, -1, -2, 0]}",
     "{type: space_to_depth, block_size: 2}",
 };
 
@@ -397,6 +514,17 @@ TEST(VisionErrorsTest, MisusesNameTheLayer) {
       BuildError("  - {name: t, type: transposed_convolution, filters: 2, kernel: 2, "
                  "stride: 2, output_pad: 2}\n"),
       AllOf(HasSubstr("layer 't' (transposed_convolution)"), HasSubstr("smaller than the stride")));
+  // A crop must leave a row and a column; each amount within the stride bound.
+  EXPECT_THAT(BuildError("  - {name: crop, type: pad, pad: [-3, 0, -3, 0]}\n"),
+              AllOf(HasSubstr("layer 'crop' (pad)"),
+                    HasSubstr("pad [-3, 0, -3, 0] crops the input's 6x6 to 0x6")));
+  EXPECT_THAT(BuildError("  - {name: crop, type: pad, pad: [0, -4]}\n"),
+              AllOf(HasSubstr("layer 'crop' (pad)"), HasSubstr("crops the input's 6x6 to 6x-2")));
+  EXPECT_THAT(BuildError("  - {name: far, type: pad, pad: [0, 0, -65537, 0]}\n"),
+              AllOf(HasSubstr("net.yaml:3"), HasSubstr("integers in [-65536, 65536]"),
+                    HasSubstr("got '-65537'")));
+  EXPECT_THAT(BuildError("  - {name: far, type: pad, pad: [65537, 0]}\n"),
+              AllOf(HasSubstr("net.yaml:3"), HasSubstr("integers in [-65536, 65536]")));
   // Scores of a map need labels per pixel.
   EXPECT_THAT(BuildError("  - {name: score, type: convolution, filters: 3, kernel: 1}\n"
                          "  - {name: loss, type: softmax_loss}\n"),

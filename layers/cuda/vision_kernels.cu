@@ -258,8 +258,10 @@ __global__ void PadForward(PadShape s, float value, const float* x, float* y) {
 __global__ void PadBackward(PadShape s, const float* dy, float* dx, bool accumulate) {
   const int64_t in_plane = s.in_h * s.in_w;
   SPILL_VISION_LOOP(e, s.planes * in_plane) {
-    const int64_t p = e / in_plane, h = (e % in_plane) / s.in_w, w = e % s.in_w;
-    dx[e] = Store(dx[e], dy[(p * s.out_h + h + s.top) * s.out_w + w + s.left], accumulate);
+    const int64_t p = e / in_plane;
+    const int64_t h = (e % in_plane) / s.in_w + s.top, w = e % s.in_w + s.left;
+    const bool inside = h >= 0 && h < s.out_h && w >= 0 && w < s.out_w;  // else cropped
+    dx[e] = Store(dx[e], inside ? dy[(p * s.out_h + h) * s.out_w + w] : 0.0f, accumulate);
   }
 }
 

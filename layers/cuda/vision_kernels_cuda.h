@@ -88,6 +88,7 @@ void LaunchUpsampleForward(const UpsampleShape& s, const float* x, float* y, cud
 void LaunchUpsampleBackward(const UpsampleShape& s, const float* dy, float* dx, bool accumulate,
                             cudaStream_t stream);
 
+// top and left may be negative (a crop); a cropped input's gradient is zero.
 struct PadShape {
   int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0, top = 0, left = 0;
 };

@@ -122,6 +122,7 @@ const std::vector<LayerCase>& CudaLayerCases() {
                 "{type: upsample, factor: 3, mode: bilinear, align_corners: true}",
                 {Shape(2, 2, 4, 3)}},
       LayerCase{"pad", "{type: pad, pad: [1, 0, 2, 3], value: -2}", {Shape(2, 3, 4, 5)}},
+      LayerCase{"pad_crop", "{type: pad, pad: [1, -2, -1, 2], value: -2}", {Shape(2, 3, 4, 5)}},
       LayerCase{"space_to_depth", "{type: space_to_depth}", {Shape(2, 3, 4, 6)}},
       LayerCase{"space_to_depth_3", "{type: space_to_depth, block_size: 3}", {Shape(2, 5, 6, 9)}},
       LayerCase{"transposed_convolution",
