@@ -50,7 +50,7 @@ const char* const kFixtures[] = {"resnet18",     "vgg11",           "inception",
                                  "convnext",     "asymmetric_pads", "char_lstm",
                                  "char_gru",     "char_bilstm",     "seq_features",
                                  "vit",          "char_attention",  "pad_to_window",
-                                 "swin",         "swin_v2"};
+                                 "swin",         "swin_v2",         "swin_padded"};
 
 // The largest error relative to the largest PyTorch score.
 double MaxRelativeError(const std::vector<float>& got, const std::vector<float>& want) {

@@ -426,15 +426,16 @@ Status Importer::Pad(int node) {
     return Status::Ok();
   }
   bool in_range = x->Spatial() && pads.size() == 8 && !pads[0] && !pads[1] && !pads[4] && !pads[5];
-  for (int64_t v : pads) in_range = in_range && v >= 0 && v <= kMaxLayerStride;
+  for (int64_t v : pads) in_range = in_range && v >= -kMaxLayerStride && v <= kMaxLayerStride;
   if (!in_range) {
     return Fail(node,
-                "spill pads the height and width of (N, C, H, W) tensors, by amounts in [0, " +
-                    std::to_string(kMaxLayerStride) + "]");
+                "spill pads (and, by negative amounts, crops) the height and width of (N, C, H, "
+                "W) tensors, by amounts in [-" +
+                    std::to_string(kMaxLayerStride) + ", " + std::to_string(kMaxLayerStride) + "]");
   }
   const int consumer = SoleConsumer(n.output(0));
-  if (value == 0 && pads[2] == pads[6] && pads[3] == pads[7] && consumer >= 0 &&
-      g_.graph().node(consumer).op_type() == "AveragePool") {
+  if (value == 0 && pads[2] == pads[6] && pads[3] == pads[7] && pads[2] >= 0 && pads[3] >= 0 &&
+      consumer >= 0 && g_.graph().node(consumer).op_type() == "AveragePool") {
     pads_[n.output(0)] = PendingPad{n.input(0), pads[2], pads[3]};
     return Status::Ok();
   }

@@ -45,7 +45,8 @@ computed from constants (ConstantOfShape, Range, ScatterND, Not, Where) and
 the patch merging's strided slices. Its version 2 (swin_v2): cosine
 attention (ReduceL2, Clip, Div), a logit scale per head (Clip, Exp), the
 relative position bias computed by an MLP from the weights (MatMul, Relu,
-Gather, Sigmoid), the keys' bias zeroed by ScatterND.
+Gather, Sigmoid), the keys' bias zeroed by ScatterND. With windows of 3
+(swin_padded), each attention pads its map to the windows and cuts it back.
 
 Then sequence models as PyTorch users write a character model: ids (N, T)
 through nn.Embedding, a batch-first nn.LSTM of two layers, and an nn.Linear
@@ -491,13 +492,14 @@ def Vit():
     return model
 
 
-def Swin():
+def Swin(window=2):
     """torchvision's SwinTransformer, small: 4x4 patches of a 32x32 image, two
     stages of two blocks (windows of 2x2, every second block's shifted by 1),
     the patch merging between them; the relative position tables drawn wide
-    so that the bias counts."""
+    so that the bias counts. With windows of 3 (swin_padded) the 8x8 and 4x4
+    maps are padded to 9x9 and 6x6 and cut back after each attention."""
     model = torchvision.models.SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2],
-                                               num_heads=[2, 2], window_size=[2, 2],
+                                               num_heads=[2, 2], window_size=[window, window],
                                                num_classes=CLASSES)
     with torch.no_grad():
         for m in model.modules():
@@ -789,6 +791,8 @@ def main():
     fixtures.append(("vit", lambda: Export("vit", Vit(), folder, 17, dynamic=True)))
     fixtures.append(("swin", lambda: Export("swin", Swin(), folder, 13, dynamic=True)))
     fixtures.append(("swin_v2", lambda: Export("swin_v2", SwinV2(), folder, 13, dynamic=True)))
+    fixtures.append(("swin_padded",
+                     lambda: Export("swin_padded", Swin(window=3), folder, 13, dynamic=True)))
     fixtures.append(("pad_to_window", lambda: ExportPadToWindow(folder)))
     fixtures.append(("mnist_log_softmax",
                      lambda: ExportWithSeed("mnist_log_softmax", MnistNet, folder, 11)))
