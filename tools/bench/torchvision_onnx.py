@@ -20,8 +20,7 @@ within 1e-5 of the largest score.
 The ONNX files go to a folder per model in a temporary folder (or --work),
 deleted after the model; a model past protobuf's 2 GB limit is written by
 PyTorch as ONNX external data (one file per tensor beside the model), which
-spill reads. Images are 224x224 (299x299 for Inception-v3, 256x256 for Swin V2:
-the sizes of their torchvision weights).
+spill reads. Images are 224x224 (299x299 for Inception-v3).
 """
 import argparse
 import json
@@ -76,22 +75,12 @@ def ExportZeroInPlace():
     torch.onnx.register_custom_op_symbolic("aten::zero", lambda g, x: g.op("Sub", x, x), 13)
 
 
-def NativeSize(name):
-    """The image size of the model's torchvision weights: 299 for
-    Inception-v3, 256 for Swin V2 (whose windows of 8 tile its 64/32/16/8
-    feature maps there; at 224 the second stage's 28 would be padded to 32,
-    which spill's window_attention does not take), else 224."""
-    if name == "inception_v3":
-        return 299
-    return 256 if name.startswith("swin_v2") else 224
-
-
 def Export(name, folder):
     """Writes NAME.onnx and NAME.npz (input, PyTorch's output) into folder."""
     torch.manual_seed(0)
     model = torchvision.models.get_model(name, weights=None).eval()
     Randomize(model, torch.Generator().manual_seed(1))
-    size = NativeSize(name)
+    size = 299 if name == "inception_v3" else 224
     x = torch.randn(BATCH, 3, size, size, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         y = model(x)
