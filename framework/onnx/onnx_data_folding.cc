@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "framework/base/checked_math.h"
+#include "framework/onnx/onnx_model.h"
 
 namespace spill {
 namespace {
@@ -196,18 +197,6 @@ Folded Where(const Data& c, const Data& a, const Data& b) {
   return out;
 }
 
-const onnx::AttributeProto* Attribute(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute()) {
-    if (a.name() == name) return &a;
-  }
-  return nullptr;
-}
-
-int64_t IntAttr(const onnx::NodeProto& n, const std::string& name, int64_t fallback) {
-  const onnx::AttributeProto* a = Attribute(n, name);
-  return a != nullptr && a->type() == onnx::AttributeProto::INT ? a->i() : fallback;
-}
-
 std::vector<int64_t> Ints(const Data& d) {
   std::vector<int64_t> out;
   for (double x : d.v) out.push_back(ToInt(x));
@@ -222,7 +211,7 @@ std::optional<std::vector<int64_t>> Axes(const onnx::NodeProto& n,
   std::vector<int64_t> axes;
   if (in.size() > k && in[k] != nullptr) {
     axes = Ints(*in[k]);
-  } else if (const onnx::AttributeProto* a = Attribute(n, "axes")) {
+  } else if (const onnx::AttributeProto* a = FindAttribute(n, "axes")) {
     axes.assign(a->ints().begin(), a->ints().end());
   }
   for (int64_t& a : axes) {
@@ -234,7 +223,7 @@ std::optional<std::vector<int64_t>> Axes(const onnx::NodeProto& n,
 
 Folded Unsqueeze(const onnx::NodeProto& n, const std::vector<const Data*>& in) {
   Data out = *in[0];
-  const onnx::AttributeProto* attribute = Attribute(n, "axes");
+  const onnx::AttributeProto* attribute = FindAttribute(n, "axes");
   const size_t added = in.size() > 1 && in[1] != nullptr ? in[1]->v.size()
                        : attribute != nullptr            ? attribute->ints_size()
                                                          : 0;
@@ -263,7 +252,7 @@ Folded Squeeze(const onnx::NodeProto& n, const std::vector<const Data*>& in) {
 }
 
 Folded Reshape(const onnx::NodeProto& n, const Data& x, const Data& shape) {
-  if (IntAttr(n, "allowzero", 0) != 0) return std::nullopt;
+  if (AttrInt(n, "allowzero", 0) != 0) return std::nullopt;
   std::vector<int64_t> dims = Ints(shape);
   int64_t known = 1, rest = -1;
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -289,7 +278,7 @@ Folded Reshape(const onnx::NodeProto& n, const Data& x, const Data& shape) {
 Folded Transpose(const onnx::NodeProto& n, const Data& x) {
   const size_t rank = x.dims.size();
   std::vector<int64_t> perm;
-  if (const onnx::AttributeProto* a = Attribute(n, "perm")) {
+  if (const onnx::AttributeProto* a = FindAttribute(n, "perm")) {
     perm.assign(a->ints().begin(), a->ints().end());
   } else {
     for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
@@ -383,7 +372,7 @@ Folded Expand(const Data& x, const Data& shape) {
 
 Folded Concat(const onnx::NodeProto& n, const std::vector<const Data*>& in) {
   const int64_t rank = static_cast<int64_t>(in[0]->dims.size());
-  int64_t axis = IntAttr(n, "axis", 0);
+  int64_t axis = AttrInt(n, "axis", 0);
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) return std::nullopt;
   Data out;
@@ -409,7 +398,7 @@ Folded Concat(const onnx::NodeProto& n, const std::vector<const Data*>& in) {
 
 Folded Gather(const onnx::NodeProto& n, const Data& x, const Data& indices) {
   const int64_t rank = static_cast<int64_t>(x.dims.size());
-  int64_t axis = IntAttr(n, "axis", 0);
+  int64_t axis = AttrInt(n, "axis", 0);
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) return std::nullopt;
   std::vector<int64_t> dims(x.dims.begin(), x.dims.begin() + axis);
@@ -434,7 +423,7 @@ Folded Gather(const onnx::NodeProto& n, const Data& x, const Data& indices) {
 
 Folded ScatterND(const onnx::NodeProto& n, const Data& x, const Data& indices,
                  const Data& updates) {
-  const onnx::AttributeProto* reduction = Attribute(n, "reduction");
+  const onnx::AttributeProto* reduction = FindAttribute(n, "reduction");
   if ((reduction != nullptr && reduction->s() != "none") || indices.dims.empty()) {
     return std::nullopt;
   }
@@ -479,7 +468,7 @@ Folded ConstantOfShape(const onnx::NodeProto& n, const Data& shape) {
   const int64_t count = Count(out.dims);
   if (count < 0) return std::nullopt;
   double fill = 0;
-  if (const onnx::AttributeProto* a = Attribute(n, "value")) {
+  if (const onnx::AttributeProto* a = FindAttribute(n, "value")) {
     auto value = a->has_t() ? FromTensor(a->t()) : std::nullopt;
     if (!value || value->v.size() != 1) return std::nullopt;
     out.type = value->type;
@@ -490,7 +479,7 @@ Folded ConstantOfShape(const onnx::NodeProto& n, const Data& shape) {
 }
 
 Folded Cast(const onnx::NodeProto& n, Data x) {
-  int64_t to = IntAttr(n, "to", 0);
+  int64_t to = AttrInt(n, "to", 0);
   if (to == TensorProto::INT32) to = TensorProto::INT64;
   if (to != TensorProto::FLOAT && to != TensorProto::INT64 && to != TensorProto::BOOL) {
     return std::nullopt;
@@ -598,7 +587,7 @@ std::map<std::string, Data> ReadConstants(const onnx::GraphProto& graph) {
   }
   for (const auto& n : graph.node()) {
     if (n.op_type() != "Constant" || n.output_size() != 1) continue;
-    const onnx::AttributeProto* a = Attribute(n, "value");
+    const onnx::AttributeProto* a = FindAttribute(n, "value");
     if (a == nullptr || !a->has_t()) continue;
     if (auto d = FromTensor(a->t())) known[n.output(0)] = *d;
   }
@@ -668,7 +657,7 @@ class WeightEvaluator {
     if (n.output_size() != 1) return std::nullopt;
     Folded out;
     if (n.op_type() == "Constant") {
-      const onnx::AttributeProto* a = Attribute(n, "value");
+      const onnx::AttributeProto* a = FindAttribute(n, "value");
       if (a == nullptr || !a->has_t()) return std::nullopt;
       out = FromTensor(a->t());
     } else {

@@ -66,6 +66,12 @@ void AddInts(onnx::NodeProto* node, const std::string& name, const std::vector<i
   for (int64_t x : v) a->add_ints(x);
 }
 
+onnx::NodeProto* Named(onnx::NodeProto* node, const std::string& layer, const std::string& step) {
+  node->set_name(layer + "/" + step);
+  node->add_output(layer + "/" + step);
+  return node;
+}
+
 void AddInt(onnx::NodeProto* node, const std::string& name, int64_t v) {
   onnx::AttributeProto* a = node->add_attribute();
   a->set_name(name);

@@ -25,12 +25,6 @@ namespace spill {
 namespace onnx_export {
 namespace {
 
-onnx::NodeProto* Named(onnx::NodeProto* node, const std::string& layer, const std::string& step) {
-  node->set_name(layer + "/" + step);
-  node->add_output(layer + "/" + step);
-  return node;
-}
-
 // The node the importer names its layer after: named as the layer.
 onnx::NodeProto* Main(onnx::NodeProto* node, const std::string& layer, const std::string& step) {
   node->set_name(layer);

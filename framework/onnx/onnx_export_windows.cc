@@ -25,15 +25,6 @@
 
 namespace spill {
 namespace onnx_export {
-namespace {
-
-onnx::NodeProto* Named(onnx::NodeProto* node, const std::string& layer, const std::string& step) {
-  node->set_name(layer + "/" + step);
-  node->add_output(layer + "/" + step);
-  return node;
-}
-
-}  // namespace
 
 // Slice + Concat along `axis` of (N, H, W, C) `v`: torch.roll by -`shift`.
 std::string Exporter::Roll(int id, const std::string& v, int64_t axis, int64_t extent,

@@ -33,6 +33,8 @@ void AddInts(onnx::NodeProto* node, const std::string& name, const std::vector<i
 void AddInt(onnx::NodeProto* node, const std::string& name, int64_t v);
 void AddFloat(onnx::NodeProto* node, const std::string& name, double v);
 void AddString(onnx::NodeProto* node, const std::string& name, const std::string& v);
+// A step of a layer's chain: the node and its output named "<layer>/<step>".
+onnx::NodeProto* Named(onnx::NodeProto* node, const std::string& layer, const std::string& step);
 
 class Exporter {
  public:
