@@ -34,6 +34,18 @@ onnx::NodeProto* Main(onnx::NodeProto* node, const std::string& layer, const std
 
 }  // namespace
 
+void Exporter::GatherQkv(int id, const std::string& stacked, int64_t axis) {
+  const std::string& name = net_.layer(id).name();
+  const char* parts[] = {"q", "k", "v"};
+  for (int64_t p = 0; p < 3; ++p) {
+    onnx::TensorProto* index = graph_->add_initializer();
+    index->set_name(name + ".index_" + parts[p]);
+    index->set_data_type(onnx::TensorProto::INT64);
+    index->add_int64_data(p);
+    AddInt(Named(Node(id, "Gather", {stacked, index->name()}), name, parts[p]), "axis", axis);
+  }
+}
+
 Status Exporter::Attention(int id, const std::string& x) {
   const std::string& name = net_.layer(id).name();
   const Shape& in = s_.tensors[s_.layers[id].inputs[0]].shape;
@@ -42,14 +54,7 @@ Status Exporter::Attention(int id, const std::string& x) {
   auto out = [&](const std::string& step) { return name + "/" + step; };
   Named(Node(id, "Reshape", {x, IntConstant(id, "heads_shape", {0, 3, heads, depth, steps})}), name,
         "heads");
-  const char* parts[] = {"q", "k", "v"};
-  for (int64_t p = 0; p < 3; ++p) {
-    onnx::TensorProto* index = graph_->add_initializer();
-    index->set_name(name + ".index_" + parts[p]);
-    index->set_data_type(onnx::TensorProto::INT64);
-    index->add_int64_data(p);
-    AddInt(Named(Node(id, "Gather", {out("heads"), index->name()}), name, parts[p]), "axis", 1);
-  }
+  GatherQkv(id, out("heads"), 1);
   AddInts(Named(Node(id, "Transpose", {out("q")}), name, "q_rows"), "perm", {0, 1, 3, 2});
   const float scale = static_cast<float>(1 / std::sqrt(static_cast<double>(depth)));
   Named(Node(id, "Mul", {out("q_rows"), FloatConstant(id, "scale", {scale}, {})}), name,

@@ -78,14 +78,7 @@ Status Exporter::WindowAttention(int id, const std::string& x) {
   Named(Node(id, "Reshape", {out("windows"), IntConstant(id, "heads_shape", {-1, t, 3, heads, d})}),
         name, "heads");
   AddInts(Named(Node(id, "Transpose", {out("heads")}), name, "qkv"), "perm", {2, 0, 3, 1, 4});
-  const char* parts[] = {"q", "k", "v"};
-  for (int64_t p = 0; p < 3; ++p) {
-    onnx::TensorProto* index = graph_->add_initializer();
-    index->set_name(name + ".index_" + parts[p]);
-    index->set_data_type(onnx::TensorProto::INT64);
-    index->add_int64_data(p);
-    AddInt(Named(Node(id, "Gather", {out("qkv"), index->name()}), name, parts[p]), "axis", 0);
-  }
+  GatherQkv(id, out("qkv"), 0);
   std::string q = out("q"), k = out("k");
   if (cosine) {
     for (std::string* v : {&q, &k}) {

@@ -62,6 +62,8 @@ class Exporter {
   // Transformers (onnx_export_attention.cc): attention and the layers
   // around it, in the forms the importer reads back.
   Status Attention(int id, const std::string& x);
+  // Gathers 0, 1 and 2 along `axis` of `stacked`: "<layer>/q", "/k", "/v".
+  void GatherQkv(int id, const std::string& stacked, int64_t axis);
   Status Positions(int id, const std::string& x);
   Status Tokens(int id, const std::string& x);
   Status ClassToken(int id, const std::string& x);

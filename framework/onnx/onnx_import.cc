@@ -236,6 +236,11 @@ Status Importer::Weight(int node, const std::string& layer, const std::string& p
   return Status::Ok();
 }
 
+int Importer::Producer(const std::string& value) const {
+  auto p = producers_.find(value);
+  return p == producers_.end() ? -1 : p->second;
+}
+
 int Importer::SoleConsumer(const std::string& value) const {
   auto it = g_.consumers.find(value);
   if (it == g_.consumers.end() || it->second.size() != 1) return -1;

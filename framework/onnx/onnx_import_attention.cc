@@ -340,24 +340,20 @@ Importer::AttentionChain Importer::FindAttention(int softmax) {
   c.softmax = softmax;
   const onnx::GraphProto& g = g_.graph();
   const onnx::NodeProto& s = g.node(softmax);
-  auto producer = [&](const std::string& value) {
-    auto p = producers_.find(value);
-    return p == producers_.end() ? -1 : p->second;
-  };
   // Back from the Softmax: a constant mask added, scalings of the scores
   // (torch.baddbmm's alpha), then the MatMul.
-  int scores = producer(s.input(0));
+  int scores = Producer(s.input(0));
   for (int depth = 0; scores >= 0 && depth < kMaxViews; ++depth) {
     const onnx::NodeProto& n = g.node(scores);
     float scale = 0;
     if (n.op_type() == "Add" && c.mask < 0 && n.input_size() == 2 &&
         (g_.Constant(n.input(0)) != nullptr || g_.Constant(n.input(1)) != nullptr)) {
       c.mask = scores;
-      scores = producer(n.input(g_.Constant(n.input(0)) != nullptr ? 1 : 0));
+      scores = Producer(n.input(g_.Constant(n.input(0)) != nullptr ? 1 : 0));
     } else if ((n.op_type() == "Mul" || n.op_type() == "Div") && n.input_size() == 2 &&
                ScalarConstant(n.input(1), &scale)) {
       c.scalings.push_back(scores);
-      scores = producer(n.input(0));
+      scores = Producer(n.input(0));
     } else {
       break;
     }

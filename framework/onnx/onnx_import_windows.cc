@@ -95,18 +95,18 @@ bool TailIs(const OnnxGraph& g, const std::string& value, const std::vector<int6
 
 bool Importer::RollOf(const std::string& value, int64_t axis, std::string* source, int64_t* shift,
                       std::set<int>* nodes) const {
-  auto p = producers_.find(value);
-  if (p == producers_.end()) return false;
-  const onnx::NodeProto& concat = g_.graph().node(p->second);
+  const int p = Producer(value);
+  if (p < 0) return false;
+  const onnx::NodeProto& concat = g_.graph().node(p);
   const int64_t rank = Rank(g_, value);
   if (concat.op_type() != "Concat" || concat.input_size() != 2 || rank != 4 ||
       (AttrInt(concat, "axis", 0) + rank) % rank != axis) {
     return false;
   }
-  auto first = producers_.find(concat.input(0)), second = producers_.find(concat.input(1));
-  if (first == producers_.end() || second == producers_.end()) return false;
-  const onnx::NodeProto& a = g_.graph().node(first->second);
-  const onnx::NodeProto& b = g_.graph().node(second->second);
+  const int first = Producer(concat.input(0)), second = Producer(concat.input(1));
+  if (first < 0 || second < 0) return false;
+  const onnx::NodeProto& a = g_.graph().node(first);
+  const onnx::NodeProto& b = g_.graph().node(second);
   auto sa = ReadSlice(g_, a, rank), sb = ReadSlice(g_, b, rank);
   const int64_t extent = DimsOrEmpty(g_, value)[axis];
   if (!sa || !sb || a.input(0) != b.input(0) || sa->axis != axis || sb->axis != axis ||
@@ -116,7 +116,7 @@ bool Importer::RollOf(const std::string& value, int64_t axis, std::string* sourc
   }
   *source = a.input(0);
   *shift = sa->begin;
-  nodes->insert({p->second, first->second, second->second});
+  nodes->insert({p, first, second});
   return true;
 }
 
@@ -151,15 +151,13 @@ bool Importer::CosineScale(int mul, WindowChain* c, int* product) const {
   const onnx::GraphProto& g = g_.graph();
   const onnx::NodeProto& m = g.node(mul);
   for (int side = 0; side < 2; ++side) {
-    auto p = producers_.find(m.input(side));
-    auto e = producers_.find(m.input(1 - side));
-    if (p == producers_.end() || e == producers_.end() || g.node(p->second).op_type() != "MatMul" ||
-        g.node(e->second).op_type() != "Exp") {
+    const int p = Producer(m.input(side)), e = Producer(m.input(1 - side));
+    if (p < 0 || e < 0 || g.node(p).op_type() != "MatMul" || g.node(e).op_type() != "Exp") {
       continue;
     }
-    auto clip = producers_.find(g.node(e->second).input(0));
-    if (clip == producers_.end() || g.node(clip->second).op_type() != "Clip") return false;
-    const onnx::NodeProto& cl = g.node(clip->second);
+    const int clip = Producer(g.node(e).input(0));
+    if (clip < 0 || g.node(clip).op_type() != "Clip") return false;
+    const onnx::NodeProto& cl = g.node(clip);
     const onnx::TensorProto* param = g_.Constant(cl.input(0));
     float high = 0;
     const bool no_low = cl.input_size() < 2 || cl.input(1).empty();
@@ -170,8 +168,8 @@ bool Importer::CosineScale(int mul, WindowChain* c, int* product) const {
     auto values = OnnxFloats(*param, g_.label);
     if (!values.ok()) return false;
     c->logit_scale = *values;
-    c->nodes.insert({mul, e->second, clip->second});
-    *product = p->second;
+    c->nodes.insert({mul, e, clip});
+    *product = p;
     return true;
   }
   return false;
@@ -180,21 +178,17 @@ bool Importer::CosineScale(int mul, WindowChain* c, int* product) const {
 bool Importer::NormalizedOf(const std::string& value, std::string* source,
                             std::set<int>* nodes) const {
   const onnx::GraphProto& g = g_.graph();
-  auto producer = [&](const std::string& v) {
-    auto p = producers_.find(v);
-    return p == producers_.end() ? -1 : p->second;
-  };
-  const int div = producer(value);
+  const int div = Producer(value);
   if (div < 0 || g.node(div).op_type() != "Div") return false;
   const std::string& x = g.node(div).input(0);
-  int denominator = producer(g.node(div).input(1));
+  int denominator = Producer(g.node(div).input(1));
   std::set<int> found = {div};
   if (denominator >= 0 && g.node(denominator).op_type() == "Expand") {
     found.insert(denominator);
-    denominator = producer(g.node(denominator).input(0));
+    denominator = Producer(g.node(denominator).input(0));
   }
   const int reduce = denominator >= 0 && g.node(denominator).op_type() == "Clip"
-                         ? producer(g.node(denominator).input(0))
+                         ? Producer(g.node(denominator).input(0))
                          : -1;
   float eps = 0;
   if (reduce < 0 || g.node(reduce).op_type() != "ReduceL2" || g.node(reduce).input(0) != x ||
@@ -233,26 +227,22 @@ void Importer::MarkWindowAttention() {
 // five-axis Transpose on both sides of the product).
 bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
   const onnx::GraphProto& g = g_.graph();
-  auto producer = [&](const std::string& v) {
-    auto p = producers_.find(v);
-    return p == producers_.end() ? -1 : p->second;
-  };
   c->softmax = softmax;
   c->nodes.insert(softmax);
   const onnx::NodeProto& s = g.node(softmax);
-  int add = producer(s.input(0));
+  int add = Producer(s.input(0));
   const onnx::TensorProto* mask = nullptr;
   std::vector<int> mask_nodes;
   if (add >= 0 && g.node(add).op_type() == "Reshape") {  // the mask between two reshapes
-    const int masked = producer(g.node(add).input(0));
+    const int masked = Producer(g.node(add).input(0));
     if (masked < 0 || g.node(masked).op_type() != "Add") return false;
     const onnx::NodeProto& m = g.node(masked);
     const bool first = g_.Constant(m.input(1)) != nullptr;
     mask = g_.Constant(m.input(first ? 1 : 0));
-    const int before = producer(m.input(first ? 0 : 1));
+    const int before = Producer(m.input(first ? 0 : 1));
     if (mask == nullptr || before < 0 || g.node(before).op_type() != "Reshape") return false;
     mask_nodes = {add, masked, before};
-    add = producer(g.node(before).input(0));
+    add = Producer(g.node(before).input(0));
   }
   if (add < 0 || g.node(add).op_type() != "Add") return false;
   const onnx::NodeProto& a = g.node(add);
@@ -263,37 +253,37 @@ bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
   std::optional<std::vector<float>> bias;
   int side = 1;
   while (side >= 0 && !(bias = WeightValues(a.input(side), &bias_nodes))) --side;
-  int scores = bias ? producer(a.input(1 - side)) : -1;
+  int scores = bias ? Producer(a.input(1 - side)) : -1;
   if (scores < 0) return false;
   if (g.node(scores).op_type() == "Mul" && CosineScale(scores, c, &scores)) c->cosine = true;
   if (g.node(scores).op_type() != "MatMul") return false;
   const onnx::NodeProto& mm = g.node(scores);
-  int q = producer(mm.input(0));
-  const int kt = producer(mm.input(1));
+  int q = Producer(mm.input(0));
+  const int kt = Producer(mm.input(1));
   float scale = 1;
   if (!c->cosine && q >= 0 && g.node(q).op_type() == "Mul") {
     const bool second = ScalarConstant(g.node(q).input(1), &scale);
     if (!second && !ScalarConstant(g.node(q).input(0), &scale)) return false;
     c->nodes.insert(q);
-    q = producer(g.node(q).input(second ? 0 : 1));
+    q = Producer(g.node(q).input(second ? 0 : 1));
   }
   if (q < 0 || kt < 0 || !IsPerm(g.node(kt), {0, 1, 3, 2})) return false;
-  int k = producer(g.node(kt).input(0));
+  int k = Producer(g.node(kt).input(0));
   if (c->cosine) {  // F.normalize(q), F.normalize(k)
     std::string q_source, k_source;
     if (!NormalizedOf(g.node(q).output(0), &q_source, &c->nodes) || k < 0 ||
         !NormalizedOf(g.node(k).output(0), &k_source, &c->nodes)) {
       return false;
     }
-    q = producer(q_source);
-    k = producer(k_source);
+    q = Producer(q_source);
+    k = Producer(k_source);
   }
   if (q < 0 || k < 0 || g.node(q).op_type() != "Gather" || g.node(k).op_type() != "Gather" ||
       g.node(q).input(0) != g.node(k).input(0)) {
     return false;
   }
   c->nodes.insert(bias_nodes.begin(), bias_nodes.end());
-  const int qkv_t = producer(g.node(q).input(0));
+  const int qkv_t = Producer(g.node(q).input(0));
   if (qkv_t < 0 || !IsPerm(g.node(qkv_t), {2, 0, 3, 1, 4})) return false;
   // Swin's from here on: what does not match is an error, not another chain.
   c->nodes.insert({add, scores, kt, q, k, qkv_t});
@@ -333,13 +323,9 @@ bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
 bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
                            std::string* why) const {
   const onnx::GraphProto& g = g_.graph();
-  auto producer = [&](const std::string& v) {
-    auto p = producers_.find(v);
-    return p == producers_.end() ? -1 : p->second;
-  };
-  const int v = producer(g.node(product).input(1));
-  const int reshape = producer(y);
-  const int v_source = v >= 0 ? producer(g.node(v).input(0)) : -1;
+  const int v = Producer(g.node(product).input(1));
+  const int reshape = Producer(y);
+  const int v_source = v >= 0 ? Producer(g.node(v).input(0)) : -1;
   if (v < 0 || g.node(v).op_type() != "Gather" ||
       ConstInts(g_, g.node(v), 1) != std::vector<int64_t>{2} || v_source < 0 ||
       g.node(v_source).input(0) != y || reshape < 0 || g.node(reshape).op_type() != "Reshape") {
@@ -357,7 +343,7 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
   c->nodes.insert({v, reshape});
   // The qkv projection: MatMul by (C, 3C), then Add of 3C - or none, where
   // the windows hold the queries, keys and values already (spill's export).
-  int add = producer(g.node(reshape).input(0));
+  int add = Producer(g.node(reshape).input(0));
   int mm = add;
   if (add >= 0 && g.node(add).op_type() == "Reshape") {
     c->in_channels = 3 * c->channels;
@@ -374,7 +360,7 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
     }
     c->qkv_bias = *bias;
     c->has_qkv_bias = true;
-    mm = producer(a.input(1 - side));
+    mm = Producer(a.input(1 - side));
     c->nodes.insert(add);
   }
   if (mm < 0 || g.node(mm).op_type() != "MatMul" || g_.Constant(g.node(mm).input(1)) == nullptr) {
@@ -385,7 +371,7 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
   c->qkv_weight = g_.Constant(g.node(mm).input(1));
   c->nodes.insert(mm);
   c->in_channels = c->channels;
-  return WindowSource(c, producer(g.node(mm).input(0)), tokens, why);
+  return WindowSource(c, Producer(g.node(mm).input(0)), tokens, why);
 }
 
 // The windows: Reshape (N nW, T, C) of a Transpose [0 1 3 2 4 5] of a
@@ -393,12 +379,8 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
 // padded by zeros below and to the right (or not).
 bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::string* why) const {
   const onnx::GraphProto& g = g_.graph();
-  auto producer = [&](const std::string& v) {
-    auto p = producers_.find(v);
-    return p == producers_.end() ? -1 : p->second;
-  };
-  const int perm = merge >= 0 ? producer(g.node(merge).input(0)) : -1;
-  const int split6 = perm >= 0 ? producer(g.node(perm).input(0)) : -1;
+  const int perm = merge >= 0 ? Producer(g.node(merge).input(0)) : -1;
+  const int split6 = perm >= 0 ? Producer(g.node(perm).input(0)) : -1;
   if (merge < 0 || split6 < 0 || g.node(merge).op_type() != "Reshape" ||
       !IsPerm(g.node(perm), {0, 1, 3, 2, 4, 5}) || g.node(split6).op_type() != "Reshape") {
     *why =
@@ -428,7 +410,7 @@ bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::stri
   }
   c->shift = shift_h;
   const std::vector<int64_t> padded = DimsOrEmpty(g_, x);
-  const int pad = producer(x);
+  const int pad = Producer(x);
   if (pad >= 0 && g.node(pad).op_type() == "Pad") {  // zeros below and right, to the windows
     const std::vector<int64_t> pads = ConstInts(g_, g.node(pad), 1);
     const bool zero = g.node(pad).input_size() < 3 || g.node(pad).input(2).empty() ||
@@ -459,8 +441,7 @@ bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::stri
 bool Importer::WindowBias(WindowChain* c, const std::vector<float>& bias, int64_t tokens,
                           std::string* why) const {
   const int64_t w = c->window, heads = c->heads, span = 2 * w - 1;
-  const std::vector<float>* values = &bias;
-  if (static_cast<int64_t>(values->size()) != heads * tokens * tokens) {
+  if (static_cast<int64_t>(bias.size()) != heads * tokens * tokens) {
     *why = "the bias added to the scores is not (1, heads, T, T)";
     return false;
   }
@@ -470,7 +451,7 @@ bool Importer::WindowBias(WindowChain* c, const std::vector<float>& bias, int64_
     for (int64_t t = 0; t < tokens; ++t) {
       for (int64_t u = 0; u < tokens; ++u) {
         const int64_t index = onnx_windows::RelativeIndex(w, t, u);
-        const float b = (*values)[(h * tokens + t) * tokens + u];
+        const float b = bias[(h * tokens + t) * tokens + u];
         float& entry = c->table[index * heads + h];
         if (seen[index * heads + h] && std::memcmp(&entry, &b, sizeof b) != 0) {
           *why = "the bias added to the scores is not a relative position bias (head " +
@@ -688,10 +669,8 @@ void Importer::MarkPatchMerging() {
     std::string source;
     bool match = true;
     for (int64_t k = 0; k < inputs && match; ++k) {
-      auto p2 = producers_.find(concat.input(static_cast<int>(k)));
-      const int s2 = p2 == producers_.end() ? -1 : p2->second;
-      auto p1 = s2 >= 0 ? producers_.find(g.node(s2).input(0)) : producers_.end();
-      const int s1 = p1 == producers_.end() ? -1 : p1->second;
+      const int s2 = Producer(concat.input(static_cast<int>(k)));
+      const int s1 = s2 >= 0 ? Producer(g.node(s2).input(0)) : -1;
       auto a2 = s2 >= 0 ? ReadSlice(g_, g.node(s2), 4) : std::nullopt;
       auto a1 = s1 >= 0 ? ReadSlice(g_, g.node(s1), 4) : std::nullopt;
       if (!a1 || !a2 || a1->step != b || a2->step != b || a1->axis == a2->axis || a1->axis == 3 ||
@@ -703,9 +682,8 @@ void Importer::MarkPatchMerging() {
       const std::vector<int64_t> d = DimsOrEmpty(g_, source);
       const SliceAxis& rows = a1->axis == 1 ? *a1 : *a2;
       const SliceAxis& cols = a1->axis == 1 ? *a2 : *a1;
-      match = rows.begin * b + 0 < b * b && cols.begin < b && rows.begin < b &&
-              cols.begin * b + rows.begin == k && rows.end == d[1] && cols.end == d[2] &&
-              d[1] % b == 0 && d[2] % b == 0;
+      match = cols.begin < b && rows.begin < b && cols.begin * b + rows.begin == k &&
+              rows.end == d[1] && cols.end == d[2] && d[1] % b == 0 && d[2] % b == 0;
       nodes.insert({s1, s2});
     }
     if (!match) continue;

@@ -360,6 +360,8 @@ class Importer {
                 const onnx::TensorProto& tensor, const std::vector<int64_t>& shape);
   // The node that reads `value` when exactly one node does, else -1.
   int SoleConsumer(const std::string& value) const;
+  // The node computing `value`, or -1 (an input or an initializer).
+  int Producer(const std::string& value) const;
 
   // A recurrent layer written so far, which the next ONNX node may extend.
   struct RecurrentStack {

@@ -280,5 +280,23 @@ std::string CheckGradients(LayerHarness& h, const GradientCheckOptions& o) {
   return failures.str();
 }
 
+std::string CheckInputGradientAdds(LayerHarness& harness) {
+  harness.Backward({false});
+  const std::vector<float> fresh = harness.input_grads[0];
+  std::vector<float> base(fresh.size());
+  for (size_t j = 0; j < base.size(); ++j) base[j] = static_cast<float>(j % 7) - 3;
+  harness.input_grads[0] = base;
+  harness.Backward({true});
+  for (size_t j = 0; j < base.size(); ++j) {
+    const float want = base[j] + fresh[j];
+    if (!(std::fabs(harness.input_grads[0][j] - want) <= 1e-5f)) {
+      return "input gradient at " + std::to_string(j) + ": " +
+             std::to_string(harness.input_grads[0][j]) + " where base + fresh is " +
+             std::to_string(want);
+    }
+  }
+  return "";
+}
+
 }  // namespace testing
 }  // namespace spill

@@ -81,6 +81,12 @@ struct GradientCheckOptions {
 // the failures, one per line; empty when all agree.
 std::string CheckGradients(LayerHarness& harness, const GradientCheckOptions& options = {});
 
+// Input 0's gradient added when asked: after Forward, with output_grads set,
+// Backward once overwriting, then again adding into a known base. Returns
+// the first position whose sum is not base + the fresh gradient (within
+// 1e-5); empty when every one is.
+std::string CheckInputGradientAdds(LayerHarness& harness);
+
 }  // namespace testing
 }  // namespace spill
 
