@@ -11,7 +11,8 @@ WindowAttentionLayer::WindowAttentionLayer(LayerParams& params)
     : heads_(params.RequiredInt("heads", 1, kMaxLayerExtent)),
       window_(params.RequiredInt("window", 1, kMaxLayerExtent)),
       shift_(params.Int("shift", 0, 0, std::max<int64_t>(window_ - 1, 0))),
-      cosine_(params.Bool("cosine", false)) {}
+      cosine_(params.Bool("cosine", false)),
+      grid_mode_(params.Bool("grid", false)) {}
 
 Status WindowAttentionLayer::Reshape(const std::vector<Shape>& inputs,
                                      std::vector<Shape>* outputs) {
@@ -34,7 +35,12 @@ Status WindowAttentionLayer::Reshape(const std::vector<Shape>& inputs,
                            std::to_string(x.h()) + " x " + std::to_string(x.w()) +
                            " pixels (H and W must be multiples of the window; pad the image)");
   }
+  if (grid_mode_ && shift_ != 0) {
+    return InvalidArgument("grid: true takes no shift (got shift: " + std::to_string(shift_) +
+                           "): a grid's groups are spread over the image already");
+  }
   depth_ = channels_ / heads_;
+  grid_.grid = grid_mode_;
   grid_.height = x.h();
   grid_.width = x.w();
   grid_.window = window_;

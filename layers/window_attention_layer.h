@@ -35,6 +35,14 @@
 //   - {name: attn, type: window_attention, heads: 3, window: 7, shift: 3}
 //   - {name: attn, type: window_attention, heads: 3, window: 8, shift: 4, cosine: true}
 //
+// `grid: true` gives MaxViT's grid attention (torchvision 0.14's
+// PartitionAttentionLayer of partition_type "grid"): the w x w tokens a
+// group attends among are spread over the whole image, token (r, c) of
+// group (a, b) at pixel (r H/w + a, c W/w + b) - a dilated window, with
+// the same relative position bias over (r, c). It takes no shift.
+//
+//   - {name: attn, type: window_attention, heads: 2, window: 7, grid: true}
+//
 // As in torchvision, an axis that one window spans is not rolled (a 7 x 7
 // map with windows of 7 is attended unshifted and unmasked whatever
 // `shift` says). H and W must be multiples of the window: pad the image
@@ -91,6 +99,7 @@ class WindowAttentionLayer : public Layer {
   int64_t window_ = 1;
   int64_t shift_ = 0;
   bool cosine_ = false;  // Swin V2's cosine attention, with the parameter logit_scale
+  bool grid_mode_ = false;  // MaxViT's grid attention: groups spread over the image
   int64_t n_ = 0, channels_ = 0, depth_ = 0;  // C, d = C / heads
   WindowGrid grid_;                           // H, W, w and the shift of each axis
 };

@@ -61,10 +61,14 @@ SPILL_HOST_DEVICE inline void NormalizeRowGrad(const float* unit, float norm, in
 }
 
 // An H x W image cut into w x w windows after the cyclic shift. The shift
-// of each axis is the layer's, or 0 where one window spans the axis.
+// of each axis is the layer's, or 0 where one window spans the axis. With
+// `grid` (MaxViT's grid attention) a group is not a block of neighbours but
+// w x w pixels spread evenly over the image: token (r, c) of group (a, b)
+// is pixel (r H/w + a, c W/w + b), never shifted.
 struct WindowGrid {
   int64_t height = 0, width = 0, window = 1;
   int64_t shift_h = 0, shift_w = 0;
+  bool grid = false;
 
   SPILL_HOST_DEVICE int64_t across() const { return width / window; }
   SPILL_HOST_DEVICE int64_t windows() const { return (height / window) * across(); }
@@ -74,9 +78,11 @@ struct WindowGrid {
 
 // The rolled row (or column) of token `token` of window `index`.
 SPILL_HOST_DEVICE inline int64_t RolledRow(const WindowGrid& g, int64_t index, int64_t token) {
+  if (g.grid) return (token / g.window) * (g.height / g.window) + index / g.across();
   return (index / g.across()) * g.window + token / g.window;
 }
 SPILL_HOST_DEVICE inline int64_t RolledColumn(const WindowGrid& g, int64_t index, int64_t token) {
+  if (g.grid) return (token % g.window) * g.across() + index % g.across();
   return (index % g.across()) * g.window + token % g.window;
 }
 

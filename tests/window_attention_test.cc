@@ -36,11 +36,12 @@ struct Geometry {
   bool cosine = false;
   // With `cosine`, each head's logit_scale (above ln 100: clamped).
   std::vector<float> logit_scales = {};
+  bool grid = false;  // MaxViT's grid attention
   Shape Input() const { return Shape(n, 3 * c, h, w); }
   std::string Entry() const {
     return "{type: window_attention, heads: " + std::to_string(heads) +
            ", window: " + std::to_string(window) + ", shift: " + std::to_string(shift) +
-           (cosine ? ", cosine: true}" : "}");
+           (cosine ? ", cosine: true" : "") + (grid ? ", grid: true}" : "}");
   }
   // Random inputs and table, and the geometry's logit_scale.
   void Fill(uint64_t seed, LayerHarness* h) const {
@@ -72,7 +73,10 @@ std::vector<double> ScoreRow(bool cosine, bool query, std::vector<double> row) {
 // torchvision 0.14's shifted_window_attention after its qkv linear and
 // before its proj, in double: x N x 3C x H x W to N x C x H x W. Given
 // logit_scale (one per head), Swin V2's cosine attention: normalize(q) .
-// normalize(k) times exp(min(logit_scale, ln 100)), no d^-1/2.
+// normalize(k) times exp(min(logit_scale, ln 100)), no d^-1/2. With
+// `grid`, MaxViT's grid attention: the image cut into (H/w) x (W/w) blocks
+// (its window partition by H/w) and group (a, b) the pixels at offset
+// (a, b) of every block (its SwapAxes), token t the t-th block.
 std::vector<double> Reference(const Geometry& g, const std::vector<float>& x,
                               const std::vector<float>& table,
                               const std::vector<float>& logit_scale = {}) {
@@ -87,12 +91,17 @@ std::vector<double> Reference(const Geometry& g, const std::vector<float>& x,
     return static_cast<double>(x[((image * 3 * g.c + channel) * g.h + row) * g.w + column]);
   };
   std::vector<double> y(g.n * g.c * g.h * g.w);
+  // Token t of window (a, b): its rolled row and column.
+  auto row_of = [&](int64_t a, int64_t t) { return g.grid ? t / w * (g.h / w) + a : a * w + t / w; };
+  auto column_of = [&](int64_t b, int64_t t) {
+    return g.grid ? t % w * (g.w / w) + b : b * w + t % w;
+  };
   for (int64_t image = 0; image < g.n; ++image) {
     for (int64_t a = 0; a < g.h / w; ++a) {
       for (int64_t b = 0; b < g.w / w; ++b) {
         for (int64_t head = 0; head < g.heads; ++head) {
           for (int64_t t = 0; t < tokens; ++t) {
-            const int64_t ti = a * w + t / w, tj = b * w + t % w;
+            const int64_t ti = row_of(a, t), tj = column_of(b, t);
             std::vector<double> p(tokens);
             double max = -1e300, sum = 0;
             auto features = [&](int64_t first, int64_t i, int64_t j, bool query) {
@@ -102,7 +111,7 @@ std::vector<double> Reference(const Geometry& g, const std::vector<float>& x,
             };
             const std::vector<double> q = features(0, ti, tj, true);
             for (int64_t u = 0; u < tokens; ++u) {
-              const int64_t ui = a * w + u / w, uj = b * w + u % w;
+              const int64_t ui = row_of(a, u), uj = column_of(b, u);
               const std::vector<double> k = features(g.c, ui, uj, false);
               double dot = 0;
               for (int64_t e = 0; e < d; ++e) dot += q[e] * k[e];
@@ -121,8 +130,7 @@ std::vector<double> Reference(const Geometry& g, const std::vector<float>& x,
             for (int64_t e = 0; e < d; ++e) {
               double o = 0;
               for (int64_t u = 0; u < tokens; ++u) {
-                o += p[u] / sum *
-                     rolled(image, 2 * g.c + head * d + e, a * w + u / w, b * w + u % w);
+                o += p[u] / sum * rolled(image, 2 * g.c + head * d + e, row_of(a, u), column_of(b, u));
               }
               y[((image * g.c + head * d + e) * g.h + row) * g.w + column] = o;
             }
@@ -155,6 +163,11 @@ const Geometry kGeometries[] = {
     {"cosine_unshifted", 2, 4, 6, 6, 2, 3, 0, true, {5.0f, 1.5f}},
     {"cosine_shifted", 2, 4, 6, 6, 2, 3, 1, true, {-0.5f, 6.0f}},
     {"cosine_grid_of_2_by_3", 2, 6, 4, 6, 3, 2, 1, true, {2.3f, 0.0f, 3.9f}},
+    // MaxViT's grid attention: 3 x 3 tokens spread 2 apart, and a 2 x 3 map
+    // of blocks of 3 x 2 (groups 3 apart down, 2 across).
+    {"maxvit_grid", 2, 4, 6, 6, 2, 3, 0, false, {}, true},
+    {"maxvit_grid_of_2_by_3", 2, 4, 6, 4, 2, 2, 0, false, {}, true},
+    {"cosine_maxvit_grid", 1, 4, 6, 6, 2, 3, 0, true, {1.0f, 5.0f}, true},
 };
 
 class WindowAttentionTest : public ::testing::TestWithParam<Geometry> {};
@@ -505,6 +518,7 @@ TEST(WindowAttentionDeclarationTest, BadShapesAndKeysAreErrorsNamingTheLayer) {
       {18, "heads: 2", "window"},
       {18, "heads: 2, window: 3, algorithm: naive", "algorithm"},
       {18, "heads: 2, window: 3, cosine: maybe", "cosine: must be true or false (got 'maybe')"},
+      {18, "heads: 2, window: 3, shift: 1, grid: true", "grid: true takes no shift (got shift: 1)"},
       {18, "heads: 2, window: 3, inputs: [qkv, data]", "takes 1 input, got 2"},
   };
   for (const Bad& c : cases) {
