@@ -27,6 +27,8 @@ ActivationLayer::ActivationLayer(LayerParams& params) {
     k.function = ActivationFunction::kSigmoid;
   } else if (type == "silu") {
     k.function = ActivationFunction::kSilu;
+  } else if (type == "tanh") {
+    k.function = ActivationFunction::kTanh;
   } else {
     SPILL_CHECK(type == "gelu") << "activation registered under an unknown type '" << type << "'";
     k.function = ActivationFunction::kGelu;
@@ -39,7 +41,8 @@ LayerWork ActivationLayer::work(Pass pass, const std::vector<Shape>& inputs,
   constexpr double kTranscendentalFlops = 8, kPiecewiseFlops = 3;
   const bool transcendental = constants_.function == ActivationFunction::kSigmoid ||
                               constants_.function == ActivationFunction::kSilu ||
-                              constants_.function == ActivationFunction::kGelu;
+                              constants_.function == ActivationFunction::kGelu ||
+                              constants_.function == ActivationFunction::kTanh;
   const double n = TotalElements(outputs);
   LayerWork w;
   w.flops = n * (transcendental ? kTranscendentalFlops : kPiecewiseFlops);

@@ -9,9 +9,10 @@
 //   - {name: a, type: sigmoid}                        1 / (1 + e^-x)
 //   - {name: a, type: silu}                           x sigmoid(x) (swish; EfficientNet)
 //   - {name: a, type: gelu}                           x Phi(x), exact (erf; ConvNeXt)
+//   - {name: a, type: tanh}                           tanh(x) (MaxViT's classifier)
 //
 // Backward reads the output where the output alone decides the gradient
-// (relu6, clip, hard_sigmoid, sigmoid), so the input may be freed after
+// (relu6, clip, hard_sigmoid, sigmoid, tanh), so the input may be freed after
 // forward; hard_swish, silu and gelu read the input.
 #ifndef SPILL_LAYERS_ACTIVATION_LAYERS_H_
 #define SPILL_LAYERS_ACTIVATION_LAYERS_H_

@@ -20,7 +20,7 @@
 
 namespace spill {
 
-enum class ActivationFunction { kClip, kHardSigmoid, kHardSwish, kSigmoid, kSilu, kGelu };
+enum class ActivationFunction { kClip, kHardSigmoid, kHardSwish, kSigmoid, kSilu, kGelu, kTanh };
 
 // Constants of one activation: clip's bounds, hard_sigmoid's slope and offset.
 struct ActivationConstants {
@@ -31,7 +31,7 @@ struct ActivationConstants {
 
 constexpr bool ActivationReadsOutput(ActivationFunction f) {
   return f == ActivationFunction::kClip || f == ActivationFunction::kHardSigmoid ||
-         f == ActivationFunction::kSigmoid;
+         f == ActivationFunction::kSigmoid || f == ActivationFunction::kTanh;
 }
 
 SPILL_HOST_DEVICE inline float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -134,6 +134,8 @@ SPILL_HOST_DEVICE inline float Activate(const ActivationConstants& k, float x) {
       return x * Sigmoid(x);
     case ActivationFunction::kGelu:
       return Gelu(x);
+    case ActivationFunction::kTanh:
+      return tanhf(x);
   }
   return x;
 }
@@ -158,6 +160,8 @@ SPILL_HOST_DEVICE inline float ActivationGrad(const ActivationConstants& k, floa
     }
     case ActivationFunction::kGelu:
       return GeluGrad(v, dy);
+    case ActivationFunction::kTanh:
+      return dy * (1.0f - v * v);
   }
   return dy;
 }

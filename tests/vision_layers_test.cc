@@ -71,6 +71,7 @@ INSTANTIATE_TEST_SUITE_P(
         GradCase{"sigmoid", "{type: sigmoid}", {Shape(2, 3, 4, 4)}},
         GradCase{"silu", "{type: silu}", {Shape(2, 3, 4, 4)}},
         GradCase{"gelu", "{type: gelu}", {Shape(2, 3, 4, 4)}},
+        GradCase{"tanh", "{type: tanh}", {Shape(2, 3, 4, 4)}},
         GradCase{"multiply", "{type: multiply}", {Shape(2, 3, 3, 4), Shape(2, 3, 3, 4)}, false},
         GradCase{"multiply_se", "{type: multiply}", {Shape(2, 3, 3, 4), Shape(2, 3, 1, 1)}, false},
         GradCase{
@@ -168,6 +169,7 @@ TEST(ActivationTest, KnownValues) {
   std::vector<float> sg = Outputs("{type: sigmoid}", s, x);
   std::vector<float> si = Outputs("{type: silu}", s, x);
   std::vector<float> ge = Outputs("{type: gelu}", s, x);
+  std::vector<float> th = Outputs("{type: tanh}", s, x);
   for (size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
     const double hard = std::min(std::max(v + 3, 0.0), 6.0) / 6;
@@ -176,6 +178,7 @@ TEST(ActivationTest, KnownValues) {
     EXPECT_NEAR(sg[i], 1 / (1 + std::exp(-v)), 1e-6) << v;
     EXPECT_NEAR(si[i], v / (1 + std::exp(-v)), 1e-5) << v;
     EXPECT_NEAR(ge[i], 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), 1e-5) << v;
+    EXPECT_NEAR(th[i], std::tanh(v), 1e-6) << v;
   }
   // GELU(1) = 0.8413447 (Phi(1) = 0.8413447).
   EXPECT_NEAR(ge[3], 0.8413447, 1e-6);
@@ -425,6 +428,7 @@ const char* const kEveryNewLayer[] = {
     "{type: sigmoid}",
     "{type: silu}",
     "{type: gelu}",
+    "{type: tanh}",
     "{type: channel_shuffle, groups: 2}",
     "{type: slice, begin: 1, end: 2}",
     "{type: layer_norm}",

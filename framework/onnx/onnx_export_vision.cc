@@ -64,6 +64,8 @@ Status Exporter::Activation(int id, const std::string& x) {
     node = Node(id, "HardSwish", {x});
   } else if (type == "sigmoid") {
     node = Node(id, "Sigmoid", {x});
+  } else if (type == "tanh") {
+    node = Node(id, "Tanh", {x});
   } else if (type == "silu") {
     Step(Node(id, "Sigmoid", {x}), name, "sigmoid");
     node = Node(id, "Mul", {x, name + "/sigmoid"});
@@ -232,7 +234,7 @@ Status Exporter::Pad(int id, const std::string& x) {
 
 Status Exporter::Vision(int id, const std::vector<std::string>& inputs, int rank, bool* done) {
   static const std::set<std::string> kActivations = {
-      "relu6", "clip", "hard_sigmoid", "hard_swish", "sigmoid", "silu", "gelu"};
+      "relu6", "clip", "hard_sigmoid", "hard_swish", "sigmoid", "silu", "gelu", "tanh"};
   const std::string& type = net_.layer(id).type();
   const std::string& x = inputs[0];
   *done = true;

@@ -88,6 +88,7 @@ bool ReadsAnyLayout(const std::string& op) {
       "Dropout",
       "Clip",
       "Sigmoid",
+      "Tanh",
       "HardSigmoid",
       "HardSwish",
       "Add",

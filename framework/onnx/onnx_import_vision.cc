@@ -30,6 +30,8 @@ StatusOr<bool> Importer::ConvertVision(int node) {
     status = HardSigmoid(node);
   } else if (op == "Sigmoid") {
     status = Sigmoid(node);
+  } else if (op == "Tanh") {
+    status = Elementwise(node, "tanh", "", node);
   } else if (op == "Mul") {
     status = Mul(node);
   } else if (op == "Div" || op == "Sub") {

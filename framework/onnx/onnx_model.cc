@@ -203,6 +203,8 @@ const std::vector<std::string>& SupportedOnnxOperators() {
       "ScatterND",
       "Shape",
       "Sigmoid",
+      "Tanh",
+      "Einsum",
       "Slice",
       "Softmax",
       "Split",

@@ -78,6 +78,7 @@ SPILL_REGISTER_LAYER(relu6, kCpu, CpuActivationLayer);
 SPILL_REGISTER_LAYER(clip, kCpu, CpuActivationLayer);
 SPILL_REGISTER_LAYER(hard_sigmoid, kCpu, CpuActivationLayer);
 SPILL_REGISTER_LAYER(hard_swish, kCpu, CpuActivationLayer);
+SPILL_REGISTER_LAYER(tanh, kCpu, CpuActivationLayer);
 SPILL_REGISTER_LAYER(sigmoid, kCpu, CpuActivationLayer);
 SPILL_REGISTER_LAYER(silu, kCpu, CpuActivationLayer);
 SPILL_REGISTER_LAYER(gelu, kCpu, CpuActivationLayer);

@@ -38,6 +38,7 @@ SPILL_REGISTER_LAYER(relu6, kCuda, CudaActivationLayer);
 SPILL_REGISTER_LAYER(clip, kCuda, CudaActivationLayer);
 SPILL_REGISTER_LAYER(hard_sigmoid, kCuda, CudaActivationLayer);
 SPILL_REGISTER_LAYER(hard_swish, kCuda, CudaActivationLayer);
+SPILL_REGISTER_LAYER(tanh, kCuda, CudaActivationLayer);
 SPILL_REGISTER_LAYER(sigmoid, kCuda, CudaActivationLayer);
 SPILL_REGISTER_LAYER(silu, kCuda, CudaActivationLayer);
 SPILL_REGISTER_LAYER(gelu, kCuda, CudaActivationLayer);

@@ -104,6 +104,7 @@ const std::vector<LayerCase>& CudaLayerCases() {
       LayerCase{"hard_swish", "{type: hard_swish}", {Shape(2, 3, 5, 7)}},
       LayerCase{"sigmoid", "{type: sigmoid}", {Shape(2, 3, 5, 7)}},
       LayerCase{"silu", "{type: silu}", {Shape(2, 3, 5, 7)}},
+      LayerCase{"tanh", "{type: tanh}", {Shape(2, 3, 5, 7)}},
       LayerCase{"gelu", "{type: gelu}", {Shape(2, 3, 5, 7)}},
       LayerCase{"multiply", "{type: multiply}", {Shape(2, 3, 4, 5), Shape(2, 3, 4, 5)}},
       LayerCase{"multiply_se", "{type: multiply}", {Shape(2, 6, 9, 9), Shape(2, 6, 1, 1)}},
