@@ -12,7 +12,13 @@ WindowAttentionLayer::WindowAttentionLayer(LayerParams& params)
       window_(params.RequiredInt("window", 1, kMaxLayerExtent)),
       shift_(params.Int("shift", 0, 0, std::max<int64_t>(window_ - 1, 0))),
       cosine_(params.Bool("cosine", false)),
-      grid_mode_(params.Bool("grid", false)) {}
+      grid_mode_(params.Bool("grid", false)) {
+  if (params.Has("scale")) {
+    constexpr double kMaxScale = 1e3;
+    scale_ = static_cast<float>(params.Float("scale", 1.0, Bounds::AboveTo(0, kMaxScale)));
+    if (cosine_) params.Fail("scale", "cosine attention takes no scale (it learns logit_scale)");
+  }
+}
 
 Status WindowAttentionLayer::Reshape(const std::vector<Shape>& inputs,
                                      std::vector<Shape>* outputs) {
@@ -92,6 +98,7 @@ size_t WindowAttentionLayer::workspace_bytes(Pass pass) const {
 }
 
 float WindowAttentionLayer::Scale() const {
+  if (scale_ > 0) return scale_;
   return static_cast<float>(std::pow(static_cast<double>(depth_), -0.5));
 }
 

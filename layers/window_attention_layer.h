@@ -43,6 +43,9 @@
 //
 //   - {name: attn, type: window_attention, heads: 2, window: 7, grid: true}
 //
+// `scale` replaces d^-1/2 in step 3 (MaxViT scales by C^-1/2, the whole
+// width's); not with `cosine`.
+//
 // As in torchvision, an axis that one window spans is not rolled (a 7 x 7
 // map with windows of 7 is attended unshifted and unmasked whatever
 // `shift` says). H and W must be multiples of the window: pad the image
@@ -98,8 +101,9 @@ class WindowAttentionLayer : public Layer {
   int64_t heads_ = 1;
   int64_t window_ = 1;
   int64_t shift_ = 0;
-  bool cosine_ = false;  // Swin V2's cosine attention, with the parameter logit_scale
+  bool cosine_ = false;     // Swin V2's cosine attention, with the parameter logit_scale
   bool grid_mode_ = false;  // MaxViT's grid attention: groups spread over the image
+  float scale_ = 0;         // what multiplies the queries; 0: d^-1/2
   int64_t n_ = 0, channels_ = 0, depth_ = 0;  // C, d = C / heads
   WindowGrid grid_;                           // H, W, w and the shift of each axis
 };

@@ -117,10 +117,11 @@ static_assert(kNetworkCases + kConfigCases + kIdxCases + kCifarCases + kCheckpoi
 // and causal attention over a sequence (its mask); a Swin (the shifted
 // windows' rolls, partitions, constant-folded mask and relative position
 // bias, the patch merging's strided slices) and its version 2 (cosine
-// attention, a bias computed from weights).
-const char* const kOnnxSources[] = {"dense_block",   "inception", "shufflenet_v2",
-                                    "convnext",      "vit",       "char_attention",
-                                    "pixel_softmax", "swin",      "swin_v2"};
+// attention, a bias computed from weights); a MaxViT (its partitioned
+// views, grid attention and Einsum products).
+const char* const kOnnxSources[] = {"dense_block", "inception",      "shufflenet_v2", "convnext",
+                                    "vit",         "char_attention", "pixel_softmax", "swin",
+                                    "swin_v2",     "maxvit"};
 constexpr int kOnnxSourceCount = static_cast<int>(sizeof(kOnnxSources) / sizeof(kOnnxSources[0]));
 constexpr int kOnnxMutations = static_cast<int>(OnnxMutation::kCount);
 constexpr int kOnnxDraws = 6, kOnnxByteDraws = 4;

@@ -50,7 +50,8 @@ const char* const kFixtures[] = {"resnet18",     "vgg11",           "inception",
                                  "convnext",     "asymmetric_pads", "char_lstm",
                                  "char_gru",     "char_bilstm",     "seq_features",
                                  "vit",          "char_attention",  "pad_to_window",
-                                 "swin",         "swin_v2",         "swin_padded"};
+                                 "swin",         "swin_v2",         "swin_padded",
+                                 "maxvit"};
 
 // The largest error relative to the largest PyTorch score.
 double MaxRelativeError(const std::vector<float>& got, const std::vector<float>& want) {
@@ -592,13 +593,13 @@ TEST(OnnxErrorsTest, UnsupportedOperatorsAreListedWithTheirNodes) {
   int changed = 0;
   for (auto& node : *model.mutable_graph()->mutable_node()) {
     if (node.op_type() != "Relu") continue;
-    node.set_op_type(changed == 0 ? "Softplus" : "Tanh");
+    node.set_op_type(changed == 0 ? "Softplus" : "Softsign");
     if (++changed == 2) break;
   }
   const std::string error = OnnxImportError(model);
-  EXPECT_THAT(error, HasSubstr("net.onnx: unsupported operators: Softplus, Tanh"));
+  EXPECT_THAT(error, HasSubstr("net.onnx: unsupported operators: Softplus, Softsign"));
   EXPECT_THAT(error, HasSubstr("'/features/features.1/Relu' (Softplus)"));
-  EXPECT_THAT(error, HasSubstr("'/features/features.4/Relu' (Tanh)"));
+  EXPECT_THAT(error, HasSubstr("'/features/features.4/Relu' (Softsign)"));
   EXPECT_THAT(error, HasSubstr("spill imports AveragePool"));
 }
 
@@ -714,7 +715,8 @@ void SetFloats(onnx::TensorProto* t, const std::vector<float>& values) {
 
 // Shifted-window attention that spill's window_attention does not compute
 // is an error naming the Softmax and what differs: a bias that is not a
-// relative position bias, another mask, another scale.
+// relative position bias, another mask. Another scale than d^-1/2 is the
+// layer's `scale`.
 TEST(OnnxErrorsTest, WindowAttentionSpillDoesNotComputeIsNamed) {
   onnx::ModelProto biased = LoadOnnxProto("swin");  // one score's bias changed
   onnx::TensorProto* bias = nullptr;
@@ -746,7 +748,48 @@ TEST(OnnxErrorsTest, WindowAttentionSpillDoesNotComputeIsNamed) {
   std::vector<onnx::TensorProto*> exponents = ScalarConstants(&scaled, -0.5f);
   ASSERT_FALSE(exponents.empty());
   for (onnx::TensorProto* t : exponents) SetFloats(t, {-0.25f});
-  EXPECT_THAT(OnnxImportError(scaled), HasSubstr("where spill scales by 1 / sqrt(4)"));
+  auto graph = ParseOnnxModel(scaled.SerializeAsString(), "net.onnx");
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto net = ImportOnnx(**graph);
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  EXPECT_THAT(net->yaml, HasSubstr("inputs: [\"features.1.0.attn.qkv\"], heads: 2, window: 2, "
+                                   "shift: 0, scale: 0.70710677}"));
+}
+
+// MaxViT's attention (in its partitioned view, products by Einsum) that
+// spill's window_attention does not compute is an error naming the
+// Softmax and what differs.
+TEST(OnnxErrorsTest, PartitionAttentionSpillDoesNotComputeIsNamed) {
+  onnx::ModelProto biased = LoadOnnxProto("maxvit");  // one score's bias changed
+  onnx::TensorProto* bias = nullptr;
+  for (auto& t : *biased.mutable_graph()->mutable_initializer()) {
+    if (t.dims_size() == 4 && t.dims(0) == 1 && t.dims(2) == 4 && t.dims(3) == 4 &&
+        bias == nullptr) {
+      bias = &t;
+    }
+  }
+  ASSERT_NE(bias, nullptr);
+  auto values = OnnxFloats(*bias, "bias");
+  ASSERT_TRUE(values.ok());
+  (*values)[1] += 0.25f;
+  SetFloats(bias, *values);
+  EXPECT_THAT(OnnxImportError(biased),
+              AllOf(HasSubstr("(Softmax): spill imports Softmax only within attention"),
+                    HasSubstr("an attention in partitions (MaxViT's): the bias added to the "
+                              "scores is not a relative position bias")));
+
+  onnx::ModelProto transposed = LoadOnnxProto("maxvit");  // P^T V in place of P V
+  int einsums = 0;
+  for (auto& n : *transposed.mutable_graph()->mutable_node()) {
+    if (n.op_type() != "Einsum" || ++einsums != 2) continue;  // the first attention's P V
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.name() == "equation") a.set_s("BGHIJ,BGHID->BGHJD");
+    }
+  }
+  ASSERT_GE(einsums, 2);
+  EXPECT_THAT(OnnxImportError(transposed),
+              HasSubstr("(MaxViT's): the probabilities are read by other than one Einsum by the "
+                        "values"));
 }
 
 // Attention that spill's layer does not compute is an error naming the

@@ -92,7 +92,9 @@ std::vector<double> Reference(const Geometry& g, const std::vector<float>& x,
   };
   std::vector<double> y(g.n * g.c * g.h * g.w);
   // Token t of window (a, b): its rolled row and column.
-  auto row_of = [&](int64_t a, int64_t t) { return g.grid ? t / w * (g.h / w) + a : a * w + t / w; };
+  auto row_of = [&](int64_t a, int64_t t) {
+    return g.grid ? t / w * (g.h / w) + a : a * w + t / w;
+  };
   auto column_of = [&](int64_t b, int64_t t) {
     return g.grid ? t % w * (g.w / w) + b : b * w + t % w;
   };
@@ -130,7 +132,8 @@ std::vector<double> Reference(const Geometry& g, const std::vector<float>& x,
             for (int64_t e = 0; e < d; ++e) {
               double o = 0;
               for (int64_t u = 0; u < tokens; ++u) {
-                o += p[u] / sum * rolled(image, 2 * g.c + head * d + e, row_of(a, u), column_of(b, u));
+                o += p[u] / sum *
+                     rolled(image, 2 * g.c + head * d + e, row_of(a, u), column_of(b, u));
               }
               y[((image * g.c + head * d + e) * g.h + row) * g.w + column] = o;
             }

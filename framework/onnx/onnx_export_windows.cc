@@ -13,7 +13,11 @@
 //                     [Reshape (N, nW, heads, T, T) + the mask (1, nW, 1, T,
 //                     T), Reshape back] -> Softmax -> MatMul by V -> Transpose
 //                     [0 2 1 3], Reshape (N nW, T, C) -> the windows merged
-//                     and rolled back -> Transpose (N, C, H, W)
+//                     and rolled back -> Transpose (N, C, H, W); `grid`
+//                     (MaxViT's grid, which has no roll): Reshape (N, w, H/w,
+//                     w, W/w, 3C), Transpose [0 2 4 1 3 5] and back by
+//                     Transpose [0 3 1 4 2 5]; `scale` multiplies Q instead
+//                     of d^-1/2
 //   space_to_depth    x (N, C, H, W) -> Transpose (N, H, W, C) -> the b x b
 //                     strided slices x[:, dy::b, dx::b, :], dx major ->
 //                     Concat over the channels -> Transpose (N, b b C, H/b,
@@ -54,7 +58,7 @@ Status Exporter::WindowAttention(int id, const std::string& x) {
   const int64_t heads = Int(spec, "heads", 1), w = Int(spec, "window", 1);
   const int64_t c = in.c() / 3, d = c / heads, h = in.h(), wd = in.w(), t = w * w;
   const int64_t windows = (h / w) * (wd / w);
-  const bool cosine = Bool(spec, "cosine", false);
+  const bool cosine = Bool(spec, "cosine", false), grid = Bool(spec, "grid", false);
   // As the layer: an axis one window spans is not rolled.
   const int64_t shift = Int(spec, "shift", 0);
   const int64_t shift_h = h > w ? shift : 0, shift_w = wd > w ? shift : 0;
@@ -68,11 +72,14 @@ Status Exporter::WindowAttention(int id, const std::string& x) {
   AddInts(Named(Node(id, "Transpose", {x}), name, "channels_last"), "perm", {0, 2, 3, 1});
   std::string image = out("channels_last");
   if (s > 0) image = Roll(id, Roll(id, image, 1, h, s, "roll"), 2, wd, s, "roll");
-  Named(Node(id, "Reshape",
-             {image, IntConstant(id, "windows_shape", {-1, h / w, w, wd / w, w, 3 * c})}),
-        name, "windows6");
+  // Windows: (N, H/w, w, W/w, w) with the window's axes second and fourth;
+  // a grid: (N, w, H/w, w, W/w), token (r, c) of group (a, b) at pixel
+  // (r H/w + a, c W/w + b).
+  const std::vector<int64_t> split = grid ? std::vector<int64_t>{-1, w, h / w, w, wd / w, 3 * c}
+                                          : std::vector<int64_t>{-1, h / w, w, wd / w, w, 3 * c};
+  Named(Node(id, "Reshape", {image, IntConstant(id, "windows_shape", split)}), name, "windows6");
   AddInts(Named(Node(id, "Transpose", {out("windows6")}), name, "windows_t"), "perm",
-          {0, 1, 3, 2, 4, 5});
+          grid ? std::vector<int64_t>{0, 2, 4, 1, 3, 5} : std::vector<int64_t>{0, 1, 3, 2, 4, 5});
   Named(Node(id, "Reshape", {out("windows_t"), IntConstant(id, "tokens_shape", {-1, t, 3 * c})}),
         name, "windows");
   Named(Node(id, "Reshape", {out("windows"), IntConstant(id, "heads_shape", {-1, t, 3, heads, d})}),
@@ -92,7 +99,9 @@ Status Exporter::WindowAttention(int id, const std::string& x) {
       *v = out(part + "_unit");
     }
   } else {
-    const float scale = static_cast<float>(std::pow(static_cast<double>(d), -0.5));
+    const double given = Float(spec, "scale", 0.0);  // as the layer: d^-1/2 without
+    const float scale =
+        static_cast<float>(given > 0 ? given : std::pow(static_cast<double>(d), -0.5));
     Named(Node(id, "Mul", {q, FloatConstant(id, "scale", {scale}, {})}), name, "q_scaled");
     q = out("q_scaled");
   }
@@ -147,7 +156,7 @@ Status Exporter::WindowAttention(int id, const std::string& x) {
       Node(id, "Reshape", {out("merged"), IntConstant(id, "image6", {-1, h / w, wd / w, w, w, c})}),
       name, "image6");
   AddInts(Named(Node(id, "Transpose", {out("image6")}), name, "image_t"), "perm",
-          {0, 1, 3, 2, 4, 5});
+          grid ? std::vector<int64_t>{0, 3, 1, 4, 2, 5} : std::vector<int64_t>{0, 1, 3, 2, 4, 5});
   Named(Node(id, "Reshape", {out("image_t"), IntConstant(id, "image_shape", {-1, h, wd, c})}), name,
         "image");
   image = out("image");

@@ -344,7 +344,13 @@ Status Importer::Convert(int node) {
   if (attention_.count(node)) return Attention(node);
   if (windows_.count(node)) return WindowAttention(node);
   if (merges_.count(node)) return SpaceToDepth(node);
+  if (partitions_.count(node)) return Partition(node);
   if (node == output_softmax_) return OutputSoftmax(node);
+  if (op == "Einsum") {
+    return Fail(node,
+                "spill imports Einsum only within MaxViT's attention (the products of the "
+                "queries and keys, and of the probabilities and values, per group and head)");
+  }
   if (op == "Exp" || op == "ReduceL2") {
     return Fail(node, "spill imports " + op + " only within Swin V2's cosine attention");
   }
@@ -393,6 +399,8 @@ StatusOr<ImportedNet> Importer::Run() {
   output_softmax_ = FindOutputSoftmax();
   MarkWindowAttention();
   MarkPatchMerging();
+  MarkPartitions();
+  MarkPartitionAttention();
   MarkAttention();
   MarkShapeChains();
   if (!softmax_errors_.empty()) {  // before the walk stops at a node of its chain

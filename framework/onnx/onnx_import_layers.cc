@@ -279,7 +279,7 @@ Status Importer::MatMul(int node) {
   const onnx::NodeProto& n = g_.graph().node(node);
   SPILL_ASSIGN_OR_RETURN(const Value* x, In(node, 0));
   SPILL_ASSIGN_OR_RETURN(const onnx::TensorProto* w, ConstIn(node, 1));
-  if (x->ChannelsLast()) return ChannelsLastMatMul(node, *x, *w);
+  if (x->ChannelsLast() || x->Partitioned()) return ChannelsLastMatMul(node, *x, *w);
   const onnx::TensorProto* bias = nullptr;
   int out_node = node;
   const int add = SoleConsumer(n.output(0));
@@ -333,9 +333,8 @@ Status Importer::Concat(int node) {
   Value out = first;
   out.chw[0] = 0;
   for (const Value& v : in) {
-    const bool joins = v.layout == first.layout && v.axes == first.axes &&
-                       v.dims.size() == first.dims.size() && v.chw[1] == first.chw[1] &&
-                       v.chw[2] == first.chw[2] &&
+    const bool joins = v.SameView(first) && v.dims.size() == first.dims.size() &&
+                       v.chw[1] == first.chw[1] && v.chw[2] == first.chw[2] &&
                        (flat ? axis == 1 : (v.ChannelAxis() >= 0 && axis == v.ChannelAxis() + 1));
     if (!joins) {
       return Fail(node, "a Concat along axis " + std::to_string(AttrInt(n, "axis", 1)) +

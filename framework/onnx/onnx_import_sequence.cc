@@ -83,26 +83,10 @@ std::string Describe(const Value& v) {
 // along the channels (ChannelAxis).
 bool ReadsAnyLayout(const std::string& op) {
   static const char* const kOps[] = {
-      "Relu",
-      "LeakyRelu",
-      "Dropout",
-      "Clip",
-      "Sigmoid",
-      "Tanh",
-      "HardSigmoid",
-      "HardSwish",
-      "Add",
-      "Mul",
-      "Sub",
-      "Div",
-      "Concat",
-      "Slice",
-      "Split",
-      "Erf",
-      "Pow",
-      "Sqrt",
-      "ReduceMean",
-      "LayerNormalization",
+      "Relu", "LeakyRelu",   "Dropout",   "Clip",       "Sigmoid",
+      "Tanh", "HardSigmoid", "HardSwish", "Add",        "Mul",
+      "Sub",  "Div",         "Concat",    "Slice",      "Split",
+      "Erf",  "Pow",         "Sqrt",      "ReduceMean", "LayerNormalization",
   };
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }

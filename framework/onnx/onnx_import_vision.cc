@@ -189,7 +189,7 @@ Status Importer::ScaleLayer(int node, const Value& x, const std::vector<float>& 
 
 Status Importer::Broadcast(int node, bool multiply, const Value& a, const Value& b) {
   const std::string op = multiply ? "multiplies" : "adds";
-  const bool same = a.dims == b.dims && a.chw == b.chw && a.layout == b.layout && a.axes == b.axes;
+  const bool same = a.dims == b.dims && a.chw == b.chw && a.SameView(b);
   const Value& big = a.chw[1] * a.chw[2] >= b.chw[1] * b.chw[2] ? a : b;
   const Value& small = &big == &a ? b : a;
   const bool spread = big.Spatial() && small.Spatial() && small.chw[0] == big.chw[0] &&
@@ -259,13 +259,18 @@ Status Importer::Transpose(int node) {
   } else if (x->ChannelsLast() && perm == std::vector<int64_t>{0, 3, 1, 2}) {
     v.layout = Layout::kNchw;
     v.dims = {x->chw[0], x->chw[1], x->chw[2]};
+  } else if (x->Partitioned() && perm == std::vector<int64_t>{0, 2, 1, 3}) {  // SwapAxes
+    v.swapped = !x->swapped;
+    std::swap(v.dims[0], v.dims[1]);
   } else if (x->layout == Layout::kGrouped && perm == std::vector<int64_t>{0, 2, 1, 3, 4}) {
     v.layout = Layout::kGroupedTransposed;
     std::swap(v.dims[0], v.dims[1]);
   } else {
-    return Fail(node, "perm " + List(perm) + ": spill reads a Transpose only between the " +
-                          "channels-first and channels-last views of an image ([0, 2, 3, 1] and " +
-                          "[0, 3, 1, 2]) and within a channel shuffle");
+    return Fail(
+        node, "perm " + List(perm) + ": spill reads a Transpose only between the " +
+                  "channels-first and channels-last views of an image ([0, 2, 3, 1] and " +
+                  "[0, 3, 1, 2]), within a channel shuffle, and between MaxViT's window and grid " +
+                  "partitions ([0, 2, 1, 3])");
   }
   return ProduceValue(node, 0, v);
 }
@@ -492,7 +497,7 @@ Status Importer::LayerNormalization(int node) {
   const int64_t axis = NormalizeAxis(AttrInt(n, "axis", -1), rank);
   // ONNX normalizes over axes [axis, rank): the channels alone when they
   // come last, or when the planes are single pixels.
-  const bool pixel = x->ChannelsLast() || x->dims.size() == 1 ||
+  const bool pixel = x->ChannelsLast() || x->Partitioned() || x->dims.size() == 1 ||
                      (x->Spatial() && x->chw[1] == 1 && x->chw[2] == 1) ||
                      (x->layout == Layout::kSequence && x->ChannelAxis() >= 0);
   if (!pixel || axis != x->ChannelAxis() + 1 || axis != rank - 1) {

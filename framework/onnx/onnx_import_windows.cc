@@ -30,69 +30,11 @@
 #include "framework/io/npz.h"
 #include "framework/onnx/onnx_data_folding.h"
 #include "framework/onnx/onnx_importer.h"
+#include "framework/onnx/onnx_node_reading.h"
 #include "framework/onnx/onnx_windows.h"
 
 namespace spill {
 namespace onnx_import {
-namespace {
-
-std::vector<int64_t> ConstInts(const OnnxGraph& g, const onnx::NodeProto& n, int k) {
-  const onnx::TensorProto* t = k < n.input_size() ? g.Constant(n.input(k)) : nullptr;
-  if (t == nullptr) return {};
-  auto v = OnnxInts(*t, g.label);
-  return v.ok() ? *v : std::vector<int64_t>{};
-}
-
-bool IsPerm(const onnx::NodeProto& n, const std::vector<int64_t>& perm) {
-  return n.op_type() == "Transpose" && AttrInts(n, "perm", {}) == perm;
-}
-
-// One axis of a Slice of constant bounds, made positive against `extent`.
-struct SliceAxis {
-  int64_t axis = -1, begin = 0, end = 0, step = 1;
-};
-
-std::optional<SliceAxis> ReadSlice(const OnnxGraph& g, const onnx::NodeProto& n, int64_t rank) {
-  if (n.op_type() != "Slice" || n.input_size() < 3) return std::nullopt;
-  const std::vector<int64_t> starts = ConstInts(g, n, 1), ends = ConstInts(g, n, 2);
-  std::vector<int64_t> axes = n.input_size() > 3 ? ConstInts(g, n, 3) : std::vector<int64_t>{0};
-  std::vector<int64_t> steps = n.input_size() > 4 ? ConstInts(g, n, 4) : std::vector<int64_t>{1};
-  if (starts.size() != 1 || ends.size() != 1 || axes.size() != 1 || steps.size() != 1) {
-    return std::nullopt;
-  }
-  auto dims = g.dims.find(n.input(0));
-  SliceAxis s;
-  s.axis = axes[0] < 0 ? axes[0] + rank : axes[0];
-  if (dims == g.dims.end() || s.axis < 1 || s.axis >= rank || steps[0] < 1) return std::nullopt;
-  const int64_t extent = dims->second[s.axis];
-  auto clamp = [extent](int64_t v) {
-    if (v < 0) v += extent;
-    return std::max<int64_t>(0, std::min(v, extent));
-  };
-  s.begin = clamp(starts[0]);
-  s.end = clamp(ends[0]);
-  s.step = steps[0];
-  return s;
-}
-
-int64_t Rank(const OnnxGraph& g, const std::string& value) {
-  auto it = g.dims.find(value);
-  return it == g.dims.end() ? 0 : static_cast<int64_t>(it->second.size());
-}
-
-std::vector<int64_t> DimsOrEmpty(const OnnxGraph& g, const std::string& value) {
-  auto it = g.dims.find(value);
-  return it == g.dims.end() ? std::vector<int64_t>{} : it->second;
-}
-
-// The dims after the first (the batch, or the batch merged with windows).
-bool TailIs(const OnnxGraph& g, const std::string& value, const std::vector<int64_t>& tail) {
-  const std::vector<int64_t> d = DimsOrEmpty(g, value);
-  return d.size() == tail.size() + 1 && std::equal(tail.begin(), tail.end(), d.begin() + 1);
-}
-
-}  // namespace
-
 bool Importer::RollOf(const std::string& value, int64_t axis, std::string* source, int64_t* shift,
                       std::set<int>* nodes) const {
   const int p = Producer(value);
@@ -304,14 +246,19 @@ bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
              WindowBias(c, *bias, c->window * c->window, &why) && WindowOutput(c, product, &why)) {
     const double want =
         c->cosine ? 1.0 : 1.0 / std::sqrt(static_cast<double>(c->channels / c->heads));
-    if (std::fabs(scale - want) > 1e-6 * want) {
+    if (c->cosine && std::fabs(scale - want) > 1e-6 * want) {
+      why = "the cosine similarities are scaled by " + std::to_string(scale) +
+            " besides exp(logit_scale)";
+    } else if (!(scale > 0 && scale <= 1e3f)) {
       why = "the queries are scaled by " + std::to_string(scale) +
-            " where spill scales by 1 / sqrt(" + std::to_string(c->channels / c->heads) + ")";
+            " (spill's window_attention scales by a factor in (0, 1000])";
     } else if (c->shift == 0 && mask != nullptr) {
       why = "a mask is added to the scores of windows that are not shifted";
     } else if (c->shift > 0) {
       WindowMask(*c, mask, c->height, c->width, &why);
     }
+    // A factor other than d^-1/2 is the layer's `scale`.
+    if (!c->cosine && std::fabs(scale - want) > 1e-6 * want) c->scale = scale;
   }
   c->error = why;
   return true;
@@ -376,26 +323,31 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
 
 // The windows: Reshape (N nW, T, C) of a Transpose [0 1 3 2 4 5] of a
 // Reshape (N, H/w, w, W/w, w, C), of the image rolled by -s (or not) and
-// padded by zeros below and to the right (or not).
+// padded by zeros below and to the right (or not) - or a grid (spill's
+// export of MaxViT's grid attention, never rolled): Transpose [0 2 4 1 3 5]
+// of a Reshape (N, w, H/w, w, W/w, C).
 bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::string* why) const {
   const onnx::GraphProto& g = g_.graph();
   const int perm = merge >= 0 ? Producer(g.node(merge).input(0)) : -1;
   const int split6 = perm >= 0 ? Producer(g.node(perm).input(0)) : -1;
+  c->grid = perm >= 0 && IsPerm(g.node(perm), {0, 2, 4, 1, 3, 5});
   if (merge < 0 || split6 < 0 || g.node(merge).op_type() != "Reshape" ||
-      !IsPerm(g.node(perm), {0, 1, 3, 2, 4, 5}) || g.node(split6).op_type() != "Reshape") {
+      !(c->grid || IsPerm(g.node(perm), {0, 1, 3, 2, 4, 5})) ||
+      g.node(split6).op_type() != "Reshape") {
     *why =
         "the projection does not read the image's windows (Reshape, Transpose [0 1 3 2 4 5], "
         "Reshape)";
     return false;
   }
   const std::vector<int64_t> d6 = DimsOrEmpty(g_, g.node(split6).output(0));
-  if (d6.size() != 6 || d6[2] != d6[4] || d6[2] * d6[4] != tokens ||
+  const int across = c->grid ? 1 : 2;  // the axes of a window's rows and columns: 1, 3 or 2, 4
+  if (d6.size() != 6 || d6[across] != d6[across + 2] || d6[across] * d6[across + 2] != tokens ||
       !TailIs(g_, g.node(merge).output(0), {tokens, c->in_channels}) || d6[5] != c->in_channels) {
     *why = "the windows are not square, or hold other than the T = " + std::to_string(tokens) +
            " positions the attention reads";
     return false;
   }
-  c->window = d6[2];
+  c->window = d6[across];
   c->nodes.insert({merge, perm, split6});
   // The roll by -s along H and W (either order), then the padding.
   std::string x = g.node(split6).input(0), before;
@@ -403,6 +355,10 @@ bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::stri
   if (RollOf(x, 2, &before, &shift_w, &c->nodes)) x = before;
   if (RollOf(x, 1, &before, &shift_h, &c->nodes)) x = before;
   if (shift_w == 0 && RollOf(x, 2, &before, &shift_w, &c->nodes)) x = before;
+  if (c->grid && shift_h + shift_w > 0) {
+    *why = "a grid of windows is shifted; spill's grid attention takes no shift";
+    return false;
+  }
   if (shift_h != shift_w) {
     *why = "the windows are shifted by " + std::to_string(shift_h) + " rows and " +
            std::to_string(shift_w) + " columns; spill's window_attention shifts both alike";
@@ -534,7 +490,9 @@ bool Importer::WindowOutput(WindowChain* c, int product, std::string* why) const
   const int perm6 = split6 >= 0 ? OnlyReader(g.node(split6).output(0), "Transpose") : -1;
   const int image = perm6 >= 0 ? OnlyReader(g.node(perm6).output(0), "Reshape") : -1;
   const std::vector<int64_t> x = DimsOrEmpty(g_, c->source);
-  if (image < 0 || !IsPerm(g.node(perm6), {0, 1, 3, 2, 4, 5}) ||
+  const std::vector<int64_t> back =
+      c->grid ? std::vector<int64_t>{0, 3, 1, 4, 2, 5} : std::vector<int64_t>{0, 1, 3, 2, 4, 5};
+  if (image < 0 || !IsPerm(g.node(perm6), back) ||
       !TailIs(g_, g.node(image).output(0), {c->height, c->width, ch})) {
     *why =
         "the windows are not merged back into the image (Reshape, Transpose [0 1 3 2 4 5], "
@@ -577,7 +535,17 @@ Status Importer::WindowAttention(int node) {
     return Fail(c.softmax, "window attention reads '" + c.source + "', which spill did not import");
   }
   const Value x = it->second;
-  if (!x.ChannelsLast()) {
+  const bool grid = c.grid || (c.partitioned && x.swapped);
+  if (c.partitioned) {  // MaxViT: windows of the blocks, or the grid across them
+    const int64_t across = x.block > 0 ? x.chw[1] / x.block : 0;
+    if (!x.Partitioned() ||
+        (grid ? across != c.window || x.chw[2] / x.block != c.window : x.block != c.window)) {
+      return Fail(c.softmax, "the attention reads '" + c.source + "', which spill does not " +
+                                 "hold as an image partitioned into groups of " +
+                                 std::to_string(c.tokens) + " positions (MaxViT's window " +
+                                 "partition of square blocks, or its grid)");
+    }
+  } else if (!x.ChannelsLast()) {
     return Fail(c.softmax, "window attention reads '" + c.source +
                                "', which spill does not hold as a channels-last image");
   }
@@ -629,7 +597,9 @@ Status Importer::WindowAttention(int node) {
   }
   Emit(name, "window_attention", {input},
        "heads: " + std::to_string(c.heads) + ", window: " + std::to_string(c.window) +
-           ", shift: " + std::to_string(c.shift) + (c.cosine ? ", cosine: true" : ""));
+           ", shift: " + std::to_string(c.shift) + (c.cosine ? ", cosine: true" : "") +
+           (grid ? ", grid: true" : "") +
+           (c.scale > 0 ? ", scale: " + ShortestFloat(c.scale) : ""));
   std::vector<float> proj_bias;
   if (c.proj_bias != nullptr) {
     SPILL_ASSIGN_OR_RETURN(proj_bias, OnnxFloats(*c.proj_bias, g_.label));

@@ -44,6 +44,12 @@ struct Value {
   // merged into one axis (T major, as (T N, C) before attention's output
   // projection), B the batch and the positions (N major). Empty for images.
   std::string axes;
+  // MaxViT's partitioned view of an image (kNhwc with block P > 0): (G, P P,
+  // C), the image cut into P x P blocks, G = (H/P)(W/P) of them, row after
+  // row - torchvision's WindowPartition; `swapped` (P P, G, C), its
+  // SwapAxes for grid attention. 0 for a plain channels-last (H, W, C).
+  int64_t block = 0;
+  bool swapped = false;
 
   // The ONNX axis of the batch: the first, except in time-major sequences.
   int BatchAxis() const {
@@ -57,8 +63,20 @@ struct Value {
   }
   // Channels last: H x W x C of the tensor's C x H x W.
   bool ChannelsLast() const {
-    return layout == Layout::kNhwc && dims.size() == 3 && dims[0] == chw[1] && dims[1] == chw[2] &&
-           dims[2] == chw[0];
+    return layout == Layout::kNhwc && block == 0 && dims.size() == 3 && dims[0] == chw[1] &&
+           dims[1] == chw[2] && dims[2] == chw[0];
+  }
+  // MaxViT's (G, P P, C) or, swapped, (P P, G, C) view of the image.
+  bool Partitioned() const {
+    if (layout != Layout::kNhwc || block <= 0 || dims.size() != 3 || dims[2] != chw[0]) {
+      return false;
+    }
+    const int64_t groups = (chw[1] / block) * (chw[2] / block), tokens = block * block;
+    return dims[swapped ? 1 : 0] == groups && dims[swapped ? 0 : 1] == tokens;
+  }
+  // The same view of the pixels: one layout, sequence axes and partition.
+  bool SameView(const Value& o) const {
+    return layout == o.layout && axes == o.axes && block == o.block && swapped == o.swapped;
   }
   // Channels where spill has them: spatial, or N x C with C the tensor's channels.
   bool Channels() const {
@@ -73,7 +91,7 @@ struct Value {
       const size_t c = axes.find('C');
       return c != std::string::npos && c > axes.find_first_of("NMB") ? static_cast<int>(c) - 1 : -1;
     }
-    return ChannelsLast() ? 2 : -1;
+    return ChannelsLast() || Partitioned() ? 2 : -1;
   }
 };
 
@@ -281,6 +299,13 @@ class Importer {
     std::vector<float> table;               // the relative position bias, (2w - 1)^2 x heads
     bool cosine = false;                    // Swin V2's scores
     std::vector<float> logit_scale;
+    // MaxViT's: the source is a partitioned image (Value::block), read as
+    // G groups of T positions - windows of its blocks, or a grid where the
+    // view is swapped.
+    bool partitioned = false;
+    int64_t groups = 0, tokens = 0;
+    bool grid = false;  // spill's own export of a grid: its windows spread over the image
+    float scale = 0;    // what multiplies the scores where it is not d^-1/2 (MaxViT's C^-1/2)
     std::set<int> nodes;
     std::string error;  // why this Softmax is no such chain, or ""
   };
@@ -323,6 +348,21 @@ class Importer {
   };
   void MarkPatchMerging();
   Status SpaceToDepth(int node);
+  // onnx_import_partitions.cc: MaxViT. Its window partition and departition
+  // (Reshape, Transpose, Reshape) are views of the image that write no
+  // layer; its attention in those views is a WindowChain (`partitioned`).
+  struct PartitionStep {
+    std::string source;
+    int64_t block = 0;
+    bool into = true;  // (N, C, H, W) to (N, G, P P, C); false: back
+  };
+  void MarkPartitions();
+  Status Partition(int node);
+  void MarkPartitionAttention();
+  bool FindPartitionChain(int softmax, WindowChain* c) const;
+  bool PartitionHeads(int transpose, WindowChain* c, std::string* qkv, int64_t* begin) const;
+  bool PartitionInput(WindowChain* c, const std::string& qkv, std::string* why) const;
+  bool PartitionOutput(WindowChain* c, int product, std::string* why) const;
 
   // A per-position linear layer (Gemm, or MatMul by a constant) of a
   // sequence view whose features come last: a 1x1 convolution.
@@ -384,6 +424,7 @@ class Importer {
   std::map<int, AttentionChain> attention_;    // by the chain's last node
   std::map<int, WindowChain> windows_;         // by the chain's last node
   std::map<int, PatchMerge> merges_;           // by the Concat
+  std::map<int, PartitionStep> partitions_;    // by the last Reshape
   std::map<int, std::string> softmax_errors_;  // a Softmax outside any chain: why
   int output_softmax_ = -1;                    // FindOutputSoftmax
   std::map<std::string, std::string>

@@ -576,6 +576,48 @@ std::optional<std::vector<SymInt>> ConcatDims(const onnx::NodeProto& n, const Sy
   return out;
 }
 
+// Einsum's output shape from an explicit equation ("bghid,bghjd->bghij",
+// spaces allowed, no ellipsis): each output letter's size where its
+// operands give it, the same in all of them. ONNX 1.12 infers none.
+std::optional<std::vector<SymInt>> EinsumDims(const onnx::NodeProto& n, const SymShapes& shapes) {
+  const onnx::AttributeProto* a = Attribute(n, "equation");
+  if (a == nullptr) return std::nullopt;
+  std::string equation;
+  for (char ch : a->s()) {
+    if (ch != ' ') equation += ch;
+  }
+  const size_t arrow = equation.find("->");
+  if (arrow == std::string::npos || equation.find('.') != std::string::npos) return std::nullopt;
+  std::map<char, SymInt> sizes;
+  std::string operand;
+  int k = 0;
+  for (size_t i = 0; i <= arrow; ++i) {
+    if (i < arrow && equation[i] != ',') {
+      operand += equation[i];
+      continue;
+    }
+    auto in = k < n.input_size() ? shapes.find(n.input(k)) : shapes.end();
+    if (in == shapes.end() || !Complete(in->second) || in->second.size() != operand.size()) {
+      return std::nullopt;
+    }
+    for (size_t axis = 0; axis < operand.size(); ++axis) {
+      const SymInt d = *in->second[axis];
+      auto [it, fresh] = sizes.emplace(operand[axis], d);
+      if (!fresh && !(it->second == d)) return std::nullopt;
+    }
+    operand.clear();
+    ++k;
+  }
+  if (k != n.input_size()) return std::nullopt;
+  std::vector<SymInt> out;
+  for (char ch : equation.substr(arrow + 2)) {
+    auto it = sizes.find(ch);
+    if (it == sizes.end()) return std::nullopt;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
 int32_t ElemType(const onnx::GraphProto& graph, const std::string& value) {
   auto of = [&](const onnx::ValueInfoProto& v) { return v.type().tensor_type().elem_type(); };
   for (const auto& v : graph.value_info()) {
@@ -593,11 +635,11 @@ int32_t ElemType(const onnx::GraphProto& graph, const std::string& value) {
 // Reshapes and Expands whose targets hold the batch - merged with other
 // axes, or not first - cannot take a constant target, and ONNX's inference
 // loses the batch's symbol through a Concat: their output shapes are
-// noted instead. Returns whether any was new.
+// noted instead, as are Einsums' (which ONNX's inference leaves unknown).
+// Returns whether any was new.
 bool AnnotateBatchShapes(const onnx::GraphProto& graph, const IntValues& ints,
                          const SymShapes& shapes, const std::string& batch,
                          std::map<std::string, onnx::ValueInfoProto>* annotations) {
-  if (batch.empty()) return false;
   bool added = false;
   for (const auto& n : graph.node()) {
     const std::string& op = n.op_type();
@@ -605,7 +647,11 @@ bool AnnotateBatchShapes(const onnx::GraphProto& graph, const IntValues& ints,
     auto out = shapes.find(n.output(0));
     if (out != shapes.end() && Complete(out->second)) continue;
     std::optional<std::vector<SymInt>> dims;
-    if ((op == "Reshape" || op == "Expand") && n.input_size() == 2) {
+    if (op == "Einsum") {
+      dims = EinsumDims(n, shapes);
+    } else if (batch.empty()) {
+      continue;
+    } else if ((op == "Reshape" || op == "Expand") && n.input_size() == 2) {
       auto target = ints.find(n.input(1));
       auto in = shapes.find(n.input(0));
       if (target == ints.end() || in == shapes.end()) continue;

@@ -47,6 +47,12 @@ attention (ReduceL2, Clip, Div), a logit scale per head (Clip, Exp), the
 relative position bias computed by an MLP from the weights (MatMul, Relu,
 Gather, Sigmoid), the keys' bias zeroed by ScatterND. With windows of 3
 (swin_padded), each attention pads its map to the windows and cuts it back.
+A small torchvision MaxVit (maxvit, opset 17): MBConv blocks (batch norm,
+depthwise convolution, squeeze-and-excitation, an average-pooled shortcut),
+attention in windows and in a grid computed in the partitioned view
+(Reshape, Transpose, Reshape, and SwapAxes for the grid), its products
+written as Einsum, a relative position bias folded into a constant, the
+scores scaled by C^-1/2, and a classifier ending in Tanh and a Linear.
 
 Then sequence models as PyTorch users write a character model: ids (N, T)
 through nn.Embedding, a batch-first nn.LSTM of two layers, and an nn.Linear
@@ -528,6 +534,23 @@ def SwinV2():
     return model
 
 
+def MaxVit():
+    """torchvision's MaxVit, small: a 32x32 image, a stem to 16x16, two
+    stages of one block (8x8 with 8 channels, 4x4 with 16, heads of 4),
+    partitions of 2: windows of 2x2 blocks and a grid of 2x2 pixels spread
+    4 apart (then 2); the relative position tables drawn wide."""
+    from torchvision.models.maxvit import MaxVit as TorchMaxVit
+    model = TorchMaxVit(input_size=(SIZE, SIZE), stem_channels=8, partition_size=2,
+                        block_channels=[8, 16], block_layers=[1, 1], head_dim=4,
+                        stochastic_depth_prob=0.0, num_classes=CLASSES)
+    with torch.no_grad():
+        for m in model.modules():
+            table = getattr(m, "relative_position_bias_table", None)
+            if table is not None:
+                table.uniform_(-0.5, 0.5)
+    return model
+
+
 def ExportZeroInPlace():
     """Swin V2 zeroes its keys' bias in place (qkv_bias[C:2C].zero_()), for
     which PyTorch 1.13's exporter has no symbolic (aten::zero): x - x, as a
@@ -793,6 +816,7 @@ def main():
     fixtures.append(("swin_v2", lambda: Export("swin_v2", SwinV2(), folder, 13, dynamic=True)))
     fixtures.append(("swin_padded",
                      lambda: Export("swin_padded", Swin(window=3), folder, 13, dynamic=True)))
+    fixtures.append(("maxvit", lambda: Export("maxvit", MaxVit(), folder, 17, dynamic=True)))
     fixtures.append(("pad_to_window", lambda: ExportPadToWindow(folder)))
     fixtures.append(("mnist_log_softmax",
                      lambda: ExportWithSeed("mnist_log_softmax", MnistNet, folder, 11)))

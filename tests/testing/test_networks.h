@@ -236,8 +236,9 @@ layers:
 // A Swin Transformer (torchvision's, as the ONNX import writes it): 2x2
 // patches, a block of window attention and one of shifted cosine window
 // attention (Swin V2's), each between pre-norm 1x1 projections with a
-// residual add, a patch merging (space_to_depth, layer norm, a linear
-// reduction), and the pooled features classified.
+// residual add, MaxViT's grid attention scaled by C^-1/2, a patch merging
+// (space_to_depth, layer norm, a linear reduction), and the pooled
+// features classified after a tanh (MaxViT's head).
 inline constexpr char kSwin[] = R"(
 layers:
   - {name: data, type: input, shape: [1, 8, 8]}
@@ -252,10 +253,16 @@ layers:
   - {name: attn2, type: window_attention, heads: 2, window: 2, shift: 1, cosine: true}
   - {name: proj2, type: convolution, filters: 8, kernel: 1}
   - {name: add2, type: add, inputs: [proj2, add1]}
+  - {name: ln_grid, type: layer_norm}
+  - {name: qkv3, type: convolution, filters: 24, kernel: 1}
+  - {name: attn3, type: window_attention, heads: 2, window: 2, grid: true, scale: 0.35355338}
+  - {name: proj3, type: convolution, filters: 8, kernel: 1}
+  - {name: add3, type: add, inputs: [proj3, add2]}
   - {name: merge, type: space_to_depth}
   - {name: ln3, type: layer_norm}
   - {name: reduce, type: convolution, filters: 16, kernel: 1, bias: false}
   - {name: pool, type: global_avg_pool}
+  - {name: head, type: tanh}
   - {name: fc, type: fully_connected, outputs: 5}
   - {name: loss, type: softmax_loss}
 )";
