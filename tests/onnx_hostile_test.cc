@@ -344,6 +344,40 @@ TEST(OnnxRecurrentHostileTest, EditedRecurrentNodesAreErrorsOrNetworks) {
   EXPECT_GT(rejected, accepted);
 }
 
+// The window and partition matchers follow values through whatever node
+// computes them: each Reshape, Transpose and Einsum of the Swin and MaxViT
+// fixtures made to read a Constant (a node without inputs) imports or is an
+// error naming the file - never a read past a node's inputs.
+TEST(OnnxWindowHostileTest, ChainsReadingAConstantAreErrorsOrNetworks) {
+  int accepted = 0, rejected = 0;
+  for (const char* fixture : {"swin", "maxvit"}) {
+    const onnx::ModelProto original = LoadOnnxProto(fixture);
+    std::string constant;
+    for (const auto& n : original.graph().node()) {
+      if (n.op_type() == "Constant" && constant.empty()) constant = n.output(0);
+    }
+    ASSERT_FALSE(constant.empty()) << fixture;
+    for (int i = 0; i < original.graph().node_size(); ++i) {
+      const std::string& op = original.graph().node(i).op_type();
+      if (op != "Reshape" && op != "Transpose" && op != "Einsum") continue;
+      onnx::ModelProto model = original;
+      model.mutable_graph()->mutable_node(i)->set_input(0, constant);
+      const Status status = ImportAndBuild(model);
+      const std::string where =
+          std::string(fixture) + " node " + std::to_string(i) + " (" + op + ")";
+      EXPECT_NE(status.code(), StatusCode::kInternal) << where << ": " << status.ToString();
+      if (status.ok()) {
+        ++accepted;
+      } else {
+        EXPECT_THAT(status.ToString(), HasSubstr("net.onnx")) << where;
+        ++rejected;
+      }
+    }
+  }
+  std::printf("chains reading a constant: %d imported, %d rejected\n", accepted, rejected);
+  EXPECT_GT(rejected, 0);
+}
+
 // The errors of the edits above that a user would make name the node and
 // what spill expected.
 TEST(OnnxRecurrentHostileTest, MalformedRecurrentNodesAreNamed) {

@@ -237,6 +237,7 @@ Status Importer::Weight(int node, const std::string& layer, const std::string& p
 }
 
 int Importer::Producer(const std::string& value) const {
+  if (value.empty()) return -1;  // an absent optional input
   auto p = producers_.find(value);
   return p == producers_.end() ? -1 : p->second;
 }

@@ -70,15 +70,16 @@ void Importer::MarkPartitions() {
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& merge = g.node(i);
     if (merge.op_type() != "Reshape") continue;
-    const int t = Producer(merge.input(0));
-    const int split = t >= 0 ? Producer(g.node(t).input(0)) : -1;
+    const int t = Producer(InputOf(merge, 0));
+    const int split = t >= 0 ? Producer(InputOf(g.node(t), 0)) : -1;
     if (split < 0 || g.node(split).op_type() != "Reshape" ||
-        SoleConsumer(g.node(t).output(0)) != i || SoleConsumer(g.node(split).output(0)) != t) {
+        SoleConsumer(OutputOf(g.node(t), 0)) != i ||
+        SoleConsumer(OutputOf(g.node(split), 0)) != t) {
       continue;
     }
-    const std::vector<int64_t> x = DimsOrEmpty(g_, g.node(split).input(0));
-    const std::vector<int64_t> d6 = DimsOrEmpty(g_, g.node(split).output(0));
-    const std::vector<int64_t> y = DimsOrEmpty(g_, merge.output(0));
+    const std::vector<int64_t> x = DimsOrEmpty(g_, InputOf(g.node(split), 0));
+    const std::vector<int64_t> d6 = DimsOrEmpty(g_, OutputOf(g.node(split), 0));
+    const std::vector<int64_t> y = DimsOrEmpty(g_, OutputOf(merge, 0));
     if (x.size() != 4 || d6.size() != 6 || y.size() != 4) continue;
     if (IsPerm(g.node(t), {0, 2, 4, 3, 5, 1})) {  // (N, C, H, W) to (N, G, P P, C)
       const int64_t p = d6[3];
@@ -86,14 +87,14 @@ void Importer::MarkPartitions() {
           y[1] != d6[2] * d6[4] || y[2] != p * p || y[3] != x[1]) {
         continue;
       }
-      partitions_[i] = PartitionStep{g.node(split).input(0), p, true};
+      partitions_[i] = PartitionStep{InputOf(g.node(split), 0), p, true};
     } else if (IsPerm(g.node(t), {0, 5, 1, 3, 2, 4})) {  // (N, G, P P, C) to (N, C, H, W)
       const int64_t p = d6[3];
       if (d6[4] != p || d6[5] != x[3] || x[1] != d6[1] * d6[2] || x[2] != p * p || y[1] != x[3] ||
           y[2] != d6[1] * p || y[3] != d6[2] * p) {
         continue;
       }
-      partitions_[i] = PartitionStep{g.node(split).input(0), p, false};
+      partitions_[i] = PartitionStep{InputOf(g.node(split), 0), p, false};
     } else {
       continue;
     }
@@ -153,27 +154,27 @@ void Importer::MarkPartitionAttention() {
 bool Importer::FindPartitionChain(int softmax, WindowChain* c) const {
   const onnx::GraphProto& g = g_.graph();
   const onnx::NodeProto& s = g.node(softmax);
-  const int add = Producer(s.input(0));
+  const int add = Producer(InputOf(s, 0));
   if (add < 0 || g.node(add).op_type() != "Add") return false;
   std::set<int> bias_nodes;
   std::optional<std::vector<float>> bias;
   int side = 1;
-  while (side >= 0 && !(bias = WeightValues(g.node(add).input(side), &bias_nodes))) --side;
-  const int scores = bias ? Producer(g.node(add).input(1 - side)) : -1;
+  while (side >= 0 && !(bias = WeightValues(InputOf(g.node(add), side), &bias_nodes))) --side;
+  const int scores = bias ? Producer(InputOf(g.node(add), 1 - side)) : -1;
   if (scores < 0 || !EinsumIs(g.node(scores), kScores)) return false;
   // Q and K, one of them scaled by d^-1/2 (MaxViT scales the keys).
   float scale = 1;
   int operands[2];
   for (int k = 0; k < 2; ++k) {
-    operands[k] = Producer(g.node(scores).input(k));
+    operands[k] = Producer(InputOf(g.node(scores), k));
     const int m = operands[k];
     float factor = 0;
     if (m >= 0 && g.node(m).op_type() == "Mul" && scale == 1) {
-      const bool second = ScalarConstant(g.node(m).input(1), &factor);
-      if (second || ScalarConstant(g.node(m).input(0), &factor)) {
+      const bool second = ScalarConstant(InputOf(g.node(m), 1), &factor);
+      if (second || ScalarConstant(InputOf(g.node(m), 0), &factor)) {
         scale = factor;
         c->nodes.insert(m);
-        operands[k] = Producer(g.node(m).input(second ? 0 : 1));
+        operands[k] = Producer(InputOf(g.node(m), second ? 0 : 1));
       }
     }
   }
@@ -188,11 +189,11 @@ bool Importer::FindPartitionChain(int softmax, WindowChain* c) const {
   c->partitioned = true;
   c->nodes.insert({softmax, add, scores});
   c->nodes.insert(bias_nodes.begin(), bias_nodes.end());
-  std::string why, probabilities = s.output(0);
+  std::string why, probabilities = OutputOf(s, 0);
   const int dropout = OnlyReader(probabilities, "Dropout");
   if (dropout >= 0) {
     c->nodes.insert(dropout);
-    probabilities = g.node(dropout).output(0);
+    probabilities = OutputOf(g.node(dropout), 0);
   }
   const int product = OnlyReader(probabilities, "Einsum");
   const int64_t ch = c->channels, d = ch / c->heads;
@@ -200,9 +201,9 @@ bool Importer::FindPartitionChain(int softmax, WindowChain* c) const {
   const double want = 1.0 / std::sqrt(static_cast<double>(d));
   if (std::fabs(scale - want) > 1e-6 * want) c->scale = scale;
   if (product < 0 || !EinsumIs(g.node(product), kProduct) ||
-      g.node(product).input(0) != probabilities) {
+      InputOf(g.node(product), 0) != probabilities) {
     why = "the probabilities are read by other than one Einsum by the values";
-  } else if (!PartitionHeads(Producer(g.node(product).input(1)), c, &qkv, &begins[2])) {
+  } else if (!PartitionHeads(Producer(InputOf(g.node(product), 1)), c, &qkv, &begins[2])) {
     why = "the values are not a Slice of the same projection, split into the same heads";
   } else if (begins[0] != 0 || begins[1] != ch || begins[2] != 2 * ch) {
     why =
@@ -230,17 +231,18 @@ bool Importer::PartitionHeads(int transpose, WindowChain* c, std::string* qkv,
                               int64_t* begin) const {
   const onnx::GraphProto& g = g_.graph();
   if (transpose < 0 || !IsPerm(g.node(transpose), {0, 1, 3, 2, 4})) return false;
-  const int reshape = Producer(g.node(transpose).input(0));
-  const int slice = reshape >= 0 ? Producer(g.node(reshape).input(0)) : -1;
+  const int reshape = Producer(InputOf(g.node(transpose), 0));
+  const int slice = reshape >= 0 ? Producer(InputOf(g.node(reshape), 0)) : -1;
   if (reshape < 0 || slice < 0 || g.node(reshape).op_type() != "Reshape") return false;
-  const std::vector<int64_t> d5 = DimsOrEmpty(g_, g.node(reshape).output(0));
+  const std::vector<int64_t> d5 = DimsOrEmpty(g_, OutputOf(g.node(reshape), 0));
   const auto cut = ReadSlice(g_, g.node(slice), 4);
   if (d5.size() != 5 || !cut || cut->axis != 3 || cut->step != 1 ||
-      cut->end - cut->begin != d5[3] * d5[4] || (!qkv->empty() && g.node(slice).input(0) != *qkv) ||
+      cut->end - cut->begin != d5[3] * d5[4] ||
+      (!qkv->empty() && InputOf(g.node(slice), 0) != *qkv) ||
       (c->heads > 0 && (d5[3] != c->heads || d5[2] != c->tokens || d5[1] != c->groups))) {
     return false;
   }
-  *qkv = g.node(slice).input(0);
+  *qkv = InputOf(g.node(slice), 0);
   *begin = cut->begin;
   c->heads = d5[3];
   c->channels = d5[3] * d5[4];
@@ -259,22 +261,23 @@ bool Importer::PartitionInput(WindowChain* c, const std::string& qkv, std::strin
   if (add >= 0 && g.node(add).op_type() == "Add") {
     std::optional<std::vector<float>> bias;
     int side = 1;
-    while (side >= 0 && !(bias = WeightValues(g.node(add).input(side), &c->nodes))) --side;
+    while (side >= 0 && !(bias = WeightValues(InputOf(g.node(add), side), &c->nodes))) --side;
     if (!bias) {
       *why = "the queries, keys and values get a bias that is not computed from weights alone";
       return false;
     }
     c->qkv_bias = *bias;
     c->has_qkv_bias = true;
-    mm = Producer(g.node(add).input(1 - side));
+    mm = Producer(InputOf(g.node(add), 1 - side));
     c->nodes.insert(add);
   }
-  if (mm >= 0 && g.node(mm).op_type() == "MatMul" && g_.Constant(g.node(mm).input(1)) != nullptr) {
+  if (mm >= 0 && g.node(mm).op_type() == "MatMul" &&
+      g_.Constant(InputOf(g.node(mm), 1)) != nullptr) {
     c->qkv = mm;
-    c->qkv_weight = g_.Constant(g.node(mm).input(1));
+    c->qkv_weight = g_.Constant(InputOf(g.node(mm), 1));
     c->nodes.insert(mm);
     c->in_channels = c->channels;
-    c->source = g.node(mm).input(0);
+    c->source = InputOf(g.node(mm), 0);
   } else if (!c->has_qkv_bias) {
     c->in_channels = 3 * c->channels;
     c->source = qkv;
@@ -294,26 +297,26 @@ bool Importer::PartitionInput(WindowChain* c, const std::string& qkv, std::strin
 bool Importer::PartitionOutput(WindowChain* c, int product, std::string* why) const {
   const onnx::GraphProto& g = g_.graph();
   c->nodes.insert(product);
-  const int perm = OnlyReader(g.node(product).output(0), "Transpose");
-  const int merge = perm >= 0 ? OnlyReader(g.node(perm).output(0), "Reshape") : -1;
+  const int perm = OnlyReader(OutputOf(g.node(product), 0), "Transpose");
+  const int merge = perm >= 0 ? OnlyReader(OutputOf(g.node(perm), 0), "Reshape") : -1;
   if (perm < 0 || !IsPerm(g.node(perm), {0, 1, 3, 2, 4}) || merge < 0 ||
-      !TailIs(g_, g.node(merge).output(0), {c->groups, c->tokens, c->channels})) {
+      !TailIs(g_, OutputOf(g.node(merge), 0), {c->groups, c->tokens, c->channels})) {
     *why = "the heads' outputs are not merged to (N, G, T, C)";
     return false;
   }
   c->nodes.insert({perm, merge});
-  std::string out = g.node(merge).output(0);
+  std::string out = OutputOf(g.node(merge), 0);
   const int mm = OnlyReader(out, "MatMul");
-  if (mm >= 0 && g_.Constant(g.node(mm).input(1)) != nullptr) {
+  if (mm >= 0 && g_.Constant(InputOf(g.node(mm), 1)) != nullptr) {
     c->proj = mm;
-    c->proj_weight = g_.Constant(g.node(mm).input(1));
+    c->proj_weight = g_.Constant(InputOf(g.node(mm), 1));
     c->nodes.insert(mm);
-    out = g.node(mm).output(0);
+    out = OutputOf(g.node(mm), 0);
     const int add = OnlyReader(out, "Add");
     if (add >= 0 && g_.Constant(OtherInput(add, out)) != nullptr) {
       c->proj_bias = g_.Constant(OtherInput(add, out));
       c->nodes.insert(add);
-      out = g.node(add).output(0);
+      out = OutputOf(g.node(add), 0);
     }
   }
   c->last = producers_.at(out);

@@ -45,18 +45,18 @@ bool Importer::RollOf(const std::string& value, int64_t axis, std::string* sourc
       (AttrInt(concat, "axis", 0) + rank) % rank != axis) {
     return false;
   }
-  const int first = Producer(concat.input(0)), second = Producer(concat.input(1));
+  const int first = Producer(InputOf(concat, 0)), second = Producer(InputOf(concat, 1));
   if (first < 0 || second < 0) return false;
   const onnx::NodeProto& a = g_.graph().node(first);
   const onnx::NodeProto& b = g_.graph().node(second);
   auto sa = ReadSlice(g_, a, rank), sb = ReadSlice(g_, b, rank);
   const int64_t extent = DimsOrEmpty(g_, value)[axis];
-  if (!sa || !sb || a.input(0) != b.input(0) || sa->axis != axis || sb->axis != axis ||
+  if (!sa || !sb || InputOf(a, 0) != InputOf(b, 0) || sa->axis != axis || sb->axis != axis ||
       sa->step != 1 || sb->step != 1 || sa->end != extent || sb->begin != 0 ||
       sb->end != sa->begin || sa->begin <= 0 || sa->begin >= extent) {
     return false;
   }
-  *source = a.input(0);
+  *source = InputOf(a, 0);
   *shift = sa->begin;
   nodes->insert({p, first, second});
   return true;
@@ -66,13 +66,14 @@ bool Importer::RollAfter(const std::string& value, int64_t axis, std::string* ou
                          std::set<int>* nodes) const {
   auto readers = g_.consumers.find(value);
   if (readers == g_.consumers.end() || readers->second.size() != 2) return false;
-  const int concat = SoleConsumer(g_.graph().node(readers->second[0]).output(0));
+  const int concat = SoleConsumer(OutputOf(g_.graph().node(readers->second[0]), 0));
   if (concat < 0 || g_.graph().node(concat).op_type() != "Concat") return false;
   std::string source;
-  if (!RollOf(g_.graph().node(concat).output(0), axis, &source, shift, nodes) || source != value) {
+  if (!RollOf(OutputOf(g_.graph().node(concat), 0), axis, &source, shift, nodes) ||
+      source != value) {
     return false;
   }
-  *out = g_.graph().node(concat).output(0);
+  *out = OutputOf(g_.graph().node(concat), 0);
   return true;
 }
 
@@ -93,18 +94,18 @@ bool Importer::CosineScale(int mul, WindowChain* c, int* product) const {
   const onnx::GraphProto& g = g_.graph();
   const onnx::NodeProto& m = g.node(mul);
   for (int side = 0; side < 2; ++side) {
-    const int p = Producer(m.input(side)), e = Producer(m.input(1 - side));
+    const int p = Producer(InputOf(m, side)), e = Producer(InputOf(m, 1 - side));
     if (p < 0 || e < 0 || g.node(p).op_type() != "MatMul" || g.node(e).op_type() != "Exp") {
       continue;
     }
-    const int clip = Producer(g.node(e).input(0));
+    const int clip = Producer(InputOf(g.node(e), 0));
     if (clip < 0 || g.node(clip).op_type() != "Clip") return false;
     const onnx::NodeProto& cl = g.node(clip);
-    const onnx::TensorProto* param = g_.Constant(cl.input(0));
+    const onnx::TensorProto* param = g_.Constant(InputOf(cl, 0));
     float high = 0;
-    const bool no_low = cl.input_size() < 2 || cl.input(1).empty();
-    if (param == nullptr || !no_low || cl.input_size() < 3 || !ScalarConstant(cl.input(2), &high) ||
-        high != static_cast<float>(std::log(100.0))) {
+    const bool no_low = cl.input_size() < 2 || InputOf(cl, 1).empty();
+    if (param == nullptr || !no_low || cl.input_size() < 3 ||
+        !ScalarConstant(InputOf(cl, 2), &high) || high != static_cast<float>(std::log(100.0))) {
       return false;
     }
     auto values = OnnxFloats(*param, g_.label);
@@ -122,24 +123,24 @@ bool Importer::NormalizedOf(const std::string& value, std::string* source,
   const onnx::GraphProto& g = g_.graph();
   const int div = Producer(value);
   if (div < 0 || g.node(div).op_type() != "Div") return false;
-  const std::string& x = g.node(div).input(0);
-  int denominator = Producer(g.node(div).input(1));
+  const std::string& x = InputOf(g.node(div), 0);
+  int denominator = Producer(InputOf(g.node(div), 1));
   std::set<int> found = {div};
   if (denominator >= 0 && g.node(denominator).op_type() == "Expand") {
     found.insert(denominator);
-    denominator = Producer(g.node(denominator).input(0));
+    denominator = Producer(InputOf(g.node(denominator), 0));
   }
   const int reduce = denominator >= 0 && g.node(denominator).op_type() == "Clip"
-                         ? Producer(g.node(denominator).input(0))
+                         ? Producer(InputOf(g.node(denominator), 0))
                          : -1;
   float eps = 0;
-  if (reduce < 0 || g.node(reduce).op_type() != "ReduceL2" || g.node(reduce).input(0) != x ||
+  if (reduce < 0 || g.node(reduce).op_type() != "ReduceL2" || InputOf(g.node(reduce), 0) != x ||
       AttrInt(g.node(reduce), "keepdims", 1) != 1 ||
       (AttrInts(g.node(reduce), "axes", {}) != std::vector<int64_t>{-1} &&
        AttrInts(g.node(reduce), "axes", {}) != std::vector<int64_t>{3}) ||
-      g.node(denominator).input_size() < 2 || !ScalarConstant(g.node(denominator).input(1), &eps) ||
-      eps != 1e-12f ||
-      (g.node(denominator).input_size() > 2 && !g.node(denominator).input(2).empty())) {
+      g.node(denominator).input_size() < 2 ||
+      !ScalarConstant(InputOf(g.node(denominator), 1), &eps) || eps != 1e-12f ||
+      (g.node(denominator).input_size() > 2 && !InputOf(g.node(denominator), 2).empty())) {
     return false;
   }
   found.insert({denominator, reduce});
@@ -172,19 +173,19 @@ bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
   c->softmax = softmax;
   c->nodes.insert(softmax);
   const onnx::NodeProto& s = g.node(softmax);
-  int add = Producer(s.input(0));
+  int add = Producer(InputOf(s, 0));
   const onnx::TensorProto* mask = nullptr;
   std::vector<int> mask_nodes;
   if (add >= 0 && g.node(add).op_type() == "Reshape") {  // the mask between two reshapes
-    const int masked = Producer(g.node(add).input(0));
+    const int masked = Producer(InputOf(g.node(add), 0));
     if (masked < 0 || g.node(masked).op_type() != "Add") return false;
     const onnx::NodeProto& m = g.node(masked);
-    const bool first = g_.Constant(m.input(1)) != nullptr;
-    mask = g_.Constant(m.input(first ? 1 : 0));
-    const int before = Producer(m.input(first ? 0 : 1));
+    const bool first = g_.Constant(InputOf(m, 1)) != nullptr;
+    mask = g_.Constant(InputOf(m, first ? 1 : 0));
+    const int before = Producer(InputOf(m, first ? 0 : 1));
     if (mask == nullptr || before < 0 || g.node(before).op_type() != "Reshape") return false;
     mask_nodes = {add, masked, before};
-    add = Producer(g.node(before).input(0));
+    add = Producer(InputOf(g.node(before), 0));
   }
   if (add < 0 || g.node(add).op_type() != "Add") return false;
   const onnx::NodeProto& a = g.node(add);
@@ -194,47 +195,47 @@ bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
   std::set<int> bias_nodes;
   std::optional<std::vector<float>> bias;
   int side = 1;
-  while (side >= 0 && !(bias = WeightValues(a.input(side), &bias_nodes))) --side;
-  int scores = bias ? Producer(a.input(1 - side)) : -1;
+  while (side >= 0 && !(bias = WeightValues(InputOf(a, side), &bias_nodes))) --side;
+  int scores = bias ? Producer(InputOf(a, 1 - side)) : -1;
   if (scores < 0) return false;
   if (g.node(scores).op_type() == "Mul" && CosineScale(scores, c, &scores)) c->cosine = true;
   if (g.node(scores).op_type() != "MatMul") return false;
   const onnx::NodeProto& mm = g.node(scores);
-  int q = Producer(mm.input(0));
-  const int kt = Producer(mm.input(1));
+  int q = Producer(InputOf(mm, 0));
+  const int kt = Producer(InputOf(mm, 1));
   float scale = 1;
   if (!c->cosine && q >= 0 && g.node(q).op_type() == "Mul") {
-    const bool second = ScalarConstant(g.node(q).input(1), &scale);
-    if (!second && !ScalarConstant(g.node(q).input(0), &scale)) return false;
+    const bool second = ScalarConstant(InputOf(g.node(q), 1), &scale);
+    if (!second && !ScalarConstant(InputOf(g.node(q), 0), &scale)) return false;
     c->nodes.insert(q);
-    q = Producer(g.node(q).input(second ? 0 : 1));
+    q = Producer(InputOf(g.node(q), second ? 0 : 1));
   }
   if (q < 0 || kt < 0 || !IsPerm(g.node(kt), {0, 1, 3, 2})) return false;
-  int k = Producer(g.node(kt).input(0));
+  int k = Producer(InputOf(g.node(kt), 0));
   if (c->cosine) {  // F.normalize(q), F.normalize(k)
     std::string q_source, k_source;
-    if (!NormalizedOf(g.node(q).output(0), &q_source, &c->nodes) || k < 0 ||
-        !NormalizedOf(g.node(k).output(0), &k_source, &c->nodes)) {
+    if (!NormalizedOf(OutputOf(g.node(q), 0), &q_source, &c->nodes) || k < 0 ||
+        !NormalizedOf(OutputOf(g.node(k), 0), &k_source, &c->nodes)) {
       return false;
     }
     q = Producer(q_source);
     k = Producer(k_source);
   }
   if (q < 0 || k < 0 || g.node(q).op_type() != "Gather" || g.node(k).op_type() != "Gather" ||
-      g.node(q).input(0) != g.node(k).input(0)) {
+      InputOf(g.node(q), 0) != InputOf(g.node(k), 0)) {
     return false;
   }
   c->nodes.insert(bias_nodes.begin(), bias_nodes.end());
-  const int qkv_t = Producer(g.node(q).input(0));
+  const int qkv_t = Producer(InputOf(g.node(q), 0));
   if (qkv_t < 0 || !IsPerm(g.node(qkv_t), {2, 0, 3, 1, 4})) return false;
   // Swin's from here on: what does not match is an error, not another chain.
   c->nodes.insert({add, scores, kt, q, k, qkv_t});
   c->nodes.insert(mask_nodes.begin(), mask_nodes.end());
   std::string why;
   const int product = [&] {
-    int reader = OnlyReader(s.output(0), "Dropout");
+    int reader = OnlyReader(OutputOf(s, 0), "Dropout");
     if (reader >= 0) c->nodes.insert(reader);
-    return OnlyReader(reader >= 0 ? g.node(reader).output(0) : s.output(0), "MatMul");
+    return OnlyReader(reader >= 0 ? OutputOf(g.node(reader), 0) : OutputOf(s, 0), "MatMul");
   }();
   if (ConstInts(g_, g.node(q), 1) != std::vector<int64_t>{0} ||
       ConstInts(g_, g.node(k), 1) != std::vector<int64_t>{1} ||
@@ -242,7 +243,7 @@ bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
     why = "the queries and keys are not items 0 and 1 of the projection's first axis";
   } else if (product < 0) {
     why = "the probabilities are read by other than one MatMul by the values";
-  } else if (WindowInput(c, product, g.node(qkv_t).input(0), &why) &&
+  } else if (WindowInput(c, product, InputOf(g.node(qkv_t), 0), &why) &&
              WindowBias(c, *bias, c->window * c->window, &why) && WindowOutput(c, product, &why)) {
     const double want =
         c->cosine ? 1.0 : 1.0 / std::sqrt(static_cast<double>(c->channels / c->heads));
@@ -270,16 +271,16 @@ bool Importer::FindWindowChain(int softmax, WindowChain* c) const {
 bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
                            std::string* why) const {
   const onnx::GraphProto& g = g_.graph();
-  const int v = Producer(g.node(product).input(1));
+  const int v = Producer(InputOf(g.node(product), 1));
   const int reshape = Producer(y);
-  const int v_source = v >= 0 ? Producer(g.node(v).input(0)) : -1;
+  const int v_source = v >= 0 ? Producer(InputOf(g.node(v), 0)) : -1;
   if (v < 0 || g.node(v).op_type() != "Gather" ||
       ConstInts(g_, g.node(v), 1) != std::vector<int64_t>{2} || v_source < 0 ||
-      g.node(v_source).input(0) != y || reshape < 0 || g.node(reshape).op_type() != "Reshape") {
+      InputOf(g.node(v_source), 0) != y || reshape < 0 || g.node(reshape).op_type() != "Reshape") {
     *why = "the values are not item 2 of the projection, reshaped to (windows, T, 3, heads, d)";
     return false;
   }
-  const std::vector<int64_t> d5 = DimsOrEmpty(g_, g.node(reshape).output(0));
+  const std::vector<int64_t> d5 = DimsOrEmpty(g_, OutputOf(g.node(reshape), 0));
   if (d5.size() != 5 || d5[2] != 3) {
     *why = "the projection is not reshaped to (windows, T, 3, heads, d)";
     return false;
@@ -290,7 +291,7 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
   c->nodes.insert({v, reshape});
   // The qkv projection: MatMul by (C, 3C), then Add of 3C - or none, where
   // the windows hold the queries, keys and values already (spill's export).
-  int add = Producer(g.node(reshape).input(0));
+  int add = Producer(InputOf(g.node(reshape), 0));
   int mm = add;
   if (add >= 0 && g.node(add).op_type() == "Reshape") {
     c->in_channels = 3 * c->channels;
@@ -300,25 +301,26 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
     const onnx::NodeProto& a = g.node(add);
     std::optional<std::vector<float>> bias;
     int side = 1;
-    while (side >= 0 && !(bias = WeightValues(a.input(side), &c->nodes))) --side;
+    while (side >= 0 && !(bias = WeightValues(InputOf(a, side), &c->nodes))) --side;
     if (!bias) {
       *why = "the queries, keys and values get a bias that is not computed from weights alone";
       return false;
     }
     c->qkv_bias = *bias;
     c->has_qkv_bias = true;
-    mm = Producer(a.input(1 - side));
+    mm = Producer(InputOf(a, 1 - side));
     c->nodes.insert(add);
   }
-  if (mm < 0 || g.node(mm).op_type() != "MatMul" || g_.Constant(g.node(mm).input(1)) == nullptr) {
+  if (mm < 0 || g.node(mm).op_type() != "MatMul" ||
+      g_.Constant(InputOf(g.node(mm), 1)) == nullptr) {
     *why = "the queries, keys and values are not one MatMul by a constant weight";
     return false;
   }
   c->qkv = mm;
-  c->qkv_weight = g_.Constant(g.node(mm).input(1));
+  c->qkv_weight = g_.Constant(InputOf(g.node(mm), 1));
   c->nodes.insert(mm);
   c->in_channels = c->channels;
-  return WindowSource(c, Producer(g.node(mm).input(0)), tokens, why);
+  return WindowSource(c, Producer(InputOf(g.node(mm), 0)), tokens, why);
 }
 
 // The windows: Reshape (N nW, T, C) of a Transpose [0 1 3 2 4 5] of a
@@ -328,8 +330,8 @@ bool Importer::WindowInput(WindowChain* c, int product, const std::string& y,
 // of a Reshape (N, w, H/w, w, W/w, C).
 bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::string* why) const {
   const onnx::GraphProto& g = g_.graph();
-  const int perm = merge >= 0 ? Producer(g.node(merge).input(0)) : -1;
-  const int split6 = perm >= 0 ? Producer(g.node(perm).input(0)) : -1;
+  const int perm = merge >= 0 ? Producer(InputOf(g.node(merge), 0)) : -1;
+  const int split6 = perm >= 0 ? Producer(InputOf(g.node(perm), 0)) : -1;
   c->grid = perm >= 0 && IsPerm(g.node(perm), {0, 2, 4, 1, 3, 5});
   if (merge < 0 || split6 < 0 || g.node(merge).op_type() != "Reshape" ||
       !(c->grid || IsPerm(g.node(perm), {0, 1, 3, 2, 4, 5})) ||
@@ -339,10 +341,11 @@ bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::stri
         "Reshape)";
     return false;
   }
-  const std::vector<int64_t> d6 = DimsOrEmpty(g_, g.node(split6).output(0));
+  const std::vector<int64_t> d6 = DimsOrEmpty(g_, OutputOf(g.node(split6), 0));
   const int across = c->grid ? 1 : 2;  // the axes of a window's rows and columns: 1, 3 or 2, 4
   if (d6.size() != 6 || d6[across] != d6[across + 2] || d6[across] * d6[across + 2] != tokens ||
-      !TailIs(g_, g.node(merge).output(0), {tokens, c->in_channels}) || d6[5] != c->in_channels) {
+      !TailIs(g_, OutputOf(g.node(merge), 0), {tokens, c->in_channels}) ||
+      d6[5] != c->in_channels) {
     *why = "the windows are not square, or hold other than the T = " + std::to_string(tokens) +
            " positions the attention reads";
     return false;
@@ -350,7 +353,7 @@ bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::stri
   c->window = d6[across];
   c->nodes.insert({merge, perm, split6});
   // The roll by -s along H and W (either order), then the padding.
-  std::string x = g.node(split6).input(0), before;
+  std::string x = InputOf(g.node(split6), 0), before;
   int64_t shift_w = 0, shift_h = 0;
   if (RollOf(x, 2, &before, &shift_w, &c->nodes)) x = before;
   if (RollOf(x, 1, &before, &shift_h, &c->nodes)) x = before;
@@ -369,8 +372,8 @@ bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::stri
   const int pad = Producer(x);
   if (pad >= 0 && g.node(pad).op_type() == "Pad") {  // zeros below and right, to the windows
     const std::vector<int64_t> pads = ConstInts(g_, g.node(pad), 1);
-    const bool zero = g.node(pad).input_size() < 3 || g.node(pad).input(2).empty() ||
-                      WeightValues(g.node(pad).input(2), &c->nodes) == std::vector<float>{0.0f};
+    const bool zero = g.node(pad).input_size() < 3 || InputOf(g.node(pad), 2).empty() ||
+                      WeightValues(InputOf(g.node(pad), 2), &c->nodes) == std::vector<float>{0.0f};
     if (pads.size() != 8 || pads[0] || pads[1] || pads[2] || pads[3] || pads[4] || pads[7] ||
         pads[5] < 0 || pads[6] < 0 || !zero ||
         AttrString(g.node(pad), "mode", "constant") != "constant") {
@@ -380,7 +383,7 @@ bool Importer::WindowSource(WindowChain* c, int merge, int64_t tokens, std::stri
     c->pad_bottom = pads[5];
     c->pad_right = pads[6];
     c->nodes.insert(pad);
-    x = g.node(pad).input(0);
+    x = InputOf(g.node(pad), 0);
   }
   const std::vector<int64_t> xd = DimsOrEmpty(g_, x);
   if (xd.size() != 4 || padded.size() != 4 || xd[3] != c->in_channels ||
@@ -455,52 +458,52 @@ bool Importer::WindowOutput(WindowChain* c, int product, std::string* why) const
   const onnx::GraphProto& g = g_.graph();
   const int64_t t = c->window * c->window, ch = c->channels;
   c->nodes.insert(product);
-  const int perm = OnlyReader(g.node(product).output(0), "Transpose");
-  const int merge = perm >= 0 ? OnlyReader(g.node(perm).output(0), "Reshape") : -1;
+  const int perm = OnlyReader(OutputOf(g.node(product), 0), "Transpose");
+  const int merge = perm >= 0 ? OnlyReader(OutputOf(g.node(perm), 0), "Reshape") : -1;
   if (perm < 0 || !IsPerm(g.node(perm), {0, 2, 1, 3}) || merge < 0 ||
-      !TailIs(g_, g.node(merge).output(0), {t, ch})) {
+      !TailIs(g_, OutputOf(g.node(merge), 0), {t, ch})) {
     *why = "the heads' outputs are not merged to (windows, T, C)";
     return false;
   }
   c->nodes.insert({perm, merge});
-  std::string out = g.node(merge).output(0);
+  std::string out = OutputOf(g.node(merge), 0);
   const int mm = OnlyReader(out, "MatMul");  // the out-projection, unless spill's own export
-  if (mm >= 0 && g_.Constant(g.node(mm).input(1)) == nullptr) {
+  if (mm >= 0 && g_.Constant(InputOf(g.node(mm), 1)) == nullptr) {
     *why = "the merged heads are projected by a MatMul of other than a constant weight";
     return false;
   }
   if (mm >= 0) {
     c->proj = mm;
-    c->proj_weight = g_.Constant(g.node(mm).input(1));
+    c->proj_weight = g_.Constant(InputOf(g.node(mm), 1));
     c->nodes.insert(mm);
-    out = g.node(mm).output(0);
+    out = OutputOf(g.node(mm), 0);
   }
   const int add = mm >= 0 ? OnlyReader(out, "Add") : -1;
   if (add >= 0 && g_.Constant(OtherInput(add, out)) != nullptr) {
     c->proj_bias = g_.Constant(OtherInput(add, out));
     c->nodes.insert(add);
-    out = g.node(add).output(0);
+    out = OutputOf(g.node(add), 0);
   }
   const int dropout = OnlyReader(out, "Dropout");
   if (dropout >= 0) {
     c->nodes.insert(dropout);
-    out = g.node(dropout).output(0);
+    out = OutputOf(g.node(dropout), 0);
   }
   const int split6 = OnlyReader(out, "Reshape");
-  const int perm6 = split6 >= 0 ? OnlyReader(g.node(split6).output(0), "Transpose") : -1;
-  const int image = perm6 >= 0 ? OnlyReader(g.node(perm6).output(0), "Reshape") : -1;
+  const int perm6 = split6 >= 0 ? OnlyReader(OutputOf(g.node(split6), 0), "Transpose") : -1;
+  const int image = perm6 >= 0 ? OnlyReader(OutputOf(g.node(perm6), 0), "Reshape") : -1;
   const std::vector<int64_t> x = DimsOrEmpty(g_, c->source);
   const std::vector<int64_t> back =
       c->grid ? std::vector<int64_t>{0, 3, 1, 4, 2, 5} : std::vector<int64_t>{0, 1, 3, 2, 4, 5};
   if (image < 0 || !IsPerm(g.node(perm6), back) ||
-      !TailIs(g_, g.node(image).output(0), {c->height, c->width, ch})) {
+      !TailIs(g_, OutputOf(g.node(image), 0), {c->height, c->width, ch})) {
     *why =
         "the windows are not merged back into the image (Reshape, Transpose [0 1 3 2 4 5], "
         "Reshape)";
     return false;
   }
   c->nodes.insert({split6, perm6, image});
-  out = g.node(image).output(0);
+  out = OutputOf(g.node(image), 0);
   int64_t back_h = 0, back_w = 0;
   std::string rolled;
   if (RollAfter(out, 1, &rolled, &back_h, &c->nodes)) out = rolled;
@@ -518,7 +521,7 @@ bool Importer::WindowOutput(WindowChain* c, int product, std::string* why) const
       break;
     }
     c->nodes.insert(slice);
-    out = g.node(slice).output(0);
+    out = OutputOf(g.node(slice), 0);
   }
   if (!TailIs(g_, out, {x[1], x[2], ch})) {
     *why = "the padding is not cut off after the windows";
@@ -628,7 +631,7 @@ void Importer::MarkPatchMerging() {
   const onnx::GraphProto& g = g_.graph();
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& concat = g.node(i);
-    const int64_t rank = Rank(g_, concat.output(0));
+    const int64_t rank = Rank(g_, OutputOf(concat, 0));
     if (concat.op_type() != "Concat" || rank != 4 || (AttrInt(concat, "axis", 0) + 4) % 4 != 3) {
       continue;
     }
@@ -639,16 +642,16 @@ void Importer::MarkPatchMerging() {
     std::string source;
     bool match = true;
     for (int64_t k = 0; k < inputs && match; ++k) {
-      const int s2 = Producer(concat.input(static_cast<int>(k)));
-      const int s1 = s2 >= 0 ? Producer(g.node(s2).input(0)) : -1;
+      const int s2 = Producer(InputOf(concat, static_cast<int>(k)));
+      const int s1 = s2 >= 0 ? Producer(InputOf(g.node(s2), 0)) : -1;
       auto a2 = s2 >= 0 ? ReadSlice(g_, g.node(s2), 4) : std::nullopt;
       auto a1 = s1 >= 0 ? ReadSlice(g_, g.node(s1), 4) : std::nullopt;
       if (!a1 || !a2 || a1->step != b || a2->step != b || a1->axis == a2->axis || a1->axis == 3 ||
-          a2->axis == 3 || (!source.empty() && g.node(s1).input(0) != source)) {
+          a2->axis == 3 || (!source.empty() && InputOf(g.node(s1), 0) != source)) {
         match = false;
         break;
       }
-      source = g.node(s1).input(0);
+      source = InputOf(g.node(s1), 0);
       const std::vector<int64_t> d = DimsOrEmpty(g_, source);
       const SliceAxis& rows = a1->axis == 1 ? *a1 : *a2;
       const SliceAxis& cols = a1->axis == 1 ? *a2 : *a1;
@@ -658,7 +661,7 @@ void Importer::MarkPatchMerging() {
     }
     if (!match) continue;
     for (int n : nodes) {  // every slice read by the merge alone
-      for (int reader : g_.consumers.at(g.node(n).output(0))) {
+      for (int reader : g_.consumers.at(OutputOf(g.node(n), 0))) {
         if (reader != i && !nodes.count(reader)) match = false;
       }
     }

@@ -13,6 +13,19 @@
 
 namespace spill {
 namespace onnx_import {
+
+// Input or output k of `n`, or "" where it has none: the matchers follow
+// values through nodes of any operator, so a hostile graph's node with too
+// few inputs or outputs ends a match instead of reading out of bounds.
+inline const std::string& InputOf(const onnx::NodeProto& n, int k) {
+  static const std::string kNone;
+  return k >= 0 && k < n.input_size() ? n.input(k) : kNone;
+}
+inline const std::string& OutputOf(const onnx::NodeProto& n, int k) {
+  static const std::string kNone;
+  return k >= 0 && k < n.output_size() ? n.output(k) : kNone;
+}
+
 inline std::vector<int64_t> ConstInts(const OnnxGraph& g, const onnx::NodeProto& n, int k) {
   const onnx::TensorProto* t = k < n.input_size() ? g.Constant(n.input(k)) : nullptr;
   if (t == nullptr) return {};
