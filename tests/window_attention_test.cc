@@ -37,11 +37,13 @@ struct Geometry {
   // With `cosine`, each head's logit_scale (above ln 100: clamped).
   std::vector<float> logit_scales = {};
   bool grid = false;  // MaxViT's grid attention
+  float scale = 0;    // what multiplies the queries, when not d^-1/2
   Shape Input() const { return Shape(n, 3 * c, h, w); }
   std::string Entry() const {
     return "{type: window_attention, heads: " + std::to_string(heads) +
            ", window: " + std::to_string(window) + ", shift: " + std::to_string(shift) +
-           (cosine ? ", cosine: true" : "") + (grid ? ", grid: true}" : "}");
+           (cosine ? ", cosine: true" : "") + (grid ? ", grid: true" : "") +
+           (scale > 0 ? ", scale: " + std::to_string(scale) + "}" : "}");
   }
   // Random inputs and table, and the geometry's logit_scale.
   void Fill(uint64_t seed, LayerHarness* h) const {
@@ -59,13 +61,14 @@ int Band(int64_t i, int64_t extent, int64_t window, int64_t shift) {
 
 // Row e of a window's d queries or keys as the reference's scores read
 // them: divided by max(|.|, 1e-12) with cosine attention (F.normalize),
-// the queries times d^-1/2 without.
-std::vector<double> ScoreRow(bool cosine, bool query, std::vector<double> row) {
+// the queries times d^-1/2 (or `scale`) without.
+std::vector<double> ScoreRow(bool cosine, bool query, std::vector<double> row, float scale = 0) {
   double squares = 0;
   for (double v : row) squares += v * v;
-  const double divisor = cosine  ? std::max(std::sqrt(squares), 1e-12)
-                         : query ? std::sqrt(static_cast<double>(row.size()))
-                                 : 1.0;
+  const double divisor = cosine      ? std::max(std::sqrt(squares), 1e-12)
+                         : !query    ? 1.0
+                         : scale > 0 ? 1.0 / static_cast<double>(scale)
+                                     : std::sqrt(static_cast<double>(row.size()));
   for (double& v : row) v /= divisor;
   return row;
 }
@@ -109,7 +112,7 @@ std::vector<double> Reference(const Geometry& g, const std::vector<float>& x,
             auto features = [&](int64_t first, int64_t i, int64_t j, bool query) {
               std::vector<double> row(d);
               for (int64_t e = 0; e < d; ++e) row[e] = rolled(image, first + head * d + e, i, j);
-              return ScoreRow(cosine, query, row);
+              return ScoreRow(cosine, query, row, g.scale);
             };
             const std::vector<double> q = features(0, ti, tj, true);
             for (int64_t u = 0; u < tokens; ++u) {
@@ -171,6 +174,9 @@ const Geometry kGeometries[] = {
     {"maxvit_grid", 2, 4, 6, 6, 2, 3, 0, false, {}, true},
     {"maxvit_grid_of_2_by_3", 2, 4, 6, 4, 2, 2, 0, false, {}, true},
     {"cosine_maxvit_grid", 1, 4, 6, 6, 2, 3, 0, true, {1.0f, 5.0f}, true},
+    // MaxViT scales by C^-1/2, not d^-1/2.
+    {"maxvit_grid_scaled", 2, 4, 6, 6, 2, 3, 0, false, {}, true, 0.5f},
+    {"shifted_scaled", 2, 4, 6, 6, 2, 3, 1, false, {}, false, 0.25f},
 };
 
 class WindowAttentionTest : public ::testing::TestWithParam<Geometry> {};
@@ -522,6 +528,9 @@ TEST(WindowAttentionDeclarationTest, BadShapesAndKeysAreErrorsNamingTheLayer) {
       {18, "heads: 2, window: 3, algorithm: naive", "algorithm"},
       {18, "heads: 2, window: 3, cosine: maybe", "cosine: must be true or false (got 'maybe')"},
       {18, "heads: 2, window: 3, shift: 1, grid: true", "grid: true takes no shift (got shift: 1)"},
+      {18, "heads: 2, window: 3, cosine: true, scale: 0.5",
+       "scale: cosine attention takes no scale"},
+      {18, "heads: 2, window: 3, scale: 0", "scale: must be"},
       {18, "heads: 2, window: 3, inputs: [qkv, data]", "takes 1 input, got 2"},
   };
   for (const Bad& c : cases) {
