@@ -267,16 +267,53 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
+// Attention written out with the matrix layers (layers/matrix_layers.h):
+// a ViT's tokens, Q, K and V sliced from one projection and reshaped to
+// heads x d x T, S = Q^T K / sqrt(d), a softmax over the keys, O = V P^T,
+// the heads merged back, a residual add, the tokens pooled and classified.
+inline constexpr char kMatrices[] = R"(
+layers:
+  - {name: data, type: input, shape: [1, 16, 16]}
+  - {name: patches, type: convolution, filters: 8, kernel: 4, stride: 4}
+  - {name: tokens, type: tokens}
+  - {name: pos, type: positions, length: 16}
+  - {name: ln1, type: layer_norm}
+  - {name: qkv, type: convolution, filters: 24, kernel: 1}
+  - {name: q, type: slice, inputs: [qkv], begin: 0, end: 8}
+  - {name: k, type: slice, inputs: [qkv], begin: 8, end: 16}
+  - {name: v, type: slice, inputs: [qkv], begin: 16, end: 24}
+  - {name: qh, type: reshape, inputs: [q], shape: [2, 4, -1]}
+  - {name: kh, type: reshape, inputs: [k], shape: [2, 4, -1]}
+  - {name: vh, type: reshape, inputs: [v], shape: [2, 4, -1]}
+  - {name: scores, type: matmul, inputs: [qh, kh], transpose_a: true, alpha: 0.5}
+  - {name: probs, type: softmax, axis: w}
+  - {name: heads, type: matmul, inputs: [vh, probs], transpose_b: true}
+  - {name: merged, type: reshape, shape: [8, 1, -1]}
+  - {name: proj, type: convolution, filters: 8, kernel: 1}
+  - {name: add1, type: add, inputs: [proj, pos]}
+  - {name: pool, type: global_avg_pool}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
 struct Network {
   const char* name;
   const char* yaml;
   bool on_cuda = true;  // false: a layer's option runs on the CPU device only
 };
-inline constexpr Network kNetworks[] = {
-    {"lenet", kLeNet},       {"resnet", kResNet},         {"inception", kInception},
-    {"alexnet", kAlexNet},   {"densenet", kDenseNet},     {"blocked", kBlocked},
-    {"sequence", kSequence}, {"depth", kStochasticDepth}, {"seq2seq", kSeq2Seq, false},
-    {"gpt", kGpt, false},    {"vit", kVit, false},        {"swin", kSwin, false}};
+inline constexpr Network kNetworks[] = {{"lenet", kLeNet},
+                                        {"resnet", kResNet},
+                                        {"inception", kInception},
+                                        {"alexnet", kAlexNet},
+                                        {"densenet", kDenseNet},
+                                        {"blocked", kBlocked},
+                                        {"sequence", kSequence},
+                                        {"depth", kStochasticDepth},
+                                        {"seq2seq", kSeq2Seq, false},
+                                        {"gpt", kGpt, false},
+                                        {"vit", kVit, false},
+                                        {"swin", kSwin, false},
+                                        {"matrices", kMatrices, false}};
 
 // The networks whose every layer option runs on CUDA too.
 inline std::vector<Network> CudaNetworks() {
