@@ -9,7 +9,7 @@ namespace spill {
 AttentionLayer::AttentionLayer(LayerParams& params)
     : heads_(params.RequiredInt("heads", 1, kMaxLayerExtent)),
       causal_(params.Bool("causal", false)),
-      tiled_(params.Choice("algorithm", {"tiled", "naive"}, "tiled") == "tiled") {}
+      tiled_(params.Choice("algorithm", {"tiled", "naive", "auto"}, "tiled") == "tiled") {}
 
 Status AttentionLayer::Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) {
   const Shape& x = inputs[0];

@@ -17,7 +17,12 @@
 //                    holding a T x T matrix (FlashAttention's trade: O(T)
 //                    saved per query instead of O(T^2), for a second pass of
 //                    Q K^T);
-//   naive            the probabilities, N x heads x T x T.
+//   naive            the probabilities, N x heads x T x T;
+//   auto             chosen per run by the programs: naive (backward does not
+//                    compute the scores again) where the plan fits, tiled
+//                    where it does not (tools/common/net_options.h) - and
+//                    tiled under the workspace policy memory_optimal. A layer
+//                    built outside a network computes naive.
 // Both compute a row the same way, in the same order, so they give the same
 // bits: the choice changes the memory and the backward's work only. A
 // T x T matrix is never the workspace either: a row of scores per head in

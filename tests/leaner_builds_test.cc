@@ -6,6 +6,7 @@
 // planners briefly; the exact program, milp, left out for its solve time)
 // the largest batch under the default is at least memory_optimal's, and
 // where everything fits nothing changes.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -97,6 +98,62 @@ TEST(LeanerBuildsTest, BelowTheDefaultsPeakALeanerBuildIsPlannedAndSaid) {
   EXPECT_TRUE(probe->fits);
   EXPECT_FALSE(probe->leaner.empty());
   EXPECT_TRUE(probe->plain_layouts);
+}
+
+// The GPT of the memory tests with both attention layers of algorithm auto.
+NetSpec AutoGpt() {
+  std::string yaml = testing::kGpt;
+  for (const char* from : {"causal: true, algorithm: naive}", "causal: true}"}) {
+    const size_t at = yaml.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    yaml.replace(at, std::string(from).size(), "causal: true, algorithm: auto}");
+  }
+  return testing::MustParse(yaml);
+}
+
+// A network built with attention of algorithm auto computes the algorithm
+// its options choose, and its specs say which.
+TEST(LeanerBuildsTest, AttentionOfAlgorithmAutoIsBuiltAsTheOptionsChoose) {
+  const NetSpec spec = AutoGpt();
+  for (bool tiled : {false, true}) {
+    NetOptions options{2, DeviceType::kCpu};
+    options.tiled_attention = tiled;
+    auto net = Net::Build(spec, options);
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    EXPECT_TRUE((*net)->chooses_attention());
+    for (const char* name : {"attn", "attn2"}) {
+      const int id = (*net)->FindLayer(name);
+      ASSERT_GE(id, 0);
+      EXPECT_EQ((*net)->spec(id).params["algorithm"].as<std::string>(), tiled ? "tiled" : "naive");
+    }
+  }
+  auto fixed = Net::Build(Network("gpt"), NetOptions{2, DeviceType::kCpu});
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_FALSE((*fixed)->chooses_attention());
+}
+
+// Attention of algorithm auto keeps the probabilities (naive) where the
+// plan fits and its row statistics (tiled) where only that fits; under
+// memory_optimal it keeps the row statistics always.
+TEST(LeanerBuildsTest, AttentionOfAlgorithmAutoKeepsTheProbabilitiesUntilTheyDoNotFit) {
+  const NetSpec spec = AutoGpt();
+  auto roomy = PlanProbe(spec, kProbeBatch, Options("liveness", size_t{1} << 40, "dynamic"));
+  auto least = PlanProbe(spec, kProbeBatch, Options("liveness", size_t{1} << 40, "memory_optimal"));
+  ASSERT_TRUE(roomy.ok() && least.ok());
+  EXPECT_TRUE(roomy->leaner.empty()) << roomy->leaner;
+  EXPECT_FALSE(roomy->tiled_attention);
+  ASSERT_LT(least->plan.peak, roomy->plan.peak);
+  auto tight = PlanProbe(spec, kProbeBatch, Options("liveness", least->plan.peak, "dynamic"));
+  ASSERT_TRUE(tight.ok()) << tight.status().ToString();
+  EXPECT_TRUE(tight->fits);
+  EXPECT_TRUE(tight->tiled_attention);
+  EXPECT_THAT(tight->leaner, ::testing::HasSubstr("attention of algorithm auto keeping 2 floats "
+                                                  "per query (tiled)"));
+  // The search for the largest batch goes as far as memory_optimal's.
+  const int64_t reach = Reach(spec, Options("liveness", least->plan.peak, "dynamic"));
+  const int64_t optimal = Reach(spec, Options("liveness", least->plan.peak, "memory_optimal"));
+  EXPECT_GE(reach, optimal);
+  EXPECT_GE(reach, kProbeBatch);
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions&
   net->name_ = spec.name;
   net->file_ = spec.file;
   net->batch_ = options.batch;
-  SPILL_RETURN_IF_ERROR(net->CreateLayers(spec, options.device));
+  SPILL_RETURN_IF_ERROR(net->CreateLayers(spec, options));
   SPILL_RETURN_IF_ERROR(net->WireInputs(spec));
 
   RouteGraph graph;
@@ -62,9 +62,34 @@ StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions&
   return net;
 }
 
-Status Net::CreateLayers(const NetSpec& spec, DeviceType device) {
-  for (const LayerSpec& ls : spec.layers) {
-    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Layer> layer, LayerRegistry::Get().Create(ls, device));
+namespace {
+
+bool AutoAttention(const LayerSpec& ls) {
+  if (ls.type != "attention" || !ls.params.IsMap()) return false;
+  const YAML::Node algorithm = ls.params["algorithm"];
+  return algorithm.IsDefined() && algorithm.IsScalar() && algorithm.Scalar() == "auto";
+}
+
+// `given` with its algorithm chosen, its keys a copy (a YAML node assigned
+// to would change every spec that shares it).
+LayerSpec WithAlgorithm(const LayerSpec& given, const char* algorithm) {
+  YAML::Node params = YAML::Clone(given.params);
+  params["algorithm"] = algorithm;
+  return LayerSpec{given.name, given.type, given.inputs, params, given.where};
+}
+
+}  // namespace
+
+Status Net::CreateLayers(const NetSpec& spec, const NetOptions& options) {
+  for (const LayerSpec& given : spec.layers) {
+    // Attention of algorithm auto is built with the one the options choose,
+    // and says so in its spec (plan, export and the logs read that).
+    const bool chosen = AutoAttention(given);
+    chooses_attention_ = chooses_attention_ || chosen;
+    const LayerSpec ls =
+        chosen ? WithAlgorithm(given, options.tiled_attention ? "tiled" : "naive") : given;
+    SPILL_ASSIGN_OR_RETURN(std::unique_ptr<Layer> layer,
+                           LayerRegistry::Get().Create(ls, options.device));
     layer->set_batch(batch_);
     LayerDecl decl;
     decl.name = ls.name;

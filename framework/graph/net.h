@@ -32,6 +32,10 @@ struct NetOptions {
   // In 16 bits: the whole batch's float32 copies from which a step is
   // computed in slices (kConversionSlices; SIZE_MAX: never).
   size_t slice_copies_from = SIZE_MAX;
+  // What attention layers of `algorithm: auto` keep for backward: the row
+  // statistics (tiled) where true, the probabilities (naive) where false.
+  // The programs choose (tools/common/net_options.h, LeanerBuilds).
+  bool tiled_attention = false;
 };
 
 class Net;
@@ -45,6 +49,9 @@ SequenceReshaper ReshaperOf(Net& net);
 class Net {
  public:
   static StatusOr<std::unique_ptr<Net>> Build(const NetSpec& spec, const NetOptions& options);
+  // Whether a layer is attention whose algorithm the build chose
+  // (`algorithm: auto`, NetOptions::tiled_attention).
+  bool chooses_attention() const { return chooses_attention_; }
 
   const std::string& name() const { return name_; }
   const std::string& file() const { return file_; }
@@ -95,7 +102,7 @@ class Net {
 
  private:
   Net() = default;
-  Status CreateLayers(const NetSpec& spec, DeviceType device);
+  Status CreateLayers(const NetSpec& spec, const NetOptions& options);
   Status WireInputs(const NetSpec& spec);
   Status InferShapes(const std::vector<int>& route);
   // A loss exists and every layer feeds one (framework/graph/net_checks.h).
@@ -139,6 +146,7 @@ class Net {
   std::string file_;
   int64_t batch_ = 1;
   bool blocked_layouts_ = true;
+  bool chooses_attention_ = false;  // an attention layer of algorithm auto
   Precision precision_ = Precision::kFp32;
   size_t slice_copies_from_ = SIZE_MAX;
   std::vector<int64_t> conversion_slices_;  // ConversionSlice, per layer and pass

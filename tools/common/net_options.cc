@@ -10,6 +10,9 @@ NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy
   options.batch = batch;
   options.device = device;
   options.precision = precision;
+  // Least memory keeps attention's row statistics; every other policy the
+  // probabilities until a plan does not fit (LeanerBuilds).
+  options.tiled_attention = workspace.kind == WorkspacePolicy::Kind::kMemoryOptimal;
   if (device != DeviceType::kCpu) return options;
   if (workspace.kind == WorkspacePolicy::Kind::kPin) {
     const cpu::ConvAlgorithm* pinned = cpu::FindConvAlgorithm(workspace.name);
@@ -49,6 +52,13 @@ std::vector<LeanerBuild> LeanerBuilds(const Net& net, const NetOptions& options,
     builds.push_back({lean, workspace, sliced + ": the plan with whole steps does not fit"});
   }
   if (workspace.kind != WorkspacePolicy::Kind::kDynamic) return builds;
+  if (net.chooses_attention() && !lean.tiled_attention) {
+    lean.tiled_attention = true;
+    sliced += std::string(sliced.empty() ? "" : ", and ") +
+              "attention of algorithm auto keeping 2 floats per query (tiled) instead of the "
+              "probabilities";
+    builds.push_back({lean, workspace, sliced + ": the plan with the probabilities does not fit"});
+  }
   const std::string also = sliced.empty() ? "" : sliced + ", and ";
   lean.blocked_layouts = false;
   const bool blocked = HasBlockedLayouts(net);

@@ -36,7 +36,9 @@ bool HasBlockedLayouts(const Net& net);
 // configuration as given does not fit its budget. In 16 bits, first the
 // larger steps are computed in slices of the batch, whatever the workspace
 // policy (NetOptions::slice_copies_from). With the default workspace policy
-// (dynamic), blocked layouts then give way to plain ones (no whole-batch
+// (dynamic), attention of `algorithm: auto` then keeps its row statistics
+// instead of the probabilities (tiled: backward computes the scores again;
+// NetOptions::tiled_attention), blocked layouts give way to plain ones (no whole-batch
 // conversion copies), then the algorithms to those of least workspace
 // (memory_optimal's - what the planners that search plan for otherwise
 // are the fastest, as if memory were free). So the default never

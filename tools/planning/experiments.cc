@@ -209,6 +209,7 @@ NetOptions NetOptionsOf(int64_t batch, DeviceType type, const ExperimentOptions&
   NetOptions net = NetOptionsFor(batch, type, options.memory.workspace, options.precision);
   if (options.plain_layouts) net.blocked_layouts = false;
   net.slice_copies_from = options.slice_copies_from;
+  if (options.tiled_attention) net.tiled_attention = true;
   return net;
 }
 
@@ -278,6 +279,7 @@ StatusOr<Probe> PlanProbe(const NetSpec& spec, int64_t batch, const ExperimentOp
     tried.leaner = lean.note;
     tried.plain_layouts = !lean.net.blocked_layouts;
     tried.slice_copies_from = lean.net.slice_copies_from;
+    tried.tiled_attention = lean.net.tiled_attention;
     return tried;
   }
   return probe;
@@ -288,6 +290,7 @@ void ExperimentOptions::Use(const Probe& probe) {
   memory.workspace = probe.workspace;
   plain_layouts = probe.plain_layouts;
   slice_copies_from = probe.slice_copies_from;
+  tiled_attention = probe.tiled_attention;
 }
 
 int ReportPrediction(const NetSpec& spec, int64_t batch, const ExperimentOptions& options) {

@@ -31,6 +31,7 @@ struct Probe {
   bool plain_layouts = false;
   WorkspacePolicy workspace;
   size_t slice_copies_from = SIZE_MAX;
+  bool tiled_attention = false;  // NetOptions::tiled_attention
 };
 
 // Largest x in [low, limit] with fits(x), for a predicate that holds up to
@@ -62,6 +63,7 @@ struct ExperimentOptions {
   MemoryOptions memory;                 // the tool's defaults with the memory flags applied
   bool plain_layouts = false;           // build with every activation layout plain
   size_t slice_copies_from = SIZE_MAX;  // NetOptions::slice_copies_from
+  bool tiled_attention = false;         // NetOptions::tiled_attention
   // One rank of a data-parallel run of `ranks` (its batch as given): with
   // `zero` 1 it holds its shard of the solver state, with 2 also each
   // gradient only around its layer's backward (distributed.zero).
