@@ -713,24 +713,28 @@ void SetFloats(onnx::TensorProto* t, const std::vector<float>& values) {
   for (float v : values) t->add_float_data(v);
 }
 
+// Adds 0.25 to one entry of the model's first (1, heads, 4, 4) constant,
+// the relative position bias of windows of 2 x 2 that PyTorch folds: no
+// longer equal wherever the offset is. False when there is none.
+bool ChangeOneScoreBias(onnx::ModelProto* model) {
+  for (auto& t : *model->mutable_graph()->mutable_initializer()) {
+    if (t.dims_size() != 4 || t.dims(0) != 1 || t.dims(2) != 4 || t.dims(3) != 4) continue;
+    auto values = OnnxFloats(t, "bias");
+    if (!values.ok()) return false;
+    (*values)[1] += 0.25f;
+    SetFloats(&t, *values);
+    return true;
+  }
+  return false;
+}
+
 // Shifted-window attention that spill's window_attention does not compute
 // is an error naming the Softmax and what differs: a bias that is not a
 // relative position bias, another mask. Another scale than d^-1/2 is the
 // layer's `scale`.
 TEST(OnnxErrorsTest, WindowAttentionSpillDoesNotComputeIsNamed) {
   onnx::ModelProto biased = LoadOnnxProto("swin");  // one score's bias changed
-  onnx::TensorProto* bias = nullptr;
-  for (auto& t : *biased.mutable_graph()->mutable_initializer()) {
-    if (t.dims_size() == 4 && t.dims(0) == 1 && t.dims(1) == 2 && t.dims(2) == 4 &&
-        t.dims(3) == 4 && bias == nullptr) {
-      bias = &t;
-    }
-  }
-  ASSERT_NE(bias, nullptr);
-  auto values = OnnxFloats(*bias, "bias");
-  ASSERT_TRUE(values.ok());
-  (*values)[1] += 0.25f;
-  SetFloats(bias, *values);
+  ASSERT_TRUE(ChangeOneScoreBias(&biased));
   const std::string error = OnnxImportError(biased);
   EXPECT_THAT(error, HasSubstr("(Softmax): spill imports Softmax only within attention"));
   EXPECT_THAT(error, HasSubstr("a shifted-window attention (Swin's): the bias added to the "
@@ -761,18 +765,7 @@ TEST(OnnxErrorsTest, WindowAttentionSpillDoesNotComputeIsNamed) {
 // Softmax and what differs.
 TEST(OnnxErrorsTest, PartitionAttentionSpillDoesNotComputeIsNamed) {
   onnx::ModelProto biased = LoadOnnxProto("maxvit");  // one score's bias changed
-  onnx::TensorProto* bias = nullptr;
-  for (auto& t : *biased.mutable_graph()->mutable_initializer()) {
-    if (t.dims_size() == 4 && t.dims(0) == 1 && t.dims(2) == 4 && t.dims(3) == 4 &&
-        bias == nullptr) {
-      bias = &t;
-    }
-  }
-  ASSERT_NE(bias, nullptr);
-  auto values = OnnxFloats(*bias, "bias");
-  ASSERT_TRUE(values.ok());
-  (*values)[1] += 0.25f;
-  SetFloats(bias, *values);
+  ASSERT_TRUE(ChangeOneScoreBias(&biased));
   EXPECT_THAT(OnnxImportError(biased),
               AllOf(HasSubstr("(Softmax): spill imports Softmax only within attention"),
                     HasSubstr("an attention in partitions (MaxViT's): the bias added to the "

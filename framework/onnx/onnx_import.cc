@@ -398,10 +398,10 @@ StatusOr<ImportedNet> Importer::Run() {
   SPILL_RETURN_IF_ERROR(Input());
   MarkInitialStates();
   output_softmax_ = FindOutputSoftmax();
-  MarkWindowAttention();
+  MarkWindowChains(&Importer::FindWindowChain, "a shifted-window attention (Swin's)");
   MarkPatchMerging();
   MarkPartitions();
-  MarkPartitionAttention();
+  MarkWindowChains(&Importer::FindPartitionChain, "an attention in partitions (MaxViT's)");
   MarkAttention();
   MarkShapeChains();
   if (!softmax_errors_.empty()) {  // before the walk stops at a node of its chain

@@ -133,22 +133,6 @@ Status Importer::Partition(int node) {
   return ProduceValue(node, 0, v);
 }
 
-void Importer::MarkPartitionAttention() {
-  const onnx::GraphProto& g = g_.graph();
-  for (int i = 0; i < g.node_size(); ++i) {
-    if (g.node(i).op_type() != "Softmax" || i == output_softmax_ || fused_.count(i)) continue;
-    WindowChain c;
-    if (!FindPartitionChain(i, &c)) continue;
-    if (!c.error.empty()) {
-      softmax_errors_[i] = "an attention in partitions (MaxViT's): " + c.error;
-      continue;
-    }
-    c.nodes.erase(c.last);
-    fused_.insert(c.nodes.begin(), c.nodes.end());
-    windows_[c.last] = c;
-  }
-}
-
 // From the Softmax back to the scores: an Einsum of Q and K per group and
 // head plus a constant bias; false when the scores are not MaxViT's.
 bool Importer::FindPartitionChain(int softmax, WindowChain* c) const {

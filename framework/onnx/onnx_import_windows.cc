@@ -149,14 +149,14 @@ bool Importer::NormalizedOf(const std::string& value, std::string* source,
   return true;
 }
 
-void Importer::MarkWindowAttention() {
+void Importer::MarkWindowChains(ChainFinder find, const std::string& kind) {
   const onnx::GraphProto& g = g_.graph();
   for (int i = 0; i < g.node_size(); ++i) {
-    if (g.node(i).op_type() != "Softmax" || i == output_softmax_) continue;
+    if (g.node(i).op_type() != "Softmax" || i == output_softmax_ || fused_.count(i)) continue;
     WindowChain c;
-    if (!FindWindowChain(i, &c)) continue;
+    if (!(this->*find)(i, &c)) continue;
     if (!c.error.empty()) {
-      softmax_errors_[i] = "a shifted-window attention (Swin's): " + c.error;
+      softmax_errors_[i] = kind + ": " + c.error;
       continue;
     }
     c.nodes.erase(c.last);

@@ -309,10 +309,13 @@ class Importer {
     std::set<int> nodes;
     std::string error;  // why this Softmax is no such chain, or ""
   };
-  // Before the walk (and before MarkAttention): every Softmax that reads
-  // shifted-window scores, its chain's nodes marked converted; false from
-  // FindWindowChain when the Softmax is not Swin's at all (its error empty).
-  void MarkWindowAttention();
+  // Before the walk (and before MarkAttention): every Softmax whose chain
+  // `find` recognizes (Swin's FindWindowChain, MaxViT's
+  // FindPartitionChain), its nodes marked converted, or its error noted
+  // under `kind`; `find` returns false where the Softmax is not of its
+  // kind at all (its error empty).
+  using ChainFinder = bool (Importer::*)(int softmax, WindowChain* c) const;
+  void MarkWindowChains(ChainFinder find, const std::string& kind);
   bool FindWindowChain(int softmax, WindowChain* c) const;
   bool WindowInput(WindowChain* c, int product, const std::string& y, std::string* why) const;
   bool WindowOutput(WindowChain* c, int product, std::string* why) const;
@@ -358,7 +361,6 @@ class Importer {
   };
   void MarkPartitions();
   Status Partition(int node);
-  void MarkPartitionAttention();
   bool FindPartitionChain(int softmax, WindowChain* c) const;
   bool PartitionHeads(int transpose, WindowChain* c, std::string* qkv, int64_t* begin) const;
   bool PartitionInput(WindowChain* c, const std::string& qkv, std::string* why) const;
