@@ -153,9 +153,7 @@ Status BuildError(const std::string& layers) {
       "layers:\n  - {name: data, type: input, shape: [1, 1, 8], labels: pixels}\n"
       "  - {name: embed, type: embedding, vocabulary: 5, size: 6}\n" +
       layers + "  - {name: loss, type: softmax_loss}\n";
-  auto spec = ParseNetString(yaml, "gpt.yaml");
-  if (!spec.ok()) return spec.status();
-  return Net::Build(*spec, {2, DeviceType::kCpu}).status();
+  return testing::BuildStatus(yaml, "gpt.yaml");
 }
 
 TEST(AttentionDeclarationTest, BadShapesAreErrorsNamingTheLayer) {

@@ -499,9 +499,7 @@ Status BuildError(const std::string& layers) {
                            "  - {name: gap, type: global_avg_pool}\n"
                            "  - {name: fc, type: fully_connected, outputs: 2}\n"
                            "  - {name: loss, type: softmax_loss}\n";
-  auto spec = ParseNetString(yaml, "swin.yaml");
-  if (!spec.ok()) return spec.status();
-  return Net::Build(*spec, {2, DeviceType::kCpu}).status();
+  return testing::BuildStatus(yaml, "swin.yaml");
 }
 
 // A 1x1 convolution of `filters` and the window attention entry `keys`.

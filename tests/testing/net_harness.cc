@@ -106,6 +106,12 @@ NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides) {
   return *spec;
 }
 
+Status BuildStatus(const std::string& yaml, const std::string& label) {
+  auto spec = ParseNetString(yaml, label);
+  if (!spec.ok()) return spec.status();
+  return Net::Build(*spec, {2, DeviceType::kCpu}).status();
+}
+
 StatusOr<TrainTrace> TrainSynthetic(const NetSpec& spec, const SyntheticRun& run) {
   DeviceConfig config;
   config.link_bytes_per_second = run.link_bytes_per_second;

@@ -93,6 +93,11 @@ SyntheticRun SmallMemoryRun(const std::string& mode);
 // Parses YAML text (label "test.yaml") or dies.
 NetSpec MustParse(const std::string& yaml, const ParamOverrides& overrides = {});
 
+// What parsing `yaml` (named `label` in messages) and building it at batch 2
+// on the CPU says: OK, or the first error - the layer tests' bad keys and
+// shapes.
+Status BuildStatus(const std::string& yaml, const std::string& label);
+
 }  // namespace testing
 }  // namespace spill
 
