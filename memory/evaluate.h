@@ -6,7 +6,9 @@
 //   offload   its copy to host memory begins after the step that writes it,
 //             its device block is freed after step `out`, and it is
 //             prefetched before step `in` computes (in == its first
-//             backward use: it comes back when that step reads it);
+//             backward use: it comes back when that step reads it); an
+//             activation gradient goes likewise between its first write
+//             and its next use;
 //   drop      its device block is freed after step `out`; it is rebuilt by
 //             rerunning its layer's forward before step `in` computes (in ==
 //             its first backward use: when that step reads it). Inputs of the
@@ -88,20 +90,27 @@ struct EvalModel {
   std::vector<Alternative> lean;
   IterationCosts costs;
   DeviceProfile profile;
-  Liveness liveness;                           // training iteration
-  std::vector<int> last_forward_use;           // per tensor; -1 when none
-  std::vector<int> first_backward_use;         // per tensor; -1 when none
-  std::vector<bool> offloadable;               // written in forward, read in backward
+  Liveness liveness;  // training iteration
+  // Per tensor, the gap in its uses a plan may move it out over (-1 when
+  // none): it may leave after step `leaves_after` (a forward tensor's last
+  // forward use; an activation gradient's first write) and is needed back
+  // at step `needed_at` (its first backward use; a gradient's next use).
+  std::vector<int> leaves_after;
+  std::vector<int> needed_at;
+  // Written in forward and read in backward; or an activation gradient read
+  // again two or more steps after it is written (a residual branch's
+  // gradient, held while the other branch runs backward).
+  std::vector<bool> offloadable;
   std::vector<bool> droppable;                 // and its layer can be rerun to rebuild it
   std::vector<bool> forward_only;              // a rerunnable activation backward never reads
   std::vector<std::vector<TensorId>> sources;  // per tensor: its layer's inputs and saved tensors
   // Tensors a planner decides on (offloadable or droppable and at least the
   // minimum size), by the step that writes them, then by id.
   std::vector<TensorId> candidates;
-  std::vector<TensorId> by_backward_use;  // tensors read in backward, by first such use, then id
-  double base_seconds = 0;                // the iteration with every tensor kept
-  size_t base_peak = 0;                   // and its peak (liveness's)
-  std::vector<size_t> base_step_peak;     // and every step's
+  std::vector<TensorId> by_need;       // tensors with a needed_at, by it, then by id
+  double base_seconds = 0;             // the iteration with every tensor kept
+  size_t base_peak = 0;                // and its peak (liveness's)
+  std::vector<size_t> base_step_peak;  // and every step's
 
   int num_steps() const { return 2 * num_layers; }
 };

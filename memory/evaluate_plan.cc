@@ -76,19 +76,40 @@ void SetLeanAlternatives(const NetworkView& view, const MemoryOptions& options,
   }
 }
 
+// An activation gradient's gap: from the step that first writes it to its
+// next use (the step that accumulates into it or reads it). It is worth
+// moving out when another step runs in between - a residual block's
+// shortcut gradient, held while the branch runs backward.
+void ClassifyGradient(TensorId t, EvalModel* m) {
+  const Schedule& schedule = *m->schedule;
+  const int w = m->liveness.first_use[t];
+  m->leaves_after[t] = m->needed_at[t] = -1;
+  if (w < 0) return;
+  int next = -1;
+  for (int s = w + 1; s < m->num_steps() && next < 0; ++s) {
+    for (const std::vector<TensorId>* ids : {&schedule.steps[s].reads, &schedule.steps[s].writes}) {
+      if (std::find(ids->begin(), ids->end(), t) != ids->end()) next = s;
+    }
+  }
+  if (next < 0) return;
+  m->leaves_after[t] = w;
+  m->needed_at[t] = next;
+  m->offloadable[t] = next - w >= 2;
+}
+
 void ClassifyTensors(const NetworkView& view, EvalModel* m) {
   const Schedule& schedule = *m->schedule;
   const size_t count = schedule.tensors.size();
   const int n = m->num_layers;
-  m->last_forward_use.assign(count, -1);
-  m->first_backward_use.assign(count, -1);
+  m->leaves_after.assign(count, -1);
+  m->needed_at.assign(count, -1);
   for (int s = 0; s < m->num_steps(); ++s) {
     for (const std::vector<TensorId>* ids : {&schedule.steps[s].reads, &schedule.steps[s].writes}) {
       for (TensorId t : *ids) {
         if (s < n) {
-          m->last_forward_use[t] = std::max(m->last_forward_use[t], s);
-        } else if (m->first_backward_use[t] < 0) {
-          m->first_backward_use[t] = s;
+          m->leaves_after[t] = std::max(m->leaves_after[t], s);
+        } else if (m->needed_at[t] < 0) {
+          m->needed_at[t] = s;
         }
       }
     }
@@ -99,9 +120,13 @@ void ClassifyTensors(const NetworkView& view, EvalModel* m) {
   m->sources.assign(count, {});
   for (TensorId t = 0; t < static_cast<TensorId>(count); ++t) {
     const TensorInfo& info = schedule.tensors[t];
+    if (info.kind == TensorKind::kActivationGrad) {
+      ClassifyGradient(t, m);
+      continue;
+    }
     const bool forward = m->liveness.first_use[t] >= 0 && m->liveness.first_use[t] < n;
-    if (!forward || !IsTransient(info.kind) || info.kind == TensorKind::kActivationGrad) continue;
-    const bool backward = m->first_backward_use[t] >= 0;
+    if (!forward || !IsTransient(info.kind)) continue;
+    const bool backward = m->needed_at[t] >= 0;
     m->offloadable[t] = backward;
     const LayerSummary& layer = view.layer(info.layer);
     // A layer is rerun to rebuild its only output (a second output would be
@@ -114,11 +139,10 @@ void ClassifyTensors(const NetworkView& view, EvalModel* m) {
     m->sources[t] = RebuildSources(schedule, t);
   }
   for (TensorId t = 0; t < static_cast<TensorId>(count); ++t) {
-    if (m->first_backward_use[t] >= 0) m->by_backward_use.push_back(t);
+    if (m->needed_at[t] >= 0) m->by_need.push_back(t);
   }
-  std::stable_sort(
-      m->by_backward_use.begin(), m->by_backward_use.end(),
-      [&](TensorId a, TensorId b) { return m->first_backward_use[a] < m->first_backward_use[b]; });
+  std::stable_sort(m->by_need.begin(), m->by_need.end(),
+                   [&](TensorId a, TensorId b) { return m->needed_at[a] < m->needed_at[b]; });
 }
 
 // Adds `bytes` to the steps [first, last] of `visiting`, clamped.
@@ -208,7 +232,7 @@ Decisions RandomDecisions(const EvalModel& model, std::mt19937_64& rng) {
     if (model.droppable[t]) choices.push_back(TensorChoice::kDrop);
     const TensorChoice c = choices[rng() % choices.size()];
     if (c == TensorChoice::kKeep) continue;
-    const int lfu = model.last_forward_use[t], u = model.first_backward_use[t];
+    const int lfu = model.leaves_after[t], u = model.needed_at[t];
     const int out = lfu + static_cast<int>(rng() % (u - lfu));
     const int in = out + 1 + static_cast<int>(rng() % (u - out));
     d[t] = {c, out, in};
@@ -234,7 +258,7 @@ std::string CheckDecisions(const EvalModel& model, const Decisions& d) {
                                                    "in backward)"
                                                  : "dropped (its layer cannot rebuild it alone)");
     }
-    const int lfu = model.last_forward_use[t], u = model.first_backward_use[t];
+    const int lfu = model.leaves_after[t], u = model.needed_at[t];
     if (x.out < lfu || x.out >= x.in || x.in > u) {
       return name + ": " + TensorChoiceName(x.choice) + " after step " + std::to_string(x.out) +
              " and back before step " + std::to_string(x.in) + "; expected " + std::to_string(lfu) +
@@ -293,9 +317,9 @@ void BuildCompactPlan(const EvalModel& model, const Decisions& d, CompactPlan* p
       }
     }
     for (int kind = 0; kind < 2; ++kind) {
-      for (TensorId t : model.by_backward_use) {
+      for (TensorId t : model.by_need) {
         const TensorChoice want = kind == 0 ? TensorChoice::kOffload : TensorChoice::kDrop;
-        if (d[t].choice != want || d[t].in >= model.first_backward_use[t]) continue;
+        if (d[t].choice != want || d[t].in >= model.needed_at[t]) continue;
         add_before(d[t].in, kind, kind == 0 ? TransferOp::kPrefetch : TransferOp::kRebuild, t);
       }
     }

@@ -65,7 +65,10 @@ TEST_P(EvaluateTest, PeakAndTimeEqualPlanAndSimulatorOnRandomDecisions) {
     ASSERT_GT(model->candidates.size(), 2u);
     Evaluator evaluator(*model);
     std::mt19937_64 rng(7);
-    int moved = 0, recomputed = 0;
+    int moved = 0, recomputed = 0, gradients_moved = 0;
+    const bool gradient_candidates = std::any_of(
+        model->candidates.begin(), model->candidates.end(),
+        [&](TensorId t) { return view.schedule->tensors[t].kind == TensorKind::kActivationGrad; });
     for (int i = 0; i < kVectorsPerNetwork / 2; ++i) {
       const Decisions d = i == 0 ? KeepAll(*model) : RandomDecisions(*model, rng);
       ASSERT_EQ(CheckDecisions(*model, d), "");
@@ -89,11 +92,53 @@ TEST_P(EvaluateTest, PeakAndTimeEqualPlanAndSimulatorOnRandomDecisions) {
       ASSERT_NEAR(e.seconds, timeline.seconds, kRelativeTolerance * timeline.seconds) << what;
       moved += e.to_host > 0;
       recomputed += e.recomputations > 0;
+      for (TensorId t : model->candidates) {
+        if (d[t].choice == TensorChoice::kOffload &&
+            view.schedule->tensors[t].kind == TensorKind::kActivationGrad) {
+          ++gradients_moved;
+          break;
+        }
+      }
     }
     // Not vacuous: most vectors move and rebuild tensors.
     EXPECT_GT(moved, kVectorsPerNetwork / 4);
     EXPECT_GT(recomputed, kVectorsPerNetwork / 4);
+    // Networks that fan out hold a gradient while a branch runs backward.
+    if (gradient_candidates) EXPECT_GT(gradients_moved, kVectorsPerNetwork / 8);
   }
+}
+
+// An activation gradient is a candidate over the gap between the step that
+// writes it and its next use: on a residual network the shortcut's
+// gradient, written by the add and accumulated by the unit's first layer
+// after the branch's backward steps. It may be offloaded, never dropped.
+TEST(EvaluateModelTest, ShortcutGradientsAreOffloadCandidates) {
+  NetSpec spec = testing::MustParse(testing::kResNet);
+  auto net = testing::BuildTrainingNet(spec, kBatch);
+  ASSERT_TRUE(net.ok());
+  auto model =
+      BuildEvalModel((*net)->view(), GivenPlanOptions(), *FindDeviceProfile("gtx1080ti-pcie3"), 0);
+  ASSERT_TRUE(model.ok());
+  const Schedule& schedule = (*net)->schedule();
+  int gradients = 0;
+  for (TensorId t : model->candidates) {
+    if (schedule.tensors[t].kind != TensorKind::kActivationGrad) continue;
+    ++gradients;
+    EXPECT_TRUE(model->offloadable[t]);
+    EXPECT_FALSE(model->droppable[t]);
+    const int w = model->leaves_after[t], u = model->needed_at[t];
+    EXPECT_EQ(w, model->liveness.first_use[t]);
+    EXPECT_GE(w, model->num_layers) << "written in backward";
+    EXPECT_GE(u - w, 2);
+    for (int s = w + 1; s < u; ++s) {
+      const Step& step = schedule.steps[s];
+      EXPECT_EQ(std::count(step.reads.begin(), step.reads.end(), t), 0);
+      EXPECT_EQ(std::count(step.writes.begin(), step.writes.end(), t), 0);
+    }
+    const Step& next = schedule.steps[u];
+    EXPECT_EQ(std::count(next.reads.begin(), next.reads.end(), t), 1) << "accumulated or read";
+  }
+  EXPECT_GT(gradients, 0);
 }
 
 // Parameters living in host memory (memory.params: host) are on the device
@@ -180,11 +225,11 @@ TEST(EvaluateChecksTest, BadDecisionsNameTheTensor) {
   const Schedule& schedule = (*net)->schedule();
   Decisions d = KeepAll(*model);
   const TensorId t = model->candidates.front();
-  d[t] = {TensorChoice::kOffload, model->last_forward_use[t] - 1, model->first_backward_use[t]};
+  d[t] = {TensorChoice::kOffload, model->leaves_after[t] - 1, model->needed_at[t]};
   EXPECT_NE(CheckDecisions(*model, d).find(schedule.tensors[t].name), std::string::npos);
   d = KeepAll(*model);
   const TensorId data = schedule.layers[schedule.route[0]].outputs[0];
-  d[data] = {TensorChoice::kDrop, model->last_forward_use[data], model->first_backward_use[data]};
+  d[data] = {TensorChoice::kDrop, model->leaves_after[data], model->needed_at[data]};
   EXPECT_NE(CheckDecisions(*model, d).find("cannot be dropped"), std::string::npos);
   EXPECT_NE(CheckDecisions(*model, Decisions(3)).find("decisions for 3 tensors"),
             std::string::npos);

@@ -39,10 +39,10 @@ std::vector<Move> MovesAt(const EvalModel& m, const Choices& choices, int peak,
                           const std::vector<std::vector<TensorId>>& dependents) {
   std::vector<Move> moves;
   for (TensorId t : m.candidates) {
-    if (choices[t] == TensorChoice::kOffload || m.last_forward_use[t] >= peak) continue;
+    if (choices[t] == TensorChoice::kOffload || m.leaves_after[t] >= peak) continue;
     // A dropped tensor's rebuild, even before the peak, may have brought
     // sources back that are still there.
-    if (choices[t] == TensorChoice::kKeep && m.first_backward_use[t] <= peak) continue;
+    if (choices[t] == TensorChoice::kKeep && m.needed_at[t] <= peak) continue;
     if (m.offloadable[t]) moves.push_back({{t, TensorChoice::kOffload}});
     if (m.droppable[t] && choices[t] != TensorChoice::kDrop) {
       moves.push_back({{t, TensorChoice::kDrop}});

@@ -26,7 +26,7 @@ Decisions PlanMemonger(const EvalModel& m, int segment) {
     if (!m.droppable[t]) continue;
     const int position = schedule.forward_step[schedule.tensors[t].layer];
     if ((position + 1) % k == 0) continue;  // a segment's boundary: kept
-    d[t] = {TensorChoice::kDrop, m.last_forward_use[t], m.first_backward_use[t]};
+    d[t] = {TensorChoice::kDrop, m.leaves_after[t], m.needed_at[t]};
   }
   return d;
 }

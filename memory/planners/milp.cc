@@ -195,8 +195,8 @@ void Program::AddCandidates() {
     Candidate c;
     c.t = t;
     c.p = m_.liveness.first_use[t];
-    c.lfu = m_.last_forward_use[t];
-    c.u = m_.first_backward_use[t];
+    c.lfu = m_.leaves_after[t];
+    c.u = m_.needed_at[t];
     c.pstart = std::max(c.lfu + 1, n);
     if (m_.offloadable[t]) {
       c.o = Col(0, 1, 0, true);

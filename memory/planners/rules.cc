@@ -37,7 +37,7 @@ void PlanRules::Complete(const Choices& choices, Decisions* d) {
   *d = KeepAll(m);
   bool offloads = false;
   for (TensorId t : m.candidates) {
-    const int lfu = m.last_forward_use[t], u = m.first_backward_use[t];
+    const int lfu = m.leaves_after[t], u = m.needed_at[t];
     if (choices[t] == TensorChoice::kDrop) {
       (*d)[t] = {TensorChoice::kDrop, lfu, u};
     } else if (choices[t] == TensorChoice::kOffload) {
@@ -51,15 +51,15 @@ void PlanRules::Complete(const Choices& choices, Decisions* d) {
   curve_ = held.step_peak;
   for (TensorId t : m.candidates) {
     if (choices[t] != TensorChoice::kOffload) continue;
-    for (int s = m.last_forward_use[t] + 1; s < m.first_backward_use[t]; ++s) {
+    for (int s = m.leaves_after[t] + 1; s < m.needed_at[t]; ++s) {
       curve_[s] -= m.bytes[t];
     }
   }
   // Freed once the copy is done, or where the room is needed.
   for (TensorId t : m.candidates) {
     if (choices[t] != TensorChoice::kOffload) continue;
-    const int u = m.first_backward_use[t];
-    int g = m.last_forward_use[t];
+    const int u = m.needed_at[t];
+    int g = m.leaves_after[t];
     while (g + 1 < u && held.step_end[g] < held.offload_end[t] &&
            curve_[g + 1] + m.bytes[t] <= limit_) {
       curve_[++g] += m.bytes[t];
@@ -69,9 +69,9 @@ void PlanRules::Complete(const Choices& choices, Decisions* d) {
   }
   // Back in order of use, each as early as the curve allows.
   int earliest = m.num_layers;
-  for (TensorId t : m.by_backward_use) {
+  for (TensorId t : m.by_need) {
     if (choices[t] != TensorChoice::kOffload) continue;
-    const int u = m.first_backward_use[t];
+    const int u = m.needed_at[t];
     const int lower = std::max(earliest, (*d)[t].out + 1);
     int q = u;
     while (q - 1 >= lower && curve_[q - 1] + m.bytes[t] <= limit_) --q;
