@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@
 #include "memory/workspace_selector.h"
 
 namespace spill {
+
+struct DeviceProfile;
 
 // A budget for planning without a limit: large enough for any network here.
 constexpr size_t kUnlimitedBudget = size_t{1} << 50;  // 1 PiB of address arithmetic
@@ -114,6 +117,10 @@ struct MemoryOptions {
   // Keys given by the user, and where ("--release", "run.yaml:7:
   // memory.release"): each must be read by the chosen mode and policies.
   std::map<std::string, std::string> given;
+  // This machine's measured profile ("cpu"), where the program calibrated
+  // it: what planners time their plans on under memory.planner.profile: cpu
+  // (spec-sheet profiles are found by name).
+  std::shared_ptr<const DeviceProfile> measured_profile;
 
   // Record every live tensor at every step (for memory logs).
   bool record_live = false;

@@ -293,7 +293,7 @@ TEST(CliTest, BadMemoryFlagValuesNameTheFlagInEveryTool) {
       {{"--host-tier", "disk"}, "--host-tier: memory: host_tier must be ram or file:"},
       {{"--chunk", "2MiB"}, "--chunk: "},
       {{"--planner-gamma", "1.5"}, "--planner-gamma: memory.planner.gamma must be in [0, 1]"},
-      {{"--planner-profile", "cpu"}, "--planner-profile: 'cpu' is measured"},
+      {{"--planner-profile", "tpu9"}, "--planner-profile: unknown device profile 'tpu9'"},
       {{"--planner-episodes", "0"}, "--planner-episodes: '0' is not an integer in [1, "},
       {{"--lms-order", "biggest"}, "--lms-order: 'biggest' is not one of: largest, earliest"},
   };
@@ -436,7 +436,7 @@ TEST(CliTest, TrainAndEvalRefuseMemoryFlagsTheyCannotUse) {
       {{"--memory", "nope"}, "--memory: unknown memory mode 'nope'"},
       {{"--chunk", "2MiB"}, "--chunk: "},
       {{"--planner-gamma", "1.5"}, "--planner-gamma: memory.planner.gamma must be in [0, 1]"},
-      {{"--planner-profile", "cpu"}, "--planner-profile: 'cpu' is measured"},
+      {{"--planner-profile", "tpu9"}, "--planner-profile: unknown device profile 'tpu9'"},
       {{"--planner-episodes", "0"}, "--planner-episodes: '0' is not an integer in [1, "},
       {{"--lms-order", "biggest"}, "--lms-order: 'biggest' is not one of: largest, earliest"},
   };

@@ -468,6 +468,28 @@ TEST(PlannerModesTest, NoPlanWithinTheLimitIsOutOfMemory) {
   }
 }
 
+// memory.planner.profile: cpu times plans on this machine's profile as the
+// program calibrated it and handed it over; without one it is an error that
+// says so, never a spec sheet in its place.
+TEST(PlannerModesTest, TheCpuProfileIsTheOneTheProgramMeasured) {
+  Subject s = Load(testing::kAlexNet);
+  MemoryOptions options = PlannerOptions("search");
+  SetPlanner(&options, "profile", "cpu");
+  EXPECT_THAT(PlannerModel(s.net->view(), options).status().message(),
+              HasSubstr("'cpu' is this machine, measured"));
+  const DeviceProfile cpu = CpuProfile({2e10, 1e10, 4e9, 1e-5}, 2e9);
+  options.measured_profile = std::make_shared<const DeviceProfile>(cpu);
+  auto model = PlannerModel(s.net->view(), options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->profile.name, "cpu");
+  EXPECT_TRUE(model->profile.inline_compute);
+  EXPECT_EQ(model->profile.link.d2h_bytes_per_second, 2e9);
+  options.device_budget = (SmallestPeak(*model) + model->base_peak) / 2;
+  auto plan = Plan(s.net->view(), options);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->fits) << plan->failure;
+}
+
 TEST(PlannerModesTest, MemongerDropsAllButSegmentBoundariesAndLmsCountsTensors) {
   Subject s = Load(testing::kAlexNet);
   const Decisions d = PlanMemonger(s.model, 3);

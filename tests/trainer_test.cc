@@ -734,7 +734,7 @@ TEST_F(TrainerTest, ConfigErrorsNameFileLineAndKey) {
   EXPECT_EQ(lms->memory.settings.Text("lms_order"), "earliest");
   for (const auto& [section, message] : std::vector<std::pair<std::string, std::string>>{
            {"planner: {gamma: 2}", "bad.yaml:4: memory.planner.gamma"},
-           {"planner: {profile: cpu}", "memory.planner.profile"},
+           {"planner: {profile: tpu9}", "memory.planner.profile"},
            {"planner: {episodes: 0}", "memory.planner.episodes"},
            {"planner: {speed: 3}", "unknown key 'memory.planner.speed'"},
            {"lms_order: biggest", "memory.lms_order"}}) {

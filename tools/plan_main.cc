@@ -351,6 +351,7 @@ StatusOr<MemoryOptions> ModeOptions(const Args& args, const Subject& subject,
   SPILL_RETURN_IF_ERROR(ApplyMemoryMode(mode, &options));
   options.device_budget = kUnlimitedBudget;  // unless --device-memory says
   SPILL_RETURN_IF_ERROR(args.memory.Apply(&options, /*check_read=*/!every));
+  SPILL_RETURN_IF_ERROR(GiveMeasuredProfile(args.link_gbps, &options));
   if (args.size_pool && !FindAllocator(options.allocator)->sizes_pool && !every) {
     return InvalidArgument("--size-pool sizes the pool of an allocator that sizes its own (" +
                            Join(PoolSizingAllocators()) + "); mode '" + mode +

@@ -67,10 +67,8 @@ PlannerKeys MakeKeys() {
                    "greedy, search, dqn, milp: the device profile plans are timed on");
   k.profile.type_name = "NAME";
   k.profile.check = [](const std::string& text) {
-    if (text == "cpu") {
-      return InvalidArgument("'cpu' is measured, not a spec sheet; name a GPU profile");
-    }
-    return FindDeviceProfile(text).status();
+    // 'cpu' is calibrated by the program that runs (PlannerProfile).
+    return text == kMeasuredProfile ? Status::Ok() : FindDeviceProfile(text).status();
   };
   k.demonstrations =
       Spec("planner.demonstrations", SettingKind::kChoice, defaults.demonstrations,
@@ -93,6 +91,11 @@ PlannerKeys MakeKeys() {
   k.evaluations =
       Spec("planner.evaluations", SettingKind::kInt, std::to_string(defaults.evaluations),
            "search: plans the local search evaluates after its seeds", 0, kMaxSearchEvaluations);
+  k.placements =
+      Spec("planner.placements", SettingKind::kInt, std::to_string(defaults.placements),
+           "search: limits planned at (the limit, then each 3% of it lower), each plan placed by "
+           "the run's allocator; the fastest that fits is kept",
+           1, kMaxSearchPlacements);
   return k;
 }
 
@@ -119,6 +122,7 @@ PlannerSettings ReadPlannerSettings(const PolicySettings& s) {
   p.segment = static_cast<int>(s.Int(k.segment));
   p.milp_seconds = s.Real(k.milp_seconds);
   p.evaluations = static_cast<int>(s.Int(k.evaluations));
+  p.placements = static_cast<int>(s.Int(k.placements));
   return p;
 }
 

@@ -1,9 +1,10 @@
 // The settings of the planners that search over plans (memory/planners/):
 // `memory.planner: {limit, episodes, seed, embedding, gamma, lr, profile,
-// demonstrations, model, cache, segment, milp_seconds, evaluations}` in YAML, --planner-* flags in
-// the tools. Their keys are declared once here (PlannerSettingKeys) and each planner lists those it
-// reads at its registration, so the YAML reader, the flags, the checks and --help come from the
-// settings schema (memory/settings.h); PlannerSettings is the typed view a planner reads.
+// demonstrations, model, cache, segment, milp_seconds, evaluations, placements}` in YAML,
+// --planner-* flags in the tools. Their keys are declared once here (PlannerSettingKeys) and each
+// planner lists those it reads at its registration, so the YAML reader, the flags, the checks and
+// --help come from the settings schema (memory/settings.h); PlannerSettings is the typed view a
+// planner reads.
 //
 //   limit       the most device bytes the plan may use (parameters and
 //               workspaces included, the `ideal` allocator's accounting);
@@ -28,6 +29,10 @@
 //   segment     memonger: layers per segment on the route (0: ceil(sqrt(N)))
 //   milp_seconds  milp: CBC's time limit
 //   evaluations search: plans the local search evaluates after its seeds
+//   placements  search: the limits it plans at - the limit, then each 3% of
+//               it lower - each plan placed as the run places it (its
+//               allocator, compaction included) and timed so; the fastest
+//               that fits the device budget is the plan (1: the limit alone)
 #ifndef SPILL_MEMORY_PLANNERS_PLANNER_SETTINGS_H_
 #define SPILL_MEMORY_PLANNERS_PLANNER_SETTINGS_H_
 
@@ -45,6 +50,7 @@ constexpr int kMaxSegment = 1 << 20;
 constexpr double kMaxPlannerLearningRate = 1.0;
 constexpr double kMaxMilpSeconds = 7 * 24 * 3600.0;  // a week
 constexpr int kMaxSearchEvaluations = 100000000;
+constexpr int kMaxSearchPlacements = 20;
 
 struct PlannerSettings {
   size_t limit = 0;
@@ -60,6 +66,7 @@ struct PlannerSettings {
   int segment = 0;
   double milp_seconds = 600;
   int evaluations = 20000;
+  int placements = 6;
 
   // The limit a plan is made for under `device_budget`.
   size_t LimitUnder(size_t device_budget) const { return limit > 0 ? limit : device_budget; }
@@ -72,7 +79,7 @@ struct PlannerSettings {
 // --planner-milp-seconds), with their defaults and ranges.
 struct PlannerKeys {
   SettingSpec limit, episodes, seed, embedding, gamma, lr, profile, demonstrations, model, cache,
-      segment, milp_seconds, evaluations;
+      segment, milp_seconds, evaluations, placements;
 };
 const PlannerKeys& PlannerSettingKeys();
 

@@ -6,9 +6,19 @@
 
 namespace spill {
 
+StatusOr<DeviceProfile> PlannerProfile(const MemoryOptions& options) {
+  const std::string name = ReadPlannerSettings(options.settings).profile;
+  if (name != kMeasuredProfile) return FindDeviceProfile(name);
+  if (options.measured_profile == nullptr) {
+    return InvalidArgument(
+        "memory.planner.profile: 'cpu' is this machine, measured: the programs calibrate it for "
+        "a run on the CPU device (train, plan, bench_train); name a GPU profile otherwise");
+  }
+  return *options.measured_profile;
+}
+
 StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& options) {
-  SPILL_ASSIGN_OR_RETURN(DeviceProfile profile,
-                         FindDeviceProfile(ReadPlannerSettings(options.settings).profile));
+  SPILL_ASSIGN_OR_RETURN(DeviceProfile profile, PlannerProfile(options));
   return BuildEvalModel(view, options, profile, options.settings.Bytes(MinOffloadSetting()));
 }
 

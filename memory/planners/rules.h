@@ -33,6 +33,10 @@ namespace spill {
 
 using Choices = std::vector<TensorChoice>;  // per tensor
 
+// The profile a planner times plans on: memory.planner.profile by name, or
+// under 'cpu' this machine's as the program calibrated it
+// (MemoryOptions::measured_profile; an error where none was).
+StatusOr<DeviceProfile> PlannerProfile(const MemoryOptions& options);
 // The evaluator's model a planner works on under `options`: times on the
 // profile memory.planner.profile, candidates of at least memory.min_offload.
 StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& options);

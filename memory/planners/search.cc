@@ -21,7 +21,9 @@
 //      memory.planner.seed);
 //   4. descent again from the fastest plan that fit.
 // Its plan is never slower than greedy's on the planner's profile. No plan
-// when no seed fits.
+// when no seed fits. The mode then places its plans (PlanAndPlace below):
+// it searches at the limit and a few lower ones, and keeps the plan whose
+// placement by the run's allocator is fastest.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -32,6 +34,7 @@
 #include "memory/memory_options.h"
 #include "memory/mobility.h"
 #include "memory/planners/baselines.h"
+#include "memory/planning/planner.h"
 #include "memory/scheduler_registry.h"
 #include "memory/transfer_plan.h"
 
@@ -304,20 +307,49 @@ StatusOr<Decisions> PlanSearch(PlanRules& rules, EvalModel& model, int evaluatio
 
 namespace {
 
+// Placement costs what the evaluator does not count (it sums live bytes):
+// holes, and compaction's moves where a request finds none. So the search
+// plans at `placements` limits - the limit, then each 3% of it lower - and
+// each plan is placed as the run places it (Plan() with the plans given:
+// the options' allocator and compaction) and timed on the planner's
+// profile; the fastest that fits the device budget is the plan. None fits:
+// the plan at the limit, whose run reports where it does not.
+constexpr double kPlacementStep = 0.03;
+
+StatusOr<PhasePlans> PlanAndPlace(const NetworkView& view, const MemoryOptions& options) {
+  SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
+  const PlannerSettings settings = ReadPlannerSettings(options.settings);
+  const size_t limit = PlannerLimit(options);
+  std::vector<PhasePlans> plans;
+  double best_seconds = 0;
+  int best = -1;
+  for (int i = 0; i < settings.placements; ++i) {
+    const size_t at = static_cast<size_t>(static_cast<double>(limit) * (1 - kPlacementStep * i));
+    PlanRules rules(model, at);
+    StatusOr<Decisions> d = PlanSearch(rules, model, settings.evaluations, settings.seed);
+    if (!d.ok()) {
+      if (i == 0) return d.status();
+      break;  // a lower limit finds no plan either
+    }
+    plans.push_back(ToPhasePlans(model, *d));
+    if (settings.placements == 1) break;
+    SPILL_ASSIGN_OR_RETURN(MemoryPlan placed, Plan(view, options, plans.back(), model.profile));
+    if (placed.fits && (best < 0 || placed.seconds < best_seconds)) {
+      best = i;
+      best_seconds = placed.seconds;
+    }
+  }
+  return std::move(plans[std::max(best, 0)]);
+}
+
 const bool kSearch = RegisterScheduler(
     {"search",
      "greedy's plan, improved by descent and annealing over keep, offload and drop to the least "
-     "simulated time within memory.planner.limit",
-     [](const NetworkView& view, const MemoryOptions& options) -> StatusOr<PhasePlans> {
-       SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
-       const PlannerSettings settings = ReadPlannerSettings(options.settings);
-       PlanRules rules(model, PlannerLimit(options));
-       SPILL_ASSIGN_OR_RETURN(Decisions d,
-                              PlanSearch(rules, model, settings.evaluations, settings.seed));
-       return ToPhasePlans(model, d);
-     },
+     "simulated time within memory.planner.limit, at that limit and a few lower ones, each "
+     "placed by the run's allocator; the fastest placed plan that fits",
+     PlanAndPlace,
      {PlannerSettingKeys().limit, PlannerSettingKeys().profile, PlannerSettingKeys().evaluations,
-      PlannerSettingKeys().seed, MinOffloadSetting()}});
+      PlannerSettingKeys().seed, PlannerSettingKeys().placements, MinOffloadSetting()}});
 
 }  // namespace
 }  // namespace spill

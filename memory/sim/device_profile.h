@@ -85,6 +85,9 @@ struct DeviceProfile {
   }
 };
 
+// The name of this machine's measured profile (CpuProfile).
+inline constexpr char kMeasuredProfile[] = "cpu";
+
 // The spec-sheet profiles ("k40-pcie3", "titanx-pcie3", "gtx1080ti-pcie3",
 // "v100-nvlink2", "h100-pcie5", "h200"); "cpu" is listed too but built by
 // CpuProfile.

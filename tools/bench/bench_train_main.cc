@@ -43,6 +43,7 @@
 #include "tools/common/memory_flags.h"
 #include "tools/common/net_json.h"
 #include "tools/common/net_options.h"
+#include "tools/common/timeline_tools.h"
 
 namespace spill {
 namespace {
@@ -176,6 +177,7 @@ Status RunVersus(const Args& args, NetSpec spec, const MemoryOptions& memory, De
         "--repeat and --plain-layouts do not combine with it");
   }
   SPILL_ASSIGN_OR_RETURN(MemoryOptions b, VersusOptions(memory, args.versus, BenchMemoryUse()));
+  SPILL_RETURN_IF_ERROR(GiveMeasuredProfile(args.link_gbps, &b));
   VersusArgs v;
   v.spec = std::move(spec);
   v.batch = args.batch;
@@ -189,6 +191,7 @@ Status RunVersus(const Args& args, NetSpec spec, const MemoryOptions& memory, De
 
 Status Run(const Args& args) {
   SPILL_ASSIGN_OR_RETURN(MemoryOptions memory, MemoryOptionsOf(args));
+  SPILL_RETURN_IF_ERROR(GiveMeasuredProfile(args.link_gbps, &memory));
   SPILL_ASSIGN_OR_RETURN(NetSpec spec, LoadNetFile(args.config, args.sets));
   DeviceConfig device_config;
   device_config.link_bytes_per_second = args.link_gbps * 1e9;

@@ -19,6 +19,7 @@
 #include "framework/solver/solver.h"
 #include "layers/cpu/conv_timer.h"
 #include "layers/cpu/cpu_math.h"
+#include "memory/planners/planner_settings.h"
 
 namespace spill {
 namespace {
@@ -140,6 +141,13 @@ StatusOr<DeviceProfile> LoadDeviceProfile(const std::string& name, double link_g
   }
   SPILL_ASSIGN_OR_RETURN(CpuCalibration calibration, CalibrateCpu());
   return CpuProfile(calibration, link_gbps * 1e9);
+}
+
+Status GiveMeasuredProfile(double link_gbps, MemoryOptions* options) {
+  if (ReadPlannerSettings(options->settings).profile != kMeasuredProfile) return Status::Ok();
+  SPILL_ASSIGN_OR_RETURN(DeviceProfile profile, LoadDeviceProfile(kMeasuredProfile, link_gbps));
+  options->measured_profile = std::make_shared<const DeviceProfile>(std::move(profile));
+  return Status::Ok();
 }
 
 std::string DeviceProfileHelp() {

@@ -32,6 +32,10 @@ StatusOr<CpuCalibration> CalibrateCpu(bool fresh = false);
 // A profile by name; "cpu" is this CPU as calibrated, its link throttled to
 // `link_gbps` GB/s when positive (as `train --link-gbps` throttles it).
 StatusOr<DeviceProfile> LoadDeviceProfile(const std::string& name, double link_gbps);
+// Under memory.planner.profile: cpu, this CPU as calibrated (its link
+// throttled as above) for the planners (MemoryOptions::measured_profile);
+// nothing otherwise.
+Status GiveMeasuredProfile(double link_gbps, MemoryOptions* options);
 // "NAME (one line per known profile)" for --help texts.
 std::string DeviceProfileHelp();
 

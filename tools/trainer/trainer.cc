@@ -297,6 +297,7 @@ Status Trainer::Setup() {
     config_.memory.ranks = Communicator::World().size();
     SPILL_RETURN_IF_ERROR(config_.memory.Validate().WithContext(config_.file));
   }
+  SPILL_RETURN_IF_ERROR(GiveMeasuredProfile(options_.link_gbps, &config_.memory));
   // Where the plan does not fit, leaner builds of the same network may.
   const std::vector<LeanerBuild> leaner =
       LeanerBuilds(*net_, net_options, config_.memory.workspace);
