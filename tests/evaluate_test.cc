@@ -49,6 +49,20 @@ DeviceProfile InlineProfile() {
   return CpuProfile(c, 2e9);
 }
 
+// A test network built for training and its evaluator model on a GPU profile.
+struct Modelled {
+  std::unique_ptr<Net> net;
+  EvalModel model;
+};
+Modelled ModelOf(const char* yaml) {
+  auto net = testing::BuildTrainingNet(testing::MustParse(yaml), kBatch);
+  SPILL_CHECK(net.ok()) << net.status().ToString();
+  auto model =
+      BuildEvalModel((*net)->view(), GivenPlanOptions(), *FindDeviceProfile("gtx1080ti-pcie3"), 0);
+  SPILL_CHECK(model.ok()) << model.status().ToString();
+  return {std::move(*net), std::move(*model)};
+}
+
 class EvaluateTest : public ::testing::TestWithParam<testing::Network> {};
 
 TEST_P(EvaluateTest, PeakAndTimeEqualPlanAndSimulatorOnRandomDecisions) {
@@ -113,13 +127,9 @@ TEST_P(EvaluateTest, PeakAndTimeEqualPlanAndSimulatorOnRandomDecisions) {
 // gradient, written by the add and accumulated by the unit's first layer
 // after the branch's backward steps. It may be offloaded, never dropped.
 TEST(EvaluateModelTest, ShortcutGradientsAreOffloadCandidates) {
-  NetSpec spec = testing::MustParse(testing::kResNet);
-  auto net = testing::BuildTrainingNet(spec, kBatch);
-  ASSERT_TRUE(net.ok());
-  auto model =
-      BuildEvalModel((*net)->view(), GivenPlanOptions(), *FindDeviceProfile("gtx1080ti-pcie3"), 0);
-  ASSERT_TRUE(model.ok());
-  const Schedule& schedule = (*net)->schedule();
+  Modelled m = ModelOf(testing::kResNet);
+  const EvalModel* model = &m.model;
+  const Schedule& schedule = m.net->schedule();
   int gradients = 0;
   for (TensorId t : model->candidates) {
     if (schedule.tensors[t].kind != TensorKind::kActivationGrad) continue;
@@ -216,13 +226,9 @@ TEST_P(EvaluateTest, SnapshotsReplayOnlyTheRestOfTheSchedule) {
 }
 
 TEST(EvaluateChecksTest, BadDecisionsNameTheTensor) {
-  NetSpec spec = testing::MustParse(testing::kLeNet);
-  auto net = testing::BuildTrainingNet(spec, kBatch);
-  ASSERT_TRUE(net.ok());
-  auto model =
-      BuildEvalModel((*net)->view(), GivenPlanOptions(), *FindDeviceProfile("gtx1080ti-pcie3"), 0);
-  ASSERT_TRUE(model.ok());
-  const Schedule& schedule = (*net)->schedule();
+  Modelled m = ModelOf(testing::kLeNet);
+  const EvalModel* model = &m.model;
+  const Schedule& schedule = m.net->schedule();
   Decisions d = KeepAll(*model);
   const TensorId t = model->candidates.front();
   d[t] = {TensorChoice::kOffload, model->leaves_after[t] - 1, model->needed_at[t]};
