@@ -312,8 +312,10 @@ namespace {
 // plans at `placements` limits - the limit, then each 3% of it lower - and
 // each plan is placed as the run places it (Plan() with the plans given:
 // the options' allocator and compaction) and timed on the planner's
-// profile; the fastest that fits the device budget is the plan. None fits:
-// the plan at the limit, whose run reports where it does not.
+// profile; the fastest that fits the device budget is the plan. A plan
+// placed with no compaction ends the search: a lower limit only adds
+// transfers. None fits: the plan at the limit, whose run reports where it
+// does not.
 constexpr double kPlacementStep = 0.03;
 
 StatusOr<PhasePlans> PlanAndPlace(const NetworkView& view, const MemoryOptions& options) {
@@ -338,6 +340,8 @@ StatusOr<PhasePlans> PlanAndPlace(const NetworkView& view, const MemoryOptions& 
       best = i;
       best_seconds = placed.seconds;
     }
+    // Placed without a move: a lower limit only adds transfers.
+    if (placed.fits && placed.compacted == 0) break;
   }
   return std::move(plans[std::max(best, 0)]);
 }
