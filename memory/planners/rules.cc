@@ -12,7 +12,8 @@ StatusOr<DeviceProfile> PlannerProfile(const MemoryOptions& options) {
   if (options.measured_profile == nullptr) {
     return InvalidArgument(
         "memory.planner.profile: 'cpu' is this machine, measured: the programs calibrate it for "
-        "a run on the CPU device (train, plan, bench_train); name a GPU profile otherwise");
+        "a run on the CPU device (train, plan, widest, deepest, bench_train); name a GPU profile "
+        "otherwise");
   }
   return *options.measured_profile;
 }

@@ -159,6 +159,7 @@ Status ApplyExperimentMemory(ExperimentOptions* o) {
   SPILL_RETURN_IF_ERROR(CheckPrecision(o->precision, type, "--precision"));
   SPILL_RETURN_IF_ERROR(o->memory.Validate());
   if (o->confirm > 0) SPILL_RETURN_IF_ERROR(CheckAllocatorPlaces(o->memory, "--confirm"));
+  SPILL_RETURN_IF_ERROR(GiveMeasuredProfile(/*link_gbps=*/0, &o->memory));
   return LoadDeviceProfile(o->device_profile, 0).status();
 }
 
