@@ -76,25 +76,16 @@ void SetLeanAlternatives(const NetworkView& view, const MemoryOptions& options,
   }
 }
 
-// An activation gradient's gap: from the step that first writes it to its
-// next use (the step that accumulates into it or reads it). It is worth
-// moving out when another step runs in between - a residual block's
-// shortcut gradient, held while the branch runs backward.
-void ClassifyGradient(TensorId t, EvalModel* m) {
-  const Schedule& schedule = *m->schedule;
+// An activation gradient's gap: from the step that first writes it to
+// `next`, its next use (the step that accumulates into it or reads it; -1:
+// none). It is worth moving out when another step runs in between - a
+// residual block's shortcut gradient, held while the branch runs backward.
+void ClassifyGradient(TensorId t, int next, EvalModel* m) {
   const int w = m->liveness.first_use[t];
-  m->leaves_after[t] = m->needed_at[t] = -1;
-  if (w < 0) return;
-  int next = -1;
-  for (int s = w + 1; s < m->num_steps() && next < 0; ++s) {
-    for (const std::vector<TensorId>* ids : {&schedule.steps[s].reads, &schedule.steps[s].writes}) {
-      if (std::find(ids->begin(), ids->end(), t) != ids->end()) next = s;
-    }
-  }
-  if (next < 0) return;
-  m->leaves_after[t] = w;
-  m->needed_at[t] = next;
-  m->offloadable[t] = next - w >= 2;
+  const bool gap = w >= 0 && next >= 0;
+  m->leaves_after[t] = gap ? w : -1;
+  m->needed_at[t] = gap ? next : -1;
+  m->offloadable[t] = gap && next - w >= 2;
 }
 
 void ClassifyTensors(const NetworkView& view, EvalModel* m) {
@@ -103,9 +94,11 @@ void ClassifyTensors(const NetworkView& view, EvalModel* m) {
   const int n = m->num_layers;
   m->leaves_after.assign(count, -1);
   m->needed_at.assign(count, -1);
+  std::vector<int> next_use(count, -1);  // the first step after a tensor's first use
   for (int s = 0; s < m->num_steps(); ++s) {
     for (const std::vector<TensorId>* ids : {&schedule.steps[s].reads, &schedule.steps[s].writes}) {
       for (TensorId t : *ids) {
+        if (next_use[t] < 0 && s > m->liveness.first_use[t]) next_use[t] = s;
         if (s < n) {
           m->leaves_after[t] = std::max(m->leaves_after[t], s);
         } else if (m->needed_at[t] < 0) {
@@ -121,7 +114,7 @@ void ClassifyTensors(const NetworkView& view, EvalModel* m) {
   for (TensorId t = 0; t < static_cast<TensorId>(count); ++t) {
     const TensorInfo& info = schedule.tensors[t];
     if (info.kind == TensorKind::kActivationGrad) {
-      ClassifyGradient(t, m);
+      ClassifyGradient(t, next_use[t], m);
       continue;
     }
     const bool forward = m->liveness.first_use[t] >= 0 && m->liveness.first_use[t] < n;
