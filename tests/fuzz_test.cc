@@ -288,7 +288,7 @@ distributed: {bucket: 256KiB, sync_batch_norm: false, check_replicas: true, zero
     - {name: loss, type: softmax_loss}
 data: {dataset: fashion_mnist, path: /nowhere, batch: 8}
 memory: {mode: search, device_budget: 64MiB, min_offload: 0,
-         planner: {limit: 48MiB, evaluations: 50, seed: 2, profile: h100-pcie5}}
+         planner: {limit: 48MiB, evaluations: 50, seed: 2, profile: h100-pcie5, placements: 2}}
 run: {steps: 2}
 )"});
   // The text dataset's keys; the model takes its sequence and classes from the data.
