@@ -194,6 +194,41 @@ TEST_P(SmallNetTest, TheProgramNeverOverestimatesAPlan) {
   EXPECT_GT(checked, 5);
 }
 
+// The same on a network whose residual gradients are candidates (a shortcut's
+// gradient leaves while its branch runs backward): the program's rows for
+// those offloads do not overestimate either. Its 48 candidates are too many
+// for the exhaustive floor: the limit is a quarter below liveness's peak.
+TEST(MilpProgramTest, NeverOverestimatesAPlanThatOffloadsGradients) {
+  Subject s = Load(testing::kResNet);
+  const EvalModel& m = s.model;
+  const size_t limit = m.base_peak * 3 / 4;
+  PlanRules rules(m, limit);
+  std::mt19937_64 rng(7);
+  int checked = 0;
+  for (int i = 0; i < 200 && checked < 12; ++i) {
+    Choices choices(m.schedule->tensors.size(), TensorChoice::kKeep);
+    int gradients = 0;
+    for (TensorId t : m.candidates) {
+      const int c = static_cast<int>(rng() % 3);
+      const bool gradient = m.schedule->tensors[t].kind == TensorKind::kActivationGrad;
+      if (c == 1 && m.offloadable[t]) {
+        choices[t] = TensorChoice::kOffload;
+        gradients += gradient;
+      }
+      if (c == 2 && m.droppable[t]) choices[t] = TensorChoice::kDrop;
+    }
+    if (gradients == 0) continue;
+    Decisions d;
+    const Evaluation& e = rules.Evaluate(choices, &d);
+    if (!rules.Fits(e)) continue;
+    auto modelled = MilpOverheadOf(m, limit, d);
+    ASSERT_TRUE(modelled.ok()) << "plan " << i << ": " << modelled.status().ToString();
+    EXPECT_LE(*modelled, e.seconds - m.base_seconds + kSlackSeconds) << "plan " << i;
+    ++checked;
+  }
+  EXPECT_GE(checked, 6) << "plans that offload gradients and fit";
+}
+
 INSTANTIATE_TEST_SUITE_P(Networks, SmallNetTest,
                          ::testing::Values(testing::kNetworks[0], testing::kNetworks[3]),
                          [](const ::testing::TestParamInfo<testing::Network>& i) {
