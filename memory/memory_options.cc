@@ -202,6 +202,12 @@ Status MemoryOptions::Validate() const {
         "memory: update: host needs parameters in host memory (params: host "
         "or above:SIZE)");
   }
+  if (updates_after_iteration && !update_on_host &&
+      (params.kind == ParamPlacement::Kind::kHost || params.kind == ParamPlacement::Kind::kAbove)) {
+    return InvalidArgument(
+        "memory: a solver step after the iteration (fp16's loss scaling) updates parameters "
+        "that live in host memory there: it needs update: host");
+  }
   SPILL_RETURN_IF_ERROR(CheckHostTier(host_tier));
   if (batch_chunk != kBatchChunkAuto && (batch_chunk < 0 || batch_chunk > kMaxBatchChunk)) {
     return InvalidArgument("memory: chunk must be off, auto or in [1, " +

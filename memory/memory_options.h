@@ -92,6 +92,11 @@ struct MemoryOptions {
   // file in a directory ("file:DIR") so it can exceed RAM.
   ParamPlacement params;
   bool update_on_host = false;
+  // The solver step waits for the end of the iteration (fp16's loss scaling
+  // checks every gradient before any parameter changes; run.precision sets
+  // it, not a key): parameters in host memory keep their gradients there
+  // and are updated after backward instead of during it.
+  bool updates_after_iteration = false;
   std::string host_tier = "ram";
 
   bool liveness = true;

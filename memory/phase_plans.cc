@@ -23,7 +23,8 @@ namespace {
 // (a copy only when the step changed them), the copy waited for one step
 // later. After the layer's backward the solver updates them where the memory
 // policy says: on the device (the gradient is then used up and its state
-// copied back), or in host memory, once the gradient's copy has arrived.
+// copied back), or in host memory, once the gradient's copy has arrived -
+// or, with memory.updates_after_iteration, once the iteration is over.
 void AddLayerParameterTransfers(const Schedule& schedule, const MemoryOptions& options, int layer,
                                 const std::vector<const ParameterSlot*>& layer_slots,
                                 PhasePlans* plans) {
@@ -59,7 +60,11 @@ void AddLayerParameterTransfers(const Schedule& schedule, const MemoryOptions& o
     add(&train.after[b], TransferOp::kFinishOffload, params);
     for (const ParameterSlot* slot : slots) {
       train.after[b].push_back({TransferOp::kBeginOffload, slot->grad});
-      train.after[b].push_back({TransferOp::kUpdate, slot->param});
+      // Updates after the iteration: the gradient waits in host memory
+      // (MemoryRuntime::FinishUpdate).
+      if (!options.updates_after_iteration) {
+        train.after[b].push_back({TransferOp::kUpdate, slot->param});
+      }
       train.after[next].push_back({TransferOp::kFinishOffload, slot->grad});
     }
     return;

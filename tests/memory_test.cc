@@ -107,8 +107,12 @@ constexpr Variant kVariants[] = {
     // (where the processor has it), whole batches as for dnnl.
     {"bf16_dnnl", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
      "pin:dnnl_bf16", 2, Precision::kBf16, false},
-    // IEEE half storage (fp16), converted like bfloat16.
+    // IEEE half storage (fp16), converted like bfloat16; with the parameters
+    // in host memory, updated there after the iteration (loss scaling checks
+    // every gradient first).
     {"fp16", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
+     "pin:im2col_image", 2, Precision::kFp16},
+    {"fp16_params_host", "best_fit", "lru", true, kDefaultChunkBytes, "host", true, kBatchChunkOff,
      "pin:im2col_image", 2, Precision::kFp16},
 };
 
@@ -127,6 +131,7 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.batch_chunk = variant.batch_chunk;
   run.memory.stream_buffers = variant.stream_buffers;
   run.precision = variant.precision;
+  run.memory.updates_after_iteration = variant.precision == Precision::kFp16;  // as train sets it
   if (variant.precision != Precision::kFp32 && variant.slice_copies) run.slice_copies_from = 0;
   // GTBM's arenas and stack, and the caching allocator's segments, are
   // checked after every allocation and free (the other allocators'

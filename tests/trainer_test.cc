@@ -494,7 +494,56 @@ TEST_F(TrainerTest, PrecisionSettingsThatCannotRunAreRefused) {
   host.memory.params = *ParseParamPlacement("host");
   auto on_host = Trainer::Create(host, Quiet());
   ASSERT_FALSE(on_host.ok());
-  EXPECT_THAT(on_host.status().message(), HasSubstr("fp16 needs memory.params: device"));
+  EXPECT_THAT(on_host.status().message(), HasSubstr("fp16 with memory.params host"));
+  EXPECT_THAT(on_host.status().message(), HasSubstr("needs memory.update: host"));
+}
+
+// fp16 with the parameters in host memory: each gradient waits there until
+// the iteration is over and every gradient has been checked, and the solver
+// step runs there after it. Overflowing steps are skipped as on the device,
+// and every loss and weight is the device's, bit for bit - with the tensor
+// cache holding the parameters too.
+TEST_F(TrainerTest, Fp16WithParametersInHostMemoryTrainsTheBitsOfTheDevice) {
+  auto run = [&](const std::string& params, bool update_on_host, const std::string& output) {
+    TrainConfig config = Config(", precision: fp16, loss_scale: 16777216, loss_scale_growth: 4");
+    config.memory.workspace = *ParseWorkspacePolicy("pin:im2col_image");
+    config.memory.params = *ParseParamPlacement(params);
+    config.memory.update_on_host = update_on_host;
+    if (params == "cache") SPILL_CHECK(ApplyMemoryMode("superneurons", &config.memory).ok());
+    config.run.output = (dir_ / output).string();
+    TrainOptions options = Quiet();
+    options.max_steps = 14;
+    auto trainer = Trainer::Create(config, options);
+    SPILL_CHECK(trainer.ok()) << trainer.status().ToString();
+    const Status ran = (*trainer)->Run();
+    SPILL_CHECK(ran.ok()) << ran.ToString();
+    // The weights and the solver state, as the checkpoint holds them.
+    auto archive = ReadNpz((dir_ / output / "checkpoint.npz").string());
+    SPILL_CHECK(archive.ok()) << archive.status().ToString();
+    std::map<std::string, std::vector<char>> weights;
+    for (const auto& [name, array] : *archive) {
+      if (name.rfind("params/", 0) == 0 || name.rfind("state/", 0) == 0) {
+        weights[name] = array.data;
+      }
+    }
+    return std::make_pair((*trainer)->report(), weights);
+  };
+  const auto [device, device_weights] = run("device", false, "device");
+  const std::vector<std::string> lines = TrainLines(dir_ / "device");
+  ASSERT_EQ(lines.size(), 14u);
+  ASSERT_TRUE(Skipped(lines[0])) << lines[0];
+  ASSERT_GT(device.skipped_steps, 0);
+  ASSERT_LT(device.skipped_steps, 14);
+  ASSERT_GT(device_weights.size(), 2u);
+  for (const auto& [params, output] : {std::pair<std::string, std::string>{"host", "host"},
+                                       {"above:1KiB", "above"},
+                                       {"cache", "cache"}}) {
+    const auto [report, weights] = run(params, params != "cache", output);
+    EXPECT_EQ(report.losses, device.losses) << params;
+    EXPECT_EQ(report.skipped_steps, device.skipped_steps) << params;
+    EXPECT_EQ(TrainLines(dir_ / output).size(), lines.size()) << params;
+    EXPECT_TRUE(weights == device_weights) << params;
+  }
 }
 
 // Parameters, gradients and solver state in host memory, updated there as

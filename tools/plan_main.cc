@@ -159,6 +159,8 @@ StatusOr<Subject> Load(const Args& a) {
     s.memory.params_gathered = zero >= 3 && ranks > 1;
     s.memory.ranks = ranks;
   }
+  // fp16's loss scaling updates after the iteration, as train does.
+  s.memory.updates_after_iteration = precision == Precision::kFp16;
   return s;
 }
 

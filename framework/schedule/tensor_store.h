@@ -49,6 +49,8 @@ class TensorStore {
   // between PrepareStep and FinishStep; persistent ones unless the memory
   // policy keeps them in host memory).
   virtual float* Data(TensorId id) = 0;
+  // Whether `id` is on the device now (so that Data may be asked for it).
+  virtual bool OnDevice(TensorId id) { return true; }
   // Copies a tensor's bytes out of, or into, wherever it lives now - device
   // or host memory - once the copies in flight that concern it are done.
   // Writing replaces every copy. For parameters, gradients, solver state and

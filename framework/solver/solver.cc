@@ -150,16 +150,21 @@ StatusOr<bool> Solver::UnscaleGradients(const Net& net, TensorStore& store, Devi
                                         float factor) const {
   SolverKernels& kernels = SolverKernelsFor(device.type());
   bool finite = true;
+  std::vector<float> host;
   for (const Slot& slot : slots_) {
-    float* g = store.Data(slot.grad);
-    if (g == nullptr) {
-      return InvalidArgument("the gradient of '" + net.schedule().tensors[slot.param].name +
-                             "' is not on the device after the iteration; fp16's loss scaling "
-                             "needs memory.params: device");
-    }
     // Every gradient is unscaled even after an overflow: the next
     // iteration overwrites them all the same.
-    finite = kernels.Unscale(device, slot.numel, g, factor) && finite;
+    if (store.OnDevice(slot.grad)) {
+      finite = kernels.Unscale(device, slot.numel, store.Data(slot.grad), factor) && finite;
+      continue;
+    }
+    // A gradient waiting in host memory for its update there (memory.params:
+    // host): unscaled by the same arithmetic, the CPU kernels', in place.
+    host.resize(static_cast<size_t>(slot.numel));
+    SPILL_RETURN_IF_ERROR(store.ReadTensor(slot.grad, host.data()));
+    finite = SolverKernelsFor(DeviceType::kCpu).Unscale(device, slot.numel, host.data(), factor) &&
+             finite;
+    SPILL_RETURN_IF_ERROR(store.WriteTensor(slot.grad, host.data()));
   }
   return finite;
 }

@@ -113,6 +113,7 @@ class MemoryRuntime : public TensorStore {
   Status WriteTensor(TensorId id, const void* in) override;
   void BeginUpdate(SlotUpdate update) override;
   Status FinishUpdate() override;
+  bool OnDevice(TensorId id) override { return residency_->on_device(id); }
   Workspace StepWorkspace() override { return workspace_.workspace(); }
   std::vector<int> StepAlgorithms() override { return workspace_.algorithms(); }
   bool computes() const override { return backing_->computes(); }

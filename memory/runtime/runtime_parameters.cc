@@ -12,7 +12,10 @@
 //     step is enqueued behind it on the device-to-host queue as host
 //     arithmetic, so it runs as soon as the gradient arrives, overlapping the
 //     rest of backward, and the next prefetch of the parameter (on the other
-//     copy queue) waits for its event.
+//     copy queue) waits for its event. With updates_after_iteration (fp16's
+//     loss scaling) the plan has no kUpdate: the gradient stays in host
+//     memory, and FinishUpdate enqueues the step there after the iteration,
+//     once every gradient has been checked.
 // Parameters kept on the device are updated in FinishUpdate, after the
 // iteration, as before. Either way the arithmetic is the solver's, so on the
 // CPU device every placement gives bit-identical parameters.
@@ -98,7 +101,8 @@ Status MemoryRuntime::UpdateOnDevice(int slot) {
 // behind it, on host memory, and the parameter's next prefetch behind that.
 void MemoryRuntime::UpdateInHostMemory(int slot) {
   const ParameterSlot& p = schedule_.parameters[slot];
-  if (residency_->state(p.grad) != Residency::kOffloading ||
+  const Residency grad = residency_->state(p.grad);
+  if ((grad != Residency::kOffloading && grad != Residency::kHost) ||
       !residency_->host_copy_current(p.grad)) {
     params_.set_failure(OutOfMemory("the gradient of '" + schedule_.tensors[p.param].name +
                                     "' could not go to host memory for its update there"));
@@ -117,6 +121,12 @@ Status MemoryRuntime::FinishUpdate() {
   Status status = params_.failure();
   for (size_t slot = 0; slot < schedule_.parameters.size() && status.ok(); ++slot) {
     if (params_.updated(static_cast<int>(slot))) continue;
+    if (options_.updates_after_iteration && options_.update_on_host &&
+        params_.home_host(schedule_.parameters[slot].param)) {
+      ApplyUpdate(static_cast<int>(slot));  // in host memory, where its gradient waits
+      status = params_.failure();
+      continue;
+    }
     status = UpdateOnDevice(static_cast<int>(slot));
   }
   params_.Finish();

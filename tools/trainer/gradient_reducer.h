@@ -170,6 +170,7 @@ class ReducingStore : public TensorStore {
   void FinishStep(const Step& step) override { base_.FinishStep(step); }
   Status EndIteration() override { return base_.EndIteration(); }
   float* Data(TensorId id) override { return base_.Data(id); }
+  bool OnDevice(TensorId id) override { return base_.OnDevice(id); }
   Status ReadTensor(TensorId id, void* out) override { return base_.ReadTensor(id, out); }
   Status WriteTensor(TensorId id, const void* in) override { return base_.WriteTensor(id, in); }
   void BeginUpdate(SlotUpdate update) override;

@@ -259,6 +259,7 @@ Status Trainer::Setup() {
   SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
   SPILL_RETURN_IF_ERROR(CheckPrecision(config_.run.precision, device_->type(), "run.precision"));
   SPILL_RETURN_IF_ERROR(CheckLossScaling());
+  config_.memory.updates_after_iteration = config_.run.precision == Precision::kFp16;
   cpu::SetConvTiming(
       {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
        config_.timing.cache});
@@ -438,16 +439,29 @@ void Trainer::AdvancePosition() {
   }
 }
 
+// fp16's loss scaling checks every gradient before any parameter changes, and
+// skips the step when one is not finite: parameters living in host memory
+// are then updated there after the iteration (memory.updates_after_iteration).
 Status Trainer::CheckLossScaling() const {
-  if (config_.run.precision != Precision::kFp16) return Status::Ok();
-  const std::string why =
-      "fp16's loss scaling checks every gradient before any parameter changes, and skips the "
-      "step when one is not finite";
-  if (config_.memory.params.kind != ParamPlacement::Kind::kDevice) {
-    return InvalidArgument(config_.file + ": run.precision fp16 needs memory.params: device (" +
-                           why + ", and with memory.params " + config_.memory.params.ToString() +
-                           " parameters are updated during backward); use bf16 to keep "
-                           "parameters off the device");
+  const ParamPlacement& params = config_.memory.params;
+  if (config_.run.precision != Precision::kFp16 || params.kind == ParamPlacement::Kind::kDevice ||
+      params.kind == ParamPlacement::Kind::kCache) {
+    return Status::Ok();
+  }
+  const std::string key =
+      config_.file + ": run.precision fp16 with memory.params " + params.ToString();
+  if (!config_.memory.update_on_host) {
+    return InvalidArgument(
+        key +
+        " needs memory.update: host (fp16's loss scaling checks every gradient before any "
+        "parameter changes: the gradients wait in host memory and the solver step runs "
+        "there after the iteration)");
+  }
+  if (Communicator::World().size() > 1) {
+    return InvalidArgument(key +
+                           " runs in one process: data-parallel ranks reduce and update "
+                           "parameters in host memory layer by layer during backward, "
+                           "before the check; use memory.params: device, or bf16");
   }
   return Status::Ok();
 }
