@@ -77,6 +77,9 @@ class Program {
   // binaries fixed: the program then gives its own time of that plan).
   void Start(const Decisions& d, bool fix = false);
   Decisions Read(const double* x) const;
+  // The device bytes the program counts at step `s` for the solution `x`
+  // (the keep-all peak less what its memory row has absent there).
+  double BytesAt(const double* x, int s) const;
 
  private:
   // Start's values of offloaded candidate `c` (back: when it is back, -1
@@ -167,8 +170,10 @@ class Program {
   std::vector<Entry> entries_;
   int columns_ = 0, rows_ = 0;
   std::vector<Candidate> cands_;
-  std::vector<int> index_;  // tensor -> candidate index, -1
-  std::vector<bool> over_;  // per step: over the limit with every tensor kept
+  std::vector<int> index_;            // tensor -> candidate index, -1
+  std::vector<bool> over_;            // per step: over the limit with every tensor kept
+  std::vector<int> memory_row_;       // per step: its memory row, -1
+  std::vector<double> memory_const_;  // per step: its row's constant term
   std::vector<Rebuild> rebuilds_;
   std::vector<int> rebuild_index_;         // tensor -> rebuilds_ index, -1
   std::vector<int> start_;                 // per step: the column of when its computation starts
@@ -319,14 +324,18 @@ void Program::AddAbsent(Linear* e, const Candidate& c, int s, double coef) const
 }
 
 void Program::AddMemoryRows() {
+  memory_row_.assign(m_.num_steps(), -1);
+  memory_const_.assign(m_.num_steps(), 0);
   for (int s = 0; s < m_.num_steps(); ++s) {
     if (!over_[s]) continue;
+    memory_row_[s] = rows_;
     const double over = (static_cast<double>(m_.base_step_peak[s]) - step_limit_[s]) / kMemoryUnit;
     Linear e;  // bytes absent at s >= what is over
     for (const Candidate& c : cands_) {
       if (s > c.lfu && s < c.u)
         AddAbsent(&e, c, s, static_cast<double>(m_.bytes[c.t]) / kMemoryUnit);
     }
+    memory_const_[s] = e.constant;
     Row(e, 'G', over);
   }
   // An offloaded source of a dropped tensor is on the device when that is
@@ -632,6 +641,17 @@ Decisions Program::Read(const double* x) const {
   return d;
 }
 
+double Program::BytesAt(const double* x, int s) const {
+  const double keep_all = static_cast<double>(m_.base_step_peak[s]);
+  const int row = memory_row_[s];
+  if (row < 0) return keep_all;
+  double absent = memory_const_[s];
+  for (const Entry& e : entries_) {
+    if (e.row == row) absent += e.value * x[e.col];
+  }
+  return keep_all - absent * kMemoryUnit;
+}
+
 // The program's time of the plan `d` (every binary fixed to it), in
 // microseconds; kOutOfMemory when `d` breaks its memory rows.
 StatusOr<double> ProgramTime(const EvalModel& model, const std::vector<double>& step_limit,
@@ -734,8 +754,14 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
     result.peak = e.peak;
     result.feasible = e.peak <= limit;
     if (result.feasible) break;
-    for (int s = 0; s < model.num_steps(); ++s) {  // what rebuilds add, taken off the limit
-      if (e.step_peak[s] > limit) step_limit[s] -= static_cast<double>(e.step_peak[s] - limit);
+    // What the program left out at each step over (what rebuilds add), taken
+    // off that step's limit: this plan's own gap, so that the same plan is
+    // out of the next solve, and at least the excess.
+    for (int s = 0; s < model.num_steps(); ++s) {
+      if (e.step_peak[s] <= limit) continue;
+      const double excess = static_cast<double>(e.step_peak[s] - limit);
+      const double gap = static_cast<double>(e.step_peak[s]) - program.BytesAt(x, s);
+      step_limit[s] = std::min(step_limit[s] - excess, static_cast<double>(limit) - gap);
     }
   }
   if (start != nullptr) {  // the plan CBC started from may still be the faster one
