@@ -44,8 +44,9 @@
 // by the evaluator, and so are its choices with frees and prefetches placed
 // by the fixed rules (rules.h) instead; the faster of the two that fits is
 // the plan, unless the starting plan is faster still. Where what rebuilds add puts both over the
-// limit, the rows of the steps over are tightened by the excess and it is solved again (the bound
-// stays the first solve's).
+// limit, the row of each step over is tightened by that plan's gap between the program's memory
+// there and the replay's (at least the excess), and it is solved again (the bound stays the first
+// solve's).
 #ifndef SPILL_MEMORY_PLANNERS_MILP_H_
 #define SPILL_MEMORY_PLANNERS_MILP_H_
 
