@@ -34,6 +34,7 @@ namespace spill {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kBatch = 32;
 constexpr int kLimits = 5;
@@ -525,6 +526,25 @@ TEST(PlannerModesTest, NoPlanWithinTheLimitIsOutOfMemory) {
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     EXPECT_FALSE(plan->fits) << mode;
     EXPECT_THAT(plan->failure, HasSubstr(std::string(mode) + " found no plan within its limit"));
+    // Every tensor is a candidate here (memory.min_offload 0).
+    EXPECT_THAT(plan->failure, Not(HasSubstr("memory.min_offload"))) << mode;
+  }
+}
+
+// Where only memory.min_offload keeps tensors on the device at the peak, the
+// report says how many and how large, and which setting moves them.
+TEST(PlannerModesTest, NoPlanNamesTheTensorsTheMinimumKeeps) {
+  Subject s = Load(testing::kResNet);
+  for (const char* mode : {"greedy", "search"}) {
+    MemoryOptions options = PlannerOptions(mode);
+    ASSERT_TRUE(options.settings.Set("min_offload", "1GiB").ok());  // no candidate at all
+    options.device_budget = s.model.base_peak * 3 / 4;
+    auto plan = Plan(s.net->view(), options);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_FALSE(plan->fits) << mode;
+    EXPECT_THAT(plan->failure, HasSubstr("tensors under memory.min_offload")) << mode;
+    EXPECT_THAT(plan->failure, HasSubstr("a lower memory.min_offload lets the planners move them"))
+        << mode;
   }
 }
 

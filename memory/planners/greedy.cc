@@ -100,9 +100,10 @@ StatusOr<Decisions> PlanGreedyFrom(PlanRules& rules, Choices choices, const char
       }
     }
     if (best.empty()) {
+      const std::string small = BelowMinimumAt(m, peak);
       return NoPlanWithin(planner, m, rules.limit(), now.peak,
                           "nothing kept at its peak step " + std::to_string(peak + 1) +
-                              " can leave the device there");
+                              " can leave the device there" + (small.empty() ? "" : "; " + small));
     }
     for (const auto& [t, c] : best) choices[t] = c;
   }

@@ -40,6 +40,25 @@ Status NoPlanWithin(const std::string& planner, const EvalModel& model, size_t l
       (detail.empty() ? "" : "; " + detail) + " (raise memory.planner.limit or the device budget)");
 }
 
+std::string BelowMinimumAt(const EvalModel& model, int step) {
+  std::vector<bool> candidate(model.schedule->tensors.size(), false);
+  for (TensorId t : model.candidates) candidate[t] = true;
+  size_t count = 0, bytes = 0;
+  for (TensorId t = 0; t < static_cast<TensorId>(candidate.size()); ++t) {
+    if (candidate[t] || !(model.offloadable[t] || model.droppable[t])) continue;
+    if (model.leaves_after[t] < 0 || step <= model.leaves_after[t] || step >= model.needed_at[t]) {
+      continue;
+    }
+    ++count;
+    bytes += model.bytes[t];
+  }
+  if (count == 0) return "";
+  return std::to_string(count) + " tensors under memory.min_offload (" +
+         FormatBytes(static_cast<double>(bytes)) +
+         " in all) could leave the device there: a lower memory.min_offload lets the planners "
+         "move them";
+}
+
 PlanRules::PlanRules(const EvalModel& model, size_t limit)
     : model_(model), limit_(limit), evaluator_(model) {}
 

@@ -42,6 +42,10 @@ StatusOr<DeviceProfile> PlannerProfile(const MemoryOptions& options);
 StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& options);
 // The limit a plan is made for: memory.planner.limit, or the device budget.
 size_t PlannerLimit(const MemoryOptions& options);
+// What is left at step `step` that memory.min_offload alone keeps there:
+// "" when nothing, else a clause naming how many tensors and bytes, and
+// that a lower memory.min_offload lets the planners move them.
+std::string BelowMinimumAt(const EvalModel& model, int step);
 // A planner's out-of-memory report: no plan it found keeps within `limit`;
 // `best_peak` is the lowest peak it reached (0: it reached no plan at all).
 Status NoPlanWithin(const std::string& planner, const EvalModel& model, size_t limit,
