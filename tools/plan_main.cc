@@ -159,8 +159,7 @@ StatusOr<Subject> Load(const Args& a) {
     s.memory.params_gathered = zero >= 3 && ranks > 1;
     s.memory.ranks = ranks;
   }
-  // fp16's loss scaling updates after the iteration, as train does.
-  s.memory.updates_after_iteration = precision == Precision::kFp16;
+  ApplyPrecision(precision, &s.memory);
   return s;
 }
 

@@ -32,6 +32,10 @@ Status CheckPrecision(Precision precision, DeviceType type, const std::string& w
   return Status::Ok();
 }
 
+void ApplyPrecision(Precision precision, MemoryOptions* memory) {
+  memory->updates_after_iteration = precision == Precision::kFp16;
+}
+
 bool HasBlockedLayouts(const Net& net) {
   for (const TensorInfo& t : net.schedule().tensors) {
     if (t.layout != Layout::kPlain) return true;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "framework/graph/net.h"
+#include "memory/memory_options.h"
 #include "memory/workspace_selector.h"
 
 namespace spill {
@@ -28,6 +29,12 @@ NetOptions NetOptionsFor(int64_t batch, DeviceType device, const WorkspacePolicy
 // storage around float32 arithmetic); training it needs loss scaling
 // (tools/trainer/loss_scale.h).
 Status CheckPrecision(Precision precision, DeviceType type, const std::string& what);
+
+// What `precision` asks of the memory runtime, the same in every program that
+// plans or trains (plans equal runs): fp16's loss scaling checks every
+// gradient before any parameter changes, so parameters in host memory are
+// updated after the iteration (MemoryOptions::updates_after_iteration).
+void ApplyPrecision(Precision precision, MemoryOptions* memory);
 
 // Whether any activation of `net` is in a blocked layout.
 bool HasBlockedLayouts(const Net& net);

@@ -157,8 +157,7 @@ Status ApplyExperimentMemory(ExperimentOptions* o) {
   SPILL_ASSIGN_OR_RETURN(o->precision, ParsePrecision(o->precision_name, "--precision"));
   SPILL_ASSIGN_OR_RETURN(DeviceType type, DeviceTypeByName(o->device));
   SPILL_RETURN_IF_ERROR(CheckPrecision(o->precision, type, "--precision"));
-  // fp16's loss scaling updates after the iteration, as train does.
-  o->memory.updates_after_iteration = o->precision == Precision::kFp16;
+  ApplyPrecision(o->precision, &o->memory);
   SPILL_RETURN_IF_ERROR(o->memory.Validate());
   if (o->confirm > 0) SPILL_RETURN_IF_ERROR(CheckAllocatorPlaces(o->memory, "--confirm"));
   SPILL_RETURN_IF_ERROR(GiveMeasuredProfile(/*link_gbps=*/0, &o->memory));

@@ -259,7 +259,7 @@ Status Trainer::Setup() {
   SPILL_ASSIGN_OR_RETURN(device_, CreateDevice(config_.run.device, device_config));
   SPILL_RETURN_IF_ERROR(CheckPrecision(config_.run.precision, device_->type(), "run.precision"));
   SPILL_RETURN_IF_ERROR(CheckLossScaling());
-  config_.memory.updates_after_iteration = config_.run.precision == Precision::kFp16;
+  ApplyPrecision(config_.run.precision, &config_.memory);
   cpu::SetConvTiming(
       {config_.timing.measure ? cpu::ConvTimingMode::kMeasure : cpu::ConvTimingMode::kModel,
        config_.timing.cache});
