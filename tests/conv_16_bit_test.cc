@@ -4,6 +4,7 @@
 // their bits are those of float32 tensors holding the same values, rounded.
 // dnnl_bf16 takes the 16-bit tensors as they are and computes in bfloat16
 // arithmetic: within bfloat16 rounding of float32, with less workspace.
+// oneDNN's bf16 matrix product (layers/cpu/matmul_dnnl.h) is checked here too.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -16,6 +17,7 @@
 #include "framework/device/convert.h"
 #include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/conv_layouts.h"
+#include "layers/cpu/matmul_dnnl.h"
 
 namespace spill {
 namespace cpu {
@@ -228,6 +230,35 @@ TEST(Conv16BitTest, WhatEachAlgorithmTakes) {
     EXPECT_EQ(a->takes(DType::kBF16), a->computes_16_bit()) << a->name();
     EXPECT_FALSE(a->takes(DType::kF16)) << a->name();
     EXPECT_EQ(a->computes_16_bit(), a->name() == "dnnl_bf16") << a->name();
+  }
+}
+
+// oneDNN's bf16 matrix product (the "cpu" profile's bf16 rate): small
+// integers are exact in bfloat16 and in their float32 sums, so the product
+// is the float32 one to the bit.
+TEST(MatmulBf16Test, MultipliesBfloat16Operands) {
+  if (!Bf16Arithmetic()) GTEST_SKIP() << "this processor has no AVX-512 BF16";
+  const int64_t m = 5, n = 7, k = 33;
+  std::vector<float> a(m * k), b(k * n);
+  for (int64_t i = 0; i < m * k; ++i) a[i] = static_cast<float>(i % 7) - 3;
+  for (int64_t i = 0; i < k * n; ++i) b[i] = static_cast<float>(i % 5) - 2;
+  auto upper = [](const std::vector<float>& v) {
+    std::vector<uint16_t> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &v[i], sizeof(bits));
+      out[i] = static_cast<uint16_t>(bits >> 16);  // exact: small integers
+    }
+    return out;
+  };
+  std::vector<float> c(m * n, -1);
+  MatmulBf16(m, n, k, upper(a).data(), upper(b).data(), c.data());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float want = 0;
+      for (int64_t p = 0; p < k; ++p) want += a[i * k + p] * b[p * n + j];
+      EXPECT_EQ(c[i * n + j], want) << i << "," << j;
+    }
   }
 }
 

@@ -65,6 +65,45 @@ layers:
   EXPECT_GT(view.layer(4).forward_work.bytes, 0);
 }
 
+// In 16 bits a layer that computes on 16-bit tensors runs on the matrix
+// units at half the traffic; one that computes on float32 copies keeps
+// float32 arithmetic and pays for the conversions. TF32 keeps float32
+// storage and runs every layer's products on the matrix units.
+TEST(LayerWorkTest, EachPrecisionNamesTheArithmeticItsLayersRun) {
+  const auto spec = testing::MustParse(R"(
+layers:
+  - {name: data, type: input, shape: [3, 10, 10]}
+  - {name: conv, type: convolution, filters: 4, kernel: 3, pad: 1}
+  - {name: fc, type: fully_connected, outputs: 7}
+  - {name: loss, type: softmax_loss}
+)");
+  auto view_in = [&](Precision precision) {
+    NetOptions options{2, DeviceType::kCpu};
+    options.precision = precision;
+    auto net = Net::Build(spec, options);
+    SPILL_CHECK(net.ok()) << net.status().ToString();
+    return (*net)->view();
+  };
+  const NetworkView fp32 = view_in(Precision::kFp32), bf16 = view_in(Precision::kBf16),
+                    fp16 = view_in(Precision::kFp16), tf32 = view_in(Precision::kTf32);
+  for (const LayerSummary& l : fp32.layers) {
+    EXPECT_EQ(l.forward_work.arithmetic, Arithmetic::kFp32) << l.name;
+    EXPECT_EQ(l.backward_work.arithmetic, Arithmetic::kFp32) << l.name;
+  }
+  for (const LayerSummary& l : tf32.layers) {
+    EXPECT_EQ(l.forward_work.arithmetic, Arithmetic::kTf32) << l.name;
+  }
+  // The convolution computes on its 16-bit tensors.
+  EXPECT_EQ(bf16.layer(1).forward_work.arithmetic, Arithmetic::kBf16);
+  EXPECT_EQ(bf16.layer(1).backward_work.arithmetic, Arithmetic::kBf16);
+  EXPECT_EQ(fp16.layer(1).forward_work.arithmetic, Arithmetic::kFp16);
+  EXPECT_DOUBLE_EQ(bf16.layer(1).forward_work.bytes, fp32.layer(1).forward_work.bytes / 2);
+  EXPECT_DOUBLE_EQ(bf16.layer(1).forward_work.flops, fp32.layer(1).forward_work.flops);
+  // The fully connected layer computes on float32 copies of its input.
+  EXPECT_EQ(bf16.layer(2).forward_work.arithmetic, Arithmetic::kFp32);
+  EXPECT_GT(bf16.layer(2).forward_work.bytes, fp32.layer(2).forward_work.bytes);
+}
+
 // ---------------------------------------------------------------------------
 // Profiles and the step time cache
 
@@ -87,6 +126,40 @@ TEST(DeviceProfileTest, NamedProfilesAndAClearErrorForUnknownOnes) {
   EXPECT_TRUE(cpu.inline_compute);
   EXPECT_EQ(cpu.link.d2h_bytes_per_second, 1e9);
   EXPECT_EQ(CpuProfile(c, 0).link.d2h_bytes_per_second, 5e9);  // unthrottled: memcpy
+}
+
+// A product's time on each profile's matrix units, or at the float32 rate
+// where it has none of that arithmetic.
+TEST(DeviceProfileTest, MatrixUnitsComputeWhatTheyHaveAndFloat32TheRest) {
+  LayerWork work;
+  work.flops = 1e12;  // compute-bound: no bytes
+  auto seconds = [&](const DeviceProfile& p, Arithmetic a) {
+    work.arithmetic = a;
+    return RooflineSeconds(work, p) - p.kernel_seconds;
+  };
+  const DeviceProfile h100 = *FindDeviceProfile("h100-pcie5");
+  const double fp32 = seconds(h100, Arithmetic::kFp32);
+  EXPECT_NEAR(fp32, 1e12 / (51e12 * 0.6), kTolerance);
+  EXPECT_NEAR(seconds(h100, Arithmetic::kBf16), 1e12 / (756.5e12 * 0.4), kTolerance);
+  EXPECT_NEAR(seconds(h100, Arithmetic::kFp16), 1e12 / (756.5e12 * 0.4), kTolerance);
+  EXPECT_NEAR(seconds(h100, Arithmetic::kTf32), 1e12 / (378e12 * 0.4), kTolerance);
+  // The V100's tensor cores take fp16 only; the K40 has none.
+  const DeviceProfile v100 = *FindDeviceProfile("v100-nvlink2");
+  EXPECT_LT(seconds(v100, Arithmetic::kFp16), seconds(v100, Arithmetic::kFp32) / 4);
+  EXPECT_DOUBLE_EQ(seconds(v100, Arithmetic::kBf16), seconds(v100, Arithmetic::kFp32));
+  EXPECT_DOUBLE_EQ(seconds(v100, Arithmetic::kTf32), seconds(v100, Arithmetic::kFp32));
+  const DeviceProfile k40 = *FindDeviceProfile("k40-pcie3");
+  for (Arithmetic a : {Arithmetic::kTf32, Arithmetic::kFp16, Arithmetic::kBf16}) {
+    EXPECT_DOUBLE_EQ(seconds(k40, a), seconds(k40, Arithmetic::kFp32));
+  }
+  EXPECT_NE(DescribeDeviceProfile(h100).find("bf16 756.5"), std::string::npos)
+      << DescribeDeviceProfile(h100);
+  EXPECT_EQ(DescribeDeviceProfile(k40).find("matrix units"), std::string::npos);
+  // The CPU: bf16 at its calibrated rate, where it has one.
+  CpuCalibration c{1e11, 2e10, 5e9, 1e-4, 4e11};
+  EXPECT_NEAR(seconds(CpuProfile(c, 0), Arithmetic::kBf16), 1e12 / 4e11, kTolerance);
+  c.bf16_gemm_flops = 0;
+  EXPECT_NEAR(seconds(CpuProfile(c, 0), Arithmetic::kBf16), 1e12 / 1e11, kTolerance);
 }
 
 TEST(StepTimesTest, CacheKeepsEveryDigitAndOtherNetworks) {

@@ -341,9 +341,12 @@ void Net::AssignPrecision() {
 }
 
 void Net::AddConversionWork(int layer, Pass pass, LayerWork* work) const {
-  if (ActivationType(precision_) == DType::kF32) return;
+  if (precision_ == Precision::kTf32) work->arithmetic = Arithmetic::kTf32;
+  const DType stored = ActivationType(precision_);
+  if (stored == DType::kF32) return;
   if (layers_[layer]->computes_16_bit(pass)) {
     work->bytes /= 2;  // its operands are 16-bit: half the traffic
+    work->arithmetic = stored == DType::kBF16 ? Arithmetic::kBf16 : Arithmetic::kFp16;
     return;
   }
   // Each copy's element: 2 bytes read and 4 written on the way in, or 4

@@ -89,10 +89,16 @@ struct Workspace {
 // program does not run on (memory/sim/): arithmetic, device memory traffic
 // and bytes read from host memory (over the link on a GPU). Estimates from
 // shapes: what an efficient kernel must do, not what a given one does.
+// The arithmetic a pass's operations run in: float32, or a device's faster
+// matrix units - TF32 (float32 storage), fp16 or bf16 operands with float32
+// sums (DeviceProfile gives each its rate).
+enum class Arithmetic { kFp32, kTf32, kFp16, kBf16 };
+
 struct LayerWork {
   double flops = 0;       // floating-point operations (a multiply-add is two)
   double bytes = 0;       // device memory read and written
   double host_bytes = 0;  // read from host memory (the input batch)
+  Arithmetic arithmetic = Arithmetic::kFp32;
 };
 
 // One way to compute an operation of a layer, with its cost: measured time

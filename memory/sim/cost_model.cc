@@ -185,7 +185,8 @@ std::string IterationCosts::Source() const {
 
 double RooflineSeconds(const LayerWork& work, const DeviceProfile& profile) {
   double seconds = 0;
-  if (profile.achieved_flops() > 0) seconds = work.flops / profile.achieved_flops();
+  const double flops = profile.achieved_flops(work.arithmetic);
+  if (flops > 0) seconds = work.flops / flops;
   if (profile.achieved_memory_bandwidth() > 0) {
     seconds = std::max(seconds, work.bytes / profile.achieved_memory_bandwidth());
   }

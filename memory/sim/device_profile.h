@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "framework/base/status.h"
+#include "framework/schedule/declarations.h"
 
 namespace spill {
 
@@ -55,6 +56,15 @@ struct DeviceProfile {
   // convolution or matrix product is assumed to reach.
   double peak_flops = 0;
   double flops_efficiency = 1;
+  // The matrix units' dense peaks (no sparsity) in TF32, fp16 and bf16 (16-
+  // bit operands, float32 sums), and the fraction a convolution or matrix
+  // product reaches of them. 0: that arithmetic runs at the fp32 rate (no
+  // such units: fp16 storage computed in float32, as cuDNN does on GPUs
+  // before Volta).
+  double peak_flops_tf32 = 0;
+  double peak_flops_fp16 = 0;
+  double peak_flops_bf16 = 0;
+  double matrix_efficiency = 1;
   // Device memory bandwidth at peak, and the fraction elementwise kernels
   // and device-to-device moves are assumed to reach.
   double memory_bytes_per_second = 0;
@@ -79,6 +89,14 @@ struct DeviceProfile {
   bool inline_compute = false;
 
   double achieved_flops() const { return peak_flops * flops_efficiency; }
+  // In `arithmetic`: its matrix units' rate, or the fp32 rate without them.
+  double achieved_flops(Arithmetic arithmetic) const {
+    const double peak = arithmetic == Arithmetic::kTf32   ? peak_flops_tf32
+                        : arithmetic == Arithmetic::kFp16 ? peak_flops_fp16
+                        : arithmetic == Arithmetic::kBf16 ? peak_flops_bf16
+                                                          : 0;
+    return peak > 0 ? peak * matrix_efficiency : achieved_flops();
+  }
   double achieved_memory_bandwidth() const { return memory_bytes_per_second * memory_efficiency; }
   double move_bandwidth() const {
     return move_bytes_per_second > 0 ? move_bytes_per_second : achieved_memory_bandwidth() / 2;
@@ -102,6 +120,7 @@ struct CpuCalibration {
   double memory_bytes_per_second = 0;  // a large copy on every core, bytes read + written
   double memcpy_bytes_per_second = 0;  // one thread's memcpy: the copy worker's link
   double copy_latency_seconds = 0;     // a small copy through the copy worker and its event
+  double bf16_gemm_flops = 0;          // a bf16 matrix product on every core; 0: no AVX-512 BF16
 };
 // This CPU as calibrated. `link_bytes_per_second` > 0: the copy worker is
 // throttled to it (`--link-gbps`), otherwise copies run at memcpy speed.

@@ -17,8 +17,10 @@
 #include "framework/device/device_registry.h"
 #include "framework/graph/initializer.h"
 #include "framework/solver/solver.h"
+#include "layers/cpu/conv_layouts.h"
 #include "layers/cpu/conv_timer.h"
 #include "layers/cpu/cpu_math.h"
+#include "layers/cpu/matmul_dnnl.h"
 #include "memory/planners/planner_settings.h"
 
 namespace spill {
@@ -54,6 +56,18 @@ double MeasureGemmFlops() {
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
   const double seconds = Fastest(
       [&] { cpu::Gemm(false, false, n, n, n, 1, a.data(), n, b.data(), n, 0, c.data(), n); });
+  return 2.0 * n * n * n / seconds;
+}
+
+// A bf16 matrix product of the same size on every core (oneDNN), where the
+// processor multiplies bf16; 0 elsewhere.
+double MeasureBf16GemmFlops() {
+  if (!cpu::Bf16Arithmetic()) return 0;
+  const int64_t n = kGemmSize;
+  constexpr uint16_t kHalf = 0x3f00, kQuarter = 0x3e80;  // 0.5 and 0.25 in bf16
+  std::vector<uint16_t> a(n * n, kHalf), b(n * n, kQuarter);
+  std::vector<float> c(n * n);
+  const double seconds = Fastest([&] { cpu::MatmulBf16(n, n, n, a.data(), b.data(), c.data()); });
   return 2.0 * n * n * n / seconds;
 }
 
@@ -103,7 +117,9 @@ bool ReadCalibration(const std::string& path, CpuCalibration* c) {
                         "copy_latency_seconds"}) {
     if (!values.count(k) || values[k] <= 0) return false;
   }
+  if (!values.count("bf16_gemm_flops")) return false;  // 0 where the CPU has no bf16 arithmetic
   c->gemm_flops = values["gemm_flops"];
+  c->bf16_gemm_flops = values["bf16_gemm_flops"];
   c->memory_bytes_per_second = values["memory_bytes_per_second"];
   c->memcpy_bytes_per_second = values["memcpy_bytes_per_second"];
   c->copy_latency_seconds = values["copy_latency_seconds"];
@@ -117,13 +133,15 @@ StatusOr<CpuCalibration> CalibrateCpu(bool fresh) {
   CpuCalibration c;
   if (!fresh && !path.empty() && ReadCalibration(path, &c)) return c;
   c.gemm_flops = MeasureGemmFlops();
+  c.bf16_gemm_flops = MeasureBf16GemmFlops();
   c.memory_bytes_per_second = MeasureMemoryBandwidth();
   c.memcpy_bytes_per_second = MeasureMemcpy();
   c.copy_latency_seconds = MeasureCopyLatency();
   if (!path.empty()) {
     std::ofstream out(path);
     out << std::setprecision(std::numeric_limits<double>::max_digits10) << "gemm_flops\t"
-        << c.gemm_flops << "\nmemory_bytes_per_second\t" << c.memory_bytes_per_second
+        << c.gemm_flops << "\nbf16_gemm_flops\t" << c.bf16_gemm_flops
+        << "\nmemory_bytes_per_second\t" << c.memory_bytes_per_second
         << "\nmemcpy_bytes_per_second\t" << c.memcpy_bytes_per_second << "\ncopy_latency_seconds\t"
         << c.copy_latency_seconds << "\n";
     if (!out) return IoError("cannot write the CPU calibration '" + path + "'");
