@@ -18,7 +18,9 @@ std::string ConvGeometryKey(const ConvGeometry& g) {
   };
   return Shape(g.batch, g.channels, g.height, g.width).ToString() + " f" +
          std::to_string(g.filters) + " k" + pair(g.kernel) + " s" + pair(g.stride) + " p" +
-         pair(g.pad) + " d" + pair(g.dilation) + " g" + std::to_string(g.groups);
+         pair(g.pad) + " d" + pair(g.dilation) + " g" + std::to_string(g.groups) +
+         (g.input_dtype == DType::kF32 ? "" : std::string(" ") + DTypeName(g.input_dtype)) +
+         (g.output_dtype == g.input_dtype ? "" : std::string("->") + DTypeName(g.output_dtype));
 }
 
 StatusOr<ConvCandidates> ConvCandidateCache::Get(const ConvGeometry& g, const Query& query) {

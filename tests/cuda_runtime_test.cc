@@ -28,6 +28,8 @@
 #include "framework/cuda/cuda_versions.h"
 #include "framework/cuda/memcheck_annotations.h"
 #include "framework/graph/net.h"
+#include "framework/graph/precision.h"
+#include "layers/convolution_layer.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "memory/planning/planner.h"
 #include "memory/runtime/runtime.h"
@@ -415,6 +417,74 @@ TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
                        std::fabs(static_cast<double>(on_gpu->params[p][i]) - on_cpu->params[p][i]));
     }
     EXPECT_LE(worst, 1e-4 * std::max(scale, 1e-4)) << "parameter " << p;
+  }
+}
+
+// In bf16 and fp16 a convolution between 16-bit tensors hands them to cuDNN
+// as they are: no float32 copies of its activations in its workspace, only
+// its 16-bit weights and gradients beside cuDNN's own. The network's first
+// convolution reads the float32 image and computes on copies. Shapes alone:
+// it holds without a GPU.
+TEST(CudaPrecisionTest, ConvolutionsComputeOnTheirSixteenBitTensors) {
+  const NetSpec spec = testing::MustParse(testing::kResNet);
+  for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+    SCOPED_TRACE(PrecisionName(precision));
+    auto net =
+        testing::BuildTrainingNet(spec, 4, DeviceType::kCuda, /*blocked_layouts=*/false, precision);
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    int sixteen = 0, wide = 0;
+    for (int id = 0; id < (*net)->num_layers(); ++id) {
+      const Layer& layer = (*net)->layer(id);
+      if (layer.type() != "convolution") continue;
+      const bool in_16 = layer.input_dtype(0) != DType::kF32;
+      EXPECT_EQ(layer.computes_16_bit(Pass::kForward), in_16) << layer.name();
+      EXPECT_EQ(layer.computes_16_bit(Pass::kBackward), in_16) << layer.name();
+      (in_16 ? sixteen : wide)++;
+      if (!in_16) continue;
+      EXPECT_EQ((*net)->ConversionBytes(id, Pass::kForward, 4), 0u) << layer.name();
+      EXPECT_EQ((*net)->ConversionBytes(id, Pass::kBackward, 4), 0u) << layer.name();
+      const auto& g = static_cast<const ConvolutionLayer&>(layer).geometry();
+      const size_t weights = static_cast<size_t>(g.filters * g.col_rows());
+      EXPECT_GE(layer.workspace_bytes(Pass::kForward), weights * 2) << layer.name();
+      // Backward: the 16-bit weights, the staged and the widened gradient.
+      EXPECT_GE(layer.workspace_bytes(Pass::kBackward), weights * 8) << layer.name();
+    }
+    EXPECT_GT(sixteen, 0);
+    EXPECT_EQ(wide, 1);  // the first, on the image
+  }
+}
+
+// The same network, weights and batches in bf16 on the GPU (cuDNN's 16-bit
+// convolutions, the rest on converted copies) and on the CPU: the losses
+// and weights agree within bfloat16 rounding (8 bits of mantissa, 0.4 %),
+// which a wrong or missing gradient would exceed by far.
+TEST(CudaPrecisionTest, Bf16GpuTrainingFollowsCpuBf16Training) {
+  SKIP_WITHOUT_GPU();
+  const NetSpec spec = testing::MustParse(testing::kResNet);
+  testing::SyntheticRun gpu = GpuRun("baseline");
+  gpu.precision = Precision::kBf16;
+  testing::SyntheticRun cpu = gpu;
+  cpu.device = "cpu";
+  cpu.use_device = nullptr;
+  cpu.memory.workspace = *ParseWorkspacePolicy("dynamic");
+  auto on_gpu = testing::TrainSynthetic(spec, gpu);
+  auto on_cpu = testing::TrainSynthetic(spec, cpu);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
+  for (size_t i = 0; i < on_cpu->losses.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(on_gpu->losses[i])) << "step " << i;
+    EXPECT_NEAR(on_gpu->losses[i], on_cpu->losses[i], 3e-2 * std::fabs(on_cpu->losses[i]))
+        << "step " << i;
+  }
+  ASSERT_EQ(on_gpu->params.size(), on_cpu->params.size());
+  for (size_t p = 0; p < on_cpu->params.size(); ++p) {
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < on_cpu->params[p].size(); ++i) {
+      scale = std::max(scale, std::fabs(static_cast<double>(on_cpu->params[p][i])));
+      worst = std::max(worst,
+                       std::fabs(static_cast<double>(on_gpu->params[p][i]) - on_cpu->params[p][i]));
+    }
+    EXPECT_LE(worst, 3e-2 * std::max(scale, 1e-2)) << "parameter " << p;
   }
 }
 

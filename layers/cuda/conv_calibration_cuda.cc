@@ -44,13 +44,15 @@ struct Scratch {
 
 // cuDNN's results as measurements: an algorithm that ran within the
 // workspace offered, one that wanted more (untested), one that failed.
-// Results in TF32 math are not ours to use and count as none.
+// Results in math the layer does not use (TF32 on float32 operands unless
+// asked for) count as none.
 template <typename Perf>
-std::vector<ConvMeasurement> Measurements(const Perf* perf, int returned, size_t workspace) {
+std::vector<ConvMeasurement> Measurements(const Perf* perf, int returned, size_t workspace,
+                                          bool sixteen_bit) {
   std::vector<ConvMeasurement> results;
   for (int r = 0; r < returned; ++r) {
     const Perf& p = perf[r];
-    if (!cuda::ConvMathAllowed(p.mathType)) continue;
+    if (!cuda::ConvMathAllowed(p.mathType, sixteen_bit)) continue;
     ConvMeasurement m;
     m.algo = static_cast<int>(p.algo);
     if (p.status == CUDNN_STATUS_SUCCESS && p.time >= 0 && p.memory <= workspace) {
@@ -66,7 +68,8 @@ std::vector<ConvMeasurement> Measurements(const Perf* perf, int returned, size_t
 }
 
 // Scratch input, output and filter of one geometry, filled with small
-// finite values, and a workspace for timing its candidates.
+// finite values, and a workspace for timing its candidates. Sized for
+// float32 operands, which is room enough for 16-bit ones.
 struct CalibrationBuffers {
   Scratch x, y, w, workspace;
 
@@ -178,7 +181,8 @@ Status CudaConvolutionLayer::Calibrate(CudaDevice& device) const {
     int returned = 0;
     const cudnnStatus_t status = Search::Find(handle, d, timed, count, &returned, perf.data(),
                                               workspace.data, workspace.bytes);
-    record(Search::kOp, status, Measurements(perf.data(), returned, workspace.bytes));
+    record(Search::kOp, status,
+           Measurements(perf.data(), returned, workspace.bytes, d.sixteen_bit()));
     return Status::Ok();
   }));
   // The scratch buffers are freed on return; nothing may still use them.

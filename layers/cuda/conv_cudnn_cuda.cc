@@ -60,7 +60,7 @@ const char* Lookup(const NamedAlgo (&table)[N], int algo) {
 // `workspace(algo, &bytes)` returns false where the size query fails.
 template <typename Perf, typename WorkspaceFn>
 std::vector<ConvCandidate> UsableAlgorithms(int op, const Perf* perf, int returned,
-                                            WorkspaceFn workspace) {
+                                            bool sixteen_bit, WorkspaceFn workspace) {
   std::vector<ConvCandidate> tiers[4];  // math & deterministic, math, deterministic, any
   for (int r = 0; r < returned; ++r) {
     const Perf& p = perf[r];
@@ -68,7 +68,7 @@ std::vector<ConvCandidate> UsableAlgorithms(int op, const Perf* perf, int return
     const int algo = static_cast<int>(p.algo);
     size_t bytes = 0;
     if (!workspace(p.algo, &bytes)) continue;
-    const bool math = ConvMathAllowed(p.mathType);
+    const bool math = ConvMathAllowed(p.mathType, sixteen_bit);
     const bool deterministic = p.determinism == CUDNN_DETERMINISTIC;
     const bool in_tier[4] = {math && deterministic, math, deterministic, true};
     for (int t = 0; t < 4; ++t) {
@@ -131,9 +131,21 @@ std::string ConvAlgoName(int op, int algo) {
   return prefix + std::to_string(algo);
 }
 
-bool ConvMathAllowed(cudnnMathType_t math) {
+bool ConvMathAllowed(cudnnMathType_t math, bool sixteen_bit) {
   return math == CUDNN_DEFAULT_MATH || math == CUDNN_FMA_MATH ||
-         (Tf32() && math == CUDNN_TENSOR_OP_MATH);
+         ((Tf32() || sixteen_bit) && math == CUDNN_TENSOR_OP_MATH);
+}
+
+cudnnDataType_t CudnnType(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::kF16:
+      return CUDNN_DATA_HALF;
+    case DType::kF32:
+      break;
+  }
+  return CUDNN_DATA_FLOAT;
 }
 
 ConvDescriptors::~ConvDescriptors() {
@@ -154,30 +166,41 @@ Status ConvDescriptors::Set(const ConvGeometry& g, const std::string& layer) {
                              " exceeds cuDNN's int range");
     }
   }
+  if (g.input_dtype != g.output_dtype) {
+    return InvalidArgument("convolution '" + layer +
+                           "': cuDNN takes input and output of one type, not " +
+                           DTypeName(g.input_dtype) + " and " + DTypeName(g.output_dtype));
+  }
+  dtype = g.input_dtype;
+  const cudnnDataType_t type = CudnnType(dtype);
   auto i = [](int64_t v) { return static_cast<int>(v); };
   if (!x) SPILL_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&x));
   if (!y) SPILL_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&y));
   if (!bias) SPILL_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&bias));
   if (!w) SPILL_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&w));
   if (!conv) SPILL_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&conv));
+  SPILL_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, i(g.batch),
+                                                         i(g.channels), i(g.height), i(g.width)));
   SPILL_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(
-      x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.batch), i(g.channels), i(g.height), i(g.width)));
-  SPILL_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                         i(g.batch), i(g.filters), i(g.out_height),
-                                                         i(g.out_width)));
+      y, CUDNN_TENSOR_NCHW, type, i(g.batch), i(g.filters), i(g.out_height), i(g.out_width)));
   SPILL_CUDNN_RETURN_IF_ERROR(
-      cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i(g.filters), 1, 1));
-  SPILL_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                         i(g.filters), i(g.channels_per_group()),
-                                                         i(g.kernel[0]), i(g.kernel[1])));
+      cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, type, 1, i(g.filters), 1, 1));
+  SPILL_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(w, type, CUDNN_TENSOR_NCHW, i(g.filters),
+                                                         i(g.channels_per_group()), i(g.kernel[0]),
+                                                         i(g.kernel[1])));
+  // Sums in float32 whatever the storage (cuDNN's PSEUDO_HALF and
+  // PSEUDO_BFLOAT16 configurations in 16 bits).
   SPILL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolution2dDescriptor(
       conv, i(g.pad[0]), i(g.pad[1]), i(g.stride[0]), i(g.stride[1]), i(g.dilation[0]),
       i(g.dilation[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   SPILL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionGroupCount(conv, i(g.groups)));
-  // Plain float32 FMA arithmetic, or TF32 tensor cores where the process
-  // asked for them (run.precision tf32): CUDNN_DEFAULT_MATH permits them.
-  SPILL_CUDNN_RETURN_IF_ERROR(
-      cudnnSetConvolutionMathType(conv, Tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  // Float32: plain FMA arithmetic, or TF32 tensor cores where the process
+  // asked for them (run.precision tf32): CUDNN_DEFAULT_MATH permits them. 16
+  // bits: tensor cores wherever cuDNN has them.
+  const cudnnMathType_t math = sixteen_bit() ? CUDNN_TENSOR_OP_MATH
+                               : Tf32()      ? CUDNN_DEFAULT_MATH
+                                             : CUDNN_FMA_MATH;
+  SPILL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv, math));
   int n = 0, c = 0, h = 0, wd = 0;
   SPILL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolution2dForwardOutputDim(conv, x, w, &n, &c, &h, &wd));
   if (n != g.batch || c != g.filters || h != g.out_height || wd != g.out_width) {
@@ -197,10 +220,11 @@ StatusOr<ConvCandidates> QueryConvCandidates(cudnnHandle_t handle, const ConvDes
     std::vector<typename Search::Perf> perf(std::max(count, 1));
     int returned = 0;
     SPILL_CUDNN_RETURN_IF_ERROR(Search::Heuristics(handle, d, count, &returned, perf.data()));
-    found.ops[Search::kOp] = UsableAlgorithms(
-        Search::kOp, perf.data(), returned, [&](typename Search::Algo algo, size_t* bytes) {
-          return Search::Workspace(handle, d, algo, bytes) == CUDNN_STATUS_SUCCESS;
-        });
+    found.ops[Search::kOp] =
+        UsableAlgorithms(Search::kOp, perf.data(), returned, d.sixteen_bit(),
+                         [&](typename Search::Algo algo, size_t* bytes) {
+                           return Search::Workspace(handle, d, algo, bytes) == CUDNN_STATUS_SUCCESS;
+                         });
     return Status::Ok();
   }));
   return found;

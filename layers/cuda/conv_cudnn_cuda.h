@@ -36,8 +36,14 @@ namespace cuda {
 // `memory.workspace: pin:NAME` pins).
 std::string ConvAlgoName(int op, int algo);
 
-// Plain float32 arithmetic: no TF32 tensor cores.
-bool ConvMathAllowed(cudnnMathType_t math);
+// Whether results computed in `math` are usable: for float32 operands plain
+// float32 arithmetic (TF32 tensor cores only where the process asked for
+// them, run.precision tf32); for 16-bit operands any math cuDNN runs them in
+// (tensor cores, float32 sums).
+bool ConvMathAllowed(cudnnMathType_t math, bool sixteen_bit);
+
+// cuDNN's type for a storage type.
+cudnnDataType_t CudnnType(DType dtype);
 
 // The descriptors of one convolution geometry: input, output, bias, filter
 // and the convolution. Made by Set, then only read.
@@ -48,12 +54,17 @@ class ConvDescriptors {
   ConvDescriptors(const ConvDescriptors&) = delete;
   ConvDescriptors& operator=(const ConvDescriptors&) = delete;
 
-  // Describes `g` (which CheckDescriptorLimits has passed) for layer `layer`.
+  // Describes `g` (which CheckDescriptorLimits has passed) for layer `layer`:
+  // x, y, the filter and the bias in g's storage type (float32, or one
+  // 16-bit type for input and output alike: the filter and bias are then
+  // the layer's 16-bit copies of its float32 parameters), float32 sums.
   Status Set(const ConvGeometry& g, const std::string& layer);
+  bool sixteen_bit() const { return dtype != DType::kF32; }
 
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  DType dtype = DType::kF32;
 };
 
 // The candidates cuDNN offers for `d`, asked on `handle`.

@@ -18,6 +18,17 @@
 // run, else an estimate from its rank in the heuristics' list (1 ms, 2 ms,
 // ...), which keeps cuDNN's own preference. Calibration drops candidates
 // cuDNN fails to run.
+//
+// In 16 bits (a network in bf16 or fp16 whose layer reads and writes 16-bit
+// tensors: computes_16_bit) cuDNN takes x, y, dx and dy as they are stored,
+// on tensor cores with float32 sums. The float32 weights are rounded into a
+// 16-bit copy at the front of the workspace for each call; the filter
+// gradient comes out in 16 bits there too and is widened into the float32
+// gradient - added image after image in image order. The bias is added and
+// its gradient summed by the layer's own kernels (conv_bias_kernels_cuda.h:
+// float32 bias, double sums). Where cuDNN offers no algorithm for a 16-bit geometry the layer
+// computes in float32 on the executor's converted copies, as before, and
+// says so once.
 #ifndef SPILL_LAYERS_CUDA_CONVOLUTION_CUDA_H_
 #define SPILL_LAYERS_CUDA_CONVOLUTION_CUDA_H_
 
@@ -50,6 +61,7 @@ class CudaConvolutionLayer : public ConvolutionLayer {
   // The workspace of the default (first) candidates.
   size_t workspace_bytes(Pass pass) const override;
   bool supports_slices() const override { return true; }
+  bool computes_16_bit(Pass) const override { return half_ != DType::kF32; }
 
   void Forward(const ForwardArgs& args) const override;
   // Operation 0: the filter (and bias) gradient; 1: the data gradient.
@@ -62,7 +74,35 @@ class CudaConvolutionLayer : public ConvolutionLayer {
   // Takes `other`'s candidates and times when both listed the same ones.
   bool CopyTimesFrom(const CudaConvolutionLayer& other) const;
 
+ protected:
+  // 16 bits where input and output are stored in one 16-bit type.
+  void DtypesChanged() override;
+
  private:
+  // The 16-bit copies at the front of a pass's workspace (none in float32),
+  // and the rest, cuDNN's.
+  struct Copies {
+    void* w = nullptr;         // the weights in the storage type
+    void* dw = nullptr;        // the filter gradient as cuDNN writes it (backward)
+    float* dw_wide = nullptr;  // an image's filter gradient widened, to add
+    size_t bytes = 0;          // what the copies take
+    Workspace rest;
+  };
+  // Carves `workspace` (null data: only `bytes`).
+  Copies Carve(Pass pass, const Workspace& workspace) const;
+  size_t CopyBytes(Pass pass) const { return Carve(pass, {}).bytes; }
+  // Descriptors and candidates for geom_ in half_ (Reshape, DtypesChanged).
+  Status Prepare();
+  // Rounds the float32 parameter into its copy on the compute stream.
+  void Narrow(CudaDevice& device, const Tensor& param, void* copy) const;
+  // db (=|+=) the sum of `images` images of dy over each output plane
+  // (cuDNN in float32, conv_bias_kernels in 16 bits); `first`: overwrite.
+  void BiasGradient(CudaDevice& device, const cuda::ConvDescriptors& d, const void* dy,
+                    int64_t images, float* db, bool first) const;
+  // grad (=|+=) the staged 16-bit gradient, widened; `first`: overwrite.
+  void Widen(CudaDevice& device, const void* staged, float* wide, float* grad, int64_t count,
+             bool first) const;
+
   static int OpIndex(Pass pass, int op) {
     if (pass == Pass::kForward) return kConvForward;
     return op == 0 ? kConvFilterGrad : kConvDataGrad;
@@ -72,6 +112,10 @@ class CudaConvolutionLayer : public ConvolutionLayer {
   // candidate, when none is chosen), checked against the workspace given.
   ConvCandidate Chosen(int op, const std::vector<int>& algorithms, int slot,
                        const Workspace& workspace) const;
+  // x and dy must be stored as the layer was shaped for.
+  void CheckStorage(const Tensor& t, const char* what) const;
+  struct BackwardOperands;
+  BackwardOperands Operands(const BackwardArgs& args, CudaDevice& device) const;
   void BackwardWhole(const BackwardArgs& args, CudaDevice& device) const;
   void BackwardByImage(const BackwardArgs& args, CudaDevice& device) const;
   // Measured times of one operation, failed candidates dropped; under mutex_.
@@ -85,6 +129,7 @@ class CudaConvolutionLayer : public ConvolutionLayer {
   mutable std::vector<double> seconds_[kConvOps];
   cuda::ConvDescriptors whole_;  // the layer's batch
   cuda::ConvDescriptors image_;  // one image
+  DType half_ = DType::kF32;     // the 16-bit type the layer computes in, or kF32
 };
 
 // Measures every candidate algorithm of every CUDA convolution layer of
