@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -422,35 +423,43 @@ TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
 
 // In bf16 and fp16 a convolution between 16-bit tensors hands them to cuDNN
 // as they are: no float32 copies of its activations in its workspace, only
-// its 16-bit weights and gradients beside cuDNN's own. The network's first
-// convolution reads the float32 image and computes on copies. Shapes alone:
-// it holds without a GPU.
-TEST(CudaPrecisionTest, ConvolutionsComputeOnTheirSixteenBitTensors) {
+// its 16-bit weights and gradients beside cuDNN's own. Batch norm, ReLU,
+// addition and concatenation take them as they are too. The network's first convolution reads the
+// float32 image and computes on copies. Shapes alone: it holds without a
+// GPU.
+TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
   const NetSpec spec = testing::MustParse(testing::kResNet);
   for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
     SCOPED_TRACE(PrecisionName(precision));
     auto net =
         testing::BuildTrainingNet(spec, 4, DeviceType::kCuda, /*blocked_layouts=*/false, precision);
     ASSERT_TRUE(net.ok()) << net.status().ToString();
-    int sixteen = 0, wide = 0;
+    std::map<std::string, int> sixteen, wide;
     for (int id = 0; id < (*net)->num_layers(); ++id) {
       const Layer& layer = (*net)->layer(id);
-      if (layer.type() != "convolution") continue;
+      const std::string type = layer.type();
+      if (type != "convolution" && type != "batch_norm" && type != "relu" && type != "add") {
+        continue;
+      }
       const bool in_16 = layer.input_dtype(0) != DType::kF32;
+      ASSERT_EQ(layer.output_dtype(0), ActivationType(precision)) << layer.name();
       EXPECT_EQ(layer.computes_16_bit(Pass::kForward), in_16) << layer.name();
       EXPECT_EQ(layer.computes_16_bit(Pass::kBackward), in_16) << layer.name();
-      (in_16 ? sixteen : wide)++;
+      (in_16 ? sixteen : wide)[type]++;
       if (!in_16) continue;
       EXPECT_EQ((*net)->ConversionBytes(id, Pass::kForward, 4), 0u) << layer.name();
       EXPECT_EQ((*net)->ConversionBytes(id, Pass::kBackward, 4), 0u) << layer.name();
+      if (type != "convolution") continue;
       const auto& g = static_cast<const ConvolutionLayer&>(layer).geometry();
       const size_t weights = static_cast<size_t>(g.filters * g.col_rows());
       EXPECT_GE(layer.workspace_bytes(Pass::kForward), weights * 2) << layer.name();
       // Backward: the 16-bit weights, the staged and the widened gradient.
       EXPECT_GE(layer.workspace_bytes(Pass::kBackward), weights * 8) << layer.name();
     }
-    EXPECT_GT(sixteen, 0);
-    EXPECT_EQ(wide, 1);  // the first, on the image
+    for (const char* type : {"convolution", "batch_norm", "relu", "add"}) {
+      EXPECT_GT(sixteen[type], 0) << type;
+    }
+    EXPECT_EQ(wide["convolution"], 1);  // the first, on the image
   }
 }
 

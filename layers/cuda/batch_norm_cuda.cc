@@ -13,7 +13,8 @@
 // over slices of the batch (memory.chunk, streamed steps) - sweep by sweep,
 // slice by slice, the workspace staying with the step - gives the bits of
 // the step over the whole batch (layers/slice_plans.h says which kernels a
-// call enqueues).
+// call enqueues). In a 16-bit network x, y, dy and dx are read and written
+// as they are stored (stored_cuda.h), the statistics and parameters float32.
 #include "framework/graph/layer_registry.h"
 #include "layers/batch_norm_layer.h"
 #include "layers/cuda/layer_kernels_cuda.h"
@@ -28,6 +29,7 @@ class CudaBatchNormLayer : public BatchNormLayer {
   using BatchNormLayer::BatchNormLayer;
 
   bool supports_slices() const override { return true; }
+  bool computes_16_bit(Pass) const override { return cuda::StoredAlike(*this); }
   int slice_sweeps(Pass pass) const override {
     return pass == Pass::kForward ? kBatchNormForwardSweeps : kBatchNormBackwardSweeps;
   }
@@ -42,14 +44,18 @@ class CudaBatchNormLayer : public BatchNormLayer {
     const BatchNormForwardPlan plan =
         PlanBatchNormForward(args.slice, n, plane, args.phase, args.recompute);
     cudaStream_t stream = cuda::StreamOf(args.device);
-    const float* x = args.inputs[0].data();
+    const cuda::Stored stored = cuda::StoredOf(args.inputs[0]);
+    const void* x = args.inputs[0].raw();
     float* mean = args.aux[0].data();
     float* inv_std = args.aux[1].data();
     if (plan.sums || plan.squares || plan.finish) {
       double* carry = Carry(args.workspace);
-      if (plan.sums) cuda::LaunchBatchNormSums(n, c, plane, x, carry, plan.start, false, 0, stream);
+      if (plan.sums) {
+        cuda::LaunchBatchNormSums(stored, n, c, plane, x, carry, plan.start, false, 0, stream);
+      }
       if (plan.squares) {
-        cuda::LaunchBatchNormSums(n, c, plane, x, carry, plan.start, true, plan.count, stream);
+        cuda::LaunchBatchNormSums(stored, n, c, plane, x, carry, plan.start, true, plan.count,
+                                  stream);
       }
       if (plan.finish) {
         cuda::LaunchBatchNormFinish(c, carry, plan.count, eps_, momentum_, mean, inv_std,
@@ -62,8 +68,9 @@ class CudaBatchNormLayer : public BatchNormLayer {
     }
     // A recomputing forward in training normalizes with the saved statistics.
     if (plan.normalize) {
-      cuda::LaunchBatchNormApply(n, c, plane, x, args.params[0].data(), args.params[1].data(), mean,
-                                 inv_std, args.outputs[0].data(), stream);
+      cuda::LaunchBatchNormApply(stored, n, c, plane, x, args.params[0].data(),
+                                 args.params[1].data(), mean, inv_std, args.outputs[0].raw(),
+                                 stream);
     }
     SPILL_CUDA_CHECK_LAUNCH();
   }
@@ -78,17 +85,20 @@ class CudaBatchNormLayer : public BatchNormLayer {
     const BatchNormBackwardPlan plan = PlanBatchNormBackward(args.slice, n, plane, dx != nullptr);
     cudaStream_t stream = cuda::StreamOf(args.device);
     double* carry = Carry(args.workspace);
-    const float* x = args.inputs[0].data();
-    const float* dy = args.output_grads[0].data();
+    const cuda::Stored stored = cuda::StoredOf(args.inputs[0]);
+    const void* x = args.inputs[0].raw();
+    const void* dy = args.output_grads[0].raw();
     const float* mean = args.aux[0].data();
     const float* inv_std = args.aux[1].data();
     if (plan.sums) {
-      cuda::LaunchBatchNormGradientSums(n, c, plane, x, dy, mean, carry, plan.start, stream);
+      cuda::LaunchBatchNormGradientSums(stored, n, c, plane, x, dy, mean, carry, plan.start,
+                                        stream);
     }
     if (plan.param_grads) cuda::LaunchBatchNormParamGrads(c, carry, inv_std, dgamma, dbeta, stream);
     if (plan.input_grad) {
-      cuda::LaunchBatchNormInputGrad(n, c, plane, x, dy, args.params[0].data(), mean, inv_std,
-                                     carry, plan.count, dx, cuda::Accumulates(args, 0), stream);
+      cuda::LaunchBatchNormInputGrad(stored, n, c, plane, x, dy, args.params[0].data(), mean,
+                                     inv_std, carry, plan.count, dx, cuda::Accumulates(args, 0),
+                                     stream);
     }
     SPILL_CUDA_CHECK_LAUNCH();
   }

@@ -3,7 +3,9 @@
 // memory between calls, so slices of the batch, one call each, give the bits
 // of one call over the whole batch: one block per channel; each warp sums
 // one image's plane (lanes striding it, then a fixed butterfly), and thread
-// 0 adds the images' sums to the carry in order.
+// 0 adds the images' sums to the carry in order. Activations are read and
+// written in the type they are stored in (Load, Store); the arithmetic is
+// float32's and double's.
 #include <math.h>
 
 #include "layers/cuda/kernel_util_cuda.cuh"
@@ -13,7 +15,8 @@ namespace spill {
 namespace cuda {
 namespace {
 
-__global__ void BatchNormSums(int64_t n, int64_t c, int64_t plane, const float* x, double* carry,
+template <typename T>
+__global__ void BatchNormSums(int64_t n, int64_t c, int64_t plane, const T* x, double* carry,
                               bool start, bool squares, double count) {
   __shared__ double image_sums[kWarps];
   const int64_t ch = blockIdx.x;
@@ -26,10 +29,10 @@ __global__ void BatchNormSums(int64_t n, int64_t c, int64_t plane, const float* 
   for (int64_t base = 0; base < n; base += kWarps) {
     const int64_t i = base + warp;
     if (i < n) {  // the whole warp or none of it: the butterfly needs every lane
-      const float* p = x + (i * c + ch) * plane;
+      const T* p = x + (i * c + ch) * plane;
       double s = 0;
       for (int64_t j = lane; j < plane; j += kWarpThreads) {
-        const double v = p[j];
+        const double v = Load(p[j]);
         s += squares ? (v - mu) * (v - mu) : v;
       }
       s = WarpSum(s);
@@ -65,19 +68,19 @@ __global__ void BatchNormFromRunning(int64_t c, const float* running_mean, const
   }
 }
 
-__global__ void BatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x,
-                               const float* gamma, const float* beta, const float* mean,
-                               const float* inv_std, float* y) {
+template <typename T>
+__global__ void BatchNormApply(int64_t n, int64_t c, int64_t plane, const T* x, const float* gamma,
+                               const float* beta, const float* mean, const float* inv_std, T* y) {
   SPILL_GRID_LOOP(i, n * c * plane) {
     const int64_t ch = (i / plane) % c;
     const float scale = gamma[ch] * inv_std[ch];
-    y[i] = (x[i] - mean[ch]) * scale + beta[ch];
+    Store(&y[i], (Load(x[i]) - mean[ch]) * scale + beta[ch]);
   }
 }
 
-__global__ void BatchNormGradientSums(int64_t n, int64_t c, int64_t plane, const float* x,
-                                      const float* dy, const float* mean, double* carry,
-                                      bool start) {
+template <typename T>
+__global__ void BatchNormGradientSums(int64_t n, int64_t c, int64_t plane, const T* x, const T* dy,
+                                      const float* mean, double* carry, bool start) {
   __shared__ double image_dy[kWarps], image_dy_xc[kWarps];
   const int64_t ch = blockIdx.x;
   const int warp = threadIdx.x / kWarpThreads, lane = threadIdx.x % kWarpThreads;
@@ -93,9 +96,9 @@ __global__ void BatchNormGradientSums(int64_t n, int64_t c, int64_t plane, const
       const int64_t at = (i * c + ch) * plane;
       double s_dy = 0, s_xc = 0;
       for (int64_t j = lane; j < plane; j += kWarpThreads) {
-        const float g = dy[at + j];
+        const float g = Load(dy[at + j]);
         s_dy += g;
-        s_xc += static_cast<double>(g) * (x[at + j] - mu);
+        s_xc += static_cast<double>(g) * (Load(x[at + j]) - mu);
       }
       s_dy = WarpSum(s_dy);
       s_xc = WarpSum(s_xc);
@@ -127,10 +130,10 @@ __global__ void BatchNormParamGrads(int64_t c, const double* carry, const float*
   }
 }
 
-__global__ void BatchNormInputGrad(int64_t n, int64_t c, int64_t plane, const float* x,
-                                   const float* dy, const float* gamma, const float* mean,
-                                   const float* inv_std, const double* carry, double count,
-                                   float* dx, bool accumulate) {
+template <typename T>
+__global__ void BatchNormInputGrad(int64_t n, int64_t c, int64_t plane, const T* x, const T* dy,
+                                   const float* gamma, const float* mean, const float* inv_std,
+                                   const double* carry, double count, T* dx, bool accumulate) {
   SPILL_GRID_LOOP(i, n * c * plane) {
     const int64_t ch = (i / plane) % c;
     const float mu = mean[ch], istd = inv_std[ch];
@@ -138,18 +141,22 @@ __global__ void BatchNormInputGrad(int64_t n, int64_t c, int64_t plane, const fl
     const float k = gamma[ch] * istd;
     const float mean_dy = static_cast<float>(carry[ch] / count);
     const float coef = static_cast<float>(sum_dy_xhat / count) * istd;  // per unit of x - mean
-    const float v = k * (dy[i] - mean_dy - (x[i] - mu) * coef);
-    dx[i] = accumulate ? dx[i] + v : v;
+    const float v = k * (Load(dy[i]) - mean_dy - (Load(x[i]) - mu) * coef);
+    Store(&dx[i], accumulate ? Load(dx[i]) + v : v);
   }
 }
 
 }  // namespace
 
-void LaunchBatchNormSums(int64_t n, int64_t c, int64_t plane, const float* x, double* carry,
-                         bool start, bool squares, double count, cudaStream_t stream) {
+void LaunchBatchNormSums(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                         double* carry, bool start, bool squares, double count,
+                         cudaStream_t stream) {
   if (c <= 0 || n <= 0 || plane <= 0) return;
-  BatchNormSums<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(n, c, plane, x, carry, start,
-                                                                   squares, count);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    BatchNormSums<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
+        n, c, plane, static_cast<const T*>(x), carry, start, squares, count);
+  });
 }
 
 void LaunchBatchNormFinish(int64_t c, const double* carry, double count, double eps,
@@ -167,21 +174,27 @@ void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const floa
                                                            inv_std);
 }
 
-void LaunchBatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
-                          const float* beta, const float* mean, const float* inv_std, float* y,
-                          cudaStream_t stream) {
+void LaunchBatchNormApply(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                          const float* gamma, const float* beta, const float* mean,
+                          const float* inv_std, void* y, cudaStream_t stream) {
   const int64_t total = n * c * plane;
   if (total <= 0) return;
-  BatchNormApply<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, gamma, beta, mean, inv_std,
-                                                         y);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    BatchNormApply<<<Blocks(total), kThreads, 0, stream>>>(
+        n, c, plane, static_cast<const T*>(x), gamma, beta, mean, inv_std, static_cast<T*>(y));
+  });
 }
 
-void LaunchBatchNormGradientSums(int64_t n, int64_t c, int64_t plane, const float* x,
-                                 const float* dy, const float* mean, double* carry, bool start,
+void LaunchBatchNormGradientSums(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                                 const void* dy, const float* mean, double* carry, bool start,
                                  cudaStream_t stream) {
   if (c <= 0 || n <= 0 || plane <= 0) return;
-  BatchNormGradientSums<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(n, c, plane, x, dy, mean,
-                                                                           carry, start);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    BatchNormGradientSums<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
+        n, c, plane, static_cast<const T*>(x), static_cast<const T*>(dy), mean, carry, start);
+  });
 }
 
 void LaunchBatchNormParamGrads(int64_t c, const double* carry, const float* inv_std, float* dgamma,
@@ -190,14 +203,18 @@ void LaunchBatchNormParamGrads(int64_t c, const double* carry, const float* inv_
   BatchNormParamGrads<<<Blocks(c), kThreads, 0, stream>>>(c, carry, inv_std, dgamma, dbeta);
 }
 
-void LaunchBatchNormInputGrad(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                              const float* gamma, const float* mean, const float* inv_std,
-                              const double* carry, double count, float* dx, bool accumulate,
-                              cudaStream_t stream) {
+void LaunchBatchNormInputGrad(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                              const void* dy, const float* gamma, const float* mean,
+                              const float* inv_std, const double* carry, double count, void* dx,
+                              bool accumulate, cudaStream_t stream) {
   const int64_t total = n * c * plane;
   if (total <= 0) return;
-  BatchNormInputGrad<<<Blocks(total), kThreads, 0, stream>>>(n, c, plane, x, dy, gamma, mean,
-                                                             inv_std, carry, count, dx, accumulate);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    BatchNormInputGrad<<<Blocks(total), kThreads, 0, stream>>>(
+        n, c, plane, static_cast<const T*>(x), static_cast<const T*>(dy), gamma, mean, inv_std,
+        carry, count, static_cast<T*>(dx), accumulate);
+  });
 }
 
 }  // namespace cuda

@@ -1,7 +1,4 @@
 // The 16-bit convolution's bias kernels (conv_bias_kernels_cuda.h).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "layers/cuda/conv_bias_kernels_cuda.h"
 #include "layers/cuda/kernel_util_cuda.cuh"
 
@@ -9,15 +6,10 @@ namespace spill {
 namespace cuda {
 namespace {
 
-__device__ inline float Wide(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ inline float Wide(__half x) { return __half2float(x); }
-__device__ inline void Store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
-__device__ inline void Store(__half* p, float x) { *p = __float2half_rn(x); }
-
 template <typename T>
 __global__ void AddChannelBias(int64_t n, int64_t channels, int64_t plane, const float* bias,
                                T* y) {
-  SPILL_GRID_LOOP(i, n) { Store(&y[i], Wide(y[i]) + bias[(i / plane) % channels]); }
+  SPILL_GRID_LOOP(i, n) { Store(&y[i], Load(y[i]) + bias[(i / plane) % channels]); }
 }
 
 // One block per channel; each thread sums its strided share of every
@@ -30,7 +22,7 @@ __global__ void ChannelSums(int64_t images, int64_t channels, int64_t plane, con
   double sum = 0;
   for (int64_t n = 0; n < images; ++n) {
     const T* p = dy + (n * channels + c) * plane;
-    for (int64_t i = threadIdx.x; i < plane; i += kThreads) sum += Wide(p[i]);
+    for (int64_t i = threadIdx.x; i < plane; i += kThreads) sum += Load(p[i]);
   }
   const double total = BlockSum(sum, shared);
   if (threadIdx.x == 0) {
@@ -41,30 +33,25 @@ __global__ void ChannelSums(int64_t images, int64_t channels, int64_t plane, con
 
 }  // namespace
 
-void LaunchAddChannelBias16(bool bf16, int64_t images, int64_t channels, int64_t plane,
-                            const float* bias, void* y, cudaStream_t stream) {
+void LaunchAddChannelBias(Stored stored, int64_t images, int64_t channels, int64_t plane,
+                          const float* bias, void* y, cudaStream_t stream) {
   const int64_t n = images * channels * plane;
   if (n <= 0) return;
-  if (bf16) {
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
     AddChannelBias<<<Blocks(n), kThreads, 0, stream>>>(n, channels, plane, bias,
-                                                       static_cast<__nv_bfloat16*>(y));
-  } else {
-    AddChannelBias<<<Blocks(n), kThreads, 0, stream>>>(n, channels, plane, bias,
-                                                       static_cast<__half*>(y));
-  }
+                                                       static_cast<T*>(y));
+  });
 }
 
-void LaunchChannelSums16(bool bf16, int64_t images, int64_t channels, int64_t plane, const void* dy,
-                         float* db, bool accumulate, cudaStream_t stream) {
+void LaunchChannelSums(Stored stored, int64_t images, int64_t channels, int64_t plane,
+                       const void* dy, float* db, bool accumulate, cudaStream_t stream) {
   if (channels <= 0) return;
-  const unsigned blocks = static_cast<unsigned>(channels);
-  if (bf16) {
-    ChannelSums<<<blocks, kThreads, 0, stream>>>(
-        images, channels, plane, static_cast<const __nv_bfloat16*>(dy), db, accumulate);
-  } else {
-    ChannelSums<<<blocks, kThreads, 0, stream>>>(images, channels, plane,
-                                                 static_cast<const __half*>(dy), db, accumulate);
-  }
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    ChannelSums<<<static_cast<unsigned>(channels), kThreads, 0, stream>>>(
+        images, channels, plane, static_cast<const T*>(dy), db, accumulate);
+  });
 }
 
 }  // namespace cuda

@@ -227,9 +227,9 @@ void CudaConvolutionLayer::Forward(const ForwardArgs& args) const {
                                               d.conv, algo, ws.data, ws.bytes, &zero, d.y, yi));
     if (!bias_) continue;
     if (sixteen) {
-      cuda::LaunchAddChannelBias16(half_ == DType::kBF16, by_image ? 1 : images, geom_.filters,
-                                   geom_.out_plane(), args.params[1].data(), yi,
-                                   device.compute_stream());
+      cuda::LaunchAddChannelBias(cuda::StoredOf(args.outputs[0]), by_image ? 1 : images,
+                                 geom_.filters, geom_.out_plane(), args.params[1].data(), yi,
+                                 device.compute_stream());
       SPILL_CUDA_CHECK_LAUNCH();
     } else {
       SPILL_CUDNN_CHECK(
@@ -295,8 +295,9 @@ void CudaConvolutionLayer::BiasGradient(CudaDevice& device, const cuda::ConvDesc
                                                    first ? &zero : &one, d.bias, db));
     return;
   }
-  cuda::LaunchChannelSums16(half_ == DType::kBF16, images, geom_.filters, geom_.out_plane(), dy, db,
-                            !first, device.compute_stream());
+  const cuda::Stored stored = half_ == DType::kBF16 ? cuda::Stored::kBf16 : cuda::Stored::kF16;
+  cuda::LaunchChannelSums(stored, images, geom_.filters, geom_.out_plane(), dy, db, !first,
+                          device.compute_stream());
   SPILL_CUDA_CHECK_LAUNCH();
 }
 

@@ -13,22 +13,23 @@ namespace spill {
 namespace cuda {
 namespace {
 
-constexpr int kMaxAddInputs = 8;  // inputs summed per AddN pass
-
 // ---- Elementwise ----
 
-__global__ void ReluForward(int64_t n, const float* x, float* y, float slope) {
+template <typename T>
+__global__ void ReluForward(int64_t n, const T* x, T* y, float slope) {
   SPILL_GRID_LOOP(i, n) {
-    const float v = x[i];
-    y[i] = v > 0 ? v : v * slope;
+    const float v = Load(x[i]);
+    Store(&y[i], v > 0 ? v : v * slope);
   }
 }
 
-__global__ void ReluBackward(int64_t n, const float* y, const float* dy, float* dx, float slope,
+template <typename T>
+__global__ void ReluBackward(int64_t n, const T* y, const T* dy, T* dx, float slope,
                              bool accumulate) {
   SPILL_GRID_LOOP(i, n) {
-    const float g = y[i] > 0 ? dy[i] : dy[i] * slope;
-    dx[i] = accumulate ? dx[i] + g : g;
+    const float d = Load(dy[i]);
+    const float g = Load(y[i]) > 0 ? d : d * slope;
+    Store(&dx[i], accumulate ? Load(dx[i]) + g : g);
   }
 }
 
@@ -36,27 +37,46 @@ __global__ void Axpy(int64_t n, float alpha, const float* x, float* y) {
   SPILL_GRID_LOOP(i, n) { y[i] += alpha * x[i]; }
 }
 
-__global__ void CopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src_stride,
-                            float* dst, int64_t dst_stride, bool accumulate) {
+template <typename T>
+__global__ void CopyOrAdd2d(int64_t rows, int64_t cols, const T* src, int64_t src_stride, T* dst,
+                            int64_t dst_stride, bool accumulate) {
   SPILL_GRID_LOOP(i, rows * cols) {
     const int64_t r = i / cols, j = i - r * cols;
-    const float v = src[r * src_stride + j];
-    float* out = dst + r * dst_stride + j;
-    *out = accumulate ? *out + v : v;
+    T* out = dst + r * dst_stride + j;
+    if (accumulate) {
+      Store(out, Load(*out) + Load(src[r * src_stride + j]));
+    } else {
+      *out = src[r * src_stride + j];  // a copy: the same bits in any type
+    }
   }
 }
 
 struct AddInputs {
-  const float* p[kMaxAddInputs];
+  const void* p[kMaxAddInputs];
 };
+
+template <typename T>
+__device__ __forceinline__ float InputAt(const AddInputs& in, int k, int64_t i) {
+  return Load(static_cast<const T*>(in.p[k])[i]);
+}
 
 // y = in[0] + ... (first pass) or y += in[0] + ... (later passes), left to
 // right: the same association as the CPU's y = x0; y += x1; y += x2; ...
-__global__ void AddChunk(int64_t n, AddInputs in, int count, float* y, bool first) {
+template <typename T>
+__global__ void AddChunk(int64_t n, AddInputs in, int count, T* y, bool first) {
   SPILL_GRID_LOOP(i, n) {
-    float v = first ? in.p[0][i] : y[i] + in.p[0][i];
-    for (int k = 1; k < count; ++k) v += in.p[k][i];
-    y[i] = v;
+    float v = first ? InputAt<T>(in, 0, i) : Load(y[i]) + InputAt<T>(in, 0, i);
+    for (int k = 1; k < count; ++k) v += InputAt<T>(in, k, i);
+    Store(&y[i], v);
+  }
+}
+
+template <typename T>
+__global__ void WeightedAdd(int64_t n, float weight, AddInputs in, int count, T* y) {
+  SPILL_GRID_LOOP(i, n) {
+    float v = 0.0f + weight * InputAt<T>(in, 0, i);
+    for (int k = 1; k < count; ++k) v += InputAt<T>(in, k, i);
+    Store(&y[i], v);
   }
 }
 
@@ -315,32 +335,72 @@ __global__ void SoftmaxLossBackward(int64_t rows, int64_t cols, const float* p, 
 
 }  // namespace
 
-void LaunchReluForward(int64_t n, const float* x, float* y, float slope, cudaStream_t stream) {
+void LaunchReluForward(Stored stored, int64_t n, const void* x, void* y, float slope,
+                       cudaStream_t stream) {
   if (n <= 0) return;
-  ReluForward<<<Blocks(n), kThreads, 0, stream>>>(n, x, y, slope);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    ReluForward<<<Blocks(n), kThreads, 0, stream>>>(n, static_cast<const T*>(x), static_cast<T*>(y),
+                                                    slope);
+  });
 }
 
-void LaunchReluBackward(int64_t n, const float* y, const float* dy, float* dx, float slope,
-                        bool accumulate, cudaStream_t stream) {
+void LaunchReluForward(int64_t n, const float* x, float* y, float slope, cudaStream_t stream) {
+  LaunchReluForward(Stored::kF32, n, x, y, slope, stream);
+}
+
+void LaunchReluBackward(Stored stored, int64_t n, const void* y, const void* dy, void* dx,
+                        float slope, bool accumulate, cudaStream_t stream) {
   if (n <= 0) return;
-  ReluBackward<<<Blocks(n), kThreads, 0, stream>>>(n, y, dy, dx, slope, accumulate);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    ReluBackward<<<Blocks(n), kThreads, 0, stream>>>(n, static_cast<const T*>(y),
+                                                     static_cast<const T*>(dy), static_cast<T*>(dx),
+                                                     slope, accumulate);
+  });
+}
+
+void LaunchCopyOrAdd2d(Stored stored, int64_t rows, int64_t cols, const void* src,
+                       int64_t src_stride, void* dst, int64_t dst_stride, bool accumulate,
+                       cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    CopyOrAdd2d<<<Blocks(rows * cols), kThreads, 0, stream>>>(
+        rows, cols, static_cast<const T*>(src), src_stride, static_cast<T*>(dst), dst_stride,
+        accumulate);
+  });
 }
 
 void LaunchCopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src_stride, float* dst,
                        int64_t dst_stride, bool accumulate, cudaStream_t stream) {
-  if (rows <= 0 || cols <= 0) return;
-  CopyOrAdd2d<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, src, src_stride, dst,
-                                                            dst_stride, accumulate);
+  LaunchCopyOrAdd2d(Stored::kF32, rows, cols, src, src_stride, dst, dst_stride, accumulate, stream);
 }
 
-void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cudaStream_t stream) {
+void LaunchAddN(Stored stored, int64_t n, const void* const* inputs, int count, void* y,
+                cudaStream_t stream) {
   if (n <= 0 || count <= 0) return;
   for (int done = 0; done < count; done += kMaxAddInputs) {
     AddInputs chunk = {};
     const int m = std::min(kMaxAddInputs, count - done);
     for (int k = 0; k < m; ++k) chunk.p[k] = inputs[done + k];
-    AddChunk<<<Blocks(n), kThreads, 0, stream>>>(n, chunk, m, y, done == 0);
+    ForStored(stored, [&](auto element) {
+      using T = decltype(element);
+      AddChunk<<<Blocks(n), kThreads, 0, stream>>>(n, chunk, m, static_cast<T*>(y), done == 0);
+    });
   }
+}
+
+void LaunchWeightedAdd(Stored stored, int64_t n, float weight, const void* const* inputs, int count,
+                       void* y, cudaStream_t stream) {
+  if (n <= 0 || count <= 0) return;
+  AddInputs in = {};
+  for (int k = 0; k < count && k < kMaxAddInputs; ++k) in.p[k] = inputs[k];
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    WeightedAdd<<<Blocks(n), kThreads, 0, stream>>>(n, weight, in, std::min(count, kMaxAddInputs),
+                                                    static_cast<T*>(y));
+  });
 }
 
 void LaunchAxpy(int64_t n, float alpha, const float* x, float* y, cudaStream_t stream) {

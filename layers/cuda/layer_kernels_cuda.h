@@ -15,24 +15,46 @@
 
 #include <cstdint>
 
+#include "layers/cuda/stored_cuda.h"
+
 namespace spill {
 namespace cuda {
 
 // ---- Elementwise ----
 
-// y = x > 0 ? x : x * slope
+// y = x > 0 ? x : x * slope, every tensor stored as `stored`
+// (stored_cuda.h; the float32 form below is kF32's).
+void LaunchReluForward(Stored stored, int64_t n, const void* x, void* y, float slope,
+                       cudaStream_t stream);
 void LaunchReluForward(int64_t n, const float* x, float* y, float slope, cudaStream_t stream);
 // dx (=|+=) y > 0 ? dy : dy * slope
-void LaunchReluBackward(int64_t n, const float* y, const float* dy, float* dx, float slope,
-                        bool accumulate, cudaStream_t stream);
+void LaunchReluBackward(Stored stored, int64_t n, const void* y, const void* dy, void* dx,
+                        float slope, bool accumulate, cudaStream_t stream);
 
-// dst[r * dst_stride + j] (=|+=) src[r * src_stride + j] for r < rows, j < cols.
+// dst[r * dst_stride + j] (=|+=) src[r * src_stride + j] for r < rows, j < cols
+// (strides in elements), both stored as `stored`.
+void LaunchCopyOrAdd2d(Stored stored, int64_t rows, int64_t cols, const void* src,
+                       int64_t src_stride, void* dst, int64_t dst_stride, bool accumulate,
+                       cudaStream_t stream);
 void LaunchCopyOrAdd2d(int64_t rows, int64_t cols, const float* src, int64_t src_stride, float* dst,
                        int64_t dst_stride, bool accumulate, cudaStream_t stream);
 
-// y = x[0] + x[1] + ... + x[count - 1], summed left to right as the CPU does.
-// `inputs` is a host array of `count` device pointers.
-void LaunchAddN(int64_t n, const float* const* inputs, int count, float* y, cudaStream_t stream);
+// Inputs one pass of LaunchAddN sums; more take several passes, each
+// storing its partial sum in y - rounded in 16 bits, so the layers that sum
+// 16-bit tensors as they are take at most this many.
+constexpr int kMaxAddInputs = 8;
+
+// y = x[0] + x[1] + ... + x[count - 1], summed left to right as the CPU does,
+// every tensor stored as `stored`. `inputs` is a host array of `count`
+// device pointers.
+void LaunchAddN(Stored stored, int64_t n, const void* const* inputs, int count, void* y,
+                cudaStream_t stream);
+
+// y = (0 + weight * x[0]) + x[1] + ... left to right in float32, stored once
+// (count <= kMaxAddInputs): a residual branch scaled by its survival, as
+// the CPU adds it into float32.
+void LaunchWeightedAdd(Stored stored, int64_t n, float weight, const void* const* inputs, int count,
+                       void* y, cudaStream_t stream);
 
 // y[i] += alpha * x[i] (a residual branch scaled by its survival, as the CPU).
 void LaunchAxpy(int64_t n, float alpha, const float* x, float* y, cudaStream_t stream);
@@ -82,13 +104,15 @@ void LaunchAvgPoolBackward(const PoolShape& s, const float* dy, float* dx, bool 
 // carried in `carry` (2 * c doubles, the layer's workspace), so a batch run
 // slice by slice gives the bits of one call (layers/slice_plans.h). One
 // block per channel; each image's plane is summed by one warp in a fixed
-// order.
+// order. x, y, dy and dx are stored as `stored` (stored_cuda.h); the
+// statistics and parameters are float32.
 
 // carry[ch] (=|+=) the sum of each image's channel plane; with `squares`,
 // carry[c + ch] (=|+=) the squared deviations from carry[ch] / count.
 // `start`: the carried sum starts at zero.
-void LaunchBatchNormSums(int64_t n, int64_t c, int64_t plane, const float* x, double* carry,
-                         bool start, bool squares, double count, cudaStream_t stream);
+void LaunchBatchNormSums(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                         double* carry, bool start, bool squares, double count,
+                         cudaStream_t stream);
 // From finished sums: mean and 1 / sqrt(biased var + eps), and the running
 // statistics updated with `momentum` (unbiased variance).
 void LaunchBatchNormFinish(int64_t c, const double* carry, double count, double eps,
@@ -98,21 +122,21 @@ void LaunchBatchNormFinish(int64_t c, const double* carry, double count, double 
 void LaunchBatchNormFromRunning(int64_t c, const float* running_mean, const float* running_var,
                                 double eps, float* mean, float* inv_std, cudaStream_t stream);
 // y = (x - mean) * (gamma * inv_std) + beta
-void LaunchBatchNormApply(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
-                          const float* beta, const float* mean, const float* inv_std, float* y,
-                          cudaStream_t stream);
+void LaunchBatchNormApply(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                          const float* gamma, const float* beta, const float* mean,
+                          const float* inv_std, void* y, cudaStream_t stream);
 // carry[ch] (=|+=) sum dy, carry[c + ch] (=|+=) sum dy * (x - mean).
-void LaunchBatchNormGradientSums(int64_t n, int64_t c, int64_t plane, const float* x,
-                                 const float* dy, const float* mean, double* carry, bool start,
+void LaunchBatchNormGradientSums(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                                 const void* dy, const float* mean, double* carry, bool start,
                                  cudaStream_t stream);
 // dgamma = carry[c + ch] * inv_std, dbeta = carry[ch] (either may be null).
 void LaunchBatchNormParamGrads(int64_t c, const double* carry, const float* inv_std, float* dgamma,
                                float* dbeta, cudaStream_t stream);
 // dx (=|+=) gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
-void LaunchBatchNormInputGrad(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                              const float* gamma, const float* mean, const float* inv_std,
-                              const double* carry, double count, float* dx, bool accumulate,
-                              cudaStream_t stream);
+void LaunchBatchNormInputGrad(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                              const void* dy, const float* gamma, const float* mean,
+                              const float* inv_std, const double* carry, double count, void* dx,
+                              bool accumulate, cudaStream_t stream);
 
 // ---- LRN across channels ----
 

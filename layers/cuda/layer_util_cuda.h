@@ -11,6 +11,7 @@
 #include "framework/cuda/cuda_check.h"
 #include "framework/cuda/cuda_device.h"
 #include "framework/graph/layer.h"
+#include "layers/cuda/stored_cuda.h"
 
 namespace spill {
 namespace cuda {
@@ -41,6 +42,26 @@ inline float* ParamGrad(const BackwardArgs& args, size_t param) {
   return param < args.param_grads.size() && args.param_grads[param].valid()
              ? args.param_grads[param].data()
              : nullptr;
+}
+
+// How `t` is stored, for the kernels that take 16-bit tensors as they are.
+inline Stored StoredOf(const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::kBF16:
+      return Stored::kBf16;
+    case DType::kF16:
+      return Stored::kF16;
+    case DType::kF32:
+      break;
+  }
+  return Stored::kF32;
+}
+
+// Whether a layer's input and output are stored alike (its kernels take
+// one element type): the condition of computes_16_bit for the layers whose
+// kernels take 16-bit tensors.
+inline bool StoredAlike(const Layer& layer) {
+  return layer.input_dtype(0) == layer.output_dtype(0);
 }
 
 // Copies the sides, kernel, stride and padding of a layer's window geometry
