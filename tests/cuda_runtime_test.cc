@@ -22,6 +22,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -424,52 +425,62 @@ TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
 // In bf16 and fp16 a convolution between 16-bit tensors hands them to cuDNN
 // as they are: no float32 copies of its activations in its workspace, only
 // its 16-bit weights and gradients beside cuDNN's own. Batch norm, ReLU,
-// addition and concatenation take them as they are too. The network's first convolution reads the
-// float32 image and computes on copies. Shapes alone: it holds without a
-// GPU.
+// addition, concatenation and pooling take them as they are too. The
+// network's first convolution reads the float32 image and computes on
+// copies. Shapes alone: it holds without a GPU.
 TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
-  const NetSpec spec = testing::MustParse(testing::kResNet);
+  const std::set<std::string> sixteen_bit_types = {"convolution", "batch_norm",     "relu",
+                                                   "add",         "concat",         "max_pool",
+                                                   "avg_pool",    "global_avg_pool"};
   for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
     SCOPED_TRACE(PrecisionName(precision));
-    auto net =
-        testing::BuildTrainingNet(spec, 4, DeviceType::kCuda, /*blocked_layouts=*/false, precision);
-    ASSERT_TRUE(net.ok()) << net.status().ToString();
     std::map<std::string, int> sixteen, wide;
-    for (int id = 0; id < (*net)->num_layers(); ++id) {
-      const Layer& layer = (*net)->layer(id);
-      const std::string type = layer.type();
-      if (type != "convolution" && type != "batch_norm" && type != "relu" && type != "add") {
-        continue;
+    for (const char* yaml : {testing::kResNet, testing::kInception}) {
+      auto net = testing::BuildTrainingNet(testing::MustParse(yaml), 4, DeviceType::kCuda,
+                                           /*blocked_layouts=*/false, precision);
+      ASSERT_TRUE(net.ok()) << net.status().ToString();
+      for (int id = 0; id < (*net)->num_layers(); ++id) {
+        const Layer& layer = (*net)->layer(id);
+        const std::string type = layer.type();
+        if (!sixteen_bit_types.count(type)) continue;
+        bool in_16 = true;
+        const int inputs = static_cast<int>((*net)->schedule().layers[id].inputs.size());
+        for (int i = 0; i < inputs; ++i) {
+          in_16 = in_16 && layer.input_dtype(i) == ActivationType(precision);
+        }
+        ASSERT_EQ(layer.output_dtype(0), ActivationType(precision)) << layer.name();
+        EXPECT_EQ(layer.computes_16_bit(Pass::kForward), in_16) << layer.name();
+        EXPECT_EQ(layer.computes_16_bit(Pass::kBackward), in_16) << layer.name();
+        (in_16 ? sixteen : wide)[type]++;
+        if (!in_16) continue;
+        EXPECT_EQ((*net)->ConversionBytes(id, Pass::kForward, 4), 0u) << layer.name();
+        EXPECT_EQ((*net)->ConversionBytes(id, Pass::kBackward, 4), 0u) << layer.name();
+        if (type != "convolution") continue;
+        const auto& g = static_cast<const ConvolutionLayer&>(layer).geometry();
+        const size_t weights = static_cast<size_t>(g.filters * g.col_rows());
+        EXPECT_GE(layer.workspace_bytes(Pass::kForward), weights * 2) << layer.name();
+        // Backward: the 16-bit weights, the staged and the widened gradient.
+        EXPECT_GE(layer.workspace_bytes(Pass::kBackward), weights * 8) << layer.name();
       }
-      const bool in_16 = layer.input_dtype(0) != DType::kF32;
-      ASSERT_EQ(layer.output_dtype(0), ActivationType(precision)) << layer.name();
-      EXPECT_EQ(layer.computes_16_bit(Pass::kForward), in_16) << layer.name();
-      EXPECT_EQ(layer.computes_16_bit(Pass::kBackward), in_16) << layer.name();
-      (in_16 ? sixteen : wide)[type]++;
-      if (!in_16) continue;
-      EXPECT_EQ((*net)->ConversionBytes(id, Pass::kForward, 4), 0u) << layer.name();
-      EXPECT_EQ((*net)->ConversionBytes(id, Pass::kBackward, 4), 0u) << layer.name();
-      if (type != "convolution") continue;
-      const auto& g = static_cast<const ConvolutionLayer&>(layer).geometry();
-      const size_t weights = static_cast<size_t>(g.filters * g.col_rows());
-      EXPECT_GE(layer.workspace_bytes(Pass::kForward), weights * 2) << layer.name();
-      // Backward: the 16-bit weights, the staged and the widened gradient.
-      EXPECT_GE(layer.workspace_bytes(Pass::kBackward), weights * 8) << layer.name();
     }
-    for (const char* type : {"convolution", "batch_norm", "relu", "add"}) {
+    for (const char* type :
+         {"convolution", "batch_norm", "relu", "add", "concat", "avg_pool", "global_avg_pool"}) {
       EXPECT_GT(sixteen[type], 0) << type;
     }
-    EXPECT_EQ(wide["convolution"], 1);  // the first, on the image
+    EXPECT_EQ(wide["convolution"], 2);  // the first of each network, on the image
   }
 }
 
 // The same network, weights and batches in bf16 on the GPU (cuDNN's 16-bit
-// convolutions, the rest on converted copies) and on the CPU: the losses
+// convolutions, the 16-bit kernels, the rest on converted copies) and on
+// the CPU: the losses
 // and weights agree within bfloat16 rounding (8 bits of mantissa, 0.4 %),
 // which a wrong or missing gradient would exceed by far.
-TEST(CudaPrecisionTest, Bf16GpuTrainingFollowsCpuBf16Training) {
+class CudaPrecisionNetworkTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaPrecisionNetworkTest, Bf16GpuTrainingFollowsCpuBf16Training) {
   SKIP_WITHOUT_GPU();
-  const NetSpec spec = testing::MustParse(testing::kResNet);
+  const NetSpec spec = testing::MustParse(GetParam());
   testing::SyntheticRun gpu = GpuRun("baseline");
   gpu.precision = Precision::kBf16;
   testing::SyntheticRun cpu = gpu;
@@ -496,6 +507,12 @@ TEST(CudaPrecisionTest, Bf16GpuTrainingFollowsCpuBf16Training) {
     EXPECT_LE(worst, 3e-2 * std::max(scale, 1e-2)) << "parameter " << p;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Networks, CudaPrecisionNetworkTest,
+                         ::testing::Values(testing::kResNet, testing::kInception),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.index == 0 ? "resnet" : "inception");
+                         });
 
 // Every variant, in every mode at a roomy budget and at the smallest that
 // runs, trains bit-identically to the pinned baseline (first fit, whole

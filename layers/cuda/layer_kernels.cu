@@ -169,47 +169,50 @@ __device__ __forceinline__ OutputWindow WindowOf(const PoolShape& s, int64_t i) 
           Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, s.count_include_pad), p};
 }
 
-__global__ void MaxPoolForward(PoolShape s, const float* x, float* y) {
+template <typename T>
+__global__ void MaxPoolForward(PoolShape s, const T* x, T* y) {
   SPILL_GRID_LOOP(i, s.planes * s.out_height * s.out_width) {
     const OutputWindow win = WindowOf(s, i);
     const AxisWindow &r = win.r, &c = win.c;
-    const float* in = x + win.plane * s.height * s.width;
+    const T* in = x + win.plane * s.height * s.width;
     float v = -FLT_MAX;
     for (int64_t h = r.begin; h < r.end; ++h) {
-      for (int64_t w = c.begin; w < c.end; ++w) v = MaxOf(v, in[h * s.width + w]);
+      for (int64_t w = c.begin; w < c.end; ++w) v = MaxOf(v, Load(in[h * s.width + w]));
     }
-    y[i] = v;
+    Store(&y[i], v);
   }
 }
 
-__global__ void AvgPoolForward(PoolShape s, const float* x, float* y) {
+template <typename T>
+__global__ void AvgPoolForward(PoolShape s, const T* x, T* y) {
   SPILL_GRID_LOOP(i, s.planes * s.out_height * s.out_width) {
     const OutputWindow win = WindowOf(s, i);
     const AxisWindow &r = win.r, &c = win.c;
-    const float* in = x + win.plane * s.height * s.width;
+    const T* in = x + win.plane * s.height * s.width;
     float v = 0.0f;
     for (int64_t h = r.begin; h < r.end; ++h) {
-      for (int64_t w = c.begin; w < c.end; ++w) v = v + in[h * s.width + w];
+      for (int64_t w = c.begin; w < c.end; ++w) v = v + Load(in[h * s.width + w]);
     }
-    y[i] = v / static_cast<float>(r.span * c.span);
+    Store(&y[i], v / static_cast<float>(r.span * c.span));
   }
 }
 
-__global__ void MaxPoolBackward(PoolShape s, const float* x, const float* y, const float* dy,
-                                float* dx, bool accumulate) {
+template <typename T>
+__global__ void MaxPoolBackward(PoolShape s, const T* x, const T* y, const T* dy, T* dx,
+                                bool accumulate) {
   SPILL_GRID_LOOP(i, s.planes * s.height * s.width) {
     const int64_t w = i % s.width, t = i / s.width;
     const int64_t h = t % s.height, p = t / s.height;
-    const float* in = x + p * s.height * s.width;
-    const float value = x[i];
-    float acc = accumulate ? dx[i] : 0.0f;
+    const T* in = x + p * s.height * s.width;
+    const float value = Load(x[i]);
+    float acc = accumulate ? Load(dx[i]) : 0.0f;
     int64_t oh0, oh1, ow0, ow1;
     Covering(h, s.out_height, s.kernel_h, s.stride_h, s.pad_h, &oh0, &oh1);
     Covering(w, s.out_width, s.kernel_w, s.stride_w, s.pad_w, &ow0, &ow1);
     for (int64_t oh = oh0; oh <= oh1; ++oh) {
       for (int64_t ow = ow0; ow <= ow1; ++ow) {
         const int64_t o = (p * s.out_height + oh) * s.out_width + ow;
-        const float top = y[o];
+        const float top = Load(y[o]);
         if (!(value == top)) continue;
         const AxisWindow r = Window(oh, s.height, s.kernel_h, s.stride_h, s.pad_h, true);
         const AxisWindow c = Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, true);
@@ -218,24 +221,25 @@ __global__ void MaxPoolBackward(PoolShape s, const float* x, const float* y, con
         int64_t first = -1;
         for (int64_t hh = r.begin; hh < r.end && first < 0; ++hh) {
           for (int64_t ww = c.begin; ww < c.end; ++ww) {
-            if (in[hh * s.width + ww] == top) {
+            if (Load(in[hh * s.width + ww]) == top) {
               first = hh * s.width + ww;
               break;
             }
           }
         }
-        if (first == h * s.width + w) acc += dy[o];
+        if (first == h * s.width + w) acc += Load(dy[o]);
       }
     }
-    dx[i] = acc;
+    Store(&dx[i], acc);
   }
 }
 
-__global__ void AvgPoolBackward(PoolShape s, const float* dy, float* dx, bool accumulate) {
+template <typename T>
+__global__ void AvgPoolBackward(PoolShape s, const T* dy, T* dx, bool accumulate) {
   SPILL_GRID_LOOP(i, s.planes * s.height * s.width) {
     const int64_t w = i % s.width, t = i / s.width;
     const int64_t h = t % s.height, p = t / s.height;
-    float acc = accumulate ? dx[i] : 0.0f;
+    float acc = accumulate ? Load(dx[i]) : 0.0f;
     int64_t oh0, oh1, ow0, ow1;
     Covering(h, s.out_height, s.kernel_h, s.stride_h, s.pad_h, &oh0, &oh1);
     Covering(w, s.out_width, s.kernel_w, s.stride_w, s.pad_w, &ow0, &ow1);
@@ -248,10 +252,10 @@ __global__ void AvgPoolBackward(PoolShape s, const float* dy, float* dx, bool ac
             Window(ow, s.width, s.kernel_w, s.stride_w, s.pad_w, s.count_include_pad);
         if (w < c.begin || w >= c.end) continue;
         const int64_t o = (p * s.out_height + oh) * s.out_width + ow;
-        acc += dy[o] / static_cast<float>(r.span * c.span);
+        acc += Load(dy[o]) / static_cast<float>(r.span * c.span);
       }
     }
-    dx[i] = acc;
+    Store(&dx[i], acc);
   }
 }
 
@@ -436,30 +440,49 @@ void LaunchColumnSumsInOrder(int64_t rows, int64_t cols, const float* dy, float*
   ColumnSumsInOrder<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, dy, db, accumulate);
 }
 
-void LaunchMaxPoolForward(const PoolShape& s, const float* x, float* y, cudaStream_t stream) {
+void LaunchMaxPoolForward(Stored stored, const PoolShape& s, const void* x, void* y,
+                          cudaStream_t stream) {
   const int64_t n = s.planes * s.out_height * s.out_width;
   if (n <= 0) return;
-  MaxPoolForward<<<Blocks(n), kThreads, 0, stream>>>(s, x, y);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    MaxPoolForward<<<Blocks(n), kThreads, 0, stream>>>(s, static_cast<const T*>(x),
+                                                       static_cast<T*>(y));
+  });
 }
 
-void LaunchAvgPoolForward(const PoolShape& s, const float* x, float* y, cudaStream_t stream) {
+void LaunchAvgPoolForward(Stored stored, const PoolShape& s, const void* x, void* y,
+                          cudaStream_t stream) {
   const int64_t n = s.planes * s.out_height * s.out_width;
   if (n <= 0) return;
-  AvgPoolForward<<<Blocks(n), kThreads, 0, stream>>>(s, x, y);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    AvgPoolForward<<<Blocks(n), kThreads, 0, stream>>>(s, static_cast<const T*>(x),
+                                                       static_cast<T*>(y));
+  });
 }
 
-void LaunchMaxPoolBackward(const PoolShape& s, const float* x, const float* y, const float* dy,
-                           float* dx, bool accumulate, cudaStream_t stream) {
+void LaunchMaxPoolBackward(Stored stored, const PoolShape& s, const void* x, const void* y,
+                           const void* dy, void* dx, bool accumulate, cudaStream_t stream) {
   const int64_t n = s.planes * s.height * s.width;
   if (n <= 0) return;
-  MaxPoolBackward<<<Blocks(n), kThreads, 0, stream>>>(s, x, y, dy, dx, accumulate);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    MaxPoolBackward<<<Blocks(n), kThreads, 0, stream>>>(
+        s, static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
+        static_cast<T*>(dx), accumulate);
+  });
 }
 
-void LaunchAvgPoolBackward(const PoolShape& s, const float* dy, float* dx, bool accumulate,
-                           cudaStream_t stream) {
+void LaunchAvgPoolBackward(Stored stored, const PoolShape& s, const void* dy, void* dx,
+                           bool accumulate, cudaStream_t stream) {
   const int64_t n = s.planes * s.height * s.width;
   if (n <= 0) return;
-  AvgPoolBackward<<<Blocks(n), kThreads, 0, stream>>>(s, dy, dx, accumulate);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    AvgPoolBackward<<<Blocks(n), kThreads, 0, stream>>>(s, static_cast<const T*>(dy),
+                                                        static_cast<T*>(dx), accumulate);
+  });
 }
 
 void LaunchLrnForward(int64_t n, int64_t c, int64_t plane, const float* x, float* y, int64_t size,

@@ -89,15 +89,18 @@ struct PoolShape {
   bool count_include_pad = true;
 };
 
-void LaunchMaxPoolForward(const PoolShape& s, const float* x, float* y, cudaStream_t stream);
-void LaunchAvgPoolForward(const PoolShape& s, const float* x, float* y, cudaStream_t stream);
+// x, y, dy and dx stored as `stored` (stored_cuda.h).
+void LaunchMaxPoolForward(Stored stored, const PoolShape& s, const void* x, void* y,
+                          cudaStream_t stream);
+void LaunchAvgPoolForward(Stored stored, const PoolShape& s, const void* x, void* y,
+                          cudaStream_t stream);
 // Each input element gathers its gradient from the windows covering it, in
 // the CPU's order; max pooling routes a window's gradient to the first
 // position (row-major) holding the window's maximum.
-void LaunchMaxPoolBackward(const PoolShape& s, const float* x, const float* y, const float* dy,
-                           float* dx, bool accumulate, cudaStream_t stream);
-void LaunchAvgPoolBackward(const PoolShape& s, const float* dy, float* dx, bool accumulate,
-                           cudaStream_t stream);
+void LaunchMaxPoolBackward(Stored stored, const PoolShape& s, const void* x, const void* y,
+                           const void* dy, void* dx, bool accumulate, cudaStream_t stream);
+void LaunchAvgPoolBackward(Stored stored, const PoolShape& s, const void* dy, void* dx,
+                           bool accumulate, cudaStream_t stream);
 
 // ---- BatchNorm (spatial: per channel over N, H, W) ----
 // Reductions go image by image in batch order into per-channel double sums

@@ -4,7 +4,8 @@
 // input + pad, as PyTorch and the CPU layer do). One thread per output in
 // forward; in backward each input element gathers from the windows that
 // cover it, in the CPU's order, so no atomics are needed and the result is
-// deterministic.
+// deterministic. 16-bit tensors are read and written as they are stored
+// (stored_cuda.h).
 #include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_kernels_cuda.h"
 #include "layers/cuda/layer_util_cuda.h"
@@ -18,14 +19,16 @@ class CudaPoolingLayer : public PoolingLayer {
   CudaPoolingLayer(LayerParams& params, Kind kind) : PoolingLayer(params, kind) {}
 
   bool supports_slices() const override { return true; }
+  bool computes_16_bit(Pass) const override { return cuda::StoredAlike(*this); }
 
   void Forward(const ForwardArgs& args) const override {
     const cuda::PoolShape s = ShapeOf(args.inputs[0].shape().n());
     cudaStream_t stream = cuda::StreamOf(args.device);
+    const cuda::Stored stored = cuda::StoredOf(args.outputs[0]);
     if (kind_ == Kind::kMax) {
-      cuda::LaunchMaxPoolForward(s, args.inputs[0].data(), args.outputs[0].data(), stream);
+      cuda::LaunchMaxPoolForward(stored, s, args.inputs[0].raw(), args.outputs[0].raw(), stream);
     } else {
-      cuda::LaunchAvgPoolForward(s, args.inputs[0].data(), args.outputs[0].data(), stream);
+      cuda::LaunchAvgPoolForward(stored, s, args.inputs[0].raw(), args.outputs[0].raw(), stream);
     }
     SPILL_CUDA_CHECK_LAUNCH();
   }
@@ -36,11 +39,12 @@ class CudaPoolingLayer : public PoolingLayer {
     const cuda::PoolShape s = ShapeOf(args.output_grads[0].shape().n());
     cudaStream_t stream = cuda::StreamOf(args.device);
     const bool accumulate = cuda::Accumulates(args, 0);
+    const cuda::Stored stored = cuda::StoredOf(args.output_grads[0]);
     if (kind_ == Kind::kMax) {
-      cuda::LaunchMaxPoolBackward(s, args.inputs[0].data(), args.outputs[0].data(),
-                                  args.output_grads[0].data(), dx, accumulate, stream);
+      cuda::LaunchMaxPoolBackward(stored, s, args.inputs[0].raw(), args.outputs[0].raw(),
+                                  args.output_grads[0].raw(), dx, accumulate, stream);
     } else {
-      cuda::LaunchAvgPoolBackward(s, args.output_grads[0].data(), dx, accumulate, stream);
+      cuda::LaunchAvgPoolBackward(stored, s, args.output_grads[0].raw(), dx, accumulate, stream);
     }
     SPILL_CUDA_CHECK_LAUNCH();
   }
