@@ -424,14 +424,15 @@ TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
 
 // In bf16 and fp16 a convolution between 16-bit tensors hands them to cuDNN
 // as they are: no float32 copies of its activations in its workspace, only
-// its 16-bit weights and gradients beside cuDNN's own. Batch norm, ReLU,
-// addition, concatenation and pooling take them as they are too. The
+// its 16-bit weights and gradients beside cuDNN's own. Fully connected
+// layers (cuBLAS), batch norm, ReLU, addition, concatenation and pooling
+// take them as they are too. The
 // network's first convolution reads the float32 image and computes on
 // copies. Shapes alone: it holds without a GPU.
 TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
-  const std::set<std::string> sixteen_bit_types = {"convolution", "batch_norm",     "relu",
-                                                   "add",         "concat",         "max_pool",
-                                                   "avg_pool",    "global_avg_pool"};
+  const std::set<std::string> sixteen_bit_types = {
+      "convolution", "fully_connected", "batch_norm", "relu",           "add",
+      "concat",      "max_pool",        "avg_pool",   "global_avg_pool"};
   for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
     SCOPED_TRACE(PrecisionName(precision));
     std::map<std::string, int> sixteen, wide;
@@ -463,8 +464,8 @@ TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
         EXPECT_GE(layer.workspace_bytes(Pass::kBackward), weights * 8) << layer.name();
       }
     }
-    for (const char* type :
-         {"convolution", "batch_norm", "relu", "add", "concat", "avg_pool", "global_avg_pool"}) {
+    for (const char* type : {"convolution", "fully_connected", "batch_norm", "relu", "add",
+                             "concat", "avg_pool", "global_avg_pool"}) {
       EXPECT_GT(sixteen[type], 0) << type;
     }
     EXPECT_EQ(wide["convolution"], 2);  // the first of each network, on the image

@@ -104,25 +104,28 @@ __global__ void MulBackward(int64_t n, const float* dy, const float* mask, float
 
 // ---- Fully connected helpers ----
 
-__global__ void AddRowBias(int64_t rows, int64_t cols, const float* b, float* y) {
-  SPILL_GRID_LOOP(i, rows * cols) { y[i] += b[i % cols]; }
+template <typename T>
+__global__ void AddRowBias(int64_t rows, int64_t cols, const float* b, T* y) {
+  SPILL_GRID_LOOP(i, rows * cols) { Store(&y[i], Load(y[i]) + b[i % cols]); }
 }
 
-__global__ void ColumnSums(int64_t rows, int64_t cols, const float* dy, float* db) {
+template <typename T>
+__global__ void ColumnSums(int64_t rows, int64_t cols, const T* dy, float* db) {
   SPILL_GRID_LOOP(j, cols) {
     double sum = 0;
-    for (int64_t i = 0; i < rows; ++i) sum += dy[i * cols + j];
+    for (int64_t i = 0; i < rows; ++i) sum += Load(dy[i * cols + j]);
     db[j] = static_cast<float>(sum);
   }
 }
 
 // db[j] (=|+=) the column's values, row after row, in float: a call over
 // a slice continues the sum where the previous slice's left it.
-__global__ void ColumnSumsInOrder(int64_t rows, int64_t cols, const float* dy, float* db,
+template <typename T>
+__global__ void ColumnSumsInOrder(int64_t rows, int64_t cols, const T* dy, float* db,
                                   bool accumulate) {
   SPILL_GRID_LOOP(j, cols) {
     float sum = accumulate ? db[j] : 0.0f;
-    for (int64_t i = 0; i < rows; ++i) sum += dy[i * cols + j];
+    for (int64_t i = 0; i < rows; ++i) sum += Load(dy[i * cols + j]);
     db[j] = sum;
   }
 }
@@ -424,20 +427,37 @@ void LaunchMulBackward(int64_t n, const float* dy, const float* mask, float* dx,
   MulBackward<<<Blocks(n), kThreads, 0, stream>>>(n, dy, mask, dx, accumulate);
 }
 
-void LaunchAddRowBias(int64_t rows, int64_t cols, const float* b, float* y, cudaStream_t stream) {
+void LaunchAddRowBias(Stored stored, int64_t rows, int64_t cols, const float* b, void* y,
+                      cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  AddRowBias<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, b, y);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    AddRowBias<<<Blocks(rows * cols), kThreads, 0, stream>>>(rows, cols, b, static_cast<T*>(y));
+  });
 }
 
-void LaunchColumnSums(int64_t rows, int64_t cols, const float* dy, float* db, cudaStream_t stream) {
+void LaunchColumnSums(Stored stored, int64_t rows, int64_t cols, const void* dy, float* db,
+                      cudaStream_t stream) {
   if (cols <= 0) return;
-  ColumnSums<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, dy, db);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    ColumnSums<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, static_cast<const T*>(dy), db);
+  });
+}
+
+void LaunchColumnSumsInOrder(Stored stored, int64_t rows, int64_t cols, const void* dy, float* db,
+                             bool accumulate, cudaStream_t stream) {
+  if (cols <= 0) return;
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    ColumnSumsInOrder<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, static_cast<const T*>(dy),
+                                                             db, accumulate);
+  });
 }
 
 void LaunchColumnSumsInOrder(int64_t rows, int64_t cols, const float* dy, float* db,
                              bool accumulate, cudaStream_t stream) {
-  if (cols <= 0) return;
-  ColumnSumsInOrder<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, dy, db, accumulate);
+  LaunchColumnSumsInOrder(Stored::kF32, rows, cols, dy, db, accumulate, stream);
 }
 
 void LaunchMaxPoolForward(Stored stored, const PoolShape& s, const void* x, void* y,

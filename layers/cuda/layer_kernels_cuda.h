@@ -71,12 +71,16 @@ void LaunchMulBackward(int64_t n, const float* dy, const float* mask, float* dx,
 
 // ---- Fully connected helpers ----
 
-// y[i * cols + j] += b[j]
-void LaunchAddRowBias(int64_t rows, int64_t cols, const float* b, float* y, cudaStream_t stream);
+// y[i * cols + j] += b[j], y stored as `stored` (b float32).
+void LaunchAddRowBias(Stored stored, int64_t rows, int64_t cols, const float* b, void* y,
+                      cudaStream_t stream);
 // db[j] = sum_i dy[i * cols + j], accumulated in double in row order.
-void LaunchColumnSums(int64_t rows, int64_t cols, const float* dy, float* db, cudaStream_t stream);
+void LaunchColumnSums(Stored stored, int64_t rows, int64_t cols, const void* dy, float* db,
+                      cudaStream_t stream);
 // db[j] (=|+=) dy[0][j] + dy[1][j] + ..., added row after row in float:
 // slices of the rows, one call each, give the bits of one call over all.
+void LaunchColumnSumsInOrder(Stored stored, int64_t rows, int64_t cols, const void* dy, float* db,
+                             bool accumulate, cudaStream_t stream);
 void LaunchColumnSumsInOrder(int64_t rows, int64_t cols, const float* dy, float* db,
                              bool accumulate, cudaStream_t stream);
 
