@@ -345,6 +345,37 @@ TEST(CudaVersionsTest, LoadedLibrariesReportTheirVersions) {
   EXPECT_EQ(v.cudnn_cuda.major, v.runtime.major);
 }
 
+// Trains `spec` as `gpu` on the GPU and as the same run on the CPU (with the
+// CPU's own workspace policy): every loss within `tol` of the CPU's, and
+// every weight within `tol` of its tensor's largest magnitude (no less than
+// `floor`).
+void ExpectGpuFollowsCpu(const NetSpec& spec, const testing::SyntheticRun& gpu, double tol,
+                         double floor) {
+  testing::SyntheticRun cpu = gpu;
+  cpu.device = "cpu";
+  cpu.use_device = nullptr;
+  cpu.memory.workspace = *ParseWorkspacePolicy("dynamic");
+  auto on_gpu = testing::TrainSynthetic(spec, gpu);
+  auto on_cpu = testing::TrainSynthetic(spec, cpu);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
+  for (size_t i = 0; i < on_cpu->losses.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(on_gpu->losses[i])) << "step " << i;
+    EXPECT_NEAR(on_gpu->losses[i], on_cpu->losses[i], tol * std::fabs(on_cpu->losses[i]))
+        << "step " << i;
+  }
+  ASSERT_EQ(on_gpu->params.size(), on_cpu->params.size());
+  for (size_t p = 0; p < on_cpu->params.size(); ++p) {
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < on_cpu->params[p].size(); ++i) {
+      scale = std::max(scale, std::fabs(static_cast<double>(on_cpu->params[p][i])));
+      worst = std::max(worst,
+                       std::fabs(static_cast<double>(on_gpu->params[p][i]) - on_cpu->params[p][i]));
+    }
+    EXPECT_LE(worst, tol * std::max(scale, floor)) << "parameter " << p;
+  }
+}
+
 class CudaModeTest : public ::testing::TestWithParam<testing::Network> {};
 
 TEST_P(CudaModeTest, EveryModeTrainsBitIdenticallyToBaseline) {
@@ -397,29 +428,7 @@ TEST_P(CudaModeTest, PlannedPeakEqualsMeasuredPeak) {
 TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
   SKIP_WITHOUT_GPU();
   NetSpec spec = testing::MustParse(GetParam().yaml);
-  testing::SyntheticRun gpu = GpuRun("superneurons");
-  testing::SyntheticRun cpu = gpu;
-  cpu.device = "cpu";
-  cpu.use_device = nullptr;
-  cpu.memory.workspace = *ParseWorkspacePolicy("dynamic");
-  auto on_gpu = testing::TrainSynthetic(spec, gpu);
-  auto on_cpu = testing::TrainSynthetic(spec, cpu);
-  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
-  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
-  for (size_t i = 0; i < on_cpu->losses.size(); ++i) {
-    EXPECT_NEAR(on_gpu->losses[i], on_cpu->losses[i], 1e-4 * std::fabs(on_cpu->losses[i]))
-        << "step " << i;
-  }
-  ASSERT_EQ(on_gpu->params.size(), on_cpu->params.size());
-  for (size_t p = 0; p < on_cpu->params.size(); ++p) {
-    double scale = 0, worst = 0;
-    for (size_t i = 0; i < on_cpu->params[p].size(); ++i) {
-      scale = std::max(scale, std::fabs(static_cast<double>(on_cpu->params[p][i])));
-      worst = std::max(worst,
-                       std::fabs(static_cast<double>(on_gpu->params[p][i]) - on_cpu->params[p][i]));
-    }
-    EXPECT_LE(worst, 1e-4 * std::max(scale, 1e-4)) << "parameter " << p;
-  }
+  ExpectGpuFollowsCpu(spec, GpuRun("superneurons"), 1e-4, 1e-4);
 }
 
 // In bf16 and fp16 a convolution between 16-bit tensors hands them to cuDNN
@@ -484,29 +493,7 @@ TEST_P(CudaPrecisionNetworkTest, Bf16GpuTrainingFollowsCpuBf16Training) {
   const NetSpec spec = testing::MustParse(GetParam());
   testing::SyntheticRun gpu = GpuRun("baseline");
   gpu.precision = Precision::kBf16;
-  testing::SyntheticRun cpu = gpu;
-  cpu.device = "cpu";
-  cpu.use_device = nullptr;
-  cpu.memory.workspace = *ParseWorkspacePolicy("dynamic");
-  auto on_gpu = testing::TrainSynthetic(spec, gpu);
-  auto on_cpu = testing::TrainSynthetic(spec, cpu);
-  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
-  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
-  for (size_t i = 0; i < on_cpu->losses.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(on_gpu->losses[i])) << "step " << i;
-    EXPECT_NEAR(on_gpu->losses[i], on_cpu->losses[i], 3e-2 * std::fabs(on_cpu->losses[i]))
-        << "step " << i;
-  }
-  ASSERT_EQ(on_gpu->params.size(), on_cpu->params.size());
-  for (size_t p = 0; p < on_cpu->params.size(); ++p) {
-    double scale = 0, worst = 0;
-    for (size_t i = 0; i < on_cpu->params[p].size(); ++i) {
-      scale = std::max(scale, std::fabs(static_cast<double>(on_cpu->params[p][i])));
-      worst = std::max(worst,
-                       std::fabs(static_cast<double>(on_gpu->params[p][i]) - on_cpu->params[p][i]));
-    }
-    EXPECT_LE(worst, 3e-2 * std::max(scale, 1e-2)) << "parameter " << p;
-  }
+  ExpectGpuFollowsCpu(spec, gpu, 3e-2, 1e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, CudaPrecisionNetworkTest,

@@ -93,8 +93,7 @@ class CudaFullyConnectedLayer : public FullyConnectedLayer {
     if (Sixteen()) return Forward16(args);
     CudaDevice& device = cuda::DeviceOf(args.device);
     const int64_t images = args.inputs[0].shape().n();
-    const int n = AsInt(images, "batch"), k = AsInt(in_features_, "inputs"),
-              m = AsInt(outputs_, "outputs");
+    const auto [n, k, m] = SizesOf(images);
     const float* w = args.params[0].data();
     const float* x = args.inputs[0].data();
     float* y = args.outputs[0].data();
@@ -117,8 +116,7 @@ class CudaFullyConnectedLayer : public FullyConnectedLayer {
     if (Sixteen()) return Backward16(args);
     CudaDevice& device = cuda::DeviceOf(args.device);
     const int64_t images = args.output_grads[0].shape().n();
-    const int n = AsInt(images, "batch"), k = AsInt(in_features_, "inputs"),
-              m = AsInt(outputs_, "outputs");
+    const auto [n, k, m] = SizesOf(images);
     const float* dy = args.output_grads[0].data();
     const float* x = args.inputs[0].data();
     const float* w = args.params[0].data();
@@ -156,6 +154,14 @@ class CudaFullyConnectedLayer : public FullyConnectedLayer {
   }
 
  private:
+  // cuBLAS's sizes of a call over `images` images: images, inputs, outputs.
+  struct Sizes {
+    int n, k, m;
+  };
+  Sizes SizesOf(int64_t images) const {
+    return {AsInt(images, "batch"), AsInt(in_features_, "inputs"), AsInt(outputs_, "outputs")};
+  }
+
   bool Sixteen() const { return input_dtype(0) != DType::kF32 && cuda::StoredAlike(*this); }
   cudaDataType Type16() const { return input_dtype(0) == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F; }
 
@@ -193,8 +199,7 @@ class CudaFullyConnectedLayer : public FullyConnectedLayer {
   void Forward16(const ForwardArgs& args) const {
     CudaDevice& device = cuda::DeviceOf(args.device);
     const int64_t images = args.inputs[0].shape().n();
-    const int n = AsInt(images, "batch"), k = AsInt(in_features_, "inputs"),
-              m = AsInt(outputs_, "outputs");
+    const auto [n, k, m] = SizesOf(images);
     const cudaDataType type = Type16();
     const size_t bytes = DTypeSize(input_dtype(0));
     const void* w = NarrowWeights(args.workspace, device, args.params[0]);
@@ -219,8 +224,7 @@ class CudaFullyConnectedLayer : public FullyConnectedLayer {
   void Backward16(const BackwardArgs& args) const {
     CudaDevice& device = cuda::DeviceOf(args.device);
     const int64_t images = args.output_grads[0].shape().n();
-    const int n = AsInt(images, "batch"), k = AsInt(in_features_, "inputs"),
-              m = AsInt(outputs_, "outputs");
+    const auto [n, k, m] = SizesOf(images);
     const cudaDataType type = Type16();
     const size_t bytes = DTypeSize(input_dtype(0));
     const void* dy = args.output_grads[0].raw();
