@@ -29,10 +29,12 @@
 //            starts after B + copy. Copies out are first in, first out in
 //            the order their writers run, copies in in the order of their
 //            reads, as the fixed rules issue them.
-//   queue    both streams share the one copy queue: every copy whose window
-//            (writer to free, or prefetch to reader) lies between the starts
-//            of steps a and b fits in S_b - S_a after step a computes. The
-//            order within the queue is free, which keeps the program a
+//   queue    every copy whose window (writer to free, or prefetch to
+//            reader) lies between the starts of steps a and b fits in
+//            S_b - S_a after step a computes, on its direction's queue: a
+//            row each way over a duplex link (a copy engine each way), one
+//            row for both over a link that carries one way at a time. The
+//            order within a queue is free, which keeps the program a
 //            relaxation; these rows are what make copies cost time in its
 //            linear relaxation, so that CBC's bound moves.
 // The objective is E. Every rule-completed plan (rules.h) is a point of this
