@@ -520,6 +520,22 @@ TEST(CliTest, PlanStepsShowTheImagesOfEachCall) {
   EXPECT_THAT(r.output, HasSubstr(" all "));
 }
 
+// In 16 bits plan names the layers that compute on float32 copies of their
+// 16-bit tensors (on the CPU the fully connected layers and the loss) and
+// the largest copies a step of theirs needs; in float32 it says nothing of
+// them.
+TEST(CliTest, PlanNamesTheLayersOnFloat32Copies) {
+  Result bf16 = RunWith("plan", {"--precision", "bf16", "--memory", "liveness"});
+  ASSERT_EQ(bf16.code, 0) << bf16.output;
+  EXPECT_THAT(bf16.output, HasSubstr("compute on float32 copies of their 16-bit tensors ("));
+  EXPECT_THAT(bf16.output, HasSubstr("fully_connected "));
+  EXPECT_THAT(bf16.output, HasSubstr("the largest step's copies: "));
+  EXPECT_THAT(bf16.output, Not(HasSubstr("convolution ")));
+  Result fp32 = RunWith("plan", {"--memory", "liveness"});
+  ASSERT_EQ(fp32.code, 0) << fp32.output;
+  EXPECT_THAT(fp32.output, Not(HasSubstr("16 bits:")));
+}
+
 TEST(CliTest, ABatchLargerThanTheTrainingSetIsRefusedBeforeAnyWork) {
   const std::string dir = Dir("batch_past_data");
   fs::create_directories(dir + "/data");

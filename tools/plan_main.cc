@@ -21,6 +21,7 @@
 //                                                         too (each gathered for its steps)
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -384,6 +385,43 @@ void PrintStochasticDepth(const Net& net) {
       branches, expected);
 }
 
+// In 16 bits: the layers that compute on float32 copies of their 16-bit
+// tensors (the others take them as they are), by type, and the largest
+// copies one of their steps needs at the front of its workspace.
+void PrintConversions(const Net& net) {
+  if (ActivationType(net.precision()) == DType::kF32) return;
+  std::map<std::string, int> types;
+  int layers = 0;
+  size_t largest = 0;
+  std::string where;
+  for (int id = 0; id < net.num_layers(); ++id) {
+    bool copies = false;
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      const size_t bytes = net.ConversionBytes(id, pass, net.batch());
+      if (bytes == 0) continue;
+      copies = true;
+      if (bytes <= largest) continue;
+      largest = bytes;
+      where = net.layer(id).name() + (pass == Pass::kForward ? " forward" : " backward");
+    }
+    if (!copies) continue;
+    ++layers;
+    ++types[net.layer(id).type()];
+  }
+  if (layers == 0) {
+    std::printf("16 bits: every layer takes its 16-bit tensors as they are\n");
+    return;
+  }
+  std::string listed;
+  for (const auto& [type, count] : types) {
+    listed += (listed.empty() ? "" : ", ") + type + " " + std::to_string(count);
+  }
+  std::printf(
+      "16 bits: %d of %d layers compute on float32 copies of their 16-bit tensors (%s); the "
+      "largest step's copies: %s (%s)\n",
+      layers, net.num_layers(), listed.c_str(), Bytes(largest).c_str(), where.c_str());
+}
+
 void PrintStreamed(const MemoryPlan& plan, const Net& net) {
   if (plan.log.streamed == 0) return;
   std::string steps;
@@ -670,6 +708,7 @@ Status Run(const Args& args) {
         Bytes(state.solver_state).c_str());
   }
   if (!args.json && !args.inference) PrintStochasticDepth(net);
+  if (!args.json) PrintConversions(net);
   SPILL_ASSIGN_OR_RETURN(std::unique_ptr<PlanPredictor> predictor,
                          MakePredictor(args, subject, *subject.net, /*say=*/true));
   Timeline timeline;

@@ -43,9 +43,14 @@ Status CudaConvolutionLayer::Reshape(const std::vector<Shape>& inputs,
   return Prepare();
 }
 
+// 16 bits where the output is stored in 16 bits: an input stored alike, or
+// a float32 one - only the input layers' outputs stay float32 in a 16-bit
+// network (framework/graph/precision.h), and they want no gradient - rounded
+// into a 16-bit copy in the workspace.
 void CudaConvolutionLayer::DtypesChanged() {
   const DType in = input_dtype(0), out = output_dtype(0);
-  const DType half = in == out && in != DType::kF32 ? in : DType::kF32;
+  const DType half = out != DType::kF32 && (in == out || in == DType::kF32) ? out : DType::kF32;
+  narrow_input_ = half != DType::kF32 && in == DType::kF32;
   if (half == half_) return;
   half_ = half;
   if (geom_.batch == 0) return;  // not shaped yet: Reshape prepares
@@ -54,6 +59,7 @@ void CudaConvolutionLayer::DtypesChanged() {
   SPILL_LOG_WARNING(kLayers) << "convolution '" << name() << "' computes in float32 on converted "
                              << "copies: " << sixteen.message();
   half_ = DType::kF32;
+  narrow_input_ = false;
   const Status wide = Prepare();
   SPILL_CHECK(wide.ok()) << wide.ToString();
 }
@@ -111,6 +117,9 @@ CudaConvolutionLayer::Copies CudaConvolutionLayer::Carve(Pass pass,
       return p;
     };
     c.w = take(weights * half);
+    if (narrow_input_) {
+      c.x = take(static_cast<size_t>(geom_.batch * geom_.channels * geom_.in_plane()) * half);
+    }
     if (pass == Pass::kBackward) {
       c.dw = take(weights * half);
       c.dw_wide = static_cast<float*>(take(weights * sizeof(float)));
@@ -192,14 +201,21 @@ ConvCandidate CudaConvolutionLayer::Chosen(int op, const std::vector<int>& algor
   return a;
 }
 
-void CudaConvolutionLayer::CheckStorage(const Tensor& t, const char* what) const {
-  SPILL_CHECK(t.dtype() == half_) << "convolution '" << name() << "': " << what << " stored as "
-                                  << DTypeName(t.dtype()) << ", shaped for " << DTypeName(half_);
+void CudaConvolutionLayer::CheckStorage(const Tensor& t, DType stored, const char* what) const {
+  SPILL_CHECK(t.dtype() == stored) << "convolution '" << name() << "': " << what << " stored as "
+                                   << DTypeName(t.dtype()) << ", shaped for " << DTypeName(stored);
+}
+
+const char* CudaConvolutionLayer::InputAsComputed(CudaDevice& device, const Tensor& x,
+                                                  void* copy) const {
+  if (!narrow_input_) return static_cast<const char*>(x.raw());
+  device.ConvertAsync(copy, half_, x.raw(), DType::kF32, x.numel(), device.compute_queue());
+  return static_cast<const char*>(copy);
 }
 
 void CudaConvolutionLayer::Forward(const ForwardArgs& args) const {
   CheckPrepared();
-  CheckStorage(args.inputs[0], "the input");
+  CheckStorage(args.inputs[0], narrow_input_ ? DType::kF32 : half_, "the input");
   CudaDevice& device = cuda::DeviceOf(args.device);
   const Copies copies = Carve(Pass::kForward, args.workspace);
   const Workspace& ws = copies.rest;
@@ -213,7 +229,7 @@ void CudaConvolutionLayer::Forward(const ForwardArgs& args) const {
     w = copies.w;
   }
   const size_t element = DTypeSize(half_);
-  const char* x = static_cast<const char*>(args.inputs[0].raw());
+  const char* x = InputAsComputed(device, args.inputs[0], copies.x);
   char* y = static_cast<char*>(args.outputs[0].raw());
   const int64_t images = args.inputs[0].shape().n();
   const bool by_image = args.slice.in_image_order();
@@ -240,7 +256,9 @@ void CudaConvolutionLayer::Forward(const ForwardArgs& args) const {
 
 void CudaConvolutionLayer::Backward(const BackwardArgs& args) const {
   CheckPrepared();
-  CheckStorage(args.output_grads[0], "the output gradient");
+  CheckStorage(args.output_grads[0], half_, "the output gradient");
+  SPILL_CHECK(!narrow_input_ || cuda::InputGrad(args, 0) == nullptr)
+      << "convolution '" << name() << "': a gradient asked of its float32 input";
   CudaDevice& device = cuda::DeviceOf(args.device);
   if (args.slice.in_image_order()) {
     BackwardByImage(args, device);
@@ -272,7 +290,8 @@ CudaConvolutionLayer::BackwardOperands CudaConvolutionLayer::Operands(const Back
   o.dw = cuda::ParamGrad(args, 0);
   o.db = bias_ ? cuda::ParamGrad(args, 1) : nullptr;
   o.dx = cuda::InputGrad(args, 0);
-  o.x = static_cast<const char*>(args.inputs[0].raw());
+  o.x = o.dw != nullptr ? InputAsComputed(device, args.inputs[0], o.copies.x)
+                        : static_cast<const char*>(args.inputs[0].raw());
   o.dy = static_cast<const char*>(args.output_grads[0].raw());
   o.w = args.params[0].raw();
   o.dw_out = o.dw;

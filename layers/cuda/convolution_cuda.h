@@ -19,14 +19,16 @@
 // ...), which keeps cuDNN's own preference. Calibration drops candidates
 // cuDNN fails to run.
 //
-// In 16 bits (a network in bf16 or fp16 whose layer reads and writes 16-bit
-// tensors: computes_16_bit) cuDNN takes x, y, dx and dy as they are stored,
-// on tensor cores with float32 sums. The float32 weights are rounded into a
-// 16-bit copy at the front of the workspace for each call; the filter
-// gradient comes out in 16 bits there too and is widened into the float32
-// gradient - added image after image in image order. The bias is added and
-// its gradient summed by the layer's own kernels (conv_bias_kernels_cuda.h:
-// float32 bias, double sums). Where cuDNN offers no algorithm for a 16-bit geometry the layer
+// In 16 bits (a network in bf16 or fp16 whose layer writes a 16-bit output:
+// computes_16_bit) cuDNN takes x, y, dx and dy as they are stored, on
+// tensor cores with float32 sums. The float32 weights are rounded into a
+// 16-bit copy at the front of the workspace for each call, and so is a
+// float32 input (the image: the one activation a 16-bit network keeps in
+// float32, which wants no gradient); the filter gradient comes out in 16
+// bits there too and is widened into the float32 gradient - added image
+// after image in image order. The bias is added and its gradient summed by
+// the layer's own kernels (conv_bias_kernels_cuda.h: float32 bias, double
+// sums). Where cuDNN offers no algorithm for a 16-bit geometry the layer
 // computes in float32 on the executor's converted copies, as before, and
 // says so once.
 #ifndef SPILL_LAYERS_CUDA_CONVOLUTION_CUDA_H_
@@ -83,6 +85,7 @@ class CudaConvolutionLayer : public ConvolutionLayer {
   // and the rest, cuDNN's.
   struct Copies {
     void* w = nullptr;         // the weights in the storage type
+    void* x = nullptr;         // a float32 input rounded to it (narrow_input_)
     void* dw = nullptr;        // the filter gradient as cuDNN writes it (backward)
     float* dw_wide = nullptr;  // an image's filter gradient widened, to add
     size_t bytes = 0;          // what the copies take
@@ -113,7 +116,9 @@ class CudaConvolutionLayer : public ConvolutionLayer {
   ConvCandidate Chosen(int op, const std::vector<int>& algorithms, int slot,
                        const Workspace& workspace) const;
   // x and dy must be stored as the layer was shaped for.
-  void CheckStorage(const Tensor& t, const char* what) const;
+  void CheckStorage(const Tensor& t, DType stored, const char* what) const;
+  // x as cuDNN reads it: itself, or rounded into `copy` (narrow_input_).
+  const char* InputAsComputed(CudaDevice& device, const Tensor& x, void* copy) const;
   struct BackwardOperands;
   BackwardOperands Operands(const BackwardArgs& args, CudaDevice& device) const;
   void BackwardWhole(const BackwardArgs& args, CudaDevice& device) const;
@@ -130,6 +135,7 @@ class CudaConvolutionLayer : public ConvolutionLayer {
   cuda::ConvDescriptors whole_;  // the layer's batch
   cuda::ConvDescriptors image_;  // one image
   DType half_ = DType::kF32;     // the 16-bit type the layer computes in, or kF32
+  bool narrow_input_ = false;    // its input is float32 (the image): rounded to half_
 };
 
 // Measures every candidate algorithm of every CUDA convolution layer of
