@@ -431,22 +431,39 @@ TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
   ExpectGpuFollowsCpu(spec, GpuRun("superneurons"), 1e-4, 1e-4);
 }
 
+// Layer norm and the elementwise activations between convolutions, for
+// the 16-bit checks below.
+constexpr char kNormsAndActivations[] = R"(
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: conv1, type: convolution, filters: 8, kernel: 3, pad: 1}
+  - {name: ln, type: layer_norm}
+  - {name: gelu, type: gelu}
+  - {name: conv2, type: convolution, filters: 8, kernel: 3, pad: 1}
+  - {name: silu, type: silu}
+  - {name: hard_swish, type: hard_swish}
+  - {name: pool, type: global_avg_pool}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
 // In bf16 and fp16 a convolution between 16-bit tensors hands them to cuDNN
 // as they are: no float32 copies of its activations in its workspace, only
 // its 16-bit weights and gradients beside cuDNN's own. A network's first
 // convolution rounds the float32 image into a 16-bit copy of its own (the
 // image, not its far larger output). Fully connected layers (cuBLAS), batch
-// norm, ReLU, addition, concatenation and pooling take 16-bit tensors as
-// they are too. Shapes alone: it holds without a GPU.
+// and layer norm, ReLU and the other activations, addition, concatenation
+// and pooling take 16-bit tensors as they are too. Shapes alone: it holds without a GPU.
 TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
   const std::set<std::string> sixteen_bit_types = {
-      "convolution", "fully_connected", "batch_norm", "relu",           "add",
-      "concat",      "max_pool",        "avg_pool",   "global_avg_pool"};
+      "convolution",    "fully_connected", "batch_norm", "layer_norm", "relu",     "gelu",
+      "silu",           "hard_swish",      "add",        "concat",     "max_pool", "avg_pool",
+      "global_avg_pool"};
   for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
     SCOPED_TRACE(PrecisionName(precision));
     std::map<std::string, int> sixteen;
     int on_image = 0;
-    for (const char* yaml : {testing::kResNet, testing::kInception}) {
+    for (const char* yaml : {testing::kResNet, testing::kInception, kNormsAndActivations}) {
       auto net = testing::BuildTrainingNet(testing::MustParse(yaml), 4, DeviceType::kCuda,
                                            /*blocked_layouts=*/false, precision);
       ASSERT_TRUE(net.ok()) << net.status().ToString();
@@ -477,11 +494,10 @@ TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
         EXPECT_GE(layer.workspace_bytes(Pass::kBackward), weights * 8 + input * 2) << layer.name();
       }
     }
-    for (const char* type : {"convolution", "fully_connected", "batch_norm", "relu", "add",
-                             "concat", "avg_pool", "global_avg_pool"}) {
-      EXPECT_GT(sixteen[type], 0) << type;
+    for (const std::string& type : sixteen_bit_types) {
+      if (type != "max_pool") EXPECT_GT(sixteen[type], 0) << type;
     }
-    EXPECT_EQ(on_image, 2);  // the first of each network
+    EXPECT_EQ(on_image, 3);  // the first of each network
   }
 }
 
@@ -500,11 +516,15 @@ TEST_P(CudaPrecisionNetworkTest, Bf16GpuTrainingFollowsCpuBf16Training) {
   ExpectGpuFollowsCpu(spec, gpu, 3e-2, 1e-2);
 }
 
+std::string PrecisionNetworkName(const ::testing::TestParamInfo<const char*>& info) {
+  const char* names[] = {"resnet", "inception", "norms_and_activations"};
+  return names[info.index];
+}
+
 INSTANTIATE_TEST_SUITE_P(Networks, CudaPrecisionNetworkTest,
-                         ::testing::Values(testing::kResNet, testing::kInception),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.index == 0 ? "resnet" : "inception");
-                         });
+                         ::testing::Values(testing::kResNet, testing::kInception,
+                                           kNormsAndActivations),
+                         PrecisionNetworkName);
 
 // Every variant, in every mode at a roomy budget and at the smallest that
 // runs, trains bit-identically to the pinned baseline (first fit, whole

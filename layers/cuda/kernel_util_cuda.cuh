@@ -5,13 +5,10 @@
 #ifndef SPILL_LAYERS_CUDA_KERNEL_UTIL_CUDA_CUH_
 #define SPILL_LAYERS_CUDA_KERNEL_UTIL_CUDA_CUH_
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <algorithm>
 #include <cstdint>
 
-#include "layers/cuda/stored_cuda.h"
+#include "layers/cuda/stored_kernels_cuda.cuh"
 
 namespace spill {
 namespace cuda {
@@ -64,32 +61,6 @@ __device__ __forceinline__ uint64_t Mix64(uint64_t x) {
 
 __device__ __forceinline__ float UniformAt(uint64_t seed, uint64_t index) {
   return static_cast<float>(Mix64(seed ^ Mix64(index)) >> 40) * (1.0f / 16777216.0f);
-}
-
-// An activation element as float32 (exact), and a float32 stored as one
-// (round to nearest even, as framework/device/convert.h).
-__device__ __forceinline__ float Load(float x) { return x; }
-__device__ __forceinline__ float Load(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float Load(__half x) { return __half2float(x); }
-__device__ __forceinline__ void Store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void Store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void Store(__half* p, float v) { *p = __float2half_rn(v); }
-
-// Calls `launch(T())` with T the element type `stored` names (float,
-// __nv_bfloat16, __half): one launcher for every storage type.
-template <typename Launch>
-void ForStored(Stored stored, Launch&& launch) {
-  switch (stored) {
-    case Stored::kF32:
-      launch(float());
-      return;
-    case Stored::kBf16:
-      launch(__nv_bfloat16());
-      return;
-    case Stored::kF16:
-      launch(__half());
-      return;
-  }
 }
 
 // std::max(a, b) exactly: a unless a < b.

@@ -1,7 +1,9 @@
 // layer_norm and scale on the GPU. Per-pixel statistics are one thread's
 // double sums; the parameter gradients sum each image's plane in a block and
 // carry the double sums from image to image, and from slice to slice of the
-// batch, at the start of the workspace (2 doubles per channel).
+// batch, at the start of the workspace (2 doubles per channel). Layer norm
+// reads and writes 16-bit tensors as they are stored (stored_cuda.h); scale
+// computes on float32 copies of them.
 #include "framework/graph/layer_registry.h"
 #include "layers/cuda/layer_util_cuda.h"
 #include "layers/cuda/vision_kernels_cuda.h"
@@ -34,6 +36,7 @@ class CudaLayerNormLayer : public LayerNormLayer {
   using LayerNormLayer::LayerNormLayer;
 
   bool supports_slices() const override { return true; }
+  bool computes_16_bit(Pass) const override { return cuda::StoredAlike(*this); }
   // The carried sums, then the statistics of every pixel.
   size_t workspace_bytes(Pass pass) const override {
     if (pass == Pass::kForward) return 0;
@@ -42,8 +45,9 @@ class CudaLayerNormLayer : public LayerNormLayer {
 
   void Forward(const ForwardArgs& args) const override {
     const Planes p = PlanesOf(args.inputs[0], args.device);
-    cuda::LaunchLayerNormForward(p.n, p.c, p.plane, args.inputs[0].data(), args.params[0].data(),
-                                 args.params[1].data(), eps_, args.outputs[0].data(), p.stream);
+    cuda::LaunchLayerNormForward(cuda::StoredOf(args.inputs[0]), p.n, p.c, p.plane,
+                                 args.inputs[0].raw(), args.params[0].data(), args.params[1].data(),
+                                 eps_, args.outputs[0].raw(), p.stream);
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
@@ -51,15 +55,16 @@ class CudaLayerNormLayer : public LayerNormLayer {
     const Planes p = PlanesOf(args.inputs[0], args.device);
     double* carry = Carry(args.workspace, p.c);
     double* stats = carry + 2 * p.c;
-    cuda::LaunchLayerNormInputGrad(p.n, p.c, p.plane, args.inputs[0].data(),
-                                   args.output_grads[0].data(), args.params[0].data(), eps_, stats,
+    const cuda::Stored stored = cuda::StoredOf(args.inputs[0]);
+    cuda::LaunchLayerNormInputGrad(stored, p.n, p.c, p.plane, args.inputs[0].raw(),
+                                   args.output_grads[0].raw(), args.params[0].data(), eps_, stats,
                                    cuda::InputGrad(args, 0), cuda::Accumulates(args, 0), p.stream);
     SPILL_CUDA_CHECK_LAUNCH();
     float* dgamma = cuda::ParamGrad(args, 0);
     float* dbeta = cuda::ParamGrad(args, 1);
     if (dgamma == nullptr && dbeta == nullptr) return;
-    cuda::LaunchChannelGradSums(p.n, p.c, p.plane, args.inputs[0].data(),
-                                args.output_grads[0].data(), stats, carry, args.slice.first(),
+    cuda::LaunchChannelGradSums(stored, p.n, p.c, p.plane, args.inputs[0].raw(),
+                                args.output_grads[0].raw(), stats, carry, args.slice.first(),
                                 dgamma, dbeta, p.stream);
     SPILL_CUDA_CHECK_LAUNCH();
   }
@@ -95,7 +100,7 @@ class CudaScaleLayer : public ScaleLayer {
     float* dgamma = cuda::ParamGrad(args, 0);
     float* dbeta = bias_ ? cuda::ParamGrad(args, 1) : nullptr;
     if (dgamma == nullptr && dbeta == nullptr) return;
-    cuda::LaunchChannelGradSums(p.n, p.c, p.plane, args.inputs[0].data(),
+    cuda::LaunchChannelGradSums(cuda::Stored::kF32, p.n, p.c, p.plane, args.inputs[0].data(),
                                 args.output_grads[0].data(), nullptr, Carry(args.workspace, p.c),
                                 args.slice.first(), dgamma, dbeta, p.stream);
     SPILL_CUDA_CHECK_LAUNCH();

@@ -116,8 +116,9 @@ class CudaTransposedConvolutionLayer : public TransposedConvolutionLayer {
     }
     float* db = bias_ ? cuda::ParamGrad(args, 1) : nullptr;
     if (db == nullptr) return;
-    cuda::LaunchChannelGradSums(n, g.channels, g.in_plane(), nullptr, dy, nullptr, carry,
-                                args.slice.first(), nullptr, db, device.compute_stream());
+    cuda::LaunchChannelGradSums(cuda::Stored::kF32, n, g.channels, g.in_plane(), nullptr, dy,
+                                nullptr, carry, args.slice.first(), nullptr, db,
+                                device.compute_stream());
     SPILL_CUDA_CHECK_LAUNCH();
   }
 

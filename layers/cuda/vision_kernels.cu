@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "layers/cuda/stored_kernels_cuda.cuh"
 #include "layers/cuda/vision_kernels_cuda.h"
 #include "layers/layer_norm_math.h"
 #include "layers/upsample_math.h"
@@ -54,16 +55,23 @@ __device__ double BlockTotal(double v) {
 __device__ __forceinline__ float Store(float old, float v, bool accumulate) {
   return accumulate ? old + v : v;
 }
+// Beside it, the stored types' (stored_kernels_cuda.cuh).
+using ::spill::cuda::Load;
+using ::spill::cuda::Store;
 
 // ---- Activations ----
 
-__global__ void ActivationForward(int64_t n, ActivationConstants k, const float* x, float* y) {
-  SPILL_VISION_LOOP(i, n) { y[i] = Activate(k, x[i]); }
+template <typename T>
+__global__ void ActivationForward(int64_t n, ActivationConstants k, const T* x, T* y) {
+  SPILL_VISION_LOOP(i, n) { Store(&y[i], Activate(k, Load(x[i]))); }
 }
 
-__global__ void ActivationBackward(int64_t n, ActivationConstants k, const float* v,
-                                   const float* dy, float* dx, bool accumulate) {
-  SPILL_VISION_LOOP(i, n) { dx[i] = Store(dx[i], ActivationGrad(k, v[i], dy[i]), accumulate); }
+template <typename T>
+__global__ void ActivationBackward(int64_t n, ActivationConstants k, const T* v, const T* dy, T* dx,
+                                   bool accumulate) {
+  SPILL_VISION_LOOP(i, n) {
+    Store(&dx[i], Store(Load(dx[i]), ActivationGrad(k, Load(v[i]), Load(dy[i])), accumulate));
+  }
 }
 
 // ---- Broadcast ----
@@ -115,46 +123,69 @@ __global__ void ChannelShuffle(int64_t n, int64_t c, int64_t plane, int64_t grou
 
 // ---- Layer norm and scale ----
 
-__global__ void LayerNormForward(int64_t n, int64_t c, int64_t plane, const float* x,
-                                 const float* gamma, const float* beta, double eps, float* y) {
+// layers/layer_norm_math.h's element policy for a stored type.
+template <typename T>
+struct Pixels;
+template <>
+struct Pixels<float> : FloatPixels {};
+template <>
+struct Pixels<__nv_bfloat16> {
+  using T = __nv_bfloat16;
+  __host__ __device__ static float Load(T v) { return __bfloat162float(v); }
+  __host__ __device__ static T Store(float v) { return __float2bfloat16_rn(v); }
+};
+template <>
+struct Pixels<__half> {
+  using T = __half;
+  __host__ __device__ static float Load(T v) { return __half2float(v); }
+  __host__ __device__ static T Store(float v) { return __float2half_rn(v); }
+};
+
+template <typename T>
+__global__ void LayerNormForward(int64_t n, int64_t c, int64_t plane, const T* x,
+                                 const float* gamma, const float* beta, double eps, T* y) {
   SPILL_VISION_LOOP(r, n * plane) {
     const int64_t offset = (r / plane) * c * plane + r % plane;
-    LayerNormPixel(x + offset, gamma, beta, c, plane, eps, y + offset);
+    LayerNormPixel<Pixels<T>>(x + offset, gamma, beta, c, plane, eps, y + offset);
   }
 }
 
-__global__ void LayerNormInputGrad(int64_t n, int64_t c, int64_t plane, const float* x,
-                                   const float* dy, const float* gamma, double eps, double* stats,
-                                   float* dx, bool accumulate) {
+template <typename T>
+__global__ void LayerNormInputGrad(int64_t n, int64_t c, int64_t plane, const T* x, const T* dy,
+                                   const float* gamma, double eps, double* stats, T* dx,
+                                   bool accumulate) {
   SPILL_VISION_LOOP(r, n * plane) {
     const int64_t offset = (r / plane) * c * plane + r % plane;
-    const PixelStats st = PixelStatistics(x + offset, c, plane, eps);
+    const PixelStats st = PixelStatistics<Pixels<T>>(x + offset, c, plane, eps);
     stats[2 * r] = st.mean;
     stats[2 * r + 1] = st.inv_std;
     if (dx != nullptr) {
-      LayerNormPixelGrad(x + offset, dy + offset, gamma, c, plane, st, dx + offset, accumulate);
+      LayerNormPixelGrad<Pixels<T>>(x + offset, dy + offset, gamma, c, plane, st, dx + offset,
+                                    accumulate);
     }
   }
 }
 
 // One block per channel; each image's plane is reduced, then added to the
 // carried sums in image order.
-__global__ void ChannelGradSums(int64_t n, int64_t c, int64_t plane, const float* x,
-                                const float* dy, const double* stats, double* carry, bool start,
-                                float* dgamma, float* dbeta) {
+template <typename T>
+__global__ void ChannelGradSums(int64_t n, int64_t c, int64_t plane, const T* x, const T* dy,
+                                const double* stats, double* carry, bool start, float* dgamma,
+                                float* dbeta) {
   for (int64_t k = blockIdx.x; k < c; k += gridDim.x) {
     double sum_gamma = start ? 0.0 : carry[k], sum_beta = start ? 0.0 : carry[c + k];
     for (int64_t i = 0; i < n; ++i) {
       double a = 0, b = 0;
       for (int64_t q = threadIdx.x; q < plane; q += blockDim.x) {
         const int64_t e = (i * c + k) * plane + q;
+        const float g = Load(dy[e]);
         if (stats != nullptr) {
           const int64_t pixel = 2 * (i * plane + q);
-          a += dy[e] * Normalized(x[e], PixelStats{stats[pixel], stats[pixel + 1]});
+          a += g * Normalized(Load(x[e]), PixelStats{stats[pixel], stats[pixel + 1]});
         } else if (x != nullptr) {
-          a += dy[e] * x[e];
+          a += g * Load(x[e]);
         }
-        b += dy[e];
+        b += g;
       }
       sum_gamma += BlockTotal(a);
       sum_beta += BlockTotal(b);
@@ -348,16 +379,24 @@ __global__ void PixelSoftmaxLossBackward(int64_t n, int64_t c, int64_t pixels, c
 
 }  // namespace
 
-void LaunchActivationForward(int64_t n, const ActivationConstants& k, const float* x, float* y,
-                             cudaStream_t stream) {
+void LaunchActivationForward(Stored stored, int64_t n, const ActivationConstants& k, const void* x,
+                             void* y, cudaStream_t stream) {
   if (n <= 0) return;
-  ActivationForward<<<Blocks(n), kThreads, 0, stream>>>(n, k, x, y);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    ActivationForward<<<Blocks(n), kThreads, 0, stream>>>(n, k, static_cast<const T*>(x),
+                                                          static_cast<T*>(y));
+  });
 }
 
-void LaunchActivationBackward(int64_t n, const ActivationConstants& k, const float* v,
-                              const float* dy, float* dx, bool accumulate, cudaStream_t stream) {
+void LaunchActivationBackward(Stored stored, int64_t n, const ActivationConstants& k, const void* v,
+                              const void* dy, void* dx, bool accumulate, cudaStream_t stream) {
   if (n <= 0) return;
-  ActivationBackward<<<Blocks(n), kThreads, 0, stream>>>(n, k, v, dy, dx, accumulate);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    ActivationBackward<<<Blocks(n), kThreads, 0, stream>>>(
+        n, k, static_cast<const T*>(v), static_cast<const T*>(dy), static_cast<T*>(dx), accumulate);
+  });
 }
 
 void LaunchBroadcastForward(const BroadcastShape& s, const float* a, const float* b, float* y,
@@ -385,26 +424,39 @@ void LaunchChannelShuffle(int64_t n, int64_t c, int64_t plane, int64_t groups, c
                                                                  inverse, accumulate);
 }
 
-void LaunchLayerNormForward(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
-                            const float* beta, double eps, float* y, cudaStream_t stream) {
+void LaunchLayerNormForward(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                            const float* gamma, const float* beta, double eps, void* y,
+                            cudaStream_t stream) {
   if (n * plane <= 0) return;
-  LayerNormForward<<<Blocks(n * plane), kThreads, 0, stream>>>(n, c, plane, x, gamma, beta, eps, y);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    LayerNormForward<<<Blocks(n * plane), kThreads, 0, stream>>>(
+        n, c, plane, static_cast<const T*>(x), gamma, beta, eps, static_cast<T*>(y));
+  });
 }
 
-void LaunchLayerNormInputGrad(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                              const float* gamma, double eps, double* stats, float* dx,
-                              bool accumulate, cudaStream_t stream) {
+void LaunchLayerNormInputGrad(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                              const void* dy, const float* gamma, double eps, double* stats,
+                              void* dx, bool accumulate, cudaStream_t stream) {
   if (n * plane <= 0) return;
-  LayerNormInputGrad<<<Blocks(n * plane), kThreads, 0, stream>>>(n, c, plane, x, dy, gamma, eps,
-                                                                 stats, dx, accumulate);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    LayerNormInputGrad<<<Blocks(n * plane), kThreads, 0, stream>>>(
+        n, c, plane, static_cast<const T*>(x), static_cast<const T*>(dy), gamma, eps, stats,
+        static_cast<T*>(dx), accumulate);
+  });
 }
 
-void LaunchChannelGradSums(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                           const double* stats, double* carry, bool start, float* dgamma,
-                           float* dbeta, cudaStream_t stream) {
+void LaunchChannelGradSums(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                           const void* dy, const double* stats, double* carry, bool start,
+                           float* dgamma, float* dbeta, cudaStream_t stream) {
   if (c <= 0) return;
-  ChannelGradSums<<<PlaneBlocks(c), kThreads, 0, stream>>>(n, c, plane, x, dy, stats, carry, start,
-                                                           dgamma, dbeta);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    ChannelGradSums<<<PlaneBlocks(c), kThreads, 0, stream>>>(n, c, plane, static_cast<const T*>(x),
+                                                             static_cast<const T*>(dy), stats,
+                                                             carry, start, dgamma, dbeta);
+  });
 }
 
 void LaunchScaleForward(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "layers/activation_math.h"
+#include "layers/cuda/stored_cuda.h"
 #include "layers/space_to_depth_math.h"
 
 namespace spill {
@@ -26,11 +27,12 @@ namespace cuda {
 
 // ---- Activations (layers/activation_math.h) ----
 
-void LaunchActivationForward(int64_t n, const ActivationConstants& k, const float* x, float* y,
-                             cudaStream_t stream);
+// Every tensor stored as `stored` (stored_cuda.h).
+void LaunchActivationForward(Stored stored, int64_t n, const ActivationConstants& k, const void* x,
+                             void* y, cudaStream_t stream);
 // dx (=|+=) ActivationGrad(v, dy), v the output or the input as the function needs.
-void LaunchActivationBackward(int64_t n, const ActivationConstants& k, const float* v,
-                              const float* dy, float* dx, bool accumulate, cudaStream_t stream);
+void LaunchActivationBackward(Stored stored, int64_t n, const ActivationConstants& k, const void* v,
+                              const void* dy, void* dx, bool accumulate, cudaStream_t stream);
 
 // ---- Broadcast products and sums over planes ----
 
@@ -55,19 +57,22 @@ void LaunchChannelShuffle(int64_t n, int64_t c, int64_t plane, int64_t groups, c
 
 // ---- Layer norm over channels and per-channel scale ----
 
-void LaunchLayerNormForward(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
-                            const float* beta, double eps, float* y, cudaStream_t stream);
+// x, y, dy and dx stored as `stored` (stored_cuda.h); statistics, gamma and
+// beta float32 and double.
+void LaunchLayerNormForward(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                            const float* gamma, const float* beta, double eps, void* y,
+                            cudaStream_t stream);
 // Each pixel's mean and 1 / std into `stats` (2 doubles per pixel) and,
 // when dx is not null, the input gradient.
-void LaunchLayerNormInputGrad(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                              const float* gamma, double eps, double* stats, float* dx,
-                              bool accumulate, cudaStream_t stream);
+void LaunchLayerNormInputGrad(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                              const void* dy, const float* gamma, double eps, double* stats,
+                              void* dx, bool accumulate, cudaStream_t stream);
 // Per channel: sum dy * xhat (xhat from `stats`; x itself when stats is
 // null, scale's gamma; nothing when x is null too, a bias alone) and sum dy,
 // from `carry` (2c doubles); either gradient may be null.
-void LaunchChannelGradSums(int64_t n, int64_t c, int64_t plane, const float* x, const float* dy,
-                           const double* stats, double* carry, bool start, float* dgamma,
-                           float* dbeta, cudaStream_t stream);
+void LaunchChannelGradSums(Stored stored, int64_t n, int64_t c, int64_t plane, const void* x,
+                           const void* dy, const double* stats, double* carry, bool start,
+                           float* dgamma, float* dbeta, cudaStream_t stream);
 // y = x * gamma[c] (+ beta[c] when beta is not null)
 void LaunchScaleForward(int64_t n, int64_t c, int64_t plane, const float* x, const float* gamma,
                         const float* beta, float* y, cudaStream_t stream);
