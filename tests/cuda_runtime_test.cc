@@ -431,8 +431,8 @@ TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
   ExpectGpuFollowsCpu(spec, GpuRun("superneurons"), 1e-4, 1e-4);
 }
 
-// Layer norm and the elementwise activations between convolutions, for
-// the 16-bit checks below.
+// Layer norm, the elementwise activations and dropout between
+// convolutions, for the 16-bit checks below.
 constexpr char kNormsAndActivations[] = R"(
 layers:
   - {name: data, type: input, shape: [3, 8, 8]}
@@ -443,6 +443,7 @@ layers:
   - {name: silu, type: silu}
   - {name: hard_swish, type: hard_swish}
   - {name: pool, type: global_avg_pool}
+  - {name: drop, type: dropout, ratio: 0.25}
   - {name: fc, type: fully_connected, outputs: 5}
   - {name: loss, type: softmax_loss}
 )";
@@ -456,9 +457,9 @@ layers:
 // and pooling take 16-bit tensors as they are too. Shapes alone: it holds without a GPU.
 TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
   const std::set<std::string> sixteen_bit_types = {
-      "convolution",    "fully_connected", "batch_norm", "layer_norm", "relu",     "gelu",
-      "silu",           "hard_swish",      "add",        "concat",     "max_pool", "avg_pool",
-      "global_avg_pool"};
+      "convolution", "fully_connected", "batch_norm", "layer_norm", "relu",   "gelu",
+      "silu",        "hard_swish",      "dropout",    "add",        "concat", "max_pool",
+      "avg_pool",    "global_avg_pool"};
   for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
     SCOPED_TRACE(PrecisionName(precision));
     std::map<std::string, int> sixteen;

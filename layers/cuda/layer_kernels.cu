@@ -80,7 +80,8 @@ __global__ void WeightedAdd(int64_t n, float weight, AddInputs in, int count, T*
   }
 }
 
-__global__ void DropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,
+template <typename T>
+__global__ void DropoutForward(int64_t n, const T* x, T* y, float* mask, uint64_t seed,
                                int64_t first, float ratio, float keep, bool draw) {
   SPILL_GRID_LOOP(i, n) {
     float m;
@@ -90,15 +91,15 @@ __global__ void DropoutForward(int64_t n, const float* x, float* y, float* mask,
     } else {
       m = mask[i];
     }
-    y[i] = x[i] * m;
+    Store(&y[i], Load(x[i]) * m);
   }
 }
 
-__global__ void MulBackward(int64_t n, const float* dy, const float* mask, float* dx,
-                            bool accumulate) {
+template <typename T>
+__global__ void MulBackward(int64_t n, const T* dy, const float* mask, T* dx, bool accumulate) {
   SPILL_GRID_LOOP(i, n) {
-    const float g = dy[i] * mask[i];
-    dx[i] = accumulate ? dx[i] + g : g;
+    const float g = Load(dy[i]) * mask[i];
+    Store(&dx[i], accumulate ? Load(dx[i]) + g : g);
   }
 }
 
@@ -415,16 +416,25 @@ void LaunchAxpy(int64_t n, float alpha, const float* x, float* y, cudaStream_t s
   Axpy<<<Blocks(n), kThreads, 0, stream>>>(n, alpha, x, y);
 }
 
-void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,
-                          int64_t first, float ratio, float keep, bool draw, cudaStream_t stream) {
+void LaunchDropoutForward(Stored stored, int64_t n, const void* x, void* y, float* mask,
+                          uint64_t seed, int64_t first, float ratio, float keep, bool draw,
+                          cudaStream_t stream) {
   if (n <= 0) return;
-  DropoutForward<<<Blocks(n), kThreads, 0, stream>>>(n, x, y, mask, seed, first, ratio, keep, draw);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    DropoutForward<<<Blocks(n), kThreads, 0, stream>>>(
+        n, static_cast<const T*>(x), static_cast<T*>(y), mask, seed, first, ratio, keep, draw);
+  });
 }
 
-void LaunchMulBackward(int64_t n, const float* dy, const float* mask, float* dx, bool accumulate,
-                       cudaStream_t stream) {
+void LaunchMulBackward(Stored stored, int64_t n, const void* dy, const float* mask, void* dx,
+                       bool accumulate, cudaStream_t stream) {
   if (n <= 0) return;
-  MulBackward<<<Blocks(n), kThreads, 0, stream>>>(n, dy, mask, dx, accumulate);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    MulBackward<<<Blocks(n), kThreads, 0, stream>>>(n, static_cast<const T*>(dy), mask,
+                                                    static_cast<T*>(dx), accumulate);
+  });
 }
 
 void LaunchAddRowBias(Stored stored, int64_t rows, int64_t cols, const float* b, void* y,

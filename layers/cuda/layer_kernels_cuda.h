@@ -62,12 +62,14 @@ void LaunchAxpy(int64_t n, float alpha, const float* x, float* y, cudaStream_t s
 // Dropout in training: when `draw`, mask[i] = Uniform(seed, first + i) <
 // ratio ? 0 : keep (the CPU's counter-based generator, framework/base/random.h,
 // bit for bit; `first` is the element's place in the whole batch when x is
-// a slice of it); then y = x * mask.
-void LaunchDropoutForward(int64_t n, const float* x, float* y, float* mask, uint64_t seed,
-                          int64_t first, float ratio, float keep, bool draw, cudaStream_t stream);
+// a slice of it); then y = x * mask. x, y, dy and dx stored as `stored`;
+// the mask float32.
+void LaunchDropoutForward(Stored stored, int64_t n, const void* x, void* y, float* mask,
+                          uint64_t seed, int64_t first, float ratio, float keep, bool draw,
+                          cudaStream_t stream);
 // dx (=|+=) dy * mask
-void LaunchMulBackward(int64_t n, const float* dy, const float* mask, float* dx, bool accumulate,
-                       cudaStream_t stream);
+void LaunchMulBackward(Stored stored, int64_t n, const void* dy, const float* mask, void* dx,
+                       bool accumulate, cudaStream_t stream);
 
 // ---- Fully connected helpers ----
 
