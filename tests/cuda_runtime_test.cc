@@ -448,23 +448,43 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
+// Patches as tokens with positions, attention between layer norm and
+// projections, and a residual add, for the 16-bit checks below.
+constexpr char kAttention[] = R"(
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: patches, type: convolution, filters: 8, kernel: 4, stride: 4}
+  - {name: tokens, type: tokens}
+  - {name: pos, type: positions, length: 4}
+  - {name: ln, type: layer_norm}
+  - {name: qkv, type: convolution, filters: 24, kernel: 1}
+  - {name: attn, type: attention, heads: 2}
+  - {name: proj, type: convolution, filters: 8, kernel: 1}
+  - {name: add, type: add, inputs: [proj, pos]}
+  - {name: pool, type: global_avg_pool}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
 // In bf16 and fp16 a convolution between 16-bit tensors hands them to cuDNN
 // as they are: no float32 copies of its activations in its workspace, only
 // its 16-bit weights and gradients beside cuDNN's own. A network's first
 // convolution rounds the float32 image into a 16-bit copy of its own (the
 // image, not its far larger output). Fully connected layers (cuBLAS), batch
-// and layer norm, ReLU and the other activations, addition, concatenation
-// and pooling take 16-bit tensors as they are too. Shapes alone: it holds without a GPU.
+// and layer norm, the activations, dropout, addition, concatenation,
+// pooling, tokens, positions and attention take 16-bit tensors as they are
+// too. Shapes alone: it holds without a GPU.
 TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
   const std::set<std::string> sixteen_bit_types = {
-      "convolution", "fully_connected", "batch_norm", "layer_norm", "relu",   "gelu",
-      "silu",        "hard_swish",      "dropout",    "add",        "concat", "max_pool",
-      "avg_pool",    "global_avg_pool"};
+      "convolution", "fully_connected", "batch_norm", "layer_norm", "relu",     "gelu",
+      "silu",        "hard_swish",      "dropout",    "add",        "concat",   "max_pool",
+      "avg_pool",    "global_avg_pool", "attention",  "tokens",     "positions"};
   for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
     SCOPED_TRACE(PrecisionName(precision));
     std::map<std::string, int> sixteen;
     int on_image = 0;
-    for (const char* yaml : {testing::kResNet, testing::kInception, kNormsAndActivations}) {
+    for (const char* yaml :
+         {testing::kResNet, testing::kInception, kNormsAndActivations, kAttention}) {
       auto net = testing::BuildTrainingNet(testing::MustParse(yaml), 4, DeviceType::kCuda,
                                            /*blocked_layouts=*/false, precision);
       ASSERT_TRUE(net.ok()) << net.status().ToString();
@@ -498,7 +518,7 @@ TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
     for (const std::string& type : sixteen_bit_types) {
       if (type != "max_pool") EXPECT_GT(sixteen[type], 0) << type;
     }
-    EXPECT_EQ(on_image, 3);  // the first of each network
+    EXPECT_EQ(on_image, 4);  // the first of each network
   }
 }
 
@@ -518,13 +538,13 @@ TEST_P(CudaPrecisionNetworkTest, Bf16GpuTrainingFollowsCpuBf16Training) {
 }
 
 std::string PrecisionNetworkName(const ::testing::TestParamInfo<const char*>& info) {
-  const char* names[] = {"resnet", "inception", "norms_and_activations"};
+  const char* names[] = {"resnet", "inception", "norms_and_activations", "attention"};
   return names[info.index];
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, CudaPrecisionNetworkTest,
                          ::testing::Values(testing::kResNet, testing::kInception,
-                                           kNormsAndActivations),
+                                           kNormsAndActivations, kAttention),
                          PrecisionNetworkName);
 
 // Every variant, in every mode at a roomy budget and at the smallest that

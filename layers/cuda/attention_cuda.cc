@@ -6,6 +6,8 @@
 // run in parallel; a head's depth lives in registers (at most
 // kMaxAttentionDepth). Every image is independent and everything it saves is
 // its own, so a slice of the batch runs the same threads on fewer images.
+// 16-bit tensors are read and written as they are stored (stored_cuda.h);
+// what forward saves and the row sums stay float32.
 #include "framework/graph/layer_registry.h"
 #include "layers/attention_layer.h"
 #include "layers/cuda/layer_util_cuda.h"
@@ -19,6 +21,7 @@ class CudaAttentionLayer : public AttentionLayer {
   using AttentionLayer::AttentionLayer;
 
   bool supports_slices() const override { return true; }
+  bool computes_16_bit(Pass) const override { return cuda::StoredAlike(*this); }
 
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override {
     SPILL_RETURN_IF_ERROR(AttentionLayer::Reshape(inputs, outputs));
@@ -36,9 +39,9 @@ class CudaAttentionLayer : public AttentionLayer {
   }
 
   void Forward(const ForwardArgs& args) const override {
-    cuda::LaunchAttentionForward(Geometry(args.inputs[0].shape().n()), args.inputs[0].data(),
-                                 args.outputs[0].data(), args.aux[0].data(),
-                                 cuda::StreamOf(args.device));
+    cuda::LaunchAttentionForward(
+        cuda::StoredOf(args.outputs[0]), Geometry(args.inputs[0].shape().n()), args.inputs[0].raw(),
+        args.outputs[0].raw(), args.aux[0].data(), cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
@@ -46,9 +49,10 @@ class CudaAttentionLayer : public AttentionLayer {
     if (!args.input_grads[0].valid()) return;
     SPILL_CHECK(args.workspace.bytes >= workspace_bytes(Pass::kBackward)) << name();
     cuda::LaunchAttentionBackward(
-        Geometry(args.inputs[0].shape().n()), args.inputs[0].data(), args.output_grads[0].data(),
-        args.aux[0].data(), static_cast<float*>(args.workspace.data), args.input_grads[0].data(),
-        args.accumulate[0], cuda::StreamOf(args.device));
+        cuda::StoredOf(args.output_grads[0]), Geometry(args.inputs[0].shape().n()),
+        args.inputs[0].raw(), args.output_grads[0].raw(), args.aux[0].data(),
+        static_cast<float*>(args.workspace.data), args.input_grads[0].raw(), args.accumulate[0],
+        cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
 

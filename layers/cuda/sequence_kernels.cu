@@ -8,20 +8,22 @@ namespace spill {
 namespace cuda {
 namespace {
 
+template <typename T>
 __global__ void PositionsForward(int64_t images, int64_t channels, int64_t steps, int64_t length,
-                                 const float* x, const float* table, float* y) {
+                                 const T* x, const float* table, T* y) {
   SPILL_GRID_LOOP(e, images * channels * steps) {
     const int64_t t = e % steps, k = (e / steps) % channels;
-    y[e] = x[e] + table[k * length + t];
+    Store(&y[e], Load(x[e]) + table[k * length + t]);
   }
 }
 
+template <typename T>
 __global__ void PositionsTableGrad(int64_t images, int64_t channels, int64_t steps, int64_t length,
-                                   const float* dy, float* dtable) {
+                                   const T* dy, float* dtable) {
   SPILL_GRID_LOOP(kt, channels * steps) {
     const int64_t k = kt / steps, t = kt % steps;
     float sum = dtable[k * length + t];
-    for (int64_t i = 0; i < images; ++i) sum += dy[(i * channels + k) * steps + t];
+    for (int64_t i = 0; i < images; ++i) sum += Load(dy[(i * channels + k) * steps + t]);
     dtable[k * length + t] = sum;
   }
 }
@@ -50,25 +52,28 @@ __device__ inline Head HeadOf(const AttentionShape& s, int64_t index) {
   return h;
 }
 
-__device__ inline float Score(const AttentionShape& s, const Head& h, const float* x, int64_t q,
+template <typename T>
+__device__ inline float Score(const AttentionShape& s, const Head& h, const T* x, int64_t q,
                               int64_t key, float scale) {
   float dot = 0;
   for (int64_t i = 0; i < h.d; ++i) {
-    dot +=
-        x[At(h.image, h.c3, h.q0 + i, s.steps, q)] * x[At(h.image, h.c3, h.k0 + i, s.steps, key)];
+    dot += Load(x[At(h.image, h.c3, h.q0 + i, s.steps, q)]) *
+           Load(x[At(h.image, h.c3, h.k0 + i, s.steps, key)]);
   }
   return dot * scale;
 }
 
 // P[q][key] from what forward saved.
-__device__ inline float Probability(const AttentionShape& s, const Head& h, const float* x,
+template <typename T>
+__device__ inline float Probability(const AttentionShape& s, const Head& h, const T* x,
                                     const float* saved, int64_t q, int64_t key, float scale) {
   const int64_t row = (h.image * s.heads + h.head) * s.steps + q;
   if (!s.tiled) return saved[row * s.steps + key];
   return expf(Score(s, h, x, q, key, scale) - saved[2 * row]) * saved[2 * row + 1];
 }
 
-__global__ void AttentionForward(AttentionShape s, const float* x, float* y, float* saved) {
+template <typename T>
+__global__ void AttentionForward(AttentionShape s, const T* x, T* y, float* saved) {
   SPILL_GRID_LOOP(index, s.images * s.heads * s.steps) {
     const Head h = HeadOf(s, index);
     const float scale = rsqrtf(static_cast<float>(h.d));
@@ -85,29 +90,35 @@ __global__ void AttentionForward(AttentionShape s, const float* x, float* y, flo
       const float p = key < end ? expf(Score(s, h, x, h.t, key, scale) - max) * inverse : 0.0f;
       if (!s.tiled) saved[row * s.steps + key] = p;
       if (key >= end) continue;
-      for (int64_t i = 0; i < h.d; ++i) o[i] += p * x[At(h.image, h.c3, h.v0 + i, s.steps, key)];
+      for (int64_t i = 0; i < h.d; ++i) {
+        o[i] += p * Load(x[At(h.image, h.c3, h.v0 + i, s.steps, key)]);
+      }
     }
     if (s.tiled) {
       saved[2 * row] = max;
       saved[2 * row + 1] = inverse;
     }
-    for (int64_t i = 0; i < h.d; ++i) y[At(h.image, s.channels, h.q0 + i, s.steps, h.t)] = o[i];
+    for (int64_t i = 0; i < h.d; ++i) {
+      Store(&y[At(h.image, s.channels, h.q0 + i, s.steps, h.t)], o[i]);
+    }
   }
 }
 
-__device__ inline float DotOutputGrad(const AttentionShape& s, const Head& h, const float* x,
-                                      const float* dy, int64_t q, int64_t key) {
+template <typename T>
+__device__ inline float DotOutputGrad(const AttentionShape& s, const Head& h, const T* x,
+                                      const T* dy, int64_t q, int64_t key) {
   float dot = 0;
   for (int64_t i = 0; i < h.d; ++i) {
-    dot += dy[At(h.image, s.channels, h.q0 + i, s.steps, q)] *
-           x[At(h.image, h.c3, h.v0 + i, s.steps, key)];
+    dot += Load(dy[At(h.image, s.channels, h.q0 + i, s.steps, q)]) *
+           Load(x[At(h.image, h.c3, h.v0 + i, s.steps, key)]);
   }
   return dot;
 }
 
 // A thread per query: D = sum(P dP) into rows, then dQ.
-__global__ void AttentionQueryGrad(AttentionShape s, const float* x, const float* dy,
-                                   const float* saved, float* rows, float* dx, bool add) {
+template <typename T>
+__global__ void AttentionQueryGrad(AttentionShape s, const T* x, const T* dy, const float* saved,
+                                   float* rows, T* dx, bool add) {
   SPILL_GRID_LOOP(index, s.images * s.heads * s.steps) {
     const Head h = HeadOf(s, index);
     const float scale = rsqrtf(static_cast<float>(h.d));
@@ -124,18 +135,21 @@ __global__ void AttentionQueryGrad(AttentionShape s, const float* x, const float
     for (int64_t key = 0; key < end; ++key) {
       const float p = Probability(s, h, x, saved, h.t, key, scale);
       const float ds = p * (DotOutputGrad(s, h, x, dy, h.t, key) - mean) * scale;
-      for (int64_t i = 0; i < h.d; ++i) dq[i] += ds * x[At(h.image, h.c3, h.k0 + i, s.steps, key)];
+      for (int64_t i = 0; i < h.d; ++i) {
+        dq[i] += ds * Load(x[At(h.image, h.c3, h.k0 + i, s.steps, key)]);
+      }
     }
     for (int64_t i = 0; i < h.d; ++i) {
-      float& out = dx[At(h.image, h.c3, h.q0 + i, s.steps, h.t)];
-      out = add ? out + dq[i] : dq[i];
+      T* out = &dx[At(h.image, h.c3, h.q0 + i, s.steps, h.t)];
+      Store(out, add ? Load(*out) + dq[i] : dq[i]);
     }
   }
 }
 
 // A thread per key: dK and dV over the queries that attend to it, in order.
-__global__ void AttentionKeyGrad(AttentionShape s, const float* x, const float* dy,
-                                 const float* saved, const float* rows, float* dx, bool add) {
+template <typename T>
+__global__ void AttentionKeyGrad(AttentionShape s, const T* x, const T* dy, const float* saved,
+                                 const float* rows, T* dx, bool add) {
   SPILL_GRID_LOOP(index, s.images * s.heads * s.steps) {
     const Head h = HeadOf(s, index);  // h.t: the key
     const float scale = rsqrtf(static_cast<float>(h.d));
@@ -147,50 +161,67 @@ __global__ void AttentionKeyGrad(AttentionShape s, const float* x, const float* 
       const float mean = rows[(h.image * s.heads + h.head) * s.steps + q];
       const float ds = p * (DotOutputGrad(s, h, x, dy, q, h.t) - mean) * scale;
       for (int64_t i = 0; i < h.d; ++i) {
-        dk[i] += ds * x[At(h.image, h.c3, h.q0 + i, s.steps, q)];
-        dv[i] += p * dy[At(h.image, s.channels, h.q0 + i, s.steps, q)];
+        dk[i] += ds * Load(x[At(h.image, h.c3, h.q0 + i, s.steps, q)]);
+        dv[i] += p * Load(dy[At(h.image, s.channels, h.q0 + i, s.steps, q)]);
       }
     }
     for (int64_t i = 0; i < h.d; ++i) {
-      float& k = dx[At(h.image, h.c3, h.k0 + i, s.steps, h.t)];
-      float& v = dx[At(h.image, h.c3, h.v0 + i, s.steps, h.t)];
-      k = add ? k + dk[i] : dk[i];
-      v = add ? v + dv[i] : dv[i];
+      T* k = &dx[At(h.image, h.c3, h.k0 + i, s.steps, h.t)];
+      T* v = &dx[At(h.image, h.c3, h.v0 + i, s.steps, h.t)];
+      Store(k, add ? Load(*k) + dk[i] : dk[i]);
+      Store(v, add ? Load(*v) + dv[i] : dv[i]);
     }
   }
 }
 
 }  // namespace
 
-void LaunchPositionsForward(int64_t images, int64_t channels, int64_t steps, int64_t length,
-                            const float* x, const float* table, float* y, cudaStream_t stream) {
+void LaunchPositionsForward(Stored stored, int64_t images, int64_t channels, int64_t steps,
+                            int64_t length, const void* x, const float* table, void* y,
+                            cudaStream_t stream) {
   const int64_t total = images * channels * steps;
   if (total <= 0) return;
-  PositionsForward<<<Blocks(total), kThreads, 0, stream>>>(images, channels, steps, length, x,
-                                                           table, y);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    PositionsForward<<<Blocks(total), kThreads, 0, stream>>>(
+        images, channels, steps, length, static_cast<const T*>(x), table, static_cast<T*>(y));
+  });
 }
 
-void LaunchPositionsTableGrad(int64_t images, int64_t channels, int64_t steps, int64_t length,
-                              const float* dy, float* dtable, cudaStream_t stream) {
+void LaunchPositionsTableGrad(Stored stored, int64_t images, int64_t channels, int64_t steps,
+                              int64_t length, const void* dy, float* dtable, cudaStream_t stream) {
   if (images <= 0 || channels * steps <= 0) return;
-  PositionsTableGrad<<<Blocks(channels * steps), kThreads, 0, stream>>>(images, channels, steps,
-                                                                        length, dy, dtable);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    PositionsTableGrad<<<Blocks(channels * steps), kThreads, 0, stream>>>(
+        images, channels, steps, length, static_cast<const T*>(dy), dtable);
+  });
 }
 
-void LaunchAttentionForward(const AttentionShape& s, const float* x, float* y, float* saved,
-                            cudaStream_t stream) {
+void LaunchAttentionForward(Stored stored, const AttentionShape& s, const void* x, void* y,
+                            float* saved, cudaStream_t stream) {
   const int64_t total = s.images * s.heads * s.steps;
   if (total <= 0) return;
-  AttentionForward<<<Blocks(total), kThreads, 0, stream>>>(s, x, y, saved);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    AttentionForward<<<Blocks(total), kThreads, 0, stream>>>(s, static_cast<const T*>(x),
+                                                             static_cast<T*>(y), saved);
+  });
 }
 
-void LaunchAttentionBackward(const AttentionShape& s, const float* x, const float* dy,
-                             const float* saved, float* rows, float* dx, bool add,
+void LaunchAttentionBackward(Stored stored, const AttentionShape& s, const void* x, const void* dy,
+                             const float* saved, float* rows, void* dx, bool add,
                              cudaStream_t stream) {
   const int64_t total = s.images * s.heads * s.steps;
   if (total <= 0) return;
-  AttentionQueryGrad<<<Blocks(total), kThreads, 0, stream>>>(s, x, dy, saved, rows, dx, add);
-  AttentionKeyGrad<<<Blocks(total), kThreads, 0, stream>>>(s, x, dy, saved, rows, dx, add);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    const T* xt = static_cast<const T*>(x);
+    const T* dyt = static_cast<const T*>(dy);
+    T* dxt = static_cast<T*>(dx);
+    AttentionQueryGrad<<<Blocks(total), kThreads, 0, stream>>>(s, xt, dyt, saved, rows, dxt, add);
+    AttentionKeyGrad<<<Blocks(total), kThreads, 0, stream>>>(s, xt, dyt, saved, rows, dxt, add);
+  });
 }
 
 }  // namespace cuda
