@@ -431,8 +431,8 @@ TEST_P(CudaModeTest, GpuTrainingFollowsCpuTraining) {
   ExpectGpuFollowsCpu(spec, GpuRun("superneurons"), 1e-4, 1e-4);
 }
 
-// Layer norm, the elementwise activations and dropout between
-// convolutions, for the 16-bit checks below.
+// Layer norm, the elementwise activations, space-to-depth and dropout
+// between convolutions, for the 16-bit checks below.
 constexpr char kNormsAndActivations[] = R"(
 layers:
   - {name: data, type: input, shape: [3, 8, 8]}
@@ -440,6 +440,7 @@ layers:
   - {name: ln, type: layer_norm}
   - {name: gelu, type: gelu}
   - {name: conv2, type: convolution, filters: 8, kernel: 3, pad: 1}
+  - {name: s2d, type: space_to_depth}
   - {name: silu, type: silu}
   - {name: hard_swish, type: hard_swish}
   - {name: pool, type: global_avg_pool}
@@ -476,9 +477,9 @@ layers:
 // too. Shapes alone: it holds without a GPU.
 TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
   const std::set<std::string> sixteen_bit_types = {
-      "convolution", "fully_connected", "batch_norm", "layer_norm", "relu",     "gelu",
-      "silu",        "hard_swish",      "dropout",    "add",        "concat",   "max_pool",
-      "avg_pool",    "global_avg_pool", "attention",  "tokens",     "positions"};
+      "convolution", "fully_connected", "batch_norm", "layer_norm", "relu",      "gelu",
+      "silu",        "hard_swish",      "dropout",    "add",        "concat",    "max_pool",
+      "avg_pool",    "global_avg_pool", "attention",  "tokens",     "positions", "space_to_depth"};
   for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
     SCOPED_TRACE(PrecisionName(precision));
     std::map<std::string, int> sixteen;

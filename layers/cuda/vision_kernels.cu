@@ -298,15 +298,16 @@ __global__ void PadBackward(PadShape s, const float* dy, float* dx, bool accumul
 
 // ---- Space to depth ----
 
-__global__ void SpaceToDepth(SpaceToDepthShape s, const float* from, float* to, bool inverse,
+template <typename T>
+__global__ void SpaceToDepth(SpaceToDepthShape s, const T* from, T* to, bool inverse,
                              bool accumulate) {
   const int64_t width = SpaceToDepthRowLength(s);
   SPILL_VISION_LOOP(e, SpaceToDepthRows(s) * width) {
     const int64_t source = SpaceToDepthRowStart(s, e / width) + (e % width) * s.block;
     if (inverse) {
-      to[source] = Store(to[source], from[e], accumulate);
+      Store(&to[source], Store(Load(to[source]), Load(from[e]), accumulate));
     } else {
-      to[e] = from[source];
+      to[e] = from[source];  // a copy: the same bits in any type
     }
   }
 }
@@ -503,11 +504,15 @@ void LaunchPadBackward(const PadShape& s, const float* dy, float* dx, bool accum
   PadBackward<<<Blocks(n), kThreads, 0, stream>>>(s, dy, dx, accumulate);
 }
 
-void LaunchSpaceToDepth(const SpaceToDepthShape& s, const float* from, float* to, bool inverse,
-                        bool accumulate, cudaStream_t stream) {
+void LaunchSpaceToDepth(Stored stored, const SpaceToDepthShape& s, const void* from, void* to,
+                        bool inverse, bool accumulate, cudaStream_t stream) {
   const int64_t n = s.n * s.c * s.h * s.w;
   if (n <= 0) return;
-  SpaceToDepth<<<Blocks(n), kThreads, 0, stream>>>(s, from, to, inverse, accumulate);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    SpaceToDepth<<<Blocks(n), kThreads, 0, stream>>>(s, static_cast<const T*>(from),
+                                                     static_cast<T*>(to), inverse, accumulate);
+  });
 }
 
 void LaunchIm2Col(const WindowShape& s, const float* image, float* col, cudaStream_t stream) {

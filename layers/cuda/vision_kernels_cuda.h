@@ -105,9 +105,10 @@ void LaunchPadBackward(const PadShape& s, const float* dy, float* dx, bool accum
 // ---- Space to depth (layers/space_to_depth_math.h) ----
 
 // One thread per output element: forward copies x into y; `inverse` writes
-// (or adds) each of y's elements back to its place in x.
-void LaunchSpaceToDepth(const SpaceToDepthShape& s, const float* from, float* to, bool inverse,
-                        bool accumulate, cudaStream_t stream);
+// (or adds) each of y's elements back to its place in x; both stored as
+// `stored`.
+void LaunchSpaceToDepth(Stored stored, const SpaceToDepthShape& s, const void* from, void* to,
+                        bool inverse, bool accumulate, cudaStream_t stream);
 
 // ---- im2col / col2im of one image (the transposed convolution) ----
 
