@@ -467,6 +467,19 @@ layers:
   - {name: loss, type: softmax_loss}
 )";
 
+// Shifted window attention over a 4x4 map, for the 16-bit checks below.
+constexpr char kWindowAttention[] = R"(
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: stem, type: convolution, filters: 4, kernel: 2, stride: 2}
+  - {name: qkv, type: convolution, filters: 12, kernel: 1}
+  - {name: attn, type: window_attention, heads: 2, window: 2, shift: 1}
+  - {name: proj, type: convolution, filters: 4, kernel: 1}
+  - {name: pool, type: global_avg_pool}
+  - {name: fc, type: fully_connected, outputs: 5}
+  - {name: loss, type: softmax_loss}
+)";
+
 // In bf16 and fp16 a convolution between 16-bit tensors hands them to cuDNN
 // as they are: no float32 copies of its activations in its workspace, only
 // its 16-bit weights and gradients beside cuDNN's own. A network's first
@@ -476,16 +489,31 @@ layers:
 // pooling, tokens, positions and attention take 16-bit tensors as they are
 // too. Shapes alone: it holds without a GPU.
 TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
-  const std::set<std::string> sixteen_bit_types = {
-      "convolution", "fully_connected", "batch_norm", "layer_norm", "relu",      "gelu",
-      "silu",        "hard_swish",      "dropout",    "add",        "concat",    "max_pool",
-      "avg_pool",    "global_avg_pool", "attention",  "tokens",     "positions", "space_to_depth"};
+  const std::set<std::string> sixteen_bit_types = {"convolution",
+                                                   "fully_connected",
+                                                   "batch_norm",
+                                                   "layer_norm",
+                                                   "relu",
+                                                   "gelu",
+                                                   "silu",
+                                                   "hard_swish",
+                                                   "dropout",
+                                                   "add",
+                                                   "concat",
+                                                   "max_pool",
+                                                   "avg_pool",
+                                                   "global_avg_pool",
+                                                   "attention",
+                                                   "tokens",
+                                                   "positions",
+                                                   "space_to_depth",
+                                                   "window_attention"};
   for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
     SCOPED_TRACE(PrecisionName(precision));
     std::map<std::string, int> sixteen;
     int on_image = 0;
-    for (const char* yaml :
-         {testing::kResNet, testing::kInception, kNormsAndActivations, kAttention}) {
+    for (const char* yaml : {testing::kResNet, testing::kInception, kNormsAndActivations,
+                             kAttention, kWindowAttention}) {
       auto net = testing::BuildTrainingNet(testing::MustParse(yaml), 4, DeviceType::kCuda,
                                            /*blocked_layouts=*/false, precision);
       ASSERT_TRUE(net.ok()) << net.status().ToString();
@@ -519,7 +547,7 @@ TEST(CudaPrecisionTest, LayersComputeOnTheirSixteenBitTensors) {
     for (const std::string& type : sixteen_bit_types) {
       if (type != "max_pool") EXPECT_GT(sixteen[type], 0) << type;
     }
-    EXPECT_EQ(on_image, 4);  // the first of each network
+    EXPECT_EQ(on_image, 5);  // the first of each network
   }
 }
 
@@ -539,13 +567,14 @@ TEST_P(CudaPrecisionNetworkTest, Bf16GpuTrainingFollowsCpuBf16Training) {
 }
 
 std::string PrecisionNetworkName(const ::testing::TestParamInfo<const char*>& info) {
-  const char* names[] = {"resnet", "inception", "norms_and_activations", "attention"};
+  const char* names[] = {"resnet", "inception", "norms_and_activations", "attention",
+                         "window_attention"};
   return names[info.index];
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, CudaPrecisionNetworkTest,
                          ::testing::Values(testing::kResNet, testing::kInception,
-                                           kNormsAndActivations, kAttention),
+                                           kNormsAndActivations, kAttention, kWindowAttention),
                          PrecisionNetworkName);
 
 // Every variant, in every mode at a roomy budget and at the smallest that

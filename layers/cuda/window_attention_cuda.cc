@@ -23,6 +23,7 @@ class CudaWindowAttentionLayer : public WindowAttentionLayer {
   using WindowAttentionLayer::WindowAttentionLayer;
 
   bool supports_slices() const override { return true; }
+  bool computes_16_bit(Pass) const override { return cuda::StoredAlike(*this); }
 
   Status Reshape(const std::vector<Shape>& inputs, std::vector<Shape>* outputs) override {
     SPILL_RETURN_IF_ERROR(WindowAttentionLayer::Reshape(inputs, outputs));
@@ -44,10 +45,10 @@ class CudaWindowAttentionLayer : public WindowAttentionLayer {
   }
 
   void Forward(const ForwardArgs& args) const override {
-    cuda::LaunchWindowAttentionForward(Geometry(args.inputs[0].shape().n()), args.inputs[0].data(),
-                                       args.params[0].data(), LogitScale(args.params),
-                                       args.outputs[0].data(), args.aux[0].data(),
-                                       cuda::StreamOf(args.device));
+    cuda::LaunchWindowAttentionForward(
+        cuda::StoredOf(args.outputs[0]), Geometry(args.inputs[0].shape().n()), args.inputs[0].raw(),
+        args.params[0].data(), LogitScale(args.params), args.outputs[0].raw(), args.aux[0].data(),
+        cuda::StreamOf(args.device));
     SPILL_CUDA_CHECK_LAUNCH();
   }
 
@@ -69,8 +70,9 @@ class CudaWindowAttentionLayer : public WindowAttentionLayer {
       }
     }
     cuda::LaunchWindowAttentionBackward(
-        Geometry(args.inputs[0].shape().n()), args.inputs[0].data(), args.output_grads[0].data(),
-        args.aux[0].data(), LogitScale(args.params), static_cast<float*>(args.workspace.data), dx,
+        cuda::StoredOf(args.output_grads[0]), Geometry(args.inputs[0].shape().n()),
+        args.inputs[0].raw(), args.output_grads[0].raw(), args.aux[0].data(),
+        LogitScale(args.params), static_cast<float*>(args.workspace.data), dx,
         cuda::Accumulates(args, 0), dtable, dlogit, stream);
     SPILL_CUDA_CHECK_LAUNCH();
   }

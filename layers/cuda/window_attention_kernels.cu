@@ -1,5 +1,6 @@
 // window_attention's kernels. See window_attention_kernels_cuda.h; the
-// arithmetic follows layers/cpu/window_attention_cpu.cc step for step.
+// arithmetic follows layers/cpu/window_attention_cpu.cc step for step, on
+// x, y, dy and dx as they are stored (Load, Store: stored_cuda.h).
 #include <cmath>
 
 #include "layers/cuda/kernel_util_cuda.cuh"
@@ -42,14 +43,16 @@ __device__ inline int64_t At(const WindowAttentionShape& s, const WindowToken& w
 
 // Channels [first, first + d) of token t of x into `row`, divided by
 // max(|row|, 1e-12) (cosine attention's F.normalize); returns |row|.
+template <typename T>
 __device__ inline float NormalizedRow(const WindowAttentionShape& s, const WindowToken& w,
-                                      const float* x, int64_t first, int64_t t, float* row) {
-  for (int64_t i = 0; i < w.d; ++i) row[i] = x[At(s, w, 3 * s.channels, first + i, t)];
+                                      const T* x, int64_t first, int64_t t, float* row) {
+  for (int64_t i = 0; i < w.d; ++i) row[i] = Load(x[At(s, w, 3 * s.channels, first + i, t)]);
   return NormalizeRow(row, w.d);
 }
 
 // The cosine of query t (q_hat, normalized) and key u, summed in order.
-__device__ inline float Cosine(const WindowAttentionShape& s, const WindowToken& w, const float* x,
+template <typename T>
+__device__ inline float Cosine(const WindowAttentionShape& s, const WindowToken& w, const T* x,
                                const float* q_hat, int64_t u) {
   float k_hat[kMaxAttentionDepth];
   NormalizedRow(s, w, x, w.k0, u, k_hat);
@@ -66,7 +69,8 @@ __device__ inline float HeadScale(const WindowAttentionShape& s, const WindowTok
 
 // S[t][u] = (q_t d^-1/2) . k_u + bias + mask, or with cosine attention
 // cos(q_t, k_u) head_scale + bias + mask (q_hat: query t normalized).
-__device__ inline float Score(const WindowAttentionShape& s, const WindowToken& w, const float* x,
+template <typename T>
+__device__ inline float Score(const WindowAttentionShape& s, const WindowToken& w, const T* x,
                               const float* table, const float* q_hat, float head_scale, int64_t t,
                               int64_t u) {
   const int64_t c3 = 3 * s.channels;
@@ -75,7 +79,7 @@ __device__ inline float Score(const WindowAttentionShape& s, const WindowToken& 
     dot = Cosine(s, w, x, q_hat, u) * head_scale;
   } else {
     for (int64_t i = 0; i < w.d; ++i) {
-      dot += x[At(s, w, c3, w.q0 + i, t)] * s.scale * x[At(s, w, c3, w.k0 + i, u)];
+      dot += Load(x[At(s, w, c3, w.q0 + i, t)]) * s.scale * Load(x[At(s, w, c3, w.k0 + i, u)]);
     }
   }
   const float bias = table[RelativeIndex(s.grid.window, t, u) * s.heads + w.head];
@@ -83,11 +87,13 @@ __device__ inline float Score(const WindowAttentionShape& s, const WindowToken& 
 }
 
 // dP[t][u] = dO_t . v_u.
+template <typename T>
 __device__ inline float DotOutputGrad(const WindowAttentionShape& s, const WindowToken& w,
-                                      const float* x, const float* dy, int64_t t, int64_t u) {
+                                      const T* x, const T* dy, int64_t t, int64_t u) {
   float dot = 0;
   for (int64_t i = 0; i < w.d; ++i) {
-    dot += dy[At(s, w, s.channels, w.q0 + i, t)] * x[At(s, w, 3 * s.channels, w.v0 + i, u)];
+    dot += Load(dy[At(s, w, s.channels, w.q0 + i, t)]) *
+           Load(x[At(s, w, 3 * s.channels, w.v0 + i, u)]);
   }
   return dot;
 }
@@ -97,8 +103,9 @@ __device__ inline const float* UnitProbabilities(const WindowAttentionShape& s, 
   return saved + unit * s.grid.tokens() * s.grid.tokens();
 }
 
-__global__ void WindowAttentionForward(WindowAttentionShape s, const float* x, const float* table,
-                                       const float* logit_scale, float* y, float* saved) {
+template <typename T>
+__global__ void WindowAttentionForward(WindowAttentionShape s, const T* x, const float* table,
+                                       const float* logit_scale, T* y, float* saved) {
   const int64_t tokens = s.grid.tokens();
   SPILL_GRID_LOOP(index, s.images * s.grid.windows() * s.heads * tokens) {
     const WindowToken w = TokenOf(s, index);
@@ -116,9 +123,11 @@ __global__ void WindowAttentionForward(WindowAttentionShape s, const float* x, c
     for (int64_t u = 0; u < tokens; ++u) {
       const float p = expf(score(u) - max) / sum;
       row[u] = p;
-      for (int64_t i = 0; i < w.d; ++i) o[i] += p * x[At(s, w, 3 * s.channels, w.v0 + i, u)];
+      for (int64_t i = 0; i < w.d; ++i) {
+        o[i] += p * Load(x[At(s, w, 3 * s.channels, w.v0 + i, u)]);
+      }
     }
-    for (int64_t i = 0; i < w.d; ++i) y[At(s, w, s.channels, w.q0 + i, w.t)] = o[i];
+    for (int64_t i = 0; i < w.d; ++i) Store(&y[At(s, w, s.channels, w.q0 + i, w.t)], o[i]);
   }
 }
 
@@ -126,9 +135,10 @@ __global__ void WindowAttentionForward(WindowAttentionShape s, const float* x, c
 // cosine attention dQ^ = head_scale dS K^ taken back through the
 // normalization, and the row's sum(dS cos) into `cosines` where it is not
 // null.
-__global__ void WindowAttentionQueryGrad(WindowAttentionShape s, const float* x, const float* dy,
+template <typename T>
+__global__ void WindowAttentionQueryGrad(WindowAttentionShape s, const T* x, const T* dy,
                                          const float* saved, const float* logit_scale, float* rows,
-                                         float* cosines, float* dx, bool add) {
+                                         float* cosines, T* dx, bool add) {
   const int64_t tokens = s.grid.tokens();
   SPILL_GRID_LOOP(index, s.images * s.grid.windows() * s.heads * tokens) {
     const WindowToken w = TokenOf(s, index);
@@ -154,7 +164,9 @@ __global__ void WindowAttentionQueryGrad(WindowAttentionShape s, const float* x,
         cosine_sum += ds * cos;
         for (int64_t i = 0; i < w.d; ++i) dq[i] += ds * k_hat[i];
       } else {
-        for (int64_t i = 0; i < w.d; ++i) dq[i] += ds * x[At(s, w, 3 * s.channels, w.k0 + i, u)];
+        for (int64_t i = 0; i < w.d; ++i) {
+          dq[i] += ds * Load(x[At(s, w, 3 * s.channels, w.k0 + i, u)]);
+        }
       }
     }
     if (cosines != nullptr) cosines[index] = cosine_sum;
@@ -163,8 +175,8 @@ __global__ void WindowAttentionQueryGrad(WindowAttentionShape s, const float* x,
     for (int64_t i = 0; i < w.d; ++i) dq[i] *= scale;
     if (s.cosine) NormalizeRowGrad(q_hat, q_norm, w.d, dq);
     for (int64_t i = 0; i < w.d; ++i) {
-      float& out = dx[At(s, w, 3 * s.channels, w.q0 + i, w.t)];
-      out = add ? out + dq[i] : dq[i];
+      T* out = &dx[At(s, w, 3 * s.channels, w.q0 + i, w.t)];
+      Store(out, add ? Load(*out) + dq[i] : dq[i]);
     }
   }
 }
@@ -172,9 +184,10 @@ __global__ void WindowAttentionQueryGrad(WindowAttentionShape s, const float* x,
 // A thread per key: dK = dS^T (Q d^-1/2) and dV = P^T dO over the queries
 // in order; with cosine attention dK^ = head_scale dS^T Q^ taken back
 // through the normalization.
-__global__ void WindowAttentionKeyGrad(WindowAttentionShape s, const float* x, const float* dy,
+template <typename T>
+__global__ void WindowAttentionKeyGrad(WindowAttentionShape s, const T* x, const T* dy,
                                        const float* saved, const float* logit_scale,
-                                       const float* rows, float* dx, bool add) {
+                                       const float* rows, T* dx, bool add) {
   const int64_t tokens = s.grid.tokens(), c3 = 3 * s.channels;
   SPILL_GRID_LOOP(index, s.images * s.grid.windows() * s.heads * tokens) {
     const WindowToken w = TokenOf(s, index);  // w.t: the key
@@ -188,8 +201,8 @@ __global__ void WindowAttentionKeyGrad(WindowAttentionShape s, const float* x, c
       const float ds = pt * (DotOutputGrad(s, w, x, dy, t, w.t) - rows[w.unit * tokens + t]);
       if (s.cosine) NormalizedRow(s, w, x, w.q0, t, q_hat);
       for (int64_t i = 0; i < w.d; ++i) {
-        dk[i] += ds * (s.cosine ? q_hat[i] : x[At(s, w, c3, w.q0 + i, t)] * s.scale);
-        dv[i] += pt * dy[At(s, w, s.channels, w.q0 + i, t)];
+        dk[i] += ds * (s.cosine ? q_hat[i] : Load(x[At(s, w, c3, w.q0 + i, t)]) * s.scale);
+        dv[i] += pt * Load(dy[At(s, w, s.channels, w.q0 + i, t)]);
       }
     }
     if (s.cosine) {
@@ -198,17 +211,18 @@ __global__ void WindowAttentionKeyGrad(WindowAttentionShape s, const float* x, c
       NormalizeRowGrad(k_hat, k_norm, w.d, dk);
     }
     for (int64_t i = 0; i < w.d; ++i) {
-      float& k = dx[At(s, w, c3, w.k0 + i, w.t)];
-      float& v = dx[At(s, w, c3, w.v0 + i, w.t)];
-      k = add ? k + dk[i] : dk[i];
-      v = add ? v + dv[i] : dv[i];
+      T* k = &dx[At(s, w, c3, w.k0 + i, w.t)];
+      T* v = &dx[At(s, w, c3, w.v0 + i, w.t)];
+      Store(k, add ? Load(*k) + dk[i] : dk[i]);
+      Store(v, add ? Load(*v) + dv[i] : dv[i]);
     }
   }
 }
 
 // A thread per table entry (r, head): each unit of the head adds its sum of
 // dS over the pairs (t, u) of row r, t ascending (for each t at most one u).
-__global__ void WindowAttentionTableGrad(WindowAttentionShape s, const float* x, const float* dy,
+template <typename T>
+__global__ void WindowAttentionTableGrad(WindowAttentionShape s, const T* x, const T* dy,
                                          const float* saved, const float* rows, float* dtable) {
   const int64_t w = s.grid.window, tokens = s.grid.tokens(), side = 2 * w - 1;
   SPILL_GRID_LOOP(entry, s.grid.table_rows() * s.heads) {
@@ -255,37 +269,46 @@ __global__ void WindowAttentionLogitScaleGrad(WindowAttentionShape s, const floa
 
 }  // namespace
 
-void LaunchWindowAttentionForward(const WindowAttentionShape& s, const float* x, const float* table,
-                                  const float* logit_scale, float* y, float* saved,
-                                  cudaStream_t stream) {
+void LaunchWindowAttentionForward(Stored stored, const WindowAttentionShape& s, const void* x,
+                                  const float* table, const float* logit_scale, void* y,
+                                  float* saved, cudaStream_t stream) {
   const int64_t total = s.images * s.grid.windows() * s.heads * s.grid.tokens();
   if (total <= 0) return;
-  WindowAttentionForward<<<Blocks(total), kThreads, 0, stream>>>(s, x, table, logit_scale, y,
-                                                                 saved);
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    WindowAttentionForward<<<Blocks(total), kThreads, 0, stream>>>(
+        s, static_cast<const T*>(x), table, logit_scale, static_cast<T*>(y), saved);
+  });
 }
 
-void LaunchWindowAttentionBackward(const WindowAttentionShape& s, const float* x, const float* dy,
-                                   const float* saved, const float* logit_scale, float* rows,
-                                   float* dx, bool add, float* dtable, float* dlogit,
+void LaunchWindowAttentionBackward(Stored stored, const WindowAttentionShape& s, const void* x,
+                                   const void* dy, const float* saved, const float* logit_scale,
+                                   float* rows, void* dx, bool add, float* dtable, float* dlogit,
                                    cudaStream_t stream) {
   const int64_t total = s.images * s.grid.windows() * s.heads * s.grid.tokens();
   if (total <= 0) return;
   float* cosines = s.cosine && dlogit != nullptr ? rows + total : nullptr;
-  WindowAttentionQueryGrad<<<Blocks(total), kThreads, 0, stream>>>(s, x, dy, saved, logit_scale,
-                                                                   rows, cosines, dx, add);
-  if (dx != nullptr) {
-    WindowAttentionKeyGrad<<<Blocks(total), kThreads, 0, stream>>>(s, x, dy, saved, logit_scale,
-                                                                   rows, dx, add);
-  }
-  if (cosines != nullptr) {
-    WindowAttentionLogitScaleGrad<<<Blocks(s.heads), kThreads, 0, stream>>>(s, logit_scale, cosines,
-                                                                            dlogit);
-  }
-  if (dtable != nullptr) {
-    const int64_t entries = s.grid.table_rows() * s.heads;
-    WindowAttentionTableGrad<<<Blocks(entries), kThreads, 0, stream>>>(s, x, dy, saved, rows,
-                                                                       dtable);
-  }
+  ForStored(stored, [&](auto element) {
+    using T = decltype(element);
+    const T* xt = static_cast<const T*>(x);
+    const T* dyt = static_cast<const T*>(dy);
+    T* dxt = static_cast<T*>(dx);
+    WindowAttentionQueryGrad<<<Blocks(total), kThreads, 0, stream>>>(s, xt, dyt, saved, logit_scale,
+                                                                     rows, cosines, dxt, add);
+    if (dxt != nullptr) {
+      WindowAttentionKeyGrad<<<Blocks(total), kThreads, 0, stream>>>(s, xt, dyt, saved, logit_scale,
+                                                                     rows, dxt, add);
+    }
+    if (cosines != nullptr) {
+      WindowAttentionLogitScaleGrad<<<Blocks(s.heads), kThreads, 0, stream>>>(s, logit_scale,
+                                                                              cosines, dlogit);
+    }
+    if (dtable != nullptr) {
+      const int64_t entries = s.grid.table_rows() * s.heads;
+      WindowAttentionTableGrad<<<Blocks(entries), kThreads, 0, stream>>>(s, xt, dyt, saved, rows,
+                                                                         dtable);
+    }
+  });
 }
 
 }  // namespace cuda

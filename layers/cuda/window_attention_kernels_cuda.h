@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "layers/cuda/stored_cuda.h"
 #include "layers/window_attention_math.h"
 
 namespace spill {
@@ -29,9 +30,9 @@ struct WindowAttentionShape {
 // One thread per query of each unit: y (N x C x H x W) and the
 // probabilities, `saved` (N x (windows heads) x T x T). logit_scale: a
 // float per head with cosine attention, else unread.
-void LaunchWindowAttentionForward(const WindowAttentionShape& s, const float* x, const float* table,
-                                  const float* logit_scale, float* y, float* saved,
-                                  cudaStream_t stream);
+void LaunchWindowAttentionForward(Stored stored, const WindowAttentionShape& s, const void* x,
+                                  const float* table, const float* logit_scale, void* y,
+                                  float* saved, cudaStream_t stream);
 // From dy: a thread per query forms the row's sum(P dP) (into `rows`, a
 // float per query of every unit: workspace) and, where dx is not null, dQ;
 // then a thread per key forms dK and dV over the queries in order. `add`:
@@ -42,9 +43,9 @@ void LaunchWindowAttentionForward(const WindowAttentionShape& s, const float* x,
 // sum(dS cos) after the means (`rows` then holds two floats per query), and
 // a thread per head adds to dlogit each unit's sum times the head's scale,
 // unit by unit in order.
-void LaunchWindowAttentionBackward(const WindowAttentionShape& s, const float* x, const float* dy,
-                                   const float* saved, const float* logit_scale, float* rows,
-                                   float* dx, bool add, float* dtable, float* dlogit,
+void LaunchWindowAttentionBackward(Stored stored, const WindowAttentionShape& s, const void* x,
+                                   const void* dy, const float* saved, const float* logit_scale,
+                                   float* rows, void* dx, bool add, float* dtable, float* dlogit,
                                    cudaStream_t stream);
 
 }  // namespace cuda
