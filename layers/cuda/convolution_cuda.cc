@@ -24,11 +24,6 @@ ConvGeometry OneImage(ConvGeometry g) {
   return g;
 }
 
-// Each 16-bit copy starts at a multiple of this many bytes.
-constexpr size_t kCopyAlign = 256;
-
-size_t Aligned(size_t bytes) { return (bytes + kCopyAlign - 1) / kCopyAlign * kCopyAlign; }
-
 // The address `offset` bytes into `base` (null stays null).
 void* At(void* base, size_t offset) {
   return base == nullptr ? nullptr : static_cast<char*>(base) + offset;
@@ -113,7 +108,7 @@ CudaConvolutionLayer::Copies CudaConvolutionLayer::Carve(Pass pass,
     const size_t half = DTypeSize(half_);
     auto take = [&](size_t bytes) {
       void* p = At(workspace.data, at);
-      at += Aligned(bytes);
+      at += cuda::WorkspaceAligned(bytes);
       return p;
     };
     c.w = take(weights * half);

@@ -39,9 +39,6 @@ int AsInt(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// The 16-bit weight copy starts the workspace, rounded up to this.
-constexpr size_t kCopyAlign = 256;
-
 // cuBLAS's default math (tensor cores) for the 16-bit products, on a handle
 // the device keeps in pedantic float32 math; restored when it goes.
 class DefaultMath {
@@ -86,7 +83,7 @@ class CudaFullyConnectedLayer : public FullyConnectedLayer {
   size_t workspace_bytes(Pass) const override {
     if (!Sixteen()) return 0;
     const size_t bytes = static_cast<size_t>(outputs_ * in_features_) * DTypeSize(input_dtype(0));
-    return (bytes + kCopyAlign - 1) / kCopyAlign * kCopyAlign;
+    return cuda::WorkspaceAligned(bytes);
   }
 
   void Forward(const ForwardArgs& args) const override {

@@ -44,6 +44,13 @@ inline float* ParamGrad(const BackwardArgs& args, size_t param) {
              : nullptr;
 }
 
+// Each buffer a CUDA layer carves from its workspace starts at a multiple
+// of this many bytes from the workspace's start (a fresh cache line).
+constexpr size_t kWorkspaceAlign = 256;
+inline size_t WorkspaceAligned(size_t bytes) {
+  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
+
 // How `t` is stored, for the kernels that take 16-bit tensors as they are.
 inline Stored StoredOf(const Tensor& t) {
   switch (t.dtype()) {

@@ -38,10 +38,6 @@ void RowMajorGemm(cublasHandle_t handle, bool trans_a, bool trans_b, int64_t m, 
                   AsInt(ldb, "stride"), a, AsInt(lda, "stride"), &beta, c, AsInt(ldc, "stride")));
 }
 
-constexpr size_t kAlignment = 256;  // bytes: the columns start on a fresh cache line
-
-size_t Aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
-
 class CudaTransposedConvolutionLayer : public TransposedConvolutionLayer {
  public:
   explicit CudaTransposedConvolutionLayer(LayerParams& params)
@@ -125,7 +121,7 @@ class CudaTransposedConvolutionLayer : public TransposedConvolutionLayer {
  private:
   // The bias gradient's carried sums (the kernel keeps two per channel).
   size_t CarryBytes() const {
-    return Aligned(2 * static_cast<size_t>(geom_.channels) * sizeof(double));
+    return cuda::WorkspaceAligned(2 * static_cast<size_t>(geom_.channels) * sizeof(double));
   }
   size_t ColumnBytes() const {
     return static_cast<size_t>(geom_.groups * geom_.col_rows() * geom_.out_plane()) * sizeof(float);
