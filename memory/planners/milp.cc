@@ -44,6 +44,7 @@ struct Candidate {
   // may change (-1: 0 there), repeated over the steps where it may not.
   std::vector<int> f, q;
   int a = -1, b = -1;  // starts of its copies out and in
+  int issued = -1;     // when its copy in could start, were no other copy before it
 };
 
 // A tensor a rebuild reruns: a droppable candidate (its column is d) or a
@@ -140,8 +141,17 @@ class Program {
   }
   void AddCandidates();
   void AddRebuilds();
+  void AddRebuildPositions(const Rebuild& r);
   void AddMemoryRows();
   void AddTimeline();
+  void AddRebuildWaits();
+  // The rebuilds that may run in the gap before `step` into `e` (minus their
+  // seconds), returning the most they can add up to.
+  double AddRebuildsAt(Linear* e, int step) const;
+  // The rebuilds in the gap before `step` that read `t` into `e`, `coef`
+  // each; whether there are any.
+  bool AddRebuildsReading(Linear* e, TensorId t, int step, double coef) const;
+  bool AddIssueRow(const Candidate& c, int s, bool rebuilds);
   void AddQueueRows();
   void AddQueueRow(int a, int b, bool outs, bool ins);
   // The copies of the span from step a to b into `e` (minus their seconds),
@@ -176,10 +186,12 @@ class Program {
   std::vector<double> memory_const_;  // per step: its row's constant term
   std::vector<Rebuild> rebuilds_;
   std::vector<int> rebuild_index_;         // tensor -> rebuilds_ index, -1
+  std::vector<std::vector<int>> readers_;  // per tensor: the rebuilds_ that read it
   std::vector<int> start_;                 // per step: the column of when its computation starts
   std::vector<double> earliest_, latest_;  // per step: bounds of its start
   double upper_;
-  int end_ = -1;  // the column of when the iteration's computation ends
+  double horizon_ = 0;  // every time lies within [0, horizon_] (AddTimeline)
+  int end_ = -1;        // the column of when the iteration's computation ends
 };
 
 // A plan is no worse for freeing an offloaded tensor later, up to the first
@@ -263,6 +275,7 @@ void Program::AddRebuilds() {
   constexpr size_t kMaxTriggerColumns = 3;
   const TensorId count = static_cast<TensorId>(m_.schedule->tensors.size());
   rebuild_index_.assign(count, -1);
+  readers_.assign(count, {});
   std::vector<std::vector<Rebuild::Trigger>> inherited(count);
   for (TensorId t = count - 1; t >= 0; --t) {
     const bool candidate = index_[t] >= 0 && cands_[index_[t]].d >= 0;
@@ -304,11 +317,41 @@ void Program::AddRebuilds() {
       for (int col : g.cols) e.Add(col, -1);
       Row(e, 'G', 1.0 - static_cast<double>(g.cols.size()));
     }
+    AddRebuildPositions(r);
     for (TensorId x : m_.sources[t]) {  // what this rebuild needs is rebuilt by then
       for (const Rebuild::Trigger& g : r.triggers) inherited[x].push_back(g);
     }
+    for (TensorId x : m_.sources[t]) readers_[x].push_back(static_cast<int>(rebuilds_.size()));
     rebuild_index_[t] = static_cast<int>(rebuilds_.size());
     rebuilds_.push_back(std::move(r));
+  }
+}
+
+// A rebuild runs at the step of a trigger that fires, not before: the
+// runtime rebuilds a tensor when it is first read or when a dependent's
+// rebuild needs it, so with the rows above it runs at the earliest trigger
+// that fires. z_i <= the sum of the triggers at position i that fire (a
+// trigger of several columns fires through w <= each of them).
+void Program::AddRebuildPositions(const Rebuild& r) {
+  for (size_t i = 0; i < r.positions.size(); ++i) {
+    Linear e;
+    e.Add(r.z[i], 1);
+    for (const Rebuild::Trigger& g : r.triggers) {
+      if (g.step != r.positions[i]) continue;
+      if (g.cols.size() == 1) {
+        e.Add(g.cols[0], -1);
+        continue;
+      }
+      const int w = Col(0, 1, 0, false);
+      for (int col : g.cols) {
+        Linear below;
+        below.Add(w, 1);
+        below.Add(col, -1);
+        Row(below, 'L', 0);
+      }
+      e.Add(w, -1);
+    }
+    Row(e, 'L', 0);
   }
 }
 
@@ -379,6 +422,7 @@ void Program::AddTimeline() {
   // it have computed (earliest_) and early enough for the rest to end by
   // `upper` (latest_). The big Ms below are these spans, not the horizon.
   const double upper = std::min(horizon, upper_);
+  horizon_ = upper;
   earliest_.assign(steps + 1, 0);
   latest_.assign(steps + 1, upper);
   for (int s = 1; s <= steps; ++s) earliest_[s] = earliest_[s - 1] + compute(s - 1);
@@ -402,6 +446,7 @@ void Program::AddTimeline() {
     if (c.o < 0) continue;
     c.a = Col(0, upper, 0, false);
     c.b = Col(0, upper, 0, false);
+    c.issued = Col(0, upper, 0, false);
     out.push_back(&c);
     in.push_back(&c);
   }
@@ -438,16 +483,14 @@ void Program::AddTimeline() {
   for (size_t k = 0; k < in.size(); ++k) {
     const Candidate& c = *in[k];
     const double copy = CopySeconds(c.t, false) * kMicroseconds;
-    for (int s = c.pstart; s <= c.u; ++s) {                   // B >= end of step s-1 while q >= s
+    for (int s = c.pstart; s <= c.u; ++s) {
       if (s < c.u && ColP(c, s) == ColP(c, s - 1)) continue;  // its last step binds
-      const double big = latest_[s - 1] + compute(s - 1);
-      Linear begin;
-      begin.Add(c.b, 1);
-      begin.Add(start_[s - 1], -1);
-      AddP(&begin, c, s - 1, big);
-      begin.Add(c.o, -big);
-      Row(begin, 'G', compute(s - 1) - big);
+      if (AddIssueRow(c, s, /*rebuilds=*/true)) AddIssueRow(c, s, /*rebuilds=*/false);
     }
+    Linear queued;  // B >= when it could start
+    queued.Add(c.b, 1);
+    queued.Add(c.issued, -1);
+    Row(queued, 'G', 0);
     if (k + 1 < in.size()) {
       Linear next;
       next.Add(in[k + 1]->b, 1);
@@ -461,6 +504,110 @@ void Program::AddTimeline() {
     done.Add(c.o, -copy);
     Row(done, 'G', 0);
   }
+  AddRebuildWaits();
+}
+
+// A rebuild in the gap before step `pos` whose source left the device before
+// `pos` waits for that source's copy in, then recomputes, and so do the
+// rebuilds in that gap that need it (its dependents): the step starts after
+// all of them (the runtime brings the source back before it reruns the layer).
+void Program::AddRebuildWaits() {
+  const Schedule& schedule = *m_.schedule;
+  auto seconds = [&](const Rebuild& r) {
+    return m_.costs.recompute_seconds[schedule.tensors[r.t].layer] * kMicroseconds;
+  };
+  // Per rebuild, the rebuilds that need it, directly or through others
+  // (dependents have larger ids: rebuilds_ lists them first).
+  std::vector<std::vector<int>> dependents(rebuilds_.size());
+  for (size_t k = 0; k < rebuilds_.size(); ++k) {
+    for (TensorId x : m_.sources[rebuilds_[k].t]) {
+      const int j = rebuild_index_[x];
+      if (j < 0) continue;
+      std::vector<int>& into = dependents[j];
+      into.push_back(static_cast<int>(k));
+      into.insert(into.end(), dependents[k].begin(), dependents[k].end());
+      std::sort(into.begin(), into.end());
+      into.erase(std::unique(into.begin(), into.end()), into.end());
+    }
+  }
+  for (size_t k = 0; k < rebuilds_.size(); ++k) {
+    const Rebuild& r = rebuilds_[k];
+    for (TensorId x : m_.sources[r.t]) {
+      if (index_[x] < 0 || cands_[index_[x]].o < 0) continue;
+      const Candidate& src = cands_[index_[x]];
+      const double copy = CopySeconds(x, false) * kMicroseconds;
+      for (size_t i = 0; i < r.positions.size(); ++i) {
+        const int pos = r.positions[i];
+        if (pos >= src.u || ColF(src, pos) < 0) continue;
+        // S_pos >= when x's copy is issued + copy + this rebuild + its
+        // dependents' at pos, when z_i = 1 and x is freed by pos.
+        Linear e;
+        e.Add(start_[pos], 1);
+        e.Add(src.issued, -1);
+        double after = 0;
+        for (int j : dependents[k]) {
+          const Rebuild& d = rebuilds_[j];
+          const auto at = std::find(d.positions.begin(), d.positions.end(), pos);
+          if (at == d.positions.end()) continue;
+          e.Add(d.z[at - d.positions.begin()], -seconds(d));
+          after += seconds(d);
+        }
+        const double big = horizon_ + copy + seconds(r) + after;
+        e.Add(r.z[i], -big);
+        AddF(&e, src, pos, -big);
+        Row(e, 'G', copy + seconds(r) - 2 * big);
+      }
+    }
+  }
+}
+
+double Program::AddRebuildsAt(Linear* e, int step) const {
+  double most = 0;
+  for (const Rebuild& r : rebuilds_) {
+    const double seconds =
+        m_.costs.recompute_seconds[m_.schedule->tensors[r.t].layer] * kMicroseconds;
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+      if (r.positions[i] != step) continue;
+      e->Add(r.z[i], -seconds);
+      most += seconds;
+    }
+  }
+  return most;
+}
+
+// Issued >= end of step s-1 (and, with `rebuilds`, of the rebuilds before
+// s: the runtime rebuilds as s reads, then issues s's prefetches) while
+// q >= s. A copy brought back for a rebuild at s is issued amid them: the
+// rebuilds count only when none at s reads it. Returns whether one may.
+bool Program::AddIssueRow(const Candidate& c, int s, bool rebuilds) {
+  const double compute = m_.costs.step_seconds[s - 1] * kMicroseconds;
+  Linear begin;
+  begin.Add(c.issued, 1);
+  begin.Add(start_[s - 1], -1);
+  double rebuilding = 0;
+  bool read = false;
+  if (rebuilds) {
+    rebuilding = AddRebuildsAt(&begin, s);
+    read = AddRebuildsReading(&begin, c.t, s, rebuilding);
+  }
+  const double big = latest_[s - 1] + compute + rebuilding;
+  AddP(&begin, c, s - 1, big);
+  begin.Add(c.o, -big);
+  Row(begin, 'G', compute - big);
+  return read;
+}
+
+bool Program::AddRebuildsReading(Linear* e, TensorId t, int step, double coef) const {
+  bool any = false;
+  for (int k : readers_[t]) {
+    const Rebuild& r = rebuilds_[k];
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+      if (r.positions[i] != step) continue;
+      e->Add(r.z[i], coef);
+      any = true;
+    }
+  }
+  return any;
 }
 
 double Program::QueueTerms(int a, int b, bool outs, bool ins, Linear* e) const {

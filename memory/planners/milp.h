@@ -20,15 +20,23 @@
 //   time     a timeline: S_s, when step s's computation starts, and E, when
 //            the last one ends; S_s >= S_{s-1} + step s-1's computation +
 //            the rebuilds run in the gap before s (a dropped tensor is
-//            rebuilt before backward first reads it, or before an earlier
+//            rebuilt when backward first reads it, or with an earlier
 //            rebuild that needs it; forward-only inputs with the first
-//            rebuild that needs them: one binary per possible gap). Per
-//            offloaded tensor, A and B, when its copies out and in start:
-//            A after its writer computes, S_s >= A + copy for every step s
-//            it is absent at; B after step q-1 computes, and its reader
-//            starts after B + copy. Copies out are first in, first out in
-//            the order their writers run, copies in in the order of their
-//            reads, as the fixed rules issue them.
+//            rebuild that needs them: one binary per possible gap, set only
+//            at the first trigger that fires, where the runtime rebuilds).
+//            Per offloaded tensor, A and B, when its copies out and in
+//            start: A after its writer computes, S_s >= A + copy for every
+//            step s it is absent at; B after step q-1 computes and the
+//            rebuilds before q (the runtime rebuilds as q reads, then
+//            issues q's prefetches), unless one of those rebuilds reads it,
+//            and its reader starts after B + copy. Copies out are first in,
+//            first out in the order their writers run, copies in in the
+//            order of their reads, as the fixed rules issue them. A rebuild
+//            whose offloaded source left the device waits for that source's
+//            copy in: its gap's step starts after the copy could have
+//            ended (from when it is issued; the queue ahead of it is left
+//            out, since a source fetched for a rebuild may overtake it) plus
+//            the rebuild and those in the gap that depend on it.
 //   queue    every copy whose window (writer to free, or prefetch to
 //            reader) lies between the starts of steps a and b fits in
 //            S_b - S_a after step a computes, on its direction's queue: a
