@@ -66,9 +66,17 @@ class Program {
  public:
   // `upper`: the program's time of a plan known to be its point (in
   // microseconds); only plans no slower are sought, and it bounds every time.
+  // `ordered`: only plans whose copies in the run issues in the program's
+  // order - first read, first in - are points (no prefetch overtakes one
+  // read sooner; a rebuild's source is back before the rebuild's step), so
+  // that the program's time of its plan is the run's.
   Program(const EvalModel& m, const std::vector<double>& step_limit,
-          double upper = std::numeric_limits<double>::infinity())
-      : m_(m), step_limit_(step_limit), model_(Cbc_newModel(), Cbc_deleteModel), upper_(upper) {}
+          double upper = std::numeric_limits<double>::infinity(), bool ordered = false)
+      : m_(m),
+        step_limit_(step_limit),
+        model_(Cbc_newModel(), Cbc_deleteModel),
+        upper_(upper),
+        ordered_(ordered) {}
 
   void Build();
   Cbc_Model* cbc() { return model_.get(); }
@@ -148,10 +156,17 @@ class Program {
   // The rebuilds that may run in the gap before `step` into `e` (minus their
   // seconds), returning the most they can add up to.
   double AddRebuildsAt(Linear* e, int step) const;
+  // The ordered program's rows (see the constructor): `in`, the copies in by
+  // first read.
+  void AddOrderRows(const std::vector<Candidate*>& in);
   // The rebuilds in the gap before `step` that read `t` into `e`, `coef`
   // each; whether there are any.
   bool AddRebuildsReading(Linear* e, TensorId t, int step, double coef) const;
   bool AddIssueRow(const Candidate& c, int s, bool rebuilds);
+  // The ordered program's: issued >= S_s while q >= s (the run issues s's
+  // prefetches once s's reads are in place, copies waited for, rebuilds
+  // run; none of them fetches a source on demand there).
+  void AddStartIssueRow(const Candidate& c, int s);
   void AddQueueRows();
   void AddQueueRow(int a, int b, bool outs, bool ins);
   // The copies of the span from step a to b into `e` (minus their seconds),
@@ -191,7 +206,8 @@ class Program {
   std::vector<double> earliest_, latest_;  // per step: bounds of its start
   double upper_;
   double horizon_ = 0;  // every time lies within [0, horizon_] (AddTimeline)
-  int end_ = -1;        // the column of when the iteration's computation ends
+  bool ordered_ = false;
+  int end_ = -1;  // the column of when the iteration's computation ends
 };
 
 // A plan is no worse for freeing an offloaded tensor later, up to the first
@@ -470,12 +486,15 @@ void Program::AddTimeline() {
       next.Add(c.o, -copy);
       Row(next, 'G', 0);
     }
-    for (int s = c.lfu + 1; s <= c.u && s < steps; ++s) {  // S_s >= A + copy once freed by s
+    // S_s >= A + copy + the rebuilds before s once freed by s: the host
+    // waits for the copy where it frees the block, after step s-1, and only
+    // then runs s's rebuilds.
+    for (int s = c.lfu + 1; s <= c.u && s < steps; ++s) {
       if (ColF(c, s) < 0 || ColF(c, s) == ColF(c, s - 1)) continue;  // its first step binds
-      const double big = upper + copy - earliest_[s];
       Linear done;
       done.Add(start_[s], 1);
       done.Add(c.a, -1);
+      const double big = upper + copy - earliest_[s] + AddRebuildsAt(&done, s);
       AddF(&done, c, s, -big);
       Row(done, 'G', copy - big);
     }
@@ -485,7 +504,11 @@ void Program::AddTimeline() {
     const double copy = CopySeconds(c.t, false) * kMicroseconds;
     for (int s = c.pstart; s <= c.u; ++s) {
       if (s < c.u && ColP(c, s) == ColP(c, s - 1)) continue;  // its last step binds
-      if (AddIssueRow(c, s, /*rebuilds=*/true)) AddIssueRow(c, s, /*rebuilds=*/false);
+      if (ordered_) {
+        AddStartIssueRow(c, s);
+      } else if (AddIssueRow(c, s, /*rebuilds=*/true)) {
+        AddIssueRow(c, s, /*rebuilds=*/false);
+      }
     }
     Linear queued;  // B >= when it could start
     queued.Add(c.b, 1);
@@ -505,6 +528,64 @@ void Program::AddTimeline() {
     Row(done, 'G', 0);
   }
   AddRebuildWaits();
+  if (ordered_) AddOrderRows(in);
+}
+
+// The copies in, by first read, are issued in that order: where a later one
+// is back (P = 1), every offloaded earlier one is back too. Y_k(s), the most
+// of P_j(s) over j >= k, carries that past the tensors kept between them;
+// P changes only at the steps after one over the limit and at the windows'
+// starts, so those steps suffice. A rebuild's offloaded source comes back
+// before the rebuild's step: fetched as the rebuild reads it, it would go
+// ahead of prefetches issued before it.
+void Program::AddOrderRows(const std::vector<Candidate*>& in) {
+  const int steps = m_.num_steps();
+  std::vector<bool> changes(steps, false);
+  for (const Candidate* c : in) changes[c->pstart] = true;
+  for (int s = m_.num_layers + 1; s < steps; ++s) changes[s] = changes[s] || over_[s - 1];
+  for (int s = m_.num_layers; s < steps; ++s) {
+    if (!changes[s]) continue;
+    int later = -1;  // Y_{k+1}(s)
+    for (int k = static_cast<int>(in.size()) - 1; k >= 0; --k) {
+      const Candidate& c = *in[k];
+      if (s >= c.u) continue;  // back by its read: its order no longer matters
+      if (later >= 0) {        // P_k(s) >= Y_{k+1}(s) when k is offloaded
+        Linear e;
+        AddP(&e, c, s, 1);
+        e.Add(later, -1);
+        e.Add(c.o, -1);
+        Row(e, 'G', -1);
+      }
+      if (ColP(c, s) < 0) continue;  // Y_k(s) = Y_{k+1}(s)
+      const int y = Col(0, 1, 0, false);
+      Linear own;
+      own.Add(y, 1);
+      AddP(&own, c, s, -1);
+      Row(own, 'G', 0);
+      if (later >= 0) {
+        Linear carried;
+        carried.Add(y, 1);
+        carried.Add(later, -1);
+        Row(carried, 'G', 0);
+      }
+      later = y;
+    }
+  }
+  for (const Rebuild& r : rebuilds_) {
+    for (TensorId x : m_.sources[r.t]) {
+      if (index_[x] < 0 || cands_[index_[x]].o < 0) continue;
+      const Candidate& src = cands_[index_[x]];
+      for (size_t i = 0; i < r.positions.size(); ++i) {
+        const int pos = r.positions[i];
+        if (pos >= src.u || ColF(src, pos) < 0) continue;
+        Linear e;  // P_x(pos - 1) >= z_i + F_x(pos) - 1
+        AddP(&e, src, pos - 1, 1);
+        e.Add(r.z[i], -1);
+        AddF(&e, src, pos, -1);
+        Row(e, 'G', -1);
+      }
+    }
+  }
 }
 
 // A rebuild in the gap before step `pos` whose source left the device before
@@ -543,7 +624,10 @@ void Program::AddRebuildWaits() {
         // dependents' at pos, when z_i = 1 and x is freed by pos.
         Linear e;
         e.Add(start_[pos], 1);
-        e.Add(src.issued, -1);
+        // The ordered program's copies in are first in, first out as the
+        // run issues them: the copy starts at B. Otherwise a source fetched
+        // for the rebuild may overtake the queue: it starts once issued.
+        e.Add(ordered_ ? src.b : src.issued, -1);
         double after = 0;
         for (int j : dependents[k]) {
           const Rebuild& d = rebuilds_[j];
@@ -595,6 +679,16 @@ bool Program::AddIssueRow(const Candidate& c, int s, bool rebuilds) {
   begin.Add(c.o, -big);
   Row(begin, 'G', compute - big);
   return read;
+}
+
+void Program::AddStartIssueRow(const Candidate& c, int s) {
+  const double big = latest_[s];
+  Linear begin;
+  begin.Add(c.issued, 1);
+  begin.Add(start_[s], -1);
+  AddP(&begin, c, s - 1, big);
+  begin.Add(c.o, -big);
+  Row(begin, 'G', -big);
 }
 
 bool Program::AddRebuildsReading(Linear* e, TensorId t, int step, double coef) const {
@@ -802,8 +896,8 @@ double Program::BytesAt(const double* x, int s) const {
 // The program's time of the plan `d` (every binary fixed to it), in
 // microseconds; kOutOfMemory when `d` breaks its memory rows.
 StatusOr<double> ProgramTime(const EvalModel& model, const std::vector<double>& step_limit,
-                             const Decisions& d) {
-  Program program(model, step_limit);
+                             const Decisions& d, bool ordered = false) {
+  Program program(model, step_limit, std::numeric_limits<double>::infinity(), ordered);
   program.Build();
   Cbc_Model* m = program.cbc();
   Cbc_setLogLevel(m, 0);
@@ -832,9 +926,10 @@ StatusOr<double> MilpOverheadOf(const EvalModel& model, size_t limit, const Deci
   return (time - ComputeMicroseconds(model)) / kMicroseconds;
 }
 
-StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time_limit_seconds,
-                               const Decisions* start) {
-  const auto begin = std::chrono::steady_clock::now();
+// The solves of the program (ordered or not, see Program) from `start`:
+// its bound and its plan, replayed.
+StatusOr<MilpResult> SolveRounds(const EvalModel& model, size_t limit, double time_limit_seconds,
+                                 const Decisions* start, bool ordered) {
   MilpResult result;
   std::vector<double> step_limit(model.num_steps(), static_cast<double>(limit));
   Evaluator evaluator(model);
@@ -844,13 +939,14 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
   // The starting plan's own time bounds the first solve's (its big Ms too).
   double upper = std::numeric_limits<double>::infinity();
   if (start != nullptr) {
-    const StatusOr<double> time = ProgramTime(model, step_limit, *start);
+    const StatusOr<double> time = ProgramTime(model, step_limit, *start, ordered);
     if (time.ok()) upper = *time + kUpperSlack;
   }
+  MilpResult best;  // the fastest plan that fit, of every round
   for (int round = 0; round < kMaxRounds; ++round) {
     // Later rounds tighten the memory rows: the start may no longer be a point.
-    Program program(model, step_limit,
-                    round == 0 ? upper : std::numeric_limits<double>::infinity());
+    Program program(model, step_limit, round == 0 ? upper : std::numeric_limits<double>::infinity(),
+                    ordered);
     program.Build();
     Cbc_Model* m = program.cbc();
     Cbc_setLogLevel(m, 0);
@@ -863,7 +959,7 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
     // at one second, tests/feasibility_test.cc). The solves are slower to
     // prove optimality without it, but a time limit is then a result.
     Cbc_setParameter(m, "preprocess", "off");
-    if (start != nullptr) program.Start(*start);
+    if (start != nullptr && upper < std::numeric_limits<double>::infinity()) program.Start(*start);
     Cbc_solve(m);
     result.rounds = round + 1;
     result.columns = program.columns();
@@ -885,7 +981,8 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
     result.decisions = program.Read(x);
     const std::string wrong = CheckDecisions(model, result.decisions);
     if (!wrong.empty()) return Internal("the MILP's plan is not a plan: " + wrong);
-    Evaluation e = evaluator.Run(result.decisions);
+    const Evaluation own = evaluator.Run(result.decisions);
+    Evaluation e = own;
     // The program times copies loosely; its choices timed by the fixed rules
     // may do better.
     Choices choices(model.schedule->tensors.size(), TensorChoice::kKeep);
@@ -900,17 +997,49 @@ StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time
     result.seconds = e.seconds;
     result.peak = e.peak;
     result.feasible = e.peak <= limit;
-    if (result.feasible) break;
+    if (result.feasible && (best.decisions.empty() || e.seconds < best.seconds)) best = result;
+    // The ordered program's own plan is what it times: solved again until
+    // that fits, its choices by the rules kept meanwhile.
+    if (own.peak <= limit || (result.feasible && !ordered)) break;
     // What the program left out at each step over (what rebuilds add), taken
     // off that step's limit: this plan's own gap, so that the same plan is
     // out of the next solve, and at least the excess.
     for (int s = 0; s < model.num_steps(); ++s) {
-      if (e.step_peak[s] <= limit) continue;
-      const double excess = static_cast<double>(e.step_peak[s] - limit);
-      const double gap = static_cast<double>(e.step_peak[s]) - program.BytesAt(x, s);
+      if (own.step_peak[s] <= limit) continue;
+      const double excess = static_cast<double>(own.step_peak[s] - limit);
+      const double gap = static_cast<double>(own.step_peak[s]) - program.BytesAt(x, s);
       step_limit[s] = std::min(step_limit[s] - excess, static_cast<double>(limit) - gap);
     }
   }
+  if (!best.decisions.empty() && (!result.feasible || best.seconds < result.seconds)) {
+    best.rounds = result.rounds;
+    best.optimal = result.optimal;
+    best.lower_bound = result.lower_bound;
+    return best;
+  }
+  return result;
+}
+
+StatusOr<MilpResult> SolveMilp(const EvalModel& model, size_t limit, double time_limit_seconds,
+                               const Decisions* start) {
+  const auto begin = std::chrono::steady_clock::now();
+  // The bound is the program's over the whole space; the plan, the ordered
+  // program's, whose time is the run's, unless the other's replays faster.
+  SPILL_ASSIGN_OR_RETURN(MilpResult result,
+                         SolveRounds(model, limit, time_limit_seconds, start, /*ordered=*/false));
+  SPILL_ASSIGN_OR_RETURN(const MilpResult ordered,
+                         SolveRounds(model, limit, time_limit_seconds, start, /*ordered=*/true));
+  result.rounds += ordered.rounds;
+  if (ordered.feasible && (!result.feasible || ordered.seconds <= result.seconds)) {
+    result.decisions = ordered.decisions;
+    result.seconds = ordered.seconds;
+    result.peak = ordered.peak;
+    result.objective = ordered.objective;
+    result.retimed = ordered.retimed;
+    result.feasible = true;
+    result.ordered = true;
+  }
+  Evaluator evaluator(model);
   if (start != nullptr) {  // the plan CBC started from may still be the faster one
     const Evaluation& e = evaluator.Run(*start);
     if (e.peak <= limit && (!result.feasible || e.seconds < result.seconds)) {

@@ -26,9 +26,10 @@
 //            at the first trigger that fires, where the runtime rebuilds).
 //            Per offloaded tensor, A and B, when its copies out and in
 //            start: A after its writer computes, S_s >= A + copy for every
-//            step s it is absent at; B after step q-1 computes and the
-//            rebuilds before q (the runtime rebuilds as q reads, then
-//            issues q's prefetches), unless one of those rebuilds reads it,
+//            step s it is absent at, and s's rebuilds after that (the host
+//            waits for the copy where it frees the block); B after step q-1
+//            computes and the rebuilds before q (the runtime rebuilds as q
+//            reads, then issues q's prefetches), unless one of those reads it,
 //            and its reader starts after B + copy. Copies out are first in,
 //            first out in the order their writers run, copies in in the
 //            order of their reads, as the fixed rules issue them. A rebuild
@@ -50,13 +51,24 @@
 // proven bound is a lower bound on the overhead of every plan of the space:
 // the exhaustive optimum and every planner's. Given a starting plan, its own
 // time in the program caps every time (E and the starts S_s), which keeps
-// the big Ms of the conditional rows small. The plan CBC picks is replayed
-// by the evaluator, and so are its choices with frees and prefetches placed
-// by the fixed rules (rules.h) instead; the faster of the two that fits is
-// the plan, unless the starting plan is faster still. Where what rebuilds add puts both over the
-// limit, the row of each step over is tightened by that plan's gap between the program's memory
-// there and the replay's (at least the excess), and it is solved again (the bound stays the first
-// solve's).
+// the big Ms of the conditional rows small.
+// The plan comes from a second program, the ordered one: the same rows, and
+// only plans whose copies in the run issues in the program's order are its
+// points - no prefetch overtakes one read sooner (where a later-read tensor
+// is back, every earlier-read offloaded one is), a rebuild's offloaded source
+// is back before the rebuild's step (fetched as the rebuild reads it, it
+// would overtake the queue) - with a copy in issued when its step's
+// computation could start and a rebuild waiting for its source's place in
+// the queue. Its time of its plan is the run's (the frontier's ResNet-18 and
+// U-Net limits: equal to the replay). Each plan CBC picks is replayed by the
+// evaluator, and so are its choices with frees and prefetches placed by the
+// fixed rules (rules.h) instead; the fastest that fits - the ordered
+// program's, unless the other's or the starting plan replays faster - is the
+// plan. Where what rebuilds add puts a plan over the limit, the row of each
+// step over is tightened by that plan's gap between the program's memory
+// there and the replay's (at least the excess), and it is solved again (the
+// bound stays the first solve's); the ordered program is solved again until
+// its own plan fits.
 #ifndef SPILL_MEMORY_PLANNERS_MILP_H_
 #define SPILL_MEMORY_PLANNERS_MILP_H_
 
@@ -76,6 +88,8 @@ struct MilpResult {
   double lower_bound = 0;
   double objective = 0;  // the program's own estimate of the plan's overhead
   bool retimed = false;  // the plan is CBC's choices with frees and prefetches by the rules
+  // The plan is the ordered program's (its copies in issued by first read).
+  bool ordered = false;
   // The plan is the starting plan: replayed, it is faster than CBC's (the
   // program's optimum is not the simulator's where the program relaxes it).
   bool kept_start = false;

@@ -85,7 +85,8 @@ PlannerKeys MakeKeys() {
       Spec("planner.segment", SettingKind::kInt, "0",
            "memonger: layers per segment (0: the square root of the layers)", 0, kMaxSegment);
   k.milp_seconds =
-      Spec("planner.milp_seconds", SettingKind::kReal, "600", "milp: CBC's time limit in seconds");
+      Spec("planner.milp_seconds", SettingKind::kReal, "600",
+           "milp: CBC's time limit in seconds, per solve (two: the bound's and the plan's)");
   k.milp_seconds.check =
       NumberIn("planner.milp_seconds", 0, true, kMaxMilpSeconds, "positive, at most a week");
   k.evaluations =

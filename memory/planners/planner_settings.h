@@ -27,7 +27,7 @@
 //   cache       dqn: a directory for trained plans and weights, keyed by the
 //               network, the limit and these settings ("": in memory only)
 //   segment     memonger: layers per segment on the route (0: ceil(sqrt(N)))
-//   milp_seconds  milp: CBC's time limit
+//   milp_seconds  milp: CBC's time limit per solve (the bound's, the plan's)
 //   evaluations search: plans the local search evaluates after its seeds
 //   placements  search: the limits it plans at - the limit, then each 3% of
 //               it lower - each plan placed as the run places it (its

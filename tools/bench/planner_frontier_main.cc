@@ -247,6 +247,7 @@ Status Frontier::RunLimits() {
       p.extra["program_overhead"] = solved.objective / liveness_.seconds;
       p.extra["optimal"] = solved.optimal;
       p.extra["retimed"] = solved.retimed;
+      p.extra["ordered"] = solved.ordered;
       p.extra["kept_start"] = solved.kept_start;
       p.extra["solve_seconds"] = solved.solve_seconds;
       p.extra["columns"] = solved.columns;
