@@ -60,6 +60,7 @@ struct Rebuild {
   };
   std::vector<Trigger> triggers;
   std::vector<int> positions, z;
+  double seconds = 0;  // its layer's recomputation, in microseconds
 };
 
 class Program {
@@ -202,6 +203,8 @@ class Program {
   std::vector<Rebuild> rebuilds_;
   std::vector<int> rebuild_index_;         // tensor -> rebuilds_ index, -1
   std::vector<std::vector<int>> readers_;  // per tensor: the rebuilds_ that read it
+  // Per step: the rebuilds that may run in the gap before it (z, seconds).
+  std::vector<std::vector<std::pair<int, double>>> rebuilds_at_;
   std::vector<int> start_;                 // per step: the column of when its computation starts
   std::vector<double> earliest_, latest_;  // per step: bounds of its start
   double upper_;
@@ -292,6 +295,7 @@ void Program::AddRebuilds() {
   const TensorId count = static_cast<TensorId>(m_.schedule->tensors.size());
   rebuild_index_.assign(count, -1);
   readers_.assign(count, {});
+  rebuilds_at_.assign(m_.num_steps() + 1, {});
   std::vector<std::vector<Rebuild::Trigger>> inherited(count);
   for (TensorId t = count - 1; t >= 0; --t) {
     const bool candidate = index_[t] >= 0 && cands_[index_[t]].d >= 0;
@@ -338,6 +342,10 @@ void Program::AddRebuilds() {
       for (const Rebuild::Trigger& g : r.triggers) inherited[x].push_back(g);
     }
     for (TensorId x : m_.sources[t]) readers_[x].push_back(static_cast<int>(rebuilds_.size()));
+    r.seconds = m_.costs.recompute_seconds[m_.schedule->tensors[t].layer] * kMicroseconds;
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+      rebuilds_at_[r.positions[i]].push_back({r.z[i], r.seconds});
+    }
     rebuild_index_[t] = static_cast<int>(rebuilds_.size());
     rebuilds_.push_back(std::move(r));
   }
@@ -423,7 +431,6 @@ void Program::AddMemoryRows() {
 // the step after g starts (the host waits there), a copy in before its
 // reader starts (the computation waits).
 void Program::AddTimeline() {
-  const Schedule& schedule = *m_.schedule;
   const int steps = m_.num_steps();
   auto compute = [&](int s) { return m_.costs.step_seconds[s] * kMicroseconds; };
   double horizon = 0;  // no plan's iteration takes longer
@@ -431,9 +438,7 @@ void Program::AddTimeline() {
   for (const Candidate& c : cands_) {
     horizon += (CopySeconds(c.t, true) + CopySeconds(c.t, false)) * kMicroseconds;
   }
-  for (const Rebuild& r : rebuilds_) {
-    horizon += m_.costs.recompute_seconds[schedule.tensors[r.t].layer] * kMicroseconds;
-  }
+  for (const Rebuild& r : rebuilds_) horizon += r.seconds;
   // Every time lies within [0, upper]; step s starts once the steps before
   // it have computed (earliest_) and early enough for the rest to end by
   // `upper` (latest_). The big Ms below are these spans, not the horizon.
@@ -450,13 +455,10 @@ void Program::AddTimeline() {
     gap[s].Add(s < steps ? start_[s] : end_, 1);
     gap[s].Add(start_[s - 1], -1);
   }
-  for (const Rebuild& r : rebuilds_) {
-    const double seconds = m_.costs.recompute_seconds[schedule.tensors[r.t].layer] * kMicroseconds;
-    for (size_t i = 0; i < r.positions.size(); ++i) {
-      if (r.positions[i] > 0) gap[r.positions[i]].Add(r.z[i], -seconds);
-    }
+  for (int s = 1; s <= steps; ++s) {
+    AddRebuildsAt(&gap[s], s);
+    Row(gap[s], 'G', compute(s - 1));
   }
-  for (int s = 1; s <= steps; ++s) Row(gap[s], 'G', compute(s - 1));
   std::vector<Candidate*> out, in;
   for (Candidate& c : cands_) {
     if (c.o < 0) continue;
@@ -593,10 +595,6 @@ void Program::AddOrderRows(const std::vector<Candidate*>& in) {
 // rebuilds in that gap that need it (its dependents): the step starts after
 // all of them (the runtime brings the source back before it reruns the layer).
 void Program::AddRebuildWaits() {
-  const Schedule& schedule = *m_.schedule;
-  auto seconds = [&](const Rebuild& r) {
-    return m_.costs.recompute_seconds[schedule.tensors[r.t].layer] * kMicroseconds;
-  };
   // Per rebuild, the rebuilds that need it, directly or through others
   // (dependents have larger ids: rebuilds_ lists them first).
   std::vector<std::vector<int>> dependents(rebuilds_.size());
@@ -633,13 +631,13 @@ void Program::AddRebuildWaits() {
           const Rebuild& d = rebuilds_[j];
           const auto at = std::find(d.positions.begin(), d.positions.end(), pos);
           if (at == d.positions.end()) continue;
-          e.Add(d.z[at - d.positions.begin()], -seconds(d));
-          after += seconds(d);
+          e.Add(d.z[at - d.positions.begin()], -d.seconds);
+          after += d.seconds;
         }
-        const double big = horizon_ + copy + seconds(r) + after;
+        const double big = horizon_ + copy + r.seconds + after;
         e.Add(r.z[i], -big);
         AddF(&e, src, pos, -big);
-        Row(e, 'G', copy + seconds(r) - 2 * big);
+        Row(e, 'G', copy + r.seconds - 2 * big);
       }
     }
   }
@@ -647,14 +645,9 @@ void Program::AddRebuildWaits() {
 
 double Program::AddRebuildsAt(Linear* e, int step) const {
   double most = 0;
-  for (const Rebuild& r : rebuilds_) {
-    const double seconds =
-        m_.costs.recompute_seconds[m_.schedule->tensors[r.t].layer] * kMicroseconds;
-    for (size_t i = 0; i < r.positions.size(); ++i) {
-      if (r.positions[i] != step) continue;
-      e->Add(r.z[i], -seconds);
-      most += seconds;
-    }
+  for (const auto& [z, seconds] : rebuilds_at_[step]) {
+    e->Add(z, -seconds);
+    most += seconds;
   }
   return most;
 }
