@@ -210,6 +210,11 @@ class Evaluator::Replay {
     for (const std::vector<TensorId>* group : {&lt.inputs, &lt.aux}) {
       for (TensorId x : *group) EnsureOnDevice(x);
     }
+    for (TensorId p : m_.host_params[layer]) {  // in until the backward visit
+      if (where(p) == kDevice || now_ >= m_.visit_back[p]) continue;
+      Alloc(m_.bytes[p]);
+      where(p) = kDevice;
+    }
     for (TensorId o : lt.outputs) {
       if (!OnDevice(o)) {
         Alloc(m_.bytes[o]);
@@ -265,6 +270,12 @@ class Evaluator::Replay {
 
   void RunStep(int s) {
     const Step& step = schedule_.steps[s];
+    now_ = s;
+    for (TensorId p : m_.returning[s]) {  // brought by a rebuild: now counted as visiting
+      if (where(p) != kDevice) continue;
+      s_.total -= m_.bytes[p];
+      where(p) = kUnallocated;
+    }
     s_.total += m_.visiting[s];  // parameters living in host memory, brought in
     peak_ = s_.total;
     for (TensorId t : step.reads) {
@@ -273,6 +284,7 @@ class Evaluator::Replay {
     for (TensorId t : step.writes) {
       if (IsTransient(schedule_.tensors[t].kind)) PrepareWrite(t);
     }
+    Alloc(m_.writing[s]);
     if (step.active) Alloc(m_.workspace[s]);
     for (int i = plan_.before_start[s]; i < plan_.before_start[s + 1]; ++i) {
       RunBefore(plan_.before[i]);
@@ -290,7 +302,7 @@ class Evaluator::Replay {
     for (int i = plan_.after_start[s]; i < plan_.after_start[s + 1]; ++i) {
       RunAfter(plan_.after[i]);
     }
-    s_.total -= m_.visiting[s];
+    s_.total -= m_.visiting[s] + m_.writing[s];
   }
 
   const EvalModel& m_;
@@ -299,6 +311,7 @@ class Evaluator::Replay {
   Snapshot& s_;
   Evaluation& out_;
   size_t peak_ = 0;
+  int now_ = 0;  // the step being run
 };
 
 Evaluator::Evaluator(const EvalModel& model) : model_(model) {}

@@ -8,7 +8,9 @@
 //             prefetched before step `in` computes (in == its first
 //             backward use: it comes back when that step reads it); an
 //             activation gradient goes likewise between its first write
-//             and its next use;
+//             and its next use; an activation read by two backward steps
+//             far apart may leave again between them (again_out, again_in:
+//             no copy out, its host copy is current);
 //   drop      its device block is freed after step `out`; it is rebuilt by
 //             rerunning its layer's forward before step `in` computes (in ==
 //             its first backward use: when that step reads it). Inputs of the
@@ -33,9 +35,8 @@
 // Assumptions, stated where a plan departs from them: parameters, their
 // gradients and solver state that live in host memory (memory.params: host
 // or above:SIZE) are on the device over the steps the parameter transfers
-// bring them in for (phase_plans.cc) - exact with every activation kept, an
-// approximation where activations move as well (within 8 % at the peak on
-// the test networks) - and their copies are not timed; each step's
+// bring them in for (phase_plans.cc), and a rebuild's parameters from the
+// rebuild to their layer's backward, and their copies are not timed; each step's
 // algorithms are those its workspace policy picks with no memory pressure,
 // and the plans name them, so that the run computes with exactly those.
 #ifndef SPILL_MEMORY_EVALUATE_H_
@@ -62,6 +63,12 @@ struct TensorDecision {
   TensorChoice choice = TensorChoice::kKeep;
   int out = -1;  // the step after which the device block goes
   int in = -1;   // the step before whose computation it is back
+  // Offload only, -1 when unused: the tensor leaves again over its second
+  // gap (EvalModel::again_after, again_needed_at), after step `again_out`,
+  // and is back before step `again_in`. Its host copy is still current, so
+  // it goes with no copy out; coming back is a copy in.
+  int again_out = -1;
+  int again_in = -1;
 };
 using Decisions = std::vector<TensorDecision>;  // per tensor id
 
@@ -73,6 +80,16 @@ struct EvalModel {
   // Per step: parameters, gradients and solver state living in host memory
   // that are on the device while the step runs (not in `persistent`).
   std::vector<size_t> visiting;
+  // Per step: the gradients of such parameters its backward writes, placed
+  // with the step's writes (after its reads and their rebuilds).
+  std::vector<size_t> writing;
+  // Per layer: its parameters that live in host memory. A rebuild brings
+  // them in, and they stay until their layer's backward visit begins (at
+  // step `visit_back[p]`, where `visiting` counts them), as the runtime keeps
+  // them; `returning[s]`: the parameters whose backward visit begins at s.
+  std::vector<std::vector<TensorId>> host_params;
+  std::vector<int> visit_back;
+  std::vector<std::vector<TensorId>> returning;
   std::vector<size_t> bytes;      // per tensor, in pool blocks
   std::vector<size_t> workspace;  // per step, in pool blocks (0: none)
   // Per step: the algorithm of each operation, an index into its candidates
@@ -97,6 +114,13 @@ struct EvalModel {
   // at step `needed_at` (its first backward use; a gradient's next use).
   std::vector<int> leaves_after;
   std::vector<int> needed_at;
+  // Per tensor, a second gap (-1 when none): an activation read by two
+  // backward steps with others between them (a unit's input, read by its
+  // projection's backward and again by its first convolution's) may leave
+  // after step `again_after` (a backward read) and is needed back at step
+  // `again_needed_at` (the next). The longest such gap past `needed_at`.
+  std::vector<int> again_after;
+  std::vector<int> again_needed_at;
   // Written in forward and read in backward; or an activation gradient read
   // again two or more steps after it is written (a residual branch's
   // gradient, held while the other branch runs backward).
@@ -107,10 +131,11 @@ struct EvalModel {
   // Tensors a planner decides on (offloadable or droppable and at least the
   // minimum size), by the step that writes them, then by id.
   std::vector<TensorId> candidates;
-  std::vector<TensorId> by_need;       // tensors with a needed_at, by it, then by id
-  double base_seconds = 0;             // the iteration with every tensor kept
-  size_t base_peak = 0;                // and its peak (liveness's)
-  std::vector<size_t> base_step_peak;  // and every step's
+  std::vector<TensorId> by_need;        // tensors with a needed_at, by it, then by id
+  std::vector<TensorId> by_again_need;  // tensors with a second gap, by again_needed_at, then id
+  double base_seconds = 0;              // the iteration with every tensor kept
+  size_t base_peak = 0;                 // and its peak (liveness's)
+  std::vector<size_t> base_step_peak;   // and every step's
 
   int num_steps() const { return 2 * num_layers; }
 };

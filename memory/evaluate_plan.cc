@@ -88,22 +88,38 @@ void ClassifyGradient(TensorId t, int next, EvalModel* m) {
   m->offloadable[t] = gap && next - w >= 2;
 }
 
+void NoSecondGap(TensorId t, EvalModel* m) {
+  m->again_after[t] = -1;
+  m->again_needed_at[t] = -1;
+}
+
 void ClassifyTensors(const NetworkView& view, EvalModel* m) {
   const Schedule& schedule = *m->schedule;
   const size_t count = schedule.tensors.size();
   const int n = m->num_layers;
   m->leaves_after.assign(count, -1);
   m->needed_at.assign(count, -1);
-  std::vector<int> next_use(count, -1);  // the first step after a tensor's first use
+  m->again_after.assign(count, -1);
+  m->again_needed_at.assign(count, -1);
+  std::vector<int> next_use(count, -1);      // the first step after a tensor's first use
+  std::vector<int> backward_use(count, -1);  // the latest backward step that used it
+  std::vector<bool> backward_write(count, false);
   for (int s = 0; s < m->num_steps(); ++s) {
     for (const std::vector<TensorId>* ids : {&schedule.steps[s].reads, &schedule.steps[s].writes}) {
       for (TensorId t : *ids) {
         if (next_use[t] < 0 && s > m->liveness.first_use[t]) next_use[t] = s;
         if (s < n) {
           m->leaves_after[t] = std::max(m->leaves_after[t], s);
-        } else if (m->needed_at[t] < 0) {
-          m->needed_at[t] = s;
+          continue;
         }
+        if (m->needed_at[t] < 0) m->needed_at[t] = s;
+        backward_write[t] = backward_write[t] || ids == &schedule.steps[s].writes;
+        const int from = backward_use[t];
+        if (from >= 0 && s - from >= 2 && s - from > m->again_needed_at[t] - m->again_after[t]) {
+          m->again_after[t] = from;
+          m->again_needed_at[t] = s;
+        }
+        backward_use[t] = s;
       }
     }
   }
@@ -115,11 +131,14 @@ void ClassifyTensors(const NetworkView& view, EvalModel* m) {
     const TensorInfo& info = schedule.tensors[t];
     if (info.kind == TensorKind::kActivationGrad) {
       ClassifyGradient(t, next_use[t], m);
+      NoSecondGap(t, m);
       continue;
     }
     const bool forward = m->liveness.first_use[t] >= 0 && m->liveness.first_use[t] < n;
-    if (!forward || !IsTransient(info.kind)) continue;
     const bool backward = m->needed_at[t] >= 0;
+    // Leaving again needs a host copy that is still current.
+    if (!forward || !IsTransient(info.kind) || !backward || backward_write[t]) NoSecondGap(t, m);
+    if (!forward || !IsTransient(info.kind)) continue;
     m->offloadable[t] = backward;
     const LayerSummary& layer = view.layer(info.layer);
     // A layer is rerun to rebuild its only output (a second output would be
@@ -133,9 +152,13 @@ void ClassifyTensors(const NetworkView& view, EvalModel* m) {
   }
   for (TensorId t = 0; t < static_cast<TensorId>(count); ++t) {
     if (m->needed_at[t] >= 0) m->by_need.push_back(t);
+    if (m->again_needed_at[t] >= 0) m->by_again_need.push_back(t);
   }
   std::stable_sort(m->by_need.begin(), m->by_need.end(),
                    [&](TensorId a, TensorId b) { return m->needed_at[a] < m->needed_at[b]; });
+  std::stable_sort(m->by_again_need.begin(), m->by_again_need.end(), [&](TensorId a, TensorId b) {
+    return m->again_needed_at[a] < m->again_needed_at[b];
+  });
 }
 
 // Adds `bytes` to the steps [first, last] of `visiting`, clamped.
@@ -152,6 +175,7 @@ void Visit(size_t bytes, int first, int last, std::vector<size_t>* visiting) {
 // it is updated in host memory.
 void CountPersistent(const Schedule& schedule, const MemoryOptions& options, EvalModel* m) {
   m->visiting.assign(m->num_steps(), 0);
+  m->writing.assign(m->num_steps(), 0);
   std::vector<bool> visits(schedule.tensors.size(), false);
   for (TensorId t = 0; t < static_cast<TensorId>(schedule.tensors.size()); ++t) {
     const TensorInfo& info = schedule.tensors[t];
@@ -169,10 +193,25 @@ void CountPersistent(const Schedule& schedule, const MemoryOptions& options, Eva
       }
     }
   }
+  m->host_params.assign(schedule.num_layers(), {});
+  m->visit_back.assign(schedule.tensors.size(), -1);
+  m->returning.assign(m->num_steps(), {});
+  for (int layer = 0; layer < schedule.num_layers(); ++layer) {
+    const int b = schedule.backward_step[layer];
+    for (TensorId p : schedule.layers[layer].params) {
+      if (!visits[p]) continue;
+      m->host_params[layer].push_back(p);
+      // Without a backward step, what a rebuild brought stays.
+      m->visit_back[p] = schedule.steps[b].active ? b - 1 : m->num_steps();
+      if (schedule.steps[b].active) m->returning[b - 1].push_back(p);
+    }
+  }
   for (const ParameterSlot& slot : schedule.parameters) {
     const int b = schedule.backward_step[slot.layer];
     if (!visits[slot.param] || !schedule.steps[b].active) continue;
-    Visit(m->bytes[slot.grad], b, options.update_on_host ? b + 1 : b, &m->visiting);
+    // Written by the backward step: placed with its writes, after its reads.
+    m->writing[b] += m->bytes[slot.grad];
+    if (options.update_on_host) Visit(m->bytes[slot.grad], b + 1, b + 1, &m->visiting);
     if (options.update_on_host) continue;
     for (TensorId s : slot.state) Visit(m->bytes[s], b - 1, b + 1, &m->visiting);
   }
@@ -229,9 +268,34 @@ Decisions RandomDecisions(const EvalModel& model, std::mt19937_64& rng) {
     const int out = lfu + static_cast<int>(rng() % (u - lfu));
     const int in = out + 1 + static_cast<int>(rng() % (u - out));
     d[t] = {c, out, in};
+    const int a = model.again_after[t], v = model.again_needed_at[t];
+    if (c != TensorChoice::kOffload || a < 0 || rng() % 2 == 0) continue;
+    d[t].again_out = a + static_cast<int>(rng() % (v - a));
+    d[t].again_in = d[t].again_out + 1 + static_cast<int>(rng() % (v - d[t].again_out));
   }
   return d;
 }
+
+namespace {
+
+// "" when `x`'s second gap is unused or valid; else what is wrong with it.
+std::string CheckSecondGap(const EvalModel& model, TensorId t, const TensorDecision& x) {
+  if (x.again_out < 0 && x.again_in < 0) return "";
+  if (x.choice != TensorChoice::kOffload) {
+    return ": only an offloaded tensor leaves again (its host copy is current), not a " +
+           std::string(TensorChoiceName(x.choice)) + "ed one";
+  }
+  const int a = model.again_after[t], v = model.again_needed_at[t];
+  if (a < 0) return " has no second gap (no two backward reads with a step between)";
+  if (x.again_out < a || x.again_out >= x.again_in || x.again_in > v) {
+    return ": leaves again after step " + std::to_string(x.again_out) + " and is back before " +
+           std::to_string(x.again_in) + "; expected " + std::to_string(a) +
+           " <= again_out < again_in <= " + std::to_string(v);
+  }
+  return "";
+}
+
+}  // namespace
 
 std::string CheckDecisions(const EvalModel& model, const Decisions& d) {
   const Schedule& schedule = *model.schedule;
@@ -241,8 +305,10 @@ std::string CheckDecisions(const EvalModel& model, const Decisions& d) {
   }
   for (TensorId t = 0; t < static_cast<TensorId>(d.size()); ++t) {
     const TensorDecision& x = d[t];
-    if (x.choice == TensorChoice::kKeep) continue;
     const std::string name = "'" + schedule.tensors[t].name + "'";
+    const std::string again = CheckSecondGap(model, t, x);
+    if (!again.empty()) return name + again;
+    if (x.choice == TensorChoice::kKeep) continue;
     const bool allowed =
         x.choice == TensorChoice::kOffload ? model.offloadable[t] : model.droppable[t];
     if (!allowed) {
@@ -260,6 +326,31 @@ std::string CheckDecisions(const EvalModel& model, const Decisions& d) {
   }
   return "";
 }
+
+namespace {
+
+// Calls add(t, step) for every prefetch `d` lists - the first gap's and the
+// second's, ahead of the read that needs them - in order of that read.
+template <typename Add>
+void ForEachPrefetch(const EvalModel& model, const Decisions& d, Add&& add) {
+  const std::vector<TensorId>& first = model.by_need;
+  const std::vector<TensorId>& second = model.by_again_need;
+  size_t i = 0, j = 0;
+  while (i < first.size() || j < second.size()) {
+    const bool take_first =
+        j == second.size() ||
+        (i < first.size() && model.needed_at[first[i]] <= model.again_needed_at[second[j]]);
+    if (take_first) {
+      const TensorId t = first[i++];
+      if (d[t].choice == TensorChoice::kOffload && d[t].in < model.needed_at[t]) add(t, d[t].in);
+    } else {
+      const TensorId t = second[j++];
+      if (d[t].again_out >= 0 && d[t].again_in < model.again_needed_at[t]) add(t, d[t].again_in);
+    }
+  }
+}
+
+}  // namespace
 
 void BuildCompactPlan(const EvalModel& model, const Decisions& d, CompactPlan* plan) {
   const Schedule& schedule = *model.schedule;
@@ -292,14 +383,14 @@ void BuildCompactPlan(const EvalModel& model, const Decisions& d, CompactPlan* p
   auto after_slot = [&](int s, int kind) { return s * kAfterKinds + kind; };
   auto visit = [&](auto&& add_after, auto&& add_before) {
     for (TensorId t = 0; t < count; ++t) {
-      if (d[t].choice == TensorChoice::kOffload) {
-        add_after(model.liveness.first_use[t], kBegin, TransferOp::kBeginOffload, t);
-      }
+      if (d[t].choice != TensorChoice::kOffload) continue;
+      add_after(model.liveness.first_use[t], kBegin, TransferOp::kBeginOffload, t);
+      if (d[t].again_out >= 0) add_after(d[t].again_out, kBegin, TransferOp::kBeginOffload, t);
     }
     for (TensorId t = 0; t < count; ++t) {
-      if (d[t].choice == TensorChoice::kOffload) {
-        add_after(d[t].out, kFinish, TransferOp::kFinishOffload, t);
-      }
+      if (d[t].choice != TensorChoice::kOffload) continue;
+      add_after(d[t].out, kFinish, TransferOp::kFinishOffload, t);
+      if (d[t].again_out >= 0) add_after(d[t].again_out, kFinish, TransferOp::kFinishOffload, t);
     }
     for (TensorId t = count - 1; t >= 0; --t) {
       if (drop[t] >= 0) add_after(drop[t], kDropList, TransferOp::kDrop, t);
@@ -309,12 +400,12 @@ void BuildCompactPlan(const EvalModel& model, const Decisions& d, CompactPlan* p
         add_after(keep[t], kRelease, TransferOp::kRelease, t);
       }
     }
-    for (int kind = 0; kind < 2; ++kind) {
-      for (TensorId t : model.by_need) {
-        const TensorChoice want = kind == 0 ? TensorChoice::kOffload : TensorChoice::kDrop;
-        if (d[t].choice != want || d[t].in >= model.needed_at[t]) continue;
-        add_before(d[t].in, kind, kind == 0 ? TransferOp::kPrefetch : TransferOp::kRebuild, t);
-      }
+    // Prefetches in order of need, first and second gaps merged.
+    ForEachPrefetch(model, d,
+                    [&](TensorId t, int in) { add_before(in, 0, TransferOp::kPrefetch, t); });
+    for (TensorId t : model.by_need) {
+      if (d[t].choice != TensorChoice::kDrop || d[t].in >= model.needed_at[t]) continue;
+      add_before(d[t].in, 1, TransferOp::kRebuild, t);
     }
   };
   visit([&](int s, int kind, TransferOp, TensorId) { ++count_after[after_slot(s, kind) + 1]; },

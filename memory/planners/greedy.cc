@@ -30,19 +30,24 @@ using Move = std::vector<std::pair<TensorId, TensorChoice>>;
 
 // The moves that may free bytes at step `peak` of a plan: offloading or
 // dropping a tensor kept there that could be gone (written before it, read
-// again after it); turning a dropped tensor into an offloaded one (its
-// rebuild brings its sources back with it, and they stay until they are
-// read); and
-// offloading a kept tensor together with the dropped ones whose rebuilds
-// hold it on the device (neither frees a byte alone).
+// again after it; or, offloaded, between two backward reads around it);
+// turning a dropped tensor into an offloaded one (its rebuild brings its
+// sources back with it, and they stay until they are read); and offloading a kept tensor together
+// with the dropped ones whose rebuilds hold it on the device (neither frees a byte alone).
 std::vector<Move> MovesAt(const EvalModel& m, const Choices& choices, int peak,
                           const std::vector<std::vector<TensorId>>& dependents) {
   std::vector<Move> moves;
   for (TensorId t : m.candidates) {
     if (choices[t] == TensorChoice::kOffload || m.leaves_after[t] >= peak) continue;
+    // Offloaded, it may leave again between two backward reads.
+    const bool again = m.again_after[t] >= 0 && m.again_after[t] < peak &&
+                       peak < m.again_needed_at[t] && m.offloadable[t];
     // A dropped tensor's rebuild, even before the peak, may have brought
     // sources back that are still there.
-    if (choices[t] == TensorChoice::kKeep && m.needed_at[t] <= peak) continue;
+    if (choices[t] == TensorChoice::kKeep && m.needed_at[t] <= peak) {
+      if (again) moves.push_back({{t, TensorChoice::kOffload}});
+      continue;
+    }
     if (m.offloadable[t]) moves.push_back({{t, TensorChoice::kOffload}});
     if (m.droppable[t] && choices[t] != TensorChoice::kDrop) {
       moves.push_back({{t, TensorChoice::kDrop}});
@@ -115,11 +120,12 @@ const bool kGreedy = RegisterScheduler(
     {"greedy",
      "offloads or drops, one tensor at a time, the one that adds the least simulated time per "
      "byte it frees at the peak, until the plan fits memory.planner.limit",
-     [](const NetworkView& view, const MemoryOptions& options) -> StatusOr<PhasePlans> {
-       SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
-       PlanRules rules(model, PlannerLimit(options));
-       SPILL_ASSIGN_OR_RETURN(Decisions d, PlanGreedy(rules));
-       return ToPhasePlans(model, d);
+     [](const NetworkView& view, const MemoryOptions& options) {
+       return PlanOnModel(view, options, [&](EvalModel& model) -> StatusOr<PhasePlans> {
+         PlanRules rules(model, PlannerLimit(options));
+         SPILL_ASSIGN_OR_RETURN(Decisions d, PlanGreedy(rules));
+         return ToPhasePlans(model, d);
+       });
      },
      {PlannerSettingKeys().limit, PlannerSettingKeys().profile, MinOffloadSetting()}});
 

@@ -23,6 +23,20 @@ StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& o
   return BuildEvalModel(view, options, profile, options.settings.Bytes(MinOffloadSetting()));
 }
 
+StatusOr<PhasePlans> PlanOnModel(const NetworkView& view, const MemoryOptions& options,
+                                 const ModelPlanner& plan) {
+  SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
+  StatusOr<PhasePlans> plans = plan(model);
+  if (plans.ok() || plans.status().code() != StatusCode::kOutOfMemory ||
+      options.settings.Given(MinOffloadSetting().key)) {
+    return plans;
+  }
+  SPILL_ASSIGN_OR_RETURN(DeviceProfile profile, PlannerProfile(options));
+  SPILL_ASSIGN_OR_RETURN(EvalModel every, BuildEvalModel(view, options, profile, 0));
+  if (every.candidates.size() == model.candidates.size()) return plans;
+  return plan(every);
+}
+
 size_t PlannerLimit(const MemoryOptions& options) {
   return ReadPlannerSettings(options.settings).LimitUnder(options.device_budget);
 }
@@ -46,9 +60,11 @@ std::string BelowMinimumAt(const EvalModel& model, int step) {
   size_t count = 0, bytes = 0;
   for (TensorId t = 0; t < static_cast<TensorId>(candidate.size()); ++t) {
     if (candidate[t] || !(model.offloadable[t] || model.droppable[t])) continue;
-    if (model.leaves_after[t] < 0 || step <= model.leaves_after[t] || step >= model.needed_at[t]) {
-      continue;
-    }
+    const bool first =
+        model.leaves_after[t] >= 0 && model.leaves_after[t] < step && step < model.needed_at[t];
+    const bool again =
+        model.again_after[t] >= 0 && model.again_after[t] < step && step < model.again_needed_at[t];
+    if (!first && !again) continue;
     ++count;
     bytes += model.bytes[t];
   }
@@ -108,6 +124,23 @@ void PlanRules::Complete(const Choices& choices, Decisions* d) {
     for (int s = q; s < u; ++s) curve_[s] += m.bytes[t];
     (*d)[t].in = q;
     earliest = std::max(earliest, q);
+  }
+  LeaveAgain(choices, d);
+}
+
+void PlanRules::LeaveAgain(const Choices& choices, Decisions* d) {
+  const EvalModel& m = model_;
+  for (TensorId t : m.by_again_need) {
+    if (choices[t] != TensorChoice::kOffload) continue;
+    const int a = m.again_after[t], v = m.again_needed_at[t];
+    const auto first = curve_.begin() + a + 1, last = curve_.begin() + v;
+    if (*std::max_element(first, last) <= limit_) continue;
+    for (auto it = first; it != last; ++it) *it -= m.bytes[t];
+    int q = v;
+    while (q - 1 > a && curve_[q - 1] + m.bytes[t] <= limit_) --q;
+    for (int s = q; s < v; ++s) curve_[s] += m.bytes[t];
+    (*d)[t].again_out = a;
+    (*d)[t].again_in = q;
   }
 }
 

@@ -16,6 +16,10 @@
 //             as bringing it back keeps the curve within the limit until its
 //             use, and not before backward begins; one that fits nowhere
 //             comes back when it is read.
+//   again     an offloaded activation read by two backward steps far apart
+//             leaves again after the first (no copy: its host copy is
+//             current) where holding it would put the curve over the limit
+//             between them, and comes back as early as the curve allows.
 // The curve is the evaluator's per-step peak with every offloaded tensor
 // absent between its last forward use and its first backward use, each
 // freeing and prefetch then adding it back over the steps it covers - exact
@@ -23,6 +27,7 @@
 #ifndef SPILL_MEMORY_PLANNERS_RULES_H_
 #define SPILL_MEMORY_PLANNERS_RULES_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +45,14 @@ StatusOr<DeviceProfile> PlannerProfile(const MemoryOptions& options);
 // The evaluator's model a planner works on under `options`: times on the
 // profile memory.planner.profile, candidates of at least memory.min_offload.
 StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& options);
+// What a planner does on a model: its plans, or kOutOfMemory.
+using ModelPlanner = std::function<StatusOr<PhasePlans>(EvalModel& model)>;
+// `plan` on the planner's model (PlannerModel). memory.min_offload bounds
+// the search, not what fits: where no plan fits and the setting was left at
+// its default, `plan` runs again with every tensor a candidate, and its
+// report is the one returned if that finds none either.
+StatusOr<PhasePlans> PlanOnModel(const NetworkView& view, const MemoryOptions& options,
+                                 const ModelPlanner& plan);
 // The limit a plan is made for: memory.planner.limit, or the device budget.
 size_t PlannerLimit(const MemoryOptions& options);
 // What is left at step `step` that memory.min_offload alone keeps there:
@@ -65,6 +78,9 @@ class PlanRules {
   bool Fits(const Evaluation& e) const { return e.peak <= limit_; }
 
  private:
+  // The `again` rule, on the curve the others left.
+  void LeaveAgain(const Choices& choices, Decisions* d);
+
   const EvalModel& model_;
   size_t limit_;
   Evaluator evaluator_;

@@ -318,8 +318,8 @@ namespace {
 // does not.
 constexpr double kPlacementStep = 0.03;
 
-StatusOr<PhasePlans> PlanAndPlace(const NetworkView& view, const MemoryOptions& options) {
-  SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
+StatusOr<PhasePlans> PlanAndPlace(const NetworkView& view, const MemoryOptions& options,
+                                  EvalModel& model) {
   const PlannerSettings settings = ReadPlannerSettings(options.settings);
   const size_t limit = PlannerLimit(options);
   std::vector<PhasePlans> plans;
@@ -351,7 +351,10 @@ const bool kSearch = RegisterScheduler(
      "greedy's plan, improved by descent and annealing over keep, offload and drop to the least "
      "simulated time within memory.planner.limit, at that limit and a few lower ones, each "
      "placed by the run's allocator; the fastest placed plan that fits",
-     PlanAndPlace,
+     [](const NetworkView& view, const MemoryOptions& options) {
+       return PlanOnModel(view, options,
+                          [&](EvalModel& model) { return PlanAndPlace(view, options, model); });
+     },
      {PlannerSettingKeys().limit, PlannerSettingKeys().profile, PlannerSettingKeys().evaluations,
       PlannerSettingKeys().seed, PlannerSettingKeys().placements, MinOffloadSetting()}});
 
