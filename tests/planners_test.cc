@@ -520,6 +520,16 @@ TEST(PlannerModesTest, SearchPlacesItsPlans) {
       << "placed " << placed.seconds << " s, at the limit alone " << alone.seconds << " s";
 }
 
+// ResNet-50 at 64x64, batch 32, plain layouts, convolution times modelled.
+StatusOr<std::unique_ptr<Net>> PlainResNet50At64() {
+  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
+  SPILL_ASSIGN_OR_RETURN(NetSpec spec,
+                         LoadNetFile("models/resnet50.yaml", {{"size", YAML::Node(64)}}));
+  NetOptions plain{32, DeviceType::kCpu};
+  plain.blocked_layouts = false;
+  return Net::Build(spec, plain);
+}
+
 // Parameters living in host memory are counted where they live: on the
 // device only over the steps their transfers bring them in for. ResNet-50's
 // parameters, gradients and solver state take 195 MiB; at 64x64 greedy's
@@ -528,12 +538,7 @@ TEST(PlannerModesTest, SearchPlacesItsPlans) {
 // on the processor's vector units - what a run falls back to where the
 // default's plan does not fit (tools/common/net_options.h).
 TEST(PlannerModesTest, GreedyCountsHostHomedParametersWhereTheyLive) {
-  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
-  auto spec = LoadNetFile("models/resnet50.yaml", {{"size", YAML::Node(64)}});
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  NetOptions plain{32, DeviceType::kCpu};
-  plain.blocked_layouts = false;
-  auto net = Net::Build(*spec, plain);
+  auto net = PlainResNet50At64();
   ASSERT_TRUE(net.ok()) << net.status().ToString();
   MemoryOptions options;
   ASSERT_TRUE(ApplyMemoryMode("greedy", &options).ok());
@@ -560,12 +565,7 @@ TEST(PlannerModesTest, GreedyCountsHostHomedParametersWhereTheyLive) {
 // (its projection's and its first convolution's), and the parameters a
 // rebuild brings in counted until their layer's backward.
 TEST(PlannerModesTest, UnderHostParametersThePlannersFitWhereSuperneuronsDoes) {
-  cpu::SetConvTiming({cpu::ConvTimingMode::kModel, ""});
-  auto spec = LoadNetFile("models/resnet50.yaml", {{"size", YAML::Node(64)}});
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  NetOptions plain{32, DeviceType::kCpu};
-  plain.blocked_layouts = false;
-  auto net = Net::Build(*spec, plain);
+  auto net = PlainResNet50At64();
   ASSERT_TRUE(net.ok()) << net.status().ToString();
   auto options_for = [&](const char* mode, size_t budget) {
     MemoryOptions options;
