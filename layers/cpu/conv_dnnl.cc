@@ -26,9 +26,11 @@
 //
 // Primitives are built once per geometry and cached. A call allocates only
 // oneDNN's small memory objects around the caller's and the workspace's
-// buffers. oneDNN's CPU primitives are deterministic for a fixed thread count.
+// buffers. oneDNN's CPU primitives are deterministic for a fixed thread count
+// (given a zeroed scratchpad on AMX processors: see Plan::clear_scratch).
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -129,6 +131,11 @@ struct Operand {
 struct Plan {
   dnnl::primitive conv;
   memory::desc conv_scratch;
+  // oneDNN 2.6's AMX kernels can read scratchpad bytes they have not
+  // written: the filter gradient of groups narrower than a channel block
+  // then adds what the workspace held before (wrong by far more than
+  // rounding). The AMX kernels get a zeroed scratchpad.
+  bool clear_scratch = false;
   std::vector<Operand> inputs;
   Operand output;
   // BackwardData: adds the result, computed in the workspace, into dx.
@@ -178,8 +185,10 @@ class PlanBuilder {
     return dnnl::reorder(pd);
   }
 
-  void Finish(const memory::desc& conv_scratch, Plan* plan) {
+  void Finish(const dnnl::primitive_desc_base& pd, Plan* plan) {
+    const memory::desc conv_scratch = pd.scratchpad_desc();
     plan->conv_scratch = conv_scratch;
+    plan->clear_scratch = std::string(pd.impl_info_str()).find("amx") != std::string::npos;
     scratch_bytes_ = std::max(scratch_bytes_, conv_scratch.get_size());
     plan->scratch_offset = bytes_;
     plan->bytes = bytes_ + Aligned(scratch_bytes_);
@@ -368,7 +377,7 @@ class Dnnl : public ConvAlgorithm {
       p.bias = pd.bias_desc();
     }
     p.conv = dnnl::convolution_forward(pd);
-    b.Finish(pd.scratchpad_desc(), &p);
+    b.Finish(pd, &p);
     return p;
   }
 
@@ -387,7 +396,7 @@ class Dnnl : public ConvAlgorithm {
     p.output = b.Output(DNNL_ARG_DIFF_SRC, UserSrc(s), pd.diff_src_desc(), true);
     p.add_output = b.Reorder(p.output.inner, p.output.user, true, &p.add_scratch);
     p.conv = dnnl::convolution_backward_data(pd);
-    b.Finish(pd.scratchpad_desc(), &p);
+    b.Finish(pd, &p);
     return p;
   }
 
@@ -408,7 +417,7 @@ class Dnnl : public ConvAlgorithm {
       p.bias = pd.diff_bias_desc();
     }
     p.conv = dnnl::convolution_backward_weights(pd);
-    b.Finish(pd.scratchpad_desc(), &p);
+    b.Finish(pd, &p);
     return p;
   }
 
@@ -448,6 +457,7 @@ class Dnnl : public ConvAlgorithm {
     args[out.arg] = inner;
     if (p.conv_scratch.get_size() > 0) {
       args[DNNL_ARG_SCRATCHPAD] = memory(p.conv_scratch, engine_, scratch);
+      if (p.clear_scratch) std::memset(scratch, 0, p.conv_scratch.get_size());
     }
     p.conv.execute(stream_, args);
     if (accumulate) {
