@@ -8,12 +8,14 @@
 // in milliseconds, so on every network; the learned and the exact planner
 // train or solve at each budget the minimum search and the sweep probe, so
 // they run on the test networks, briefly trained (as memory_test trains
-// them) and with CBC given a second per limit.
+// them) and with CBC given a second per limit. The searching planners sweep
+// 16 budgets over the same range, from a minimum found to 0.5 %.
 #include "memory/planning/feasibility.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "framework/graph/net.h"
@@ -24,11 +26,26 @@
 namespace spill {
 namespace {
 
-constexpr int kBudgets = 40;  // from the minimum to twice it, both ends included
+constexpr int kBudgets = 40;        // from the minimum to twice it, both ends included
+constexpr int kSearchBudgets = 16;  // the same range, for the planners that search
 // Costly modes (memory/memory_options.h) train or solve a program per
 // budget: seconds a budget on ResNet-50 (minutes for the learned planner),
 // milliseconds on the test networks with their quick settings.
 bool Costly(const std::string& mode) { return FindMemoryMode(mode)->costly; }
+int Budgets(const std::string& mode) {
+  return FindMemoryMode(mode)->searches ? kSearchBudgets : kBudgets;
+}
+
+// The minimum search's resolution: MinimumBudget's own (0.01 %) for the
+// heuristics; for the planners that search, 0.5 % of the footprint without
+// a limit - half the probes, each a search.
+size_t Resolution(const NetworkView& view, MemoryOptions options, const std::string& mode) {
+  if (!FindMemoryMode(mode)->searches) return 0;
+  options.device_budget = kUnlimitedBudget;
+  auto roomy = Plan(view, options);
+  SPILL_CHECK(roomy.ok()) << roomy.status().ToString();
+  return std::max<size_t>(kPoolBlockBytes, roomy->footprint / 200);
+}
 
 // Settings that make a costly planner quick on the test networks, each set
 // where the mode reads it.
@@ -105,11 +122,12 @@ TEST_P(FeasibilityTest, EveryBudgetFromTheMinimumToTwiceItRuns) {
     }
   }
   ASSERT_TRUE(options.Validate().ok()) << options.Validate().ToString();
-  auto minimum = MinimumBudget(net->view(), options);
+  auto minimum = MinimumBudget(net->view(), options, Resolution(net->view(), options, c.mode));
   ASSERT_TRUE(minimum.ok()) << minimum.status().ToString();
   int own = 0, fallbacks = 0;
-  for (int i = 0; i < kBudgets; ++i) {
-    const size_t budget = *minimum + *minimum * i / (kBudgets - 1);
+  const int budgets = Budgets(c.mode);
+  for (int i = 0; i < budgets; ++i) {
+    const size_t budget = *minimum + *minimum * i / (budgets - 1);
     options.device_budget = budget;
     auto runnable = PlanRunnable(net->view(), options, *minimum);
     ASSERT_TRUE(runnable.ok()) << budget << ": " << runnable.status().ToString();
@@ -121,7 +139,7 @@ TEST_P(FeasibilityTest, EveryBudgetFromTheMinimumToTwiceItRuns) {
     (runnable->fallback() ? fallbacks : own)++;
   }
   std::printf("%s %s %s: minimum %zu; %d budgets up to 2x: %d own plans, %d fallbacks\n",
-              c.network.c_str(), c.mode.c_str(), c.allocator.c_str(), *minimum, kBudgets, own,
+              c.network.c_str(), c.mode.c_str(), c.allocator.c_str(), *minimum, budgets, own,
               fallbacks);
 }
 
