@@ -45,6 +45,12 @@ struct Candidate {
   std::vector<int> f, q;
   int a = -1, b = -1;  // starts of its copies out and in
   int issued = -1;     // when its copy in could start, were no other copy before it
+  // The second gap (EvalModel::again_after, again_needed_at): after its read
+  // at step a2 it leaves again (no copy out: its host copy is current) and
+  // is back by its read at v2. w2 (-1: not open): absent at every step over
+  // the limit in between (the unordered program only; read back as a second
+  // gap only with o).
+  int a2 = -1, v2 = -1, w2 = -1;
 };
 
 // A tensor a rebuild reruns: a droppable candidate (its column is d) or a
@@ -149,6 +155,8 @@ class Program {
     return link.latency_seconds + (bandwidth > 0 ? m_.schedule->tensors[t].bytes / bandwidth : 0);
   }
   void AddCandidates();
+  void AddSecondGap(Candidate* c);
+  std::pair<int, int> OverInSecondGap(const Candidate& c) const;
   void AddRebuilds();
   void AddRebuildPositions(const Rebuild& r);
   void AddMemoryRows();
@@ -250,6 +258,7 @@ void Program::AddCandidates() {
     if (m_.droppable[t]) {
       c.d = Col(0, 1, 0, true);
     }
+    AddSecondGap(&c);
     index_[t] = static_cast<int>(cands_.size());
     cands_.push_back(std::move(c));
   }
@@ -283,6 +292,40 @@ void Program::AddCandidates() {
       Row(back, 'L', 0);
     }
   }
+}
+
+// The second gap as a relaxation, for the bound: a plan of the rules (rules.h,
+// "again") is absent over part of the gap, the program's image of it at every
+// step over the limit there, with its copy in somewhere in the gap (the
+// queue rows); it does not model when that copy can start, nor that a
+// rebuild reading the tensor in the gap brings it back, nor does it tie w2
+// to o (an offload whose first gap holds no step over the limit is kept in
+// the program's image, with no copies). So the program's time of a plan is
+// still at most the run's, and its bound a bound on every plan with second
+// gaps. The ordered program leaves them to the rules.
+void Program::AddSecondGap(Candidate* c) {
+  const TensorId t = c->t;
+  if (ordered_ || c->o < 0 || m_.again_after[t] < 0) return;
+  c->a2 = m_.again_after[t];
+  c->v2 = m_.again_needed_at[t];
+  for (int s = c->a2 + 1; s < c->v2; ++s) {
+    if (over_[s]) {
+      c->w2 = Col(0, 1, 0, true);
+      return;
+    }
+  }
+}
+
+// The steps over the limit in `c`'s second gap: the first and last (-1, -1
+// when none).
+std::pair<int, int> Program::OverInSecondGap(const Candidate& c) const {
+  int first = -1, last = -1;
+  for (int s = c.a2 + 1; c.w2 >= 0 && s < c.v2; ++s) {
+    if (!over_[s]) continue;
+    if (first < 0) first = s;
+    last = s;
+  }
+  return {first, last};
 }
 
 // Rebuild triggers, dependents first (larger ids): a droppable candidate is
@@ -401,6 +444,9 @@ void Program::AddMemoryRows() {
     for (const Candidate& c : cands_) {
       if (s > c.lfu && s < c.u)
         AddAbsent(&e, c, s, static_cast<double>(m_.bytes[c.t]) / kMemoryUnit);
+      if (c.w2 >= 0 && s > c.a2 && s < c.v2) {
+        e.Add(c.w2, static_cast<double>(m_.bytes[c.t]) / kMemoryUnit);
+      }
     }
     memory_const_[s] = e.constant;
     Row(e, 'G', over);
@@ -437,6 +483,7 @@ void Program::AddTimeline() {
   for (int s = 0; s < steps; ++s) horizon += compute(s);
   for (const Candidate& c : cands_) {
     horizon += (CopySeconds(c.t, true) + CopySeconds(c.t, false)) * kMicroseconds;
+    if (c.w2 >= 0) horizon += CopySeconds(c.t, false) * kMicroseconds;
   }
   for (const Rebuild& r : rebuilds_) horizon += r.seconds;
   // Every time lies within [0, upper]; step s starts once the steps before
@@ -712,6 +759,11 @@ double Program::QueueTerms(int a, int b, bool outs, bool ins, Linear* e) const {
       AddP(e, c, a, copy);
       most += copy;
     }
+    if (ins && c.w2 >= 0 && a <= c.a2 && c.v2 <= b) {  // after its read at a2, back by v2
+      const double copy = CopySeconds(c.t, false) * kMicroseconds;
+      e->Add(c.w2, -copy);
+      most += copy;
+    }
   }
   return most;
 }
@@ -745,6 +797,10 @@ void Program::AddQueueRows() {
     for (int s = 0; s < steps; ++s) {
       from[s] = from[s] || s == c.p || s == c.u - 1 || ColP(c, s) != ColP(c, s + 1);
       to[s] = to[s] || s == c.u || (s > 0 && ColF(c, s) != ColF(c, s - 1));
+    }
+    if (c.w2 >= 0) {
+      from[c.a2] = true;
+      to[c.v2] = true;
     }
   }
   for (int a = 0; a < steps; ++a) {
@@ -820,7 +876,17 @@ void Program::Start(const Decisions& d, bool fix) {
       back[x] = std::min(back[x], when);
     }
   }
-  for (const Candidate& c : cands_) StartOffload(c, d[c.t].out, back[c.t], &value, &cols);
+  for (const Candidate& c : cands_) {
+    StartOffload(c, d[c.t].out, back[c.t], &value, &cols);
+    if (c.w2 < 0) continue;
+    const TensorDecision& x = d[c.t];
+    bool away = false;  // absent at a step over the limit in its second gap
+    for (int s = x.again_out + 1; x.again_out >= 0 && s < x.again_in; ++s) {
+      away = away || over_[s];
+    }
+    cols.push_back(c.w2);
+    value[c.w2] = away ? 1 : 0;
+  }
   std::vector<double> values;
   for (int col : cols) {
     values.push_back(value[col]);
@@ -870,6 +936,11 @@ Decisions Program::Read(const double* x) const {
       while (g + 1 < c.u && !one(ColF(c, g + 1))) ++g;
       for (int s = c.u - 1; s >= c.pstart && one(ColP(c, s)); --s) q = s;
       d[c.t] = {TensorChoice::kOffload, g, std::max(q, g + 1)};
+      if (c.w2 >= 0 && x[c.w2] > kHalf) {  // away from before the first step over to after the last
+        const auto [first, last] = OverInSecondGap(c);
+        d[c.t].again_out = first - 1;
+        d[c.t].again_in = last + 1;
+      }
     }
   }
   return d;
