@@ -173,7 +173,7 @@ enum class PlanFilter {
   kAny,
   kMovingGradients,  // those that offload an activation gradient
   kLeavingAgain,     // those that offload a tensor with a second gap, which leaves
-                     // again over the whole of it
+                     // again there
 };
 
 // Random plans the fixed rules complete (keep, offload or drop per candidate)
@@ -205,8 +205,15 @@ int CheckProgramNeverOverestimates(const EvalModel& m, size_t limit, uint64_t se
       bool again = false;
       for (TensorId t : m.candidates) {
         if (d[t].choice != TensorChoice::kOffload || m.again_after[t] < 0) continue;
+        // Away from its first read to just after the last step over the
+        // limit before its second, as the rules bring tensors back.
+        int last_over = -1;
+        for (int s = m.again_after[t] + 1; s < m.again_needed_at[t]; ++s) {
+          if (m.base_step_peak[s] > limit) last_over = s;
+        }
+        if (last_over < 0) continue;
         d[t].again_out = m.again_after[t];
-        d[t].again_in = m.again_needed_at[t];
+        d[t].again_in = last_over + 1;
         again = true;
       }
       if (!again) continue;

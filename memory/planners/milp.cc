@@ -9,6 +9,8 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "memory/planners/rules.h"
@@ -45,12 +47,12 @@ struct Candidate {
   std::vector<int> f, q;
   int a = -1, b = -1;  // starts of its copies out and in
   int issued = -1;     // when its copy in could start, were no other copy before it
-  // The second gap (EvalModel::again_after, again_needed_at): after its read
-  // at step a2 it leaves again (no copy out: its host copy is current) and
-  // is back by its read at v2. w2 (-1: not open): absent at every step over
-  // the limit in between (the unordered program only; read back as a second
-  // gap only with o).
-  int a2 = -1, v2 = -1, w2 = -1;
+  // A second gap (EvalModel::again_after, again_needed_at) is an entry of
+  // its own after every first one: lfu its first backward read, u the
+  // next, pstart the step after lfu, o whether it leaves again; it has no
+  // copy out (its host copy is current) and no p. `parent`: the first
+  // gap's entry (-1 for a first gap); `second`: the second's (-1: none).
+  int parent = -1, second = -1;
 };
 
 // A tensor a rebuild reruns: a droppable candidate (its column is d) or a
@@ -155,8 +157,17 @@ class Program {
     return link.latency_seconds + (bandwidth > 0 ? m_.schedule->tensors[t].bytes / bandwidth : 0);
   }
   void AddCandidates();
-  void AddSecondGap(Candidate* c);
-  std::pair<int, int> OverInSecondGap(const Candidate& c) const;
+  // o, F and P of `c` over its window.
+  void OpenGap(Candidate* c);
+  void AddSecondGaps();
+  // Calls f(entry) for each entry of tensor t: its first gap and its second.
+  template <typename F>
+  void ForEntries(TensorId t, F&& f) const {
+    if (index_[t] < 0) return;
+    const Candidate& c = cands_[index_[t]];
+    f(c);
+    if (c.second >= 0) f(cands_[c.second]);
+  }
   void AddRebuilds();
   void AddRebuildPositions(const Rebuild& r);
   void AddMemoryRows();
@@ -242,27 +253,21 @@ void Program::AddCandidates() {
     c.lfu = m_.leaves_after[t];
     c.u = m_.needed_at[t];
     c.pstart = std::max(c.lfu + 1, n);
-    if (m_.offloadable[t]) {
-      c.o = Col(0, 1, 0, true);
-      int col = -1;
-      for (int s = c.lfu + 1; s < c.u; ++s) {
-        if (over_[s]) col = Col(0, 1, 0, true);
-        c.f.push_back(col);
-      }
-      col = -1;
-      for (int s = c.pstart; s < c.u; ++s) {
-        if (s == c.pstart || over_[s - 1]) col = Col(0, 1, 0, true);
-        c.q.push_back(col);
-      }
-    }
+    if (m_.offloadable[t]) OpenGap(&c);
     if (m_.droppable[t]) {
       c.d = Col(0, 1, 0, true);
     }
-    AddSecondGap(&c);
     index_[t] = static_cast<int>(cands_.size());
     cands_.push_back(std::move(c));
   }
+  AddSecondGaps();
   for (const Candidate& c : cands_) {
+    if (c.parent >= 0 && ordered_) {  // leaves again only if offloaded
+      Linear e;
+      e.Add(c.o, 1);
+      e.Add(cands_[c.parent].o, -1);
+      Row(e, 'L', 0);
+    }
     if (c.o >= 0 && c.d >= 0) {
       Linear e;
       e.Add(c.o, 1);
@@ -294,38 +299,46 @@ void Program::AddCandidates() {
   }
 }
 
-// The second gap as a relaxation, for the bound: a plan of the rules (rules.h,
-// "again") is absent over part of the gap, the program's image of it at every
-// step over the limit there, with its copy in somewhere in the gap (the
-// queue rows); it does not model when that copy can start, nor that a
-// rebuild reading the tensor in the gap brings it back, nor does it tie w2
-// to o (an offload whose first gap holds no step over the limit is kept in
-// the program's image, with no copies). So the program's time of a plan is
-// still at most the run's, and its bound a bound on every plan with second
-// gaps. The ordered program leaves them to the rules.
-void Program::AddSecondGap(Candidate* c) {
-  const TensorId t = c->t;
-  if (ordered_ || c->o < 0 || m_.again_after[t] < 0) return;
-  c->a2 = m_.again_after[t];
-  c->v2 = m_.again_needed_at[t];
-  for (int s = c->a2 + 1; s < c->v2; ++s) {
-    if (over_[s]) {
-      c->w2 = Col(0, 1, 0, true);
-      return;
-    }
+void Program::OpenGap(Candidate* c) {
+  c->o = Col(0, 1, 0, true);
+  int col = -1;
+  for (int s = c->lfu + 1; s < c->u; ++s) {
+    if (over_[s]) col = Col(0, 1, 0, true);
+    c->f.push_back(col);
+  }
+  col = -1;
+  for (int s = c->pstart; s < c->u; ++s) {
+    if (s == c->pstart || over_[s - 1]) col = Col(0, 1, 0, true);
+    c->q.push_back(col);
   }
 }
 
-// The steps over the limit in `c`'s second gap: the first and last (-1, -1
-// when none).
-std::pair<int, int> Program::OverInSecondGap(const Candidate& c) const {
-  int first = -1, last = -1;
-  for (int s = c.a2 + 1; c.w2 >= 0 && s < c.v2; ++s) {
-    if (!over_[s]) continue;
-    if (first < 0) first = s;
-    last = s;
+// An offloaded tensor read twice in backward with steps between may leave
+// again after the first read, with no copy out, and come back for the
+// second (rules.h, "again"): an entry like a first gap's wherever a step
+// over the limit lies between. The ordered program ties it to its first
+// gap's offload (the run's plans); the other does not, which keeps every
+// plan a point of it (an offload whose first gap holds no step over the
+// limit is kept in its image).
+void Program::AddSecondGaps() {
+  const size_t firsts = cands_.size();
+  for (size_t i = 0; i < firsts; ++i) {
+    const TensorId t = cands_[i].t;
+    if (cands_[i].o < 0 || m_.again_after[t] < 0) continue;
+    Candidate c;
+    c.t = t;
+    c.p = -1;
+    c.lfu = m_.again_after[t];
+    c.u = m_.again_needed_at[t];
+    c.pstart = c.lfu + 1;
+    c.parent = static_cast<int>(i);
+    bool over = false;
+    for (int s = c.lfu + 1; s < c.u; ++s) over = over || over_[s];
+    if (!over) continue;
+    OpenGap(&c);
+    cands_[i].second = static_cast<int>(cands_.size());
+    cands_.push_back(std::move(c));
   }
-  return {first, last};
 }
 
 // Rebuild triggers, dependents first (larger ids): a droppable candidate is
@@ -444,9 +457,6 @@ void Program::AddMemoryRows() {
     for (const Candidate& c : cands_) {
       if (s > c.lfu && s < c.u)
         AddAbsent(&e, c, s, static_cast<double>(m_.bytes[c.t]) / kMemoryUnit);
-      if (c.w2 >= 0 && s > c.a2 && s < c.v2) {
-        e.Add(c.w2, static_cast<double>(m_.bytes[c.t]) / kMemoryUnit);
-      }
     }
     memory_const_[s] = e.constant;
     Row(e, 'G', over);
@@ -455,16 +465,17 @@ void Program::AddMemoryRows() {
   // rebuilt (still there, or brought back for it).
   for (const Rebuild& r : rebuilds_) {
     for (TensorId x : m_.sources[r.t]) {
-      if (index_[x] < 0 || cands_[index_[x]].o < 0) continue;
-      const Candidate& src = cands_[index_[x]];
-      for (size_t i = 0; i < r.positions.size(); ++i) {
-        if (r.positions[i] >= src.u) continue;
-        Linear e;  // F_x - P_x (absent) + z <= 1
-        AddF(&e, src, r.positions[i], 1);
-        AddP(&e, src, r.positions[i], -1);
-        e.Add(r.z[i], 1);
-        Row(e, 'L', 1);
-      }
+      ForEntries(x, [&](const Candidate& src) {
+        if (src.o < 0) return;
+        for (size_t i = 0; i < r.positions.size(); ++i) {
+          if (r.positions[i] >= src.u) continue;
+          Linear e;  // F_x - P_x (absent) + z <= 1
+          AddF(&e, src, r.positions[i], 1);
+          AddP(&e, src, r.positions[i], -1);
+          e.Add(r.z[i], 1);
+          Row(e, 'L', 1);
+        }
+      });
     }
   }
 }
@@ -483,7 +494,6 @@ void Program::AddTimeline() {
   for (int s = 0; s < steps; ++s) horizon += compute(s);
   for (const Candidate& c : cands_) {
     horizon += (CopySeconds(c.t, true) + CopySeconds(c.t, false)) * kMicroseconds;
-    if (c.w2 >= 0) horizon += CopySeconds(c.t, false) * kMicroseconds;
   }
   for (const Rebuild& r : rebuilds_) horizon += r.seconds;
   // Every time lies within [0, upper]; step s starts once the steps before
@@ -509,11 +519,12 @@ void Program::AddTimeline() {
   std::vector<Candidate*> out, in;
   for (Candidate& c : cands_) {
     if (c.o < 0) continue;
-    c.a = Col(0, upper, 0, false);
     c.b = Col(0, upper, 0, false);
     c.issued = Col(0, upper, 0, false);
-    out.push_back(&c);
     in.push_back(&c);
+    if (c.parent >= 0) continue;  // a second gap has no copy out
+    c.a = Col(0, upper, 0, false);
+    out.push_back(&c);
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const Candidate* x, const Candidate* y) { return x->p < y->p; });
@@ -563,18 +574,27 @@ void Program::AddTimeline() {
     queued.Add(c.b, 1);
     queued.Add(c.issued, -1);
     Row(queued, 'G', 0);
-    if (k + 1 < in.size()) {
-      Linear next;
-      next.Add(in[k + 1]->b, 1);
-      next.Add(c.b, -1);
-      next.Add(c.o, -copy);
-      Row(next, 'G', 0);
-    }
     Linear done;  // the reader starts after the copy in
     done.Add(start_[c.u], 1);
     done.Add(c.b, -1);
     done.Add(c.o, -copy);
     Row(done, 'G', 0);
+  }
+  // First in, first out by read. The rules bring a second gap's tensor back
+  // as early as the curve allows, which may be ahead of a copy for an
+  // earlier read: outside the ordered program (whose order rows keep its
+  // plans in this order) those copies keep their place on the queue rows
+  // only.
+  std::vector<const Candidate*> fifo;
+  for (const Candidate* c : in) {
+    if (ordered_ || c->parent < 0) fifo.push_back(c);
+  }
+  for (size_t k = 0; k + 1 < fifo.size(); ++k) {
+    Linear next;
+    next.Add(fifo[k + 1]->b, 1);
+    next.Add(fifo[k]->b, -1);
+    next.Add(fifo[k]->o, -CopySeconds(fifo[k]->t, false) * kMicroseconds);
+    Row(next, 'G', 0);
   }
   AddRebuildWaits();
   if (ordered_) AddOrderRows(in);
@@ -622,17 +642,18 @@ void Program::AddOrderRows(const std::vector<Candidate*>& in) {
   }
   for (const Rebuild& r : rebuilds_) {
     for (TensorId x : m_.sources[r.t]) {
-      if (index_[x] < 0 || cands_[index_[x]].o < 0) continue;
-      const Candidate& src = cands_[index_[x]];
-      for (size_t i = 0; i < r.positions.size(); ++i) {
-        const int pos = r.positions[i];
-        if (pos >= src.u || ColF(src, pos) < 0) continue;
-        Linear e;  // P_x(pos - 1) >= z_i + F_x(pos) - 1
-        AddP(&e, src, pos - 1, 1);
-        e.Add(r.z[i], -1);
-        AddF(&e, src, pos, -1);
-        Row(e, 'G', -1);
-      }
+      ForEntries(x, [&](const Candidate& src) {
+        if (src.o < 0) return;
+        for (size_t i = 0; i < r.positions.size(); ++i) {
+          const int pos = r.positions[i];
+          if (pos >= src.u || ColF(src, pos) < 0) continue;
+          Linear e;  // P_x(pos - 1) >= z_i + F_x(pos) - 1
+          AddP(&e, src, pos - 1, 1);
+          e.Add(r.z[i], -1);
+          AddF(&e, src, pos, -1);
+          Row(e, 'G', -1);
+        }
+      });
     }
   }
 }
@@ -659,33 +680,34 @@ void Program::AddRebuildWaits() {
   for (size_t k = 0; k < rebuilds_.size(); ++k) {
     const Rebuild& r = rebuilds_[k];
     for (TensorId x : m_.sources[r.t]) {
-      if (index_[x] < 0 || cands_[index_[x]].o < 0) continue;
-      const Candidate& src = cands_[index_[x]];
-      const double copy = CopySeconds(x, false) * kMicroseconds;
-      for (size_t i = 0; i < r.positions.size(); ++i) {
-        const int pos = r.positions[i];
-        if (pos >= src.u || ColF(src, pos) < 0) continue;
-        // S_pos >= when x's copy is issued + copy + this rebuild + its
-        // dependents' at pos, when z_i = 1 and x is freed by pos.
-        Linear e;
-        e.Add(start_[pos], 1);
-        // The ordered program's copies in are first in, first out as the
-        // run issues them: the copy starts at B. Otherwise a source fetched
-        // for the rebuild may overtake the queue: it starts once issued.
-        e.Add(ordered_ ? src.b : src.issued, -1);
-        double after = 0;
-        for (int j : dependents[k]) {
-          const Rebuild& d = rebuilds_[j];
-          const auto at = std::find(d.positions.begin(), d.positions.end(), pos);
-          if (at == d.positions.end()) continue;
-          e.Add(d.z[at - d.positions.begin()], -d.seconds);
-          after += d.seconds;
+      ForEntries(x, [&](const Candidate& src) {
+        if (src.o < 0) return;
+        const double copy = CopySeconds(x, false) * kMicroseconds;
+        for (size_t i = 0; i < r.positions.size(); ++i) {
+          const int pos = r.positions[i];
+          if (pos >= src.u || ColF(src, pos) < 0) continue;
+          // S_pos >= when x's copy is issued + copy + this rebuild + its
+          // dependents' at pos, when z_i = 1 and x is freed by pos.
+          Linear e;
+          e.Add(start_[pos], 1);
+          // The ordered program's copies in are first in, first out as the
+          // run issues them: the copy starts at B. Otherwise a source fetched
+          // for the rebuild may overtake the queue: it starts once issued.
+          e.Add(ordered_ ? src.b : src.issued, -1);
+          double after = 0;
+          for (int j : dependents[k]) {
+            const Rebuild& d = rebuilds_[j];
+            const auto at = std::find(d.positions.begin(), d.positions.end(), pos);
+            if (at == d.positions.end()) continue;
+            e.Add(d.z[at - d.positions.begin()], -d.seconds);
+            after += d.seconds;
+          }
+          const double big = horizon_ + copy + r.seconds + after;
+          e.Add(r.z[i], -big);
+          AddF(&e, src, pos, -big);
+          Row(e, 'G', copy + r.seconds - 2 * big);
         }
-        const double big = horizon_ + copy + r.seconds + after;
-        e.Add(r.z[i], -big);
-        AddF(&e, src, pos, -big);
-        Row(e, 'G', copy + r.seconds - 2 * big);
-      }
+      });
     }
   }
 }
@@ -748,7 +770,7 @@ double Program::QueueTerms(int a, int b, bool outs, bool ins, Linear* e) const {
   double most = 0;
   for (const Candidate& c : cands_) {
     if (c.o < 0) continue;
-    if (outs && c.p >= a && ColF(c, b) >= 0) {
+    if (outs && c.parent < 0 && c.p >= a && ColF(c, b) >= 0) {
       const double copy = CopySeconds(c.t, true) * kMicroseconds;
       AddF(e, c, b, -copy);
       most += copy;
@@ -757,11 +779,6 @@ double Program::QueueTerms(int a, int b, bool outs, bool ins, Linear* e) const {
       const double copy = CopySeconds(c.t, false) * kMicroseconds;
       e->Add(c.o, -copy);
       AddP(e, c, a, copy);
-      most += copy;
-    }
-    if (ins && c.w2 >= 0 && a <= c.a2 && c.v2 <= b) {  // after its read at a2, back by v2
-      const double copy = CopySeconds(c.t, false) * kMicroseconds;
-      e->Add(c.w2, -copy);
       most += copy;
     }
   }
@@ -797,10 +814,6 @@ void Program::AddQueueRows() {
     for (int s = 0; s < steps; ++s) {
       from[s] = from[s] || s == c.p || s == c.u - 1 || ColP(c, s) != ColP(c, s + 1);
       to[s] = to[s] || s == c.u || (s > 0 && ColF(c, s) != ColF(c, s - 1));
-    }
-    if (c.w2 >= 0) {
-      from[c.a2] = true;
-      to[c.v2] = true;
     }
   }
   for (int a = 0; a < steps; ++a) {
@@ -849,13 +862,18 @@ void Program::Start(const Decisions& d, bool fix) {
   std::vector<double> value(columns_, 0.0);
   std::vector<int> cols;
   std::vector<int> back(m_.schedule->tensors.size(), -1);  // offloaded: when it is back
+  std::vector<int> back_again(back.size(), -1);            // the same over its second gap
   for (const Candidate& c : cands_) {
     const TensorDecision& x = d[c.t];
     if (c.d >= 0) {
       cols.push_back(c.d);
       value[c.d] = x.choice == TensorChoice::kDrop ? 1 : 0;
     }
+    if (c.parent >= 0) continue;
     if (c.o >= 0 && x.choice == TensorChoice::kOffload) back[c.t] = x.in;
+    if (c.second >= 0 && x.choice == TensorChoice::kOffload && x.again_out >= 0) {
+      back_again[c.t] = x.again_in;
+    }
   }
   for (const Rebuild& r : rebuilds_) {  // dependents first: their columns are set
     int first = -1;                     // the earliest trigger that fires
@@ -872,20 +890,20 @@ void Program::Start(const Decisions& d, bool fix) {
     if (value[r.col] < kHalf) continue;
     for (TensorId x : m_.sources[r.t]) {  // an offloaded source comes back for the rebuild
       if (index_[x] < 0 || back[x] < 0) continue;
-      const int when = std::max({first, cands_[index_[x]].pstart, d[x].out + 1});
-      back[x] = std::min(back[x], when);
+      const Candidate& src = cands_[index_[x]];
+      if (first < src.u) {
+        back[x] = std::min(back[x], std::max({first, src.pstart, d[x].out + 1}));
+      } else if (back_again[x] >= 0 && first > d[x].again_out && first < back_again[x]) {
+        back_again[x] = std::max(first, d[x].again_out + 1);
+      }
     }
   }
   for (const Candidate& c : cands_) {
-    StartOffload(c, d[c.t].out, back[c.t], &value, &cols);
-    if (c.w2 < 0) continue;
-    const TensorDecision& x = d[c.t];
-    bool away = false;  // absent at a step over the limit in its second gap
-    for (int s = x.again_out + 1; x.again_out >= 0 && s < x.again_in; ++s) {
-      away = away || over_[s];
+    if (c.parent < 0) {
+      StartOffload(c, d[c.t].out, back[c.t], &value, &cols);
+    } else {
+      StartOffload(c, d[c.t].again_out, back_again[c.t], &value, &cols);
     }
-    cols.push_back(c.w2);
-    value[c.w2] = away ? 1 : 0;
   }
   std::vector<double> values;
   for (int col : cols) {
@@ -927,20 +945,24 @@ void Program::StartOffload(const Candidate& c, int out, int back, std::vector<do
 
 Decisions Program::Read(const double* x) const {
   Decisions d = KeepAll(m_);
-  for (const Candidate& c : cands_) {
-    if (c.d >= 0 && x[c.d] > kHalf) {
-      d[c.t] = {TensorChoice::kDrop, c.lfu, c.u};
-    } else if (c.o >= 0 && x[c.o] > kHalf) {
-      auto one = [&](int col) { return col >= 0 && x[col] > kHalf; };
-      int g = c.lfu, q = c.u;
-      while (g + 1 < c.u && !one(ColF(c, g + 1))) ++g;
-      for (int s = c.u - 1; s >= c.pstart && one(ColP(c, s)); --s) q = s;
-      d[c.t] = {TensorChoice::kOffload, g, std::max(q, g + 1)};
-      if (c.w2 >= 0 && x[c.w2] > kHalf) {  // away from before the first step over to after the last
-        const auto [first, last] = OverInSecondGap(c);
-        d[c.t].again_out = first - 1;
-        d[c.t].again_in = last + 1;
-      }
+  auto one = [&](int col) { return col >= 0 && x[col] > kHalf; };
+  // When `c` leaves (after g) and is back (before q).
+  auto window = [&](const Candidate& c) {
+    int g = c.lfu, q = c.u;
+    while (g + 1 < c.u && !one(ColF(c, g + 1))) ++g;
+    for (int s = c.u - 1; s >= c.pstart && one(ColP(c, s)); --s) q = s;
+    return std::make_pair(g, std::max(q, g + 1));
+  };
+  for (const Candidate& c : cands_) {  // first gaps, then second ones
+    TensorDecision& to = d[c.t];
+    if (c.parent >= 0) {  // leaves again only if offloaded (the other program does not tie them)
+      if (!one(c.o) || to.choice != TensorChoice::kOffload) continue;
+      std::tie(to.again_out, to.again_in) = window(c);
+    } else if (one(c.d)) {
+      to = {TensorChoice::kDrop, c.lfu, c.u};
+    } else if (one(c.o)) {
+      const auto [g, q] = window(c);
+      to = {TensorChoice::kOffload, g, q};
     }
   }
   return d;

@@ -47,14 +47,15 @@
 //            relaxation; these rows are what make copies cost time in its
 //            linear relaxation, so that CBC's bound moves.
 //   again    an offloaded tensor read twice in backward with steps between
-//            (EvalModel::again_after) may leave again between those reads
-//            (rules.h, "again"): w_i, absent at every step over the limit in
-//            that gap, its copy in on the queue rows of the spans around it.
-//            A relaxation: the run's second gaps may be narrower, when that
-//            copy can start is left out, and w_i is not tied to o_i (an
-//            offload whose first gap holds no step over the limit is kept
-//            in a plan's image). The ordered program has no such columns
-//            (the rules add second gaps to its plans).
+//            (EvalModel::again_after) may leave again after the first read,
+//            with no copy out, and be back by copy for the second (rules.h,
+//            "again"): an entry of its own, with o, F, P, its issue, queue
+//            and reader rows as an offload's. In the ordered program it
+//            leaves again only if offloaded and its copy in takes its place
+//            in the queue by read; in the other neither is required (the
+//            rules bring it back as early as the curve allows, which may be
+//            ahead of a copy for an earlier read), so that every plan of the
+//            rules stays a point.
 // The objective is E. Every rule-completed plan (rules.h) is a point of this
 // program and the objective never exceeds its simulated overhead, so CBC's
 // proven bound is a lower bound on the overhead of every plan of the space:
