@@ -240,27 +240,18 @@ TEST_P(SmallNetTest, TheProgramNeverOverestimatesAPlan) {
 }
 
 // The same on a network whose residual gradients are candidates (a shortcut's
-// gradient leaves while its branch runs backward): the program's rows for
-// those offloads do not overestimate either. Its 48 candidates are too many
-// for the exhaustive floor: the limit is a quarter below liveness's peak.
-TEST(MilpProgramTest, NeverOverestimatesAPlanThatOffloadsGradients) {
+// gradient leaves while its branch runs backward), and where an offloaded
+// activation may leave again between two backward reads and come back for
+// the second (rules.h, "again"): the program's rows for those offloads and
+// second gaps do not overestimate either. Its 48 candidates are too many for
+// the exhaustive floor: the limit is a quarter below liveness's peak.
+TEST(MilpProgramTest, NeverOverestimatesPlansThatOffloadGradientsOrLeaveAgain) {
   Subject s = Load(testing::kResNet);
   const EvalModel& m = s.model;
-  EXPECT_GE(CheckProgramNeverOverestimates(m, m.base_peak * 3 / 4, 7, 200, 12,
-                                           PlanFilter::kMovingGradients),
-            6)
+  const size_t limit = m.base_peak * 3 / 4;
+  EXPECT_GE(CheckProgramNeverOverestimates(m, limit, 7, 200, 12, PlanFilter::kMovingGradients), 6)
       << "plans that offload gradients and fit";
-}
-
-// The same for plans where an offloaded activation leaves again between two
-// backward reads and comes back for the second (rules.h, "again"): the
-// program counts that gap and its copy in, and still never overestimates.
-TEST(MilpProgramTest, NeverOverestimatesAPlanThatLeavesAgain) {
-  Subject s = Load(testing::kResNet);
-  const EvalModel& m = s.model;
-  EXPECT_GE(CheckProgramNeverOverestimates(m, m.base_peak * 3 / 4, 11, 400, 12,
-                                           PlanFilter::kLeavingAgain),
-            6)
+  EXPECT_GE(CheckProgramNeverOverestimates(m, limit, 11, 400, 12, PlanFilter::kLeavingAgain), 6)
       << "plans that leave again and fit";
 }
 
