@@ -211,7 +211,7 @@ class Evaluator::Replay {
       for (TensorId x : *group) EnsureOnDevice(x);
     }
     for (TensorId p : m_.host_params[layer]) {  // in until the backward visit
-      if (where(p) == kDevice || now_ >= m_.visit_back[p]) continue;
+      if (where(p) == kDevice || now_ >= plan_.visit_back[p]) continue;
       Alloc(m_.bytes[p]);
       where(p) = kDevice;
     }
@@ -271,12 +271,16 @@ class Evaluator::Replay {
   void RunStep(int s) {
     const Step& step = schedule_.steps[s];
     now_ = s;
-    for (TensorId p : m_.returning[s]) {  // brought by a rebuild: now counted as visiting
-      if (where(p) != kDevice) continue;
-      s_.total -= m_.bytes[p];
-      where(p) = kUnallocated;
+    // Brought by a rebuild: now counted as visiting (a late visit begins a
+    // step later).
+    for (int r = std::max(s - 1, 0); r <= s; ++r) {
+      for (TensorId p : m_.returning[r]) {
+        if (plan_.visit_back[p] != s || where(p) != kDevice) continue;
+        s_.total -= m_.bytes[p];
+        where(p) = kUnallocated;
+      }
     }
-    s_.total += m_.visiting[s];  // parameters living in host memory, brought in
+    s_.total += m_.visiting[s] - plan_.unvisited[s];  // parameters living in host memory
     peak_ = s_.total;
     for (TensorId t : step.reads) {
       if (IsTransient(schedule_.tensors[t].kind)) EnsureOnDevice(t);
@@ -302,7 +306,7 @@ class Evaluator::Replay {
     for (int i = plan_.after_start[s]; i < plan_.after_start[s + 1]; ++i) {
       RunAfter(plan_.after[i]);
     }
-    s_.total -= m_.visiting[s] + m_.writing[s];
+    s_.total -= m_.visiting[s] - plan_.unvisited[s] + m_.writing[s];
   }
 
   const EvalModel& m_;

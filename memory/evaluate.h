@@ -69,6 +69,11 @@ struct TensorDecision {
   // it goes with no copy out; coming back is a copy in.
   int again_out = -1;
   int again_in = -1;
+  // A parameter living in host memory (EvalModel::host_params): the visits
+  // whose prefetch one step ahead the plan leaves out (kLateForward,
+  // kLateBackward; TransferPlan::late_parameters). The step before then
+  // holds less, and the step reads it in.
+  uint8_t late = 0;
 };
 using Decisions = std::vector<TensorDecision>;  // per tensor id
 
@@ -88,6 +93,7 @@ struct EvalModel {
   // step `visit_back[p]`, where `visiting` counts them), as the runtime keeps
   // them; `returning[s]`: the parameters whose backward visit begins at s.
   std::vector<std::vector<TensorId>> host_params;
+  bool has_host_params = false;
   std::vector<int> visit_back;
   std::vector<std::vector<TensorId>> returning;
   std::vector<size_t> bytes;      // per tensor, in pool blocks
@@ -174,6 +180,11 @@ struct CompactPlan {
   std::vector<int> before_start, after_start;  // per step + 1: where each step's list starts
   std::vector<int> keep_until;                 // per tensor: its last use, extended for rebuilds
   std::vector<int> drop_at;                    // per tensor: the step after which it is dropped
+  // Parameters living in host memory that come late (TensorDecision::late):
+  // per step, their bytes not on the device after all; per tensor, the step
+  // its backward visit begins at (EvalModel::visit_back, or one later).
+  std::vector<size_t> unvisited;
+  std::vector<int> visit_back;
 };
 void BuildCompactPlan(const EvalModel& model, const Decisions& d, CompactPlan* plan);
 

@@ -201,6 +201,7 @@ void CountPersistent(const Schedule& schedule, const MemoryOptions& options, Eva
     for (TensorId p : schedule.layers[layer].params) {
       if (!visits[p]) continue;
       m->host_params[layer].push_back(p);
+      m->has_host_params = true;
       // Without a backward step, what a rebuild brought stays.
       m->visit_back[p] = schedule.steps[b].active ? b - 1 : m->num_steps();
       if (schedule.steps[b].active) m->returning[b - 1].push_back(p);
@@ -273,6 +274,9 @@ Decisions RandomDecisions(const EvalModel& model, std::mt19937_64& rng) {
     d[t].again_out = a + static_cast<int>(rng() % (v - a));
     d[t].again_in = d[t].again_out + 1 + static_cast<int>(rng() % (v - d[t].again_out));
   }
+  for (const std::vector<TensorId>& params : model.host_params) {
+    for (TensorId p : params) d[p].late = static_cast<uint8_t>(rng() % 4);
+  }
   return d;
 }
 
@@ -308,6 +312,11 @@ std::string CheckDecisions(const EvalModel& model, const Decisions& d) {
     const std::string name = "'" + schedule.tensors[t].name + "'";
     const std::string again = CheckSecondGap(model, t, x);
     if (!again.empty()) return name + again;
+    if (x.late != 0 && (model.visit_back[t] < 0 || x.late > (kLateForward | kLateBackward))) {
+      return name + ": only a parameter living in host memory comes late, for its forward (" +
+             std::to_string(kLateForward) + ") or backward (" + std::to_string(kLateBackward) +
+             ") step; got " + std::to_string(x.late);
+    }
     if (x.choice == TensorChoice::kKeep) continue;
     const bool allowed =
         x.choice == TensorChoice::kOffload ? model.offloadable[t] : model.droppable[t];
@@ -346,6 +355,28 @@ void ForEachPrefetch(const EvalModel& model, const Decisions& d, Add&& add) {
     } else {
       const TensorId t = second[j++];
       if (d[t].again_out >= 0 && d[t].again_in < model.again_needed_at[t]) add(t, d[t].again_in);
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// A late visit's parameters are not on the device at the step before it;
+// a rebuild there brings them in, and they count as brought until the visit.
+void CountLateParameters(const EvalModel& model, const Decisions& d, CompactPlan* plan) {
+  const Schedule& schedule = *model.schedule;
+  plan->unvisited.assign(model.num_steps(), 0);
+  plan->visit_back = model.visit_back;
+  for (int layer = 0; layer < model.num_layers; ++layer) {
+    const int f = schedule.forward_step[layer], b = schedule.backward_step[layer];
+    for (TensorId p : model.host_params[layer]) {
+      if ((d[p].late & kLateForward) != 0 && f > 0) plan->unvisited[f - 1] += model.bytes[p];
+      if ((d[p].late & kLateBackward) != 0 && schedule.steps[b].active) {
+        plan->unvisited[b - 1] += model.bytes[p];
+        plan->visit_back[p] = b;
+      }
     }
   }
 }
@@ -427,6 +458,7 @@ void BuildCompactPlan(const EvalModel& model, const Decisions& d, CompactPlan* p
       [&](int s, int kind, TransferOp op, TensorId t) {
         plan->before[count_before[s * 2 + kind]++] = {op, t};
       });
+  CountLateParameters(model, d, plan);
 }
 
 int FirstAffectedStep(const EvalModel& model, TensorId t) {
@@ -465,6 +497,13 @@ PhasePlans ToPhasePlans(const EvalModel& model, const Decisions& d) {
   }
   // The algorithms the times and workspaces were modelled with.
   train.algorithms = model.algorithms;
+  for (const std::vector<TensorId>& params : model.host_params) {
+    for (TensorId p : params) {
+      if (d[p].late == 0) continue;
+      train.late_parameters.resize(schedule.tensors.size(), 0);
+      train.late_parameters[p] = d[p].late;
+    }
+  }
   // The runtime's own recomputation policy stays off: every drop and rebuild
   // is in the lists.
   train.recompute.droppable.assign(schedule.tensors.size(), false);

@@ -19,7 +19,8 @@ bool HomeOnHost(const Schedule& schedule, const MemoryOptions& options, TensorId
 namespace {
 
 // Parameters that live in host memory come in for each step of their layer
-// and go back after it: prefetched one step ahead, given back after the step
+// and go back after it: prefetched one step ahead (or read in by the step,
+// where the plan says they come late), given back after the step
 // (a copy only when the step changed them), the copy waited for one step
 // later. After the layer's backward the solver updates them where the memory
 // policy says: on the device (the gradient is then used up and its state
@@ -43,10 +44,18 @@ void AddLayerParameterTransfers(const Schedule& schedule, const MemoryOptions& o
                 const std::vector<TensorId>& ids) {
     for (TensorId id : ids) list->push_back({op, id});
   };
+  // Those the plan brings in late are read in by their step itself.
+  auto ahead = [&params](const TransferPlan& plan, uint8_t visit) {
+    std::vector<TensorId> early;
+    for (TensorId p : params) {
+      if ((plan.LateAt(p) & visit) == 0) early.push_back(p);
+    }
+    return early;
+  };
   for (TransferPlan* plan : {&plans->train, &plans->eval}) {
     const int f = schedule.forward_step[layer];
     const int next = std::min(f + 1, plan->num_steps() - 1);
-    if (f > 0) add(&plan->before[f - 1], TransferOp::kPrefetch, params);
+    if (f > 0) add(&plan->before[f - 1], TransferOp::kPrefetch, ahead(*plan, kLateForward));
     add(&plan->after[f], TransferOp::kBeginOffload, params);
     add(&plan->after[next], TransferOp::kFinishOffload, params);
   }
@@ -54,7 +63,7 @@ void AddLayerParameterTransfers(const Schedule& schedule, const MemoryOptions& o
   const int b = schedule.backward_step[layer];
   if (!schedule.steps[b].active) return;
   const int next = std::min(b + 1, train.num_steps() - 1);
-  add(&train.before[b - 1], TransferOp::kPrefetch, params);
+  add(&train.before[b - 1], TransferOp::kPrefetch, ahead(train, kLateBackward));
   if (options.update_on_host) {
     add(&train.after[b], TransferOp::kBeginOffload, params);  // unchanged: no copy
     add(&train.after[b], TransferOp::kFinishOffload, params);
@@ -205,6 +214,11 @@ Status CompletePlan(const Schedule& schedule, const MemoryOptions& options, Phas
   if (r.droppable.size() != tensors || r.segment.size() != tensors) {
     return InvalidArgument("plan: the " + std::string(name) +
                            " plan's recomputation sets are not the schedule's tensors");
+  }
+  if (!plan->late_parameters.empty() && plan->late_parameters.size() != tensors) {
+    return InvalidArgument("plan: the " + std::string(name) + " plan's late parameters list " +
+                           std::to_string(plan->late_parameters.size()) +
+                           " tensors; the network has " + std::to_string(tensors));
   }
   for (int seg : r.segment) {
     if (seg >= static_cast<int>(r.keep.size())) {

@@ -49,6 +49,7 @@
 #ifndef SPILL_MEMORY_TRANSFER_PLAN_H_
 #define SPILL_MEMORY_TRANSFER_PLAN_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,10 @@ struct StreamedStep {
   int buffers = 0;
 };
 
+// TransferPlan::late_parameters: which visits of a parameter come late.
+constexpr uint8_t kLateForward = 1;
+constexpr uint8_t kLateBackward = 2;
+
 struct TransferPlan {
   Phase phase = Phase::kTrain;
   std::vector<std::vector<TransferAction>> before;  // per step
@@ -119,6 +124,12 @@ struct TransferPlan {
   // reruns its forward's); a step with none listed gets what its workspace
   // policy picks under the free memory (memory.workspace).
   std::vector<std::vector<int>> algorithms;
+  // Per tensor, or empty: parameters living in host memory whose prefetch
+  // one step ahead the plan leaves out, for their forward step
+  // (kLateForward), their backward step (kLateBackward) or both. Such a step
+  // brings them in when it reads them: the step before keeps their room, the
+  // step waits for their copy.
+  std::vector<uint8_t> late_parameters;
 
   int num_steps() const { return static_cast<int>(before.size()); }
   // The plan's streaming of `step`, or null where it leaves it to the runtime.
@@ -131,6 +142,10 @@ struct TransferPlan {
   const std::vector<int>* AlgorithmsAt(int step) const {
     if (step < 0 || step >= static_cast<int>(algorithms.size())) return nullptr;
     return algorithms[step].empty() ? nullptr : &algorithms[step];
+  }
+  // The visits of parameter `id` whose prefetch the plan leaves out.
+  uint8_t LateAt(TensorId id) const {
+    return id >= 0 && id < static_cast<TensorId>(late_parameters.size()) ? late_parameters[id] : 0;
   }
   void Resize(int steps);
   // Counts of each action (for reports and tests).

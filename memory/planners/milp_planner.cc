@@ -56,13 +56,17 @@ StatusOr<PhasePlans> MilpPlans(const NetworkView& view, const MemoryOptions& opt
     // keeping every tensor is the only plan.
     const size_t limit = PlannerLimit(options);
     if (model.base_peak <= limit) return ToPhasePlans(model, KeepAll(model));
-    return NoPlanWithin("milp", model, limit, model.base_peak, "");
+    return NoPlanWithin("milp", model, limit, model.base_peak,
+                        BelowMinimumAtPeak(model, KeepAll(model)));
   }
   SPILL_ASSIGN_OR_RETURN(MilpResult result, PlanMilp(view, options));
   if (!result.feasible) {
-    return NoPlanWithin("milp", model, PlannerLimit(options), result.peak,
-                        result.decisions.empty() ? "CBC found no plan of the program"
-                                                 : "CBC's plan is over the limit when replayed");
+    const Decisions& d = result.decisions.empty() ? KeepAll(model) : result.decisions;
+    return NoPlanWithin(
+        "milp", model, PlannerLimit(options), result.peak,
+        Joined(result.decisions.empty() ? "CBC found no plan of the program"
+                                        : "CBC's plan is over the limit when replayed",
+               BelowMinimumAtPeak(model, d)));
   }
   return ToPhasePlans(model, result.decisions);
 }
@@ -71,7 +75,10 @@ const bool kMilp = RegisterScheduler(
     {"milp",
      "the plan of least simulated overhead under memory.planner.limit by a mixed-integer program "
      "(COIN-OR CBC, memory.planner.milp_seconds)",
-     MilpPlans,
+     [](const NetworkView& view, const MemoryOptions& options) {
+       return PlanWidening(view, options,
+                           [&view](const MemoryOptions& o) { return MilpPlans(view, o); });
+     },
      {PlannerSettingKeys().limit, PlannerSettingKeys().profile, PlannerSettingKeys().milp_seconds,
       MinOffloadSetting()}});
 

@@ -23,6 +23,21 @@ StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& o
   return BuildEvalModel(view, options, profile, options.settings.Bytes(MinOffloadSetting()));
 }
 
+StatusOr<PhasePlans> PlanWidening(const NetworkView& view, const MemoryOptions& options,
+                                  const OptionsPlanner& plan) {
+  StatusOr<PhasePlans> plans = plan(options);
+  if (plans.ok() || plans.status().code() != StatusCode::kOutOfMemory ||
+      options.settings.Given(MinOffloadSetting().key)) {
+    return plans;
+  }
+  MemoryOptions every = options;
+  SPILL_RETURN_IF_ERROR(every.settings.Set(MinOffloadSetting().key, "0"));
+  SPILL_ASSIGN_OR_RETURN(const EvalModel narrow, PlannerModel(view, options));
+  SPILL_ASSIGN_OR_RETURN(const EvalModel wide, PlannerModel(view, every));
+  if (wide.candidates.size() == narrow.candidates.size()) return plans;
+  return plan(every);
+}
+
 StatusOr<PhasePlans> PlanOnModel(const NetworkView& view, const MemoryOptions& options,
                                  const ModelPlanner& plan) {
   SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
@@ -75,6 +90,16 @@ std::string BelowMinimumAt(const EvalModel& model, int step) {
          "move them";
 }
 
+std::string BelowMinimumAtPeak(const EvalModel& model, const Decisions& d) {
+  Evaluator evaluator(model);
+  const bool whole = d.size() == model.schedule->tensors.size();
+  return BelowMinimumAt(model, evaluator.Run(whole ? d : KeepAll(model)).peak_step);
+}
+
+std::string Joined(const std::string& a, const std::string& b) {
+  return a.empty() || b.empty() ? a + b : a + "; " + b;
+}
+
 PlanRules::PlanRules(const EvalModel& model, size_t limit)
     : model_(model), limit_(limit), evaluator_(model) {}
 
@@ -91,7 +116,13 @@ void PlanRules::Complete(const Choices& choices, Decisions* d) {
       offloads = true;
     }
   }
-  if (!offloads) return;
+  if (!offloads) {
+    if (m.has_host_params) {
+      curve_ = evaluator_.Run(*d).step_peak;
+      ComeLate(d);
+    }
+    return;
+  }
   // Every offloaded tensor held: when each copy ends, with no stall.
   const Evaluation& held = evaluator_.Run(*d);
   curve_ = held.step_peak;
@@ -126,6 +157,7 @@ void PlanRules::Complete(const Choices& choices, Decisions* d) {
     earliest = std::max(earliest, q);
   }
   LeaveAgain(choices, d);
+  ComeLate(d);
 }
 
 void PlanRules::LeaveAgain(const Choices& choices, Decisions* d) {
@@ -141,6 +173,21 @@ void PlanRules::LeaveAgain(const Choices& choices, Decisions* d) {
     for (int s = q; s < v; ++s) curve_[s] += m.bytes[t];
     (*d)[t].again_out = a;
     (*d)[t].again_in = q;
+  }
+}
+
+void PlanRules::ComeLate(Decisions* d) {
+  const EvalModel& m = model_;
+  const Schedule& schedule = *m.schedule;
+  for (int s = 0; s + 1 < m.num_steps(); ++s) {
+    if (curve_[s] <= limit_) continue;
+    if (!schedule.steps[s + 1].active) continue;
+    const int layer = schedule.steps[s + 1].layer;
+    const uint8_t visit = s + 1 < m.num_layers ? kLateForward : kLateBackward;
+    for (TensorId p : m.host_params[layer]) {
+      (*d)[p].late |= visit;
+      curve_[s] -= m.bytes[p];
+    }
   }
 }
 

@@ -20,6 +20,9 @@
 //             leaves again after the first (no copy: its host copy is
 //             current) where holding it would put the curve over the limit
 //             between them, and comes back as early as the curve allows.
+//   late      parameters living in host memory come one step ahead of each
+//             step of their layer, or with the step itself where the step
+//             ahead is over the limit.
 // The curve is the evaluator's per-step peak with every offloaded tensor
 // absent between its last forward use and its first backward use, each
 // freeing and prefetch then adding it back over the steps it covers - exact
@@ -53,12 +56,23 @@ using ModelPlanner = std::function<StatusOr<PhasePlans>(EvalModel& model)>;
 // report is the one returned if that finds none either.
 StatusOr<PhasePlans> PlanOnModel(const NetworkView& view, const MemoryOptions& options,
                                  const ModelPlanner& plan);
+// The same for a planner that builds its own model from the options (dqn,
+// milp): where it finds no plan and memory.min_offload was left at its
+// default, it plans again with the setting at 0.
+using OptionsPlanner = std::function<StatusOr<PhasePlans>(const MemoryOptions& options)>;
+StatusOr<PhasePlans> PlanWidening(const NetworkView& view, const MemoryOptions& options,
+                                  const OptionsPlanner& plan);
 // The limit a plan is made for: memory.planner.limit, or the device budget.
 size_t PlannerLimit(const MemoryOptions& options);
 // What is left at step `step` that memory.min_offload alone keeps there:
 // "" when nothing, else a clause naming how many tensors and bytes, and
 // that a lower memory.min_offload lets the planners move them.
 std::string BelowMinimumAt(const EvalModel& model, int step);
+// The same at the peak step of the plan `d` stands for (no decisions:
+// keeping every tensor).
+std::string BelowMinimumAtPeak(const EvalModel& model, const Decisions& d);
+// "a; b", or whichever is not empty.
+std::string Joined(const std::string& a, const std::string& b);
 // A planner's out-of-memory report: no plan it found keeps within `limit`;
 // `best_peak` is the lowest peak it reached (0: it reached no plan at all).
 Status NoPlanWithin(const std::string& planner, const EvalModel& model, size_t limit,
@@ -80,6 +94,8 @@ class PlanRules {
  private:
   // The `again` rule, on the curve the others left.
   void LeaveAgain(const Choices& choices, Decisions* d);
+  // The `late` rule, on the curve the others left.
+  void ComeLate(Decisions* d);
 
   const EvalModel& model_;
   size_t limit_;

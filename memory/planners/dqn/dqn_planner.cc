@@ -1,5 +1,6 @@
 #include "memory/planners/dqn/dqn_planner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,7 +24,7 @@
 namespace spill {
 namespace {
 
-constexpr char kPlanHeader[] = "spill-dqn-plan 1";
+constexpr char kPlanHeader[] = "spill-dqn-plan 2";
 
 uint64_t Fnv1a(const std::string& text, uint64_t hash = 0xcbf29ce484222325ULL) {
   for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ULL;
@@ -63,13 +64,16 @@ std::string PlanText(const std::string& key, const DqnPlan& p) {
       << p.best_episode << " " << p.updates << " " << p.train_seconds << "\n";
   out << "curve " << p.curve.size();
   for (double c : p.curve) out << " " << c;
-  int moved = 0;
-  for (const TensorDecision& d : p.decisions) moved += d.choice != TensorChoice::kKeep;
+  auto decided = [](const TensorDecision& d) {
+    return d.choice != TensorChoice::kKeep || d.late != 0;
+  };
+  const auto moved = std::count_if(p.decisions.begin(), p.decisions.end(), decided);
   out << "\ndecisions " << p.decisions.size() << " " << moved << "\n";
   for (TensorId t = 0; t < static_cast<TensorId>(p.decisions.size()); ++t) {
     const TensorDecision& d = p.decisions[t];
-    if (d.choice == TensorChoice::kKeep) continue;
-    out << t << " " << static_cast<int>(d.choice) << " " << d.out << " " << d.in << "\n";
+    if (!decided(d)) continue;
+    out << t << " " << static_cast<int>(d.choice) << " " << d.out << " " << d.in << " "
+        << d.again_out << " " << d.again_in << " " << static_cast<int>(d.late) << "\n";
   }
   return out.str();
 }
@@ -97,13 +101,14 @@ bool ReadPlan(const std::string& path, const std::string& key, const EvalModel& 
   }
   p->decisions = KeepAll(model);
   for (size_t i = 0; i < moved; ++i) {
-    int t = -1, choice = 0;
+    int t = -1, choice = 0, late = 0;
     TensorDecision d;
-    if (!(in >> t >> choice >> d.out >> d.in) || t < 0 || t >= static_cast<int>(tensors) ||
-        choice < 1 || choice > 2) {
+    if (!(in >> t >> choice >> d.out >> d.in >> d.again_out >> d.again_in >> late) || t < 0 ||
+        t >= static_cast<int>(tensors) || choice < 0 || choice > 2 || late < 0 || late > 3) {
       return false;
     }
     d.choice = static_cast<TensorChoice>(choice);
+    d.late = static_cast<uint8_t>(late);
     p->decisions[t] = d;
   }
   return CheckDecisions(model, p->decisions).empty();
@@ -247,18 +252,24 @@ StatusOr<SearchReport> ReportDqn(const NetworkView& view, const MemoryOptions& o
   return report;
 }
 
+StatusOr<PhasePlans> DqnPlans(const NetworkView& view, const MemoryOptions& options) {
+  SPILL_ASSIGN_OR_RETURN(DqnPlan plan, PlanDqn(view, options));
+  SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
+  if (!plan.feasible) {
+    return NoPlanWithin("dqn", model, plan.limit, plan.peak,
+                        Joined("after " + std::to_string(plan.episodes) + " episodes",
+                               BelowMinimumAtPeak(model, plan.decisions)));
+  }
+  return ToPhasePlans(model, plan.decisions);
+}
+
 const bool kDqn = RegisterScheduler(
     {"dqn",
      "a deep Q-network over the iteration's graph decides, tensor by tensor, what to offload or "
      "drop under memory.planner.limit; trained on the simulator, cached",
      [](const NetworkView& view, const MemoryOptions& options) -> StatusOr<PhasePlans> {
-       SPILL_ASSIGN_OR_RETURN(DqnPlan plan, PlanDqn(view, options));
-       SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
-       if (!plan.feasible) {
-         return NoPlanWithin("dqn", model, plan.limit, plan.peak,
-                             "after " + std::to_string(plan.episodes) + " episodes");
-       }
-       return ToPhasePlans(model, plan.decisions);
+       return PlanWidening(view, options,
+                           [&view](const MemoryOptions& o) { return DqnPlans(view, o); });
      },
      DqnSettingKeys(), ReportDqn});
 
