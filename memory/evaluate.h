@@ -94,6 +94,9 @@ struct EvalModel {
   // them; `returning[s]`: the parameters whose backward visit begins at s.
   std::vector<std::vector<TensorId>> host_params;
   bool has_host_params = false;
+  // Per step: the bytes of such parameters prefetched there for the next
+  // step, which a plan may bring late instead (TensorDecision::late).
+  std::vector<size_t> comes_ahead;
   std::vector<int> visit_back;
   std::vector<std::vector<TensorId>> returning;
   std::vector<size_t> bytes;      // per tensor, in pool blocks

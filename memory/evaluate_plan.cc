@@ -194,6 +194,7 @@ void CountPersistent(const Schedule& schedule, const MemoryOptions& options, Eva
     }
   }
   m->host_params.assign(schedule.num_layers(), {});
+  m->comes_ahead.assign(m->num_steps(), 0);
   m->visit_back.assign(schedule.tensors.size(), -1);
   m->returning.assign(m->num_steps(), {});
   for (int layer = 0; layer < schedule.num_layers(); ++layer) {
@@ -202,6 +203,9 @@ void CountPersistent(const Schedule& schedule, const MemoryOptions& options, Eva
       if (!visits[p]) continue;
       m->host_params[layer].push_back(p);
       m->has_host_params = true;
+      const int f = schedule.forward_step[layer];
+      if (f > 0) m->comes_ahead[f - 1] += m->bytes[p];
+      if (schedule.steps[b].active) m->comes_ahead[b - 1] += m->bytes[p];
       // Without a backward step, what a rebuild brought stays.
       m->visit_back[p] = schedule.steps[b].active ? b - 1 : m->num_steps();
       if (schedule.steps[b].active) m->returning[b - 1].push_back(p);

@@ -291,6 +291,42 @@ TEST(MilpProgramTest, ItsPlanReplaysAtItsObjectiveOnTheUNetAtGreedysFloor) {
   EXPECT_GE(milp->seconds - m.base_seconds, milp->lower_bound - kSlackSeconds);
 }
 
+// Under params: host a plan of the rules may bring a layer's parameters with
+// its step instead of one step ahead (rules.h, "late"): greedy's plans near
+// its floor on the residual test network that fit only so are points of the
+// program too, and it does not overestimate them.
+TEST(MilpProgramTest, PlansThatFitOnlyWithParametersLateArePoints) {
+  Subject s = Load(testing::kResNet);
+  MemoryOptions options = PlannerOptions("milp");
+  options.params = *ParseParamPlacement("host");
+  auto model = PlannerModel(s.net->view(), options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const EvalModel& m = *model;
+  ASSERT_TRUE(m.has_host_params);
+  // Greedy's plans from its floor up: those that need a late visit.
+  size_t lo = m.persistent, hi = m.base_peak;
+  while (hi - lo > kPoolBlockBytes) {
+    const size_t mid = lo + (hi - lo) / 2;
+    PlanRules rules(m, mid);
+    (PlanGreedy(rules).ok() ? hi : lo) = mid;
+  }
+  Evaluator evaluator(m);
+  int checked = 0;
+  for (size_t limit = hi; limit < hi + hi / 20 && checked < 3; limit += hi / 200) {
+    PlanRules rules(m, limit);
+    auto greedy = PlanGreedy(rules);
+    ASSERT_TRUE(greedy.ok()) << greedy.status().ToString();
+    Decisions early = *greedy;
+    for (TensorDecision& x : early) x.late = 0;
+    if (evaluator.Run(early).peak <= limit) continue;
+    auto modelled = MilpOverheadOf(m, limit, *greedy);
+    ASSERT_TRUE(modelled.ok()) << limit << " bytes: " << modelled.status().ToString();
+    EXPECT_LE(*modelled, evaluator.Run(*greedy).seconds - m.base_seconds + kSlackSeconds);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << "no plan of greedy's from its floor needs a parameter late";
+}
+
 INSTANTIATE_TEST_SUITE_P(Networks, SmallNetTest,
                          ::testing::Values(testing::kNetworks[0], testing::kNetworks[3]),
                          [](const ::testing::TestParamInfo<testing::Network>& i) {

@@ -171,6 +171,13 @@ class Program {
   void AddRebuilds();
   void AddRebuildPositions(const Rebuild& r);
   void AddMemoryRows();
+  // The keep-all peak at step `s` with the parameters prefetched there for
+  // the next step brought late instead (free in the evaluator's time, which
+  // does not count parameter copies; Read's plans bring them late where the
+  // replay needs it).
+  double KeepAllBytes(int s) const {
+    return static_cast<double>(m_.base_step_peak[s] - m_.comes_ahead[s]);
+  }
   void AddTimeline();
   void AddRebuildWaits();
   // The rebuilds that may run in the gap before `step` into `e` (minus their
@@ -243,7 +250,7 @@ void Program::AddCandidates() {
   const int steps = m_.num_steps();
   over_.assign(steps, false);
   for (int s = 0; s < steps; ++s) {
-    over_[s] = static_cast<double>(m_.base_step_peak[s]) > step_limit_[s];
+    over_[s] = KeepAllBytes(s) > step_limit_[s];
   }
   index_.assign(m_.schedule->tensors.size(), -1);
   for (TensorId t : m_.candidates) {
@@ -452,7 +459,7 @@ void Program::AddMemoryRows() {
   for (int s = 0; s < m_.num_steps(); ++s) {
     if (!over_[s]) continue;
     memory_row_[s] = rows_;
-    const double over = (static_cast<double>(m_.base_step_peak[s]) - step_limit_[s]) / kMemoryUnit;
+    const double over = (KeepAllBytes(s) - step_limit_[s]) / kMemoryUnit;
     Linear e;  // bytes absent at s >= what is over
     for (const Candidate& c : cands_) {
       if (s > c.lfu && s < c.u)
@@ -969,7 +976,7 @@ Decisions Program::Read(const double* x) const {
 }
 
 double Program::BytesAt(const double* x, int s) const {
-  const double keep_all = static_cast<double>(m_.base_step_peak[s]);
+  const double keep_all = KeepAllBytes(s);
   const int row = memory_row_[s];
   if (row < 0) return keep_all;
   double absent = memory_const_[s];
@@ -1065,6 +1072,10 @@ StatusOr<MilpResult> SolveRounds(const EvalModel& model, size_t limit, double ti
       result.lower_bound = std::max(result.lower_bound, result.objective);
     }
     result.decisions = program.Read(x);
+    if (model.has_host_params) {  // parameters late where the replay is over
+      std::vector<size_t> curve = evaluator.Run(result.decisions).step_peak;
+      ComeLate(model, limit, &curve, &result.decisions);
+    }
     const std::string wrong = CheckDecisions(model, result.decisions);
     if (!wrong.empty()) return Internal("the MILP's plan is not a plan: " + wrong);
     const Evaluation own = evaluator.Run(result.decisions);

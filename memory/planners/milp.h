@@ -56,10 +56,11 @@
 //            rules bring it back as early as the curve allows, which may be
 //            ahead of a copy for an earlier read), so that every plan of the
 //            rules stays a point.
-// Under memory.params host every parameter comes one step ahead of its
-// step in the program: a plan of the rules that fits only by bringing one
-// late (rules.h, "late") is not one of its points, so there the bound is
-// that of plans without late parameters.
+//   late     under memory.params host a layer's parameters may come with its
+//            step instead of one step ahead (rules.h, "late"); the evaluator
+//            does not time parameter copies, so the memory rows count every
+//            such prefetch as late, and the plan read from a solution brings
+//            late those its replay needs.
 // The objective is E. Every rule-completed plan (rules.h) is a point of this
 // program and the objective never exceeds its simulated overhead, so CBC's
 // proven bound is a lower bound on the overhead of every plan of the space:

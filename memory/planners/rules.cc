@@ -23,13 +23,21 @@ StatusOr<EvalModel> PlannerModel(const NetworkView& view, const MemoryOptions& o
   return BuildEvalModel(view, options, profile, options.settings.Bytes(MinOffloadSetting()));
 }
 
+namespace {
+
+// Whether a planner that found `plans` should plan again with every tensor
+// a candidate: it found none, and memory.min_offload was left at its default.
+bool Widens(const StatusOr<PhasePlans>& plans, const MemoryOptions& options) {
+  return !plans.ok() && plans.status().code() == StatusCode::kOutOfMemory &&
+         !options.settings.Given(MinOffloadSetting().key);
+}
+
+}  // namespace
+
 StatusOr<PhasePlans> PlanWidening(const NetworkView& view, const MemoryOptions& options,
                                   const OptionsPlanner& plan) {
   StatusOr<PhasePlans> plans = plan(options);
-  if (plans.ok() || plans.status().code() != StatusCode::kOutOfMemory ||
-      options.settings.Given(MinOffloadSetting().key)) {
-    return plans;
-  }
+  if (!Widens(plans, options)) return plans;
   MemoryOptions every = options;
   SPILL_RETURN_IF_ERROR(every.settings.Set(MinOffloadSetting().key, "0"));
   SPILL_ASSIGN_OR_RETURN(const EvalModel narrow, PlannerModel(view, options));
@@ -42,10 +50,7 @@ StatusOr<PhasePlans> PlanOnModel(const NetworkView& view, const MemoryOptions& o
                                  const ModelPlanner& plan) {
   SPILL_ASSIGN_OR_RETURN(EvalModel model, PlannerModel(view, options));
   StatusOr<PhasePlans> plans = plan(model);
-  if (plans.ok() || plans.status().code() != StatusCode::kOutOfMemory ||
-      options.settings.Given(MinOffloadSetting().key)) {
-    return plans;
-  }
+  if (!Widens(plans, options)) return plans;
   SPILL_ASSIGN_OR_RETURN(DeviceProfile profile, PlannerProfile(options));
   SPILL_ASSIGN_OR_RETURN(EvalModel every, BuildEvalModel(view, options, profile, 0));
   if (every.candidates.size() == model.candidates.size()) return plans;
@@ -176,20 +181,21 @@ void PlanRules::LeaveAgain(const Choices& choices, Decisions* d) {
   }
 }
 
-void PlanRules::ComeLate(Decisions* d) {
-  const EvalModel& m = model_;
+void ComeLate(const EvalModel& m, size_t limit, std::vector<size_t>* curve, Decisions* d) {
   const Schedule& schedule = *m.schedule;
   for (int s = 0; s + 1 < m.num_steps(); ++s) {
-    if (curve_[s] <= limit_) continue;
+    if ((*curve)[s] <= limit) continue;
     if (!schedule.steps[s + 1].active) continue;
     const int layer = schedule.steps[s + 1].layer;
     const uint8_t visit = s + 1 < m.num_layers ? kLateForward : kLateBackward;
     for (TensorId p : m.host_params[layer]) {
       (*d)[p].late |= visit;
-      curve_[s] -= m.bytes[p];
+      (*curve)[s] -= m.bytes[p];
     }
   }
 }
+
+void PlanRules::ComeLate(Decisions* d) { spill::ComeLate(model_, limit_, &curve_, d); }
 
 const Evaluation& PlanRules::Evaluate(const Choices& choices, Decisions* decisions) {
   Complete(choices, &decisions_);

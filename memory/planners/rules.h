@@ -78,6 +78,11 @@ std::string Joined(const std::string& a, const std::string& b);
 Status NoPlanWithin(const std::string& planner, const EvalModel& model, size_t limit,
                     size_t best_peak, const std::string& detail);
 
+// The `late` rule on `curve` (a plan's memory per step): the parameters of
+// the layer of each step whose step ahead is over `limit` come late in `d`,
+// and leave that step's curve.
+void ComeLate(const EvalModel& model, size_t limit, std::vector<size_t>* curve, Decisions* d);
+
 class PlanRules {
  public:
   PlanRules(const EvalModel& model, size_t limit);
