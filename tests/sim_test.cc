@@ -162,6 +162,38 @@ TEST(DeviceProfileTest, MatrixUnitsComputeWhatTheyHaveAndFloat32TheRest) {
   EXPECT_NEAR(seconds(CpuProfile(c, 0), Arithmetic::kBf16), 1e12 / 1e11, kTolerance);
 }
 
+// Step times measured in one precision or layout are not another's: the
+// signature that keys them (and the planners' caches) tells them apart.
+TEST(StepTimesTest, EachPrecisionAndLayoutHasItsOwnSignature) {
+  const auto spec = testing::MustParse(R"(
+layers:
+  - {name: data, type: input, shape: [3, 8, 8]}
+  - {name: conv1, type: convolution, filters: 16, kernel: 3, pad: 1}
+  - {name: relu, type: relu}
+  - {name: conv2, type: convolution, filters: 16, kernel: 3, pad: 1}
+  - {name: fc, type: fully_connected, outputs: 4}
+  - {name: loss, type: softmax_loss}
+)");
+  bool blocked_somewhere = false;
+  auto signature = [&](Precision precision, bool blocked) {
+    NetOptions options{2, DeviceType::kCpu};
+    options.precision = precision;
+    options.blocked_layouts = blocked;
+    auto net = Net::Build(spec, options);
+    SPILL_CHECK(net.ok()) << net.status().ToString();
+    for (const TensorInfo& t : (*net)->schedule().tensors) {
+      blocked_somewhere |= t.layout != Layout::kPlain;
+    }
+    return NetworkSignature((*net)->view());
+  };
+  const std::string plain = signature(Precision::kFp32, false);
+  EXPECT_EQ(signature(Precision::kFp32, false), plain);
+  EXPECT_NE(signature(Precision::kBf16, false), plain);
+  // Blocked layouts where this processor computes in them.
+  const std::string blocked = signature(Precision::kFp32, true);
+  if (blocked_somewhere) EXPECT_NE(blocked, plain);
+}
+
 TEST(StepTimesTest, CacheKeepsEveryDigitAndOtherNetworks) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("spill_steps_" + std::to_string(getpid())))

@@ -35,7 +35,8 @@ StatusOr<MilpResult> PlanMilp(const NetworkView& view, const MemoryOptions& opti
                           std::to_string(model.persistent) + " " + std::to_string(limit) + " " +
                           planner.profile + " " + std::to_string(planner.milp_seconds) + " " +
                           std::to_string(options.settings.Bytes(MinOffloadSetting())) + " " +
-                          options.workspace.ToString();
+                          options.workspace.ToString() + " " + options.params.ToString() +
+                          (options.update_on_host ? " update-host" : "");
   std::lock_guard<std::mutex> lock(solved_mutex);
   auto found = Solved().find(key);
   if (found != Solved().end()) return found->second;

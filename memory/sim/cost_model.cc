@@ -169,7 +169,8 @@ std::string NetworkSignature(const NetworkView& view) {
   };
   for (const LayerSummary& l : view.layers) mix(l.name + "/" + l.type);
   for (const TensorInfo& t : view.schedule->tensors) {
-    if (t.kind != TensorKind::kOptimizerState) mix(t.name + "=" + t.shape.ToString());
+    if (t.kind == TensorKind::kOptimizerState) continue;
+    mix(t.name + "=" + t.shape.ToString() + " " + DTypeName(t.dtype) + " " + LayoutName(t.layout));
   }
   char text[24];
   std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));

@@ -64,8 +64,9 @@ class StepTimes {
 };
 
 // What identifies a network's step times: every layer's name and type and
-// every tensor's shape but the solver's state, hashed (network files with
-// the same name but other parameters differ; solvers do not).
+// every tensor's shape, element type and layout but the solver's state,
+// hashed (network files with the same name but other parameters differ, and
+// so do precisions and layouts; solvers do not).
 std::string NetworkSignature(const NetworkView& view);
 
 // The costs of one iteration of a plan.

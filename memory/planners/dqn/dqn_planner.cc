@@ -45,6 +45,8 @@ StatusOr<std::string> CacheKey(const NetworkView& view, const MemoryOptions& opt
                     " persistent=" + std::to_string(model.persistent) +
                     " limit=" + std::to_string(limit) + " " + planner.Key() +
                     " min_offload=" + std::to_string(options.settings.Bytes(MinOffloadSetting())) +
+                    " params=" + options.params.ToString() +
+                    " update=" + (options.update_on_host ? "host" : "device") +
                     " workspace=" + options.workspace.ToString();
   if (!planner.model.empty()) {
     std::ifstream in(planner.model, std::ios::binary);
