@@ -372,6 +372,7 @@ namespace {
 void CountLateParameters(const EvalModel& model, const Decisions& d, CompactPlan* plan) {
   const Schedule& schedule = *model.schedule;
   plan->unvisited.assign(model.num_steps(), 0);
+  if (!model.has_host_params) return;  // nothing visits: no per-tensor copy per evaluation
   plan->visit_back = model.visit_back;
   for (int layer = 0; layer < model.num_layers; ++layer) {
     const int f = schedule.forward_step[layer], b = schedule.backward_step[layer];
