@@ -63,6 +63,8 @@ std::vector<Case> Cases() {
   return {{"plain_3x3", Geometry(32, 8, 32, 3, 1, Layout::kPlain)},
           {"blocked_3x3", Geometry(32, 8, 32, 3, 1, Layout::kBlocked16)},
           {"blocked_3x3_stride2", Geometry(16, 9, 32, 3, 2, Layout::kBlocked16)},
+          {"channels_last_3x3", Geometry(32, 8, 32, 3, 1, Layout::kChannelsLast)},
+          {"channels_last_1x1_stride2", Geometry(32, 9, 48, 1, 2, Layout::kChannelsLast)},
           {"plain_1x1", Geometry(32, 6, 48, 1, 1, Layout::kPlain)},
           {"narrow_plain_3x3", Geometry(3, 7, 8, 3, 1, Layout::kPlain)},
           // Groups narrower than a 16-channel block, on a 1x1 image.
@@ -186,9 +188,9 @@ TEST_P(Conv16BitTest, Float32AlgorithmsRoundTheirFloat32Results) {
     }
     EXPECT_EQ(std::memcmp(half.dw.data(), wide.dw.data(), wide.dw.size() * 4), 0);
     EXPECT_EQ(std::memcmp(half.db.data(), wide.db.data(), wide.db.size() * 4), 0);
-    // Blocked operands of plain algorithms are copied either way: the copy
-    // widens as it moves.
-    const bool copied_anyway = g32.input_layout == Layout::kBlocked16 && !a->computes_blocked();
+    // Blocked and channels-last operands of plain algorithms are copied
+    // either way: the copy widens as it moves.
+    const bool copied_anyway = g32.input_layout != Layout::kPlain && !a->computes_blocked();
     for (ConvOp op : {ConvOp::kForward, ConvOp::kBackwardData, ConvOp::kBackwardFilter}) {
       if (copied_anyway) {
         EXPECT_EQ(ConvWorkspaceBytes(*a, g16, op), ConvWorkspaceBytes(*a, g32, op));

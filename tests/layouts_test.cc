@@ -1,10 +1,9 @@
-// Blocked layouts (framework/device/tensor.h, framework/graph/layouts.h): which tensors a
-// network keeps blocked, and that every layer that takes blocked tensors
-// computes what it computes on plain ones - exactly where the arithmetic is
-// the same (copies, maxima, sums in the same order: every convolution
-// algorithm but oneDNN's computes on plain copies), within float rounding
-// where only the order of a sum differs (batch norm's reductions, oneDNN) -
-// and that a network trains the same in either layout.
+// Blocked and channels-last layouts (framework/device/tensor.h,
+// framework/graph/layouts.h): which tensors a network keeps out of plain, and
+// that every layer that takes them computes what it computes on plain ones - exactly where the
+// arithmetic is the same (copies, maxima, sums in the same order: every convolution algorithm but
+// oneDNN's computes on plain copies), within float rounding where only the order of a sum differs
+// (batch norm's reductions, oneDNN) - and that a network trains the same in either layout.
 #include "framework/graph/layouts.h"
 
 #include <gtest/gtest.h>
@@ -22,10 +21,12 @@
 namespace spill {
 namespace {
 
-constexpr Layout kPlain = Layout::kPlain, kBlocked = Layout::kBlocked16;
+constexpr Layout kPlain = Layout::kPlain, kBlocked = Layout::kBlocked16,
+                 kChannelsLast = Layout::kChannelsLast;
 
-LayoutNode Node(LayoutRule rule, std::vector<int> inputs, std::vector<int> outputs) {
-  return {rule, std::move(inputs), std::move(outputs)};
+LayoutNode Node(LayoutRule rule, std::vector<int> inputs, std::vector<int> outputs,
+                Layout prefers = kBlocked) {
+  return {rule, std::move(inputs), std::move(outputs), prefers};
 }
 
 // data -> conv -> bn -> relu -> conv -> global pool -> fc
@@ -71,6 +72,19 @@ TEST(ChooseLayoutsTest, OneByOnePlanesArePlainAndForceNothing) {
   EXPECT_EQ(ChooseLayouts(shapes, layers), (std::vector<Layout>{kBlocked, kPlain, kPlain}));
 }
 
+// Each group takes the layout the convolutions around it compute in; where
+// two of them disagree it stays plain.
+TEST(ChooseLayoutsTest, AGroupTakesTheLayoutItsConvolutionsPrefer) {
+  const std::vector<Shape> shapes(5, Shape(2, 16, 8, 8));
+  // conv(nhwc) -> relu -> conv(nhwc) -> conv(blocked); conv(nhwc) -> [4]
+  const std::vector<LayoutNode> layers = {
+      Node(LayoutRule::kFree, {}, {0}, kChannelsLast), Node(LayoutRule::kTied, {0}, {1}),
+      Node(LayoutRule::kFree, {1}, {2}, kChannelsLast), Node(LayoutRule::kFree, {2}, {3}, kBlocked),
+      Node(LayoutRule::kFree, {3}, {4}, kChannelsLast)};
+  EXPECT_EQ(ChooseLayouts(shapes, layers),
+            (std::vector<Layout>{kChannelsLast, kChannelsLast, kPlain, kPlain, kChannelsLast}));
+}
+
 class BlockedTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -100,6 +114,27 @@ TEST_F(BlockedTest, NetworkKeepsActivationsBlockedBetweenConvolutions) {
     }
     EXPECT_EQ(blocked_tensors > 0, blocked);
   }
+}
+
+// A pinned channels-last layout takes the blocked one's place, tensor for
+// tensor.
+TEST_F(BlockedTest, APinnedLayoutTakesEveryPlaceTheFastestWould) {
+  const NetSpec spec = testing::MustParse(testing::kBlocked);
+  NetOptions options{3, DeviceType::kCpu, true};
+  auto fastest = Net::Build(spec, options);
+  options.layout = kChannelsLast;
+  auto pinned = Net::Build(spec, options);
+  ASSERT_TRUE(fastest.ok() && pinned.ok());
+  const std::vector<TensorInfo>& a = (*fastest)->schedule().tensors;
+  const std::vector<TensorInfo>& b = (*pinned)->schedule().tensors;
+  ASSERT_EQ(a.size(), b.size());
+  int moved = 0;
+  for (size_t t = 0; t < a.size(); ++t) {
+    EXPECT_EQ(b[t].layout, a[t].layout == kPlain ? kPlain : kChannelsLast) << a[t].name;
+    EXPECT_EQ(b[t].bytes, a[t].bytes) << a[t].name;
+    moved += b[t].layout == kChannelsLast;
+  }
+  EXPECT_GT(moved, 0);
 }
 
 // Blocked layouts serve the algorithms that compute on them: a pinned
@@ -162,12 +197,11 @@ class LayerLayoutTest : public ::testing::TestWithParam<LayerCase> {
   }
 };
 
-TEST_P(LayerLayoutTest, BlockedComputesWhatPlainComputes) {
-  const LayerCase& c = GetParam();
+void ExpectComputesWhatPlainComputes(const LayerCase& c, Layout layout) {
   testing::LayerHarness plain(c.entry, c.inputs), blocked(c.entry, c.inputs);
-  blocked.UseBlockedLayouts();
-  ASSERT_TRUE(blocked.layer().input_layout(0) == kBlocked ||
-              blocked.layer().output_layout(0) == kBlocked);
+  blocked.UseLayouts(layout);
+  ASSERT_TRUE(blocked.layer().input_layout(0) == layout ||
+              blocked.layer().output_layout(0) == layout);
   for (testing::LayerHarness* h : {&plain, &blocked}) {
     h->Randomize(5);
     h->Forward();
@@ -189,6 +223,14 @@ TEST_P(LayerLayoutTest, BlockedComputesWhatPlainComputes) {
     ExpectClose(plain.input_grads, blocked.input_grads, c.tolerance, what);
     ExpectClose(plain.param_grads, blocked.param_grads, c.tolerance, what);
   }
+}
+
+TEST_P(LayerLayoutTest, BlockedComputesWhatPlainComputes) {
+  ExpectComputesWhatPlainComputes(GetParam(), kBlocked);
+}
+
+TEST_P(LayerLayoutTest, ChannelsLastComputesWhatPlainComputes) {
+  ExpectComputesWhatPlainComputes(GetParam(), kChannelsLast);
 }
 
 const Shape kImages(3, 32, 6, 6);
@@ -246,44 +288,49 @@ INSTANTIATE_TEST_SUITE_P(Layers, LayerLayoutTest, ::testing::ValuesIn(kLayerCase
                            return std::string(i.param.name);
                          });
 
-// The gradients of the layers with blocked kernels of their own are right
-// in the blocked layout too (the finite differences are taken on the plain
-// values the harness converts).
-TEST_F(BlockedTest, GradientsAreRightInBlockedLayouts) {
-  for (const char* entry :
-       {"{type: batch_norm}", "{type: max_pool, kernel: 2}",
-        "{type: avg_pool, kernel: 3, stride: 2, pad: 1}",
-        "{type: convolution, filters: 16, kernel: 3, pad: 1, algorithm: dnnl}"}) {
-    testing::LayerHarness h(entry, {Shape(2, 16, 4, 4)});
-    h.UseBlockedLayouts();
-    ASSERT_EQ(h.layer().input_layout(0), kBlocked) << entry;
-    h.Randomize(3);
-    EXPECT_EQ(testing::CheckGradients(h), "") << entry;
+// The gradients of the layers with kernels of their own in the blocked and
+// channels-last layouts are right there too (the finite differences are
+// taken on the plain values the harness converts).
+TEST_F(BlockedTest, GradientsAreRightInBlockedAndChannelsLastLayouts) {
+  for (const Layout layout : {kBlocked, kChannelsLast}) {
+    for (const char* entry :
+         {"{type: batch_norm}", "{type: max_pool, kernel: 2}",
+          "{type: avg_pool, kernel: 3, stride: 2, pad: 1}",
+          "{type: convolution, filters: 16, kernel: 3, pad: 1, algorithm: dnnl}"}) {
+      testing::LayerHarness h(entry, {Shape(2, 32, 4, 4)});
+      h.UseLayouts(layout);
+      ASSERT_EQ(h.layer().input_layout(0), layout) << entry;
+      h.Randomize(3);
+      EXPECT_EQ(testing::CheckGradients(h), "") << entry << " in " << LayoutName(layout);
+    }
   }
 }
 
-// A network trains the same in both layouts, to float rounding, whichever
+// A network trains the same in every layout, to float rounding, whichever
 // algorithm computes its convolutions.
-TEST_F(BlockedTest, NetworkTrainsAlikeInBothLayouts) {
+TEST_F(BlockedTest, NetworkTrainsAlikeInEveryLayout) {
   const NetSpec spec = testing::MustParse(testing::kBlocked);
   for (const char* algorithm : {"pin:im2col_image", "pin:dnnl"}) {
     std::vector<testing::TrainTrace> traces;
-    for (bool blocked : {false, true}) {
+    for (const Layout layout : {kPlain, kBlocked, kChannelsLast}) {
       testing::SyntheticRun run;
       run.batch = 4;
       run.steps = 3;
       run.learning_rate = 0.05f;
-      run.blocked_layouts = blocked;
+      run.blocked_layouts = layout != kPlain;
+      if (layout != kPlain) run.layout = layout;
       run.memory.workspace = *ParseWorkspacePolicy(algorithm);
       auto trace = testing::TrainSynthetic(spec, run);
       ASSERT_TRUE(trace.ok()) << trace.status().ToString();
       traces.push_back(*trace);
     }
-    for (size_t i = 0; i < traces[0].losses.size(); ++i) {
-      EXPECT_NEAR(traces[0].losses[i], traces[1].losses[i], 1e-4 * std::fabs(traces[0].losses[i]))
-          << algorithm << " step " << i;
+    for (size_t k = 1; k < traces.size(); ++k) {
+      for (size_t i = 0; i < traces[0].losses.size(); ++i) {
+        EXPECT_NEAR(traces[0].losses[i], traces[k].losses[i], 1e-4 * std::fabs(traces[0].losses[i]))
+            << algorithm << " layout " << k << " step " << i;
+      }
+      ExpectClose(traces[0].params, traces[k].params, 1e-4, algorithm);
     }
-    ExpectClose(traces[0].params, traces[1].params, 1e-4, algorithm);
   }
 }
 

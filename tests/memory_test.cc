@@ -54,6 +54,9 @@ struct Variant {
   // In 16 bits: every step that can is computed in slices to keep its
   // float32 copies small (NetOptions::slice_copies_from 0), or none is.
   bool slice_copies = true;
+  // Where set: the layout activations take between convolutions
+  // (NetOptions::layout), else this CPU's fastest.
+  std::optional<Layout> layout = std::nullopt;
 };
 constexpr Variant kDefault = {"first_fit", "first_fit", "lru", true};
 constexpr Variant kVariants[] = {
@@ -89,6 +92,9 @@ constexpr Variant kVariants[] = {
     // slice rounds differently from the whole batch's).
     {"dnnl", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
      "pin:dnnl"},
+    // The same in channels-last (NHWC), the layout of oneDNN's AMX kernels.
+    {"dnnl_nhwc", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
+     "pin:dnnl", 2, Precision::kFp32, true, Layout::kChannelsLast},
     // Activations and their gradients in bfloat16, converted around each
     // computation in copies at the front of its workspace: whole batches,
     // slices (whose copies are a slice's), streamed steps, and parameters
@@ -107,6 +113,8 @@ constexpr Variant kVariants[] = {
     // (where the processor has it), whole batches as for dnnl.
     {"bf16_dnnl", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
      "pin:dnnl_bf16", 2, Precision::kBf16, false},
+    {"bf16_dnnl_nhwc", "first_fit", "lru", true, kDefaultChunkBytes, "device", false,
+     kBatchChunkOff, "pin:dnnl_bf16", 2, Precision::kBf16, false, Layout::kChannelsLast},
     // IEEE half storage (fp16), converted like bfloat16; with the parameters
     // in host memory, updated there after the iteration (loss scaling checks
     // every gradient first).
@@ -131,6 +139,7 @@ testing::SyntheticRun SmallRun(const std::string& mode, const Variant& variant =
   run.memory.batch_chunk = variant.batch_chunk;
   run.memory.stream_buffers = variant.stream_buffers;
   run.precision = variant.precision;
+  run.layout = variant.layout;
   run.memory.updates_after_iteration = variant.precision == Precision::kFp16;  // as train sets it
   if (variant.precision != Precision::kFp32 && variant.slice_copies) run.slice_copies_from = 0;
   // GTBM's arenas and stack, and the caching allocator's segments, are
@@ -199,6 +208,7 @@ void ExpectEveryModeBitIdenticalAndPlanned(const NetSpec& spec, const Variant& v
   testing::SyntheticRun reference = SmallRun("baseline");
   reference.memory.workspace = *ParseWorkspacePolicy(variant.workspace);
   reference.precision = variant.precision;
+  reference.layout = variant.layout;
   reference.slice_copies_from = SmallRun("baseline", variant).slice_copies_from;
   auto baseline = testing::TrainSynthetic(spec, reference);
   ASSERT_TRUE(baseline.ok()) << baseline.status().ToString();

@@ -2,7 +2,17 @@
 
 namespace spill {
 
-const char* LayoutName(Layout layout) { return layout == Layout::kBlocked16 ? "nChw16c" : "nchw"; }
+const char* LayoutName(Layout layout) {
+  switch (layout) {
+    case Layout::kPlain:
+      return "nchw";
+    case Layout::kBlocked16:
+      return "nChw16c";
+    case Layout::kChannelsLast:
+      return "nhwc";
+  }
+  return "?";
+}
 
 size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
 

@@ -24,15 +24,19 @@ namespace spill {
 //               h * W + w) * 16 + c % 16. The layout oneDNN's AVX-512
 //               convolutions compute in, so that activations pass from one
 //               convolution to the next without reordering.
-// Only tensors whose channels fill whole blocks are blocked, so a blocked
-// tensor has exactly the bytes of its plain form (no padding), and each image
-// is still one contiguous run of C*H*W elements: a slice of the batch is a
-// contiguous range in either layout. Tensors of 1x1 planes (fully connected
-// outputs, pooled features) are the same bytes in both and are always plain.
-// Only the layers see layouts; the memory runtime moves bytes.
-enum class Layout { kPlain, kBlocked16 };
-constexpr int64_t kChannelBlock = 16;  // channels per block of kBlocked16
-const char* LayoutName(Layout layout);
+//   kChannelsLast  NHWC: (n, c, h, w) at ((n * H + h) * W + w) * C + c. The
+//               layout oneDNN's AMX bfloat16 convolutions compute in.
+// Only tensors whose channels fill whole blocks of 16 leave the plain layout,
+// so a tensor has exactly the bytes of its plain form (no padding), and each
+// image is still one contiguous run of C*H*W elements: a slice of the batch is
+// a contiguous range in every layout. In both other layouts a pixel's
+// channels lie in runs of 16 adjacent elements (layers/cpu/blocked.h).
+// Tensors of 1x1 planes (fully connected outputs, pooled features) are the
+// same bytes in all three and are always plain. Only the layers see layouts;
+// the memory runtime moves bytes.
+enum class Layout { kPlain, kBlocked16, kChannelsLast };
+constexpr int64_t kChannelBlock = 16;   // channels per block of kBlocked16
+const char* LayoutName(Layout layout);  // "nchw", "nChw16c", "nhwc"
 
 // How a tensor's elements are stored. Layers compute on float32; a tensor
 // stored in 16 bits is converted to float32 around the computations that

@@ -33,21 +33,33 @@ std::vector<Layout> ChooseLayouts(const std::vector<Shape>& activations,
     tensors.insert(tensors.end(), layer.outputs.begin(), layer.outputs.end());
     for (size_t i = 1; i < tensors.size(); ++i) groups.Join(tensors[0], tensors[i]);
   }
-  std::vector<bool> blockable(n, true);
+  std::vector<bool> open(n, true);
   for (int t = 0; t < n; ++t) {
-    if (activations[t].c() % kChannelBlock != 0) blockable[groups.Find(t)] = false;
+    if (activations[t].c() % kChannelBlock != 0) open[groups.Find(t)] = false;
   }
+  // Each group's layout: what the free layers around it prefer, plain where
+  // they disagree or none touches it.
+  std::vector<Layout> wanted(n, Layout::kPlain);
+  std::vector<bool> asked(n, false);
   for (const LayoutNode& layer : layers) {
-    if (layer.rule != LayoutRule::kPlain) continue;
     for (const std::vector<int>* list : {&layer.inputs, &layer.outputs}) {
       for (int t : *list) {
-        if (!SinglePixel(activations[t])) blockable[groups.Find(t)] = false;
+        const int g = groups.Find(t);
+        if (layer.rule == LayoutRule::kPlain) {
+          if (!SinglePixel(activations[t])) open[g] = false;
+          continue;
+        }
+        if (layer.rule != LayoutRule::kFree) continue;
+        if (asked[g] && wanted[g] != layer.prefers) open[g] = false;
+        asked[g] = true;
+        wanted[g] = layer.prefers;
       }
     }
   }
   std::vector<Layout> layouts(n, Layout::kPlain);
   for (int t = 0; t < n; ++t) {
-    if (blockable[groups.Find(t)] && !SinglePixel(activations[t])) layouts[t] = Layout::kBlocked16;
+    const int g = groups.Find(t);
+    if (open[g] && asked[g] && !SinglePixel(activations[t])) layouts[t] = wanted[g];
   }
   return layouts;
 }

@@ -54,6 +54,7 @@ StatusOr<std::unique_ptr<Net>> Net::Build(const NetSpec& spec, const NetOptions&
   SPILL_RETURN_IF_ERROR(net->CheckLosses());
   net->schedule_ = BuildSchedule(net->decls_, *route);
   net->blocked_layouts_ = options.blocked_layouts;
+  net->layout_ = options.layout;
   net->precision_ = options.precision;
   net->slice_copies_from_ = options.slice_copies_from;
   net->AssignLayouts(options.blocked_layouts);
@@ -401,6 +402,7 @@ void Net::AssignLayouts(bool blocked) {
   for (int id = 0; id < num_layers(); ++id) {
     const LayerTensors& lt = schedule_.layers[id];
     nodes[id].rule = blocked ? layers_[id]->layout_rule() : LayoutRule::kPlain;
+    nodes[id].prefers = layout_.value_or(Layout::kBlocked16);
     for (TensorId t : lt.inputs) nodes[id].inputs.push_back(index[t]);
     for (TensorId t : lt.outputs) nodes[id].outputs.push_back(index[t]);
   }

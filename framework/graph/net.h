@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ struct NetOptions {
   // Let layers that compute faster in a blocked layout keep activations in
   // it (framework/graph/layouts.h); false: every tensor plain.
   bool blocked_layouts = true;
+  // The layout activations that leave plain take (blocked_layouts): the
+  // blocked nChw16c where unset, or kChannelsLast. On a processor with AMX,
+  // oneDNN 2.6's bfloat16 convolutions compute forward faster in
+  // channels-last but backward slower, so blocked stays the default
+  // (tools/bench/RESULTS.md).
+  std::optional<Layout> layout;
   // How activations and their gradients are stored (framework/graph/precision.h).
   Precision precision = Precision::kFp32;
   // In 16 bits: the whole batch's float32 copies from which a step is
@@ -146,6 +153,7 @@ class Net {
   std::string file_;
   int64_t batch_ = 1;
   bool blocked_layouts_ = true;
+  std::optional<Layout> layout_;
   bool chooses_attention_ = false;  // an attention layer of algorithm auto
   Precision precision_ = Precision::kFp32;
   size_t slice_copies_from_ = SIZE_MAX;

@@ -1,118 +1,136 @@
 #include "layers/cpu/batch_norm_blocked.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
+#include "layers/cpu/blocked.h"
 #include "layers/cpu/typed_elements.h"
 
 namespace spill {
 namespace cpu {
 namespace {
 
-constexpr int64_t kLanes = kChannelBlock;
-
-// The (image, block) runs of a tensor: run r = image r / blocks, block
-// r % blocks, starting at element r * plane * kLanes, channels from
-// (r % blocks) * kLanes.
-struct Runs {
-  explicit Runs(const Shape& s)
-      : images(s.n()), blocks(s.c() / kLanes), channels(s.c()), plane(s.h() * s.w()) {}
-  int64_t count() const { return images * blocks; }
-  int64_t offset(int64_t r) const { return r * plane * kLanes; }
-  int64_t channel(int64_t r) const { return (r % blocks) * kLanes; }
-  // partial[] index of run r's first lane: image-major, channel-minor.
-  int64_t slot(int64_t r) const { return (r / blocks) * channels + channel(r); }
-  int64_t images, blocks, channels, plane;
-};
-
 // out[ch] += partial[image][ch], image by image.
-void AddInImageOrder(const Runs& runs, const double* partial, double* out) {
+void AddInImageOrder(const Lanes& runs, const double* partial, double* out) {
   for (int64_t n = 0; n < runs.images; ++n) {
     const double* p = partial + n * runs.channels;
     for (int64_t ch = 0; ch < runs.channels; ++ch) out[ch] += p[ch];
   }
 }
 
+// Calls body(acc, acc2, width) with `width` lanes of zeroed sums for run r,
+// which end in out[] and out2[] (where not null) at the run's slot: in
+// registers for the 16 lanes of a blocked run (width then a compile-time
+// constant), in out and out2 themselves for the whole pixels of a
+// channels-last one.
+template <typename Body>
+void Accumulate(const Lanes& runs, int64_t r, double* out, double* out2, Body body) {
+  out += runs.slot(r);
+  if (out2 != nullptr) out2 += runs.slot(r);
+  if (runs.width == kChannelBlock) {
+    double acc[kChannelBlock] = {}, acc2[kChannelBlock] = {};
+    body(acc, acc2, std::integral_constant<int64_t, kChannelBlock>());
+    std::copy(acc, acc + kChannelBlock, out);
+    if (out2 != nullptr) std::copy(acc2, acc2 + kChannelBlock, out2);
+    return;
+  }
+  std::fill(out, out + runs.width, 0.0);
+  if (out2 != nullptr) std::fill(out2, out2 + runs.width, 0.0);
+  body(out, out2, runs.width);
+}
+
+// Calls body(width) with the run's width: a compile-time constant for the
+// 16 lanes of a blocked run, so that its loops unroll as they do in
+// registers.
+template <typename Body>
+void WithWidth(const Lanes& runs, Body body) {
+  if (runs.width == kChannelBlock) return body(std::integral_constant<int64_t, kChannelBlock>());
+  body(runs.width);
+}
+
 }  // namespace
 
 template <typename E>
-void BlockedSums(const typename E::T* x, const Shape& shape, double* partial, double* sums) {
-  const Runs runs(shape);
+void BlockedSums(const typename E::T* x, const Shape& shape, Layout layout, double* partial,
+                 double* sums) {
+  const Lanes runs(shape, layout, /*whole_pixels=*/true);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < runs.count(); ++r) {
-    const typename E::T* p = x + runs.offset(r);
-    double acc[kLanes] = {};
-    for (int64_t i = 0; i < runs.plane; ++i) {
+    const typename E::T* p = x + runs.start(r);
+    Accumulate(runs, r, partial, nullptr, [&](double* acc, double*, auto width) {
+      for (int64_t i = 0; i < runs.plane; ++i) {
 #pragma omp simd
-      for (int64_t l = 0; l < kLanes; ++l) acc[l] += E::Load(p[i * kLanes + l]);
-    }
-    for (int64_t l = 0; l < kLanes; ++l) partial[runs.slot(r) + l] = acc[l];
+        for (int64_t l = 0; l < width; ++l) acc[l] += E::Load(p[i * runs.stride + l]);
+      }
+    });
   }
   AddInImageOrder(runs, partial, sums);
 }
 
 template <typename E>
-void BlockedSquares(const typename E::T* x, const Shape& shape, const double* mean, double* partial,
-                    double* squares) {
-  const Runs runs(shape);
+void BlockedSquares(const typename E::T* x, const Shape& shape, Layout layout, const double* mean,
+                    double* partial, double* squares) {
+  const Lanes runs(shape, layout, /*whole_pixels=*/true);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < runs.count(); ++r) {
-    const typename E::T* p = x + runs.offset(r);
+    const typename E::T* p = x + runs.start(r);
     const double* mu = mean + runs.channel(r);
-    double acc[kLanes] = {};
-    for (int64_t i = 0; i < runs.plane; ++i) {
+    Accumulate(runs, r, partial, nullptr, [&](double* acc, double*, auto width) {
+      for (int64_t i = 0; i < runs.plane; ++i) {
 #pragma omp simd
-      for (int64_t l = 0; l < kLanes; ++l) {
-        const double d = E::Load(p[i * kLanes + l]) - mu[l];
-        acc[l] += d * d;
+        for (int64_t l = 0; l < width; ++l) {
+          const double d = E::Load(p[i * runs.stride + l]) - mu[l];
+          acc[l] += d * d;
+        }
       }
-    }
-    for (int64_t l = 0; l < kLanes; ++l) partial[runs.slot(r) + l] = acc[l];
+    });
   }
   AddInImageOrder(runs, partial, squares);
 }
 
 template <typename E>
-void BlockedNormalize(const typename E::T* x, const Shape& shape, const float* mean,
+void BlockedNormalize(const typename E::T* x, const Shape& shape, Layout layout, const float* mean,
                       const float* scale, const float* shift, typename E::T* y) {
-  const Runs runs(shape);
+  const Lanes runs(shape, layout, /*whole_pixels=*/true);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < runs.count(); ++r) {
     const int64_t c = runs.channel(r);
-    const typename E::T* p = x + runs.offset(r);
-    typename E::T* q = y + runs.offset(r);
-    for (int64_t i = 0; i < runs.plane; ++i) {
+    const typename E::T* p = x + runs.start(r);
+    typename E::T* q = y + runs.start(r);
+    WithWidth(runs, [&](auto width) {
+      for (int64_t i = 0; i < runs.plane; ++i) {
 #pragma omp simd
-      for (int64_t l = 0; l < kLanes; ++l) {
-        q[i * kLanes + l] =
-            E::Store((E::Load(p[i * kLanes + l]) - mean[c + l]) * scale[c + l] + shift[c + l]);
+        for (int64_t l = 0; l < width; ++l) {
+          q[i * runs.stride + l] = E::Store(
+              (E::Load(p[i * runs.stride + l]) - mean[c + l]) * scale[c + l] + shift[c + l]);
+        }
       }
-    }
+    });
   }
 }
 
 template <typename E>
 void BlockedGradientSums(const typename E::T* x, const typename E::T* dy, const Shape& shape,
-                         const float* mean, double* partial, double* sum_dy, double* sum_dy_xc) {
-  const Runs runs(shape);
+                         Layout layout, const float* mean, double* partial, double* sum_dy,
+                         double* sum_dy_xc) {
+  const Lanes runs(shape, layout, /*whole_pixels=*/true);
   double* partial_xc = partial + runs.images * runs.channels;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < runs.count(); ++r) {
-    const typename E::T* p = x + runs.offset(r);
-    const typename E::T* g = dy + runs.offset(r);
+    const typename E::T* p = x + runs.start(r);
+    const typename E::T* g = dy + runs.start(r);
     const float* mu = mean + runs.channel(r);
-    double acc[kLanes] = {}, acc_xc[kLanes] = {};
-    for (int64_t i = 0; i < runs.plane; ++i) {
+    Accumulate(runs, r, partial, partial_xc, [&](double* acc, double* acc_xc, auto width) {
+      for (int64_t i = 0; i < runs.plane; ++i) {
 #pragma omp simd
-      for (int64_t l = 0; l < kLanes; ++l) {
-        const float d = E::Load(g[i * kLanes + l]);
-        acc[l] += d;
-        acc_xc[l] += static_cast<double>(d) * (E::Load(p[i * kLanes + l]) - mu[l]);
+        for (int64_t l = 0; l < width; ++l) {
+          const float d = E::Load(g[i * runs.stride + l]);
+          acc[l] += d;
+          acc_xc[l] += static_cast<double>(d) * (E::Load(p[i * runs.stride + l]) - mu[l]);
+        }
       }
-    }
-    for (int64_t l = 0; l < kLanes; ++l) {
-      partial[runs.slot(r) + l] = acc[l];
-      partial_xc[runs.slot(r) + l] = acc_xc[l];
-    }
+    });
   }
   AddInImageOrder(runs, partial, sum_dy);
   AddInImageOrder(runs, partial_xc, sum_dy_xc);
@@ -120,36 +138,40 @@ void BlockedGradientSums(const typename E::T* x, const typename E::T* dy, const 
 
 template <typename E>
 void BlockedInputGradient(const typename E::T* x, const typename E::T* dy, const Shape& shape,
-                          const float* mean, const float* k, const float* mean_dy,
+                          Layout layout, const float* mean, const float* k, const float* mean_dy,
                           const float* coef, typename E::T* dx, bool accumulate) {
-  const Runs runs(shape);
+  const Lanes runs(shape, layout, /*whole_pixels=*/true);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < runs.count(); ++r) {
     const int64_t c = runs.channel(r);
-    const typename E::T* p = x + runs.offset(r);
-    const typename E::T* g = dy + runs.offset(r);
-    typename E::T* q = dx + runs.offset(r);
-    for (int64_t i = 0; i < runs.plane; ++i) {
+    const typename E::T* p = x + runs.start(r);
+    const typename E::T* g = dy + runs.start(r);
+    typename E::T* q = dx + runs.start(r);
+    WithWidth(runs, [&](auto width) {
+      for (int64_t i = 0; i < runs.plane; ++i) {
 #pragma omp simd
-      for (int64_t l = 0; l < kLanes; ++l) {
-        const int64_t e = i * kLanes + l;
-        const float v = k[c + l] * (E::Load(g[e]) - mean_dy[c + l] -
-                                    (E::Load(p[e]) - mean[c + l]) * coef[c + l]);
-        q[e] = E::Store(accumulate ? E::Load(q[e]) + v : v);
+        for (int64_t l = 0; l < width; ++l) {
+          const int64_t e = i * runs.stride + l;
+          const float v = k[c + l] * (E::Load(g[e]) - mean_dy[c + l] -
+                                      (E::Load(p[e]) - mean[c + l]) * coef[c + l]);
+          q[e] = E::Store(accumulate ? E::Load(q[e]) + v : v);
+        }
       }
-    }
+    });
   }
 }
 
-#define SPILL_BLOCKED_BATCH_NORM(E)                                                            \
-  template void BlockedSums<E>(const E::T*, const Shape&, double*, double*);                   \
-  template void BlockedSquares<E>(const E::T*, const Shape&, const double*, double*, double*); \
-  template void BlockedNormalize<E>(const E::T*, const Shape&, const float*, const float*,     \
-                                    const float*, E::T*);                                      \
-  template void BlockedGradientSums<E>(const E::T*, const E::T*, const Shape&, const float*,   \
-                                       double*, double*, double*);                             \
-  template void BlockedInputGradient<E>(const E::T*, const E::T*, const Shape&, const float*,  \
-                                        const float*, const float*, const float*, E::T*, bool);
+#define SPILL_BLOCKED_BATCH_NORM(E)                                                                \
+  template void BlockedSums<E>(const E::T*, const Shape&, Layout, double*, double*);               \
+  template void BlockedSquares<E>(const E::T*, const Shape&, Layout, const double*, double*,       \
+                                  double*);                                                        \
+  template void BlockedNormalize<E>(const E::T*, const Shape&, Layout, const float*, const float*, \
+                                    const float*, E::T*);                                          \
+  template void BlockedGradientSums<E>(const E::T*, const E::T*, const Shape&, Layout,             \
+                                       const float*, double*, double*, double*);                   \
+  template void BlockedInputGradient<E>(const E::T*, const E::T*, const Shape&, Layout,            \
+                                        const float*, const float*, const float*, const float*,    \
+                                        E::T*, bool);
 SPILL_BLOCKED_BATCH_NORM(Float32Elements)
 SPILL_BLOCKED_BATCH_NORM(Bf16Elements)
 SPILL_BLOCKED_BATCH_NORM(HalfElements)

@@ -1,7 +1,8 @@
-// Batch norm's sweeps over tensors in the blocked layout (framework/device/tensor.h),
-// for layers/cpu/batch_norm_cpu.cc. Each (image, channel block) is one run of
-// plane x 16 floats, and the 16 channels of a block are the vector lanes, so
-// every sweep vectorizes across channels with no reduction between lanes.
+// Batch norm's sweeps over tensors in the blocked or the channels-last layout
+// (framework/device/tensor.h), for layers/cpu/batch_norm_cpu.cc. Each (image,
+// channel block) is one run of plane x 16 elements (layers/cpu/blocked.h:
+// Lanes), and the 16 channels of a block are the vector lanes, so every sweep
+// vectorizes across channels with no reduction between lanes.
 //
 // Reductions keep the plain code's promises: sums in double, and added into
 // the carried sums image by image in batch order, so a step run over slices
@@ -29,23 +30,25 @@ inline size_t BlockedPartialDoubles(const Shape& shape) {
 
 // sums[ch] += the channel's values.
 template <typename E>
-void BlockedSums(const typename E::T* x, const Shape& shape, double* partial, double* sums);
+void BlockedSums(const typename E::T* x, const Shape& shape, Layout layout, double* partial,
+                 double* sums);
 // squares[ch] += (x - mean[ch])^2.
 template <typename E>
-void BlockedSquares(const typename E::T* x, const Shape& shape, const double* mean, double* partial,
-                    double* squares);
+void BlockedSquares(const typename E::T* x, const Shape& shape, Layout layout, const double* mean,
+                    double* partial, double* squares);
 // y = (x - mean[ch]) * scale[ch] + shift[ch].
 template <typename E>
-void BlockedNormalize(const typename E::T* x, const Shape& shape, const float* mean,
+void BlockedNormalize(const typename E::T* x, const Shape& shape, Layout layout, const float* mean,
                       const float* scale, const float* shift, typename E::T* y);
 // sum_dy[ch] += dy; sum_dy_xc[ch] += dy * (x - mean[ch]).
 template <typename E>
 void BlockedGradientSums(const typename E::T* x, const typename E::T* dy, const Shape& shape,
-                         const float* mean, double* partial, double* sum_dy, double* sum_dy_xc);
+                         Layout layout, const float* mean, double* partial, double* sum_dy,
+                         double* sum_dy_xc);
 // dx (=, or += when accumulate) k[ch] * (dy - mean_dy[ch] - (x - mean[ch]) * coef[ch]).
 template <typename E>
 void BlockedInputGradient(const typename E::T* x, const typename E::T* dy, const Shape& shape,
-                          const float* mean, const float* k, const float* mean_dy,
+                          Layout layout, const float* mean, const float* k, const float* mean_dy,
                           const float* coef, typename E::T* dx, bool accumulate);
 
 }  // namespace cpu

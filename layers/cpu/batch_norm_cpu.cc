@@ -4,7 +4,8 @@
 // cancels heavily, and float accumulation loses digits there that every
 // earlier layer's gradient inherits. Every reduction adds image by image in
 // batch order, so a step run over slices of the batch (memory.chunk) gives
-// the same bits. Blocked tensors go through layers/cpu/batch_norm_blocked.h,
+// the same bits. Blocked and channels-last tensors go through
+// layers/cpu/batch_norm_blocked.h,
 // whose per-image partial sums live in the workspace. Activations stored in
 // 16 bits are read and written as they are (layers/cpu/typed_elements.h):
 // the bits of float32 copies, with no copies.
@@ -48,7 +49,7 @@ class CpuBatchNormLayer : public BatchNormLayer {
   // x and y (so dx and dy) of one type; otherwise float32 copies.
   bool computes_16_bit(Pass) const override { return input_dtype(0) == output_dtype(0); }
   size_t workspace_bytes(Pass) const override {
-    if (input_layout(0) != Layout::kBlocked16) return 0;
+    if (input_layout(0) == Layout::kPlain) return 0;
     return cpu::BlockedPartialDoubles(Shape(batch(), channels_, 1, 1)) * sizeof(double);
   }
 
@@ -159,8 +160,8 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
-    if (args.inputs[0].blocked()) {
-      return cpu::BlockedSums<E>(x, s, Partial(args.workspace), sums);
+    if (args.inputs[0].layout() != Layout::kPlain) {
+      return cpu::BlockedSums<E>(x, s, args.inputs[0].layout(), Partial(args.workspace), sums);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -174,10 +175,11 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const Shape& s = args.inputs[0].shape();
     const int64_t n = s.n(), c = s.c(), plane = s.h() * s.w();
     const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
-    if (args.inputs[0].blocked()) {
+    if (args.inputs[0].layout() != Layout::kPlain) {
       std::vector<double> mean(c);
       for (int64_t ch = 0; ch < c; ++ch) mean[ch] = sums[ch] / count;
-      return cpu::BlockedSquares<E>(x, s, mean.data(), Partial(args.workspace), sums + c);
+      return cpu::BlockedSquares<E>(x, s, args.inputs[0].layout(), mean.data(),
+                                    Partial(args.workspace), sums + c);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -196,8 +198,9 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
     const auto* dy = cpu::ElementsOf<E>(args.output_grads[0]);
     const float* mean = args.aux[0].data();
-    if (args.inputs[0].blocked()) {
-      return cpu::BlockedGradientSums<E>(x, dy, s, mean, Partial(args.workspace), sums, sums + c);
+    if (args.inputs[0].layout() != Layout::kPlain) {
+      return cpu::BlockedGradientSums<E>(x, dy, s, args.inputs[0].layout(), mean,
+                                         Partial(args.workspace), sums, sums + c);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -259,10 +262,10 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const float* beta = args.params[1].data();
     const float* mean = args.aux[0].data();
     const float* inv_std = args.aux[1].data();
-    if (args.inputs[0].blocked()) {
+    if (args.inputs[0].layout() != Layout::kPlain) {
       std::vector<float> scale(c);
       for (int64_t ch = 0; ch < c; ++ch) scale[ch] = gamma[ch] * inv_std[ch];
-      return cpu::BlockedNormalize<E>(x, s, mean, scale.data(), beta, y);
+      return cpu::BlockedNormalize<E>(x, s, args.inputs[0].layout(), mean, scale.data(), beta, y);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -287,7 +290,7 @@ class CpuBatchNormLayer : public BatchNormLayer {
     const float* inv_std = args.aux[1].data();
     auto* dx = cpu::ElementsOf<E>(args.input_grads[0]);
     const bool accumulate = args.accumulate[0];
-    if (args.inputs[0].blocked()) {
+    if (args.inputs[0].layout() != Layout::kPlain) {
       std::vector<float> k(c), mean_dy(c), coef(c);
       for (int64_t ch = 0; ch < c; ++ch) {
         const float istd = inv_std[ch];
@@ -295,8 +298,8 @@ class CpuBatchNormLayer : public BatchNormLayer {
         mean_dy[ch] = static_cast<float>(sums[ch] / count);
         coef[ch] = static_cast<float>(sums[c + ch] * istd / count) * istd;
       }
-      return cpu::BlockedInputGradient<E>(x, dy, s, mean, k.data(), mean_dy.data(), coef.data(), dx,
-                                          accumulate);
+      return cpu::BlockedInputGradient<E>(x, dy, s, args.inputs[0].layout(), mean, k.data(),
+                                          mean_dy.data(), coef.data(), dx, accumulate);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ++ch) {

@@ -1,5 +1,6 @@
 #include "layers/cpu/blocked.h"
 
+#include "framework/device/convert.h"
 #include "layers/cpu/typed_elements.h"
 
 namespace spill {
@@ -7,34 +8,31 @@ namespace cpu {
 
 namespace {
 
-// One (image, channel block) pair per iteration: kChannelBlock planes on the
-// plain side, one contiguous run on the blocked side. `convert` maps one
-// element.
+// One (image, channel block) run per iteration: kChannelBlock planes on the
+// plain side, the run's lanes on the other. `convert` maps one element.
 template <typename From, typename To, typename Convert>
-void ToPlain(const From* blocked, const Shape& shape, To* plain, Convert convert) {
-  const int64_t blocks = shape.n() * ChannelBlocks(shape), plane = shape.h() * shape.w();
+void LanesToPlain(const From* t, const Lanes& lanes, To* plain, Convert convert) {
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const From* from = blocked + b * plane * kChannelBlock;
-    To* to = plain + b * plane * kChannelBlock;
-    for (int64_t p = 0; p < plane; ++p) {
+  for (int64_t r = 0; r < lanes.count(); ++r) {
+    const From* from = t + lanes.start(r);
+    To* to = plain + (lanes.image(r) * lanes.channels + lanes.channel(r)) * lanes.plane;
+    for (int64_t p = 0; p < lanes.plane; ++p) {
       for (int64_t l = 0; l < kChannelBlock; ++l) {
-        to[l * plane + p] = convert(from[p * kChannelBlock + l]);
+        to[l * lanes.plane + p] = convert(from[p * lanes.stride + l]);
       }
     }
   }
 }
 
 template <typename From, typename To, typename Convert>
-void ToBlocked(const From* plain, const Shape& shape, To* blocked, Convert convert) {
-  const int64_t blocks = shape.n() * ChannelBlocks(shape), plane = shape.h() * shape.w();
+void PlainToLanes(const From* plain, const Lanes& lanes, To* t, Convert convert) {
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const From* from = plain + b * plane * kChannelBlock;
-    To* to = blocked + b * plane * kChannelBlock;
-    for (int64_t p = 0; p < plane; ++p) {
+  for (int64_t r = 0; r < lanes.count(); ++r) {
+    const From* from = plain + (lanes.image(r) * lanes.channels + lanes.channel(r)) * lanes.plane;
+    To* to = t + lanes.start(r);
+    for (int64_t p = 0; p < lanes.plane; ++p) {
       for (int64_t l = 0; l < kChannelBlock; ++l) {
-        to[p * kChannelBlock + l] = convert(from[l * plane + p]);
+        to[p * lanes.stride + l] = convert(from[l * lanes.plane + p]);
       }
     }
   }
@@ -42,25 +40,19 @@ void ToBlocked(const From* plain, const Shape& shape, To* blocked, Convert conve
 
 }  // namespace
 
-void BlockedToPlain(const float* blocked, const Shape& shape, float* plain) {
-  ToPlain(blocked, shape, plain, Float32Elements::Load);
-}
-
-void PlainToBlocked(const float* plain, const Shape& shape, float* blocked) {
-  ToBlocked(plain, shape, blocked, Float32Elements::Store);
-}
-
-void BlockedToPlain(const void* blocked, DType dtype, const Shape& shape, float* plain) {
+void ToPlain(const void* t, DType dtype, Layout layout, const Shape& shape, float* plain) {
+  if (layout == Layout::kPlain) return ConvertToFloat(t, dtype, plain, shape.numel());
   WithElements(dtype, [&](auto e) {
     using E = decltype(e);
-    ToPlain(static_cast<const typename E::T*>(blocked), shape, plain, E::Load);
+    LanesToPlain(static_cast<const typename E::T*>(t), Lanes(shape, layout), plain, E::Load);
   });
 }
 
-void PlainToBlocked(const float* plain, const Shape& shape, void* blocked, DType dtype) {
+void FromPlain(const float* plain, const Shape& shape, void* t, DType dtype, Layout layout) {
+  if (layout == Layout::kPlain) return ConvertFromFloat(plain, t, dtype, shape.numel());
   WithElements(dtype, [&](auto e) {
     using E = decltype(e);
-    ToBlocked(plain, shape, static_cast<typename E::T*>(blocked), E::Store);
+    PlainToLanes(plain, Lanes(shape, layout), static_cast<typename E::T*>(t), E::Store);
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include "framework/base/check.h"
 #include "framework/base/registry.h"
+#include "layers/cpu/blocked.h"
 #include "layers/cpu/typed_elements.h"
 
 namespace spill {
@@ -64,23 +65,24 @@ namespace {
 template <typename T, typename Load>
 void BiasSums(const ConvGeometry& g, const T* dy, Load load, float* db, double* bias_sums) {
   const int64_t plane = g.out_plane();
-  if (g.output_layout == Layout::kBlocked16) {
-    const int64_t blocks = g.filters / kChannelBlock;
+  if (g.output_layout != Layout::kPlain) {
+    const Lanes lanes(Shape(g.batch, g.filters, g.out_height, g.out_width), g.output_layout);
 #pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t b = 0; b < lanes.blocks; ++b) {
+      const int64_t c = b * kChannelBlock;
       double sum[kChannelBlock];
       for (int64_t l = 0; l < kChannelBlock; ++l) {
-        sum[l] = bias_sums != nullptr ? bias_sums[b * kChannelBlock + l] : 0.0;
+        sum[l] = bias_sums != nullptr ? bias_sums[c + l] : 0.0;
       }
       for (int64_t n = 0; n < g.batch; ++n) {
-        const T* p = dy + (n * blocks + b) * plane * kChannelBlock;
+        const T* p = dy + lanes.start(n * lanes.blocks + b);
         for (int64_t i = 0; i < plane; ++i) {
-          for (int64_t l = 0; l < kChannelBlock; ++l) sum[l] += load(p[i * kChannelBlock + l]);
+          for (int64_t l = 0; l < kChannelBlock; ++l) sum[l] += load(p[i * lanes.stride + l]);
         }
       }
       for (int64_t l = 0; l < kChannelBlock; ++l) {
-        if (bias_sums != nullptr) bias_sums[b * kChannelBlock + l] = sum[l];
-        db[b * kChannelBlock + l] = static_cast<float>(sum[l]);
+        if (bias_sums != nullptr) bias_sums[c + l] = sum[l];
+        db[c + l] = static_cast<float>(sum[l]);
       }
     }
     return;

@@ -7,9 +7,10 @@
 // way) and slower than direct for narrow ones; the timings choose.
 // oneDNN picks the memory formats it computes fastest in (format_tag::any),
 // and tensors are reordered between those and the framework's layouts (x and
-// y plain NCHW or blocked nChw16c, as the geometry says; weights (G)OIHW)
-// through copies in the workspace. Blocked activations are what oneDNN picks
-// on AVX-512, so between blocked layers only the small weights are
+// y plain NCHW, blocked nChw16c or channels-last NHWC, as the geometry says;
+// weights (G)OIHW) through copies in the workspace. Blocked activations are
+// what oneDNN picks in float32 on AVX-512, channels-last what it picks in
+// bfloat16 on AMX, so between layers in those only the small weights are
 // reordered. 1x1 kernels between plain tensors compute in the plain layouts:
 // there the reorders would cost as much as the convolution.
 // Workspace: a copy of every operand whose format is not plain, a buffer for
@@ -90,6 +91,19 @@ struct Shapes {
   bool plain = false;  // compute in the plain layouts rather than oneDNN's choice
 };
 
+// The oneDNN format of a framework layout.
+Tag TagOf(Layout layout) {
+  switch (layout) {
+    case Layout::kBlocked16:
+      return Tag::nChw16c;
+    case Layout::kChannelsLast:
+      return Tag::nhwc;
+    case Layout::kPlain:
+      break;
+  }
+  return Tag::nchw;
+}
+
 Shapes MakeShapes(const ConvGeometry& g, Type compute) {
   Shapes s;
   s.src_type = TypeOf(g.input_dtype);
@@ -109,8 +123,8 @@ Shapes MakeShapes(const ConvGeometry& g, Type compute) {
   // Also the bottom/right padding: oneDNN checks it against the output size,
   // and padding that no output reaches is never read.
   s.padding = {g.pad[0], g.pad[1]};
-  s.src_tag = g.input_layout == Layout::kBlocked16 ? Tag::nChw16c : Tag::nchw;
-  s.dst_tag = g.output_layout == Layout::kBlocked16 ? Tag::nChw16c : Tag::nchw;
+  s.src_tag = TagOf(g.input_layout);
+  s.dst_tag = TagOf(g.output_layout);
   s.plain =
       g.kernel[0] == 1 && g.kernel[1] == 1 && s.src_tag == Tag::nchw && s.dst_tag == Tag::nchw;
   return s;

@@ -63,15 +63,14 @@ Copies Place(const ConvAlgorithm& a, const ConvGeometry& g, void* workspace) {
   return c;
 }
 
-// `copy` = the operand `t` (of `shape`, in `layout` and `dtype`) in the
-// plain layout, or in `layout` when the algorithm computes blocked, as
-// float32.
+// `copy` = the operand `t` (of `shape`, in `layout` and `dtype`) as float32,
+// in `inner`: its own layout, or plain.
 void ToCopy(const void* t, DType dtype, Layout layout, Layout inner, const Shape& shape,
             float* copy) {
   if (layout == inner) {
     ConvertToFloat(t, dtype, copy, shape.numel());
   } else {
-    BlockedToPlain(t, dtype, shape, copy);
+    ToPlain(t, dtype, layout, shape, copy);
   }
 }
 
@@ -81,7 +80,7 @@ void FromCopy(const float* copy, Layout inner, const Shape& shape, void* t, DTyp
   if (layout == inner) {
     ConvertFromFloat(copy, t, dtype, shape.numel());
   } else {
-    PlainToBlocked(copy, shape, t, dtype);
+    FromPlain(copy, shape, t, dtype, layout);
   }
 }
 

@@ -33,7 +33,7 @@ class CpuConvolutionLayer : public ConvolutionLayer {
 
   bool computes_16_bit(Pass) const override { return true; }
 
-  // Converts between layouts: x and y may each be plain or blocked.
+  // Converts between layouts: x and y may each be in any.
   LayoutRule layout_rule() const override {
     return cpu::BlockedLayoutsPay() ? LayoutRule::kFree : LayoutRule::kPlain;
   }

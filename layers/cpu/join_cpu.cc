@@ -13,7 +13,8 @@ class CpuConcatLayer : public ConcatLayer {
   using ConcatLayer::ConcatLayer;
 
   // A blocked tensor's channels fill whole blocks, so each image's channels
-  // from one input are one contiguous run in either layout.
+  // from one input are one contiguous run in the plain and the blocked
+  // layout; in channels-last, each pixel's are.
   LayoutRule layout_rule() const override { return LayoutRule::kTied; }
   bool supports_slices() const override { return true; }
 
@@ -22,14 +23,14 @@ class CpuConcatLayer : public ConcatLayer {
 
   void Forward(const ForwardArgs& args) const override {
     const Tensor& y = args.outputs[0];
-    const Shape& out = y.shape();
-    const int64_t plane = out.h() * out.w();
-    for (int64_t n = 0; n < out.n(); ++n) {
+    const Rows rows(y);
+#pragma omp parallel for schedule(static) if (rows.count > 64)
+    for (int64_t r = 0; r < rows.count; ++r) {
       int64_t channel = 0;
       for (const Tensor& in : args.inputs) {
-        const int64_t count = in.shape().c() * plane;
-        cpu::CopyOrAdd(Run(in, n * count, count), Run(y, (n * out.c() + channel) * plane, count),
-                       false);
+        const int64_t count = in.shape().c() * rows.pixels;
+        cpu::CopyOrAdd(Run(in, r * count, count),
+                       Run(y, (r * y.shape().c() + channel) * rows.pixels, count), false);
         channel += in.shape().c();
       }
     }
@@ -37,16 +38,16 @@ class CpuConcatLayer : public ConcatLayer {
 
   void Backward(const BackwardArgs& args) const override {
     const Tensor& dy = args.output_grads[0];
-    const Shape& out = dy.shape();
-    const int64_t plane = out.h() * out.w();
-    for (int64_t n = 0; n < out.n(); ++n) {
+    const Rows rows(dy);
+#pragma omp parallel for schedule(static) if (rows.count > 64)
+    for (int64_t r = 0; r < rows.count; ++r) {
       int64_t channel = 0;
       for (size_t i = 0; i < inputs_.size(); ++i) {
-        const int64_t count = inputs_[i].c() * plane;
+        const int64_t count = inputs_[i].c() * rows.pixels;
         const Tensor& dx = args.input_grads[i];
         if (dx.valid()) {
-          cpu::CopyOrAdd(Run(dy, (n * out.c() + channel) * plane, count), Run(dx, n * count, count),
-                         args.accumulate[i]);
+          cpu::CopyOrAdd(Run(dy, (r * dy.shape().c() + channel) * rows.pixels, count),
+                         Run(dx, r * count, count), args.accumulate[i]);
         }
         channel += inputs_[i].c();
       }
@@ -54,6 +55,16 @@ class CpuConcatLayer : public ConcatLayer {
   }
 
  private:
+  // The runs that hold each input's channels whole: an image of planes
+  // (plain, blocked) or a pixel (channels-last); `pixels` per channel.
+  struct Rows {
+    explicit Rows(const Tensor& t)
+        : count(t.shape().n() *
+                (t.layout() == Layout::kChannelsLast ? t.shape().h() * t.shape().w() : 1)),
+          pixels(t.layout() == Layout::kChannelsLast ? 1 : t.shape().h() * t.shape().w()) {}
+    int64_t count, pixels;
+  };
+
   // `count` elements of `t` from element `begin`, as a tensor of their own.
   static Tensor Run(const Tensor& t, int64_t begin, int64_t count) {
     char* data = static_cast<char*>(t.raw()) + begin * static_cast<int64_t>(DTypeSize(t.dtype()));

@@ -1,9 +1,10 @@
-// Max, average and global average pooling on the CPU, in either layout
+// Max, average and global average pooling on the CPU, in any layout
 // (framework/device/tensor.h). A run is what one thread computes: a plane of one
-// channel (plain) or of a block of 16 channels, the lanes (blocked), element
-// (h, w, lane) at (h * W + w) * lanes + lane. Each output (and, in backward,
-// each input run) is computed by one thread, so sums are deterministic, and
-// both layouts add a window's elements in the same order. Window bounds are
+// channel (plain) or of a block of 16 channels, the lanes (blocked and
+// channels-last: layers/cpu/blocked.h), element (h, w, lane) at
+// (h * W + w) * stride + lane from the run's start. Each output (and, in
+// backward, each input run) is computed by one thread, so sums are
+// deterministic, and every layout adds a window's elements in the same order. Window bounds are
 // computed once per row and column, not per output. Tensors stored in 16
 // bits are read and written as they are (layers/cpu/typed_elements.h); a
 // run's input gradient sums in a float32 buffer and is rounded once, so the
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "framework/graph/layer_registry.h"
+#include "layers/cpu/blocked.h"
 #include "layers/cpu/typed_elements.h"
 #include "layers/pooling_layer.h"
 
@@ -47,16 +49,28 @@ struct Windows {
   Ranges rows, cols;
 };
 
+// Where each run starts in x and in y, and how far apart a run's pixels lie.
+struct PoolRuns {
+  PoolRuns(const Shape& x, const Shape& y, Layout layout)
+      : in(x, layout), out(y, layout), plain(layout == Layout::kPlain) {}
+  int64_t count() const { return plain ? in.images * in.channels : in.count(); }
+  int64_t in_start(int64_t r) const { return plain ? r * in.plane : in.start(r); }
+  int64_t out_start(int64_t r) const { return plain ? r * out.plane : out.start(r); }
+  int64_t stride() const { return plain ? 1 : in.stride; }
+  cpu::Lanes in, out;
+  bool plain;
+};
+
 template <int kLanes, typename E>
 void PoolRun(const PoolGeometry& g, const Windows& win, bool max, const typename E::T* in,
-             typename E::T* out) {
+             typename E::T* out, int64_t stride) {
   for (int64_t oh = 0; oh < g.out_height; ++oh) {
     for (int64_t ow = 0; ow < g.out_width; ++ow) {
       float value[kLanes];
       std::fill(value, value + kLanes, max ? -FLT_MAX : 0.0f);
       for (int64_t h = win.rows.begin[oh]; h < win.rows.end[oh]; ++h) {
         for (int64_t w = win.cols.begin[ow]; w < win.cols.end[ow]; ++w) {
-          const typename E::T* at = in + (h * g.width + w) * kLanes;
+          const typename E::T* at = in + (h * g.width + w) * stride;
 #pragma omp simd
           for (int l = 0; l < kLanes; ++l) {
             const float v = E::Load(at[l]);
@@ -64,7 +78,7 @@ void PoolRun(const PoolGeometry& g, const Windows& win, bool max, const typename
           }
         }
       }
-      typename E::T* to = out + (oh * g.out_width + ow) * kLanes;
+      typename E::T* to = out + (oh * g.out_width + ow) * stride;
       const float area = static_cast<float>(win.rows.span[oh] * win.cols.span[ow]);
       for (int l = 0; l < kLanes; ++l) to[l] = E::Store(max ? value[l] : value[l] / area);
     }
@@ -73,12 +87,14 @@ void PoolRun(const PoolGeometry& g, const Windows& win, bool max, const typename
 
 // dx of one run; max pooling passes each output's gradient to the first
 // position of its window holding the maximum.
+// x, y and dy's pixels lie `stride` apart, dx's `dx_stride`.
 template <int kLanes, typename E>
 void PoolRunBackward(const PoolGeometry& g, const Windows& win, const typename E::T* x,
-                     const typename E::T* y, const typename E::T* dy, float* dx) {
+                     const typename E::T* y, const typename E::T* dy, float* dx, int64_t stride,
+                     int64_t dx_stride) {
   for (int64_t oh = 0; oh < g.out_height; ++oh) {
     for (int64_t ow = 0; ow < g.out_width; ++ow) {
-      const int64_t o = (oh * g.out_width + ow) * kLanes;
+      const int64_t o = (oh * g.out_width + ow) * stride;
       const int64_t h0 = win.rows.begin[oh], h1 = win.rows.end[oh];
       const int64_t w0 = win.cols.begin[ow], w1 = win.cols.end[ow];
       for (int l = 0; l < kLanes; ++l) {
@@ -86,9 +102,9 @@ void PoolRunBackward(const PoolGeometry& g, const Windows& win, const typename E
           bool found = false;
           for (int64_t h = h0; h < h1 && !found; ++h) {
             for (int64_t w = w0; w < w1 && !found; ++w) {
-              const int64_t i = (h * g.width + w) * kLanes + l;
-              if (E::Load(x[i]) == E::Load(y[o + l])) {
-                dx[i] += E::Load(dy[o + l]);
+              const int64_t p = h * g.width + w;
+              if (E::Load(x[p * stride + l]) == E::Load(y[o + l])) {
+                dx[p * dx_stride + l] += E::Load(dy[o + l]);
                 found = true;
               }
             }
@@ -98,7 +114,7 @@ void PoolRunBackward(const PoolGeometry& g, const Windows& win, const typename E
         const float share =
             E::Load(dy[o + l]) / static_cast<float>(win.rows.span[oh] * win.cols.span[ow]);
         for (int64_t h = h0; h < h1; ++h) {
-          for (int64_t w = w0; w < w1; ++w) dx[(h * g.width + w) * kLanes + l] += share;
+          for (int64_t w = w0; w < w1; ++w) dx[(h * g.width + w) * dx_stride + l] += share;
         }
       }
     }
@@ -117,7 +133,7 @@ class CpuPoolingLayer : public PoolingLayer {
   void Forward(const ForwardArgs& args) const override {
     cpu::WithElements(args.inputs[0].dtype(), [&](auto e) {
       using E = decltype(e);
-      if (args.inputs[0].blocked()) return ForwardRuns<kChannelBlock, E>(args);
+      if (args.inputs[0].layout() != Layout::kPlain) return ForwardRuns<kChannelBlock, E>(args);
       ForwardRuns<1, E>(args);
     });
   }
@@ -125,7 +141,9 @@ class CpuPoolingLayer : public PoolingLayer {
   void Backward(const BackwardArgs& args) const override {
     cpu::WithElements(args.output_grads[0].dtype(), [&](auto e) {
       using E = decltype(e);
-      if (args.input_grads[0].blocked()) return BackwardRuns<kChannelBlock, E>(args);
+      if (args.input_grads[0].layout() != Layout::kPlain) {
+        return BackwardRuns<kChannelBlock, E>(args);
+      }
       BackwardRuns<1, E>(args);
     });
   }
@@ -138,12 +156,12 @@ class CpuPoolingLayer : public PoolingLayer {
     const auto* x = cpu::ElementsOf<E>(args.inputs[0]);
     auto* y = cpu::ElementsOf<E>(args.outputs[0]);
     const bool max = kind_ == Kind::kMax;
-    const int64_t runs = args.inputs[0].shape().n() * g.channels / kLanes;  // the images given
-    const int64_t in_run = g.height * g.width * kLanes,
-                  out_run = g.out_height * g.out_width * kLanes;
+    const PoolRuns runs(args.inputs[0].shape(), args.outputs[0].shape(),
+                        args.inputs[0].layout());  // the images given
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < runs; ++r)
-      PoolRun<kLanes, E>(g, win, max, x + r * in_run, y + r * out_run);
+    for (int64_t r = 0; r < runs.count(); ++r) {
+      PoolRun<kLanes, E>(g, win, max, x + runs.in_start(r), y + runs.out_start(r), runs.stride());
+    }
   }
 
   // A float32 input gradient is summed in place; a 16-bit one in a float32
@@ -159,30 +177,40 @@ class CpuPoolingLayer : public PoolingLayer {
     const bool accumulate = args.accumulate[0];
     const T* x = kind_ == Kind::kMax ? cpu::ElementsOf<E>(args.inputs[0]) : nullptr;
     const T* y = kind_ == Kind::kMax ? cpu::ElementsOf<E>(args.outputs[0]) : nullptr;
-    const int64_t runs = args.output_grads[0].shape().n() * g.channels / kLanes;
-    const int64_t in_run = g.height * g.width * kLanes,
-                  out_run = g.out_height * g.out_width * kLanes;
+    const PoolRuns runs(args.input_grads[0].shape(), args.output_grads[0].shape(),
+                        args.input_grads[0].layout());
+    const int64_t stride = runs.stride(), plane = g.height * g.width;
+    const int64_t dx_stride = kInPlace ? stride : kLanes;
 #pragma omp parallel
     {
-      std::vector<float> buffer(kInPlace ? 0 : in_run);
+      std::vector<float> buffer(kInPlace ? 0 : plane * kLanes);
 #pragma omp for schedule(static)
-      for (int64_t r = 0; r < runs; ++r) {
-        T* run = dx + r * in_run;
+      for (int64_t r = 0; r < runs.count(); ++r) {
+        T* run = dx + runs.in_start(r);
         float* grad_in = nullptr;
         if constexpr (kInPlace) {
           grad_in = run;
         } else {
           grad_in = buffer.data();
         }
-        if (!accumulate) {
-          std::fill(grad_in, grad_in + in_run, 0.0f);
-        } else if (!kInPlace) {
-          for (int64_t i = 0; i < in_run; ++i) grad_in[i] = E::Load(run[i]);
+        for (int64_t p = 0; p < plane; ++p) {
+          for (int l = 0; l < kLanes; ++l) {
+            float& to = grad_in[p * dx_stride + l];
+            if (!accumulate) {
+              to = 0.0f;
+            } else if (!kInPlace) {
+              to = E::Load(run[p * stride + l]);
+            }
+          }
         }
-        PoolRunBackward<kLanes, E>(g, win, x ? x + r * in_run : nullptr,
-                                   y ? y + r * out_run : nullptr, dy + r * out_run, grad_in);
+        const int64_t in = runs.in_start(r), out = runs.out_start(r);
+        PoolRunBackward<kLanes, E>(g, win, x ? x + in : nullptr, y ? y + out : nullptr, dy + out,
+                                   grad_in, stride, dx_stride);
         if (!kInPlace) {
-          for (int64_t i = 0; i < in_run; ++i) run[i] = E::Store(grad_in[i]);
+          for (int64_t p = 0; p < plane; ++p) {
+            for (int l = 0; l < kLanes; ++l)
+              run[p * stride + l] = E::Store(grad_in[p * kLanes + l]);
+          }
         }
       }
     }

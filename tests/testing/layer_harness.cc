@@ -54,18 +54,21 @@ LayerHarness::LayerHarness(const std::string& entry, const std::vector<Shape>& i
   workspace_.resize(ws / sizeof(float) + 1);
 }
 
-void LayerHarness::UseBlockedLayouts() {
+void LayerHarness::UseLayouts(Layout layout) {
   std::vector<Shape> shapes = input_shapes_;
   shapes.insert(shapes.end(), output_shapes_.begin(), output_shapes_.end());
   std::vector<LayoutNode> nodes(1);
   nodes[0].rule = layer_->layout_rule();
+  nodes[0].prefers = layout;
   for (size_t i = 0; i < shapes.size(); ++i) {
     (i < input_shapes_.size() ? nodes[0].inputs : nodes[0].outputs).push_back(static_cast<int>(i));
   }
-  // As if blocked convolutions produced the inputs and consumed the outputs.
+  // As if convolutions in `layout` produced the inputs and consumed the
+  // outputs.
   for (size_t i = 0; i < shapes.size(); ++i) {
     LayoutNode conv;
     conv.rule = LayoutRule::kFree;
+    conv.prefers = layout;
     conv.inputs = {static_cast<int>(i)};
     nodes.push_back(conv);
   }
@@ -82,12 +85,14 @@ Tensor LayerHarness::Stage(const Shape& shape, Layout layout, std::vector<float>
                            std::vector<std::vector<float>>* staging) {
   if (layout == Layout::kPlain) return Tensor(shape, values.data());
   staging->emplace_back(values.size());
-  cpu::PlainToBlocked(values.data(), shape, staging->back().data());
+  cpu::FromPlain(values.data(), shape, staging->back().data(), DType::kF32, layout);
   return Tensor(shape, staging->back().data(), layout);
 }
 
 void LayerHarness::Unstage(const Tensor& staged, std::vector<float>& values) {
-  if (staged.blocked()) cpu::BlockedToPlain(staged.data(), staged.shape(), values.data());
+  if (staged.layout() != Layout::kPlain) {
+    cpu::ToPlain(staged.data(), DType::kF32, staged.layout(), staged.shape(), values.data());
+  }
 }
 
 void LayerHarness::Randomize(uint64_t seed) {

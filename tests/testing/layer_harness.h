@@ -24,13 +24,14 @@ class LayerHarness {
   Layer& layer() { return *layer_; }
   const std::vector<Shape>& output_shapes() const { return output_shapes_; }
 
-  // Hands the layer its tensors in the blocked layout wherever a network
-  // would if blocked convolutions surrounded it (framework/graph/layouts.h: the
-  // layer's rule allows it, channels in whole blocks, planes larger than
-  // 1x1). The buffers below stay plain:
-  // the harness converts on the way in and out, so every check reads the same
-  // values in either layout.
-  void UseBlockedLayouts();
+  // Hands the layer its tensors in `layout` (blocked or channels-last)
+  // wherever a network would if convolutions computing in it surrounded it
+  // (framework/graph/layouts.h: the layer's rule allows it, channels in whole
+  // blocks, planes larger than 1x1). The buffers below stay plain: the
+  // harness converts on the way in and out, so every check reads the same
+  // values in every layout.
+  void UseLayouts(Layout layout);
+  void UseBlockedLayouts() { UseLayouts(Layout::kBlocked16); }
 
   void Forward(Phase phase = Phase::kTrain, bool recompute = false, uint64_t seed = 7);
   // Uses output_grads as dy; writes input_grads and param_grads.
@@ -51,7 +52,7 @@ class LayerHarness {
 
  private:
   // A view of `values` in the layer's layout: the buffer itself when plain,
-  // else a blocked copy in `staging` (copied back by Unstage).
+  // else a copy in that layout in `staging` (copied back by Unstage).
   Tensor Stage(const Shape& shape, Layout layout, std::vector<float>& values,
                std::vector<std::vector<float>>* staging);
   void Unstage(const Tensor& staged, std::vector<float>& values);

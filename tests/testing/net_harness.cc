@@ -76,6 +76,7 @@ NetOptions NetOptionsOf(const SyntheticRun& run, DeviceType device) {
   options.batch = run.batch;
   options.device = device;
   options.blocked_layouts = run.blocked_layouts;
+  options.layout = run.layout;
   options.precision = run.precision;
   options.slice_copies_from = run.slice_copies_from;
   return options;

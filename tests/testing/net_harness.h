@@ -53,6 +53,7 @@ struct SyntheticRun {
   double link_bytes_per_second = 0;        // throttle the CPU device's copies
   std::string device = "cpu";              // or "cuda" (--config=cuda builds)
   bool blocked_layouts = true;             // NetOptions::blocked_layouts
+  std::optional<Layout> layout;            // NetOptions::layout
   Precision precision = Precision::kFp32;  // NetOptions::precision
   size_t slice_copies_from = SIZE_MAX;     // NetOptions::slice_copies_from
   Device* use_device = nullptr;            // this one instead of a new `device`

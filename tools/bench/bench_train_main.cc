@@ -58,6 +58,7 @@ struct Args {
   double link_gbps = 0;                      // 0: copies at memcpy speed
   bool minimum = false, profile = false, no_calibration = false, plain_layouts = false;
   std::string precision = "fp32";
+  std::string layout = "auto";  // or a LayoutName
   ParamOverrides sets;
   int64_t batch = 64, steps = 20, warmup = 3, repeat = 1;
   MemoryFlags memory;  // as given
@@ -101,6 +102,11 @@ void Declare(Flags& f, Args* a) {
   f.Flag("--plain-layouts", &a->plain_layouts,
          "keep every activation in plain NCHW (default: blocked between convolutions where the "
          "CPU computes them faster so)");
+  f.Choice("--layout", &a->layout,
+           "the layout of activations between convolutions: auto (nChw16c where the CPU "
+           "computes convolutions faster so, else nchw), nchw (the same as --plain-layouts), "
+           "nChw16c, or nhwc (channels-last, what oneDNN's AMX bfloat16 kernels compute in)",
+           {"auto", "nchw", "nChw16c", "nhwc"});
   a->memory.Declare(f, BenchMemoryUse());
 }
 
@@ -205,7 +211,9 @@ Status Run(const Args& args) {
                            NetOptions o =
                                NetOptionsFor(args.batch, device.type(), memory.workspace,
                                              *ParsePrecision(args.precision, "--precision"));
-                           o.blocked_layouts &= !args.plain_layouts;
+                           o.blocked_layouts &= !args.plain_layouts && args.layout != "nchw";
+                           if (args.layout == "nChw16c") o.layout = Layout::kBlocked16;
+                           if (args.layout == "nhwc") o.layout = Layout::kChannelsLast;
                            return o;
                          }()));
   if (!args.no_calibration) SPILL_RETURN_IF_ERROR(CalibrateNet(*net, device));
