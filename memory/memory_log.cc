@@ -18,7 +18,7 @@ void MemoryLog::Finish() {
   host_peak = 0;
   overshoot = 0;
   peak_step = -1;
-  to_host = to_device = compacted = 0;
+  to_host = to_device = on_demand = compacted = 0;
   recomputed = streamed = 0;
   for (const StepRecord& r : steps) {
     compacted += r.compacted;
@@ -30,6 +30,7 @@ void MemoryLog::Finish() {
     host_peak = std::max(host_peak, r.host);
     overshoot = std::max(overshoot, r.overshoot);
     to_device += r.to_device;
+    on_demand += r.on_demand;
     recomputed += r.recomputed;
     streamed += r.slice_images > 0;
   }

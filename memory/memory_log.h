@@ -31,6 +31,7 @@ struct StepRecord {
   std::vector<TensorId> live;  // only when live sets are recorded
   size_t to_host = 0;          // bytes offloaded during the step
   size_t to_device = 0;        // bytes prefetched during the step
+  size_t on_demand = 0;        // of those, read in by the step itself: its compute waits
   int recomputed = 0;          // forward computations rerun during the step
   size_t compacted = 0;        // bytes moved within the device to close holes
   size_t workspace = 0;        // workspace bytes granted to the step
@@ -50,6 +51,7 @@ struct MemoryLog {
   size_t persistent = 0;            // parameters, gradients, solver state
   size_t to_host = 0;
   size_t to_device = 0;
+  size_t on_demand = 0;  // of to_device: read in by the step that reads them
   int recomputed = 0;
   int streamed = 0;  // steps computed in slices through host memory
   size_t compacted = 0;

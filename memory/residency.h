@@ -58,6 +58,10 @@ struct TransferCounters {
   size_t to_host_bytes = 0;
   size_t to_device_bytes = 0;
   size_t compacted_bytes = 0;  // moved within the device to close holes
+  // Of to_device_bytes: read in by the step that reads them, its compute
+  // waiting for the copy (a parameter a plan brings late, a prefetch that
+  // found no room), not prefetched ahead.
+  size_t on_demand_bytes = 0;
   int64_t offloads = 0;
   int64_t prefetches = 0;
   int64_t drops = 0;
@@ -96,6 +100,9 @@ class ResidencyManager {
   Status BeginPrefetch(TensorId id);
   // kPrefetching -> kDevice: later compute waits for the copy.
   void FinishPrefetch(TensorId id);
+  // Counts a prefetch begun by the step that reads the tensor
+  // (TransferCounters::on_demand_bytes).
+  void CountOnDemand(TensorId id) { counters_.on_demand_bytes += schedule_.tensors[id].bytes; }
   // kDevice -> kDropped: frees the device block (and any host copy).
   void Drop(TensorId id);
   // kHost or kUnallocated -> kDropped, for a dropped tensor a rebuild

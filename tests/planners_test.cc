@@ -666,7 +666,15 @@ TEST(PlannerModesTest, UnderHostParametersThePlannersFitWhereSuperneuronsDoes) {
     auto plan = Plan((*net)->view(), options_for(mode, budget));
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     EXPECT_TRUE(plan->fits) << mode << " at " << budget << " bytes: " << plan->failure;
+    // Those steps read the parameters in themselves: on demand, counted.
+    EXPECT_GT(plan->log.on_demand, 0u) << mode;
+    EXPECT_LT(plan->log.on_demand, plan->log.to_device) << mode;
   }
+  // With room, every parameter is prefetched a step ahead.
+  auto roomy = Plan((*net)->view(), options_for("greedy", size_t{1} << 30));
+  ASSERT_TRUE(roomy.ok() && roomy->fits);
+  EXPECT_GT(roomy->log.to_device, 0u);
+  EXPECT_EQ(roomy->log.on_demand, 0u);
 }
 
 // memory.min_offload left at its default (1 MiB) bounds the planners'

@@ -266,6 +266,7 @@ nlohmann::ordered_json JsonPlan(const std::string& mode, const MemoryPlan& plan,
   out["recomputations"] = plan.recomputations;
   out["to_host_bytes"] = plan.log.to_host;
   out["to_device_bytes"] = plan.log.to_device;
+  out["on_demand_bytes"] = plan.log.on_demand;
   out["plan_seconds"] = seconds;
   if (minimum) out["minimum_budget_bytes"] = minimum;
   nlohmann::ordered_json live = nlohmann::ordered_json::array();
@@ -438,6 +439,22 @@ void PrintStreamed(const MemoryPlan& plan, const Net& net) {
       plan.log.streamed, steps.c_str(), plan.log.streamed > 4 ? ", ..." : "");
 }
 
+// What steps read in themselves instead of having it prefetched: parameters
+// a plan brings late, prefetches that found no room.
+void PrintOnDemand(const MemoryPlan& plan, const Net& net) {
+  if (plan.log.on_demand == 0) return;
+  std::string steps;
+  int listed = 0;
+  for (const StepRecord& r : plan.log.steps) {
+    if (r.on_demand == 0 || ++listed > 4) continue;
+    steps += std::string(listed > 1 ? ", " : "") + net.layer(r.layer).name() +
+             (r.pass == Pass::kForward ? " forward " : " backward ") + Bytes(r.on_demand);
+  }
+  std::printf(
+      "  read on demand (not prefetched: the step waits for the copy): %s in %d steps: %s%s\n",
+      Bytes(plan.log.on_demand).c_str(), listed, steps.c_str(), listed > 4 ? ", ..." : "");
+}
+
 void PrintPlan(const Args& args, const std::string& mode, const MemoryOptions& options,
                const MemoryPlan& plan, const Net& net, double seconds, size_t minimum,
                bool single) {
@@ -460,6 +477,7 @@ void PrintPlan(const Args& args, const std::string& mode, const MemoryOptions& o
       100.0 * plan.fragmentation() / std::max<size_t>(plan.footprint, 1),
       Bytes(plan.compacted).c_str());
   PrintStreamed(plan, net);
+  PrintOnDemand(plan, net);
   if (minimum) {
     std::printf("  smallest budget that runs: %s (%zu bytes)\n", Bytes(minimum).c_str(), minimum);
   }

@@ -31,6 +31,7 @@ void RuntimeRecords::FinishStep(const TransferCounters& transfers) {
   StepRecord& record = step();
   record.to_host = transfers.to_host_bytes - step_start_.to_host_bytes;
   record.to_device = transfers.to_device_bytes - step_start_.to_device_bytes;
+  record.on_demand = transfers.on_demand_bytes - step_start_.on_demand_bytes;
   record.recomputed = static_cast<int>(recomputations_ - step_recomputed_);
   record.compacted = transfers.compacted_bytes - step_start_.compacted_bytes;
 }

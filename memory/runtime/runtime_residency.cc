@@ -281,6 +281,7 @@ Status MemoryRuntime::EnsureOnDevice(TensorId id, StepRunner& runner) {
                         FormatBytes(static_cast<double>(info.bytes)) + ")",
                     info.bytes);
       }
+      residency_->CountOnDemand(id);
       residency_->FinishPrefetch(id);
       if (Cached(id)) cache_.Touch(id);
       return Status::Ok();

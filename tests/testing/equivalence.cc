@@ -35,6 +35,7 @@ void ExpectRunAsPlanned(const NetSpec& spec, const SyntheticRun& run, const Trai
     ASSERT_EQ(p.live_tensors, r.live_tensors) << what << " step " << s + 1;
     ASSERT_EQ(p.to_host, r.to_host) << what << " step " << s + 1;
     ASSERT_EQ(p.to_device, r.to_device) << what << " step " << s + 1;
+    ASSERT_EQ(p.on_demand, r.on_demand) << what << " step " << s + 1;
     ASSERT_EQ(p.recomputed, r.recomputed) << what << " step " << s + 1;
     ASSERT_EQ(p.slice_images, r.slice_images) << what << " step " << s + 1;
     ASSERT_EQ(p.stream_buffers, r.stream_buffers) << what << " step " << s + 1;
