@@ -423,36 +423,47 @@ void PrintConversions(const Net& net) {
       layers, net.num_layers(), listed.c_str(), Bytes(largest).c_str(), where.c_str());
 }
 
+// The first four steps `pick` chooses, as "layer pass <describe(step)>", ", "
+// between them and ", ..." past four; `count` of them in all.
+struct StepList {
+  std::string text;
+  int count = 0;
+};
+
+template <typename Pick, typename Describe>
+StepList ListSteps(const MemoryPlan& plan, const Net& net, Pick pick, Describe describe) {
+  StepList list;
+  for (const StepRecord& r : plan.log.steps) {
+    if (!pick(r) || ++list.count > 4) continue;
+    list.text += std::string(list.count > 1 ? ", " : "") + net.layer(r.layer).name() +
+                 (r.pass == Pass::kForward ? " forward " : " backward ") + describe(r);
+  }
+  if (list.count > 4) list.text += ", ...";
+  return list;
+}
+
 void PrintStreamed(const MemoryPlan& plan, const Net& net) {
   if (plan.log.streamed == 0) return;
-  std::string steps;
-  int listed = 0;
-  for (const StepRecord& r : plan.log.steps) {
-    if (r.slice_images == 0 || ++listed > 4) continue;
-    steps += std::string(listed > 1 ? ", " : "") + net.layer(r.layer).name() +
-             (r.pass == Pass::kForward ? " forward (" : " backward (") +
-             std::to_string(r.slice_images) + (r.stream_buffers == 2 ? " x 2" : "") + ")";
-  }
+  const StepList steps = ListSteps(
+      plan, net, [](const StepRecord& r) { return r.slice_images > 0; },
+      [](const StepRecord& r) {
+        return "(" + std::to_string(r.slice_images) + (r.stream_buffers == 2 ? " x 2" : "") + ")";
+      });
   std::printf(
-      "  %d steps streamed through host memory, images per slice (x 2: double-buffered): "
-      "%s%s\n",
-      plan.log.streamed, steps.c_str(), plan.log.streamed > 4 ? ", ..." : "");
+      "  %d steps streamed through host memory, images per slice (x 2: double-buffered): %s\n",
+      plan.log.streamed, steps.text.c_str());
 }
 
 // What steps read in themselves instead of having it prefetched: parameters
 // a plan brings late, prefetches that found no room.
 void PrintOnDemand(const MemoryPlan& plan, const Net& net) {
   if (plan.log.on_demand == 0) return;
-  std::string steps;
-  int listed = 0;
-  for (const StepRecord& r : plan.log.steps) {
-    if (r.on_demand == 0 || ++listed > 4) continue;
-    steps += std::string(listed > 1 ? ", " : "") + net.layer(r.layer).name() +
-             (r.pass == Pass::kForward ? " forward " : " backward ") + Bytes(r.on_demand);
-  }
+  const StepList steps = ListSteps(
+      plan, net, [](const StepRecord& r) { return r.on_demand > 0; },
+      [](const StepRecord& r) { return Bytes(r.on_demand); });
   std::printf(
-      "  read on demand (not prefetched: the step waits for the copy): %s in %d steps: %s%s\n",
-      Bytes(plan.log.on_demand).c_str(), listed, steps.c_str(), listed > 4 ? ", ..." : "");
+      "  read on demand (not prefetched: the step waits for the copy): %s in %d steps: %s\n",
+      Bytes(plan.log.on_demand).c_str(), steps.count, steps.text.c_str());
 }
 
 void PrintPlan(const Args& args, const std::string& mode, const MemoryOptions& options,
