@@ -83,7 +83,6 @@ class Tensor {
 
   const Shape& shape() const { return shape_; }
   Layout layout() const { return layout_; }
-  bool blocked() const { return layout_ == Layout::kBlocked16; }
   DType dtype() const { return dtype_; }
   // The elements as float32: only for a kF32 tensor (raw() reaches any).
   float* data() const { return data_; }
