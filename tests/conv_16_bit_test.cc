@@ -2,8 +2,8 @@
 // float32 algorithms compute on widened copies in their workspace and round
 // their results as the executor rounds (framework/graph/conversions.h):
 // their bits are those of float32 tensors holding the same values, rounded.
-// dnnl_bf16 takes the 16-bit tensors as they are and computes in bfloat16
-// arithmetic: within bfloat16 rounding of float32, with less workspace.
+// dnnl_bf16 and gemm_bf16 take the 16-bit tensors as they are and compute
+// in bfloat16 arithmetic: within bfloat16 rounding of float32.
 // oneDNN's bf16 matrix product (layers/cpu/matmul_dnnl.h) is checked here too.
 #include <gtest/gtest.h>
 
@@ -201,47 +201,56 @@ TEST_P(Conv16BitTest, Float32AlgorithmsRoundTheirFloat32Results) {
   }
 }
 
-// bfloat16 arithmetic agrees with float32's within its rounding, on 16-bit
-// tensors and on a float32 input (the image a network's first convolution
-// reads); it is deterministic, and needs no float32 copies of the
-// activations.
+// bfloat16 arithmetic (dnnl_bf16, gemm_bf16) agrees with float32's within
+// its rounding, on 16-bit tensors and on a float32 input (the image a
+// network's first convolution reads); it is deterministic, and dnnl_bf16
+// needs no float32 copies of the activations.
 TEST_P(Conv16BitTest, Bf16ArithmeticAgreesWithinItsRounding) {
-  const ConvAlgorithm* bf16 = FindConvAlgorithm("dnnl_bf16");
-  ASSERT_NE(bf16, nullptr);
   const ConvGeometry g32 = GetParam().g;
-  if (!Bf16Arithmetic()) {
-    EXPECT_FALSE(bf16->Supports(g32)) << "offered without bfloat16 instructions";
-    GTEST_SKIP() << "this processor has no AVX-512 BF16";
-  }
-  const Operands o(g32);
-  const Results want = RunAll(*FindConvAlgorithm("im2col_image"), g32, o);
-  for (DType input : {DType::kBF16, DType::kF32}) {
-    SCOPED_TRACE(DTypeName(input));
-    const ConvGeometry g = WithDtypes(g32, input, DType::kBF16);
-    ASSERT_TRUE(bf16->Supports(g));
-    const Results got = RunAll(*bf16, g, o);
-    ExpectNear(got.y, want.y, 2e-2, "forward");
-    ExpectNear(got.dx, want.dx, 2e-2, "backward data, accumulated");
-    ExpectNear(got.dw, want.dw, 2e-2, "backward filter");
-    ExpectNear(got.db, want.db, 1e-6, "bias gradient (float32 sums)");
-    // The same bits again, whatever the workspace held before.
-    const Results again = RunAll(*bf16, g, o, 0x3f);
-    ExpectNear(again.dw, want.dw, 2e-2, "backward filter, on a used workspace");
-    EXPECT_EQ(std::memcmp(again.y.data(), got.y.data(), got.y.size() * 4), 0);
-    EXPECT_EQ(std::memcmp(again.dx.data(), got.dx.data(), got.dx.size() * 4), 0);
-    EXPECT_EQ(std::memcmp(again.dw.data(), got.dw.data(), got.dw.size() * 4), 0);
-    EXPECT_EQ(std::memcmp(again.db.data(), got.db.data(), got.db.size() * 4), 0);
-    // Forward and backward data need no float32 copies of 16-bit tensors
-    // (the filter gradient's scratch is larger in bfloat16, in float32 sums).
-    // On a processor with AMX, oneDNN's bfloat16 kernels keep tile buffers
-    // in their scratch that outweigh the copies at these small sizes.
-    if (input == DType::kF32 || HasAmx()) continue;
-    const ConvAlgorithm& dnnl = *FindConvAlgorithm("dnnl");
-    for (ConvOp op : {ConvOp::kForward, ConvOp::kBackwardData}) {
-      EXPECT_LT(ConvWorkspaceBytes(*bf16, g, op), ConvWorkspaceBytes(dnnl, g, op))
-          << ConvOpName(op);
+  for (const char* name : {"dnnl_bf16", "gemm_bf16"}) {
+    SCOPED_TRACE(name);
+    const ConvAlgorithm* bf16 = FindConvAlgorithm(name);
+    ASSERT_NE(bf16, nullptr);
+    if (!Bf16Arithmetic()) {
+      EXPECT_FALSE(bf16->Supports(g32)) << "offered without bfloat16 instructions";
+      continue;
+    }
+    if (g32.groups != 1 && std::string(name) == "gemm_bf16") {
+      EXPECT_FALSE(bf16->Supports(g32)) << "groups are dnnl_bf16's";
+      continue;
+    }
+    const Operands o(g32);
+    const Results want = RunAll(*FindConvAlgorithm("im2col_image"), g32, o);
+    for (DType input : {DType::kBF16, DType::kF32}) {
+      SCOPED_TRACE(DTypeName(input));
+      const ConvGeometry g = WithDtypes(g32, input, DType::kBF16);
+      ASSERT_TRUE(bf16->Supports(g));
+      const Results got = RunAll(*bf16, g, o);
+      ExpectNear(got.y, want.y, 2e-2, "forward");
+      ExpectNear(got.dx, want.dx, 2e-2, "backward data, accumulated");
+      ExpectNear(got.dw, want.dw, 2e-2, "backward filter");
+      ExpectNear(got.db, want.db, 1e-6, "bias gradient (float32 sums)");
+      // The same bits again, whatever the workspace held before.
+      const Results again = RunAll(*bf16, g, o, 0x3f);
+      ExpectNear(again.dw, want.dw, 2e-2, "backward filter, on a used workspace");
+      EXPECT_EQ(std::memcmp(again.y.data(), got.y.data(), got.y.size() * 4), 0);
+      EXPECT_EQ(std::memcmp(again.dx.data(), got.dx.data(), got.dx.size() * 4), 0);
+      EXPECT_EQ(std::memcmp(again.dw.data(), got.dw.data(), got.dw.size() * 4), 0);
+      EXPECT_EQ(std::memcmp(again.db.data(), got.db.data(), got.db.size() * 4), 0);
+      // dnnl_bf16's forward and backward data need no float32 copies of
+      // 16-bit tensors (the filter gradient's scratch is larger in bfloat16,
+      // in float32 sums). On a processor with AMX, oneDNN's bfloat16 kernels
+      // keep tile buffers in their scratch that outweigh the copies at these
+      // small sizes.
+      if (std::string(name) != "dnnl_bf16" || input == DType::kF32 || HasAmx()) continue;
+      const ConvAlgorithm& dnnl = *FindConvAlgorithm("dnnl");
+      for (ConvOp op : {ConvOp::kForward, ConvOp::kBackwardData}) {
+        EXPECT_LT(ConvWorkspaceBytes(*bf16, g, op), ConvWorkspaceBytes(dnnl, g, op))
+            << ConvOpName(op);
+      }
     }
   }
+  if (!Bf16Arithmetic()) GTEST_SKIP() << "this processor has no AVX-512 BF16";
 }
 
 INSTANTIATE_TEST_SUITE_P(Geometries, Conv16BitTest, ::testing::ValuesIn(Cases()),
@@ -255,7 +264,8 @@ TEST(Conv16BitTest, WhatEachAlgorithmTakes) {
     EXPECT_TRUE(a->takes(DType::kF32)) << a->name();
     EXPECT_EQ(a->takes(DType::kBF16), a->computes_16_bit()) << a->name();
     EXPECT_FALSE(a->takes(DType::kF16)) << a->name();
-    EXPECT_EQ(a->computes_16_bit(), a->name() == "dnnl_bf16") << a->name();
+    EXPECT_EQ(a->computes_16_bit(), a->name() == "dnnl_bf16" || a->name() == "gemm_bf16")
+        << a->name();
   }
 }
 

@@ -269,7 +269,7 @@ const ConvAlgorithm& Reference() {
 
 TEST(ConvAlgorithmsTest, AllAreRegistered) {
   for (const char* name : {"im2col_image", "im2col_batch", "im2col_chunk", "direct", "depthwise",
-                           "dnnl", "dnnl_winograd", "dnnl_bf16"}) {
+                           "dnnl", "dnnl_winograd", "dnnl_bf16", "gemm_bf16"}) {
     EXPECT_NE(FindConvAlgorithm(name), nullptr) << name;
   }
 }
@@ -344,6 +344,7 @@ INSTANTIATE_TEST_SUITE_P(Geometries, ConvCaseTest, ::testing::ValuesIn(Cases()),
 bool MustSupport(const ConvAlgorithm& a, const ConvGeometry& g) {
   if (a.name() == "depthwise") return g.groups == g.channels && g.filters == g.channels;
   if (a.name() == "dnnl_bf16") return Bf16Arithmetic();
+  if (a.name() == "gemm_bf16") return Bf16Arithmetic() && g.groups == 1;
   if (a.name() != "dnnl_winograd") return true;
   if (!__builtin_cpu_supports("avx512f")) return false;
   return g.kernel == std::array<int64_t, 2>{3, 3} && g.stride == std::array<int64_t, 2>{1, 1} &&

@@ -110,11 +110,15 @@ constexpr Variant kVariants[] = {
     {"bf16_params_host", "va", "lru", true, 64 * kKiB, "host", true, kBatchChunkOff,
      "pin:im2col_image", 2, Precision::kBf16},
     // Convolutions in bfloat16 arithmetic on the 16-bit tensors as they are
-    // (where the processor has it), whole batches as for dnnl.
+    // (where the processor has it), whole batches as for dnnl: oneDNN's
+    // convolution primitives (dnnl_bf16), and the same arithmetic as one
+    // matrix product over the batch (gemm_bf16).
     {"bf16_dnnl", "best_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
      "pin:dnnl_bf16", 2, Precision::kBf16, false},
     {"bf16_dnnl_nhwc", "first_fit", "lru", true, kDefaultChunkBytes, "device", false,
      kBatchChunkOff, "pin:dnnl_bf16", 2, Precision::kBf16, false, Layout::kChannelsLast},
+    {"bf16_gemm", "first_fit", "lru", true, kDefaultChunkBytes, "device", false, kBatchChunkOff,
+     "pin:gemm_bf16", 2, Precision::kBf16, false},
     // IEEE half storage (fp16), converted like bfloat16; with the parameters
     // in host memory, updated there after the iteration (loss scaling checks
     // every gradient first).
@@ -202,8 +206,9 @@ bool RunsTight(const std::string& mode, const Variant& variant, Scope scope) {
 // (One run serves both promises.)
 void ExpectEveryModeBitIdenticalAndPlanned(const NetSpec& spec, const Variant& variant,
                                            Scope scope = Scope::kNetwork) {
-  if (std::strcmp(variant.workspace, "pin:dnnl_bf16") == 0 && !cpu::Bf16Arithmetic()) {
-    GTEST_SKIP() << "this processor has no AVX-512 BF16 for dnnl_bf16";
+  const std::string workspace = variant.workspace;
+  if ((workspace == "pin:dnnl_bf16" || workspace == "pin:gemm_bf16") && !cpu::Bf16Arithmetic()) {
+    GTEST_SKIP() << "this processor has no AVX-512 BF16 for " << workspace.substr(4);
   }
   testing::SyntheticRun reference = SmallRun("baseline");
   reference.memory.workspace = *ParseWorkspacePolicy(variant.workspace);

@@ -177,7 +177,7 @@ TEST(PrecisionTest, WorkspacesHoldTheFloat32CopiesOfEachStep) {
 }
 
 // Convolutions take 16-bit tensors as they are: bfloat16 arithmetic
-// (dnnl_bf16) is offered where the processor has it and only to networks
+// (dnnl_bf16, gemm_bf16) is offered where the processor has it and only to networks
 // that store 16 bits, and the float32 algorithms' candidates count the
 // float32 copies they compute on.
 TEST(PrecisionTest, ConvolutionsCountTheirOwnCopiesPerAlgorithm) {
@@ -193,11 +193,14 @@ TEST(PrecisionTest, ConvolutionsCountTheirOwnCopiesPerAlgorithm) {
     for (int op = 0; op < bf16->view().algorithms->NumOps(b.layer, b.pass); ++op) {
       const auto plain = fp32->view().algorithms->Candidates(a.layer, a.pass, op, 8);
       const auto half = bf16->view().algorithms->Candidates(b.layer, b.pass, op, 8);
-      bool offered = false;
-      for (const AlgorithmCandidate& c : plain) EXPECT_NE(c.name, "dnnl_bf16");
+      const auto sixteen_bit = [](const std::string& name) {
+        return name == "dnnl_bf16" || name == "gemm_bf16";
+      };
+      int offered = 0;
+      for (const AlgorithmCandidate& c : plain) EXPECT_FALSE(sixteen_bit(c.name)) << c.name;
       for (const AlgorithmCandidate& c : half) {
-        if (c.name == "dnnl_bf16") {
-          offered = true;
+        if (sixteen_bit(c.name)) {
+          ++offered;
           continue;
         }
         auto same = std::find_if(plain.begin(), plain.end(),
@@ -207,8 +210,8 @@ TEST(PrecisionTest, ConvolutionsCountTheirOwnCopiesPerAlgorithm) {
         // only the output is copied.
         EXPECT_GT(c.workspace, same->workspace) << c.name << " in " << bf16->layer(b.layer).name();
       }
-      EXPECT_EQ(offered, cpu::Bf16Arithmetic()) << bf16->layer(b.layer).name();
-      EXPECT_EQ(half.size(), plain.size() + (offered ? 1 : 0));
+      EXPECT_EQ(offered, cpu::Bf16Arithmetic() ? 2 : 0) << bf16->layer(b.layer).name();
+      EXPECT_EQ(half.size(), plain.size() + offered);
     }
   }
   EXPECT_GT(convolutions, 4);

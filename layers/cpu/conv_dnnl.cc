@@ -32,9 +32,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
@@ -45,6 +43,7 @@
 #include "layers/cpu/conv_algorithm.h"
 #include "layers/cpu/conv_layouts.h"
 #include "layers/cpu/cpu_math.h"
+#include "layers/cpu/dnnl_conv_common.h"
 
 namespace spill {
 namespace cpu {
@@ -69,18 +68,6 @@ memory::desc Desc(const memory::dims& dims, Type type, Tag tag) {
   return memory::desc(dims, type, tag);
 }
 
-Type TypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return Type::f32;
-    case DType::kBF16:
-      return Type::bf16;
-    case DType::kF16:
-      return Type::f16;
-  }
-  return Type::f32;
-}
-
 // A geometry in oneDNN's terms.
 struct Shapes {
   memory::dims src, weights, bias, dst, strides, dilates, padding;
@@ -91,23 +78,10 @@ struct Shapes {
   bool plain = false;  // compute in the plain layouts rather than oneDNN's choice
 };
 
-// The oneDNN format of a framework layout.
-Tag TagOf(Layout layout) {
-  switch (layout) {
-    case Layout::kBlocked16:
-      return Tag::nChw16c;
-    case Layout::kChannelsLast:
-      return Tag::nhwc;
-    case Layout::kPlain:
-      break;
-  }
-  return Tag::nchw;
-}
-
 Shapes MakeShapes(const ConvGeometry& g, Type compute) {
   Shapes s;
-  s.src_type = TypeOf(g.input_dtype);
-  s.dst_type = TypeOf(g.output_dtype);
+  s.src_type = DnnlType(g.input_dtype);
+  s.dst_type = DnnlType(g.output_dtype);
   s.compute = compute;
   s.src = {g.batch, g.channels, g.height, g.width};
   s.dst = {g.batch, g.filters, g.out_height, g.out_width};
@@ -123,8 +97,8 @@ Shapes MakeShapes(const ConvGeometry& g, Type compute) {
   // Also the bottom/right padding: oneDNN checks it against the output size,
   // and padding that no output reaches is never read.
   s.padding = {g.pad[0], g.pad[1]};
-  s.src_tag = TagOf(g.input_layout);
-  s.dst_tag = TagOf(g.output_layout);
+  s.src_tag = DnnlTag(g.input_layout);
+  s.dst_tag = DnnlTag(g.output_layout);
   s.plain =
       g.kernel[0] == 1 && g.kernel[1] == 1 && s.src_tag == Tag::nchw && s.dst_tag == Tag::nchw;
   return s;
@@ -305,39 +279,8 @@ class Dnnl : public ConvAlgorithm {
     bool supported = false;
     std::array<Plan, kNumVariants> plans;
   };
-  // Every field of ConvGeometry.
-  using Key = std::array<int64_t, 20>;
-
-  static Key MakeKey(const ConvGeometry& g) {
-    return {g.batch,
-            g.channels,
-            g.height,
-            g.width,
-            g.filters,
-            g.out_height,
-            g.out_width,
-            g.kernel[0],
-            g.kernel[1],
-            g.stride[0],
-            g.stride[1],
-            g.pad[0],
-            g.pad[1],
-            g.dilation[0],
-            g.dilation[1],
-            g.groups,
-            static_cast<int64_t>(g.input_layout),
-            static_cast<int64_t>(g.output_layout),
-            static_cast<int64_t>(g.input_dtype),
-            static_cast<int64_t>(g.output_dtype)};
-  }
-
-  // The cached plans of a geometry, built on first use. Entries are never
-  // removed or changed once built, so references stay valid.
   const Entry& Find(const ConvGeometry& g) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::unique_ptr<Entry>& entry = cache_[MakeKey(g)];
-    if (!entry) entry = Build(g);
-    return *entry;
+    return cache_.Find(g, [this](const ConvGeometry& h) { return Build(h); });
   }
 
   const Entry& Supported(const ConvGeometry& g) const {
@@ -508,8 +451,7 @@ class Dnnl : public ConvAlgorithm {
   const Type compute_;
   const dnnl::engine engine_;
   mutable dnnl::stream stream_;
-  mutable std::mutex mutex_;
-  mutable std::map<Key, std::unique_ptr<Entry>> cache_;
+  GeometryCache<Entry> cache_;
 };
 
 class DnnlDirect : public Dnnl {

@@ -38,6 +38,7 @@ constexpr int64_t kWinogradMinChannels = 32;
 double ModelRate(const std::string& algorithm, const ConvGeometry& g, ConvOp op) {
   if (algorithm == "dnnl") return 190e9;
   if (algorithm == "dnnl_bf16") return 380e9;
+  if (algorithm == "gemm_bf16") return 300e9;
   if (algorithm == "dnnl_winograd") {
     return g.channels_per_group() >= kWinogradMinChannels ? 280e9 : 20e9;
   }
