@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
+#include <set>
 
 #include "framework/graph/net.h"
 #include "layers/cpu/conv_layouts.h"
@@ -135,6 +137,32 @@ TEST_F(BlockedTest, APinnedLayoutTakesEveryPlaceTheFastestWould) {
     moved += b[t].layout == kChannelsLast;
   }
   EXPECT_GT(moved, 0);
+}
+
+// Unpinned, the layout follows the convolutions' preference: bfloat16
+// activations lie channels-last where the processor has AMX tiles (oneDNN's
+// bfloat16 kernels compute in it), blocked elsewhere and in float32; a
+// pinned layout overrides it in every precision.
+TEST_F(BlockedTest, BfloatActivationsLieChannelsLastOnAmx) {
+  const NetSpec spec = testing::MustParse(testing::kBlocked);
+  const auto layouts = [&](Precision precision, std::optional<Layout> pin) {
+    NetOptions options{3, DeviceType::kCpu, true};
+    options.precision = precision;
+    options.layout = pin;
+    auto net = Net::Build(spec, options);
+    EXPECT_TRUE(net.ok()) << net.status().ToString();
+    std::set<Layout> left_plain;
+    for (const TensorInfo& t : (*net)->schedule().tensors) {
+      if (t.layout != kPlain) left_plain.insert(t.layout);
+    }
+    return left_plain;
+  };
+  const Layout bf16 = cpu::Bf16Tiles() ? kChannelsLast : kBlocked;
+  EXPECT_EQ(layouts(Precision::kFp32, std::nullopt), std::set<Layout>{kBlocked});
+  EXPECT_EQ(layouts(Precision::kFp16, std::nullopt), std::set<Layout>{kBlocked});
+  EXPECT_EQ(layouts(Precision::kBf16, std::nullopt), std::set<Layout>{bf16});
+  EXPECT_EQ(layouts(Precision::kBf16, kBlocked), std::set<Layout>{kBlocked});
+  EXPECT_EQ(layouts(Precision::kFp32, kChannelsLast), std::set<Layout>{kChannelsLast});
 }
 
 // Blocked layouts serve the algorithms that compute on them: a pinned

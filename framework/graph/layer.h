@@ -145,6 +145,13 @@ class Layer {
   // the ones the network chose, set before workspaces and candidates are
   // read. Tensors arrive in these layouts (Tensor::layout()).
   virtual LayoutRule layout_rule() const { return LayoutRule::kPlain; }
+  // Under a kFree rule: the layout it would have activations stored as
+  // `activations` leave plain in, where the network pins none
+  // (NetOptions::layout).
+  virtual Layout preferred_layout(DType activations) const {
+    (void)activations;
+    return Layout::kBlocked16;
+  }
   void set_layouts(std::vector<Layout> inputs, std::vector<Layout> outputs) {
     input_layouts_ = std::move(inputs);
     output_layouts_ = std::move(outputs);

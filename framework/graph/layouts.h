@@ -2,8 +2,9 @@
 //
 // Convolutions on the CPU compute in oneDNN's layouts: the blocked nChw16c
 // (what its AVX-512 kernels compute in, the network's default) or
-// channels-last NHWC (what its AMX bfloat16 kernels compute in; a network
-// takes it where NetOptions::layout says so). An activation that passes from
+// channels-last NHWC (what its AMX bfloat16 kernels compute in: a network
+// takes it where its convolutions prefer it, bfloat16 activations on a
+// processor with AMX, or where NetOptions::layout says so). An activation that passes from
 // one convolution to the next through layers that can work in that layout
 // too (batch norm, ReLU, addition, concatenation, pooling) stays in it all
 // the way, and no reorder runs around the convolutions. Each layer implementation declares how it

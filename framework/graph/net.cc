@@ -402,7 +402,7 @@ void Net::AssignLayouts(bool blocked) {
   for (int id = 0; id < num_layers(); ++id) {
     const LayerTensors& lt = schedule_.layers[id];
     nodes[id].rule = blocked ? layers_[id]->layout_rule() : LayoutRule::kPlain;
-    nodes[id].prefers = layout_.value_or(Layout::kBlocked16);
+    nodes[id].prefers = layout_.value_or(layers_[id]->preferred_layout(ActivationType(precision_)));
     for (TensorId t : lt.inputs) nodes[id].inputs.push_back(index[t]);
     for (TensorId t : lt.outputs) nodes[id].outputs.push_back(index[t]);
   }

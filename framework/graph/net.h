@@ -28,11 +28,11 @@ struct NetOptions {
   // Let layers that compute faster in a blocked layout keep activations in
   // it (framework/graph/layouts.h); false: every tensor plain.
   bool blocked_layouts = true;
-  // The layout activations that leave plain take (blocked_layouts): the
-  // blocked nChw16c where unset, or kChannelsLast. On a processor with AMX,
-  // oneDNN 2.6's bfloat16 convolutions compute forward faster in
-  // channels-last but backward slower, so blocked stays the default
-  // (tools/bench/RESULTS.md).
+  // The layout activations that leave plain take (blocked_layouts):
+  // kBlocked16 (nChw16c) or kChannelsLast; where unset, the one the layers
+  // prefer (Layer::preferred_layout): on the CPU channels-last for bfloat16
+  // activations on a processor with AMX, where oneDNN's bfloat16 kernels
+  // compute in it, else blocked (tools/bench/RESULTS.md).
   std::optional<Layout> layout;
   // How activations and their gradients are stored (framework/graph/precision.h).
   Precision precision = Precision::kFp32;

@@ -102,6 +102,15 @@ bool Bf16Arithmetic() {
   return has;
 }
 
+bool Bf16Tiles() {
+  static const bool has = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+    return (isa & amx) == amx;
+  }();
+  return has;
+}
+
 size_t ConvWorkspaceBytes(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op) {
   return PlanCopies(a, g).rest_offset + a.WorkspaceBytes(Inner(a, g), op);
 }

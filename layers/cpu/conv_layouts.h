@@ -25,6 +25,11 @@ bool BlockedLayoutsPay();
 // that oneDNN computes convolutions in bfloat16 natively (dnnl_bf16).
 bool Bf16Arithmetic();
 
+// Whether it has AMX tiles for bfloat16, on which oneDNN's bfloat16
+// convolutions and matrix products compute in channels-last: bfloat16
+// activations then lie channels-last between convolutions.
+bool Bf16Tiles();
+
 // The workspace of `a` for `op` on `g`, plain copies included.
 size_t ConvWorkspaceBytes(const ConvAlgorithm& a, const ConvGeometry& g, ConvOp op);
 

@@ -38,6 +38,13 @@ class CpuConvolutionLayer : public ConvolutionLayer {
     return cpu::BlockedLayoutsPay() ? LayoutRule::kFree : LayoutRule::kPlain;
   }
 
+  // oneDNN's AMX kernels (dnnl_bf16, gemm_bf16) compute in channels-last:
+  // bfloat16 activations lie so between them without a reorder.
+  Layout preferred_layout(DType activations) const override {
+    return activations == DType::kBF16 && cpu::Bf16Tiles() ? Layout::kChannelsLast
+                                                           : Layout::kBlocked16;
+  }
+
   int num_algorithm_ops(Pass pass) const override {
     return pass == Pass::kForward ? 1 : (propagate_down(0) ? 2 : 1);
   }
