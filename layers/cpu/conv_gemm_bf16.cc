@@ -224,9 +224,11 @@ class GemmBf16 : public ConvAlgorithm {
   bool takes(DType dtype) const override { return dtype == DType::kF32 || dtype == DType::kBF16; }
   bool computes_16_bit() const override { return true; }
 
-  bool Supports(const ConvGeometry& g) const override {
-    return Bf16Arithmetic() && g.groups == 1 && Find(g).supported;
-  }
+  // Decided from the geometry alone, without building anything: a layer asks
+  // every algorithm while the network is built, in every precision, and
+  // this one serves only bfloat16 networks. oneDNN's matmul and reorders
+  // take every shape of one group.
+  bool Supports(const ConvGeometry& g) const override { return Bf16Arithmetic() && g.groups == 1; }
 
   size_t WorkspaceBytes(const ConvGeometry& g, ConvOp op) const override {
     const Entry& e = Find(g);
