@@ -119,16 +119,10 @@ class Layouter {
     return offset;
   }
 
-  // A copy through a new buffer of `to`'s size (`from` -> buffer), or out of
-  // one (`buffer_out`: buffer `from` -> the caller's `to`).
-  Copy Through(const memory::desc& from, const memory::desc& to, bool buffer_out,
-               bool sum = false) {
-    Copy c;
-    c.used = true;
-    c.from = from;
-    c.to = to;
-    c.offset = Buffer((buffer_out ? from : to).get_size());
-    c.reorder = Reorder(from, to, sum, &c.scratch);
+  // A copy into a new buffer of `to`'s size.
+  Copy Into(const memory::desc& from, const memory::desc& to) {
+    Copy c = Between(from, to, false);
+    c.offset = Buffer(to.get_size());
     return c;
   }
 
@@ -353,7 +347,7 @@ class GemmBf16 : public ConvAlgorithm {
   // so), gathered into columns unless the kernel is pointwise.
   void PlanColumns(const ConvGeometry& g, Layouter& l, Plan* p) const {
     const memory::desc x = UserX(g), copy = Nhwc(x, Type::bf16);
-    if (x != copy) p->input = l.Through(x, copy, false);
+    if (x != copy) p->input = l.Into(x, copy);
     p->gather = !Pointwise(g);
     const Sizes z = SizesOf(g);
     if (p->gather) p->cols = l.Buffer(z.rows * z.taps * sizeof(uint16_t));
@@ -385,8 +379,7 @@ class GemmBf16 : public ConvAlgorithm {
     Plan p;
     const Sizes z = SizesOf(g);
     PlanColumns(g, l, &p);
-    p.weights = l.Through(UserWeights(g),
-                          memory::desc(UserWeights(g).dims(), Type::bf16, Tag::hwio), false);
+    p.weights = l.Into(UserWeights(g), memory::desc(UserWeights(g).dims(), Type::bf16, Tag::hwio));
     const memory::desc y = UserY(g), rows = Nhwc(y, y.data_type());
     if (y != rows) {
       p.output = l.Between(rows, y, false);
@@ -406,9 +399,8 @@ class GemmBf16 : public ConvAlgorithm {
     Plan p;
     const Sizes z = SizesOf(g);
     const memory::desc dy = UserY(g), dy_copy = Nhwc(dy, Type::bf16);
-    if (dy != dy_copy) p.input = l.Through(dy, dy_copy, false);
-    p.weights = l.Through(UserWeights(g),
-                          memory::desc(UserWeights(g).dims(), Type::bf16, Tag::ohwi), false);
+    if (dy != dy_copy) p.input = l.Into(dy, dy_copy);
+    p.weights = l.Into(UserWeights(g), memory::desc(UserWeights(g).dims(), Type::bf16, Tag::ohwi));
     p.gather = !Pointwise(g);
     p.result = l.Buffer(z.rows * z.taps * sizeof(float));
     const memory::desc dx = UserX(g), summed = Nhwc(dx, Type::f32);
@@ -429,7 +421,7 @@ class GemmBf16 : public ConvAlgorithm {
     const Sizes z = SizesOf(g);
     PlanColumns(g, l, &p);
     const memory::desc dy = UserY(g), dy_copy = Nhwc(dy, Type::bf16);
-    if (dy != dy_copy) p.dy = l.Through(dy, dy_copy, false);
+    if (dy != dy_copy) p.dy = l.Into(dy, dy_copy);
     p.result = l.Buffer(z.filters * z.taps * sizeof(float));
     const memory::desc dw = memory::desc(UserWeights(g).dims(), Type::f32, Tag::ohwi);
     p.output = l.Between(dw, UserWeights(g), false);

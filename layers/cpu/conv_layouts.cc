@@ -84,6 +84,13 @@ void FromCopy(const float* copy, Layout inner, const Shape& shape, void* t, DTyp
   }
 }
 
+// oneDNN's ISA values are sets of feature bits: one ISA includes another
+// when it has all of its bits.
+bool HasIsa(dnnl::cpu_isa wanted) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+}
+
 }  // namespace
 
 bool BlockedLayoutsPay() {
@@ -91,23 +98,13 @@ bool BlockedLayoutsPay() {
   return pays;
 }
 
-// oneDNN's ISA values are sets of feature bits: one ISA includes another
-// when it has all of its bits.
 bool Bf16Arithmetic() {
-  static const bool has = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-    return (isa & bf16) == bf16;
-  }();
+  static const bool has = HasIsa(dnnl::cpu_isa::avx512_core_bf16);
   return has;
 }
 
 bool Bf16Tiles() {
-  static const bool has = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
-    return (isa & amx) == amx;
-  }();
+  static const bool has = HasIsa(dnnl::cpu_isa::avx512_core_amx);
   return has;
 }
 
