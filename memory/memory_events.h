@@ -73,9 +73,12 @@ struct MemoryEvent {
   double unusable_free = 0;  // kAlloc: the U_f this request met (Dymem's Eq. 1)
   size_t extent = 0;         // kAlloc, kFree: the memory the placements span after it
   // kAlloc, kRemap: physical chunks mapped and unmapped for it (allocators
-  // that map memory). An unmap first drains the device's queues, so that
-  // nothing queued still touches the chunk.
+  // that map memory). An unmap first waits for the compute queued before
+  // the free that gave its chunks back, the block `fence` names (-1: none
+  // this iteration), so that nothing queued still touches them; copies on
+  // a freed block have ended by then, or the compute queue waits for them.
   int maps = 0, unmaps = 0;
+  AllocationId fence = -1;
   // kCompute, kRecompute of a streamed step: its slice calls (over every
   // sweep) and slices per staging block (2: double-buffered); 0 otherwise.
   int slices = 0, buffers = 0;

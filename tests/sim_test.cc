@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "framework/device/cpu_device.h"
 #include "framework/graph/net.h"
@@ -466,31 +467,47 @@ TEST_F(HandMadeLogTest, RecomputationAndUpdateRunOnTheComputeQueue) {
   EXPECT_EQ(timeline_.slices.back().category, "update");
 }
 
-// Mapping chunks (va): an unmap first drains both queues - here the host
-// waits until the 2 s offload ends at 3 s - then the host spends the
-// profile's cost per chunk mapped or unmapped. Maps alone need no drain.
-TEST_F(HandMadeLogTest, UnmapDrainsTheQueuesAndMappingCostsHostTime) {
+// Mapping chunks (va): an unmap first waits for the compute queued before
+// the free that gave its chunks back - here step 0's, ending at 1 s - not
+// for the 2 s offload queued since (ending at 3 s) nor for later compute;
+// then the host spends the profile's cost per chunk mapped or unmapped.
+// Maps alone wait for nothing, nor does a free of an earlier iteration.
+TEST_F(HandMadeLogTest, UnmapWaitsForTheComputeBeforeItsFreeAndMappingCostsHostTime) {
   using T = MemoryEventType;
   profile_.map_seconds_per_chunk = 0.1;
+  MemoryEvent freed = Event(T::kFree, 0);
+  freed.block = 7;
   MemoryEvent alloc = Event(T::kAlloc, 1, t_, 1024);
   alloc.maps = 2;
   alloc.unmaps = 1;
-  std::vector<MemoryEvent> events = {Event(T::kCompute, 0),
-                                     Event(T::kBeginOffload, 0, 2, 2000000000), alloc,
-                                     Event(T::kCompute, 1)};
+  alloc.fence = 7;
+  std::vector<MemoryEvent> events = {
+      Event(T::kCompute, 0), freed, Event(T::kBeginOffload, 0, 2, 2000000000),
+      Event(T::kCompute, 1), alloc, Event(T::kCompute, 2)};
   TimelineSummary s = Run(events, /*inline_compute=*/false);
-  EXPECT_NEAR(s.host_wait_seconds, 3.0, kTolerance);
+  EXPECT_NEAR(s.host_wait_seconds, 1.0, kTolerance);
   EXPECT_NEAR(s.map_seconds, 0.3, kTolerance);
-  EXPECT_NEAR(s.iteration_seconds, 4.3, kTolerance);  // step 1 enqueued at 3.3
-  events[2].unmaps = 0;
+  EXPECT_NEAR(s.iteration_seconds, 3.0, kTolerance);  // the copy and step 2 end together
+  int waits = 0;
+  for (const TimelineSlice& slice : timeline_.slices) {
+    waits += slice.name == "wait for the compute before an unmap";
+  }
+  EXPECT_EQ(waits, 1);
+  events[4].fence = -1;  // freed in an earlier iteration: long done
+  s = Run(events, false);
+  EXPECT_NEAR(s.host_wait_seconds, 0, kTolerance);
+  EXPECT_NEAR(s.map_seconds, 0.3, kTolerance);
+  events[4].fence = 7;
+  events[4].unmaps = 0;
   s = Run(events, false);
   EXPECT_NEAR(s.host_wait_seconds, 0, kTolerance);
   EXPECT_NEAR(s.map_seconds, 0.2, kTolerance);
-  EXPECT_NEAR(s.iteration_seconds, 3.0, kTolerance);  // the copy ends last
+  EXPECT_NEAR(s.iteration_seconds, 3.0, kTolerance);
   // Between iterations (va restoring its ranges): the same rules.
   MemoryEvent remap = Event(T::kRemap, -1);
   remap.unmaps = 3;
-  s = Run({Event(T::kCompute, 0), remap}, false);
+  remap.fence = 7;
+  s = Run({Event(T::kCompute, 0), freed, Event(T::kCompute, 1), remap}, false);
   EXPECT_NEAR(s.host_wait_seconds, 1.0, kTolerance);
   EXPECT_NEAR(s.map_seconds, 0.3, kTolerance);
 }
@@ -615,7 +632,7 @@ TEST(SimulatedScheduleTest, TheBarrierMakesComputeWaitForOffloads) {
 }
 
 // Under va the plan's events say what was mapped, and the simulator charges
-// exactly that: one drain per event that unmaps, the profile's cost per
+// exactly that: at most one wait per event that unmaps, the profile's cost per
 // chunk. Page-sized chunks make the window scheduler remap at its minimum.
 TEST(SimulatedPlanTest, VirtualAddressingChargesEveryChunkMapped) {
   auto net = Net::Build(testing::MustParse(testing::kResNet, {}), {4, DeviceType::kCpu});
@@ -631,18 +648,28 @@ TEST(SimulatedPlanTest, VirtualAddressingChargesEveryChunkMapped) {
   // (which budgets depends on the convolution algorithms this processor has).
   const size_t minimum = *MinimumBudget(view, options, kPoolBlockBytes);
   StatusOr<MemoryPlan> plan = Status(StatusCode::kInternal, "no budget tried");
-  int64_t chunks = 0, drains = 0;
+  int64_t chunks = 0, unmapping = 0;
   for (size_t budget = minimum; budget <= 2 * minimum && chunks == 0; budget += kPoolBlockBytes) {
     options.device_budget = budget;
     plan = Plan(view, options);
     ASSERT_TRUE(plan.ok() && plan->fits) << budget;
-    drains = 0;
+    unmapping = 0;
     for (const MemoryEvent& e : plan->events) {
       chunks += e.maps + e.unmaps;
-      drains += e.unmaps > 0;
+      unmapping += e.unmaps > 0;
     }
   }
   ASSERT_GT(chunks, 0);
+  // An unmap's fence names a block whose free the plan logged before it.
+  std::set<AllocationId> freed;
+  int fenced = 0;
+  for (const MemoryEvent& e : plan->events) {
+    if (e.type == MemoryEventType::kFree) freed.insert(e.block);
+    if (e.unmaps == 0 || e.fence < 0) continue;
+    EXPECT_TRUE(freed.count(e.fence)) << "fence " << e.fence;
+    fenced++;
+  }
+  EXPECT_GT(fenced, 0);
   DeviceProfile profile = *FindDeviceProfile("v100-nvlink2");
   const IterationCosts costs = ModelCosts(view, plan->log, profile, nullptr);
   const DeviceBytes base = BaseDeviceBytes(plan->log, plan->events);
@@ -652,11 +679,11 @@ TEST(SimulatedPlanTest, VirtualAddressingChargesEveryChunkMapped) {
   const TimelineSummary s = Summarize(timeline);
   EXPECT_NEAR(s.map_seconds, chunks * 1e-3, 1e-9);
   EXPECT_GT(timeline.seconds, free_maps.seconds);
-  int drain_slices = 0;
+  int unmap_waits = 0;
   for (const TimelineSlice& slice : timeline.slices) {
-    drain_slices += slice.name == "wait for the queues to drain";
+    unmap_waits += slice.name == "wait for the compute before an unmap";
   }
-  EXPECT_LE(drain_slices, drains);  // a drain with nothing queued takes no time
+  EXPECT_LE(unmap_waits, unmapping);  // a wait for compute already done takes no time
   EXPECT_NE(MemoryEventsJson(plan->events, *view.schedule).find("\"maps\":"), std::string::npos);
 }
 

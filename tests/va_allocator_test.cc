@@ -9,9 +9,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "framework/device/cpu_device.h"
 
@@ -127,6 +132,66 @@ TEST(VaAllocatorTest, CachesRangesAndMapsLazily) {
   EXPECT_EQ(va.va_stats().held, 8u);
   EXPECT_FALSE(va.CanAllocate(1));
   EXPECT_EQ(va.CheckInvariants(), "");
+}
+
+// A GPU-like device: the CPU device with a compute queue that runs on a
+// thread of its own, so compute can still be queued when the host frees.
+class AsyncComputeDevice : public CpuDevice {
+ public:
+  Queue& compute_queue() override { return compute; }
+  CpuWorkerQueue compute;
+};
+
+// An unmap waits for the compute queued before the free that cached the
+// chunks (that compute may still read them), and for nothing else: a copy
+// queue busy with other blocks is not drained. The event log names that
+// free's block.
+TEST(VaAllocatorTest, AnUnmapWaitsForTheComputeBeforeItsFreeNotForTheCopies) {
+  AsyncComputeDevice device;
+  VirtualAddressAllocator va(4 * kChunk, kChunk);
+  MemoryEventLog log;
+  va.set_event_log(&log);
+  auto base = va.Reserve(device);
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  auto a = va.Allocate(Request(kChunk));
+  auto pin = va.Allocate(Request(kChunk));
+  auto c = va.Allocate(Request(2 * kChunk));
+  ASSERT_TRUE(a.ok() && pin.ok() && c.ok());
+  std::atomic<bool> computed{false};
+  device.compute.Enqueue([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    computed = true;
+  });
+  va.Free(a->id);  // fenced by the compute above
+  // The copy queue holds work until the test lets it go (or 30 s pass).
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<bool> copied{false};
+  device.EnqueueHostTask(device.device_to_host_queue(), [&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return release; });
+    copied = true;
+  });
+  va.Free(c->id);
+  // Three chunks: c's cached range grows by one, a's chunk, unmapped.
+  auto d = va.Allocate(Request(3 * kChunk));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(va.va_stats().unmaps, 1);
+  EXPECT_TRUE(computed) << "unmapped while compute queued before the free could still read it";
+  EXPECT_FALSE(copied) << "the unmap waited for a copy queue it has nothing to do with";
+  ASSERT_FALSE(log.events().empty());
+  const MemoryEvent& placed = log.events().back();
+  EXPECT_EQ(placed.type, MemoryEventType::kAlloc);
+  EXPECT_EQ(placed.unmaps, 1);
+  EXPECT_EQ(placed.fence, a->id);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    release = true;
+  }
+  cv.notify_all();
+  va.Release(device, *base);
+  EXPECT_TRUE(copied);  // releasing drains every queue
 }
 
 // Requests below a quarter chunk share one-chunk arenas; an arena goes back

@@ -499,17 +499,17 @@ void PrintPlan(const Args& args, const std::string& mode, const MemoryOptions& o
 // What an allocator that maps memory (va) mapped in the planned iteration
 // (events are recorded with --trace or --device-profile).
 void PrintMapping(const MemoryPlan& plan) {
-  long maps = 0, unmaps = 0, drains = 0;
+  long maps = 0, unmaps = 0, fenced = 0;
   for (const MemoryEvent& e : plan.events) {
     maps += e.maps;
     unmaps += e.unmaps;
-    drains += e.unmaps > 0;
+    fenced += e.unmaps > 0;
   }
   if (maps == 0 && unmaps == 0) return;
   std::printf(
-      "  mapping per iteration: %ld chunks mapped, %ld unmapped (%ld waits for the queues to "
-      "drain)\n",
-      maps, unmaps, drains);
+      "  mapping per iteration: %ld chunks mapped, %ld unmapped (%ld times after the compute "
+      "queued before their chunks' free)\n",
+      maps, unmaps, fenced);
 }
 
 // The predictor of --device-profile for `net` (null without one).

@@ -65,6 +65,7 @@ StatusOr<Allocation> DeviceAllocator::Allocate(const AllocRequest& request) {
     const MappingCounts work = TakeMappingWork();
     e.maps = static_cast<int>(work.maps);
     e.unmaps = static_cast<int>(work.unmaps);
+    e.fence = work.fence;
     log_->Add(e);
   }
   CheckEvent("allocation");
@@ -129,9 +130,10 @@ DeviceAllocator::MappingCounts DeviceAllocator::TakeMappingWork() {
   const MappingCounts now = mapping_counts();
   // Counters that went back were reset: everything since counts.
   const bool reset = now.maps < mapping_taken_.maps || now.unmaps < mapping_taken_.unmaps;
-  const MappingCounts work =
+  MappingCounts work =
       reset ? now
             : MappingCounts{now.maps - mapping_taken_.maps, now.unmaps - mapping_taken_.unmaps};
+  work.fence = TakeUnmapFence();
   mapping_taken_ = now;
   return work;
 }

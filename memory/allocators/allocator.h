@@ -170,6 +170,11 @@ class DeviceAllocator {
   // 0 for the others).
   struct MappingCounts {
     int64_t maps = 0, unmaps = 0;
+    // TakeMappingWork only: of the blocks whose frees gave back the chunks
+    // unmapped, the one freed last (-1: none, or freed before the allocator
+    // last began counting). An unmap waits for the compute queued before
+    // that free.
+    AllocationId fence = -1;
   };
   virtual MappingCounts mapping_counts() const { return {}; }
   // The mapping done since the last call: an allocation event carries what
@@ -226,6 +231,8 @@ class DeviceAllocator {
   virtual size_t Largest() const = 0;
   virtual size_t FreeSegments() const = 0;
   virtual std::string CheckPlacement() const { return ""; }
+  // MappingCounts::fence of the unmaps since the last call, forgotten.
+  virtual AllocationId TakeUnmapFence() { return -1; }
   // Compaction (only where can_compact()): the block's new offset.
   virtual size_t Slide(AllocationId id, size_t offset, size_t bytes);
   void CountMismatch() { ++mismatches_; }

@@ -40,6 +40,7 @@ VirtualAddressAllocator::VirtualAddressAllocator(size_t capacity, size_t chunk_b
 void VirtualAddressAllocator::Unreserve() {
   vm_ = std::make_unique<PlannedMappings>(chunk_, chunks_, slots_ * chunk_);
   drain_ = [] {};
+  record_ = [] { return std::shared_ptr<Event>(); };
 }
 
 VirtualAddressAllocator::~VirtualAddressAllocator() = default;
@@ -51,6 +52,7 @@ StatusOr<void*> VirtualAddressAllocator::Reserve(Device& device) {
     device.compute_queue().Synchronize();
     device.SynchronizeCopies();
   };
+  record_ = [&device] { return device.compute_queue().Record(); };
   return static_cast<void*>(vm_->base());
 }
 
@@ -125,12 +127,12 @@ void VirtualAddressAllocator::Unplace(AllocationId id, size_t, size_t) {
     arena->second.pool->Free(live.block);
     if (--arena->second.live == 0) {
       stats_.held -= 1;
-      Cache(std::move(arena->second.range));
+      Cache(std::move(arena->second.range), id);
       arenas_.erase(arena);
     }
   } else {
     stats_.held -= live.range.chunks.size();
-    Cache(std::move(live.range));
+    Cache(std::move(live.range), id);
   }
   Note(live, false);
 }

@@ -17,8 +17,12 @@
 //   * Chunks for mapping come from the free list (lowest first), then from
 //     chunks never used, then from cached ranges: the tail of the smallest
 //     one that holds what is missing, else all of the largest ones. Only
-//     then are they unmapped (lazily), after the device's queues have
-//     drained, so nothing queued still touches them.
+//     then are they unmapped (lazily), once the compute queued before the
+//     free that cached them has run, so nothing queued still touches them:
+//     the runtime frees a block only after the copies on it have ended or
+//     the compute queue waits for them, so one event of the compute queue,
+//     recorded at each free that caches a range, fences it. The copy queues
+//     are not drained: an unmap does not wait for copies on other blocks.
 //   * Small requests share arenas of one chunk, each a best-fit pool; an
 //     arena whose last block is freed goes to the range cache. So a 4 KiB
 //     bias never costs a 40 MiB chunk. Small means below a quarter chunk
@@ -65,6 +69,7 @@
 #include <vector>
 
 #include "framework/base/units.h"
+#include "framework/device/device.h"
 #include "memory/allocators/allocator.h"
 
 namespace spill {
@@ -120,7 +125,7 @@ class VirtualAddressAllocator : public DeviceAllocator {
   void Release(Device& device, void* base) override;
   size_t PeakFootprint() const override { return stats_.peak_held * chunk_; }
   size_t address_space() const override { return slots_ * chunk_; }
-  MappingCounts mapping_counts() const override { return {stats_.maps, stats_.unmaps}; }
+  MappingCounts mapping_counts() const override { return {stats_.maps, stats_.unmaps, -1}; }
   // What the live requests span: their chunks (addresses are not memory).
   size_t Extent() const override { return stats_.held * chunk_; }
   double UnusableFree(size_t bytes) const override;
@@ -140,11 +145,24 @@ class VirtualAddressAllocator : public DeviceAllocator {
   size_t Largest() const override;
   size_t FreeSegments() const override { return Available() > 0 ? 1 : 0; }
   std::string CheckPlacement() const override;
+  AllocationId TakeUnmapFence() override;
 
  private:
+  // The free after which a cached range's chunks may be unmapped: the
+  // compute queued before it must have run. Frees are numbered in order, so
+  // a range merged from others waits for the latest of theirs.
+  struct Fence {
+    uint64_t seq = 0;              // 0: nothing to wait for
+    AllocationId block = -1;       // the block freed (for the event log)
+    std::shared_ptr<Event> event;  // null while planning
+    void Join(const Fence& other) {
+      if (other.seq > seq) *this = other;
+    }
+  };
   struct Range {
     size_t slot = 0;             // first chunk slot of its addresses
     std::vector<size_t> chunks;  // physical chunks, in address order
+    Fence fence;
   };
   struct Arena {
     Range range;
@@ -189,7 +207,8 @@ class VirtualAddressAllocator : public DeviceAllocator {
   void GiveSlots(size_t slot, size_t n);
   size_t LargestSlots() const;
   size_t LargestSlotsAfterFlush() const;
-  void Cache(Range range);
+  // Caches the range of a block just freed, fenced by that free.
+  void Cache(Range range, AllocationId freed);
   void Note(const Live& live, bool added);
 
   size_t chunk_;
@@ -213,9 +232,13 @@ class VirtualAddressAllocator : public DeviceAllocator {
   // The mappings: the device's virtual memory once reserved, and while
   // planning a stand-in that maps nothing (the same decisions either way).
   std::unique_ptr<VirtualMemory> vm_;
-  // Waits until nothing queued on the device touches memory (nothing to
-  // wait for while planning).
+  // Waits until nothing queued on the device touches memory (at release;
+  // nothing to wait for while planning).
   std::function<void()> drain_;
+  // An event of the compute queue, recorded now (null while planning).
+  std::function<std::shared_ptr<Event>()> record_;
+  uint64_t frees_ = 0;    // frees that cached a range, numbering fences
+  Fence unmapped_fence_;  // the latest fence of the unmaps not yet taken
 };
 
 }  // namespace spill

@@ -116,7 +116,10 @@ void VirtualAddressAllocator::UndoTake(size_t slot, std::vector<size_t>* chunks,
 Status VirtualAddressAllocator::Unmap(const Range& run) {
   const size_t n = run.chunks.size();
   stats_.unmaps += static_cast<int64_t>(n);
-  drain_();  // nothing queued may still touch it
+  // Nothing queued may still touch it: the compute queued before its free
+  // has run (and with it every copy on it).
+  if (run.fence.event) run.fence.event->Synchronize();
+  unmapped_fence_.Join(run.fence);
   const auto start = std::chrono::steady_clock::now();
   Status unmapped = vm_->Unmap(run.slot * chunk_, n * chunk_);
   if (!unmapped.ok()) return Internal("va: " + unmapped.message());
@@ -144,20 +147,29 @@ VirtualAddressAllocator::Range VirtualAddressAllocator::TakeCached(CacheMap::con
   return range;
 }
 
+AllocationId VirtualAddressAllocator::TakeUnmapFence() {
+  const AllocationId block = unmapped_fence_.block;
+  unmapped_fence_ = {};
+  return block;
+}
+
 // A freed range stays mapped, merged with cached ranges next to it.
-void VirtualAddressAllocator::Cache(Range range) {
+void VirtualAddressAllocator::Cache(Range range, AllocationId freed) {
+  range.fence = {++frees_, freed, record_()};
   auto prev = cached_at_.lower_bound(range.slot);
   if (prev != cached_at_.begin() &&
       std::prev(prev)->first + std::prev(prev)->second == range.slot) {
     --prev;
     Range before = TakeCached(cache_.find({prev->second, prev->first}));
     before.chunks.insert(before.chunks.end(), range.chunks.begin(), range.chunks.end());
+    before.fence.Join(range.fence);
     range = std::move(before);
   }
   auto next = cached_at_.find(range.slot + range.chunks.size());
   if (next != cached_at_.end()) {
     Range after = TakeCached(cache_.find({next->second, next->first}));
     range.chunks.insert(range.chunks.end(), after.chunks.begin(), after.chunks.end());
+    range.fence.Join(after.fence);
   }
   Insert(std::move(range));
 }
@@ -169,6 +181,7 @@ Status VirtualAddressAllocator::Reclaim(CacheMap::const_iterator it, size_t coun
   const size_t keep = range.chunks.size() - std::min(count, range.chunks.size());
   Range tail;
   tail.slot = range.slot + keep;
+  tail.fence = range.fence;
   tail.chunks.assign(range.chunks.begin() + static_cast<std::ptrdiff_t>(keep), range.chunks.end());
   range.chunks.resize(keep);
   if (keep > 0) Insert(std::move(range));
@@ -238,6 +251,7 @@ StatusOr<VirtualAddressAllocator::Range> VirtualAddressAllocator::PlaceRange(siz
       range = TakeCached(choice.cached);
       Range rest;
       rest.slot = range.slot + k;
+      rest.fence = range.fence;
       rest.chunks.assign(range.chunks.begin() + static_cast<std::ptrdiff_t>(k), range.chunks.end());
       range.chunks.resize(k);
       Insert(std::move(rest));
@@ -309,6 +323,7 @@ Status VirtualAddressAllocator::Restore() {
                                              : end;
       Range piece;
       piece.slot = pos;
+      piece.fence = c.fence;
       piece.chunks.assign(c.chunks.begin() + static_cast<std::ptrdiff_t>(pos - c.slot),
                           c.chunks.begin() + static_cast<std::ptrdiff_t>(stop - c.slot));
       if (inside) {
@@ -326,6 +341,7 @@ Status VirtualAddressAllocator::Restore() {
     for (size_t pos = slot; pos < slot + n;) {
       if (k < kept.size() && kept[k].slot == pos) {
         range.chunks.insert(range.chunks.end(), kept[k].chunks.begin(), kept[k].chunks.end());
+        range.fence.Join(kept[k].fence);
         pos += kept[k++].chunks.size();
         continue;
       }

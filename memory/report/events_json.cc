@@ -35,6 +35,7 @@ std::string MemoryEventsJson(const std::vector<MemoryEvent>& events, const Sched
     if (e.maps > 0 || e.unmaps > 0) {
       line["maps"] = e.maps;
       line["unmaps"] = e.unmaps;
+      if (e.unmaps > 0 && e.fence >= 0) line["after_free_of"] = e.fence;
     }
     line["bytes"] = e.bytes;
     out += line.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";

@@ -467,6 +467,7 @@ Status MemoryRuntime::EndIteration() {
     e.type = MemoryEventType::kRemap;
     e.maps = static_cast<int>(remapped.maps);
     e.unmaps = static_cast<int>(remapped.unmaps);
+    e.fence = remapped.fence;
     log_events_.Add(e);
   }
   SPILL_RETURN_IF_ERROR(params_.failure());

@@ -1,6 +1,7 @@
 #include "memory/sim/timeline.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace spill {
 
@@ -162,7 +163,10 @@ class Simulator {
   // at once), and what the all-gather after the update receives.
   double sent_ = 0, received_ = 0;
   size_t all_gather_bytes_ = 0;
-  std::vector<bool> dropping_;   // its next free is a drop's (no wait)
+  std::vector<bool> dropping_;  // its next free is a drop's (no wait)
+  // By block freed: the end of the compute queued before its free (what an
+  // unmap of the chunks it gave back waits for).
+  std::unordered_map<AllocationId, double> freed_after_;
   double moves_wait_ = kNoCopy;  // the last copy in flight on a block moved since the last kCompact
   // The copies of the streamed step whose compute comes next (kStreamIn and
   // kStreamOut precede it): bytes and tensors each way, and whether a
@@ -218,6 +222,7 @@ void Simulator::Apply(const MemoryEvent& e) {
       dropping_[e.tensor] = true;
       return;
     case MemoryEventType::kFree:
+      freed_after_[e.block] = ComputeTail();
       if (e.tensor == kNoTensor) return;
       if (pending_[e.tensor] != kNoCopy && !dropping_[e.tensor]) {
         HostWaits(pending_[e.tensor], TensorName(e.tensor), e.step);
@@ -338,11 +343,16 @@ void Simulator::StreamedCompute(double seconds, const std::string& name, const c
 }
 
 // Chunks mapped for a request or between iterations (va): an unmap first
-// drains both queues, then the host makes the driver calls.
+// waits for the compute queued before the free that gave its chunks back
+// (one of an earlier iteration has run), then the host makes the driver
+// calls.
 void Simulator::Remap(const MemoryEvent& e) {
   if (e.maps == 0 && e.unmaps == 0) return;
-  if (e.unmaps > 0) {
-    HostWaits(std::max(ComputeTail(), copies_.latest()), "the queues to drain", e.step);
+  if (e.unmaps > 0 && e.fence >= 0) {
+    auto freed = freed_after_.find(e.fence);
+    if (freed != freed_after_.end()) {
+      HostWaits(freed->second, "the compute before an unmap", e.step);
+    }
   }
   const double seconds = (e.maps + e.unmaps) * profile_.map_seconds_per_chunk;
   if (seconds <= 0) return;

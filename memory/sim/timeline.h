@@ -18,8 +18,11 @@
 //                             flight on the blocks it moves, then moves the
 //                             bytes (read + write)
 //   loss layers               the host reads the scores back (waits for compute)
-//   chunks unmapped (va)      the host waits for both queues to drain, then
-//                             maps and unmaps at the profile's cost per chunk
+//   chunks unmapped (va)      the host waits for the compute queued before
+//                             the free that gave the chunks back (copies on
+//                             a freed block have ended by then, or that
+//                             compute waited for them), then maps and
+//                             unmaps at the profile's cost per chunk
 //   begin gather              the network carries what this rank receives of
 //                             a sharded parameter (latency + bytes/rate), one
 //                             gather after another, once the host issues it
@@ -96,7 +99,7 @@ struct TimelineSummary {
   double duplex_seconds = 0;          // both copy queues busy at once
   double hidden_copy_seconds = 0;     // copy time while compute was busy
   double compute_wait_seconds = 0;    // compute waiting for copies
-  double host_wait_seconds = 0;       // the host blocked on copies (or on drains before unmaps)
+  double host_wait_seconds = 0;       // the host blocked on copies (or on compute before unmaps)
   double map_seconds = 0;             // the host mapping and unmapping chunks (va)
   double network_seconds = 0;         // the network between ranks busy (either way)
   double hidden_network_seconds = 0;  // of which while compute was busy

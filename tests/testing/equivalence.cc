@@ -7,6 +7,21 @@
 
 namespace spill {
 namespace testing {
+namespace {
+
+// The index of the event that freed `block` in `events`; -1 when none did
+// (no block, or one freed in an earlier iteration).
+int64_t FreeEventOf(const std::vector<MemoryEvent>& events, AllocationId block) {
+  if (block < 0) return -1;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].type == MemoryEventType::kFree && events[i].block == block) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+}  // namespace
 
 void ExpectBitIdentical(const TrainTrace& baseline, const TrainTrace& trace,
                         const std::string& what) {
@@ -50,6 +65,14 @@ void ExpectRunAsPlanned(const NetSpec& spec, const SyntheticRun& run, const Trai
         << what << ": event " << i << " planned " << MemoryEventName(p.type) << " at step "
         << p.step << " offset " << p.offset << ", ran " << MemoryEventName(r.type) << " at step "
         << r.step << " offset " << r.offset;
+    // Chunks mapped and unmapped (va), and the free each unmap waits for:
+    // the same event of the iteration (block ids count from the
+    // allocator's first request, which plan and run need not share).
+    ASSERT_TRUE(p.maps == r.maps && p.unmaps == r.unmaps &&
+                FreeEventOf(plan->events, p.fence) == FreeEventOf(measured.events, r.fence))
+        << what << ": event " << i << " planned " << p.maps << " maps, " << p.unmaps
+        << " unmaps after event " << FreeEventOf(plan->events, p.fence) << "; ran " << r.maps
+        << ", " << r.unmaps << ", " << FreeEventOf(measured.events, r.fence);
   }
   EXPECT_EQ(plan->footprint, measured.footprint) << what;
   EXPECT_LE(plan->footprint, run.memory.device_budget) << what;

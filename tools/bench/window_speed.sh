@@ -11,7 +11,7 @@
 #      from 1x down by 0.05x), window + va with 40 MiB chunks, each also as a
 #      share of in-core at batch 190;
 #   2. window + va at batch 1440 against the host cost of mapping a chunk
-#      (--map-us; the drain of the queues before an unmap is always charged);
+#      (--map-us; the wait for the compute before an unmap is always charged);
 #   3. the window size swept at batch 928.
 #
 #   bash tools/bench/window_speed.sh

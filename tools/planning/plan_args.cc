@@ -35,7 +35,7 @@ void DeclareSimulation(Flags& f, PlanArgs* a) {
           0, 1e6);
   f.Float("--map-us", &a->map_us,
           "host microseconds to map or unmap one chunk under --allocator va (no spec sheet gives "
-          "it; default 0 - the drain of the queues before an unmap is simulated either way)",
+          "it; default 0 - the wait for the compute before an unmap is simulated either way)",
           0, 1e9);
   f.OutputFile("--timeline", &a->timeline,
                "write the (last) mode's simulated iteration as a Chrome/Perfetto trace "
