@@ -32,7 +32,9 @@
 //   placements  search: the limits it plans at - the limit, then each 3% of
 //               it lower - each plan placed as the run places it (its
 //               allocator, compaction included) and timed so; the fastest
-//               that fits the device budget is the plan (1: the limit alone)
+//               that fits the device budget is the plan, and the step above
+//               it is halved three times for a faster one (1: the limit
+//               alone, not placed)
 #ifndef SPILL_MEMORY_PLANNERS_PLANNER_SETTINGS_H_
 #define SPILL_MEMORY_PLANNERS_PLANNER_SETTINGS_H_
 

@@ -313,37 +313,78 @@ namespace {
 // each plan is placed as the run places it (Plan() with the plans given:
 // the options' allocator and compaction) and timed on the planner's
 // profile; the fastest that fits the device budget is the plan. A plan
-// placed with no compaction ends the search: a lower limit only adds
-// transfers. None fits: the plan at the limit, whose run reports where it
-// does not.
+// placed with no compaction ends the sweep: a lower limit only adds
+// transfers. Where the fastest is not at the limit, the limit between it
+// and the next higher one (which did not fit, or placed slower) is halved
+// kRefinements times, towards the higher half wherever the midpoint's plan
+// fits and is faster. None fits: the plan at the limit, whose run reports
+// where it does not.
 constexpr double kPlacementStep = 0.03;
+constexpr int kRefinements = 3;
+
+// One limit's plan, placed (or not: a single placement asked for).
+struct Placement {
+  size_t limit = 0;
+  PhasePlans plans;
+  bool fits = false;
+  bool compacted = false;
+  double seconds = 0;
+};
+
+StatusOr<Placement> PlanAt(const NetworkView& view, const MemoryOptions& options, EvalModel& model,
+                           const PlannerSettings& settings, size_t limit, bool place) {
+  PlanRules rules(model, limit);
+  SPILL_ASSIGN_OR_RETURN(Decisions d,
+                         PlanSearch(rules, model, settings.evaluations, settings.seed));
+  Placement p;
+  p.limit = limit;
+  p.plans = ToPhasePlans(model, d);
+  if (!place) return p;
+  SPILL_ASSIGN_OR_RETURN(MemoryPlan placed, Plan(view, options, p.plans, model.profile));
+  p.fits = placed.fits;
+  p.compacted = placed.compacted > 0;
+  p.seconds = placed.seconds;
+  return p;
+}
+
+bool Faster(const Placement& a, const Placement* than) {
+  return a.fits && (than == nullptr || a.seconds < than->seconds);
+}
 
 StatusOr<PhasePlans> PlanAndPlace(const NetworkView& view, const MemoryOptions& options,
                                   EvalModel& model) {
   const PlannerSettings settings = ReadPlannerSettings(options.settings);
   const size_t limit = PlannerLimit(options);
-  std::vector<PhasePlans> plans;
-  double best_seconds = 0;
+  const bool place = settings.placements > 1;
+  std::vector<Placement> swept;
   int best = -1;
   for (int i = 0; i < settings.placements; ++i) {
     const size_t at = static_cast<size_t>(static_cast<double>(limit) * (1 - kPlacementStep * i));
-    PlanRules rules(model, at);
-    StatusOr<Decisions> d = PlanSearch(rules, model, settings.evaluations, settings.seed);
-    if (!d.ok()) {
-      if (i == 0) return d.status();
+    StatusOr<Placement> p = PlanAt(view, options, model, settings, at, place);
+    if (!p.ok()) {
+      if (i == 0) return p.status();
       break;  // a lower limit finds no plan either
     }
-    plans.push_back(ToPhasePlans(model, *d));
-    if (settings.placements == 1) break;
-    SPILL_ASSIGN_OR_RETURN(MemoryPlan placed, Plan(view, options, plans.back(), model.profile));
-    if (placed.fits && (best < 0 || placed.seconds < best_seconds)) {
-      best = i;
-      best_seconds = placed.seconds;
-    }
+    swept.push_back(std::move(*p));
+    if (!place) break;
+    if (Faster(swept.back(), best < 0 ? nullptr : &swept[best])) best = i;
     // Placed without a move: a lower limit only adds transfers.
-    if (placed.fits && placed.compacted == 0) break;
+    if (swept.back().fits && !swept.back().compacted) break;
   }
-  return std::move(plans[std::max(best, 0)]);
+  if (best <= 0) return std::move(swept[std::max(best, 0)].plans);
+  Placement chosen = std::move(swept[best]);
+  size_t low = chosen.limit, high = swept[best - 1].limit;
+  for (int r = 0; r < kRefinements; ++r) {
+    const size_t mid = low + (high - low) / 2;
+    StatusOr<Placement> p = PlanAt(view, options, model, settings, mid, place);
+    if (p.ok() && Faster(*p, &chosen)) {
+      chosen = std::move(*p);
+      low = mid;
+    } else {
+      high = mid;
+    }
+  }
+  return std::move(chosen.plans);
 }
 
 const bool kSearch = RegisterScheduler(
