@@ -39,7 +39,6 @@ VirtualAddressAllocator::VirtualAddressAllocator(size_t capacity, size_t chunk_b
 
 void VirtualAddressAllocator::Unreserve() {
   vm_ = std::make_unique<PlannedMappings>(chunk_, chunks_, slots_ * chunk_);
-  drain_ = [] {};
   record_ = [] { return std::shared_ptr<Event>(); };
 }
 
@@ -48,16 +47,14 @@ VirtualAddressAllocator::~VirtualAddressAllocator() = default;
 StatusOr<void*> VirtualAddressAllocator::Reserve(Device& device) {
   SPILL_CHECK(live_.empty() && cache_.empty()) << "va: requests placed before the reservation";
   SPILL_ASSIGN_OR_RETURN(vm_, device.CreateVirtualMemory(chunk_, chunks_, slots_ * chunk_));
-  drain_ = [&device] {
-    device.compute_queue().Synchronize();
-    device.SynchronizeCopies();
-  };
   record_ = [&device] { return device.compute_queue().Record(); };
   return static_cast<void*>(vm_->base());
 }
 
 void VirtualAddressAllocator::Release(Device& device, void* base) {
-  drain_();
+  // Nothing queued may touch the mappings once they go.
+  device.compute_queue().Synchronize();
+  device.SynchronizeCopies();
   Unreserve();
 }
 

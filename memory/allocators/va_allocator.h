@@ -125,7 +125,7 @@ class VirtualAddressAllocator : public DeviceAllocator {
   void Release(Device& device, void* base) override;
   size_t PeakFootprint() const override { return stats_.peak_held * chunk_; }
   size_t address_space() const override { return slots_ * chunk_; }
-  MappingCounts mapping_counts() const override { return {stats_.maps, stats_.unmaps, -1}; }
+  MappingCounts mapping_counts() const override { return {stats_.maps, stats_.unmaps}; }
   // What the live requests span: their chunks (addresses are not memory).
   size_t Extent() const override { return stats_.held * chunk_; }
   double UnusableFree(size_t bytes) const override;
@@ -232,9 +232,6 @@ class VirtualAddressAllocator : public DeviceAllocator {
   // The mappings: the device's virtual memory once reserved, and while
   // planning a stand-in that maps nothing (the same decisions either way).
   std::unique_ptr<VirtualMemory> vm_;
-  // Waits until nothing queued on the device touches memory (at release;
-  // nothing to wait for while planning).
-  std::function<void()> drain_;
   // An event of the compute queue, recorded now (null while planning).
   std::function<std::shared_ptr<Event>()> record_;
   uint64_t frees_ = 0;    // frees that cached a range, numbering fences
