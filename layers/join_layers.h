@@ -52,6 +52,8 @@ class AddLayer : public Layer {
   LayerWork work(Pass pass, const std::vector<Shape>& inputs,
                  const std::vector<Shape>& outputs) const override;
   int DroppedInput(Phase phase, uint64_t seed) const override;
+  // Every input's gradient is the sum's, except a branch that may be dropped.
+  bool passes_gradient_to(int input) const override { return survival_ >= 1; }
   double drop_probability() const override { return 1.0 - survival_; }
 
   float survival() const { return survival_; }

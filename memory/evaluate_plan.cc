@@ -76,16 +76,45 @@ void SetLeanAlternatives(const NetworkView& view, const MemoryOptions& options,
   }
 }
 
-// An activation gradient's gap: from the step that first writes it to
-// `next`, its next use (the step that accumulates into it or reads it; -1:
-// none). It is worth moving out when another step runs in between - a
-// residual block's shortcut gradient, held while the branch runs backward.
-void ClassifyGradient(TensorId t, int next, EvalModel* m) {
-  const int w = m->liveness.first_use[t];
-  const bool gap = w >= 0 && next >= 0;
-  m->leaves_after[t] = gap ? w : -1;
-  m->needed_at[t] = gap ? next : -1;
-  m->offloadable[t] = gap && next - w >= 2;
+// An activation gradient's gap: the longest stretch between two of its
+// uses in a row, from the step that first writes it up to the step that
+// next writes it (adding into it), while its host copy, taken after the
+// first write, stays current (GradientGaps). It is worth moving out when
+// another step runs in between - a residual block's shortcut gradient, held
+// while the branch runs backward.
+struct GradientGap {
+  int from = -1, to = -1;  // the uses around it; -1: none
+};
+
+std::vector<GradientGap> GradientGaps(const Schedule& schedule, const Liveness& liveness) {
+  const size_t count = schedule.tensors.size();
+  std::vector<GradientGap> gaps(count);
+  std::vector<int> previous(count, -1);  // its latest use so far (-1: none, or written again)
+  for (int s = 0; s < static_cast<int>(schedule.steps.size()); ++s) {
+    const Step& step = schedule.steps[s];
+    for (const std::vector<TensorId>* ids : {&step.reads, &step.writes}) {
+      for (TensorId t : *ids) {
+        if (schedule.tensors[t].kind != TensorKind::kActivationGrad) continue;
+        if (liveness.first_use[t] == s) {
+          previous[t] = s;
+          continue;
+        }
+        if (previous[t] < 0 || previous[t] == s) continue;
+        GradientGap& g = gaps[t];
+        if (g.from < 0 || s - previous[t] > g.to - g.from) g = {previous[t], s};
+        const bool writes =
+            std::find(step.writes.begin(), step.writes.end(), t) != step.writes.end();
+        previous[t] = writes ? -1 : s;
+      }
+    }
+  }
+  return gaps;
+}
+
+void ClassifyGradient(TensorId t, const GradientGap& gap, EvalModel* m) {
+  m->leaves_after[t] = gap.from;
+  m->needed_at[t] = gap.to;
+  m->offloadable[t] = gap.from >= 0 && gap.to - gap.from >= 2;
 }
 
 void NoSecondGap(TensorId t, EvalModel* m) {
@@ -101,13 +130,11 @@ void ClassifyTensors(const NetworkView& view, EvalModel* m) {
   m->needed_at.assign(count, -1);
   m->again_after.assign(count, -1);
   m->again_needed_at.assign(count, -1);
-  std::vector<int> next_use(count, -1);      // the first step after a tensor's first use
   std::vector<int> backward_use(count, -1);  // the latest backward step that used it
   std::vector<bool> backward_write(count, false);
   for (int s = 0; s < m->num_steps(); ++s) {
     for (const std::vector<TensorId>* ids : {&schedule.steps[s].reads, &schedule.steps[s].writes}) {
       for (TensorId t : *ids) {
-        if (next_use[t] < 0 && s > m->liveness.first_use[t]) next_use[t] = s;
         if (s < n) {
           m->leaves_after[t] = std::max(m->leaves_after[t], s);
           continue;
@@ -127,10 +154,11 @@ void ClassifyTensors(const NetworkView& view, EvalModel* m) {
   m->droppable.assign(count, false);
   m->forward_only.assign(count, false);
   m->sources.assign(count, {});
+  const std::vector<GradientGap> gaps = GradientGaps(schedule, m->liveness);
   for (TensorId t = 0; t < static_cast<TensorId>(count); ++t) {
     const TensorInfo& info = schedule.tensors[t];
     if (info.kind == TensorKind::kActivationGrad) {
-      ClassifyGradient(t, next_use[t], m);
+      ClassifyGradient(t, gaps[t], m);
       NoSecondGap(t, m);
       continue;
     }

@@ -128,10 +128,11 @@ TEST_P(EvaluateTest, PeakAndTimeEqualPlanAndSimulatorOnRandomDecisions) {
   }
 }
 
-// An activation gradient is a candidate over the gap between the step that
-// writes it and its next use: on a residual network the shortcut's
-// gradient, written by the add and accumulated by the unit's first layer
-// after the branch's backward steps. It may be offloaded, never dropped.
+// An activation gradient is a candidate over the longest gap between two of
+// its uses before anything adds into it again: on a residual network the
+// unit's sum gradient, which the shortcut shares - read by the branch's last
+// layer and accumulated by the unit's first after the branch's backward
+// steps. It may be offloaded, never dropped.
 TEST(EvaluateModelTest, ShortcutGradientsAreOffloadCandidates) {
   Modelled m = ModelOf(testing::kResNet);
   const EvalModel* model = &m.model;
@@ -143,8 +144,13 @@ TEST(EvaluateModelTest, ShortcutGradientsAreOffloadCandidates) {
     EXPECT_TRUE(model->offloadable[t]);
     EXPECT_FALSE(model->droppable[t]);
     const int w = model->leaves_after[t], u = model->needed_at[t];
-    EXPECT_EQ(w, model->liveness.first_use[t]);
-    EXPECT_GE(w, model->num_layers) << "written in backward";
+    const int first = model->liveness.first_use[t];
+    EXPECT_GE(w, first);
+    EXPECT_GE(first, model->num_layers) << "written in backward";
+    for (int s = first + 1; s <= w; ++s) {  // its copy, taken after the first write, is current
+      const Step& step = schedule.steps[s];
+      EXPECT_EQ(std::count(step.writes.begin(), step.writes.end(), t), 0);
+    }
     EXPECT_GE(u - w, 2);
     for (int s = w + 1; s < u; ++s) {
       const Step& step = schedule.steps[s];

@@ -399,11 +399,14 @@ TEST_P(ModeTest, DoubleBufferedStreamingFallsBackToOneBufferAtTheSmallestBudget)
     auto b = testing::TrainSynthetic(spec, single);
     ASSERT_TRUE(b.ok()) << scale << ", single-buffered: " << b.status().ToString();
     ASSERT_TRUE(a.ok()) << scale << ", double-buffered: " << a.status().ToString();
-    testing::ExpectBitIdentical(*b, *a, "double-buffered");
+    // The same math; the peaks are each run's own: where its budget has
+    // room, double buffering spends it on a second buffer.
+    testing::ExpectSameMath(*b, *a, "double-buffered at " + std::to_string(scale));
     if (scale == 1.0) {
       EXPECT_GT(a->log.streamed, 0);
     }
     EXPECT_LE(a->log.peak, doubled.memory.device_budget);
+    EXPECT_LE(b->log.peak, single.memory.device_budget);
     const std::set<int> single_buffers = buffers_of(*b);
     EXPECT_TRUE(single_buffers.empty() || single_buffers == std::set<int>{1}) << scale;
     double_buffered += buffers_of(*a).count(2);

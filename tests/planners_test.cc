@@ -529,11 +529,11 @@ TEST(PlannerModesTest, SearchIsFasterThanGreedyOnResNet50AtSixAndAHalfTimesTheIn
   EXPECT_LT(e.seconds, 0.95 * g.seconds) << "search " << e.seconds << " s, greedy " << g.seconds;
 }
 
-// At 7.5x the in-core batch, stage 1's backward steps hold four 3.3 GiB
-// tensors, two of them activation gradients: the shortcut's, written by the
-// unit's add and held while the branch runs backward, is what a plan must
-// move out for any to fit 12 GiB. The search's plan offloads gradients and,
-// run from shapes with its best-fit placement, keeps within the budget.
+// At 7.5x the in-core batch, stage 1's backward steps hold three 3.3 GiB
+// tensors, one of them the unit's sum gradient, which the shortcut shares
+// and which waits while the branch runs backward. The search's plan moves
+// such gradients out and, run from shapes with its best-fit placement,
+// keeps within the budget.
 TEST(PlannerModesTest, SearchReachesResNet50AtSevenAndAHalfTimesTheInCoreBatch) {
   MemoryOptions options;
   auto net = ResNet50At(1102, "search", &options);
@@ -551,7 +551,7 @@ TEST(PlannerModesTest, SearchReachesResNet50AtSevenAndAHalfTimesTheInCoreBatch) 
       gradients += net->schedule().tensors[t].bytes;
     }
   }
-  EXPECT_GT(gradients, size_t{3} << 30);
+  EXPECT_GT(gradients, size_t{1} << 30);
   auto plan = Plan(net->view(), options);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_TRUE(plan->fits) << plan->failure;

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <memory>
 
 #include "framework/base/random.h"
 #include "framework/graph/net.h"
@@ -178,6 +180,97 @@ TEST_F(ScheduleTest, FannedTensorGradientAccumulates) {
   EXPECT_EQ(relu1.accumulates, std::vector<TensorId>{g});
   EXPECT_TRUE(net_->schedule().layers[net_->FindLayer("relu1")].accumulate[0]);
   EXPECT_FALSE(net_->schedule().layers[net_->FindLayer("conv2")].accumulate[0]);
+}
+
+// A residual unit: the sum hands its gradient to the branch's end (fc2, read
+// by the sum alone) and to the unit's input (relu0, also read by fc1). Both
+// share the sum's gradient tensor: fc2's backward reads it, and fc1's - which
+// runs after it - adds the input's other share into it.
+constexpr char kResidual[] = R"(
+layers:
+  - {name: data, type: input, shape: [1, 2, 2]}
+  - {name: fc0, type: fully_connected, outputs: 4}
+  - {name: relu0, type: relu}
+  - {name: fc1, type: fully_connected, outputs: 4}
+  - {name: relu1, type: relu}
+  - {name: fc2, type: fully_connected, outputs: 4}
+  - {name: sum, type: add, inputs: [fc2, relu0]%s}
+  - {name: relu2, type: relu}
+  - {name: loss, type: softmax_loss}
+)";
+
+std::unique_ptr<Net> BuildResidual(const std::string& options = "") {
+  char yaml[1024];
+  std::snprintf(yaml, sizeof(yaml), kResidual, options.c_str());
+  auto net = Net::Build(testing::MustParse(yaml), {2, DeviceType::kCpu});
+  SPILL_CHECK(net.ok()) << net.status().ToString();
+  return std::move(net).value();
+}
+
+bool Named(const Schedule& s, const std::string& name) {
+  for (const TensorInfo& t : s.tensors) {
+    if (t.name == name) return true;
+  }
+  return false;
+}
+
+TEST(ScheduleSharedGradientTest, ASumSharesItsGradientWithItsInputs) {
+  const std::unique_ptr<Net> net = BuildResidual();
+  const Schedule& s = net->schedule();
+  const LayerTensors& sum = s.layers[net->FindLayer("sum")];
+  const TensorId g = sum.output_grads[0];
+  EXPECT_EQ(s.tensors[g].name, "sum.grad");
+  EXPECT_EQ(sum.input_grads, (std::vector<TensorId>{g, g}));
+  EXPECT_EQ(s.layers[net->FindLayer("fc2")].output_grads[0], g);
+  EXPECT_EQ(s.layers[net->FindLayer("relu0")].output_grads[0], g);
+  EXPECT_FALSE(Named(s, "fc2.grad"));
+  EXPECT_FALSE(Named(s, "relu0.grad"));
+  // Nothing to write: the sum's backward reads the gradient it hands on.
+  const Step& back = s.backward(net->FindLayer("sum"));
+  EXPECT_TRUE(back.writes.empty());
+  EXPECT_EQ(sum.accumulate, (std::vector<bool>{false, false}));
+  // fc2 reads it as its output's gradient before fc1 adds into it.
+  const Step& fc2 = s.backward(net->FindLayer("fc2"));
+  const Step& fc1 = s.backward(net->FindLayer("fc1"));
+  EXPECT_LT(fc2.index, fc1.index);
+  EXPECT_NE(std::find(fc2.reads.begin(), fc2.reads.end(), g), fc2.reads.end());
+  EXPECT_EQ(fc1.accumulates, std::vector<TensorId>{g});
+  EXPECT_TRUE(s.layers[net->FindLayer("fc1")].accumulate[0]);
+}
+
+TEST(ScheduleSharedGradientTest, AnInputWhoseReaderAddsBeforeTheBranchIsReadKeepsItsOwn) {
+  // The branch is fc2 alone, and fc2 reads the unit's input: its backward
+  // reads the sum's gradient and adds into the input's in one call, so the
+  // input keeps a tensor of its own; the branch's end still shares.
+  auto net = Net::Build(testing::MustParse(R"(
+layers:
+  - {name: data, type: input, shape: [1, 2, 2]}
+  - {name: fc0, type: fully_connected, outputs: 4}
+  - {name: relu0, type: relu}
+  - {name: fc2, type: fully_connected, outputs: 4}
+  - {name: sum, type: add, inputs: [fc2, relu0]}
+  - {name: loss, type: softmax_loss}
+)"),
+                        {2, DeviceType::kCpu});
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  const Schedule& s = (*net)->schedule();
+  const LayerTensors& sum = s.layers[(*net)->FindLayer("sum")];
+  EXPECT_EQ(sum.input_grads[0], sum.output_grads[0]);
+  EXPECT_NE(sum.input_grads[1], sum.output_grads[0]);
+  EXPECT_EQ(s.tensors[sum.input_grads[1]].name, "relu0.grad");
+  EXPECT_EQ(sum.accumulate, (std::vector<bool>{false, false}));
+  EXPECT_TRUE(s.layers[(*net)->FindLayer("fc2")].accumulate[0]);
+}
+
+TEST(ScheduleSharedGradientTest, ABranchThatMayBeDroppedKeepsItsOwn) {
+  // With stochastic depth the branch's gradient is zero in some iterations.
+  const std::unique_ptr<Net> net = BuildResidual(", survival: 0.5");
+  const Schedule& s = net->schedule();
+  const LayerTensors& sum = s.layers[net->FindLayer("sum")];
+  EXPECT_NE(sum.input_grads[0], sum.output_grads[0]);
+  EXPECT_NE(sum.input_grads[1], sum.output_grads[0]);
+  EXPECT_TRUE(Named(s, "fc2.grad"));
+  EXPECT_TRUE(Named(s, "relu0.grad"));
 }
 
 TEST(ScheduleSelfJoinTest, LayerReadingOneTensorTwiceAccumulatesItsSecondSlot) {

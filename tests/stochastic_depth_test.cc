@@ -221,6 +221,24 @@ TEST(StochasticDepthTest, TheMemoryTestsNetworkDropsSomeBranchesAndKeepsOthers) 
   EXPECT_LT(trace->dropped_branches, 3 * run.steps);
 }
 
+// A sum that always keeps its branch hands its gradient on in its own
+// tensor (BuildSchedule shares it with the branch's end and the unit's
+// input); one that may drop it keeps them apart. Where no branch is dropped
+// the two compute the same loss and gradients, bit for bit.
+TEST(StochasticDepthTest, ASharedSumGradientComputesWhatSeparateOnesDo) {
+  std::string always = kUnit, almost = kUnit;
+  always.replace(always.find(", survival: 0.5"), 15, "");
+  almost.replace(almost.find("survival: 0.5"), 13, "survival: 0.9999999");
+  Runner shared(always.c_str()), apart(almost.c_str());
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    EXPECT_EQ(shared.Run(seed), apart.Run(seed)) << "seed " << seed;
+    ASSERT_TRUE(apart.Skipped().empty()) << "seed " << seed;
+    for (const char* layer : {"stem", "conv1", "bn", "conv2", "fc"}) {
+      EXPECT_TRUE(Same(shared.Grad(layer), apart.Grad(layer))) << layer << ", seed " << seed;
+    }
+  }
+}
+
 TEST(StochasticDepthTest, SurvivalOutsideItsRangeIsAnError) {
   for (const char* value : {"0", "1.5", "-0.2"}) {
     const std::string yaml = std::string(R"(

@@ -195,6 +195,11 @@ class Layer {
   }
   // Whether backward produces a gradient for input i (not for labels).
   virtual bool propagates_to(int input) const { return true; }
+  // Whether backward hands input i its output's gradient unchanged (a sum's
+  // inputs). The schedule may then give both gradients one tensor
+  // (BuildSchedule), and backward finds input_grads[i] holding output_grads[0]
+  // already: the same storage, nothing to copy.
+  virtual bool passes_gradient_to(int input) const { return false; }
   // Stochastic depth: the input this layer leaves out of an iteration, or
   // -1 (`seed` is the layer's random stream, ForwardArgs::seed). The
   // executor then computes none of the layers that reach the losses only

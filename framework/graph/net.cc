@@ -157,6 +157,7 @@ Status Net::InferShapes(const std::vector<int>& route) {
     Layer& layer = *layers_[id];
     LayerDecl& decl = decls_[id];
     decl.propagates.clear();
+    decl.passes.clear();
     std::vector<Shape> in;
     for (const auto& i : decl.inputs) in.push_back(shapes[i.layer][i.output]);
     Status status = layer.Reshape(in, &shapes[id]);
@@ -178,7 +179,10 @@ Status Net::InferShapes(const std::vector<int>& route) {
     decl.aux = layer.aux();
     decl.needs = layer.backward_needs();
     SPILL_CHECK_EQ(decl.needs.inputs.size(), in.size()) << layer.name();
-    for (size_t i = 0; i < in.size(); ++i) decl.propagates.push_back(layer.propagates_to(i));
+    for (size_t i = 0; i < in.size(); ++i) {
+      decl.propagates.push_back(layer.propagates_to(i));
+      decl.passes.push_back(layer.passes_gradient_to(i));
+    }
     decl.forward_workspace = layer.workspace_bytes(Pass::kForward);
     decl.backward_workspace = layer.workspace_bytes(Pass::kBackward);
   }
@@ -234,6 +238,22 @@ Status Net::CheckLosses() const {
   return CheckLossesReachable(decls_, where, file_);
 }
 
+namespace {
+
+// Whether every input gradient of a layer's backward is its output's gradient
+// itself (BuildSchedule shares a sum's): the backward then has nothing to do.
+bool HandsOnInPlace(const LayerTensors& lt) {
+  bool any = false;
+  for (TensorId g : lt.input_grads) {
+    if (g == kNoTensor) continue;
+    if (lt.output_grads.size() != 1 || g != lt.output_grads[0]) return false;
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace
+
 NetworkView Net::view() const {
   NetworkView view;
   view.schedule = &schedule_;
@@ -249,6 +269,7 @@ NetworkView Net::view() const {
     }
     summary.forward_work = l.work(Pass::kForward, inputs, decls_[id].output_shapes);
     summary.backward_work = l.work(Pass::kBackward, inputs, decls_[id].output_shapes);
+    if (HandsOnInPlace(schedule_.layers[id])) summary.backward_work = LayerWork();
     AddConversionWork(id, Pass::kForward, &summary.forward_work);
     AddConversionWork(id, Pass::kBackward, &summary.backward_work);
     summary.slices = l.supports_slices();

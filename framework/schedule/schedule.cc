@@ -54,19 +54,116 @@ bool HasTrainableParams(const LayerDecl& decl) {
 // Phase 2: which activations need a gradient. An output needs one when its
 // layer has trainable parameters or passes gradient to an input that needs
 // one, and some reader propagates to it.
-void CreateGradientTensors(const std::vector<LayerDecl>& layers, const std::vector<int>& route,
-                           Schedule* s) {
-  std::vector<bool> requires_grad(s->tensors.size(), false);
+std::vector<bool> RequiresGrad(const std::vector<LayerDecl>& layers, const std::vector<int>& route,
+                               const Schedule& s) {
+  std::vector<bool> requires_grad(s.tensors.size(), false);
   for (int id : route) {
     const LayerDecl& decl = layers[id];
     if (decl.is_input) continue;
     bool rg = HasTrainableParams(decl);
     for (size_t i = 0; i < decl.inputs.size(); ++i) {
-      rg = rg || (decl.propagates[i] && requires_grad[s->layers[id].inputs[i]]);
+      rg = rg || (decl.propagates[i] && requires_grad[s.layers[id].inputs[i]]);
     }
-    for (TensorId out : s->layers[id].outputs) requires_grad[out] = rg;
+    for (TensorId out : s.layers[id].outputs) requires_grad[out] = rg;
   }
-  std::vector<TensorId> grad_of(s->tensors.size(), kNoTensor);
+  return requires_grad;
+}
+
+bool Passes(const LayerDecl& decl, size_t input) {
+  return input < decl.passes.size() && decl.passes[input] && decl.propagates[input];
+}
+
+// Gradients handed on unchanged share one tensor, as autograd engines hand a
+// sum's gradient on: a layer whose backward gives input i exactly its single
+// output's gradient (LayerDecl::passes) lets input i's gradient live in the
+// output's where nothing can tell them apart. Backward runs in reverse route
+// order, so the output's gradient is complete when the layer's backward
+// begins; what may then write the shared tensor is the input's other
+// readers' backward, adding their share. So an input joins when it has no
+// other reader; and at most one input with other readers joins, when this
+// layer is its last reader and the backward of every other joining input's
+// producer (which reads the tensor as its output's gradient) runs before
+// any of those readers' backward. An output whose gradient already joined a
+// later layer's keeps its inputs apart. owner(): per activation, the
+// activation whose gradient tensor it uses (itself where none is shared).
+class GradientSharing {
+ public:
+  GradientSharing(const std::vector<LayerDecl>& layers, const std::vector<int>& route,
+                  const Schedule& s, const std::vector<bool>& requires_grad)
+      : layers_(layers),
+        s_(s),
+        requires_grad_(requires_grad),
+        owner_(s.tensors.size()),
+        owns_(s.tensors.size(), false),
+        position_(layers.size(), -1),
+        readers_(s.tensors.size()) {
+    for (TensorId t = 0; t < static_cast<TensorId>(owner_.size()); ++t) owner_[t] = t;
+    for (size_t i = 0; i < route.size(); ++i) position_[route[i]] = static_cast<int>(i);
+    for (int id : route) {
+      for (TensorId in : s.layers[id].inputs) {
+        if (readers_[in].empty() || readers_[in].back() != id) readers_[in].push_back(id);
+      }
+    }
+    for (auto it = route.rbegin(); it != route.rend(); ++it) Share(*it);
+  }
+
+  const std::vector<TensorId>& owner() const { return owner_; }
+
+ private:
+  // Whether `t`'s gradient is its own still, shared with no other.
+  bool Unshared(TensorId t) const { return owner_[t] == t && !owns_[t]; }
+
+  void Share(int id) {
+    const LayerDecl& decl = layers_[id];
+    const LayerTensors& lt = s_.layers[id];
+    if (lt.outputs.size() != 1 || decl.is_loss) return;
+    const TensorId out = lt.outputs[0];
+    if (!requires_grad_[out] || !Unshared(out)) return;
+    std::vector<TensorId> alone;  // joining inputs with no other reader
+    TensorId shared = kNoTensor;  // the one with other readers
+    for (size_t i = 0; i < lt.inputs.size(); ++i) {
+      const TensorId in = lt.inputs[i];
+      if (!Passes(decl, i) || !requires_grad_[in] || !Unshared(in)) continue;
+      if (s_.tensors[in].shape != s_.tensors[out].shape || layers_[s_.tensors[in].layer].is_input ||
+          std::count(lt.inputs.begin(), lt.inputs.end(), in) != 1) {
+        continue;
+      }
+      if (readers_[in].size() == 1) {
+        alone.push_back(in);
+      } else if (shared == kNoTensor && readers_[in].back() == id) {
+        shared = in;
+      }
+    }
+    if (shared != kNoTensor && ReadBeforeAdded(alone, shared, id)) alone.push_back(shared);
+    for (TensorId in : alone) owner_[in] = out;
+    owns_[out] = !alone.empty();
+  }
+
+  // Whether the backward of every producer of `alone` runs before that of
+  // every reader of `shared` but `id`.
+  bool ReadBeforeAdded(const std::vector<TensorId>& alone, TensorId shared, int id) const {
+    for (TensorId in : alone) {
+      for (int reader : readers_[shared]) {
+        if (reader != id && position_[s_.tensors[in].layer] <= position_[reader]) return false;
+      }
+    }
+    return true;
+  }
+
+  const std::vector<LayerDecl>& layers_;
+  const Schedule& s_;
+  const std::vector<bool>& requires_grad_;
+  std::vector<TensorId> owner_;
+  std::vector<bool> owns_;                 // others share its gradient
+  std::vector<int> position_;              // per layer: its place in the route
+  std::vector<std::vector<int>> readers_;  // per tensor: the layers reading it, in route order
+};
+
+void CreateGradientTensors(const std::vector<LayerDecl>& layers, const std::vector<int>& route,
+                           Schedule* s) {
+  const std::vector<bool> requires_grad = RequiresGrad(layers, route, *s);
+  const std::vector<TensorId> owner = GradientSharing(layers, route, *s, requires_grad).owner();
+  std::vector<TensorId> grad_of(s->tensors.size(), kNoTensor);  // by owner
   for (int id : route) {
     const LayerDecl& decl = layers[id];
     LayerTensors& lt = s->layers[id];
@@ -74,17 +171,18 @@ void CreateGradientTensors(const std::vector<LayerDecl>& layers, const std::vect
     for (size_t i = 0; i < decl.inputs.size(); ++i) {
       TensorId in = lt.inputs[i];
       if (!decl.propagates[i] || !requires_grad[in]) continue;
-      if (grad_of[in] == kNoTensor) {
-        const TensorInfo info = s->tensors[in];
-        grad_of[in] = s->AddTensor(
+      TensorId& g = grad_of[owner[in]];
+      if (g == kNoTensor) {
+        const TensorInfo info = s->tensors[owner[in]];
+        g = s->AddTensor(
             {info.name + ".grad", TensorKind::kActivationGrad, info.shape, 0, info.layer});
       }
-      lt.input_grads[i] = grad_of[in];
+      lt.input_grads[i] = g;
     }
   }
   for (int id : route) {
     LayerTensors& lt = s->layers[id];
-    for (TensorId out : lt.outputs) lt.output_grads.push_back(grad_of[out]);
+    for (TensorId out : lt.outputs) lt.output_grads.push_back(grad_of[owner[out]]);
   }
 }
 
@@ -123,6 +221,10 @@ Step BackwardStep(const LayerDecl& decl, LayerTensors* lt, std::set<TensorId>* w
   for (size_t i = 0; i < lt->inputs.size(); ++i) {
     TensorId g = lt->input_grads[i];
     if (g == kNoTensor) continue;
+    // Shares the output's gradient (GradientSharing): already in place.
+    if (std::find(lt->output_grads.begin(), lt->output_grads.end(), g) != lt->output_grads.end()) {
+      continue;
+    }
     bool earlier = written->count(g) > 0;
     bool here = std::find(this_step.begin(), this_step.end(), g) != this_step.end();
     lt->accumulate[i] = earlier || here;

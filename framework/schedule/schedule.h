@@ -121,6 +121,7 @@ struct LayerDecl {
   std::vector<AuxSpec> aux;
   BackwardNeeds needs;
   std::vector<bool> propagates;  // per input: backward produces its gradient
+  std::vector<bool> passes;      // per input: ... its output's gradient unchanged (may be empty)
   bool is_input = false;
   bool is_loss = false;
   size_t forward_workspace = 0;

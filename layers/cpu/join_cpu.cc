@@ -113,7 +113,7 @@ class CpuAddLayer : public AddLayer {
   void Backward(const BackwardArgs& args) const override {
     for (size_t i = 0; i < args.input_grads.size(); ++i) {
       const Tensor& dx = args.input_grads[i];
-      if (!dx.valid()) continue;
+      if (!dx.valid() || dx.raw() == args.output_grads[0].raw()) continue;  // shared, in place
       const bool accumulate = args.accumulate[i];
       if (static_cast<int>(i) == args.dropped_input) {
         if (!accumulate) cpu::Zero(dx);

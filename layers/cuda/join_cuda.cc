@@ -120,7 +120,7 @@ class CudaAddLayer : public AddLayer {
     cudaStream_t stream = cuda::StreamOf(args.device);
     for (size_t i = 0; i < args.input_grads.size(); ++i) {
       float* dx = cuda::InputGrad(args, i);
-      if (dx == nullptr) continue;
+      if (dx == nullptr || dx == args.output_grads[0].raw()) continue;  // shared, in place
       if (static_cast<int>(i) == args.dropped_input) {
         if (!cuda::Accumulates(args, i)) {
           SPILL_CUDA_CHECK(cudaMemsetAsync(dx, 0, args.input_grads[i].bytes(), stream));

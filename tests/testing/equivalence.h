@@ -14,8 +14,10 @@
 namespace spill {
 namespace testing {
 
-// `trace` gave the losses and parameters of `baseline` bit for bit, within
-// the baseline's peak.
+// `trace` gave the losses and parameters of `baseline` bit for bit.
+void ExpectSameMath(const TrainTrace& baseline, const TrainTrace& trace, const std::string& what);
+
+// The same, within the baseline's peak.
 void ExpectBitIdentical(const TrainTrace& baseline, const TrainTrace& trace,
                         const std::string& what);
 
