@@ -241,12 +241,12 @@ Status Net::CheckLosses() const {
 namespace {
 
 // Whether every input gradient of a layer's backward is its output's gradient
-// itself (BuildSchedule shares a sum's): the backward then has nothing to do.
+// itself (SharesOutputGradient): the backward then has nothing to do.
 bool HandsOnInPlace(const LayerTensors& lt) {
   bool any = false;
-  for (TensorId g : lt.input_grads) {
-    if (g == kNoTensor) continue;
-    if (lt.output_grads.size() != 1 || g != lt.output_grads[0]) return false;
+  for (size_t i = 0; i < lt.input_grads.size(); ++i) {
+    if (lt.input_grads[i] == kNoTensor) continue;
+    if (!SharesOutputGradient(lt, i)) return false;
     any = true;
   }
   return any;

@@ -220,11 +220,7 @@ Step BackwardStep(const LayerDecl& decl, LayerTensors* lt, std::set<TensorId>* w
   std::vector<TensorId> this_step;  // gradients first written by this step
   for (size_t i = 0; i < lt->inputs.size(); ++i) {
     TensorId g = lt->input_grads[i];
-    if (g == kNoTensor) continue;
-    // Shares the output's gradient (GradientSharing): already in place.
-    if (std::find(lt->output_grads.begin(), lt->output_grads.end(), g) != lt->output_grads.end()) {
-      continue;
-    }
+    if (g == kNoTensor || SharesOutputGradient(*lt, i)) continue;
     bool earlier = written->count(g) > 0;
     bool here = std::find(this_step.begin(), this_step.end(), g) != this_step.end();
     lt->accumulate[i] = earlier || here;
@@ -262,6 +258,12 @@ const char* TensorKindName(TensorKind kind) {
 bool IsTransient(TensorKind kind) {
   return kind == TensorKind::kActivation || kind == TensorKind::kAux ||
          kind == TensorKind::kActivationGrad;
+}
+
+bool SharesOutputGradient(const LayerTensors& lt, size_t input) {
+  const TensorId g = lt.input_grads[input];
+  return g != kNoTensor &&
+         std::find(lt.output_grads.begin(), lt.output_grads.end(), g) != lt.output_grads.end();
 }
 
 TensorId Schedule::AddTensor(TensorInfo info) {

@@ -128,6 +128,10 @@ struct LayerDecl {
   size_t backward_workspace = 0;
 };
 
+// Whether input i's gradient is its layer's output gradient itself (a sum's,
+// shared by BuildSchedule): backward finds it in place and writes nothing.
+bool SharesOutputGradient(const LayerTensors& lt, size_t input);
+
 // Builds tensors and steps for layers run in `route` order.
 Schedule BuildSchedule(const std::vector<LayerDecl>& layers, const std::vector<int>& route);
 
